@@ -1,0 +1,66 @@
+"""biasfree: when are bias-free ReLU networks effectively linear networks?
+
+Networks of any depth and leaky slope α, symmetric data, gradient descent and true
+gradient flow, closed-form theory, expressivity analysis and self-checking
+experiments for Zhang, Saxe & Latham (TMLR 2025). Importing the package enables
+float64 in JAX: the identities it checks hold to round-off only in double precision.
+"""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+from .data import (  # noqa: E402
+    Dataset,
+    abs_target,
+    asymmetric_half,
+    check_data,
+    cross_covariance,
+    gaussian_inputs,
+    input_covariance,
+    is_symmetric,
+    label_data,
+    linear_target,
+    make_dataset,
+    product_target,
+    sine_target,
+    symmetrize,
+    teacher_matrix,
+    whiten,
+    xor_target,
+)
+from .losses import loss_value, objective  # noqa: E402
+from .nets import (  # noqa: E402
+    Layer,
+    Params,
+    beta_eff,
+    depth,
+    end_to_end_linear,
+    even_part,
+    forward,
+    from_arrays,
+    hidden,
+    init_gaussian,
+    init_pairs,
+    init_rank_one,
+    leaky_relu,
+    odd_part,
+    pair_up,
+    scale_params,
+    slope_factor,
+    widths,
+)
+from .train import (  # noqa: E402
+    DivergenceError,
+    FlowConfig,
+    GDConfig,
+    flow,
+    flow_ensemble,
+    gd,
+    gd_ensemble,
+    record_steps,
+    record_times,
+)
+from .trajectory import Trajectory, conserved_quantities, observe  # noqa: E402
+
+__version__ = "0.1.0"

@@ -1,0 +1,220 @@
+"""Symmetric data: Gaussian inputs, targets, symmetrisation, whitening, checks.
+
+Shapes follow THEORY.md §0: inputs ``X`` (N, d), targets ``Y`` (N, p). A data set is
+*symmetric* (§2.1) when for every pair (x, y) it also holds (-x, -y). Targets are
+pure functions ``x -> y`` of shape (N, d) -> (N, p), made by the ``*_target``
+factories; their parameters are drawn from an explicit key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.spatial import cKDTree
+
+Array = jax.Array
+Target = Callable[[Array], Array]
+
+
+def check_data(X, Y) -> None:
+    """Raise ``ValueError`` naming the problem unless X (N, d) and Y (N, p) are finite
+    2-D arrays with the same number of rows."""
+    X, Y = np.asarray(X), np.asarray(Y)
+    if X.ndim != 2:
+        raise ValueError(f"inputs X must have shape (N, d), got {X.shape}; reshape 1-D x to (N, 1)")
+    if Y.ndim != 2:
+        raise ValueError(f"targets Y must have shape (N, p), got {Y.shape}; use Y[:, None] for p = 1")
+    if X.shape[0] != Y.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}: one target per input")
+    for name, A in (("X", X), ("Y", Y)):
+        bad = ~np.isfinite(A)
+        if bad.any():
+            row = int(np.argwhere(bad)[0][0])
+            raise ValueError(
+                f"{name} holds {int(bad.sum())} NaN/inf values (first in row {row}); "
+                "drop or impute those rows before training"
+            )
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Train and held-out test sets: ``X`` (N, d), ``Y`` (N, p), ``X_test``, ``Y_test``."""
+
+    X: Array
+    Y: Array
+    X_test: Array | None = None
+    Y_test: Array | None = None
+
+    def __post_init__(self):
+        check_data(self.X, self.Y)
+        if (self.X_test is None) != (self.Y_test is None):
+            raise ValueError("give both X_test and Y_test, or neither")
+        if self.X_test is not None:
+            check_data(self.X_test, self.Y_test)
+            if self.X_test.shape[1] != self.X.shape[1] or self.Y_test.shape[1] != self.Y.shape[1]:
+                raise ValueError("test set must have the same d and p as the training set")
+
+    @property
+    def has_test(self) -> bool:
+        return self.X_test is not None
+
+    @property
+    def arrays(self) -> tuple:
+        """``(X, Y, X_test, Y_test)``: the pytree the compiled engine takes."""
+        return (self.X, self.Y, self.X_test, self.Y_test)
+
+
+def gaussian_inputs(key, n: int, d: int, cov=None) -> Array:
+    """``n`` inputs ``x ~ N(0, cov)`` in ``d`` dimensions (identity if ``cov`` is None)."""
+    Z = jax.random.normal(key, (n, d))
+    if cov is None:
+        return Z
+    cov = jnp.asarray(cov, dtype=float)
+    if cov.shape != (d, d):
+        raise ValueError(f"cov must have shape ({d}, {d}), got {cov.shape}")
+    return Z @ jnp.linalg.cholesky(cov).T
+
+
+def symmetrize(X, Y=None):
+    """Append the mirror images: ``X -> [X; -X]`` and ``Y -> [Y; -Y]`` (§2.1)."""
+    Xs = jnp.concatenate([X, -X], axis=0)
+    if Y is None:
+        return Xs
+    return Xs, jnp.concatenate([Y, -Y], axis=0)
+
+
+def asymmetric_half(X, Y):
+    """Drop the mirror half made by :func:`symmetrize` (first N/2 rows kept)."""
+    n = X.shape[0] // 2
+    return X[:n], Y[:n]
+
+
+def is_symmetric(X, Y=None, tol: float = 1e-9) -> bool:
+    """True if every point (x, y) has a partner (-x, -y) within Euclidean ``tol``.
+
+    Uses a k-d tree over the rows of ``[X, Y]``: O(N log N).
+    """
+    Z = np.asarray(X, float) if Y is None else np.hstack([np.asarray(X, float), np.asarray(Y, float)])
+    dist, _ = cKDTree(Z).query(-Z, k=1)
+    return bool(np.max(dist) <= tol)
+
+
+def whiten(X):
+    """Exact whitening on the sample: ``X -> X Σ^{-1/2}`` with ``Σ = XᵀX / N``.
+
+    Afterwards ``<x xᵀ> = XᵀX/N = I`` to round-off, and a symmetric set stays
+    symmetric (the map is linear). Returns the whitened inputs and ``Σ^{-1/2}``.
+    """
+    X = jnp.asarray(X)
+    S = X.T @ X / X.shape[0]
+    evals, evecs = jnp.linalg.eigh(S)
+    if float(evals.min()) <= 1e-12 * float(evals.max()):
+        raise ValueError("inputs are rank-deficient (N < d or collinear): cannot whiten")
+    M = (evecs / jnp.sqrt(evals)) @ evecs.T
+    return X @ M, M
+
+
+def input_covariance(X) -> Array:
+    """``Σ_xx = <x xᵀ> = XᵀX / N``, shape (d, d)."""
+    return X.T @ X / X.shape[0]
+
+
+def cross_covariance(X, Y) -> Array:
+    """``Σ_yx = <y xᵀ> = YᵀX / N``, shape (p, d)."""
+    return Y.T @ X / X.shape[0]
+
+
+# --------------------------------------------------------------------- targets
+
+
+def linear_target(T) -> Target:
+    """``y = T x`` for a matrix ``T`` of shape (p, d)."""
+    T = jnp.asarray(T, dtype=float)
+    return lambda X: X @ T.T
+
+
+def teacher_matrix(key, d: int, singular_values) -> Array:
+    """Random (p, d) matrix ``T = U diag(s) Vᵀ`` with prescribed ``singular_values``
+    s (p of them, p <= d) and Haar-random orthonormal U, V."""
+    s = jnp.asarray(singular_values, dtype=float)
+    p = s.shape[0]
+    if p > d:
+        raise ValueError(f"{p} singular values need p <= d = {d}")
+    k1, k2 = jax.random.split(key)
+    U, _ = jnp.linalg.qr(jax.random.normal(k1, (p, p)))
+    V, _ = jnp.linalg.qr(jax.random.normal(k2, (d, p)))
+    return (U * s) @ V.T
+
+
+def sine_target(key, d: int, freq: float = 4.0) -> tuple[Target, Array]:
+    """The paper's target ``y = wᵀx + sin(freq · wᵀx)``, ``w_i ~ U[-1/2, 1/2]``.
+
+    Odd in x. Returns the target function and ``w`` (d,).
+    """
+    w = jax.random.uniform(key, (d,), minval=-0.5, maxval=0.5)
+
+    def f(X):
+        z = X @ w
+        return (z + jnp.sin(freq * z))[:, None]
+
+    return f, w
+
+
+def product_target(indices=(0, 1, 2)) -> Target:
+    """``y = Π_{i in indices} x_i``: odd for an odd count (x1 x2 x3), even otherwise."""
+    idx = jnp.asarray(indices)
+    return lambda X: jnp.prod(X[:, idx], axis=1, keepdims=True)
+
+
+def abs_target(index: int = 0) -> Target:
+    """``y = |x_i|``: even and positively 1-homogeneous."""
+    return lambda X: jnp.abs(X[:, index : index + 1])
+
+
+def xor_target(i: int = 0, j: int = 1) -> Target:
+    """``y = sign(x_i) sign(x_j)``: the even, XOR-like target."""
+    return lambda X: (jnp.sign(X[:, i]) * jnp.sign(X[:, j]))[:, None]
+
+
+def label_data(key, X, margin: float = 0.0):
+    """±1 labels ``y = sign(w*ᵀ x)`` for a random unit ``w*``, keeping only points
+    with ``|w*ᵀ x| >= margin`` (a margin makes the set cleanly separable).
+
+    Labels are odd in x, so a symmetric ``X`` gives a symmetric labelled set.
+    Returns ``(X_kept, Y (N, 1), w*)``.
+    """
+    w = jax.random.normal(key, (X.shape[1],))
+    w = w / jnp.linalg.norm(w)
+    z = np.asarray(X @ w)
+    keep = np.abs(z) >= margin
+    return X[keep], jnp.sign(z[keep])[:, None], w
+
+
+def make_dataset(key, target: Target, n: int, d: int, *, n_test: int = 0, cov=None,
+                 symmetric: bool = True, noise: float = 0.0, whitened: bool = False) -> Dataset:
+    """Gaussian inputs with targets, symmetrised and optionally whitened.
+
+    ``n`` draws ``x ~ N(0, cov)`` (2n points once ``symmetric``), ``y = target(x) + ε``
+    with ``ε ~ N(0, noise²)`` (the noise is mirrored with its point, keeping the set
+    symmetric). ``n_test`` held-out points come from the same distribution (not
+    symmetrised). ``whitened`` applies :func:`whiten` to the training inputs and the
+    same map to the test inputs.
+    """
+    kx, kn, kt, ktn = jax.random.split(key, 4)
+    X = gaussian_inputs(kx, n, d, cov)
+    Y = target(X) + noise * jax.random.normal(kn, (n, target(X[:1]).shape[1]))
+    if symmetric:
+        X, Y = symmetrize(X, Y)
+    Xt = Yt = None
+    if n_test:
+        Xt = gaussian_inputs(kt, n_test, d, cov)
+        Yt = target(Xt) + noise * jax.random.normal(ktn, (n_test, Y.shape[1]))
+    if whitened:
+        # targets stay functions of the raw inputs; only the representation changes
+        X, M = whiten(X)
+        Xt = None if Xt is None else Xt @ M
+    return Dataset(X, Y, Xt, Yt)

@@ -1,0 +1,285 @@
+"""The network family: deep (leaky) ReLU networks, with or without biases.
+
+Conventions (THEORY.md §0). Inputs ``X`` have shape (N, d); outputs have shape
+(N, p). A network of depth L holds L layers ``(W_l, b_l)`` with ``W_l`` of shape
+(n_l, n_{l-1}) and ``b_l`` of shape (n_l,) or ``None`` (bias-free, the default):
+
+    f(x) = W_L σ_α(W_{L-1} σ_α( ... σ_α(W_1 x + b_1) ... ) + b_{L-1}) + b_L,
+
+with the leaky ReLU ``σ_α(z) = max(z, α z)``, α in [0, 1] (0 is ReLU, 1 is the
+identity, i.e. a linear network). One code path serves every slope.
+
+Parameters are plain pytrees: a tuple of :class:`Layer`. Everything here is a pure
+function of arrays; α may be a traced value, so ensembles over α ``vmap``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+Array = jax.Array
+
+
+class Layer(NamedTuple):
+    """One affine layer: weight ``W`` of shape (n_out, n_in), bias ``b`` of shape
+    (n_out,) or ``None`` for a bias-free layer."""
+
+    W: Array
+    b: Array | None = None
+
+
+Params = tuple[Layer, ...]
+
+
+def slope_factor(alpha):
+    """``c = (1 + α) / 2``, the factor relating a leaky net to its linear twin.
+
+    ``σ_α(z) = c z + (1 - c) |z|`` (THEORY.md §1.1): c is the odd (linear) part of the
+    activation; ``alpha`` is the leaky slope α.
+    """
+    return (1.0 + alpha) / 2.0
+
+
+def leaky_relu(z, alpha):
+    """``σ_α(z) = max(z, α z)`` elementwise, for slope ``alpha`` = α in [0, 1]."""
+    return jnp.maximum(z, alpha * z)
+
+
+def check_alpha(alpha) -> None:
+    """Raise ``ValueError`` unless every α in ``alpha`` lies in [0, 1]."""
+    a = np.asarray(alpha, dtype=float)
+    if not np.all(np.isfinite(a)) or np.any(a < 0.0) or np.any(a > 1.0):
+        raise ValueError(
+            f"leaky slope alpha={alpha!r} is outside [0, 1]; use 0 for ReLU, 1 for a "
+            "linear network, or a value in between for leaky ReLU"
+        )
+
+
+def depth(params: Params) -> int:
+    """Number of weight matrices L."""
+    return len(params)
+
+
+def widths(params: Params) -> tuple[int, ...]:
+    """``(d, n_1, ..., n_{L-1}, p)``: input size, hidden widths, output size."""
+    return (params[0].W.shape[-1],) + tuple(layer.W.shape[-2] for layer in params)
+
+
+def has_bias(params: Params) -> bool:
+    """True if any layer carries a bias."""
+    return any(layer.b is not None for layer in params)
+
+
+def _affine(layer: Layer, H: Array) -> Array:
+    Z = H @ layer.W.T
+    return Z if layer.b is None else Z + layer.b
+
+
+def hidden(params: Params, X: Array, alpha) -> list[Array]:
+    """Post-activations ``h_l = σ_α(W_l h_{l-1} + b_l)`` for l = 1..L-1, each (N, n_l)."""
+    H, out = X, []
+    for layer in params[:-1]:
+        H = leaky_relu(_affine(layer, H), alpha)
+        out.append(H)
+    return out
+
+
+def forward(params: Params, X: Array, alpha) -> Array:
+    """Network output ``f(X)`` of shape (N, p) for inputs ``X`` (N, d), slope ``alpha``."""
+    H = X
+    for layer in params[:-1]:
+        H = leaky_relu(_affine(layer, H), alpha)
+    return _affine(params[-1], H)
+
+
+def odd_part(params: Params, X: Array, alpha) -> Array:
+    """``f_odd(x) = (f(x) - f(-x)) / 2`` on the rows of ``X``, shape (N, p).
+
+    For a two-layer bias-free net this equals ``c (Wᵀv)ᵀ x`` exactly (THEORY.md §1.2).
+    """
+    return 0.5 * (forward(params, X, alpha) - forward(params, -X, alpha))
+
+
+def even_part(params: Params, X: Array, alpha) -> Array:
+    """``f_even(x) = (f(x) + f(-x)) / 2`` on the rows of ``X``, shape (N, p).
+
+    For a two-layer bias-free net: ``(1 - c) Σ_k v_k |w_kᵀ x|`` (THEORY.md §1.2).
+    """
+    return 0.5 * (forward(params, X, alpha) + forward(params, -X, alpha))
+
+
+def beta_eff(params: Params, alpha, X: Array | None = None) -> Array:
+    """Linear map of the odd part, shape (d, p): ``f_odd(x) ≈ β_effᵀ x``.
+
+    Two bias-free layers: exact, ``β_eff = c W_1ᵀ W_2ᵀ`` with c = (1 + α)/2
+    (``alpha``). Any other network: the least-squares fit
+    ``β_eff = argmin_β Σ_n ||f_odd(x_n) - βᵀ x_n||²`` on the rows of ``X`` (required).
+    """
+    if depth(params) == 2 and not has_bias(params):
+        return slope_factor(alpha) * params[0].W.T @ params[1].W.T
+    if X is None:
+        raise ValueError(
+            "beta_eff of a network deeper than two layers (or with biases) is a "
+            "least-squares fit of its odd part: pass inputs X of shape (N, d)"
+        )
+    return jnp.linalg.pinv(X) @ odd_part(params, X, alpha)
+
+
+def end_to_end_linear(params: Params) -> Array:
+    """Product ``W_L ... W_1`` of shape (p, d): the map a linear (α = 1) net computes."""
+    P = params[0].W
+    for layer in params[1:]:
+        P = layer.W @ P
+    return P
+
+
+# ---------------------------------------------------------------- initialisations
+
+
+def _layer_scales(scale, n_layers: int) -> tuple[float, ...]:
+    s = np.broadcast_to(np.asarray(scale, dtype=float), (n_layers,))
+    if s.shape != (n_layers,) or np.any(s < 0) or not np.all(np.isfinite(s)):
+        raise ValueError(
+            f"init scale {scale!r} must be a non-negative number or one per layer "
+            f"({n_layers} values)"
+        )
+    return tuple(float(v) for v in s)
+
+
+def _check_widths(widths_: tuple[int, ...]) -> tuple[int, ...]:
+    w = tuple(int(n) for n in widths_)
+    if len(w) < 3 or any(n < 1 for n in w):
+        raise ValueError(
+            f"widths={widths_!r}: give (d, n_1, ..., p) with at least one hidden layer "
+            "(depth L >= 2) and every size >= 1"
+        )
+    return w
+
+
+def init_gaussian(key, widths: tuple[int, ...], scale=1.0, *, bias: bool = False,
+                  bias_scale=None) -> Params:
+    """Independent Gaussian weights ``W_l[i, j] ~ N(0, s_l²)``.
+
+    ``widths`` = (d, n_1, ..., p); ``scale`` = s_l, one number or one per layer;
+    ``bias`` adds biases ``b_l ~ N(0, bias_scale²)`` (default ``bias_scale = s_l``).
+    Small ``scale`` is the rich (feature-learning) regime, large is lazy.
+    """
+    w = _check_widths(widths)
+    scales = _layer_scales(scale, len(w) - 1)
+    keys = jax.random.split(key, 2 * (len(w) - 1))
+    layers = []
+    for i, (n_in, n_out) in enumerate(zip(w[:-1], w[1:], strict=True)):
+        W = scales[i] * jax.random.normal(keys[2 * i], (n_out, n_in))
+        b = None
+        if bias:
+            bs = scales[i] if bias_scale is None else float(bias_scale)
+            b = bs * jax.random.normal(keys[2 * i + 1], (n_out,))
+        layers.append(Layer(W, b))
+    return tuple(layers)
+
+
+def pair_up(params: Params) -> Params:
+    """Antisymmetric pairs built from a bias-free net (THEORY.md §2.3).
+
+    Every hidden unit k becomes a pair (k, k'), the partner a sign flip:
+    ``W_1 -> [W_1; -W_1]``, ``W_L -> [W_L, -W_L]`` and, for middle layers,
+    ``W_l -> [[A, -A], [-A, A]]``. Then ``f(-x) = -f(x)`` at every depth, and
+    ``f = (2c)^{L-1} W_L ... W_1 x`` with c = (1 + α)/2: the pair net of hidden
+    widths 2n_l computes a linear map, and on symmetric data the pairing is preserved
+    by training. A two-layer pair net equals the width-n linear net initialised at
+    ``sqrt(1 + α) (W, v)`` and trained with learning rate ``η (1 + α)/2``.
+    """
+    if has_bias(params):
+        raise ValueError("pair_up needs a bias-free network: pairs with biases are not odd")
+    L = len(params)
+    out = []
+    for i, layer in enumerate(params):
+        W = layer.W
+        if i == 0:
+            W2 = jnp.concatenate([W, -W], axis=0)
+        elif i == L - 1:
+            W2 = jnp.concatenate([W, -W], axis=1)
+        else:
+            W2 = jnp.block([[W, -W], [-W, W]])
+        out.append(Layer(W2))
+    return tuple(out)
+
+
+def init_pairs(key, widths: tuple[int, ...], scale=1.0) -> Params:
+    """Antisymmetric-pair init: Gaussian net of hidden widths n_l/2, then
+    :func:`pair_up`. ``widths`` = (d, n_1, ..., p) with every hidden n_l even;
+    ``scale`` as in :func:`init_gaussian`."""
+    w = _check_widths(widths)
+    if any(n % 2 for n in w[1:-1]):
+        raise ValueError(f"pair init needs even hidden widths, got {w[1:-1]}")
+    half = (w[0],) + tuple(n // 2 for n in w[1:-1]) + (w[-1],)
+    return pair_up(init_gaussian(key, half, scale))
+
+
+def init_rank_one(key, d: int, width: int, scale: float, *, direction=None,
+                  out_direction=None, p: int = 1) -> Params:
+    """Rank-one, balanced, zero-even two-layer init (THEORY.md §2.5).
+
+    ``w_k = v_k r`` with ``||r|| = 1`` (``direction``, random if ``None``); output
+    weights ``W_2[:, k] = v_k q`` with ``||q|| = 1`` (``out_direction``; p = 1 gives
+    q = 1). Half of the v_k are positive, half negative, magnitudes random and
+    rescaled so that ``Σ_k v_k |v_k| = 0``; then ``f_even ≡ 0`` and every unit is
+    balanced (``v_k² = ||w_k||²``). ``scale`` sets the raw mode strength
+    ``a_0 = qᵀ W_2 W_1 r = Σ_k v_k² = scale``; a linear net (α = 1) then computes
+    ``a_0 q rᵀ x``, a leaky one ``c a_0 q rᵀ x``.
+    """
+    if width < 2 or width % 2:
+        raise ValueError(f"rank-one balanced init needs an even width >= 2, got {width}")
+    if scale <= 0:
+        raise ValueError(f"rank-one init scale (raw mode strength a_0) must be > 0, got {scale}")
+    k1, k2, k3 = jax.random.split(key, 3)
+    r = jax.random.normal(k1, (d,)) if direction is None else jnp.asarray(direction, float)
+    r = r / jnp.linalg.norm(r)
+    if out_direction is None:
+        q = jnp.ones((1,)) if p == 1 else jax.random.normal(k3, (p,))
+    else:
+        q = jnp.asarray(out_direction, float)
+    q = q / jnp.linalg.norm(q)
+    m = width // 2
+    mags = jnp.abs(jax.random.normal(k2, (2, m))) + 0.1
+    pos, neg = mags[0], mags[1]
+    neg = neg * jnp.sqrt(jnp.sum(pos**2) / jnp.sum(neg**2))  # Σ v|v| = 0
+    v = jnp.concatenate([pos, -neg])
+    v = v * jnp.sqrt(scale / jnp.sum(v**2))  # Σ v² = a_0
+    return (Layer(v[:, None] * r[None, :]), Layer(q[:, None] * v[None, :]))
+
+
+def from_arrays(weights, biases=None) -> Params:
+    """Network from given weight matrices (and optional biases), shapes checked.
+
+    ``weights`` = [W_1, ..., W_L] with ``W_l`` (n_l, n_{l-1}); ``biases`` a matching
+    list of vectors or ``None`` entries.
+    """
+    Ws = [jnp.asarray(W, dtype=float) for W in weights]
+    bs = [None] * len(Ws) if biases is None else list(biases)
+    if len(Ws) < 2 or len(bs) != len(Ws):
+        raise ValueError("give at least two weight matrices, and one bias (or None) per layer")
+    layers = []
+    for i, (W, b) in enumerate(zip(Ws, bs, strict=True)):
+        if W.ndim != 2:
+            raise ValueError(f"weight {i + 1} must be a matrix, got shape {W.shape}")
+        if i and W.shape[1] != Ws[i - 1].shape[0]:
+            raise ValueError(
+                f"weight {i + 1} has {W.shape[1]} inputs but layer {i} has "
+                f"{Ws[i - 1].shape[0]} outputs: shapes must chain (n_l, n_(l-1))"
+            )
+        if b is not None:
+            b = jnp.asarray(b, dtype=float)
+            if b.shape != (W.shape[0],):
+                raise ValueError(f"bias {i + 1} must have shape ({W.shape[0]},), got {b.shape}")
+        layers.append(Layer(W, b))
+    return tuple(layers)
+
+
+def scale_params(params: Params, factor) -> Params:
+    """Multiply every weight and bias by ``factor``."""
+    return jax.tree_util.tree_map(lambda a: factor * a, params)

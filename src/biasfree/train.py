@@ -1,0 +1,321 @@
+"""Training engine: full-batch gradient descent and true gradient flow.
+
+Gradient descent (THEORY.md §0): ``θ_{k+1} = θ_k - η ∇J(θ_k)`` with
+``J(θ) = L(θ) + (λ/2)||θ||²``, compiled once with ``jit`` and ``lax.scan`` over record
+intervals (``lax.fori_loop`` inside), so no Python runs per step and only the chosen
+records are stored. Gradient flow: ``dθ/dt = -∇J(θ)`` integrated by diffrax with an
+adaptive Runge–Kutta method. Both return a :class:`~biasfree.trajectory.Trajectory`
+on the same time axis ``t = η k``.
+
+Ensembles (many α, learning rates, weight decays, seeds or init scales) run in one
+compiled call with ``vmap``: :func:`gd_ensemble`, :func:`flow_ensemble`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .data import Dataset
+from .losses import check_loss, objective
+from .nets import Params, check_alpha, depth, has_bias
+from .trajectory import Trajectory, observe
+
+SPACINGS = ("linear", "log")
+SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8,
+           "kvaerno5": diffrax.Kvaerno5}
+
+
+class DivergenceError(RuntimeError):
+    """Gradient descent left every bounded region: the step size is too large."""
+
+
+def _check_common(alpha, loss, weight_decay, n_records, spacing):
+    check_alpha(alpha)
+    check_loss(loss)
+    if weight_decay < 0:
+        raise ValueError(f"weight_decay={weight_decay} must be >= 0")
+    if n_records < 2:
+        raise ValueError(f"n_records={n_records} must be >= 2 (the start and the end)")
+    if spacing not in SPACINGS:
+        raise ValueError(f"spacing={spacing!r}: choose 'linear' or 'log'")
+
+
+@dataclass(frozen=True)
+class GDConfig:
+    """Full-batch gradient descent.
+
+    ``alpha`` slope α; ``lr`` step η; ``steps`` number of steps K (time t = ηK);
+    ``loss`` "mse" or "logistic"; ``weight_decay`` λ; ``n_records`` records at
+    ``spacing`` "linear" or "log" steps (step 0 and K always included).
+    """
+
+    alpha: float = 0.0
+    lr: float = 0.01
+    steps: int = 1000
+    loss: str = "mse"
+    weight_decay: float = 0.0
+    n_records: int = 101
+    spacing: str = "linear"
+
+    def __post_init__(self):
+        _check_common(self.alpha, self.loss, self.weight_decay, self.n_records, self.spacing)
+        if not self.lr > 0 or not np.isfinite(self.lr):
+            raise ValueError(f"learning rate lr={self.lr} must be a positive finite number")
+        if self.steps < 1:
+            raise ValueError(f"steps={self.steps} must be >= 1")
+
+    @property
+    def t_max(self) -> float:
+        return self.lr * self.steps
+
+
+@dataclass(frozen=True)
+class FlowConfig:
+    """Gradient flow ``dθ/dt = -∇J(θ)`` solved by diffrax up to ``t_max``.
+
+    ``rtol``/``atol`` the adaptive step-size tolerances, ``solver`` one of
+    tsit5, dopri5, dopri8, kvaerno5; ``max_steps`` the solver's step budget;
+    other fields as in :class:`GDConfig`.
+    """
+
+    alpha: float = 0.0
+    t_max: float = 10.0
+    loss: str = "mse"
+    weight_decay: float = 0.0
+    n_records: int = 101
+    spacing: str = "linear"
+    rtol: float = 1e-8
+    atol: float = 1e-10
+    solver: str = "tsit5"
+    max_steps: int = 200_000
+
+    def __post_init__(self):
+        _check_common(self.alpha, self.loss, self.weight_decay, self.n_records, self.spacing)
+        if not self.t_max > 0:
+            raise ValueError(f"t_max={self.t_max} must be > 0")
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver={self.solver!r}: choose one of {', '.join(SOLVERS)}")
+        if not (self.rtol > 0 and self.atol > 0):
+            raise ValueError("rtol and atol must be > 0")
+
+
+def record_steps(steps: int, n_records: int, spacing: str = "linear") -> np.ndarray:
+    """Distinct integer steps ``0 = k_0 < ... < k_R = steps`` at which to record."""
+    if spacing == "log":
+        ks = np.geomspace(1, steps, max(n_records - 1, 1))
+    else:
+        ks = np.linspace(0, steps, n_records)
+    return np.unique(np.concatenate([[0], np.round(ks).astype(np.int64), [steps]]))
+
+
+def record_times(t_max: float, n_records: int, spacing: str = "linear") -> np.ndarray:
+    """Recording times in [0, t_max]; log spacing starts at ``t_max · 1e-4``."""
+    if spacing == "log":
+        return np.concatenate([[0.0], np.geomspace(t_max * 1e-4, t_max, n_records - 1)])
+    return np.linspace(0.0, t_max, n_records)
+
+
+def _check_params_data(params: Params, data: Dataset):
+    if not isinstance(data, Dataset):
+        raise TypeError("data must be a biasfree.Dataset (see biasfree.make_dataset)")
+    d, p = params[0].W.shape[-1], params[-1].W.shape[-2]
+    if data.X.shape[1] != d:
+        raise ValueError(f"network expects inputs of size d={d} but X has {data.X.shape[1]} columns")
+    if data.Y.shape[1] != p:
+        raise ValueError(f"network has {p} outputs but Y has {data.Y.shape[1]} columns")
+
+
+def _pinv(params: Params, X):
+    return None if depth(params) == 2 and not has_bias(params) else jnp.linalg.pinv(X)
+
+
+def _obs(params, arrays, alpha, loss, pinv_X):
+    X, Y, X_test, Y_test = arrays
+    return observe(params, X, Y, alpha, loss, X_test, Y_test, pinv_X)
+
+
+def _stack0(first, rest):
+    return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
+
+
+@partial(jax.jit, static_argnames=("loss",))
+def _gd_core(params, data, alpha, lr, weight_decay, segments, loss, pinv_X):
+    grad = jax.grad(objective)
+
+    def step(_, p):
+        g = grad(p, data[0], data[1], alpha, weight_decay, loss)
+        return jax.tree_util.tree_map(lambda a, b: a - lr * b, p, g)
+
+    def segment(p, n):
+        p = jax.lax.fori_loop(0, n, step, p)
+        return p, _obs(p, data, alpha, loss, pinv_X)
+
+    final, rest = jax.lax.scan(segment, params, segments)
+    return final, _stack0(_obs(params, data, alpha, loss, pinv_X), rest)
+
+
+def _check_finite(traj: Trajectory, lrs, what: str):
+    L = np.asarray(traj.loss).reshape(-1, np.shape(traj.loss)[-1])
+    L0 = np.abs(L[:, :1]) + 1e-300
+    bad = ~np.isfinite(L) | (L > 1e8 * np.maximum(L0, 1.0))
+    if bad.any():
+        members = np.nonzero(bad.any(axis=1))[0]
+        i = int(members[0])
+        j = int(np.argmax(bad[i]))
+        t = float(np.asarray(traj.t).reshape(L.shape)[i, j])
+        lr = float(np.broadcast_to(np.asarray(lrs), (L.shape[0],))[i])
+        who = "" if L.shape[0] == 1 else f" (ensemble members {members.tolist()})"
+        raise DivergenceError(
+            f"{what} diverged{who}: the loss reached {L[i, j]:.3g} by t={t:.4g} "
+            f"with lr={lr:g}. The step is too large for this loss landscape (GD is "
+            f"stable only for lr < 2/λ_max(Hessian)); try lr={lr / 4:g}, or use "
+            "gradient flow (biasfree.flow)."
+        )
+
+
+def _to_traj(t, final, obs, stats, method):
+    return Trajectory(t=t, loss=obs["loss"], test_loss=obs["test_loss"], beta=obs["beta"],
+                      even_energy=obs["even_energy"],
+                      singular_values=obs["singular_values"], conserved=obs["conserved"],
+                      params=final, stats=stats, method=method)
+
+
+def gd(params: Params, data: Dataset, cfg: GDConfig) -> Trajectory:
+    """Run full-batch gradient descent ``θ_{k+1} = θ_k - η ∇J(θ_k)`` (see module doc).
+
+    ``params`` the initial network, ``data`` the training (and test) set, ``cfg`` a
+    :class:`GDConfig`. Raises :class:`DivergenceError` if the loss blows up.
+    """
+    _check_params_data(params, data)
+    ks = record_steps(cfg.steps, cfg.n_records, cfg.spacing)
+    final, obs = _gd_core(params, data.arrays, cfg.alpha, cfg.lr, cfg.weight_decay,
+                          jnp.asarray(np.diff(ks)), cfg.loss, _pinv(params, data.X))
+    traj = _to_traj(jnp.asarray(cfg.lr * ks), final, obs, {"steps": jnp.asarray(cfg.steps)}, "gd")
+    _check_finite(traj, cfg.lr, "gradient descent")
+    return traj
+
+
+def _flow_solve(params, data, alpha, weight_decay, ts, loss, pinv_X, rtol, atol, solver,
+                max_steps):
+    grad = jax.grad(objective)
+
+    def vector_field(t, p, args):
+        g = grad(p, data[0], data[1], alpha, weight_decay, loss)
+        return jax.tree_util.tree_map(jnp.negative, g)
+
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(vector_field), SOLVERS[solver](), ts[0], ts[-1], None, params,
+        saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        max_steps=max_steps, throw=False,
+    )
+    obs = jax.vmap(lambda p: _obs(p, data, alpha, loss, pinv_X))(sol.ys)
+    final = jax.tree_util.tree_map(lambda a: a[-1], sol.ys)
+    stats = {"steps": sol.stats["num_steps"], "accepted": sol.stats["num_accepted_steps"],
+             "rejected": sol.stats["num_rejected_steps"],
+             "ok": sol.result == diffrax.RESULTS.successful}
+    return final, obs, stats
+
+
+_flow_core = jax.jit(_flow_solve, static_argnames=("loss", "solver", "max_steps"))
+
+
+def _check_flow(traj: Trajectory, cfg: FlowConfig):
+    ok = np.asarray(traj.stats["ok"])
+    if not ok.all():
+        raise RuntimeError(
+            f"gradient flow did not reach t_max={cfg.t_max}: the solver stopped after "
+            f"{int(np.max(traj.stats['steps']))} steps (max_steps={cfg.max_steps}). Raise "
+            "max_steps, loosen rtol/atol, or use solver='kvaerno5' for stiff problems."
+        )
+    _check_finite(traj, 0.0, "gradient flow")
+
+
+def flow(params: Params, data: Dataset, cfg: FlowConfig) -> Trajectory:
+    """Integrate gradient flow ``dθ/dt = -∇J(θ)`` with diffrax (see module doc).
+
+    Adaptive steps to relative/absolute tolerance ``cfg.rtol``/``cfg.atol``; records
+    at ``n_records`` times in [0, t_max]. ``stats`` holds the solver's step counts.
+    """
+    _check_params_data(params, data)
+    ts = jnp.asarray(record_times(cfg.t_max, cfg.n_records, cfg.spacing))
+    final, obs, stats = _flow_core(params, data.arrays, cfg.alpha, cfg.weight_decay, ts, cfg.loss,
+                                   _pinv(params, data.X), cfg.rtol, cfg.atol, cfg.solver,
+                                   cfg.max_steps)
+    traj = _to_traj(ts, final, obs, stats, "flow")
+    _check_flow(traj, cfg)
+    return traj
+
+
+# ------------------------------------------------------------------- ensembles
+
+
+def _batch(params, batched_params: bool, **vectors):
+    sizes = {k: np.size(v) for k, v in vectors.items() if v is not None and np.ndim(v) > 0}
+    if batched_params:
+        sizes["params"] = jax.tree_util.tree_leaves(params)[0].shape[0]
+    B = max(sizes.values(), default=1)
+    bad = {k: n for k, n in sizes.items() if n not in (1, B)}
+    if bad:
+        raise ValueError(f"ensemble sizes disagree: {sizes}; every batched argument needs "
+                         f"the same length (or length 1)")
+    out = {k: jnp.broadcast_to(jnp.asarray(v, dtype=float), (B,)) for k, v in vectors.items()}
+    if not batched_params:
+        params = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (B,) + a.shape), params)
+    return B, params, out
+
+
+def gd_ensemble(params: Params, data: Dataset, cfg: GDConfig, *, alpha=None, lr=None,
+                weight_decay=None, batched_params: bool = True) -> Trajectory:
+    """Many gradient-descent runs in one compiled ``vmap``-ed call.
+
+    ``params`` carry a leading ensemble axis B if ``batched_params`` (e.g. from
+    ``jax.vmap(init)(keys)``), else are shared. ``alpha``, ``lr``, ``weight_decay``:
+    arrays of length B (or scalars) overriding ``cfg``. Returns a Trajectory whose
+    every array has a leading axis B (``t`` is (B, T): ``t = η_b k``).
+    """
+    a = cfg.alpha if alpha is None else alpha
+    e = cfg.lr if lr is None else lr
+    w = cfg.weight_decay if weight_decay is None else weight_decay
+    check_alpha(a)
+    if np.any(np.asarray(e) <= 0):
+        raise ValueError(f"learning rates must be > 0, got {e}")
+    B, params, v = _batch(params, batched_params, alpha=a, lr=e, wd=w)
+    one = jax.tree_util.tree_map(lambda x: x[0], params)
+    _check_params_data(one, data)
+    ks = record_steps(cfg.steps, cfg.n_records, cfg.spacing)
+    core = jax.vmap(_gd_core, in_axes=(0, None, 0, 0, 0, None, None, None))
+    final, obs = core(params, data.arrays, v["alpha"], v["lr"], v["wd"], jnp.asarray(np.diff(ks)),
+                      cfg.loss, _pinv(one, data.X))
+    t = v["lr"][:, None] * jnp.asarray(ks)[None, :]
+    traj = _to_traj(t, final, obs, {"steps": jnp.full((B,), cfg.steps)}, "gd")
+    _check_finite(traj, v["lr"], "gradient descent")
+    return traj
+
+
+def flow_ensemble(params: Params, data: Dataset, cfg: FlowConfig, *, alpha=None,
+                  weight_decay=None, batched_params: bool = True) -> Trajectory:
+    """Many gradient-flow solves in one compiled ``vmap``-ed call (see
+    :func:`gd_ensemble` for the batching rules)."""
+    a = cfg.alpha if alpha is None else alpha
+    w = cfg.weight_decay if weight_decay is None else weight_decay
+    check_alpha(a)
+    B, params, v = _batch(params, batched_params, alpha=a, wd=w)
+    one = jax.tree_util.tree_map(lambda x: x[0], params)
+    _check_params_data(one, data)
+    ts = jnp.asarray(record_times(cfg.t_max, cfg.n_records, cfg.spacing))
+
+    def solve(p, al, wd):
+        return _flow_solve(p, data.arrays, al, wd, ts, cfg.loss, _pinv(one, data.X), cfg.rtol,
+                           cfg.atol, cfg.solver, cfg.max_steps)
+
+    final, obs, stats = jax.jit(jax.vmap(solve))(params, v["alpha"], v["wd"])
+    traj = _to_traj(jnp.broadcast_to(ts, (B,) + ts.shape), final, obs, stats, "flow")
+    _check_flow(traj, cfg)
+    return traj

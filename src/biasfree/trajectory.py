@@ -1,0 +1,108 @@
+"""What a training run records: the :class:`Trajectory` and its observables.
+
+Every trajectory, simulated by gradient descent or gradient flow, lives on the
+gradient-flow time axis ``t = η k`` (THEORY.md §0). Recorded at each time:
+
+- ``loss``: the data loss (without the weight-decay term); ``test_loss`` on held-out data;
+- ``beta``: ``β_eff`` (d, p), the linear map of the odd part (:func:`nets.beta_eff`);
+- ``even_energy``: ``<||f_even(x)||²>`` over the training inputs (THEORY.md §2.6);
+- ``singular_values``: per layer, the singular values of ``W_l``;
+- ``conserved``: per hidden layer l, per unit k,
+  ``||W_l[k, :]||² + b_l[k]² - ||W_{l+1}[:, k]||²`` (conserved by gradient flow, §4.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+
+from .losses import loss_value
+from .nets import Params, depth, even_part, forward, has_bias, odd_part, slope_factor
+
+Array = jax.Array
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """Observables of one run (or of an ensemble, with a leading batch axis).
+
+    ``t`` (T,), ``loss`` (T,), ``test_loss`` (T,) or None, ``beta`` (T, d, p),
+    ``even_energy`` (T,), ``singular_values`` tuple of (T, k_l), ``conserved`` tuple of
+    (T, n_l), ``params`` the final parameters, ``stats`` solver counters,
+    ``method`` "gd" or "flow".
+    """
+
+    t: Array
+    loss: Array
+    test_loss: Array | None
+    beta: Array
+    even_energy: Array
+    singular_values: tuple
+    conserved: tuple
+    params: Params
+    stats: dict = field(default_factory=dict)
+    method: str = "gd"
+
+    def member(self, i: int) -> Trajectory:
+        """Member ``i`` of an ensemble trajectory."""
+        return jax.tree_util.tree_map(lambda a: a[i], self)
+
+    def half_time(self, target_loss: float | None = None) -> float:
+        """First time the loss falls to ``target_loss`` (default: halfway between its
+        first and last recorded values), linearly interpolated between records."""
+        import numpy as np
+
+        t, L = np.asarray(self.t), np.asarray(self.loss)
+        if target_loss is None:
+            target_loss = 0.5 * (L[0] + L[-1])
+        below = np.nonzero(L <= target_loss)[0]
+        if below.size == 0 or below[0] == 0:
+            return float("nan") if below.size == 0 else float(t[0])
+        i = below[0]
+        return float(t[i - 1] + (t[i] - t[i - 1]) * (L[i - 1] - target_loss) / (L[i - 1] - L[i]))
+
+
+jax.tree_util.register_dataclass(
+    Trajectory,
+    data_fields=["t", "loss", "test_loss", "beta", "even_energy", "singular_values",
+                 "conserved", "params", "stats"],
+    meta_fields=["method"],
+)
+
+
+def conserved_quantities(params: Params) -> tuple[Array, ...]:
+    """Per hidden unit, ``||incoming||² - ||outgoing||²`` (THEORY.md §4.2)."""
+    out = []
+    for inc, outg in zip(params[:-1], params[1:], strict=True):
+        q = jnp.sum(inc.W**2, axis=1) - jnp.sum(outg.W**2, axis=0)
+        if inc.b is not None:
+            q = q + inc.b**2
+        out.append(q)
+    return tuple(out)
+
+
+def observe(params: Params, X, Y, alpha, loss: str, X_test=None, Y_test=None,
+            pinv_X=None) -> dict:
+    """All recorded observables at one parameter point (see module docstring).
+
+    ``pinv_X`` (d, N), the pseudo-inverse of ``X``, is needed for ``β_eff`` unless the
+    net is two-layer and bias-free (then ``β_eff = c W_1ᵀ W_2ᵀ`` exactly).
+    """
+    F = forward(params, X, alpha)
+    if depth(params) == 2 and not has_bias(params):
+        beta = slope_factor(alpha) * params[0].W.T @ params[1].W.T
+    else:
+        beta = pinv_X @ odd_part(params, X, alpha)
+    fe = even_part(params, X, alpha)
+    obs = {
+        "loss": loss_value(F, Y, loss),
+        "beta": beta,
+        "even_energy": jnp.mean(jnp.sum(fe**2, axis=-1)),
+        "singular_values": tuple(jnp.linalg.svd(layer.W, compute_uv=False) for layer in params),
+        "conserved": conserved_quantities(params),
+    }
+    obs["test_loss"] = (None if X_test is None
+                        else loss_value(forward(params, X_test, alpha), Y_test, loss))
+    return obs
