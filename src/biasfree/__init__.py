@@ -10,7 +10,7 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from .data import (  # noqa: E402
+from .data import (
     Dataset,
     abs_target,
     asymmetric_half,
@@ -29,8 +29,8 @@ from .data import (  # noqa: E402
     whiten,
     xor_target,
 )
-from .losses import loss_value, objective  # noqa: E402
-from .nets import (  # noqa: E402
+from .losses import loss_value, objective
+from .nets import (
     Layer,
     Params,
     beta_eff,
@@ -50,7 +50,7 @@ from .nets import (  # noqa: E402
     slope_factor,
     widths,
 )
-from .train import (  # noqa: E402
+from .train import (
     DivergenceError,
     FlowConfig,
     GDConfig,
@@ -61,6 +61,6 @@ from .train import (  # noqa: E402
     record_steps,
     record_times,
 )
-from .trajectory import Trajectory, conserved_quantities, observe  # noqa: E402
+from .trajectory import Trajectory, conserved_quantities, observe
 
 __version__ = "0.1.0"
