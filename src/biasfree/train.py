@@ -144,8 +144,7 @@ def _stack0(first, rest):
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
 
-@partial(jax.jit, static_argnames=("loss",))
-def _gd_core(params, data, alpha, lr, weight_decay, segments, loss, pinv_X):
+def _gd_run(params, data, alpha, lr, weight_decay, segments, loss, pinv_X):
     grad = jax.grad(objective)
 
     def step(_, p):
@@ -158,6 +157,17 @@ def _gd_core(params, data, alpha, lr, weight_decay, segments, loss, pinv_X):
 
     final, rest = jax.lax.scan(segment, params, segments)
     return final, _stack0(_obs(params, data, alpha, loss, pinv_X), rest)
+
+
+_gd_core = jax.jit(_gd_run, static_argnames=("loss",))
+
+
+@partial(jax.jit, static_argnames=("loss",))
+def _gd_batch(params, data, alpha, lr, weight_decay, segments, loss, pinv_X):
+    def one(p, a, e, w):
+        return _gd_run(p, data, a, e, w, segments, loss, pinv_X)
+
+    return jax.vmap(one)(params, alpha, lr, weight_decay)
 
 
 def _check_finite(traj: Trajectory, lrs, what: str):
@@ -223,7 +233,16 @@ def _flow_solve(params, data, alpha, weight_decay, ts, loss, pinv_X, rtol, atol,
     return final, obs, stats
 
 
-_flow_core = jax.jit(_flow_solve, static_argnames=("loss", "solver", "max_steps"))
+_FLOW_STATIC = ("loss", "solver", "max_steps")
+_flow_core = jax.jit(_flow_solve, static_argnames=_FLOW_STATIC)
+
+
+@partial(jax.jit, static_argnames=_FLOW_STATIC)
+def _flow_batch(params, data, alpha, weight_decay, ts, loss, pinv_X, rtol, atol, solver, max_steps):
+    def one(p, a, w):
+        return _flow_solve(p, data, a, w, ts, loss, pinv_X, rtol, atol, solver, max_steps)
+
+    return jax.vmap(one)(params, alpha, weight_decay)
 
 
 def _check_flow(traj: Trajectory, cfg: FlowConfig):
@@ -290,9 +309,8 @@ def gd_ensemble(params: Params, data: Dataset, cfg: GDConfig, *, alpha=None, lr=
     one = jax.tree_util.tree_map(lambda x: x[0], params)
     _check_params_data(one, data)
     ks = record_steps(cfg.steps, cfg.n_records, cfg.spacing)
-    core = jax.vmap(_gd_core, in_axes=(0, None, 0, 0, 0, None, None, None))
-    final, obs = core(params, data.arrays, v["alpha"], v["lr"], v["wd"], jnp.asarray(np.diff(ks)),
-                      cfg.loss, _pinv(one, data.X))
+    final, obs = _gd_batch(params, data.arrays, v["alpha"], v["lr"], v["wd"],
+                           jnp.asarray(np.diff(ks)), cfg.loss, _pinv(one, data.X))
     t = v["lr"][:, None] * jnp.asarray(ks)[None, :]
     traj = _to_traj(t, final, obs, {"steps": jnp.full((B,), cfg.steps)}, "gd")
     _check_finite(traj, v["lr"], "gradient descent")
@@ -311,11 +329,9 @@ def flow_ensemble(params: Params, data: Dataset, cfg: FlowConfig, *, alpha=None,
     _check_params_data(one, data)
     ts = jnp.asarray(record_times(cfg.t_max, cfg.n_records, cfg.spacing))
 
-    def solve(p, al, wd):
-        return _flow_solve(p, data.arrays, al, wd, ts, cfg.loss, _pinv(one, data.X), cfg.rtol,
-                           cfg.atol, cfg.solver, cfg.max_steps)
-
-    final, obs, stats = jax.jit(jax.vmap(solve))(params, v["alpha"], v["wd"])
+    final, obs, stats = _flow_batch(params, data.arrays, v["alpha"], v["wd"], ts, cfg.loss,
+                                    _pinv(one, data.X), cfg.rtol, cfg.atol, cfg.solver,
+                                    cfg.max_steps)
     traj = _to_traj(jnp.broadcast_to(ts, (B,) + ts.shape), final, obs, stats, "flow")
     _check_flow(traj, cfg)
     return traj
