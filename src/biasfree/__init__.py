@@ -10,6 +10,7 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
+from . import theory
 from .data import (
     Dataset,
     abs_target,

@@ -91,21 +91,6 @@ def crossing_time(t, a, level):
     return float(brentq(spline, t[i - 1], t[i], xtol=1e-14))
 
 
-def gd_theory_strength(steps, s, a0, lr, c):
-    """Exact GD map for a rank-one aligned mode on whitened data:
-    ``ã_{k+1} = ã_k (1 + η c (s - ã_k))²`` (both layers of every unit are scaled by the
-    same factor each step), evaluated at integer ``steps``."""
-    steps = np.asarray(steps)
-    out, a = np.empty(steps.shape), a0
-    k = 0
-    for i, target in enumerate(steps):
-        while k < target:
-            a = a * (1.0 + lr * c * (s - a)) ** 2
-            k += 1
-        out[i] = a
-    return out
-
-
 def _twin_gap(leaky, twin, L0):
     """max_t |L_leaky(t) - L_twin(c t)| / L(0): both runs have the same step count,
     the twin's step is η c, so record j of each sits at leaky time t and twin time c t."""
@@ -170,7 +155,7 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
     L0 = float(L_th[0, 0])
     a_gd = mode_strength_path(gd_r1.beta, r)
     a_fl = mode_strength_path(fl_r1.beta, r)
-    a_gd_th = np.stack([gd_theory_strength(ks, s, cfg.a0, cfg.lr, c) for c in cs])
+    a_gd_th = np.stack([theory.gd_mode_strength(ks, s, cfg.a0, cfg.lr * c) for c in cs])
     a_raw = mode_strength_path(gd_raw.beta, r_raw)
 
     t_half_th = np.asarray(theory.half_time(s, cfg.a0)) / cs

@@ -1,0 +1,162 @@
+"""Deep linear networks, one balanced aligned mode at a time (THEORY.md §3.3).
+
+Depth L, whitened inputs, balanced init aligned with the modes of ``Σ_yx``
+(:func:`~biasfree.theory.aligned_init` with ``depth=L``): every layer carries the
+mode with the same scalar strength b, and the mode strength is the product
+``a = b^L = u_iᵀ W_L ⋯ W_1 v_i``. Gradient flow on the per-mode loss
+``1/2 (s - a)²`` gives ``db/dt = (s - a) b^{L-1}``, hence
+
+    da/dt = L a^{2 - 2/L} (s - a),                        (1)
+    t(a)  = ∫_{a_0}^{a} du / (L u^{2-2/L} (s - u)).       (2)
+
+For L = 2 this is the logistic of :func:`~biasfree.theory.mode_strength`. For L > 2
+the substitution ``u = s / (1 + e^{-ξ})`` (ξ the logit of u/s) removes the
+singularity of (2) at u = s:
+
+    t(ξ) = (s^{2/L - 2} / L) ∫_{ξ_0}^{ξ} (1 + e^{-ζ})^{1 - 2/L} dζ,
+
+a smooth, increasing integrand ≥ 1, evaluated by ``scipy.integrate.quad`` and
+inverted by ``scipy.optimize.brentq`` (bracket from the bound integrand ≥ 1), and
+``s - a = s / (1 + e^{ξ})`` stays accurate however close a gets to s.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.integrate import quad
+from scipy.optimize import brentq
+from scipy.special import expit, logit
+
+from .modes import _modes, final_loss, logistic
+
+_XI_FLAT = 60.0  # beyond ξ = 60 the integrand differs from 1 by < e^{-60}
+
+
+def _check_depth(depth: int) -> int:
+    if int(depth) != depth or depth < 2:
+        raise ValueError(f"depth={depth!r} must be an integer >= 2 (number of weight matrices)")
+    return int(depth)
+
+
+def _excess(z, kappa):
+    """``(1 + e^{-z})^κ - 1``, computed without cancellation."""
+    return np.expm1(kappa * np.logaddexp(0.0, -z))
+
+
+def _integral(lo, hi, kappa):
+    """``∫_lo^hi (1 + e^{-ζ})^κ dζ = (hi - lo) + ∫ ((1 + e^{-ζ})^κ - 1) dζ``."""
+    a, b = min(lo, _XI_FLAT), min(hi, _XI_FLAT)
+    extra = 0.0
+    if b > a:
+        extra = quad(_excess, a, b, args=(kappa,), epsabs=0.0, epsrel=1e-13, limit=200)[0]
+    return (hi - lo) + extra
+
+
+def _logit_path(t, s: float, a0: float, L: int):
+    """Logit ξ(t) of a(t)/s for one mode: solves ``t(ξ) = t`` in increasing time."""
+    kappa = 1.0 - 2.0 / L
+    rate = L * s ** (2.0 - 2.0 / L)  # dt/dξ >= 1 / rate
+    xi0 = float(logit(a0 / s))
+    order = np.argsort(t)
+    out = np.empty(len(t))
+    xi_prev, t_prev = xi0, 0.0
+    for j in order:
+        tj = float(t[j])
+        if tj == t_prev:
+            out[j] = xi_prev
+            continue
+        if tj < t_prev:  # only t = 0 can be below; restart from the initial point
+            xi_prev, t_prev = xi0, 0.0
+
+        if xi_prev >= _XI_FLAT:  # integrand is 1 to e^{-60}: t is linear in ξ
+            xi_prev, t_prev = xi_prev + rate * (tj - t_prev), tj
+            out[j] = xi_prev
+            continue
+
+        def g(xi, base=xi_prev, t0=t_prev, target=tj):
+            return t0 + _integral(base, xi, kappa) / rate - target
+
+        hi = xi_prev + rate * (tj - t_prev)  # integrand >= 1, so g(hi) >= 0 up to round-off
+        while g(hi) < 0:
+            hi += 1e-9 * (1.0 + abs(hi))
+        xi_prev = brentq(g, xi_prev, hi, xtol=1e-14, rtol=1e-15, maxiter=500)
+        t_prev = tj
+        out[j] = xi_prev
+    return out
+
+
+def _check_deep(t, s, a0):
+    t = np.asarray(t, dtype=float)
+    if np.any(t < 0) or not np.all(np.isfinite(t)):
+        raise ValueError("times t must be finite and >= 0")
+    s, a0 = _modes(s, a0)
+    if np.any(s <= 0) or np.any(a0 >= s):
+        raise ValueError("deep-linear curves need s > 0 and 0 < a0 < s for every mode")
+    return t, s, a0
+
+
+def deep_logit(t, s, a0, depth: int):
+    """Logit ``ξ_i(t) = ln(a_i / (s_i - a_i))`` of every mode of a depth-``depth`` linear net
+    (see module doc): ``t`` (T,), ``s`` singular values, ``a0`` initial strengths
+    (0 < a0 < s), broadcast with modes on the last axis. Returns (T,) or (T, r)."""
+    L = _check_depth(depth)
+    t, s, a0 = _check_deep(t, s, a0)
+    flat_t = t.ravel()
+    if L == 2:
+        xi = logit(a0 / s) + 2.0 * s * flat_t[:, None] if s.ndim else logit(a0 / s) + 2 * s * flat_t
+        return xi.reshape(t.shape + s.shape)
+    cols = [_logit_path(flat_t, float(si), float(ai), L) for si, ai in zip(s.ravel(), a0.ravel(),
+                                                                         strict=True)]
+    return np.stack(cols, axis=-1).reshape(t.shape + s.shape)
+
+
+def deep_mode_strength(t, s, a0, depth: int):
+    """Mode strength ``a(t)`` of a depth-L balanced aligned linear net, the solution of
+    ``da/dt = L a^{2-2/L} (s - a)``, ``a(0) = a0`` (§3.3).
+
+    ``t`` times (T,), ``s`` singular values s_i of Σ_yx (whitened inputs), ``a0``
+    initial strengths (0 < a0 < s; broadcast, modes on the last axis), ``depth`` L ≥ 2.
+    L = 2: the closed-form logistic; L > 2: quadrature of t(a) and root finding.
+    """
+    if _check_depth(depth) == 2:
+        t, s, a0 = _check_deep(t, s, a0)
+        return logistic(t[..., None] if s.ndim else t, s, a0)
+    s_arr = np.asarray(s, dtype=float)
+    return s_arr * expit(deep_logit(t, s, a0, depth))
+
+
+def deep_loss(t, s, a0, depth: int, y_power: float):
+    """``L(t) = 1/2 Σ_i (s_i - a_i(t))² + 1/2 (y_power - Σ_i s_i²)`` for a depth-L net,
+    a_i from :func:`deep_mode_strength` (``s_i - a_i = s_i / (1 + e^{ξ_i})`` computed
+    directly). ``y_power`` = tr<y yᵀ>; other arguments as in :func:`deep_mode_strength`."""
+    t, s, a0 = _check_deep(t, s, a0)
+    gap = s * expit(-deep_logit(t, s, a0, depth))
+    fit = 0.5 * (gap**2 if s.ndim == 0 else np.sum(gap**2, axis=-1))
+    return fit + final_loss(s, y_power)
+
+
+def deep_time_to(a, s, a0, depth: int):
+    """``t(a) = ∫_{a0}^{a} du / (L u^{2-2/L} (s - u))`` (§3.3): when a mode of strength
+    ``a0`` reaches ``a`` (a0 ≤ a < s). ``s``, ``a0`` scalars, ``depth`` L; ``a`` scalar or
+    array."""
+    L = _check_depth(depth)
+    _, s, a0 = _check_deep(0.0, s, a0)
+    s, a0 = float(s), float(a0)
+    a = np.asarray(a, dtype=float)
+    if np.any(a < a0) or np.any(a >= s):
+        raise ValueError("deep_time_to needs a0 <= a < s")
+    rate = L * s ** (2.0 - 2.0 / L)
+    xi0 = float(logit(a0 / s))
+    times = [_integral(xi0, float(logit(ai / s)), 1.0 - 2.0 / L) / rate for ai in a.ravel()]
+    return np.asarray(times).reshape(a.shape)
+
+
+def deep_half_time(s, a0, depth: int):
+    """Transition time of a mode: ``t_1/2 = t(s/2)`` of :func:`deep_time_to` (for L = 2,
+    ``ln(s/a0 - 1)/(2s)``). Scalars ``s``, ``a0``, depth L. From small init
+    (a0 << s, L > 2) it grows like ``a0^{-(1-2/L)} / (L s (1 - 2/L))``: deeper nets
+    wait longer on the plateau but switch more sharply."""
+    s_arr, a0_arr = np.broadcast_arrays(np.asarray(s, float), np.asarray(a0, float))
+    out = [deep_time_to(si / 2.0, si, ai, depth) for si, ai in zip(s_arr.ravel(), a0_arr.ravel(),
+                                                                   strict=True)]
+    return np.asarray(out, dtype=float).reshape(s_arr.shape)

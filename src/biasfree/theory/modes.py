@@ -1,0 +1,194 @@
+"""Two-layer linear network, mode by mode (THEORY.md §3.1, §3.4; Saxe et al. 2014).
+
+Whitened inputs (``Σ_xx = <x xᵀ> = XᵀX/N = I``), targets with
+``Σ_yx = <y xᵀ> = YᵀX/N = Σ_i s_i u_i v_iᵀ`` (SVD, s_1 ≥ s_2 ≥ ... > 0) and a
+balanced init aligned with the modes (:func:`biasfree.theory.aligned_init`):
+``W_1 = R diag(√a_0) Vᵀ``, ``W_2 = U diag(√a_0) Rᵀ``. Gradient flow keeps that form
+and each mode strength ``a_i = u_iᵀ W_2 W_1 v_i`` obeys the logistic equation
+
+    da_i/dt = 2 a_i (s_i - λ - a_i),   a_i(0) = a_i0,
+
+(λ the weight decay, 0 by default), whose solution is :func:`mode_strength`. The loss is
+
+    L(t) = 1/2 Σ_i (s_i - a_i(t))² + L_∞,   L_∞ = 1/2 (tr<y yᵀ> - Σ_i s_i²),
+
+``L_∞`` being what no linear map explains (:func:`final_loss`). From small init the
+modes are learned one by one and the loss rests on the plateaus of :func:`plateaus`.
+Time is gradient-flow time ``t = η k`` throughout.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Modes(NamedTuple):
+    """SVD of the cross-covariance ``Σ_yx = U diag(s) Vᵀ`` of a data set.
+
+    ``U`` (p, r) output directions u_i, ``s`` (r,) singular values (descending),
+    ``V`` (d, r) input directions v_i, ``y_power`` = tr<y yᵀ> = ``Σ_n ||y_n||² / N``,
+    ``whitened`` whether ``XᵀX/N = I`` to 1e-10 (the closed forms need it).
+    """
+
+    U: np.ndarray
+    s: np.ndarray
+    V: np.ndarray
+    y_power: float
+    whitened: bool
+
+
+def is_whitened(X, tol: float = 1e-10) -> bool:
+    """True if ``max |XᵀX/N - I| <= tol`` for inputs ``X`` (N, d)."""
+    X = np.asarray(X, dtype=float)
+    return bool(np.max(np.abs(X.T @ X / X.shape[0] - np.eye(X.shape[1]))) <= tol)
+
+
+def data_modes(X, Y, rank_tol: float = 1e-10) -> Modes:
+    """Modes of a data set: ``Σ_yx = YᵀX/N = U diag(s) Vᵀ`` keeping ``s_i > rank_tol · s_1``.
+
+    ``X`` (N, d) inputs, ``Y`` (N, p) targets. See :class:`Modes`.
+    """
+    X, Y = np.asarray(X, dtype=float), np.asarray(Y, dtype=float)
+    S = Y.T @ X / X.shape[0]
+    U, s, Vt = np.linalg.svd(S, full_matrices=False)
+    r = int(np.sum(s > rank_tol * max(s[0], 1e-300))) if s.size else 0
+    return Modes(U[:, :r], s[:r], Vt[:r].T, float(np.mean(np.sum(Y**2, axis=1))), is_whitened(X))
+
+
+def mode_projections(beta, modes: Modes) -> np.ndarray:
+    """Mode strengths of linear maps: ``a_i = u_iᵀ βᵀ v_i``.
+
+    ``beta`` (..., d, p), e.g. ``Trajectory.beta`` (T, d, p); ``modes`` from
+    :func:`data_modes`. Returns (..., r).
+    """
+    beta = np.asarray(beta, dtype=float)
+    return np.einsum("...dp,pi,di->...i", beta, modes.U, modes.V)
+
+
+def _modes(s, a0):
+    s, a0 = np.broadcast_arrays(np.asarray(s, dtype=float), np.asarray(a0, dtype=float))
+    if np.any(s < 0) or np.any(a0 <= 0) or not (np.all(np.isfinite(s)) and np.all(np.isfinite(a0))):
+        raise ValueError(
+            "singular values s must be >= 0 and initial strengths a0 > 0 (finite): a mode "
+            "that starts at 0 never grows; start it at a small positive a0"
+        )
+    return s, a0
+
+
+def _check_decay(weight_decay) -> float:
+    if not weight_decay >= 0 or not np.isfinite(weight_decay):
+        raise ValueError(f"weight_decay={weight_decay!r} must be a finite number >= 0")
+    return float(weight_decay)
+
+
+def logistic(t, sigma, a0):
+    """Solution of ``da/dt = 2 a (σ - a)``, ``a(0) = a0 > 0``, for any real σ:
+
+        a(t) = a0 / (e^{-2σt} + a0 (1 - e^{-2σt}) / σ)
+
+    (``σ = 0``: ``a0 / (1 + 2 a0 t)``). ``t`` times, ``sigma`` σ, ``a0`` a0 (broadcast).
+    Written so that neither large t nor σ ≤ 0 overflows or divides by zero.
+    """
+    t, sigma, a0 = np.broadcast_arrays(np.asarray(t, float), np.asarray(sigma, float),
+                                       np.asarray(a0, float))
+    x = -2.0 * sigma * t
+    safe = np.where(sigma == 0.0, 1.0, sigma)
+    with np.errstate(over="ignore", invalid="ignore"):  # σ < 0, large t: a -> 0, handled below
+        g = np.where(sigma == 0.0, 2.0 * t, -np.expm1(x) / safe)  # (1 - e^{-2σt}) / σ
+        e = np.exp(x)
+        return np.where(np.isinf(e), 0.0, a0 / (e + a0 * g))
+
+
+def mode_strength(t, s, a0, *, weight_decay: float = 0.0):
+    """Mode strength of a two-layer linear net (§3.1), with weight decay λ:
+
+        a(t) = σ / (1 + (σ/a0 - 1) exp(-2 σ t)),   σ = s - λ,
+
+    (λ = 0: Saxe et al.'s ``a(t) = s / (1 + (s/a0 - 1) e^{-2st})``). ``t`` times (T,),
+    ``s`` singular values s_i, ``a0`` initial strengths a_i0 (broadcast; modes on the
+    last axis), ``weight_decay`` λ (a mode with s ≤ λ decays to 0). Returns (T,) for
+    scalar s, else (T, r).
+    """
+    s, a0 = _modes(s, a0)
+    lam = _check_decay(weight_decay)
+    t = np.asarray(t, dtype=float)[..., None] if s.ndim else np.asarray(t, dtype=float)
+    return logistic(t, s - lam, a0)
+
+
+def final_loss(s, y_power: float):
+    """``L_∞ = 1/2 (tr<y yᵀ> - Σ_i s_i²)``: the part of the loss no linear map removes
+    (whitened inputs). ``s`` singular values of Σ_yx, ``y_power`` = tr<y yᵀ>."""
+    s = np.asarray(s, dtype=float)
+    return 0.5 * (float(y_power) - float(np.sum(s**2)))
+
+
+def linear_floor(X, Y) -> float:
+    """Least-squares residual ``min_B 1/(2N) Σ_n ||y_n - B x_n||²
+    = 1/2 (tr Σ_yy - tr(Σ_yx Σ_xx⁺ Σ_xy))`` for inputs ``X`` (N, d), targets ``Y`` (N, p),
+    any input covariance: the final loss of every linear(-izable) net that converges
+    to the global minimum. Equals :func:`final_loss` for whitened inputs."""
+    X, Y = np.asarray(X, dtype=float), np.asarray(Y, dtype=float)
+    B, *_ = np.linalg.lstsq(X, Y, rcond=None)
+    return float(0.5 * np.mean(np.sum((Y - X @ B) ** 2, axis=1)))
+
+
+def linear_loss(t, s, a0, y_power: float, *, weight_decay: float = 0.0):
+    """``L(t) = 1/2 Σ_i (s_i - a_i(t))² + 1/2 (y_power - Σ_i s_i²)`` (§3.1).
+
+    ``t`` times, ``s`` singular values s_i of Σ_yx, ``a0`` initial strengths a_i0,
+    ``y_power`` = tr<y yᵀ> (the mean squared target), ``weight_decay`` λ (the data
+    loss without the decay term, a_i(t) from :func:`mode_strength`).
+    """
+    s, a0 = _modes(s, a0)
+    a = mode_strength(t, s, a0, weight_decay=weight_decay)
+    fit = 0.5 * ((s - a) ** 2 if s.ndim == 0 else np.sum((s - a) ** 2, axis=-1))
+    return fit + final_loss(s, y_power)
+
+
+def half_time(s, a0, *, weight_decay: float = 0.0):
+    """``t_1/2 = ln(σ/a0 - 1) / (2σ)``, σ = s - λ: when a mode reaches half its final
+    strength σ/2 (the transition time of mode i). Needs ``a0 < σ/2``.
+
+    ``s`` singular value(s), ``a0`` initial strength(s), ``weight_decay`` λ.
+    Examples (THEORY.md §3.1): s = 1, a0 = 1e-3 -> 3.4534; a0 = 1e-6 -> 6.9078.
+    """
+    s, a0 = _modes(s, a0)
+    sigma = s - _check_decay(weight_decay)
+    if np.any(a0 >= sigma / 2):
+        raise ValueError("half_time needs 0 < a0 < (s - weight_decay)/2: the mode must have "
+                         "a half-way point still ahead of it")
+    return np.log(sigma / a0 - 1.0) / (2.0 * sigma)
+
+
+def plateaus(s, y_power: float):
+    """Loss plateaus of stage-like learning (§3.4):
+    ``L_k = 1/2 (tr<y yᵀ> - Σ_{i≤k} s_i²)`` for k = 0..r, modes sorted by decreasing s.
+
+    ``s`` singular values (any order), ``y_power`` = tr<y yᵀ>. ``L_0`` is the loss at
+    (near-)zero init, ``L_r`` = :func:`final_loss`. Returns (r + 1,).
+    """
+    s = np.sort(np.atleast_1d(np.asarray(s, dtype=float)))[::-1]
+    return 0.5 * (float(y_power) - np.concatenate([[0.0], np.cumsum(s**2)]))
+
+
+def gd_mode_strength(steps, s, a0, lr: float):
+    """Exact gradient-descent map of an aligned balanced mode, whitened inputs.
+
+    Both layers of the mode are scaled by the same factor each step, so
+    ``a_{k+1} = a_k (1 + η (s - a_k))²`` exactly (the discrete twin of
+    :func:`mode_strength`; ``η`` = ``lr``, ``s`` singular value, ``a0`` = a_0). A leaky
+    net with pair or rank-one init follows it with ``lr = η c`` from ``ã_0 = c a0_raw``.
+    Returns ``a_k`` at the integer ``steps`` (sorted, shape (T,)).
+    """
+    steps = np.asarray(steps, dtype=np.int64)
+    if steps.ndim != 1 or np.any(np.diff(steps) < 0) or (steps.size and steps[0] < 0):
+        raise ValueError("steps must be a sorted 1-D array of non-negative integers")
+    out, a, k = np.empty(steps.shape), float(a0), 0
+    for i, target in enumerate(steps):
+        for _ in range(target - k):
+            a = a * (1.0 + lr * (s - a)) ** 2
+        k = target
+        out[i] = a
+    return out

@@ -1,0 +1,94 @@
+"""Population (test) loss in closed form for Gaussian inputs and linear(-izable) nets.
+
+Inputs ``x ~ N(0, Σ)`` in d dimensions; the network computes (or, for a leaky net
+with zero even part, its odd part is) the linear map ``f(x) = βᵀ x``, ``β`` (d, p) —
+e.g. ``Trajectory.beta`` or ``Curve.beta``. The loss is the mean half squared error
+``R(β) = E ½ ||y - βᵀx||²``.
+
+Linear teacher ``y = T x + ε``, ``ε ~ N(0, σ² I_p)``:
+
+    R(β) = ½ tr((T - βᵀ) Σ (T - βᵀ)ᵀ) + ½ p σ².
+
+Sine teacher (the paper's) ``y = wᵀx + sin(k wᵀx) + ε``, p = 1. With
+``z = wᵀx ~ N(0, τ²)``, ``τ² = wᵀΣw``, and the Gaussian identities (ζ ~ N(0, 1))
+``E sin(a ζ) = 0``, ``E[ζ sin(a ζ)] = a e^{-a²/2}``, ``E sin²(a ζ) = (1 - e^{-2a²})/2``,
+and ``E[x g(z)] = Σw E[z g(z)] / τ²`` (Stein), with ``δ = w - β``:
+
+    R(β) = ½ [δᵀΣδ + 2 k e^{-k²τ²/2} δᵀΣw + (1 - e^{-2k²τ²})/2 + σ²].
+
+The best linear map is ``β* = (1 + k e^{-k²τ²/2}) w`` and its residual,
+``½ [(1 - e^{-2k²τ²})/2 - k² τ² e^{-k²τ²} + σ²]``, is what no linear map — hence no
+two-layer bias-free net, on the odd target (THEORY.md §1.3) — can remove.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _cov(cov, d: int) -> np.ndarray:
+    if cov is None:
+        return np.eye(d)
+    S = np.asarray(cov, dtype=float)
+    if S.shape != (d, d):
+        raise ValueError(f"cov must have shape ({d}, {d}), got {S.shape}")
+    return S
+
+
+def population_loss_linear(beta, T, cov=None, noise: float = 0.0):
+    """``R(β) = ½ tr((T - βᵀ) Σ (T - βᵀ)ᵀ) + ½ p σ²`` for ``y = T x + ε`` (module doc).
+
+    ``beta`` (..., d, p) the net's linear map(s), ``T`` (p, d) the teacher, ``cov`` Σ
+    (d, d) of the inputs (identity if None), ``noise`` σ the target-noise standard
+    deviation. Returns an array of shape ``beta.shape[:-2]``.
+    """
+    T = np.asarray(T, dtype=float)
+    beta = np.asarray(beta, dtype=float)
+    if beta.shape[-2:] != (T.shape[1], T.shape[0]):
+        raise ValueError(f"beta must have shape (..., d, p) = (..., {T.shape[1]}, {T.shape[0]}) "
+                         f"for a teacher T of shape {T.shape}; got {beta.shape}")
+    S = _cov(cov, T.shape[1])
+    D = T.T - beta  # (..., d, p)
+    return 0.5 * np.einsum("...dp,de,...ep->...", D, S, D) + 0.5 * T.shape[0] * noise**2
+
+
+def _sine_terms(w, cov, freq):
+    w = np.asarray(w, dtype=float).ravel()
+    S = _cov(cov, w.size)
+    tau2 = float(w @ S @ w)
+    k = float(freq)
+    return w, S, tau2, k, k * np.exp(-0.5 * k**2 * tau2), 0.5 * -np.expm1(-2.0 * k**2 * tau2)
+
+
+def population_loss_sine(beta, w, cov=None, freq: float = 4.0, noise: float = 0.0):
+    """``R(β) = ½ [δᵀΣδ + 2 k e^{-k²τ²/2} δᵀΣw + (1 - e^{-2k²τ²})/2 + σ²]``, δ = w - β,
+    for ``y = wᵀx + sin(k wᵀx) + ε`` (module doc).
+
+    ``beta`` (..., d) or (..., d, 1) the net's linear map(s), ``w`` (d,) the target
+    direction, ``cov`` Σ of the inputs (identity if None), ``freq`` k, ``noise`` σ.
+    """
+    w, S, tau2, k, ek, sin2 = _sine_terms(w, cov, freq)
+    beta = np.asarray(beta, dtype=float)
+    if beta.shape[-1] == 1 and beta.ndim >= 2 and beta.shape[-2] == w.size:
+        beta = beta[..., 0]
+    if beta.shape[-1] != w.size:
+        raise ValueError(f"beta must have shape (..., {w.size}) or (..., {w.size}, 1), got {beta.shape}")
+    delta = w - beta
+    quad = np.einsum("...d,de,...e->...", delta, S, delta)
+    cross = 2.0 * ek * (delta @ (S @ w))
+    return 0.5 * (quad + cross + sin2 + noise**2)
+
+
+def sine_best_linear(w, cov=None, freq: float = 4.0):
+    """``β* = (1 + k e^{-k²τ²/2}) w``, τ² = wᵀΣw: the linear map minimising
+    :func:`population_loss_sine` (``w`` (d,), ``cov`` Σ, ``freq`` k). Returns (d,)."""
+    w, _, _, _, ek, _ = _sine_terms(w, cov, freq)
+    return (1.0 + ek) * w
+
+
+def sine_linear_floor(w, cov=None, freq: float = 4.0, noise: float = 0.0) -> float:
+    """``min_β R(β) = ½ [(1 - e^{-2k²τ²})/2 - k²τ² e^{-k²τ²} + σ²]``: the population loss
+    no linear map (no two-layer bias-free net) removes (``w``, ``cov`` Σ, ``freq`` k,
+    ``noise`` σ as in :func:`population_loss_sine`)."""
+    _, _, tau2, _, ek, sin2 = _sine_terms(w, cov, freq)
+    return float(0.5 * (sin2 - ek**2 * tau2 + noise**2))

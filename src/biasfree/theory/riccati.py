@@ -1,0 +1,156 @@
+"""Two-layer linear nets from balanced but unaligned init: the exact matrix Riccati solution.
+
+Fukumizu (1998); Braun, Dominé, Fitzgerald & Saxe (2022). Net ``f(x) = W_2 W_1 x``,
+``W_1`` (n, d), ``W_2`` (p, n), loss ``1/(2N) Σ ||y - W_2 W_1 x||²``, weight decay λ.
+
+Conditions: (i) whitened inputs, ``Σ_xx = XᵀX/N = I``; (ii) balanced init,
+``W_1 W_1ᵀ = W_2ᵀ W_2`` (gradient flow keeps it, also with weight decay). Nothing
+else: any width n, any rank of ``W_1``, ``W_2`` or ``Σ_yx``, no invertibility of
+``Σ_yx`` (the matrix functions below are entire functions of F).
+
+Derivation. Stack ``Q = [W_1ᵀ; W_2]`` ((d+p) × n) and let
+``F = [[0, Σ_xy], [Σ_yx, 0]] - λ I`` (symmetric). Gradient flow
+``dW_1/dt = W_2ᵀ(Σ_yx - W_2 W_1) - λ W_1``, ``dW_2/dt = (Σ_yx - W_2 W_1) W_1ᵀ - λ W_2``
+reads, using balance to write ``W_1ᵀ W_2ᵀ W_2 = ½ W_1ᵀ QᵀQ`` and
+``W_2 W_1 W_1ᵀ = ½ W_2 QᵀQ``,
+
+    dQ/dt = F Q - ½ Q QᵀQ,   so  M = QQᵀ  obeys  dM/dt = F M + M F - M²,
+
+a matrix Riccati equation with the closed-form solution (check by differentiating)
+
+    M(t) = e^{Ft} Q_0 [I + Q_0ᵀ φ_t(F) Q_0]^{-1} Q_0ᵀ e^{Ft},   φ_t(λ) = (e^{2λt} - 1)/(2λ),
+
+(φ_t(0) = t). The bracket is I plus a positive semi-definite matrix, so always
+invertible. The blocks of M are ``W_1ᵀW_1``, ``W_2 W_2ᵀ`` and the product
+``P = W_2 W_1`` (lower-left, p × d), which gives the loss
+``L(t) = ½ ||Σ_yx - P(t)||_F² + ½ (tr<y yᵀ> - ||Σ_yx||_F²)``.
+
+Numerics: in the eigenbasis of F (eigenvalues ±s_i and 0, shifted by -λ) the
+growing factors are pulled out, ``D = e^{max(λ_j,0) t}``, ``Ẽ = e^{min(λ_j,0) t}``,
+``φ̃ = φ_t / D²`` ∈ (0, t], so that with ``Z = Oᵀ Q_0`` and ``A = φ̃^{1/2} D Z``
+
+    M = O Ẽ φ̃^{-1/2} [A (I + AᵀA)^{-1} Aᵀ] φ̃^{-1/2} Ẽ Oᵀ,   A (I + AᵀA)^{-1} Aᵀ = Q_A Q_Aᵀ,
+
+where ``[A; I] = [Q_A; Q_I] R`` (Householder QR, rows sorted by size: A is graded, its
+rows differ by factors e^{λt}, and this is the row-wise stable way). Long times are
+reached by restarting from M(t) (the flow is a semigroup and conserves rank Q), so no
+factor exceeds e^{100}.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..nets import Params
+from .inits import imbalance
+from .modes import _check_decay
+
+_MAX_EXPONENT = 100.0
+
+
+def _F(Sigma_yx, weight_decay: float):
+    S = np.asarray(Sigma_yx, dtype=float)
+    p, d = S.shape
+    F = np.zeros((d + p, d + p))
+    F[:d, d:] = S.T
+    F[d:, :d] = S
+    return F - weight_decay * np.eye(d + p)
+
+
+def _factor(M, n: int):
+    """``Q`` with ``QQᵀ = M`` and n columns: the flow conserves rank(Q) = n, so the other
+    eigenvalues of M are round-off and are dropped."""
+    w, V = np.linalg.eigh(M)
+    w, V = w[-n:], V[:, -n:]
+    return V * np.sqrt(np.maximum(w, 0.0))
+
+
+def _step(lam, O, Q0, t: float):
+    """Riccati solution at time t from ``M(0) = Q0 Q0ᵀ``, F = O diag(lam) Oᵀ."""
+    if t == 0.0:
+        return Q0 @ Q0.T
+    Z = O.T @ Q0  # Q_0 in F's eigenbasis
+    lt = lam * t
+    D = np.exp(np.maximum(lt, 0.0))
+    Et = np.exp(np.minimum(lt, 0.0))
+    # φ̃ = φ_t / D²: λ>0 -> (1 - e^{-2λt})/(2λ); λ<=0 -> (e^{2λt} - 1)/(2λ) (t at λ = 0)
+    safe = np.where(lam == 0.0, 1.0, lam)
+    phit = np.where(lam > 0, -np.expm1(-2.0 * lt) / (2.0 * safe),
+                    np.where(lam == 0.0, t, np.expm1(2.0 * lt) / (2.0 * safe)))
+    A = (np.sqrt(phit) * D)[:, None] * Z
+    # A (I + AᵀA)^{-1} Aᵀ = Q_A Q_Aᵀ with [A; I] = [Q_A; Q_I] R. A is graded (rows differ
+    # by e^{λt}); Householder QR with rows sorted by decreasing norm is row-wise stable.
+    order = np.argsort(-np.linalg.norm(A, axis=1), kind="stable")
+    Qs, _ = np.linalg.qr(np.concatenate([A[order], np.eye(A.shape[1])], axis=0))
+    QA = np.empty_like(A)
+    QA[order] = Qs[: A.shape[0]]
+    core = QA @ QA.T
+    scale = Et / np.sqrt(phit)
+    Mt = scale[:, None] * core * scale[None, :]
+    return O @ Mt @ O.T
+
+
+def riccati_gram(t, Q0, Sigma_yx, *, weight_decay: float = 0.0) -> np.ndarray:
+    """``M(t) = Q(t) Q(t)ᵀ`` for ``dM/dt = F M + M F - M²``, ``M(0) = Q_0 Q_0ᵀ`` (module doc).
+
+    ``t`` times (T,) ≥ 0, ``Q0`` = ``[W_1ᵀ; W_2]`` ((d+p) × n) of a balanced net,
+    ``Sigma_yx`` (p, d) = <y xᵀ> (whitened inputs), ``weight_decay`` λ. Returns
+    (T, d+p, d+p).
+    """
+    lam_decay = _check_decay(weight_decay)
+    t = np.atleast_1d(np.asarray(t, dtype=float))
+    if np.any(t < 0) or not np.all(np.isfinite(t)):
+        raise ValueError("times t must be finite and >= 0")
+    lam, O = np.linalg.eigh(_F(Sigma_yx, lam_decay))
+    chunk = _MAX_EXPONENT / max(np.max(np.abs(lam)), 1e-300)
+    Q0 = np.asarray(Q0, dtype=float)
+    out = np.empty((t.size, Q0.shape[0], Q0.shape[0]))
+    sv = np.linalg.svd(Q0, compute_uv=False)
+    n = int(np.sum(sv > 1e-13 * max(sv[0] if sv.size else 0.0, 1e-300)))  # rank of Q, conserved
+    Q_base, t_base = Q0, 0.0
+    for j in np.argsort(t):
+        tj = float(t[j])
+        while tj - t_base > chunk:  # restart from M(t_base + chunk): the flow is a semigroup
+            Q_base, t_base = _factor(_step(lam, O, Q_base, chunk), n), t_base + chunk
+        out[j] = _step(lam, O, Q_base, tj - t_base)
+    return out
+
+
+def _check_net(params: Params, Sigma_yx, tol: float):
+    if len(params) != 2:
+        raise ValueError(f"the Riccati solution is for two-layer nets, got depth {len(params)}")
+    W1, W2 = np.asarray(params[0].W, float), np.asarray(params[1].W, float)
+    S = np.asarray(Sigma_yx, dtype=float)
+    if S.shape != (W2.shape[0], W1.shape[1]):
+        raise ValueError(f"Sigma_yx must have shape (p, d) = {(W2.shape[0], W1.shape[1])}, got {S.shape}")
+    gap = imbalance(params)
+    if gap > tol:
+        raise ValueError(f"init is not balanced (relative imbalance {gap:.2e} > {tol:g}): the "
+                         "Riccati solution needs W1 W1ᵀ = W2ᵀ W2; build one with "
+                         "biasfree.theory.balanced_init or aligned_init")
+    return W1, W2, S
+
+
+def unaligned_product(t, params: Params, Sigma_yx, *, weight_decay: float = 0.0,
+                      balance_tol: float = 1e-10) -> np.ndarray:
+    """Product ``P(t) = W_2(t) W_1(t)`` (T, p, d) of a two-layer linear net under gradient
+    flow, exact from any balanced init (aligned or not), whitened inputs (module doc).
+
+    ``t`` times (T,), ``params`` the initial net (W_1 (n, d), W_2 (p, n); checked
+    balanced to ``balance_tol``), ``Sigma_yx`` (p, d) = YᵀX/N, ``weight_decay`` λ.
+    ``β_eff(t) = P(t)ᵀ``.
+    """
+    W1, W2, S = _check_net(params, Sigma_yx, balance_tol)
+    d = W1.shape[1]
+    M = riccati_gram(t, np.concatenate([W1.T, W2], axis=0), S, weight_decay=weight_decay)
+    return M[:, d:, :d]
+
+
+def unaligned_loss(t, params: Params, Sigma_yx, y_power: float, *, weight_decay: float = 0.0,
+                   balance_tol: float = 1e-10) -> np.ndarray:
+    """``L(t) = ½ ||Σ_yx - P(t)||_F² + ½ (y_power - ||Σ_yx||_F²)`` with P(t) from
+    :func:`unaligned_product` (whitened inputs; ``y_power`` = tr<y yᵀ>). Arguments as in
+    :func:`unaligned_product`."""
+    P = unaligned_product(t, params, Sigma_yx, weight_decay=weight_decay, balance_tol=balance_tol)
+    S = np.asarray(Sigma_yx, dtype=float)
+    return 0.5 * np.sum((S - P) ** 2, axis=(1, 2)) + 0.5 * (float(y_power) - np.sum(S**2))

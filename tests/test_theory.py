@@ -1,0 +1,438 @@
+"""Closed-form and semi-analytical learning curves (biasfree.theory) against exact
+numbers, limits, independent solvers and the gradient-flow simulator (biasfree.flow).
+
+Simulation tests share three compiled shapes (two layers of width 4 — linear nets pad
+with zero units, which stay zero —, depth 3, depth 4) and one data size, so the jit cache
+is reused across tests. "Relative" errors are
+``max_t |a_sim - a_theory| / s_i`` for mode strengths and ``max_t |L_sim - L_theory| / L(0)``
+for losses. The simulator is run at rtol 1e-10, atol 1e-12, so agreement to 1e-6 leaves
+four orders of magnitude for solver error.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from scipy.integrate import quad, solve_ivp
+
+import biasfree as bf
+from biasfree import theory as th
+
+D, P, N_HALF, N_REC, WIDTH = 4, 2, 40, 81, 4
+TOL_SIM = 1e-6
+
+
+def _flow(params, data, alpha=1.0, t_max=12.0, weight_decay=0.0):
+    cfg = bf.FlowConfig(alpha=alpha, t_max=t_max, n_records=N_REC, rtol=1e-10, atol=1e-12,
+                        weight_decay=weight_decay)
+    return bf.flow(params, data, cfg)
+
+
+def _rel_modes(traj, modes, a_theory):
+    a_sim = th.mode_projections(np.asarray(traj.beta), modes)
+    return float(np.max(np.abs(a_sim - a_theory) / modes.s))
+
+
+def _rel_loss(traj, L_theory):
+    L = np.asarray(traj.loss)
+    return float(np.max(np.abs(L - L_theory)) / L[0])
+
+
+@pytest.fixture(scope="module")
+def white():
+    """Whitened symmetric data from a noisy rank-2 linear teacher; its modes."""
+    T = bf.teacher_matrix(jax.random.PRNGKey(0), D, [2.0, 1.0])
+    data = bf.make_dataset(jax.random.PRNGKey(1), bf.linear_target(T), N_HALF, D, whitened=True,
+                           noise=0.1)
+    modes = th.data_modes(data.X, data.Y)
+    assert modes.whitened and modes.s.shape == (2,)
+    return data, modes
+
+
+@pytest.fixture(scope="module")
+def raw():
+    """The same kind of data, not whitened (anisotropic input covariance)."""
+    T = bf.teacher_matrix(jax.random.PRNGKey(2), D, [2.0, 1.0])
+    cov = np.diag([2.0, 1.0, 0.5, 0.25])
+    data = bf.make_dataset(jax.random.PRNGKey(3), bf.linear_target(T), N_HALF, D, cov=cov,
+                           noise=0.1)
+    assert not th.is_whitened(data.X)
+    return data
+
+
+# ------------------------------------------------------------ closed forms alone
+
+
+def test_half_times_match_theory_md_numbers():
+    # THEORY.md quotes 4 decimals (3 for ReLU): tolerance is half a unit in the last digit
+    assert abs(th.half_time(1.0, 1e-3) - 3.4534) <= 5e-5
+    assert abs(th.half_time(1.0, 1e-6) - 6.9078) <= 5e-5
+    assert abs(th.leaky_half_time(1.0, 1e-3, 0.0) - 7.600) <= 5e-4
+    # the mode is at half strength at its half time (exact identity, round-off)
+    for s, a0, lam in [(1.0, 1e-3, 0.0), (2.5, 1e-5, 0.5)]:
+        th_ = th.half_time(s, a0, weight_decay=lam)
+        assert abs(th.mode_strength(th_, s, a0, weight_decay=lam) - (s - lam) / 2) <= 1e-13 * s
+
+
+def test_mode_strength_limits_and_ode():
+    s, a0 = np.array([3.0, 1.0, 0.2]), np.array([1e-4, 1e-2, 1e-3])
+    np.testing.assert_allclose(th.mode_strength([0.0], s, a0)[0], a0, rtol=1e-15)
+    np.testing.assert_allclose(th.mode_strength([1e4], s, a0)[0], s, rtol=1e-15)
+    # with weight decay λ the limit is s - λ, and a mode with s < λ dies out
+    np.testing.assert_allclose(th.mode_strength([1e4], s, a0, weight_decay=0.1)[0], s - 0.1,
+                               rtol=1e-14)
+    assert th.mode_strength(1e4, 0.2, 1e-3, weight_decay=0.5) == 0.0
+    # s = 0 (or σ = s - λ = 0) is the limit a0 / (1 + 2 a0 t), continuous in σ
+    t = np.linspace(0, 50, 11)
+    np.testing.assert_allclose(th.mode_strength(t, 0.0, 0.3), 0.3 / (1 + 0.6 * t), rtol=1e-15)
+    np.testing.assert_allclose(th.logistic(t, 1e-9, 0.3), th.logistic(t, 0.0, 0.3), rtol=1e-7)
+    # independent oracle: solve_ivp of da/dt = 2a(s - λ - a)
+    for sigma_s, lam in [(1.5, 0.0), (1.5, 0.4), (0.3, 0.8)]:
+        ts = np.linspace(0, 20, 41)
+        sol = solve_ivp(lambda _, a, s_=sigma_s, l_=lam: 2 * a * (s_ - l_ - a), (0, 20), [1e-3],
+                        t_eval=ts, method="DOP853", rtol=1e-13, atol=1e-18)
+        got = th.mode_strength(ts, sigma_s, 1e-3, weight_decay=lam)
+        assert np.max(np.abs(got - sol.y[0])) <= 1e-10 * sigma_s
+
+
+def test_loss_limits_plateaus_and_final_loss(white):
+    data, modes = white
+    s, yp = modes.s, modes.y_power
+    a0 = np.array([1e-3, 2e-3])
+    L0 = th.linear_loss(0.0, s, a0, yp)
+    # t = 0: the loss of the (tiny) initial map, computed directly from the data
+    W = th.aligned_init(modes.U, modes.V, a0)
+    F0 = np.asarray(bf.forward(W, data.X, 1.0))
+    assert abs(L0 - 0.5 * np.mean(np.sum((np.asarray(data.Y) - F0) ** 2, axis=1))) <= 1e-14 * L0
+    # t -> inf: what no linear map explains, = the least-squares residual (whitened data)
+    Linf = th.linear_loss(1e4, s, a0, yp)
+    assert abs(Linf - th.final_loss(s, yp)) <= 1e-15 * L0
+    assert abs(th.final_loss(s, yp) - th.linear_floor(data.X, data.Y)) <= 1e-13 * L0
+    assert th.final_loss(s, yp) > 0  # the teacher is noisy
+    # plateaus: widely separated modes, s = (4, 1), a0 = 1e-12. At t = 8 mode 1 is done
+    # (s1 - a1 <= s1 e^{-2 s1 (t - t1/2)}) and mode 2 has a2 <= a0 e^{2 s2 t} = 8.9e-6,
+    # so |L - L_1| <= s2 a2 + a2²/2 + (s1 e^{-2 s1 (8 - t1/2)})²/2.
+    s2m, a0s, t = np.array([4.0, 1.0]), 1e-12, 8.0
+    plates = th.plateaus(s2m, 20.0)
+    np.testing.assert_allclose(plates, [10.0, 2.0, 1.5], rtol=1e-15)
+    a2 = a0s * np.exp(2 * 1.0 * t)
+    bound = 1.0 * a2 + a2**2 / 2 + (4 * np.exp(-8 * (t - th.half_time(4.0, a0s)))) ** 2 / 2
+    assert abs(th.linear_loss(t, s2m, a0s, 20.0) - plates[1]) <= bound
+    # at t = 0: L(0) - L_0 = Σ_i (a0²/2 - s_i a0) exactly; 1e-14 is a few ulps of L_0 = 10
+    assert abs(th.linear_loss(0.0, s2m, a0s, 20.0) - plates[0] - (a0s**2 - 5 * a0s)) <= 1e-14
+
+
+def test_input_validation_names_the_fix():
+    with pytest.raises(ValueError, match="a0 > 0"):
+        th.mode_strength(1.0, 1.0, 0.0)
+    with pytest.raises(ValueError, match="half-way"):
+        th.half_time(1.0, 0.7)
+    with pytest.raises(ValueError, match="depth"):
+        th.deep_mode_strength(1.0, 1.0, 1e-3, 1)
+    with pytest.raises(ValueError, match="balanced"):
+        th.unaligned_product([1.0], bf.from_arrays([np.ones((2, 3)), np.ones((2, 2))]),
+                             np.ones((2, 3)))
+    with pytest.raises(ValueError, match="pair"):
+        th.pair_to_linear(bf.from_arrays([np.ones((4, 3)), np.ones((1, 4))]), 0.0)
+    with pytest.raises(ValueError, match="alpha"):
+        th.leaky_to_linear(bf.from_arrays([np.ones((2, 3)), np.ones((1, 2))]), 1.5)
+
+
+# ------------------------------------------------------------------ deep linear
+
+
+@pytest.mark.parametrize("L", [3, 4])
+def test_deep_closed_form_solves_its_ode(L):
+    s, a0 = np.array([1.3, 0.6]), np.array([2e-3, 5e-2])
+    ts = np.linspace(0, 60, 61)
+    got = th.deep_mode_strength(ts, s, a0, L)
+    for i in range(2):
+        sol = solve_ivp(lambda _, a, si=s[i]: L * a ** (2 - 2 / L) * (si - a), (0, 60), [a0[i]],
+                        t_eval=ts, method="DOP853", rtol=1e-13, atol=1e-18)
+        assert np.max(np.abs(got[:, i] - sol.y[0])) <= 1e-9 * s[i]
+    # limits and round trip t(a(t)) = t
+    np.testing.assert_allclose(got[0], a0, rtol=1e-13)
+    np.testing.assert_allclose(th.deep_mode_strength([1e6], s, a0, L)[0], s, rtol=1e-15)
+    # (only while a < 0.9 s: t(a) is ill-conditioned as a -> s, where dt/da -> inf)
+    mid = ts[(got[:, 0] < 0.9 * s[0]) & (ts > 0)]
+    back = th.deep_time_to(th.deep_mode_strength(mid, 1.3, 2e-3, L), 1.3, 2e-3, L)
+    assert mid.size >= 3
+    np.testing.assert_allclose(back, mid, rtol=1e-10)
+    # the loss gap s - a is computed directly: still accurate where a rounds to s
+    gap = np.sqrt(2 * (th.deep_loss([30.0], 1.3, 2e-3, L, 1.3**2)[0]))
+    assert 0 < gap < 1e-20
+
+
+def test_deep_two_layers_is_the_logistic_and_half_time_asymptotics():
+    ts = np.linspace(0, 10, 21)
+    np.testing.assert_allclose(th.deep_mode_strength(ts, [2.0, 0.5], [1e-3, 1e-2], 2),
+                               th.mode_strength(ts, [2.0, 0.5], [1e-3, 1e-2]), rtol=1e-14)
+    assert abs(th.deep_half_time(1.0, 1e-3, 2) - th.half_time(1.0, 1e-3)) <= 1e-12
+    # L = 3, s = 1: t(1/2) = ∫_{a0}^{1/2} du / (3 u^{4/3} (1 - u)). Splitting
+    # 1/(1-u) = 1 + u/(1-u) ≤ 1 + 2u gives |t - a0^{-1/3}| ≤ 2^{1/3} + 2^{-2/3} = 1.890
+    for a0 in (1e-6, 1e-9, 1e-12):
+        assert abs(th.deep_half_time(1.0, a0, 3) - a0 ** (-1 / 3)) <= 2 ** (1 / 3) + 2 ** (-2 / 3)
+    # deeper nets wait longer from the same small init
+    assert th.deep_half_time(1.0, 1e-3, 2) < th.deep_half_time(1.0, 1e-3, 3) < th.deep_half_time(
+        1.0, 1e-3, 4)
+
+
+# ---------------------------------------------------------- Riccati (unaligned)
+
+
+def _random_problem(seed, d=4, p=3, width=5, scale=0.01):
+    rng = np.random.default_rng(seed)
+    S = rng.normal(size=(p, d))
+    return S, th.balanced_init(scale * rng.normal(size=(p, d)), width)
+
+
+def test_riccati_aligned_is_the_logistic_and_limits():
+    rng = np.random.default_rng(0)
+    U, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+    V, _ = np.linalg.qr(rng.normal(size=(4, 3)))
+    s, a0 = np.array([2.0, 1.0, 0.5]), np.array([1e-3, 2e-3, 1e-2])
+    basis, _ = np.linalg.qr(rng.normal(size=(5, 3)))
+    params = th.aligned_init(U, V, a0, width=5, bases=[basis])
+    assert th.imbalance(params) <= 1e-15
+    ts = np.linspace(0, 60, 31)
+    Pt = th.unaligned_product(ts, params, (U * s) @ V.T)
+    a = np.einsum("tpd,pi,di->ti", Pt, U, V)
+    assert np.max(np.abs(a - th.mode_strength(ts, s, a0)) / s) <= 1e-12
+    # t = 0 gives the init; t -> inf the full map Σ_yx (width >= rank), even past e^{700}
+    np.testing.assert_allclose(Pt[0], (U * a0) @ V.T, atol=1e-17)
+    np.testing.assert_allclose(th.unaligned_product([1e4], params, (U * s) @ V.T)[0], (U * s) @ V.T,
+                               atol=1e-13)
+
+
+def test_riccati_matches_independent_ode_with_and_without_decay():
+    S, params = _random_problem(1)
+    ts = np.linspace(0, 25, 11)
+    for lam in (0.0, 0.2):
+        exact = th.unaligned_product(ts, params, S, weight_decay=lam)
+        ode = th.linear_net_ode(params, np.eye(4), S, ts, weight_decay=lam)
+        assert np.max(np.abs(exact - ode)) <= 1e-8 * np.max(np.abs(S))
+
+
+def test_riccati_narrow_net_learns_best_rank_one_map():
+    # width 1: the product converges to the top SVD term (Eckart–Young), rank stays 1
+    S, _ = _random_problem(2)
+    rng = np.random.default_rng(3)
+    params = th.balanced_init(1e-3 * np.outer(rng.normal(size=3), rng.normal(size=4)), 1)
+    P_inf = th.unaligned_product([500.0], params, S)[0]
+    U, s, Vt = np.linalg.svd(S)
+    np.testing.assert_allclose(P_inf, s[0] * np.outer(U[:, 0], Vt[0]), atol=1e-12)
+
+
+# --------------------------------------------------------- leaky <-> linear maps
+
+
+def test_leaky_maps_are_inverse_and_preserve_the_function():
+    key = jax.random.PRNGKey(5)
+    X = np.asarray(jax.random.normal(key, (30, 3)))
+    lin = bf.init_gaussian(jax.random.PRNGKey(6), (3, 4, 2), 0.7)
+    for alpha in (0.0, 0.3, 1.0):
+        c = (1 + alpha) / 2
+        pair = th.linear_to_pair(lin, alpha)
+        back = th.pair_to_linear(pair, alpha)
+        for a, b in zip(back, lin, strict=True):
+            np.testing.assert_allclose(a.W, b.W, rtol=1e-15)
+        # the pair net computes exactly its linear twin's function (§2.3)
+        np.testing.assert_allclose(bf.forward(pair, X, alpha), bf.forward(lin, X, 1.0),
+                                   rtol=1e-13, atol=1e-14)
+        for a, b in zip(th.linear_to_leaky(th.leaky_to_linear(pair, alpha), alpha), pair,
+                        strict=True):
+            np.testing.assert_allclose(a.W, b.W, rtol=1e-15)
+        # √c map on an even-free leaky net: same function, twin is linear
+        np.testing.assert_allclose(bf.forward(th.leaky_to_linear(pair, alpha), X, 1.0),
+                                   bf.forward(pair, X, alpha), rtol=1e-13, atol=1e-14)
+        assert th.leaky_time_to_linear(2.0, alpha) == 2.0 * c
+        assert th.linear_time_to_leaky(th.leaky_time_to_linear(2.0, alpha), alpha) == pytest.approx(
+            2.0, rel=1e-15)
+        assert th.leaky_decay_to_linear(0.3, alpha) == pytest.approx(0.3 / c, rel=1e-15)
+        assert th.linear_decay_to_leaky(th.leaky_decay_to_linear(0.3, alpha), alpha) == \
+            pytest.approx(0.3, rel=1e-15)
+        assert th.pair_lr_to_linear(0.1, alpha) == pytest.approx(0.1 * c, rel=1e-15)
+        assert th.linear_lr_to_pair(0.1 * c, alpha) == pytest.approx(0.1, rel=1e-15)
+
+
+# ---------------------------------------------------------------- populations
+
+
+def test_gaussian_sine_identities_by_quadrature():
+    pdf = lambda z: np.exp(-z * z / 2) / np.sqrt(2 * np.pi)  # noqa: E731
+    for a in (0.5, 4.0 * 0.6):
+        E = lambda g: quad(lambda z: g(z) * pdf(z), -40, 40, limit=400, epsabs=1e-14)[0]  # noqa: E731
+        assert abs(E(lambda z, a=a: z * np.sin(a * z)) - a * np.exp(-a * a / 2)) <= 1e-12
+        assert abs(E(lambda z, a=a: np.sin(a * z) ** 2) - (1 - np.exp(-2 * a * a)) / 2) <= 1e-12
+
+
+def _mc_check(loss_closed, per_sample):
+    # Monte-Carlo mean within 5 standard errors (a false alarm has probability 6e-7)
+    se = per_sample.std(ddof=1) / np.sqrt(per_sample.size)
+    assert abs(per_sample.mean() - loss_closed) <= 5 * se, (per_sample.mean(), loss_closed, se)
+
+
+def test_population_losses_against_monte_carlo():
+    rng = np.random.default_rng(7)
+    n, d, p = 400_000, 3, 2
+    A = rng.normal(size=(d, d))
+    cov = A @ A.T / d + 0.2 * np.eye(d)
+    X = rng.multivariate_normal(np.zeros(d), cov, size=n)
+    T, beta, noise = rng.normal(size=(p, d)), rng.normal(size=(d, p)), 0.3
+    Y = X @ T.T + noise * rng.normal(size=(n, p))
+    _mc_check(th.population_loss_linear(beta, T, cov, noise),
+              0.5 * np.sum((Y - X @ beta) ** 2, axis=1))
+    w = rng.uniform(-0.5, 0.5, size=d)
+    b1 = rng.normal(size=d) * 0.3
+    ys = X @ w + np.sin(4.0 * X @ w) + noise * rng.normal(size=n)
+    _mc_check(th.population_loss_sine(b1, w, cov, 4.0, noise), 0.5 * (ys - X @ b1) ** 2)
+    # the best linear map is a stationary point and attains the floor
+    best = th.sine_best_linear(w, cov, 4.0)
+    assert abs(th.population_loss_sine(best, w, cov, 4.0, noise)
+               - th.sine_linear_floor(w, cov, 4.0, noise)) <= 1e-15
+    h = 1e-5
+    for j in range(d):
+        e = np.eye(d)[j] * h
+        grad = (th.population_loss_sine(best + e, w, cov) - th.population_loss_sine(best - e, w, cov))
+        assert abs(grad / (2 * h)) <= 1e-9  # central difference of a quadratic: exact to round-off
+    # shape handling: a (T, d, 1) trajectory of maps gives (T,) losses
+    assert th.population_loss_sine(np.stack([best, b1])[..., None], w, cov).shape == (2,)
+
+
+# ---------------------------------------------- against the gradient-flow simulator
+
+
+def test_two_layer_linear_modes_and_loss_match_flow(white):
+    data, modes = white
+    a0 = np.array([1e-3, 3e-3])
+    params = th.aligned_init(modes.U, modes.V, a0, width=WIDTH)
+    for lam in (0.0, 0.3):
+        traj = _flow(params, data, weight_decay=lam)
+        t = np.asarray(traj.t)
+        a_th = th.mode_strength(t, modes.s, a0, weight_decay=lam)
+        assert _rel_modes(traj, modes, a_th) <= TOL_SIM
+        assert _rel_loss(traj, th.linear_loss(t, modes.s, a0, modes.y_power,
+                                              weight_decay=lam)) <= TOL_SIM
+        if lam == 0.0:  # by t = 12 both modes are learned: the run ends on the final loss
+            L_end = float(traj.loss[-1])
+            assert abs(L_end - th.final_loss(modes.s, modes.y_power)) <= TOL_SIM * float(traj.loss[0])
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.5])
+def test_leaky_pair_net_matches_closed_form(white, alpha):
+    data, modes = white
+    c = (1 + alpha) / 2
+    a0_raw = np.array([2e-3, 4e-3])
+    twin = th.aligned_init(modes.U, modes.V, th.leaky_effective_init(a0_raw, alpha))
+    pair = th.linear_to_pair(twin, alpha)
+    # the raw product of the pair net carries the raw strengths a0_raw
+    raw = np.asarray(bf.end_to_end_linear(pair)).T
+    np.testing.assert_allclose(th.mode_projections(raw, modes), a0_raw, rtol=1e-13)
+    for lam in (0.0, 0.2):
+        traj = _flow(pair, data, alpha=alpha, t_max=12.0 / c, weight_decay=lam)
+        t = np.asarray(traj.t)
+        assert float(np.max(traj.even_energy)) <= 1e-24  # f_even ≡ 0 (pairs preserved)
+        a_th = th.leaky_mode_strength(t, modes.s, a0_raw, alpha, weight_decay=lam)
+        assert _rel_modes(traj, modes, a_th) <= TOL_SIM
+        assert _rel_loss(traj, th.leaky_loss(t, modes.s, a0_raw, alpha, modes.y_power,
+                                             weight_decay=lam)) <= TOL_SIM
+
+
+def test_rank_one_leaky_init_matches_closed_form(white):
+    # THEORY.md §2.5: w_k = v_k r, Σ v_k|v_k| = 0; aligned with mode 1 only
+    data, modes = white
+    alpha, a0_raw = 0.0, 1e-3
+    params = bf.init_rank_one(jax.random.PRNGKey(9), D, WIDTH, a0_raw, direction=modes.V[:, 0],
+                              out_direction=modes.U[:, 0], p=P)
+    traj = _flow(params, data, alpha=alpha, t_max=12.0 / 0.5)
+    t = np.asarray(traj.t)
+    a_sim = th.mode_projections(np.asarray(traj.beta), modes)
+    a_th = th.leaky_mode_strength(t, modes.s[0], a0_raw, alpha)
+    assert float(np.max(np.abs(a_sim[:, 0] - a_th))) / modes.s[0] <= TOL_SIM
+    assert float(np.max(np.abs(a_sim[:, 1]))) <= 1e-12  # mode 2 is never touched
+    # loss: mode 2 stays unlearned, so it counts with the unexplained part
+    assert _rel_loss(traj, th.leaky_loss(t, modes.s[0], a0_raw, alpha, modes.y_power)) <= TOL_SIM
+
+
+@pytest.mark.parametrize("L", [3, 4])
+def test_deep_linear_matches_flow(white, L):
+    data, modes = white
+    a0 = np.array([2e-2, 4e-2])
+    rng = np.random.default_rng(L)
+    bases = [np.linalg.qr(rng.normal(size=(2, 2)))[0] for _ in range(L - 1)]
+    params = th.aligned_init(modes.U, modes.V, a0, depth=L, bases=bases)
+    np.testing.assert_allclose(bf.end_to_end_linear(params), (modes.U * a0) @ modes.V.T, atol=1e-15)
+    traj = _flow(params, data, t_max=15.0)
+    t = np.asarray(traj.t)
+    assert _rel_modes(traj, modes, th.deep_mode_strength(t, modes.s, a0, L)) <= TOL_SIM
+    assert _rel_loss(traj, th.deep_loss(t, modes.s, a0, L, modes.y_power)) <= TOL_SIM
+
+
+def test_unaligned_balanced_init_matches_flow(white):
+    data, modes = white
+    Syx = np.asarray(bf.cross_covariance(data.X, data.Y))
+    rng = np.random.default_rng(11)
+    basis, _ = np.linalg.qr(rng.normal(size=(WIDTH, 2)))
+    params = th.balanced_init(0.02 * rng.normal(size=(P, D)), WIDTH, basis=basis)
+    assert th.imbalance(params) <= 1e-14
+    traj = _flow(params, data)
+    t = np.asarray(traj.t)
+    Pt = th.unaligned_product(t, params, Syx)
+    beta_sim = np.transpose(np.asarray(traj.beta), (0, 2, 1))
+    assert float(np.max(np.abs(beta_sim - Pt))) / modes.s[0] <= TOL_SIM
+    assert _rel_loss(traj, th.unaligned_loss(t, params, Syx, modes.y_power)) <= TOL_SIM
+    curve = th.reference_curve(params, data.X, data.Y, t)
+    assert curve.reference == "riccati"
+    assert _rel_loss(traj, curve.loss) <= TOL_SIM
+
+
+def test_non_whitened_reference_matches_flow(raw):
+    # linear net from unbalanced Gaussian init, anisotropic inputs: the ODE reference
+    params = bf.init_gaussian(jax.random.PRNGKey(12), (D, WIDTH, P), 0.1)
+    traj = _flow(params, raw)
+    curve = th.reference_curve(params, raw.X, raw.Y, np.asarray(traj.t))
+    assert curve.reference == "ode"
+    assert _rel_loss(traj, curve.loss) <= TOL_SIM
+    assert float(np.max(np.abs(curve.beta - np.asarray(traj.beta)))) <= TOL_SIM
+    # ReLU pair net on the same (symmetric) data: linear twin in time c t, exact
+    pair = th.linear_to_pair(bf.init_gaussian(jax.random.PRNGKey(13), (D, WIDTH // 2, P), 0.1), 0.0)
+    traj = _flow(pair, raw, alpha=0.0, t_max=24.0, weight_decay=0.05)
+    curve = th.reference_curve(pair, raw.X, raw.Y, np.asarray(traj.t), alpha=0.0,
+                               weight_decay=0.05)
+    assert curve.reference == "ode" and "exact" in curve.note
+    assert _rel_loss(traj, curve.loss) <= TOL_SIM
+
+
+def test_reference_curve_flags_approximate_leaky_maps(raw):
+    params = bf.init_gaussian(jax.random.PRNGKey(14), (D, 4, P), 0.1)
+    curve = th.reference_curve(params, raw.X, raw.Y, [0.0, 1.0], alpha=0.0)
+    assert "APPROXIMATE" in curve.note
+    with pytest.raises(ValueError, match="whitened"):
+        th.reference_curve(params, raw.X, raw.Y, [0.0, 1.0], method="riccati")
+    # the ODE reference ends on the least-squares floor (what no linear map explains)
+    lin = bf.init_gaussian(jax.random.PRNGKey(15), (D, 2, P), 0.1)
+    end = th.reference_curve(lin, raw.X, raw.Y, [2000.0]).loss[0]
+    assert abs(end - th.linear_floor(raw.X, raw.Y)) <= 1e-10 * th.linear_floor(raw.X, raw.Y)
+
+
+def test_gd_mode_strength_is_the_exact_discrete_map_of_gd():
+    """GD on whitened data from aligned rank-one init: the mode strength follows
+    a_{k+1} = a_k (1 + η c (s - a_k))² to round-off, and tends to the flow as η -> 0."""
+    key = jax.random.PRNGKey(3)
+    target, _ = bf.sine_target(key, 6)
+    data = bf.make_dataset(key, target, 60, 6, whitened=True)
+    modes = th.data_modes(data.X, data.Y)
+    r = np.asarray(modes.V[:, 0]) * float(modes.U[0, 0])  # sign so that uᵀΣ_yx r = s, u = +1
+    alpha, a0, lr, steps = 0.3, 1e-2, 0.05, 400
+    c = bf.slope_factor(alpha)
+    params = bf.init_rank_one(key, 6, 8, a0, direction=r)
+    traj = bf.gd(params, data, bf.GDConfig(alpha=alpha, lr=lr, steps=steps, n_records=41))
+    ks = np.rint(np.asarray(traj.t) / lr).astype(int)
+    a_sim = np.asarray(traj.beta)[:, :, 0] @ r
+    a_th = th.gd_mode_strength(ks, modes.s[0], c * a0, lr * c)
+    assert np.max(np.abs(a_sim - a_th)) / modes.s[0] < 1e-12
+    fine = th.gd_mode_strength([20_000], 1.0, 1e-3, 1e-4)[0]
+    assert abs(fine - th.mode_strength(2.0, 1.0, 1e-3)) < 1e-3  # O(η) from the flow
+    with pytest.raises(ValueError, match="sorted"):
+        th.gd_mode_strength([3, 1], 1.0, 1e-3, 0.1)
