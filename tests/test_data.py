@@ -1,0 +1,157 @@
+"""Symmetric data, whitening, targets and labels (THEORY.md §1.3, §1.4, §2.1, §3.1)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import biasfree as bf
+
+
+def _key(i):
+    return jax.random.PRNGKey(i)
+
+
+@pytest.fixture(scope="module")
+def X_raw():
+    return np.random.default_rng(0).normal(size=(25, 3))
+
+
+# ------------------------------------------------------------------ symmetry
+
+
+def test_symmetrize_and_is_symmetric(X_raw):
+    Y = X_raw[:, :1] ** 3 - X_raw[:, 1:2]  # any function: symmetrize mirrors the pair
+    Xs, Ys = bf.symmetrize(X_raw, Y)
+    assert Xs.shape == (50, 3) and Ys.shape == (50, 1)
+    np.testing.assert_array_equal(Xs[25:], -X_raw)
+    np.testing.assert_array_equal(Ys[25:], -Y)
+    assert bf.is_symmetric(Xs, Ys) and bf.is_symmetric(Xs)
+    Xh, Yh = bf.asymmetric_half(Xs, Ys)
+    np.testing.assert_array_equal(Xh, X_raw)
+    assert not bf.is_symmetric(Xh, Yh)
+    # a perturbation above tol breaks symmetry, one below it does not
+    for eps, expected in ((1e-6, False), (1e-12, True)):
+        Xp = np.array(Xs)
+        Xp[3, 1] += eps
+        assert bf.is_symmetric(Xp, Ys, tol=1e-9) is expected
+    # symmetric inputs with a non-odd target are not a symmetric set
+    assert not bf.is_symmetric(Xs, jnp.abs(Xs[:, :1]))
+
+
+def test_whiten_gives_identity_covariance_and_keeps_symmetry(X_raw):
+    Xs = bf.symmetrize(X_raw @ np.array([[2.0, 0.5, 0.0], [0.0, 1.0, 0.3], [0.0, 0.0, 0.2]]))
+    Xw, M = bf.whiten(Xs)
+    # eigh of a well-conditioned 3x3 matrix: round-off ~1e-15
+    np.testing.assert_allclose(bf.input_covariance(Xw), np.eye(3), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(Xw, Xs @ M, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(M, M.T, rtol=0, atol=1e-13)  # symmetric Σ^{-1/2}
+    assert bf.is_symmetric(Xw)
+    with pytest.raises(ValueError, match="rank-deficient"):
+        bf.whiten(np.ones((10, 3)))
+
+
+def test_covariances(X_raw):
+    Y = X_raw @ np.array([[1.0], [2.0], [0.0]])
+    np.testing.assert_allclose(bf.input_covariance(X_raw), X_raw.T @ X_raw / 25, rtol=1e-14)
+    np.testing.assert_allclose(bf.cross_covariance(X_raw, Y), Y.T @ X_raw / 25, rtol=1e-14)
+    assert bf.cross_covariance(X_raw, Y).shape == (1, 3)
+
+
+# ------------------------------------------------------------------ targets
+
+
+def test_teacher_matrix_has_exact_singular_values():
+    s = np.array([3.0, 1.0, 0.25])
+    T = bf.teacher_matrix(_key(1), 5, s)
+    assert T.shape == (3, 5)
+    # QR factors are orthonormal to round-off: singular values exact to ~1e-15
+    np.testing.assert_allclose(np.linalg.svd(np.asarray(T), compute_uv=False), s, rtol=0, atol=1e-13)
+    with pytest.raises(ValueError, match="need p <= d"):
+        bf.teacher_matrix(_key(1), 2, s)
+
+
+def test_sine_target_weights_range_and_oddness():
+    d = 64
+    f, w = bf.sine_target(_key(2), d)
+    assert w.shape == (d,)
+    assert float(jnp.min(w)) >= -0.5 and float(jnp.max(w)) <= 0.5
+    # U[-1/2, 1/2]: with 64 draws both extremes lie within 0.1 of the ends unless the
+    # draw is off (probability 2 * 0.8^64 ~ 1e-6); a U[-1, 1] or U[0, 1] bug fails
+    assert float(jnp.min(w)) < -0.4 and float(jnp.max(w)) > 0.4
+    X = np.random.default_rng(2).normal(size=(25, d))
+    y = f(X)
+    z = X @ np.asarray(w)
+    assert y.shape == (25, 1)
+    np.testing.assert_allclose(y[:, 0], z + np.sin(4 * z), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(f(-X), -y, rtol=0, atol=1e-15)
+
+
+def test_product_abs_xor_parities(X_raw):
+    odd = bf.product_target((0, 1, 2))
+    np.testing.assert_allclose(odd(X_raw)[:, 0], np.prod(X_raw, axis=1), rtol=1e-15)
+    np.testing.assert_allclose(odd(-X_raw), -odd(X_raw), rtol=0, atol=0)
+    even_pair = bf.product_target((0, 1))
+    np.testing.assert_allclose(even_pair(-X_raw), even_pair(X_raw), rtol=0, atol=0)
+    for g in (bf.abs_target(1), bf.xor_target(0, 2)):
+        assert g(X_raw).shape == (25, 1)
+        np.testing.assert_array_equal(g(-X_raw), g(X_raw))
+    np.testing.assert_array_equal(bf.abs_target(1)(X_raw)[:, 0], np.abs(X_raw[:, 1]))
+    assert set(np.unique(np.asarray(bf.xor_target(0, 2)(X_raw)))) == {-1.0, 1.0}
+    T = np.array([[1.0, -2.0, 0.5]])
+    np.testing.assert_allclose(bf.linear_target(T)(X_raw), X_raw @ T.T, rtol=0, atol=1e-15)
+
+
+def test_label_data_is_separable_with_margin():
+    X = bf.symmetrize(np.random.default_rng(3).normal(size=(200, 4)))
+    margin = 0.3
+    Xk, Y, w = bf.label_data(_key(3), X, margin)
+    assert Xk.shape[0] == Y.shape[0] and Y.shape[1] == 1
+    np.testing.assert_allclose(jnp.linalg.norm(w), 1.0, rtol=1e-15)
+    # |w·x| ~ |N(0,1)| < 0.3 for ~24% of points: some are dropped, most kept
+    assert 0.5 * X.shape[0] < Xk.shape[0] < X.shape[0]
+    assert float(jnp.min(Y[:, 0] * (Xk @ w))) >= margin  # separable with margin
+    assert set(np.unique(np.asarray(Y))) == {-1.0, 1.0}
+    assert bf.is_symmetric(Xk, Y)  # odd labels on symmetric inputs stay symmetric
+
+
+# ------------------------------------------------------------------ make_dataset
+
+
+def test_make_dataset_shapes_symmetry_and_test_set():
+    T = np.array([[1.0, 0.0, -1.0], [0.5, 0.5, 0.0]])
+    data = bf.make_dataset(_key(4), bf.linear_target(T), 30, 3, n_test=10)
+    assert data.X.shape == (60, 3) and data.Y.shape == (60, 2)
+    assert data.X_test.shape == (10, 3) and data.Y_test.shape == (10, 2)
+    assert data.has_test and bf.is_symmetric(data.X, data.Y)
+    np.testing.assert_allclose(data.Y, data.X @ T.T, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(data.Y_test, data.X_test @ T.T, rtol=0, atol=1e-14)
+    noisy = bf.make_dataset(_key(4), bf.linear_target(T), 30, 3, noise=0.1)
+    assert bf.is_symmetric(noisy.X, noisy.Y)  # noise is mirrored with its point
+    assert float(jnp.max(jnp.abs(noisy.Y - noisy.X @ T.T))) > 1e-3
+    asym = bf.make_dataset(_key(4), bf.linear_target(T), 30, 3, symmetric=False)
+    assert asym.X.shape == (30, 3) and not bf.is_symmetric(asym.X, asym.Y)
+
+
+def test_make_dataset_whitened_is_consistent():
+    """Whitening changes only the representation: X_w = X_raw M with XᵀX/N = I, targets
+    are the raw ones, and the test inputs get the same map M."""
+    f = bf.product_target((0, 1, 2))
+    cov = np.array([[2.0, 0.6, 0.0], [0.6, 1.0, 0.0], [0.0, 0.0, 0.5]])
+    raw = bf.make_dataset(_key(6), f, 30, 3, n_test=10, cov=cov)
+    wht = bf.make_dataset(_key(6), f, 30, 3, n_test=10, cov=cov, whitened=True)
+    Xw, M = bf.whiten(raw.X)
+    np.testing.assert_allclose(wht.X, Xw, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(bf.input_covariance(wht.X), np.eye(3), rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(wht.Y, raw.Y)
+    np.testing.assert_allclose(wht.Y, f(raw.X), rtol=0, atol=1e-14)
+    np.testing.assert_allclose(wht.X_test, raw.X_test @ M, rtol=0, atol=1e-14)
+    np.testing.assert_array_equal(wht.Y_test, raw.Y_test)
+    assert bf.is_symmetric(wht.X, wht.Y)
+    # the raw inputs do follow cov: sample covariance within sampling error (N = 60)
+    assert float(jnp.max(jnp.abs(bf.input_covariance(raw.X) - cov))) < 1.0
+
+
+def test_gaussian_inputs_cov_shape_error():
+    with pytest.raises(ValueError, match=r"cov must have shape \(3, 3\)"):
+        bf.gaussian_inputs(_key(0), 5, 3, cov=np.eye(2))

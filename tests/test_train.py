@@ -1,0 +1,459 @@
+"""Training engine: exact identities along GD/GF trajectories (THEORY.md §2, §4.2),
+the GD -> gradient-flow limit, ensembles, and input validation.
+
+All runs are float64 and small (d = 3, N = 40, widths <= 8) so the file runs in
+seconds; shapes are shared between tests so that each compiled loop is reused.
+Random arrays come from seeded NumPy generators (eager ``jax.random`` compiles per
+shape, which would dominate the run time).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import biasfree as bf
+from biasfree.nets import Layer
+
+D, P, N_HALF = 3, 2, 20
+N_REC = 51  # records per GD run; one value keeps the compiled loop's shapes shared
+
+
+def _leaves(params):
+    return jax.tree_util.tree_leaves(params)
+
+
+def _param_dist(a, b):
+    return float(np.sqrt(sum(np.sum((x - y) ** 2) for x, y in zip(_leaves(a), _leaves(b), strict=True))))
+
+
+def _net(rng, widths, scale):
+    Ws = [scale * rng.normal(size=(n_out, n_in)) for n_in, n_out in zip(widths[:-1], widths[1:], strict=True)]
+    return bf.from_arrays(Ws)
+
+
+def _teacher():
+    """Linear teacher T = U diag(2, 1) Vᵀ of shape (p, d) = (2, 3)."""
+    rng = np.random.default_rng(0)
+    U, _ = np.linalg.qr(rng.normal(size=(P, P)))
+    V, _ = np.linalg.qr(rng.normal(size=(D, P)))
+    return U, np.array([2.0, 1.0]), V
+
+
+@pytest.fixture(scope="module")
+def sym_data():
+    """Symmetric set (x, y), (-x, -y): N = 40 Gaussian inputs in d = 3, linear teacher
+    with singular values (2, 1), p = 2 outputs."""
+    U, s, V = _teacher()
+    X = np.random.default_rng(1).normal(size=(N_HALF, D))
+    Xs, Ys = bf.symmetrize(X, X @ ((U * s) @ V.T).T)
+    return bf.Dataset(Xs, Ys)
+
+
+@pytest.fixture(scope="module")
+def rank1_data():
+    """As ``sym_data`` (same shapes) but with the rank-one teacher T = 2 u_1 v_1ᵀ.
+
+    A rank-one net trained on a teacher with a second mode leaves the rank-one manifold:
+    it is invariant but unstable, round-off seeds the second mode (measured: f_even
+    grows from 1e-32 to 1e-2 by t ~ 150), so §2.5 is tested where it is stable."""
+    U, _, V = _teacher()
+    X = np.random.default_rng(1).normal(size=(N_HALF, D))
+    Xs, Ys = bf.symmetrize(X, X @ (2.0 * np.outer(U[:, 0], V[:, 0])).T)
+    return bf.Dataset(Xs, Ys)
+
+
+def _mapped_linear_run(half, data, alpha, eta, steps, factor, lr_factor, weight_decay=0.0,
+                       wd_factor=1.0, loss="mse"):
+    """The linear (α = 1) twin: init ``factor * half``, lr ``lr_factor * η``, decay
+    ``wd_factor * λ``."""
+    cfg = bf.GDConfig(alpha=1.0, lr=lr_factor * eta, steps=steps, loss=loss,
+                      weight_decay=wd_factor * weight_decay, n_records=N_REC)
+    return bf.gd(bf.scale_params(half, factor), data, cfg)
+
+
+def _assert_same_run(leaky, linear, tol):
+    """Loss curves, β_eff curves and final effective linear maps agree to ``tol``."""
+    np.testing.assert_allclose(leaky.loss, linear.loss, rtol=0, atol=tol)
+    np.testing.assert_allclose(leaky.beta, linear.beta, rtol=0, atol=tol)
+
+
+# ------------------------------------------------------------------ §2.3 pair init
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.5])
+def test_pair_init_gd_equals_mapped_linear_net(sym_data, alpha):
+    """Width-2m leaky net from pair_up(W, v) == width-m linear net started at
+    sqrt(1+α)(W, v) with lr η(1+α)/2: loss and β_eff at 51 records over 1500 steps (§2.3)."""
+    eta, steps = 0.05, 1500
+    half = _net(np.random.default_rng(2), (D, 4, P), 0.1)
+    c = bf.slope_factor(alpha)
+    leaky = bf.gd(bf.pair_up(half), sym_data, bf.GDConfig(alpha=alpha, lr=eta, steps=steps, n_records=N_REC))
+    linear = _mapped_linear_run(half, sym_data, alpha, eta, steps, np.sqrt(1 + alpha), c)
+    # the runs learn (so agreement is not trivial): loss drops by > 1e3
+    assert float(leaky.loss[-1]) < 1e-3 * float(leaky.loss[0])
+    # identity exact in real arithmetic; float64 round-off over 1500 steps stays < 1e-10
+    _assert_same_run(leaky, linear, 1e-10)
+    # final effective map: β_eff = c [W;-W]ᵀ[v,-v]ᵀ of the pair net == (W'ᵀv'ᵀ) of the twin
+    np.testing.assert_allclose(bf.beta_eff(leaky.params, alpha),
+                               bf.end_to_end_linear(linear.params).T, rtol=0, atol=1e-10)
+    # the pairing is kept: the first half of the pair net is the twin divided by sqrt(1+α)
+    W1 = leaky.params[0].W
+    np.testing.assert_allclose(W1[4:], -W1[:4], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.sqrt(1 + alpha) * W1[:4], linear.params[0].W, rtol=0, atol=1e-10)
+    # f_even ≡ 0: cancellation of O(1) numbers, so <f_even²> is at round-off squared
+    assert float(jnp.max(leaky.even_energy)) <= 1e-28
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.5])
+def test_deep_pair_init_computes_scaled_product_and_stays_odd(sym_data, alpha):
+    """L = 3 pair net: f = (2c)^{L-1} W_3 W_2 W_1 x at init; trained by GD on symmetric
+    data it stays odd (f_even ≡ 0) and its middle layer keeps the swap symmetry
+    M = [[A, B], [B, A]] (§2.3, §4.1)."""
+    half = _net(np.random.default_rng(3), (D, 3, 3, P), 0.5)
+    pair = bf.pair_up(half)
+    c = bf.slope_factor(alpha)
+    traj = bf.gd(pair, sym_data, bf.GDConfig(alpha=alpha, lr=0.05, steps=1500, n_records=N_REC))
+    np.testing.assert_allclose(traj.beta[0], (2 * c) ** 2 * bf.end_to_end_linear(half).T,
+                               rtol=0, atol=1e-12)
+    assert float(traj.loss[-1]) < 1e-2 * float(traj.loss[0])  # it learned
+    assert float(jnp.max(traj.even_energy)) <= 1e-28
+    M = traj.params[1].W
+    np.testing.assert_allclose(M[:3, :3], M[3:, 3:], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(M[:3, 3:], M[3:, :3], rtol=0, atol=1e-12)
+    # but not the linear pairing B = -A of the initial block [[A, -A], [-A, A]]: the
+    # middle layer acquires an even part and f_odd stops being linear (§4.1).
+    # Measured max|A + B|: 0.28 (α = 0), 0.047 (α = 0.5), from exactly 0 at init.
+    assert float(jnp.max(jnp.abs(M[:3, :3] + M[:3, 3:]))) > 1e-3
+
+
+# ------------------------------------------------------------------ §2.5 rank-one init
+
+
+@pytest.mark.parametrize("aligned", [True, False])
+@pytest.mark.parametrize("alpha", [0.0, 0.5])
+def test_rank_one_balanced_init_equals_linear_net(rank1_data, alpha, aligned):
+    """Rank-one, balanced, zero-even init: f_even ≡ 0 along GD, and the run equals the
+    linear net started at sqrt(c)(W, v) with lr ηc (§2.4, §2.5), with the directions
+    (r, q) aligned with the teacher's top mode or not."""
+    U, _, V = _teacher()
+    r, q = (V[:, 0], U[:, 0]) if aligned else (np.array([1.0, -0.3, 0.2]), np.array([0.6, 0.8]))
+    eta, steps = 0.05, 1500
+    params = bf.init_rank_one(jax.random.PRNGKey(4), D, 4, 0.01, direction=r, out_direction=q, p=P)
+    c = bf.slope_factor(alpha)
+    leaky = bf.gd(params, rank1_data, bf.GDConfig(alpha=alpha, lr=eta, steps=steps, n_records=N_REC))
+    linear = _mapped_linear_run(params, rank1_data, alpha, eta, steps, np.sqrt(c), c)
+    assert float(leaky.loss[-1]) < 1e-3 * float(leaky.loss[0])
+    _assert_same_run(leaky, linear, 1e-10)
+    assert float(jnp.max(leaky.even_energy)) <= 1e-28
+
+
+# ------------------------------------------------------------------ §2.7 weight decay
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.5])
+def test_weight_decay_maps_to_lambda_over_c(sym_data, alpha):
+    """Pair net with decay λ == linear twin with decay λ/c and lr ηc (§2.7)."""
+    eta, steps, lam = 0.05, 1500, 0.05
+    half = _net(np.random.default_rng(2), (D, 4, P), 0.1)
+    c = bf.slope_factor(alpha)
+    leaky = bf.gd(bf.pair_up(half), sym_data,
+                  bf.GDConfig(alpha=alpha, lr=eta, steps=steps, weight_decay=lam, n_records=N_REC))
+    linear = _mapped_linear_run(half, sym_data, alpha, eta, steps, np.sqrt(1 + alpha), c,
+                                weight_decay=lam, wd_factor=1 / c)
+    _assert_same_run(leaky, linear, 1e-10)
+    # decay matters here: the run without decay ends elsewhere (so the test can fail)
+    free = bf.gd(bf.pair_up(half), sym_data, bf.GDConfig(alpha=alpha, lr=eta, steps=steps, n_records=N_REC))
+    assert float(jnp.max(jnp.abs(free.beta[-1] - leaky.beta[-1]))) > 1e-3
+
+
+# ------------------------------------------------------------------ §2.8 logistic loss
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.5])
+def test_logistic_pair_net_equals_mapped_linear_net(alpha):
+    """ℓ(-y,-f) = ℓ(y,f) for the logistic loss, so §2.3 holds for ±1 labels (§2.8)."""
+    rng = np.random.default_rng(5)
+    X, Y, _ = bf.label_data(jax.random.PRNGKey(5), bf.symmetrize(rng.normal(size=(30, D))), 0.2)
+    assert bf.is_symmetric(X, Y)
+    data = bf.Dataset(X, Y)
+    eta, steps = 0.1, 1000
+    half = _net(np.random.default_rng(6), (D, 4, 1), 0.1)
+    c = bf.slope_factor(alpha)
+    leaky = bf.gd(bf.pair_up(half), data,
+                  bf.GDConfig(alpha=alpha, lr=eta, steps=steps, loss="logistic", n_records=N_REC))
+    linear = _mapped_linear_run(half, data, alpha, eta, steps, np.sqrt(1 + alpha), c, loss="logistic")
+    assert float(leaky.loss[-1]) < 0.2 * float(leaky.loss[0])
+    _assert_same_run(leaky, linear, 1e-10)
+
+
+# ------------------------------------------------------------------ GD -> gradient flow
+
+
+def _flow_error_bound(traj, rtol, atol):
+    """Crude global error bound of an adaptive solve: each of the n accepted steps
+    commits a local error <= rtol·|θ| + atol per component (the controller's RMS test),
+    and local errors add up at most linearly: n (rtol max|θ| + atol)."""
+    n = int(traj.stats["accepted"])
+    theta = max(float(np.max(np.abs(np.asarray(x)))) for x in _leaves(traj.params))
+    return n * (rtol * theta + atol)
+
+
+@pytest.fixture(scope="module")
+def flow_setup(sym_data):
+    """A generic (non-paired) two-layer leaky net and a tight gradient-flow solve."""
+    params = _net(np.random.default_rng(7), (D, 4, P), 0.3)
+    cfg = bf.FlowConfig(alpha=0.5, t_max=2.0, n_records=3, rtol=1e-11, atol=1e-13)
+    return params, bf.flow(params, sym_data, cfg)
+
+
+def test_gd_converges_to_gradient_flow_at_first_order(sym_data, flow_setup):
+    """GD error at fixed time t = 2 is O(η): log-log slope of ||θ_GD - θ_GF|| vs η in
+    [0.9, 1.1] (Euler's method is first order)."""
+    params, ref = flow_setup
+    assert bool(ref.stats["ok"])
+    etas = np.array([0.04, 0.02, 0.01, 0.005])
+    errs = []
+    for eta in etas:
+        cfg = bf.GDConfig(alpha=0.5, lr=float(eta), steps=int(round(2.0 / eta)), n_records=N_REC)
+        errs.append(_param_dist(bf.gd(params, sym_data, cfg).params, ref.params))
+    errs = np.array(errs)
+    slope = np.polyfit(np.log(etas), np.log(errs), 1)[0]
+    assert 0.9 <= slope <= 1.1, (slope, errs)
+    # the flow reference is far more accurate than the finest GD run
+    assert errs[-1] > 100 * _flow_error_bound(ref, rtol=1e-11, atol=1e-13)
+
+
+# ------------------------------------------------------------------ §4.2 conservation
+
+
+def _conserved_drift(traj):
+    """max over records and hidden units of |Q(t) - Q(0)| for Q = ||w_k||² - v_k²."""
+    Q = np.asarray(traj.conserved[0])
+    return float(np.max(np.abs(Q - Q[0])))
+
+
+def test_gradient_flow_conserves_balance_to_solver_tolerance(sym_data, flow_setup):
+    """Under gradient flow Q_k = ||w_k||² - ||v_k||² is constant (§4.2); the solver's
+    error is the only drift.
+
+    Bound: the exact flow conserves Q from *any* state, so the drift is the sum over
+    the n accepted steps of the change of Q caused by each local error e (no
+    amplification by the flow). The controller keeps the RMS of e_i / (atol + rtol|θ_i|)
+    below 1, so ||e|| <= sqrt(m) (atol + rtol max|θ|) for m parameters, and Q_k is
+    quadratic: |ΔQ_k| <= 2 ||θ_k|| ||e|| per step. Hence
+    drift <= 2 n max_k||θ_k|| sqrt(m) (atol + rtol max|θ|), about 1e-7 at rtol = 1e-10.
+    """
+    params, _ = flow_setup
+    cfg = bf.FlowConfig(alpha=0.5, t_max=2.0, n_records=3, rtol=1e-10, atol=1e-12)
+    traj = bf.flow(params, sym_data, cfg)
+    m = sum(np.size(x) for x in _leaves(params))
+    big = 0.0  # max over the start and the end of max|θ| and of the unit norms ||θ_k||
+    unit = 0.0
+    for p in (params, traj.params):
+        W1, W2 = np.asarray(p[0].W), np.asarray(p[1].W)
+        big = max(big, float(np.max(np.abs(W1))), float(np.max(np.abs(W2))))
+        unit = max(unit, float(np.max(np.sqrt(np.sum(W1**2, axis=1) + np.sum(W2**2, axis=0)))))
+    n = int(traj.stats["accepted"])
+    bound = 2 * n * unit * np.sqrt(m) * (cfg.atol + cfg.rtol * big)
+    drift = _conserved_drift(traj)
+    assert drift <= bound, (drift, bound, n)
+    assert bound <= 1e-6  # the bound itself is tight enough to be a real check
+
+
+def test_gd_one_step_changes_balance_by_eta_squared_exactly(sym_data):
+    """One GD step changes Q_k by exactly η² (||g_{w_k}||² - g_{v_k}²): the O(η) terms
+    cancel by Euler's identity wᵀ∂_w L = v ∂_v L for homogeneous units (§4.2)."""
+    params = _net(np.random.default_rng(8), (D, 4, P), 0.5)
+    eta, alpha = 0.05, 0.5
+    g = jax.jit(jax.grad(bf.objective))(params, sym_data.X, sym_data.Y, alpha)  # one compile
+    # steps = N_REC - 1: every record is one step apart (and the compiled loop is shared)
+    traj = bf.gd(params, sym_data, bf.GDConfig(alpha=alpha, lr=eta, steps=N_REC - 1, n_records=N_REC))
+    dQ = np.asarray(traj.conserved[0][1] - traj.conserved[0][0])
+    predicted = eta**2 * (np.sum(np.asarray(g[0].W) ** 2, axis=1) - np.sum(np.asarray(g[1].W) ** 2, axis=0))
+    assert np.max(np.abs(predicted)) > 1e-6  # a measurable drift, not round-off
+    # Q is O(1), its change is a difference of O(1) numbers: round-off ~1e-15
+    np.testing.assert_allclose(dQ, predicted, rtol=0, atol=1e-13)
+
+
+def test_gd_drift_is_first_order_in_eta_at_fixed_time(sym_data, flow_setup):
+    """Over a fixed time t, GD drifts by Σ_k η²(...) ≈ η ∫(...)dt: halving η halves the
+    drift (log-log slope in [0.9, 1.1]), and every GD drift dwarfs the flow's."""
+    params, ref = flow_setup
+    etas = np.array([0.04, 0.02, 0.01])
+    drifts = []
+    for eta in etas:
+        cfg = bf.GDConfig(alpha=0.5, lr=float(eta), steps=int(round(2.0 / eta)), n_records=N_REC)
+        drifts.append(_conserved_drift(bf.gd(params, sym_data, cfg)))
+    slope = np.polyfit(np.log(etas), np.log(drifts), 1)[0]
+    assert 0.9 <= slope <= 1.1, (slope, drifts)
+    assert min(drifts) > 1e3 * max(_conserved_drift(ref), 1e-15)
+
+
+# ------------------------------------------------------------------ ensembles
+
+
+def test_gd_ensemble_equals_separate_runs(sym_data):
+    """vmap over α and seeds (batched params) == gd one member at a time, to 1e-12."""
+    alphas = np.array([0.0, 0.5, 1.0])
+    nets = [_net(np.random.default_rng(10 + i), (D, 4, P), 0.3) for i in range(3)]
+    batched = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *nets)
+    cfg = bf.GDConfig(lr=0.05, steps=300, n_records=N_REC)
+    ens = bf.gd_ensemble(batched, sym_data, cfg, alpha=alphas)
+    assert ens.loss.shape == (3, N_REC) and ens.t.shape == (3, N_REC)
+    for i, (a, net) in enumerate(zip(alphas, nets, strict=True)):
+        one = bf.gd(net, sym_data, bf.GDConfig(alpha=float(a), lr=0.05, steps=300, n_records=N_REC))
+        m = ens.member(i)
+        np.testing.assert_allclose(m.loss, one.loss, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(m.beta, one.beta, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(m.t, one.t, rtol=0, atol=1e-12)
+        assert _param_dist(m.params, one.params) <= 1e-12
+
+
+def test_gd_ensemble_over_learning_rates_with_shared_params(sym_data):
+    net = _net(np.random.default_rng(12), (D, 4, P), 0.3)
+    lrs = np.array([0.01, 0.02, 0.05])  # three members, like the test above: shared compile
+    cfg = bf.GDConfig(alpha=0.5, steps=300, n_records=N_REC)
+    ens = bf.gd_ensemble(net, sym_data, cfg, lr=lrs, batched_params=False)
+    for i, lr in enumerate(lrs):
+        one = bf.gd(net, sym_data, bf.GDConfig(alpha=0.5, lr=float(lr), steps=300, n_records=N_REC))
+        np.testing.assert_allclose(ens.member(i).loss, one.loss, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(ens.member(i).t, lr * bf.record_steps(300, N_REC), rtol=1e-15)
+
+
+def test_flow_ensemble_equals_separate_runs_smooth_case(sym_data):
+    """vmap-ed adaptive solves == separate solves to 1e-12 when the vector field is
+    smooth (α = 1): members over seeds and weight decays."""
+    nets = [_net(np.random.default_rng(20 + i), (D, 4, P), 0.3) for i in range(3)]
+    batched = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *nets)
+    wds = np.array([0.0, 0.01, 0.1])
+    cfg = bf.FlowConfig(alpha=1.0, t_max=2.0, n_records=3, rtol=1e-8, atol=1e-10)
+    ens = bf.flow_ensemble(batched, sym_data, cfg, weight_decay=wds)
+    for i, (net, wd) in enumerate(zip(nets, wds, strict=True)):
+        one = bf.flow(net, sym_data, bf.FlowConfig(alpha=1.0, t_max=2.0, n_records=3, rtol=1e-8,
+                                                   atol=1e-10, weight_decay=float(wd)))
+        np.testing.assert_allclose(ens.member(i).loss, one.loss, rtol=0, atol=1e-12)
+        assert _param_dist(ens.member(i).params, one.params) <= 1e-12
+        assert int(ens.stats["steps"][i]) == int(one.stats["steps"])
+
+
+def test_flow_ensemble_over_alpha_agrees_to_solver_tolerance(sym_data, flow_setup):
+    """For α < 1 the vector field jumps where a unit's pre-activation changes sign, so
+    accept/reject decisions of the adaptive solver can flip under round-off (vmap
+    reorders floating-point sums): separate and batched solves are then two valid
+    solutions, each within n_steps·(rtol|θ| + atol) of the exact flow. Measured
+    (rtol 1e-8): ~4e-10 apart; perturbing θ_0 by 1e-15 moves a single solve as much."""
+    params, _ = flow_setup
+    alphas = np.array([0.0, 0.5, 1.0])  # three members, as above: one shared compile
+    cfg = bf.FlowConfig(t_max=2.0, n_records=3, rtol=1e-8, atol=1e-10)
+    ens = bf.flow_ensemble(params, sym_data, cfg, alpha=alphas, batched_params=False)
+    for i, a in enumerate(alphas):
+        one = bf.flow(params, sym_data, bf.FlowConfig(alpha=float(a), t_max=2.0, n_records=3,
+                                                      rtol=1e-8, atol=1e-10))
+        # two solutions, each within the bound of the exact flow; α = 1 is smooth: round-off
+        bound = 1e-12 if a == 1.0 else 2 * _flow_error_bound(one, cfg.rtol, cfg.atol)
+        assert _param_dist(ens.member(i).params, one.params) <= bound
+        np.testing.assert_allclose(ens.member(i).loss, one.loss, rtol=0, atol=bound)
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def test_bad_data_raises_clear_errors():
+    X, Y = np.ones((10, 3)), np.ones((10, 1))
+    with pytest.raises(ValueError, match="X has 10 rows but Y has 9"):
+        bf.Dataset(X, Y[:9])
+    with pytest.raises(ValueError, match=r"inputs X must have shape \(N, d\)"):
+        bf.Dataset(X[:, 0], Y)
+    with pytest.raises(ValueError, match=r"targets Y must have shape \(N, p\).*Y\[:, None\]"):
+        bf.Dataset(X, Y[:, 0])
+    for bad in (np.nan, np.inf):
+        Xb = X.copy()
+        Xb[4, 1] = bad
+        with pytest.raises(ValueError, match="X holds 1 NaN/inf values.*row 4"):
+            bf.Dataset(Xb, Y)
+        Yb = Y.copy()
+        Yb[7, 0] = -bad
+        with pytest.raises(ValueError, match="Y holds 1 NaN/inf values.*row 7"):
+            bf.Dataset(X, Yb)
+    with pytest.raises(ValueError, match="X_test and Y_test"):
+        bf.Dataset(X, Y, X_test=X)
+
+
+@pytest.mark.parametrize("alpha", [-0.1, 1.5, np.nan])
+def test_alpha_outside_unit_interval_raises(sym_data, alpha):
+    with pytest.raises(ValueError, match=r"alpha=.* is outside \[0, 1\]"):
+        bf.GDConfig(alpha=alpha)
+    with pytest.raises(ValueError, match=r"alpha=.* is outside \[0, 1\]"):
+        bf.FlowConfig(alpha=alpha)
+    net = _net(np.random.default_rng(0), (D, 4, P), 0.3)
+    with pytest.raises(ValueError, match=r"alpha=.* is outside \[0, 1\]"):
+        bf.gd_ensemble(net, sym_data, bf.GDConfig(), alpha=np.array([0.0, alpha]),
+                       batched_params=False)
+
+
+def test_bad_config_values_raise():
+    with pytest.raises(ValueError, match="unknown loss 'hinge'"):
+        bf.GDConfig(loss="hinge")
+    with pytest.raises(ValueError, match="unknown loss 'hinge'"):
+        bf.FlowConfig(loss="hinge")
+    for lr in (0.0, -0.1, np.inf):
+        with pytest.raises(ValueError, match="learning rate lr=.* must be a positive finite number"):
+            bf.GDConfig(lr=lr)
+    with pytest.raises(ValueError, match="steps=0 must be >= 1"):
+        bf.GDConfig(steps=0)
+    with pytest.raises(ValueError, match="weight_decay=-1"):
+        bf.GDConfig(weight_decay=-1)
+    with pytest.raises(ValueError, match="t_max=0"):
+        bf.FlowConfig(t_max=0)
+    with pytest.raises(ValueError, match="solver='euler'"):
+        bf.FlowConfig(solver="euler")
+
+
+def test_nonpositive_lr_in_ensemble_raises(sym_data):
+    net = _net(np.random.default_rng(0), (D, 4, P), 0.3)
+    with pytest.raises(ValueError, match="learning rates must be > 0"):
+        bf.gd_ensemble(net, sym_data, bf.GDConfig(), lr=np.array([0.1, 0.0]), batched_params=False)
+
+
+def test_diverging_learning_rate_raises_divergence_error(sym_data):
+    net = _net(np.random.default_rng(0), (D, 4, P), 0.3)
+    with pytest.raises(bf.DivergenceError, match=r"diverged.*with lr=5.*try lr=1\.25"):
+        bf.gd(net, sym_data, bf.GDConfig(alpha=0.5, lr=5.0, steps=300, n_records=N_REC))
+
+
+def test_network_data_dimension_mismatch_raises(sym_data):
+    with pytest.raises(ValueError, match="network expects inputs of size d=4 but X has 3 columns"):
+        bf.gd(_net(np.random.default_rng(0), (4, 4, P), 0.3), sym_data, bf.GDConfig())
+    with pytest.raises(ValueError, match="network has 1 outputs but Y has 2 columns"):
+        bf.gd(_net(np.random.default_rng(0), (D, 4, 1), 0.3), sym_data, bf.GDConfig())
+
+
+def test_odd_width_pair_init_raises():
+    with pytest.raises(ValueError, match="pair init needs even hidden widths"):
+        bf.init_pairs(jax.random.PRNGKey(0), (3, 4, 5, 1), 0.1)
+
+
+# ------------------------------------------------------------------ small helpers
+
+
+def test_record_steps_and_times():
+    ks = bf.record_steps(1000, 11)
+    np.testing.assert_array_equal(ks, np.arange(0, 1001, 100))
+    ks_log = bf.record_steps(1000, 11, "log")
+    assert ks_log[0] == 0 and ks_log[-1] == 1000 and np.all(np.diff(ks_log) > 0)
+    ts = bf.record_times(4.0, 5)
+    np.testing.assert_allclose(ts, [0, 1, 2, 3, 4], rtol=0, atol=1e-15)
+    ts_log = bf.record_times(4.0, 5, "log")
+    assert ts_log[0] == 0.0 and ts_log[1] == pytest.approx(4e-4, rel=1e-12)
+    assert ts_log[-1] == pytest.approx(4.0, rel=1e-12)
+
+
+def test_trajectory_half_time_interpolates(sym_data):
+    """half_time interpolates linearly between records of the loss."""
+    traj = bf.Trajectory(t=jnp.array([0.0, 1.0, 2.0]), loss=jnp.array([4.0, 2.0, 0.0]),
+                         test_loss=None, beta=jnp.zeros((3, D, 1)), even_energy=jnp.zeros(3),
+                         singular_values=(), conserved=(), params=(Layer(jnp.zeros((1, 1))),))
+    assert traj.half_time() == pytest.approx(1.0, abs=1e-15)
+    assert traj.half_time(3.0) == pytest.approx(0.5, abs=1e-15)
+    assert np.isnan(traj.half_time(-1.0))
