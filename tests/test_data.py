@@ -155,3 +155,14 @@ def test_make_dataset_whitened_is_consistent():
 def test_gaussian_inputs_cov_shape_error():
     with pytest.raises(ValueError, match=r"cov must have shape \(3, 3\)"):
         bf.gaussian_inputs(_key(0), 5, 3, cov=np.eye(2))
+
+
+def test_make_dataset_can_keep_an_even_target_on_the_mirror_points():
+    key = jax.random.PRNGKey(5)
+    target = bf.abs_target(0)
+    odd_only = bf.make_dataset(key, target, 30, 3)
+    kept = bf.make_dataset(key, target, 30, 3, mirror_targets=False)
+    assert bf.is_symmetric(odd_only.X, odd_only.Y)  # (x, y) and (-x, -y): |x1| loses itself
+    assert np.allclose(kept.X, odd_only.X, atol=0, rtol=0)
+    assert np.allclose(kept.Y, target(kept.X), atol=1e-15)  # y = |x1| on every point
+    assert bf.is_symmetric(kept.X)

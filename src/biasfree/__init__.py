@@ -30,6 +30,28 @@ from .data import (
     whiten,
     xor_target,
 )
+from .depth_separation import NetFit, depth3_example, fit_net
+from .expressivity import (
+    Decomposition,
+    OddFit,
+    decompose,
+    homogeneity_gap,
+    is_positively_homogeneous,
+    net_function,
+    odd_nonlinearity,
+)
+from .floors import (
+    Characterisation,
+    DatasetFloor,
+    Floor,
+    TwoLayerFloor,
+    characterise,
+    dataset_floor,
+    homogeneous_floor,
+    odd_floor,
+    ray_moments,
+    two_layer_floor,
+)
 from .losses import loss_value, objective
 from .nets import (
     Layer,

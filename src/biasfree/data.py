@@ -195,20 +195,28 @@ def label_data(key, X, margin: float = 0.0):
 
 
 def make_dataset(key, target: Target, n: int, d: int, *, n_test: int = 0, cov=None,
-                 symmetric: bool = True, noise: float = 0.0, whitened: bool = False) -> Dataset:
+                 symmetric: bool = True, mirror_targets: bool = True, noise: float = 0.0,
+                 whitened: bool = False) -> Dataset:
     """Gaussian inputs with targets, symmetrised and optionally whitened.
 
     ``n`` draws ``x ~ N(0, cov)`` (2n points once ``symmetric``), ``y = target(x) + ε``
-    with ``ε ~ N(0, noise²)`` (the noise is mirrored with its point, keeping the set
-    symmetric). ``n_test`` held-out points come from the same distribution (not
-    symmetrised). ``whitened`` applies :func:`whiten` to the training inputs and the
+    with ``ε ~ N(0, noise²)``. With ``symmetric`` the set gains the mirror points: by
+    default ``(-x, -y)`` (§2.1, the noise mirrored too), which for a target with an even
+    part keeps only its odd part, since ``-y ≠ target(-x)`` there; with
+    ``mirror_targets=False`` the mirror points get ``target(-x) + ε'`` instead (inputs
+    symmetric, the target unchanged: the setting of §1.3 for even targets).
+    ``n_test`` held-out points come from the same distribution (not symmetrised). ``whitened`` applies :func:`whiten` to the training inputs and the
     same map to the test inputs.
     """
     kx, kn, kt, ktn = jax.random.split(key, 4)
     X = gaussian_inputs(kx, n, d, cov)
     Y = target(X) + noise * jax.random.normal(kn, (n, target(X[:1]).shape[1]))
-    if symmetric:
+    if symmetric and mirror_targets:
         X, Y = symmetrize(X, Y)
+    elif symmetric:
+        k2 = jax.random.fold_in(kn, 1)
+        Y = jnp.concatenate([Y, target(-X) + noise * jax.random.normal(k2, Y.shape)])
+        X = symmetrize(X)
     Xt = Yt = None
     if n_test:
         Xt = gaussian_inputs(kt, n_test, d, cov)
