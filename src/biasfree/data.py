@@ -205,8 +205,9 @@ def make_dataset(key, target: Target, n: int, d: int, *, n_test: int = 0, cov=No
     part keeps only its odd part, since ``-y ≠ target(-x)`` there; with
     ``mirror_targets=False`` the mirror points get ``target(-x) + ε'`` instead (inputs
     symmetric, the target unchanged: the setting of §1.3 for even targets).
-    ``n_test`` held-out points come from the same distribution (not symmetrised). ``whitened`` applies :func:`whiten` to the training inputs and the
-    same map to the test inputs.
+    ``n_test`` held-out points come from the same distribution (not symmetrised).
+    ``whitened`` applies :func:`whiten` to the training inputs and the same map to the
+    test inputs.
     """
     kx, kn, kt, ktn = jax.random.split(key, 4)
     X = gaussian_inputs(kx, n, d, cov)
