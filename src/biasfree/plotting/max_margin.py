@@ -1,0 +1,52 @@
+"""Figure for ``max-margin``: direction convergence to the SVM, losses against the linear
+twins, normalised margins (drawn from ``result.arrays`` only)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from ..experiments.base import Result
+
+
+def figure(result: Result):
+    a = result.arrays
+    t, alphas = a["t"], a["alphas"]
+    A = len(alphas)
+    tt = np.maximum(t, t[1])  # log axes: the t = 0 record is drawn at the first step
+    colors = plt.cm.viridis(np.linspace(0.1, 0.8, A))
+    runs = [(f"pairs α={al:g}", i, colors[i], "-") for i, al in enumerate(alphas)]
+    runs += [(f"random α={al:g}", A + i, colors[i], "--") for i, al in enumerate(alphas)]
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+
+    ax = axes[0]
+    for label, j, col, ls in runs:
+        ax.loglog(tt, np.maximum(1 - a["cos"][j], 1e-16), color=col, ls=ls, label=label)
+    ax.axhline(0.01, color="k", lw=0.8, ls=":", label="cos = 0.99")
+    ax.axhline(1 - float(a["cos_mean_direction"]), color="tab:red", lw=0.8, ls=":",
+               label="mean direction <y x>")
+    ax.axhline(1 - float(a["cos_teacher"]), color="tab:orange", lw=0.8, ls=":",
+               label="labelling teacher w*")
+    ax.set(xlabel="time t = η k", ylabel="1 - cos(β_eff, w_svm)", title="direction")
+    ax.legend(fontsize=7)
+
+    ax = axes[1]
+    for label, j, col, ls in runs:
+        ax.loglog(tt, a["loss"][j], color=col, ls=ls, label=label)
+    for i in range(A):
+        ax.loglog(tt, a["loss_twin"][i], color="k", ls=":", lw=0.8,
+                  label="linear twins (pairs)" if i == 0 else None)
+    ax.set(xlabel="time t (twin: c t)", ylabel="logistic loss", title="loss")
+    ax.legend(fontsize=7)
+
+    ax = axes[2]
+    for label, j, col, ls in runs:
+        ax.semilogx(tt, a["margin_ratio"][j], color=col, ls=ls, label=label)
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set(xlabel="time t", ylabel="min_i y_i β̂ᵀx_i / SVM margin", ylim=(-0.2, 1.05),
+           title="normalised margin")
+    ax.legend(fontsize=7)
+    fig.suptitle("max-margin: " + ("all checks passed" if result.passed else
+                                   "FAILED: " + ", ".join(result.failed())), fontsize=10)
+    fig.tight_layout()
+    return fig
