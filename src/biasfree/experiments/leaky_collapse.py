@@ -52,9 +52,9 @@ class Config:
     a0: float = 1e-3
     random_scale: float = 1e-2
     n_inits: int = 8
-    lr: float = 0.02
+    lr: float = 0.04
     horizon: float = 3.0
-    n_records: int = 400
+    n_records: int = 200
     rtol: float = 1e-10
     atol: float = 1e-12
 
@@ -148,11 +148,15 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
     progress("small random init: GD against equivalent linear nets")
     inits = jax.vmap(lambda k: init_gaussian(k, (cfg.d, cfg.width, 1), cfg.random_scale))(
         jax.random.split(k_rand, cfg.n_inits))
-    p_rand = jax.tree_util.tree_map(lambda a: jnp.repeat(a, B, axis=0), inits)  # init-major
-    c_rep = np.tile(cs, cfg.n_inits)
-    gd_all = gd_ensemble(p_rand, white, gd_cfg, alpha=np.tile(alphas, cfg.n_inits))
-    twin_all = gd_ensemble(jax.vmap(scale_params)(p_rand, jnp.sqrt(c_rep)), white, gd_cfg,
-                           alpha=np.ones(B * cfg.n_inits), lr=cfg.lr * c_rep)
+    # init 0 with every α (the figure); the other inits with the smallest α (the
+    # largest gap: the even part's weight 1 - c is largest there)
+    which = np.concatenate([np.zeros(B, int), np.arange(1, cfg.n_inits)])
+    a_rand = np.concatenate([alphas, np.full(cfg.n_inits - 1, alphas.min())])
+    c_rand = slope_factor(a_rand)
+    p_rand = jax.tree_util.tree_map(lambda a: a[which], inits)
+    gd_all = gd_ensemble(p_rand, white, gd_cfg, alpha=a_rand)
+    twin_all = gd_ensemble(jax.vmap(scale_params)(p_rand, jnp.sqrt(c_rand)), white, gd_cfg,
+                           alpha=np.ones(len(which)), lr=cfg.lr * c_rand)
     gd_rand, twin_rand = (jax.tree_util.tree_map(lambda a: a[:B], tr) for tr in (gd_all, twin_all))
 
     progress("theory and checks")
@@ -185,8 +189,9 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
     gap_gd_map = float(np.max(np.abs(a_gd - a_gd_th)) / s)
     pair_gap = float(np.max(_twin_gap(gd_pair, twin_pair, L0)))
     r1_gap = float(np.max(_twin_gap(gd_r1, twin_r1, L0)))
-    rand_gaps = _twin_gap(gd_all, twin_all, L0).reshape(cfg.n_inits, B).max(axis=1)
-    rand_gap = _twin_gap(gd_rand, twin_rand, L0)
+    all_gaps = _twin_gap(gd_all, twin_all, L0)
+    rand_gap = all_gaps[:B]
+    rand_gaps = np.concatenate([[rand_gap.max()], all_gaps[B:]])  # per init, max over α
     half_gd_err = float(np.nanmax(np.abs(t_half_gd / t_half_th - 1)))
     half_raw_err = float(np.nanmax(np.abs(t_half_raw / t_half_raw_th - 1)))
     scaling = t_half_fl * cs / t_half_fl[i_lin]
@@ -220,7 +225,7 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
         "random_init_close_to_linear_net": at_most(
             float(np.median(rand_gaps)), 3e-3,
             f"From small random Gaussian init (median over {cfg.n_inits} inits of the max over "
-            "α and t) the leaky nets' loss stays within 0.3% of L(0) of their equivalent "
+            "t, at the smallest α) the leaky nets' loss stays within 0.3% of L(0) of their equivalent "
             "linear nets at time c t (the paper reports under 0.3%)."),
         "half_times_scale_as_2_over_1_plus_alpha": at_most(
             float(np.max(np.abs(scaling - 1))), 1e-6,
