@@ -2,9 +2,9 @@
 
 import numpy as np
 
-from biasfree.experiments.breaking import linear_floor
-from biasfree.experiments.even_part import batch_scaled, loglog_slope, stack_params
+from biasfree.experiments._common import batch_scaled, loglog_slope, stack_params
 from biasfree.nets import Layer
+from biasfree.theory import linear_floor
 
 
 def test_loglog_slope_recovers_power_law():

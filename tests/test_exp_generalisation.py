@@ -5,8 +5,8 @@ import numpy as np
 from scipy.integrate import quad
 from scipy.stats import norm
 
-from biasfree.experiments.generalisation import population_loss
 from biasfree.nets import Layer, pair_up
+from biasfree.theory import population_loss_two_layer as population_loss
 
 
 def _abs_product_moment(rho: float) -> float:

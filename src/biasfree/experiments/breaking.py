@@ -36,11 +36,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import theory
 from ..data import Dataset, abs_target, asymmetric_half, gaussian_inputs, sine_target, symmetrize
 from ..nets import Layer, init_gaussian, init_pairs, slope_factor
 from ..train import GDConfig
+from ._common import PAPER_LEVEL, ROUND_OFF, run_with_twins, twin_gap
 from .base import Experiment, Result, _quiet, at_least, at_most, check_size, config_dict
-from .even_part import PAPER_LEVEL, ROUND_OFF, run_with_twins, twin_gap
 
 CASES = ("control", "biases", "asymmetric_data", "even_target")
 
@@ -78,16 +79,6 @@ CONFIGS = {
 }
 
 
-def linear_floor(X, Y, intercept: bool = False) -> float:
-    """``min_B ½<||y - Bᵀ[x, 1]||²>`` (with ``intercept``) or ``min_B ½<||y - Bᵀx||²>``:
-    the least-squares residual on the rows of ``X`` (N, d), ``Y`` (N, p), by
-    ``numpy.linalg.lstsq``."""
-    X, Y = np.asarray(X, float), np.asarray(Y, float)
-    A = np.hstack([X, np.ones((X.shape[0], 1))]) if intercept else X
-    B, *_ = np.linalg.lstsq(A, Y, rcond=None)
-    return float(0.5 * np.mean(np.sum((Y - A @ B) ** 2, axis=1)))
-
-
 @partial(jax.jit, static_argnums=1)
 def _setup(key, cfg: Config):
     """Symmetric inputs, odd sine targets, the even-target variant, one pair init and
@@ -117,8 +108,9 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
     datasets = {"control": Dataset(X, Y), "biases": Dataset(X, Y),
                 "asymmetric_data": Dataset(jnp.concatenate([Xh, Xh]), jnp.concatenate([Yh, Yh])),
                 "even_target": Dataset(X, Y_even)}
-    floors = {"control": linear_floor(X, Y), "biases": linear_floor(X, Y, intercept=True),
-              "asymmetric_data": linear_floor(Xh, Yh), "even_target": linear_floor(X, Y_even)}
+    lf = theory.linear_floor
+    floors = {"control": lf(X, Y), "biases": lf(X, Y, intercept=True),
+              "asymmetric_data": lf(Xh, Yh), "even_target": lf(X, Y_even)}
     gd_cfg = GDConfig(lr=cfg.lr, steps=cfg.steps, n_records=cfg.n_records)
 
     runs = {}

@@ -52,8 +52,8 @@ from ..data import Dataset, symmetrize, whiten
 from ..expressivity import net_function, odd_nonlinearity
 from ..nets import Layer, pair_up, slope_factor
 from ..train import GDConfig, gd_ensemble
+from ._common import crossing_time
 from .base import Experiment, Result, _quiet, at_least, at_most, check_size, config_dict
-from .leaky_collapse import crossing_time
 
 ROUND_OFF = 1e-10
 """Round-off budget of an exact identity, relative (ε = 2.2e-16, ~10⁴ steps, ×10)."""

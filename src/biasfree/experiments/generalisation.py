@@ -95,24 +95,6 @@ CONFIGS = {
 }
 
 
-def population_loss(params: Params, T, noise: float, alpha) -> tuple[float, float]:
-    """``(R, ½ E f_even²)`` with ``R = ½ (||β_eff - T||² + σ²) + ½ E f_even²`` for
-    x ~ N(0, I) (module doc), for a two-layer bias-free net ``params`` with slope
-    ``alpha``, teacher ``T`` (1, d), noise σ = ``noise``. The even part's second moment
-    ``(1-c)² Σ_kl v_k v_l E|w_kᵀx||w_lᵀx|`` uses the arc-cosine kernel."""
-    W, v = np.asarray(params[0].W, float), np.asarray(params[1].W, float)[0]
-    c = float(slope_factor(alpha))
-    beta = c * W.T @ v
-    nw = np.linalg.norm(W, axis=1)
-    G = W @ W.T
-    denom = np.outer(nw, nw)
-    rho = np.clip(np.divide(G, denom, out=np.zeros_like(G), where=denom > 0), -1.0, 1.0)
-    K = (2.0 / np.pi) * denom * (np.sqrt(1.0 - rho**2) + rho * np.arcsin(rho))
-    even2 = (1.0 - c) ** 2 * float(v @ K @ v)
-    T = np.asarray(T, float).ravel()
-    return 0.5 * (float(np.sum((beta - T) ** 2)) + noise**2) + 0.5 * even2, 0.5 * even2
-
-
 def _test_losses(params: Params, X, Y, alpha) -> np.ndarray:
     """Per-point test losses ``½ (y - f(x))²`` (n_test,)."""
     return 0.5 * (np.asarray(Y)[:, 0] - np.asarray(forward(params, X, alpha))[:, 0]) ** 2
@@ -172,7 +154,7 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
     final = []
     for i in range(A, B2):  # random-init leaky nets: the even part counts
         p_i = _member(tr.params, i)
-        R, half_even2 = population_loss(p_i, T, cfg.noise, a_all[i])
+        R, half_even2 = theory.population_loss_two_layer(p_i, T, cfg.noise, a_all[i])
         ell = _test_losses(p_i, Xt, Yt, a_all[i])
         final.append((abs(ell.mean() - R) / (SIGMAS * ell.std() / np.sqrt(cfg.n_test)),
                       half_even2, R))

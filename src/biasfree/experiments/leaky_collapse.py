@@ -27,13 +27,12 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.interpolate import CubicSpline
-from scipy.optimize import brentq
 
 from .. import theory
 from ..data import Dataset, cross_covariance, input_covariance, sine_target, symmetrize, whiten
 from ..nets import init_gaussian, init_rank_one, pair_up, scale_params, slope_factor
 from ..train import FlowConfig, GDConfig, flow_ensemble, gd_ensemble
+from ._common import PAPER_LEVEL, ROUND_OFF, crossing_time, run_with_twins, twin_gap
 from .base import Experiment, Result, _quiet, at_most, check_size, config_dict
 
 
@@ -84,23 +83,6 @@ def mode_strength_path(beta, r):
     return np.asarray(beta)[..., 0] @ r
 
 
-def crossing_time(t, a, level):
-    """First time ``a(t)`` reaches ``level``: root of a cubic spline through the
-    records (interpolation error O(Δt⁴)), bracketed by the first record above it."""
-    t, a = np.asarray(t), np.asarray(a)
-    i = int(np.argmax(a >= level))
-    if a[i] < level or i == 0:
-        return float("nan")
-    spline = CubicSpline(t, a - level)
-    return float(brentq(spline, t[i - 1], t[i], xtol=1e-14))
-
-
-def _twin_gap(leaky, twin, L0):
-    """max_t |L_leaky(t) - L_twin(c t)| / L(0): both runs have the same step count,
-    the twin's step is η c, so record j of each sits at leaky time t and twin time c t."""
-    return np.max(np.abs(np.asarray(leaky.loss) - np.asarray(twin.loss)), axis=-1) / L0
-
-
 def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
     check_size(size)
     cfg = CONFIGS[size]
@@ -131,9 +113,7 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
 
     progress("rank-one init: GD, linear twins, gradient flow")
     p_r1 = rank_one(r, cfg.a0 / cs)
-    gd_r1 = gd_ensemble(p_r1, white, gd_cfg, alpha=alphas)
-    twin_r1 = gd_ensemble(jax.vmap(scale_params)(p_r1, jnp.sqrt(cs)), white, gd_cfg,
-                          alpha=np.ones(B), lr=cfg.lr * cs)
+    gd_r1, twin_r1 = run_with_twins(p_r1, white, gd_cfg, alphas)
     fl_r1 = flow_ensemble(p_r1, white,
                           FlowConfig(t_max=t_max, n_records=cfg.n_records, rtol=cfg.rtol,
                                      atol=cfg.atol), alpha=alphas)
@@ -152,11 +132,8 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
     # largest gap: the even part's weight 1 - c is largest there)
     which = np.concatenate([np.zeros(B, int), np.arange(1, cfg.n_inits)])
     a_rand = np.concatenate([alphas, np.full(cfg.n_inits - 1, alphas.min())])
-    c_rand = slope_factor(a_rand)
     p_rand = jax.tree_util.tree_map(lambda a: a[which], inits)
-    gd_all = gd_ensemble(p_rand, white, gd_cfg, alpha=a_rand)
-    twin_all = gd_ensemble(jax.vmap(scale_params)(p_rand, jnp.sqrt(c_rand)), white, gd_cfg,
-                           alpha=np.ones(len(which)), lr=cfg.lr * c_rand)
+    gd_all, twin_all = run_with_twins(p_rand, white, gd_cfg, a_rand)
     gd_rand, twin_rand = (jax.tree_util.tree_map(lambda a: a[:B], tr) for tr in (gd_all, twin_all))
 
     progress("theory and checks")
@@ -187,9 +164,9 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
     gap_flow = float(np.max(np.abs(np.asarray(fl_r1.loss) - L_th_fl)) / L0)
     gap_gd = np.max(np.abs(np.asarray(gd_r1.loss) - L_th), axis=1) / L0
     gap_gd_map = float(np.max(np.abs(a_gd - a_gd_th)) / s)
-    pair_gap = float(np.max(_twin_gap(gd_pair, twin_pair, L0)))
-    r1_gap = float(np.max(_twin_gap(gd_r1, twin_r1, L0)))
-    all_gaps = _twin_gap(gd_all, twin_all, L0)
+    pair_gap = float(np.max(twin_gap(gd_pair, twin_pair)))
+    r1_gap = float(np.max(twin_gap(gd_r1, twin_r1)))
+    all_gaps = twin_gap(gd_all, twin_all)
     rand_gap = all_gaps[:B]
     rand_gaps = np.concatenate([[rand_gap.max()], all_gaps[B:]])  # per init, max over α
     half_gd_err = float(np.nanmax(np.abs(t_half_gd / t_half_th - 1)))
@@ -199,11 +176,11 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
 
     checks = {
         "pair_init_equals_linear_net": at_most(
-            pair_gap, 1e-10,
+            pair_gap, ROUND_OFF,
             "With antisymmetric-pair init each leaky net's GD loss equals its mapped linear "
             "net's (width halved, weights × sqrt(1+α), step × c) to round-off (§2.3)."),
         "rank_one_init_equals_linear_net": at_most(
-            r1_gap, 1e-10,
+            r1_gap, ROUND_OFF,
             "With rank-one balanced zero-even init each leaky net's GD loss equals the linear "
             "net started at sqrt(c)·init with step η c to round-off (§2.4–2.5)."),
         "flow_matches_closed_form": at_most(
@@ -211,7 +188,7 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
             "Gradient flow (rtol 1e-10) on whitened data from aligned rank-one init follows "
             "the closed-form leaky curve L(ct) of §3.2 to solver tolerance (max gap / L(0))."),
         "gd_matches_exact_discrete_map": at_most(
-            gap_gd_map, 1e-10,
+            gap_gd_map, ROUND_OFF,
             "GD on whitened data from aligned rank-one init follows the exact discrete map "
             "ã_{k+1} = ã_k (1 + η c (s - ã_k))² to round-off (max gap / s)."),
         "gd_half_time_within_step_error": at_most(
@@ -223,7 +200,7 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
             "On raw (unwhitened) finite-sample inputs the half times match the closed form "
             "within 2 ||Σ_xx - I||₂ + η c s (first-order input-covariance and step errors)."),
         "random_init_close_to_linear_net": at_most(
-            float(np.median(rand_gaps)), 3e-3,
+            float(np.median(rand_gaps)), PAPER_LEVEL,
             f"From small random Gaussian init (median over {cfg.n_inits} inits of the max over "
             "t, at the smallest α) the leaky nets' loss stays within 0.3% of L(0) of their equivalent "
             "linear nets at time c t (the paper reports under 0.3%)."),
@@ -239,7 +216,7 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
                "gd_closed_form_max_gap": float(np.max(gap_gd)),
                "random_init_gap_median": float(np.median(rand_gaps)),
                "random_init_gap_worst": float(np.max(rand_gaps)),
-               "random_init_fraction_under_0.3%": float(np.mean(rand_gaps <= 3e-3))}
+               "random_init_fraction_under_0.3%": float(np.mean(rand_gaps <= PAPER_LEVEL))}
     for i, a in enumerate(alphas):
         metrics[f"random_init_gap_alpha_{a:g}"] = float(rand_gap[i])
         metrics[f"t_half_theory_alpha_{a:g}"] = float(t_half_th[i])

@@ -32,8 +32,8 @@ from scipy.optimize import minimize, nnls
 from ..data import Dataset, gaussian_inputs, label_data, symmetrize
 from ..nets import init_gaussian, init_pairs
 from ..train import GDConfig
+from ._common import ROUND_OFF, batch_scaled, run_with_twins, stack_params, twin_gap
 from .base import Experiment, Result, _quiet, at_least, at_most, check_size, config_dict
-from .even_part import ROUND_OFF, batch_scaled, run_with_twins, stack_params, twin_gap
 
 TARGET_COS = 0.99
 """The issue's success level for direction convergence (cos between β_eff and w_svm)."""

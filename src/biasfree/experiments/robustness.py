@@ -42,8 +42,7 @@ from ..data import (
 )
 from ..nets import init_gaussian, init_pairs, slope_factor
 from ..train import FlowConfig, GDConfig, flow_ensemble
-from .base import Experiment, Result, _quiet, at_least, at_most, check_size, config_dict
-from .even_part import (
+from ._common import (
     PAPER_LEVEL,
     ROUND_OFF,
     batch_scaled,
@@ -52,6 +51,7 @@ from .even_part import (
     stack_params,
     twin_gap,
 )
+from .base import Experiment, Result, _quiet, at_least, at_most, check_size, config_dict
 
 
 @dataclass(frozen=True)

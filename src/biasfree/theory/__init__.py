@@ -52,8 +52,10 @@ from .modes import (
     plateaus,
 )
 from .population import (
+    population_even_energy,
     population_loss_linear,
     population_loss_sine,
+    population_loss_two_layer,
     sine_best_linear,
     sine_linear_floor,
 )
@@ -61,14 +63,15 @@ from .reference import REFERENCES, Curve, linear_net_ode, moment_loss, reference
 from .riccati import riccati_gram, unaligned_loss, unaligned_product
 
 __all__ = [
-    "REFERENCES", "Curve", "Modes", "aligned_init", "balanced_init", "data_modes",
-    "deep_half_time", "deep_logit", "deep_loss", "deep_mode_strength", "deep_time_to",
-    "final_loss", "gd_mode_strength", "half_time", "imbalance", "is_whitened", "leaky_decay_to_linear",
+    "Curve", "Modes", "REFERENCES", "aligned_init", "balanced_init", "data_modes", "deep_half_time",
+    "deep_logit", "deep_loss", "deep_mode_strength", "deep_time_to", "final_loss",
+    "gd_mode_strength", "half_time", "imbalance", "is_whitened", "leaky_decay_to_linear",
     "leaky_effective_init", "leaky_half_time", "leaky_loss", "leaky_mode_strength",
     "leaky_time_to_linear", "leaky_to_linear", "linear_decay_to_leaky", "linear_floor",
-    "linear_loss", "linear_lr_to_pair", "linear_net_ode", "linear_time_to_leaky",
-    "linear_to_leaky", "linear_to_pair", "logistic", "mode_projections", "mode_strength",
-    "moment_loss", "pair_lr_to_linear", "pair_to_linear", "plateaus", "population_loss_linear",
-    "population_loss_sine", "riccati_gram", "reference_curve", "sine_best_linear",
-    "sine_linear_floor", "unaligned_loss", "unaligned_product",
+    "linear_loss", "linear_lr_to_pair", "linear_net_ode", "linear_time_to_leaky", "linear_to_leaky",
+    "linear_to_pair", "logistic", "mode_projections", "mode_strength", "moment_loss",
+    "pair_lr_to_linear", "pair_to_linear", "plateaus", "population_even_energy",
+    "population_loss_linear", "population_loss_sine", "population_loss_two_layer",
+    "reference_curve", "riccati_gram", "sine_best_linear", "sine_linear_floor", "unaligned_loss",
+    "unaligned_product",
 ]

@@ -124,12 +124,15 @@ def final_loss(s, y_power: float):
     return 0.5 * (float(y_power) - float(np.sum(s**2)))
 
 
-def linear_floor(X, Y) -> float:
+def linear_floor(X, Y, *, intercept: bool = False) -> float:
     """Least-squares residual ``min_B 1/(2N) Σ_n ||y_n - B x_n||²
     = 1/2 (tr Σ_yy - tr(Σ_yx Σ_xx⁺ Σ_xy))`` for inputs ``X`` (N, d), targets ``Y`` (N, p),
     any input covariance: the final loss of every linear(-izable) net that converges
-    to the global minimum. Equals :func:`final_loss` for whitened inputs."""
+    to the global minimum. Equals :func:`final_loss` for whitened inputs. With
+    ``intercept`` the fit is affine, ``B [x; 1]`` (the floor a net with biases must beat)."""
     X, Y = np.asarray(X, dtype=float), np.asarray(Y, dtype=float)
+    if intercept:
+        X = np.hstack([X, np.ones((X.shape[0], 1))])
     B, *_ = np.linalg.lstsq(X, Y, rcond=None)
     return float(0.5 * np.mean(np.sum((Y - X @ B) ** 2, axis=1)))
 

@@ -19,11 +19,19 @@ and ``E[x g(z)] = Σw E[z g(z)] / τ²`` (Stein), with ``δ = w - β``:
 The best linear map is ``β* = (1 + k e^{-k²τ²/2}) w`` and its residual,
 ``½ [(1 - e^{-2k²τ²})/2 - k² τ² e^{-k²τ²} + σ²]``, is what no linear map — hence no
 two-layer bias-free net, on the odd target (THEORY.md §1.3) — can remove.
+
+A two-layer bias-free net whose even part is not zero, ``x ~ N(0, I)``: odd and even
+parts are orthogonal, so ``R = R(β_eff) + ½ E f_even²`` with
+``E f_even² = (1-c)² Σ_kl v_k v_l E|w_kᵀx||w_lᵀx|`` and the arc-cosine kernel
+``E|w_kᵀx||w_lᵀx| = (2/π) ||w_k|| ||w_l|| (sqrt(1 - ρ²) + ρ arcsin ρ)``,
+``ρ = cos∠(w_k, w_l)`` (:func:`population_loss_two_layer`).
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from ..nets import Params, slope_factor
 
 
 def _cov(cov, d: int) -> np.ndarray:
@@ -92,3 +100,30 @@ def sine_linear_floor(w, cov=None, freq: float = 4.0, noise: float = 0.0) -> flo
     ``noise`` σ as in :func:`population_loss_sine`)."""
     _, _, tau2, _, ek, sin2 = _sine_terms(w, cov, freq)
     return float(0.5 * (sin2 - ek**2 * tau2 + noise**2))
+
+
+def population_even_energy(W, v, alpha) -> float:
+    """``E f_even(x)²`` for ``f = vᵀσ_α(W x)``, ``x ~ N(0, I)`` (module doc).
+
+    ``W`` (m, d) first-layer weights, ``v`` (m,) output weights, ``alpha`` slope α
+    (c = (1 + α)/2; the even part is ``(1 - c) Σ_k v_k |w_kᵀx|``).
+    """
+    W, v = np.asarray(W, float), np.asarray(v, float)
+    c = float(slope_factor(alpha))
+    nw = np.linalg.norm(W, axis=1)
+    G, denom = W @ W.T, np.outer(nw, nw)
+    rho = np.clip(np.divide(G, denom, out=np.zeros_like(G), where=denom > 0), -1.0, 1.0)
+    K = (2.0 / np.pi) * denom * (np.sqrt(1.0 - rho**2) + rho * np.arcsin(rho))
+    return (1.0 - c) ** 2 * float(v @ K @ v)
+
+
+def population_loss_two_layer(params: Params, T, noise: float, alpha) -> tuple[float, float]:
+    """``(R, ½ E f_even²)`` with ``R = R(β_eff) + ½ E f_even²`` for a two-layer
+    bias-free net ``params`` (scalar output) with slope ``alpha`` and inputs
+    ``x ~ N(0, I)``, teacher ``y = T x + ε`` (``T`` (1, d)), noise std σ = ``noise``;
+    ``β_eff = c W_1ᵀ W_2ᵀ``."""
+    W, v = np.asarray(params[0].W, float), np.asarray(params[1].W, float)[0]
+    beta = float(slope_factor(alpha)) * W.T @ v
+    half_even2 = 0.5 * population_even_energy(W, v, alpha)
+    T = np.asarray(T, float).reshape(1, -1)
+    return float(population_loss_linear(beta[:, None], T, noise=noise)) + half_even2, half_even2
