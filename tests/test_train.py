@@ -457,3 +457,23 @@ def test_trajectory_half_time_interpolates(sym_data):
     assert traj.half_time() == pytest.approx(1.0, abs=1e-15)
     assert traj.half_time(3.0) == pytest.approx(0.5, abs=1e-15)
     assert np.isnan(traj.half_time(-1.0))
+
+
+def test_keep_params_records_the_path_of_gd_and_flow(sym_data):
+    """``keep_params`` stores θ at every record: the first is the init, the last the
+    final params, and record j equals a separate run of k_j steps (same arithmetic)."""
+    params = _net(np.random.default_rng(7), (D, 6, P), 0.3)
+    cfg = bf.GDConfig(alpha=0.2, lr=0.05, steps=40, n_records=5, keep_params=True)
+    tr = bf.gd(params, sym_data, cfg)
+    at = lambda path, j: jax.tree_util.tree_map(lambda a: a[j], path)  # noqa: E731
+    assert _param_dist(at(tr.path, 0), params) == 0.0
+    assert _param_dist(at(tr.path, -1), tr.params) == 0.0
+    k = int(round(float(tr.t[2]) / cfg.lr))
+    part = bf.gd(params, sym_data, bf.GDConfig(alpha=0.2, lr=0.05, steps=k, n_records=2))
+    assert _param_dist(at(tr.path, 2), part.params) <= 1e-14
+    assert bf.gd(params, sym_data, bf.GDConfig(steps=3)).path is None
+    fl = bf.flow(params, sym_data, bf.FlowConfig(alpha=0.2, t_max=1.0, n_records=3,
+                                                 keep_params=True))
+    assert _param_dist(at(fl.path, -1), fl.params) == 0.0
+    ens = bf.gd_ensemble(params, sym_data, cfg, alpha=[0.0, 1.0], batched_params=False)
+    assert _leaves(ens.path)[0].shape[:2] == (2, len(ens.t[0]))

@@ -52,7 +52,8 @@ class GDConfig:
 
     ``alpha`` slope α; ``lr`` step η; ``steps`` number of steps K (time t = ηK);
     ``loss`` "mse" or "logistic"; ``weight_decay`` λ; ``n_records`` records at
-    ``spacing`` "linear" or "log" steps (step 0 and K always included).
+    ``spacing`` "linear" or "log" steps (step 0 and K always included);
+    ``keep_params`` also stores the parameters at every record (``Trajectory.path``).
     """
 
     alpha: float = 0.0
@@ -62,6 +63,7 @@ class GDConfig:
     weight_decay: float = 0.0
     n_records: int = 101
     spacing: str = "linear"
+    keep_params: bool = False
 
     def __post_init__(self):
         _check_common(self.alpha, self.loss, self.weight_decay, self.n_records, self.spacing)
@@ -90,6 +92,7 @@ class FlowConfig:
     weight_decay: float = 0.0
     n_records: int = 101
     spacing: str = "linear"
+    keep_params: bool = False
     rtol: float = 1e-8
     atol: float = 1e-10
     solver: str = "tsit5"
@@ -135,16 +138,18 @@ def _pinv(params: Params, X):
     return None if depth(params) == 2 and not has_bias(params) else jnp.linalg.pinv(X)
 
 
-def _obs(params, arrays, alpha, loss, pinv_X):
+def _obs(params, arrays, alpha, loss, pinv_X, keep_params=False):
     X, Y, X_test, Y_test = arrays
-    return observe(params, X, Y, alpha, loss, X_test, Y_test, pinv_X)
+    obs = observe(params, X, Y, alpha, loss, X_test, Y_test, pinv_X)
+    obs["path"] = params if keep_params else None
+    return obs
 
 
 def _stack0(first, rest):
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
 
-def _gd_run(params, data, alpha, lr, weight_decay, segments, loss, pinv_X):
+def _gd_run(params, data, alpha, lr, weight_decay, segments, loss, pinv_X, keep_params=False):
     grad = jax.grad(objective)
 
     def step(_, p):
@@ -153,19 +158,19 @@ def _gd_run(params, data, alpha, lr, weight_decay, segments, loss, pinv_X):
 
     def segment(p, n):
         p = jax.lax.fori_loop(0, n, step, p)
-        return p, _obs(p, data, alpha, loss, pinv_X)
+        return p, _obs(p, data, alpha, loss, pinv_X, keep_params)
 
     final, rest = jax.lax.scan(segment, params, segments)
-    return final, _stack0(_obs(params, data, alpha, loss, pinv_X), rest)
+    return final, _stack0(_obs(params, data, alpha, loss, pinv_X, keep_params), rest)
 
 
-_gd_core = jax.jit(_gd_run, static_argnames=("loss",))
+_gd_core = jax.jit(_gd_run, static_argnames=("loss", "keep_params"))
 
 
-@partial(jax.jit, static_argnames=("loss",))
-def _gd_batch(params, data, alpha, lr, weight_decay, segments, loss, pinv_X):
+@partial(jax.jit, static_argnames=("loss", "keep_params"))
+def _gd_batch(params, data, alpha, lr, weight_decay, segments, loss, pinv_X, keep_params=False):
     def one(p, a, e, w):
-        return _gd_run(p, data, a, e, w, segments, loss, pinv_X)
+        return _gd_run(p, data, a, e, w, segments, loss, pinv_X, keep_params)
 
     return jax.vmap(one)(params, alpha, lr, weight_decay)
 
@@ -193,7 +198,7 @@ def _to_traj(t, final, obs, stats, method):
     return Trajectory(t=t, loss=obs["loss"], test_loss=obs["test_loss"], beta=obs["beta"],
                       even_energy=obs["even_energy"],
                       singular_values=obs["singular_values"], conserved=obs["conserved"],
-                      params=final, stats=stats, method=method)
+                      params=final, stats=stats, method=method, path=obs["path"])
 
 
 def gd(params: Params, data: Dataset, cfg: GDConfig) -> Trajectory:
@@ -205,14 +210,15 @@ def gd(params: Params, data: Dataset, cfg: GDConfig) -> Trajectory:
     _check_params_data(params, data)
     ks = record_steps(cfg.steps, cfg.n_records, cfg.spacing)
     final, obs = _gd_core(params, data.arrays, cfg.alpha, cfg.lr, cfg.weight_decay,
-                          jnp.asarray(np.diff(ks)), cfg.loss, _pinv(params, data.X))
+                          jnp.asarray(np.diff(ks)), cfg.loss, _pinv(params, data.X),
+                          cfg.keep_params)
     traj = _to_traj(jnp.asarray(cfg.lr * ks), final, obs, {"steps": jnp.asarray(cfg.steps)}, "gd")
     _check_finite(traj, cfg.lr, "gradient descent")
     return traj
 
 
 def _flow_solve(params, data, alpha, weight_decay, ts, loss, pinv_X, rtol, atol, solver,
-                max_steps):
+                max_steps, keep_params=False):
     grad = jax.grad(objective)
 
     def vector_field(t, p, args):
@@ -226,6 +232,7 @@ def _flow_solve(params, data, alpha, weight_decay, ts, loss, pinv_X, rtol, atol,
         max_steps=max_steps, throw=False,
     )
     obs = jax.vmap(lambda p: _obs(p, data, alpha, loss, pinv_X))(sol.ys)
+    obs["path"] = sol.ys if keep_params else None
     final = jax.tree_util.tree_map(lambda a: a[-1], sol.ys)
     stats = {"steps": sol.stats["num_steps"], "accepted": sol.stats["num_accepted_steps"],
              "rejected": sol.stats["num_rejected_steps"],
@@ -233,14 +240,16 @@ def _flow_solve(params, data, alpha, weight_decay, ts, loss, pinv_X, rtol, atol,
     return final, obs, stats
 
 
-_FLOW_STATIC = ("loss", "solver", "max_steps")
+_FLOW_STATIC = ("loss", "solver", "max_steps", "keep_params")
 _flow_core = jax.jit(_flow_solve, static_argnames=_FLOW_STATIC)
 
 
 @partial(jax.jit, static_argnames=_FLOW_STATIC)
-def _flow_batch(params, data, alpha, weight_decay, ts, loss, pinv_X, rtol, atol, solver, max_steps):
+def _flow_batch(params, data, alpha, weight_decay, ts, loss, pinv_X, rtol, atol, solver, max_steps,
+                keep_params=False):
     def one(p, a, w):
-        return _flow_solve(p, data, a, w, ts, loss, pinv_X, rtol, atol, solver, max_steps)
+        return _flow_solve(p, data, a, w, ts, loss, pinv_X, rtol, atol, solver, max_steps,
+                           keep_params)
 
     return jax.vmap(one)(params, alpha, weight_decay)
 
@@ -266,7 +275,7 @@ def flow(params: Params, data: Dataset, cfg: FlowConfig) -> Trajectory:
     ts = jnp.asarray(record_times(cfg.t_max, cfg.n_records, cfg.spacing))
     final, obs, stats = _flow_core(params, data.arrays, cfg.alpha, cfg.weight_decay, ts, cfg.loss,
                                    _pinv(params, data.X), cfg.rtol, cfg.atol, cfg.solver,
-                                   cfg.max_steps)
+                                   cfg.max_steps, cfg.keep_params)
     traj = _to_traj(ts, final, obs, stats, "flow")
     _check_flow(traj, cfg)
     return traj
@@ -310,7 +319,8 @@ def gd_ensemble(params: Params, data: Dataset, cfg: GDConfig, *, alpha=None, lr=
     _check_params_data(one, data)
     ks = record_steps(cfg.steps, cfg.n_records, cfg.spacing)
     final, obs = _gd_batch(params, data.arrays, v["alpha"], v["lr"], v["wd"],
-                           jnp.asarray(np.diff(ks)), cfg.loss, _pinv(one, data.X))
+                           jnp.asarray(np.diff(ks)), cfg.loss, _pinv(one, data.X),
+                           cfg.keep_params)
     t = v["lr"][:, None] * jnp.asarray(ks)[None, :]
     traj = _to_traj(t, final, obs, {"steps": jnp.full((B,), cfg.steps)}, "gd")
     _check_finite(traj, v["lr"], "gradient descent")
@@ -331,7 +341,7 @@ def flow_ensemble(params: Params, data: Dataset, cfg: FlowConfig, *, alpha=None,
 
     final, obs, stats = _flow_batch(params, data.arrays, v["alpha"], v["wd"], ts, cfg.loss,
                                     _pinv(one, data.X), cfg.rtol, cfg.atol, cfg.solver,
-                                    cfg.max_steps)
+                                    cfg.max_steps, cfg.keep_params)
     traj = _to_traj(jnp.broadcast_to(ts, (B,) + ts.shape), final, obs, stats, "flow")
     _check_flow(traj, cfg)
     return traj

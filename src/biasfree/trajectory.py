@@ -31,7 +31,8 @@ class Trajectory:
     ``t`` (T,), ``loss`` (T,), ``test_loss`` (T,) or None, ``beta`` (T, d, p),
     ``even_energy`` (T,), ``singular_values`` tuple of (T, k_l), ``conserved`` tuple of
     (T, n_l), ``params`` the final parameters, ``stats`` solver counters,
-    ``method`` "gd" or "flow".
+    ``method`` "gd" or "flow", ``path`` the parameters at every record (leaves
+    (T, ...)) when the config asked ``keep_params``, else None.
     """
 
     t: Array
@@ -44,6 +45,7 @@ class Trajectory:
     params: Params
     stats: dict = field(default_factory=dict)
     method: str = "gd"
+    path: Params | None = None
 
     def member(self, i: int) -> Trajectory:
         """Member ``i`` of an ensemble trajectory."""
@@ -67,7 +69,7 @@ class Trajectory:
 jax.tree_util.register_dataclass(
     Trajectory,
     data_fields=["t", "loss", "test_loss", "beta", "even_energy", "singular_values",
-                 "conserved", "params", "stats"],
+                 "conserved", "params", "stats", "path"],
     meta_fields=["method"],
 )
 

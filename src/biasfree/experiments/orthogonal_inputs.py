@@ -49,7 +49,7 @@ import numpy as np
 
 from ..data import Dataset
 from ..nets import Layer, forward
-from ..train import GDConfig, gd_ensemble
+from ..train import GDConfig, gd_ensemble, record_steps
 from .base import Experiment, Result, _quiet, at_most, check_size, config_dict
 
 ROUND_OFF = 1e-10
@@ -204,19 +204,13 @@ def sin_angle(A, B):
 # ---------------------------------------------------------------------- runs
 
 
-def gd_path(params, data: Dataset, ks, *, alpha, lr):
-    """Parameters of a GD ensemble at steps ``ks`` (increasing, ks[0] = 0): GD is run
-    in segments, each continuing from the last one's final parameters (one compiled
-    loop serves all segments). ``params`` batched (B, ...), ``alpha``/``lr`` (B,).
-    Returns the batched params stacked along a time axis: leaves (T, B, ...)."""
-    out = [jax.tree_util.tree_map(np.asarray, params)]
-    p = params
-    for k0, k1 in zip(ks[:-1], ks[1:], strict=True):
-        tr = gd_ensemble(p, data, GDConfig(lr=1.0, steps=int(k1 - k0), n_records=2),
-                         alpha=alpha, lr=lr)
-        p = tr.params
-        out.append(jax.tree_util.tree_map(np.asarray, p))
-    return jax.tree_util.tree_map(lambda *xs: np.stack(xs), *out)
+def gd_path(params, data: Dataset, steps: int, n_records: int, *, alpha, lr):
+    """Parameters of a GD ensemble at ``record_steps(steps, n_records)``, one compiled
+    call (``keep_params``). ``params`` batched (B, ...), ``alpha``/``lr`` (B,).
+    Returns the batched params stacked along a leading time axis: leaves (T, B, ...)."""
+    tr = gd_ensemble(params, data, GDConfig(lr=1.0, steps=steps, n_records=n_records,
+                                            keep_params=True), alpha=alpha, lr=lr)
+    return jax.tree_util.tree_map(lambda a: np.moveaxis(np.asarray(a), 1, 0), tr.path)
 
 
 def _stack(*nets):
@@ -274,17 +268,17 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
     twin = jax.tree_util.tree_map(lambda a: np.sqrt(0.5) * a, rand)  # c = 1/2
 
     steps = int(np.ceil(cfg.t_max / cfg.lr))
-    ks = np.unique(np.round(np.linspace(0, steps, cfg.n_records)).astype(np.int64))
+    ks = record_steps(steps, cfg.n_records)
     t = cfg.lr * ks
     relu2 = np.zeros(2)
 
-    progress("GD in segments: full target (random and aligned init)")
-    P_full = gd_path(_stack(rand, aligned), full, ks, alpha=relu2, lr=cfg.lr)
-    progress("GD in segments: odd target (random init and its linear twin)")
-    P_odd = gd_path(_stack(rand, twin), odd, ks, alpha=np.array([0.0, 1.0]),
+    progress("GD: full target (random and aligned init)")
+    P_full = gd_path(_stack(rand, aligned), full, steps, cfg.n_records, alpha=relu2, lr=cfg.lr)
+    progress("GD: odd target (random init and its linear twin)")
+    P_odd = gd_path(_stack(rand, twin), odd, steps, cfg.n_records, alpha=np.array([0.0, 1.0]),
                     lr=cfg.lr * np.array([1.0, 0.5]))
-    progress("GD in segments: mixed target (two random inits)")
-    P_mix = gd_path(_stack(rand, rand2), mixed, ks, alpha=relu2, lr=cfg.lr)
+    progress("GD: mixed target (two random inits)")
+    P_mix = gd_path(_stack(rand, rand2), mixed, steps, cfg.n_records, alpha=relu2, lr=cfg.lr)
 
     progress("alignment, half-nets, odd and even parts")
     F_full = _outputs(P_full, full.X, relu2)
