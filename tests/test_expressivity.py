@@ -155,7 +155,7 @@ def test_abs_target_is_even_and_homogeneous():
     assert ch.reachable and ch.relative_floor <= 1e-7
     # a linear net (alpha = 1) has no even part: |x1| is entirely out of its reach
     lin = floors.characterise(f, X, alpha=1.0)
-    assert lin.out_of_reach == (floors.EVEN_PART,)
+    assert lin.out_of_reach == (floors.EVEN_PART_LINEAR,)
     assert lin.relative_floor == pytest.approx(1.0, rel=1e-14)  # y odd part is 0, y = y_even
 
 

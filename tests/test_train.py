@@ -400,7 +400,7 @@ def test_bad_config_values_raise():
     for lr in (0.0, -0.1, np.inf):
         with pytest.raises(ValueError, match="learning rate lr=.* must be a positive finite number"):
             bf.GDConfig(lr=lr)
-    with pytest.raises(ValueError, match="steps=0 must be >= 1"):
+    with pytest.raises(ValueError, match="steps=0 must be an integer >= 1"):
         bf.GDConfig(steps=0)
     with pytest.raises(ValueError, match="weight_decay=-1"):
         bf.GDConfig(weight_decay=-1)
@@ -477,3 +477,26 @@ def test_keep_params_records_the_path_of_gd_and_flow(sym_data):
     assert _param_dist(at(fl.path, -1), fl.params) == 0.0
     ens = bf.gd_ensemble(params, sym_data, cfg, alpha=[0.0, 1.0], batched_params=False)
     assert _leaves(ens.path)[0].shape[:2] == (2, len(ens.t[0]))
+
+
+def test_more_bad_input_is_named(sym_data):
+    params = _net(np.random.default_rng(8), (D, 4, P), 0.3)
+    with pytest.raises(ValueError, match="weight_decay"):
+        bf.GDConfig(weight_decay=float("nan"))
+    with pytest.raises(ValueError, match="weight_decay"):
+        bf.gd_ensemble(params, sym_data, bf.GDConfig(steps=2), weight_decay=[0.1, -1.0],
+                       batched_params=False)
+    with pytest.raises(ValueError, match="steps"):
+        bf.GDConfig(steps=2.5)
+    with pytest.raises(ValueError, match="t_max"):
+        bf.FlowConfig(t_max=float("inf"))
+    with pytest.raises(ValueError, match="empty"):
+        bf.Dataset(np.zeros((0, D)), np.zeros((0, P)))
+    with pytest.raises(ValueError, match="positive definite"):
+        bf.gaussian_inputs(jax.random.PRNGKey(0), 5, 2, cov=[[1.0, 2.0], [2.0, 1.0]])
+    with pytest.raises(ValueError, match="direction must be a non-zero vector of shape"):
+        bf.init_rank_one(jax.random.PRNGKey(0), 3, 4, 1e-3, direction=[1.0, 0.0])
+    with pytest.raises(ValueError, match="direction must be a non-zero vector"):
+        bf.init_rank_one(jax.random.PRNGKey(0), 3, 4, 1e-3, direction=[0.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match="p = 1"):
+        bf.theory.population_loss_two_layer(params, np.ones((P, D)), 0.0, 0.0)

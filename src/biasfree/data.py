@@ -28,6 +28,8 @@ def check_data(X, Y) -> None:
         raise ValueError(f"inputs X must have shape (N, d), got {X.shape}; reshape 1-D x to (N, 1)")
     if Y.ndim != 2:
         raise ValueError(f"targets Y must have shape (N, p), got {Y.shape}; use Y[:, None] for p = 1")
+    if X.shape[0] == 0:
+        raise ValueError("the data set is empty (N = 0): give at least one input row")
     if X.shape[0] != Y.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}: one target per input")
     for name, A in (("X", X), ("Y", Y)):
@@ -76,6 +78,10 @@ def gaussian_inputs(key, n: int, d: int, cov=None) -> Array:
     cov = jnp.asarray(cov, dtype=float)
     if cov.shape != (d, d):
         raise ValueError(f"cov must have shape ({d}, {d}), got {cov.shape}")
+    sym = np.asarray(cov)
+    if not np.allclose(sym, sym.T) or np.linalg.eigvalsh(0.5 * (sym + sym.T)).min() <= 0:
+        raise ValueError("cov must be symmetric positive definite (a covariance matrix "
+                         "with every eigenvalue > 0)")
     return Z @ jnp.linalg.cholesky(cov).T
 
 

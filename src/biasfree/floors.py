@@ -43,6 +43,7 @@ from scipy.spatial import cKDTree
 
 from .expressivity import Decomposition, Function, compiled, decompose, evaluate
 from .nets import check_alpha
+from .theory.population import population_loss_sine, sine_linear_floor
 
 # -------------------------------------------------------------------- floors
 
@@ -297,6 +298,7 @@ def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
 
 ODD_PART = "odd part (nonlinear odd component)"
 EVEN_PART = "even part (not positively 1-homogeneous)"
+EVEN_PART_LINEAR = "even part (a linear net, α = 1, has none)"
 
 
 @dataclass(frozen=True)
@@ -336,7 +338,8 @@ def characterise(target: Function, X, *, alpha=0.0, cov=None, radial=None, tol: 
     with h even (for α < 1).
     """
     fl = two_layer_floor(target, X, alpha=alpha, cov=cov, radial=radial, per_point=per_point)
-    out = tuple(name for name, part in ((ODD_PART, fl.odd), (EVEN_PART, fl.even))
+    even_label = EVEN_PART_LINEAR if float(alpha) == 1.0 else EVEN_PART
+    out = tuple(name for name, part in ((ODD_PART, fl.odd), (even_label, fl.even))
                 if part.normalised > tol + z * part.normalised_se)
     return Characterisation(not out, fl.total.distance, fl.total.normalised, fl.total.normalised_se,
                             out, fl)
@@ -361,11 +364,10 @@ def sine_floor_closed_form(w, freq: float = 4.0) -> tuple[float, float]:
     ``E sin²(4z) - (4σ e^{-8σ²})²``), and
     ``E y² = σ² + 2aσ² e^{-a²σ²/2} + (1 - e^{-2a²σ²})/2``.
     """
-    s2 = float(np.sum(np.asarray(w, dtype=float) ** 2))
-    a2 = freq**2
-    sin2 = 0.5 * (1.0 - np.exp(-2.0 * a2 * s2))
-    return (float(sin2 - a2 * s2 * np.exp(-a2 * s2)),
-            float(s2 + 2.0 * freq * s2 * np.exp(-0.5 * a2 * s2) + sin2))
+    w = np.asarray(w, dtype=float)
+    # the population module works in half-MSE: F = 2 min_β R(β), E y² = 2 R(0)
+    return (2.0 * sine_linear_floor(w, freq=freq),
+            2.0 * float(population_loss_sine(np.zeros((w.size, 1)), w, freq=freq)))
 
 
 def product_homogeneous_floor(d: int, k: int = 3) -> float:

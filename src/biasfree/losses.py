@@ -17,12 +17,15 @@ LOSSES = ("mse", "logistic")
 
 
 def check_loss(name: str) -> None:
+    """Raise ``ValueError`` unless ``name`` is one of :data:`LOSSES`."""
     if name not in LOSSES:
         raise ValueError(f"unknown loss {name!r}: choose one of {', '.join(LOSSES)}")
 
 
 def loss_value(F, Y, loss: str = "mse"):
-    """Data loss of outputs ``F`` (N, p) against targets ``Y`` (N, p)."""
+    """Data loss of outputs ``F`` (N, p) = f(x_n) against targets ``Y`` (N, p) = y_n:
+    ``loss="mse"``: ``(1/(2N)) Σ_n ||y_n - f(x_n)||²``; ``loss="logistic"`` (labels ±1):
+    ``(1/N) Σ_n Σ_j log(1 + exp(-y_nj f_j(x_n)))``."""
     if loss == "mse":
         return 0.5 * jnp.mean(jnp.sum((Y - F) ** 2, axis=-1))
     if loss == "logistic":

@@ -112,21 +112,28 @@ def even_part(params: Params, X: Array, alpha) -> Array:
     return 0.5 * (forward(params, X, alpha) + forward(params, -X, alpha))
 
 
-def beta_eff(params: Params, alpha, X: Array | None = None) -> Array:
+def beta_eff_is_exact(params: Params) -> bool:
+    """True for a two-layer bias-free net, whose odd part is exactly linear (§1.2)."""
+    return depth(params) == 2 and not has_bias(params)
+
+
+def beta_eff(params: Params, alpha, X: Array | None = None, *, pinv_X: Array | None = None) -> Array:
     """Linear map of the odd part, shape (d, p): ``f_odd(x) ≈ β_effᵀ x``.
 
     Two bias-free layers: exact, ``β_eff = c W_1ᵀ W_2ᵀ`` with c = (1 + α)/2
     (``alpha``). Any other network: the least-squares fit
-    ``β_eff = argmin_β Σ_n ||f_odd(x_n) - βᵀ x_n||²`` on the rows of ``X`` (required).
+    ``β_eff = argmin_β Σ_n ||f_odd(x_n) - βᵀ x_n||² = X⁺ f_odd(X)`` on the rows of ``X``
+    (required; ``pinv_X`` = X⁺ may be passed to avoid recomputing it).
     """
-    if depth(params) == 2 and not has_bias(params):
+    if beta_eff_is_exact(params):
         return slope_factor(alpha) * params[0].W.T @ params[1].W.T
     if X is None:
         raise ValueError(
             "beta_eff of a network deeper than two layers (or with biases) is a "
             "least-squares fit of its odd part: pass inputs X of shape (N, d)"
         )
-    return jnp.linalg.pinv(X) @ odd_part(params, X, alpha)
+    P = jnp.linalg.pinv(X) if pinv_X is None else pinv_X
+    return P @ odd_part(params, X, alpha)
 
 
 def end_to_end_linear(params: Params) -> Array:
@@ -188,9 +195,10 @@ def pair_up(params: Params) -> Params:
     Every hidden unit k becomes a pair (k, k'), the partner a sign flip:
     ``W_1 -> [W_1; -W_1]``, ``W_L -> [W_L, -W_L]`` and, for middle layers,
     ``W_l -> [[A, -A], [-A, A]]``. Then ``f(-x) = -f(x)`` at every depth, and
-    ``f = (2c)^{L-1} W_L ... W_1 x`` with c = (1 + α)/2: the pair net of hidden
-    widths 2n_l computes a linear map, and on symmetric data the pairing is preserved
-    by training. A two-layer pair net equals the width-n linear net initialised at
+    ``f = (2c)^{L-1} W_L ... W_1 x`` with c = (1 + α)/2 at init. On symmetric data
+    training preserves the pair symmetry, so f stays odd; it stays *linear* only for
+    L = 2 (deeper, the middle blocks lose ``B = -A`` and f_odd turns nonlinear, §4.1).
+    A two-layer pair net equals the width-n linear net initialised at
     ``sqrt(1 + α) (W, v)`` and trained with learning rate ``η (1 + α)/2``.
     """
     if has_bias(params):
@@ -238,12 +246,16 @@ def init_rank_one(key, d: int, width: int, scale: float, *, direction=None,
         raise ValueError(f"rank-one init scale (raw mode strength a_0) must be > 0, got {scale}")
     k1, k2, k3 = jax.random.split(key, 3)
     r = jax.random.normal(k1, (d,)) if direction is None else jnp.asarray(direction, float)
-    r = r / jnp.linalg.norm(r)
     if out_direction is None:
         q = jnp.ones((1,)) if p == 1 else jax.random.normal(k3, (p,))
     else:
         q = jnp.asarray(out_direction, float)
-    q = q / jnp.linalg.norm(q)
+    for name, vec, n in (("direction", r, d), ("out_direction", q, p)):
+        traced = isinstance(vec, jax.core.Tracer)  # under jit only the shape is known
+        if vec.shape != (n,) or (not traced and not float(jnp.linalg.norm(vec)) > 0):
+            raise ValueError(f"{name} must be a non-zero vector of shape ({n},), got shape "
+                             f"{vec.shape}")
+    r, q = r / jnp.linalg.norm(r), q / jnp.linalg.norm(q)
     m = width // 2
     mags = jnp.abs(jax.random.normal(k2, (2, m))) + 0.1
     pos, neg = mags[0], mags[1]

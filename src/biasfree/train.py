@@ -23,7 +23,7 @@ import numpy as np
 
 from .data import Dataset
 from .losses import check_loss, objective
-from .nets import Params, check_alpha, depth, has_bias
+from .nets import Params, beta_eff_is_exact, check_alpha
 from .trajectory import Trajectory, observe
 
 SPACINGS = ("linear", "log")
@@ -38,12 +38,22 @@ class DivergenceError(RuntimeError):
 def _check_common(alpha, loss, weight_decay, n_records, spacing):
     check_alpha(alpha)
     check_loss(loss)
-    if weight_decay < 0:
-        raise ValueError(f"weight_decay={weight_decay} must be >= 0")
+    _check_decay(weight_decay)
     if n_records < 2:
         raise ValueError(f"n_records={n_records} must be >= 2 (the start and the end)")
     if spacing not in SPACINGS:
         raise ValueError(f"spacing={spacing!r}: choose 'linear' or 'log'")
+
+
+def _check_decay(weight_decay) -> None:
+    wd = np.asarray(weight_decay, dtype=float)
+    if not np.all(np.isfinite(wd)) or np.any(wd < 0):
+        raise ValueError(f"weight_decay={weight_decay!r} must be finite and >= 0")
+
+
+def _check_int(name: str, value, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise ValueError(f"{name}={value!r} must be an integer >= {minimum}")
 
 
 @dataclass(frozen=True)
@@ -69,8 +79,8 @@ class GDConfig:
         _check_common(self.alpha, self.loss, self.weight_decay, self.n_records, self.spacing)
         if not self.lr > 0 or not np.isfinite(self.lr):
             raise ValueError(f"learning rate lr={self.lr} must be a positive finite number")
-        if self.steps < 1:
-            raise ValueError(f"steps={self.steps} must be >= 1")
+        _check_int("steps", self.steps, 1)
+        _check_int("n_records", self.n_records, 2)
 
     @property
     def t_max(self) -> float:
@@ -100,8 +110,10 @@ class FlowConfig:
 
     def __post_init__(self):
         _check_common(self.alpha, self.loss, self.weight_decay, self.n_records, self.spacing)
-        if not self.t_max > 0:
-            raise ValueError(f"t_max={self.t_max} must be > 0")
+        if not (self.t_max > 0 and np.isfinite(self.t_max)):
+            raise ValueError(f"t_max={self.t_max} must be a positive finite time")
+        _check_int("max_steps", self.max_steps, 1)
+        _check_int("n_records", self.n_records, 2)
         if self.solver not in SOLVERS:
             raise ValueError(f"solver={self.solver!r}: choose one of {', '.join(SOLVERS)}")
         if not (self.rtol > 0 and self.atol > 0):
@@ -135,7 +147,7 @@ def _check_params_data(params: Params, data: Dataset):
 
 
 def _pinv(params: Params, X):
-    return None if depth(params) == 2 and not has_bias(params) else jnp.linalg.pinv(X)
+    return None if beta_eff_is_exact(params) else jnp.linalg.pinv(X)
 
 
 def _obs(params, arrays, alpha, loss, pinv_X, keep_params=False):
@@ -262,7 +274,12 @@ def _check_flow(traj: Trajectory, cfg: FlowConfig):
             f"{int(np.max(traj.stats['steps']))} steps (max_steps={cfg.max_steps}). Raise "
             "max_steps, loosen rtol/atol, or use solver='kvaerno5' for stiff problems."
         )
-    _check_finite(traj, 0.0, "gradient flow")
+    L = np.asarray(traj.loss)
+    if not np.all(np.isfinite(L)):
+        raise RuntimeError(
+            f"gradient flow produced a non-finite loss before t_max={cfg.t_max}: the flow "
+            "blew up (e.g. a negative-curvature direction with large init, or data of "
+            "extreme scale). Rescale the data or the init, or shorten t_max.")
 
 
 def flow(params: Params, data: Dataset, cfg: FlowConfig) -> Trajectory:
@@ -294,6 +311,8 @@ def _batch(params, batched_params: bool, **vectors):
         raise ValueError(f"ensemble sizes disagree: {sizes}; every batched argument needs "
                          f"the same length (or length 1)")
     out = {k: jnp.broadcast_to(jnp.asarray(v, dtype=float), (B,)) for k, v in vectors.items()}
+    if "wd" in out:
+        _check_decay(out["wd"])
     if not batched_params:
         params = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (B,) + a.shape), params)
     return B, params, out

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from .losses import loss_value
-from .nets import Params, depth, even_part, forward, has_bias, odd_part, slope_factor
+from .nets import Params, beta_eff, even_part, forward
 
 Array = jax.Array
 
@@ -53,7 +53,11 @@ class Trajectory:
 
     def half_time(self, target_loss: float | None = None) -> float:
         """First time the loss falls to ``target_loss`` (default: halfway between its
-        first and last recorded values), linearly interpolated between records."""
+        first and last recorded values), linearly interpolated between records.
+
+        This is a *loss* midpoint, a model-free summary. It is not the mode half time
+        ``t_1/2`` of :func:`biasfree.theory.half_time` (where ``a = s/2``, i.e. the
+        fit part of the loss at a quarter of its start); compare like with like."""
         import numpy as np
 
         t, L = np.asarray(self.t), np.asarray(self.loss)
@@ -87,16 +91,15 @@ def conserved_quantities(params: Params) -> tuple[Array, ...]:
 
 def observe(params: Params, X, Y, alpha, loss: str, X_test=None, Y_test=None,
             pinv_X=None) -> dict:
-    """All recorded observables at one parameter point (see module docstring).
+    """All recorded observables at one parameter point θ = ``params`` (module docstring).
 
-    ``pinv_X`` (d, N), the pseudo-inverse of ``X``, is needed for ``β_eff`` unless the
-    net is two-layer and bias-free (then ``β_eff = c W_1ᵀ W_2ᵀ`` exactly).
+    ``X`` (N, d), ``Y`` (N, p) training data; ``alpha`` slope α; ``loss`` "mse" or
+    "logistic" (the data loss L); ``X_test``, ``Y_test`` optional held-out data for the
+    test loss; ``pinv_X`` (d, N) = X⁺, reused for the least-squares ``β_eff`` of nets
+    that are not two-layer bias-free (for those ``β_eff = c W_1ᵀ W_2ᵀ`` exactly).
     """
     F = forward(params, X, alpha)
-    if depth(params) == 2 and not has_bias(params):
-        beta = slope_factor(alpha) * params[0].W.T @ params[1].W.T
-    else:
-        beta = pinv_X @ odd_part(params, X, alpha)
+    beta = beta_eff(params, alpha, X, pinv_X=pinv_X)
     fe = even_part(params, X, alpha)
     obs = {
         "loss": loss_value(F, Y, loss),

@@ -110,10 +110,3 @@ def config_dict(cfg) -> dict:
 def check_size(size: str) -> None:
     if size not in SIZES:
         raise ValueError(f"unknown size {size!r}: choose one of {', '.join(SIZES)}")
-
-
-def rel_gap(a, b, scale=None) -> float:
-    """``max |a - b| / scale`` (default scale: ``max |b|``)."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    s = np.max(np.abs(b)) if scale is None else scale
-    return float(np.max(np.abs(a - b)) / s)

@@ -52,11 +52,8 @@ from ..data import Dataset, symmetrize, whiten
 from ..expressivity import net_function, odd_nonlinearity
 from ..nets import Layer, pair_up, slope_factor
 from ..train import GDConfig, gd_ensemble
-from ._common import crossing_time
+from ._common import ROUND_OFF, crossing_time
 from .base import Experiment, Result, _quiet, at_least, at_most, check_size, config_dict
-
-ROUND_OFF = 1e-10
-"""Round-off budget of an exact identity, relative (ε = 2.2e-16, ~10⁴ steps, ×10)."""
 
 MEMBERS = ("linear_aligned", "relu_pair_aligned", "relu_gaussian", "relu_pair_random",
            "linear_twin_of_pair_random")

@@ -46,10 +46,8 @@ from ..data import Dataset, symmetrize
 from ..nets import Layer, Params, forward, pair_up, slope_factor
 from ..theory import population_loss_linear
 from ..train import GDConfig, gd_ensemble
+from ._common import ROUND_OFF
 from .base import Experiment, Result, _quiet, at_most, check_size, config_dict
-
-ROUND_OFF = 1e-10
-"""Round-off budget of an exact identity, relative (ε = 2.2e-16, ~10⁴ steps, ×10)."""
 
 SIGMAS = 5.0
 """A finite-sample check allows 5 standard errors (two-sided false alarm ≈ 6e-7 for one

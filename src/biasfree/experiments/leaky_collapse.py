@@ -169,6 +169,7 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
     all_gaps = twin_gap(gd_all, twin_all)
     rand_gap = all_gaps[:B]
     rand_gaps = np.concatenate([[rand_gap.max()], all_gaps[B:]])  # per init, max over α
+    flow_tol = max(cfg.rtol, cfg.atol) * float(np.max(fl_r1.stats["steps"]))
     half_gd_err = float(np.nanmax(np.abs(t_half_gd / t_half_th - 1)))
     half_raw_err = float(np.nanmax(np.abs(t_half_raw / t_half_raw_th - 1)))
     scaling = t_half_fl * cs / t_half_fl[i_lin]
@@ -184,9 +185,10 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
             "With rank-one balanced zero-even init each leaky net's GD loss equals the linear "
             "net started at sqrt(c)·init with step η c to round-off (§2.4–2.5)."),
         "flow_matches_closed_form": at_most(
-            gap_flow, 1e-6,
-            "Gradient flow (rtol 1e-10) on whitened data from aligned rank-one init follows "
-            "the closed-form leaky curve L(ct) of §3.2 to solver tolerance (max gap / L(0))."),
+            gap_flow, flow_tol,
+            f"Gradient flow (rtol {cfg.rtol:g}) on whitened data from aligned rank-one init "
+            "follows the closed-form leaky curve L(ct) of §3.2 to solver tolerance (max gap / "
+            "L(0) ≤ rtol × solver steps, the accumulated local error)."),
         "gd_matches_exact_discrete_map": at_most(
             gap_gd_map, ROUND_OFF,
             "GD on whitened data from aligned rank-one init follows the exact discrete map "
@@ -201,9 +203,10 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
             "within 2 ||Σ_xx - I||₂ + η c s (first-order input-covariance and step errors)."),
         "random_init_close_to_linear_net": at_most(
             float(np.median(rand_gaps)), PAPER_LEVEL,
-            f"From small random Gaussian init (median over {cfg.n_inits} inits of the max over "
-            "t, at the smallest α) the leaky nets' loss stays within 0.3% of L(0) of their equivalent "
-            "linear nets at time c t (the paper reports under 0.3%)."),
+            f"For a typical small random Gaussian init (the median over {cfg.n_inits} inits of "
+            "the max over t, at the smallest α) the leaky net's loss stays within 0.3% of L(0) "
+            "of its equivalent linear net at time c t, the paper's level; individual inits "
+            "can exceed it (see random_init_gap_worst and the fraction under 0.3%)."),
         "half_times_scale_as_2_over_1_plus_alpha": at_most(
             float(np.max(np.abs(scaling - 1))), 1e-6,
             "From the same effective init, half times scale exactly as 2/(1+α) "

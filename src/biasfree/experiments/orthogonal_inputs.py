@@ -50,11 +50,8 @@ import numpy as np
 from ..data import Dataset
 from ..nets import Layer, forward
 from ..train import GDConfig, gd_ensemble, record_steps
+from ._common import ROUND_OFF
 from .base import Experiment, Result, _quiet, at_most, check_size, config_dict
-
-ROUND_OFF = 1e-10
-"""Round-off budget of an exact identity, relative: ε = 2.2e-16 per operation grown by
-at most ~10⁴ steps and a conditioning factor ~10."""
 
 
 @dataclass(frozen=True)
@@ -334,11 +331,13 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
     L_odd, L_twin = loss(F_odd[:, 0], odd), loss(F_odd[:, 1], odd)
 
     # alignment summaries: ratio to the bound over early records and growing units
-    ratio, informative, end_sin = {}, {}, {}
+    ratio, ratio_tight, informative, end_sin = {}, {}, {}, {}
     for k, a in align.items():
         E, g = a["early"], a["grows"]
-        bd = a["bound"][E][:, g]
-        ratio[k] = float(np.max(a["sin"][E][:, g][bd < 1] / bd[bd < 1]))
+        bd, sn = a["bound"][E][:, g], a["sin"][E][:, g]
+        ratio[k], ratio_tight[k] = (
+            float(np.max(sn[bd < lim] / bd[bd < lim])) if np.any(bd < lim) else np.inf
+            for lim in (1.0, 0.5))  # inf (a failed check) when the bound says nothing
         informative[k] = float(np.mean(bd < 0.1))
         end_sin[k] = float(np.median(a["sin"][np.nonzero(E)[0][-1]][g]))
     j_end = {k: int(np.nonzero(a["early"])[0][-1]) for k, a in align.items()}
@@ -396,6 +395,7 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
     for k in align:
         metrics[f"alignment_max_ratio_{k}"] = ratio[k]
         metrics[f"alignment_informative_fraction_{k}"] = informative[k]
+        metrics[f"alignment_bound_ratio_where_bound_below_half_{k}"] = ratio_tight[k]
         metrics[f"alignment_median_sin_end_{k}"] = end_sin[k]
 
     arrays = {

@@ -122,6 +122,9 @@ def population_loss_two_layer(params: Params, T, noise: float, alpha) -> tuple[f
     bias-free net ``params`` (scalar output) with slope ``alpha`` and inputs
     ``x ~ N(0, I)``, teacher ``y = T x + ε`` (``T`` (1, d)), noise std σ = ``noise``;
     ``β_eff = c W_1ᵀ W_2ᵀ``."""
+    if len(params) != 2 or params[1].W.shape[0] != 1 or any(l.b is not None for l in params):
+        raise ValueError("population_loss_two_layer needs a two-layer bias-free net with one "
+                         "output (p = 1)")
     W, v = np.asarray(params[0].W, float), np.asarray(params[1].W, float)[0]
     beta = float(slope_factor(alpha)) * W.T @ v
     half_even2 = 0.5 * population_even_energy(W, v, alpha)
