@@ -45,8 +45,8 @@ from .. import theory
 from ..data import Dataset, symmetrize
 from ..nets import Layer, Params, forward, pair_up, slope_factor
 from ..theory import population_loss_linear
-from ..train import GDConfig, gd_ensemble
-from ._common import ROUND_OFF
+from ..train import GDConfig
+from ._common import ROUND_OFF, run_with_twins
 from .base import Experiment, Result, _quiet, at_most, check_size, config_dict
 
 SIGMAS = 5.0
@@ -127,17 +127,15 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
             Layer(cfg.scale * rng.normal(size=(1, m // 2))))
     pair = pair_up(half)
     rand = (Layer(cfg.scale * rng.normal(size=(m, d))), Layer(cfg.scale * rng.normal(size=(1, m))))
-    nets = [pair] * A + [rand] * A
     a_all = np.r_[alphas, alphas]
-    c_all = slope_factor(a_all)
-    twins = [jax.tree_util.tree_map(lambda x, f=np.sqrt(c): f * np.asarray(x), p)
-             for p, c in zip(nets, c_all, strict=True)]
     batch = jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs]),
-                                   *(nets + twins))
+                                   *([pair] * A + [rand] * A))
     steps = int(np.ceil(cfg.t_max / cfg.lr))
-    tr = gd_ensemble(batch, data, GDConfig(lr=cfg.lr, steps=steps, n_records=cfg.n_records,
-                                           spacing="log"),
-                     alpha=np.r_[a_all, np.ones(2 * A)], lr=cfg.lr * np.r_[np.ones(2 * A), c_all])
+    leaky, twin = run_with_twins(batch, data, GDConfig(lr=cfg.lr, steps=steps,
+                                                       n_records=cfg.n_records, spacing="log"),
+                                 a_all)
+    tr = jax.tree_util.tree_map(lambda x, y: np.concatenate([np.asarray(x), np.asarray(y)]),
+                                leaky, twin)
     t = np.asarray(tr.t[0])
     L, Lt = np.asarray(tr.loss), np.asarray(tr.test_loss)
     beta = np.asarray(tr.beta)[..., 0]  # (B, T, d)
