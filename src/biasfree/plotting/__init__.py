@@ -28,6 +28,12 @@ def figure(result: Result):
     return mod.figure(result)
 
 
+def status_title(result: Result) -> str:
+    """``"NAME: all checks passed"`` or ``"NAME: FAILED: check, ..."`` for a suptitle."""
+    status = "all checks passed" if result.passed else "FAILED: " + ", ".join(result.failed())
+    return f"{result.experiment}: {status}"
+
+
 def checks_figure(result: Result):
     """Bar chart of each check's value relative to its threshold."""
     fig, ax = plt.subplots(figsize=(6, 0.4 * len(result.checks) + 1.5))

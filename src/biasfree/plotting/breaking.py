@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..experiments.base import Result
+from . import status_title
 
 FLOOR = 1e-34
 BAR_FLOOR = 1e-18  # bars of exact zeros (round-off) drawn at this level
@@ -47,7 +48,6 @@ def figure(result: Result):
     ax.set_xticks(x, [k.replace("_", "\n") for k in cases], fontsize=8)
     ax.set(title=f"α={float(a['alpha']):g}, c={c:g}", ylim=(BAR_FLOOR, 10))
     ax.legend(fontsize=7, loc="center right")
-    fig.suptitle("breaking: " + ("all checks passed" if result.passed else
-                                 "FAILED: " + ", ".join(result.failed())), fontsize=10)
+    fig.suptitle(status_title(result), fontsize=10)
     fig.tight_layout()
     return fig

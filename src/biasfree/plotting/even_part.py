@@ -8,6 +8,7 @@ import numpy as np
 from matplotlib.ticker import NullFormatter
 
 from ..experiments.base import Result
+from . import status_title
 
 FLOOR = 1e-34  # plotting floor for quantities that are exactly zero up to round-off
 LABELS = {"pair": "antisymmetric pairs", "rank_one": "rank-one balanced", "random": "random Gaussian"}
@@ -66,7 +67,6 @@ def figure(result: Result):
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set(xlabel="width", ylabel="D₀ (smallest σ)", title="rich limit vs width")
         ax.legend(fontsize=7)
-    fig.suptitle("even-part: " + ("all checks passed" if result.passed else
-                                  "FAILED: " + ", ".join(result.failed())), fontsize=10)
+    fig.suptitle(status_title(result), fontsize=10)
     fig.tight_layout()
     return fig

@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..experiments.base import Result
+from . import status_title
 
 
 def figure(result: Result):
@@ -46,7 +47,6 @@ def figure(result: Result):
     ax.set(xlabel="time t", ylabel="min_i y_i β̂ᵀx_i / SVM margin", ylim=(-0.2, 1.05),
            title="normalised margin")
     ax.legend(fontsize=7)
-    fig.suptitle("max-margin: " + ("all checks passed" if result.passed else
-                                   "FAILED: " + ", ".join(result.failed())), fontsize=10)
+    fig.suptitle(status_title(result), fontsize=10)
     fig.tight_layout()
     return fig

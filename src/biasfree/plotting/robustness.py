@@ -7,6 +7,7 @@ import numpy as np
 from matplotlib.ticker import NullFormatter
 
 from ..experiments.base import Result
+from . import status_title
 
 FLOOR = 1e-18
 NAMES = ("pairs", "random")
@@ -50,7 +51,6 @@ def figure(result: Result):
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set(xlabel="learning rate η", ylabel="relative gap", title="large learning rate")
     ax.legend(fontsize=7)
-    fig.suptitle("robustness: " + ("all checks passed" if result.passed else
-                                   "FAILED: " + ", ".join(result.failed())), fontsize=10)
+    fig.suptitle(status_title(result), fontsize=10)
     fig.tight_layout()
     return fig
