@@ -52,6 +52,31 @@ def test_leaky_relu_is_c_z_plus_one_minus_c_abs_z(alpha):
     assert bf.slope_factor(0.0) == 0.5 and bf.slope_factor(1.0) == 1.0
 
 
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 1.0])
+def test_leaky_relu_derivative_at_zero_is_alpha(alpha):
+    """σ_α'(0) = α, PyTorch's convention; 1 for z > 0 and α for z < 0 (§0)."""
+    grad = jax.vmap(jax.grad(lambda z: bf.leaky_relu(z, alpha)))
+    z = jnp.array([-2.0, -1e-300, 0.0, -0.0, 1e-300, 3.0])
+    np.testing.assert_array_equal(grad(z), [alpha, alpha, alpha, alpha, 1.0, 1.0])
+    # a whole net: at W x = 0 exactly, the first layer's gradient uses slope α
+    params = bf.from_arrays([np.zeros((2, 3)), np.ones((1, 2))])
+    X = np.array([[1.0, -2.0, 0.5]])
+    g = jax.grad(lambda p: jnp.sum(bf.forward(p, X, alpha)))(params)
+    np.testing.assert_array_equal(g[0].W, alpha * np.tile(X, (2, 1)))
+
+
+def test_leaky_relu_derivative_matches_torch():
+    """The same gradients as torch.nn.LeakyReLU / ReLU, zeros included."""
+    torch = pytest.importorskip("torch")
+    z = np.array([-1.5, 0.0, 0.0, 2.0])
+    for alpha in (0.0, 0.2, 1.0):
+        act = torch.nn.ReLU() if alpha == 0.0 else torch.nn.LeakyReLU(alpha)
+        zt = torch.tensor(z, dtype=torch.float64, requires_grad=True)
+        act(zt).sum().backward()
+        ours = jax.vmap(jax.grad(lambda x, a=alpha: bf.leaky_relu(x, a)))(jnp.asarray(z))
+        np.testing.assert_array_equal(np.asarray(ours), zt.grad.numpy())
+
+
 # ------------------------------------------------------------------ §1.2 two layers
 
 

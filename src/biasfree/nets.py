@@ -45,8 +45,14 @@ def slope_factor(alpha):
 
 
 def leaky_relu(z, alpha):
-    """``σ_α(z) = max(z, α z)`` elementwise, for slope ``alpha`` = α in [0, 1]."""
-    return jnp.maximum(z, alpha * z)
+    """``σ_α(z) = max(z, α z)`` elementwise, for slope ``alpha`` = α in [0, 1].
+
+    Written as ``z if z > 0 else α z`` so that autodiff gives ``σ_α'(0) = α``, the
+    convention of PyTorch's ``ReLU``/``LeakyReLU`` (``jnp.maximum`` would give the mean
+    of the one-sided slopes, (1 + α)/2): gradients then agree with a PyTorch model
+    even when a pre-activation is exactly zero (docs/theory.md §0).
+    """
+    return jnp.where(z > 0, z, alpha * z)
 
 
 def check_alpha(alpha) -> None:
