@@ -94,7 +94,8 @@ def load(folder) -> Result:
     if (folder / "arrays.npz").exists():
         with np.load(folder / "arrays.npz", allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
-    checks = {k: Check(c["value"], c["threshold"], c["claim"], c.get("op", "<="))
+    checks = {k: Check(c["value"], c["threshold"], c["claim"], c.get("op", "<="),
+                       c.get("unit", ""))  # files written before units existed have none
               for k, c in doc["checks"].items()}
     return Result(doc["experiment"], doc["size"], doc["seed"], doc["config"], doc["metrics"],
                   checks, arrays, doc.get("notes", ""))

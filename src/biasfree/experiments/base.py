@@ -26,12 +26,15 @@ def _quiet(_: str) -> None:
 @dataclass(frozen=True)
 class Check:
     """``value`` compared with ``threshold`` (``"<="``: value must not exceed it;
-    ``">="``: value must reach it). ``claim`` says in one sentence what passing shows."""
+    ``">="``: value must reach it). ``claim`` says in one sentence what passing shows;
+    ``unit`` names what value and threshold are measured in (e.g. ``"fraction of L(0)"``,
+    ``"z (standard errors)"``), so a reader can tell 0.003 of what."""
 
     value: float
     threshold: float
     claim: str
     op: str = "<="
+    unit: str = ""
 
     def __post_init__(self):
         if self.op not in ("<=", ">="):
@@ -46,17 +49,17 @@ class Check:
 
     def to_json(self) -> dict:
         return {"value": float(self.value), "threshold": float(self.threshold),
-                "op": self.op, "passed": self.passed, "claim": self.claim}
+                "op": self.op, "passed": self.passed, "claim": self.claim, "unit": self.unit}
 
 
-def at_most(value, threshold, claim: str) -> Check:
-    """A check that passes when ``value <= threshold``."""
-    return Check(float(value), float(threshold), claim, "<=")
+def at_most(value, threshold, claim: str, *, unit: str = "") -> Check:
+    """A check that passes when ``value <= threshold`` (both in ``unit``)."""
+    return Check(float(value), float(threshold), claim, "<=", unit)
 
 
-def at_least(value, threshold, claim: str) -> Check:
-    """A check that passes when ``value >= threshold``."""
-    return Check(float(value), float(threshold), claim, ">=")
+def at_least(value, threshold, claim: str, *, unit: str = "") -> Check:
+    """A check that passes when ``value >= threshold`` (both in ``unit``)."""
+    return Check(float(value), float(threshold), claim, ">=", unit)
 
 
 @dataclass(frozen=True)
@@ -85,12 +88,14 @@ class Result:
 @dataclass(frozen=True)
 class Experiment:
     """A registered experiment: ``name`` (CLI name), ``claim`` (one line),
-    ``run(size, seed, progress) -> Result``, and its per-size ``configs``."""
+    ``run(size, seed, progress) -> Result``, its per-size ``configs``, and
+    ``paper_claim``: which of the paper's claims it tests, in one line (for the report)."""
 
     name: str
     claim: str
     run: Callable[..., Result]
     configs: dict = field(default_factory=dict)
+    paper_claim: str = ""
 
 
 def config_dict(cfg) -> dict:

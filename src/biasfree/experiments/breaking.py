@@ -130,11 +130,13 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
         "control_on_linear_curve": at_most(
             D["control"], ROUND_OFF,
             "Bias-free, symmetric data, odd target, pair init: the ReLU-family net's loss "
-            "equals its linear twin's (time c t) to round-off (§2.3)."),
+            "equals its linear twin's (time c t) to round-off (§2.3).",
+            unit="fraction of L(0)"),
         "control_never_below_linear_floor": at_least(
             ctrl_margin, -ROUND_OFF,
             "Bias-free on symmetric data the loss never goes below the least-squares linear "
-            "floor, at any time (odd part linear, even part orthogonal to it, §1.3)."),
+            "floor, at any time (odd part linear, even part orthogonal to it, §1.3).",
+            unit="fraction of the linear floor"),
     }
     claims = {
         "biases": "with hidden biases",
@@ -145,11 +147,13 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
         checks[f"{case}_leave_linear_curve"] = at_least(
             D[case], PAPER_LEVEL,
             f"From the same pair init, {how}, the net leaves its linear twin's curve by at "
-            "least the paper's 0.3% of L(0).")
+            "least the paper's 0.3% of L(0).",
+            unit="fraction of L(0)")
         checks[f"{case}_beat_linear_floor"] = at_least(
             below[case], PAPER_LEVEL,
             f"{how[0].upper() + how[1:]}, the net ends at least 0.3% below the best linear "
-            "least-squares loss on its training set, which no linear net can do.")
+            "least-squares loss on its training set, which no linear net can do.",
+            unit="fraction of the linear floor")
 
     metrics = {"c": c, "control_min_margin_above_floor": ctrl_margin}
     for case in CASES:
@@ -178,4 +182,6 @@ EXPERIMENT = Experiment(
     name="breaking",
     claim="Biases, asymmetric data or an even target make a ReLU net leave the linear curve "
           "and beat the linear floor; the bias-free symmetric control cannot.",
-    run=run, configs=CONFIGS)
+    run=run, configs=CONFIGS,
+    paper_claim=("Claim 4 (consequences), what breaks it: biases, asymmetric data or an even target make a"
+                 " ReLU net leave the linear net's behaviour."))

@@ -364,24 +364,29 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
         "deep_linear_gd_exact_mode_map": at_most(
             map_gap, ROUND_OFF,
             "The deep linear net from balanced aligned init follows the exact GD mode map "
-            "a ← a(1 + η(s - a)a^{(L-2)/L})^L to round-off (max gap / s)."),
+            "a ← a(1 + η(s - a)a^{(L-2)/L})^L to round-off (max gap / s).",
+            unit="fraction of s (mode strength)"),
         "deep_linear_half_times_match_flow": at_most(
             half_err, half_tol,
             "Its transition times match the gradient-flow closed form of §3.3 (quadrature) "
-            "within the first-order step error η s₁^{2-2/L} (max relative gap)."),
+            "within the first-order step error η s₁^{2-2/L} (max relative gap).",
+            unit="relative error of t½"),
         "pair_nets_stay_exactly_odd": at_most(
             odd_even, ROUND_OFF**2,
             "Deep ReLU pair nets keep f(-x) = -f(x) on symmetric data (even energy / <||y||²> "
-            "at round-off²), although their middle blocks lose antisymmetry."),
+            "at round-off²), although their middle blocks lose antisymmetry.",
+            unit="fraction of <‖y‖²>"),
         "odd_nonlinear_energy_identity": at_most(
             ident, ROUND_OFF,
             "The odd nonlinear energy from the identity 2L = ||Σ_yx - β_effᵀ||² + <||f_odd - "
             "β_effᵀx||²> + <||f_even||²> equals the direct measurement at the final "
-            "parameters (difference / <||y||²>, round-off)."),
+            "parameters (difference / <||y||²>, round-off).",
+            unit="fraction of <‖y‖²>"),
         "two_layer_never_below_linear_floor": at_least(
             two_min, 1.0 - ROUND_OFF,
             "On the symmetric sine data the two-layer ReLU loss never goes below the "
-            "least-squares linear floor (min_t L / floor ≥ 1 up to round-off, §1.3)."),
+            "least-squares linear floor (min_t L / floor ≥ 1 up to round-off, §1.3).",
+            unit="ratio to the linear floor"),
     }
     notes = _notes(cfg, metrics)
     return Result("deep", size, seed, config_dict(cfg), metrics, checks, arrays, notes)
@@ -408,4 +413,6 @@ EXPERIMENT = Experiment(
     claim="Deep bias-free ReLU nets learn a linear teacher stage by stage like deep linear "
           "nets, but faster than the rescaled linear theory and with a nonlinear odd part; "
           "on the sine target they go below the two-layer floor.",
-    run=run, configs=CONFIGS)
+    run=run, configs=CONFIGS,
+    paper_claim=("Claim 3 (depth): deep bias-free ReLU nets express more than two-layer ones, yet share "
+                 "low-rank weights and stage-like learning with deep linear nets."))

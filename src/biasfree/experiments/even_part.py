@@ -163,23 +163,28 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
         "pair_init_on_linear_curve": at_most(
             np.max(D[i_pair]), ROUND_OFF,
             "At every init scale the antisymmetric-pair leaky net's loss equals its linear "
-            "twin's (√c·init, step η c, time c t) to round-off (§2.3)."),
+            "twin's (√c·init, step η c, time c t) to round-off (§2.3).",
+            unit="fraction of L(0)"),
         "rank_one_init_on_linear_curve": at_most(
             np.max(D[i_r1]), ROUND_OFF,
             "At every init scale the rank-one balanced zero-even leaky net's loss equals its "
-            "linear twin's to round-off (§2.4–2.5)."),
+            "linear twin's to round-off (§2.4–2.5).",
+            unit="fraction of L(0)"),
         "exact_inits_even_part_zero": at_most(
             np.max(E[[i_pair, i_r1]]) / y_power, ROUND_OFF**2,
             "Pair and rank-one inits keep <f_even²> / <y²> at round-off (below (1e-10)²) at "
-            "every recorded time and scale."),
+            "every recorded time and scale.",
+            unit="fraction of <y²>"),
         "random_init_t0_gap_is_even_energy": at_most(
             t0_identity, ROUND_OFF,
             "At t = 0 the leaky-minus-twin loss gap equals ½<f_even²> exactly (odd and even "
-            "parts are orthogonal on symmetric data, §1.3), at every scale."),
+            "parts are orthogonal on symmetric data, §1.3), at every scale.",
+            unit="fraction of L(0)"),
         "random_init_deviation_grows_into_lazy_regime": at_least(
             D[i_rand, -1] - D[i_rand, 0], PAPER_LEVEL,
             "From random Gaussian init the largest scale deviates from the linear twin by at "
-            "least the paper's 0.3% of L(0) more than the smallest scale does (lazy regime)."),
+            "least the paper's 0.3% of L(0) more than the smallest scale does (lazy regime).",
+            unit="fraction of L(0)"),
     }
     metrics = {"s": s, "y_power": y_power, "c": c, "steps": steps, "t_max": steps * cfg.lr,
                "t_half_smallest_scale": t_half,
@@ -212,7 +217,8 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
         checks["random_rich_limit_shrinks_with_width"] = at_most(
             slope, -0.25,
             "In the rich limit the median deviation over seeds falls with width: the fitted "
-            "exponent is nearer the predicted -1/2 (to -1) than 0 (exponent <= -1/4).")
+            "exponent is nearer the predicted -1/2 (to -1) than 0 (exponent <= -1/4).",
+            unit="log-log exponent in width")
         metrics["random_rich_limit_width_exponent"] = slope
         for w, m in zip(cfg.study_widths, med, strict=True):
             metrics[f"random_rich_limit_median_deviation_width_{w}"] = float(m)
@@ -230,4 +236,6 @@ EXPERIMENT = Experiment(
     name="even-part",
     claim="Pair and rank-one inits keep f_even = 0 exactly; small random init leaves a "
           "width-set even part, and large init a growing one.",
-    run=run, configs=CONFIGS)
+    run=run, configs=CONFIGS,
+    paper_claim=("Claim 2 (dynamics), its condition: the linear equivalence is exact while the even part "
+                 "f_even stays zero, and only approximate from small random init."))

@@ -114,16 +114,19 @@ def _floor_checks(name, fl, sample, exact_F, exact_H, cfg) -> dict:
     checks = {f"{name}_floor_matches_closed_form": at_most(
         abs(_z(fl.total.value, fl.total.error, exact_F, 0.0)), z,
         f"The Monte-Carlo two-layer floor of {name} agrees with its Gaussian closed form within "
-        f"{z:g} standard errors (|z|).")}
+        f"{z:g} standard errors (|z|).",
+        unit="|z| (standard errors)")}
     if exact_H is not None:
         checks[f"{name}_homogeneous_floor_matches_closed_form"] = at_most(
             abs(_z(fl.any_depth.value, fl.any_depth.error, exact_H, 0.0)), z,
             f"The ray-quadrature 1-homogeneous floor of {name} agrees with its closed form within "
-            f"{z:g} standard errors (|z|).")
+            f"{z:g} standard errors (|z|).",
+            unit="|z| (standard errors)")
     checks[f"{name}_train_set_floor_consistent"] = at_most(
         abs(_z(sample.value, sample.error, fl.odd.value, fl.odd.error)), z,
         f"The exact odd floor of the {cfg.n_train}-draw training set differs from the population "
-        f"one by at most {z:g} combined standard errors (the finite-sample gap).")
+        f"one by at most {z:g} combined standard errors (the finite-sample gap).",
+        unit="|z| (standard errors)")
     return checks
 
 
@@ -139,30 +142,36 @@ def _net_checks(name, fits, fl, dsf, z) -> dict:
         f"{name}_two_layer_train_never_below_set_floor": at_least(
             float(np.min(curve - dsf.value)) / dsf.power, -1e-10,
             f"At every recorded time the two-layer bias-free net's training MSE on {name} is at "
-            "least the exact floor of its symmetric training set (round-off allowance 1e-10)."),
+            "least the exact floor of its symmetric training set (round-off allowance 1e-10).",
+            unit="fraction of <y²> (training set)"),
         f"{name}_two_layer_test_not_below_floor": at_least(
             _z(t2, s2, F, se_F), -z,
             f"The trained two-layer bias-free net's test MSE on {name} is not below the "
-            f"population two-layer floor by more than {z:g} standard errors (z)."),
+            f"population two-layer floor by more than {z:g} standard errors (z).",
+            unit="z (standard errors)"),
         f"{name}_biased_below_two_layer_floor": at_least(
             _z(F, se_F, tb, sb), z,
             f"The two-layer net with biases beats the bias-free two-layer floor on {name} by at "
-            f"least {z:g} standard errors (z)."),
+            f"least {z:g} standard errors (z).",
+            unit="z (standard errors)"),
     }
     if name == "even":
         checks["even_depth3_not_below_two_layer_floor"] = at_least(
             _z(t3, s3, F, se_F), -z,
             "On the even target the depth-3 bias-free net does not beat the two-layer floor (it "
-            f"is also the 1-homogeneous floor of every depth) by more than {z:g} SE (z).")
+            f"is also the 1-homogeneous floor of every depth) by more than {z:g} SE (z).",
+            unit="z (standard errors)")
     else:
         checks[f"{name}_depth3_below_two_layer_floor"] = at_least(
             _z(F, se_F, t3, s3), z,
             f"The depth-3 bias-free net's test MSE on {name} is below the two-layer floor by at "
-            f"least {z:g} standard errors (z): depth expresses odd nonlinearity.")
+            f"least {z:g} standard errors (z): depth expresses odd nonlinearity.",
+            unit="z (standard errors)")
         checks[f"{name}_depth3_test_above_homogeneous_floor"] = at_least(
             _z(t3, s3, H, se_H), -z,
             f"The depth-3 bias-free net's test MSE on {name} is not below the 1-homogeneous "
-            f"floor of every depth by more than {z:g} standard errors (z).")
+            f"floor of every depth by more than {z:g} standard errors (z).",
+            unit="z (standard errors)")
     return checks
 
 
@@ -242,4 +251,6 @@ EXPERIMENT = Experiment(
     name="expressivity",
     claim="Two-layer bias-free ReLU nets cannot go below their computable floor (odd part "
           "linear, even part 1-homogeneous); depth-3 or biased nets can.",
-    run=run, configs=CONFIGS)
+    run=run, configs=CONFIGS,
+    paper_claim=("Claim 1 (expressivity): a two-layer bias-free (leaky) ReLU net expresses only linear odd"
+                 " functions, which sets a floor that depth or biases remove."))

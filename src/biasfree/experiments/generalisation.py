@@ -176,16 +176,19 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
         "pair_init_train_and_test_equal_linear_twin": at_most(
             float(max(gap_train[:A].max(), gap_test[:A].max())), ROUND_OFF,
             "With antisymmetric-pair init, every leaky net's train and test loss at time t "
-            "equal its linear twin's (√c·init, step ηc) at time c t, to round-off (§2.3)."),
+            "equal its linear twin's (√c·init, step ηc) at time c t, to round-off (§2.3).",
+            unit="fraction of L(0)"),
         "test_loss_equals_population_loss_of_beta": at_most(
             pop_gap_lin, se_lin,
             "For linear-function nets (pair init, twins) the test loss at every record "
             "equals ½(||β_eff - T||² + σ²) within 5 standard errors of the n_test sample "
-            "(relative, 5√(2/n_test))."),
+            "(relative, 5√(2/n_test)).",
+            unit="relative error (fraction of the population loss)"),
         "random_init_population_loss_with_even_part": at_most(
             float(final[:, 0].max()), 1.0,
             "For small random init the final test loss equals ½(||β_eff - T||² + σ²) + "
-            "½E f_even² (arc-cosine kernel) within 5 standard errors (value: gap / 5 s.e.)."),
+            "½E f_even² (arc-cosine kernel) within 5 standard errors (value: gap / 5 s.e.).",
+            unit="multiples of 5 standard errors"),
     }
     metrics = {"lstsq_train_floor": lstsq_floor, "noise": cfg.noise,
                "population_loss_of_teacher": 0.5 * cfg.noise**2,
@@ -217,4 +220,6 @@ EXPERIMENT = Experiment(
     name="generalisation",
     claim="Train and test loss of bias-free (leaky) ReLU nets on a noisy linear teacher equal "
           "the linear net's with time × (1+α)/2; test loss is the population loss of β_eff.",
-    run=run, configs=CONFIGS)
+    run=run, configs=CONFIGS,
+    paper_claim=("Claim 2 (dynamics), on held-out data: the linear equivalence with time × (1+α)/2 holds "
+                 "for the test loss too, not only the training loss."))

@@ -249,4 +249,7 @@ EXPERIMENT = Experiment(
     name="leaky-collapse",
     claim="Two-layer bias-free leaky ReLU nets on symmetric data learn like linear nets "
           "with time rescaled by (1+α)/2.",
-    run=run, configs=CONFIGS)
+    run=run, configs=CONFIGS,
+    paper_claim=("Claim 2 (dynamics): on symmetric data a two-layer bias-free leaky ReLU net learns "
+                 "exactly like a linear net with time rescaled by (1+α)/2, giving closed-form learning "
+                 "curves."))

@@ -203,35 +203,43 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
         "weight_decay_pair_init_on_linear_curve": at_most(
             _first(D_wd), ROUND_OFF,
             "With weight decay λ the pair-init leaky net's loss equals its linear twin's "
-            "trained with decay λ/c (and step η c, time c t) to round-off (§2.7)."),
+            "trained with decay λ/c (and step η c, time c t) to round-off (§2.7).",
+            unit="fraction of L(0)"),
         "weight_decay_acts_as_lambda_over_c": at_most(
             wd_err[0], 1e-2,
             "The pair-init leaky net's final β_eff is the decayed linear solution β*(λ/c): "
-            "its distance from it is under 1% of the distance between β*(λ/c) and β*(λ)."),
+            "its distance from it is under 1% of the distance between β*(λ/c) and β*(λ).",
+            unit="fraction of ‖β*(λ/c) − β*(λ)‖"),
         "large_init_pair_still_exact": at_most(
             _first(D_big), ROUND_OFF,
             "At large init the pair identity still holds to round-off: it does not depend "
-            "on the init scale (§2.3)."),
+            "on the init scale (§2.3).",
+            unit="fraction of L(0)"),
         "large_init_t0_gap_is_even_energy": at_most(
             t0_identity, ROUND_OFF,
             "At large random init the t = 0 loss gap to the twin is exactly ½<f_even(0)²> "
-            "(odd/even orthogonality on symmetric data, §1.3)."),
+            "(odd/even orthogonality on symmetric data, §1.3).",
+            unit="fraction of L(0)"),
         "large_init_even_part_large_from_start": at_least(
             t0_gap_big[1], PAPER_LEVEL,
             "At large random init the even part alone puts the leaky net at least the "
-            "paper's 0.3% of L(0) off its linear twin at t = 0 (lazy regime, §5)."),
+            "paper's 0.3% of L(0) off its linear twin at t = 0 (lazy regime, §5).",
+            unit="fraction of L(0)"),
         "gd_leaves_flow_more_as_lr_grows": at_least(
             float(np.min(growth)), 1.0,
             "The pair-init net's max gap between GD and gradient flow at equal times t = η k "
-            "grows with every increase of η (smallest ratio of successive gaps >= 1)."),
+            "grows with every increase of η (smallest ratio of successive gaps >= 1).",
+            unit="ratio of successive gaps"),
         "gd_flow_gap_is_first_order": at_most(
             abs(order - 1.0), 0.5,
             "The GD-flow gap grows like η¹ (Euler's global error): the fitted log-log "
-            "exponent is nearer 1 than 0 or 2."),
+            "exponent is nearer 1 than 0 or 2.",
+            unit="|exponent − 1| (log-log in η)"),
         "pair_identity_exact_at_largest_lr": at_most(
             float(np.max(D_lr[:, 0])), ROUND_OFF,
             "At every learning rate, the largest included, the pair-init leaky GD equals its "
-            "linear twin's GD (step η c) to round-off (§2.3 is exact for GD)."),
+            "linear twin's GD (step η c) to round-off (§2.3 is exact for GD).",
+            unit="fraction of L(0)"),
     }
     metrics = {"c": c, "weight_decay": cfg.weight_decay,
                "wd_random_init_deviation": float(D_wd[1]),
@@ -271,4 +279,6 @@ EXPERIMENT = Experiment(
     name="robustness",
     claim="Weight decay maps to λ/c exactly for pairs; large init and large steps break the "
           "random-init equivalence, never the pair identity.",
-    run=run, configs=CONFIGS)
+    run=run, configs=CONFIGS,
+    paper_claim=("Claim 4 (consequences), robustness: weight decay keeps the linear equivalence (as λ/c); "
+                 "large init and large steps are what strain it."))
