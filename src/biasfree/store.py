@@ -1,8 +1,12 @@
 """Results on disk: ``DIR/NAME/result.json``, ``arrays.npz``, ``figure.png``/``.pdf``.
 
-Every file is written to a temporary name in the same folder and moved into place
-with ``os.replace``, so a crash never leaves a half-written result. No pickle:
-JSON, and ``.npz`` loaded with ``allow_pickle=False``.
+An experiment's folder is replaced as a unit: its files are written into a temporary
+folder beside it (``DIR/.NAME.tmp-PID-*``), which is then renamed into place (the old
+folder is first renamed aside to ``DIR/.NAME.old-PID-*`` and deleted after). A crash or
+a kill at any moment leaves either the old complete result or the new one, never a mix;
+the next save cleans up what a killed process left behind. :func:`reusable` says whether
+a saved result can be kept instead of recomputed. No pickle: JSON, and ``.npz`` loaded
+with ``allow_pickle=False``.
 """
 
 from __future__ import annotations
@@ -10,7 +14,10 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
+import shutil
 import tempfile
+import uuid
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -26,11 +33,16 @@ def versions() -> dict[str, str]:
     """Versions of Python and the libraries a result depends on."""
     out = {"python": platform.python_version()}
     for pkg in ("biasfree", "jax", "jaxlib", "diffrax", "numpy", "scipy", "matplotlib"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = "not installed"
+        out[pkg] = versions_of(pkg)
     return out
+
+
+def versions_of(pkg: str) -> str:
+    """The installed version of ``pkg``, or ``"not installed"``."""
+    try:
+        return version(pkg)
+    except PackageNotFoundError:
+        return "not installed"
 
 
 def atomic_write(path: Path, write) -> None:
@@ -51,10 +63,12 @@ def atomic_write(path: Path, write) -> None:
 
 
 def result_json(result: Result, elapsed_s: float) -> dict:
-    """The ``result.json`` document (keys in DESIGN.md's output contract)."""
+    """The ``result.json`` document (keys in DESIGN.md's output contract; ``size`` is the
+    preset's name, ``overrides`` the fields set on top of it, ``config`` the effective
+    config)."""
     return {
         "experiment": result.experiment, "size": result.size, "seed": result.seed,
-        "config": result.config,
+        "config": result.config, "preset": result.preset, "overrides": result.overrides,
         "metrics": {k: float(v) for k, v in result.metrics.items()},
         "checks": {k: c.to_json() for k, c in result.checks.items()},
         "versions": versions(), "elapsed_s": float(elapsed_s), "passed": result.passed,
@@ -62,22 +76,92 @@ def result_json(result: Result, elapsed_s: float) -> dict:
     }
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_leftovers(out_dir, name: str) -> None:
+    """Remove the temporary folders a killed save of ``name`` left in ``out_dir``; if it
+    died between its two renames (old result aside, new not yet in place), put the old
+    result back. Folders of a save still running (its process alive) are left alone."""
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        return
+    pattern = re.compile(rf"\.{re.escape(name)}\.(tmp|old)-(\d+)-")
+    for p in sorted(out_dir.iterdir()):
+        m = pattern.match(p.name)
+        if not m or not p.is_dir():
+            continue
+        pid = int(m.group(2))
+        if pid != os.getpid() and _pid_alive(pid):
+            continue
+        if m.group(1) == "old" and not (out_dir / name).exists():
+            os.rename(p, out_dir / name)
+        else:
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_file(path: Path, write) -> None:
+    with open(path, "wb") as fh:
+        write(fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
 def save(result: Result, out_dir, elapsed_s: float, figure=None) -> list[Path]:
-    """Write the result (and ``figure``, a matplotlib Figure) under
-    ``out_dir/<experiment>/``; returns the paths written."""
-    folder = Path(out_dir) / result.experiment
+    """Write the result (and ``figure``, a matplotlib Figure) as ``out_dir/<experiment>/``,
+    replacing any folder there as a unit (see the module docstring); returns the paths
+    written. If anything fails the old folder is left as it was."""
+    out_dir = Path(out_dir)
+    name = result.experiment
+    out_dir.mkdir(parents=True, exist_ok=True)
+    clean_leftovers(out_dir, name)
+    folder = out_dir / name
     doc = json.dumps(result_json(result, elapsed_s), indent=2, allow_nan=True).encode()
-    paths = [folder / "result.json", folder / "arrays.npz"]
-    atomic_write(paths[0], lambda fh: fh.write(doc))
     arrays = {k: np.asarray(v) for k, v in result.arrays.items()}
-    atomic_write(paths[1], lambda fh: np.savez_compressed(fh, **arrays))
-    if figure is not None:
-        for ext in ("png", "pdf"):
-            p = folder / f"figure.{ext}"
-            atomic_write(p, lambda fh, ext=ext: figure.savefig(fh, format=ext, dpi=130,
-                                                          bbox_inches="tight"))
-            paths.append(p)
-    return paths
+    tmp = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".{name}.tmp-{os.getpid()}-"))
+    old = None
+    try:
+        files = ["result.json", "arrays.npz"]
+        _write_file(tmp / files[0], lambda fh: fh.write(doc))
+        _write_file(tmp / files[1], lambda fh: np.savez_compressed(fh, **arrays))
+        if figure is not None:
+            for ext in ("png", "pdf"):
+                files.append(f"figure.{ext}")
+                _write_file(tmp / files[-1], lambda fh, ext=ext: figure.savefig(
+                    fh, format=ext, dpi=130, bbox_inches="tight"))
+        for f in files:
+            os.chmod(tmp / f, 0o644)
+        os.chmod(tmp, 0o755)  # mkdtemp makes 0700; results are meant to be shared
+        _fsync_dir(tmp)
+        if folder.exists():
+            old = out_dir / f".{name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            os.rename(folder, old)
+        os.rename(tmp, folder)
+        _fsync_dir(out_dir)
+    except BaseException:
+        if old is not None and not folder.exists() and old.exists():
+            os.rename(old, folder)  # put the old result back
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    return [folder / f for f in files]
 
 
 def load(folder) -> Result:
@@ -97,13 +181,54 @@ def load(folder) -> Result:
     checks = {k: Check(c["value"], c["threshold"], c["claim"], c.get("op", "<="),
                        c.get("unit", ""))  # files written before units existed have none
               for k, c in doc["checks"].items()}
-    return Result(doc["experiment"], doc["size"], doc["seed"], doc["config"], doc["metrics"],
-                  checks, arrays, doc.get("notes", ""))
+    return Result(doc["experiment"], doc["seed"], doc["config"], doc["metrics"], checks, arrays,
+                  doc.get("notes", ""),
+                  preset=doc.get("preset", doc["size"]),  # files before presets: size only
+                  overrides=doc.get("overrides", {}))
+
+
+def run_key(experiment: str, config: dict, seed: int) -> dict:
+    """What a saved result must match to be reused: experiment, effective config (as
+    ``result.json`` stores it), seed and the ``biasfree`` version."""
+    return {"experiment": experiment, "config": json.loads(json.dumps(config)), "seed": seed,
+            "biasfree": versions_of("biasfree")}
+
+
+def reusable(folder, experiment: str, config: dict, seed: int) -> tuple[bool, str]:
+    """Whether the result saved in ``folder`` was computed by the same experiment, from the
+    same effective ``config`` and ``seed``, by the same ``biasfree`` version (and is
+    complete), with the reason in words."""
+    folder = Path(folder)
+    key = run_key(experiment, config, seed)
+    try:
+        doc = json.loads((folder / "result.json").read_text())
+    except FileNotFoundError:
+        return False, "no saved result"
+    except (OSError, ValueError) as e:
+        return False, f"saved result.json unreadable ({e})"
+    if not (folder / "arrays.npz").exists():
+        return False, "saved result has no arrays.npz"
+    saved = {"experiment": doc.get("experiment"), "config": doc.get("config"),
+             "seed": doc.get("seed"), "biasfree": doc.get("versions", {}).get("biasfree")}
+    if saved["config"] != key["config"]:
+        cfg = saved["config"] if isinstance(saved["config"], dict) else {}
+        diff = [f"{k} {cfg.get(k, '(absent)')!r} -> {v!r}" for k, v in key["config"].items()
+                if cfg.get(k, object()) != v] + [f"{k} (no longer a field)" for k in cfg
+                                                 if k not in key["config"]]
+        return False, "config differs: " + "; ".join(diff)
+    for k in ("experiment", "seed", "biasfree"):
+        if saved[k] != key[k]:
+            return False, f"{'biasfree version' if k == 'biasfree' else k} differs: saved " \
+                          f"{saved[k]!r}, now {key[k]!r}"
+    return True, (f"saved result has the same config, seed {seed} and biasfree "
+                  f"{key['biasfree']}")
 
 
 def load_all(out_dir) -> list[tuple[Result, dict]]:
     """Every saved result under ``out_dir`` with its raw JSON document."""
     found = []
     for path in sorted(Path(out_dir).glob("*/result.json")):
+        if path.parent.name.startswith("."):  # a save in progress or a killed one's leftovers
+            continue
         found.append((load(path.parent), json.loads(path.read_text())))
     return found

@@ -1,8 +1,14 @@
 """Registry of experiments, one module per claim of the paper.
 
-Each module ``biasfree.experiments.<name>`` defines ``EXPERIMENT`` (an
+Each module ``biasfree.experiments.<name>`` defines a frozen ``Config``, its
+``PRESETS`` (``tiny``, ``paper``), ``run(cfg, seed, progress)`` and ``EXPERIMENT`` (an
 :class:`~biasfree.experiments.base.Experiment`); modules are discovered, so adding
-an experiment means adding a module. ``leaky-collapse`` is the headline.
+an experiment means adding a module. ``leaky-collapse`` is the headline. To run one
+from Python with overrides::
+
+    exp = get("leaky-collapse")
+    cfg = resolve_config(exp, "tiny", {"width": 40})
+    result = run_experiment(exp, cfg, seed=0, preset="tiny", overrides={"width": 40})
 """
 
 from __future__ import annotations
@@ -10,7 +16,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from .base import SIZES, Check, Experiment, Result, at_least, at_most
+from .base import SIZES, Check, Experiment, Result, at_least, at_most, run_experiment
+from .config import ConfigError, resolve_config
 
 HEADLINE = "leaky-collapse"
 
@@ -18,7 +25,7 @@ HEADLINE = "leaky-collapse"
 def _discover() -> dict[str, Experiment]:
     found = {}
     for mod in pkgutil.iter_modules(__path__):
-        if mod.name == "base" or mod.name.startswith("_"):
+        if mod.name in ("base", "config") or mod.name.startswith("_"):
             continue
         exp = getattr(importlib.import_module(f"{__name__}.{mod.name}"), "EXPERIMENT", None)
         if isinstance(exp, Experiment):
@@ -40,5 +47,5 @@ def get(name: str) -> Experiment:
         ) from None
 
 
-__all__ = ["HEADLINE", "REGISTRY", "SIZES", "Check", "Experiment", "Result", "at_least",
-           "at_most", "get"]
+__all__ = ["HEADLINE", "REGISTRY", "SIZES", "Check", "ConfigError", "Experiment", "Result",
+           "at_least", "at_most", "get", "resolve_config", "run_experiment"]

@@ -1,21 +1,25 @@
 """What an experiment is and what it returns.
 
-An experiment reproduces one claim of the paper: ``run(size, seed, progress)``
-computes numbers and arrays (never plots or files) and returns a :class:`Result`
-whose :class:`Check` entries compare simulation with theory, each stating its claim
-in one sentence. Figures are drawn later from the result (``biasfree.plotting``), and
-results are written by ``biasfree.store``: compute once, plot later.
+An experiment reproduces one claim of the paper. Its hyperparameters are a frozen,
+validated ``Config`` dataclass with named ``presets`` (``tiny``: seconds, ``paper``:
+minutes); ``run(cfg, seed, progress)`` computes numbers and arrays (never plots or
+files) and returns a :class:`Result` whose :class:`Check` entries compare simulation
+with theory, each stating its claim in one sentence. Figures are drawn later from the
+result (``biasfree.plotting``), and results are written by ``biasfree.store``: compute
+once, plot later. Configs from presets, files and ``--set`` overrides are resolved in
+``biasfree.experiments.config``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, is_dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, is_dataclass, replace
 
 import numpy as np
 
 SIZES = ("tiny", "paper")
+"""The preset names every experiment defines (``--preset``; ``--size`` is an alias)."""
 Progress = Callable[[str], None]
 
 
@@ -64,18 +68,27 @@ def at_least(value, threshold, claim: str, *, unit: str = "") -> Check:
 
 @dataclass(frozen=True)
 class Result:
-    """Everything one run produced: ``config`` (JSON-able dict), ``metrics``
-    (name -> number), ``checks`` (name -> Check), ``arrays`` (name -> ndarray, for
-    the figure and ``arrays.npz``), ``notes`` (free text for the report)."""
+    """Everything one run produced: ``config`` (the effective config, a JSON-able dict),
+    ``metrics`` (name -> number), ``checks`` (name -> Check), ``arrays`` (name ->
+    ndarray, for the figure and ``arrays.npz``), ``notes`` (free text for the report),
+    ``preset`` the named preset the config started from (``"custom"`` for a config built
+    by hand) and ``overrides`` the fields set on top of it (both filled in by
+    :func:`run_experiment`)."""
 
     experiment: str
-    size: str
     seed: int
     config: dict
     metrics: dict[str, float]
     checks: dict[str, Check]
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     notes: str = ""
+    preset: str = "custom"
+    overrides: dict = field(default_factory=dict)
+
+    @property
+    def size(self) -> str:
+        """The preset's name (``result.json``'s ``size`` key; read-only alias)."""
+        return self.preset
 
     @property
     def passed(self) -> bool:
@@ -88,14 +101,46 @@ class Result:
 @dataclass(frozen=True)
 class Experiment:
     """A registered experiment: ``name`` (CLI name), ``claim`` (one line),
-    ``run(size, seed, progress) -> Result``, its per-size ``configs``, and
-    ``paper_claim``: which of the paper's claims it tests, in one line (for the report)."""
+    ``run(cfg, seed, progress) -> Result``, ``config`` its frozen Config dataclass,
+    ``presets`` (name -> Config: ``tiny``, ``paper``), and ``paper_claim``: which of the
+    paper's claims it tests, in one line (for the report). ``configs`` is the old name
+    of ``presets``, still accepted."""
 
     name: str
     claim: str
     run: Callable[..., Result]
-    configs: dict = field(default_factory=dict)
+    config: type | None = None
+    presets: Mapping[str, object] = field(default_factory=dict)
     paper_claim: str = ""
+    configs: Mapping[str, object] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.configs and not self.presets:
+            object.__setattr__(self, "presets", self.configs)
+        object.__setattr__(self, "configs", self.presets)
+        if self.config is not None:
+            wrong = [k for k, v in self.presets.items() if not isinstance(v, self.config)]
+            if wrong:
+                raise TypeError(f"{self.name}: presets {wrong} are not {self.config.__qualname__} "
+                                "instances")
+
+
+def expect_config(cfg, config_cls) -> None:
+    """Raise a clear TypeError unless ``cfg`` is a ``config_cls`` (the old API passed a
+    size name)."""
+    if not isinstance(cfg, config_cls):
+        raise TypeError(f"run() takes a {config_cls.__module__}.{config_cls.__qualname__}, e.g. "
+                        f"PRESETS['tiny'] or Config(...) (see `biasfree show`), got {cfg!r}")
+
+
+def run_experiment(exp: Experiment, cfg, seed: int = 0, progress: Progress = _quiet, *,
+                   preset: str = "custom", overrides: Mapping | None = None) -> Result:
+    """Run ``exp`` from ``cfg`` and return its Result with the effective config, the
+    ``preset`` it started from and the ``overrides`` recorded (what ``result.json``
+    stores). The one entry point for the CLI and sweeps."""
+    result = exp.run(cfg, seed, progress)
+    return replace(result, config=config_dict(cfg), preset=preset,
+                   overrides=config_dict(dict(overrides or {})))
 
 
 def config_dict(cfg) -> dict:

@@ -41,7 +41,7 @@ from ..data import Dataset, abs_target, asymmetric_half, gaussian_inputs, sine_t
 from ..nets import Layer, init_gaussian, init_pairs, slope_factor
 from ..train import GDConfig
 from ._common import PAPER_LEVEL, ROUND_OFF, run_with_twins, twin_gap
-from .base import Experiment, Result, _quiet, at_least, at_most, check_size, config_dict
+from .base import Experiment, Progress, Result, _quiet, at_least, at_most, config_dict, expect_config
 
 CASES = ("control", "biases", "asymmetric_data", "even_target")
 
@@ -73,7 +73,7 @@ class Config:
             raise ValueError("scale and bias_scale must be > 0")
 
 
-CONFIGS = {
+PRESETS = {
     "tiny": Config(n=100, width=32, steps=3000),
     "paper": Config(),
 }
@@ -96,9 +96,9 @@ def _batch1(params):
     return jax.tree_util.tree_map(lambda a: np.asarray(a)[None], params)
 
 
-def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
-    check_size(size)
-    cfg = CONFIGS[size]
+def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
+    expect_config(cfg, Config)
     c = float(slope_factor(cfg.alpha))
 
     progress("data and initialisation")
@@ -175,13 +175,13 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
     notes = (f"Slope α = {cfg.alpha:g} (c = {c:g}), width {cfg.width}, pair init std "
              f"{cfg.scale:g}, GD η = {cfg.lr:g} for {cfg.steps} steps. Fraction below the "
              "linear floor at the end: " + ", ".join(f"{k} {below[k]:.3g}" for k in CASES) + ".")
-    return Result("breaking", size, seed, config_dict(cfg), metrics, checks, arrays, notes)
+    return Result("breaking", seed, config_dict(cfg), metrics, checks, arrays, notes)
 
 
 EXPERIMENT = Experiment(
     name="breaking",
     claim="Biases, asymmetric data or an even target make a ReLU net leave the linear curve "
           "and beat the linear floor; the bias-free symmetric control cannot.",
-    run=run, configs=CONFIGS,
+    run=run, config=Config, presets=PRESETS,
     paper_claim=("Claim 4 (consequences), what breaks it: biases, asymmetric data or an even target make a"
                  " ReLU net leave the linear net's behaviour."))

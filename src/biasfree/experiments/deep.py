@@ -53,7 +53,7 @@ from ..expressivity import net_function, odd_nonlinearity
 from ..nets import Layer, pair_up, slope_factor
 from ..train import GDConfig, gd_ensemble
 from ._common import ROUND_OFF, crossing_time
-from .base import Experiment, Result, _quiet, at_least, at_most, check_size, config_dict
+from .base import Experiment, Progress, Result, _quiet, at_least, at_most, config_dict, expect_config
 
 MEMBERS = ("linear_aligned", "relu_pair_aligned", "relu_gaussian", "relu_pair_random",
            "linear_twin_of_pair_random")
@@ -72,19 +72,19 @@ class Config:
     ``sine_scale`` init std, ``sine_lr``, ``sine_t_max``."""
 
     d: int = 8
-    s: tuple = (2.0, 1.2, 0.6)
+    s: tuple[float, ...] = (2.0, 1.2, 0.6)
     n: int = 200
     width: int = 16
-    depths: tuple = (3, 4)
+    depths: tuple[int, ...] = (3, 4)
     a0: float = 1e-3
-    random_scales: tuple = (0.03, 0.06)
+    random_scales: tuple[float, ...] = (0.03, 0.06)
     lr: float = 0.02
     horizon: float = 2.5
     n_records: int = 300
     sine_d: int = 4
     sine_n: int = 200
     sine_width: int = 64
-    sine_depths: tuple = (2, 3, 4)
+    sine_depths: tuple[int, ...] = (2, 3, 4)
     sine_scale: float = 0.05
     sine_lr: float = 0.02
     sine_t_max: float = 400.0
@@ -108,7 +108,7 @@ class Config:
             raise ValueError(f"a0={self.a0} must lie in (0, s_min/2)")
 
 
-CONFIGS = {
+PRESETS = {
     "tiny": Config(d=6, n=100, width=12, depths=(3,), random_scales=(0.03,), horizon=2.0, n_records=100,
                    sine_d=3, sine_n=100, sine_width=32, sine_depths=(2, 3), sine_lr=0.05,
                    sine_t_max=120.0),
@@ -299,9 +299,9 @@ def _sine_part(cfg: Config, rng, progress):
     return out
 
 
-def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
-    check_size(size)
-    cfg = CONFIGS[size]
+def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
+    expect_config(cfg, Config)
     rng = np.random.default_rng(seed)
     teacher = _teacher_part(cfg, rng, progress)
     sine = _sine_part(cfg, rng, progress)
@@ -389,7 +389,7 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
             unit="ratio to the linear floor"),
     }
     notes = _notes(cfg, metrics)
-    return Result("deep", size, seed, config_dict(cfg), metrics, checks, arrays, notes)
+    return Result("deep", seed, config_dict(cfg), metrics, checks, arrays, notes)
 
 
 def _notes(cfg: Config, m: dict) -> str:
@@ -413,6 +413,6 @@ EXPERIMENT = Experiment(
     claim="Deep bias-free ReLU nets learn a linear teacher stage by stage like deep linear "
           "nets, but faster than the rescaled linear theory and with a nonlinear odd part; "
           "on the sine target they go below the two-layer floor.",
-    run=run, configs=CONFIGS,
+    run=run, config=Config, presets=PRESETS,
     paper_claim=("Claim 3 (depth): deep bias-free ReLU nets express more than two-layer ones, yet share "
                  "low-rank weights and stage-like learning with deep linear nets."))

@@ -58,7 +58,7 @@ from ._common import (
     stack_params,
     twin_gap,
 )
-from .base import Experiment, Result, _quiet, at_least, at_most, check_size, config_dict
+from .base import Experiment, Progress, Result, _quiet, at_least, at_most, config_dict, expect_config
 
 INITS = ("pair", "rank_one", "random")
 
@@ -77,11 +77,11 @@ class Config:
     s: float = 1.0
     width: int = 32
     alpha: float = 0.0
-    scales: tuple = (1e-4, 1e-3, 1e-2, 3e-2, 0.1, 0.2, 0.3)
+    scales: tuple[float, ...] = (1e-4, 1e-3, 1e-2, 3e-2, 0.1, 0.2, 0.3)
     lr: float = 0.05
     horizon: float = 2.5
     n_records: int = 301
-    study_widths: tuple = (16, 32, 64, 128, 256)
+    study_widths: tuple[int, ...] = (16, 32, 64, 128, 256)
     study_seeds: int = 16
 
     def __post_init__(self):
@@ -97,7 +97,7 @@ class Config:
                              "study_widths=() to skip it)")
 
 
-CONFIGS = {
+PRESETS = {
     "tiny": Config(d=4, n=64, width=16, scales=(1e-4, 1e-2, 0.1, 0.3), n_records=201,
                    study_widths=()),
     "paper": Config(),
@@ -126,9 +126,9 @@ def _setup(key, cfg: Config):
     return X, Y, nets, study
 
 
-def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
-    check_size(size)
-    cfg = CONFIGS[size]
+def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
+    expect_config(cfg, Config)
     c = float(slope_factor(cfg.alpha))
     scales = np.asarray(cfg.scales, dtype=float)
     S = len(scales)
@@ -229,13 +229,13 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
              f"init: D tends to a σ-independent D₀ = {D[i_rand, 0]:.3g} as σ → 0 (rich limit, "
              "set by width, not scale) and grows on the lazy side. Pair and rank-one inits "
              "stay at round-off at every scale.")
-    return Result("even-part", size, seed, config_dict(cfg), metrics, checks, arrays, notes)
+    return Result("even-part", seed, config_dict(cfg), metrics, checks, arrays, notes)
 
 
 EXPERIMENT = Experiment(
     name="even-part",
     claim="Pair and rank-one inits keep f_even = 0 exactly; small random init leaves a "
           "width-set even part, and large init a growing one.",
-    run=run, configs=CONFIGS,
+    run=run, config=Config, presets=PRESETS,
     paper_claim=("Claim 2 (dynamics), its condition: the linear equivalence is exact while the even part "
                  "f_even stays zero, and only approximate from small random init."))

@@ -43,7 +43,7 @@ from ..floors import (
 )
 from ..nets import forward
 from ..train import GDConfig
-from .base import Experiment, Result, _quiet, at_least, at_most, check_size, config_dict
+from .base import Experiment, Progress, Result, _quiet, at_least, at_most, config_dict, expect_config
 
 TARGETS = ("x1x2x3", "sine", "even")
 ARCHS = ("two_layer", "depth3", "biased")
@@ -82,7 +82,7 @@ class Config:
             raise ValueError("need width >= 2, steps >= 1, lr > 0 and grid >= 3")
 
 
-CONFIGS = {
+PRESETS = {
     "tiny": Config(),
     "paper": Config(d=4, n_train=1000, n_test=100_000, n_mc=100_000, width=64, lr=0.05,
                     steps=10_000, n_records=200, grid=81),
@@ -175,9 +175,9 @@ def _net_checks(name, fits, fl, dsf, z) -> dict:
     return checks
 
 
-def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
-    check_size(size)
-    cfg = CONFIGS[size]
+def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
+    expect_config(cfg, Config)
     keys = jax.random.split(jax.random.PRNGKey(seed), 5)
     sine, w = sine_target(keys[0], cfg.d)
     sine_F, sine_P = sine_floor_closed_form(w)
@@ -244,13 +244,13 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
              "the even target a wide net's even part can fit the finite training set, so training "
              "MSEs fall below the population floor there while test MSEs stay above it. "
              "Slices: x3 = 1, other coordinates 0.")
-    return Result("expressivity", size, seed, config_dict(cfg), metrics, checks, arrays, notes)
+    return Result("expressivity", seed, config_dict(cfg), metrics, checks, arrays, notes)
 
 
 EXPERIMENT = Experiment(
     name="expressivity",
     claim="Two-layer bias-free ReLU nets cannot go below their computable floor (odd part "
           "linear, even part 1-homogeneous); depth-3 or biased nets can.",
-    run=run, configs=CONFIGS,
+    run=run, config=Config, presets=PRESETS,
     paper_claim=("Claim 1 (expressivity): a two-layer bias-free (leaky) ReLU net expresses only linear odd"
                  " functions, which sets a floor that depth or biases remove."))

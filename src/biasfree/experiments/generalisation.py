@@ -47,7 +47,7 @@ from ..nets import Layer, Params, forward, pair_up, slope_factor
 from ..theory import population_loss_linear
 from ..train import GDConfig
 from ._common import ROUND_OFF, run_with_twins
-from .base import Experiment, Result, _quiet, at_most, check_size, config_dict
+from .base import Experiment, Progress, Result, _quiet, at_most, config_dict, expect_config
 
 SIGMAS = 5.0
 """A finite-sample check allows 5 standard errors (two-sided false alarm ≈ 6e-7 for one
@@ -66,7 +66,7 @@ class Config:
     noise: float = 0.5
     n_test: int = 20000
     width: int = 100
-    alphas: tuple = (0.0, 0.5)
+    alphas: tuple[float, ...] = (0.0, 0.5)
     scale: float = 1e-3
     lr: float = 0.02
     t_max: float = 200.0
@@ -86,7 +86,7 @@ class Config:
             raise ValueError("noise >= 0, scale > 0, lr > 0 and t_max > 0 are required")
 
 
-CONFIGS = {
+PRESETS = {
     "tiny": Config(d=20, n=15, n_test=4000, width=20, t_max=120.0, n_records=121,
                    flow_records=25),
     "paper": Config(),
@@ -102,9 +102,9 @@ def _member(params, i: int) -> Params:
     return tuple(Layer(np.asarray(layer.W)[i]) for layer in params)
 
 
-def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
-    check_size(size)
-    cfg = CONFIGS[size]
+def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
+    expect_config(cfg, Config)
     rng = np.random.default_rng(seed)
     d, m = cfg.d, cfg.width
     alphas = np.asarray(cfg.alphas, float)
@@ -213,13 +213,13 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
     notes = (f"d = {d}, N = {2 * cfg.n} symmetric points (n = {cfg.n} draws), σ = {cfg.noise:g}, "
              f"width {m}, init std {cfg.scale:g}, GD η = {cfg.lr:g}; members: pair init for "
              f"α = {list(cfg.alphas)}, random init for the same α, then each one's linear twin.")
-    return Result("generalisation", size, seed, config_dict(cfg), metrics, checks, arrays, notes)
+    return Result("generalisation", seed, config_dict(cfg), metrics, checks, arrays, notes)
 
 
 EXPERIMENT = Experiment(
     name="generalisation",
     claim="Train and test loss of bias-free (leaky) ReLU nets on a noisy linear teacher equal "
           "the linear net's with time × (1+α)/2; test loss is the population loss of β_eff.",
-    run=run, configs=CONFIGS,
+    run=run, config=Config, presets=PRESETS,
     paper_claim=("Claim 2 (dynamics), on held-out data: the linear equivalence with time × (1+α)/2 holds "
                  "for the test loss too, not only the training loss."))

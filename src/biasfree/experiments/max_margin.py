@@ -33,7 +33,7 @@ from ..data import Dataset, gaussian_inputs, label_data, symmetrize
 from ..nets import init_gaussian, init_pairs
 from ..train import GDConfig
 from ._common import ROUND_OFF, batch_scaled, run_with_twins, stack_params, twin_gap
-from .base import Experiment, Result, _quiet, at_least, at_most, check_size, config_dict
+from .base import Experiment, Progress, Result, _quiet, at_least, at_most, config_dict, expect_config
 
 TARGET_COS = 0.99
 """The issue's success level for direction convergence (cos between β_eff and w_svm)."""
@@ -54,7 +54,7 @@ class Config:
     n: int = 20
     margin: float = 0.1
     width: int = 64
-    alphas: tuple = (0.0, 0.5)
+    alphas: tuple[float, ...] = (0.0, 0.5)
     scale: float = 0.01
     lr: float = 4.0
     steps: int = 300_000
@@ -71,7 +71,7 @@ class Config:
             raise ValueError("margin must be >= 0 and scale > 0")
 
 
-CONFIGS = {
+PRESETS = {
     "tiny": Config(d=5, n=10, width=16, steps=3000, n_records=40),
     "paper": Config(),
 }
@@ -126,9 +126,9 @@ def _setup(key, cfg: Config):
             init_gaussian(k_rand, widths, 1.0))
 
 
-def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
-    check_size(size)
-    cfg = CONFIGS[size]
+def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
+    expect_config(cfg, Config)
     alphas = np.asarray(cfg.alphas, dtype=float)
     A = len(alphas)
 
@@ -210,13 +210,13 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
              f"logistic GD η = {cfg.lr:g} for {cfg.steps} steps (t = {t[-1]:g}); rows of "
              "'cos' are pair-init nets per α, then random-init nets per α. Random init: "
              + ", ".join(f"α={a:g} cos {cos[A + i, -1]:.5f}" for i, a in enumerate(alphas)) + ".")
-    return Result("max-margin", size, seed, config_dict(cfg), metrics, checks, arrays, notes)
+    return Result("max-margin", seed, config_dict(cfg), metrics, checks, arrays, notes)
 
 
 EXPERIMENT = Experiment(
     name="max-margin",
     claim="With logistic loss on separable symmetric data, leaky nets equal linear nets and "
           "converge in direction to the hard-margin SVM.",
-    run=run, configs=CONFIGS,
+    run=run, config=Config, presets=PRESETS,
     paper_claim=("Claim 4 (consequences), implicit bias: leaky nets inherit the linear net's max-margin "
                  "(hard-margin SVM) direction under logistic loss."))

@@ -51,7 +51,7 @@ from ..data import Dataset
 from ..nets import Layer, forward
 from ..train import GDConfig, gd_ensemble, record_steps
 from ._common import ROUND_OFF
-from .base import Experiment, Result, _quiet, at_most, check_size, config_dict
+from .base import Experiment, Progress, Result, _quiet, at_most, config_dict, expect_config
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ class Config:
             raise ValueError("n_records must be >= 3")
 
 
-CONFIGS = {
+PRESETS = {
     "tiny": Config(n=6, d=8, width=40, t_max=40.0, n_records=121),
     "paper": Config(),
 }
@@ -234,9 +234,9 @@ def _quantiles(a, mask):
     return np.quantile(a[:, mask], [0.1, 0.5, 0.9], axis=1).T
 
 
-def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
-    check_size(size)
-    cfg = CONFIGS[size]
+def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
+    expect_config(cfg, Config)
     rng = np.random.default_rng(seed)
     n, d, m = cfg.n, cfg.d, cfg.width
     rho, N = np.sqrt(n), 2 * n
@@ -423,7 +423,7 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
              f"{s_odd:.4f}. The odd part does not follow the odd-target linear twin (gap "
              f"{gap_odd_twin:.3g} of max|o|); it follows the two half-nets (gap {gap_odd_pred:.3g} "
              f"from t1). With the odd target alone the gap to the twin is {gap_oddonly_twin:.3g}.")
-    return Result("orthogonal-inputs", size, seed, config_dict(cfg), metrics, checks, arrays,
+    return Result("orthogonal-inputs", seed, config_dict(cfg), metrics, checks, arrays,
                   notes)
 
 
@@ -467,6 +467,6 @@ EXPERIMENT = Experiment(
     claim="On orthogonal inputs and their negatives with odd and even targets, ReLU units "
           "align to derived directions and the net learns as two independent linear half-nets, "
           "not as linear nets for the odd and even parts.",
-    run=run, configs=CONFIGS,
+    run=run, config=Config, presets=PRESETS,
     paper_claim=("Claim 4 (consequences): known ReLU behaviour on orthogonal inputs (early alignment, "
                  "Boursier et al. 2022) is explained by independent linear half-nets."))

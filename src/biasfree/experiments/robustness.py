@@ -51,7 +51,7 @@ from ._common import (
     stack_params,
     twin_gap,
 )
-from .base import Experiment, Result, _quiet, at_least, at_most, check_size, config_dict
+from .base import Experiment, Progress, Result, _quiet, at_least, at_most, config_dict, expect_config
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class Config:
     lr: float = 0.05
     steps: int = 8000
     large_steps: int = 1000
-    lrs: tuple = (0.0125, 0.025, 0.05, 0.1, 0.2, 0.4, 0.8)
+    lrs: tuple[float, ...] = (0.0125, 0.025, 0.05, 0.1, 0.2, 0.4, 0.8)
     t_max: float = 40.0
     n_records: int = 51
     rtol: float = 1e-10
@@ -101,7 +101,7 @@ class Config:
                     "record times; pick t_max and lrs accordingly (e.g. powers of two)")
 
 
-CONFIGS = {
+PRESETS = {
     "tiny": Config(d=4, n=64, width=16, lrs=(0.025, 0.1, 0.4), steps=3000, large_steps=600,
                    n_records=101),
     "paper": Config(),
@@ -145,9 +145,9 @@ def _first(x):
     return float(np.asarray(x)[0])
 
 
-def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
-    check_size(size)
-    cfg = CONFIGS[size]
+def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
+    expect_config(cfg, Config)
     c = float(slope_factor(cfg.alpha))
     lrs = np.asarray(cfg.lrs, dtype=float)
 
@@ -272,13 +272,13 @@ def run(size: str = "paper", seed: int = 0, progress=_quiet) -> Result:
              f"1 = random Gaussian init. Decay λ = {cfg.weight_decay:g}: random-init twin "
              f"deviation {D_wd[1]:.3g}. Large init σ = {cfg.large_scale:g}: random-init "
              f"deviation {D_big[1]:.3g}. GD-flow gap order {order:.3f} in η.")
-    return Result("robustness", size, seed, config_dict(cfg), metrics, checks, arrays, notes)
+    return Result("robustness", seed, config_dict(cfg), metrics, checks, arrays, notes)
 
 
 EXPERIMENT = Experiment(
     name="robustness",
     claim="Weight decay maps to λ/c exactly for pairs; large init and large steps break the "
           "random-init equivalence, never the pair identity.",
-    run=run, configs=CONFIGS,
+    run=run, config=Config, presets=PRESETS,
     paper_claim=("Claim 4 (consequences), robustness: weight decay keeps the linear equivalence (as λ/c); "
                  "large init and large steps are what strain it."))
