@@ -89,22 +89,29 @@ def test_bad_cli_input_names_the_problem(tmp_path):
     res = runner.invoke(app, ["run", "no-such-experiment", "--out", str(tmp_path)])
     assert res.exit_code == 2 and "unknown experiment" in res.output
     res = runner.invoke(app, ["run", HEADLINE, "--size", "huge", "--out", str(tmp_path)])
-    assert res.exit_code == 2 and "unknown size" in res.output
+    assert res.exit_code == 2 and "unknown preset 'huge'" in res.output
     res = runner.invoke(app, ["report", "--out", str(tmp_path)])
     assert res.exit_code == 2 and "no results" in res.output
-    with pytest.raises(ValueError, match="unknown size"):
-        get(HEADLINE).run("huge", 0)
+    with pytest.raises(TypeError, match="takes a .*Config"):
+        get(HEADLINE).run("tiny", 0)
 
 
 def test_failed_check_is_reported_and_sets_exit_code(tmp_path, monkeypatch):
-    from biasfree.experiments.base import Experiment, Result, at_most
+    from dataclasses import dataclass
 
-    def failing(size, seed, progress=None):
-        return Result("failing", size, seed, {}, {"x": 1.0},
+    from biasfree.experiments.base import Experiment, Result, at_most, config_dict
+
+    @dataclass(frozen=True)
+    class Config:
+        n: int = 2
+
+    def failing(cfg, seed, progress=None):
+        return Result("failing", seed, config_dict(cfg), {"x": 1.0},
                       {"impossible": at_most(1.0, 0.5, "One is not at most one half, so this fails.")},
-                      {"x": np.zeros(2)})
+                      {"x": np.zeros(cfg.n)})
 
-    monkeypatch.setitem(REGISTRY, "failing", Experiment("failing", "always fails", failing))
+    exp = Experiment("failing", "always fails", failing, Config, {"tiny": Config(), "paper": Config()})
+    monkeypatch.setitem(REGISTRY, "failing", exp)
     res = runner.invoke(app, ["run", "failing", "--size", "tiny", "--out", str(tmp_path)])
     assert res.exit_code == 1
     doc = json.loads((tmp_path / "failing" / "result.json").read_text())

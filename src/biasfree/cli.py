@@ -1,7 +1,8 @@
-"""Command line: ``biasfree list | run [NAME|all] | report``.
+"""Command line: ``biasfree list | show NAME | run [NAME…|all] | report``.
 
 Progress and logs go to stderr (Rich); the paths written go to stdout, one a line.
-``run`` exits with status 1 if any check fails, 2 on bad input.
+``run`` exits with status 1 if any check fails, 2 on bad input (unknown experiment,
+preset or field, a bad value, an unreadable config file).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -31,48 +33,121 @@ def list_() -> None:
 
 @app.command()
 def run(
-    name: Annotated[str, typer.Argument(help="experiment name, or 'all'")] = "leaky-collapse",
-    size: Annotated[str, typer.Option(help="tiny (seconds) or paper (minutes)")] = "paper",
+    names: Annotated[list[str] | None, typer.Argument(
+        help="experiment names, or 'all' (default: the headline, leaky-collapse)",
+        show_default=False)] = None,
+    preset: Annotated[str | None, typer.Option(
+        "--preset", "--size", help="named config: tiny (seconds) or paper (minutes; the default)",
+        show_default=False)] = None,
+    sets: Annotated[list[str] | None, typer.Option(
+        "--set", metavar="FIELD=VALUE",
+        help="set a config field; VALUE is a TOML literal (200, 0.01, [0.0, 1.0]); "
+             "NAME.FIELD=VALUE sets it for experiment NAME only; repeatable",
+        show_default=False)] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="TOML file: FIELD = VALUE lines, [NAME] tables, preset = \"tiny\"",
+        show_default=False)] = None,
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
     out: Annotated[Path, typer.Option(help="output folder")] = Path("results"),
+    force: Annotated[bool, typer.Option("--force", help="rerun even if a saved result matches")] = False,
 ) -> None:
-    """Run an experiment (default: the headline, leaky-collapse) and save its results."""
-    from . import plotting, store
-    from .experiments import REGISTRY, SIZES, get
+    """Run experiments (default: the headline, leaky-collapse) and save their results.
 
-    if size not in SIZES:
-        err.print(f"[red]error:[/] unknown size {size!r}; choose one of {', '.join(SIZES)}")
-        raise typer.Exit(2)
-    if name == "all":
-        names = list(REGISTRY)
-    else:
-        try:
-            names = [get(name).name]
-        except KeyError as e:
-            err.print(f"[red]error:[/] {e.args[0]}")
-            raise typer.Exit(2) from None
+    Each config starts from --preset, then the --config file, then each --set. An
+    experiment whose saved result has the same config, seed and biasfree version is
+    skipped (--force reruns it); see `biasfree show NAME` for the fields."""
+    from . import store
+    from .experiments import REGISTRY, run_experiment
+    from .experiments.base import config_dict
+    from .experiments.config import ConfigError, parse_sets, plan, read_config_file
+
+    try:
+        exps = _experiments(names)
+        file_doc = read_config_file(config) if config is not None else {}
+        planned = plan(exps, preset, file_doc, parse_sets(sets), known=REGISTRY)
+    except (KeyError, ConfigError) as e:
+        err.print(f"[red]error:[/] {escape(str(e.args[0]))}", soft_wrap=True)
+        raise typer.Exit(2) from None
     failed = []
     columns = (SpinnerColumn(), TextColumn("[bold]{task.fields[exp]}[/] {task.description}"),
                TimeElapsedColumn())
     with Progress(*columns, console=err, transient=False) as bar:
-        for n in names:
+        for p in planned:
+            n, folder = p.experiment.name, out / p.experiment.name
+            if (folder / "result.json").exists():
+                same, why = store.reusable(folder, n, config_dict(p.config), seed)
+                if same and not force:
+                    bar.console.print(f"[bold]{n}[/] skipped: {escape(why)} (--force reruns it)")
+                    if not store.load(folder).passed:
+                        failed.append(n)
+                    continue
+                bar.console.print(f"[bold]{n}[/] rerunning: {escape('--force' if same else why)}")
             task = bar.add_task("starting", exp=n, total=None)
             t0 = time.perf_counter()
-            result = get(n).run(size, seed, lambda msg, task=task: bar.update(task, description=msg))
+            result = run_experiment(p.experiment, p.config, seed,
+                                    lambda msg, task=task: bar.update(task, description=msg),
+                                    preset=p.preset, overrides=p.overrides)
             bar.update(task, description="plotting")
+            from . import plotting  # matplotlib: only once something was computed
+
             fig = plotting.figure(result)
             paths = store.save(result, out, time.perf_counter() - t0, fig)
             status = "[green]all checks passed[/]" if result.passed else \
                 f"[red]failed: {', '.join(result.failed())}[/]"
             bar.update(task, description=status, total=1, completed=1)
-            for p in paths:
-                typer.echo(str(p))
+            for path in paths:
+                typer.echo(str(path))
             if not result.passed:
                 failed.append(n)
-    _print_checks(out, names)
+    _print_checks(out, [p.experiment.name for p in planned])
     if failed:
         err.print(f"[red]{len(failed)} experiment(s) failed a check: {', '.join(failed)}[/]")
         raise typer.Exit(1)
+
+
+def _experiments(names: list[str] | None):
+    """The experiments named (``all``: every one; none: the headline), each once."""
+    from .experiments import HEADLINE, REGISTRY, get
+
+    names = list(names or [HEADLINE])
+    if "all" in names:
+        return list(REGISTRY.values())
+    return [get(n) for n in dict.fromkeys(names)]
+
+
+@app.command()
+def show(name: Annotated[str, typer.Argument(help="experiment name")]) -> None:
+    """Print an experiment's claim, its config fields and its presets."""
+    import inspect
+
+    from .experiments import get
+    from .experiments.config import DEFAULT_PRESET, field_rows
+
+    try:
+        exp = get(name)
+    except KeyError as e:
+        err.print(f"[red]error:[/] {escape(str(e.args[0]))}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    con = Console()
+    con.print(f"[bold]{exp.name}[/]: {escape(exp.claim)}")
+    if exp.paper_claim:
+        con.print(f"[bold]paper:[/] {escape(exp.paper_claim)}")
+    if exp.config is None:
+        con.print("(no config fields)")
+        return
+    doc = inspect.getdoc(exp.config) or ""
+    if doc and not doc.startswith(f"{exp.config.__name__}("):  # not dataclass's generated one
+        con.print(doc, highlight=False, markup=False, soft_wrap=True)
+    table = Table(title=f"fields of {exp.name} (--set FIELD=VALUE)", title_justify="left")
+    for i, col in enumerate(("field", "type", "Config() default", *exp.presets)):
+        table.add_column(col + (" (run's default)" if col == DEFAULT_PRESET else ""), no_wrap=i < 2)
+    for fname, tname, default, values in field_rows(exp):
+        cells = [escape(repr(v)) if v == default else f"[bold]{escape(repr(v))}[/]"
+                 for v in values.values()]
+        table.add_row(fname, escape(tname), escape(repr(default)), *cells)
+    con.print(table)
+    con.print(f"Presets: {', '.join(exp.presets)} (bold: differs from Config()). "
+              f"Example: biasfree run {exp.name} --preset tiny --set FIELD=VALUE", highlight=False)
 
 
 def _print_checks(out: Path, names: list[str]) -> None:
