@@ -222,6 +222,8 @@ def test_bad_input_exits_2_with_the_message(toy, tmp_path, args, message):
 def test_bad_value_of_a_real_experiment_shows_its_validation(tmp_path):
     res = cli("run", "generalisation", "--set", "width=3", "--out", tmp_path)
     assert res.exit_code == 2 and "width=3 must be even" in res.output, res.output
+    res = cli("run", "breaking", "--set", "lr=-0.1", "--set", "steps=0", "--out", tmp_path)
+    assert res.exit_code == 2 and "lr=-0.1, steps=0 must be > 0" in res.output, res.output
     bad = tmp_path / "bad.toml"
     bad.write_text("width = = 3\n")
     res = cli("run", "generalisation", "--config", bad, "--out", tmp_path)

@@ -125,6 +125,14 @@ class Experiment:
                                 "instances")
 
 
+def require_positive(cfg, *names: str) -> None:
+    """For a config's ``__post_init__``: a ValueError naming every field among ``names``
+    that is not ``> 0``."""
+    bad = [f"{n}={getattr(cfg, n)!r}" for n in names if not getattr(cfg, n) > 0]
+    if bad:
+        raise ValueError(f"{', '.join(bad)} must be > 0")
+
+
 def expect_config(cfg, config_cls) -> None:
     """Raise a clear TypeError unless ``cfg`` is a ``config_cls`` (the old API passed a
     size name)."""

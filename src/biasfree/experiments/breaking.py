@@ -41,7 +41,17 @@ from ..data import Dataset, abs_target, asymmetric_half, gaussian_inputs, sine_t
 from ..nets import Layer, init_gaussian, init_pairs, slope_factor
 from ..train import GDConfig
 from ._common import PAPER_LEVEL, ROUND_OFF, run_with_twins, twin_gap
-from .base import Experiment, Progress, Result, _quiet, at_least, at_most, config_dict, expect_config
+from .base import (
+    Experiment,
+    Progress,
+    Result,
+    _quiet,
+    at_least,
+    at_most,
+    config_dict,
+    expect_config,
+    require_positive,
+)
 
 CASES = ("control", "biases", "asymmetric_data", "even_target")
 
@@ -65,6 +75,7 @@ class Config:
     n_records: int = 201
 
     def __post_init__(self):
+        require_positive(self, "lr", "steps", "n_records")
         if self.d < 1 or self.n < self.d:
             raise ValueError(f"need d >= 1 and n >= d draws, got d={self.d}, n={self.n}")
         if self.width < 2 or self.width % 2:

@@ -53,7 +53,17 @@ from ..expressivity import net_function, odd_nonlinearity
 from ..nets import Layer, pair_up, slope_factor
 from ..train import GDConfig, gd_ensemble
 from ._common import ROUND_OFF, crossing_time
-from .base import Experiment, Progress, Result, _quiet, at_least, at_most, config_dict, expect_config
+from .base import (
+    Experiment,
+    Progress,
+    Result,
+    _quiet,
+    at_least,
+    at_most,
+    config_dict,
+    expect_config,
+    require_positive,
+)
 
 MEMBERS = ("linear_aligned", "relu_pair_aligned", "relu_gaussian", "relu_pair_random",
            "linear_twin_of_pair_random")
@@ -90,6 +100,7 @@ class Config:
     sine_t_max: float = 400.0
 
     def __post_init__(self):
+        require_positive(self, "lr", "horizon", "n_records", "sine_scale", "sine_lr", "sine_t_max")
         s = np.asarray(self.s, float)
         if s.ndim != 1 or s.size < 2 or np.any(np.diff(s) >= 0) or s[-1] <= 0:
             raise ValueError(f"s={self.s} must be >= 2 distinct decreasing positive singular values")

@@ -58,7 +58,17 @@ from ._common import (
     stack_params,
     twin_gap,
 )
-from .base import Experiment, Progress, Result, _quiet, at_least, at_most, config_dict, expect_config
+from .base import (
+    Experiment,
+    Progress,
+    Result,
+    _quiet,
+    at_least,
+    at_most,
+    config_dict,
+    expect_config,
+    require_positive,
+)
 
 INITS = ("pair", "rank_one", "random")
 
@@ -85,6 +95,7 @@ class Config:
     study_seeds: int = 16
 
     def __post_init__(self):
+        require_positive(self, "s", "lr", "horizon", "n_records")
         if self.d < 1 or self.n < self.d:
             raise ValueError(f"need d >= 1 and n >= d draws, got d={self.d}, n={self.n}")
         if self.width < 2 or self.width % 2:

@@ -43,7 +43,17 @@ from ..floors import (
 )
 from ..nets import forward
 from ..train import GDConfig
-from .base import Experiment, Progress, Result, _quiet, at_least, at_most, config_dict, expect_config
+from .base import (
+    Experiment,
+    Progress,
+    Result,
+    _quiet,
+    at_least,
+    at_most,
+    config_dict,
+    expect_config,
+    require_positive,
+)
 
 TARGETS = ("x1x2x3", "sine", "even")
 ARCHS = ("two_layer", "depth3", "biased")
@@ -74,6 +84,7 @@ class Config:
     z: float = 4.0
 
     def __post_init__(self):
+        require_positive(self, "gain", "n_records", "extent", "z")
         if self.d < 3:
             raise ValueError(f"d={self.d}: the x1 x2 x3 target needs d >= 3")
         if min(self.n_train, self.n_test, self.n_mc) < 10 * self.d:

@@ -47,7 +47,7 @@ from ..nets import Layer, Params, forward, pair_up, slope_factor
 from ..theory import population_loss_linear
 from ..train import GDConfig
 from ._common import ROUND_OFF, run_with_twins
-from .base import Experiment, Progress, Result, _quiet, at_most, config_dict, expect_config
+from .base import Experiment, Progress, Result, _quiet, at_most, config_dict, expect_config, require_positive
 
 SIGMAS = 5.0
 """A finite-sample check allows 5 standard errors (two-sided false alarm ≈ 6e-7 for one
@@ -74,6 +74,7 @@ class Config:
     flow_records: int = 61
 
     def __post_init__(self):
+        require_positive(self, "n_records", "flow_records")
         if self.d < 1 or self.n < 2 or self.n_test < 100:
             raise ValueError(f"need d >= 1, n >= 2 draws and n_test >= 100, got d={self.d}, "
                              f"n={self.n}, n_test={self.n_test}")

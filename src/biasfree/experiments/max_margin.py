@@ -33,7 +33,17 @@ from ..data import Dataset, gaussian_inputs, label_data, symmetrize
 from ..nets import init_gaussian, init_pairs
 from ..train import GDConfig
 from ._common import ROUND_OFF, batch_scaled, run_with_twins, stack_params, twin_gap
-from .base import Experiment, Progress, Result, _quiet, at_least, at_most, config_dict, expect_config
+from .base import (
+    Experiment,
+    Progress,
+    Result,
+    _quiet,
+    at_least,
+    at_most,
+    config_dict,
+    expect_config,
+    require_positive,
+)
 
 TARGET_COS = 0.99
 """The issue's success level for direction convergence (cos between β_eff and w_svm)."""
@@ -61,6 +71,7 @@ class Config:
     n_records: int = 80
 
     def __post_init__(self):
+        require_positive(self, "lr", "steps", "n_records")
         if self.d < 2 or self.n < 2:
             raise ValueError(f"need d >= 2 and n >= 2, got d={self.d}, n={self.n}")
         if self.width < 2 or self.width % 2:

@@ -51,7 +51,17 @@ from ._common import (
     stack_params,
     twin_gap,
 )
-from .base import Experiment, Progress, Result, _quiet, at_least, at_most, config_dict, expect_config
+from .base import (
+    Experiment,
+    Progress,
+    Result,
+    _quiet,
+    at_least,
+    at_most,
+    config_dict,
+    expect_config,
+    require_positive,
+)
 
 
 @dataclass(frozen=True)
@@ -82,6 +92,7 @@ class Config:
     atol: float = 1e-12
 
     def __post_init__(self):
+        require_positive(self, "s", "lr", "n_records", "t_max", "rtol", "atol")
         if min(self.steps, self.large_steps) < self.n_records - 1:
             raise ValueError("steps and large_steps must be >= n_records - 1 (one compiled "
                              "program serves every run only if all record the same count)")
