@@ -334,3 +334,22 @@ def test_old_result_files_without_preset_still_load(toy, tmp_path):
     (tmp_path / "toy" / "result.json").write_text(json.dumps(doc))
     res = store.load(tmp_path / "toy")
     assert res.preset == res.size == "tiny" and res.overrides == {}
+
+
+def test_interrupted_run_keeps_finished_results_and_the_rerun_does_the_rest(toy, tmp_path, monkeypatch):
+    calls_b = []
+
+    def interrupted(cfg, seed=0, progress=None):
+        calls_b.append(cfg)
+        raise KeyboardInterrupt  # Ctrl-C while toy-b computes
+
+    monkeypatch.setitem(REGISTRY, "toy-b", Experiment("toy-b", "interrupted", interrupted, ToyConfig,
+                                                      TOY_PRESETS))
+    args = ("run", "toy", "toy-b", "--preset", "tiny", "--out", tmp_path)
+    res = cli(*args)
+    assert res.exit_code != 0 and len(toy) == 1 and len(calls_b) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["toy"]
+    monkeypatch.setitem(REGISTRY, "toy-b", make_toy("toy-b", toy))
+    res = cli(*args)
+    assert res.exit_code == 0, res.output
+    assert [n for n, _, _ in toy] == ["toy", "toy-b"] and "toy skipped" in res.output
