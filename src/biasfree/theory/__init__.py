@@ -17,6 +17,8 @@ Time is gradient-flow time ``t = η k`` throughout; loss is the mean half square
   network for non-whitened inputs (§3.5).
 - :mod:`.population` — population loss for Gaussian inputs, linear and sine teachers.
 - :mod:`.inits` — the balanced / aligned initialisations the closed forms assume.
+- :mod:`.small_init` — small random init: the effective strength of the growing mode,
+  half-loss times, and the log correction from the same raw init (§2.4).
 """
 
 from .deep import deep_half_time, deep_logit, deep_loss, deep_mode_strength, deep_time_to
@@ -61,16 +63,17 @@ from .population import (
 )
 from .reference import REFERENCES, Curve, linear_net_ode, moment_loss, reference_curve
 from .riccati import riccati_gram, unaligned_loss, unaligned_product
+from .small_init import effective_strength, half_loss_time, raw_init_half_time_ratio
 
 __all__ = [
     "Curve", "Modes", "REFERENCES", "aligned_init", "balanced_init", "data_modes", "deep_half_time",
-    "deep_logit", "deep_loss", "deep_mode_strength", "deep_time_to", "final_loss",
-    "gd_mode_strength", "half_time", "imbalance", "is_whitened", "leaky_decay_to_linear",
+    "deep_logit", "deep_loss", "deep_mode_strength", "deep_time_to", "effective_strength", "final_loss",
+    "gd_mode_strength", "half_loss_time", "half_time", "imbalance", "is_whitened", "leaky_decay_to_linear",
     "leaky_effective_init", "leaky_half_time", "leaky_loss", "leaky_mode_strength",
     "leaky_time_to_linear", "leaky_to_linear", "linear_decay_to_leaky", "linear_floor",
     "linear_loss", "linear_lr_to_pair", "linear_net_ode", "linear_time_to_leaky", "linear_to_leaky",
     "linear_to_pair", "logistic", "mode_projections", "mode_strength", "moment_loss",
-    "pair_lr_to_linear", "pair_to_linear", "plateaus", "population_even_energy",
+    "pair_lr_to_linear", "pair_to_linear", "plateaus", "raw_init_half_time_ratio", "population_even_energy",
     "population_loss_linear", "population_loss_sine", "population_loss_two_layer",
     "reference_curve", "riccati_gram", "sine_best_linear", "sine_linear_floor", "unaligned_loss",
     "unaligned_product",
