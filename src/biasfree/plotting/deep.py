@@ -1,78 +1,105 @@
-"""Figure of the deep experiment: per depth, loss with plateaus, mode strengths, per-layer
-effective rank and the odd nonlinear / even energies; and the sine target against the
-two-layer floor."""
+"""Figure of the deep experiment, a grid: one row per depth (loss with the plateaus,
+mode strengths, per-layer effective rank, nonlinear odd and even energies), then a row
+with the sine target against the two-layer floor and one legend for the whole figure."""
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
 from ..experiments.base import Result
 from ..experiments.deep import MEMBERS
+from . import action_end, action_start, claim_title
 
 _STYLE = {"linear_aligned": ("k", "-"), "relu_pair_aligned": ("tab:red", "-"),
           "relu_gaussian": ("tab:blue", "-"), "relu_pair_random": ("tab:green", "-"),
           "linear_twin_of_pair_random": ("tab:green", ":")}
+_LABEL = {"linear_aligned": "deep linear, aligned init (at λt)",
+          "relu_pair_aligned": "ReLU pair net mapped from it",
+          "relu_gaussian": "ReLU, small Gaussian init",
+          "relu_pair_random": "ReLU pair net, random halves",
+          "linear_twin_of_pair_random": "its deep linear twin (at λt)"}
+_LAYER_LS = ("-", "--", ":", "-.")
+CLAIM = ("Deep bias-free ReLU nets learn a linear teacher in stages like deep linear nets, but "
+         "faster than the rescaled linear theory and with a nonlinear odd part;\non the sine "
+         "target depth 3 goes below the two-layer floor: depth expresses more")
+
+
+def _legend(ax) -> None:
+    """One legend for every panel: members by colour, then what the line styles mean."""
+    handles = [Line2D([], [], color=c, ls=ls, lw=2, label=_LABEL[m]) for m, (c, ls) in _STYLE.items()]
+    handles += [Line2D([], [], color="y", ls="--", lw=1.5, label="§3.3 deep linear closed form at λt"),
+                Line2D([], [], color="0.6", ls="--", lw=1, label="(a) plateaus of §3.4")]
+    handles += [Line2D([], [], color="0.3", ls=ls, label=f"(b) mode {i + 1}  /  (c) layer {i + 1}")
+                for i, ls in enumerate(_LAYER_LS[:3])]
+    handles += [Line2D([], [], color="0.3", ls="-", lw=2, label="(d) odd nonlinear / odd energy"),
+                Line2D([], [], color="0.3", ls=":", lw=1.5, label="(d) even / odd energy")]
+    ax.axis("off")
+    ax.legend(handles=handles, loc="center", ncol=2, fontsize=9, frameon=False)
 
 
 def figure(result: Result):
     A = result.arrays
     depths = [int(L) for L in A["depths"]]
     s, plateaus = A["s"], A["plateaus"]
-    rows = len(depths)
-    fig, ax = plt.subplots(rows, 5, figsize=(25, 4.3 * rows), squeeze=False)
+    rows = len(depths) + 1
+    fig = plt.figure(figsize=(16, 3.7 * rows + 1.0), layout="constrained")
+    grid = fig.add_gridspec(rows, 4)
     for r, L in enumerate(depths):
+        ax = [fig.add_subplot(grid[r, j]) for j in range(4)]
         t, loss, a = A[f"L{L}_t"], A[f"L{L}_loss"], A[f"L{L}_a"]
         lam = float(A[f"L{L}_lam"])
         a_flow = A[f"L{L}_a_flow"]
+        xlim = (action_start(t, loss), action_end(t, loss, frac=1e-3))
         for b, name in enumerate(MEMBERS):
             col, ls = _STYLE[name]
-            ax[r, 0].loglog(t[1:], loss[b, 1:], color=col, ls=ls, lw=1.8, label=name)
-        ax[r, 0].loglog(t[1:], 0.5 * np.sum((s - a_flow[1:]) ** 2, axis=-1), "y--", lw=1.2,
-                        label="§3.3 deep linear at λt")
+            ax[0].loglog(t[1:], loss[b, 1:], color=col, ls=ls, lw=1.8)
+        ax[0].loglog(t[1:], 0.5 * np.sum((s - a_flow[1:]) ** 2, axis=-1), "y--", lw=1.2)
         for Lk in plateaus[:-1]:
-            ax[r, 0].axhline(Lk, color="0.7", lw=0.8, ls="--")
-        ax[r, 0].set(xlabel="t (ReLU time; linear nets at λt)", ylabel="training loss",
-                     ylim=(max(plateaus[-2] * 1e-3, 1e-8), 2 * plateaus[0]),
-                     title=f"(a) depth {L}: loss, plateaus of §3.4 (λ = {lam:.3f})")
+            ax[0].axhline(Lk, color="0.7", lw=0.8, ls="--")
+        ax[0].set(xlabel="t (η k; linear nets at λt)", ylabel="training loss",
+                  ylim=(max(plateaus[-2] * 1e-3, 1e-8), 2 * plateaus[0]),
+                  title=f"(a) depth {L}: loss in stages (λ = {lam:.3f})")
         for i in range(s.size):
             for b in (0, 1, 2):
                 col, _ = _STYLE[MEMBERS[b]]
-                ax[r, 1].semilogx(t[1:], a[b, 1:, i] / s[i], color=col, lw=1.5,
-                                  ls=("-", "--", ":")[i % 3])
-            ax[r, 1].semilogx(t[1:], a_flow[1:, i] / s[i], "y--", lw=1)
-        ax[r, 1].set(xlabel="t", ylabel="a_i / s_i",
-                     title="(b) mode strengths (line style = mode;\ncolours as in (a))")
+                ax[1].semilogx(t[1:], a[b, 1:, i] / s[i], color=col, lw=1.5, ls=_LAYER_LS[i % 3])
+            ax[1].semilogx(t[1:], a_flow[1:, i] / s[i], "y--", lw=1)
+        ax[1].set(xlabel="t (η k)", ylabel="a_i / s_i", title=f"(b) depth {L}: mode strengths")
         er = A[f"L{L}_erank"]
         for li in range(L):
             for b in (0, 2):
                 col, _ = _STYLE[MEMBERS[b]]
-                ax[r, 2].semilogx(t[1:], er[b, 1:, li], color=col, lw=1.5,
-                                  ls=("-", "--", ":", "-.")[li % 4],
-                                  label=f"{MEMBERS[b]}, layer {li + 1}")
-        ax[r, 2].set(xlabel="t", ylabel="effective rank exp(H(σ/Σσ))",
-                     title="(c) per-layer effective rank")
-        ax[r, 2].legend(fontsize=6)
+                ax[2].semilogx(t[1:], er[b, 1:, li], color=col, lw=1.5, ls=_LAYER_LS[li % 4])
+        ax[2].set(xlabel="t (η k)", ylabel="effective rank exp(H(σ/Σσ))",
+                  title=f"(c) depth {L}: per-layer effective rank")
         odd_nl, odd_e, even = A[f"L{L}_odd_nl"], A[f"L{L}_odd_energy"], A[f"L{L}_even"]
         for b in (1, 2, 3):
             col, _ = _STYLE[MEMBERS[b]]
             frac = np.clip(odd_nl[b] / np.maximum(odd_e[b], 1e-300), 1e-17, None)
-            ax[r, 3].loglog(t[1:], frac[1:], color=col, lw=1.5, label=f"{MEMBERS[b]}: odd nonlinear")
-            ax[r, 3].loglog(t[1:], np.clip(even[b, 1:] / np.maximum(odd_e[b, 1:], 1e-300), 1e-17,
-                                           None), color=col, ls=":", lw=1.2)
-        ax[r, 3].plot([], [], "k:", label="even energy / odd energy")
-        ax[r, 3].set(xlabel="t", ylabel="fraction of <||f_odd||²>", ylim=(1e-12, 10),
-                     title="(d) nonlinear odd part and even part")
-        ax[r, 3].legend(fontsize=6)
-        ax[r, 0].legend(fontsize=6)
+            ax[3].loglog(t[1:], frac[1:], color=col, lw=1.5)
+            ax[3].loglog(t[1:], np.clip(even[b, 1:] / np.maximum(odd_e[b, 1:], 1e-300), 1e-17,
+                                        None), color=col, ls=":", lw=1.2)
+        ax[3].set(xlabel="t (η k)", ylabel="fraction of <||f_odd||²>", ylim=(1e-12, 10),
+                  title=f"(d) depth {L}: nonlinear odd and even parts")
+        for x in ax:
+            x.set_xlim(*xlim)
+            x.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))  # a short range: label 1, 2, 5
+            x.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+            x.xaxis.set_minor_formatter(NullFormatter())
+    ax = fig.add_subplot(grid[-1, :2])
     floor = float(A["sine_floor"])
-    for L in [int(x) for x in A["sine_depths"]]:
-        ax[0, 4].loglog(A[f"sine_L{L}_t"][1:], A[f"sine_L{L}_loss"][1:], lw=1.8, label=f"depth {L}")
-    ax[0, 4].axhline(floor, color="k", ls="--", lw=1, label="linear floor (lstsq): two-layer limit")
-    ax[0, 4].set(xlabel="t", ylabel="training loss", title="(e) sine target y = wᵀx + sin(4wᵀx)")
-    ax[0, 4].legend(fontsize=7)
-    for r in range(1, rows):
-        ax[r, 4].axis("off")
-    fig.suptitle(f"Deep bias-free ReLU nets vs deep linear nets — {result.size}, seed {result.seed}")
-    fig.tight_layout()
+    sine = [(int(L), A[f"sine_L{int(L)}_t"], A[f"sine_L{int(L)}_loss"]) for L in A["sine_depths"]]
+    for L, t, loss in sine:
+        ax.loglog(t[1:], loss[1:], lw=1.8, label=f"depth {L}")
+    ax.axhline(floor, color="k", ls="--", lw=1, label="linear floor (lstsq): the two-layer limit")
+    t_all = sine[0][1]
+    ax.set_xlim(action_start(t_all, *[np.interp(t_all, t, y) for _, t, y in sine]), t_all[-1])
+    ax.set(xlabel="t (η k)", ylabel="training loss",
+           title="(e) sine target y = wᵀx + sin(4wᵀx): only depth ≥ 3 goes below the floor")
+    ax.legend(fontsize=9)
+    _legend(fig.add_subplot(grid[-1, 2:]))
+    claim_title(fig, result, CLAIM)
     return fig

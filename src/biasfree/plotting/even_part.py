@@ -8,12 +8,14 @@ import numpy as np
 from matplotlib.ticker import NullFormatter
 
 from ..experiments.base import Result
-from . import status_title
+from . import action_end, claim_title
 
 FLOOR = 1e-34  # plotting floor for quantities that are exactly zero up to round-off
 LABELS = {"pair": "antisymmetric pairs", "rank_one": "rank-one balanced", "random": "random Gaussian"}
 COLORS = {"pair": "tab:blue", "rank_one": "tab:green", "random": "tab:red"}
 INITS = ("pair", "rank_one", "random")
+CLAIM = ("Pair and rank-one inits keep the even part f_even at zero, so the leaky net is its linear "
+         "twin; small random init leaves a width-set even part, large init a growing one")
 
 
 def figure(result: Result):
@@ -32,7 +34,7 @@ def figure(result: Result):
     ax.semilogy(t, np.maximum(E[1, -1], FLOOR), color=COLORS["rank_one"], ls=":",
                 label=f"rank-one σ={scales[-1]:g}")
     ax.set_ylim(FLOOR, 2 * max(np.max(E), 1e-30))
-    ax.set(xlabel="time t = η k", ylabel="<f_even²> / <y²>", title="even part during training")
+    ax.set(xlabel="time t = η k", ylabel="<f_even²> / <y²>", title="(a) even part during training")
     ax.legend(fontsize=7)
 
     ax = axes[1]
@@ -43,7 +45,7 @@ def figure(result: Result):
     ax.axhline(3e-3, color="k", lw=0.7, ls="--")
     ax.text(scales[0], 3.6e-3, "paper's 0.3%", fontsize=7)
     ax.set(xlabel="init scale σ", ylabel="max_t |L(t) - L_lin(ct)| / L(0)",
-           title="deviation from the linear twin")
+           title="(b) deviation from the linear twin")
     ax.legend(fontsize=7)
 
     ax = axes[2]
@@ -52,7 +54,8 @@ def figure(result: Result):
                 label=f"leaky α={float(a['alpha']):g}, σ={scales[j]:g}")
         ax.plot(t, a["loss_twin"][2, j], color="k", ls=ls, lw=0.8,
                 label=f"linear twin at c t (c={c:g}) σ={scales[j]:g}")
-    ax.set(xlabel="time t (twin: c t)", ylabel="loss", title="random init: leaky vs twin")
+    ax.set(xlabel="time t = η k (twin: c t)", ylabel="loss", title="(c) random init: leaky vs twin",
+           xlim=(0, action_end(t, a["loss"][2, [0, -1]], a["loss_twin"][2, [0, -1]])))
     ax.legend(fontsize=7)
 
     if study:
@@ -65,8 +68,8 @@ def figure(result: Result):
         ax.loglog(w, med[0] * (w / w[0]) ** -0.5, "k:", label="∝ width^(-1/2)")
         ax.loglog(w, med[0] * (w / w[0]) ** -1.0, "k--", lw=0.8, label="∝ width^(-1)")
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set(xlabel="width", ylabel="D₀ (smallest σ)", title="rich limit vs width")
+        ax.set(xlabel="width", ylabel="D₀ (smallest σ)", title="(d) rich limit vs width")
         ax.legend(fontsize=7)
-    fig.suptitle(status_title(result), fontsize=10)
+    claim_title(fig, result, CLAIM)
     fig.tight_layout()
     return fig

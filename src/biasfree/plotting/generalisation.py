@@ -7,6 +7,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..experiments.base import Result
+from . import action_start, claim_title
+
+CLAIM = ("Bias-free (leaky) ReLU nets train and test like linear nets with time × (1+α)/2; the test "
+         "loss is the population loss of β_eff (plus the even part's, from random init)")
 
 
 def figure(result: Result):
@@ -48,7 +52,9 @@ def figure(result: Result):
               title="(c) gap to the linear twin")
     for a_ in ax:
         a_.legend(fontsize=7)
-    fig.suptitle("Generalisation: bias-free ReLU nets test like linear nets, time × (1+α)/2 — "
-                 f"{result.size}, seed {result.seed}")
+    x0 = action_start(cs[0] * t, L[:n_a], Lt[:n_a])
+    for a_ in ax:
+        a_.set_xlim(x0, float(cs[-1] * t[-1]) * 1.05)
+    claim_title(fig, result, CLAIM)
     fig.tight_layout()
     return fig

@@ -7,7 +7,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..experiments.base import Result
-from . import status_title
+from . import claim_title
+
+CLAIM = ("With logistic loss on separable symmetric data, pair-init leaky nets equal their linear "
+         "twins and turn, like them, towards the hard-margin SVM direction")
 
 
 def figure(result: Result):
@@ -28,7 +31,7 @@ def figure(result: Result):
                label="mean direction <y x>")
     ax.axhline(1 - float(a["cos_teacher"]), color="tab:orange", lw=0.8, ls=":",
                label="labelling teacher w*")
-    ax.set(xlabel="time t = η k", ylabel="1 - cos(β_eff, w_svm)", title="direction")
+    ax.set(xlabel="time t = η k", ylabel="1 - cos(β_eff, w_svm)", title="(a) direction: towards w_svm")
     ax.legend(fontsize=7)
 
     ax = axes[1]
@@ -37,7 +40,7 @@ def figure(result: Result):
     for i in range(A):
         ax.loglog(tt, a["loss_twin"][i], color="k", ls=":", lw=0.8,
                   label="linear twins (pairs)" if i == 0 else None)
-    ax.set(xlabel="time t (twin: c t)", ylabel="logistic loss", title="loss")
+    ax.set(xlabel="time t = η k (twin: c t)", ylabel="logistic loss", title="(b) loss: pairs on their twins")
     ax.legend(fontsize=7)
 
     ax = axes[2]
@@ -45,8 +48,8 @@ def figure(result: Result):
         ax.semilogx(tt, a["margin_ratio"][j], color=col, ls=ls, label=label)
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set(xlabel="time t", ylabel="min_i y_i β̂ᵀx_i / SVM margin", ylim=(-0.2, 1.05),
-           title="normalised margin")
+           title="(c) normalised margin → the SVM's")
     ax.legend(fontsize=7)
-    fig.suptitle(status_title(result), fontsize=10)
+    claim_title(fig, result, CLAIM)
     fig.tight_layout()
     return fig

@@ -7,6 +7,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..experiments.base import Result
+from . import action_end, claim_title
+
+CLAIM = ("ReLU on orthogonal inputs ± with odd and even targets: units align to derived directions and "
+         "the net learns as two independent linear half-nets")
 
 
 def _proj(F, target):
@@ -17,7 +21,8 @@ def _proj(F, target):
 def figure(result: Result):
     A = result.arrays
     t = A["t"]
-    fig, ax = plt.subplots(1, 4, figsize=(20, 4.4))
+    fig, ax = plt.subplots(2, 2, figsize=(13, 9))
+    ax = ax.ravel()
 
     ax[0].semilogy(t, A["loss_full"], lw=2, label="full target, random init")
     ax[0].semilogy(t, A["loss_aligned"], "--", lw=1.5, label="full target, aligned init")
@@ -67,7 +72,10 @@ def figure(result: Result):
     ax[3].set(xlabel="t", ylabel="sin angle (median, 10–90 % band)", ylim=(1e-4, 1.5),
               title="(d) unit alignment; dashed: derived bound\n(dotted: end of early phase)")
     ax[3].legend(fontsize=7)
-    fig.suptitle("ReLU on orthogonal inputs ± with odd and even targets: two independent "
-                 f"linear half-nets — {result.size}, seed {result.seed}")
+    t_end = action_end(t, A["strength_random"].T, A["strength_aligned"].T, _proj(A["odd_full"], o),
+                       _proj(A["even_full"], e))
+    for a_ in ax:
+        a_.set_xlim(0, t_end)
+    claim_title(fig, result, CLAIM)
     fig.tight_layout()
     return fig

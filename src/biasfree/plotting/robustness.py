@@ -7,10 +7,12 @@ import numpy as np
 from matplotlib.ticker import NullFormatter
 
 from ..experiments.base import Result
-from . import status_title
+from . import action_end, claim_title
 
 FLOOR = 1e-18
 NAMES = ("pairs", "random")
+CLAIM = ("Weight decay λ acts on a leaky net as λ/c on its linear twin; large init and large steps "
+         "move random-init nets off the twin, never pair-init nets")
 COLORS = ("tab:blue", "tab:red")
 
 
@@ -27,7 +29,8 @@ def figure(result: Result):
         ax.semilogy(t, np.linalg.norm(B[i] - a["beta_star_lambda"], axis=1), color=col, ls=":",
                     label=f"{name}: |β_eff - β*(λ)|")
     ax.set(xlabel="time t = η k", ylabel="distance", ylim=(1e-16, None),
-           title=f"weight decay λ={result.config['weight_decay']:g} acts as λ/c (c={c:g})")
+           title=f"(a) decay λ={result.config['weight_decay']:g}: β_eff ends at β*(λ/c) (c={c:g}), "
+                 "not β*(λ)")
     ax.legend(fontsize=7)
 
     ax = axes[1]
@@ -37,8 +40,9 @@ def figure(result: Result):
         ax.plot(t, L[i], color=col, label=f"{name}: leaky")
         ax.plot(t, Lt[i], color=col, ls="--", lw=0.9, label=f"{name}: twin at c t")
     ax.plot(t, 0.5 * E[1], color="0.4", ls=":", label="random: ½<f_even²>")
-    ax.set(xlabel="time t", ylabel="loss",
-           title=f"large init σ={a['scales'][1]:g} (lazy)")
+    ax.set(xlabel="time t = η k (twin: c t)", ylabel="loss",
+           xlim=(0, action_end(t, L, Lt, 0.5 * E[1])),
+           title=f"(b) large init σ={a['scales'][1]:g}: the even part\nopens a gap at t = 0 (random only)")
     ax.legend(fontsize=7)
 
     ax = axes[2]
@@ -49,8 +53,9 @@ def figure(result: Result):
                   label=f"{name}: deviation from linear twin")
     ax.loglog(lrs, gap[0, 0] * lrs / lrs[0], "k:", lw=0.8, label="∝ η")
     ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set(xlabel="learning rate η", ylabel="relative gap", title="large learning rate")
+    ax.set(xlabel="learning rate η", ylabel="relative gap (fraction of L(0))",
+           title="(c) large steps: GD leaves the flow ∝ η;\npairs stay on their twin")
     ax.legend(fontsize=7)
-    fig.suptitle(status_title(result), fontsize=10)
+    claim_title(fig, result, CLAIM)
     fig.tight_layout()
     return fig
