@@ -1,4 +1,10 @@
-"""One static HTML page from saved results: every figure, every check, metadata.
+"""One static HTML page from saved results, in the order a reader thinks.
+
+The headline experiment comes first, then the others in registry order (results not
+in the registry last, by name). A table of contents links every experiment with its
+verdict; each experiment is a card: what it claims, which of the paper's claims it
+tests, its verdict (n of m checks passed), its figure, its checks (claim sentence,
+value, threshold, unit), its notes, and its metrics folded away.
 
 Figures are embedded as base64 PNG so the page opens anywhere, offline.
 """
@@ -9,7 +15,37 @@ import base64
 import html
 from pathlib import Path
 
+from .experiments import HEADLINE, REGISTRY
+from .experiments.base import Result
 from .store import atomic_write, load_all
+
+STYLE = """
+body{font-family:system-ui,sans-serif;max-width:1100px;margin:auto;padding:1em 1.5em;
+  color:#222;line-height:1.4}
+h1{margin-bottom:.2em} h2{margin:0 0 .3em 0}
+.summary{font-size:110%}
+nav ol{padding-left:1.4em} nav li{margin:.25em 0}
+nav .claim{color:#555;font-size:90%}
+.card{border:1px solid #ccc;border-radius:6px;padding:1em 1.2em;margin:1.5em 0;
+  box-shadow:0 1px 3px #0001}
+.card.headline{border:2px solid #335}
+.tag{font-size:75%;background:#335;color:#fff;border-radius:3px;padding:1px 6px;
+  vertical-align:middle;margin-left:.5em}
+.verdict{font-weight:bold;border-radius:4px;padding:1px 8px;white-space:nowrap}
+.verdict.pass{background:#e3f4e3;color:#15601a} .verdict.fail{background:#fbe0e0;color:#a00}
+.claim-line{font-size:105%;margin:.3em 0} .paper{color:#335;margin:.3em 0}
+.meta{color:#666;font-size:80%}
+img{max-width:100%;display:block;margin:.8em auto}
+table{border-collapse:collapse;width:100%}
+td,th{border:1px solid #ddd;padding:3px 6px;font-size:88%;vertical-align:top;text-align:left}
+th{background:#f4f4f4}
+td.num{font-family:ui-monospace,monospace;white-space:nowrap;text-align:right}
+td.name{min-width:13em} td.name code{font-size:95%}
+tr.fail{background:#fdd} td.ok{color:#15601a;font-weight:bold} td.bad{color:#a00;font-weight:bold}
+details{margin-top:.8em} summary{cursor:pointer;color:#335}
+.metrics td{font-size:80%}
+.notes{font-size:92%;color:#333}
+"""
 
 
 def _img(path: Path) -> str:
@@ -19,43 +55,102 @@ def _img(path: Path) -> str:
     return f'<img alt="{html.escape(path.parent.name)} figure" src="data:image/png;base64,{data}">'
 
 
+def ordered(results: list[tuple[Result, dict]]) -> list[tuple[Result, dict]]:
+    """Headline first, then registry order, then results the registry does not know (by name)."""
+    rank = {name: i for i, name in enumerate(REGISTRY)} | {HEADLINE: -1}
+    return sorted(results, key=lambda rd: (rank.get(rd[0].experiment, len(rank)), rd[0].experiment))
+
+
+def anchor(name: str) -> str:
+    """The HTML id of an experiment's card."""
+    return "exp-" + "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in name)
+
+
+def verdict(res: Result) -> tuple[str, str]:
+    """(CSS class, text): ``"7 of 8 checks passed"``."""
+    n, m = sum(c.passed for c in res.checks.values()), len(res.checks)
+    if m == 0:
+        return "fail", "no checks"
+    return ("pass" if n == m else "fail"), f"{n} of {m} checks passed"
+
+
+def _breakable(name: str) -> str:
+    """A snake_case name that may wrap after its underscores, never inside a word."""
+    return "_<wbr>".join(html.escape(part) for part in name.split("_"))
+
+
+def _checks_table(res: Result) -> str:
+    units = any(c.unit for c in res.checks.values())  # results saved before units had none
+    rows = []
+    for k, c in res.checks.items():
+        ok = c.passed
+        op = "≤" if c.op == "<=" else "≥"
+        rows.append(
+            f'<tr class="{"pass" if ok else "fail"}" id="{anchor(res.experiment)}--{html.escape(k)}">'
+            f"<td class=name><code>{_breakable(k)}</code></td>"
+            f"<td>{html.escape(c.claim)}</td><td class=num>{c.value:.3g}</td>"
+            f"<td class=num>{op} {c.threshold:.3g}</td>"
+            + (f"<td>{html.escape(c.unit)}</td>" if units else "") +
+            f'<td class="{"ok" if ok else "bad"}">{"pass" if ok else "FAIL"}</td></tr>')
+    return ("<table class=checks><tr><th>check</th><th>what passing shows</th><th>value</th>"
+            "<th>threshold</th>" + ("<th>unit</th>" if units else "") + "<th>result</th></tr>"
+            + "".join(rows) + "</table>")
+
+
+def _card(res: Result, doc: dict, out_dir: Path) -> str:
+    name = res.experiment
+    exp = REGISTRY.get(name)
+    cls, text = verdict(res)
+    tag = '<span class=tag>headline</span>' if name == HEADLINE else ""
+    claim = f"<p class=claim-line><b>Claim.</b> {html.escape(exp.claim)}</p>" if exp else ""
+    paper = (f"<p class=paper><b>Paper's claim tested.</b> {html.escape(exp.paper_claim)}</p>"
+             if exp and exp.paper_claim else "")
+    metrics = "".join(f"<tr><td>{html.escape(k)}</td><td class=num>{v:.6g}</td></tr>"
+                      for k, v in res.metrics.items())
+    meta = (f"size {html.escape(res.size)}, seed {res.seed}, "
+            f"{doc.get('elapsed_s', float('nan')):.1f} s; versions: "
+            + html.escape(", ".join(f"{k} {v}" for k, v in doc.get("versions", {}).items())))
+    notes = f"<p class=notes><b>Notes.</b> {html.escape(res.notes)}</p>" if res.notes else ""
+    return (
+        f'<section class="card{" headline" if tag else ""}" id="{anchor(name)}">'
+        f"<h2>{html.escape(name)}{tag}</h2>{claim}{paper}"
+        f'<p><span class="verdict {cls}">{text}</span></p>'
+        f"{_img(out_dir / name / 'figure.png')}{_checks_table(res)}{notes}"
+        f"<details><summary>metrics ({len(res.metrics)})</summary>"
+        f"<table class=metrics>{metrics}</table></details>"
+        f"<p class=meta>{meta}</p></section>")
+
+
+def _toc(results: list[tuple[Result, dict]]) -> str:
+    items = []
+    for res, _ in results:
+        exp = REGISTRY.get(res.experiment)
+        cls, text = verdict(res)
+        paper = exp.paper_claim.split(":")[0] if exp and exp.paper_claim else ""
+        claim = (f'<br><span class=claim>{f"<b>{html.escape(paper)}.</b> " if paper else ""}'
+                 f"{html.escape(exp.claim)}</span>") if exp else ""
+        items.append(f'<li><a href="#{anchor(res.experiment)}">{html.escape(res.experiment)}</a> '
+                     f'<span class="verdict {cls}">{text}</span>{claim}</li>')
+    return f"<nav><h2>Contents</h2><ol>{''.join(items)}</ol></nav>"
+
+
 def render(out_dir) -> str:
     """The HTML text for the results under ``out_dir``."""
     out_dir = Path(out_dir)
-    results = load_all(out_dir)
+    results = ordered(load_all(out_dir))
     if not results:
         raise FileNotFoundError(f"no results under {out_dir}: run `biasfree run all` first")
-    rows, sections = [], []
     n_pass = sum(c.passed for r, _ in results for c in r.checks.values())
     n_all = sum(len(r.checks) for r, _ in results)
-    for res, doc in results:
-        for k, c in res.checks.items():
-            ok = "pass" if c.passed else "FAIL"
-            rows.append(
-                f'<tr class="{ok.lower()}"><td>{html.escape(res.experiment)}</td>'
-                f"<td>{html.escape(k)}</td><td>{html.escape(c.claim)}</td>"
-                f"<td>{c.value:.4g}</td><td>{c.op} {c.threshold:.4g}</td><td>{ok}</td></tr>")
-        metrics = "".join(f"<tr><td>{html.escape(k)}</td><td>{v:.6g}</td></tr>"
-                          for k, v in res.metrics.items())
-        meta = (f"size {html.escape(res.size)}, seed {res.seed}, "
-                f"{doc.get('elapsed_s', float('nan')):.1f} s; versions: "
-                + html.escape(", ".join(f"{k} {v}" for k, v in doc.get("versions", {}).items())))
-        sections.append(
-            f'<section id="{html.escape(res.experiment)}"><h2>{html.escape(res.experiment)}</h2>'
-            f"<p class=meta>{meta}</p>{_img(out_dir / res.experiment / 'figure.png')}"
-            f"<p>{html.escape(res.notes)}</p>"
-            f"<details><summary>metrics</summary><table>{metrics}</table></details></section>")
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}"
-             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;"
-             "font-size:90%}tr.fail{background:#fdd}tr.pass td:last-child{color:green}"
-             "img{max-width:100%}.meta{color:#555;font-size:85%}")
+    n_ok = sum(r.passed and bool(r.checks) for r, _ in results)
+    summary = (f"<p class=summary>{n_pass} of {n_all} checks passed; {n_ok} of {len(results)} "
+               "experiments pass all their checks. Paper: Zhang, Saxe, Latham, <i>When Are "
+               "Bias-Free ReLU Networks Effectively Linear Networks?</i> (TMLR 2025).</p>")
+    cards = "".join(_card(res, doc, out_dir) for res, doc in results)
     return (
         "<!doctype html><html><head><meta charset=utf-8><title>biasfree report</title>"
-        f"<style>{style}</style></head><body><h1>biasfree: results</h1>"
-        f"<p>{n_pass} of {n_all} checks passed across {len(results)} experiments.</p>"
-        "<table><tr><th>experiment</th><th>check</th><th>claim</th><th>value</th>"
-        f"<th>threshold</th><th>result</th></tr>{''.join(rows)}</table>"
-        f"{''.join(sections)}</body></html>")
+        f"<style>{STYLE}</style></head><body><h1>biasfree: results</h1>{summary}"
+        f"{_toc(results)}{cards}</body></html>")
 
 
 def write_report(out_dir) -> Path:

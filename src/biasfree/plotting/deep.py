@@ -37,7 +37,7 @@ def _legend(ax) -> None:
     handles += [Line2D([], [], color="0.3", ls="-", lw=2, label="(d) odd nonlinear / odd energy"),
                 Line2D([], [], color="0.3", ls=":", lw=1.5, label="(d) even / odd energy")]
     ax.axis("off")
-    ax.legend(handles=handles, loc="center", ncol=2, fontsize=9, frameon=False)
+    ax.legend(handles=handles, loc="center", ncol=2, fontsize=10.5, frameon=False)
 
 
 def figure(result: Result):
