@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEVSTAMP := $(VENV)/.installed-dev
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean report-shot
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,24 @@ run: $(STAMP)  ## headline experiment -> results/
 test: $(DEVSTAMP)  ## ruff + pytest
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/python -m pytest -q
+
+RESULTS ?= results
+CHROMIUM ?= chromium
+SHOT ?= $(RESULTS)/report.png
+SHOT_SIZE ?= 1280,4000
+
+report-shot: $(STAMP)  ## $(RESULTS)/index.html, then a headless-Chromium screenshot of it -> $(SHOT)
+	$(BIN)/biasfree report --out $(RESULTS)
+	@command -v $(CHROMIUM) >/dev/null 2>&1 || { \
+	  echo "report-shot: '$(CHROMIUM)' not found. Install it (Debian: apt-get install -y chromium)" \
+	       "or point CHROMIUM=/path/to/chrome at a Chrome/Chromium binary." >&2; exit 1; }
+	@profile=$$(mktemp -d); \
+	$(CHROMIUM) --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+	  --disable-background-networking --disable-component-update --disable-sync \
+	  --user-data-dir=$$profile --screenshot=$(abspath $(SHOT)) --window-size=$(SHOT_SIZE) \
+	  file://$(abspath $(RESULTS))/index.html >/dev/null 2>&1; rc=$$?; rm -rf $$profile; \
+	if [ $$rc -ne 0 ] || [ ! -s $(SHOT) ]; then echo "report-shot: chromium failed (exit $$rc)" >&2; exit 1; fi
+	@echo $(SHOT)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_engine.py

@@ -5,6 +5,7 @@ whether every check passed, its files must follow DESIGN.md's output contract, a
 report built from them must show every figure and every check.
 """
 
+import html
 import json
 import re
 
@@ -75,7 +76,92 @@ def test_report_shows_every_figure_and_check(results):
     for name in REGISTRY:
         doc = json.loads((out / name / "result.json").read_text())
         for key in doc["checks"]:
-            assert f"<td>{name}</td><td>{key}</td>" in page
+            assert f'id="exp-{name}--{key}"' in page, f"{name}.{key} has no row in the report"
+
+
+def test_report_reads_headline_first_with_contents_and_cards(results):
+    out, _ = results
+    page = render(out)
+    cards = re.findall(r'<section class="card[^"]*" id="exp-([^"]+)">', page)
+    assert cards == list(REGISTRY), "cards: headline first, then registry order"
+    assert cards[0] == HEADLINE
+    toc = page[page.index("<nav>"):page.index("</nav>")]
+    assert re.findall(r'<a href="#exp-([^"]+)">', toc) == list(REGISTRY)
+    assert page.index("</nav>") < page.index('id="exp-')
+    for name in REGISTRY:
+        card = page[page.index(f'id="exp-{name}"'):]
+        card = card[:card.index("</section>")]
+        exp = get(name)
+        assert exp.paper_claim.startswith("Claim "), f"{name}: set paper_claim on its Experiment"
+        assert html.escape(exp.paper_claim) in card and html.escape(exp.claim) in card
+        res = store.load(out / name)
+        n_ok = sum(c.passed for c in res.checks.values())
+        assert f"{n_ok} of {len(res.checks)} checks passed" in card
+        # claim, then verdict, then figure, then checks, then metrics
+        order = [card.index(html.escape(exp.claim)), card.index("checks passed</span>"),
+                 card.index("data:image/png;base64,"), card.index("<table class=checks>"),
+                 card.index("<summary>metrics")]
+        assert order == sorted(order), f"{name}: card out of reading order"
+        for key, c in res.checks.items():
+            assert html.escape(c.claim) in card, f"{name}.{key}: claim sentence missing"
+            if name != HEADLINE:
+                assert c.unit, f"{name}.{key}: name the unit of the check's value"
+            if c.unit:
+                assert f"<td>{html.escape(c.unit)}</td>" in card
+
+
+def test_units_round_trip_and_old_results_still_load(results, tmp_path):
+    out, _ = results
+    name = next(n for n in REGISTRY if n != HEADLINE)
+    doc = json.loads((out / name / "result.json").read_text())
+    assert all(c["unit"] for c in doc["checks"].values())
+    assert {k: c.unit for k, c in store.load(out / name).checks.items()} == \
+        {k: c["unit"] for k, c in doc["checks"].items()}
+    for c in doc["checks"].values():  # a result.json written before units existed
+        del c["unit"]
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "result.json").write_text(json.dumps(doc))
+    assert all(c.unit == "" for c in store.load(tmp_path / name).checks.values())
+
+
+def _in_order(words: list[str], text: str) -> bool:
+    """Whether ``words`` appear in ``text`` in order (other table cells may sit between)."""
+    tokens = iter(re.sub(r"[│┃]", " ", text).split())
+    return all(any(w == t for t in tokens) for w in words)
+
+
+@pytest.mark.parametrize("columns", ["80", "200"])
+def test_console_table_wraps_claims_and_never_cuts_names(results, tmp_path, monkeypatch, capsys,
+                                                         columns):
+    import dataclasses
+
+    from biasfree.cli import _print_checks
+    from biasfree.experiments.base import at_least
+
+    out, _ = results
+    long_name = "a_very_long_check_name_that_a_narrow_terminal_must_not_cut"
+    names = [n for n in REGISTRY if n != HEADLINE][:2]
+    for n in names:  # real results, plus one check with a long name and claim
+        res = store.load(out / n)
+        claim = (f"This claim sentence of {n} is long enough that an eighty-column terminal has to "
+                 "wrap it over several lines rather than cut it off at the end.")
+        checks = res.checks | {long_name: at_least(2.0, 1.0, claim, unit="fraction of L(0)")}
+        store.save(dataclasses.replace(res, checks=checks), tmp_path, 0.0)
+    monkeypatch.setenv("COLUMNS", columns)
+    _print_checks(tmp_path, names)
+    text = capsys.readouterr().err
+    assert "…" not in text, "nothing in the check table may be truncated"
+    assert max(len(line) for line in text.splitlines()) <= int(columns)
+    starts = [text.index(f"{n}: ") for n in names] + [len(text)]
+    for i, n in enumerate(names):
+        table = text[starts[i]:starts[i + 1]]
+        res = store.load(tmp_path / n)
+        assert f"{sum(c.passed for c in res.checks.values())} of {len(res.checks)} checks" in table
+        for key, c in res.checks.items():
+            assert re.search(rf"[\s│]{re.escape(key)}[\s│]", table), \
+                f"check name {key} cut at COLUMNS={columns}"
+            assert _in_order(c.claim.split(), table), f"claim of {key} cut or missing"
+            assert _in_order(["unit:", *c.unit.split()], table), f"unit of {key} missing"
 
 
 def test_saved_result_round_trips(results):

@@ -151,17 +151,39 @@ def show(name: Annotated[str, typer.Argument(help="experiment name")]) -> None:
 
 
 def _print_checks(out: Path, names: list[str]) -> None:
+    """One table per experiment, titled with its verdict: every check's full name, the
+    claim it tests (wrapped, with its unit), value, threshold and result. Names are
+    never cut: on a wide terminal the claim has its own column, on a narrow one it is
+    wrapped under the name."""
+    from rich.text import Text
+
     from . import store
 
-    table = Table(title="checks", show_lines=False)
-    for col in ("experiment", "check", "value", "threshold", "pass"):
-        table.add_column(col)
-    for n in names:
-        res = store.load(out / n)
+    results = [store.load(out / n) for n in names]
+    name_w = max((len(k) for r in results for k in r.checks), default=10)
+    wide = err.width >= name_w + 80  # room for the value columns and a 40-character claim
+    for res in results:
+        n_ok = sum(c.passed for c in res.checks.values())
+        colour = "green" if res.passed else "red"
+        table = Table(title=Text.assemble((res.experiment, "bold"), ": ",
+                                          (f"{n_ok} of {len(res.checks)} checks passed", colour)),
+                      show_lines=True, width=min(err.width, name_w + 140) if wide else None)
+        table.add_column("check" if wide else "check and claim", no_wrap=wide, min_width=name_w,
+                         ratio=None if wide else 1)
+        if wide:
+            table.add_column("claim", ratio=1)
+        table.add_column("value", justify="right", no_wrap=True)
+        table.add_column("threshold", no_wrap=True)
+        table.add_column("pass", no_wrap=True)
         for k, c in res.checks.items():
-            table.add_row(n, k, f"{c.value:.3g}", f"{c.op} {c.threshold:.3g}",
-                          "[green]yes[/]" if c.passed else "[red]NO[/]")
-    err.print(table)
+            claim = Text(c.claim)
+            if c.unit:
+                claim.append(f"\nunit: {c.unit}", style="dim")
+            first = [Text(k, style="bold"), claim] if wide else \
+                [Text.assemble((k, "bold"), "\n", claim)]
+            table.add_row(*first, f"{c.value:.3g}", f"{c.op} {c.threshold:.3g}",
+                          Text("yes", "green") if c.passed else Text("NO", "bold red"))
+        err.print(table)
 
 
 @app.command()
