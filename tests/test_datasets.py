@@ -1,0 +1,92 @@
+"""Data in: bundled digits, files, symmetrisation, rank-deficient whitening, asymmetry."""
+
+import numpy as np
+import pytest
+
+import biasfree as bf
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return bf.load_data("digits")
+
+
+def test_digits_default_is_symmetrised_one_hot(digits):
+    X, Y = digits
+    assert X.shape == (2 * 1797, 64) and Y.shape == (2 * 1797, 10)
+    assert digits.symmetrised and digits.target == "onehot"
+    np.testing.assert_array_equal(X[1797:], -X[:1797])
+    np.testing.assert_array_equal(np.abs(Y).sum(axis=1), np.ones(2 * 1797))  # one-hot rows
+    assert digits.asymmetry == 0.0 and bf.is_symmetric(X, Y)
+    assert digits.raw_asymmetry > 1.0  # raw pixels lie on one side of the origin
+    assert 0.0 <= X.min() + 1.0 and X.max() <= 1.0  # pixels / 16
+
+
+def test_regression_target_and_subset():
+    d = bf.load_data("digits", target="value", n=100, seed=1)
+    assert d.X.shape == (200, 64) and d.Y.shape == (200, 1)
+    assert set(np.unique(np.abs(d.Y))) <= set(range(10))
+    with pytest.raises(ValueError, match="unknown data"):
+        bf.load_data("no-such-set")
+    with pytest.raises(ValueError, match="target"):
+        bf.load_data("digits", target="labels")
+
+
+def test_whiten_rank_deficient_digits(digits):
+    with pytest.raises(ValueError, match=r"rank-deficient.*rank='auto'"):
+        bf.whiten(digits.X)
+    w = bf.whiten(digits.X, rank="auto")
+    assert w.dropped == 3 and w.rank == 61 and w.X.shape == (digits.X.shape[0], 61)
+    # condition of the kept block ~7e6: whiteness to 1e-9 (ε κ ≈ 1.5e-9 ×  a small factor)
+    Xw = np.asarray(w.X)
+    np.testing.assert_allclose(Xw.T @ Xw / Xw.shape[0], np.eye(61), rtol=0, atol=1e-9)
+    assert bf.is_symmetric(w.X, digits.Y)
+    Xw, M = w  # unpacks as the old pair
+    np.testing.assert_array_equal(np.asarray(Xw), digits.X @ np.asarray(M))
+    p = bf.whiten(digits.X, rank=30)
+    assert p.rank == 30 and p.dropped == 34 and 0.9 < p.kept_variance < 1.0
+    Xp = np.asarray(p.X)
+    np.testing.assert_allclose(Xp.T @ Xp / Xp.shape[0], np.eye(30), rtol=0, atol=1e-11)
+    with pytest.raises(ValueError, match="null directions"):
+        bf.whiten(digits.X, rank=64)
+
+
+def test_whiten_full_rank_is_unchanged_by_auto():
+    X = bf.symmetrize(np.random.default_rng(0).normal(size=(50, 4)))
+    a, b = bf.whiten(X), bf.whiten(X, rank="auto")
+    assert b.dropped == 0
+    np.testing.assert_array_equal(np.asarray(a.M), np.asarray(b.M))  # same Σ^{-1/2}
+    np.testing.assert_allclose(np.asarray(a.M), np.asarray(a.M).T, rtol=0, atol=1e-13)
+
+
+def test_asymmetry_is_zero_exactly_for_mirrored_sets_and_its_stated_value():
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(30, 3)), rng.normal(size=(30, 1))
+    Xs, Ys = bf.symmetrize(X, Y)
+    assert bf.asymmetry(Xs, Ys) == 0.0
+    # two points z1 = (1, 0), z2 = (3, 0): mirrors -z1, -z2 are nearest to z1 at distances
+    # 2 and 4, so A = ((4 + 16) / 2) / ((1 + 9) / 2) = 2
+    assert bf.asymmetry(np.array([[1.0], [3.0]]), np.zeros((2, 1))) == pytest.approx(2.0, rel=1e-15)
+    half = bf.asymmetry(X, Y)
+    assert half > 0.3  # no mirrors at all: of order 1
+
+
+def test_files_round_trip(tmp_path):
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(20, 3)), rng.normal(size=(20, 2))
+    np.savez(tmp_path / "d.npz", X=X, Y=Y)
+    d = bf.load_data(tmp_path / "d.npz")
+    assert not d.symmetrised and d.raw_asymmetry == d.asymmetry > 0  # a file is taken as given
+    np.testing.assert_array_equal(d.X, X)
+    s = bf.load_data(tmp_path / "d.npz", symmetrize_data=True)
+    assert s.X.shape == (40, 3) and s.asymmetry == 0.0
+    lines = ["a,b,c,y1,y2"] + [",".join(repr(float(v)) for v in row) for row in np.hstack([X, Y])]
+    (tmp_path / "d.csv").write_text("\n".join(lines) + "\n")
+    c = bf.load_data(tmp_path / "d.csv", y_columns=2)
+    np.testing.assert_array_equal(c.X, X)
+    np.testing.assert_array_equal(c.Y, Y)
+    np.savez(tmp_path / "bad.npz", A=X)
+    with pytest.raises(ValueError, match="needs 'X'"):
+        bf.load_data(tmp_path / "bad.npz")
+    with pytest.raises(FileNotFoundError):
+        bf.load_data(tmp_path / "missing.csv")

@@ -1,0 +1,167 @@
+"""Models in (THEORY.md §0 conventions): PyTorch, equinox, state dicts and weight files
+convert to the same function to round-off in float64, read α from the model, and
+anything outside the bias-free (leaky) ReLU family is refused naming the layer."""
+
+import functools
+
+import equinox as eqx
+import jax
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+import biasfree as bf
+
+
+def _X(d, n=40, seed=0):
+    return np.random.default_rng(seed).normal(size=(n, d))
+
+
+# ---------------------------------------------------------------- equinox
+
+
+@pytest.mark.parametrize("act, alpha", [
+    (jax.nn.relu, 0.0),
+    (jax.nn.leaky_relu, 0.01),  # jax's default negative_slope
+    (functools.partial(jax.nn.leaky_relu, negative_slope=0.3), 0.3),
+    (lambda z: z, 1.0),
+])
+def test_equinox_mlp_converts_exactly(act, alpha):
+    mlp = eqx.nn.MLP(5, 3, 8, 2, activation=act, use_bias=False, use_final_bias=False,
+                     key=jax.random.PRNGKey(0))
+    model = bf.from_equinox(mlp)
+    assert model.alpha == pytest.approx(alpha, abs=1e-15)
+    assert bf.widths(model.params) == (5, 8, 8, 3)
+    X = _X(5)
+    # same float64 operations in the same order: equal to round-off (1e-14 absolute)
+    np.testing.assert_allclose(np.asarray(jax.vmap(mlp)(X)), np.asarray(model(X)), rtol=0, atol=1e-14)
+
+
+def test_equinox_refuses_bias_and_other_activations():
+    key = jax.random.PRNGKey(0)
+    with pytest.raises(bf.UnsupportedModelError, match=r"layers\[0\].*bias.*use_bias=False"):
+        bf.from_equinox(eqx.nn.MLP(5, 3, 8, 2, key=key))
+    with pytest.raises(bf.UnsupportedModelError, match=r"layers\[2\].*bias.*use_final_bias=False"):
+        bf.from_equinox(eqx.nn.MLP(5, 3, 8, 2, use_bias=False, key=key))
+    with pytest.raises(bf.UnsupportedModelError, match=r"activation after layers\[0\].*tanh"):
+        bf.from_equinox(eqx.nn.MLP(5, 3, 8, 2, activation=jax.nn.tanh, use_bias=False,
+                                   use_final_bias=False, key=key))
+    with pytest.raises(bf.UnsupportedModelError, match="final_activation"):
+        bf.from_equinox(eqx.nn.MLP(5, 3, 8, 2, final_activation=jax.nn.relu, use_bias=False,
+                                   use_final_bias=False, key=key))
+
+
+# ------------------------------------------------------- state dicts and files
+
+
+def _weights(seed=0, shapes=((30, 64), (20, 30), (10, 20))):
+    rng = np.random.default_rng(seed)
+    return [rng.normal(size=s) for s in shapes]
+
+
+def test_state_dict_orders_names_naturally_and_checks_shapes():
+    Ws = _weights(shapes=[(4, 3)] + [(4, 4)] * 10 + [(2, 4)])
+    names = [f"{2 * i}.weight" for i in range(len(Ws))]  # "10.weight" sorts before "2.weight" as text
+    mapping = dict(sorted(zip(names, Ws, strict=True)))
+    model = bf.from_state_dict(mapping, alpha=0.0)
+    assert model.names == tuple(names)
+    X = _X(3)
+    np.testing.assert_array_equal(np.asarray(model(X)), np.asarray(bf.forward(bf.from_arrays(Ws), X, 0.0)))
+    with pytest.raises(ValueError, match="does not take the"):
+        bf.from_state_dict({"0.weight": Ws[0], "2.weight": Ws[0]}, alpha=0.0)
+
+
+_W0, _W2 = np.ones((3, 2)), np.ones((1, 3))
+
+
+@pytest.mark.parametrize("mapping, match", [
+    ({"0.weight": _W0, "0.bias": np.ones(3), "2.weight": _W2}, r"layer 0 \('0.bias'\).*bias"),
+    ({"0.weight": np.ones((3, 2, 3, 3)), "2.weight": _W2}, "'0.weight'.*convolution"),
+    ({"0.weight": _W0, "1.weight": np.ones(3), "2.weight": _W2}, "'1.weight'.*normalisation"),
+    ({"0.weight": _W0, "1.running_mean": np.ones(3), "2.weight": _W2}, "'1.running_mean'"),
+])
+def test_state_dict_refuses_what_is_not_a_bias_free_linear_layer(mapping, match):
+    with pytest.raises(bf.UnsupportedModelError, match=match):
+        bf.from_state_dict(mapping, alpha=0.0)
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
+def test_files_round_trip_with_alpha(tmp_path, suffix):
+    params = bf.from_arrays(_weights())
+    path = bf.save_model(params, tmp_path / f"m{suffix}", alpha=0.25)
+    model = bf.load_model(path)
+    assert model.alpha == 0.25 and model.names == ("0.weight", "2.weight", "4.weight")
+    for a, b in zip(model.params, params, strict=True):
+        np.testing.assert_array_equal(np.asarray(a.W), np.asarray(b.W))
+    assert bf.load_model(path, alpha=0.5).alpha == 0.5  # the argument wins over the file
+
+
+def test_plain_safetensors_file_needs_alpha(tmp_path):
+    Ws = _weights()
+    save_file({"0.weight": Ws[0].astype(np.float32), "2.weight": Ws[1].astype(np.float32),
+               "4.weight": Ws[2].astype(np.float32)}, str(tmp_path / "m.safetensors"))
+    model = bf.load_model(tmp_path / "m.safetensors")
+    assert model.alpha is None
+    with pytest.raises(ValueError, match="α.*unknown"):
+        model(_X(64))
+    with pytest.raises(ValueError, match="unknown model format"):
+        bf.load_model(_touch(tmp_path / "m.pt"))
+    with pytest.raises(FileNotFoundError):
+        bf.load_model(tmp_path / "missing.npz")
+
+
+def _touch(path):
+    path.write_bytes(b"")
+    return path
+
+
+# ----------------------------------------------------------------- PyTorch
+
+
+def test_torch_sequential_converts_exactly_and_reads_alpha(tmp_path):
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+    torch.manual_seed(0)
+    cases = [
+        (nn.Sequential(nn.Linear(6, 9, bias=False), nn.ReLU(), nn.Linear(9, 2, bias=False)), 0.0),
+        (nn.Sequential(nn.Linear(6, 9, bias=False), nn.LeakyReLU(0.3), nn.Linear(9, 9, bias=False),
+                       nn.LeakyReLU(0.3), nn.Linear(9, 2, bias=False)), 0.3),
+        (nn.Sequential(nn.Linear(6, 9, bias=False), nn.Identity(), nn.Linear(9, 2, bias=False)), 1.0),
+        (nn.Sequential(nn.Linear(6, 9, bias=False), nn.Linear(9, 2, bias=False)), 1.0),
+    ]
+    X = _X(6)
+    for module, alpha in cases:
+        module = module.double()
+        model = bf.from_torch(module)
+        assert model.alpha == alpha
+        with torch.no_grad():
+            ref = module(torch.from_numpy(X)).numpy()
+        # float64 in both, same products: agreement to 1e-14 absolute
+        np.testing.assert_allclose(np.asarray(model(X)), ref, rtol=0, atol=1e-14)
+    # the state dict saved by safetensors.torch reads back without torch's help
+    from safetensors.torch import save_file as torch_save
+
+    torch_save(cases[0][0].state_dict(), str(tmp_path / "m.safetensors"))
+    again = bf.load_model(tmp_path / "m.safetensors", alpha=0.0)
+    np.testing.assert_array_equal(np.asarray(again(X)), np.asarray(bf.from_torch(cases[0][0])(X)))
+
+
+def test_torch_refusals_name_the_layer():
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+    L = functools.partial(nn.Linear, bias=False)
+    bad = [
+        (nn.Sequential(nn.Linear(4, 3), nn.ReLU(), L(3, 1)), r"layer 0 \(Linear\): has a bias"),
+        (nn.Sequential(L(4, 3), nn.Tanh(), L(3, 1)), r"layer 1 \(Tanh\): Tanh is not supported"),
+        (nn.Sequential(L(4, 3), nn.GELU(), L(3, 1)), r"layer 1 \(GELU\)"),
+        (nn.Sequential(nn.Conv1d(1, 2, 3, bias=False), nn.ReLU(), L(3, 1)),
+         r"layer 0 \(Conv1d\).*convolution"),
+        (nn.Sequential(L(4, 3), nn.ReLU(), L(3, 3), nn.LeakyReLU(0.1), L(3, 1)), "mixed slopes"),
+        (nn.Sequential(L(4, 3), nn.ReLU(), L(3, 1), nn.ReLU()), r"layer 3.*after the last Linear"),
+        (nn.Sequential(L(4, 3), nn.LeakyReLU(1.5), L(3, 1)), r"layer 1 \(LeakyReLU\).*outside"),
+    ]
+    for module, match in bad:
+        with pytest.raises(bf.UnsupportedModelError, match=match):
+            bf.from_torch(module)
+    with pytest.raises(TypeError, match="Sequential"):
+        bf.from_torch(L(4, 3))
