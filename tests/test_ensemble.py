@@ -1,0 +1,60 @@
+"""Named ensembles (biasfree.ensemble): members by name, twins built by the library."""
+
+import jax
+import numpy as np
+import pytest
+
+import biasfree as bf
+from biasfree.ensemble import Member, gd_members
+
+
+@pytest.fixture(scope="module")
+def data():
+    key = jax.random.PRNGKey(0)
+    X = jax.random.normal(key, (40, 4))
+    X, Y = bf.symmetrize(X, X @ np.array([[1.0], [-0.5], [0.2], [0.0]]) + np.sin(X[:, :1]))
+    return bf.Dataset(X, Y)
+
+
+def test_members_equal_their_single_runs_and_keep_their_names(data):
+    """Each named member, grouped by shape into one compiled call, follows the same
+    trajectory as its own gd() run (round-off: same arithmetic, batched)."""
+    wide = bf.init_gaussian(jax.random.PRNGKey(1), (4, 6, 1), 0.3)
+    narrow = bf.init_gaussian(jax.random.PRNGKey(2), (4, 3, 1), 0.3)
+    members = {"relu": Member(wide, alpha=0.0), "leaky_fast": Member(wide, alpha=0.4, lr=0.05),
+               "linear_decay": Member(narrow, alpha=1.0, weight_decay=0.1)}
+    cfg = bf.GDConfig(lr=0.02, steps=300, n_records=11)
+    runs = gd_members(members, data, cfg)
+    assert list(runs) == list(members)
+    for name, m in members.items():
+        single = bf.gd(m.params, data, bf.GDConfig(alpha=m.alpha, lr=m.lr or cfg.lr, steps=300,
+                                                   n_records=11, weight_decay=m.weight_decay))
+        # 300 steps of a batched vs an unbatched kernel: summation order differs, ~1e-14
+        np.testing.assert_allclose(runs[name].loss, single.loss, rtol=1e-12)
+        np.testing.assert_allclose(runs[name].t, single.t, rtol=1e-15)
+
+
+def test_pair_member_equals_its_twin_and_errors_name_the_member(data):
+    pair = bf.pair_up(bf.init_gaussian(jax.random.PRNGKey(3), (4, 5, 1), 0.3))
+    runs = gd_members({"pair": Member(pair, alpha=0.2, twin=True, weight_decay=0.05),
+                       "plain": Member(pair, alpha=0.2)}, data,
+                      bf.GDConfig(lr=0.03, steps=400, n_records=21))
+    # antisymmetric pairs on symmetric data: exactly the twin (§2.3-2.4, §2.7), round-off
+    assert runs.twin_gap("pair") < 1e-13
+    np.testing.assert_allclose(runs.twin("pair").t, 0.6 * runs["pair"].t, rtol=1e-15)
+    with pytest.raises(KeyError, match="without its twin"):
+        runs.twin("plain")
+    with pytest.raises(KeyError, match="members: pair, plain"):
+        runs["nope"]
+
+
+def test_bad_members_are_refused():
+    p = bf.init_gaussian(jax.random.PRNGKey(4), (2, 2, 1), 0.1)
+    with pytest.raises(ValueError, match="alpha"):
+        Member(p, alpha=1.5)
+    with pytest.raises(ValueError, match="lr"):
+        Member(p, lr=-1.0)
+    with pytest.raises(TypeError, match="Member"):
+        gd_members({"x": p}, bf.Dataset(np.ones((2, 2)), np.ones((2, 1))), bf.GDConfig())
+    with pytest.raises(ValueError, match="at least one"):
+        gd_members({}, bf.Dataset(np.ones((2, 2)), np.ones((2, 1))), bf.GDConfig())
