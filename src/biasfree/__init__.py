@@ -2,13 +2,12 @@
 
 Networks of any depth and leaky slope α, symmetric data, gradient descent and true
 gradient flow, closed-form theory, expressivity analysis and self-checking
-experiments for Zhang, Saxe & Latham (TMLR 2025). Importing the package enables
-float64 in JAX: the identities it checks hold to round-off only in double precision.
+experiments for Zhang, Saxe & Latham (TMLR 2025). biasfree computes in float64 by
+default, without touching JAX's global settings (``jax_enable_x64`` stays as it was):
+each public function runs under ``jax.enable_x64`` at its ``precision`` ("float64", or
+"float32" on request; see :mod:`biasfree.precision`). The identities it checks hold to
+round-off only in double precision.
 """
-
-import jax
-
-jax.config.update("jax_enable_x64", True)
 
 from . import theory
 from .data import (
@@ -52,7 +51,7 @@ from .floors import (
     ray_moments,
     two_layer_floor,
 )
-from .losses import loss_value, objective
+from .losses import forward_mirrored, loss_value, objective, objective_mirrored
 from .nets import (
     Layer,
     Params,
@@ -73,6 +72,7 @@ from .nets import (
     slope_factor,
     widths,
 )
+from .precision import PRECISIONS, current_precision, precise, use_precision
 from .train import (
     DivergenceError,
     FlowConfig,

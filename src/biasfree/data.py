@@ -16,6 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.spatial import cKDTree
 
+from .precision import precise
+
 Array = jax.Array
 Target = Callable[[Array], Array]
 
@@ -42,23 +44,49 @@ def check_data(X, Y) -> None:
             )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, eq=False)
 class Dataset:
-    """Train and held-out test sets: ``X`` (N, d), ``Y`` (N, p), ``X_test``, ``Y_test``."""
+    """Train and held-out test sets: ``X`` (N, d), ``Y`` (N, p), ``X_test``, ``Y_test``.
 
-    X: Array
+    Mirrored inputs. When the rows of ``X`` are exactly ``[X₊; -X₊]`` (the layout
+    :func:`symmetrize` and :func:`make_dataset` produce; checked once, here), the set
+    stores only the positive half ``X₊`` (``inputs``, (N/2, d)) and sets ``mirrored``;
+    ``X`` still returns the full (N, d) inputs, rebuilt on access. The engine then
+    computes the first layer's product ``X₊W₁ᵀ`` once for both halves, since
+    ``z₋ = -z₊`` (:func:`biasfree.losses.forward_mirrored`). Only the inputs need to be
+    mirrored: ``Y`` is stored in full, so targets that are not odd keep the shortcut.
+    ``mirror=False`` stores the full inputs and keeps the general path (for comparisons).
+    """
+
+    inputs: Array
     Y: Array
-    X_test: Array | None = None
-    Y_test: Array | None = None
+    X_test: Array | None
+    Y_test: Array | None
+    mirrored: bool
 
-    def __post_init__(self):
-        check_data(self.X, self.Y)
-        if (self.X_test is None) != (self.Y_test is None):
+    def __init__(self, X, Y, X_test=None, Y_test=None, *, mirror: bool = True):
+        check_data(X, Y)
+        if (X_test is None) != (Y_test is None):
             raise ValueError("give both X_test and Y_test, or neither")
-        if self.X_test is not None:
-            check_data(self.X_test, self.Y_test)
-            if self.X_test.shape[1] != self.X.shape[1] or self.Y_test.shape[1] != self.Y.shape[1]:
+        if X_test is not None:
+            check_data(X_test, Y_test)
+            if X_test.shape[1] != X.shape[1] or Y_test.shape[1] != Y.shape[1]:
                 raise ValueError("test set must have the same d and p as the training set")
+        mirrored = bool(mirror) and _is_mirror_layout(X)
+        inputs = X[: X.shape[0] // 2] if mirrored else X
+        if mirrored and isinstance(inputs, np.ndarray):
+            inputs = inputs.copy()  # let the full array go
+        for name, value in (("inputs", inputs), ("Y", Y), ("X_test", X_test), ("Y_test", Y_test),
+                            ("mirrored", mirrored)):
+            object.__setattr__(self, name, value)
+
+    @property
+    def X(self) -> Array:
+        """The training inputs (N, d); ``[X₊; -X₊]`` when ``mirrored``."""
+        if self.mirrored:
+            with jax.enable_x64(self.inputs.dtype == np.float64):  # keep the stored precision
+                return jnp.concatenate([self.inputs, -self.inputs], axis=0)
+        return self.inputs
 
     @property
     def has_test(self) -> bool:
@@ -66,10 +94,34 @@ class Dataset:
 
     @property
     def arrays(self) -> tuple:
-        """``(X, Y, X_test, Y_test)``: the pytree the compiled engine takes."""
+        """``(X, Y, X_test, Y_test)`` with the full training inputs."""
         return (self.X, self.Y, self.X_test, self.Y_test)
 
 
+def _is_mirror_layout(X) -> bool:
+    """True if the N rows of ``X`` are ``[X₊; -X₊]`` exactly (N even, N >= 2)."""
+    A = np.asarray(X)
+    n = A.shape[0] // 2
+    return A.shape[0] % 2 == 0 and n > 0 and bool(np.array_equal(A[n:], -A[:n]))
+
+
+def _dataset_flatten(ds: Dataset):
+    return (ds.inputs, ds.Y, ds.X_test, ds.Y_test), ds.mirrored
+
+
+def _dataset_unflatten(mirrored, children) -> Dataset:
+    ds = object.__new__(Dataset)
+    for name, value in zip(("inputs", "Y", "X_test", "Y_test"), children, strict=True):
+        object.__setattr__(ds, name, value)
+    object.__setattr__(ds, "mirrored", mirrored)
+    return ds
+
+
+# A pytree, so that jit/vmap take a Dataset and precision casts reach its arrays.
+jax.tree_util.register_pytree_node(Dataset, _dataset_flatten, _dataset_unflatten)
+
+
+@precise
 def gaussian_inputs(key, n: int, d: int, cov=None) -> Array:
     """``n`` inputs ``x ~ N(0, cov)`` in ``d`` dimensions (identity if ``cov`` is None)."""
     Z = jax.random.normal(key, (n, d))
@@ -85,6 +137,7 @@ def gaussian_inputs(key, n: int, d: int, cov=None) -> Array:
     return Z @ jnp.linalg.cholesky(cov).T
 
 
+@precise
 def symmetrize(X, Y=None):
     """Append the mirror images: ``X -> [X; -X]`` and ``Y -> [Y; -Y]`` (§2.1)."""
     Xs = jnp.concatenate([X, -X], axis=0)
@@ -93,6 +146,7 @@ def symmetrize(X, Y=None):
     return Xs, jnp.concatenate([Y, -Y], axis=0)
 
 
+@precise
 def asymmetric_half(X, Y):
     """Drop the mirror half made by :func:`symmetrize` (first N/2 rows kept)."""
     n = X.shape[0] // 2
@@ -109,6 +163,7 @@ def is_symmetric(X, Y=None, tol: float = 1e-9) -> bool:
     return bool(np.max(dist) <= tol)
 
 
+@precise
 def whiten(X):
     """Exact whitening on the sample: ``X -> X Σ^{-1/2}`` with ``Σ = XᵀX / N``.
 
@@ -124,11 +179,13 @@ def whiten(X):
     return X @ M, M
 
 
+@precise
 def input_covariance(X) -> Array:
     """``Σ_xx = <x xᵀ> = XᵀX / N``, shape (d, d)."""
     return X.T @ X / X.shape[0]
 
 
+@precise
 def cross_covariance(X, Y) -> Array:
     """``Σ_yx = <y xᵀ> = YᵀX / N``, shape (p, d)."""
     return Y.T @ X / X.shape[0]
@@ -137,12 +194,14 @@ def cross_covariance(X, Y) -> Array:
 # --------------------------------------------------------------------- targets
 
 
+@precise
 def linear_target(T) -> Target:
     """``y = T x`` for a matrix ``T`` of shape (p, d)."""
     T = jnp.asarray(T, dtype=float)
     return lambda X: X @ T.T
 
 
+@precise
 def teacher_matrix(key, d: int, singular_values) -> Array:
     """Random (p, d) matrix ``T = U diag(s) Vᵀ`` with prescribed ``singular_values``
     s (p of them, p <= d) and Haar-random orthonormal U, V."""
@@ -156,6 +215,7 @@ def teacher_matrix(key, d: int, singular_values) -> Array:
     return (U * s) @ V.T
 
 
+@precise
 def sine_target(key, d: int, freq: float = 4.0) -> tuple[Target, Array]:
     """The paper's target ``y = wᵀx + sin(freq · wᵀx)``, ``w_i ~ U[-1/2, 1/2]``.
 
@@ -186,6 +246,7 @@ def xor_target(i: int = 0, j: int = 1) -> Target:
     return lambda X: (jnp.sign(X[:, i]) * jnp.sign(X[:, j]))[:, None]
 
 
+@precise
 def label_data(key, X, margin: float = 0.0):
     """±1 labels ``y = sign(w*ᵀ x)`` for a random unit ``w*``, keeping only points
     with ``|w*ᵀ x| >= margin`` (a margin makes the set cleanly separable).
@@ -200,6 +261,7 @@ def label_data(key, X, margin: float = 0.0):
     return X[keep], jnp.sign(z[keep])[:, None], w
 
 
+@precise
 def make_dataset(key, target: Target, n: int, d: int, *, n_test: int = 0, cov=None,
                  symmetric: bool = True, mirror_targets: bool = True, noise: float = 0.0,
                  whitened: bool = False) -> Dataset:

@@ -23,12 +23,14 @@ import numpy as np
 from .data import Dataset
 from .floors import DatasetFloor, dataset_floor
 from .nets import Params, from_arrays, init_gaussian, pair_up
+from .precision import precise
 from .train import GDConfig, gd, gd_ensemble
 from .trajectory import Trajectory
 
 INITS = ("random", "pairs")
 
 
+@precise
 def depth3_example() -> Params:
     """The depth-3 bias-free ReLU net g of the module docstring, widths (2, 4, 2, 1).
 
@@ -68,6 +70,7 @@ def layer_scales(widths, gain: float) -> tuple[float, ...]:
     return tuple(float(gain) / np.sqrt(n) for n in widths[:-1])
 
 
+@precise
 def init_batch(key, widths, *, init: str = "random", gain: float = 0.5, bias: bool = False,
                restarts: int = 1) -> Params:
     """``restarts`` initial nets stacked on a leading axis (for :func:`gd_ensemble`).
@@ -92,6 +95,7 @@ def init_batch(key, widths, *, init: str = "random", gain: float = 0.5, bias: bo
     return jax.vmap(lambda k: init_gaussian(k, widths, scales, bias=bias))(keys)
 
 
+@precise
 def fit_net(data: Dataset, key, widths, cfg: GDConfig, *, init: str = "random", gain: float = 0.5,
             bias: bool = False, restarts: int = 1) -> NetFit:
     """Train ``restarts`` nets of ``widths`` by full-batch GD on ``data``; keep the best.

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .nets import Params, forward
+from .precision import precise
 
 Function = Callable
 
@@ -33,11 +34,13 @@ Function = Callable
 # ------------------------------------------------------------------ evaluation
 
 
+@precise
 def net_function(params: Params, alpha) -> Function:
     """The network as a function ``X -> forward(params, X, alpha)``."""
     return lambda X: forward(params, jnp.asarray(X), alpha)
 
 
+@precise
 def evaluate(f: Function, X, *, per_point: bool = False) -> np.ndarray:
     """``f`` on the rows of ``X`` (N, d) as a float64 array (N, p).
 
@@ -64,6 +67,7 @@ def evaluate(f: Function, X, *, per_point: bool = False) -> np.ndarray:
     return F
 
 
+@precise
 def compiled(f: Function, X_probe) -> Function:
     """``jax.jit(f)`` if ``f`` traces under JAX on inputs shaped like ``X_probe`` (N, d),
     else ``f`` itself (plain NumPy/Python functions). Quadrature calls a target
@@ -96,6 +100,7 @@ class Decomposition:
         return float(np.mean(np.sum(self.even**2, axis=1)))
 
 
+@precise
 def decompose(f: Function, X, *, per_point: bool = False) -> Decomposition:
     """Odd and even parts of ``f`` at the rows of ``X`` (evaluates ``f(X)`` and ``f(-X)``)."""
     F, Fm = evaluate(f, X, per_point=per_point), evaluate(f, -np.asarray(X), per_point=per_point)
@@ -118,6 +123,7 @@ class OddFit:
         return 0.0 if self.odd_energy == 0.0 else self.residual / self.odd_energy
 
 
+@precise
 def odd_nonlinearity(f: Function, X, *, per_point: bool = False) -> OddFit:
     """How far the odd part of ``f`` is from linear on the sample ``X`` (N, d).
 
@@ -132,6 +138,7 @@ def odd_nonlinearity(f: Function, X, *, per_point: bool = False) -> OddFit:
     return OddFit(beta, float(np.mean(np.sum(res**2, axis=1))), float(np.mean(np.sum(odd**2, axis=1))))
 
 
+@precise
 def homogeneity_gap(f: Function, X, *, scales=(0.5, 2.0, 7.0), degree: float = 1.0,
                     per_point: bool = False) -> float:
     """Largest relative violation of positive homogeneity ``f(λx) = λ^k f(x)``, λ > 0.
@@ -153,6 +160,7 @@ def homogeneity_gap(f: Function, X, *, scales=(0.5, 2.0, 7.0), degree: float = 1
                      / (s**degree * norm)) for s in lam)
 
 
+@precise
 def is_positively_homogeneous(f: Function, X, *, tol: float = 1e-10, degree: float = 1.0,
                               per_point: bool = False) -> bool:
     """True if :func:`homogeneity_gap` is at most ``tol`` (relative)."""

@@ -43,6 +43,7 @@ from scipy.spatial import cKDTree
 
 from .expressivity import Decomposition, Function, compiled, decompose, evaluate
 from .nets import check_alpha
+from .precision import precise
 from .theory.population import population_loss_sine, sine_linear_floor
 
 # -------------------------------------------------------------------- floors
@@ -103,6 +104,7 @@ def _odd_residual(f, X, per_point) -> tuple[np.ndarray, Decomposition]:
     return np.sum((dec.odd - X @ beta) ** 2, axis=1), dec
 
 
+@precise
 def odd_floor(target: Function, X, *, per_point: bool = False) -> Floor:
     """``F_odd = min_β E||y_odd - βᵀx||²`` for a symmetric input law, from a sample.
 
@@ -125,6 +127,7 @@ class RayMoments(NamedTuple):
     error: float
 
 
+@precise
 def ray_moments(g: Function, U, *, L=None, radial=None, per_point: bool = False,
                 epsrel: float = 1e-8) -> RayMoments:
     """Moments of ``g`` along the rays x = r L u, r ~ ``radial``, for each direction u.
@@ -186,6 +189,7 @@ def _ray_floors(target, X, cov, radial, per_point):
     return (even, even_err), (full, full_err), np.sum(A[:, p:], axis=1)
 
 
+@precise
 def homogeneous_floor(target: Function, X, *, even_only: bool = False, cov=None, radial=None,
                       per_point: bool = False) -> Floor:
     """Floor of positively 1-homogeneous approximation for radially symmetric inputs.
@@ -220,6 +224,7 @@ class TwoLayerFloor:
     alpha: float
 
 
+@precise
 def two_layer_floor(target: Function, X, *, alpha=0.0, cov=None, radial=None,
                     per_point: bool = False) -> TwoLayerFloor:
     """The least MSE ``E||y - f||²`` any two-layer bias-free net ``vᵀσ_α(W x)`` can reach.
@@ -267,6 +272,7 @@ class DatasetFloor:
         return self.value / self.power
 
 
+@precise
 def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
     """The two-layer floor on a *symmetric* training set, exactly (no sampling error).
 
@@ -328,6 +334,7 @@ class Characterisation:
                 + ", ".join(self.out_of_reach))
 
 
+@precise
 def characterise(target: Function, X, *, alpha=0.0, cov=None, radial=None, tol: float = 1e-6,
                  z: float = 3.0, per_point: bool = False) -> Characterisation:
     """Say whether two-layer bias-free nets approximate ``target`` and what is out of reach.
@@ -378,6 +385,7 @@ def product_homogeneous_floor(d: int, k: int = 3) -> float:
     return 1.0 - chi_moment(d, k + 1) ** 2 / (chi_moment(d, 2) * chi_moment(d, 2 * k))
 
 
+@precise
 def radial_square_target(d: int) -> Function:
     """The even target ``y = (||x||² - d) / sqrt(2d)`` (zero mean, E y² = 1 under N(0, I_d))."""
     return lambda X: (jnp.sum(jnp.asarray(X) ** 2, axis=1, keepdims=True) - d) / np.sqrt(2.0 * d)

@@ -4,6 +4,16 @@
 - Logistic, labels y in {-1, +1}: ``L = (1/N) Σ_n log(1 + exp(-y_n f(x_n)))``.
 Both satisfy ``ℓ(-y, -f) = ℓ(y, f)``, the property behind the pair identity (§2.3, §2.8).
 The objective adds weight decay ``(λ/2) Σ ||θ||²`` over every weight and bias.
+
+Mirrored inputs (the fast path for symmetric data). When the inputs are
+``X = [X₊; -X₊]``, the first layer's pre-activations are ``Z₊ = X₊W₁ᵀ + b₁`` and
+``Z₋ = -X₊W₁ᵀ + b₁``: one product ``A = X₊W₁ᵀ`` serves both halves. For a two-layer
+bias-free net this is the identity ``σ_α(-z) = σ_α(z) - (1+α) z``; deeper, only the
+first layer gains, since ``Z₂₋ ≠ -Z₂₊``. :func:`forward_mirrored` computes ``f`` this
+way and :func:`objective_mirrored` differentiates through it, so ``jax.grad`` does one
+``X₊``-sized product each way (``dW₁ = (dZ₊ - dZ₋)ᵀX₊``) instead of two ``X``-sized
+ones. The values equal the general path's to round-off, the convention ``σ_α'(0) = α``
+included (the activation of the mirror half is ``σ_α(-A)``, differentiated as such).
 """
 
 from __future__ import annotations
@@ -11,7 +21,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .nets import Params, forward
+from .nets import Params, forward, leaky_relu
+from .precision import precise
 
 LOSSES = ("mse", "logistic")
 
@@ -22,6 +33,7 @@ def check_loss(name: str) -> None:
         raise ValueError(f"unknown loss {name!r}: choose one of {', '.join(LOSSES)}")
 
 
+@precise
 def loss_value(F, Y, loss: str = "mse"):
     """Data loss of outputs ``F`` (N, p) = f(x_n) against targets ``Y`` (N, p) = y_n:
     ``loss="mse"``: ``(1/(2N)) Σ_n ||y_n - f(x_n)||²``; ``loss="logistic"`` (labels ±1):
@@ -33,11 +45,44 @@ def loss_value(F, Y, loss: str = "mse"):
     raise ValueError(f"unknown loss {loss!r}: choose one of {', '.join(LOSSES)}")
 
 
+@precise
 def sq_norm(params: Params):
     """``Σ ||θ||²`` over every array of ``params``."""
     return sum(jnp.sum(a**2) for a in jax.tree_util.tree_leaves(params))
 
 
+@precise
 def objective(params: Params, X, Y, alpha, weight_decay=0.0, loss: str = "mse"):
     """``L(θ) + (λ/2) ||θ||²`` with λ = ``weight_decay``, slope ``alpha``."""
     return loss_value(forward(params, X, alpha), Y, loss) + 0.5 * weight_decay * sq_norm(params)
+
+
+@precise
+def forward_mirrored(params: Params, X_half, alpha):
+    """``f`` on the mirrored inputs ``[X₊; -X₊]`` from ``X_half`` = X₊ (n, d) alone.
+
+    Returns (2n, p), rows in the order ``[f(X₊); f(-X₊)]``: equal to
+    ``forward(params, [X₊; -X₊], alpha)`` to round-off, with one first-layer product
+    ``A = X₊W₁ᵀ``; the pre-activations are ``[A; -A] + b₁`` (module doc).
+    """
+    first = params[0]
+    A = X_half @ first.W.T
+    if len(params) == 2 and first.b is None and params[1].b is None:
+        # two layers: f(±x) = σ_α(±A) W₂ᵀ, no (2n, width) array is formed
+        W2 = params[1].W
+        Fp = leaky_relu(A, alpha) @ W2.T
+        Fm = leaky_relu(-A, alpha) @ W2.T
+        return jnp.concatenate([Fp, Fm], axis=0)
+    Z = jnp.concatenate([A, -A], axis=0)
+    H = Z if first.b is None else Z + first.b
+    if len(params) == 1:
+        return H
+    return forward(params[1:], leaky_relu(H, alpha), alpha)
+
+
+@precise
+def objective_mirrored(params: Params, X_half, Y, alpha, weight_decay=0.0, loss: str = "mse"):
+    """:func:`objective` on the mirrored inputs ``[X₊; -X₊]`` given ``X_half`` = X₊
+    (n, d) and all targets ``Y`` (2n, p) in the same row order (see module doc)."""
+    F = forward_mirrored(params, X_half, alpha)
+    return loss_value(F, Y, loss) + 0.5 * weight_decay * sq_norm(params)

@@ -21,6 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .precision import precise
+
 Array = jax.Array
 
 
@@ -44,6 +46,7 @@ def slope_factor(alpha):
     return (1.0 + alpha) / 2.0
 
 
+@precise
 def leaky_relu(z, alpha):
     """``σ_α(z) = max(z, α z)`` elementwise, for slope ``alpha`` = α in [0, 1].
 
@@ -85,6 +88,7 @@ def _affine(layer: Layer, H: Array) -> Array:
     return Z if layer.b is None else Z + layer.b
 
 
+@precise
 def hidden(params: Params, X: Array, alpha) -> list[Array]:
     """Post-activations ``h_l = σ_α(W_l h_{l-1} + b_l)`` for l = 1..L-1, each (N, n_l)."""
     H, out = X, []
@@ -94,6 +98,7 @@ def hidden(params: Params, X: Array, alpha) -> list[Array]:
     return out
 
 
+@precise
 def forward(params: Params, X: Array, alpha) -> Array:
     """Network output ``f(X)`` of shape (N, p) for inputs ``X`` (N, d), slope ``alpha``."""
     H = X
@@ -102,6 +107,7 @@ def forward(params: Params, X: Array, alpha) -> Array:
     return _affine(params[-1], H)
 
 
+@precise
 def odd_part(params: Params, X: Array, alpha) -> Array:
     """``f_odd(x) = (f(x) - f(-x)) / 2`` on the rows of ``X``, shape (N, p).
 
@@ -110,6 +116,7 @@ def odd_part(params: Params, X: Array, alpha) -> Array:
     return 0.5 * (forward(params, X, alpha) - forward(params, -X, alpha))
 
 
+@precise
 def even_part(params: Params, X: Array, alpha) -> Array:
     """``f_even(x) = (f(x) + f(-x)) / 2`` on the rows of ``X``, shape (N, p).
 
@@ -123,6 +130,7 @@ def beta_eff_is_exact(params: Params) -> bool:
     return depth(params) == 2 and not has_bias(params)
 
 
+@precise
 def beta_eff(params: Params, alpha, X: Array | None = None, *, pinv_X: Array | None = None) -> Array:
     """Linear map of the odd part, shape (d, p): ``f_odd(x) ≈ β_effᵀ x``.
 
@@ -142,6 +150,7 @@ def beta_eff(params: Params, alpha, X: Array | None = None, *, pinv_X: Array | N
     return P @ odd_part(params, X, alpha)
 
 
+@precise
 def end_to_end_linear(params: Params) -> Array:
     """Product ``W_L ... W_1`` of shape (p, d): the map a linear (α = 1) net computes."""
     P = params[0].W
@@ -173,6 +182,7 @@ def _check_widths(widths_: tuple[int, ...]) -> tuple[int, ...]:
     return w
 
 
+@precise
 def init_gaussian(key, widths: tuple[int, ...], scale=1.0, *, bias: bool = False,
                   bias_scale=None) -> Params:
     """Independent Gaussian weights ``W_l[i, j] ~ N(0, s_l²)``.
@@ -195,6 +205,7 @@ def init_gaussian(key, widths: tuple[int, ...], scale=1.0, *, bias: bool = False
     return tuple(layers)
 
 
+@precise
 def pair_up(params: Params) -> Params:
     """Antisymmetric pairs built from a bias-free net (THEORY.md §2.3).
 
@@ -223,6 +234,7 @@ def pair_up(params: Params) -> Params:
     return tuple(out)
 
 
+@precise
 def init_pairs(key, widths: tuple[int, ...], scale=1.0) -> Params:
     """Antisymmetric-pair init: Gaussian net of hidden widths n_l/2, then
     :func:`pair_up`. ``widths`` = (d, n_1, ..., p) with every hidden n_l even;
@@ -234,6 +246,7 @@ def init_pairs(key, widths: tuple[int, ...], scale=1.0) -> Params:
     return pair_up(init_gaussian(key, half, scale))
 
 
+@precise
 def init_rank_one(key, d: int, width: int, scale: float, *, direction=None,
                   out_direction=None, p: int = 1) -> Params:
     """Rank-one, balanced, zero-even two-layer init (THEORY.md §2.5).
@@ -271,6 +284,7 @@ def init_rank_one(key, d: int, width: int, scale: float, *, direction=None,
     return (Layer(v[:, None] * r[None, :]), Layer(q[:, None] * v[None, :]))
 
 
+@precise
 def from_arrays(weights, biases=None) -> Params:
     """Network from given weight matrices (and optional biases), shapes checked.
 
@@ -298,6 +312,7 @@ def from_arrays(weights, biases=None) -> Params:
     return tuple(layers)
 
 
+@precise
 def scale_params(params: Params, factor) -> Params:
     """Multiply every weight and bias by ``factor``."""
     return jax.tree_util.tree_map(lambda a: factor * a, params)

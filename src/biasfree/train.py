@@ -22,8 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .data import Dataset
-from .losses import check_loss, objective
+from .losses import check_loss, objective, objective_mirrored
 from .nets import Params, beta_eff_is_exact, check_alpha
+from .precision import precise
 from .trajectory import Trajectory, observe
 
 SPACINGS = ("linear", "log")
@@ -140,19 +141,33 @@ def _check_params_data(params: Params, data: Dataset):
     if not isinstance(data, Dataset):
         raise TypeError("data must be a biasfree.Dataset (see biasfree.make_dataset)")
     d, p = params[0].W.shape[-1], params[-1].W.shape[-2]
-    if data.X.shape[1] != d:
-        raise ValueError(f"network expects inputs of size d={d} but X has {data.X.shape[1]} columns")
+    if data.inputs.shape[1] != d:
+        raise ValueError(f"network expects inputs of size d={d} but X has {data.inputs.shape[1]} columns")
     if data.Y.shape[1] != p:
         raise ValueError(f"network has {p} outputs but Y has {data.Y.shape[1]} columns")
 
 
-def _pinv(params: Params, X):
-    return None if beta_eff_is_exact(params) else jnp.linalg.pinv(X)
+def _pinv(params: Params, data: Dataset):
+    """X⁺ for the least-squares β_eff (of X₊ alone when the inputs are mirrored)."""
+    return None if beta_eff_is_exact(params) else jnp.linalg.pinv(data.inputs)
 
 
-def _obs(params, arrays, alpha, loss, pinv_X, keep_params=False):
+def _arrays(data: Dataset) -> tuple:
+    """``(X or X₊, Y, X_test, Y_test)``: the arrays the compiled engine takes; with
+    ``data.mirrored`` the first is the positive half X₊ only."""
+    return (data.inputs, data.Y, data.X_test, data.Y_test)
+
+
+def _grad_fn(mirrored: bool):
+    """``∇J(θ)`` as a function of ``(params, X, Y, alpha, weight_decay, loss)``; with
+    ``mirrored`` X is X₊ and the fast path of :func:`~biasfree.losses.objective_mirrored`
+    halves the first layer's products."""
+    return jax.grad(objective_mirrored if mirrored else objective)
+
+
+def _obs(params, arrays, alpha, loss, pinv_X, keep_params=False, mirrored=False):
     X, Y, X_test, Y_test = arrays
-    obs = observe(params, X, Y, alpha, loss, X_test, Y_test, pinv_X)
+    obs = observe(params, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored=mirrored)
     obs["path"] = params if keep_params else None
     return obs
 
@@ -161,8 +176,9 @@ def _stack0(first, rest):
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
 
-def _gd_run(params, data, alpha, lr, weight_decay, segments, loss, pinv_X, keep_params=False):
-    grad = jax.grad(objective)
+def _gd_run(params, data, alpha, lr, weight_decay, segments, loss, pinv_X, keep_params=False,
+            mirrored=False):
+    grad = _grad_fn(mirrored)
 
     def step(_, p):
         g = grad(p, data[0], data[1], alpha, weight_decay, loss)
@@ -170,19 +186,21 @@ def _gd_run(params, data, alpha, lr, weight_decay, segments, loss, pinv_X, keep_
 
     def segment(p, n):
         p = jax.lax.fori_loop(0, n, step, p)
-        return p, _obs(p, data, alpha, loss, pinv_X, keep_params)
+        return p, _obs(p, data, alpha, loss, pinv_X, keep_params, mirrored)
 
     final, rest = jax.lax.scan(segment, params, segments)
-    return final, _stack0(_obs(params, data, alpha, loss, pinv_X, keep_params), rest)
+    return final, _stack0(_obs(params, data, alpha, loss, pinv_X, keep_params, mirrored), rest)
 
 
-_gd_core = jax.jit(_gd_run, static_argnames=("loss", "keep_params"))
+_GD_STATIC = ("loss", "keep_params", "mirrored")
+_gd_core = jax.jit(_gd_run, static_argnames=_GD_STATIC)
 
 
-@partial(jax.jit, static_argnames=("loss", "keep_params"))
-def _gd_batch(params, data, alpha, lr, weight_decay, segments, loss, pinv_X, keep_params=False):
+@partial(jax.jit, static_argnames=_GD_STATIC)
+def _gd_batch(params, data, alpha, lr, weight_decay, segments, loss, pinv_X, keep_params=False,
+              mirrored=False):
     def one(p, a, e, w):
-        return _gd_run(p, data, a, e, w, segments, loss, pinv_X, keep_params)
+        return _gd_run(p, data, a, e, w, segments, loss, pinv_X, keep_params, mirrored)
 
     return jax.vmap(one)(params, alpha, lr, weight_decay)
 
@@ -213,6 +231,7 @@ def _to_traj(t, final, obs, stats, method):
                       params=final, stats=stats, method=method, path=obs["path"])
 
 
+@precise
 def gd(params: Params, data: Dataset, cfg: GDConfig) -> Trajectory:
     """Run full-batch gradient descent ``θ_{k+1} = θ_k - η ∇J(θ_k)`` (see module doc).
 
@@ -221,17 +240,17 @@ def gd(params: Params, data: Dataset, cfg: GDConfig) -> Trajectory:
     """
     _check_params_data(params, data)
     ks = record_steps(cfg.steps, cfg.n_records, cfg.spacing)
-    final, obs = _gd_core(params, data.arrays, cfg.alpha, cfg.lr, cfg.weight_decay,
-                          jnp.asarray(np.diff(ks)), cfg.loss, _pinv(params, data.X),
-                          cfg.keep_params)
+    final, obs = _gd_core(params, _arrays(data), cfg.alpha, cfg.lr, cfg.weight_decay,
+                          jnp.asarray(np.diff(ks)), cfg.loss, _pinv(params, data),
+                          cfg.keep_params, data.mirrored)
     traj = _to_traj(jnp.asarray(cfg.lr * ks), final, obs, {"steps": jnp.asarray(cfg.steps)}, "gd")
     _check_finite(traj, cfg.lr, "gradient descent")
     return traj
 
 
 def _flow_solve(params, data, alpha, weight_decay, ts, loss, pinv_X, rtol, atol, solver,
-                max_steps, keep_params=False):
-    grad = jax.grad(objective)
+                max_steps, keep_params=False, mirrored=False):
+    grad = _grad_fn(mirrored)
 
     def vector_field(t, p, args):
         g = grad(p, data[0], data[1], alpha, weight_decay, loss)
@@ -243,7 +262,7 @@ def _flow_solve(params, data, alpha, weight_decay, ts, loss, pinv_X, rtol, atol,
         stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
         max_steps=max_steps, throw=False,
     )
-    obs = jax.vmap(lambda p: _obs(p, data, alpha, loss, pinv_X))(sol.ys)
+    obs = jax.vmap(lambda p: _obs(p, data, alpha, loss, pinv_X, mirrored=mirrored))(sol.ys)
     obs["path"] = sol.ys if keep_params else None
     final = jax.tree_util.tree_map(lambda a: a[-1], sol.ys)
     stats = {"steps": sol.stats["num_steps"], "accepted": sol.stats["num_accepted_steps"],
@@ -252,16 +271,16 @@ def _flow_solve(params, data, alpha, weight_decay, ts, loss, pinv_X, rtol, atol,
     return final, obs, stats
 
 
-_FLOW_STATIC = ("loss", "solver", "max_steps", "keep_params")
+_FLOW_STATIC = ("loss", "solver", "max_steps", "keep_params", "mirrored")
 _flow_core = jax.jit(_flow_solve, static_argnames=_FLOW_STATIC)
 
 
 @partial(jax.jit, static_argnames=_FLOW_STATIC)
 def _flow_batch(params, data, alpha, weight_decay, ts, loss, pinv_X, rtol, atol, solver, max_steps,
-                keep_params=False):
+                keep_params=False, mirrored=False):
     def one(p, a, w):
         return _flow_solve(p, data, a, w, ts, loss, pinv_X, rtol, atol, solver, max_steps,
-                           keep_params)
+                           keep_params, mirrored)
 
     return jax.vmap(one)(params, alpha, weight_decay)
 
@@ -282,6 +301,7 @@ def _check_flow(traj: Trajectory, cfg: FlowConfig):
             "extreme scale). Rescale the data or the init, or shorten t_max.")
 
 
+@precise
 def flow(params: Params, data: Dataset, cfg: FlowConfig) -> Trajectory:
     """Integrate gradient flow ``dθ/dt = -∇J(θ)`` with diffrax (see module doc).
 
@@ -290,9 +310,9 @@ def flow(params: Params, data: Dataset, cfg: FlowConfig) -> Trajectory:
     """
     _check_params_data(params, data)
     ts = jnp.asarray(record_times(cfg.t_max, cfg.n_records, cfg.spacing))
-    final, obs, stats = _flow_core(params, data.arrays, cfg.alpha, cfg.weight_decay, ts, cfg.loss,
-                                   _pinv(params, data.X), cfg.rtol, cfg.atol, cfg.solver,
-                                   cfg.max_steps, cfg.keep_params)
+    final, obs, stats = _flow_core(params, _arrays(data), cfg.alpha, cfg.weight_decay, ts, cfg.loss,
+                                   _pinv(params, data), cfg.rtol, cfg.atol, cfg.solver,
+                                   cfg.max_steps, cfg.keep_params, data.mirrored)
     traj = _to_traj(ts, final, obs, stats, "flow")
     _check_flow(traj, cfg)
     return traj
@@ -318,6 +338,7 @@ def _batch(params, batched_params: bool, **vectors):
     return B, params, out
 
 
+@precise
 def gd_ensemble(params: Params, data: Dataset, cfg: GDConfig, *, alpha=None, lr=None,
                 weight_decay=None, batched_params: bool = True) -> Trajectory:
     """Many gradient-descent runs in one compiled ``vmap``-ed call.
@@ -337,15 +358,16 @@ def gd_ensemble(params: Params, data: Dataset, cfg: GDConfig, *, alpha=None, lr=
     one = jax.tree_util.tree_map(lambda x: x[0], params)
     _check_params_data(one, data)
     ks = record_steps(cfg.steps, cfg.n_records, cfg.spacing)
-    final, obs = _gd_batch(params, data.arrays, v["alpha"], v["lr"], v["wd"],
-                           jnp.asarray(np.diff(ks)), cfg.loss, _pinv(one, data.X),
-                           cfg.keep_params)
+    final, obs = _gd_batch(params, _arrays(data), v["alpha"], v["lr"], v["wd"],
+                           jnp.asarray(np.diff(ks)), cfg.loss, _pinv(one, data),
+                           cfg.keep_params, data.mirrored)
     t = v["lr"][:, None] * jnp.asarray(ks)[None, :]
     traj = _to_traj(t, final, obs, {"steps": jnp.full((B,), cfg.steps)}, "gd")
     _check_finite(traj, v["lr"], "gradient descent")
     return traj
 
 
+@precise
 def flow_ensemble(params: Params, data: Dataset, cfg: FlowConfig, *, alpha=None,
                   weight_decay=None, batched_params: bool = True) -> Trajectory:
     """Many gradient-flow solves in one compiled ``vmap``-ed call (see
@@ -358,9 +380,9 @@ def flow_ensemble(params: Params, data: Dataset, cfg: FlowConfig, *, alpha=None,
     _check_params_data(one, data)
     ts = jnp.asarray(record_times(cfg.t_max, cfg.n_records, cfg.spacing))
 
-    final, obs, stats = _flow_batch(params, data.arrays, v["alpha"], v["wd"], ts, cfg.loss,
-                                    _pinv(one, data.X), cfg.rtol, cfg.atol, cfg.solver,
-                                    cfg.max_steps, cfg.keep_params)
+    final, obs, stats = _flow_batch(params, _arrays(data), v["alpha"], v["wd"], ts, cfg.loss,
+                                    _pinv(one, data), cfg.rtol, cfg.atol, cfg.solver,
+                                    cfg.max_steps, cfg.keep_params, data.mirrored)
     traj = _to_traj(jnp.broadcast_to(ts, (B,) + ts.shape), final, obs, stats, "flow")
     _check_flow(traj, cfg)
     return traj

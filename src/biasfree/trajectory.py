@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 import jax
 import jax.numpy as jnp
 
-from .losses import loss_value
-from .nets import Params, beta_eff, even_part, forward
+from .losses import forward_mirrored, loss_value
+from .nets import Params, beta_eff, beta_eff_is_exact, even_part, forward
+from .precision import precise
 
 Array = jax.Array
 
@@ -78,6 +79,7 @@ jax.tree_util.register_dataclass(
 )
 
 
+@precise
 def conserved_quantities(params: Params) -> tuple[Array, ...]:
     """Per hidden unit, ``||incoming||² - ||outgoing||²`` (THEORY.md §4.2)."""
     out = []
@@ -89,18 +91,36 @@ def conserved_quantities(params: Params) -> tuple[Array, ...]:
     return tuple(out)
 
 
+@precise
 def observe(params: Params, X, Y, alpha, loss: str, X_test=None, Y_test=None,
-            pinv_X=None) -> dict:
+            pinv_X=None, mirrored: bool = False) -> dict:
     """All recorded observables at one parameter point θ = ``params`` (module docstring).
 
     ``X`` (N, d), ``Y`` (N, p) training data; ``alpha`` slope α; ``loss`` "mse" or
     "logistic" (the data loss L); ``X_test``, ``Y_test`` optional held-out data for the
     test loss; ``pinv_X`` (d, N) = X⁺, reused for the least-squares ``β_eff`` of nets
     that are not two-layer bias-free (for those ``β_eff = c W_1ᵀ W_2ᵀ`` exactly).
+
+    ``mirrored``: ``X`` is only the positive half X₊ (n, d) of the inputs ``[X₊; -X₊]``
+    (``Y`` still (2n, p)), and ``pinv_X`` is X₊⁺. Then ``f(X₊)`` and ``f(-X₊)`` come from
+    one :func:`~biasfree.losses.forward_mirrored`, ``f_even(±x₊) = (f(x₊) + f(-x₊))/2``,
+    ``f_odd(±x₊) = ±(f(x₊) - f(-x₊))/2`` and, since ``[X₊; -X₊]⁺ = [X₊⁺, -X₊⁺]/2``, the
+    least-squares ``β_eff = X₊⁺ f_odd(X₊)``: the same numbers as the general path, to
+    round-off.
     """
-    F = forward(params, X, alpha)
-    beta = beta_eff(params, alpha, X, pinv_X=pinv_X)
-    fe = even_part(params, X, alpha)
+    if mirrored:
+        F = forward_mirrored(params, X, alpha)
+        n = X.shape[0]
+        fe = 0.5 * (F[:n] + F[n:])
+        if beta_eff_is_exact(params):
+            beta = beta_eff(params, alpha)
+        else:
+            P = jnp.linalg.pinv(X) if pinv_X is None else pinv_X
+            beta = P @ (0.5 * (F[:n] - F[n:]))
+    else:
+        F = forward(params, X, alpha)
+        beta = beta_eff(params, alpha, X, pinv_X=pinv_X)
+        fe = even_part(params, X, alpha)
     obs = {
         "loss": loss_value(F, Y, loss),
         "beta": beta,

@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, field, is_dataclass, replace
 
 import numpy as np
 
+from ..precision import precise
+
 SIZES = ("tiny", "paper")
 """The preset names every experiment defines (``--preset``; ``--size`` is an alias)."""
 Progress = Callable[[str], None]
@@ -118,6 +120,9 @@ class Experiment:
         if self.configs and not self.presets:
             object.__setattr__(self, "presets", self.configs)
         object.__setattr__(self, "configs", self.presets)
+        # experiments compute in float64 (or float32 via precision=) whatever JAX's global
+        # setting: see biasfree.precision
+        object.__setattr__(self, "run", precise(self.run))
         if self.config is not None:
             wrong = [k for k, v in self.presets.items() if not isinstance(v, self.config)]
             if wrong:

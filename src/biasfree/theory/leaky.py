@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..nets import Layer, Params, check_alpha, has_bias, pair_up, scale_params, slope_factor
+from ..precision import precise
 from .modes import half_time, linear_loss, mode_strength
 
 
@@ -37,6 +38,7 @@ def _two_layer(params: Params, what: str) -> None:
                          "leaky nets are only approximately linear (THEORY.md §4.1)")
 
 
+@precise
 def leaky_to_linear(params: Params, alpha) -> Params:
     """Linear twin of a two-layer leaky net: ``(W_1', W_2') = √c (W_1, W_2)``, c = (1+α)/2.
 
@@ -48,6 +50,7 @@ def leaky_to_linear(params: Params, alpha) -> Params:
     return scale_params(params, np.sqrt(_c(alpha)))
 
 
+@precise
 def linear_to_leaky(params: Params, alpha) -> Params:
     """Inverse of :func:`leaky_to_linear`: ``(W_1, W_2) = (W_1', W_2') / √c``."""
     _two_layer(params, "the leaky-linear map")
@@ -74,6 +77,7 @@ def linear_decay_to_leaky(weight_decay, alpha):
     return _c(alpha) * np.asarray(weight_decay, dtype=float)
 
 
+@precise
 def pair_to_linear(params: Params, alpha, *, tol: float = 1e-12) -> Params:
     """Width-2m antisymmetric-pair net -> width-m linear net ``√(1 + α) (W, v)`` (§2.3).
 
@@ -95,6 +99,7 @@ def pair_to_linear(params: Params, alpha, *, tol: float = 1e-12) -> Params:
     return (Layer(jnp.asarray(k * W1[:m])), Layer(jnp.asarray(k * W2[:, :m])))
 
 
+@precise
 def linear_to_pair(params: Params, alpha) -> Params:
     """Width-m linear net ``(W', v')`` -> the width-2m pair net ``pair_up((W', v') / √(1+α))``
     that it follows (inverse of :func:`pair_to_linear`); ``alpha`` the pair net's slope."""

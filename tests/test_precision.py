@@ -1,0 +1,110 @@
+"""Precision as an explicit choice (biasfree.precision).
+
+- Importing biasfree leaves ``jax_enable_x64`` as it was (checked in a fresh process).
+- With x64 off, as in a user's float32 program, biasfree still computes in float64 by
+  default: the same numbers, bit for bit, as with x64 on.
+- ``precision="float32"`` (or ``use_precision``) computes in float32, and the exact
+  identities hold there at tolerances derived from float32's unit round-off u = 2^-24.
+"""
+
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+import biasfree as bf
+from biasfree.losses import forward_mirrored
+from biasfree.precision import eps
+
+U32 = 2.0**-24  # float32 unit round-off
+
+
+def _leaves(tree):
+    return [np.asarray(a) for a in jax.tree_util.tree_leaves(tree)]
+
+
+@pytest.mark.parametrize("env_x64", [None, "1"])
+def test_import_leaves_x64_setting_alone(env_x64):
+    env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
+    if env_x64:
+        env["JAX_ENABLE_X64"] = env_x64
+    code = ("import jax; before = jax.config.jax_enable_x64; import biasfree; "
+            "assert jax.config.jax_enable_x64 == before, 'import changed jax_enable_x64'; "
+            "print(before)")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ("True" if env_x64 else "False")
+
+
+def _workload():
+    key = jax.random.PRNGKey(0)
+    target, _ = bf.sine_target(key, 4)
+    data = bf.make_dataset(key, target, 20, 4, n_test=7, whitened=True)
+    params = bf.init_gaussian(jax.random.PRNGKey(1), (4, 6, 1), 0.3)
+    cfg = bf.GDConfig(alpha=0.3, lr=0.05, steps=50, weight_decay=1e-3, n_records=3)
+    tr = bf.gd(params, data, cfg)
+    ens = bf.gd_ensemble(params, data, cfg, alpha=[0.0, 0.5], batched_params=False)
+    fl = bf.flow(params, data, bf.FlowConfig(alpha=0.3, t_max=0.5, n_records=2))
+    return data, params, tr, ens, fl
+
+
+@pytest.mark.x64_off
+def test_float64_by_default_with_x64_off():
+    """Data, init, GD, an ensemble and gradient flow: float64 and identical to x64 on."""
+    assert not jax.config.jax_enable_x64 or not jax.numpy.ones(1).dtype == np.float64
+    off = _workload()
+    with jax.enable_x64(True):
+        on = _workload()
+    for a, b in zip(_leaves(off), _leaves(on), strict=True):
+        if np.issubdtype(a.dtype, np.floating):
+            assert a.dtype == np.float64
+        np.testing.assert_array_equal(a, b)  # same float64 program: bit for bit
+
+
+@pytest.mark.x64_off
+def test_float32_on_request_and_identities_at_float32_round_off():
+    with bf.use_precision("float32"):
+        assert bf.current_precision() == "float32" and eps() == U32
+        key = jax.random.PRNGKey(0)
+        target, _ = bf.sine_target(key, 4)
+        data = bf.make_dataset(key, target, 30, 4)
+        params = bf.init_gaussian(jax.random.PRNGKey(1), (4, 6, 1), 0.5)
+        assert data.inputs.dtype == np.float32 and params[0].W.dtype == np.float32
+        # the mirror identity z₋ = -z₊ (fast path) vs the general forward
+        F_fast = np.asarray(forward_mirrored(params, data.inputs, 0.3))
+        F_gen = np.asarray(bf.forward(params, data.X, 0.3))
+        assert F_fast.dtype == np.float32
+        scale = np.max(np.abs(F_gen))
+        # same products, at most a few roundings apart: 8 u relative to the output scale
+        np.testing.assert_allclose(F_fast, F_gen, rtol=0, atol=8 * U32 * scale)
+        # σ_α(z) = c z + (1 - c)|z|: two roundings on each side, 4 u |z|
+        z = np.asarray(data.inputs[:, 0])
+        c = bf.slope_factor(0.3)
+        np.testing.assert_allclose(bf.leaky_relu(z, 0.3), c * z + (1 - c) * np.abs(z), rtol=0,
+                                   atol=4 * U32 * np.max(np.abs(z)))
+    # the pair identity: a ReLU pair net is the linear net at sqrt(1+α)(W, v) trained at
+    # lr η (1+α)/2, step for step. Both runs in float32 agree to round-off accumulated
+    # over K steps: K u relative to the initial loss (linear error growth, stable GD).
+    cfg = bf.GDConfig(alpha=0.0, lr=0.05, steps=200, n_records=5)
+    half = bf.init_gaussian(jax.random.PRNGKey(2), (4, 3, 1), 0.3, precision="float32")
+    pair = bf.gd(bf.pair_up(half), data, cfg, precision="float32")
+    lin = bf.gd(bf.scale_params(half, 1.0), data,
+                bf.GDConfig(alpha=1.0, lr=0.05 * 0.5, steps=200, n_records=5), precision="float32")
+    assert pair.loss.dtype == np.float32
+    L0 = float(pair.loss[0])
+    np.testing.assert_allclose(pair.loss, lin.loss, rtol=0, atol=cfg.steps * U32 * L0)
+    # and float32 is float32 round-off away from float64 along the same run
+    pair64 = bf.gd(bf.pair_up(half), data, cfg)
+    assert pair64.loss.dtype == np.float64
+    np.testing.assert_allclose(pair.loss, pair64.loss, rtol=0, atol=cfg.steps * U32 * L0)
+
+
+def test_bad_precision_names_the_choices():
+    with pytest.raises(ValueError, match="float64"):
+        bf.gd(None, None, None, precision="float16")
+    with pytest.raises(ValueError, match="float32"), bf.use_precision("double"):
+        pass
