@@ -77,11 +77,13 @@ def run(
             if (folder / "result.json").exists():
                 same, why = store.reusable(folder, n, config_dict(p.config), seed)
                 if same and not force:
-                    bar.console.print(f"[bold]{n}[/] skipped: {escape(why)} (--force reruns it)")
+                    bar.console.print(f"[bold]{n}[/] skipped: {escape(why)} (--force reruns it)",
+                                      soft_wrap=True)
                     if not store.load(folder).passed:
                         failed.append(n)
                     continue
-                bar.console.print(f"[bold]{n}[/] rerunning: {escape('--force' if same else why)}")
+                bar.console.print(f"[bold]{n}[/] rerunning: {escape('--force' if same else why)}",
+                                  soft_wrap=True)
             task = bar.add_task("starting", exp=n, total=None)
             t0 = time.perf_counter()
             result = run_experiment(p.experiment, p.config, seed,
