@@ -168,8 +168,3 @@ def config_dict(cfg) -> dict:
         return v
 
     return {k: clean(v) for k, v in d.items()}
-
-
-def check_size(size: str) -> None:
-    if size not in SIZES:
-        raise ValueError(f"unknown size {size!r}: choose one of {', '.join(SIZES)}")
