@@ -10,8 +10,10 @@ from scipy.interpolate import CubicSpline
 from scipy.optimize import brentq
 
 from ..data import Dataset
+from ..ensemble import Runs
 from ..nets import slope_factor
 from ..train import GDConfig, gd_ensemble
+from .base import Check, at_most
 
 ROUND_OFF = 1e-10
 """Round-off budget for an exact identity, relative: ε = 2.2e-16 per operation, grown
@@ -78,3 +80,15 @@ def crossing_time(t, a, level):
         return float("nan")
     spline = CubicSpline(t, a - level)
     return float(brentq(spline, t[i - 1], t[i], xtol=1e-14))
+
+
+def twin_identity(runs: Runs, names, what: str) -> Check:
+    """The one check that exact-twin members (antisymmetric-pair or rank-one zero-even
+    inits on symmetric data) equal their linear twins (§2.3–2.5): the largest
+    :meth:`~biasfree.ensemble.Runs.twin_gap` over ``names`` against :data:`ROUND_OFF`.
+    ``what`` names the members in the claim (e.g. "pair-init ReLU nets with weight decay")."""
+    names = list(names)
+    return at_most(max(runs.twin_gap(n) for n in names), ROUND_OFF,
+                   f"{what} follow their linear twins (√c·init, step η c, decay λ/c) to round-off "
+                   f"(max over {len(names)} members and every record of |L - L_twin| / L(0); §2.3–2.5).",
+                   unit="fraction of L(0)")
