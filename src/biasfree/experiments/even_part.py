@@ -10,7 +10,7 @@ step ``η c`` (time ``c t``). The deviation from the twin is measured as
 with ``L_lin`` the twin's loss from the same engine (same step count, step ``η c``, so
 record j of each run sits at leaky time t and twin time c t).
 
-Three initialisations at several scales σ (per-weight standard deviation), whitened
+Three initialisations at several scales σ (per-weight standard deviation), symmetric
 Gaussian inputs, linear teacher ``y = s rᵀx`` (an odd target whose even part is zero):
 
 - **pair** (§2.3): a Gaussian half-width net of std σ, paired by ``pair_up``; exact.
@@ -39,25 +39,16 @@ What the maths predicts for the random init (§2.6, derived here):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .. import theory
-from ..data import Dataset, cross_covariance, gaussian_inputs, linear_target, symmetrize
+from ..data import Dataset, cross_covariance, linear_target, make_dataset, teacher_matrix
+from ..ensemble import Member, gd_members
 from ..nets import init_gaussian, init_pairs, init_rank_one, slope_factor
 from ..train import GDConfig
-from ._common import (
-    PAPER_LEVEL,
-    ROUND_OFF,
-    batch_scaled,
-    loglog_slope,
-    run_with_twins,
-    stack_params,
-    twin_gap,
-)
+from ._common import PAPER_LEVEL, ROUND_OFF, loglog_slope, twin_identity
 from .base import (
     Experiment,
     Progress,
@@ -75,7 +66,7 @@ INITS = ("pair", "rank_one", "random")
 
 @dataclass(frozen=True)
 class Config:
-    """``d`` input size, ``n`` Gaussian draws (2n points once symmetrised, whitened),
+    """``d`` input size, ``n`` Gaussian draws (2n points once symmetrised),
     ``s`` teacher singular value, ``width`` hidden units, ``alpha`` slope α,
     ``scales`` init scales σ (increasing), ``lr`` GD step η, ``horizon`` run length in
     leaky half times of the smallest scale, ``n_records`` records, ``study_widths``
@@ -115,26 +106,42 @@ PRESETS = {
 }
 
 
-# ---------------------------------------------------------------- experiment
+# ---------------------------------------------------------------- steps
 
 
-@partial(jax.jit, static_argnums=1)
-def _setup(key, cfg: Config):
-    """Every random draw in one compiled call: symmetric inputs (N = 2n, d), targets
-    ``y = s rᵀx`` with a random unit r, unit-scale pair / rank-one / Gaussian nets, and
-    the width study's Gaussian nets (one batch per width)."""
-    k_x, k_r, k_pair, k_r1, k_rand, k_study = jax.random.split(key, 6)
-    r = jax.random.normal(k_r, (cfg.d,))
-    X = gaussian_inputs(k_x, cfg.n, cfg.d)
-    X, Y = symmetrize(X, linear_target(cfg.s * r[None] / jnp.linalg.norm(r))(X))
+def _name(init: str, scale: float) -> str:
+    return f"{init} σ={scale:g}"
+
+
+def _data(key, cfg: Config) -> Dataset:
+    """Symmetric Gaussian inputs (N = 2n), targets ``y = s rᵀx`` with a random unit r
+    (:func:`teacher_matrix` with one singular value s)."""
+    k_data, k_teacher = jax.random.split(key)
+    return make_dataset(k_data, linear_target(teacher_matrix(k_teacher, cfg.d, [cfg.s])), cfg.n, cfg.d)
+
+
+def _members(key, cfg: Config) -> dict[str, Member]:
+    """The three inits at every scale σ, each with its linear twin. One key per init, so
+    the directions are shared across scales (init weights are σ times one unit draw)."""
+    k_pair, k_r1, k_rand = jax.random.split(key, 3)
     widths = (cfg.d, cfg.width, 1)
-    nets = (init_pairs(k_pair, widths, 1.0), init_rank_one(k_r1, cfg.d, cfg.width, 1.0),
-            init_gaussian(k_rand, widths, 1.0))
-    study = tuple(
-        jax.vmap(lambda k, w=w: init_gaussian(k, (cfg.d, w, 1), cfg.scales[0]))(
-            jax.random.split(jax.random.fold_in(k_study, w), cfg.study_seeds))
-        for w in cfg.study_widths)
-    return X, Y, nets, study
+    make = {"pair": lambda sc: init_pairs(k_pair, widths, sc),
+            "rank_one": lambda sc: init_rank_one(k_r1, cfg.d, cfg.width, cfg.width * sc**2),
+            "random": lambda sc: init_gaussian(k_rand, widths, sc)}
+    return {_name(init, sc): Member(make[init](sc), cfg.alpha, twin=True)
+            for init in INITS for sc in cfg.scales}
+
+
+def _width_study(key, data: Dataset, cfg: Config, gd_cfg: GDConfig, progress) -> np.ndarray:
+    """D₀ (widths, seeds): the twin gap of random inits at the smallest scale."""
+    D0 = np.empty((len(cfg.study_widths), cfg.study_seeds))
+    for i, w in enumerate(cfg.study_widths):
+        progress(f"width study: width {w}")
+        keys = jax.random.split(jax.random.fold_in(key, w), cfg.study_seeds)
+        runs = gd_members({f"seed {j}": Member(init_gaussian(k, (cfg.d, w, 1), cfg.scales[0]), cfg.alpha,
+                                               twin=True) for j, k in enumerate(keys)}, data, gd_cfg)
+        D0[i] = [runs.twin_gap(name) for name in runs]
+    return D0
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
@@ -142,87 +149,71 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     expect_config(cfg, Config)
     c = float(slope_factor(cfg.alpha))
     scales = np.asarray(cfg.scales, dtype=float)
-    S = len(scales)
+    k_data, k_init, k_study = jax.random.split(jax.random.PRNGKey(seed), 3)
 
-    progress("data and initialisations")
-    X, Y, (pair, rank_one, gauss), study = _setup(jax.random.PRNGKey(seed), cfg)
-    data = Dataset(X, Y)
+    progress("data")
+    data = _data(k_data, cfg)
+    X, Y = np.asarray(data.X), np.asarray(data.Y)
     s = float(np.linalg.norm(np.asarray(cross_covariance(X, Y))))
-    y_power = float(np.mean(np.asarray(Y) ** 2))
-    x_power = float(np.mean(np.sum(np.asarray(X) ** 2, axis=1)))
+    y_power = float(np.mean(Y**2))
     t_half = float(theory.leaky_half_time(s, cfg.width * scales[0] ** 2, cfg.alpha))
     steps = int(np.ceil(cfg.horizon * t_half / cfg.lr))
     gd_cfg = GDConfig(lr=cfg.lr, steps=steps, n_records=cfg.n_records)
 
     progress("three inits × scales, with linear twins")
-    params = stack_params(batch_scaled(pair, scales),
-                          batch_scaled(rank_one, np.sqrt(cfg.width) * scales),
-                          batch_scaled(gauss, scales))
-    leaky, twin = run_with_twins(params, data, gd_cfg, cfg.alpha)
+    runs = gd_members(_members(k_init, cfg), data, gd_cfg)
 
-    D = twin_gap(leaky, twin).reshape(3, S)
-    L = np.asarray(leaky.loss).reshape(3, S, -1)
-    L_twin = np.asarray(twin.loss).reshape(3, S, -1)
-    E = np.asarray(leaky.even_energy).reshape(3, S, -1)
-    i_pair, i_r1, i_rand = 0, 1, 2  # order of INITS
-    t0_identity = np.max(np.abs(L[i_rand, :, 0] - L_twin[i_rand, :, 0] - 0.5 * E[i_rand, :, 0])
-                         / L[i_rand, :, 0])
-    E0_expected = (1 - c) ** 2 * cfg.width * scales**4 * x_power
-    excess = D[i_rand] - D[i_rand, 0]
+    progress("checks")
+    # (init, scale) tables: D the twin gap, E <f_even²> / <y²> over time, L and L_twin the losses
+    def table(f):  # init -> (scales, ...) array of f(member name)
+        return {i: np.array([f(_name(i, sc)) for sc in scales]) for i in INITS}
+
+    D = table(runs.twin_gap)  # max_t |L - L_twin| / L(0)
+    E = table(lambda n: runs[n].even_energy / y_power)  # <f_even²> / <y²> over time
+    L, L_twin = table(lambda n: runs[n].loss), table(lambda n: runs.twin(n).loss)
+    E0_expected = (1 - c) ** 2 * cfg.width * scales**4 * np.mean(np.sum(X**2, axis=1)) / y_power
+    t0_gap = 0.5 * E["random"][:, 0] * y_power / L["random"][:, 0]  # ½<f_even(0)²> / L(0), §1.3
 
     checks = {
-        "pair_init_on_linear_curve": at_most(
-            np.max(D[i_pair]), ROUND_OFF,
-            "At every init scale the antisymmetric-pair leaky net's loss equals its linear "
-            "twin's (√c·init, step η c, time c t) to round-off (§2.3).",
-            unit="fraction of L(0)"),
-        "rank_one_init_on_linear_curve": at_most(
-            np.max(D[i_r1]), ROUND_OFF,
-            "At every init scale the rank-one balanced zero-even leaky net's loss equals its "
-            "linear twin's to round-off (§2.4–2.5).",
-            unit="fraction of L(0)"),
+        "pair_init_on_linear_curve": twin_identity(
+            runs, [_name("pair", sc) for sc in scales], "At every init scale antisymmetric-pair leaky nets"),
+        "rank_one_init_on_linear_curve": twin_identity(
+            runs, [_name("rank_one", sc) for sc in scales],
+            "At every init scale rank-one balanced zero-even leaky nets"),
         "exact_inits_even_part_zero": at_most(
-            np.max(E[[i_pair, i_r1]]) / y_power, ROUND_OFF**2,
+            max(np.max(E["pair"]), np.max(E["rank_one"])), ROUND_OFF**2,
             "Pair and rank-one inits keep <f_even²> / <y²> at round-off (below (1e-10)²) at "
             "every recorded time and scale.",
             unit="fraction of <y²>"),
-        "random_init_t0_gap_is_even_energy": at_most(
-            t0_identity, ROUND_OFF,
-            "At t = 0 the leaky-minus-twin loss gap equals ½<f_even²> exactly (odd and even "
-            "parts are orthogonal on symmetric data, §1.3), at every scale.",
-            unit="fraction of L(0)"),
         "random_init_deviation_grows_into_lazy_regime": at_least(
-            D[i_rand, -1] - D[i_rand, 0], PAPER_LEVEL,
+            D["random"][-1] - D["random"][0], PAPER_LEVEL,
             "From random Gaussian init the largest scale deviates from the linear twin by at "
             "least the paper's 0.3% of L(0) more than the smallest scale does (lazy regime).",
             unit="fraction of L(0)"),
     }
     metrics = {"s": s, "y_power": y_power, "c": c, "steps": steps, "t_max": steps * cfg.lr,
                "t_half_smallest_scale": t_half,
-               "random_deviation_rich_limit_D0": float(D[i_rand, 0]),
-               "random_t0_gap_largest_scale": float(E[i_rand, -1, 0] / (2 * L[i_rand, -1, 0])),
-               "random_deviation_nondecreasing_fraction": float(np.mean(np.diff(D[i_rand]) >= 0))}
+               "random_deviation_rich_limit_D0": float(D["random"][0]),
+               "random_t0_gap_largest_scale": float(t0_gap[-1]),
+               "random_deviation_nondecreasing_fraction": float(np.mean(np.diff(D["random"]) >= 0))}
     for j, sc in enumerate(scales):
-        for k, name in enumerate(INITS):
-            metrics[f"deviation_{name}_scale_{sc:g}"] = float(D[k, j])
+        for init in INITS:
+            metrics[f"deviation_{init}_scale_{sc:g}"] = float(D[init][j])
         metrics[f"random_even_energy_t0_over_expected_scale_{sc:g}"] = float(
-            E[i_rand, j, 0] / E0_expected[j])
-        metrics[f"random_max_even_energy_over_y_power_scale_{sc:g}"] = float(
-            np.max(E[i_rand, j]) / y_power)
-    big = excess > 1e-2 * D[i_rand, 0]
+            E["random"][j, 0] / E0_expected[j])
+        metrics[f"random_max_even_energy_over_y_power_scale_{sc:g}"] = float(np.max(E["random"][j]))
+    excess = D["random"] - D["random"][0]
+    big = excess > 1e-2 * D["random"][0]
     if big.sum() >= 2:
         metrics["random_excess_deviation_loglog_slope"] = loglog_slope(scales[big], excess[big])
 
-    arrays = {"scales": scales, "t": np.asarray(leaky.t[0]), "deviation": D,
-              "even_energy": E / y_power, "loss": L, "loss_twin": L_twin,
-              "even_energy_t0_expected": E0_expected / y_power, "c": np.asarray(c),
-              "alpha": np.asarray(cfg.alpha),
-              "random_t0_gap": 0.5 * E[i_rand, :, 0] / L[i_rand, :, 0]}
+    arrays = {"scales": scales, "t": np.asarray(runs[_name("pair", scales[0])].t), "inits": np.asarray(INITS),
+              "deviation": np.stack([D[i] for i in INITS]), "even_energy": np.stack([E[i] for i in INITS]),
+              "loss": np.stack([L[i] for i in INITS]), "loss_twin": np.stack([L_twin[i] for i in INITS]),
+              "even_energy_t0_expected": E0_expected, "c": np.asarray(c), "alpha": np.asarray(cfg.alpha),
+              "random_t0_gap": t0_gap}
     if cfg.study_widths:
-        D0 = np.empty((len(cfg.study_widths), cfg.study_seeds))
-        for i, (w, P) in enumerate(zip(cfg.study_widths, study, strict=True)):
-            progress(f"width study: width {w}")
-            D0[i] = twin_gap(*run_with_twins(P, data, gd_cfg, cfg.alpha))
+        D0 = _width_study(k_study, data, cfg, gd_cfg, progress)
         med = np.median(D0, axis=1)
         slope = loglog_slope(cfg.study_widths, med)
         checks["random_rich_limit_shrinks_with_width"] = at_most(
@@ -237,7 +228,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
 
     notes = (f"Slope α = {cfg.alpha:g} (c = {c:g}), width {cfg.width}, symmetric Gaussian "
              f"inputs, linear teacher (s = {s:.4f}); GD η = {cfg.lr:g}, {steps} steps. Random "
-             f"init: D tends to a σ-independent D₀ = {D[i_rand, 0]:.3g} as σ → 0 (rich limit, "
+             f"init: D tends to a σ-independent D₀ = {D['random'][0]:.3g} as σ → 0 (rich limit, "
              "set by width, not scale) and grows on the lazy side. Pair and rank-one inits "
              "stay at round-off at every scale.")
     return Result("even-part", seed, config_dict(cfg), metrics, checks, arrays, notes)

@@ -22,24 +22,26 @@ def figure(result: Result):
     a = result.arrays
     scales, t, D, E = a["scales"], a["t"], a["deviation"], a["even_energy"]
     c = float(a["c"])
+    row = {str(name): k for k, name in enumerate(a["inits"])}  # init name -> row of D, E, loss
+    rand = row["random"]
     study = "study_widths" in a
     fig, axes = plt.subplots(1, 4 if study else 3, figsize=(17 if study else 13.5, 3.9))
 
     ax = axes[0]
     shades = plt.cm.Reds(np.linspace(0.35, 1.0, len(scales)))
     for j, sc in enumerate(scales):
-        ax.semilogy(t, np.maximum(E[2, j], FLOOR), color=shades[j], label=f"random σ={sc:g}")
-    ax.semilogy(t, np.maximum(E[0, -1], FLOOR), color=COLORS["pair"], ls="--",
+        ax.semilogy(t, np.maximum(E[rand, j], FLOOR), color=shades[j], label=f"random σ={sc:g}")
+    ax.semilogy(t, np.maximum(E[row["pair"], -1], FLOOR), color=COLORS["pair"], ls="--",
                 label=f"pairs σ={scales[-1]:g}")
-    ax.semilogy(t, np.maximum(E[1, -1], FLOOR), color=COLORS["rank_one"], ls=":",
+    ax.semilogy(t, np.maximum(E[row["rank_one"], -1], FLOOR), color=COLORS["rank_one"], ls=":",
                 label=f"rank-one σ={scales[-1]:g}")
     ax.set_ylim(FLOOR, 2 * max(np.max(E), 1e-30))
     ax.set(xlabel="time t = η k", ylabel="<f_even²> / <y²>", title="(a) even part during training")
     ax.legend(fontsize=7)
 
     ax = axes[1]
-    for k, name in enumerate(INITS):
-        ax.loglog(scales, np.maximum(D[k], FLOOR), "o-", color=COLORS[name], label=LABELS[name])
+    for name in INITS:
+        ax.loglog(scales, np.maximum(D[row[name]], FLOOR), "o-", color=COLORS[name], label=LABELS[name])
     ax.loglog(scales, np.maximum(a["random_t0_gap"], FLOOR), "x:", color="0.4",
               label="½<f_even²>(0) / L(0), random (the t = 0 gap)")
     ax.axhline(3e-3, color="k", lw=0.7, ls="--")
@@ -50,12 +52,12 @@ def figure(result: Result):
 
     ax = axes[2]
     for j, ls in ((0, "-"), (len(scales) - 1, "--")):
-        ax.plot(t, a["loss"][2, j], color="tab:red", ls=ls,
+        ax.plot(t, a["loss"][rand, j], color="tab:red", ls=ls,
                 label=f"leaky α={float(a['alpha']):g}, σ={scales[j]:g}")
-        ax.plot(t, a["loss_twin"][2, j], color="k", ls=ls, lw=0.8,
+        ax.plot(t, a["loss_twin"][rand, j], color="k", ls=ls, lw=0.8,
                 label=f"linear twin at c t (c={c:g}) σ={scales[j]:g}")
     ax.set(xlabel="time t = η k (twin: c t)", ylabel="loss", title="(c) random init: leaky vs twin",
-           xlim=(0, action_end(t, a["loss"][2, [0, -1]], a["loss_twin"][2, [0, -1]])))
+           xlim=(0, action_end(t, a["loss"][rand, [0, -1]], a["loss_twin"][rand, [0, -1]])))
     ax.legend(fontsize=7)
 
     if study:
