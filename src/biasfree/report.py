@@ -6,7 +6,9 @@ verdict; each experiment is a card: what it claims, which of the paper's claims 
 tests, its verdict (n of m checks passed), its figure, its checks (claim sentence,
 value, threshold, unit), its notes, and its metrics folded away.
 
-Figures are embedded as base64 PNG so the page opens anywhere, offline.
+Figures are embedded as base64 PNG so the page opens anywhere, offline. A result that
+cannot be read (a truncated ``result.json``, a corrupted ``arrays.npz``) is left out of
+the page and listed at its top, with the file and what is wrong with it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from .experiments import HEADLINE, REGISTRY
 from .experiments.base import Result
-from .store import atomic_write, load_all
+from .store import CorruptResult, atomic_write, clean_leftovers, load_all
 
 STYLE = """
 body{font-family:system-ui,sans-serif;max-width:1100px;margin:auto;padding:1em 1.5em;
@@ -45,6 +47,7 @@ tr.fail{background:#fdd} td.ok{color:#15601a;font-weight:bold} td.bad{color:#a00
 details{margin-top:.8em} summary{cursor:pointer;color:#335}
 .metrics td{font-size:80%}
 .notes{font-size:92%;color:#333}
+.skipped{border:2px solid #a00;background:#fdd;border-radius:6px;padding:.5em 1em}
 """
 
 
@@ -134,29 +137,47 @@ def _toc(results: list[tuple[Result, dict]]) -> str:
     return f"<nav><h2>Contents</h2><ol>{''.join(items)}</ol></nav>"
 
 
-def render(out_dir) -> str:
-    """The HTML text for the results under ``out_dir``."""
+def _skipped(skipped: list[CorruptResult], out_dir: Path) -> str:
+    if not skipped:
+        return ""
+    def where(path: Path) -> str:
+        return html.escape(str(path.relative_to(out_dir) if path.is_relative_to(out_dir) else path))
+
+    items = "".join(f"<li><code>{where(e.path)}</code>: {html.escape(e.reason)}</li>" for e in skipped)
+    return (f'<div class=skipped id="skipped"><b>{len(skipped)} result(s) could not be read and are '
+            f"not shown</b> (rerun them with <code>biasfree run NAME --force</code>):<ul>{items}</ul></div>")
+
+
+def render(out_dir, skipped: list | None = None) -> str:
+    """The HTML text for the results under ``out_dir``. Results that cannot be read are
+    left out, listed at the top of the page and appended to ``skipped`` (a list of
+    :class:`~biasfree.store.CorruptResult`) when it is given."""
     out_dir = Path(out_dir)
-    results = ordered(load_all(out_dir))
-    if not results:
+    skipped = [] if skipped is None else skipped
+    results = ordered(load_all(out_dir, skipped))
+    if not results and not skipped:
         raise FileNotFoundError(f"no results under {out_dir}: run `biasfree run all` first")
     n_pass = sum(c.passed for r, _ in results for c in r.checks.values())
     n_all = sum(len(r.checks) for r, _ in results)
     n_ok = sum(r.passed and bool(r.checks) for r, _ in results)
+    unread = f' <a href="#skipped">{len(skipped)} unreadable, not counted</a>.' if skipped else ""
     summary = (f"<p class=summary>{n_pass} of {n_all} checks passed; {n_ok} of {len(results)} "
-               "experiments pass all their checks. Paper: Zhang, Saxe, Latham, <i>When Are "
+               f"experiments pass all their checks.{unread} Paper: Zhang, Saxe, Latham, <i>When Are "
                "Bias-Free ReLU Networks Effectively Linear Networks?</i> (TMLR 2025).</p>")
     cards = "".join(_card(res, doc, out_dir) for res, doc in results)
     return (
         "<!doctype html><html><head><meta charset=utf-8><title>biasfree report</title>"
-        f"<style>{STYLE}</style></head><body><h1>biasfree: results</h1>{summary}"
+        f"<style>{STYLE}</style></head><body><h1>biasfree: results</h1>{_skipped(skipped, out_dir)}"
+        f"{summary}"
         f"{_toc(results)}{cards}</body></html>")
 
 
-def write_report(out_dir) -> Path:
-    """Write ``out_dir/index.html`` atomically and return its path."""
+def write_report(out_dir, skipped: list | None = None) -> Path:
+    """Write ``out_dir/index.html`` atomically and return its path; unreadable results are
+    left out and appended to ``skipped`` (see :func:`render`)."""
     out_dir = Path(out_dir)
-    text = render(out_dir).encode()
+    text = render(out_dir, skipped).encode()
     path = out_dir / "index.html"
+    clean_leftovers(out_dir, path.name)  # a killed write's temporary file
     atomic_write(path, lambda fh: fh.write(text))
     return path

@@ -18,6 +18,7 @@ import re
 import shutil
 import tempfile
 import uuid
+import zipfile
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -46,9 +47,11 @@ def versions_of(pkg: str) -> str:
 
 
 def atomic_write(path: Path, write) -> None:
-    """Call ``write(fh)`` on a temporary file beside ``path``, then move it into place."""
+    """Call ``write(fh)`` on a temporary file beside ``path`` (``.NAME.tmp-PID-*``, removed on
+    any exception, Ctrl-C included; after a kill, by :func:`clean_leftovers`), then move it
+    into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp-{os.getpid()}-")
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
@@ -87,24 +90,27 @@ def _pid_alive(pid: int) -> bool:
 
 
 def clean_leftovers(out_dir, name: str) -> None:
-    """Remove the temporary folders a killed save of ``name`` left in ``out_dir``; if it
-    died between its two renames (old result aside, new not yet in place), put the old
-    result back. Folders of a save still running (its process alive) are left alone."""
+    """Remove the temporary folders (or files, of :func:`atomic_write`) a killed save of
+    ``name`` left in ``out_dir``; if it died between its two renames (old result aside, new
+    not yet in place), put the old result back. Those of a save still running (its
+    process alive) are left alone."""
     out_dir = Path(out_dir)
     if not out_dir.is_dir():
         return
     pattern = re.compile(rf"\.{re.escape(name)}\.(tmp|old)-(\d+)-")
     for p in sorted(out_dir.iterdir()):
         m = pattern.match(p.name)
-        if not m or not p.is_dir():
+        if not m:
             continue
         pid = int(m.group(2))
         if pid != os.getpid() and _pid_alive(pid):
             continue
-        if m.group(1) == "old" and not (out_dir / name).exists():
+        if m.group(1) == "old" and p.is_dir() and not (out_dir / name).exists():
             os.rename(p, out_dir / name)
-        else:
+        elif p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -122,12 +128,14 @@ def _write_file(path: Path, write) -> None:
         os.fsync(fh.fileno())
 
 
-def save(result: Result, out_dir, elapsed_s: float, figure=None) -> list[Path]:
-    """Write the result (and ``figure``, a matplotlib Figure) as ``out_dir/<experiment>/``,
+def save(result: Result, out_dir, elapsed_s: float, figure=None, *, name: str | None = None
+         ) -> list[Path]:
+    """Write the result (and ``figure``, a matplotlib Figure, or already rendered bytes
+    ``{"png": ..., "pdf": ...}``) as ``out_dir/<name>/`` (default name: the experiment's),
     replacing any folder there as a unit (see the module docstring); returns the paths
     written. If anything fails the old folder is left as it was."""
     out_dir = Path(out_dir)
-    name = result.experiment
+    name = name or result.experiment
     out_dir.mkdir(parents=True, exist_ok=True)
     clean_leftovers(out_dir, name)
     folder = out_dir / name
@@ -139,7 +147,11 @@ def save(result: Result, out_dir, elapsed_s: float, figure=None) -> list[Path]:
         files = ["result.json", "arrays.npz"]
         _write_file(tmp / files[0], lambda fh: fh.write(doc))
         _write_file(tmp / files[1], lambda fh: np.savez_compressed(fh, **arrays))
-        if figure is not None:
+        if isinstance(figure, dict):  # rendered elsewhere (a sweep's worker)
+            for ext, data in figure.items():
+                files.append(f"figure.{ext}")
+                _write_file(tmp / files[-1], lambda fh, data=data: fh.write(data))
+        elif figure is not None:
             for ext in ("png", "pdf"):
                 files.append(f"figure.{ext}")
                 _write_file(tmp / files[-1], lambda fh, ext=ext: figure.savefig(
@@ -164,27 +176,58 @@ def save(result: Result, out_dir, elapsed_s: float, figure=None) -> list[Path]:
     return [folder / f for f in files]
 
 
+class CorruptResult(ValueError):
+    """A saved result that cannot be read: ``path`` the bad file, ``reason`` in words."""
+
+    def __init__(self, path, reason: str):
+        super().__init__(f"{path}: {reason}; rerun the experiment with --force")
+        self.path, self.reason = Path(path), reason
+
+
+def _read_doc(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text())
+    except UnicodeDecodeError as e:
+        raise CorruptResult(path, f"not text ({e.reason})") from None
+    except json.JSONDecodeError as e:
+        raise CorruptResult(path, f"not valid JSON, truncated or corrupted ({e.msg} at line "
+                                  f"{e.lineno})") from None
+    if not isinstance(doc, dict):
+        raise CorruptResult(path, "not a JSON object")
+    missing = [k for k in RESULT_KEYS if k not in doc]
+    if missing:
+        raise CorruptResult(path, f"missing keys {missing}: not a complete biasfree result")
+    return doc
+
+
 def load(folder) -> Result:
-    """Read a saved result back (arrays included, without pickle)."""
+    """Read a saved result back (arrays included, without pickle). Raises
+    ``FileNotFoundError`` if there is none and :class:`CorruptResult` (a ``ValueError``
+    naming the file) if ``result.json`` or ``arrays.npz`` cannot be read."""
     folder = Path(folder)
     path = folder / "result.json"
     if not path.exists():
         raise FileNotFoundError(f"no result.json in {folder}: run `biasfree run` first")
-    doc = json.loads(path.read_text())
-    missing = [k for k in RESULT_KEYS if k not in doc]
-    if missing:
-        raise ValueError(f"{path} is missing keys {missing}: not a biasfree result")
+    doc = _read_doc(path)
     arrays = {}
-    if (folder / "arrays.npz").exists():
-        with np.load(folder / "arrays.npz", allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    checks = {k: Check(c["value"], c["threshold"], c["claim"], c.get("op", "<="),
-                       c.get("unit", ""))  # files written before units existed have none
-              for k, c in doc["checks"].items()}
-    return Result(doc["experiment"], doc["seed"], doc["config"], doc["metrics"], checks, arrays,
-                  doc.get("notes", ""),
-                  preset=doc.get("preset", doc["size"]),  # files before presets: size only
-                  overrides=doc.get("overrides", {}))
+    npz = folder / "arrays.npz"
+    if npz.exists():
+        try:
+            with np.load(npz, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+        except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+            raise CorruptResult(npz, f"unreadable ({type(e).__name__}: {e})") from None
+    try:
+        checks = {k: Check(float(c["value"]), float(c["threshold"]), str(c["claim"]),
+                           c.get("op", "<="), c.get("unit", ""))  # files before units have none
+                  for k, c in doc["checks"].items()}
+        return Result(doc["experiment"], doc["seed"], doc["config"],
+                      {k: float(v) for k, v in doc["metrics"].items()}, checks, arrays,
+                      doc.get("notes", ""),
+                      preset=doc.get("preset", doc["size"]),  # files before presets: size only
+                      overrides=doc.get("overrides", {}))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise CorruptResult(path, f"malformed ({type(e).__name__}: {e})") from None
 
 
 def run_key(experiment: str, config: dict, seed: int) -> dict:
@@ -224,11 +267,31 @@ def reusable(folder, experiment: str, config: dict, seed: int) -> tuple[bool, st
                   f"{key['biasfree']}")
 
 
-def load_all(out_dir) -> list[tuple[Result, dict]]:
-    """Every saved result under ``out_dir`` with its raw JSON document."""
+RESULT_FILES = ("result.json", "arrays.npz", "figure.png", "figure.pdf")
+
+
+def load_all(out_dir, skipped: list | None = None) -> list[tuple[Result, dict]]:
+    """Every saved result under ``out_dir`` with its raw JSON document.
+
+    A result that cannot be read (truncated or corrupted ``result.json`` or ``arrays.npz``,
+    or a folder holding result files but no ``result.json``) raises
+    :class:`CorruptResult`, unless a list ``skipped`` is given: then it is left out and
+    its :class:`CorruptResult` appended to ``skipped``."""
     found = []
-    for path in sorted(Path(out_dir).glob("*/result.json")):
-        if path.parent.name.startswith("."):  # a save in progress or a killed one's leftovers
+    for folder in sorted(p for p in Path(out_dir).iterdir() if p.is_dir()) if Path(out_dir).is_dir() \
+            else []:
+        if folder.name.startswith("."):  # a save in progress or a killed one's leftovers
             continue
-        found.append((load(path.parent), json.loads(path.read_text())))
+        path = folder / "result.json"
+        try:
+            if not path.exists():
+                if any((folder / f).exists() for f in RESULT_FILES):
+                    raise CorruptResult(path, "missing (the folder holds other result files): "
+                                              "incomplete result")
+                continue  # not a result folder
+            found.append((load(folder), _read_doc(path)))
+        except CorruptResult as e:
+            if skipped is None:
+                raise
+            skipped.append(e)
     return found

@@ -150,8 +150,11 @@ def run_experiment(exp: Experiment, cfg, seed: int = 0, progress: Progress = _qu
                    preset: str = "custom", overrides: Mapping | None = None) -> Result:
     """Run ``exp`` from ``cfg`` and return its Result with the effective config, the
     ``preset`` it started from and the ``overrides`` recorded (what ``result.json``
-    stores). The one entry point for the CLI and sweeps."""
-    result = exp.run(cfg, seed, progress)
+    stores). The one entry point for the CLI and sweeps. ``seed`` is an integer in
+    ``[0, 2**31)`` (:func:`biasfree.validate.seed`), the range every experiment accepts."""
+    from ..validate import seed as check_seed
+
+    result = exp.run(cfg, check_seed(seed), progress)
     return replace(result, config=config_dict(cfg), preset=preset,
                    overrides=config_dict(dict(overrides or {})))
 
