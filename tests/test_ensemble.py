@@ -42,6 +42,8 @@ def test_pair_member_equals_its_twin_and_errors_name_the_member(data):
     # antisymmetric pairs on symmetric data: exactly the twin (§2.3-2.4, §2.7), round-off
     assert runs.twin_gap("pair") < 1e-13
     np.testing.assert_allclose(runs.twin("pair").t, 0.6 * runs["pair"].t, rtol=1e-15)
+    with pytest.raises(ValueError, match="no test loss"):
+        runs.twin_gap("pair", test=True)
     with pytest.raises(KeyError, match="without its twin"):
         runs.twin("plain")
     with pytest.raises(KeyError, match="members: pair, plain"):
@@ -58,3 +60,17 @@ def test_bad_members_are_refused():
         gd_members({"x": p}, bf.Dataset(np.ones((2, 2)), np.ones((2, 1))), bf.GDConfig())
     with pytest.raises(ValueError, match="at least one"):
         gd_members({}, bf.Dataset(np.ones((2, 2)), np.ones((2, 1))), bf.GDConfig())
+
+
+def test_twin_gap_of_the_held_out_loss(data):
+    """A pair net equals its twin on any input, so the held-out loss gap is round-off; a
+    random init's is not (its even part is non-zero off the training set too)."""
+    key = jax.random.PRNGKey(5)
+    Xt = jax.random.normal(key, (30, 4))
+    held = bf.Dataset(data.X, data.Y, Xt, Xt @ np.array([[1.0], [-0.5], [0.2], [0.0]]))
+    net = bf.init_gaussian(jax.random.PRNGKey(6), (4, 6, 1), 0.3)
+    runs = gd_members({"pair": Member(bf.pair_up(net), alpha=0.0, twin=True),
+                       "random": Member(net, alpha=0.0, twin=True)}, held,
+                      bf.GDConfig(lr=0.03, steps=300, n_records=11))
+    assert runs.twin_gap("pair", test=True) < 1e-13  # round-off of 300 steps
+    assert runs.twin_gap("random", test=True) > 1e-3

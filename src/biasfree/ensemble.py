@@ -78,10 +78,15 @@ class Runs:
             raise KeyError(f"member {name!r} was trained without its twin: pass Member(..., twin=True)")
         return self.twins[name]
 
-    def twin_gap(self, name: str) -> float:
+    def twin_gap(self, name: str, *, test: bool = False) -> float:
         """``max_t |L(t) - L_twin(c t)| / L(0)``: how far the member's loss strays from
-        its linear twin's, as a fraction of its initial loss."""
-        L, Lt = np.asarray(self[name].loss), np.asarray(self.twin(name).loss)
+        its linear twin's, as a fraction of its initial loss (``test``: the held-out loss,
+        for data with a test set)."""
+        a, b = self[name], self.twin(name)
+        if test and a.test_loss is None:
+            raise ValueError(f"member {name!r} has no test loss: train on a Dataset with X_test, Y_test")
+        L, Lt = (np.asarray(a.test_loss), np.asarray(b.test_loss)) if test else (np.asarray(a.loss),
+                                                                               np.asarray(b.loss))
         return float(np.max(np.abs(L - Lt)) / L[0])
 
 

@@ -82,13 +82,19 @@ def crossing_time(t, a, level):
     return float(brentq(spline, t[i - 1], t[i], xtol=1e-14))
 
 
-def twin_identity(runs: Runs, names, what: str) -> Check:
+def twin_identity(runs: Runs, names, what: str, *, test: bool = False) -> Check:
     """The one check that exact-twin members (antisymmetric-pair or rank-one zero-even
     inits on symmetric data) equal their linear twins (§2.3–2.5): the largest
     :meth:`~biasfree.ensemble.Runs.twin_gap` over ``names`` against :data:`ROUND_OFF`.
-    ``what`` names the members in the claim (e.g. "pair-init ReLU nets with weight decay")."""
+    ``what`` names the members in the claim (e.g. "pair-init ReLU nets with weight decay");
+    ``test`` also takes the held-out loss's gap (same parameters, so the same identity)."""
     names = list(names)
-    return at_most(max(runs.twin_gap(n) for n in names), ROUND_OFF,
+    gap = max(runs.twin_gap(n) for n in names)
+    if test:
+        gap = max(gap, max(runs.twin_gap(n, test=True) for n in names))
+    losses = ", training and held-out" if test else ""
+    return at_most(gap, ROUND_OFF,
                    f"{what} follow their linear twins (√c·init, step η c, decay λ/c) to round-off "
-                   f"(max over {len(names)} members and every record of |L - L_twin| / L(0); §2.3–2.5).",
+                   f"(max over {len(names)} members and every record of |L - L_twin| / L(0){losses}; "
+                   "§2.3–2.5).",
                    unit="fraction of L(0)")
