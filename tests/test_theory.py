@@ -436,3 +436,48 @@ def test_gd_mode_strength_is_the_exact_discrete_map_of_gd():
     assert abs(fine - th.mode_strength(2.0, 1.0, 1e-3)) < 1e-3  # O(η) from the flow
     with pytest.raises(ValueError, match="sorted"):
         th.gd_mode_strength([3, 1], 1.0, 1e-3, 0.1)
+
+
+# ------------------------------------------------------------------ §2.7 weight decay end point
+
+
+def _spd(rng, d):
+    A = rng.normal(size=(d, d))
+    return A @ A.T / d + 0.5 * np.eye(d)
+
+
+def test_decayed_solution_identity_covariance_closed_form():
+    """Σ = I: ``β = (1 - λ'/||b||) b``, the norm shrunk by λ' exactly (brentq 1e-15 relative)."""
+    b = np.array([3.0, -4.0])  # ||b|| = 5
+    np.testing.assert_allclose(th.decayed_solution(np.eye(2), b, 1.0), 0.8 * b, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_decayed_solution_general_covariance_is_stationary(seed):
+    """Stationarity ``Σβ - b + λ' β/||β|| = 0``; gradient entries are O(||b||): 1e-12 is round-off."""
+    rng = np.random.default_rng(seed)
+    S, b = _spd(rng, 5), rng.normal(size=5)
+    lam = 0.3 * np.linalg.norm(b)
+    beta = th.decayed_solution(S, b, lam)
+    grad = S @ beta - b + lam * beta / np.linalg.norm(beta)
+    assert np.max(np.abs(grad)) <= 1e-12 * np.linalg.norm(b)
+
+
+def test_decayed_solution_is_minimal_against_perturbations():
+    rng = np.random.default_rng(3)
+    S, b, lam = _spd(rng, 4), rng.normal(size=4), 0.2
+
+    def J(x):
+        return 0.5 * x @ S @ x - b @ x + lam * np.linalg.norm(x)
+
+    beta = th.decayed_solution(S, b, lam)
+    for _ in range(50):
+        # strictly convex objective: any step of size 1e-3 raises it (by >= ~λ_min·1e-6/2)
+        assert J(beta + 1e-3 * rng.normal(size=4)) > J(beta)
+
+
+def test_decayed_solution_strong_decay_gives_zero_and_bad_input_raises():
+    np.testing.assert_array_equal(th.decayed_solution(np.eye(3), np.array([0.1, 0.0, 0.0]), 0.5),
+                                  np.zeros(3))
+    with pytest.raises(ValueError, match="positive definite"):
+        th.decayed_solution(np.diag([1.0, 0.0]), np.array([1.0, 1.0]), 0.1)

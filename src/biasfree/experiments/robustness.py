@@ -25,32 +25,17 @@ record j sits at leaky time t and twin time c t); deviation
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.optimize import brentq
 
-from ..data import (
-    Dataset,
-    cross_covariance,
-    gaussian_inputs,
-    input_covariance,
-    linear_target,
-    symmetrize,
-)
-from ..nets import init_gaussian, init_pairs, slope_factor
+from ..data import Dataset, cross_covariance, input_covariance, linear_target, make_dataset
+from ..ensemble import Member, gd_members
+from ..nets import init_gaussian, init_pairs, scale_params, slope_factor
+from ..theory import decayed_solution
 from ..train import FlowConfig, GDConfig, flow_ensemble
-from ._common import (
-    PAPER_LEVEL,
-    ROUND_OFF,
-    batch_scaled,
-    loglog_slope,
-    run_with_twins,
-    stack_params,
-    twin_gap,
-)
+from ._common import PAPER_LEVEL, ROUND_OFF, loglog_slope, twin_identity
 from .base import (
     Experiment,
     Progress,
@@ -62,6 +47,9 @@ from .base import (
     expect_config,
     require_positive,
 )
+
+INITS = ("pair", "random")
+"""The two members of every run: antisymmetric-pair init (exact twin) and Gaussian init."""
 
 
 @dataclass(frozen=True)
@@ -119,120 +107,106 @@ PRESETS = {
 }
 
 
-def decayed_solution(Sxx, sxy, decay: float) -> np.ndarray:
-    """``β*(λ') = argmin_β ½ βᵀΣ_xx β - Σ_xyᵀβ + λ' ||β||`` (the end point of a two-layer
-    linear net with L2 decay λ' = ``decay`` on both layers, p = 1).
-
-    ``Sxx`` = <x xᵀ> (d, d), ``sxy`` = <x y> (d,). Zero if ``||Σ_xy|| <= λ'``; else
-    ``β = (Σ_xx + (λ'/ρ) I)⁻¹ Σ_xy`` with ``ρ = ||β||`` the root of
-    ``||(Σ_xx + (λ'/ρ) I)⁻¹ Σ_xy|| - ρ`` (scipy brentq, bracket (0, ||Σ_xx⁻¹ Σ_xy||]).
-    """
-    Sxx, sxy = np.asarray(Sxx, float), np.asarray(sxy, float).ravel()
-    if np.linalg.norm(sxy) <= decay:
-        return np.zeros_like(sxy)
-    lam, Q = np.linalg.eigh(Sxx)
-    b = Q.T @ sxy
-
-    def norm_gap(rho):
-        return np.linalg.norm(b / (lam + decay / rho)) - rho
-
-    rho_max = float(np.linalg.norm(b / lam))
-    rho = brentq(norm_gap, 1e-12 * rho_max, rho_max, xtol=1e-15 * rho_max, rtol=1e-15)
-    return Q @ (b / (lam + decay / rho))
-
-
-@partial(jax.jit, static_argnums=1)
-def _setup(key, cfg: Config):
-    """Symmetric inputs and linear-teacher targets, unit-scale pair and Gaussian nets."""
-    k_x, k_r, k_pair, k_rand = jax.random.split(key, 4)
+def _setup(key, cfg: Config) -> tuple[Dataset, dict]:
+    """Symmetric Gaussian inputs with a linear teacher of strength ``s``
+    (:func:`~biasfree.make_dataset`), and unit-scale pair and Gaussian nets by name."""
+    k_data, k_r, k_pair, k_rand = jax.random.split(key, 4)
     r = jax.random.normal(k_r, (cfg.d,))
-    X = gaussian_inputs(k_x, cfg.n, cfg.d)
-    X, Y = symmetrize(X, linear_target(cfg.s * r[None] / jnp.linalg.norm(r))(X))
+    data = make_dataset(k_data, linear_target(cfg.s * r[None] / jnp.linalg.norm(r)), cfg.n, cfg.d)
     widths = (cfg.d, cfg.width, 1)
-    return X, Y, init_pairs(k_pair, widths, 1.0), init_gaussian(k_rand, widths, 1.0)
+    return data, {"pair": init_pairs(k_pair, widths, 1.0), "random": init_gaussian(k_rand, widths, 1.0)}
 
 
-def _first(x):
-    return float(np.asarray(x)[0])
+def _members(units: dict, scale: float, alpha: float, weight_decay: float = 0.0) -> dict[str, Member]:
+    """Each unit-scale init of ``units`` at std ``scale``, with its linear twin."""
+    return {k: Member(scale_params(p, scale), alpha=alpha, weight_decay=weight_decay, twin=True)
+            for k, p in units.items()}
+
+
+def _weight_decay(cfg: Config, units: dict, data: Dataset) -> dict:
+    """Decay λ: runs against twins with decay λ/c, and where β_eff ends against β*(λ/c), β*(λ)."""
+    c = float(slope_factor(cfg.alpha))
+    runs = gd_members(_members(units, cfg.small_scale, cfg.alpha, cfg.weight_decay), data,
+                      GDConfig(lr=cfg.lr, steps=cfg.steps, n_records=cfg.n_records))
+    Sxx = np.asarray(input_covariance(data.X))
+    sxy = np.asarray(cross_covariance(data.X, data.Y))[0]
+    beta_c, beta_naive = (decayed_solution(Sxx, sxy, lam) for lam in (cfg.weight_decay / c, cfg.weight_decay))
+    separation = float(np.linalg.norm(beta_c - beta_naive))
+    err = {k: float(np.linalg.norm(np.asarray(runs[k].beta)[-1, :, 0] - beta_c)) / separation for k in runs}
+    return dict(runs=runs, beta_c=beta_c, beta_naive=beta_naive, separation=separation, err=err)
+
+
+def _large_init(cfg: Config, units: dict, data: Dataset) -> dict:
+    """Large init σ: runs against twins, and the t = 0 gap ½<f_even(0)²>/L(0)."""
+    runs = gd_members(_members(units, cfg.large_scale, cfg.alpha), data,
+                      GDConfig(lr=cfg.lr, steps=cfg.large_steps, n_records=cfg.n_records))
+    t0_gap = {k: 0.5 * float(runs[k].even_energy[0] / runs[k].loss[0]) for k in runs}
+    return dict(runs=runs, t0_gap=t0_gap)
+
+
+def _flow(units: dict, scale: float, data: Dataset, cfg: FlowConfig) -> dict:
+    """Gradient flow of each unit-scale init at std ``scale``, one compiled call, by name."""
+    names = list(units)
+    stacked = jax.tree_util.tree_map(lambda *a: scale * np.stack([np.asarray(x) for x in a]),
+                                     *units.values())
+    tr = flow_ensemble(stacked, data, cfg)
+    return {k: tr.member(i) for i, k in enumerate(names)}
+
+
+def _learning_rates(cfg: Config, units: dict, data: Dataset, progress: Progress) -> dict:
+    """Small init: GD at every η against gradient flow (same times t = η k) and against twins."""
+    lrs = np.asarray(cfg.lrs, dtype=float)
+    flow = _flow(units, cfg.small_scale, data, FlowConfig(
+        alpha=cfg.alpha, t_max=cfg.t_max, n_records=cfg.n_records, rtol=cfg.rtol, atol=cfg.atol))
+    L_flow = {k: np.asarray(tr.loss) for k, tr in flow.items()}
+    gap_flow = {k: np.empty(len(lrs)) for k in units}
+    twin_dev = {k: np.empty(len(lrs)) for k in units}
+    loss_gd = {k: np.empty((len(lrs), cfg.n_records)) for k in units}
+    for i, eta in enumerate(lrs):
+        progress(f"large learning rate: GD at η = {eta:g}")
+        runs = gd_members(_members(units, cfg.small_scale, cfg.alpha), data,
+                          GDConfig(lr=float(eta), steps=int(round(cfg.t_max / eta)), n_records=cfg.n_records))
+        for k in units:
+            loss_gd[k][i] = np.asarray(runs[k].loss)
+            gap_flow[k][i] = np.max(np.abs(loss_gd[k][i] - L_flow[k])) / L_flow[k][0]
+            twin_dev[k][i] = runs.twin_gap(k)
+    return dict(lrs=lrs, flow=flow, L_flow=L_flow, gap_flow=gap_flow, twin_dev=twin_dev,
+                loss_gd=loss_gd)
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
     expect_config(cfg, Config)
-    c = float(slope_factor(cfg.alpha))
-    lrs = np.asarray(cfg.lrs, dtype=float)
-
     progress("data and initialisations")
-    X, Y, pair, gauss = _setup(jax.random.PRNGKey(seed), cfg)
-    data = Dataset(X, Y)
-    Sxx = np.asarray(input_covariance(X))
-    sxy = np.asarray(cross_covariance(X, Y))[0]
-    small = stack_params(batch_scaled(pair, [cfg.small_scale]),
-                         batch_scaled(gauss, [cfg.small_scale]))
-    large = stack_params(batch_scaled(pair, [cfg.large_scale]),
-                         batch_scaled(gauss, [cfg.large_scale]))
-    long_cfg = GDConfig(lr=cfg.lr, steps=cfg.steps, n_records=cfg.n_records)
-
+    data, units = _setup(jax.random.PRNGKey(seed), cfg)
     progress("weight decay: leaky nets against twins with decay λ/c")
-    wd_leaky, wd_twin = run_with_twins(small, data, long_cfg, cfg.alpha,
-                                       weight_decay=cfg.weight_decay)
-    D_wd = twin_gap(wd_leaky, wd_twin)
-    beta_c = decayed_solution(Sxx, sxy, cfg.weight_decay / c)
-    beta_naive = decayed_solution(Sxx, sxy, cfg.weight_decay)
-    separation = float(np.linalg.norm(beta_c - beta_naive))
-    beta_end = np.asarray(wd_leaky.beta)[:, -1, :, 0]
-    wd_err = np.linalg.norm(beta_end - beta_c, axis=1) / separation
-
+    wd = _weight_decay(cfg, units, data)
     progress("large init: leaky nets against twins")
-    big_cfg = GDConfig(lr=cfg.lr, steps=cfg.large_steps, n_records=cfg.n_records)
-    big_leaky, big_twin = run_with_twins(large, data, big_cfg, cfg.alpha)
-    D_big = twin_gap(big_leaky, big_twin)
-    L_big, E_big = np.asarray(big_leaky.loss), np.asarray(big_leaky.even_energy)
-    t0_gap_big = 0.5 * E_big[:, 0] / L_big[:, 0]
-    t0_identity = abs(L_big[1, 0] - float(big_twin.loss[1, 0]) - 0.5 * E_big[1, 0]) / L_big[1, 0]
-
+    big = _large_init(cfg, units, data)
     progress("large learning rate: gradient flow reference")
-    fl = flow_ensemble(small, data, FlowConfig(alpha=cfg.alpha, t_max=cfg.t_max,
-                                               n_records=cfg.n_records, rtol=cfg.rtol,
-                                               atol=cfg.atol))
-    L_flow = np.asarray(fl.loss)
-    gap_flow = np.empty((len(lrs), 2))
-    D_lr = np.empty((len(lrs), 2))
-    L_gd = np.empty((len(lrs), 2, cfg.n_records))
-    for i, eta in enumerate(lrs):
-        progress(f"large learning rate: GD at η = {eta:g}")
-        steps = int(round(cfg.t_max / eta))
-        leaky, twin = run_with_twins(small, data, GDConfig(lr=float(eta), steps=steps,
-                                                           n_records=cfg.n_records), cfg.alpha)
-        L_gd[i] = np.asarray(leaky.loss)
-        gap_flow[i] = np.max(np.abs(L_gd[i] - L_flow), axis=1) / L_flow[:, 0]
-        D_lr[i] = twin_gap(leaky, twin)
-    order = loglog_slope(lrs, gap_flow[:, 0])
-    growth = gap_flow[1:, 0] / gap_flow[:-1, 0]
+    lr = _learning_rates(cfg, units, data, progress)
+    order = loglog_slope(lr["lrs"], lr["gap_flow"]["pair"])
+    growth = lr["gap_flow"]["pair"][1:] / lr["gap_flow"]["pair"][:-1]
+    checks = _checks(wd, big, lr, order, growth)
+    return Result("robustness", seed, config_dict(cfg), _metrics(cfg, wd, big, lr, order),
+                  checks, _arrays(cfg, wd, big, lr), _notes(cfg, wd, big, order))
 
-    checks = {
-        "weight_decay_pair_init_on_linear_curve": at_most(
-            _first(D_wd), ROUND_OFF,
-            "With weight decay λ the pair-init leaky net's loss equals its linear twin's "
-            "trained with decay λ/c (and step η c, time c t) to round-off (§2.7).",
-            unit="fraction of L(0)"),
+
+def _checks(wd, big, lr, order, growth) -> dict:
+    return {
+        "weight_decay_pair_init_on_linear_curve": twin_identity(
+            wd["runs"], ["pair"], "With weight decay λ the pair-init leaky net (its twin trained "
+            "with decay λ/c, §2.7)"),
         "weight_decay_acts_as_lambda_over_c": at_most(
-            wd_err[0], 1e-2,
+            wd["err"]["pair"], 1e-2,
             "The pair-init leaky net's final β_eff is the decayed linear solution β*(λ/c): "
             "its distance from it is under 1% of the distance between β*(λ/c) and β*(λ).",
             unit="fraction of ‖β*(λ/c) − β*(λ)‖"),
-        "large_init_pair_still_exact": at_most(
-            _first(D_big), ROUND_OFF,
-            "At large init the pair identity still holds to round-off: it does not depend "
-            "on the init scale (§2.3).",
-            unit="fraction of L(0)"),
-        "large_init_t0_gap_is_even_energy": at_most(
-            t0_identity, ROUND_OFF,
-            "At large random init the t = 0 loss gap to the twin is exactly ½<f_even(0)²> "
-            "(odd/even orthogonality on symmetric data, §1.3).",
-            unit="fraction of L(0)"),
+        "large_init_pair_still_exact": twin_identity(
+            big["runs"], ["pair"], "At large init (the pair identity does not depend on the init "
+            "scale, §2.3) the pair-init leaky net"),
         "large_init_even_part_large_from_start": at_least(
-            t0_gap_big[1], PAPER_LEVEL,
+            big["t0_gap"]["random"], PAPER_LEVEL,
             "At large random init the even part alone puts the leaky net at least the "
             "paper's 0.3% of L(0) off its linear twin at t = 0 (lazy regime, §5).",
             unit="fraction of L(0)"),
@@ -247,43 +221,59 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
             "exponent is nearer 1 than 0 or 2.",
             unit="|exponent − 1| (log-log in η)"),
         "pair_identity_exact_at_largest_lr": at_most(
-            float(np.max(D_lr[:, 0])), ROUND_OFF,
+            float(np.max(lr["twin_dev"]["pair"])), ROUND_OFF,
             "At every learning rate, the largest included, the pair-init leaky GD equals its "
             "linear twin's GD (step η c) to round-off (§2.3 is exact for GD).",
             unit="fraction of L(0)"),
     }
-    metrics = {"c": c, "weight_decay": cfg.weight_decay,
-               "wd_random_init_deviation": float(D_wd[1]),
-               "wd_pair_final_beta_error_over_separation": float(wd_err[0]),
-               "wd_random_final_beta_error_over_separation": float(wd_err[1]),
-               "wd_separation_lambda_vs_lambda_over_c": separation,
-               "wd_beta_star_norm": float(np.linalg.norm(beta_c)),
-               "large_init_random_deviation": float(D_big[1]),
-               "large_init_random_t0_gap": float(t0_gap_big[1]),
-               "small_init_random_deviation": float(D_lr[0, 1]),
-               "gd_flow_gap_loglog_order": order,
-               "flow_steps_max": float(np.max(np.asarray(fl.stats["steps"])))}
-    for i, eta in enumerate(lrs):
-        metrics[f"gd_flow_gap_pair_lr_{eta:g}"] = float(gap_flow[i, 0])
-        metrics[f"gd_flow_gap_random_lr_{eta:g}"] = float(gap_flow[i, 1])
-        metrics[f"twin_deviation_random_lr_{eta:g}"] = float(D_lr[i, 1])
-    arrays = {
-        "lrs": lrs, "t_flow": np.asarray(fl.t[0]), "loss_flow": L_flow, "loss_gd": L_gd,
-        "gap_flow": gap_flow, "twin_deviation_lr": D_lr,
-        "t_long": np.asarray(wd_leaky.t[0]), "loss_wd": np.asarray(wd_leaky.loss),
-        "loss_wd_twin": np.asarray(wd_twin.loss), "beta_wd": np.asarray(wd_leaky.beta)[..., 0],
-        "beta_star_lambda_over_c": beta_c, "beta_star_lambda": beta_naive,
-        "t_large": np.asarray(big_leaky.t[0]), "loss_large": L_big,
-        "loss_large_twin": np.asarray(big_twin.loss),
-        "even_energy_large": E_big, "deviation_wd": D_wd, "deviation_large": D_big,
-        "c": np.asarray(c), "alpha": np.asarray(cfg.alpha),
-        "scales": np.asarray([cfg.small_scale, cfg.large_scale]),
-    }
-    notes = (f"Slope α = {cfg.alpha:g} (c = {c:g}), width {cfg.width}; index 0 = pair init, "
-             f"1 = random Gaussian init. Decay λ = {cfg.weight_decay:g}: random-init twin "
-             f"deviation {D_wd[1]:.3g}. Large init σ = {cfg.large_scale:g}: random-init "
-             f"deviation {D_big[1]:.3g}. GD-flow gap order {order:.3f} in η.")
-    return Result("robustness", seed, config_dict(cfg), metrics, checks, arrays, notes)
+
+
+def _metrics(cfg, wd, big, lr, order) -> dict:
+    m = {"c": float(slope_factor(cfg.alpha)), "weight_decay": cfg.weight_decay,
+         "wd_random_init_deviation": wd["runs"].twin_gap("random"),
+         "wd_pair_final_beta_error_over_separation": wd["err"]["pair"],
+         "wd_random_final_beta_error_over_separation": wd["err"]["random"],
+         "wd_separation_lambda_vs_lambda_over_c": wd["separation"],
+         "wd_beta_star_norm": float(np.linalg.norm(wd["beta_c"])),
+         "large_init_random_deviation": big["runs"].twin_gap("random"),
+         "large_init_random_t0_gap": big["t0_gap"]["random"],
+         "small_init_random_deviation": float(lr["twin_dev"]["random"][0]),
+         "gd_flow_gap_loglog_order": order,
+         "flow_steps_max": float(max(np.max(np.asarray(f.stats["steps"])) for f in lr["flow"].values()))}
+    for i, eta in enumerate(lr["lrs"]):
+        m[f"gd_flow_gap_pair_lr_{eta:g}"] = float(lr["gap_flow"]["pair"][i])
+        m[f"gd_flow_gap_random_lr_{eta:g}"] = float(lr["gap_flow"]["random"][i])
+        m[f"twin_deviation_random_lr_{eta:g}"] = float(lr["twin_dev"]["random"][i])
+    return m
+
+
+def _arrays(cfg, wd, big, lr) -> dict:
+    a = {"lrs": lr["lrs"], "t_flow": np.asarray(lr["flow"]["pair"].t),
+         "t_long": np.asarray(wd["runs"]["pair"].t), "t_large": np.asarray(big["runs"]["pair"].t),
+         "beta_star_lambda_over_c": wd["beta_c"], "beta_star_lambda": wd["beta_naive"],
+         "c": np.asarray(slope_factor(cfg.alpha)), "alpha": np.asarray(cfg.alpha),
+         "scales": np.asarray([cfg.small_scale, cfg.large_scale])}
+    for k in INITS:
+        a |= {f"loss_flow_{k}": lr["L_flow"][k], f"loss_gd_{k}": lr["loss_gd"][k],
+              f"gap_flow_{k}": lr["gap_flow"][k], f"twin_deviation_lr_{k}": lr["twin_dev"][k],
+              f"loss_wd_{k}": np.asarray(wd["runs"][k].loss),
+              f"loss_wd_twin_{k}": np.asarray(wd["runs"].twin(k).loss),
+              f"beta_wd_{k}": np.asarray(wd["runs"][k].beta)[..., 0],
+              f"deviation_wd_{k}": np.asarray(wd["runs"].twin_gap(k)),
+              f"loss_large_{k}": np.asarray(big["runs"][k].loss),
+              f"loss_large_twin_{k}": np.asarray(big["runs"].twin(k).loss),
+              f"even_energy_large_{k}": np.asarray(big["runs"][k].even_energy),
+              f"deviation_large_{k}": np.asarray(big["runs"].twin_gap(k))}
+    return a
+
+
+def _notes(cfg, wd, big, order) -> str:
+    c = float(slope_factor(cfg.alpha))
+    return (f"Slope α = {cfg.alpha:g} (c = {c:g}), width {cfg.width}; members 'pair' (antisymmetric-"
+            f"pair init) and 'random' (Gaussian init). Decay λ = {cfg.weight_decay:g}: random-init "
+            f"twin deviation {wd['runs'].twin_gap('random'):.3g}. Large init σ = {cfg.large_scale:g}: "
+            f"random-init deviation {big['runs'].twin_gap('random'):.3g}. GD-flow gap order "
+            f"{order:.3f} in η.")
 
 
 EXPERIMENT = Experiment(

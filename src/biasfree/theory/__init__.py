@@ -10,6 +10,7 @@ Time is gradient-flow time ``t = η k`` throughout; loss is the mean half square
 - :mod:`.leaky` — leaky net <-> linear twin: weights ``√c``, time ``c t``, decay ``λ/c``;
   pair net <-> linear net at ``√(1+α)(W, v)``, learning rate ``η c``; closed-form
   leaky curves (§2.3–2.5, §3.2). c = (1 + α)/2.
+- :mod:`.decay` — where a two-layer linear net with weight decay ends, ``β*(λ')`` (§2.7).
 - :mod:`.deep` — depth-L balanced aligned modes, ``da/dt = L a^{2-2/L} (s - a)`` (§3.3).
 - :mod:`.riccati` — exact two-layer solution from balanced, unaligned init (matrix
   Riccati; Fukumizu 1998, Braun et al. 2022).
@@ -21,6 +22,7 @@ Time is gradient-flow time ``t = η k`` throughout; loss is the mean half square
   half-loss times, and the log correction from the same raw init (§2.4).
 """
 
+from .decay import decayed_solution
 from .deep import deep_half_time, deep_logit, deep_loss, deep_mode_strength, deep_time_to
 from .inits import aligned_init, balanced_init, imbalance
 from .leaky import (
@@ -66,7 +68,8 @@ from .riccati import riccati_gram, unaligned_loss, unaligned_product
 from .small_init import effective_strength, half_loss_time, raw_init_half_time_ratio
 
 __all__ = [
-    "Curve", "Modes", "REFERENCES", "aligned_init", "balanced_init", "data_modes", "deep_half_time",
+    "Curve", "Modes", "REFERENCES", "aligned_init", "balanced_init", "data_modes", "decayed_solution",
+    "deep_half_time",
     "deep_logit", "deep_loss", "deep_mode_strength", "deep_time_to", "effective_strength", "final_loss",
     "gd_mode_strength", "half_loss_time", "half_time", "imbalance", "is_whitened", "leaky_decay_to_linear",
     "leaky_effective_init", "leaky_half_time", "leaky_loss", "leaky_mode_strength",
