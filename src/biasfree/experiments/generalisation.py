@@ -42,12 +42,15 @@ import jax
 import numpy as np
 
 from .. import theory
-from ..data import Dataset, symmetrize
-from ..nets import Layer, Params, forward, pair_up, slope_factor
+from ..data import Dataset, linear_target, make_dataset, teacher_matrix
+from ..ensemble import Member, Runs, gd_members
+from ..nets import Params, forward, init_gaussian, init_pairs, slope_factor
 from ..theory import population_loss_linear
 from ..train import GDConfig
-from ._common import ROUND_OFF, run_with_twins
+from ._common import twin_identity
 from .base import Experiment, Progress, Result, _quiet, at_most, config_dict, expect_config, require_positive
+
+INITS = ("pair", "random")
 
 SIGMAS = 5.0
 """A finite-sample check allows 5 standard errors (two-sided false alarm ≈ 6e-7 for one
@@ -99,122 +102,132 @@ def _test_losses(params: Params, X, Y, alpha) -> np.ndarray:
     return 0.5 * (np.asarray(Y)[:, 0] - np.asarray(forward(params, X, alpha))[:, 0]) ** 2
 
 
-def _member(params, i: int) -> Params:
-    return tuple(Layer(np.asarray(layer.W)[i]) for layer in params)
+def _name(init: str, alpha: float) -> str:
+    return f"{init} α={alpha:g}"
+
+
+def _members(key, cfg: Config) -> dict[str, Member]:
+    """Pair and random init (one draw each, std ``scale``) for every α, with their twins."""
+    k_pair, k_rand = jax.random.split(key)
+    widths = (cfg.d, cfg.width, 1)
+    nets = {"pair": init_pairs(k_pair, widths, cfg.scale), "random": init_gaussian(k_rand, widths, cfg.scale)}
+    return {_name(init, a): Member(p, a, twin=True) for init, p in nets.items() for a in cfg.alphas}
+
+
+def _curves(runs: Runs, name: str, twin: bool = False) -> dict[str, np.ndarray]:
+    tr = runs.twin(name) if twin else runs[name]
+    return {"loss": np.asarray(tr.loss), "test": np.asarray(tr.test_loss),
+            "beta": np.asarray(tr.beta)[..., 0]}
+
+
+def _random_population_gap(runs: Runs, T, data: Dataset, cfg: Config) -> dict[float, tuple]:
+    """α -> (|test loss - R| / (5 s.e.), ½ E f_even², R) of the final random-init net,
+    R from the arc-cosine kernel (the even part counts)."""
+    out = {}
+    for a in cfg.alphas:
+        p = runs[_name("random", a)].params
+        R, half_even2 = theory.population_loss_two_layer(p, T, cfg.noise, a)
+        ell = _test_losses(p, data.X_test, data.Y_test, a)
+        out[a] = (abs(ell.mean() - R) / (SIGMAS * ell.std() / np.sqrt(cfg.n_test)), half_even2, R)
+    return out
+
+
+def _flow_reference(members: dict[str, Member], data: Dataset, T, t, cfg: Config):
+    """Population loss along gradient flow (solve_ivp on the data moments) of each pair
+    net's width-m linear net ``√(1+α)·half`` (:func:`theory.pair_to_linear`) at time c t,
+    at a log-spaced subset ``t_flow`` of the GD record times."""
+    t_flow = t[np.unique(np.round(np.geomspace(1, len(t) - 1, cfg.flow_records)).astype(int))]
+    pop = [population_loss_linear(theory.reference_curve(
+        theory.pair_to_linear(members[_name("pair", a)].params, a), data.X, data.Y,
+        float(slope_factor(a)) * t_flow, method="ode").beta, T, noise=cfg.noise) for a in cfg.alphas]
+    return t_flow, np.stack(pop)
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
     expect_config(cfg, Config)
-    rng = np.random.default_rng(seed)
-    d, m = cfg.d, cfg.width
+    k_teacher, k_data, k_init = jax.random.split(jax.random.PRNGKey(seed), 3)
     alphas = np.asarray(cfg.alphas, float)
-    cs = slope_factor(alphas)
-    A = len(alphas)
 
     progress("data")
-    T = rng.normal(size=(1, d))
-    T /= np.linalg.norm(T)
-    X = rng.normal(size=(cfg.n, d))
-    X, Y = symmetrize(X, X @ T.T + cfg.noise * rng.normal(size=(cfg.n, 1)))
-    X, Y = np.asarray(X), np.asarray(Y)
-    Xt = rng.normal(size=(cfg.n_test, d))
-    Yt = Xt @ T.T + cfg.noise * rng.normal(size=(cfg.n_test, 1))
-    data = Dataset(X, Y, Xt, Yt)
-    lstsq_floor = theory.linear_floor(X, Y)
+    T = np.asarray(teacher_matrix(k_teacher, cfg.d, [1.0]))
+    data = make_dataset(k_data, linear_target(T), cfg.n, cfg.d, n_test=cfg.n_test, noise=cfg.noise)
 
     progress("GD: pair and random inits for every α, and their linear twins")
-    half = (Layer(cfg.scale * rng.normal(size=(m // 2, d))),
-            Layer(cfg.scale * rng.normal(size=(1, m // 2))))
-    pair = pair_up(half)
-    rand = (Layer(cfg.scale * rng.normal(size=(m, d))), Layer(cfg.scale * rng.normal(size=(1, m))))
-    a_all = np.r_[alphas, alphas]
-    batch = jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs]),
-                                   *([pair] * A + [rand] * A))
+    members = _members(k_init, cfg)
     steps = int(np.ceil(cfg.t_max / cfg.lr))
-    leaky, twin = run_with_twins(batch, data, GDConfig(lr=cfg.lr, steps=steps,
-                                                       n_records=cfg.n_records, spacing="log"),
-                                 a_all)
-    tr = jax.tree_util.tree_map(lambda x, y: np.concatenate([np.asarray(x), np.asarray(y)]),
-                                leaky, twin)
-    t = np.asarray(tr.t[0])
-    L, Lt = np.asarray(tr.loss), np.asarray(tr.test_loss)
-    beta = np.asarray(tr.beta)[..., 0]  # (B, T, d)
-    B2 = 2 * A  # members 0..B2-1 leaky (pair then random), B2.. the twins
+    runs = gd_members(members, data, GDConfig(lr=cfg.lr, steps=steps, n_records=cfg.n_records,
+                                              spacing="log"))
+    t = np.asarray(runs[_name("pair", alphas[0])].t)
+    nets = {(i, a, tw): _curves(runs, _name(i, a), tw) for i in INITS for a in alphas for tw in (False, True)}
 
     progress("population loss of β_eff and of the final nets")
-    pop_lin = population_loss_linear(beta[..., None], T, noise=cfg.noise)  # (B, T)
-    lin_members = list(range(A)) + list(range(B2, 2 * B2))  # pair nets and every twin
-    se_lin = SIGMAS * np.sqrt(2.0 / cfg.n_test)  # relative: std(ℓ)/mean(ℓ) = √2
-    pop_gap_lin = float(np.max(np.abs(Lt[lin_members] - pop_lin[lin_members])
-                               / pop_lin[lin_members]))
-    final = []
-    for i in range(A, B2):  # random-init leaky nets: the even part counts
-        p_i = _member(tr.params, i)
-        R, half_even2 = theory.population_loss_two_layer(p_i, T, cfg.noise, a_all[i])
-        ell = _test_losses(p_i, Xt, Yt, a_all[i])
-        final.append((abs(ell.mean() - R) / (SIGMAS * ell.std() / np.sqrt(cfg.n_test)),
-                      half_even2, R))
-    final = np.asarray(final)
+    pop = {k: population_loss_linear(v["beta"][..., None], T, noise=cfg.noise) for k, v in nets.items()}
+    linear = [k for k in nets if k[0] == "pair" or k[2]]  # linear functions: pair nets and every twin
+    pop_gap_lin = max(float(np.max(np.abs(nets[k]["test"] - pop[k]) / pop[k])) for k in linear)
+    final = _random_population_gap(runs, T, data, cfg)
 
     progress("gradient-flow reference (linear twin, solve_ivp)")
-    # the pair net of slope α is the linear half net √(2c)·half run at time c t (§2.3)
-    t_flow = t[np.unique(np.round(np.geomspace(1, len(t) - 1, cfg.flow_records)).astype(int))]
-    pop_flow = np.stack([
-        population_loss_linear(theory.reference_curve(
-            jax.tree_util.tree_map(lambda x, f=np.sqrt(2 * c): f * np.asarray(x), half),
-            X, Y, c * t_flow, method="ode").beta, T, noise=cfg.noise) for c in cs])
+    t_flow, pop_flow = _flow_reference(members, data, T, t, cfg)
     j_flow = np.searchsorted(t, t_flow)  # t_flow is a subset of the GD record times
-    gd_vs_flow = float(np.max(np.abs(pop_lin[:A][:, j_flow] - pop_flow)) / pop_lin[0, 0])
+    gd_vs_flow = max(float(np.max(np.abs(pop["pair", a, False][j_flow] - pop_flow[i])))
+                     for i, a in enumerate(alphas)) / float(pop["pair", alphas[0], False][0])
 
     progress("checks")
-    L0, Lt0 = L[:, :1], Lt[:, :1]
-    gap_train = np.max(np.abs(L[:B2] - L[B2:]), axis=1) / L0[:B2, 0]
-    gap_test = np.max(np.abs(Lt[:B2] - Lt[B2:]), axis=1) / Lt0[:B2, 0]
-    j_best = np.argmin(Lt, axis=1)
-    t_best = t[j_best]
     checks = {
-        "pair_init_train_and_test_equal_linear_twin": at_most(
-            float(max(gap_train[:A].max(), gap_test[:A].max())), ROUND_OFF,
-            "With antisymmetric-pair init, every leaky net's train and test loss at time t "
-            "equal its linear twin's (√c·init, step ηc) at time c t, to round-off (§2.3).",
-            unit="fraction of L(0)"),
+        "pair_init_train_and_test_equal_linear_twin": twin_identity(
+            runs, [_name("pair", a) for a in alphas], "With antisymmetric-pair init, leaky nets", test=True),
         "test_loss_equals_population_loss_of_beta": at_most(
-            pop_gap_lin, se_lin,
+            pop_gap_lin, SIGMAS * np.sqrt(2.0 / cfg.n_test),  # relative s.e.: std(ℓ)/mean(ℓ) = √2
             "For linear-function nets (pair init, twins) the test loss at every record "
             "equals ½(||β_eff - T||² + σ²) within 5 standard errors of the n_test sample "
             "(relative, 5√(2/n_test)).",
             unit="relative error (fraction of the population loss)"),
         "random_init_population_loss_with_even_part": at_most(
-            float(final[:, 0].max()), 1.0,
+            max(v[0] for v in final.values()), 1.0,
             "For small random init the final test loss equals ½(||β_eff - T||² + σ²) + "
             "½E f_even² (arc-cosine kernel) within 5 standard errors (value: gap / 5 s.e.).",
             unit="multiples of 5 standard errors"),
     }
-    metrics = {"lstsq_train_floor": lstsq_floor, "noise": cfg.noise,
-               "population_loss_of_teacher": 0.5 * cfg.noise**2,
-               "t_max": float(t[-1]), "steps": steps,
+    metrics = {"lstsq_train_floor": theory.linear_floor(data.X, data.Y), "noise": cfg.noise,
+               "population_loss_of_teacher": 0.5 * cfg.noise**2, "t_max": float(t[-1]), "steps": steps,
                "pair_population_loss_gd_vs_flow_over_R0": gd_vs_flow}
-    for i, a in enumerate(alphas):
-        c = cs[i]
-        for k, name in ((i, "pair"), (A + i, "random")):
-            metrics[f"{name}_train_gap_to_twin_alpha_{a:g}"] = float(gap_train[k])
-            metrics[f"{name}_test_gap_to_twin_alpha_{a:g}"] = float(gap_test[k])
-            metrics[f"{name}_best_test_time_x_c_alpha_{a:g}"] = float(t_best[k] * c)
-            metrics[f"{name}_best_test_loss_alpha_{a:g}"] = float(Lt[k, j_best[k]])
-            metrics[f"{name}_final_test_loss_alpha_{a:g}"] = float(Lt[k, -1])
-        metrics[f"twin_best_test_time_alpha_{a:g}"] = float(t_best[B2 + A + i] * c)
-        metrics[f"random_final_half_even_energy_alpha_{a:g}"] = float(final[i, 1])
-        metrics[f"random_final_test_loss_gap_to_twin_alpha_{a:g}"] = float(
-            Lt[A + i, -1] - Lt[B2 + A + i, -1])
-        metrics[f"random_max_even_energy_alpha_{a:g}"] = float(np.max(tr.even_energy[A + i]))
-    arrays = {"alphas": alphas, "t": t, "loss": L, "test_loss": Lt, "population_loss": pop_lin,
-              "t_flow": t_flow, "population_loss_flow": pop_flow,
-              "even_energy": np.asarray(tr.even_energy), "noise": np.asarray(cfg.noise)}
-    notes = (f"d = {d}, N = {2 * cfg.n} symmetric points (n = {cfg.n} draws), σ = {cfg.noise:g}, "
-             f"width {m}, init std {cfg.scale:g}, GD η = {cfg.lr:g}; members: pair init for "
-             f"α = {list(cfg.alphas)}, random init for the same α, then each one's linear twin.")
+    for a in alphas:
+        metrics |= _alpha_metrics(runs, nets, final, t, a)
+    arrays = {"alphas": alphas, "t": t, "t_flow": t_flow, "population_loss_flow": pop_flow,
+              "noise": np.asarray(cfg.noise)}
+    for i in INITS:
+        for tw, suffix in ((False, ""), (True, "_twin")):
+            arrays[f"loss_{i}{suffix}"] = np.stack([nets[i, a, tw]["loss"] for a in alphas])
+            arrays[f"test_loss_{i}{suffix}"] = np.stack([nets[i, a, tw]["test"] for a in alphas])
+        arrays[f"population_loss_{i}"] = np.stack([pop[i, a, False] for a in alphas])
+        arrays[f"even_energy_{i}"] = np.stack([np.asarray(runs[_name(i, a)].even_energy) for a in alphas])
+    notes = (f"d = {cfg.d}, N = {2 * cfg.n} symmetric points (n = {cfg.n} draws), σ = {cfg.noise:g}, "
+             f"width {cfg.width}, init std {cfg.scale:g}, GD η = {cfg.lr:g}; members: pair and random "
+             f"init for α = {list(cfg.alphas)}, each beside its linear twin.")
     return Result("generalisation", seed, config_dict(cfg), metrics, checks, arrays, notes)
+
+
+def _alpha_metrics(runs: Runs, nets: dict, final: dict, t, a: float) -> dict[str, float]:
+    """Per-α metrics: train and test gaps to the twin, best (early-stopping) test loss
+    and its time × c, final test loss, the random init's even part."""
+    c = float(slope_factor(a))
+    out = {}
+    for i in INITS:
+        n, Lt = _name(i, a), nets[i, a, False]["test"]
+        j = int(np.argmin(Lt))
+        out |= {f"{i}_train_gap_to_twin_alpha_{a:g}": runs.twin_gap(n),
+                f"{i}_test_gap_to_twin_alpha_{a:g}": runs.twin_gap(n, test=True),
+                f"{i}_best_test_time_x_c_alpha_{a:g}": float(t[j] * c),
+                f"{i}_best_test_loss_alpha_{a:g}": float(Lt[j]),
+                f"{i}_final_test_loss_alpha_{a:g}": float(Lt[-1])}
+    twin_test = nets["random", a, True]["test"]
+    out[f"twin_best_test_time_alpha_{a:g}"] = float(t[np.argmin(twin_test)] * c)
+    out[f"random_final_half_even_energy_alpha_{a:g}"] = float(final[a][1])
+    out[f"random_final_test_loss_gap_to_twin_alpha_{a:g}"] = float(nets["random", a, False]["test"][-1]
+                                                                   - twin_test[-1])
+    out[f"random_max_even_energy_alpha_{a:g}"] = float(np.max(runs[_name("random", a)].even_energy))
+    return out
 
 
 EXPERIMENT = Experiment(

@@ -9,6 +9,7 @@ import numpy as np
 from ..experiments.base import Result
 from . import action_start, claim_title
 
+KINDS = ("pair", "pair_twin", "random", "random_twin")  # arrays loss_<kind>, test_loss_<kind>: (α, t)
 CLAIM = ("Bias-free (leaky) ReLU nets train and test like linear nets with time × (1+α)/2; the test "
          "loss is the population loss of β_eff (plus the even part's, from random init)")
 
@@ -18,27 +19,26 @@ def figure(result: Result):
     alphas, t = A["alphas"], A["t"]
     cs = (1 + alphas) / 2
     n_a = len(alphas)
-    L, Lt = A["loss"], A["test_loss"]
+    L, Lt = {k: A[f"loss_{k}"] for k in KINDS}, {k: A[f"test_loss_{k}"] for k in KINDS}
     colors = plt.cm.viridis(np.linspace(0, 0.8, n_a))
     fig, ax = plt.subplots(1, 3, figsize=(16, 4.4))
     for i, a in enumerate(alphas):
         ct = cs[i] * t
         kw = {"color": colors[i]}
-        ax[0].loglog(ct, L[i], lw=2, label=f"pair init, α = {a:g}", **kw)
-        ax[0].loglog(ct, L[2 * n_a + i], "k:", lw=1)
-        ax[0].loglog(ct, L[n_a + i], "--", lw=1.2, label=f"random init, α = {a:g}", **kw)
-        ax[1].semilogx(ct, Lt[i], lw=2, label=f"pair init, α = {a:g}", **kw)
-        ax[1].semilogx(ct, Lt[n_a + i], "--", lw=1.2, **kw)
+        ax[0].loglog(ct, L["pair"][i], lw=2, label=f"pair init, α = {a:g}", **kw)
+        ax[0].loglog(ct, L["pair_twin"][i], "k:", lw=1)
+        ax[0].loglog(ct, L["random"][i], "--", lw=1.2, label=f"random init, α = {a:g}", **kw)
+        ax[1].semilogx(ct, Lt["pair"][i], lw=2, label=f"pair init, α = {a:g}", **kw)
+        ax[1].semilogx(ct, Lt["random"][i], "--", lw=1.2, **kw)
         ax[1].semilogx(cs[i] * A["t_flow"], A["population_loss_flow"][i], "o", ms=3, mfc="none",
                        **kw)
-        for k, (ls, name) in enumerate((("-", "train"), ("--", "test"))):
-            ref = L if k == 0 else Lt
-            gap = np.abs(ref[n_a + i] - ref[3 * n_a + i]) / ref[n_a + i, 0]
+        for ls, name, ref in (("-", "train", L), ("--", "test", Lt)):
+            gap = np.abs(ref["random"][i] - ref["random_twin"][i]) / ref["random"][i, 0]
             ax[2].loglog(ct[1:], gap[1:] + 1e-17, ls, lw=1.5,
                          label=f"random init, {name}, α = {a:g}", **kw)
-            gap_p = np.abs(ref[i] - ref[2 * n_a + i]) / ref[i, 0]
+            gap_p = np.abs(ref["pair"][i] - ref["pair_twin"][i]) / ref["pair"][i, 0]
             ax[2].loglog(ct[1:], gap_p[1:] + 1e-17, ls, lw=0.8, color="0.6")
-        ax[2].loglog(ct[1:], 0.5 * A["even_energy"][n_a + i, 1:] / L[n_a + i, 0], ":", lw=1.2,
+        ax[2].loglog(ct[1:], 0.5 * A["even_energy_random"][i, 1:] / L["random"][i, 0], ":", lw=1.2,
                      **kw)
     ax[1].axhline(0.5 * float(A["noise"]) ** 2, color="k", lw=0.8, ls="-.", label="σ²/2")
     ax[0].plot([], [], "k:", label="linear twin (pair)")
@@ -52,7 +52,7 @@ def figure(result: Result):
               title="(c) gap to the linear twin")
     for a_ in ax:
         a_.legend(fontsize=7)
-    x0 = action_start(cs[0] * t, L[:n_a], Lt[:n_a])
+    x0 = action_start(cs[0] * t, L["pair"], Lt["pair"])
     for a_ in ax:
         a_.set_xlim(x0, float(cs[-1] * t[-1]) * 1.05)
     claim_title(fig, result, CLAIM)
