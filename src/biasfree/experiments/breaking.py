@@ -30,24 +30,23 @@ Runs:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import theory
-from ..data import Dataset, abs_target, asymmetric_half, gaussian_inputs, sine_target, symmetrize
+from ..data import Dataset, abs_target, asymmetric_half, make_dataset, sine_target
+from ..ensemble import Member, Runs, gd_members
 from ..nets import Layer, init_gaussian, init_pairs, slope_factor
 from ..train import GDConfig
-from ._common import PAPER_LEVEL, ROUND_OFF, run_with_twins, twin_gap
+from ._common import PAPER_LEVEL, ROUND_OFF, twin_identity
 from .base import (
     Experiment,
     Progress,
     Result,
     _quiet,
     at_least,
-    at_most,
     config_dict,
     expect_config,
     require_positive,
@@ -90,70 +89,97 @@ PRESETS = {
 }
 
 
-@partial(jax.jit, static_argnums=1)
-def _setup(key, cfg: Config):
-    """Symmetric inputs, odd sine targets, the even-target variant, one pair init and
-    hidden biases."""
-    k_x, k_w, k_pair, k_bias = jax.random.split(key, 4)
-    target, _ = sine_target(k_w, cfg.d, cfg.freq)
-    X = gaussian_inputs(k_x, cfg.n, cfg.d)
-    X, Y = symmetrize(X, target(X))
-    params = init_pairs(k_pair, (cfg.d, cfg.width, 1), cfg.scale)
+def _datasets(key, cfg: Config) -> dict[str, Dataset]:
+    """Each case's training set, all from the same draws (one key): symmetric with the odd
+    sine target; the -x half dropped (stored twice, so every bias-free run has the same
+    rows); symmetric inputs with the target plus ``|x_1|`` at every point."""
+    k_x, k_w = jax.random.split(key)
+    sine, _ = sine_target(k_w, cfg.d, cfg.freq)
+    sym = make_dataset(k_x, sine, cfg.n, cfg.d)
+    Xh, Yh = asymmetric_half(sym.X, sym.Y)
+    with_even = make_dataset(k_x, lambda X: sine(X) + abs_target(0)(X), cfg.n, cfg.d, mirror_targets=False)
+    return {"control": sym, "biases": sym,
+            "asymmetric_data": Dataset(jnp.concatenate([Xh, Xh]), jnp.concatenate([Yh, Yh])),
+            "even_target": with_even}
+
+
+def _nets(key, cfg: Config) -> dict:
+    """The pair init of every case; for ``biases`` the same weights with Gaussian hidden
+    biases (std ``bias_scale``) and a zero output bias."""
+    k_pair, k_bias = jax.random.split(key)
+    pair = init_pairs(k_pair, (cfg.d, cfg.width, 1), cfg.scale)
     b = init_gaussian(k_bias, (cfg.d, cfg.width, 1), cfg.bias_scale, bias=True)[0].b
-    return X, Y, Y + abs_target(0)(X), params, b
+    return {case: pair for case in CASES} | {
+        "biases": (Layer(pair[0].W, b), Layer(pair[1].W, jnp.zeros(1)))}
 
 
-def _batch1(params):
-    return jax.tree_util.tree_map(lambda a: np.asarray(a)[None], params)
+def _linear_floor(case: str, data: Dataset) -> float:
+    """``min_B ½<||y - Bᵀx||²>`` on the case's training set (affine B for ``biases``)."""
+    return theory.linear_floor(data.X, data.Y, intercept=case == "biases")
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
     expect_config(cfg, Config)
     c = float(slope_factor(cfg.alpha))
+    k_data, k_init = jax.random.split(jax.random.PRNGKey(seed))
 
     progress("data and initialisation")
-    X, Y, Y_even, pair, b = _setup(jax.random.PRNGKey(seed), cfg)
-    Xh, Yh = asymmetric_half(X, Y)
-    biased = (Layer(pair[0].W, b), Layer(pair[1].W, jnp.zeros(1)))
-    datasets = {"control": Dataset(X, Y), "biases": Dataset(X, Y),
-                "asymmetric_data": Dataset(jnp.concatenate([Xh, Xh]), jnp.concatenate([Yh, Yh])),
-                "even_target": Dataset(X, Y_even)}
-    lf = theory.linear_floor
-    floors = {"control": lf(X, Y), "biases": lf(X, Y, intercept=True),
-              "asymmetric_data": lf(Xh, Yh), "even_target": lf(X, Y_even)}
+    datasets, nets = _datasets(k_data, cfg), _nets(k_init, cfg)
+    floors = {case: _linear_floor(case, datasets[case]) for case in CASES}
     gd_cfg = GDConfig(lr=cfg.lr, steps=cfg.steps, n_records=cfg.n_records)
 
-    runs = {}
-    for case in CASES:
+    per_case = {}
+    for case in CASES:  # each case on its own data: one named member and its twin per call
         progress(f"{case.replace('_', ' ')}: GD and linear twin")
-        net = biased if case == "biases" else pair
-        runs[case] = run_with_twins(_batch1(net), datasets[case], gd_cfg, cfg.alpha)
+        per_case[case] = gd_members({case: Member(nets[case], cfg.alpha, twin=True)}, datasets[case], gd_cfg)
+    runs = Runs({k: r[k] for k, r in per_case.items()}, {k: r.twin(k) for k, r in per_case.items()})
 
     progress("checks")
-    D = {k: float(twin_gap(*v)[0]) for k, v in runs.items()}
-    L = {k: np.asarray(v[0].loss[0]) for k, v in runs.items()}
-    L_twin = {k: np.asarray(v[1].loss[0]) for k, v in runs.items()}
+    D = {k: runs.twin_gap(k) for k in CASES}
+    L = {k: np.asarray(runs[k].loss) for k in CASES}
     below = {k: (floors[k] - L[k][-1]) / floors[k] for k in CASES}
     ctrl_margin = float(np.min(L["control"] - floors["control"]) / floors["control"])
-
     checks = {
-        "control_on_linear_curve": at_most(
-            D["control"], ROUND_OFF,
-            "Bias-free, symmetric data, odd target, pair init: the ReLU-family net's loss "
-            "equals its linear twin's (time c t) to round-off (§2.3).",
-            unit="fraction of L(0)"),
+        "control_on_linear_curve": twin_identity(
+            runs, ["control"], "Bias-free, on symmetric data with an odd target, pair-init ReLU-family nets"),
         "control_never_below_linear_floor": at_least(
             ctrl_margin, -ROUND_OFF,
             "Bias-free on symmetric data the loss never goes below the least-squares linear "
             "floor, at any time (odd part linear, even part orthogonal to it, §1.3).",
             unit="fraction of the linear floor"),
     }
+    checks |= _breaking_checks(D, below)
+
+    metrics = {"c": c, "control_min_margin_above_floor": ctrl_margin,
+               "biases_linear_floor_without_intercept": floors["control"]}
+    for case in CASES:
+        metrics |= {f"{case}_deviation_from_twin": D[case], f"{case}_linear_floor": floors[case],
+                    f"{case}_final_loss": float(L[case][-1]),
+                    f"{case}_twin_final_loss": float(runs.twin(case).loss[-1]),
+                    f"{case}_fraction_below_floor": float(below[case]),
+                    f"{case}_final_even_energy": float(runs[case].even_energy[-1])}
+    arrays = {"t": np.asarray(runs["control"].t), "cases": np.asarray(CASES),
+              "loss": np.stack([L[k] for k in CASES]),
+              "loss_twin": np.stack([np.asarray(runs.twin(k).loss) for k in CASES]),
+              "even_energy": np.stack([np.asarray(runs[k].even_energy) for k in CASES]),
+              "floor": np.asarray([floors[k] for k in CASES]),
+              "deviation": np.asarray([D[k] for k in CASES]), "c": np.asarray(c),
+              "alpha": np.asarray(cfg.alpha)}
+    notes = (f"Slope α = {cfg.alpha:g} (c = {c:g}), width {cfg.width}, pair init std "
+             f"{cfg.scale:g}, GD η = {cfg.lr:g} for {cfg.steps} steps. Fraction below the "
+             "linear floor at the end: " + ", ".join(f"{k} {below[k]:.3g}" for k in CASES) + ".")
+    return Result("breaking", seed, config_dict(cfg), metrics, checks, arrays, notes)
+
+
+def _breaking_checks(D: dict, below: dict) -> dict:
+    """Each breaking case leaves the twin's curve and ends below the linear floor."""
     claims = {
         "biases": "with hidden biases",
         "asymmetric_data": "on asymmetric data (the -x half dropped)",
         "even_target": "with the target's even part |x1| added",
     }
+    checks = {}
     for case, how in claims.items():
         checks[f"{case}_leave_linear_curve"] = at_least(
             D[case], PAPER_LEVEL,
@@ -165,28 +191,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
             f"{how[0].upper() + how[1:]}, the net ends at least 0.3% below the best linear "
             "least-squares loss on its training set, which no linear net can do.",
             unit="fraction of the linear floor")
-
-    metrics = {"c": c, "control_min_margin_above_floor": ctrl_margin}
-    for case in CASES:
-        metrics[f"{case}_deviation_from_twin"] = D[case]
-        metrics[f"{case}_linear_floor"] = floors[case]
-        metrics[f"{case}_final_loss"] = float(L[case][-1])
-        metrics[f"{case}_twin_final_loss"] = float(L_twin[case][-1])
-        metrics[f"{case}_fraction_below_floor"] = float(below[case])
-        metrics[f"{case}_final_even_energy"] = float(runs[case][0].even_energy[0, -1])
-    metrics["biases_linear_floor_without_intercept"] = floors["control"]
-
-    arrays = {"t": np.asarray(runs["control"][0].t[0]), "cases": np.asarray(CASES),
-              "loss": np.stack([L[k] for k in CASES]),
-              "loss_twin": np.stack([L_twin[k] for k in CASES]),
-              "even_energy": np.stack([np.asarray(runs[k][0].even_energy[0]) for k in CASES]),
-              "floor": np.asarray([floors[k] for k in CASES]),
-              "deviation": np.asarray([D[k] for k in CASES]), "c": np.asarray(c),
-              "alpha": np.asarray(cfg.alpha)}
-    notes = (f"Slope α = {cfg.alpha:g} (c = {c:g}), width {cfg.width}, pair init std "
-             f"{cfg.scale:g}, GD η = {cfg.lr:g} for {cfg.steps} steps. Fraction below the "
-             "linear floor at the end: " + ", ".join(f"{k} {below[k]:.3g}" for k in CASES) + ".")
-    return Result("breaking", seed, config_dict(cfg), metrics, checks, arrays, notes)
+    return checks
 
 
 EXPERIMENT = Experiment(
