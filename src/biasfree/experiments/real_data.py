@@ -34,10 +34,12 @@ import numpy as np
 from .. import theory
 from ..data import Dataset, symmetrize, whiten
 from ..datasets import load_data
+from ..ensemble import Member, Runs, gd_members
 from ..expressivity import net_function, odd_nonlinearity
 from ..interop import in_float64
-from ..nets import Layer, Params, even_part, forward, pair_up, slope_factor
-from ._common import PAPER_LEVEL, ROUND_OFF, run_with_twins, twin_gap
+from ..nets import Params, even_part, forward, init_gaussian, init_pairs, slope_factor
+from ..train import GDConfig
+from ._common import PAPER_LEVEL, twin_identity
 from .base import Experiment, Progress, Result, _quiet, at_most, config_dict, expect_config
 
 EPS = float(np.finfo(float).eps)
@@ -80,10 +82,6 @@ PRESETS = {
 }
 
 
-def _member(params, i: int) -> Params:
-    return tuple(Layer(np.asarray(layer.W)[i]) for layer in params)
-
-
 def _split(params: Params, X, alpha) -> tuple[float, float, float, float]:
     """(<||βᵀx||²>, <||f_odd - βᵀx||²>, <||f_even||²>, nonlinear fraction of the odd part)."""
     fit = odd_nonlinearity(net_function(params, alpha), X)
@@ -96,109 +94,126 @@ def _accuracy(params: Params, X, labels, alpha) -> float:
     return float(np.mean(np.argmax(np.asarray(forward(params, X, alpha)), axis=1) == labels))
 
 
+def _data(cfg: Config, seed: int):
+    """Digits, a random held-out split; the training images symmetrised and whitened
+    (rank "auto"), the held-out ones mapped alike. Returns (Dataset, whitening, raw)."""
+    raw = load_data("digits", symmetrize_data=False, n=cfg.n_images, seed=seed)
+    perm = np.random.default_rng(seed).permutation(raw.X.shape[0])
+    n_test = int(round(cfg.test_fraction * raw.X.shape[0]))
+    test, train = perm[:n_test], perm[n_test:]
+    Xs, Ys = (np.asarray(v) for v in symmetrize(raw.X[train], raw.Y[train]))
+    w = whiten(Xs, rank="auto")
+    return Dataset(np.asarray(w.X), Ys, raw.X[test] @ np.asarray(w.M), raw.Y[test]), w, raw
+
+
+def _members(key, cfg: Config, d: int, p: int) -> dict[str, Member]:
+    """Pair init and ``n_random`` random inits (std ``scale``), each with its twin."""
+    keys = jax.random.split(key, 1 + cfg.n_random)
+    widths = (d, cfg.width, p)
+    return {"pair": Member(init_pairs(keys[0], widths, cfg.scale), cfg.alpha, twin=True)} | {
+        f"random {i}": Member(init_gaussian(keys[i], widths, cfg.scale), cfg.alpha, twin=True)
+        for i in range(1, 1 + cfg.n_random)}
+
+
+def _predictions(members: dict[str, Member], data: Dataset, t, cfg: Config):
+    """Gradient-flow predictions (ODE, ``theory.reference_curve``) at a log-spaced subset
+    ``t_flow`` of the records: of the first random init (its linear twin), and of the
+    pair net's width-m linear net (:func:`theory.pair_to_linear`) at time c t."""
+    j = np.r_[0, np.unique(np.round(np.geomspace(1, len(t) - 1, cfg.flow_records)).astype(int))]
+    c = float(slope_factor(cfg.alpha))
+    random = theory.reference_curve(members["random 1"].params, data.X, data.Y, t[j], alpha=cfg.alpha)
+    pair = theory.reference_curve(theory.pair_to_linear(members["pair"].params, cfg.alpha), data.X,
+                                  data.Y, c * t[j], alpha=1.0)
+    return j, random, pair
+
+
 @in_float64
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
     expect_config(cfg, Config)
-    rng = np.random.default_rng(seed)
-    a, c = cfg.alpha, float(slope_factor(cfg.alpha))
+    a = cfg.alpha
 
     progress("data: digits, held-out split, symmetrise, whiten(rank='auto')")
-    raw = load_data("digits", symmetrize_data=False, n=cfg.n_images, seed=seed)
-    n = raw.X.shape[0]
-    perm = rng.permutation(n)
-    n_test = int(round(cfg.test_fraction * n))
-    test, train = perm[:n_test], perm[n_test:]
-    Xs, Ys = (np.asarray(v) for v in symmetrize(raw.X[train], raw.Y[train]))
-    w = whiten(Xs, rank="auto")
-    X, M = np.asarray(w.X), np.asarray(w.M)
-    Xt, Yt = raw.X[test] @ M, raw.Y[test]
-    labels_t = np.argmax(Yt, axis=1)
-    data = Dataset(X, Ys, Xt, Yt)
-    d, p, m = X.shape[1], Ys.shape[1], cfg.width
+    data, w, raw = _data(cfg, seed)
+    X, Y = np.asarray(data.X), np.asarray(data.Y)
+    d = X.shape[1]
+    labels_t = np.argmax(np.asarray(data.Y_test), axis=1)
     kappa = float(w.eigenvalues[0] / w.eigenvalues[w.rank - 1])
-    white_err = float(np.max(np.abs(X.T @ X / X.shape[0] - np.eye(d))))
-    lin_floor = theory.linear_floor(X, Ys)
+    lin_floor = theory.linear_floor(X, Y)
 
     progress(f"GD: pair init and {cfg.n_random} random inits, and their linear twins")
-    half = (Layer(cfg.scale * rng.normal(size=(m // 2, d))), Layer(cfg.scale * rng.normal(size=(p, m // 2))))
-    nets = [pair_up(half)] + [(Layer(cfg.scale * rng.normal(size=(m, d))),
-                               Layer(cfg.scale * rng.normal(size=(p, m)))) for _ in range(cfg.n_random)]
-    batch = jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *nets)
-    from ..train import GDConfig
-
+    members = _members(jax.random.PRNGKey(seed), cfg, d, Y.shape[1])
     steps = int(np.ceil(cfg.t_max / cfg.lr))
-    leaky, twin = run_with_twins(batch, data, GDConfig(lr=cfg.lr, steps=steps, n_records=cfg.n_records,
-                                                       spacing="log"), a)
-    t = np.asarray(leaky.t[0])
-    L, Lw = np.asarray(leaky.loss), np.asarray(twin.loss)
-    Lt, Lwt = np.asarray(leaky.test_loss), np.asarray(twin.test_loss)
-    gap = twin_gap(leaky, twin)
-    gap_test = np.max(np.abs(Lt - Lwt), axis=1) / Lt[:, 0]
+    runs = gd_members(members, data, GDConfig(lr=cfg.lr, steps=steps, n_records=cfg.n_records,
+                                              spacing="log"))
+    names, randoms = list(members), [n for n in members if n != "pair"]
+    t = np.asarray(runs["pair"].t)
 
     progress("gradient-flow prediction of the first random init (linear twin, ODE)")
-    j_flow = np.unique(np.round(np.geomspace(1, len(t) - 1, cfg.flow_records)).astype(int))
-    j_flow = np.r_[0, j_flow]
-    curve = theory.reference_curve(nets[1], X, Ys, t[j_flow], alpha=a)
-    pair_curve = theory.reference_curve(theory.pair_to_linear(nets[0], a), X, Ys, c * t[j_flow],
-                                        alpha=1.0)
-    gap_pred = float(np.max(np.abs(L[1, j_flow] - curve.loss)) / L[1, 0])
-    pair_gd_vs_flow = float(np.max(np.abs(L[0, j_flow] - pair_curve.loss)) / L[0, 0])
+    j_flow, curve, pair_curve = _predictions(members, data, t, cfg)
+    L = {n: np.asarray(runs[n].loss) for n in names}
+    gap_pred = float(np.max(np.abs(L["random 1"][j_flow] - curve.loss)) / L["random 1"][0])
+    pair_gd_vs_flow = float(np.max(np.abs(L["pair"][j_flow] - pair_curve.loss)) / L["pair"][0])
 
     progress("odd/even split and accuracy of the trained nets")
-    splits = np.array([_split(_member(leaky.params, i), X, a) for i in range(1 + cfg.n_random)])
-    energy = splits[:, 0] + splits[:, 1] + splits[:, 2]
-    acc = np.array([_accuracy(_member(leaky.params, i), Xt, labels_t, a) for i in range(1 + cfg.n_random)])
-    acc_twin = np.array([_accuracy(_member(twin.params, i), Xt, labels_t, 1.0)
-                         for i in range(1 + cfg.n_random)])
+    splits = {n: _split(runs[n].params, X, a) for n in names}
+    acc = {n: _accuracy(runs[n].params, data.X_test, labels_t, a) for n in names}
+    acc_twin = {n: _accuracy(runs.twin(n).params, data.X_test, labels_t, 1.0) for n in names}
 
     progress("checks")
     checks = {
         "whitening_exact_on_rank_deficient_digits": at_most(
-            white_err, 100 * EPS * kappa,
+            float(np.max(np.abs(X.T @ X / X.shape[0] - np.eye(d)))), 100 * EPS * kappa,
             f"whiten(rank='auto') drops the {w.dropped} null pixel directions and makes the rest "
             "exactly white: max |XᵀX/N - I| within 100 ε κ, the round-off of an eigendecomposition "
             f"of condition κ = {kappa:.3g} (absolute, dimensionless)."),
-        "pair_init_equals_linear_twin_on_digits": at_most(
-            float(max(gap[0], gap_test[0])), ROUND_OFF,
-            "With antisymmetric-pair init the ReLU net's training and held-out loss at time t "
-            "equal its linear twin's (√c·init, step ηc) at c t to round-off (§2.3), on real data "
-            "(max |ΔL| / L(0), relative)."),
-        "trained_odd_part_is_linear": at_most(
-            float(splits[1:, 3].max()), ROUND_OFF,
-            "After training, the odd part of every two-layer ReLU net is exactly linear (§1.2): "
-            "the energy of f_odd outside its best linear fit is round-off (fraction of <f_odd²>)."),
+        "pair_init_equals_linear_twin_on_digits": twin_identity(
+            runs, ["pair"], "On real data (digits), the pair-init ReLU net", test=True),
     }
-    metrics = {
-        "n_train_points": int(X.shape[0]), "n_test_images": int(n_test), "d_whitened": int(d),
+    metrics = _metrics(runs, randoms, splits, acc, acc_twin, lin_floor) | {
+        "n_train_points": int(X.shape[0]), "n_test_images": int(labels_t.size), "d_whitened": int(d),
         "dropped_directions": int(w.dropped), "condition_number": kappa,
-        "raw_asymmetry": float(raw.raw_asymmetry), "linear_floor": lin_floor,
-        "steps": steps, "t_max": float(t[-1]),
-        "random_gap_to_twin_median": float(np.median(gap[1:])),
-        "random_gap_to_twin_max": float(np.max(gap[1:])),
-        "random_test_gap_to_twin_max": float(np.max(gap_test[1:])),
-        "random_gap_over_paper_level": float(np.median(gap[1:]) / PAPER_LEVEL),
-        "random_gap_to_prediction": gap_pred,
-        "pair_gd_vs_flow_prediction": pair_gd_vs_flow,
-        "random_final_even_fraction_max": float(np.max(splits[1:, 2] / energy[1:])),
-        "random_final_odd_nonlinear_fraction_max": float(splits[1:, 3].max()),
-        "random_max_even_energy": float(np.max(np.asarray(leaky.even_energy)[1:])),
-        "random_final_loss_over_linear_floor": float(np.median(L[1:, -1]) / lin_floor),
-        "random_test_accuracy_mean": float(acc[1:].mean()),
-        "twin_test_accuracy_mean": float(acc_twin[1:].mean()),
-        "random_final_test_loss_gap_to_twin": float(np.max(np.abs(Lt[1:, -1] - Lwt[1:, -1]))),
-    }
-    arrays = {"t": t, "loss": L, "twin_loss": Lw, "test_loss": Lt, "twin_test_loss": Lwt,
+        "raw_asymmetry": float(raw.raw_asymmetry), "linear_floor": lin_floor, "steps": steps,
+        "t_max": float(t[-1]), "random_gap_to_prediction": gap_pred,
+        "pair_gd_vs_flow_prediction": pair_gd_vs_flow}
+    arrays = {"t": t, "members": np.asarray(names), "loss": np.stack([L[n] for n in names]),
+              "twin_loss": np.stack([np.asarray(runs.twin(n).loss) for n in names]),
+              "test_loss": np.stack([np.asarray(runs[n].test_loss) for n in names]),
+              "twin_test_loss": np.stack([np.asarray(runs.twin(n).test_loss) for n in names]),
               "t_flow": t[j_flow], "predicted_loss": curve.loss, "pair_predicted_loss": pair_curve.loss,
-              "even_energy": np.asarray(leaky.even_energy), "splits": splits[:, :3],
-              "accuracy": acc, "twin_accuracy": acc_twin, "gap": gap, "alpha": np.asarray(a),
+              "even_energy": np.stack([np.asarray(runs[n].even_energy) for n in names]),
+              "splits": np.array([splits[n][:3] for n in names]),
+              "accuracy": np.array([acc[n] for n in names]),
+              "twin_accuracy": np.array([acc_twin[n] for n in names]),
+              "gap": np.array([runs.twin_gap(n) for n in names]), "alpha": np.asarray(a),
               "linear_floor": np.asarray(lin_floor), "eigenvalues": w.eigenvalues}
-    notes = (f"digits: {n} images ({n - n_test} train, symmetrised to {X.shape[0]} points; {n_test} "
-             f"held out), whitened to d = {d} ({w.dropped} null directions dropped); width {m}, "
-             f"α = {a:g}, init std {cfg.scale:g}, GD η = {cfg.lr:g} for {steps} steps. Members: "
-             f"pair init, then {cfg.n_random} random inits; each beside its linear twin. "
-             f"Prediction: {curve.note}.")
+    n_img = raw.X.shape[0]
+    notes = (f"digits: {n_img} images ({n_img - labels_t.size} train, symmetrised to {X.shape[0]} points; "
+             f"{labels_t.size} held out), whitened to d = {d} ({w.dropped} null directions dropped); width "
+             f"{cfg.width}, α = {a:g}, init std {cfg.scale:g}, GD η = {cfg.lr:g} for {steps} steps. "
+             f"Members: {', '.join(names)}; each beside its linear twin. Prediction: {curve.note}.")
     return Result("real-data", seed, config_dict(cfg), metrics, checks, arrays, notes)
+
+
+def _metrics(runs: Runs, randoms: list[str], splits, acc, acc_twin, lin_floor) -> dict[str, float]:
+    """The random inits' measured distance from their twins: loss gaps (train, test), the
+    even and nonlinear-odd share of the trained nets, held-out accuracy."""
+    gap = np.array([runs.twin_gap(n) for n in randoms])
+    S = np.array([splits[n] for n in randoms])  # (lin, odd nonlinear, even, nonlinear fraction)
+    return {
+        "random_gap_to_twin_median": float(np.median(gap)), "random_gap_to_twin_max": float(np.max(gap)),
+        "random_test_gap_to_twin_max": max(runs.twin_gap(n, test=True) for n in randoms),
+        "random_gap_over_paper_level": float(np.median(gap) / PAPER_LEVEL),
+        "random_final_even_fraction_max": float(np.max(S[:, 2] / S[:, :3].sum(axis=1))),
+        "random_final_odd_nonlinear_fraction_max": float(S[:, 3].max()),
+        "random_max_even_energy": max(float(np.max(runs[n].even_energy)) for n in randoms),
+        "random_final_loss_over_linear_floor": float(np.median([runs[n].loss[-1] for n in randoms])
+                                                     / lin_floor),
+        "random_test_accuracy_mean": float(np.mean([acc[n] for n in randoms])),
+        "twin_test_accuracy_mean": float(np.mean([acc_twin[n] for n in randoms])),
+        "random_final_test_loss_gap_to_twin": max(
+            abs(float(runs[n].test_loss[-1] - runs.twin(n).test_loss[-1])) for n in randoms),
+    }
 
 
 EXPERIMENT = Experiment(

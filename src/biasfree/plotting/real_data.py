@@ -18,20 +18,22 @@ def figure(result: Result):
     c = (1 + float(A["alpha"])) / 2
     ct = c * t
     fig, ax = plt.subplots(1, 3, figsize=(17, 4.6))
-    ax[0].semilogx(ct[1:], L[0, 1:], color="C2", lw=2.5, label="ReLU, pair init")
-    ax[0].semilogx(ct[1:], Lw[0, 1:], "k:", lw=1.2, label="linear twin (GD)")
-    for i in range(1, L.shape[0]):
-        ax[0].semilogx(ct[1:], L[i, 1:], "C0--", lw=1.2, label="ReLU, random init" if i == 1 else None)
+    names = [str(n) for n in A["members"]]
+    pair, randoms = names.index("pair"), [i for i, n in enumerate(names) if n != "pair"]
+    ax[0].semilogx(ct[1:], L[pair, 1:], color="C2", lw=2.5, label="ReLU, pair init")
+    ax[0].semilogx(ct[1:], Lw[pair, 1:], "k:", lw=1.2, label="linear twin (GD)")
+    for k, i in enumerate(randoms):
+        ax[0].semilogx(ct[1:], L[i, 1:], "C0--", lw=1.2, label="ReLU, random init" if k == 0 else None)
     ax[0].semilogx(c * A["t_flow"][1:], A["predicted_loss"][1:], "o", color="C3", ms=4, mfc="none",
                    label="predicted (twin's gradient flow, 1st random init)")
     ax[0].axhline(float(A["linear_floor"]), color="0.5", lw=0.8, ls="-.", label="linear floor")
     ax[0].set(xlabel="rescaled time (1+α) t / 2", ylabel="training loss (½ MSE)",
               title="(a) digits: ReLU net vs linear twin")
     ax[0].legend(fontsize=7)
-    for i in range(L.shape[0]):
+    for i in [pair, *randoms]:
         g = np.abs(L[i] - Lw[i]) / L[i, 0]
-        kw = ({"color": "C2", "lw": 2, "label": "pair init (round-off)"} if i == 0 else
-              {"color": "C0", "lw": 1.2, "ls": "--", "label": "random init" if i == 1 else None})
+        kw = ({"color": "C2", "lw": 2, "label": "pair init (round-off)"} if i == pair else
+              {"color": "C0", "lw": 1.2, "ls": "--", "label": "random init" if i == randoms[0] else None})
         ax[1].loglog(ct[1:], g[1:] + 1e-17, **kw)
     ax[1].axhline(3e-3, color="k", lw=0.8, ls="-.", label="paper's 0.3%")
     ax[1].set(xlabel="rescaled time (1+α) t / 2", ylabel="|L - L_twin| / L(0)", ylim=(1e-17, 1),
@@ -43,7 +45,7 @@ def figure(result: Result):
                                         ("C2", "C3", "C4"), strict=True)):
         ax[2].bar(x + (k - 1) * 0.27, S[:, k], 0.27, color=col, label=name)
     ax[2].set_yscale("log")
-    ax[2].set_xticks(x, ["pair"] + [f"random {i}" for i in range(1, S.shape[0])])
+    ax[2].set_xticks(x, names)
     ax[2].set(ylabel="energy <||·||²> on the training set", ylim=(1e-33, 1e6),
               title=f"(c) trained nets: odd/even split (bars at {_TINY:g}: round-off)")
     ax[2].legend(fontsize=7, loc="upper center", ncol=3)
