@@ -291,3 +291,22 @@ def test_from_arrays_checks_shapes():
         bf.from_arrays([np.ones((4, 3)), np.ones((1, 4))], [np.ones(3), None])
     p = bf.from_arrays([np.ones((4, 3)), np.ones((1, 4))])
     assert bf.widths(p) == (3, 4, 1)
+
+
+# ------------------------------------------------------------------ padding and effective rank
+
+
+def test_zero_padding_keeps_the_function_and_refuses_narrowing():
+    rng = _rng(3)
+    net = tuple(Layer(rng.normal(size=s)) for s in ((2, 3), (2, 2), (1, 2)))
+    X = rng.normal(size=(6, 3))
+    padded = bf.nets.pad_hidden(net, 5)
+    assert bf.nets.widths(padded) == (3, 5, 5, 1)
+    np.testing.assert_allclose(bf.forward(padded, X, 0.0), bf.forward(net, X, 0.0), rtol=1e-14, atol=1e-15)
+    with pytest.raises(ValueError, match="below a hidden width"):
+        bf.nets.pad_hidden(net, 1)
+
+
+def test_effective_rank_counts_equal_singular_values():
+    np.testing.assert_allclose(bf.nets.effective_rank([[2.0, 2.0, 2.0, 0.0], [5.0, 0.0, 0.0, 0.0]]),
+                               [3.0, 1.0], rtol=1e-14)

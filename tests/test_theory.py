@@ -481,3 +481,77 @@ def test_decayed_solution_strong_decay_gives_zero_and_bad_input_raises():
                                   np.zeros(3))
     with pytest.raises(ValueError, match="positive definite"):
         th.decayed_solution(np.diag([1.0, 0.0]), np.array([1.0, 1.0]), 0.1)
+
+
+# ------------------------------------------------------------------ §4.1 deep pair nets, §3.3 GD map
+
+
+def _np_net(rng, widths, scale):
+    return tuple(bf.Layer(scale * rng.normal(size=(b, a)))
+                 for a, b in zip(widths[:-1], widths[1:], strict=True))
+
+
+def _unpair(pair):
+    """The scaled half net inside a pair net: top blocks of every layer."""
+    out = []
+    for i, layer in enumerate(pair):
+        W = np.asarray(layer.W)
+        r = W.shape[0] if i == len(pair) - 1 else W.shape[0] // 2
+        c = W.shape[1] if i == 0 else W.shape[1] // 2
+        out.append(bf.Layer(W[:r, :c]))
+    return tuple(out)
+
+
+def test_deep_pair_time_factor_limits():
+    """λ_2 = c (the two-layer twin, §2.4), λ_L = 1 for α = 1, λ_3 = 2^{-4/3} for ReLU."""
+    assert th.deep_pair_time_factor(2, 0.5) == pytest.approx(0.75, rel=1e-15)
+    assert th.deep_pair_time_factor(4, 1.0) == 1.0
+    assert th.deep_pair_time_factor(3, 0.0) == pytest.approx(2 ** (-4 / 3), rel=1e-15)
+
+
+@pytest.mark.parametrize("depth", [3, 4])
+def test_deep_linear_to_pair_computes_the_linear_net(depth):
+    """deep_linear_to_pair(net) computes the same (linear) function as net at α = 0, and
+    deep_pair_half_to_linear undoes its layer scaling."""
+    rng = np.random.default_rng(depth)
+    lin = _np_net(rng, (3,) + (4,) * (depth - 1) + (2,), 0.8)
+    X = rng.normal(size=(10, 3))
+    pair = th.deep_linear_to_pair(lin, 0.0)
+    np.testing.assert_allclose(bf.forward(pair, X, 0.0), bf.forward(lin, X, 1.0), rtol=1e-13, atol=1e-14)
+    for a, b in zip(th.deep_pair_half_to_linear(_unpair(pair), 0.0), lin, strict=True):
+        np.testing.assert_allclose(a.W, b.W, rtol=1e-14)
+
+
+def test_deep_pair_map_is_exact_for_the_identity_activation():
+    """α = 1: the pair net's gradient lies in the pair manifold, so pair GD (step η) equals
+    GD of the deep linear net it was mapped from (step ηλ, λ = 1) to round-off."""
+    rng = np.random.default_rng(0)
+    lin = _np_net(rng, (3, 4, 4, 2), 0.5)
+    X = rng.normal(size=(20, 3))
+    X, Y = bf.symmetrize(X, X @ rng.normal(size=(2, 3)).T)
+    data = bf.Dataset(X, Y)
+    cfg = bf.GDConfig(alpha=1.0, lr=0.05, steps=200, n_records=5)
+    pair = bf.gd(th.deep_linear_to_pair(lin, 1.0), data, cfg)
+    padded = bf.gd(bf.nets.pad_hidden(lin, 8), data, cfg)
+    assert float(pair.loss[-1]) < 0.5 * float(pair.loss[0])  # it did train
+    assert float(np.max(np.abs(pair.loss - padded.loss))) <= 1e-12 * float(pair.loss[0])
+
+
+def test_deep_gd_mode_strength_is_first_order_in_the_step():
+    """The exact GD mode map tends to the §3.3 flow solution with error linear in η: halving
+    η halves the max error (ratio within 0.45–0.55)."""
+    s, a0, L, t_end = np.array([1.5, 0.7]), 1e-2, 3, 20.0
+    errs = []
+    for lr in (0.01, 0.005):
+        steps = int(round(t_end / lr))
+        ks = np.arange(0, steps + 1, steps // 40)
+        a = th.deep_gd_mode_strength(ks, s, a0, L, lr)
+        errs.append(np.max(np.abs(a - th.deep_mode_strength(lr * ks, s, a0, L)) / s))
+    assert errs[0] < 0.05
+    assert 0.45 <= errs[1] / errs[0] <= 0.55
+
+
+def test_deep_gd_mode_strength_at_depth_two_is_the_two_layer_map():
+    ks = np.array([0, 3, 50, 400])
+    np.testing.assert_allclose(th.deep_gd_mode_strength(ks, 1.3, 1e-3, 2, 0.05),
+                               th.gd_mode_strength(ks, 1.3, 1e-3, 0.05), rtol=1e-14)

@@ -316,3 +316,35 @@ def from_arrays(weights, biases=None) -> Params:
 def scale_params(params: Params, factor) -> Params:
     """Multiply every weight and bias by ``factor``."""
     return jax.tree_util.tree_map(lambda a: factor * a, params)
+
+
+# ---------------------------------------------------------------- shape and rank
+
+
+def pad_hidden(params: Params, width: int) -> Params:
+    """Bias-free ``params`` with every hidden layer zero-padded to ``width`` units: the
+    same function, and zero units stay zero under gradient descent (their incoming and
+    outgoing gradients both vanish). ``width`` must be at least every hidden width."""
+    if has_bias(params):
+        raise ValueError("pad_hidden needs a bias-free network")
+    if any(w > width for w in widths(params)[1:-1]):
+        raise ValueError(f"width={width} is below a hidden width {widths(params)[1:-1]}: pad to at "
+                         "least the widest layer")
+    out = []
+    for i, layer in enumerate(params):
+        W = np.asarray(layer.W)
+        P = np.zeros((width if i < len(params) - 1 else W.shape[0], width if i > 0 else W.shape[1]))
+        P[: W.shape[0], : W.shape[1]] = W
+        out.append(Layer(P))
+    return tuple(out)
+
+
+def effective_rank(sv) -> np.ndarray:
+    """Entropy effective rank ``exp(-Σ_i p_i ln p_i)``, ``p = σ / Σσ`` (Roy & Vetterli
+    2007), of the singular values ``sv`` on the last axis (any leading axes, e.g. records):
+    k for k equal non-zero values, 1 for a rank-one matrix."""
+    sv = np.asarray(sv, float)
+    p = sv / np.sum(sv, axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=-1)
+    return np.exp(h)

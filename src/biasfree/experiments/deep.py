@@ -22,15 +22,17 @@ mechanism] With ``m = c(A - B)u`` and ``e = (1-c)(A + B)|u|`` a pair's two units
 on), so a growing symmetric part raises the layer's linear gain and the ReLU pair net
 learns *faster* than the deep linear net at λt.
 
-Members (one GD ensemble per depth, log-spaced records): (0) the deep linear net from
-balanced mode-aligned init (``theory.aligned_init``), step ηλ, its records at linear
-time λt; (1) the ReLU pair net mapped from it (same function), step η; (2) a ReLU net from
-small Gaussian init; (3) a ReLU pair net from small Gaussian halves; (4) the deep linear
-twin of (3), step ηλ. Measured per record: loss, mode strengths ``a_i = u_iᵀ β_effᵀ v_i``
-(β_eff the least-squares fit of the odd part), per-layer singular values and effective
-rank, and the *odd nonlinear energy* ``<||f_odd - β_effᵀx||²>`` from the exact identity
-(whitened X, y linear in x, symmetric data: linear, odd-nonlinear and even parts are
-mutually orthogonal on the sample)
+Members by name (one :func:`~biasfree.gd_members` call per depth, log-spaced records):
+``linear_aligned`` the deep linear net from balanced mode-aligned init
+(``theory.aligned_init``), step ηλ, its records at linear time λt; ``relu_pair_aligned``
+the ReLU pair net mapped from it (``theory.deep_linear_to_pair``, same function), step η;
+``relu_gaussian`` a ReLU net from small Gaussian init; ``relu_pair_random`` a ReLU pair
+net from small Gaussian halves; ``linear_twin_of_pair_random`` its would-be deep linear
+twin (``theory.deep_pair_half_to_linear``), step ηλ. Measured per record: loss, mode
+strengths ``a_i = u_iᵀ β_effᵀ v_i`` (β_eff the least-squares fit of the odd part),
+per-layer singular values and effective rank, and the *odd nonlinear energy*
+``<||f_odd - β_effᵀx||²>`` from the exact identity (whitened X, y linear in x, symmetric
+data: linear, odd-nonlinear and even parts are mutually orthogonal on the sample)
 
     2 L = ||Σ_yx - β_effᵀ||_F² + <||f_odd - β_effᵀx||²> + <||f_even||²>.
 
@@ -49,9 +51,10 @@ import numpy as np
 
 from .. import theory
 from ..data import Dataset, symmetrize, whiten
+from ..ensemble import Member, gd_members
 from ..expressivity import net_function, odd_nonlinearity
-from ..nets import Layer, pair_up, slope_factor
-from ..train import GDConfig, gd_ensemble
+from ..nets import Layer, effective_rank, pad_hidden, pair_up
+from ..train import GDConfig
 from ._common import ROUND_OFF, crossing_time
 from .base import (
     Experiment,
@@ -67,6 +70,9 @@ from .base import (
 
 MEMBERS = ("linear_aligned", "relu_pair_aligned", "relu_gaussian", "relu_pair_random",
            "linear_twin_of_pair_random")
+LINEAR = ("linear_aligned", "linear_twin_of_pair_random")
+"""The deep linear members: step ηλ, records at linear time λt."""
+PAIRS = ("relu_pair_aligned", "relu_pair_random")
 
 
 @dataclass(frozen=True)
@@ -127,186 +133,119 @@ PRESETS = {
 }
 
 
-# -------------------------------------------------------------------- helpers
-
-
-def time_factor(depth: int, alpha=0.0) -> float:
-    """``λ_L = c^{2(L-1)/L}``: a depth-L pair net whose blocks stayed antisymmetric would be
-    the deep linear net ``(√(2λ) W_1, 2√λ A_l, √(2λ) W_L)`` run in time λt (module doc)."""
-    return float(slope_factor(alpha)) ** (2.0 * (depth - 1) / depth)
-
-
-def linear_to_pair(half, depth: int, alpha=0.0):
-    """Pair net (``pair_up``) whose would-be linear twin is the deep linear net ``half``:
-    scale the first and last layers by ``1/√(2λ)``, the middle ones by ``1/(2√λ)``, then
-    pair up. Both compute the same function at init."""
-    lam = time_factor(depth, alpha)
-    f_end, f_mid = 1.0 / np.sqrt(2 * lam), 1.0 / (2 * np.sqrt(lam))
-    scaled = [Layer(np.asarray(layer.W) * (f_end if i in (0, depth - 1) else f_mid))
-              for i, layer in enumerate(half)]
-    return pair_up(tuple(scaled))
-
-
-def pair_to_linear(half, depth: int, alpha=0.0):
-    """Inverse of :func:`linear_to_pair` on the half net: ``(√(2λ) W_1, 2√λ A, √(2λ) W_L)``."""
-    lam = time_factor(depth, alpha)
-    f_end, f_mid = np.sqrt(2 * lam), 2 * np.sqrt(lam)
-    return tuple(Layer(np.asarray(layer.W) * (f_end if i in (0, depth - 1) else f_mid))
-                 for i, layer in enumerate(half))
-
-
-def pad_hidden(params, width: int):
-    """Zero-pad every hidden layer to ``width`` units (zero units stay zero under GD:
-    their incoming and outgoing gradients both vanish)."""
-    out = []
-    for i, layer in enumerate(params):
-        W = np.asarray(layer.W)
-        rows = width if i < len(params) - 1 else W.shape[0]
-        cols = width if i > 0 else W.shape[1]
-        P = np.zeros((rows, cols))
-        P[: W.shape[0], : W.shape[1]] = W
-        out.append(Layer(P))
-    return tuple(out)
-
-
-def gaussian_net(rng, widths, scale):
-    """Weights ``N(0, scale²)`` for ``widths`` = (d, n_1, ..., p) (NumPy ``rng``)."""
+def _gaussian_net(rng, widths, scale):
     return tuple(Layer(scale * rng.normal(size=(b, a))) for a, b in zip(widths[:-1], widths[1:],
                                                                          strict=True))
 
 
-def deep_linear_map(n_steps: int, s, a0, depth: int, lr: float) -> np.ndarray:
-    """Exact GD map of balanced aligned modes of a deep linear net on whitened data:
-    every layer's mode weight b moves by ``η (s - b^L) b^{L-1}``, so
-    ``a ← a (1 + η (s - a) a^{(L-2)/L})^L``. Returns (n_steps + 1, r)."""
-    s, a = np.asarray(s, float), np.broadcast_to(np.asarray(a0, float), np.shape(s)).copy()
-    out = np.empty((n_steps + 1, s.size))
-    out[0] = a
-    for k in range(n_steps):
-        a = a * (1.0 + lr * (s - a) * a ** ((depth - 2) / depth)) ** depth
-        out[k + 1] = a
-    return out
-
-
-def effective_rank(sv) -> np.ndarray:
-    """Entropy effective rank ``exp(-Σ p_i ln p_i)``, ``p = σ/Σσ`` (Roy & Vetterli 2007),
-    over the last axis of singular values ``sv``."""
-    sv = np.asarray(sv, float)
-    p = sv / np.sum(sv, axis=-1, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h = -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=-1)
-    return np.exp(h)
-
-
-def _stack(nets):
-    return tuple(Layer(np.stack([np.asarray(net[i].W) for net in nets]))
-                 for i in range(len(nets[0])))
-
-
-def _teacher_part(cfg: Config, rng, progress):
-    """Runs and measurements of the teacher part, per depth. Returns (metrics, checks
-    values, arrays)."""
+def _teacher_data(cfg: Config, rng) -> Dataset:
+    """Whitened symmetric Gaussian inputs, targets ``T x_raw`` with ``T = U diag(s) Vᵀ``."""
     s_T = np.asarray(cfg.s, float)
-    p = s_T.size
-    U0, _ = np.linalg.qr(rng.normal(size=(p, p)))
-    V0, _ = np.linalg.qr(rng.normal(size=(cfg.d, p)))
-    T = (U0 * s_T) @ V0.T
+    U0, _ = np.linalg.qr(rng.normal(size=(s_T.size, s_T.size)))
+    V0, _ = np.linalg.qr(rng.normal(size=(cfg.d, s_T.size)))
     X_raw = rng.normal(size=(cfg.n, cfg.d))
-    X_raw, Y = symmetrize(X_raw, X_raw @ T.T)
+    X_raw, Y = symmetrize(X_raw, X_raw @ ((U0 * s_T) @ V0.T).T)
     X, _ = whiten(X_raw)
-    X, Y = np.asarray(X), np.asarray(Y)
-    data = Dataset(X, Y)
-    modes = theory.data_modes(X, Y)
-    s, y_power = modes.s, modes.y_power
-    plateaus = theory.plateaus(s, y_power)
-    out = {"s": s, "plateaus": plateaus, "depths": {}}
-    H = cfg.width
-    for L, scale in zip(cfg.depths, cfg.random_scales, strict=True):
-        progress(f"teacher, depth {L}: GD ensemble of five nets")
-        lam = time_factor(L)
-        aligned = theory.aligned_init(modes.U, modes.V, cfg.a0, depth=L, width=H // 2)
-        widths_half = (cfg.d,) + (H // 2,) * (L - 1) + (p,)
-        half_rand = gaussian_net(rng, widths_half, scale)
-        nets = [pad_hidden(aligned, H), linear_to_pair(aligned, L),
-                gaussian_net(rng, (cfg.d,) + (H,) * (L - 1) + (p,), scale),
-                pair_up(half_rand), pad_hidden(pair_to_linear(half_rand, L), H)]
-        alpha = np.array([1.0, 0.0, 0.0, 0.0, 1.0])
-        lrs = cfg.lr * np.where(alpha == 1.0, lam, 1.0)
-        t_half_th = np.array([float(theory.deep_half_time(si, cfg.a0, L)) for si in s])
-        t_max = cfg.horizon * t_half_th[-1] / lam  # ReLU time
-        steps = int(np.ceil(t_max / cfg.lr))
-        tr = gd_ensemble(_stack(nets), data, GDConfig(lr=cfg.lr, steps=steps,
-                                                      n_records=cfg.n_records, spacing="log"),
-                         alpha=alpha, lr=lrs)
-        t = np.asarray(tr.t[1])  # ReLU time; linear members sit at λ t
-        ks = np.rint(t / cfg.lr).astype(np.int64)
-        loss = np.asarray(tr.loss)
-        beta = np.asarray(tr.beta)
-        a = theory.mode_projections(beta, modes)  # (B, T, r)
-        even = np.asarray(tr.even_energy)
-        lin_misfit = np.sum((modes.U @ np.diag(s) @ modes.V.T - np.swapaxes(beta, -1, -2)) ** 2,
-                            axis=(-2, -1))
-        odd_nl = 2 * loss - lin_misfit - even  # exact identity (module doc)
-        odd_energy = np.sum(beta**2, axis=(-2, -1)) + odd_nl
-        direct = []
-        for b in range(len(nets)):
-            final = tuple(Layer(np.asarray(layer.W)[b]) for layer in tr.params)
-            direct.append(odd_nonlinearity(net_function(final, alpha[b]), X).residual)
-        # exact GD map of the aligned linear member, and the flow closed form at λt
-        a_map = deep_linear_map(int(ks[-1]), s, cfg.a0, L, cfg.lr * lam)[ks]
-        a_flow = theory.deep_mode_strength(lam * t, s, cfg.a0, L)
-        t_half = np.array([[crossing_time(t, a[b, :, i], s[i] / 2) for i in range(s.size)]
-                           for b in range(len(nets))])
-        # middle-block antisymmetry of the pair nets: ||A_11 + A_12|| / ||A_11||
-        drift = {}
-        for b in (1, 3):
-            for li in range(1, L - 1):
-                M = np.asarray(tr.params[li].W)[b]
-                h = M.shape[0] // 2
-                drift[(b, li)] = float(np.linalg.norm(M[:h, :h] + M[:h, h:])
-                                       / np.linalg.norm(M[:h, :h]))
-        erank = np.stack([effective_rank(np.asarray(sv)) for sv in tr.singular_values], axis=-1)
-        # plateau records: mode k learned, mode k+1 not started (most plateau-like record)
-        plateau_gap = []
-        for b in range(len(nets)):
-            r = a[b] / s
-            gaps = []
-            for k in range(1, s.size):
-                score = np.minimum(r[:, k - 1], 1.0 - r[:, k])
-                j = int(np.argmax(score))
-                gaps.append((abs(loss[b, j] - plateaus[k]) / plateaus[k], float(score[j])))
-            plateau_gap.append(gaps)
-        out["depths"][L] = dict(
-            lam=lam, t=t, loss=loss, a=a, a_map=a_map, a_flow=a_flow, even=even, odd_nl=odd_nl,
-            odd_energy=odd_energy, direct=np.asarray(direct), t_half=t_half, t_half_th=t_half_th,
-            drift=drift, erank=erank, plateau_gap=np.asarray(plateau_gap), steps=steps,
-            y_power=y_power)
+    return Dataset(np.asarray(X), np.asarray(Y))
+
+
+def _teacher_members(cfg: Config, rng, modes, L: int, scale: float) -> dict[str, Member]:
+    """The five named nets of one depth (module doc); linear ones step ηλ."""
+    H, p = cfg.width, modes.s.size
+    lr_lin = cfg.lr * theory.deep_pair_time_factor(L)
+    aligned = theory.aligned_init(modes.U, modes.V, cfg.a0, depth=L, width=H // 2)
+    half = _gaussian_net(rng, (cfg.d,) + (H // 2,) * (L - 1) + (p,), scale)
+    return {"linear_aligned": Member(pad_hidden(aligned, H), alpha=1.0, lr=lr_lin),
+            "relu_pair_aligned": Member(theory.deep_linear_to_pair(aligned), alpha=0.0),
+            "relu_gaussian": Member(_gaussian_net(rng, (cfg.d,) + (H,) * (L - 1) + (p,), scale), alpha=0.0),
+            "relu_pair_random": Member(pair_up(half), alpha=0.0),
+            "linear_twin_of_pair_random": Member(pad_hidden(theory.deep_pair_half_to_linear(half), H),
+                                                 alpha=1.0, lr=lr_lin)}
+
+
+def _block_symmetric_part(W) -> float:
+    """``||A_11 + A_12|| / ||A_11||`` of a pair net's middle layer: 0 while it keeps the pair form."""
+    h = W.shape[0] // 2
+    return float(np.linalg.norm(W[:h, :h] + W[:h, h:]) / np.linalg.norm(W[:h, :h]))
+
+
+def _plateau_gaps(loss, r, plateaus) -> list:
+    """Per plateau k: the most plateau-like record (mode k learned, mode k+1 not started,
+    ``r = a/s``) and the loss's relative gap to the §3.4 plateau there, with that purity."""
+    out = []
+    for k in range(1, r.shape[1]):
+        score = np.minimum(r[:, k - 1], 1.0 - r[:, k])
+        j = int(np.argmax(score))
+        out.append((abs(loss[j] - plateaus[k]) / plateaus[k], float(score[j])))
     return out
 
 
-def _sine_part(cfg: Config, rng, progress):
+def _measure(tr, alpha: float, t, data: Dataset, modes, plateaus) -> dict:
+    """One member's loss, mode strengths, even and odd-nonlinear energies (the identity of the
+    module doc, and directly at the final parameters), effective ranks, and transition times
+    on the ReLU time axis ``t`` (a linear member's record j, at its own time λ t_j, sits at t_j)."""
+    s = modes.s
+    loss, beta, even = np.asarray(tr.loss), np.asarray(tr.beta), np.asarray(tr.even_energy)
+    a = theory.mode_projections(beta, modes)
+    lin_misfit = np.sum((modes.U @ np.diag(s) @ modes.V.T - np.swapaxes(beta, -1, -2)) ** 2, axis=(-2, -1))
+    odd_nl = 2 * loss - lin_misfit - even  # exact identity (module doc)
+    return dict(loss=loss, a=a, even=even, odd_nl=odd_nl, odd_energy=np.sum(beta**2, axis=(-2, -1)) + odd_nl,
+                direct=odd_nonlinearity(net_function(tr.params, alpha), data.X).residual,
+                t_half=np.array([crossing_time(t, a[:, i], s[i] / 2) for i in range(s.size)]),
+                erank=np.stack([effective_rank(np.asarray(sv)) for sv in tr.singular_values], axis=-1),
+                plateau_gap=np.asarray(_plateau_gaps(loss, a / s, plateaus)))
+
+
+def _teacher_depth(cfg: Config, rng, data: Dataset, modes, plateaus, L: int, scale: float) -> dict:
+    """All five members of depth L, run and measured; the exact GD map and flow of the modes."""
+    lam = theory.deep_pair_time_factor(L)
+    s = modes.s
+    members = _teacher_members(cfg, rng, modes, L, scale)
+    t_half_th = np.array([float(theory.deep_half_time(si, cfg.a0, L)) for si in s])
+    steps = int(np.ceil(cfg.horizon * t_half_th[-1] / lam / cfg.lr))  # horizon in ReLU time
+    runs = gd_members(members, data, GDConfig(lr=cfg.lr, steps=steps, n_records=cfg.n_records,
+                                              spacing="log"))
+    t = np.asarray(runs["relu_pair_aligned"].t)  # ReLU time; linear members sit at λ t
+    ks = np.rint(t / cfg.lr).astype(np.int64)
+    return dict(lam=lam, t=t, steps=steps, t_half_th=t_half_th,
+                members={k: _measure(runs[k], m.alpha, t, data, modes, plateaus) for k, m in members.items()},
+                a_map=theory.deep_gd_mode_strength(ks, s, cfg.a0, L, cfg.lr * lam),
+                a_flow=theory.deep_mode_strength(lam * t, s, cfg.a0, L),
+                drift={(k, li): _block_symmetric_part(np.asarray(runs[k].params[li].W))
+                       for k in PAIRS for li in range(1, L - 1)})
+
+
+def _teacher_part(cfg: Config, rng, progress) -> dict:
+    data = _teacher_data(cfg, rng)
+    modes = theory.data_modes(data.X, data.Y)
+    plateaus = theory.plateaus(modes.s, modes.y_power)
+    out = {"s": modes.s, "plateaus": plateaus, "y_power": modes.y_power, "depths": {}}
+    for L, scale in zip(cfg.depths, cfg.random_scales, strict=True):
+        progress(f"teacher, depth {L}: five named nets")
+        out["depths"][L] = _teacher_depth(cfg, rng, data, modes, plateaus, L, scale)
+    return out
+
+
+def _sine_part(cfg: Config, rng, progress) -> dict:
     """Two-layer and deep ReLU nets on ``y = wᵀx + sin(4wᵀx)``: loss against the lstsq
     linear floor (the two-layer limit on a symmetric sample)."""
     w = rng.uniform(-0.5, 0.5, size=cfg.sine_d)
     X = rng.normal(size=(cfg.sine_n, cfg.sine_d))
     z = X @ w
     X, Y = symmetrize(X, (z + np.sin(4.0 * z))[:, None])
-    X, Y = np.asarray(X), np.asarray(Y)
-    floor = theory.linear_floor(X, Y)
-    data = Dataset(X, Y)
-    steps = int(np.ceil(cfg.sine_t_max / cfg.sine_lr))
-    out = {"floor": floor, "y_power": float(np.mean(Y**2)), "runs": {}}
+    data = Dataset(np.asarray(X), np.asarray(Y))
+    progress(f"sine target, depths {cfg.sine_depths}")
+    nets = {L: _gaussian_net(rng, (cfg.sine_d,) + (cfg.sine_width,) * (L - 1) + (1,), cfg.sine_scale)
+            for L in cfg.sine_depths}
+    runs = gd_members({f"depth_{L}": Member(p, alpha=0.0) for L, p in nets.items()}, data,
+                      GDConfig(lr=cfg.sine_lr, steps=int(np.ceil(cfg.sine_t_max / cfg.sine_lr)),
+                               n_records=cfg.n_records, spacing="log"))
+    out = {"floor": theory.linear_floor(data.X, data.Y), "y_power": float(np.mean(np.asarray(Y) ** 2)),
+           "runs": {}}
     for L in cfg.sine_depths:
-        progress(f"sine target, depth {L}")
-        widths = (cfg.sine_d,) + (cfg.sine_width,) * (L - 1) + (1,)
-        nets = [gaussian_net(rng, widths, cfg.sine_scale)]
-        tr = gd_ensemble(_stack(nets), data, GDConfig(lr=cfg.sine_lr, steps=steps,
-                                                      n_records=cfg.n_records, spacing="log"),
-                         alpha=np.zeros(1))
-        final = tuple(Layer(np.asarray(layer.W)[0]) for layer in tr.params)
-        out["runs"][L] = dict(t=np.asarray(tr.t[0]), loss=np.asarray(tr.loss[0]),
-                              even=np.asarray(tr.even_energy[0]),
-                              odd_nl=odd_nonlinearity(net_function(final, 0.0), X).fraction)
+        tr = runs[f"depth_{L}"]
+        out["runs"][L] = dict(t=np.asarray(tr.t), loss=np.asarray(tr.loss), even=np.asarray(tr.even_energy),
+                              odd_nl=odd_nonlinearity(net_function(tr.params, 0.0), data.X).fraction)
     return out
 
 
@@ -317,61 +256,28 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     teacher = _teacher_part(cfg, rng, progress)
     sine = _sine_part(cfg, rng, progress)
     progress("checks")
-    s = teacher["s"]
-    metrics = {f"s_{i + 1}": float(v) for i, v in enumerate(s)}
-    arrays = {"s": s, "plateaus": teacher["plateaus"], "depths": np.asarray(cfg.depths),
-              "sine_depths": np.asarray(cfg.sine_depths), "sine_floor": np.asarray(sine["floor"])}
-    map_gap, half_err, half_tol, odd_even, ident = 0.0, 0.0, 0.0, 0.0, 0.0
-    for L, D in teacher["depths"].items():
-        lam = D["lam"]
-        map_gap = max(map_gap, float(np.max(np.abs(D["a"][0] - D["a_map"]) / s)))
-        # linear member: its time is λ t; GD vs flow within the first-order step error
-        half_err = max(half_err, float(np.max(np.abs(D["t_half"][0] * lam / D["t_half_th"] - 1))))
-        half_tol = max(half_tol, cfg.lr * lam * float(s[0]) ** (2 - 2 / L))
-        odd_even = max(odd_even, float(np.max(D["even"][[1, 3]])) / D["y_power"])
-        ident = max(ident, float(np.max(np.abs(D["direct"] - D["odd_nl"][:, -1]))) / D["y_power"])
-        # transition times in ReLU time t (a linear member's record j sits at λ t_j, so its
-        # crossing on the t axis is its own time / λ: the mapped prediction for the ReLU net)
-        for i in range(s.size):
-            metrics[f"L{L}_t_half_theory_mode_{i + 1}"] = float(D["t_half_th"][i] / lam)
-            for b, name in enumerate(MEMBERS):
-                metrics[f"L{L}_t_half_{name}_mode_{i + 1}"] = float(D["t_half"][b, i])
-            metrics[f"L{L}_relu_pair_over_rescaled_linear_t_half_mode_{i + 1}"] = float(
-                D["t_half"][1, i] / (D["t_half"][0, i]))
-        for b, name in enumerate(MEMBERS):
-            frac = D["odd_nl"][b] / np.maximum(D["odd_energy"][b], 1e-300)
-            metrics[f"L{L}_{name}_max_odd_nonlinear_fraction"] = float(np.max(frac))
-            metrics[f"L{L}_{name}_max_even_energy_over_y_power"] = float(
-                np.max(D["even"][b]) / D["y_power"])
-            metrics[f"L{L}_{name}_final_loss"] = float(D["loss"][b, -1])
-            for k, (gap, purity) in enumerate(D["plateau_gap"][b]):
-                metrics[f"L{L}_{name}_plateau_{k + 1}_rel_gap"] = float(gap)
-                metrics[f"L{L}_{name}_plateau_{k + 1}_purity"] = float(purity)
-            for li in range(L):
-                metrics[f"L{L}_{name}_final_erank_layer_{li + 1}"] = float(D["erank"][b, -1, li])
-        metrics[f"L{L}_pair_vs_linear_max_mode_gap_over_s"] = float(
-            np.max(np.abs(D["a"][1] - D["a"][0]) / s))
-        metrics[f"L{L}_pair_random_vs_twin_max_mode_gap_over_s"] = float(
-            np.max(np.abs(D["a"][3] - D["a"][4]) / s))
-        for (b, li), v in D["drift"].items():
-            metrics[f"L{L}_{MEMBERS[b]}_final_block_symmetric_part_layer_{li + 1}"] = v
-        metrics[f"L{L}_time_factor_lambda"] = lam
-        arrays.update({f"L{L}_{k}": np.asarray(D[k]) for k in
-                       ("t", "loss", "a", "a_flow", "even", "odd_nl", "odd_energy", "erank")})
-        arrays[f"L{L}_lam"] = np.asarray(lam)
-    floor = sine["floor"]
-    two_min = float(np.min(sine["runs"][2]["loss"]) / floor)
-    metrics["sine_linear_floor"] = floor
-    metrics["sine_y_power"] = sine["y_power"]
-    for L, R in sine["runs"].items():
-        below = np.nonzero(R["loss"] < floor)[0]
-        metrics[f"sine_L{L}_min_loss_over_floor"] = float(np.min(R["loss"]) / floor)
-        metrics[f"sine_L{L}_first_time_below_floor"] = float(R["t"][below[0]]) if below.size else \
-            float("nan")
-        metrics[f"sine_L{L}_final_odd_nonlinear_fraction"] = float(R["odd_nl"])
-        metrics[f"sine_L{L}_max_even_energy"] = float(np.max(R["even"]))
-        arrays[f"sine_L{L}_t"], arrays[f"sine_L{L}_loss"] = R["t"], R["loss"]
-    checks = {
+    metrics, arrays = _teacher_summary(cfg, teacher)
+    m2, a2 = _sine_summary(sine)
+    metrics |= m2
+    arrays |= a2
+    return Result("deep", seed, config_dict(cfg), metrics, _checks(cfg, teacher, sine), arrays,
+                  _notes(cfg, metrics))
+
+
+def _checks(cfg: Config, teacher: dict, sine: dict) -> dict:
+    s, y_power = teacher["s"], teacher["y_power"]
+    D = teacher["depths"]
+    map_gap = max(float(np.max(np.abs(d["members"]["linear_aligned"]["a"] - d["a_map"]) / s))
+                  for d in D.values())
+    # linear member: its time is λ t; GD vs flow within the first-order step error
+    half_err = max(float(np.max(np.abs(d["members"]["linear_aligned"]["t_half"] * d["lam"] / d["t_half_th"]
+                                       - 1))) for d in D.values())
+    half_tol = max(cfg.lr * d["lam"] * float(s[0]) ** (2 - 2 / L) for L, d in D.items())
+    odd_even = max(float(np.max(d["members"][k]["even"])) for d in D.values() for k in PAIRS) / y_power
+    ident = max(abs(m["direct"] - m["odd_nl"][-1])
+                for d in D.values() for m in d["members"].values()) / y_power
+    two_min = float(np.min(sine["runs"][2]["loss"]) / sine["floor"])
+    return {
         "deep_linear_gd_exact_mode_map": at_most(
             map_gap, ROUND_OFF,
             "The deep linear net from balanced aligned init follows the exact GD mode map "
@@ -399,8 +305,58 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
             "least-squares linear floor (min_t L / floor ≥ 1 up to round-off, §1.3).",
             unit="ratio to the linear floor"),
     }
-    notes = _notes(cfg, metrics)
-    return Result("deep", seed, config_dict(cfg), metrics, checks, arrays, notes)
+
+
+def _teacher_summary(cfg: Config, teacher: dict) -> tuple[dict, dict]:
+    s = teacher["s"]
+    metrics = {f"s_{i + 1}": float(v) for i, v in enumerate(s)}
+    arrays = {"s": s, "plateaus": teacher["plateaus"], "depths": np.asarray(cfg.depths)}
+    for L, D in teacher["depths"].items():
+        lam, M = D["lam"], D["members"]
+        for i in range(s.size):
+            # a linear member's record j sits at λ t_j, so its crossing on the t axis is its
+            # own time / λ: the mapped prediction for the ReLU net
+            metrics[f"L{L}_t_half_theory_mode_{i + 1}"] = float(D["t_half_th"][i] / lam)
+            for name in MEMBERS:
+                metrics[f"L{L}_t_half_{name}_mode_{i + 1}"] = float(M[name]["t_half"][i])
+            metrics[f"L{L}_relu_pair_over_rescaled_linear_t_half_mode_{i + 1}"] = float(
+                M["relu_pair_aligned"]["t_half"][i] / M["linear_aligned"]["t_half"][i])
+        for name, m in M.items():
+            metrics[f"L{L}_{name}_max_odd_nonlinear_fraction"] = float(
+                np.max(m["odd_nl"] / np.maximum(m["odd_energy"], 1e-300)))
+            metrics[f"L{L}_{name}_max_even_energy_over_y_power"] = float(
+                np.max(m["even"]) / teacher["y_power"])
+            metrics[f"L{L}_{name}_final_loss"] = float(m["loss"][-1])
+            for k, (gap, purity) in enumerate(m["plateau_gap"]):
+                metrics[f"L{L}_{name}_plateau_{k + 1}_rel_gap"] = float(gap)
+                metrics[f"L{L}_{name}_plateau_{k + 1}_purity"] = float(purity)
+            for li in range(L):
+                metrics[f"L{L}_{name}_final_erank_layer_{li + 1}"] = float(m["erank"][-1, li])
+            arrays |= {f"L{L}_{k}_{name}": m[k]
+                       for k in ("loss", "a", "even", "odd_nl", "odd_energy", "erank")}
+        metrics[f"L{L}_pair_vs_linear_max_mode_gap_over_s"] = float(
+            np.max(np.abs(M["relu_pair_aligned"]["a"] - M["linear_aligned"]["a"]) / s))
+        metrics[f"L{L}_pair_random_vs_twin_max_mode_gap_over_s"] = float(
+            np.max(np.abs(M["relu_pair_random"]["a"] - M["linear_twin_of_pair_random"]["a"]) / s))
+        for (name, li), v in D["drift"].items():
+            metrics[f"L{L}_{name}_final_block_symmetric_part_layer_{li + 1}"] = v
+        metrics[f"L{L}_time_factor_lambda"] = lam
+        arrays |= {f"L{L}_t": D["t"], f"L{L}_a_flow": D["a_flow"], f"L{L}_lam": np.asarray(lam)}
+    return metrics, arrays
+
+
+def _sine_summary(sine: dict) -> tuple[dict, dict]:
+    floor = sine["floor"]
+    metrics = {"sine_linear_floor": floor, "sine_y_power": sine["y_power"]}
+    arrays = {"sine_depths": np.asarray(list(sine["runs"])), "sine_floor": np.asarray(floor)}
+    for L, R in sine["runs"].items():
+        below = np.nonzero(R["loss"] < floor)[0]
+        metrics[f"sine_L{L}_min_loss_over_floor"] = float(np.min(R["loss"]) / floor)
+        metrics[f"sine_L{L}_first_time_below_floor"] = float(R["t"][below[0]]) if below.size else float("nan")
+        metrics[f"sine_L{L}_final_odd_nonlinear_fraction"] = float(R["odd_nl"])
+        metrics[f"sine_L{L}_max_even_energy"] = float(np.max(R["even"]))
+        arrays[f"sine_L{L}_t"], arrays[f"sine_L{L}_loss"] = R["t"], R["loss"]
+    return metrics, arrays
 
 
 def _notes(cfg: Config, m: dict) -> str:

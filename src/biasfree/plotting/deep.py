@@ -49,13 +49,15 @@ def figure(result: Result):
     grid = fig.add_gridspec(rows, 4)
     for r, L in enumerate(depths):
         ax = [fig.add_subplot(grid[r, j]) for j in range(4)]
-        t, loss, a = A[f"L{L}_t"], A[f"L{L}_loss"], A[f"L{L}_a"]
+        t = A[f"L{L}_t"]
+        loss, a, er, odd_nl, odd_e, even = ({name: A[f"L{L}_{key}_{name}"] for name in MEMBERS}
+                                            for key in ("loss", "a", "erank", "odd_nl", "odd_energy", "even"))
         lam = float(A[f"L{L}_lam"])
         a_flow = A[f"L{L}_a_flow"]
-        xlim = (action_start(t, loss), action_end(t, loss, frac=1e-3))
-        for b, name in enumerate(MEMBERS):
+        xlim = (action_start(t, *loss.values()), action_end(t, *loss.values(), frac=1e-3))
+        for name in MEMBERS:
             col, ls = _STYLE[name]
-            ax[0].loglog(t[1:], loss[b, 1:], color=col, ls=ls, lw=1.8)
+            ax[0].loglog(t[1:], loss[name][1:], color=col, ls=ls, lw=1.8)
         ax[0].loglog(t[1:], 0.5 * np.sum((s - a_flow[1:]) ** 2, axis=-1), "y--", lw=1.2)
         for Lk in plateaus[:-1]:
             ax[0].axhline(Lk, color="0.7", lw=0.8, ls="--")
@@ -63,24 +65,21 @@ def figure(result: Result):
                   ylim=(max(plateaus[-2] * 1e-3, 1e-8), 2 * plateaus[0]),
                   title=f"(a) depth {L}: loss in stages (λ = {lam:.3f})")
         for i in range(s.size):
-            for b in (0, 1, 2):
-                col, _ = _STYLE[MEMBERS[b]]
-                ax[1].semilogx(t[1:], a[b, 1:, i] / s[i], color=col, lw=1.5, ls=_LAYER_LS[i % 3])
+            for name in ("linear_aligned", "relu_pair_aligned", "relu_gaussian"):
+                ax[1].semilogx(t[1:], a[name][1:, i] / s[i], color=_STYLE[name][0], lw=1.5,
+                               ls=_LAYER_LS[i % 3])
             ax[1].semilogx(t[1:], a_flow[1:, i] / s[i], "y--", lw=1)
         ax[1].set(xlabel="t (η k)", ylabel="a_i / s_i", title=f"(b) depth {L}: mode strengths")
-        er = A[f"L{L}_erank"]
         for li in range(L):
-            for b in (0, 2):
-                col, _ = _STYLE[MEMBERS[b]]
-                ax[2].semilogx(t[1:], er[b, 1:, li], color=col, lw=1.5, ls=_LAYER_LS[li % 4])
+            for name in ("linear_aligned", "relu_gaussian"):
+                ax[2].semilogx(t[1:], er[name][1:, li], color=_STYLE[name][0], lw=1.5, ls=_LAYER_LS[li % 4])
         ax[2].set(xlabel="t (η k)", ylabel="effective rank exp(H(σ/Σσ))",
                   title=f"(c) depth {L}: per-layer effective rank")
-        odd_nl, odd_e, even = A[f"L{L}_odd_nl"], A[f"L{L}_odd_energy"], A[f"L{L}_even"]
-        for b in (1, 2, 3):
-            col, _ = _STYLE[MEMBERS[b]]
-            frac = np.clip(odd_nl[b] / np.maximum(odd_e[b], 1e-300), 1e-17, None)
+        for name in ("relu_pair_aligned", "relu_gaussian", "relu_pair_random"):
+            col, _ = _STYLE[name]
+            frac = np.clip(odd_nl[name] / np.maximum(odd_e[name], 1e-300), 1e-17, None)
             ax[3].loglog(t[1:], frac[1:], color=col, lw=1.5)
-            ax[3].loglog(t[1:], np.clip(even[b, 1:] / np.maximum(odd_e[b, 1:], 1e-300), 1e-17,
+            ax[3].loglog(t[1:], np.clip(even[name][1:] / np.maximum(odd_e[name][1:], 1e-300), 1e-17,
                                         None), color=col, ls=":", lw=1.2)
         ax[3].set(xlabel="t (η k)", ylabel="fraction of <||f_odd||²>", ylim=(1e-12, 10),
                   title=f"(d) depth {L}: nonlinear odd and even parts")

@@ -11,7 +11,8 @@ Time is gradient-flow time ``t = η k`` throughout; loss is the mean half square
   pair net <-> linear net at ``√(1+α)(W, v)``, learning rate ``η c``; closed-form
   leaky curves (§2.3–2.5, §3.2). c = (1 + α)/2.
 - :mod:`.decay` — where a two-layer linear net with weight decay ends, ``β*(λ')`` (§2.7).
-- :mod:`.deep` — depth-L balanced aligned modes, ``da/dt = L a^{2-2/L} (s - a)`` (§3.3).
+- :mod:`.deep` — depth-L balanced aligned modes, ``da/dt = L a^{2-2/L} (s - a)`` (§3.3), their
+  exact GD map, and the would-be map of a deep pair net to a deep linear net (§4.1).
 - :mod:`.riccati` — exact two-layer solution from balanced, unaligned init (matrix
   Riccati; Fukumizu 1998, Braun et al. 2022).
 - :mod:`.reference` — :class:`Curve` with a ``reference`` field; the integrated linear
@@ -23,7 +24,17 @@ Time is gradient-flow time ``t = η k`` throughout; loss is the mean half square
 """
 
 from .decay import decayed_solution
-from .deep import deep_half_time, deep_logit, deep_loss, deep_mode_strength, deep_time_to
+from .deep import (
+    deep_gd_mode_strength,
+    deep_half_time,
+    deep_linear_to_pair,
+    deep_logit,
+    deep_loss,
+    deep_mode_strength,
+    deep_pair_half_to_linear,
+    deep_pair_time_factor,
+    deep_time_to,
+)
 from .inits import aligned_init, balanced_init, imbalance
 from .leaky import (
     leaky_decay_to_linear,
@@ -69,7 +80,8 @@ from .small_init import effective_strength, half_loss_time, raw_init_half_time_r
 
 __all__ = [
     "Curve", "Modes", "REFERENCES", "aligned_init", "balanced_init", "data_modes", "decayed_solution",
-    "deep_half_time",
+    "deep_gd_mode_strength", "deep_half_time", "deep_linear_to_pair", "deep_pair_half_to_linear",
+    "deep_pair_time_factor",
     "deep_logit", "deep_loss", "deep_mode_strength", "deep_time_to", "effective_strength", "final_loss",
     "gd_mode_strength", "half_loss_time", "half_time", "imbalance", "is_whitened", "leaky_decay_to_linear",
     "leaky_effective_init", "leaky_half_time", "leaky_loss", "leaky_mode_strength",

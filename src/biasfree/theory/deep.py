@@ -27,15 +27,15 @@ from scipy.integrate import quad
 from scipy.optimize import brentq
 from scipy.special import expit, logit
 
-from .modes import _modes, final_loss, logistic
+from .. import validate as v
+from ..nets import Layer, Params, pair_up
+from .modes import _check_y_power, _modes, final_loss, logistic
 
 _XI_FLAT = 60.0  # beyond ξ = 60 the integrand differs from 1 by < e^{-60}
 
 
 def _check_depth(depth: int) -> int:
-    if int(depth) != depth or depth < 2:
-        raise ValueError(f"depth={depth!r} must be an integer >= 2 (number of weight matrices)")
-    return int(depth)
+    return v.integer("depth", depth, 2)  # the number of weight matrices
 
 
 def _excess(z, kappa):
@@ -86,9 +86,7 @@ def _logit_path(t, s: float, a0: float, L: int):
 
 
 def _check_deep(t, s, a0):
-    t = np.asarray(t, dtype=float)
-    if np.any(t < 0) or not np.all(np.isfinite(t)):
-        raise ValueError("times t must be finite and >= 0")
+    t = v.times("t", t)
     s, a0 = _modes(s, a0)
     if np.any(s <= 0) or np.any(a0 >= s):
         raise ValueError("deep-linear curves need s > 0 and 0 < a0 < s for every mode")
@@ -130,6 +128,7 @@ def deep_loss(t, s, a0, depth: int, y_power: float):
     a_i from :func:`deep_mode_strength` (``s_i - a_i = s_i / (1 + e^{ξ_i})`` computed
     directly). ``y_power`` = tr<y yᵀ>; other arguments as in :func:`deep_mode_strength`."""
     t, s, a0 = _check_deep(t, s, a0)
+    _check_y_power(y_power, s)
     gap = s * expit(-deep_logit(t, s, a0, depth))
     fit = 0.5 * (gap**2 if s.ndim == 0 else np.sum(gap**2, axis=-1))
     return fit + final_loss(s, y_power)
@@ -141,8 +140,11 @@ def deep_time_to(a, s, a0, depth: int):
     array."""
     L = _check_depth(depth)
     _, s, a0 = _check_deep(0.0, s, a0)
+    if s.ndim:
+        raise TypeError(f"s and a0 must be single numbers here (got shape {s.shape}); use "
+                        "deep_half_time or loop over the modes")
     s, a0 = float(s), float(a0)
-    a = np.asarray(a, dtype=float)
+    a = v.finite_array("a", a)
     if np.any(a < a0) or np.any(a >= s):
         raise ValueError("deep_time_to needs a0 <= a < s")
     rate = L * s ** (2.0 - 2.0 / L)
@@ -156,7 +158,74 @@ def deep_half_time(s, a0, depth: int):
     ``ln(s/a0 - 1)/(2s)``). Scalars ``s``, ``a0``, depth L. From small init
     (a0 << s, L > 2) it grows like ``a0^{-(1-2/L)} / (L s (1 - 2/L))``: deeper nets
     wait longer on the plateau but switch more sharply."""
-    s_arr, a0_arr = np.broadcast_arrays(np.asarray(s, float), np.asarray(a0, float))
+    _, s_arr, a0_arr = _check_deep(0.0, s, a0)
     out = [deep_time_to(si / 2.0, si, ai, depth) for si, ai in zip(s_arr.ravel(), a0_arr.ravel(),
                                                                    strict=True)]
     return np.asarray(out, dtype=float).reshape(s_arr.shape)
+
+
+# ------------------------------------------------------ deep pair nets and the GD mode map
+
+
+def deep_pair_time_factor(depth: int, alpha=0.0) -> float:
+    """``λ_L = c^{2(L-1)/L}``, c = (1 + α)/2 (docs/theory.md §4.1).
+
+    A depth-L pair net (:func:`~biasfree.nets.pair_up`) computes
+    ``f = (2c)^{L-1} W_L A ⋯ W_1 x``. *If* its blocks kept the pair form, its half
+    parameters would follow the deep linear net ``(√(2λ) W_1, 2√λ A_l, √(2λ) W_L)`` in
+    time ``λ t``. ``depth`` L ≥ 2, ``alpha`` the slope; λ_2 = c (the two-layer twin),
+    ReLU: λ_3 = 2^{-4/3}, λ_4 = 2^{-3/2}. For α < 1 and L > 2 the middle blocks lose the
+    pair form, so this is a would-be map, exact only for α = 1."""
+    L = _check_depth(depth)
+    return float((1.0 + float(alpha)) / 2.0) ** (2.0 * (L - 1) / L)
+
+
+def _scale_layers(params: Params, end: float, mid: float) -> Params:
+    last = len(params) - 1
+    return tuple(Layer(np.asarray(layer.W) * (end if i in (0, last) else mid))
+                 for i, layer in enumerate(params))
+
+
+def deep_pair_half_to_linear(half: Params, alpha=0.0) -> Params:
+    """The deep linear net ``(√(2λ) W_1, 2√λ A_l, √(2λ) W_L)`` that the pair net
+    ``pair_up(half)`` would follow in time λt (λ from :func:`deep_pair_time_factor`);
+    ``half`` the bias-free half net (W_1, A_2, …, W_L), ``alpha`` the pair net's slope.
+    Both compute the same function at init."""
+    lam = deep_pair_time_factor(len(half), alpha)
+    return _scale_layers(half, np.sqrt(2 * lam), 2 * np.sqrt(lam))
+
+
+def deep_linear_to_pair(linear: Params, alpha=0.0) -> Params:
+    """The pair net whose would-be linear twin is the deep linear net ``linear``: inverse
+    of :func:`deep_pair_half_to_linear` on the half net (first and last layers scaled by
+    ``1/√(2λ)``, middle ones by ``1/(2√λ)``), then :func:`~biasfree.nets.pair_up`. It
+    computes the same function as ``linear`` at init, for slope ``alpha``."""
+    lam = deep_pair_time_factor(len(linear), alpha)
+    return pair_up(_scale_layers(linear, 1.0 / np.sqrt(2 * lam), 1.0 / (2 * np.sqrt(lam))))
+
+
+def deep_gd_mode_strength(steps, s, a0, depth: int, lr: float) -> np.ndarray:
+    """Exact gradient-descent map of balanced aligned modes of a depth-L linear net on
+    whitened data: each layer's mode weight b moves by ``η (s - b^L) b^{L-1}``, so
+
+        a_{k+1} = a_k (1 + η (s - a_k) a_k^{(L-2)/L})^L        (a = b^L),
+
+    the discrete twin of :func:`deep_mode_strength` (L = 2: the map of
+    :func:`~biasfree.theory.gd_mode_strength`). ``steps`` sorted non-negative integers
+    (T,), ``s`` singular values (r,) or scalar, ``a0`` initial strengths (broadcast),
+    ``depth`` L, ``lr`` η. Returns ``a`` at ``steps``: (T, r), or (T,) for scalar s."""
+    L = _check_depth(depth)
+    steps = np.asarray(steps)
+    if steps.ndim != 1 or np.any(steps != np.round(steps)) or np.any(np.diff(steps) < 0) or steps[0] < 0:
+        raise ValueError("steps must be a sorted 1-D array of non-negative whole numbers of GD steps")
+    if not lr > 0:
+        raise ValueError(f"lr={lr!r} must be a positive GD step η")
+    s = np.asarray(s, float)
+    a = np.broadcast_to(np.asarray(a0, float), s.shape).copy()
+    out, k = np.empty(steps.shape + s.shape), 0
+    for i, target in enumerate(steps.astype(np.int64)):
+        for _ in range(target - k):
+            a = a * (1.0 + lr * (s - a) * a ** ((L - 2) / L)) ** L
+        k = target
+        out[i] = a
+    return out
