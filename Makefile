@@ -14,6 +14,10 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
+# torch is pinned: the 2.13.0 CPU wheel is on the CI machines' disk; an unpinned torch
+# would pull a multi-GB CUDA build
+TORCH_PIN ?= torch==2.13.0
+
 $(DEVSTAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@ $(STAMP)
@@ -43,8 +47,14 @@ report-shot: $(STAMP)  ## $(RESULTS)/index.html, then a headless-Chromium screen
 	if [ $$rc -ne 0 ] || [ ! -s $(SHOT) ]; then echo "report-shot: chromium failed (exit $$rc)" >&2; exit 1; fi
 	@echo $(SHOT)
 
-bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_engine.py
+BENCHSTAMP := $(VENV)/.installed-bench
+
+$(BENCHSTAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[bench]' '$(TORCH_PIN)'
+	touch $@ $(STAMP)
+
+bench: $(BENCHSTAMP)  ## engine timings side by side (ours vs PyTorch, symmetric, ensembles, memory)
+	$(BIN)/python benchmarks/bench_engine.py --json results/bench_engine.json
 
 clean:
 	rm -rf $(VENV) results .pytest_cache

@@ -22,6 +22,18 @@ app = typer.Typer(add_completion=False, no_args_is_help=False,
 err = Console(stderr=True)
 
 
+def _one_host_device_per_core() -> None:
+    """Let ensembles spread their members over the cores (biasfree.train, LAYOUTS): XLA
+    reads the host device count once, when JAX starts its CPU backend, which has not
+    happened yet when a command begins. An XLA_FLAGS that already sets it is kept."""
+    import os
+
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_force_host_platform_device_count" not in flags:
+        count = f"--xla_force_host_platform_device_count={os.cpu_count() or 1}"
+        os.environ["XLA_FLAGS"] = f"{flags} {count}".strip()
+
+
 @app.command("list")
 def list_() -> None:
     """List the experiments, one line each."""
@@ -56,6 +68,7 @@ def run(
     Each config starts from --preset, then the --config file, then each --set. An
     experiment whose saved result has the same config, seed and biasfree version is
     skipped (--force reruns it); see `biasfree show NAME` for the fields."""
+    _one_host_device_per_core()
     from . import store
     from .experiments import REGISTRY, run_experiment
     from .experiments.base import config_dict

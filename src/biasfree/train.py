@@ -8,7 +8,12 @@ adaptive Runge–Kutta method. Both return a :class:`~biasfree.trajectory.Trajec
 on the same time axis ``t = η k``.
 
 Ensembles (many α, learning rates, weight decays, seeds or init scales) run in one
-compiled call with ``vmap``: :func:`gd_ensemble`, :func:`flow_ensemble`.
+compiled call: :func:`gd_ensemble`, :func:`flow_ensemble` (layouts below).
+
+Symmetric data: when ``data.mirrored`` (inputs ``[X₊; -X₊]``, see :class:`Dataset`),
+every run differentiates :func:`~biasfree.losses.objective_mirrored`, which computes
+the first layer's product once for both halves: the same trajectory to round-off at
+about half the cost.
 """
 
 from __future__ import annotations
@@ -196,13 +201,74 @@ _GD_STATIC = ("loss", "keep_params", "mirrored")
 _gd_core = jax.jit(_gd_run, static_argnames=_GD_STATIC)
 
 
-@partial(jax.jit, static_argnames=_GD_STATIC)
-def _gd_batch(params, data, alpha, lr, weight_decay, segments, loss, pinv_X, keep_params=False,
-              mirrored=False):
-    def one(p, a, e, w):
-        return _gd_run(p, data, a, e, w, segments, loss, pinv_X, keep_params, mirrored)
+# ----------------------------------------------------------- ensemble layouts
+#
+# How B members run in one compiled call (measured in benchmarks/bench_engine.py):
+# - "map": ``lax.map``, one member after another inside the program, each with the
+#   single run's own kernels; with several devices (on a CPU, one per core with
+#   ``XLA_FLAGS=--xla_force_host_platform_device_count=K`` set before JAX starts) the
+#   members are split over them by ``shard_map``, which runs them in parallel.
+# - "vmap": one batched program; batched matmuls. On XLA's CPU backend these ran at
+#   0.6-0.75x of the same runs one after another (PERFORMANCE.md); on a GPU they are
+#   the natural choice.
+# "auto" takes "vmap" on GPU/TPU and "map" on CPU. Members spread over the host devices
+# only while one member's first-layer product (rows x d x width) is below
+# _SPREAD_BELOW: larger products already use every core through XLA's multithreaded
+# matmul, and two devices then compete for the same cores (measured on 2 cores: width
+# 500, N 1024 ran 0.8-0.9x spread, 1.3-1.4x on one device; width 150 and width 40 ran
+# 1.0-1.3x spread).
+LAYOUTS = ("auto", "map", "vmap")
+_SPREAD_BELOW = 4e6
 
-    return jax.vmap(one)(params, alpha, lr, weight_decay)
+
+def _layout(layout: str | None, params: Params, data: Dataset) -> tuple[str, int]:
+    """``(layout, n_devices)`` for an ensemble of nets like ``params`` on ``data``: see
+    the comment above."""
+    layout = "auto" if layout is None else layout
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout={layout!r}: choose one of {', '.join(LAYOUTS)}")
+    if layout == "auto":
+        layout = "map" if jax.default_backend() == "cpu" else "vmap"
+    if layout == "vmap":
+        return layout, 1
+    n, d = data.inputs.shape
+    small = n * d * params[0].W.shape[-2] < _SPREAD_BELOW
+    return layout, (len(jax.devices()) if small else 1)
+
+
+def _over_members(fn, members, shared, layout: str, n_dev: int):
+    """``fn(member, shared)`` for every member along axis 0 of the pytree ``members``,
+    stacked along axis 0; ``shared`` (data) is the same for all."""
+    if layout == "vmap":
+        return jax.vmap(lambda m: fn(m, shared))(members)
+
+    def body(ms, sh):
+        return jax.lax.map(lambda m: fn(m, sh), ms)
+
+    B = jax.tree_util.tree_leaves(members)[0].shape[0]
+    n_dev = min(n_dev, B)
+    if n_dev == 1:
+        return body(members, shared)
+    pad = -B % n_dev  # repeat the last member so that every device gets as many
+    if pad:
+        members = jax.tree_util.tree_map(
+            lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)]), members)
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:n_dev]), ("members",))
+    spec = jax.sharding.PartitionSpec("members")
+    out = jax.shard_map(body, mesh=mesh, in_specs=(spec, jax.sharding.PartitionSpec()),
+                        out_specs=spec, check_vma=False)(members, shared)
+    return jax.tree_util.tree_map(lambda a: a[:B], out) if pad else out
+
+
+@partial(jax.jit, static_argnames=_GD_STATIC + ("layout", "n_dev"))
+def _gd_batch(params, data, alpha, lr, weight_decay, segments, loss, pinv_X, keep_params=False,
+              mirrored=False, layout="map", n_dev=1):
+    def one(m, sh):
+        (p, a, e, w), (dat, seg, pinv) = m, sh
+        return _gd_run(p, dat, a, e, w, seg, loss, pinv, keep_params, mirrored)
+
+    return _over_members(one, (params, alpha, lr, weight_decay), (data, segments, pinv_X),
+                         layout, n_dev)
 
 
 def _check_finite(traj: Trajectory, lrs, what: str):
@@ -275,14 +341,16 @@ _FLOW_STATIC = ("loss", "solver", "max_steps", "keep_params", "mirrored")
 _flow_core = jax.jit(_flow_solve, static_argnames=_FLOW_STATIC)
 
 
-@partial(jax.jit, static_argnames=_FLOW_STATIC)
+@partial(jax.jit, static_argnames=_FLOW_STATIC + ("layout", "n_dev"))
 def _flow_batch(params, data, alpha, weight_decay, ts, loss, pinv_X, rtol, atol, solver, max_steps,
-                keep_params=False, mirrored=False):
-    def one(p, a, w):
-        return _flow_solve(p, data, a, w, ts, loss, pinv_X, rtol, atol, solver, max_steps,
+                keep_params=False, mirrored=False, layout="map", n_dev=1):
+    def one(m, sh):
+        (p, a, w), (dat, t, pinv, rt, at) = m, sh
+        return _flow_solve(p, dat, a, w, t, loss, pinv, rt, at, solver, max_steps,
                            keep_params, mirrored)
 
-    return jax.vmap(one)(params, alpha, weight_decay)
+    return _over_members(one, (params, alpha, weight_decay), (data, ts, pinv_X, rtol, atol),
+                         layout, n_dev)
 
 
 def _check_flow(traj: Trajectory, cfg: FlowConfig):
@@ -340,13 +408,15 @@ def _batch(params, batched_params: bool, **vectors):
 
 @precise
 def gd_ensemble(params: Params, data: Dataset, cfg: GDConfig, *, alpha=None, lr=None,
-                weight_decay=None, batched_params: bool = True) -> Trajectory:
-    """Many gradient-descent runs in one compiled ``vmap``-ed call.
+                weight_decay=None, batched_params: bool = True, layout: str | None = None) -> Trajectory:
+    """Many gradient-descent runs in one compiled call.
 
     ``params`` carry a leading ensemble axis B if ``batched_params`` (e.g. from
     ``jax.vmap(init)(keys)``), else are shared. ``alpha``, ``lr``, ``weight_decay``:
     arrays of length B (or scalars) overriding ``cfg``. Returns a Trajectory whose
-    every array has a leading axis B (``t`` is (B, T): ``t = η_b k``).
+    every array has a leading axis B (``t`` is (B, T): ``t = η_b k``). ``layout``:
+    "auto" (default), "map" or "vmap", how the members share the machine (see
+    :data:`LAYOUTS`); on a CPU with several host devices "map" runs members in parallel.
     """
     a = cfg.alpha if alpha is None else alpha
     e = cfg.lr if lr is None else lr
@@ -358,9 +428,10 @@ def gd_ensemble(params: Params, data: Dataset, cfg: GDConfig, *, alpha=None, lr=
     one = jax.tree_util.tree_map(lambda x: x[0], params)
     _check_params_data(one, data)
     ks = record_steps(cfg.steps, cfg.n_records, cfg.spacing)
+    lay, n_dev = _layout(layout, one, data)
     final, obs = _gd_batch(params, _arrays(data), v["alpha"], v["lr"], v["wd"],
                            jnp.asarray(np.diff(ks)), cfg.loss, _pinv(one, data),
-                           cfg.keep_params, data.mirrored)
+                           cfg.keep_params, data.mirrored, lay, n_dev)
     t = v["lr"][:, None] * jnp.asarray(ks)[None, :]
     traj = _to_traj(t, final, obs, {"steps": jnp.full((B,), cfg.steps)}, "gd")
     _check_finite(traj, v["lr"], "gradient descent")
@@ -369,9 +440,9 @@ def gd_ensemble(params: Params, data: Dataset, cfg: GDConfig, *, alpha=None, lr=
 
 @precise
 def flow_ensemble(params: Params, data: Dataset, cfg: FlowConfig, *, alpha=None,
-                  weight_decay=None, batched_params: bool = True) -> Trajectory:
-    """Many gradient-flow solves in one compiled ``vmap``-ed call (see
-    :func:`gd_ensemble` for the batching rules)."""
+                  weight_decay=None, batched_params: bool = True, layout: str | None = None) -> Trajectory:
+    """Many gradient-flow solves in one compiled call (see :func:`gd_ensemble` for the
+    batching rules and ``layout``). With "map" each member takes its own adaptive steps."""
     a = cfg.alpha if alpha is None else alpha
     w = cfg.weight_decay if weight_decay is None else weight_decay
     check_alpha(a)
@@ -380,9 +451,10 @@ def flow_ensemble(params: Params, data: Dataset, cfg: FlowConfig, *, alpha=None,
     _check_params_data(one, data)
     ts = jnp.asarray(record_times(cfg.t_max, cfg.n_records, cfg.spacing))
 
+    lay, n_dev = _layout(layout, one, data)
     final, obs, stats = _flow_batch(params, _arrays(data), v["alpha"], v["wd"], ts, cfg.loss,
                                     _pinv(one, data), cfg.rtol, cfg.atol, cfg.solver,
-                                    cfg.max_steps, cfg.keep_params, data.mirrored)
+                                    cfg.max_steps, cfg.keep_params, data.mirrored, lay, n_dev)
     traj = _to_traj(jnp.broadcast_to(ts, (B,) + ts.shape), final, obs, stats, "flow")
     _check_flow(traj, cfg)
     return traj
