@@ -131,7 +131,7 @@ def test_x1x2x3_floor_is_one_and_odd_part_out_of_reach():
     # normalised floor = 1 - R² of a linear fit to a target orthogonal to linear maps;
     # R² ~ (d + 6)/n = 4.5e-4 (see test_trained_two_layer_net_stays_at_floor_on_x1x2x3)
     assert 0.995 <= fl.total.normalised <= 1.0
-    assert abs(fl.total.value - 1.0) <= Z * fl.total.error and fl.total.se <= 0.05  # E y² = 1
+    assert abs(fl.total.value - 0.5) <= Z * fl.total.error and fl.total.se <= 0.025  # ½E y² = ½
     assert fl.even.value == 0.0  # odd target: no even part at all
     ch = floors.characterise(x1x2x3, X)
     assert not ch.reachable and ch.out_of_reach == (floors.ODD_PART,)
@@ -166,18 +166,19 @@ def test_sine_odd_floor_matches_closed_form():
     exact, power = floors.sine_floor_closed_form(np.asarray(w))
     assert fl.se <= 0.02 * exact
     assert abs(fl.value - exact) <= Z * fl.se
-    assert abs(fl.power - power) <= Z * np.std(np.asarray(f(X)) ** 2) / np.sqrt(len(X))
-    # closed form of the brief: E sin²(4z) - (4||w|| e^{-8||w||²})², z ~ N(0, ||w||²)
+    assert abs(fl.power - power) <= Z * np.std(0.5 * np.asarray(f(X)) ** 2) / np.sqrt(len(X))
+    # closed form of the brief, in loss units: ½[E sin²(4z) - (4||w|| e^{-8||w||²})²], z ~ N(0, ||w||²)
     s2 = float(np.sum(np.asarray(w) ** 2))
-    assert exact == pytest.approx((1 - np.exp(-32 * s2)) / 2 - 16 * s2 * np.exp(-16 * s2), rel=1e-14)
+    assert exact == pytest.approx(0.5 * ((1 - np.exp(-32 * s2)) / 2 - 16 * s2 * np.exp(-16 * s2)), rel=1e-14)
 
 
 def test_radial_even_target_floor_matches_closed_form():
     X = _rng(9).normal(size=(300, 3))
     fl = floors.two_layer_floor(floors.radial_square_target(3), X)
     # every ray sees the same r-profile: the ray quadrature alone gives the closed form
-    assert fl.even.value == pytest.approx(floors.radial_square_floor(3), rel=1e-7)
-    assert fl.any_depth.value == pytest.approx(floors.radial_square_floor(3), rel=1e-7)
+    # (normalised, E y² = 1, so in loss units ½ of it)
+    assert fl.even.value == pytest.approx(0.5 * floors.radial_square_floor(3), rel=1e-7)
+    assert fl.any_depth.value == pytest.approx(0.5 * floors.radial_square_floor(3), rel=1e-7)
     assert fl.odd.value <= 1e-28
 
 
@@ -228,20 +229,21 @@ def test_dataset_floor_is_exact_and_tight():
         for seed in range(5):
             p = _net(_rng(100 + seed), (3, 8, 1))
             F = np.asarray(forward(p, X, alpha))
-            mse = np.mean((Y - F) ** 2)
-            assert mse >= dsf.value * (1 - 1e-12)
-            # orthogonality on a symmetric set: the MSE splits exactly into odd + even parts
+            loss = 0.5 * np.mean((Y - F) ** 2)
+            assert loss >= dsf.value * (1 - 1e-12)
+            # orthogonality on a symmetric set: the loss splits exactly into odd + even parts
             Fo, Fe = ex.decompose(ex.net_function(p, alpha), X).odd, ex.decompose(
                 ex.net_function(p, alpha), X).even
             Yo, Ye = ex.decompose(lambda Z: np.asarray(f(Z)) + np.abs(Z[:, :1]), X).odd, \
                 ex.decompose(lambda Z: np.asarray(f(Z)) + np.abs(Z[:, :1]), X).even
-            split = np.mean((Yo - Fo) ** 2) + np.mean((Ye - Fe) ** 2)
-            assert mse == pytest.approx(split, rel=1e-12)
+            split = 0.5 * np.mean((Yo - Fo) ** 2) + 0.5 * np.mean((Ye - Fe) ** 2)
+            assert loss == pytest.approx(split, rel=1e-12)
     # tight: the pair net v σ(βᵀx) - v σ(-βᵀx) = βᵀx reaches the odd floor exactly
     beta = np.linalg.lstsq(X, 0.5 * (Y - np.asarray(f(-X)) - np.abs(X[:, :1])), rcond=None)[0]
     pair = bf.from_arrays([np.vstack([beta.T, -beta.T]), [[1.0, -1.0]]])
     odd_only = Y - np.abs(X[:, :1])
-    assert np.mean((odd_only - np.asarray(forward(pair, X, 0.0))) ** 2) == pytest.approx(dsf.odd, rel=1e-12)
+    assert 0.5 * np.mean((odd_only - np.asarray(forward(pair, X, 0.0))) ** 2) == pytest.approx(dsf.odd,
+                                                                                             rel=1e-12)
     assert floors.dataset_floor(X, Y, alpha=1.0).value == pytest.approx(dsf.odd + dsf.even, rel=1e-15)
     with pytest.raises(ValueError, match="not symmetric"):
         floors.dataset_floor(X0, Y[:300])
@@ -250,7 +252,7 @@ def test_dataset_floor_is_exact_and_tight():
 def test_trained_two_layer_net_stays_at_floor_on_x1x2x3():
     """Zero-learning corollary (§1.4) on a finite set.
 
-    Exact: the training MSE never goes below the set's odd floor. Statistical: that
+    Exact: the training loss never goes below the set's odd floor. Statistical: that
     floor is 1 - R² of the least-squares fit of y = x1x2x3 by a linear map on n
     draws; y is orthogonal to linear maps, so sqrt(n) β̂ -> N(0, E[x xᵀ y²]) =
     N(0, 3 I₃) and R² ≈ ||β̂||² ≈ 3 χ²₃ / n. ε = 3 χ²₃.isf(1e-6) / n bounds R² except
@@ -262,10 +264,10 @@ def test_trained_two_layer_net_stays_at_floor_on_x1x2x3():
     fit = fit_net(data, jax.random.PRNGKey(3), (3, 20, 1), bf.GDConfig(lr=0.05, steps=600, n_records=30))
     eps = 3 * stats.chi2(3).isf(1e-6) / n
     power = fit.floor.power
-    curve = 2 * np.asarray(fit.trajectory.loss) / power
+    curve = np.asarray(fit.trajectory.loss) / power  # same unit as the floor: no factor
     assert np.min(curve) >= fit.floor.normalised - 1e-12
     assert fit.floor.normalised >= 1 - eps
-    assert fit.train_mse / power >= 1 - eps
+    assert fit.train_loss / power >= 1 - eps
     assert fit.margin <= 1e-12 * power
 
 
@@ -276,9 +278,9 @@ def test_depth3_net_beats_the_two_layer_floor_on_an_odd_target():
     fit = fit_net(data, jax.random.PRNGKey(5), (3, 16, 16, 1), bf.GDConfig(lr=0.05, steps=800, n_records=10),
                   gain=1.0, restarts=2)
     # exact comparison on the training set, no tolerance needed: no two-layer bias-free
-    # net gets below fit.floor.value (measured: train MSE = 0.31 x floor, restarts 0.35, 0.31)
-    assert fit.train_mse < fit.floor.value
-    assert fit.restart_mse.shape == (2,) and fit.train_mse == np.min(fit.restart_mse)
+    # net gets below fit.floor.value (measured: train loss = 0.31 x floor, restarts 0.35, 0.31)
+    assert fit.train_loss < fit.floor.value
+    assert fit.restart_loss.shape == (2,) and fit.train_loss == np.min(fit.restart_loss)
     odd = ex.odd_nonlinearity(ex.net_function(fit.params, 0.0), np.asarray(X))
     # a two-layer net's fraction is round-off (<= 1e-26, tested above); measured 0.79 here
     assert odd.fraction > 1e-6

@@ -341,7 +341,7 @@ def _predict(params, a, X, Y, sp, beta, train, t_max, n_times) -> Prediction:
     lin_floor = theory.linear_floor(X, Y)
     two = None
     if asymmetry(X, Y) <= ROUND_OFF:
-        two = 0.5 * dataset_floor(X, Y, alpha=a).value  # MSE -> half MSE (loss units)
+        two = dataset_floor(X, Y, alpha=a).value
     loss0 = float(0.5 * np.mean(np.sum((Y - np.asarray(forward(params, X, a))) ** 2, axis=1)))
     trained = None if train is None else _train(params, twin, a, ks, X, Y, train, curve.loss, loss0)
     return Prediction(twin, ws, ks, curve.reference, bool(exact), note, np.asarray(t),

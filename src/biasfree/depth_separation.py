@@ -10,7 +10,8 @@ is odd (swapping the two hidden units of layer 2 maps x to -x) and positively
 1-homogeneous, with ``g(1, 0) = 1``, ``g(0, 1) = 0``, ``g(1, 1) = 0``; a linear g
 would give ``g(1, 1) = g(1, 0) + g(0, 1) = 1``. :func:`fit_net` trains a net by
 gradient descent (:func:`biasfree.gd_ensemble` over restarts) and reports the reached
-MSE against the exact two-layer floor of the same training set.
+training loss (½·MSE, the package's unit) against the exact two-layer floor of the same
+training set, in the same unit.
 """
 
 from __future__ import annotations
@@ -47,22 +48,23 @@ def depth3_example() -> Params:
 @dataclass(frozen=True)
 class NetFit:
     """Result of :func:`fit_net`: the best restart's final ``params`` and
-    ``trajectory``; its final ``train_mse`` (= 2 · loss) and ``test_mse`` (None
-    without a test set); ``floor``, the exact two-layer bias-free floor of the
-    training set; ``restart_mse``, the final training MSE of every restart."""
+    ``trajectory``; its final ``train_loss`` and ``test_loss`` (None without a test
+    set); ``floor``, the exact two-layer bias-free floor of the training set;
+    ``restart_loss``, the final training loss of every restart. All in loss units,
+    ½·MSE."""
 
     params: Params
     trajectory: Trajectory
-    train_mse: float
-    test_mse: float | None
+    train_loss: float
+    test_loss: float | None
     floor: DatasetFloor
-    restart_mse: np.ndarray
+    restart_loss: np.ndarray
 
     @property
     def margin(self) -> float:
-        """``floor.value - train_mse``: positive when the net beat every two-layer
+        """``floor.value - train_loss``: positive when the net beat every two-layer
         bias-free net on its training set (divide by ``floor.power`` to normalise)."""
-        return self.floor.value - self.train_mse
+        return self.floor.value - self.train_loss
 
 
 def layer_scales(widths, gain: float) -> tuple[float, ...]:
@@ -105,19 +107,19 @@ def fit_net(data: Dataset, key, widths, cfg: GDConfig, *, init: str = "random", 
     :func:`init_batch`. Restarts run in one compiled ``gd_ensemble`` call (one: ``gd``); the
     one with the lowest final training loss is returned with the exact two-layer
     floor of the training set (:func:`biasfree.floors.dataset_floor`), so
-    ``train_mse < floor.value`` shows the net uses more than a two-layer net can.
+    ``train_loss < floor.value`` shows the net uses more than a two-layer net can.
     """
     if cfg.loss != "mse":
         raise ValueError("fit_net compares MSE with the two-layer floor: use GDConfig(loss='mse')")
     params = init_batch(key, widths, init=init, gain=gain, bias=bias, restarts=restarts)
     if restarts == 1:  # plain gd compiles faster than a one-member ensemble
         member = gd(jax.tree_util.tree_map(lambda a: a[0], params), data, cfg)
-        final = 2.0 * np.asarray(member.loss)[-1:]
+        final = np.asarray(member.loss)[-1:]
     else:
         traj = gd_ensemble(params, data, cfg)
-        final = 2.0 * np.asarray(traj.loss)[:, -1]
+        final = np.asarray(traj.loss)[:, -1]
         member = traj.member(int(np.argmin(final)))
     best = int(np.argmin(final))
-    test = None if member.test_loss is None else 2.0 * float(np.asarray(member.test_loss)[-1])
+    test = None if member.test_loss is None else float(np.asarray(member.test_loss)[-1])
     return NetFit(member.params, member, float(final[best]), test,
                   dataset_floor(data.X, data.Y, alpha=cfg.alpha), final)

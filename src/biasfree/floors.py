@@ -1,20 +1,23 @@
 """Floors: the least error a class of bias-free nets can reach on a target (THEORY.md §1.3–1.4).
 
-Errors are mean squared errors ``E||y - f||²`` (twice the package's loss), inputs
-``X`` (N, d), targets callables as in :mod:`biasfree.expressivity`.
+Errors are in the package's loss unit, half the mean squared error ``½E||y - f||²``
+(docs/theory.md §0); a floor is the least training loss a class of nets can reach, and
+``power = ½E||y||²`` is the loss of f = 0. Normalised floors ``F / power`` (the ratio
+``E||y - f*||² / E||y||²``) are unit-free. Inputs ``X`` (N, d), targets callables as in
+:mod:`biasfree.expressivity`.
 
 - Under a symmetric input law, odd and even functions are orthogonal (§1.3), so the
-  MSE of any two-layer bias-free net ``f = vᵀσ_α(W x)`` splits as
+  loss of any two-layer bias-free net ``f = vᵀσ_α(W x)`` splits as
 
-      E||y - f||² = E||y_odd - βᵀx||² + E||y_even - f_even||²,
+      ½E||y - f||² = ½E||y_odd - βᵀx||² + ½E||y_even - f_even||²,
 
   with ``βᵀx = f_odd`` linear and ``f_even`` even and positively 1-homogeneous.
-- Odd floor: ``F_odd = min_β E||y_odd - βᵀx||²`` (the part of y_odd no linear map fits).
+- Odd floor: ``F_odd = min_β ½E||y_odd - βᵀx||²`` (the part of y_odd no linear map fits).
 - Even floor, radially symmetric x = r u (r = ||x|| independent of the direction u):
   the best 1-homogeneous approximation of g is ``||x|| h(x/||x||)`` with, along each
   ray, ``h(u) = argmin_h E_r||g(ru) - r h||² = E_r[g(ru) r] / E[r²]``, so
 
-      F_even = E_u[ E_r||g(ru)||² - ||E_r[r g(ru)]||² / E[r²] ],   g = y_even.
+      F_even = ½ E_u[ E_r||g(ru)||² - ||E_r[r g(ru)]||² / E[r²] ],   g = y_even.
 
   For x ~ N(0, I_d), r ~ chi_d and E[r²] = d. The inner expectations are computed
   by adaptive quadrature over r (``scipy.integrate.quad_vec``, one vector integral
@@ -51,11 +54,11 @@ from .theory.population import population_loss_sine, sine_linear_floor
 
 @dataclass(frozen=True)
 class Floor:
-    """A mean-squared-error floor ``E||y - f*||²`` estimated by Monte Carlo.
+    """A floor ``½E||y - f*||²`` (loss units, §0) estimated by Monte Carlo.
 
     ``value`` ± ``se`` (standard error of the mean of the per-sample contributions)
     ± ``quad_error`` (a bound on the ray-quadrature error of ``value``, 0 when no
-    quadrature was used); ``power`` = ``E||y||²`` on the same sample;
+    quadrature was used); ``power`` = ``½E||y||²`` (the loss of f = 0) on the same sample;
     ``normalised = value / power`` ± ``normalised_se`` (delta method); ``n`` samples
     (directions); ``what`` names the floor.
     """
@@ -71,8 +74,9 @@ class Floor:
 
     @property
     def distance(self) -> float:
-        """``sqrt(value)``: the L2 distance from the target to the function class."""
-        return float(np.sqrt(max(self.value, 0.0)))
+        """``sqrt(2 value) = sqrt(E||y - f*||²)``: the L2 distance from the target to the
+        function class."""
+        return float(np.sqrt(max(2.0 * self.value, 0.0)))
 
     @property
     def error(self) -> float:
@@ -80,8 +84,11 @@ class Floor:
         return float(np.hypot(self.se, self.quad_error))
 
 
-def _floor(contrib, power, what: str, quad_error: float = 0.0) -> Floor:
-    c, P = np.asarray(contrib, float), np.asarray(power, float)
+def _floor(sq_err, sq_norm, what: str, quad_error: float = 0.0) -> Floor:
+    """A :class:`Floor` from per-sample squared errors ``||y - f*||²``, squared target
+    norms ``||y||²`` and the quadrature error bound of the squared errors: the loss
+    unit's ½ is applied here, once."""
+    c, P, quad_error = 0.5 * np.asarray(sq_err, float), 0.5 * np.asarray(sq_norm, float), 0.5 * quad_error
     n, mean_p, mean_c = c.size, float(P.mean()), float(c.mean())
     if mean_p <= 0.0:
         raise ValueError("the target is zero on every sample: a floor relative to its power is undefined")
@@ -106,7 +113,7 @@ def _odd_residual(f, X, per_point) -> tuple[np.ndarray, Decomposition]:
 
 @precise
 def odd_floor(target: Function, X, *, per_point: bool = False) -> Floor:
-    """``F_odd = min_β E||y_odd - βᵀx||²`` for a symmetric input law, from a sample.
+    """``F_odd = min_β ½E||y_odd - βᵀx||²`` for a symmetric input law, from a sample.
 
     ``X`` (N, d): independent draws from the law (*not* a symmetrised set: the odd
     part is computed exactly by also evaluating the target at ``-X``). β is the
@@ -194,13 +201,13 @@ def homogeneous_floor(target: Function, X, *, even_only: bool = False, cov=None,
                       per_point: bool = False) -> Floor:
     """Floor of positively 1-homogeneous approximation for radially symmetric inputs.
 
-    ``F = E_u[E_r||g(ru)||² - ||E_r[r g(ru)]||² / E[r²]]`` with g = y (the floor of
+    ``F = ½ E_u[E_r||g(ru)||² - ||E_r[r g(ru)]||² / E[r²]]`` with g = y (the floor of
     bias-free nets of every depth, all positively 1-homogeneous) or, with
     ``even_only``, g = y_even (the part of the even target no even 1-homogeneous
     function, hence no two-layer net, fits). Directions u come from the sample ``X``
     (N, d) of x ~ N(0, ``cov``), or of x = L r u with r ~ ``radial``, a frozen scipy
     law of ||L⁻¹x|| (Σ = L Lᵀ); r is integrated by quadrature (:func:`ray_moments`).
-    ``power`` is ``E||y||²``, ray-integrated on the same directions.
+    ``power`` is ``½E||y||²``, ray-integrated on the same directions.
     """
     if not per_point:
         target = compiled(target, X)
@@ -227,14 +234,14 @@ class TwoLayerFloor:
 @precise
 def two_layer_floor(target: Function, X, *, alpha=0.0, cov=None, radial=None,
                     per_point: bool = False) -> TwoLayerFloor:
-    """The least MSE ``E||y - f||²`` any two-layer bias-free net ``vᵀσ_α(W x)`` can reach.
+    """The least loss ``½E||y - f||²`` any two-layer bias-free net ``vᵀσ_α(W x)`` can reach.
 
     ``X`` (N, d): independent draws of a radially symmetric law (x ~ N(0, ``cov``) by
     default; see :func:`homogeneous_floor`). Per sample n the contribution is
-    ``||y_odd(x_n) - β̂ᵀx_n||²`` (least squares on the sample) plus, for α < 1, the
+    ``½||y_odd(x_n) - β̂ᵀx_n||²`` (least squares on the sample) plus, for α < 1, ½ the
     ray-integrated even residual ``e(u_n) = E_r||y_even(r u_n)||² - ||E_r[r y_even]||²/E r²``
-    or, for α = 1 (``alpha``: a linear net), ``||y_even(x_n)||²``. Normalised by
-    ``E||y||²`` on the same sample. x1 x2 x3 under N(0, I) gives ``total.normalised = 1``.
+    or, for α = 1 (``alpha``: a linear net), ``½||y_even(x_n)||²``. Normalised by
+    ``½E||y||²`` on the same sample. x1 x2 x3 under N(0, I) gives ``total.normalised = 1``.
     """
     check_alpha(alpha)
     X = _check_independent(X)
@@ -257,10 +264,10 @@ def two_layer_floor(target: Function, X, *, alpha=0.0, cov=None, radial=None,
 
 @dataclass(frozen=True)
 class DatasetFloor:
-    """Exact lower bound on the training MSE of every two-layer bias-free net on a
-    symmetric data set: ``mse >= value``. ``odd = min_β <||Y_odd - Xβ||²>``,
-    ``even = <||Y_even||²>``, ``power = <||Y||²>``; ``value = odd`` for α < 1,
-    ``odd + even`` for α = 1."""
+    """Exact lower bound on the training loss ``½<||Y - f||²>`` of every two-layer
+    bias-free net on a symmetric data set: ``loss >= value``. ``odd = min_β
+    ½<||Y_odd - Xβ||²>``, ``even = ½<||Y_even||²>``, ``power = ½<||Y||²>`` (the loss of
+    f = 0); ``value = odd`` for α < 1, ``odd + even`` for α = 1."""
 
     value: float
     odd: float
@@ -278,7 +285,7 @@ def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
 
     On a set where every x has its mirror -x, odd and even functions of x are
     orthogonal in the sample mean, so for a two-layer bias-free net (``f_odd = βᵀx``)
-    ``<||Y - f||²> = <||Y_odd - βᵀx||²> + <||Y_even - f_even||²> >= min_β <||Y_odd - Xβ||²>``,
+    ``½<||Y - f||²> = ½<||Y_odd - βᵀx||²> + ½<||Y_even - f_even||²> >= min_β ½<||Y_odd - Xβ||²>``,
     where ``Y_odd(x) = (Y(x) - Y(-x))/2`` pairs each row with its mirror (found within
     ``tol``). ``alpha`` = 1 adds the even energy (a linear net has no even part).
     """
@@ -294,10 +301,10 @@ def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
         )
     Yo, Ye = 0.5 * (Y - Y[partner]), 0.5 * (Y + Y[partner])
     beta = np.linalg.lstsq(X, Yo, rcond=None)[0]
-    odd = float(np.mean(np.sum((Yo - X @ beta) ** 2, axis=1)))
-    even = float(np.mean(np.sum(Ye**2, axis=1)))
+    odd = float(0.5 * np.mean(np.sum((Yo - X @ beta) ** 2, axis=1)))
+    even = float(0.5 * np.mean(np.sum(Ye**2, axis=1)))
     value = odd + even if float(alpha) == 1.0 else odd
-    return DatasetFloor(value, odd, even, float(np.mean(np.sum(Y**2, axis=1))))
+    return DatasetFloor(value, odd, even, float(0.5 * np.mean(np.sum(Y**2, axis=1))))
 
 
 # -------------------------------------------------------------- characterisation
@@ -312,9 +319,9 @@ class Characterisation:
     """Can two-layer bias-free nets approximate a target (§1.4)?
 
     ``reachable``: no part's floor is significantly above ``tol`` (relative to
-    E||y||²; significance = ``z`` standard errors). ``distance``: L2 distance
-    ``sqrt(F_total)`` from the target to the closure of the nets; ``relative_floor``
-    ± ``relative_floor_se``: ``F_total / E||y||²``; ``out_of_reach``: the parts
+    ½E||y||²; significance = ``z`` standard errors). ``distance``: L2 distance
+    ``sqrt(2 F_total)`` from the target to the closure of the nets; ``relative_floor``
+    ± ``relative_floor_se``: ``F_total / ½E||y||²``; ``out_of_reach``: the parts
     responsible; ``floors``: the :class:`TwoLayerFloor`.
     """
 
@@ -363,18 +370,18 @@ def chi_moment(d: int, k: float) -> float:
 
 
 def sine_floor_closed_form(w, freq: float = 4.0) -> tuple[float, float]:
-    """``(F_odd, E y²)`` for ``y = wᵀx + sin(a wᵀx)``, a = ``freq``, x ~ N(0, I).
+    """``(F_odd, ½E y²)`` for ``y = wᵀx + sin(a wᵀx)``, a = ``freq``, x ~ N(0, I), in
+    loss units: ``F_odd = min_β R(β)`` and ``½E y² = R(0)`` of
+    :func:`~biasfree.theory.population_loss_sine`.
 
     z = wᵀx ~ N(0, σ²), σ = ||w||. Stein: ``E[x sin(az)] = a e^{-a²σ²/2} w``, and
     ``E sin²(az) = (1 - e^{-2a²σ²})/2``, so the part of the (odd) target no linear map
-    fits is ``F_odd = (1 - e^{-2a²σ²})/2 - a²σ² e^{-a²σ²}`` (a = 4:
-    ``E sin²(4z) - (4σ e^{-8σ²})²``), and
-    ``E y² = σ² + 2aσ² e^{-a²σ²/2} + (1 - e^{-2a²σ²})/2``.
+    fits is ``F_odd = ½[(1 - e^{-2a²σ²})/2 - a²σ² e^{-a²σ²}]`` (a = 4:
+    ``½[E sin²(4z) - (4σ e^{-8σ²})²]``), and
+    ``½E y² = ½[σ² + 2aσ² e^{-a²σ²/2} + (1 - e^{-2a²σ²})/2]``.
     """
     w = np.asarray(w, dtype=float)
-    # the population module works in half-MSE: F = 2 min_β R(β), E y² = 2 R(0)
-    return (2.0 * sine_linear_floor(w, freq=freq),
-            2.0 * float(population_loss_sine(np.zeros((w.size, 1)), w, freq=freq)))
+    return sine_linear_floor(w, freq=freq), float(population_loss_sine(np.zeros((w.size, 1)), w, freq=freq))
 
 
 def product_homogeneous_floor(d: int, k: int = 3) -> float:

@@ -13,13 +13,14 @@ Three targets on Gaussian inputs x ~ N(0, I_d), d >= 3, symmetric training sets
 Three nets per target, trained by full-batch GD from the same kind of Gaussian init:
 two-layer bias-free ReLU, depth-3 bias-free ReLU, two-layer ReLU with biases.
 
-Floors (mean squared errors E(y - f)²): the population two-layer floor by Monte
-Carlo over ``n_mc`` draws (odd part: least squares; even part: ray quadrature), with
-standard errors; the 1-homogeneous floor (any depth); and the exact floor of each
-training set (no sampling error: the training MSE of a two-layer bias-free net can
-never go below it). Test MSEs are over ``n_test`` fresh draws, with their standard
-errors from the per-point squared errors. Statistical checks use ``z`` standard
-errors of the combined (independent) errors.
+Floors and losses are in the package's loss unit, ½E||y - f||² (docs/theory.md §0), and
+reported normalised by the loss of f = 0, ½E y² (the ratio E(y - f)² / E y²): the
+population two-layer floor by Monte Carlo over ``n_mc`` draws (odd part: least squares;
+even part: ray quadrature), with standard errors; the 1-homogeneous floor (any depth);
+and the exact floor of each training set (no sampling error: the training loss of a
+two-layer bias-free net can never go below it). Test losses are over ``n_test`` fresh
+draws, with their standard errors from the per-point losses. Statistical checks use
+``z`` standard errors of the combined (independent) errors.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ def _slice_points(cfg: Config):
 
 def _floor_checks(name, fl, sample, exact_F, exact_H, cfg) -> dict:
     """Floors against their closed forms ``exact_F`` (two-layer) and ``exact_H`` (any
-    depth, or None), both in MSE units; the training set's exact odd floor (``sample``,
+    depth, or None), both in loss units; the training set's exact odd floor (``sample``,
     the odd floor of the training draws, with its SE) against the population one."""
     z = cfg.z
     checks = {f"{name}_floor_matches_closed_form": at_most(
@@ -142,7 +143,7 @@ def _floor_checks(name, fl, sample, exact_F, exact_H, cfg) -> dict:
 
 
 def _net_checks(name, fits, fl, dsf, z) -> dict:
-    """``fits``: arch -> (test MSE, its SE, training-MSE curve). Two-layer bias-free:
+    """``fits``: arch -> (test loss, its SE, training-loss curve). Two-layer bias-free:
     never below the exact set floor in training, not below the population floor in test.
     Odd targets: depth 3 and biases go below it, depth 3 stays above the any-depth
     floor. Even target: only biases help (the two-layer floor binds every depth)."""
@@ -152,12 +153,12 @@ def _net_checks(name, fits, fl, dsf, z) -> dict:
     checks = {
         f"{name}_two_layer_train_never_below_set_floor": at_least(
             float(np.min(curve - dsf.value)) / dsf.power, -1e-10,
-            f"At every recorded time the two-layer bias-free net's training MSE on {name} is at "
+            f"At every recorded time the two-layer bias-free net's training loss on {name} is at "
             "least the exact floor of its symmetric training set (round-off allowance 1e-10).",
-            unit="fraction of <y²> (training set)"),
+            unit="fraction of ½<y²> (training set)"),
         f"{name}_two_layer_test_not_below_floor": at_least(
             _z(t2, s2, F, se_F), -z,
-            f"The trained two-layer bias-free net's test MSE on {name} is not below the "
+            f"The trained two-layer bias-free net's test loss on {name} is not below the "
             f"population two-layer floor by more than {z:g} standard errors (z).",
             unit="z (standard errors)"),
         f"{name}_biased_below_two_layer_floor": at_least(
@@ -175,29 +176,40 @@ def _net_checks(name, fits, fl, dsf, z) -> dict:
     else:
         checks[f"{name}_depth3_below_two_layer_floor"] = at_least(
             _z(F, se_F, t3, s3), z,
-            f"The depth-3 bias-free net's test MSE on {name} is below the two-layer floor by at "
+            f"The depth-3 bias-free net's test loss on {name} is below the two-layer floor by at "
             f"least {z:g} standard errors (z): depth expresses odd nonlinearity.",
             unit="z (standard errors)")
         checks[f"{name}_depth3_test_above_homogeneous_floor"] = at_least(
             _z(t3, s3, H, se_H), -z,
-            f"The depth-3 bias-free net's test MSE on {name} is not below the 1-homogeneous "
+            f"The depth-3 bias-free net's test loss on {name} is not below the 1-homogeneous "
             f"floor of every depth by more than {z:g} standard errors (z).",
             unit="z (standard errors)")
     return checks
+
+
+def _targets(key, d: int) -> tuple[dict, np.ndarray]:
+    """(name -> (target, ½E y² (the loss of f = 0), normalised two-layer floor, normalised
+    any-depth floor or None), the sine's w): closed forms for x ~ N(0, I_d). x1x2x3 and the radial
+    square have E y² = 1, so ½E y² = ½."""
+    sine, w = sine_target(key, d)
+    sine_F, sine_P = sine_floor_closed_form(w)
+    return {"x1x2x3": (product_target((0, 1, 2)), 0.5, 1.0, product_homogeneous_floor(d, 3)),
+            "sine": (sine, sine_P, sine_F / sine_P, None),
+            "even": (radial_square_target(d), 0.5, radial_square_floor(d), radial_square_floor(d))}, w
+
+
+def _fit(data: Dataset, key, widths, gd_cfg, cfg: Config, biased: bool, X_test, y_test):
+    """Train one net (:func:`fit_net`); its held-out loss ``<½||y - f||²>`` ± SE."""
+    fit = fit_net(data, key, widths, gd_cfg, gain=cfg.gain, bias=biased)
+    ell = 0.5 * np.sum((y_test - np.asarray(forward(fit.params, X_test, 0.0))) ** 2, axis=1)
+    return fit, float(np.mean(ell)), float(np.std(ell, ddof=1) / np.sqrt(ell.size))
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
     expect_config(cfg, Config)
     keys = jax.random.split(jax.random.PRNGKey(seed), 5)
-    sine, w = sine_target(keys[0], cfg.d)
-    sine_F, sine_P = sine_floor_closed_form(w)
-    # name -> (target, closed-form two-layer floor E(y - f*)², closed-form any-depth floor)
-    targets = {
-        "x1x2x3": (product_target((0, 1, 2)), 1.0, product_homogeneous_floor(cfg.d, 3)),
-        "sine": (sine, sine_F, None),
-        "even": (radial_square_target(cfg.d), radial_square_floor(cfg.d), radial_square_floor(cfg.d)),
-    }
+    targets, w = _targets(keys[0], cfg.d)
     X0 = gaussian_inputs(keys[1], cfg.n_train, cfg.d)
     X_train = symmetrize(X0)
     X_test = gaussian_inputs(keys[2], cfg.n_test, cfg.d)
@@ -207,20 +219,21 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     widths = {"two_layer": (cfg.d, cfg.width, 1), "depth3": (cfg.d, cfg.width, cfg.width, 1),
               "biased": (cfg.d, cfg.width, 1)}
 
-    metrics: dict[str, float] = {"w_norm": float(np.linalg.norm(w)), "sine_power_exact": sine_P}
+    metrics: dict[str, float] = {"w_norm": float(np.linalg.norm(w)), "sine_power_exact": targets["sine"][1]}
     checks: dict = {}
     arrays: dict[str, np.ndarray] = {"slice_grid": grid}
-    for name, (f, exact_F, exact_H) in targets.items():
+    for name, (f, power_exact, F_norm, H_norm) in targets.items():
         progress(f"{name}: floors (Monte Carlo + ray quadrature)")
         fl = two_layer_floor(f, X_mc)
         sample = odd_floor(f, np.asarray(X0))  # equals the training set's exact odd floor
         Y = f(X_train)  # the target on both x and -x (not -y: the even target is even)
         dsf = dataset_floor(X_train, Y)
-        checks |= _floor_checks(name, fl, sample, exact_F, exact_H, cfg)
+        checks |= _floor_checks(name, fl, sample, F_norm * power_exact,
+                                None if H_norm is None else H_norm * power_exact, cfg)
         power = fl.total.power
         metrics |= {f"{name}_floor_two_layer": fl.total.normalised,
                     f"{name}_floor_two_layer_se": fl.total.normalised_se,
-                    f"{name}_floor_two_layer_exact": exact_F / (sine_P if name == "sine" else 1.0),
+                    f"{name}_floor_two_layer_exact": F_norm,
                     f"{name}_floor_odd": fl.odd.normalised, f"{name}_floor_even": fl.even.normalised,
                     f"{name}_floor_homogeneous": fl.any_depth.normalised,
                     f"{name}_floor_homogeneous_se": fl.any_depth.normalised_se,
@@ -230,30 +243,28 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
                                             dsf.normalised])
         arrays[f"slice_target_{name}"] = np.asarray(f(P_slice)).reshape(cfg.grid, cfg.grid)
 
-        data = Dataset(X_train, Y)  # test MSE only at the end: recording it costs compile time
+        data = Dataset(X_train, Y)  # test loss only at the end: recording it costs compile time
         y_test = np.asarray(f(X_test))
         fits = {}
         for arch, wid in widths.items():
             progress(f"{name}: training {ARCH_LABELS[arch]}")
-            fit = fit_net(data, keys[4], wid, gd_cfg, gain=cfg.gain, bias=arch == "biased")
-            sq = np.sum((y_test - np.asarray(forward(fit.params, X_test, 0.0))) ** 2, axis=1)
-            test_mse, se_test = float(np.mean(sq)), float(np.std(sq, ddof=1) / np.sqrt(sq.size))
-            curve = 2.0 * np.asarray(fit.trajectory.loss)
-            fits[arch] = (test_mse, se_test, curve)
+            fit, test_loss, se_test = _fit(data, keys[4], wid, gd_cfg, cfg, arch == "biased", X_test, y_test)
+            curve = np.asarray(fit.trajectory.loss)
+            fits[arch] = (test_loss, se_test, curve)
             arrays[f"t_{arch}_{name}"] = np.asarray(fit.trajectory.t)
             arrays[f"train_{arch}_{name}"] = curve / dsf.power
-            arrays[f"test_{arch}_{name}"] = np.array([test_mse, se_test]) / power
+            arrays[f"test_{arch}_{name}"] = np.array([test_loss, se_test]) / power
             arrays[f"slice_{arch}_{name}"] = np.asarray(
                 forward(fit.params, jnp.asarray(P_slice), 0.0)).reshape(cfg.grid, cfg.grid)
-            metrics[f"{name}_{arch}_test_mse"] = test_mse / power
-            metrics[f"{name}_{arch}_train_mse"] = fit.train_mse / dsf.power
+            metrics[f"{name}_{arch}_test_loss"] = test_loss / power
+            metrics[f"{name}_{arch}_train_loss"] = fit.train_loss / dsf.power
         checks |= _net_checks(name, fits, fl, dsf, cfg.z)
 
     notes = (f"d = {cfg.d}; {cfg.n_train} training draws plus mirrors; floors from {cfg.n_mc} "
-             f"Monte-Carlo draws; MSEs normalised by the target power E y²; sine: ||w|| = "
+             f"Monte-Carlo draws; losses normalised by the loss of f = 0, ½E y²; sine: ||w|| = "
              f"{np.linalg.norm(w):.3f}. The exact training-set bound covers the odd part only: on "
              "the even target a wide net's even part can fit the finite training set, so training "
-             "MSEs fall below the population floor there while test MSEs stay above it. "
+             "losses fall below the population floor there while test losses stay above it. "
              "Slices: x3 = 1, other coordinates 0.")
     return Result("expressivity", seed, config_dict(cfg), metrics, checks, arrays, notes)
 

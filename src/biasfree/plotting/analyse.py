@@ -25,7 +25,7 @@ def figure(analysis: Analysis):
             ax[0].plot(tr.t, tr.twin_loss, "C1:", lw=1.5, label="linear twin (GD)")
         ax[0].axhline(pred.linear_floor, color="0.5", lw=0.8, ls="-.", label="linear floor")
         ax[0].set_yscale("log")
-        ax[0].set(xlabel="time t = η k", ylabel="training loss (½ MSE)",
+        ax[0].set(xlabel="time t = η k", ylabel="training loss (½·MSE)",
                   title="(a) learning curve from this init")
         ax[0].legend(fontsize=8)
     labels, parts = ["init"], [(net.odd_linear_energy, net.odd_nonlinear_energy, net.even_energy)]

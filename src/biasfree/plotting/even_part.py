@@ -56,7 +56,7 @@ def figure(result: Result):
                 label=f"leaky α={float(a['alpha']):g}, σ={scales[j]:g}")
         ax.plot(t, a["loss_twin"][rand, j], color="k", ls=ls, lw=0.8,
                 label=f"linear twin at c t (c={c:g}) σ={scales[j]:g}")
-    ax.set(xlabel="time t = η k (twin: c t)", ylabel="loss", title="(c) random init: leaky vs twin",
+    ax.set(xlabel="time t = η k (twin: c t)", ylabel="loss (½·MSE)", title="(c) random init: leaky vs twin",
            xlim=(0, action_end(t, a["loss"][rand, [0, -1]], a["loss_twin"][rand, [0, -1]])))
     ax.legend(fontsize=7)
 

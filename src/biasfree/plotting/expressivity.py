@@ -1,8 +1,9 @@
 """Figure of the ``expressivity`` experiment, drawn only from ``result.arrays``.
 
-One row per target: normalised training MSE against time for the three nets, with
-the population two-layer floor (± its standard error), the exact floor of the
-training set and the 1-homogeneous (any-depth) floor; final test MSEs with error
+One row per target: training loss (½·MSE) over the loss of f = 0 against time for the
+three nets, with the population two-layer floor (± its standard error), the exact floor
+of the training set and the 1-homogeneous (any-depth) floor, in the same ratio; final
+test losses with error
 bars at the right; then 2-D slices (x1, x2; x3 = 1) of the target and of each net.
 """
 
@@ -22,8 +23,8 @@ COLORS = {"two_layer": "tab:blue", "depth3": "tab:orange", "biased": "tab:green"
 TITLES = {"x1x2x3": "y = x1 x2 x3 (odd)", "sine": "y = wᵀx + sin(4wᵀx) (odd)",
           "even": "y = (||x||² - d)/√(2d) (even): training dips below the floor, test does not"}
 CLAIM = ("On test data two-layer bias-free nets do not beat their floor (odd part linear, even part "
-         "1-homogeneous); depth 3 beats it on odd targets, biases on every target.\nTraining MSE may "
-         "dip below the population floor on a finite training set (the even row); the test MSE (dots) "
+         "1-homogeneous); depth 3 beats it on odd targets, biases on every target.\nTraining loss may "
+         "dip below the population floor on a finite training set (the even row); the test loss (dots) "
          "may not")
 
 
@@ -33,12 +34,12 @@ def _curves(ax, a, name):
     t_start = np.inf
     for arch in ARCHS:
         t, tr = a[f"t_{arch}_{name}"][1:], a[f"train_{arch}_{name}"][1:]  # t > 0 (log axis)
-        ax.plot(t, tr, color=COLORS[arch], lw=1.5, label=f"{LABELS[arch]}: training MSE")
+        ax.plot(t, tr, color=COLORS[arch], lw=1.5, label=f"{LABELS[arch]}: training loss")
         t_end, t_start = max(t_end, float(t[-1])), min(t_start, float(t[0]))
     for i, arch in enumerate(ARCHS):
-        mse, se = a[f"test_{arch}_{name}"]
-        ax.errorbar(t_end * (1.3 + 0.25 * i), mse, yerr=se, fmt="o", ms=4, color=COLORS[arch],
-                    capsize=2, label="final test MSE ± SE" if i == 0 else None)
+        test, se = a[f"test_{arch}_{name}"]
+        ax.errorbar(t_end * (1.3 + 0.25 * i), test, yerr=se, fmt="o", ms=4, color=COLORS[arch],
+                    capsize=2, label="final test loss ± SE" if i == 0 else None)
     ax.axhspan(floor - floor_se, floor + floor_se, color="k", alpha=0.15, lw=0)
     ax.axhline(floor, color="k", lw=1.2, label="2-layer floor (population)")
     ax.axhline(train_floor, color="k", lw=1.0, ls=":",
@@ -48,8 +49,8 @@ def _curves(ax, a, name):
     ax.set_ylim(0.0, top)
     ax.set_xscale("log")
     ax.set_xlim(t_start, t_end * 2.2)
-    ax.set_xlabel("t = η k (dots: test MSE at the end)", fontsize=8)
-    ax.set_ylabel("MSE / E y²")
+    ax.set_xlabel("t = η k (dots: test loss at the end)", fontsize=8)
+    ax.set_ylabel("loss / loss of f = 0  (½·MSE / ½E y²)")
     ax.set_title(TITLES[name], fontsize=9)
 
 

@@ -45,8 +45,8 @@ def figure(result: Result):
     ax[1].plot([], [], "ko", ms=3, mfc="none", label="½(||β(t) - T||² + σ²), gradient flow")
     ax[2].plot([], [], color="0.6", label="pair init (round-off)")
     ax[2].plot([], [], "k:", label="½<f_even²>_train / L(0), random init")
-    ax[0].set(xlabel="rescaled time (1+α) t / 2", ylabel="training loss", title="(a) train loss")
-    ax[1].set(xlabel="rescaled time (1+α) t / 2", ylabel="test loss",
+    ax[0].set(xlabel="rescaled time (1+α) t / 2", ylabel="training loss (½·MSE)", title="(a) train loss")
+    ax[1].set(xlabel="rescaled time (1+α) t / 2", ylabel="test loss (½·MSE)",
               title="(b) test loss (dashed: random init)")
     ax[2].set(xlabel="rescaled time (1+α) t / 2", ylabel="|L - L_twin| / L(0)", ylim=(1e-17, 1),
               title="(c) gap to the linear twin")

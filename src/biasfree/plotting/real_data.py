@@ -27,7 +27,7 @@ def figure(result: Result):
     ax[0].semilogx(c * A["t_flow"][1:], A["predicted_loss"][1:], "o", color="C3", ms=4, mfc="none",
                    label="predicted (twin's gradient flow, 1st random init)")
     ax[0].axhline(float(A["linear_floor"]), color="0.5", lw=0.8, ls="-.", label="linear floor")
-    ax[0].set(xlabel="rescaled time (1+α) t / 2", ylabel="training loss (½ MSE)",
+    ax[0].set(xlabel="rescaled time (1+α) t / 2", ylabel="training loss (½·MSE)",
               title="(a) digits: ReLU net vs linear twin")
     ax[0].legend(fontsize=7)
     for i in [pair, *randoms]:
