@@ -1,10 +1,15 @@
-"""Helpers of the orthogonal-inputs experiment: the frozen-residual alignment rule and the
-half-net GD map, against hand-worked cases and the gradient-flow logistic."""
+"""The orthogonal-inputs theory (biasfree.theory.orthogonal), its data and inits, against
+hand-worked cases and the gradient-flow logistic; and the experiment's angle helper."""
 
 import numpy as np
+import pytest
 
+import biasfree as bf
 from biasfree import theory
-from biasfree.experiments.orthogonal_inputs import alignment_directions, halves_map, sin_angle
+from biasfree.data import orthogonal_data
+from biasfree.experiments.orthogonal_inputs import sin_angle
+from biasfree.nets import balanced_units
+from biasfree.theory.orthogonal import aligned_halves_init, alignment_directions, half_net_modes, half_targets
 
 
 def test_alignment_rule_keep_cross_stuck():
@@ -41,18 +46,56 @@ def test_odd_target_aligns_every_unit_with_beta_star():
     assert np.max(sin_angle(D, (Q @ o)[None])) <= 1e-7
 
 
-def test_halves_map_is_first_order_in_the_step():
-    """The GD map a ← a(1 + η(ρ/N)(||t|| - ρa))² tends to the logistic of gradient flow,
-    σ²a(t) = logistic(t, s, σ²a0) with σ² = ρ²/N, s = ρ||t||/N, with an error linear in η:
-    halving η halves the error (ratio 1/2 up to O(η), here within 0.45–0.55)."""
+def test_half_net_gd_is_the_two_layer_mode_map_and_first_order_in_the_step():
+    """The half-net GD map in ã = σ²a is theory.gd_mode_strength with s = ρ||t||/N; it tends
+    to the gradient-flow logistic with an error linear in η (halving η halves it, 0.45–0.55)."""
     n = 4
     rho, N, norm_t, a0, t_end = np.sqrt(n), 2 * n, 1.7, 1e-3, 12.0
     sig2, s = rho**2 / N, rho * norm_t / N
     errs = []
     for lr in (0.02, 0.01):
-        steps = int(round(t_end / lr))
-        a = halves_map(steps, a0, norm_t, rho, N, lr)
-        t = lr * np.arange(steps + 1)
-        errs.append(np.max(np.abs(sig2 * a - theory.logistic(t, s, sig2 * a0))) / s)
+        ks = np.arange(int(round(t_end / lr)) + 1)
+        a = theory.gd_mode_strength(ks, s, sig2 * a0, lr)
+        # the raw map a ← a(1 + η(ρ/N)(||t|| - ρa))², iterated by hand
+        raw = [a0]
+        for _ in ks[1:]:
+            raw.append(raw[-1] * (1.0 + lr * rho / N * (norm_t - rho * raw[-1])) ** 2)
+        np.testing.assert_allclose(a, sig2 * np.asarray(raw), rtol=1e-12)
+        errs.append(np.max(np.abs(a - theory.logistic(lr * ks, s, sig2 * a0))) / s)
     assert errs[0] < 0.05
     assert 0.45 <= errs[1] / errs[0] <= 0.55
+
+
+def test_aligned_halves_init_learns_as_two_linear_nets():
+    """Units on their final active sets: ReLU GD on orthogonal ± data follows the exact
+    half-net map of each half to round-off (the experiment's first check, at small size)."""
+    rng = np.random.default_rng(2)
+    n, d, m = 4, 6, 6
+    Q, _ = np.linalg.qr(rng.normal(size=(d, n)))
+    o = rng.choice([-1.0, 1.0], size=n) * (0.5 + rng.uniform(size=n))
+    e = 0.5 * o * rng.uniform(-1.0, 1.0, size=n)
+    data = orthogonal_data(Q, o + e, e - o)
+    mags = np.abs(rng.normal(size=(2, m // 2))) + 0.1
+    net = aligned_halves_init(Q, o, e, 1e-2 * mags)
+    np.testing.assert_allclose(np.abs(net[1].W[0]), np.linalg.norm(net[0].W, axis=1), rtol=1e-14)
+    s_plus, s_minus, sig2 = half_net_modes(o, e)
+    tr = bf.gd(net, data, bf.GDConfig(lr=0.05, steps=400, n_records=5))
+    s_half, tp, _ = half_targets(o, e)
+    pos = np.where(s_half > 0, np.arange(n), np.arange(n) + n)
+    f = np.asarray(bf.forward(tr.params, data.X, 0.0))[pos, 0]
+    a_end = sig2 * (f @ tp / np.linalg.norm(tp)) / np.sqrt(n)
+    a_map = theory.gd_mode_strength([400], s_plus, sig2 * np.sum((1e-2 * mags[0]) ** 2), 0.05)[0]
+    assert a_end == pytest.approx(a_map, rel=1e-11)
+    assert a_end > 0.5 * s_plus  # it did learn
+
+
+def test_balanced_units_and_orthogonal_data_refuse_bad_input():
+    net = balanced_units(np.array([[3.0, 4.0], [1.0, 0.0]]), [1.0, -1.0])
+    np.testing.assert_allclose(net[1].W, [[5.0, -1.0]])
+    with pytest.raises(ValueError, match="sign"):
+        balanced_units(np.ones((2, 2)), [1.0, 0.5])
+    with pytest.raises(ValueError, match="orthonormal"):
+        orthogonal_data(np.ones((3, 2)), np.ones(2), np.ones(2))
+    data = orthogonal_data(np.eye(3)[:, :2], [1.0, 2.0], [3.0, 4.0])
+    np.testing.assert_allclose(np.asarray(data.X)[2], [-np.sqrt(2), 0.0, 0.0])
+    np.testing.assert_allclose(np.asarray(data.Y)[:, 0], [1.0, 2.0, 3.0, 4.0])

@@ -348,3 +348,14 @@ def effective_rank(sv) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         h = -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=-1)
     return np.exp(h)
+
+
+def balanced_units(W, signs) -> Params:
+    """Two-layer net with input weights ``W`` (m, d) and output weights
+    ``v_k = signs_k ||w_k||``: every unit balanced, so ``v_k² - ||w_k||² = 0`` is conserved
+    and sign v_k never changes under gradient flow (docs/theory.md §4.2). ``signs`` (m,)
+    of ±1 (draw them at random for a random balanced init)."""
+    W, sg = np.asarray(W, float), np.asarray(signs, float)
+    if W.ndim != 2 or sg.shape != (W.shape[0],) or not np.all(np.abs(sg) == 1):
+        raise ValueError(f"need W (m, d) and one sign ±1 per unit, got shapes {W.shape}, {sg.shape}")
+    return (Layer(W), Layer((sg * np.linalg.norm(W, axis=1))[None, :]))
