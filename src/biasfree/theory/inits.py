@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import validate as v
 from ..nets import Layer, Params
 
 
 def _basis(basis, n: int, r: int, what: str) -> np.ndarray:
     if basis is None:
         return np.eye(n)[:, :r]
-    B = np.asarray(basis, dtype=float)
+    B = v.finite_array(what, basis, ndim=2)
     if B.shape != (n, r) or not np.allclose(B.T @ B, np.eye(r), atol=1e-12):
         raise ValueError(f"{what} must be an ({n}, {r}) matrix with orthonormal columns, "
                          f"got shape {B.shape}; build one with numpy.linalg.qr")
@@ -37,16 +38,20 @@ def aligned_init(U, V, a0, *, depth: int = 2, width: int | None = None, bases=No
     zero), ``bases`` optional list of L - 1 matrices R_l (n, r) with orthonormal columns
     (default: the first r unit vectors).
     """
-    U, V = np.asarray(U, dtype=float), np.asarray(V, dtype=float)
+    U, V = v.finite_array("U", U, ndim=2), v.finite_array("V", V, ndim=2)
     r = U.shape[1]
     if V.shape[1] != r:
         raise ValueError(f"U has {r} columns but V has {V.shape[1]}: one pair (u_i, v_i) per mode")
-    a0 = np.broadcast_to(np.asarray(a0, dtype=float), (r,))
-    if np.any(a0 <= 0):
-        raise ValueError("initial mode strengths a0 must be > 0")
-    if depth < 2:
-        raise ValueError(f"depth={depth}: a network needs at least two layers")
-    n = r if width is None else int(width)
+    for name, B in (("U", U), ("V", V)):  # else W_1 W_1ᵀ != W_2ᵀ W_2: not balanced
+        if not np.allclose(B.T @ B, np.eye(r), atol=1e-10):
+            raise ValueError(f"{name} must have orthonormal columns (the init is balanced only then); "
+                             "take U, V from biasfree.theory.data_modes or numpy.linalg.qr")
+    a0 = v.positive("a0", a0, why="initial mode strengths")
+    if a0.ndim > 1 or (a0.ndim == 1 and a0.size not in (1, r)):
+        raise ValueError(f"a0 must be a scalar or have one value per mode (r = {r}), got shape {a0.shape}")
+    a0 = np.broadcast_to(a0.ravel() if a0.ndim else a0, (r,))
+    depth = v.integer("depth", depth, 2)
+    n = r if width is None else v.integer("width", width, 1)
     if n < r:
         raise ValueError(f"width={n} is below the number of modes r={r}: use width >= r")
     bases = [None] * (depth - 1) if bases is None else list(bases)
@@ -71,7 +76,8 @@ def balanced_init(P0, width: int, *, basis=None) -> Params:
     ``P0`` (p, d) the initial product, ``width`` n ≥ rank(P0), ``basis`` R (n, k) with
     orthonormal columns (default the first k unit vectors).
     """
-    P0 = np.asarray(P0, dtype=float)
+    P0 = v.finite_array("P0", P0, ndim=2)
+    width = v.integer("width", width, 1)
     A, sig, Bt = np.linalg.svd(P0, full_matrices=False)
     k = int(np.sum(sig > 1e-14 * max(sig[0], 1e-300)))
     if width < k:
@@ -84,6 +90,7 @@ def balanced_init(P0, width: int, *, basis=None) -> Params:
 def imbalance(params: Params) -> float:
     """``max_l ||W_l W_lᵀ - W_{l+1}ᵀ W_{l+1}||_F / (||W_l||_F² + ||W_{l+1}||_F²)``:
     0 for a balanced net (relative, so it is scale-free)."""
+    v.params("params", params, bias_free=True)
     worst = 0.0
     for a, b in zip(params[:-1], params[1:], strict=True):
         Wa, Wb = np.asarray(a.W, float), np.asarray(b.W, float)

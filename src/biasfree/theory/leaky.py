@@ -21,19 +21,28 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from ..nets import Layer, Params, check_alpha, has_bias, pair_up, scale_params, slope_factor
+from .. import validate as v
+from ..nets import Layer, Params, has_bias, pair_up, scale_params, slope_factor
 from ..precision import precise
 from .modes import half_time, linear_loss, mode_strength
 
 
-def _c(alpha) -> float:
-    check_alpha(alpha)
-    return float(slope_factor(alpha))
+def _c(alpha):
+    a = v.unit_interval("alpha", alpha, why="the leaky slope: 0 for ReLU, 1 for a linear network, "
+                                            "or a value in between for leaky ReLU")
+    return float(slope_factor(a)) if a.ndim == 0 else slope_factor(a)
+
+
+def _c1(alpha) -> float:
+    """c for one slope (the weight maps take a single α)."""
+    v.real("alpha", alpha, scalar=True)
+    return float(_c(alpha))
 
 
 def _two_layer(params: Params, what: str) -> None:
+    v.params("params", params)
     if len(params) != 2 or has_bias(params):
-        raise ValueError(f"{what} holds for two-layer bias-free nets only (got depth "
+        raise ValueError(f"params: {what} holds for two-layer bias-free nets only (got depth "
                          f"{len(params)}{', with biases' if has_bias(params) else ''}); deeper "
                          "leaky nets are only approximately linear (THEORY.md §4.1)")
 
@@ -47,34 +56,34 @@ def leaky_to_linear(params: Params, alpha) -> Params:
     weight decay ``λ / c`` (:func:`leaky_decay_to_linear`).
     """
     _two_layer(params, "the leaky-linear map")
-    return scale_params(params, np.sqrt(_c(alpha)))
+    return scale_params(params, np.sqrt(_c1(alpha)))
 
 
 @precise
 def linear_to_leaky(params: Params, alpha) -> Params:
     """Inverse of :func:`leaky_to_linear`: ``(W_1, W_2) = (W_1', W_2') / √c``."""
     _two_layer(params, "the leaky-linear map")
-    return scale_params(params, 1.0 / np.sqrt(_c(alpha)))
+    return scale_params(params, 1.0 / np.sqrt(_c1(alpha)))
 
 
 def leaky_time_to_linear(t, alpha):
     """``t' = c t``: leaky-net time ``t`` -> linear-twin time, c = (1 + α)/2."""
-    return _c(alpha) * np.asarray(t, dtype=float)
+    return _c(alpha) * v.times("t", t)
 
 
 def linear_time_to_leaky(t_linear, alpha):
     """``t = t' / c``: linear-twin time ``t_linear`` -> leaky-net time."""
-    return np.asarray(t_linear, dtype=float) / _c(alpha)
+    return v.times("t_linear", t_linear) / _c(alpha)
 
 
 def leaky_decay_to_linear(weight_decay, alpha):
     """``λ' = λ / c``: the leaky net's weight decay λ -> the linear twin's (§2.7)."""
-    return np.asarray(weight_decay, dtype=float) / _c(alpha)
+    return v.nonnegative("weight_decay", weight_decay) / _c(alpha)
 
 
 def linear_decay_to_leaky(weight_decay, alpha):
     """``λ = c λ'``: inverse of :func:`leaky_decay_to_linear`."""
-    return _c(alpha) * np.asarray(weight_decay, dtype=float)
+    return _c(alpha) * v.nonnegative("weight_decay", weight_decay)
 
 
 @precise
@@ -87,6 +96,7 @@ def pair_to_linear(params: Params, alpha, *, tol: float = 1e-12) -> Params:
     step for step.
     """
     _two_layer(params, "the pair map")
+    tol = v.nonnegative("tol", tol, scalar=True)
     W1, W2 = np.asarray(params[0].W, float), np.asarray(params[1].W, float)
     m = W1.shape[0] // 2
     scale = max(np.max(np.abs(W1)), np.max(np.abs(W2)), 1e-300)
@@ -94,7 +104,7 @@ def pair_to_linear(params: Params, alpha, *, tol: float = 1e-12) -> Params:
             or np.max(np.abs(W2[:, :m] + W2[:, m:])) > tol * scale):
         raise ValueError("params are not an antisymmetric-pair net ([W; -W], [v, -v]); build "
                          "one with biasfree.pair_up or biasfree.theory.linear_to_pair")
-    _c(alpha)
+    _c1(alpha)
     k = np.sqrt(1.0 + float(alpha))
     return (Layer(jnp.asarray(k * W1[:m])), Layer(jnp.asarray(k * W2[:, :m])))
 
@@ -104,18 +114,18 @@ def linear_to_pair(params: Params, alpha) -> Params:
     """Width-m linear net ``(W', v')`` -> the width-2m pair net ``pair_up((W', v') / √(1+α))``
     that it follows (inverse of :func:`pair_to_linear`); ``alpha`` the pair net's slope."""
     _two_layer(params, "the pair map")
-    _c(alpha)
+    _c1(alpha)
     return pair_up(scale_params(params, 1.0 / np.sqrt(1.0 + float(alpha))))
 
 
 def pair_lr_to_linear(lr, alpha):
     """``η' = η c``: the pair net's learning rate η -> its width-m linear twin's (§2.3)."""
-    return _c(alpha) * np.asarray(lr, dtype=float)
+    return _c(alpha) * v.positive("lr", lr, why="a GD step size η > 0")
 
 
 def linear_lr_to_pair(lr_linear, alpha):
     """``η = η' / c``: inverse of :func:`pair_lr_to_linear`."""
-    return np.asarray(lr_linear, dtype=float) / _c(alpha)
+    return v.positive("lr_linear", lr_linear, why="a GD step size η > 0") / _c(alpha)
 
 
 # ------------------------------------------------------------ closed-form curves
@@ -125,7 +135,7 @@ def leaky_effective_init(a0_raw, alpha):
     """``ã_0 = c a0_raw``: the effective mode strength of a leaky net whose raw
     product ``qᵀ W_2 W_1 r`` is ``a0_raw`` (= Σ over all 2m units of a pair net), slope
     ``alpha``, c = (1 + α)/2 (§3.2)."""
-    return _c(alpha) * np.asarray(a0_raw, dtype=float)
+    return _c(alpha) * v.nonnegative("a0_raw", a0_raw, why="an initial mode strength")
 
 
 def leaky_mode_strength(t, s, a0_raw, alpha, *, weight_decay: float = 0.0):
@@ -137,6 +147,7 @@ def leaky_mode_strength(t, s, a0_raw, alpha, *, weight_decay: float = 0.0):
     initial strengths, ``alpha`` slope α (c = (1 + α)/2), ``weight_decay`` λ of the
     leaky net.
     """
+    v.times("t", t), v.positive("a0_raw", a0_raw, why="a mode that starts at 0 never grows")
     return mode_strength(leaky_time_to_linear(t, alpha), s, leaky_effective_init(a0_raw, alpha),
                          weight_decay=float(leaky_decay_to_linear(weight_decay, alpha)))
 
@@ -145,6 +156,7 @@ def leaky_loss(t, s, a0_raw, alpha, y_power: float, *, weight_decay: float = 0.0
     """Loss of the leaky net, ``L(t) = 1/2 Σ_i (s_i - ã_i(t))² + 1/2 (y_power - Σ s_i²)``:
     :func:`~biasfree.theory.linear_loss` at time ``c t`` from ``ã_0 = c a0_raw`` with
     decay ``λ/c``. Arguments as in :func:`leaky_mode_strength`; ``y_power`` = tr<y yᵀ>."""
+    v.times("t", t), v.positive("a0_raw", a0_raw, why="a mode that starts at 0 never grows")
     return linear_loss(leaky_time_to_linear(t, alpha), s, leaky_effective_init(a0_raw, alpha),
                        y_power, weight_decay=float(leaky_decay_to_linear(weight_decay, alpha)))
 
@@ -152,6 +164,7 @@ def leaky_loss(t, s, a0_raw, alpha, y_power: float, *, weight_decay: float = 0.0
 def leaky_half_time(s, a0_raw, alpha, *, weight_decay: float = 0.0):
     """``t_1/2 = ln(σ/ã_0 - 1) / (2 σ c)``, σ = s - λ/c, ã_0 = c a0_raw. ReLU, s = 1,
     a0 = 1e-3 gives 7.600 (§3.2). Arguments as in :func:`leaky_mode_strength`."""
+    v.positive("a0_raw", a0_raw, why="a mode that starts at 0 never grows")
     t_lin = half_time(s, leaky_effective_init(a0_raw, alpha),
                       weight_decay=float(leaky_decay_to_linear(weight_decay, alpha)))
     return linear_time_to_leaky(t_lin, alpha)

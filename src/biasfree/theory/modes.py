@@ -23,6 +23,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import validate as v
+
 
 class Modes(NamedTuple):
     """SVD of the cross-covariance ``Σ_yx = U diag(s) Vᵀ`` of a data set.
@@ -41,8 +43,13 @@ class Modes(NamedTuple):
 
 def is_whitened(X, tol: float = 1e-10) -> bool:
     """True if ``max |XᵀX/N - I| <= tol`` for inputs ``X`` (N, d)."""
-    X = np.asarray(X, dtype=float)
-    return bool(np.max(np.abs(X.T @ X / X.shape[0] - np.eye(X.shape[1]))) <= tol)
+    return bool(whitening_error(X) <= v.nonnegative("tol", tol, scalar=True))
+
+
+def whitening_error(X) -> float:
+    """``max |XᵀX/N - I|`` for inputs ``X`` (N, d): 0 for whitened inputs."""
+    X = v.finite_array("X", X, ndim=2)
+    return float(np.max(np.abs(X.T @ X / X.shape[0] - np.eye(X.shape[1]))))
 
 
 def data_modes(X, Y, rank_tol: float = 1e-10) -> Modes:
@@ -50,7 +57,8 @@ def data_modes(X, Y, rank_tol: float = 1e-10) -> Modes:
 
     ``X`` (N, d) inputs, ``Y`` (N, p) targets. See :class:`Modes`.
     """
-    X, Y = np.asarray(X, dtype=float), np.asarray(Y, dtype=float)
+    X, Y = v.data(X, Y)
+    rank_tol = v.nonnegative("rank_tol", rank_tol, scalar=True)
     S = Y.T @ X / X.shape[0]
     U, s, Vt = np.linalg.svd(S, full_matrices=False)
     r = int(np.sum(s > rank_tol * max(s[0], 1e-300))) if s.size else 0
@@ -63,24 +71,48 @@ def mode_projections(beta, modes: Modes) -> np.ndarray:
     ``beta`` (..., d, p), e.g. ``Trajectory.beta`` (T, d, p); ``modes`` from
     :func:`data_modes`. Returns (..., r).
     """
-    beta = np.asarray(beta, dtype=float)
+    if not isinstance(modes, Modes):
+        raise TypeError(f"modes must be a Modes (from biasfree.theory.data_modes), got "
+                        f"{type(modes).__name__}")
+    d, p = modes.V.shape[0], modes.U.shape[0]
+    beta = v.finite_array("beta", beta, ndim=tuple(range(2, 8)))
+    if beta.shape[-2:] != (d, p):
+        raise ValueError(f"beta must have shape (..., d, p) = (..., {d}, {p}) to match the modes, "
+                         f"got {beta.shape}")
     return np.einsum("...dp,pi,di->...i", beta, modes.U, modes.V)
 
 
-def _modes(s, a0):
-    s, a0 = np.broadcast_arrays(np.asarray(s, dtype=float), np.asarray(a0, dtype=float))
-    if np.any(s < 0) or np.any(a0 <= 0) or not (np.all(np.isfinite(s)) and np.all(np.isfinite(a0))):
-        raise ValueError(
-            "singular values s must be >= 0 and initial strengths a0 > 0 (finite): a mode "
-            "that starts at 0 never grows; start it at a small positive a0"
-        )
-    return s, a0
+def _broadcast(**arrays):
+    try:
+        return np.broadcast_arrays(*arrays.values())
+    except ValueError:
+        shapes = ", ".join(f"{k} {np.shape(a)}" for k, a in arrays.items())
+        raise ValueError(f"{' and '.join(arrays)} must broadcast together (one value per mode, or "
+                         f"a scalar), got shapes {shapes}") from None
 
 
-def _check_decay(weight_decay) -> float:
-    if not weight_decay >= 0 or not np.isfinite(weight_decay):
-        raise ValueError(f"weight_decay={weight_decay!r} must be a finite number >= 0")
-    return float(weight_decay)
+def _modes(s, a0, *, s_name="s", a0_name="a0"):
+    s = v.nonnegative(s_name, s, why="singular values of Σ_yx")
+    a0 = v.positive(a0_name, a0, why=f"a mode that starts at 0 never grows; start it at a small "
+                                     f"positive {a0_name} ({a0_name} > 0)")
+    return tuple(_broadcast(**{s_name: s, a0_name: a0}))
+
+
+def _check_decay(weight_decay, name: str = "weight_decay") -> float:
+    return v.nonnegative(name, weight_decay, scalar=True, why="a weight decay λ >= 0")
+
+
+def _check_y_power(y_power, s, name: str = "y_power") -> float:
+    """``y_power`` = tr<y yᵀ> >= Σ s_i² (the targets carry at least the power a linear map
+    explains; a relative shortfall up to 1e-6, float32 whitening round-off, is allowed)."""
+    y = v.nonnegative(name, y_power, scalar=True, why="the mean squared target")
+    s = np.asarray(s, dtype=float)
+    explained = float(np.max(np.sum(s**2, axis=-1))) if s.ndim else float(s**2)
+    if y < explained * (1.0 - 1e-6):
+        raise ValueError(f"{name}={y_power!r} is below Σ s_i² = {explained:.6g}: tr<y yᵀ> is at least "
+                         "the power a linear map explains; take both s and y_power from "
+                         "biasfree.theory.data_modes of the same data")
+    return y
 
 
 def logistic(t, sigma, a0):
@@ -91,8 +123,8 @@ def logistic(t, sigma, a0):
     (``σ = 0``: ``a0 / (1 + 2 a0 t)``). ``t`` times, ``sigma`` σ, ``a0`` a0 (broadcast).
     Written so that neither large t nor σ ≤ 0 overflows or divides by zero.
     """
-    t, sigma, a0 = np.broadcast_arrays(np.asarray(t, float), np.asarray(sigma, float),
-                                       np.asarray(a0, float))
+    t, sigma, a0 = _broadcast(t=v.times("t", t), sigma=v.real("sigma", sigma),
+                              a0=v.nonnegative("a0", a0, why="a(t) of a0 < 0 blows up in finite time"))
     x = -2.0 * sigma * t
     safe = np.where(sigma == 0.0, 1.0, sigma)
     with np.errstate(over="ignore", invalid="ignore"):  # σ < 0, large t: a -> 0, handled below
@@ -113,15 +145,16 @@ def mode_strength(t, s, a0, *, weight_decay: float = 0.0):
     """
     s, a0 = _modes(s, a0)
     lam = _check_decay(weight_decay)
-    t = np.asarray(t, dtype=float)[..., None] if s.ndim else np.asarray(t, dtype=float)
+    t = v.times("t", t)
+    t = t[..., None] if s.ndim else t
     return logistic(t, s - lam, a0)
 
 
 def final_loss(s, y_power: float):
     """``L_∞ = 1/2 (tr<y yᵀ> - Σ_i s_i²)``: the part of the loss no linear map removes
     (whitened inputs). ``s`` singular values of Σ_yx, ``y_power`` = tr<y yᵀ>."""
-    s = np.asarray(s, dtype=float)
-    return 0.5 * (float(y_power) - float(np.sum(s**2)))
+    s = v.nonnegative("s", s, why="singular values of Σ_yx")
+    return 0.5 * (_check_y_power(y_power, s) - float(np.sum(s**2)))
 
 
 def linear_floor(X, Y, *, intercept: bool = False) -> float:
@@ -130,7 +163,9 @@ def linear_floor(X, Y, *, intercept: bool = False) -> float:
     any input covariance: the final loss of every linear(-izable) net that converges
     to the global minimum. Equals :func:`final_loss` for whitened inputs. With
     ``intercept`` the fit is affine, ``B [x; 1]`` (the floor a net with biases must beat)."""
-    X, Y = np.asarray(X, dtype=float), np.asarray(Y, dtype=float)
+    X, Y = v.data(X, Y)
+    if not isinstance(intercept, bool | np.bool_):
+        raise TypeError(f"intercept={intercept!r} must be True or False")
     if intercept:
         X = np.hstack([X, np.ones((X.shape[0], 1))])
     B, *_ = np.linalg.lstsq(X, Y, rcond=None)
@@ -145,6 +180,7 @@ def linear_loss(t, s, a0, y_power: float, *, weight_decay: float = 0.0):
     loss without the decay term, a_i(t) from :func:`mode_strength`).
     """
     s, a0 = _modes(s, a0)
+    _check_y_power(y_power, s)
     a = mode_strength(t, s, a0, weight_decay=weight_decay)
     fit = 0.5 * ((s - a) ** 2 if s.ndim == 0 else np.sum((s - a) ** 2, axis=-1))
     return fit + final_loss(s, y_power)
@@ -172,8 +208,11 @@ def plateaus(s, y_power: float):
     ``s`` singular values (any order), ``y_power`` = tr<y yᵀ>. ``L_0`` is the loss at
     (near-)zero init, ``L_r`` = :func:`final_loss`. Returns (r + 1,).
     """
-    s = np.sort(np.atleast_1d(np.asarray(s, dtype=float)))[::-1]
-    return 0.5 * (float(y_power) - np.concatenate([[0.0], np.cumsum(s**2)]))
+    s = np.sort(np.atleast_1d(v.nonnegative("s", s, why="singular values of Σ_yx")).ravel())[::-1]
+    return 0.5 * (_check_y_power(y_power, s) - np.concatenate([[0.0], np.cumsum(s**2)]))
+
+
+_MAX_GD_STEPS = 10**7
 
 
 def gd_mode_strength(steps, s, a0, lr: float):
@@ -185,13 +224,25 @@ def gd_mode_strength(steps, s, a0, lr: float):
     net with pair or rank-one init follows it with ``lr = η c`` from ``ã_0 = c a0_raw``.
     Returns ``a_k`` at the integer ``steps`` (sorted, shape (T,)).
     """
-    steps = np.asarray(steps, dtype=np.int64)
-    if steps.ndim != 1 or np.any(np.diff(steps) < 0) or (steps.size and steps[0] < 0):
+    raw = v.finite_array("steps", steps, ndim=1)
+    if np.any(raw != np.round(raw)):
+        raise TypeError("steps must be whole numbers of GD steps (got fractions); pass integers")
+    if np.any(np.diff(raw) < 0) or raw[0] < 0:
         raise ValueError("steps must be a sorted 1-D array of non-negative integers")
-    out, a, k = np.empty(steps.shape), float(a0), 0
+    if raw[-1] > _MAX_GD_STEPS:
+        raise ValueError(f"steps go up to {raw[-1]:.3g}; the map is iterated step by step, so at most "
+                         f"{_MAX_GD_STEPS:.0e}: beyond, use mode_strength at t = lr * steps")
+    steps = raw.astype(np.int64)
+    s = v.nonnegative("s", s, scalar=True, why="a singular value of Σ_yx")
+    a0 = v.nonnegative("a0", a0, scalar=True, why="an initial mode strength")
+    lr = v.positive("lr", lr, scalar=True, why="a GD step size η > 0")
+    out, a, k = np.empty(steps.shape), a0, 0
     for i, target in enumerate(steps):
         for _ in range(target - k):
             a = a * (1.0 + lr * (s - a)) ** 2
+        if not np.isfinite(a):
+            raise ValueError(f"lr={lr!r} is too large: GD on this mode diverges (a = {a}); stable "
+                             f"steps need roughly lr < 1/s = {1 / max(s, 1e-300):.3g}")
         k = target
         out[i] = a
     return out

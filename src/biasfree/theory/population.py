@@ -31,16 +31,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import validate as chk
 from ..nets import Params, slope_factor
 
 
-def _cov(cov, d: int) -> np.ndarray:
+def _cov(cov, d: int, against: str = "the inputs") -> np.ndarray:
     if cov is None:
         return np.eye(d)
-    S = np.asarray(cov, dtype=float)
+    S = chk.finite_array("cov", cov, ndim=2)
     if S.shape != (d, d):
-        raise ValueError(f"cov must have shape ({d}, {d}), got {S.shape}")
+        raise ValueError(f"cov must have shape ({d}, {d}) to match {against} (d = {d}), got {S.shape}")
+    scale = max(float(np.max(np.abs(S))), 1e-300)
+    if np.max(np.abs(S - S.T)) > 1e-10 * scale or np.linalg.eigvalsh(0.5 * (S + S.T))[0] < -1e-10 * scale:
+        raise ValueError("cov must be a covariance: symmetric and positive semi-definite (e.g. "
+                         "A @ A.T); a loss from anything else can be negative")
     return S
+
+
+def _noise(noise) -> float:
+    return chk.nonnegative("noise", noise, scalar=True, why="the target-noise standard deviation σ")
 
 
 def population_loss_linear(beta, T, cov=None, noise: float = 0.0):
@@ -50,21 +59,22 @@ def population_loss_linear(beta, T, cov=None, noise: float = 0.0):
     (d, d) of the inputs (identity if None), ``noise`` σ the target-noise standard
     deviation. Returns an array of shape ``beta.shape[:-2]``.
     """
-    T = np.asarray(T, dtype=float)
-    beta = np.asarray(beta, dtype=float)
+    T = chk.finite_array("T", T, ndim=2)
+    beta = chk.finite_array("beta", beta, ndim=tuple(range(2, 8)))
+    noise = _noise(noise)
     if beta.shape[-2:] != (T.shape[1], T.shape[0]):
         raise ValueError(f"beta must have shape (..., d, p) = (..., {T.shape[1]}, {T.shape[0]}) "
                          f"for a teacher T of shape {T.shape}; got {beta.shape}")
-    S = _cov(cov, T.shape[1])
+    S = _cov(cov, T.shape[1], "T")
     D = T.T - beta  # (..., d, p)
     return 0.5 * np.einsum("...dp,de,...ep->...", D, S, D) + 0.5 * T.shape[0] * noise**2
 
 
 def _sine_terms(w, cov, freq):
-    w = np.asarray(w, dtype=float).ravel()
-    S = _cov(cov, w.size)
+    w = chk.finite_array("w", w, ndim=(1, 2)).ravel()
+    S = _cov(cov, w.size, "w")
     tau2 = float(w @ S @ w)
-    k = float(freq)
+    k = chk.real("freq", freq, scalar=True)
     return w, S, tau2, k, k * np.exp(-0.5 * k**2 * tau2), 0.5 * -np.expm1(-2.0 * k**2 * tau2)
 
 
@@ -76,7 +86,8 @@ def population_loss_sine(beta, w, cov=None, freq: float = 4.0, noise: float = 0.
     direction, ``cov`` Σ of the inputs (identity if None), ``freq`` k, ``noise`` σ.
     """
     w, S, tau2, k, ek, sin2 = _sine_terms(w, cov, freq)
-    beta = np.asarray(beta, dtype=float)
+    noise = _noise(noise)
+    beta = chk.finite_array("beta", beta, ndim=tuple(range(1, 8)))
     if beta.shape[-1] == 1 and beta.ndim >= 2 and beta.shape[-2] == w.size:
         beta = beta[..., 0]
     if beta.shape[-1] != w.size:
@@ -99,6 +110,7 @@ def sine_linear_floor(w, cov=None, freq: float = 4.0, noise: float = 0.0) -> flo
     no linear map (no two-layer bias-free net) removes (``w``, ``cov`` Σ, ``freq`` k,
     ``noise`` σ as in :func:`population_loss_sine`)."""
     _, _, tau2, _, ek, sin2 = _sine_terms(w, cov, freq)
+    noise = _noise(noise)
     return float(0.5 * (sin2 - ek**2 * tau2 + noise**2))
 
 
@@ -108,8 +120,11 @@ def population_even_energy(W, v, alpha) -> float:
     ``W`` (m, d) first-layer weights, ``v`` (m,) output weights, ``alpha`` slope α
     (c = (1 + α)/2; the even part is ``(1 - c) Σ_k v_k |w_kᵀx|``).
     """
-    W, v = np.asarray(W, float), np.asarray(v, float)
-    c = float(slope_factor(alpha))
+    W = chk.finite_array("W", W, ndim=2)
+    v = chk.finite_array("v", v, ndim=1)
+    if v.shape != (W.shape[0],):
+        raise ValueError(f"v must have one output weight per row of W ({W.shape[0]}), got shape {v.shape}")
+    c = float(slope_factor(chk.unit_interval("alpha", alpha, scalar=True)))
     nw = np.linalg.norm(W, axis=1)
     G, denom = W @ W.T, np.outer(nw, nw)
     rho = np.clip(np.divide(G, denom, out=np.zeros_like(G), where=denom > 0), -1.0, 1.0)
@@ -122,11 +137,17 @@ def population_loss_two_layer(params: Params, T, noise: float, alpha) -> tuple[f
     bias-free net ``params`` (scalar output) with slope ``alpha`` and inputs
     ``x ~ N(0, I)``, teacher ``y = T x + ε`` (``T`` (1, d)), noise std σ = ``noise``;
     ``β_eff = c W_1ᵀ W_2ᵀ``."""
+    chk.params("params", params)
+    noise = _noise(noise)
     if len(params) != 2 or params[1].W.shape[0] != 1 or any(l.b is not None for l in params):
-        raise ValueError("population_loss_two_layer needs a two-layer bias-free net with one "
-                         "output (p = 1)")
+        raise ValueError("params: population_loss_two_layer needs a two-layer bias-free net with "
+                         "one output (p = 1)")
     W, v = np.asarray(params[0].W, float), np.asarray(params[1].W, float)[0]
+    alpha = chk.unit_interval("alpha", alpha, scalar=True)
+    T = chk.finite_array("T", T, ndim=(1, 2))
+    if T.size != W.shape[1]:
+        raise ValueError(f"T must hold d = {W.shape[1]} teacher weights (shape (1, d)), got shape {T.shape}")
     beta = float(slope_factor(alpha)) * W.T @ v
     half_even2 = 0.5 * population_even_energy(W, v, alpha)
-    T = np.asarray(T, float).reshape(1, -1)
+    T = T.reshape(1, -1)
     return float(population_loss_linear(beta[:, None], T, noise=noise)) + half_even2, half_even2

@@ -10,9 +10,13 @@ A :class:`Curve` records what was predicted and *which reference* produced it:
 
 Both work on the *linear twin*: a two-layer leaky net (slope α, c = (1 + α)/2) is
 replaced by ``√c (W_1, W_2)`` run to time ``c t`` with decay ``λ/c`` (THEORY.md §2.4,
-§2.7). That step is exact only while the leaky net's even part is zero on the data
-(pair or rank-one zero-even init, symmetric data); :func:`reference_curve` measures
-the even part at init and says so in ``Curve.note``.
+§2.7). That step is exact only while the leaky net's even part stays zero on the data,
+which needs both a zero-even init (pair or rank-one) *and* mirror-symmetric data (each
+point's mirror present as often as the point): on asymmetric data the even part of a
+pair init is zero at t = 0 but grows. :func:`reference_curve` measures both (and the
+whitening and balance the Riccati form needs) and states them in ``Curve.note``; a
+curve resting on a violated precondition is marked ``APPROXIMATE`` there and has
+``exact`` False.
 
 The linear net's gradient flow uses only ``Σ_xx = XᵀX/N``, ``Σ_yx = YᵀX/N`` and
 ``tr Σ_yy``: with ``P = W_L ⋯ W_1`` and ``G = P Σ_xx - Σ_yx``,
@@ -28,13 +32,21 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from ..nets import Params, even_part, has_bias
+from .. import validate as v
+from ..nets import Params, even_part, forward
 from .inits import imbalance
 from .leaky import leaky_decay_to_linear, leaky_time_to_linear, leaky_to_linear
-from .modes import _check_decay, is_whitened
+from .modes import _check_decay, whitening_error
 from .riccati import unaligned_product
 
 REFERENCES = ("riccati", "ode")
+WHITENING_TOL = 1e-10
+"""``max |XᵀX/N - I|`` up to which inputs count as whitened (the Riccati form's precondition)."""
+BALANCE_TOL = 1e-10
+"""Relative imbalance (:func:`~biasfree.theory.imbalance`) up to which an init counts as balanced."""
+EVEN_TOL = 1e-20
+"""Even-part energy at init, relative to the output energy, up to which it counts as zero
+(round-off of a pair net is ~1e-32)."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +56,9 @@ class Curve:
     ``t`` (T,) times, ``loss`` (T,) training loss, ``beta`` (T, d, p) the effective
     linear map ``β_eff(t)`` (``f(x) = β_effᵀ x``), ``reference`` which reference made it
     (one of :data:`REFERENCES`), ``alpha`` the slope of the predicted net, ``note`` the
-    assumptions it rests on, in words.
+    assumptions it rests on and what was measured to check them, in words, ``exact``
+    whether every precondition of the mapping held (False: ``note`` says
+    ``APPROXIMATE`` and by how much).
     """
 
     t: np.ndarray
@@ -53,6 +67,7 @@ class Curve:
     reference: str
     alpha: float = 1.0
     note: str = ""
+    exact: bool = True
 
     def __post_init__(self):
         if self.reference not in REFERENCES:
@@ -63,7 +78,16 @@ def moment_loss(P, Sxx, Syx, y_power: float):
     """``L = ½ y_power - tr(P Σ_xy) + ½ tr(P Σ_xx Pᵀ)`` for products ``P`` (..., p, d),
     ``Sxx`` = Σ_xx (d, d), ``Syx`` = Σ_yx (p, d), ``y_power`` = tr Σ_yy: the mean half
     squared error of the linear map P on the data these moments came from."""
-    P = np.asarray(P, dtype=float)
+    Sxx = v.finite_array("Sxx", Sxx, ndim=2)
+    d = Sxx.shape[0]
+    Syx = v.finite_array("Syx", Syx, ndim=2)
+    if Sxx.shape != (d, d) or Syx.shape[1] != d:
+        raise ValueError(f"Sxx must be (d, d) and Syx (p, d) with the same d; got {Sxx.shape} and "
+                         f"{Syx.shape}")
+    P = v.finite_array("P", P, ndim=tuple(range(2, 8)))
+    if P.shape[-2:] != Syx.shape:
+        raise ValueError(f"P must have shape (..., p, d) = (..., {Syx.shape[0]}, {d}), got {P.shape}")
+    y_power = v.nonnegative("y_power", y_power, scalar=True, why="the mean squared target tr Σ_yy")
     fit = np.einsum("...pd,de,...pe->...", P, Sxx, P)
     return 0.5 * float(y_power) - np.einsum("...pd,pd->...", P, Syx) + 0.5 * fit
 
@@ -84,10 +108,19 @@ def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
     ``t`` times (T,) ≥ 0, ``weight_decay`` λ, ``rtol``/``atol`` of
     ``scipy.integrate.solve_ivp`` (DOP853).
     """
-    if has_bias(params):
-        raise ValueError("linear_net_ode integrates bias-free nets; drop the biases")
+    Ws = v.params("params", params, bias_free=True)
     lam = _check_decay(weight_decay)
-    Sxx, Syx = np.asarray(Sxx, dtype=float), np.asarray(Syx, dtype=float)
+    d, p = Ws[0].shape[1], Ws[-1].shape[0]
+    Sxx = v.finite_array("Sxx", Sxx, ndim=2)
+    Syx = v.finite_array("Syx", Syx, ndim=2)
+    if Sxx.shape != (d, d) or Syx.shape != (p, d):
+        raise ValueError(f"Sxx must be (d, d) = {(d, d)} and Syx (p, d) = {(p, d)} to match params "
+                         f"(input dimension d, outputs p); got {Sxx.shape} and {Syx.shape}")
+    scale = max(float(np.max(np.abs(Sxx))), 1e-300)
+    if np.max(np.abs(Sxx - Sxx.T)) > 1e-10 * scale or np.linalg.eigvalsh(Sxx)[0] < -1e-10 * scale:
+        raise ValueError("Sxx must be a second-moment matrix XᵀX/N: symmetric, positive semi-definite")
+    rtol = v.positive("rtol", rtol, scalar=True)
+    atol = v.positive("atol", atol, scalar=True)
     shapes = [np.shape(layer.W) for layer in params]
     sizes = [int(np.prod(s)) for s in shapes]
     splits = np.cumsum(sizes)[:-1]
@@ -105,9 +138,7 @@ def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
             grads.append((-(A.T @ G @ B.T) - lam * Ws[l]).ravel())
         return np.concatenate(grads)
 
-    t = np.atleast_1d(np.asarray(t, dtype=float))
-    if np.any(t < 0) or not np.all(np.isfinite(t)):
-        raise ValueError("times t must be finite and >= 0")
+    t = np.atleast_1d(v.times("t", t, ndim=(0, 1)))
     ts, inverse = np.unique(t, return_inverse=True)
     theta0 = np.concatenate([np.asarray(layer.W, float).ravel() for layer in params])
     if ts[-1] == 0.0:
@@ -122,44 +153,74 @@ def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
 
 
 def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float = 0.0,
-                    method: str = "auto") -> Curve:
+                    method: str = "auto", symmetry_tol: float = 1e-9) -> Curve:
     """Predicted gradient-flow curve of ``params`` (slope ``alpha``) on data ``X`` (N, d),
     ``Y`` (N, p) at times ``t`` (T,), weight decay λ = ``weight_decay``.
 
     ``method``: ``"riccati"`` (exact; needs two layers, whitened X, balanced init),
     ``"ode"`` (numerical, always applicable) or ``"auto"`` (riccati when it applies, else
     ode). Leaky nets (α < 1, two layers) are mapped to their linear twin
-    ``√c (W_1, W_2)``, time ``c t``, decay ``λ/c`` first (exact iff ``f_even ≡ 0``).
-    The returned :class:`Curve` says which reference was used and on what assumptions.
+    ``√c (W_1, W_2)``, time ``c t``, decay ``λ/c`` first: exact iff ``f_even ≡ 0`` along
+    the flow, i.e. the even part is zero at init (measured, relative to the output
+    energy, against :data:`EVEN_TOL`) *and* the data are mirror-symmetric as a multiset
+    (:func:`biasfree.validate.mirror_violation` at most ``symmetry_tol`` times the
+    largest row norm of ``[X, Y]``). The returned :class:`Curve` says which reference was
+    used, what was measured, and is marked ``APPROXIMATE`` (``exact=False``) when a
+    precondition failed. Biases are refused (the twin maps are for bias-free nets).
     """
-    if method not in ("auto",) + REFERENCES:
-        raise ValueError(f"method={method!r}: choose auto, {', '.join(REFERENCES)}")
-    X, Y = np.asarray(X, dtype=float), np.asarray(Y, dtype=float)
-    t = np.atleast_1d(np.asarray(t, dtype=float))
-    notes = []
+    method = v.choice("method", method, ("auto",) + REFERENCES)
+    X, Y = v.data(X, Y)
+    N, d = X.shape
+    v.params("params", params, bias_free=True, d=d, p_out=Y.shape[1])
+    t = np.atleast_1d(v.times("t", t, ndim=(0, 1)))
+    alpha = v.unit_interval("alpha", alpha, scalar=True, why="the leaky slope: 0 ReLU, 1 linear")
+    symmetry_tol = v.nonnegative("symmetry_tol", symmetry_tol, scalar=True)
+    notes, exact = [], True
     lin, t_lin, lam = params, t, _check_decay(weight_decay)
-    if float(alpha) != 1.0:
+    if alpha != 1.0:
         lin = leaky_to_linear(params, alpha)
         t_lin = leaky_time_to_linear(t, alpha)
         lam = float(leaky_decay_to_linear(weight_decay, alpha))
         e0 = float(np.mean(np.sum(np.asarray(even_part(params, X, alpha)) ** 2, axis=1)))
-        notes.append(f"leaky net mapped to its linear twin (c = {(1 + float(alpha)) / 2:g}); "
-                     + ("exact: even part zero at init" if e0 <= 1e-24 else
-                        f"APPROXIMATE: even-part energy {e0:.3g} at init (THEORY.md §2.6)"))
-    N = X.shape[0]
+        energy = float(np.mean(np.sum(np.asarray(forward(params, X, alpha)) ** 2, axis=1)))
+        e_rel = e0 / energy if energy > 0 else 0.0
+        Z = np.hstack([X, Y])
+        mv = v.mirror_violation(X, Y)
+        mv_rel = mv / max(float(np.max(np.linalg.norm(Z, axis=1))), 1e-300)
+        head = f"leaky net mapped to its linear twin (c = {(1 + alpha) / 2:g}); "
+        if e_rel > EVEN_TOL:
+            exact = False
+            notes.append(head + f"APPROXIMATE: even-part energy {e0:.3g} at init ({e_rel:.3g} of the "
+                                "output energy; THEORY.md §2.6)")
+        elif mv_rel > symmetry_tol:
+            exact = False
+            notes.append(head + f"APPROXIMATE: even part zero at init but the data are not "
+                                f"mirror-symmetric (mirror violation {mv:.3g}, {mv_rel:.3g} of the "
+                                f"largest row norm > symmetry_tol={symmetry_tol:g}), so the even "
+                                "part grows during training; symmetrise the data "
+                                "(biasfree.symmetrize) for an exact twin")
+        else:
+            notes.append(head + f"exact: even part zero at init (relative energy {e_rel:.1e}) and "
+                                f"mirror-symmetric data (relative violation {mv_rel:.1e})")
     Sxx, Syx, y_power = X.T @ X / N, Y.T @ X / N, float(np.sum(Y**2) / N)
-    riccati_ok = len(lin) == 2 and is_whitened(X) and imbalance(lin) <= 1e-10
+    w_err = whitening_error(X)
+    gap = imbalance(lin) if len(lin) == 2 else float("nan")
+    riccati_ok = len(lin) == 2 and w_err <= WHITENING_TOL and gap <= BALANCE_TOL
     if method == "riccati" and not riccati_ok:
-        raise ValueError("the Riccati reference needs two layers, whitened inputs (XᵀX/N = I) and "
-                         "a balanced init; use method='ode' (or whiten X, see biasfree.whiten)")
+        raise ValueError(f"method='riccati' needs two layers (got {len(lin)}), whitened inputs "
+                         f"(max|XᵀX/N - I| = {w_err:.2e}, must be <= {WHITENING_TOL:g}) and a balanced "
+                         f"init (relative imbalance {gap:.2e}, must be <= {BALANCE_TOL:g}); use "
+                         "method='ode' (or whiten X, see biasfree.whiten)")
     if method == "riccati" or (method == "auto" and riccati_ok):
         P = unaligned_product(t_lin, lin, Syx, weight_decay=lam)
         ref = "riccati"
-        notes.append("exact closed form: whitened inputs, balanced two-layer init")
+        notes.append(f"exact closed form: whitened inputs (max|XᵀX/N - I| = {w_err:.1e} <= "
+                     f"{WHITENING_TOL:g}), balanced two-layer init (imbalance {gap:.1e} <= "
+                     f"{BALANCE_TOL:g})")
     else:
         P = linear_net_ode(lin, Sxx, Syx, t_lin, weight_decay=lam)
         ref = "ode"
         notes.append("numerical: linear-network gradient flow integrated by solve_ivp (DOP853)")
     loss = moment_loss(P, Sxx, Syx, y_power)
     return Curve(t=t, loss=np.asarray(loss), beta=np.transpose(P, (0, 2, 1)), reference=ref,
-                 alpha=float(alpha), note="; ".join(notes))
+                 alpha=alpha, note="; ".join(notes), exact=exact)

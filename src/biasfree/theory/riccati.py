@@ -41,9 +41,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import validate as v
 from ..nets import Params
 from .inits import imbalance
-from .modes import _check_decay
+from .modes import _check_decay, _check_y_power
 
 _MAX_EXPONENT = 100.0
 
@@ -90,20 +91,36 @@ def _step(lam, O, Q0, t: float):
     return O @ Mt @ O.T
 
 
-def riccati_gram(t, Q0, Sigma_yx, *, weight_decay: float = 0.0) -> np.ndarray:
+def riccati_gram(t, Q0, Sigma_yx, *, weight_decay: float = 0.0,
+                 balance_tol: float = 1e-10) -> np.ndarray:
     """``M(t) = Q(t) Q(t)ᵀ`` for ``dM/dt = F M + M F - M²``, ``M(0) = Q_0 Q_0ᵀ`` (module doc).
 
     ``t`` times (T,) ≥ 0, ``Q0`` = ``[W_1ᵀ; W_2]`` ((d+p) × n) of a balanced net,
-    ``Sigma_yx`` (p, d) = <y xᵀ> (whitened inputs), ``weight_decay`` λ. Returns
-    (T, d+p, d+p).
+    ``Sigma_yx`` (p, d) = <y xᵀ> (whitened inputs), ``weight_decay`` λ. The net must be
+    balanced, ``W_1 W_1ᵀ = W_2ᵀ W_2`` to ``balance_tol`` relative (checked: otherwise the
+    result is not the gradient flow). Returns (T, d+p, d+p).
     """
     lam_decay = _check_decay(weight_decay)
-    t = np.atleast_1d(np.asarray(t, dtype=float))
-    if np.any(t < 0) or not np.all(np.isfinite(t)):
-        raise ValueError("times t must be finite and >= 0")
-    lam, O = np.linalg.eigh(_F(Sigma_yx, lam_decay))
+    t = np.atleast_1d(v.times("t", t, ndim=(0, 1)))
+    S = v.finite_array("Sigma_yx", Sigma_yx, ndim=2)
+    p, d = S.shape
+    Q0 = v.finite_array("Q0", Q0, ndim=2)
+    if Q0.shape[0] != d + p:
+        raise ValueError(f"Q0 must have d + p = {d + p} rows ([W_1ᵀ; W_2] for Sigma_yx of shape "
+                         f"{S.shape}), got shape {Q0.shape}")
+    tol = v.nonnegative("balance_tol", balance_tol, scalar=True)
+    gap = np.linalg.norm(Q0[:d].T @ Q0[:d] - Q0[d:].T @ Q0[d:]) / max(float(np.sum(Q0**2)), 1e-300)
+    if gap > tol:
+        raise ValueError(f"Q0 is not balanced (relative imbalance {gap:.2e} > balance_tol={tol:g}): "
+                         "the Riccati solution needs W1 W1ᵀ = W2ᵀ W2; build one with "
+                         "biasfree.theory.balanced_init or aligned_init")
+    return _gram(t, Q0, S, lam_decay)
+
+
+def _gram(t, Q0, S, lam_decay: float) -> np.ndarray:
+    """:func:`riccati_gram` on checked input (``t`` (T,), ``Q0``, ``S`` = Σ_yx, λ)."""
+    lam, O = np.linalg.eigh(_F(S, lam_decay))
     chunk = _MAX_EXPONENT / max(np.max(np.abs(lam)), 1e-300)
-    Q0 = np.asarray(Q0, dtype=float)
     out = np.empty((t.size, Q0.shape[0], Q0.shape[0]))
     sv = np.linalg.svd(Q0, compute_uv=False)
     n = int(np.sum(sv > 1e-13 * max(sv[0] if sv.size else 0.0, 1e-300)))  # rank of Q, conserved
@@ -117,12 +134,15 @@ def riccati_gram(t, Q0, Sigma_yx, *, weight_decay: float = 0.0) -> np.ndarray:
 
 
 def _check_net(params: Params, Sigma_yx, tol: float):
+    v.params("params", params)
     if len(params) != 2:
         raise ValueError(f"the Riccati solution is for two-layer nets, got depth {len(params)}")
-    W1, W2 = np.asarray(params[0].W, float), np.asarray(params[1].W, float)
-    S = np.asarray(Sigma_yx, dtype=float)
+    W1, W2 = v.params("params", params, depth=2, bias_free=True)
+    S = v.finite_array("Sigma_yx", Sigma_yx, ndim=2)
+    tol = v.nonnegative("balance_tol", tol, scalar=True)
     if S.shape != (W2.shape[0], W1.shape[1]):
-        raise ValueError(f"Sigma_yx must have shape (p, d) = {(W2.shape[0], W1.shape[1])}, got {S.shape}")
+        raise ValueError(f"Sigma_yx must have shape (p, d) = {(W2.shape[0], W1.shape[1])} to match params "
+                         f"(W_1 (n, d), W_2 (p, n)), got {S.shape}")
     gap = imbalance(params)
     if gap > tol:
         raise ValueError(f"init is not balanced (relative imbalance {gap:.2e} > {tol:g}): the "
@@ -142,7 +162,8 @@ def unaligned_product(t, params: Params, Sigma_yx, *, weight_decay: float = 0.0,
     """
     W1, W2, S = _check_net(params, Sigma_yx, balance_tol)
     d = W1.shape[1]
-    M = riccati_gram(t, np.concatenate([W1.T, W2], axis=0), S, weight_decay=weight_decay)
+    t = np.atleast_1d(v.times("t", t, ndim=(0, 1)))
+    M = _gram(t, np.concatenate([W1.T, W2], axis=0), S, _check_decay(weight_decay))
     return M[:, d:, :d]
 
 
@@ -153,4 +174,5 @@ def unaligned_loss(t, params: Params, Sigma_yx, y_power: float, *, weight_decay:
     :func:`unaligned_product`."""
     P = unaligned_product(t, params, Sigma_yx, weight_decay=weight_decay, balance_tol=balance_tol)
     S = np.asarray(Sigma_yx, dtype=float)
+    _check_y_power(y_power, np.linalg.svd(S, compute_uv=False))
     return 0.5 * np.sum((S - P) ** 2, axis=(1, 2)) + 0.5 * (float(y_power) - np.sum(S**2))

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..nets import Params, check_alpha, depth, slope_factor
+from .. import validate as v
+from ..nets import Params, depth, slope_factor
+from .modes import _broadcast
 
 
 def effective_strength(params: Params, r, q=None) -> float:
@@ -31,15 +33,16 @@ def effective_strength(params: Params, r, q=None) -> float:
     the unit input direction of the mode, ``q`` (p,) its unit output direction
     (default: the only one, p = 1). Accurate while ``a_0 ≪ s``.
     """
+    v.params("params", params, bias_free=True)
     if depth(params) != 2:
         raise ValueError(f"effective_strength is derived for two-layer nets; got depth {depth(params)}")
     W1, W2 = (np.asarray(layer.W, dtype=float) for layer in params)
-    r = np.asarray(r, dtype=float).reshape(-1)
+    r = v.finite_array("r", r, ndim=(1, 2)).reshape(-1)
     if q is None:
         if W2.shape[0] != 1:
             raise ValueError(f"the net has {W2.shape[0]} outputs: give the output direction q")
         q = np.ones(1)
-    q = np.asarray(q, dtype=float).reshape(-1)
+    q = v.finite_array("q", q, ndim=(1, 2)).reshape(-1)
     for name, vec, n in (("r", r, W1.shape[1]), ("q", q, W2.shape[0])):
         if vec.shape != (n,) or not np.isclose(np.linalg.norm(vec), 1.0, rtol=1e-9):
             raise ValueError(f"{name} must be a unit vector of length {n}")
@@ -56,7 +59,7 @@ def half_loss_time(s, a0):
     (The *mode* half time of :func:`~biasfree.theory.half_time`, a = s/2, is later by
     ``ln(1 + √2)/(2s)``.) ``s`` singular value, ``a0`` initial strength, 0 < a_0 < s.
     """
-    s, a0 = np.asarray(s, dtype=float), np.asarray(a0, dtype=float)
+    s, a0 = _broadcast(s=v.real("s", s), a0=v.real("a0", a0))
     if np.any(s <= 0) or np.any(a0 <= 0) or np.any(a0 >= s):
         raise ValueError("half_loss_time needs 0 < a0 < s (a mode still to be learned)")
     a_half = s - (s - a0) / np.sqrt(2.0)
@@ -70,6 +73,6 @@ def raw_init_half_time_ratio(s, a0, alpha):
     ``≈ 1 + ln(1/c) / ln(s/a_0)``: above 1, tending to 1 only logarithmically as the
     init shrinks. ``s`` singular value, ``a0`` effective strength, ``alpha`` slope α.
     """
-    check_alpha(alpha)
-    return half_loss_time(s, slope_factor(np.asarray(alpha, dtype=float)) * np.asarray(a0, dtype=float)) \
-        / half_loss_time(s, a0)
+    alpha = v.unit_interval("alpha", alpha, why="the leaky slope: 0 ReLU, 1 linear")
+    a0 = v.real("a0", a0)
+    return half_loss_time(s, slope_factor(alpha) * a0) / half_loss_time(s, a0)
