@@ -27,16 +27,15 @@ from scipy.integrate import quad
 from scipy.optimize import brentq
 from scipy.special import expit, logit
 
+from .. import validate as v
 from ..nets import Layer, Params, pair_up
-from .modes import _modes, final_loss, logistic
+from .modes import _check_y_power, _modes, final_loss, logistic
 
 _XI_FLAT = 60.0  # beyond ξ = 60 the integrand differs from 1 by < e^{-60}
 
 
 def _check_depth(depth: int) -> int:
-    if int(depth) != depth or depth < 2:
-        raise ValueError(f"depth={depth!r} must be an integer >= 2 (number of weight matrices)")
-    return int(depth)
+    return v.integer("depth", depth, 2)  # the number of weight matrices
 
 
 def _excess(z, kappa):
@@ -87,9 +86,7 @@ def _logit_path(t, s: float, a0: float, L: int):
 
 
 def _check_deep(t, s, a0):
-    t = np.asarray(t, dtype=float)
-    if np.any(t < 0) or not np.all(np.isfinite(t)):
-        raise ValueError("times t must be finite and >= 0")
+    t = v.times("t", t)
     s, a0 = _modes(s, a0)
     if np.any(s <= 0) or np.any(a0 >= s):
         raise ValueError("deep-linear curves need s > 0 and 0 < a0 < s for every mode")
@@ -131,6 +128,7 @@ def deep_loss(t, s, a0, depth: int, y_power: float):
     a_i from :func:`deep_mode_strength` (``s_i - a_i = s_i / (1 + e^{ξ_i})`` computed
     directly). ``y_power`` = tr<y yᵀ>; other arguments as in :func:`deep_mode_strength`."""
     t, s, a0 = _check_deep(t, s, a0)
+    _check_y_power(y_power, s)
     gap = s * expit(-deep_logit(t, s, a0, depth))
     fit = 0.5 * (gap**2 if s.ndim == 0 else np.sum(gap**2, axis=-1))
     return fit + final_loss(s, y_power)
@@ -142,8 +140,11 @@ def deep_time_to(a, s, a0, depth: int):
     array."""
     L = _check_depth(depth)
     _, s, a0 = _check_deep(0.0, s, a0)
+    if s.ndim:
+        raise TypeError(f"s and a0 must be single numbers here (got shape {s.shape}); use "
+                        "deep_half_time or loop over the modes")
     s, a0 = float(s), float(a0)
-    a = np.asarray(a, dtype=float)
+    a = v.finite_array("a", a)
     if np.any(a < a0) or np.any(a >= s):
         raise ValueError("deep_time_to needs a0 <= a < s")
     rate = L * s ** (2.0 - 2.0 / L)
@@ -157,7 +158,7 @@ def deep_half_time(s, a0, depth: int):
     ``ln(s/a0 - 1)/(2s)``). Scalars ``s``, ``a0``, depth L. From small init
     (a0 << s, L > 2) it grows like ``a0^{-(1-2/L)} / (L s (1 - 2/L))``: deeper nets
     wait longer on the plateau but switch more sharply."""
-    s_arr, a0_arr = np.broadcast_arrays(np.asarray(s, float), np.asarray(a0, float))
+    _, s_arr, a0_arr = _check_deep(0.0, s, a0)
     out = [deep_time_to(si / 2.0, si, ai, depth) for si, ai in zip(s_arr.ravel(), a0_arr.ravel(),
                                                                    strict=True)]
     return np.asarray(out, dtype=float).reshape(s_arr.shape)
