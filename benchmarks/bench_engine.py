@@ -124,7 +124,8 @@ def torch_arm(data, params, steps, lr, dtype: str):
             opt.step()
         if dev == "cuda":
             torch.cuda.synchronize()
-        return float(0.5 * ((net(X) - Y) ** 2).sum(dim=1).mean())
+        with torch.no_grad():
+            return float(0.5 * ((net(X) - Y) ** 2).sum(dim=1).mean())
 
     return run
 

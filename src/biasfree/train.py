@@ -211,29 +211,21 @@ _gd_core = jax.jit(_gd_run, static_argnames=_GD_STATIC)
 # - "vmap": one batched program; batched matmuls. On XLA's CPU backend these ran at
 #   0.6-0.75x of the same runs one after another (PERFORMANCE.md); on a GPU they are
 #   the natural choice.
-# "auto" takes "vmap" on GPU/TPU and "map" on CPU. Members spread over the host devices
-# only while one member's first-layer product (rows x d x width) is below
-# _SPREAD_BELOW: larger products already use every core through XLA's multithreaded
-# matmul, and two devices then compete for the same cores (measured on 2 cores: width
-# 500, N 1024 ran 0.8-0.9x spread, 1.3-1.4x on one device; width 150 and width 40 ran
-# 1.0-1.3x spread).
+# "auto" takes "vmap" on GPU/TPU and "map" on CPU, spread over every host device.
+# Measured on 2 cores, B = 6, against 6 sequential runs: width 500, N 1024: 1.17-1.32x
+# spread over 2 devices, 0.84-0.90x on one; width 40, N 400: 1.8x spread. (On a
+# machine whose cores are busy with other work, spreading can lose: 0.8-0.9x.)
 LAYOUTS = ("auto", "map", "vmap")
-_SPREAD_BELOW = 4e6
 
 
-def _layout(layout: str | None, params: Params, data: Dataset) -> tuple[str, int]:
-    """``(layout, n_devices)`` for an ensemble of nets like ``params`` on ``data``: see
-    the comment above."""
+def _layout(layout: str | None) -> tuple[str, int]:
+    """``(layout, n_devices)`` for an ensemble: see the comment above."""
     layout = "auto" if layout is None else layout
     if layout not in LAYOUTS:
         raise ValueError(f"layout={layout!r}: choose one of {', '.join(LAYOUTS)}")
     if layout == "auto":
         layout = "map" if jax.default_backend() == "cpu" else "vmap"
-    if layout == "vmap":
-        return layout, 1
-    n, d = data.inputs.shape
-    small = n * d * params[0].W.shape[-2] < _SPREAD_BELOW
-    return layout, (len(jax.devices()) if small else 1)
+    return layout, (len(jax.devices()) if layout == "map" else 1)
 
 
 def _over_members(fn, members, shared, layout: str, n_dev: int):
@@ -428,7 +420,7 @@ def gd_ensemble(params: Params, data: Dataset, cfg: GDConfig, *, alpha=None, lr=
     one = jax.tree_util.tree_map(lambda x: x[0], params)
     _check_params_data(one, data)
     ks = record_steps(cfg.steps, cfg.n_records, cfg.spacing)
-    lay, n_dev = _layout(layout, one, data)
+    lay, n_dev = _layout(layout)
     final, obs = _gd_batch(params, _arrays(data), v["alpha"], v["lr"], v["wd"],
                            jnp.asarray(np.diff(ks)), cfg.loss, _pinv(one, data),
                            cfg.keep_params, data.mirrored, lay, n_dev)
@@ -451,7 +443,7 @@ def flow_ensemble(params: Params, data: Dataset, cfg: FlowConfig, *, alpha=None,
     _check_params_data(one, data)
     ts = jnp.asarray(record_times(cfg.t_max, cfg.n_records, cfg.spacing))
 
-    lay, n_dev = _layout(layout, one, data)
+    lay, n_dev = _layout(layout)
     final, obs, stats = _flow_batch(params, _arrays(data), v["alpha"], v["wd"], ts, cfg.loss,
                                     _pinv(one, data), cfg.rtol, cfg.atol, cfg.solver,
                                     cfg.max_steps, cfg.keep_params, data.mirrored, lay, n_dev)
