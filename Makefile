@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 TORCH_PIN ?= torch==2.13.0
 
 $(DEVSTAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[dev,datasets,torch]' '$(TORCH_PIN)'
+	$(BIN)/python -m pip install -q -e '.[dev,datasets,torch,sweep]' '$(TORCH_PIN)'
 	touch $@ $(STAMP)
 
 run: $(STAMP)  ## headline experiment -> results/

@@ -73,6 +73,7 @@ from .nets import (
     widths,
 )
 from .precision import PRECISIONS, current_precision, precise, use_precision
+from .sweep import load_sweep
 from .train import (
     DivergenceError,
     FlowConfig,

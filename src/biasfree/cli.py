@@ -214,5 +214,77 @@ def report(out: Annotated[Path, typer.Option(help="results folder")] = Path("res
     typer.echo(str(path))
 
 
+@app.command()
+def sweep(
+    spec: Annotated[Path, typer.Argument(help="sweep spec: a TOML file with experiment, preset, "
+                                               "seeds, [grid] and [fixed]")],
+    out: Annotated[Path | None, typer.Option(help="output folder (default: results/sweeps/SPEC_NAME)",
+                                             show_default=False)] = None,
+    workers: Annotated[int | None, typer.Option(help="worker processes of the local Dask cluster "
+                                                     "(default: the number of cores)",
+                                                show_default=False)] = None,
+    scheduler: Annotated[str | None, typer.Option(help="address of an existing Dask scheduler, e.g. "
+                                                       "tcp://host:8786 (instead of a local cluster)",
+                                                  show_default=False)] = None,
+    force: Annotated[bool, typer.Option("--force", help="recompute points already saved")] = False,
+) -> None:
+    """Run an experiment over a grid of config fields × seeds on Dask, resumably.
+
+    Every point is validated before any task starts (exit 2 on a bad spec). Points are
+    saved once, under OUT/points/<hash of experiment, config, seed, version>/; a rerun
+    computes only the missing ones. Writes OUT/table.parquet (load it with
+    biasfree.load_sweep) and OUT/summary.png; exits 1 if a point failed."""
+    from rich.progress import BarColumn, MofNCompleteColumn
+
+    from .sweep import SpecError, plan_points, read_spec, run_sweep
+
+    if workers is not None and scheduler is not None:
+        err.print("[red]error:[/] give --workers (a local cluster) or --scheduler (an existing one), "
+                  "not both")
+        raise typer.Exit(2)
+    if workers is not None and workers < 1:
+        err.print(f"[red]error:[/] --workers {workers}: need at least 1")
+        raise typer.Exit(2)
+    try:
+        parsed = read_spec(spec)
+        n_points = len(plan_points(parsed))
+    except SpecError as e:
+        err.print(f"[red]error:[/] {escape(str(e.args[0]))}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    out = out if out is not None else Path("results") / "sweeps" / spec.stem
+    columns = (TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("done {task.fields[done]}, skipped {task.fields[skipped]}, "
+                          "[red]failed {task.fields[failed]}[/], running {task.fields[running]}"),
+               TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=False) as bar:
+        task = bar.add_task(f"{parsed.experiment} sweep", total=n_points, done=0, skipped=0,
+                            failed=0, running=0)
+
+        def show(c):
+            bar.update(task, completed=c.finished, done=c.done, skipped=c.skipped, failed=c.failed,
+                       running=c.running)
+
+        try:
+            outcome = run_sweep(parsed, out, workers=workers, scheduler=scheduler, force=force,
+                                progress=show, log=lambda line: bar.console.print(escape(line)))
+        except (ConnectionError, ImportError) as e:
+            err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            err.print(f"[yellow]interrupted[/]: finished points are saved in {out}; rerun the same "
+                      "command to compute the rest")
+            raise typer.Exit(130) from None
+    c = outcome.counts
+    for path in (outcome.table, outcome.summary):
+        if path is not None:
+            typer.echo(str(path))
+    err.print(f"{c.total} points: {c.done} computed, {c.skipped} skipped (already saved), "
+              f"{c.failed} failed")
+    if outcome.failed:
+        err.print(f"[red]{len(outcome.failed)} point(s) failed[/] (errors in {out / 'errors'}): "
+                  + escape("; ".join(outcome.failed[:5])))
+        raise typer.Exit(1)
+
+
 def main() -> None:  # pragma: no cover
     app()

@@ -1,0 +1,217 @@
+"""Sweeps on Dask: the table equals the points run one by one, a killed sweep resumes,
+an existing scheduler works, a failed point is recorded, a bad spec exits 2 at once.
+
+One 2-worker LocalCluster serves the module (starting one costs seconds); the sweeps
+reach it by its address, as `biasfree sweep --scheduler` does.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from biasfree import load_sweep
+from biasfree.cli import app
+from biasfree.experiments import get, resolve_config, run_experiment
+from biasfree.sweep import WORKER_ENV, Counts, SpecError, parse_spec, plan_points, run_sweep
+
+distributed = pytest.importorskip("distributed", reason="the [sweep] extra (make test installs it)")
+
+runner = CliRunner()
+EXP = "orthogonal-inputs"  # the cheapest experiment at its tiny preset
+GRID = {"width": [6, 8], "scale": [1e-4, 1e-3]}
+FIXED = {"n": 3, "d": 4, "t_max": 20.0, "n_records": 41}
+SPEC = {"experiment": EXP, "preset": "tiny", "seeds": [0, 2], "grid": GRID, "fixed": FIXED}
+
+
+def spec_text(doc: dict) -> str:
+    lines = [f"experiment = {json.dumps(doc['experiment'])}", f"preset = {json.dumps(doc['preset'])}",
+             f"seeds = {json.dumps(doc['seeds'])}"]
+    for table in ("grid", "fixed"):
+        if doc.get(table):
+            lines.append(f"[{table}]")
+            lines += [f"{k} = {json.dumps(v)}" for k, v in doc[table].items()]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0", env=WORKER_ENV) as c:
+        yield c.scheduler_address
+
+
+@pytest.fixture(scope="module")
+def full_sweep(cluster, tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep")
+    outcome = run_sweep(parse_spec(SPEC), out, scheduler=cluster)
+    return out, outcome
+
+
+def test_sweep_table_equals_points_run_one_by_one(full_sweep):
+    out, outcome = full_sweep
+    assert (outcome.counts.done, outcome.counts.skipped, outcome.counts.failed) == (8, 0, 0)
+    df = load_sweep(out)
+    assert len(df) == 8 and list(df["status"]) == ["done"] * 8
+    assert (out / "summary.png").stat().st_size > 10_000
+    exp = get(EXP)
+    for _, row in df.iterrows():
+        over = {**FIXED, "width": int(row["width"]), "scale": float(row["scale"])}
+        ref = run_experiment(exp, resolve_config(exp, "tiny", over), int(row["seed"]))
+        for k, v in ref.metrics.items():
+            np.testing.assert_allclose(row[k], v, rtol=1e-9, atol=1e-300, err_msg=k)
+        for k, c in ref.checks.items():
+            np.testing.assert_allclose(row[f"check.{k}.value"], c.value, rtol=1e-9, atol=1e-300)
+            assert row[f"check.{k}.passed"] == c.passed
+        assert row["passed"] == ref.passed
+        folder = out / "points" / row["point"]
+        assert {"result.json", "arrays.npz", "figure.png", "figure.pdf"} <= {p.name for p in folder.iterdir()}
+        assert json.loads((folder / "result.json").read_text())["overrides"] == over
+    # one row per point: the grid in the spec's order, seeds innermost
+    assert list(zip(df["width"], df["scale"], df["seed"], strict=True)) == \
+        [(w, sc, s) for w in GRID["width"] for sc in GRID["scale"] for s in SPEC["seeds"]]
+    assert df.attrs["experiment"] == EXP and df.attrs["grid"] == ["width", "scale"]
+
+
+def test_killed_sweep_resumes_to_the_same_table(cluster, full_sweep, tmp_path):
+    ref = load_sweep(full_sweep[0])
+
+    class Stop(KeyboardInterrupt):
+        pass
+
+    def ctrl_c_after_two(c: Counts):
+        if c.done >= 2:
+            raise Stop
+
+    with pytest.raises(Stop):
+        run_sweep(parse_spec(SPEC), tmp_path, scheduler=cluster, progress=ctrl_c_after_two)
+    finished = [p for p in (tmp_path / "points").iterdir() if (p / "result.json").exists()]
+    assert 2 <= len(finished) < 8
+    # a save killed by SIGKILL half-way: its temporary folder (a dead process's) and a
+    # point folder without arrays.npz must not count as finished
+    pts = plan_points(parse_spec(SPEC))
+    missing = [p for p in pts if not (tmp_path / "points" / p.key).exists()]
+    (tmp_path / "points" / f".{missing[0].key}.tmp-999999-x").mkdir()
+    broken = tmp_path / "points" / missing[1].key
+    broken.mkdir()
+    (broken / "result.json").write_text(json.dumps({"experiment": EXP}))
+
+    logs = []
+    outcome = run_sweep(parse_spec(SPEC), tmp_path, scheduler=cluster, log=logs.append)
+    assert outcome.counts.skipped == len(finished)
+    assert outcome.counts.done == 8 - len(finished)
+    assert any(f"{len(finished)} of 8 points skipped" in line for line in logs)
+    df = load_sweep(tmp_path)
+    cols = [c for c in ref.columns if c != "elapsed_s"]
+    assert list(df.columns) == list(ref.columns)
+    assert df[cols].equals(ref[cols])
+    assert not (tmp_path / "points" / f".{missing[0].key}.tmp-999999-x").exists()
+
+    # a third run computes nothing; --force recomputes everything
+    again = run_sweep(parse_spec(SPEC), tmp_path, scheduler=cluster)
+    assert (again.counts.skipped, again.counts.done) == (8, 0)
+
+
+def test_failed_point_is_recorded_and_does_not_stop_the_sweep(cluster, tmp_path):
+    spec = {"experiment": EXP, "preset": "tiny", "seeds": [0],
+            "grid": {"scale": [1e-4, 1.0]}, "fixed": {**FIXED, "width": 6, "lr": 50.0}}  # σ = 1 diverges
+    path = tmp_path / "spec.toml"
+    path.write_text(spec_text(spec))
+    res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "out"),
+                              "--scheduler", cluster])
+    assert res.exit_code == 1, res.output
+    df = load_sweep(tmp_path / "out")
+    assert list(df["status"]) == ["done", "failed"]
+    assert df["error"].iloc[1].startswith("DivergenceError")
+    errors = list((tmp_path / "out" / "errors").glob("*.json"))
+    assert len(errors) == 1 and "traceback" in json.loads(errors[0].read_text())
+
+
+def _wait_for(cond, timeout, what):
+    t0 = time.time()
+    while not cond():
+        if time.time() - t0 > timeout:
+            raise TimeoutError(f"{what} did not happen within {timeout} s")
+        time.sleep(0.2)
+
+
+def test_sweep_through_a_real_dask_scheduler_and_worker(tmp_path):
+    sched_file = tmp_path / "scheduler.json"
+    env = {**os.environ, **WORKER_ENV}
+    procs = []
+    try:
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+             "--no-dashboard", "--scheduler-file", str(sched_file)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
+        _wait_for(sched_file.exists, 60, "the scheduler's start")
+        address = json.loads(sched_file.read_text())["address"]
+        assert address.startswith("tcp://127.0.0.1:")
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "1",
+             "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
+        with distributed.Client(address, timeout="30s") as client:
+            client.wait_for_workers(1, timeout=120)
+        spec = {**SPEC, "seeds": [0], "grid": {"width": [6, 8]}}
+        path = tmp_path / "spec.toml"
+        path.write_text(spec_text(spec))
+        res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "out"),
+                                  "--scheduler", address])
+        assert res.exit_code == 0, res.output
+        assert str(tmp_path / "out" / "table.parquet") in res.stdout
+        df = load_sweep(tmp_path / "out")
+        assert list(df["status"]) == ["done", "done"] and list(df["width"]) == [6, 8]
+    finally:
+        for p in reversed(procs):
+            p.send_signal(signal.SIGTERM)
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"grid": {"no_such_field": [1, 2]}}, "has no field 'no_such_field'"),
+    ({"grid": {"width": [6, -2]}}, "width"),
+    ({"experiment": "no-such-experiment"}, "unknown experiment"),
+    ({"grid": {"width": 6}}, "must be a non-empty list"),
+    ({"seeds": []}, "seeds must be a non-empty list"),
+])
+def test_bad_spec_exits_2_before_any_work(tmp_path, change, message):
+    path = tmp_path / "spec.toml"
+    path.write_text(spec_text({**SPEC, **change}))
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["sweep", str(path), "--out", str(out), "--workers", "1"])
+    assert res.exit_code == 2, res.output
+    assert message in " ".join(res.output.split())
+    assert not out.exists(), "nothing may run or be written before the spec is valid"
+
+
+def test_unknown_spec_key_and_field_in_both_tables_are_errors():
+    with pytest.raises(SpecError, match="unknown key.*'seed'"):
+        parse_spec({**SPEC, "seed": 3})
+    with pytest.raises(SpecError, match="both swept"):
+        parse_spec({**SPEC, "fixed": {"width": 6}})
+
+
+def test_point_key_is_content_addressed():
+    pts = plan_points(parse_spec(SPEC))
+    assert len({p.key for p in pts}) == 8
+    # the same effective config from another spec (the value fixed instead of swept) is the same point
+    other = plan_points(parse_spec({**SPEC, "grid": {"scale": [1e-4]}, "fixed": {**FIXED, "width": 6}}))
+    assert other[0].key == pts[0].key and other[1].key == pts[1].key
+
+
+def test_load_sweep_names_the_fix_when_there_is_no_table(tmp_path):
+    with pytest.raises(FileNotFoundError, match="biasfree sweep"):
+        load_sweep(Path(tmp_path))
