@@ -281,13 +281,27 @@ def dask_client(workers: int | None = None, scheduler: str | None = None,
                                dashboard_address=":0", env=WORKER_ENV)
         client = Client(cluster)
     try:
-        if "dashboard" in client.scheduler_info().get("services", {}):
+        if _dashboard_up(client):
             log(f"Dask dashboard: {client.dashboard_link}")
         yield client
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _dashboard_up(client) -> bool:
+    """Whether the scheduler's dashboard answers with its pages (without bokeh where the
+    scheduler runs it serves only a "Dask needs bokeh" note)."""
+    import urllib.request
+
+    if "dashboard" not in client.scheduler_info().get("services", {}):
+        return False
+    try:
+        with urllib.request.urlopen(client.dashboard_link, timeout=2) as r:
+            return r.status == 200 and b"needs bokeh" not in r.read(4096)
+    except (OSError, ValueError):
+        return False
 
 
 def saved(out: Path, point: Point, experiment: str) -> bool:
