@@ -14,24 +14,61 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.spatial import cKDTree
 
+from . import validate
 from .precision import precise
 
 Array = jax.Array
 Target = Callable[[Array], Array]
 
 
+def _traced(*xs) -> bool:
+    return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(xs))
+
+
+def _check_key(key, name: str = "key"):
+    from .nets import _check_key as check
+
+    return check(key, name)
+
+
+def _check_columns(name: str, X, need: int) -> None:
+    """A target built for input coordinates up to ``need - 1`` refuses narrower inputs (JAX
+    would clamp the index and return a plausible, wrong value)."""
+    if np.ndim(X) != 2 or np.shape(X)[1] < need:
+        raise ValueError(f"{name}: this target reads input coordinate {need - 1} but X has shape "
+                         f"{np.shape(X)}; pass inputs (N, d) with d >= {need}")
+
+
+def _target_values(target, X):
+    """``target(X)`` as an (N, p) array, checked: an (N,) result is refused with the fix,
+    NaN/inf values are refused."""
+    Y = target(X)
+    shape = np.shape(Y)
+    if len(shape) != 2 or shape[0] != X.shape[0]:
+        raise ValueError(f"target must map inputs (N, d) to targets (N, p); it returned shape {shape} "
+                         f"for N = {X.shape[0]} (for one output return y[:, None])")
+    if not _traced(Y) and not np.all(np.isfinite(np.asarray(Y))):
+        raise ValueError("target returned NaN or infinite values on the drawn inputs: use a target "
+                         "that is finite for every input")
+    return Y
+
+
 def check_data(X, Y) -> None:
     """Raise ``ValueError`` naming the problem unless X (N, d) and Y (N, p) are finite
-    2-D arrays with the same number of rows."""
+    2-D arrays with the same number of rows (``TypeError`` for strings, bools, complex or
+    ragged input)."""
+    if not _traced(X, Y):
+        X = validate._numeric("X", X, "an array of inputs (N, d)")
+        Y = validate._numeric("Y", Y, "an array of targets (N, p)")
     X, Y = np.asarray(X), np.asarray(Y)
     if X.ndim != 2:
         raise ValueError(f"inputs X must have shape (N, d), got {X.shape}; reshape 1-D x to (N, 1)")
     if Y.ndim != 2:
         raise ValueError(f"targets Y must have shape (N, p), got {Y.shape}; use Y[:, None] for p = 1")
-    if X.shape[0] == 0:
-        raise ValueError("the data set is empty (N = 0): give at least one input row")
+    if X.shape[0] == 0 or X.shape[1] == 0 or Y.shape[1] == 0:
+        raise ValueError(f"X, Y: the data set is empty (X {X.shape}, Y {Y.shape}): give at least one "
+                         "row, one input and one target column")
     if X.shape[0] != Y.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}: one target per input")
     for name, A in (("X", X), ("Y", Y)):
@@ -70,8 +107,9 @@ class Dataset:
             raise ValueError("give both X_test and Y_test, or neither")
         if X_test is not None:
             check_data(X_test, Y_test)
-            if X_test.shape[1] != X.shape[1] or Y_test.shape[1] != Y.shape[1]:
-                raise ValueError("test set must have the same d and p as the training set")
+            if np.shape(X_test)[1] != np.shape(X)[1] or np.shape(Y_test)[1] != np.shape(Y)[1]:
+                raise ValueError("X_test, Y_test: the test set must have the same d and p as the "
+                                 "training set")
         mirrored = bool(mirror) and _is_mirror_layout(X)
         inputs = X[: X.shape[0] // 2] if mirrored else X
         if mirrored and isinstance(inputs, np.ndarray):
@@ -124,10 +162,12 @@ jax.tree_util.register_pytree_node(Dataset, _dataset_flatten, _dataset_unflatten
 @precise
 def gaussian_inputs(key, n: int, d: int, cov=None) -> Array:
     """``n`` inputs ``x ~ N(0, cov)`` in ``d`` dimensions (identity if ``cov`` is None)."""
+    _check_key(key)
+    n, d = validate.integer("n", n, 1), validate.integer("d", d, 1)
     Z = jax.random.normal(key, (n, d))
     if cov is None:
         return Z
-    cov = jnp.asarray(cov, dtype=float)
+    cov = jnp.asarray(validate.finite_array("cov", cov), dtype=float)
     if cov.shape != (d, d):
         raise ValueError(f"cov must have shape ({d}, {d}), got {cov.shape}")
     sym = np.asarray(cov)
@@ -140,6 +180,11 @@ def gaussian_inputs(key, n: int, d: int, cov=None) -> Array:
 @precise
 def symmetrize(X, Y=None):
     """Append the mirror images: ``X -> [X; -X]`` and ``Y -> [Y; -Y]`` (§2.1)."""
+    if not _traced(X, Y):
+        if Y is None:
+            validate.finite_array("X", X, ndim=2)
+        else:
+            validate.data(X, Y)
     Xs = jnp.concatenate([X, -X], axis=0)
     if Y is None:
         return Xs
@@ -149,18 +194,26 @@ def symmetrize(X, Y=None):
 @precise
 def asymmetric_half(X, Y):
     """Drop the mirror half made by :func:`symmetrize` (first N/2 rows kept)."""
+    if not _traced(X, Y):
+        validate.data(X, Y)
+        if np.shape(X)[0] % 2:
+            raise ValueError(f"X has {np.shape(X)[0]} rows: a symmetrised set has an even number "
+                             "(the first half and its mirrors)")
     n = X.shape[0] // 2
     return X[:n], Y[:n]
 
 
 def is_symmetric(X, Y=None, tol: float = 1e-9) -> bool:
-    """True if every point (x, y) has a partner (-x, -y) within Euclidean ``tol``.
+    """True if the points (x, y) form a mirror-symmetric *multiset*: every point's mirror
+    (-x, -y) is present as often as the point itself, up to Euclidean ``tol``.
 
-    Uses a k-d tree over the rows of ``[X, Y]``: O(N log N).
+    A point duplicated without a duplicated mirror makes the set asymmetric (the
+    odd/even orthogonality of §1.3 fails there), although its nearest mirror exists.
+    Measured by :func:`biasfree.validate.mirror_violation` (sorting, O(N log N), plus an
+    optimal pairing when that is not tight).
     """
-    Z = np.asarray(X, float) if Y is None else np.hstack([np.asarray(X, float), np.asarray(Y, float)])
-    dist, _ = cKDTree(Z).query(-Z, k=1)
-    return bool(np.max(dist) <= tol)
+    tol = validate.nonnegative("tol", tol, scalar=True)
+    return bool(validate.mirror_violation(X, Y) <= tol)
 
 
 class Whitened(tuple):
@@ -216,9 +269,10 @@ def whiten(X, rank=None, tol: float = 1e-12) -> Whitened:
     a symmetric set stays symmetric (the map is linear). Returns a :class:`Whitened`:
     the pair ``(X M, M)`` plus the eigenvalues and the counts.
     """
+    if not _traced(X):
+        X = validate.finite_array("X", X, ndim=2)
+    tol = validate.nonnegative("tol", tol, scalar=True)
     X = jnp.asarray(X)
-    if X.ndim != 2:
-        raise ValueError(f"inputs X must have shape (N, d), got {X.shape}")
     d = X.shape[1]
     S = X.T @ X / X.shape[0]
     evals, evecs = jnp.linalg.eigh(S)
@@ -256,12 +310,16 @@ def whiten(X, rank=None, tol: float = 1e-12) -> Whitened:
 @precise
 def input_covariance(X) -> Array:
     """``Σ_xx = <x xᵀ> = XᵀX / N``, shape (d, d)."""
+    if not _traced(X):
+        X = jnp.asarray(validate.finite_array("X", X, ndim=2))
     return X.T @ X / X.shape[0]
 
 
 @precise
 def cross_covariance(X, Y) -> Array:
     """``Σ_yx = <y xᵀ> = YᵀX / N``, shape (p, d)."""
+    if not _traced(X, Y):
+        X, Y = (jnp.asarray(a) for a in validate.data(X, Y))
     return Y.T @ X / X.shape[0]
 
 
@@ -292,6 +350,7 @@ def moment_data(X, Y, rank_tol: float = 1e-12) -> MomentData:
     Not valid for α < 1: a leaky net sees more of the data than its second moments.
     """
     check_data(X, Y)
+    rank_tol = validate.nonnegative("rank_tol", rank_tol, scalar=True)
     X, Y = np.asarray(X, dtype=float), np.asarray(Y, dtype=float)
     lam, E = np.linalg.eigh(X.T @ X / X.shape[0])
     keep = lam > rank_tol * max(float(lam.max()), 0.0)
@@ -311,18 +370,28 @@ def moment_data(X, Y, rank_tol: float = 1e-12) -> MomentData:
 @precise
 def linear_target(T) -> Target:
     """``y = T x`` for a matrix ``T`` of shape (p, d)."""
-    T = jnp.asarray(T, dtype=float)
-    return lambda X: X @ T.T
+    T = jnp.asarray(validate.finite_array("T", T, ndim=2), dtype=float)
+
+    def f(X):
+        _check_columns("T", X, T.shape[1])
+        return X @ T.T
+
+    return f
 
 
 @precise
 def teacher_matrix(key, d: int, singular_values) -> Array:
     """Random (p, d) matrix ``T = U diag(s) Vᵀ`` with prescribed ``singular_values``
     s (p of them, p <= d) and Haar-random orthonormal U, V."""
-    s = jnp.asarray(singular_values, dtype=float)
+    _check_key(key)
+    d = validate.integer("d", d, 1)
+    s = validate.nonnegative("singular_values", singular_values, why="singular values are >= 0")
+    if s.ndim != 1 or s.size == 0:
+        raise ValueError(f"singular_values must be a non-empty list of numbers, got shape {s.shape}")
+    s = jnp.asarray(s, dtype=float)
     p = s.shape[0]
     if p > d:
-        raise ValueError(f"{p} singular values need p <= d = {d}")
+        raise ValueError(f"singular_values: {p} singular values need p <= d = {d}")
     k1, k2 = jax.random.split(key)
     U, _ = jnp.linalg.qr(jax.random.normal(k1, (p, p)))
     V, _ = jnp.linalg.qr(jax.random.normal(k2, (d, p)))
@@ -335,9 +404,13 @@ def sine_target(key, d: int, freq: float = 4.0) -> tuple[Target, Array]:
 
     Odd in x. Returns the target function and ``w`` (d,).
     """
+    _check_key(key)
+    d = validate.integer("d", d, 1)
+    freq = validate.real("freq", freq, scalar=True)
     w = jax.random.uniform(key, (d,), minval=-0.5, maxval=0.5)
 
     def f(X):
+        _check_columns("sine_target", X, d)
         z = X @ w
         return (z + jnp.sin(freq * z))[:, None]
 
@@ -346,18 +419,40 @@ def sine_target(key, d: int, freq: float = 4.0) -> tuple[Target, Array]:
 
 def product_target(indices=(0, 1, 2)) -> Target:
     """``y = Π_{i in indices} x_i``: odd for an odd count (x1 x2 x3), even otherwise."""
-    idx = jnp.asarray(indices)
-    return lambda X: jnp.prod(X[:, idx], axis=1, keepdims=True)
+    if isinstance(indices, str | bytes) or not isinstance(indices, tuple | list | np.ndarray):
+        raise TypeError(f"indices={indices!r} must be a tuple of input coordinates, e.g. (0, 1, 2)")
+    ints = [validate.integer(f"indices[{k}]", i, 0) for k, i in enumerate(indices)]
+    if not ints:
+        raise ValueError("indices is empty: give at least one input coordinate, e.g. (0, 1, 2)")
+    idx = jnp.asarray(ints)
+
+    def f(X):
+        _check_columns("indices", X, max(ints) + 1)
+        return jnp.prod(X[:, idx], axis=1, keepdims=True)
+
+    return f
 
 
 def abs_target(index: int = 0) -> Target:
     """``y = |x_i|``: even and positively 1-homogeneous."""
-    return lambda X: jnp.abs(X[:, index : index + 1])
+    index = validate.integer("index", index, 0)
+
+    def f(X):
+        _check_columns("index", X, index + 1)
+        return jnp.abs(X[:, index : index + 1])
+
+    return f
 
 
 def xor_target(i: int = 0, j: int = 1) -> Target:
     """``y = sign(x_i) sign(x_j)``: the even, XOR-like target."""
-    return lambda X: (jnp.sign(X[:, i]) * jnp.sign(X[:, j]))[:, None]
+    i, j = validate.integer("i", i, 0), validate.integer("j", j, 0)
+
+    def f(X):
+        _check_columns("i, j", X, max(i, j) + 1)
+        return (jnp.sign(X[:, i]) * jnp.sign(X[:, j]))[:, None]
+
+    return f
 
 
 @precise
@@ -368,10 +463,17 @@ def label_data(key, X, margin: float = 0.0):
     Labels are odd in x, so a symmetric ``X`` gives a symmetric labelled set.
     Returns ``(X_kept, Y (N, 1), w*)``.
     """
+    _check_key(key)
+    if not _traced(X):
+        X = jnp.asarray(validate.finite_array("X", X, ndim=2))
+    margin = validate.nonnegative("margin", margin, scalar=True)
     w = jax.random.normal(key, (X.shape[1],))
     w = w / jnp.linalg.norm(w)
     z = np.asarray(X @ w)
     keep = np.abs(z) >= margin
+    if not keep.any():
+        raise ValueError(f"margin={margin:g} keeps no point (largest |w*ᵀx| is {np.abs(z).max():.3g}): "
+                         "use a smaller margin")
     return X[keep], jnp.sign(z[keep])[:, None], w
 
 
@@ -391,19 +493,27 @@ def make_dataset(key, target: Target, n: int, d: int, *, n_test: int = 0, cov=No
     ``whitened`` applies :func:`whiten` to the training inputs and the same map to the
     test inputs.
     """
+    _check_key(key)
+    validate.callable_("target", target)
+    n, d = validate.integer("n", n, 1), validate.integer("d", d, 1)
+    n_test = validate.integer("n_test", n_test, 0)
+    noise = validate.nonnegative("noise", noise, scalar=True)
+    for name, v in (("symmetric", symmetric), ("mirror_targets", mirror_targets), ("whitened", whitened)):
+        validate.flag(name, v)
     kx, kn, kt, ktn = jax.random.split(key, 4)
     X = gaussian_inputs(kx, n, d, cov)
-    Y = target(X) + noise * jax.random.normal(kn, (n, target(X[:1]).shape[1]))
+    Y0 = _target_values(target, X)
+    Y = Y0 + noise * jax.random.normal(kn, Y0.shape)
     if symmetric and mirror_targets:
         X, Y = symmetrize(X, Y)
     elif symmetric:
         k2 = jax.random.fold_in(kn, 1)
-        Y = jnp.concatenate([Y, target(-X) + noise * jax.random.normal(k2, Y.shape)])
+        Y = jnp.concatenate([Y, _target_values(target, -X) + noise * jax.random.normal(k2, Y.shape)])
         X = symmetrize(X)
     Xt = Yt = None
     if n_test:
         Xt = gaussian_inputs(kt, n_test, d, cov)
-        Yt = target(Xt) + noise * jax.random.normal(ktn, (n_test, Y.shape[1]))
+        Yt = _target_values(target, Xt) + noise * jax.random.normal(ktn, (n_test, Y.shape[1]))
     if whitened:
         # targets stay functions of the raw inputs; only the representation changes
         X, M = whiten(X)
@@ -418,13 +528,15 @@ def orthogonal_data(Q, y, y_neg) -> Dataset:
     ``Q`` (d, n) orthonormal columns q_i (e.g. from ``numpy.linalg.qr``); ``y``, ``y_neg``
     (n,). Returns N = 2n points in the mirrored layout ``[X₊; -X₊]``: odd target part
     ``(y - y_neg)/2``, even part ``(y + y_neg)/2`` (see :mod:`biasfree.theory.orthogonal`)."""
-    Q = np.asarray(Q, float)
+    Q = validate.finite_array("Q", Q, ndim=2)
     n = Q.shape[1]
-    if Q.ndim != 2 or not np.allclose(Q.T @ Q, np.eye(n), atol=1e-10):
+    if not np.allclose(Q.T @ Q, np.eye(n), atol=1e-10):
         raise ValueError(f"Q must be a (d, n) matrix with orthonormal columns, got shape {Q.shape}; "
                          "build one with numpy.linalg.qr")
-    y, y_neg = np.asarray(y, float).ravel(), np.asarray(y_neg, float).ravel()
+    y = validate.finite_array("y", y).ravel()
+    y_neg = validate.finite_array("y_neg", y_neg).ravel()
     if y.shape != (n,) or y_neg.shape != (n,):
-        raise ValueError(f"need one target per direction and side: y, y_neg of shape ({n},)")
+        raise ValueError(f"y, y_neg: need one target per direction and side, shape ({n},); got "
+                         f"{y.shape} and {y_neg.shape}")
     rho = np.sqrt(n)
     return Dataset(np.concatenate([rho * Q.T, -rho * Q.T]), np.concatenate([y, y_neg])[:, None])

@@ -144,6 +144,53 @@ def integer(name: str, x, minimum: int | None = None, maximum: int | None = None
     return n
 
 
+def slope(x, name: str = "alpha", *, array_ok: bool = False):
+    """A leaky slope α in [0, 1] (0 ReLU, 1 linear): a ``float``, or with ``array_ok`` a float
+    array of slopes (an ensemble). Traced values (inside a caller's ``jit``/``vmap``) pass
+    unchecked: only their shape is known there."""
+    import jax
+
+    if isinstance(x, jax.core.Tracer):
+        return x
+    a = _numeric(name, x, "a leaky slope α in [0, 1] (a number)")
+    if a.ndim and not array_ok:
+        raise TypeError(f"{name} must be a single slope α in [0, 1], got an array of shape {a.shape}")
+    if a.size == 0:
+        raise ValueError(f"{name} is empty: give at least one slope α in [0, 1]")
+    if not np.all(np.isfinite(a)) or np.any(a < 0.0) or np.any(a > 1.0):
+        raise ValueError(f"{name}={x!r} is outside [0, 1]; use 0 for ReLU, 1 for a linear network, "
+                         "or a value in between for leaky ReLU")
+    return float(a) if a.ndim == 0 else a
+
+
+def layer_widths(x, name: str = "widths", *, min_len: int = 3) -> tuple[int, ...]:
+    """Layer sizes ``(d, n_1, ..., p)``: a sequence of at least ``min_len`` whole numbers >= 1
+    (4.0 is 4; 4.5, True and "4" are refused, never rounded)."""
+    if isinstance(x, str | bytes) or not isinstance(x, tuple | list | np.ndarray):
+        raise TypeError(f"{name}={x!r} must be a tuple of layer sizes (d, n_1, ..., p), "
+                        f"not {type(x).__name__}")
+    w = tuple(integer(f"{name}[{i}]", n, 1) for i, n in enumerate(x))
+    if len(w) < min_len:
+        raise ValueError(f"{name}={x!r}: give (d, n_1, ..., p) with at least one hidden layer "
+                         "(depth L >= 2) and every size >= 1")
+    return w
+
+
+def callable_(name: str, f):
+    """``f`` callable, else ``TypeError``."""
+    if not callable(f):
+        raise TypeError(f"{name}={f!r} must be a function of the inputs X (N, d) -> (N,) or (N, p), "
+                        f"not {type(f).__name__}")
+    return f
+
+
+def flag(name: str, x) -> bool:
+    """A ``bool`` (or NumPy bool); 0/1, strings and None are refused."""
+    if not isinstance(x, bool | np.bool_):
+        raise TypeError(f"{name}={x!r} must be True or False, not {type(x).__name__}")
+    return bool(x)
+
+
 def seed(x, name: str = "seed") -> int:
     """A random seed: an integer in ``[0, 2**31)`` (:data:`SEED_MAX`), the range every
     experiment accepts."""
