@@ -25,7 +25,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .nets import Params, forward
+from . import validate
+from .nets import Params, check_alpha, check_net, forward
 from .precision import precise
 
 Function = Callable
@@ -37,33 +38,42 @@ Function = Callable
 @precise
 def net_function(params: Params, alpha) -> Function:
     """The network as a function ``X -> forward(params, X, alpha)``."""
+    check_net(params)
+    check_alpha(alpha)
     return lambda X: forward(params, jnp.asarray(X), alpha)
 
 
 @precise
-def evaluate(f: Function, X, *, per_point: bool = False) -> np.ndarray:
+def evaluate(f: Function, X, *, per_point: bool = False, name: str = "f") -> np.ndarray:
     """``f`` on the rows of ``X`` (N, d) as a float64 array (N, p).
 
     ``f`` takes a batch (N, d) and returns (N,) or (N, p); with ``per_point`` it
     takes one point (d,) and returns a number or a (p,) vector (applied row by row:
-    slow, for plain Python functions of x).
+    slow, for plain Python functions of x). ``name``: how errors call ``f``.
     """
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2:
-        raise ValueError(f"inputs X must have shape (N, d), got {X.shape}")
-    if per_point:
-        F = np.array([np.atleast_1d(np.asarray(f(x), dtype=float)) for x in X])
-    else:
-        F = np.asarray(f(X), dtype=float)
+    validate.callable_(name, f)
+    validate.flag("per_point", per_point)
+    X = validate.finite_array("X", X, ndim=2)
+    try:
+        if per_point:
+            F = np.array([np.atleast_1d(np.asarray(f(x), dtype=float)) for x in X])
+        else:
+            F = np.asarray(f(X), dtype=float)
+    except (TypeError, ValueError) as e:
+        if "convert" not in str(e) and "sequence" not in str(e) and "inhomogeneous" not in str(e):
+            raise  # the function's own error
+        raise TypeError(f"{name} must return real numbers, (N,) or (N, p); converting its result "
+                        f"failed: {e}") from None
     if F.ndim == 1:
         F = F[:, None]
     if F.ndim != 2 or F.shape[0] != X.shape[0]:
         raise ValueError(
-            f"function returned shape {F.shape} for {X.shape[0]} inputs; it must map a batch "
+            f"{name} returned shape {F.shape} for {X.shape[0]} inputs; it must map a batch "
             "(N, d) to (N,) or (N, p) (pass per_point=True for a function of one point x)"
         )
     if not np.all(np.isfinite(F)):
-        raise ValueError("function returned NaN/inf values on the given inputs")
+        raise ValueError(f"{name} returned NaN/inf values on the given inputs X: use a function that "
+                         "is finite there (rescale fast-growing targets)")
     return F
 
 
@@ -103,7 +113,8 @@ class Decomposition:
 @precise
 def decompose(f: Function, X, *, per_point: bool = False) -> Decomposition:
     """Odd and even parts of ``f`` at the rows of ``X`` (evaluates ``f(X)`` and ``f(-X)``)."""
-    F, Fm = evaluate(f, X, per_point=per_point), evaluate(f, -np.asarray(X), per_point=per_point)
+    X = validate.finite_array("X", X, ndim=2)
+    F, Fm = evaluate(f, X, per_point=per_point), evaluate(f, -X, per_point=per_point)
     return Decomposition(F, 0.5 * (F - Fm), 0.5 * (F + Fm))
 
 
@@ -131,7 +142,7 @@ def odd_nonlinearity(f: Function, X, *, per_point: bool = False) -> OddFit:
     the odd part outside its best linear fit: 0 (to round-off) for every two-layer
     bias-free net (§1.2), positive for deeper ones that use their extra expressivity.
     """
-    X = np.asarray(X, dtype=float)
+    X = validate.finite_array("X", X, ndim=2)
     odd = decompose(f, X, per_point=per_point).odd
     beta = np.linalg.lstsq(X, odd, rcond=None)[0]
     res = odd - X @ beta
@@ -147,10 +158,11 @@ def homogeneity_gap(f: Function, X, *, scales=(0.5, 2.0, 7.0), degree: float = 1
     ``X``) for λ in ``scales`` and k = ``degree``. Every bias-free (leaky) ReLU net of
     any depth has gap 0 for k = 1 (to round-off).
     """
-    lam = np.asarray(scales, dtype=float)
-    if lam.ndim != 1 or lam.size == 0 or np.any(lam <= 0):
+    lam = validate.positive("scales", scales, why="homogeneity is about f(λx), λ > 0")
+    if lam.ndim != 1 or lam.size == 0:
         raise ValueError(f"scales={scales!r} must be a non-empty list of positive numbers")
-    X = np.asarray(X, dtype=float)
+    degree = validate.real("degree", degree, scalar=True)
+    X = validate.finite_array("X", X, ndim=2)
     F = evaluate(f, X, per_point=per_point)
     norm = np.linalg.norm(F)
     if norm == 0.0:
@@ -164,4 +176,5 @@ def homogeneity_gap(f: Function, X, *, scales=(0.5, 2.0, 7.0), degree: float = 1
 def is_positively_homogeneous(f: Function, X, *, tol: float = 1e-10, degree: float = 1.0,
                               per_point: bool = False) -> bool:
     """True if :func:`homogeneity_gap` is at most ``tol`` (relative)."""
+    tol = validate.nonnegative("tol", tol, scalar=True)
     return homogeneity_gap(f, X, degree=degree, per_point=per_point) <= tol

@@ -44,8 +44,8 @@ from scipy import stats
 from scipy.integrate import quad_vec
 from scipy.spatial import cKDTree
 
+from . import validate
 from .expressivity import Decomposition, Function, compiled, decompose, evaluate
-from .nets import check_alpha
 from .precision import precise
 from .theory.population import population_loss_sine, sine_linear_floor
 
@@ -99,10 +99,33 @@ def _floor(sq_err, sq_norm, what: str, quad_error: float = 0.0) -> Floor:
 
 
 def _check_independent(X) -> np.ndarray:
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2 or X.shape[0] < X.shape[1] + 2:
-        raise ValueError(f"need a sample X of shape (N, d) with N > d + 1, got {X.shape}")
+    X = validate.finite_array("X", X, ndim=2)
+    if X.shape[0] < X.shape[1] + 2:
+        raise ValueError(f"X: need a sample of shape (N, d) with N > d + 1, got {X.shape}; draw more "
+                         "points")
     return X
+
+
+def _check_target(target, per_point) -> None:
+    validate.callable_("target", target)
+    validate.flag("per_point", per_point)
+
+
+def _check_cov(cov, d: int):
+    if cov is None:
+        return None
+    C = validate.finite_array("cov", cov, shape=(d, d))
+    if not np.allclose(C, C.T) or np.linalg.eigvalsh(0.5 * (C + C.T)).min() <= 0:
+        raise ValueError("cov must be symmetric positive definite (a covariance matrix with every "
+                         "eigenvalue > 0)")
+    return C
+
+
+def _check_radial(radial):
+    if radial is not None and not all(hasattr(radial, a) for a in ("pdf", "isf", "moment")):
+        raise TypeError(f"radial={radial!r} must be a frozen scipy.stats law of r = ||z|| (e.g. "
+                        "scipy.stats.chi(d)), or None")
+    return radial
 
 
 def _odd_residual(f, X, per_point) -> tuple[np.ndarray, Decomposition]:
@@ -120,6 +143,7 @@ def odd_floor(target: Function, X, *, per_point: bool = False) -> Floor:
     least-squares fit on the sample; its O(d/N) downward bias is below the standard
     error once N >> d². Any symmetric law (Gaussian or not) works.
     """
+    _check_target(target, per_point)
     X = _check_independent(X)
     res, dec = _odd_residual(target, X, per_point)
     return _floor(res, np.sum(dec.values**2, axis=1), "odd part outside linear maps")
@@ -136,31 +160,47 @@ class RayMoments(NamedTuple):
 
 @precise
 def ray_moments(g: Function, U, *, L=None, radial=None, per_point: bool = False,
-                epsrel: float = 1e-8) -> RayMoments:
+                epsrel: float = 1e-8, name: str = "g") -> RayMoments:
     """Moments of ``g`` along the rays x = r L u, r ~ ``radial``, for each direction u.
 
     ``U`` (n, d) unit directions; ``L`` (d, d) maps isotropic z to x (identity if
     None); ``radial`` a frozen ``scipy.stats`` law of r = ||z|| (default chi_d, i.e.
     x ~ N(0, L Lᵀ)). One adaptive ``quad_vec`` integral over r for all directions and
     outputs at once, up to the law's 1 - 1e-30 quantile, relative tolerance ``epsrel``.
+    Refuses (``ValueError``) a ``g`` whose moments do not converge (e.g. exp(x1²) under a
+    Gaussian law): non-finite results, a quadrature error above 1e-4 of the largest
+    moment, or non-negligible mass at the cut-off. ``name``: how errors call ``g``.
     """
-    U = np.asarray(U, dtype=float)
+    validate.callable_(name, g)
+    validate.flag("per_point", per_point)
+    U = validate.finite_array("U", U, ndim=2)
     n, d = U.shape
-    V = U if L is None else U @ np.asarray(L, dtype=float).T
-    radial = stats.chi(d) if radial is None else radial
-    p = evaluate(g, V[:1], per_point=per_point).shape[1]
+    V = U if L is None else U @ validate.finite_array("L", L, shape=(d, d)).T
+    radial = stats.chi(d) if _check_radial(radial) is None else radial
+    epsrel = validate.positive("epsrel", epsrel, scalar=True)
+    p = evaluate(g, V[:1], per_point=per_point, name=name).shape[1]
 
     def integrand(r):
-        G = evaluate(g, r * V, per_point=per_point)
-        return radial.pdf(r) * np.concatenate([(G**2).ravel(), (r * G).ravel()])
+        with np.errstate(over="ignore", invalid="ignore"):
+            G = np.asarray(g(r * V), dtype=float) if not per_point else evaluate(g, r * V, per_point=True)
+            G = G.reshape(n, -1)
+            return radial.pdf(r) * np.concatenate([(G**2).ravel(), (r * G).ravel()])
 
     # beyond the 1 - 1e-30 quantile the law has no mass worth integrating (and a fast
     # growing target could overflow there)
     upper = float(radial.isf(1e-30))
     out, err = quad_vec(integrand, 0.0, upper if np.isfinite(upper) else np.inf,
                         epsrel=epsrel, epsabs=1e-14)
-    if not np.all(np.isfinite(out)):
-        raise RuntimeError("ray quadrature failed: is the target finite and of moderate growth?")
+    grows = (f"{name}: its moments along rays x = r u do not converge (E||g(x)||² is infinite or too "
+             "large for quadrature: the function grows faster than the input law decays, e.g. "
+             "exp(x1²)); floors need a target of finite variance: rescale or bound it")
+    if not np.all(np.isfinite(out)) or not err <= 1e-4 * max(float(np.max(np.abs(out))), 1e-300):
+        raise ValueError(grows)
+    lo, hi = radial.support()
+    if not np.isfinite(hi) and np.isfinite(upper):  # the mass cut off beyond the quantile is negligible
+        tail = np.abs(integrand(upper)) * upper
+        if not np.all(tail <= 1e-6 * np.abs(out) + 1e-14):
+            raise ValueError(grows)
     return RayMoments(out[: n * p].reshape(n, p), out[n * p:].reshape(n, p), float(err))
 
 
@@ -177,7 +217,8 @@ def _ray_floors(target, X, cov, radial, per_point):
     """Per-direction residuals of the even part and of the whole target (one quadrature)."""
     X = _check_independent(X)
     d = X.shape[1]
-    L = np.eye(d) if cov is None else np.linalg.cholesky(np.asarray(cov, dtype=float))
+    cov = _check_cov(cov, d)
+    L = np.eye(d) if cov is None else np.linalg.cholesky(cov)
     Z = np.linalg.solve(L, X.T).T
     norms = np.linalg.norm(Z, axis=1, keepdims=True)
     if np.any(norms == 0.0):
@@ -189,7 +230,7 @@ def _ray_floors(target, X, cov, radial, per_point):
         F, Fm = evaluate(target, V, per_point=per_point), evaluate(target, -V, per_point=per_point)
         return np.concatenate([0.5 * (F + Fm), F], axis=1)
 
-    A, B, err = ray_moments(both, Z / norms, L=L, radial=radial)
+    A, B, err = ray_moments(both, Z / norms, L=L, radial=radial, name="target")
     p = A.shape[1] // 2
     even, even_err = _ray_residual(A[:, :p], B[:, :p], err, m2)
     full, full_err = _ray_residual(A[:, p:], B[:, p:], err, m2)
@@ -209,6 +250,10 @@ def homogeneous_floor(target: Function, X, *, even_only: bool = False, cov=None,
     law of ||L⁻¹x|| (Σ = L Lᵀ); r is integrated by quadrature (:func:`ray_moments`).
     ``power`` is ``½E||y||²``, ray-integrated on the same directions.
     """
+    _check_target(target, per_point)
+    validate.flag("even_only", even_only)
+    X = _check_independent(X)
+    _check_radial(radial)
     if not per_point:
         target = compiled(target, X)
     (even, even_err), (full, full_err), power = _ray_floors(target, X, cov, radial, per_point)
@@ -243,8 +288,10 @@ def two_layer_floor(target: Function, X, *, alpha=0.0, cov=None, radial=None,
     or, for α = 1 (``alpha``: a linear net), ``½||y_even(x_n)||²``. Normalised by
     ``½E||y||²`` on the same sample. x1 x2 x3 under N(0, I) gives ``total.normalised = 1``.
     """
-    check_alpha(alpha)
+    _check_target(target, per_point)
+    alpha = validate.slope(alpha)
     X = _check_independent(X)
+    _check_radial(radial)
     if not per_point:  # one compiled target serves every call below (all of X's shape)
         target = compiled(target, X)
     res, dec = _odd_residual(target, X, per_point)
@@ -267,12 +314,22 @@ class DatasetFloor:
     """Exact lower bound on the training loss ``½<||Y - f||²>`` of every two-layer
     bias-free net on a symmetric data set: ``loss >= value``. ``odd = min_β
     ½<||Y_odd - Xβ||²>``, ``even = ½<||Y_even||²>``, ``power = ½<||Y||²>`` (the loss of
-    f = 0); ``value = odd`` for α < 1, ``odd + even`` for α = 1."""
+    f = 0); ``value = odd`` for α < 1, ``odd + even`` for α = 1.
+
+    ``exact``: the inputs were verified mirror-symmetric as a multiset (each x's mirror
+    -x present as often as x itself), so the bound holds exactly; ``violation`` is the
+    measured :func:`~biasfree.validate.mirror_violation` of X and ``note`` says which.
+    When a point is repeated without its mirror, odd and even functions are no longer
+    orthogonal on the set and nets can go below ``value``: then ``exact`` is False and
+    the value is APPROXIMATE."""
 
     value: float
     odd: float
     even: float
     power: float
+    exact: bool = True
+    violation: float = 0.0
+    note: str = ""
 
     @property
     def normalised(self) -> float:
@@ -288,11 +345,15 @@ def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
     ``½<||Y - f||²> = ½<||Y_odd - βᵀx||²> + ½<||Y_even - f_even||²> >= min_β ½<||Y_odd - Xβ||²>``,
     where ``Y_odd(x) = (Y(x) - Y(-x))/2`` pairs each row with its mirror (found within
     ``tol``). ``alpha`` = 1 adds the even energy (a linear net has no even part).
+
+    Before calling the bound exact it verifies that X is symmetric as a *multiset*
+    (:func:`~biasfree.validate.mirror_violation` <= ``tol``); a set where every x has a
+    mirror but some x is repeated more often than its mirror gets ``exact=False`` and an
+    APPROXIMATE note with the measured violation.
     """
-    check_alpha(alpha)
-    X, Y = np.asarray(X, dtype=float), np.asarray(Y, dtype=float)
-    if Y.ndim == 1:
-        Y = Y[:, None]
+    alpha = validate.slope(alpha)
+    X, Y = validate.data(X, Y)
+    tol = validate.nonnegative("tol", tol, scalar=True)
     dist, partner = cKDTree(X).query(-X, k=1)
     if np.max(dist) > tol:
         raise ValueError(
@@ -304,7 +365,16 @@ def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
     odd = float(0.5 * np.mean(np.sum((Yo - X @ beta) ** 2, axis=1)))
     even = float(0.5 * np.mean(np.sum(Ye**2, axis=1)))
     value = odd + even if float(alpha) == 1.0 else odd
-    return DatasetFloor(value, odd, even, float(0.5 * np.mean(np.sum(Y**2, axis=1))))
+    violation = validate.mirror_violation(X)
+    exact = violation <= tol
+    note = (f"exact: X is mirror-symmetric as a multiset (mirror violation {violation:.2g} <= tol {tol:g})"
+            if exact else
+            f"APPROXIMATE: every x has a mirror within tol {tol:g}, but not as often as x itself "
+            f"(multiset mirror violation {violation:.3g}); odd and even functions are not orthogonal "
+            "on this set, so a net can go below this value. Symmetrise the set (biasfree.symmetrize) "
+            "for an exact bound")
+    return DatasetFloor(value, odd, even, float(0.5 * np.mean(np.sum(Y**2, axis=1))), bool(exact),
+                        float(violation), note)
 
 
 # -------------------------------------------------------------- characterisation
@@ -318,21 +388,28 @@ EVEN_PART_LINEAR = "even part (a linear net, α = 1, has none)"
 class Characterisation:
     """Can two-layer bias-free nets approximate a target (§1.4)?
 
-    ``reachable``: no part's floor is significantly above ``tol`` (relative to
-    ½E||y||²; significance = ``z`` standard errors). ``distance``: L2 distance
+    ``verdict``: "unreachable" when some part's relative floor (relative to ½E||y||²) is
+    significantly above ``tol`` (by ``z`` standard errors); "reachable" when every part's
+    floor is below ``tol`` even ``z`` standard errors up; else "undetermined" (too few
+    samples: the standard error is comparable to the floor, so neither is shown), with the
+    reason in ``reason``. ``reachable``: True, False, or None when undetermined. ``distance``: L2 distance
     ``sqrt(2 F_total)`` from the target to the closure of the nets; ``relative_floor``
     ± ``relative_floor_se``: ``F_total / ½E||y||²``; ``out_of_reach``: the parts
     responsible; ``floors``: the :class:`TwoLayerFloor`.
     """
 
-    reachable: bool
+    reachable: bool | None
     distance: float
     relative_floor: float
     relative_floor_se: float
     out_of_reach: tuple[str, ...]
     floors: TwoLayerFloor
+    verdict: str = ""
+    reason: str = ""
 
     def summary(self) -> str:
+        if self.reachable is None:
+            return f"undetermined: {self.reason}"
         if self.reachable:
             return (f"approximable by two-layer bias-free nets (relative floor "
                     f"{self.relative_floor:.3g} ± {self.relative_floor_se:.2g})")
@@ -349,14 +426,37 @@ def characterise(target: Function, X, *, alpha=0.0, cov=None, radial=None, tol: 
     Floors as in :func:`two_layer_floor` from the sample ``X`` of a radially
     symmetric law. A part is out of reach when its relative floor exceeds
     ``tol + z · se``. Approximable targets (§1.4) are linear + ``||x|| h(x/||x||)``
-    with h even (for α < 1).
+    with h even (for α < 1). A part is within reach when its floor plus ``z`` standard
+    errors is at most ``tol``; when neither holds for some part (a floor whose standard
+    error is comparable to its value: too few samples), the verdict is "undetermined".
+    A floor above the target's own power (impossible: f = 0 reaches the power) by more
+    than ``z`` standard errors is also "undetermined" (heavy tails or too few samples).
     """
+    tol = validate.nonnegative("tol", tol, scalar=True)
+    z = validate.nonnegative("z", z, scalar=True)
     fl = two_layer_floor(target, X, alpha=alpha, cov=cov, radial=radial, per_point=per_point)
     even_label = EVEN_PART_LINEAR if float(alpha) == 1.0 else EVEN_PART
-    out = tuple(name for name, part in ((ODD_PART, fl.odd), (even_label, fl.even))
-                if part.normalised > tol + z * part.normalised_se)
-    return Characterisation(not out, fl.total.distance, fl.total.normalised, fl.total.normalised_se,
-                            out, fl)
+    parts = ((ODD_PART, fl.odd), (even_label, fl.even))
+    out = tuple(name for name, part in parts if part.normalised > tol + z * part.normalised_se)
+    unsure = [(name, part) for name, part in parts
+              if name not in out and part.normalised + z * part.normalised_se > tol]
+    total = fl.total
+    reachable: bool | None = not out
+    reason = ""
+    if not all(np.isfinite([total.normalised, total.normalised_se])) \
+            or total.normalised > 1.0 + z * total.normalised_se:
+        reachable = None
+        reason = (f"the floor estimate {total.normalised:.3g} ± {total.normalised_se:.2g} exceeds the "
+                  f"target's power (n={total.n}): heavy tails or too few samples; draw more points")
+    elif unsure:
+        reachable = None if not out else False
+        if reachable is None:
+            reason = ("too few samples (n=" + str(total.n) + ", " + "; ".join(
+                f"{name} floor {part.normalised:.3g} ± {part.normalised_se:.2g}" for name, part in unsure)
+                + f", relative to tol {tol:g}); draw more points")
+    verdict = {True: "reachable", False: "unreachable", None: "undetermined"}[reachable]
+    return Characterisation(reachable, total.distance, total.normalised, total.normalised_se,
+                            out, fl, verdict, reason)
 
 
 # ------------------------------------------- closed forms for Gaussian inputs x ~ N(0, I_d)
