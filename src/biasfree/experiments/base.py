@@ -12,6 +12,7 @@ once, plot later. Configs from presets, files and ``--set`` overrides are resolv
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
@@ -121,8 +122,9 @@ class Experiment:
             object.__setattr__(self, "presets", self.configs)
         object.__setattr__(self, "configs", self.presets)
         # experiments compute in float64 (or float32 via precision=) whatever JAX's global
-        # setting: see biasfree.precision
-        object.__setattr__(self, "run", precise(self.run))
+        # setting (biasfree.precision), and hand back NumPy arrays, so that figures drawn
+        # later, outside that setting, keep every digit
+        object.__setattr__(self, "run", _numpy_arrays(precise(self.run)))
         if self.config is not None:
             wrong = [k for k, v in self.presets.items() if not isinstance(v, self.config)]
             if wrong:
@@ -136,6 +138,19 @@ def require_positive(cfg, *names: str) -> None:
     bad = [f"{n}={getattr(cfg, n)!r}" for n in names if not getattr(cfg, n) > 0]
     if bad:
         raise ValueError(f"{', '.join(bad)} must be > 0")
+
+
+def _numpy_arrays(run):
+    """``run`` whose Result's ``arrays`` are NumPy arrays (as :class:`Result` documents)."""
+
+    @functools.wraps(run)
+    def wrapper(*args, **kwargs):
+        result = run(*args, **kwargs)
+        if isinstance(result, Result):
+            result = replace(result, arrays={k: np.asarray(v) for k, v in result.arrays.items()})
+        return result
+
+    return wrapper
 
 
 def expect_config(cfg, config_cls) -> None:
