@@ -35,9 +35,10 @@ from scipy.optimize import brentq
 
 from .. import theory
 from ..data import Dataset, cross_covariance, input_covariance, moment_data, sine_target, symmetrize, whiten
+from ..ensemble import Member, gd_members
 from ..nets import check_alpha, init_gaussian, init_rank_one, pair_up, scale_params, slope_factor
 from ..train import FlowConfig, GDConfig, flow_ensemble, gd_ensemble
-from ._common import PAPER_LEVEL, ROUND_OFF, crossing_time, run_with_twins, twin_gap
+from ._common import PAPER_LEVEL, ROUND_OFF, crossing_time
 from .base import Experiment, Progress, Result, _quiet, at_most, config_dict, expect_config, require_positive
 
 FRACTION = "fraction of L(0)"
@@ -208,27 +209,31 @@ def proof_runs(cfg: Config, white, raw, s, r, s_raw, r_raw, y_power, keys):
         return jax.vmap(lambda f: scale_params(unit, f))(jnp.sqrt(jnp.asarray(a0_raw)))
 
     p_r1 = rank_one(r, cfg.a0 / cs)
-    gd_r1, twin_r1 = run_with_twins(p_r1, white, gd_cfg, alphas)
+    half = init_gaussian(k_pair, (cfg.d, cfg.width // 2, 1), cfg.random_scale)
+    pair = pair_up(half)
+    members = {f"rank-one α={a:g}": Member(jax.tree_util.tree_map(lambda x, i=i: x[i], p_r1), a, twin=True)
+               for i, a in enumerate(alphas)}
+    members |= {f"pair α={a:g}": Member(pair, a, twin=True) for a in alphas}
+    runs = gd_members(members, white, gd_cfg)  # each beside its library-built linear twin
     fl = flow_ensemble(p_r1, white, FlowConfig(t_max=gd_cfg.t_max, n_records=cfg.n_records,
                                                rtol=cfg.rtol, atol=cfg.atol), alpha=alphas)
     gd_raw = gd_ensemble(rank_one(r_raw, cfg.a0 / cs), raw, gd_cfg, alpha=alphas)
-    half = init_gaussian(k_pair, (cfg.d, cfg.width // 2, 1), cfg.random_scale)
-    gd_pair = gd_ensemble(pair_up(half), white, gd_cfg, alpha=alphas, batched_params=False)
-    twin_pair = gd_ensemble(jax.vmap(lambda f: scale_params(half, f))(jnp.sqrt(2 * cs)), white,
-                            gd_cfg, alpha=np.ones(len(cs)), lr=cfg.identity_lr * cs)
+    r1_loss, r1_beta = (np.stack([np.asarray(getattr(runs[f"rank-one α={a:g}"], k)) for a in alphas])
+                        for k in ("loss", "beta"))
 
-    t, t_fl = np.asarray(gd_r1.t[0]), np.asarray(fl.t[0])
+    t, t_fl = np.asarray(runs[f"rank-one α={alphas[0]:g}"].t), np.asarray(fl.t[0])
     closed, closed_fl = (np.stack([theory.leaky_loss(tt, s, cfg.a0 / c, a, y_power)
                                    for a, c in zip(alphas, cs, strict=True)]) for tt in (t, t_fl))
-    a_gd = np.asarray(gd_r1.beta)[..., 0] @ r
+    a_gd = r1_beta[..., 0] @ r
     a_map = np.stack([theory.gd_mode_strength(np.rint(t / cfg.identity_lr).astype(int), s, cfg.a0,
                                               cfg.identity_lr * c) for c in cs])
     a_fl = np.asarray(fl.beta)[..., 0] @ r
     a_raw = np.asarray(gd_raw.beta)[..., 0] @ r_raw
     return dict(
-        t=t, t_flow=t_fl, loss_gd=np.asarray(gd_r1.loss), closed=closed,
+        t=t, t_flow=t_fl, loss_gd=r1_loss, closed=closed,
         loss_flow=np.asarray(fl.loss), closed_flow=closed_fl,
-        pair_gap=twin_gap(gd_pair, twin_pair), rank_one_gap=twin_gap(gd_r1, twin_r1),
+        pair_gap=np.array([runs.twin_gap(f"pair α={a:g}") for a in alphas]),
+        rank_one_gap=np.array([runs.twin_gap(f"rank-one α={a:g}") for a in alphas]),
         map_gap=np.max(np.abs(a_gd - a_map), axis=1) / s,
         t_half_gd=np.array([crossing_time(t, a, s / 2) for a in a_gd]),
         t_half_flow=np.array([crossing_time(t_fl, a, s / 2) for a in a_fl]),
