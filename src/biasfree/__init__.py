@@ -10,8 +10,10 @@ round-off only in double precision.
 """
 
 from . import theory
+from .analyse import Analysis, analyse, save_analysis
 from .data import (
     Dataset,
+    Whitened,
     abs_target,
     asymmetric_half,
     check_data,
@@ -29,6 +31,7 @@ from .data import (
     whiten,
     xor_target,
 )
+from .datasets import RealData, asymmetry, load_data, one_hot
 from .depth_separation import NetFit, depth3_example, fit_net
 from .expressivity import (
     Decomposition,
@@ -50,6 +53,15 @@ from .floors import (
     odd_floor,
     ray_moments,
     two_layer_floor,
+)
+from .interop import (
+    Model,
+    UnsupportedModelError,
+    from_equinox,
+    from_state_dict,
+    from_torch,
+    load_model,
+    save_model,
 )
 from .losses import forward_mirrored, loss_value, objective, objective_mirrored
 from .nets import (

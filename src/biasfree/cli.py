@@ -59,7 +59,7 @@ def run(
     config: Annotated[Path | None, typer.Option(
         "--config", help="TOML file: FIELD = VALUE lines, [NAME] tables, preset = \"tiny\"",
         show_default=False)] = None,
-    seed: Annotated[int, typer.Option(help="random seed")] = 0,
+    seed: Annotated[int, typer.Option(help="random seed, 0 <= S < 2**31")] = 0,
     out: Annotated[Path, typer.Option(help="output folder")] = Path("results"),
     force: Annotated[bool, typer.Option("--force", help="rerun even if a saved result matches")] = False,
 ) -> None:
@@ -69,6 +69,14 @@ def run(
     experiment whose saved result has the same config, seed and biasfree version is
     skipped (--force reruns it); see `biasfree show NAME` for the fields."""
     _one_host_device_per_core()
+    from . import validate  # NumPy only: bad --out/--seed exit 2 before JAX or any experiment loads
+
+    try:
+        validate.seed(seed, "--seed")
+        validate.writable_folder("--out", out)
+    except (TypeError, ValueError) as e:
+        err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)
+        raise typer.Exit(2) from None
     from . import store
     from .experiments import REGISTRY, run_experiment
     from .experiments.base import config_dict
@@ -87,6 +95,7 @@ def run(
     with Progress(*columns, console=err, transient=False) as bar:
         for p in planned:
             n, folder = p.experiment.name, out / p.experiment.name
+            store.clean_leftovers(out, n)  # a killed save's temporary folders; restores its old result
             if (folder / "result.json").exists():
                 same, why = store.reusable(folder, n, config_dict(p.config), seed)
                 if same and not force:
@@ -203,15 +212,63 @@ def _print_checks(out: Path, names: list[str]) -> None:
 
 @app.command()
 def report(out: Annotated[Path, typer.Option(help="results folder")] = Path("results")) -> None:
-    """Write OUT/index.html: every figure and check from the saved results."""
+    """Write OUT/index.html: every figure and check from the saved results. A result that
+    cannot be read is left out with a warning naming its file (and marked on the page);
+    the command then exits 1 after writing the page for the rest."""
     from .report import write_report
 
+    skipped: list = []
     try:
-        path = write_report(out)
-    except FileNotFoundError as e:
-        err.print(f"[red]error:[/] {e}")
+        path = write_report(out, skipped)
+    except (FileNotFoundError, NotADirectoryError) as e:
+        err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)
         raise typer.Exit(2) from None
+    except OSError as e:
+        err.print(f"[red]error:[/] cannot write the report in {escape(str(out))}: {escape(str(e))}",
+                  soft_wrap=True)
+        raise typer.Exit(2) from None
+    for e in skipped:
+        err.print(f"[yellow]warning:[/] skipped {escape(str(e))}", soft_wrap=True)
     typer.echo(str(path))
+    if skipped:
+        raise typer.Exit(1)
+
+
+@app.command()
+def analyse(
+    model: Annotated[Path, typer.Argument(help="weights: .safetensors or .npz (bias-free Linear layers)")],
+    data: Annotated[str, typer.Option(help="a bundled data set (digits, iris, wine, breast_cancer, "
+                                           "diabetes) or a .npz (X, Y) / .csv file")] = "digits",
+    alpha: Annotated[float | None, typer.Option(help="leaky slope α: 0 ReLU, 1 linear (needed "
+                                                     "unless the file stores it)")] = None,
+    train_steps: Annotated[int, typer.Option(help="also train K GD steps beside the twin (0: no)")] = 0,
+    lr: Annotated[float, typer.Option(help="GD step η for --train-steps")] = 0.01,
+    t_max: Annotated[float | None, typer.Option(help="horizon of the predicted curve without "
+                                                     "training (default: from the data's modes)")] = None,
+    out: Annotated[Path, typer.Option(help="output folder")] = Path("analysis"),
+) -> None:
+    """Is MODEL effectively linear on the data? Writes OUT/analysis.json, OUT/twin.safetensors
+    and OUT/figure.png; exits 0 whatever the verdict, 2 on bad input."""
+    from .analyse import analyse as analyse_model
+    from .analyse import save_analysis
+    from .datasets import load_data
+    from .interop import load_model
+    from .plotting.analyse import figure
+    from .train import GDConfig
+
+    try:
+        m = load_model(model, alpha)
+        d = load_data(data)
+        cfg = GDConfig(lr=lr, steps=train_steps) if train_steps else None
+        with err.status("analysing"):
+            result = analyse_model(m, d, train=cfg, t_max=t_max)
+    except (ValueError, TypeError, FileNotFoundError, ImportError) as e:
+        err.print(f"[red]error:[/] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    for path in save_analysis(result, out, figure(result)):
+        typer.echo(str(path))
+    colour = "green" if result.verdict.effectively_linear else "yellow"
+    err.print(f"[{colour}]{escape(result.verdict.text)}[/]")
 
 
 @app.command()
