@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import theory
+from . import theory, validate
 from .data import Dataset, check_data
 from .datasets import RealData, asymmetry, load_data
 from .expressivity import net_function, odd_nonlinearity
@@ -55,8 +55,11 @@ LOSS_UNIT = "half mean squared error, L = (1/2N) sum_n ||y_n - f(x_n)||^2"
 @dataclass(frozen=True)
 class DataReport:
     """``n`` points, ``d`` inputs, ``p`` outputs; ``asymmetry`` (0 exactly for a
-    symmetric set), ``symmetric`` (asymmetry ≤ 1e-10), ``input_rank`` (directions of
-    XᵀX/N above 1e-12 of the largest), ``whitened`` (XᵀX/N = I to 1e-10), ``source``."""
+    symmetric set), ``mirror_violation`` (:func:`biasfree.validate.mirror_violation` of
+    ``[X, Y]`` relative to the largest row norm: 0 exactly when every point's mirror is
+    present as often as the point), ``symmetric`` (both ≤ 1e-10: symmetric as a
+    multiset), ``input_rank`` (directions of XᵀX/N above 1e-12 of the largest),
+    ``whitened`` (XᵀX/N = I to 1e-10), ``source``."""
 
     n: int
     d: int
@@ -66,6 +69,7 @@ class DataReport:
     input_rank: int
     whitened: bool
     source: str
+    mirror_violation: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -245,7 +249,7 @@ def _data_arrays(data):
         d = load_data(data)
         return d.X, d.Y, d.source
     if isinstance(data, tuple) and len(data) == 2:
-        return np.asarray(data[0], float), np.asarray(data[1], float), "arrays"
+        return data[0], data[1], "arrays"
     raise TypeError(f"data: give (X, Y), a biasfree Dataset, a load_data result, a file or a data "
                     f"set name; got {type(data).__name__}")
 
@@ -285,6 +289,11 @@ def analyse(model, data, *, alpha=None, train: GDConfig | None = None, t_max: fl
     replaced by the model's) beside its twin. ``t_max``: horizon of the predicted curve
     without training (default :func:`default_t_max`), on ``n_times`` points.
     """
+    if train is not None and not isinstance(train, GDConfig):
+        raise TypeError(f"train={train!r} must be a biasfree.GDConfig (or None: no training)")
+    if t_max is not None:
+        t_max = validate.positive("t_max", t_max, scalar=True, why="the horizon of the predicted curve")
+    n_times = validate.integer("n_times", n_times, 2)
     m: Model = as_model(model, alpha)
     if m.alpha is None:
         raise ValueError(f"the slope α of {m.source} is unknown (weight files do not store the "
@@ -293,6 +302,9 @@ def analyse(model, data, *, alpha=None, train: GDConfig | None = None, t_max: fl
     X, Y, source = _data_arrays(data)
     check_data(X, Y)
     X, Y = np.asarray(X, float), np.asarray(Y, float)
+    if train is not None and train.loss == "logistic" and not np.all(np.abs(Y) == 1.0):
+        raise ValueError("data: the logistic loss (train.loss='logistic') needs labels y = ±1; Y holds "
+                         "other values (map {0, 1} labels with 2y - 1, or train with loss='mse')")
     w = widths(params)
     if X.shape[1] != w[0] or Y.shape[1] != w[-1]:
         raise ValueError(f"the net maps {w[0]} inputs to {w[-1]} outputs but the data have "
@@ -301,8 +313,10 @@ def analyse(model, data, *, alpha=None, train: GDConfig | None = None, t_max: fl
 
     lam = np.linalg.eigvalsh(X.T @ X / X.shape[0])
     asym = asymmetry(X, Y)
-    data_rep = DataReport(X.shape[0], X.shape[1], Y.shape[1], asym, asym <= ROUND_OFF,
-                          int(np.sum(lam > 1e-12 * lam.max())), theory.is_whitened(X), source)
+    mv = validate.mirror_violation(X, Y) / max(float(np.max(np.linalg.norm(np.hstack([X, Y]), axis=1))),
+                                               1e-300)
+    data_rep = DataReport(X.shape[0], X.shape[1], Y.shape[1], asym, asym <= ROUND_OFF and mv <= ROUND_OFF,
+                          int(np.sum(lam > 1e-12 * lam.max())), theory.is_whitened(X), source, mv)
     sp = _split(params, X, a)
     svs = tuple(np.linalg.svd(np.asarray(layer.W, float), compute_uv=False) for layer in params)
     beta = (c * np.asarray(params[0].W).T @ np.asarray(params[1].W).T
@@ -311,15 +325,15 @@ def analyse(model, data, *, alpha=None, train: GDConfig | None = None, t_max: fl
                         sp.odd_fraction_nonlinear, sp.even, sp.odd_linear, sp.odd_nonlinear,
                         np.asarray(beta),
                         tuple(effective_rank(s) for s in svs), svs)
-    prediction = None if biased else _predict(params, a, X, Y, sp, beta, train, t_max, n_times)
+    prediction = None if biased else _predict(params, a, X, Y, sp, beta, train, t_max, n_times,
+                                              data_rep.symmetric)
     return Analysis(data_rep, net_rep, prediction, _verdict(data_rep, net_rep, prediction, params))
 
 
-def _predict(params, a, X, Y, sp, beta, train, t_max, n_times) -> Prediction:
+def _predict(params, a, X, Y, sp, beta, train, t_max, n_times, symmetric) -> Prediction:
     L = depth(params)
     ws, ks = _twin_scales(L, a)
     twin = scale_params(params, ws)
-    exact = a == 1.0 or (L == 2 and sp.even <= 1e-24 * max(sp.energy, 1e-300))
     if train is not None:
         train = dataclasses.replace(train, alpha=a)
         from .train import record_steps
@@ -333,15 +347,20 @@ def _predict(params, a, X, Y, sp, beta, train, t_max, n_times) -> Prediction:
     if L == 2 or a == 1.0:
         curve = theory.reference_curve(params, X, Y, t, alpha=a)
         note = curve.note
+        # the twin map is exact only with a zero even part on mirror-symmetric data (as a
+        # multiset): reference_curve measures both and says so in curve.exact
+        exact = a == 1.0 or (curve.exact and sp.even <= 1e-24 * max(sp.energy, 1e-300))
     else:
+        exact = False
         curve = theory.reference_curve(twin, X, Y, ks * t, alpha=1.0)
         note = (f"APPROXIMATE: depth {L} > 2 has no exact linear twin (THEORY.md §4.1); the twin is "
                 f"the net with σ_α replaced by its odd part c z, weights × c^((L-1)/L) = {ws:.4g}, "
                 f"time × c^(2(L-1)/L) = {ks:.4g}; " + curve.note)
     lin_floor = theory.linear_floor(X, Y)
     two = None
-    if asymmetry(X, Y) <= ROUND_OFF:
-        two = dataset_floor(X, Y, alpha=a).value
+    if symmetric:  # the bound is exact only on a set symmetric as a multiset (dataset_floor checks)
+        dsf = dataset_floor(X, Y, alpha=a)
+        two = dsf.value if dsf.exact else None
     loss0 = float(0.5 * np.mean(np.sum((Y - np.asarray(forward(params, X, a))) ** 2, axis=1)))
     trained = None if train is None else _train(params, twin, a, ks, X, Y, train, curve.loss, loss0)
     return Prediction(twin, ws, ks, curve.reference, bool(exact), note, np.asarray(t),
@@ -406,12 +425,15 @@ def save_analysis(analysis: Analysis, out_dir, figure=None) -> list:
     time_scale) and ``figure`` (a matplotlib Figure) as ``OUT/figure.png``/``.pdf``;
     each file written atomically. Returns the paths written."""
     import json
-    from pathlib import Path
 
     from .interop import save_model
     from .store import atomic_write, versions
 
-    out = Path(out_dir)
+    if not isinstance(analysis, Analysis):
+        raise TypeError(f"analysis must be what biasfree.analyse returns, got {type(analysis).__name__}")
+    if figure is not None and not hasattr(figure, "savefig"):
+        raise TypeError(f"figure={figure!r} must be a matplotlib Figure (or None)")
+    out = validate.writable_folder("out_dir", out_dir)
     doc = analysis.to_json()
     paths = []
     if analysis.prediction is not None:

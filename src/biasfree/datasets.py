@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 from scipy.spatial import cKDTree
 
+from . import validate
 from .data import Dataset, check_data, symmetrize
 
 TARGETS = ("onehot", "value")
@@ -58,12 +59,10 @@ def asymmetry(X, Y=None) -> float:
     lies on one side of the origin, such as raw pixel intensities, more). Computed with a
     k-d tree, O(N log N).
     """
-    Z = np.asarray(X, dtype=float)
-    if Y is not None:
-        Y = np.asarray(Y, dtype=float)
-        Z = np.hstack([Z, Y[:, None] if Y.ndim == 1 else Y])
-    if Z.ndim != 2 or Z.shape[0] == 0:
-        raise ValueError(f"asymmetry needs a non-empty (N, d) array, got shape {Z.shape}")
+    if Y is None:
+        Z = validate.finite_array("X", X, ndim=2)
+    else:
+        Z = np.hstack(validate.data(X, Y))
     power = float(np.mean(np.sum(Z**2, axis=1)))
     if power == 0.0:
         return 0.0
@@ -105,10 +104,12 @@ class RealData:
 
 def one_hot(labels, n_classes: int | None = None) -> np.ndarray:
     """Integer class labels (N,) -> one-hot targets (N, n_classes)."""
-    labels = np.asarray(labels)
-    if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
-        raise ValueError("one_hot needs a 1-D array of non-negative integer class labels")
-    k = int(labels.max()) + 1 if n_classes is None else int(n_classes)
+    labels = validate.finite_array("labels", labels, ndim=1)
+    if np.any(labels != np.round(labels)) or labels.min() < 0:
+        raise ValueError("labels: one_hot needs a 1-D array of non-negative integer class labels")
+    labels = labels.astype(int)
+    need = int(labels.max()) + 1
+    k = need if n_classes is None else validate.integer("n_classes", n_classes, need)
     return np.eye(k)[labels]
 
 
@@ -181,8 +182,16 @@ def load_data(path_or_name, *, target: str = "onehot", symmetrize_data: bool | N
     asymmetry is measured rather than removed. The raw asymmetry is in
     ``raw_asymmetry`` either way.
     """
+    if not (isinstance(path_or_name, str) or hasattr(path_or_name, "__fspath__")):
+        raise TypeError(f"path_or_name={path_or_name!r} must be a file path or a bundled data set name "
+                        f"({', '.join(NAMES)})")
     if target not in TARGETS:
         raise ValueError(f"target={target!r}: choose one of {', '.join(TARGETS)}")
+    if symmetrize_data is not None:
+        validate.flag("symmetrize_data", symmetrize_data)
+    seed = validate.seed(seed)
+    if n is not None:
+        n = validate.integer("n", n, 1)
     if isinstance(y_columns, bool) or not isinstance(y_columns, int) or y_columns < 1:
         raise ValueError(f"y_columns={y_columns!r} must be an integer >= 1")
     key = str(path_or_name)

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
+from . import validate
 from .data import Dataset
 from .floors import DatasetFloor, dataset_floor
-from .nets import Params, from_arrays, init_gaussian, pair_up
+from .nets import Params, _check_key, from_arrays, init_gaussian, pair_up
 from .precision import precise
 from .train import GDConfig, gd, gd_ensemble
 from .trajectory import Trajectory
@@ -81,11 +82,12 @@ def init_batch(key, widths, *, init: str = "random", gain: float = 0.5, bias: bo
     ``bias``) or "pairs" (a Gaussian net of half the hidden widths, then
     :func:`biasfree.nets.pair_up`: an odd net that computes a linear map at init).
     """
-    if init not in INITS:
-        raise ValueError(f"init={init!r}: choose one of {', '.join(INITS)}")
-    if restarts < 1:
-        raise ValueError(f"restarts={restarts} must be >= 1")
-    widths = tuple(int(n) for n in widths)
+    validate.choice("init", init, INITS)
+    restarts = validate.integer("restarts", restarts, 1)
+    gain = validate.positive("gain", gain, scalar=True, why="the init std is gain/sqrt(n_in)")
+    validate.flag("bias", bias)
+    _check_key(key)
+    widths = validate.layer_widths(widths)
     keys = jax.random.split(key, restarts)
     if init == "pairs":
         if bias or any(n % 2 for n in widths[1:-1]):
@@ -109,8 +111,12 @@ def fit_net(data: Dataset, key, widths, cfg: GDConfig, *, init: str = "random", 
     floor of the training set (:func:`biasfree.floors.dataset_floor`), so
     ``train_loss < floor.value`` shows the net uses more than a two-layer net can.
     """
+    if not isinstance(data, Dataset):
+        raise TypeError(f"data must be a biasfree.Dataset, got {type(data).__name__}")
+    if not isinstance(cfg, GDConfig):
+        raise TypeError(f"cfg must be a biasfree.GDConfig, got {type(cfg).__name__}")
     if cfg.loss != "mse":
-        raise ValueError("fit_net compares MSE with the two-layer floor: use GDConfig(loss='mse')")
+        raise ValueError("cfg: fit_net compares MSE with the two-layer floor: use GDConfig(loss='mse')")
     params = init_batch(key, widths, init=init, gain=gain, bias=bias, restarts=restarts)
     if restarts == 1:  # plain gd compiles faster than a one-member ensemble
         member = gd(jax.tree_util.tree_map(lambda a: a[0], params), data, cfg)

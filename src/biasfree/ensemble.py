@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 import jax
 import numpy as np
 
+from . import validate
 from .data import Dataset
-from .nets import Params, check_alpha, scale_params, slope_factor
+from .nets import Params, check_net, scale_params, slope_factor
 from .train import GDConfig, gd_ensemble
 from .trajectory import Trajectory
 
@@ -41,11 +42,13 @@ class Member:
     twin: bool = False
 
     def __post_init__(self):
-        check_alpha(self.alpha)
-        if self.lr is not None and not (np.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"Member lr={self.lr!r} must be a positive finite step (or None)")
-        if not (np.isfinite(self.weight_decay) and self.weight_decay >= 0):
-            raise ValueError(f"Member weight_decay={self.weight_decay!r} must be finite and >= 0")
+        check_net(self.params)
+        validate.slope(self.alpha)
+        if self.lr is not None:
+            validate.positive("lr", self.lr, scalar=True, why="Member lr is a gradient step (or None)")
+        validate.nonnegative("weight_decay", self.weight_decay, scalar=True,
+                             why="Member weight_decay is an L2 penalty")
+        validate.flag("twin", self.twin)
 
     def linear_twin(self, lr: float) -> Member:
         """The twin: ``√c·params``, α = 1, step ``η c``, decay ``λ/c`` (§2.4, §2.7)."""
@@ -100,8 +103,15 @@ def gd_members(members: Mapping[str, Member], data: Dataset, cfg: GDConfig) -> R
     shared settings of ``cfg`` (steps, records, loss). Members whose parameters have the
     same shapes share one compiled ensemble call (:func:`~biasfree.train.gd_ensemble`);
     each gets its own α, η and λ. Returns :class:`Runs` keyed by the same names."""
+    if not isinstance(members, Mapping):
+        raise TypeError(f"members must be a dict of names to Member records, got {type(members).__name__}")
     if not members:
-        raise ValueError("gd_members needs at least one member")
+        raise ValueError("members: gd_members needs at least one member")
+    if not isinstance(data, Dataset):
+        raise TypeError(f"data must be a biasfree.Dataset (biasfree.Dataset(X, Y)), got "
+                        f"{type(data).__name__}")
+    if not isinstance(cfg, GDConfig):
+        raise TypeError(f"cfg must be a biasfree.GDConfig, got {type(cfg).__name__}")
     bad = [k for k, m in members.items() if not isinstance(m, Member)]
     if bad:
         raise TypeError(f"members {bad} are not biasfree.Member records: wrap each net as "

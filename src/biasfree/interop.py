@@ -38,7 +38,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .nets import Layer, Params, check_alpha, forward, from_arrays, has_bias
+from . import validate
+from .nets import Layer, Params, check_net, forward, from_arrays, has_bias
 
 SUPPORTED = ("bias-free linear layers with ReLU, LeakyReLU(negative_slope in [0, 1]) or no "
              "activation between them, one slope for the whole net")
@@ -72,8 +73,9 @@ class Model:
     names: tuple[str, ...] = ()
 
     def __post_init__(self):
+        check_net(self.params)
         if self.alpha is not None:
-            check_alpha(self.alpha)
+            validate.slope(self.alpha)
 
     @in_float64
     def __call__(self, X):
@@ -284,7 +286,9 @@ def from_state_dict(mapping: Mapping, alpha=None, *, source: str = "state dict")
         raise TypeError(f"from_state_dict takes a mapping of names to arrays, got {type(mapping).__name__}")
     entries = []
     for name in sorted(mapping, key=_natural):
-        A = np.asarray(mapping[name], dtype=float)
+        if not isinstance(name, str):
+            raise TypeError(f"mapping keys must be weight names such as '0.weight', got {name!r}")
+        A = validate.finite_array(f"mapping[{name!r}]", mapping[name], nonempty=False)
         leaf = name.rsplit(".", 1)[-1]
         if leaf == "bias" or leaf.endswith("_bias"):
             layer = name.rsplit(".", 1)[0] if "." in name else name
@@ -310,8 +314,7 @@ def from_state_dict(mapping: Mapping, alpha=None, *, source: str = "state dict")
                 f"{A0.shape}; weights in name order: {order}. Name them in forward order "
                 "('0.weight', '1.weight', ...) with shapes (n_out, n_in)")
     if alpha is not None:
-        check_alpha(alpha)
-        alpha = float(alpha)
+        alpha = validate.slope(alpha)
     return Model(from_arrays([A for _, A in entries]), alpha, source,
                  tuple(n for n, _ in entries))
 
@@ -326,6 +329,8 @@ def load_model(path, alpha=None) -> Model:
     ``allow_pickle=False``. α: the argument ``alpha`` if given, else the file's
     ``"alpha"`` (safetensors metadata, or a scalar entry of the ``.npz``), else unknown.
     """
+    if not isinstance(path, str | Path):
+        raise TypeError(f"path={path!r} must be a file path (.safetensors or .npz)")
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"model file {path} does not exist")
@@ -341,7 +346,11 @@ def load_model(path, alpha=None) -> Model:
         except Exception as e:  # noqa: BLE001 - the library's own errors are opaque
             raise ValueError(f"{path} is not a readable safetensors file: {e}") from None
         if "alpha" in meta:
-            stored = float(meta["alpha"])
+            try:
+                stored = float(meta["alpha"])
+            except ValueError:
+                raise ValueError(f"{path}: metadata alpha={meta['alpha']!r} is not a number; pass "
+                                 "alpha= to override it") from None
     elif path.suffix == ".npz":
         try:
             with np.load(path, allow_pickle=False) as z:
@@ -349,7 +358,7 @@ def load_model(path, alpha=None) -> Model:
         except ValueError as e:
             raise ValueError(f"{path}: {e} (object arrays need pickle, which is never used)") from None
         if "alpha" in arrays:
-            stored = float(np.asarray(arrays.pop("alpha")))
+            stored = validate.real(f"{path}: entry alpha", arrays.pop("alpha"), scalar=True)
     else:
         raise ValueError(f"{path}: unknown model format {path.suffix!r}; give a .safetensors or "
                          ".npz file of Linear weights (no pickle: .pt/.pth files are not read)")
@@ -368,8 +377,15 @@ def save_model(params: Params, path, *, alpha=None, metadata: Mapping | None = N
     """Write bias-free ``params`` to ``.safetensors`` (metadata: ``alpha`` and
     ``metadata``, strings) or ``.npz`` (``alpha`` as a scalar entry), names
     :func:`torch_names`, float64. No pickle."""
+    check_net(params)
     if has_bias(params):
-        raise ValueError("save_model writes bias-free nets only")
+        raise ValueError("params: save_model writes bias-free nets only (drop b)")
+    if not isinstance(path, str | Path):
+        raise TypeError(f"path={path!r} must be a file path ending in .safetensors or .npz")
+    if alpha is not None:
+        alpha = validate.slope(alpha)
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise TypeError(f"metadata must be a mapping of names to strings, got {type(metadata).__name__}")
     path = Path(path)
     arrays = {n: np.ascontiguousarray(np.asarray(layer.W, dtype=np.float64))
               for n, layer in zip(torch_names(len(params)), params, strict=True)}
@@ -411,7 +427,7 @@ def as_model(model, alpha=None) -> Model:
             f"cannot read a model of type {type(model).__name__}: give a torch.nn.Sequential, an "
             "equinox.nn.MLP, a .safetensors/.npz path, or biasfree params (biasfree.from_arrays)")
     if alpha is not None:
-        check_alpha(alpha)
+        alpha = validate.slope(alpha)
         if m.alpha is not None and abs(m.alpha - float(alpha)) > 1e-12:
             raise ValueError(f"alpha={alpha} contradicts the model's own slope α = {m.alpha:g} "
                              f"({m.source}); leave alpha out")

@@ -20,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize, nnls
 
+from . import validate
+
 KKT_TOL = 1e-8
 """Certificate tolerance: SLSQP with ftol 1e-15 meets the constraints and stationarity to
 ~1e-14 relative; 1e-8 leaves six orders of magnitude for conditioning. Also the slack
@@ -27,12 +29,27 @@ within which a constraint counts as active."""
 
 
 def _signed(X, y) -> np.ndarray:
-    X, y = np.asarray(X, float), np.asarray(y, float).ravel()
-    if X.ndim != 2 or y.shape != (X.shape[0],):
-        raise ValueError(f"need inputs X (N, d) and labels y (N,), got shapes {X.shape} and {y.shape}")
+    X = validate.finite_array("X", X, ndim=2)
+    y = validate.finite_array("y", y).ravel()
+    if y.shape != (X.shape[0],):
+        raise ValueError(f"y: need inputs X (N, d) and labels y (N,), got shapes {X.shape} and {y.shape}")
     if not np.all(np.abs(y) == 1):
         raise ValueError("labels y must be -1 or +1 (map {0, 1} labels with 2y - 1)")
     return y[:, None] * X
+
+
+def _direction(name: str, w, d: int) -> np.ndarray:
+    w = validate.finite_array(name, w, shape=(d,))
+    if not np.any(w):
+        raise ValueError(f"{name} is the zero vector: a direction needs a non-zero w")
+    return w
+
+
+def _rows(name: str, B) -> np.ndarray:
+    B = validate.finite_array(name, B, ndim=(1, 2, 3))
+    if np.any(np.linalg.norm(B, axis=-1) == 0):
+        raise ValueError(f"{name} has a zero row: a direction needs a non-zero β")
+    return B
 
 
 def hard_margin_svm(X, y) -> np.ndarray:
@@ -65,7 +82,7 @@ def kkt_residual(X, y, w) -> float:
     active meaning ``y_i wᵀx_i <= 1 + KKT_TOL`` (μ by ``scipy.optimize.nnls``). Zero
     exactly at the optimum; a feasible non-optimal ``w`` leaves a stationarity residual."""
     Z = _signed(X, y)
-    w = np.asarray(w, float)
+    w = _direction("w", w, Z.shape[1])
     m = Z @ w
     active = m <= 1.0 + KKT_TOL
     res = nnls(Z[active].T, w)[1] if active.any() else np.linalg.norm(w)  # none active: μ = 0
@@ -74,7 +91,8 @@ def kkt_residual(X, y, w) -> float:
 
 def cosine(B, w) -> np.ndarray:
     """``cos ∠(b, w)`` for every row ``b`` (last axis) of ``B`` and the vector ``w``."""
-    B = np.asarray(B, float)
+    B = _rows("B", B)
+    w = _direction("w", w, B.shape[-1])
     return (B @ w) / (np.linalg.norm(B, axis=-1) * np.linalg.norm(w))
 
 
@@ -83,5 +101,8 @@ def margin_ratio(B, X, y, w_svm) -> np.ndarray:
     ``min_i y_i βᵀx_i / ||β||  ÷  1/||w_svm||``; 1 exactly in the SVM direction, below
     1 for every other direction, negative while some point is misclassified."""
     Z = _signed(X, y)
-    B = np.asarray(B, float)
+    B = _rows("B", B)
+    if B.shape[-1] != Z.shape[1]:
+        raise ValueError(f"B rows have {B.shape[-1]} entries but X has d = {Z.shape[1]}: one β (d,) per row")
+    w_svm = _direction("w_svm", w_svm, Z.shape[1])
     return np.min(B @ Z.T, axis=-1) / np.linalg.norm(B, axis=-1) * np.linalg.norm(w_svm)

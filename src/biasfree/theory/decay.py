@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import brentq
 
+from .. import validate
+
 
 def decayed_solution(Sxx, sxy, decay: float) -> np.ndarray:
     """``β*(λ') = argmin_β ½ βᵀΣ_xx β - Σ_xyᵀβ + λ' ||β||`` (module doc), shape (d,).
@@ -27,11 +29,13 @@ def decayed_solution(Sxx, sxy, decay: float) -> np.ndarray:
     ``ρ = ||β||`` is the root of ``||(Σ_xx + (λ'/ρ) I)⁻¹ Σ_xy|| - ρ`` (scipy brentq on
     the bracket (0, ||Σ_xx⁻¹ Σ_xy||], to 1e-15 relative).
     """
-    Sxx, sxy = np.asarray(Sxx, float), np.asarray(sxy, float).ravel()
+    sxy = validate.finite_array("sxy", sxy).ravel()
+    Sxx = validate.finite_array("Sxx", Sxx, ndim=2)
     if Sxx.shape != (sxy.size, sxy.size):
         raise ValueError(f"Sxx must be ({sxy.size}, {sxy.size}) to match sxy, got {Sxx.shape}")
-    if not decay >= 0:
-        raise ValueError(f"decay={decay!r} must be >= 0")
+    if not np.allclose(Sxx, Sxx.T):
+        raise ValueError("Sxx must be symmetric (Σ_xx = XᵀX/N)")
+    decay = validate.nonnegative("decay", decay, scalar=True, why="a weight decay λ'")
     if np.linalg.norm(sxy) <= decay:
         return np.zeros_like(sxy)
     lam, Q = np.linalg.eigh(Sxx)

@@ -27,14 +27,33 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import validate
 from ..nets import Layer, Params
+
+
+def _pair(o, e):
+    o = validate.finite_array("o", o, ndim=1)
+    e = validate.finite_array("e", e, ndim=1)
+    if o.shape != e.shape:
+        raise ValueError(f"o and e must have one entry per pair i, same shape; got {o.shape} and {e.shape}")
+    return o, e
+
+
+def _orthonormal(Q, n: int | None = None):
+    Q = validate.finite_array("Q", Q, ndim=2)
+    if n is not None and Q.shape[1] != n:
+        raise ValueError(f"Q must have one column per pair (n = {n}), got shape {Q.shape}")
+    if not np.allclose(Q.T @ Q, np.eye(Q.shape[1]), atol=1e-10):
+        raise ValueError(f"Q must be a (d, n) matrix with orthonormal columns, got shape {Q.shape}; build "
+                         "one with numpy.linalg.qr")
+    return Q
 
 
 def half_targets(o, e):
     """``(s, t⁺, t⁻)``: ``s_i = sign o_i``, ``t⁺_i = |o_i| + e_i`` at the point ``s_i ρ q_i``
     and ``t⁻_i = e_i - |o_i|`` at ``-s_i ρ q_i`` (the odd part ``o`` flips sign with x, the
     even part ``e`` does not); t⁺ > 0 > t⁻ when |e_i| < |o_i|."""
-    o, e = np.asarray(o, float), np.asarray(e, float)
+    o, e = _pair(o, e)
     return np.sign(o), np.abs(o) + e, e - np.abs(o)
 
 
@@ -56,10 +75,11 @@ def aligned_halves_init(Q, o, e, magnitudes) -> Params:
     ``magnitudes`` (2, m) positive ``(g, h)``; the raw half strengths are ``Σ g²`` and
     ``Σ h²``. Every unit is balanced (``|v_k| = ||w_k||``). Returns a width-2m net."""
     s, tp, tm = half_targets(o, e)
-    g, h = np.asarray(magnitudes, float)
-    if np.any(g <= 0) or np.any(h <= 0):
-        raise ValueError("magnitudes must be positive: signs of v are set by the half")
-    Q = np.asarray(Q, float)
+    mags = validate.positive("magnitudes", magnitudes, why="signs of v are set by the half")
+    if mags.ndim != 2 or mags.shape[0] != 2 or mags.shape[1] == 0:
+        raise ValueError(f"magnitudes must have shape (2, m): (g, h), got {mags.shape}")
+    g, h = mags
+    Q = _orthonormal(Q, tp.size)
     Rp = Q @ (s * tp) / np.linalg.norm(tp)
     Rm = -Q @ (s * np.abs(tm)) / np.linalg.norm(tm)
     W = np.concatenate([g[:, None] * Rp, h[:, None] * Rm])
@@ -79,10 +99,19 @@ def alignment_directions(W0, v_sign, Q, y, y_neg):
     or gets stuck, ``max(|w_ki(0)|, |G₂| |w_ki(0)|/|G₁|)`` if it crosses, plus (in
     quadrature) the part of w_k(0) outside the data span, which never moves.
     """
+    Q = _orthonormal(Q)
     n = Q.shape[1]
+    W0 = validate.finite_array("W0", W0, ndim=2)
+    if W0.shape[1] != Q.shape[0]:
+        raise ValueError(f"W0 has {W0.shape[1]} columns but Q has d = {Q.shape[0]} rows: W0 is (m, d)")
+    v_sign = validate.finite_array("v_sign", v_sign, shape=(W0.shape[0],))
+    if not np.all(np.abs(v_sign) == 1):
+        raise ValueError("v_sign must hold one sign ±1 per unit")
+    y = validate.finite_array("y", y, shape=(n,))
+    y_neg = validate.finite_array("y_neg", y_neg, shape=(n,))
     rho, N = np.sqrt(n), 2 * n
-    w = np.asarray(W0) @ Q  # (m, n) coordinates w_ki
-    sg = np.asarray(v_sign, float)[:, None]
+    w = W0 @ Q  # (m, n) coordinates w_ki
+    sg = v_sign[:, None]
     Gp, Gm = sg * (rho / N) * y[None, :], -sg * (rho / N) * y_neg[None, :]
     side = np.where(w >= 0, 1.0, -1.0)
     g1 = np.where(side > 0, Gp, Gm)
@@ -93,6 +122,6 @@ def alignment_directions(W0, v_sign, Q, y, y_neg):
     with np.errstate(divide="ignore", invalid="ignore"):
         cross_err = np.where(crosses, np.abs(g2) * np.abs(w) / np.abs(g1), 0.0)
     Bi = np.maximum(np.abs(w), cross_err)
-    outside = np.asarray(W0) - w @ Q.T
+    outside = W0 - w @ Q.T
     B = np.sqrt(np.sum(Bi**2, axis=1) + np.sum(outside**2, axis=1))
     return D @ Q.T, B
