@@ -3,6 +3,8 @@ over seeds (drawn from the table of :func:`biasfree.load_sweep`)."""
 
 from __future__ import annotations
 
+from numbers import Real
+
 import numpy as np
 
 from . import plt
@@ -15,7 +17,8 @@ def metric_columns(df) -> list[str]:
     fields = set(df.attrs.get("grid", [])) | set(df.attrs.get("fixed", {}))
     return [c for c in df.columns
             if c not in fields and c not in NON_METRICS and not c.startswith("check.")
-            and df[c].dtype.kind in "fiu" and np.isfinite(df[c].to_numpy(float)).any()]
+            and df[c].dtype.kind in "fiu" and np.isfinite(df[c].to_numpy(float)).any()
+            and df[c].nunique(dropna=True) > 1]  # a constant says nothing against the grid
 
 
 def _log_ok(values) -> bool:
@@ -25,7 +28,13 @@ def _log_ok(values) -> bool:
 
 
 def _hashable(v):
-    return tuple(v) if isinstance(v, list | np.ndarray) else v
+    if isinstance(v, list | np.ndarray):
+        return tuple(v)
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, Real) and not isinstance(v, bool)
 
 
 def summary_figure(df, ncols: int = 4):
@@ -37,8 +46,9 @@ def summary_figure(df, ncols: int = 4):
     x_name = grid[0] if grid else "seed"
     others = grid[1:]
     done[x_name] = done[x_name].map(_hashable)
-    xs = sorted(done[x_name].unique(), key=lambda v: (not isinstance(v, int | float), str(v)))
-    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in xs)
+    xs = list(done[x_name].unique())
+    numeric = all(_is_number(v) for v in xs)
+    xs = sorted(xs) if numeric else sorted(xs, key=str)
     pos = {v: (float(v) if numeric else i) for i, v in enumerate(xs)}
     metrics = metric_columns(done)
     n = max(len(metrics), 1)
