@@ -246,7 +246,10 @@ def _data_arrays(data):
     if isinstance(data, Dataset):
         return np.asarray(data.X), np.asarray(data.Y), "Dataset"
     if isinstance(data, str) or hasattr(data, "__fspath__"):
-        d = load_data(data)
+        try:
+            d = load_data(data)
+        except ValueError as e:
+            raise ValueError(f"data: {e}") from None
         return d.X, d.Y, d.source
     if isinstance(data, tuple) and len(data) == 2:
         return data[0], data[1], "arrays"

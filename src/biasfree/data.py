@@ -279,12 +279,12 @@ def whiten(X, rank=None, tol: float = 1e-12) -> Whitened:
     evals, evecs = evals[::-1], evecs[:, ::-1]  # descending
     lam = np.asarray(evals)
     if not lam[0] > 0:
-        raise ValueError("inputs are all zero: there is nothing to whiten")
+        raise ValueError("X: inputs are all zero: there is nothing to whiten")
     n_null = int(np.sum(lam <= tol * lam[0]))
     if rank is None:
         if n_null:
             raise ValueError(
-                f"inputs are rank-deficient: {n_null} of {d} directions have variance <= "
+                f"X: inputs are rank-deficient: {n_null} of {d} directions have variance <= "
                 f"{tol:g} × the largest (N < d, constant or collinear features); use "
                 "whiten(X, rank='auto') to drop them, or rank=r for a PCA to r directions")
         r = d

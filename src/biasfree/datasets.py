@@ -207,8 +207,8 @@ def load_data(path_or_name, *, target: str = "onehot", symmetrize_data: bool | N
         desc = f"{path.name}: {X.shape[0]} rows, {X.shape[1]} inputs, {Y.shape[1]} targets"
     else:
         raise ValueError(
-            f"unknown data {key!r}: give a .npz file (arrays X, Y), a .csv file (targets in the "
-            f"last column(s)), or one of the bundled data sets: {', '.join(NAMES)}")
+            f"path_or_name: unknown data {key!r}: give a .npz file (arrays X, Y), a .csv file (targets "
+            f"in the last column(s)), or one of the bundled data sets: {', '.join(NAMES)}")
     check_data(X, Y)
     if n is not None:
         if not 1 <= int(n) <= X.shape[0]:

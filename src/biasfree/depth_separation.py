@@ -117,6 +117,11 @@ def fit_net(data: Dataset, key, widths, cfg: GDConfig, *, init: str = "random", 
         raise TypeError(f"cfg must be a biasfree.GDConfig, got {type(cfg).__name__}")
     if cfg.loss != "mse":
         raise ValueError("cfg: fit_net compares MSE with the two-layer floor: use GDConfig(loss='mse')")
+    w = validate.layer_widths(widths)
+    d, p = np.shape(data.inputs)[1], np.shape(data.Y)[1]
+    if (w[0], w[-1]) != (d, p):
+        raise ValueError(f"widths={tuple(widths)!r} maps {w[0]} inputs to {w[-1]} outputs but data has "
+                         f"d = {d}, p = {p}: give widths (d, ..., p)")
     params = init_batch(key, widths, init=init, gain=gain, bias=bias, restarts=restarts)
     if restarts == 1:  # plain gd compiles faster than a one-member ensemble
         member = gd(jax.tree_util.tree_map(lambda a: a[0], params), data, cfg)

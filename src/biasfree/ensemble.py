@@ -25,7 +25,7 @@ import numpy as np
 
 from . import validate
 from .data import Dataset
-from .nets import Params, check_net, scale_params, slope_factor
+from .nets import Params, check_net, scale_params, slope_factor, widths
 from .train import GDConfig, gd_ensemble
 from .trajectory import Trajectory
 
@@ -116,6 +116,12 @@ def gd_members(members: Mapping[str, Member], data: Dataset, cfg: GDConfig) -> R
     if bad:
         raise TypeError(f"members {bad} are not biasfree.Member records: wrap each net as "
                         "Member(params, ...)")
+    d, p = np.shape(data.inputs)[1], np.shape(data.Y)[1]
+    for name, m in members.items():
+        w = widths(m.params)
+        if (w[0], w[-1]) != (d, p):
+            raise ValueError(f"members[{name!r}] maps {w[0]} inputs to {w[-1]} outputs but data has d = {d}, "
+                             f"p = {p}: build the net for the data")
     jobs = {(name, False): m for name, m in members.items()}
     jobs |= {(name, True): m.linear_twin(cfg.lr if m.lr is None else m.lr)
              for name, m in members.items() if m.twin}

@@ -91,7 +91,8 @@ def _floor(sq_err, sq_norm, what: str, quad_error: float = 0.0) -> Floor:
     c, P, quad_error = 0.5 * np.asarray(sq_err, float), 0.5 * np.asarray(sq_norm, float), 0.5 * quad_error
     n, mean_p, mean_c = c.size, float(P.mean()), float(c.mean())
     if mean_p <= 0.0:
-        raise ValueError("the target is zero on every sample: a floor relative to its power is undefined")
+        raise ValueError("target is zero on every sample: a floor relative to its power is undefined; "
+                         "give a non-zero target")
     ratio = mean_c / mean_p
     se = float(c.std(ddof=1) / np.sqrt(n))
     rse = float(np.hypot((c - ratio * P).std(ddof=1) / np.sqrt(n), quad_error) / mean_p)
@@ -174,6 +175,8 @@ def ray_moments(g: Function, U, *, L=None, radial=None, per_point: bool = False,
     validate.callable_(name, g)
     validate.flag("per_point", per_point)
     U = validate.finite_array("U", U, ndim=2)
+    if not np.allclose(np.linalg.norm(U, axis=1), 1.0, rtol=1e-8, atol=0.0):
+        raise ValueError("U must hold unit directions (rows of norm 1): pass U / ||U|| row-wise")
     n, d = U.shape
     V = U if L is None else U @ validate.finite_array("L", L, shape=(d, d)).T
     radial = stats.chi(d) if _check_radial(radial) is None else radial
@@ -222,7 +225,7 @@ def _ray_floors(target, X, cov, radial, per_point):
     Z = np.linalg.solve(L, X.T).T
     norms = np.linalg.norm(Z, axis=1, keepdims=True)
     if np.any(norms == 0.0):
-        raise ValueError("a sample point is exactly 0: it has no direction; drop it")
+        raise ValueError("X: a sample point is exactly 0: it has no direction; drop it")
     radial = stats.chi(d) if radial is None else radial
     m2 = float(radial.moment(2))
 

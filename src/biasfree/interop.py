@@ -360,7 +360,7 @@ def load_model(path, alpha=None) -> Model:
         if "alpha" in arrays:
             stored = validate.real(f"{path}: entry alpha", arrays.pop("alpha"), scalar=True)
     else:
-        raise ValueError(f"{path}: unknown model format {path.suffix!r}; give a .safetensors or "
+        raise ValueError(f"path={str(path)!r}: unknown model format {path.suffix!r}; give a .safetensors or "
                          ".npz file of Linear weights (no pickle: .pt/.pth files are not read)")
     a = stored if alpha is None else alpha
     return from_state_dict(arrays, a, source=str(path))
@@ -403,7 +403,7 @@ def save_model(params: Params, path, *, alpha=None, metadata: Mapping | None = N
         extra = {} if alpha is None else {"alpha": np.asarray(float(alpha))}
         atomic_write(path, lambda fh: np.savez(fh, **arrays, **extra))
     else:
-        raise ValueError(f"{path}: choose a .safetensors or .npz file name")
+        raise ValueError(f"path={str(path)!r}: choose a .safetensors or .npz file name")
     return path
 
 
@@ -412,6 +412,8 @@ def as_model(model, alpha=None) -> Model:
     """Any supported model as a :class:`Model`: a Model, a params tuple, a torch
     ``nn.Sequential``, an ``eqx.nn.MLP``, or a path to a weight file. ``alpha``, if
     given, must agree with the slope the model states (or fills it in)."""
+    if alpha is not None:
+        alpha = validate.slope(alpha)
     if isinstance(model, Model):
         m = model
     elif isinstance(model, str | Path):

@@ -92,6 +92,10 @@ def kkt_residual(X, y, w) -> float:
 def cosine(B, w) -> np.ndarray:
     """``cos ∠(b, w)`` for every row ``b`` (last axis) of ``B`` and the vector ``w``."""
     B = _rows("B", B)
+    w = validate.finite_array("w", w, ndim=1)
+    if B.shape[-1] != w.shape[0]:
+        raise ValueError(f"B rows have {B.shape[-1]} entries but w has {w.shape[0]}: give vectors of one "
+                         "dimension")
     w = _direction("w", w, B.shape[-1])
     return (B @ w) / (np.linalg.norm(B, axis=-1) * np.linalg.norm(w))
 

@@ -58,6 +58,8 @@ def leaky_relu(z, alpha):
     even when a pre-activation is exactly zero (docs/theory.md §0).
     """
     check_alpha(alpha)
+    if not isinstance(z, jax.Array | np.ndarray):
+        z = jnp.asarray(validate.real("z", z))
     return jnp.where(z > 0, z, alpha * z)
 
 
@@ -108,9 +110,13 @@ def check_net(params, name: str = "params", *, X=None, x_name: str = "X") -> Non
                              f"d = {d}: pass X of shape (N, {d})")
 
 
-def _check_apply(params, X, alpha) -> None:
+def _check_apply(params, X, alpha):
+    """Checks for :func:`forward` and friends; returns ``X`` as an array."""
+    if X is None:
+        raise TypeError("X=None: pass the inputs, an array of shape (N, d)")
     check_net(params, X=X)
     check_alpha(alpha)
+    return X if isinstance(X, jax.Array | np.ndarray) else jnp.asarray(X, dtype=float)
 
 
 def depth(params: Params) -> int:
@@ -146,7 +152,7 @@ def _affine(layer: Layer, H: Array) -> Array:
 @precise
 def hidden(params: Params, X: Array, alpha) -> list[Array]:
     """Post-activations ``h_l = σ_α(W_l h_{l-1} + b_l)`` for l = 1..L-1, each (N, n_l)."""
-    _check_apply(params, X, alpha)
+    X = _check_apply(params, X, alpha)
     H, out = X, []
     for layer in params[:-1]:
         H = leaky_relu(_affine(layer, H), alpha)
@@ -157,7 +163,7 @@ def hidden(params: Params, X: Array, alpha) -> list[Array]:
 @precise
 def forward(params: Params, X: Array, alpha) -> Array:
     """Network output ``f(X)`` of shape (N, p) for inputs ``X`` (N, d), slope ``alpha``."""
-    _check_apply(params, X, alpha)
+    X = _check_apply(params, X, alpha)
     H = X
     for layer in params[:-1]:
         H = leaky_relu(_affine(layer, H), alpha)
@@ -170,7 +176,7 @@ def odd_part(params: Params, X: Array, alpha) -> Array:
 
     For a two-layer bias-free net this equals ``c (Wᵀv)ᵀ x`` exactly (THEORY.md §1.2).
     """
-    _check_apply(params, X, alpha)
+    X = _check_apply(params, X, alpha)
     return 0.5 * (forward(params, X, alpha) - forward(params, -X, alpha))
 
 
@@ -180,7 +186,7 @@ def even_part(params: Params, X: Array, alpha) -> Array:
 
     For a two-layer bias-free net: ``(1 - c) Σ_k v_k |w_kᵀ x|`` (THEORY.md §1.2).
     """
-    _check_apply(params, X, alpha)
+    X = _check_apply(params, X, alpha)
     return 0.5 * (forward(params, X, alpha) + forward(params, -X, alpha))
 
 
