@@ -116,6 +116,7 @@ def run(
 
             fig = plotting.figure(result)
             paths = store.save(result, out, time.perf_counter() - t0, fig)
+            plotting.plt.close(fig)  # a run of many experiments keeps no figure open
             status = "[green]all checks passed[/]" if result.passed else \
                 f"[red]failed: {', '.join(result.failed())}[/]"
             bar.update(task, description=status, total=1, completed=1)

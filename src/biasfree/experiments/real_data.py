@@ -166,7 +166,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
             float(np.max(np.abs(X.T @ X / X.shape[0] - np.eye(d)))), 100 * EPS * kappa,
             f"whiten(rank='auto') drops the {w.dropped} null pixel directions and makes the rest "
             "exactly white: max |XᵀX/N - I| within 100 ε κ, the round-off of an eigendecomposition "
-            f"of condition κ = {kappa:.3g} (absolute, dimensionless)."),
+            f"of condition κ = {kappa:.3g}.", unit="absolute (dimensionless)"),
         "pair_init_equals_linear_twin_on_digits": twin_identity(
             runs, ["pair"], "On real data (digits), the pair-init ReLU net", test=True),
     }
