@@ -443,7 +443,11 @@ def flow_ensemble(params: Params, data: Dataset, cfg: FlowConfig, *, alpha=None,
     _check_params_data(one, data)
     ts = jnp.asarray(record_times(cfg.t_max, cfg.n_records, cfg.spacing))
 
-    lay, n_dev = _layout(layout)
+    lay, _ = _layout(layout)
+    # one device: diffrax solves spread over host devices by shard_map hung (idle CPUs)
+    # in the leaky-collapse experiment; cause not isolated (equinox's runtime checks use
+    # host callbacks, a likely suspect). GD's loop is pure XLA and spreads.
+    n_dev = 1
     final, obs, stats = _flow_batch(params, _arrays(data), v["alpha"], v["wd"], ts, cfg.loss,
                                     _pinv(one, data), cfg.rtol, cfg.atol, cfg.solver,
                                     cfg.max_steps, cfg.keep_params, data.mirrored, lay, n_dev)
