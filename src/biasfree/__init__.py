@@ -9,7 +9,7 @@ each public function runs under ``jax.enable_x64`` at its ``precision`` ("float6
 round-off only in double precision.
 """
 
-from . import theory
+from . import margin, theory
 from .analyse import Analysis, analyse, save_analysis
 from .data import (
     Dataset,
@@ -24,6 +24,7 @@ from .data import (
     label_data,
     linear_target,
     make_dataset,
+    moment_data,
     product_target,
     sine_target,
     symmetrize,
@@ -33,6 +34,7 @@ from .data import (
 )
 from .datasets import RealData, asymmetry, load_data, one_hot
 from .depth_separation import NetFit, depth3_example, fit_net
+from .ensemble import Member, Runs, gd_members
 from .expressivity import (
     Decomposition,
     OddFit,
@@ -99,4 +101,34 @@ from .train import (
 )
 from .trajectory import Trajectory, conserved_quantities, observe
 
-__version__ = "0.1.0"
+
+def _installed_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("biasfree")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "0+unknown"
+
+
+__version__ = _installed_version()
+
+__all__ = [
+    "abs_target", "analyse", "Analysis", "asymmetric_half", "asymmetry", "beta_eff", "Characterisation",
+    "characterise", "check_data", "conserved_quantities", "cross_covariance", "current_precision",
+    "Dataset", "dataset_floor", "DatasetFloor", "decompose", "Decomposition", "depth", "depth3_example",
+    "DivergenceError", "end_to_end_linear", "even_part", "fit_net", "Floor", "flow", "flow_ensemble",
+    "FlowConfig", "forward", "forward_mirrored", "from_arrays", "from_equinox", "from_state_dict",
+    "from_torch", "gaussian_inputs", "gd", "gd_ensemble", "gd_members", "GDConfig", "hidden",
+    "homogeneity_gap", "homogeneous_floor", "init_gaussian", "init_pairs", "init_rank_one",
+    "input_covariance", "is_positively_homogeneous", "is_symmetric", "label_data", "Layer",
+    "leaky_relu", "linear_target", "load_data", "load_model", "load_sweep", "loss_value",
+    "make_dataset", "margin", "Member", "Model", "moment_data", "net_function", "NetFit", "objective",
+    "objective_mirrored", "observe", "odd_floor", "odd_nonlinearity", "odd_part", "OddFit", "one_hot",
+    "pair_up", "Params", "precise", "PRECISIONS", "product_target", "ray_moments", "RealData",
+    "record_steps", "record_times", "Runs", "save_analysis", "save_model", "scale_params",
+    "sine_target", "slope_factor", "symmetrize", "teacher_matrix", "theory", "Trajectory",
+    "two_layer_floor", "TwoLayerFloor", "UnsupportedModelError", "use_precision", "whiten", "Whitened",
+    "widths", "xor_target",
+]
+__all__ += ["__version__"]
