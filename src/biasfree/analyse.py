@@ -39,8 +39,9 @@ from .data import Dataset, check_data
 from .datasets import RealData, asymmetry, load_data
 from .expressivity import net_function, odd_nonlinearity
 from .floors import dataset_floor
-from .interop import Model, as_model, in_float64
+from .interop import Model, as_model
 from .nets import Params, depth, even_part, forward, has_bias, scale_params, slope_factor, widths
+from .precision import precise
 from .train import GDConfig, gd
 
 ROUND_OFF = 1e-10
@@ -279,7 +280,7 @@ def default_t_max(X, Y, beta, time_scale: float, horizon: float = 3.0) -> float:
     return float(horizon * np.max(np.log(np.maximum(s / a0 - 1.0, np.e)) / (2.0 * s)) / time_scale)
 
 
-@in_float64
+@precise
 def analyse(model, data, *, alpha=None, train: GDConfig | None = None, t_max: float | None = None,
             n_times: int = 201) -> Analysis:
     """Analyse a bias-free (leaky) ReLU net on data: is it effectively linear? (module doc)

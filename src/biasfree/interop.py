@@ -28,7 +28,6 @@ refused with an error naming the layer.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,21 +39,10 @@ import numpy as np
 
 from . import validate
 from .nets import Layer, Params, check_net, forward, from_arrays, has_bias
+from .precision import precise
 
 SUPPORTED = ("bias-free linear layers with ReLU, LeakyReLU(negative_slope in [0, 1]) or no "
              "activation between them, one slope for the whole net")
-
-
-def in_float64(fn):
-    """Run ``fn`` with JAX in double precision (``jax.enable_x64``, scoped to the call):
-    conversions and comparisons to round-off need it, whatever the caller's setting."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        with jax.enable_x64(True):
-            return fn(*args, **kwargs)
-
-    return wrapper
 
 
 class UnsupportedModelError(ValueError):
@@ -77,7 +65,7 @@ class Model:
         if self.alpha is not None:
             validate.slope(self.alpha)
 
-    @in_float64
+    @precise
     def __call__(self, X):
         if self.alpha is None:
             raise ValueError(f"the slope α of {self.source or 'this model'} is unknown: "
@@ -136,7 +124,7 @@ def _flatten(seq, prefix: str = ""):
             yield full, mod
 
 
-@in_float64
+@precise
 def from_torch(module) -> Model:
     """A bias-free ``torch.nn.Sequential`` as a :class:`Model`, weights in float64.
 
@@ -215,7 +203,7 @@ def _probe_slope(act, width: int, where: str) -> float:
     return alpha
 
 
-@in_float64
+@precise
 def from_equinox(mlp) -> Model:
     """An ``eqx.nn.MLP`` with ``use_bias=False``, ``use_final_bias=False`` as a
     :class:`Model`, weights in float64.
@@ -270,7 +258,7 @@ def _natural(name: str):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
-@in_float64
+@precise
 def from_state_dict(mapping: Mapping, alpha=None, *, source: str = "state dict") -> Model:
     """A :class:`Model` from names -> arrays in PyTorch's naming, slope ``alpha``.
 
@@ -319,7 +307,7 @@ def from_state_dict(mapping: Mapping, alpha=None, *, source: str = "state dict")
                  tuple(n for n, _ in entries))
 
 
-@in_float64
+@precise
 def load_model(path, alpha=None) -> Model:
     """A :class:`Model` from a ``.safetensors`` or ``.npz`` file of Linear weights.
 
@@ -372,7 +360,7 @@ def torch_names(n_layers: int) -> tuple[str, ...]:
     return tuple(f"{2 * i}.weight" for i in range(n_layers))
 
 
-@in_float64
+@precise
 def save_model(params: Params, path, *, alpha=None, metadata: Mapping | None = None) -> Path:
     """Write bias-free ``params`` to ``.safetensors`` (metadata: ``alpha`` and
     ``metadata``, strings) or ``.npz`` (``alpha`` as a scalar entry), names
@@ -407,7 +395,7 @@ def save_model(params: Params, path, *, alpha=None, metadata: Mapping | None = N
     return path
 
 
-@in_float64
+@precise
 def as_model(model, alpha=None) -> Model:
     """Any supported model as a :class:`Model`: a Model, a params tuple, a torch
     ``nn.Sequential``, an ``eqx.nn.MLP``, or a path to a weight file. ``alpha``, if

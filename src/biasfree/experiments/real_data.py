@@ -36,7 +36,6 @@ from ..data import Dataset, symmetrize, whiten
 from ..datasets import load_data
 from ..ensemble import Member, Runs, gd_members
 from ..expressivity import net_function, odd_nonlinearity
-from ..interop import in_float64
 from ..nets import Params, even_part, forward, init_gaussian, init_pairs, slope_factor
 from ..train import GDConfig
 from ._common import PAPER_LEVEL, twin_identity
@@ -127,7 +126,6 @@ def _predictions(members: dict[str, Member], data: Dataset, t, cfg: Config):
     return j, random, pair
 
 
-@in_float64
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
     expect_config(cfg, Config)
