@@ -1,4 +1,4 @@
-"""`analyse`: the verdict follows THEORY.md's three conditions (bias, symmetric data, a
+"""`analyse`: the verdict follows docs/theory.md's three conditions (bias, symmetric data, a
 linear odd part), the prediction is exact where theory says so, and `biasfree analyse`
 writes its contract (analysis.json, twin.safetensors, figure) and exits 0 or 2."""
 

@@ -1,4 +1,4 @@
-"""Symmetric data, whitening, targets and labels (THEORY.md §1.3, §1.4, §2.1, §3.1)."""
+"""Symmetric data, whitening, targets and labels (docs/theory.md §1.3, §1.4, §2.1, §3.1)."""
 
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,4 @@
-"""Expressivity (THEORY.md §1.2–1.5): decomposition, floors, characterisation, depth.
+"""Expressivity (docs/theory.md §1.2–1.5): decomposition, floors, characterisation, depth.
 
 Exact identities are tested at float64 round-off. Monte-Carlo floors are compared
 with Gaussian closed forms within Z = 4 of their own standard errors (a false alarm

@@ -1,4 +1,4 @@
-"""Models in (THEORY.md §0 conventions): PyTorch, equinox, state dicts and weight files
+"""Models in (docs/theory.md §0 conventions): PyTorch, equinox, state dicts and weight files
 convert to the same function to round-off in float64, read α from the model, and
 anything outside the bias-free (leaky) ReLU family is refused naming the layer."""
 

@@ -1,4 +1,4 @@
-"""Expressivity identities of the network family (THEORY.md §1.1, §1.2, §2.3).
+"""Expressivity identities of the network family (docs/theory.md §1.1, §1.2, §2.3).
 
 Every identity here is exact in real arithmetic, so the tolerances are round-off
 bounds in float64 (unit round-off 1.1e-16 times the size of the numbers involved).

@@ -65,7 +65,7 @@ def raw():
 
 
 def test_half_times_match_theory_md_numbers():
-    # THEORY.md quotes 4 decimals (3 for ReLU): tolerance is half a unit in the last digit
+    # docs/theory.md quotes 4 decimals (3 for ReLU): tolerance is half a unit in the last digit
     assert abs(th.half_time(1.0, 1e-3) - 3.4534) <= 5e-5
     assert abs(th.half_time(1.0, 1e-6) - 6.9078) <= 5e-5
     assert abs(th.leaky_half_time(1.0, 1e-3, 0.0) - 7.600) <= 5e-4
@@ -340,7 +340,7 @@ def test_leaky_pair_net_matches_closed_form(white, alpha):
 
 
 def test_rank_one_leaky_init_matches_closed_form(white):
-    # THEORY.md §2.5: w_k = v_k r, Σ v_k|v_k| = 0; aligned with mode 1 only
+    # docs/theory.md §2.5: w_k = v_k r, Σ v_k|v_k| = 0; aligned with mode 1 only
     data, modes = white
     alpha, a0_raw = 0.0, 1e-3
     params = bf.init_rank_one(jax.random.PRNGKey(9), D, WIDTH, a0_raw, direction=modes.V[:, 0],

@@ -1,6 +1,6 @@
 """Is *your* network effectively linear? One call from a model and data to a verdict.
 
-:func:`analyse` measures, on the given data, what THEORY.md says decides the answer:
+:func:`analyse` measures, on the given data, what docs/theory.md says decides the answer:
 
 - the data: symmetric or not (§2.1), by :func:`biasfree.datasets.asymmetry`;
 - the net: depth, widths, slope α (c = (1 + α)/2), biases, and the split of its output
@@ -357,7 +357,7 @@ def _predict(params, a, X, Y, sp, beta, train, t_max, n_times, symmetric) -> Pre
     else:
         exact = False
         curve = theory.reference_curve(twin, X, Y, ks * t, alpha=1.0)
-        note = (f"APPROXIMATE: depth {L} > 2 has no exact linear twin (THEORY.md §4.1); the twin is "
+        note = (f"APPROXIMATE: depth {L} > 2 has no exact linear twin (docs/theory.md §4.1); the twin is "
                 f"the net with σ_α replaced by its odd part c z, weights × c^((L-1)/L) = {ws:.4g}, "
                 f"time × c^(2(L-1)/L) = {ks:.4g}; " + curve.note)
     lin_floor = theory.linear_floor(X, Y)
@@ -391,7 +391,7 @@ def _verdict(data: DataReport, net: NetReport, pred: Prediction | None, params) 
     if net.has_bias:
         layers = [str(i + 1) for i, layer in enumerate(params) if layer.b is not None]
         fails.append(f"bias: layer(s) {', '.join(layers)} carry biases, so f has no odd/even "
-                     "split and no linear twin (THEORY.md §5)")
+                     "split and no linear twin (docs/theory.md §5)")
     if not data.symmetric:
         fails.append(f"asymmetric data: asymmetry {data.asymmetry:.3g} (0 for a set holding every "
                      "(-x, -y); symmetrise with biasfree.symmetrize)")

@@ -1,6 +1,6 @@
 """Symmetric data: Gaussian inputs, targets, symmetrisation, whitening, checks.
 
-Shapes follow THEORY.md §0: inputs ``X`` (N, d), targets ``Y`` (N, p). A data set is
+Shapes follow docs/theory.md §0: inputs ``X`` (N, d), targets ``Y`` (N, p). A data set is
 *symmetric* (§2.1) when for every pair (x, y) it also holds (-x, -y). Targets are
 pure functions ``x -> y`` of shape (N, d) -> (N, p), made by the ``*_target``
 factories; their parameters are drawn from an explicit key.

@@ -1,6 +1,6 @@
 """Your own data: files and bundled data sets in, symmetrised, with their asymmetry measured.
 
-Shapes follow THEORY.md §0: inputs ``X`` (N, d), targets ``Y`` (N, p). A set is
+Shapes follow docs/theory.md §0: inputs ``X`` (N, d), targets ``Y`` (N, p). A set is
 *symmetric* (§2.1) when every pair (x, y) has its mirror (-x, -y) in the set; the
 equivalence with a linear net rests on it, so :func:`asymmetry` measures it rather than
 assuming it.
@@ -45,7 +45,7 @@ NAMES = tuple(_BUNDLED)
 
 
 def asymmetry(X, Y=None) -> float:
-    """How far a data set is from symmetric (THEORY.md §2.1), a number ≥ 0.
+    """How far a data set is from symmetric (docs/theory.md §2.1), a number ≥ 0.
 
     With ``z_n = (x_n, y_n)`` the rows of ``[X, Y]`` (``X`` (N, d), ``Y`` (N, p) or None
     for inputs alone):

@@ -1,4 +1,4 @@
-"""Deep bias-free nets express odd nonlinear functions (THEORY.md §1.5).
+"""Deep bias-free nets express odd nonlinear functions (docs/theory.md §1.5).
 
 Two layers: the odd part of ``vᵀσ_α(W x)`` is linear. Depth 3 escapes this in
 d >= 2 (in d = 1 every odd positively homogeneous function is linear). The explicit

@@ -1,4 +1,4 @@
-"""What bias-free (leaky) ReLU networks represent: odd/even parts, homogeneity (THEORY.md §1).
+"""What bias-free (leaky) ReLU networks represent: odd/even parts, homogeneity (docs/theory.md §1).
 
 Conventions (§0): inputs ``X`` (N, d), outputs (N, p). A *function* here is any
 callable mapping a batch ``X`` (N, d) to (N,) or (N, p): a network

@@ -1,4 +1,4 @@
-"""Floors: the least error a class of bias-free nets can reach on a target (THEORY.md §1.3–1.4).
+"""Floors: the least error a class of bias-free nets can reach on a target (docs/theory.md §1.3–1.4).
 
 Errors are in the package's loss unit, half the mean squared error ``½E||y - f||²``
 (docs/theory.md §0); a floor is the least training loss a class of nets can reach, and

@@ -1,4 +1,4 @@
-"""Losses and the training objective (THEORY.md §0).
+"""Losses and the training objective (docs/theory.md §0).
 
 - MSE: ``L = (1/(2N)) Σ_n ||y_n - f(x_n)||²``.
 - Logistic, labels y in {-1, +1}: ``L = (1/N) Σ_n log(1 + exp(-y_n f(x_n)))``.

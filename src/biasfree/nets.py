@@ -1,6 +1,6 @@
 """The network family: deep (leaky) ReLU networks, with or without biases.
 
-Conventions (THEORY.md §0). Inputs ``X`` have shape (N, d); outputs have shape
+Conventions (docs/theory.md §0). Inputs ``X`` have shape (N, d); outputs have shape
 (N, p). A network of depth L holds L layers ``(W_l, b_l)`` with ``W_l`` of shape
 (n_l, n_{l-1}) and ``b_l`` of shape (n_l,) or ``None`` (bias-free, the default):
 
@@ -41,7 +41,7 @@ Params = tuple[Layer, ...]
 def slope_factor(alpha):
     """``c = (1 + α) / 2``, the factor relating a leaky net to its linear twin.
 
-    ``σ_α(z) = c z + (1 - c) |z|`` (THEORY.md §1.1): c is the odd (linear) part of the
+    ``σ_α(z) = c z + (1 - c) |z|`` (docs/theory.md §1.1): c is the odd (linear) part of the
     activation; ``alpha`` is the leaky slope α.
     """
     check_alpha(alpha)
@@ -174,7 +174,7 @@ def forward(params: Params, X: Array, alpha) -> Array:
 def odd_part(params: Params, X: Array, alpha) -> Array:
     """``f_odd(x) = (f(x) - f(-x)) / 2`` on the rows of ``X``, shape (N, p).
 
-    For a two-layer bias-free net this equals ``c (Wᵀv)ᵀ x`` exactly (THEORY.md §1.2).
+    For a two-layer bias-free net this equals ``c (Wᵀv)ᵀ x`` exactly (docs/theory.md §1.2).
     """
     X = _check_apply(params, X, alpha)
     return 0.5 * (forward(params, X, alpha) - forward(params, -X, alpha))
@@ -184,7 +184,7 @@ def odd_part(params: Params, X: Array, alpha) -> Array:
 def even_part(params: Params, X: Array, alpha) -> Array:
     """``f_even(x) = (f(x) + f(-x)) / 2`` on the rows of ``X``, shape (N, p).
 
-    For a two-layer bias-free net: ``(1 - c) Σ_k v_k |w_kᵀ x|`` (THEORY.md §1.2).
+    For a two-layer bias-free net: ``(1 - c) Σ_k v_k |w_kᵀ x|`` (docs/theory.md §1.2).
     """
     X = _check_apply(params, X, alpha)
     return 0.5 * (forward(params, X, alpha) + forward(params, -X, alpha))
@@ -294,7 +294,7 @@ def init_gaussian(key, widths: tuple[int, ...], scale=1.0, *, bias: bool = False
 
 @precise
 def pair_up(params: Params) -> Params:
-    """Antisymmetric pairs built from a bias-free net (THEORY.md §2.3).
+    """Antisymmetric pairs built from a bias-free net (docs/theory.md §2.3).
 
     Every hidden unit k becomes a pair (k, k'), the partner a sign flip:
     ``W_1 -> [W_1; -W_1]``, ``W_L -> [W_L, -W_L]`` and, for middle layers,
@@ -340,7 +340,7 @@ def init_pairs(key, widths: tuple[int, ...], scale=1.0) -> Params:
 @precise
 def init_rank_one(key, d: int, width: int, scale: float, *, direction=None,
                   out_direction=None, p: int = 1) -> Params:
-    """Rank-one, balanced, zero-even two-layer init (THEORY.md §2.5).
+    """Rank-one, balanced, zero-even two-layer init (docs/theory.md §2.5).
 
     ``w_k = v_k r`` with ``||r|| = 1`` (``direction``, random if ``None``); output
     weights ``W_2[:, k] = v_k q`` with ``||q|| = 1`` (``out_direction``; p = 1 gives

@@ -1,6 +1,6 @@
 """What breaks the equivalence: biases, asymmetric data, a target with an even part.
 
-THEORY.md §1.3 and §5. Two-layer ReLU-family nets (slope α, c = (1 + α)/2) from the
+docs/theory.md §1.3 and §5. Two-layer ReLU-family nets (slope α, c = (1 + α)/2) from the
 same antisymmetric-pair init (§2.3), trained by GD on the paper's odd target
 ``y = wᵀx + sin(4 wᵀx)``. Each run is compared with
 

@@ -1,4 +1,4 @@
-"""Deep bias-free ReLU nets (depth 3, 4) against deep linear nets (THEORY.md §3.3–3.4, §4).
+"""Deep bias-free ReLU nets (depth 3, 4) against deep linear nets (docs/theory.md §3.3–3.4, §4).
 
 **Teacher part.** Whitened symmetric Gaussian inputs, a vector-output linear teacher
 with distinct singular values (``Σ_yx = U diag(s) Vᵀ``), depth-L nets from small init.
@@ -14,7 +14,7 @@ the plain deep *linear* net ``g' = W_L' A' ⋯ W_1'`` (same function) in time ``
 
 But the blocks do *not* keep that form: the gradient of ``A_11 + A_12`` is
 ``<(σ'(z_top) - σ'(z_bot)) ⊙ (backprop) σ(W_1 x)ᵀ>``, non-zero for α < 1, so the middle
-layers grow a symmetric part ``(A + B)|u|`` (THEORY.md §4.1). The pairing itself is
+layers grow a symmetric part ``(A + B)|u|`` (docs/theory.md §4.1). The pairing itself is
 preserved (f stays exactly odd on symmetric data), but f_odd becomes *nonlinear*. So
 the comparison with the deep linear net in time λt is measured, not exact. [derived,
 mechanism] With ``m = c(A - B)u`` and ``e = (1-c)(A + B)|u|`` a pair's two units output

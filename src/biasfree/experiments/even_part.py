@@ -1,6 +1,6 @@
 """The even part ``<f_even²>`` during training, and how far a leaky net leaves its linear twin.
 
-THEORY.md §2.3–2.6. On symmetric data a two-layer bias-free net splits into a linear
+docs/theory.md §2.3–2.6. On symmetric data a two-layer bias-free net splits into a linear
 odd part and an even part ``f_even(x) = (1 - c) Σ_k v_k |w_kᵀx|`` (c = (1 + α)/2). If
 ``f_even ≡ 0`` along training the net *is* its linear twin: ``√c·init`` trained with
 step ``η c`` (time ``c t``). The deviation from the twin is measured as

@@ -1,4 +1,4 @@
-"""Expressivity: what two-layer bias-free nets cannot learn, and who can (THEORY.md §1).
+"""Expressivity: what two-layer bias-free nets cannot learn, and who can (docs/theory.md §1).
 
 Three targets on Gaussian inputs x ~ N(0, I_d), d >= 3, symmetric training sets
 (every draw x with its mirror -x, ``y = target(x)`` on both):

@@ -1,7 +1,7 @@
 """Generalisation: train *and test* loss of bias-free ReLU nets equal the linear net's,
 time × (1+α)/2, on a noisy linear teacher with N comparable to d.
 
-Data (THEORY.md §2.1): n Gaussian draws ``x ~ N(0, I_d)`` plus their negatives
+Data (docs/theory.md §2.1): n Gaussian draws ``x ~ N(0, I_d)`` plus their negatives
 (N = 2n training points), targets ``y = Tx + ε``, ``ε ~ N(0, σ²)`` (mirrored with its
 point), a unit teacher T (p = 1). n ≈ d, so the noise is fitted late in training and the
 test loss first falls, then rises (early stopping pays). Test points are fresh draws

@@ -1,6 +1,6 @@
 """How robust the leaky = linear equivalence is: weight decay, large init, large steps.
 
-THEORY.md §2.7 and §5, two-layer bias-free ReLU-family nets (slope α, c = (1 + α)/2) on
+docs/theory.md §2.7 and §5, two-layer bias-free ReLU-family nets (slope α, c = (1 + α)/2) on
 symmetric Gaussian inputs with a linear teacher. Each leaky net is compared with its
 linear twin (``√c·init``, α = 1, step ``η c``, decay ``λ / c``; same step count, so
 record j sits at leaky time t and twin time c t); deviation

@@ -1,4 +1,4 @@
-"""Closed-form and semi-analytical learning curves (THEORY.md §2–3).
+"""Closed-form and semi-analytical learning curves (docs/theory.md §2–3).
 
 What the simulator (:mod:`biasfree.train`) should produce, computed without it —
 ``train`` and ``theory`` never import each other; experiments and tests compare them.

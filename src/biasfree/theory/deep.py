@@ -1,4 +1,4 @@
-"""Deep linear networks, one balanced aligned mode at a time (THEORY.md §3.3).
+"""Deep linear networks, one balanced aligned mode at a time (docs/theory.md §3.3).
 
 Depth L, whitened inputs, balanced init aligned with the modes of ``Σ_yx``
 (:func:`~biasfree.theory.aligned_init` with ``depth=L``): every layer carries the

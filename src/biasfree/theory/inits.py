@@ -1,7 +1,7 @@
 """Initialisations the closed forms assume: balanced, and (optionally) mode-aligned.
 
 *Balanced* means ``W_l W_lᵀ = W_{l+1}ᵀ W_{l+1}`` for every hidden layer l (gradient
-flow conserves ``W_l W_lᵀ - W_{l+1}ᵀ W_{l+1}``, THEORY.md §4.2, so a balanced net
+flow conserves ``W_l W_lᵀ - W_{l+1}ᵀ W_{l+1}``, docs/theory.md §4.2, so a balanced net
 stays balanced). *Aligned* means the net's product shares the singular vectors of
 ``Σ_yx``. These builders return plain :data:`biasfree.nets.Params`.
 """

@@ -2,7 +2,7 @@
 
 Slope α, ``c = (1 + α)/2``. A two-layer bias-free leaky net whose even part stays
 zero on the data (``f_even ≡ 0``: antisymmetric-pair init or rank-one zero-even init
-on symmetric data, THEORY.md §2.3, §2.5) computes ``f(x) = c W_2 W_1 x`` and
+on symmetric data, docs/theory.md §2.3, §2.5) computes ``f(x) = c W_2 W_1 x`` and
 
     (W_1', W_2') = √c (W_1, W_2)   follows the linear net's gradient flow in   t' = c t,
 
@@ -44,7 +44,7 @@ def _two_layer(params: Params, what: str) -> None:
     if len(params) != 2 or has_bias(params):
         raise ValueError(f"params: {what} holds for two-layer bias-free nets only (got depth "
                          f"{len(params)}{', with biases' if has_bias(params) else ''}); deeper "
-                         "leaky nets are only approximately linear (THEORY.md §4.1)")
+                         "leaky nets are only approximately linear (docs/theory.md §4.1)")
 
 
 @precise

@@ -1,4 +1,4 @@
-"""Two-layer linear network, mode by mode (THEORY.md §3.1, §3.4; Saxe et al. 2014).
+"""Two-layer linear network, mode by mode (docs/theory.md §3.1, §3.4; Saxe et al. 2014).
 
 Whitened inputs (``Σ_xx = <x xᵀ> = XᵀX/N = I``), targets with
 ``Σ_yx = <y xᵀ> = YᵀX/N = Σ_i s_i u_i v_iᵀ`` (SVD, s_1 ≥ s_2 ≥ ... > 0) and a
@@ -191,7 +191,7 @@ def half_time(s, a0, *, weight_decay: float = 0.0):
     strength σ/2 (the transition time of mode i). Needs ``a0 < σ/2``.
 
     ``s`` singular value(s), ``a0`` initial strength(s), ``weight_decay`` λ.
-    Examples (THEORY.md §3.1): s = 1, a0 = 1e-3 -> 3.4534; a0 = 1e-6 -> 6.9078.
+    Examples (docs/theory.md §3.1): s = 1, a0 = 1e-3 -> 3.4534; a0 = 1e-6 -> 6.9078.
     """
     s, a0 = _modes(s, a0)
     sigma = s - _check_decay(weight_decay)

@@ -18,7 +18,7 @@ and ``E[x g(z)] = Σw E[z g(z)] / τ²`` (Stein), with ``δ = w - β``:
 
 The best linear map is ``β* = (1 + k e^{-k²τ²/2}) w`` and its residual,
 ``½ [(1 - e^{-2k²τ²})/2 - k² τ² e^{-k²τ²} + σ²]``, is what no linear map — hence no
-two-layer bias-free net, on the odd target (THEORY.md §1.3) — can remove.
+two-layer bias-free net, on the odd target (docs/theory.md §1.3) — can remove.
 
 A two-layer bias-free net whose even part is not zero, ``x ~ N(0, I)``: odd and even
 parts are orthogonal, so ``R = R(β_eff) + ½ E f_even²`` with

@@ -9,7 +9,7 @@ A :class:`Curve` records what was predicted and *which reference* produced it:
   any depth, any input covariance, any init, weight decay.
 
 Both work on the *linear twin*: a two-layer leaky net (slope α, c = (1 + α)/2) is
-replaced by ``√c (W_1, W_2)`` run to time ``c t`` with decay ``λ/c`` (THEORY.md §2.4,
+replaced by ``√c (W_1, W_2)`` run to time ``c t`` with decay ``λ/c`` (docs/theory.md §2.4,
 §2.7). That step is exact only while the leaky net's even part stays zero on the data,
 which needs both a zero-even init (pair or rank-one) *and* mirror-symmetric data (each
 point's mirror present as often as the point): on asymmetric data the even part of a
@@ -191,7 +191,7 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
         if e_rel > EVEN_TOL:
             exact = False
             notes.append(head + f"APPROXIMATE: even-part energy {e0:.3g} at init ({e_rel:.3g} of the "
-                                "output energy; THEORY.md §2.6)")
+                                "output energy; docs/theory.md §2.6)")
         elif mv_rel > symmetry_tol:
             exact = False
             notes.append(head + f"APPROXIMATE: even part zero at init but the data are not "
