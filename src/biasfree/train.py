@@ -18,6 +18,7 @@ about half the cost.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from functools import partial
 
@@ -26,9 +27,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import validate
 from .data import Dataset
-from .losses import check_loss, objective, objective_mirrored
-from .nets import Params, beta_eff_is_exact, check_alpha
+from .losses import LOSSES, forward_mirrored, loss_value, sq_norm
+from .nets import Params, beta_eff_is_exact, check_net, forward
 from .precision import precise
 from .trajectory import Trajectory, observe
 
@@ -41,25 +43,35 @@ class DivergenceError(RuntimeError):
     """Gradient descent left every bounded region: the step size is too large."""
 
 
-def _check_common(alpha, loss, weight_decay, n_records, spacing):
-    check_alpha(alpha)
-    check_loss(loss)
-    _check_decay(weight_decay)
-    if n_records < 2:
-        raise ValueError(f"n_records={n_records} must be >= 2 (the start and the end)")
-    if spacing not in SPACINGS:
-        raise ValueError(f"spacing={spacing!r}: choose 'linear' or 'log'")
+class FlowStallError(RuntimeError):
+    """Gradient flow could not reach ``t_max``: the adaptive solver spent its step budget
+    (or its step size collapsed), typically chattering on a ReLU kink where the vector
+    field is discontinuous. The message names the time, the unit and the data point."""
 
 
-def _check_decay(weight_decay) -> None:
-    wd = np.asarray(weight_decay, dtype=float)
-    if not np.all(np.isfinite(wd)) or np.any(wd < 0):
-        raise ValueError(f"weight_decay={weight_decay!r} must be finite and >= 0")
+class LossSpikeWarning(RuntimeWarning):
+    """Gradient descent's loss rose above ``SPIKE_FACTOR · L(0)`` between two records and
+    came back: the recorded curve hides it (``Trajectory.loss_max`` holds the peak)."""
 
 
-def _check_int(name: str, value, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"{name}={value!r} must be an integer >= {minimum}")
+SPIKE_FACTOR = 10.0
+"""A GD run warns (:class:`LossSpikeWarning`) when ``max_k L(θ_k) > SPIKE_FACTOR · L(θ_0)``."""
+
+
+def _set(cfg, name: str, value) -> None:
+    object.__setattr__(cfg, name, value)
+
+
+def _check_common(cfg) -> None:
+    """Validate (and normalise: plain floats and ints) the fields both configs share."""
+    _set(cfg, "alpha", validate.slope(cfg.alpha, "alpha"))
+    validate.choice("loss", cfg.loss, LOSSES)
+    _set(cfg, "weight_decay", validate.nonnegative(
+        "weight_decay", cfg.weight_decay, scalar=True,
+        why="λ is the coefficient of (λ/2)||θ||²; pass 0 for none"))
+    _set(cfg, "n_records", validate.integer("n_records", cfg.n_records, 2))
+    validate.choice("spacing", cfg.spacing, SPACINGS)
+    validate.flag("keep_params", cfg.keep_params)
 
 
 @dataclass(frozen=True)
@@ -82,11 +94,10 @@ class GDConfig:
     keep_params: bool = False
 
     def __post_init__(self):
-        _check_common(self.alpha, self.loss, self.weight_decay, self.n_records, self.spacing)
-        if not self.lr > 0 or not np.isfinite(self.lr):
-            raise ValueError(f"learning rate lr={self.lr} must be a positive finite number")
-        _check_int("steps", self.steps, 1)
-        _check_int("n_records", self.n_records, 2)
+        _check_common(self)
+        _set(self, "lr", validate.positive("lr", self.lr, scalar=True,
+                                           why="the step size η of θ ← θ - η∇J, e.g. 0.01"))
+        _set(self, "steps", validate.integer("steps", self.steps, 1))
 
     @property
     def t_max(self) -> float:
@@ -115,15 +126,14 @@ class FlowConfig:
     max_steps: int = 200_000
 
     def __post_init__(self):
-        _check_common(self.alpha, self.loss, self.weight_decay, self.n_records, self.spacing)
-        if not (self.t_max > 0 and np.isfinite(self.t_max)):
-            raise ValueError(f"t_max={self.t_max} must be a positive finite time")
-        _check_int("max_steps", self.max_steps, 1)
-        _check_int("n_records", self.n_records, 2)
-        if self.solver not in SOLVERS:
-            raise ValueError(f"solver={self.solver!r}: choose one of {', '.join(SOLVERS)}")
-        if not (self.rtol > 0 and self.atol > 0):
-            raise ValueError("rtol and atol must be > 0")
+        _check_common(self)
+        _set(self, "t_max", validate.positive("t_max", self.t_max, scalar=True,
+                                              why="the flow is integrated over [0, t_max]"))
+        _set(self, "max_steps", validate.integer("max_steps", self.max_steps, 1))
+        validate.choice("solver", self.solver, tuple(SOLVERS))
+        for name in ("rtol", "atol"):
+            _set(self, name, validate.positive(name, getattr(self, name), scalar=True,
+                                               why="a solver tolerance, e.g. rtol=1e-8, atol=1e-10"))
 
 
 def record_steps(steps: int, n_records: int, spacing: str = "linear") -> np.ndarray:
@@ -142,14 +152,39 @@ def record_times(t_max: float, n_records: int, spacing: str = "linear") -> np.nd
     return np.linspace(0.0, t_max, n_records)
 
 
-def _check_params_data(params: Params, data: Dataset):
+def _check_params_data(params: Params, data: Dataset, loss: str, batched: bool = False) -> None:
+    """The run's network and data agree (shapes, finiteness) and suit the loss. With
+    ``batched`` every leaf of ``params`` carries a leading ensemble axis."""
     if not isinstance(data, Dataset):
-        raise TypeError("data must be a biasfree.Dataset (see biasfree.make_dataset)")
-    d, p = params[0].W.shape[-1], params[-1].W.shape[-2]
-    if data.inputs.shape[1] != d:
-        raise ValueError(f"network expects inputs of size d={d} but X has {data.inputs.shape[1]} columns")
+        raise TypeError(f"data={type(data).__name__}: pass a biasfree.Dataset (see "
+                        "biasfree.Dataset(X, Y) or biasfree.make_dataset)")
+    one = params
+    if batched:
+        if not isinstance(params, tuple | list) or not params or not all(hasattr(la, "W") for la in params):
+            check_net(params)  # raises the TypeError naming params
+        if any(np.ndim(la.W) != 3 for la in params):
+            raise ValueError("params: with batched_params=True every W needs a leading ensemble axis "
+                             "(B, n_out, n_in), e.g. jax.vmap(init)(keys); pass batched_params=False "
+                             "to share one network")
+        sizes = {np.shape(x)[0] for x in jax.tree_util.tree_leaves(params)}
+        if len(sizes) != 1:
+            raise ValueError(f"params: the leading ensemble axes differ {sorted(sizes)}; every leaf "
+                             "needs the same number of members B")
+        if not all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree_util.tree_leaves(params)):
+            raise ValueError("params contains NaN or infinite values: initialise every member finitely")
+        one = jax.tree_util.tree_map(lambda x: x[0], params)
+    check_net(one, "params", X=data.inputs, x_name="data.X")
+    p = np.shape(one[-1].W)[0]
     if data.Y.shape[1] != p:
-        raise ValueError(f"network has {p} outputs but Y has {data.Y.shape[1]} columns")
+        raise ValueError(f"params has {p} outputs but data.Y has {data.Y.shape[1]} columns: build the "
+                         f"net with p = {data.Y.shape[1]} outputs")
+    if loss == "logistic":
+        for name, Yv in (("data.Y", data.Y), ("data.Y_test", data.Y_test)):
+            if Yv is not None and not np.all(np.abs(np.asarray(Yv)) == 1.0):
+                bad = np.asarray(Yv)[np.abs(np.asarray(Yv)) != 1.0].ravel()[:3]
+                raise ValueError(f"{name}: the logistic loss needs labels y = ±1, but Y holds e.g. "
+                                 f"{bad.tolist()}; pass sign labels (np.sign(Y)) or use loss='mse' "
+                                 "for real-valued targets")
 
 
 def _pinv(params: Params, data: Dataset):
@@ -163,16 +198,32 @@ def _arrays(data: Dataset) -> tuple:
     return (data.inputs, data.Y, data.X_test, data.Y_test)
 
 
+def _objective_and_loss(params, X, Y, alpha, weight_decay, loss, mirrored):
+    """``(J(θ), L(θ))``: the objective and, as auxiliary output, the data loss; with
+    ``mirrored`` X is X₊ and :func:`~biasfree.losses.forward_mirrored` halves the first
+    layer's products (the same numbers as :func:`~biasfree.losses.objective_mirrored`)."""
+    F = forward_mirrored(params, X, alpha) if mirrored else forward(params, X, alpha)
+    L = loss_value(F, Y, loss)
+    return L + 0.5 * weight_decay * sq_norm(params), L
+
+
 def _grad_fn(mirrored: bool):
-    """``∇J(θ)`` as a function of ``(params, X, Y, alpha, weight_decay, loss)``; with
-    ``mirrored`` X is X₊ and the fast path of :func:`~biasfree.losses.objective_mirrored`
-    halves the first layer's products."""
-    return jax.grad(objective_mirrored if mirrored else objective)
+    """``(∇J(θ), L(θ))`` as a function of ``(params, X, Y, alpha, weight_decay, loss)``: the
+    data loss comes free with the gradient (one forward pass)."""
+    g = jax.grad(_objective_and_loss, has_aux=True)
+    return lambda p, X, Y, a, w, loss: g(p, X, Y, a, w, loss, mirrored)
 
 
 def _obs(params, arrays, alpha, loss, pinv_X, keep_params=False, mirrored=False):
+    """Observables at θ; a θ with a NaN/inf entry (a diverged GD step, a record the flow
+    never reached) is replaced by zeros before any SVD (LAPACK would print "DLASCL
+    illegal value") and its observables are NaN."""
     X, Y, X_test, Y_test = arrays
-    obs = observe(params, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored=mirrored)
+    leaves = jax.tree_util.tree_leaves(params)
+    ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in leaves]))
+    safe = jax.tree_util.tree_map(lambda a: jnp.where(ok, a, 0.0), params)
+    obs = observe(safe, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored=mirrored)
+    obs = jax.tree_util.tree_map(lambda v: jnp.where(ok, v, jnp.nan), obs)
     obs["path"] = params if keep_params else None
     return obs
 
@@ -185,16 +236,20 @@ def _gd_run(params, data, alpha, lr, weight_decay, segments, loss, pinv_X, keep_
             mirrored=False):
     grad = _grad_fn(mirrored)
 
-    def step(_, p):
-        g = grad(p, data[0], data[1], alpha, weight_decay, loss)
-        return jax.tree_util.tree_map(lambda a, b: a - lr * b, p, g)
+    def step(_, carry):
+        p, peak = carry
+        g, L = grad(p, data[0], data[1], alpha, weight_decay, loss)
+        return jax.tree_util.tree_map(lambda a, b: a - lr * b, p, g), jnp.maximum(peak, L)
 
-    def segment(p, n):
-        p = jax.lax.fori_loop(0, n, step, p)
-        return p, _obs(p, data, alpha, loss, pinv_X, keep_params, mirrored)
+    def segment(carry, n):
+        carry = jax.lax.fori_loop(0, n, step, carry)
+        return carry, _obs(carry[0], data, alpha, loss, pinv_X, keep_params, mirrored)
 
-    final, rest = jax.lax.scan(segment, params, segments)
-    return final, _stack0(_obs(params, data, alpha, loss, pinv_X, keep_params, mirrored), rest)
+    first = _obs(params, data, alpha, loss, pinv_X, keep_params, mirrored)
+    (final, peak), rest = jax.lax.scan(segment, (params, first["loss"]), segments)
+    obs = _stack0(first, rest)
+    obs["loss_max"] = jnp.maximum(peak, obs["loss"][-1])  # max_k L(θ_k), k = 0..K
+    return final, obs
 
 
 _GD_STATIC = ("loss", "keep_params", "mirrored")
@@ -286,7 +341,25 @@ def _to_traj(t, final, obs, stats, method):
     return Trajectory(t=t, loss=obs["loss"], test_loss=obs["test_loss"], beta=obs["beta"],
                       even_energy=obs["even_energy"],
                       singular_values=obs["singular_values"], conserved=obs["conserved"],
-                      params=final, stats=stats, method=method, path=obs["path"])
+                      params=final, stats=stats, method=method, path=obs["path"],
+                      loss_max=obs["loss_max"])
+
+
+def _check_spike(traj: Trajectory, lrs) -> None:
+    """Warn when the loss rose above ``SPIKE_FACTOR · L(0)`` between records."""
+    peak = np.asarray(traj.loss_max).reshape(-1)
+    L = np.asarray(traj.loss).reshape(peak.size, -1)
+    spiked = peak > SPIKE_FACTOR * L[:, 0]
+    if spiked.any():
+        i = int(np.argmax(spiked))
+        lr = float(np.broadcast_to(np.asarray(lrs), peak.shape)[i])
+        who = "" if peak.size == 1 else f" (ensemble members {np.nonzero(spiked)[0].tolist()})"
+        warnings.warn(
+            f"gradient descent{who}: the loss spiked to {peak[i]:.3g} = {peak[i] / L[i, 0]:.3g}·L(0) "
+            f"between records (the recorded curve peaks at {np.nanmax(L[i]):.3g}) with lr={lr:g}; "
+            f"the step overshoots (more than {SPIKE_FACTOR:g}·L(0)). Lower lr (e.g. lr={lr / 4:g}) "
+            "for a run that follows gradient flow; Trajectory.loss_max holds the peak.",
+            LossSpikeWarning, stacklevel=3)
 
 
 @precise
@@ -296,13 +369,15 @@ def gd(params: Params, data: Dataset, cfg: GDConfig) -> Trajectory:
     ``params`` the initial network, ``data`` the training (and test) set, ``cfg`` a
     :class:`GDConfig`. Raises :class:`DivergenceError` if the loss blows up.
     """
-    _check_params_data(params, data)
+    _check_cfg(cfg, GDConfig)
+    _check_params_data(params, data, cfg.loss)
     ks = record_steps(cfg.steps, cfg.n_records, cfg.spacing)
     final, obs = _gd_core(params, _arrays(data), cfg.alpha, cfg.lr, cfg.weight_decay,
                           jnp.asarray(np.diff(ks)), cfg.loss, _pinv(params, data),
                           cfg.keep_params, data.mirrored)
     traj = _to_traj(jnp.asarray(cfg.lr * ks), final, obs, {"steps": jnp.asarray(cfg.steps)}, "gd")
     _check_finite(traj, cfg.lr, "gradient descent")
+    _check_spike(traj, cfg.lr)
     return traj
 
 
@@ -311,22 +386,49 @@ def _flow_solve(params, data, alpha, weight_decay, ts, loss, pinv_X, rtol, atol,
     grad = _grad_fn(mirrored)
 
     def vector_field(t, p, args):
-        g = grad(p, data[0], data[1], alpha, weight_decay, loss)
+        g, _ = grad(p, data[0], data[1], alpha, weight_decay, loss)
         return jax.tree_util.tree_map(jnp.negative, g)
 
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(vector_field), SOLVERS[solver](), ts[0], ts[-1], None, params,
-        saveat=diffrax.SaveAt(ts=ts),
+    sol = _diffeqsolve(vector_field, params, ts[0], ts[-1], diffrax.SaveAt(ts=ts), rtol, atol,
+                       solver, max_steps)
+    obs = jax.vmap(lambda p: _obs(p, data, alpha, loss, pinv_X, mirrored=mirrored))(sol.ys)
+    obs["path"] = sol.ys if keep_params else None
+    # gradient flow does not raise J between records; the recorded peak is L's peak
+    # (without weight decay; with it L alone may rise a little between records)
+    obs["loss_max"] = jnp.max(obs["loss"])
+    last = jnp.sum(jnp.isfinite(sol.ts)) - 1  # the last record reached (T - 1 on success)
+    final = jax.tree_util.tree_map(lambda a: a[last], sol.ys)
+    stats = {"steps": sol.stats["num_steps"], "accepted": sol.stats["num_accepted_steps"],
+             "rejected": sol.stats["num_rejected_steps"], "t_reached": sol.ts[last],
+             "ok": sol.result == diffrax.RESULTS.successful}
+    return final, obs, stats
+
+
+def _diffeqsolve(vector_field, y0, t0, t1, saveat, rtol, atol, solver, max_steps):
+    return diffrax.diffeqsolve(
+        diffrax.ODETerm(vector_field), SOLVERS[solver](), t0, t1, None, y0, saveat=saveat,
         stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
         max_steps=max_steps, throw=False,
     )
-    obs = jax.vmap(lambda p: _obs(p, data, alpha, loss, pinv_X, mirrored=mirrored))(sol.ys)
-    obs["path"] = sol.ys if keep_params else None
-    final = jax.tree_util.tree_map(lambda a: a[-1], sol.ys)
-    stats = {"steps": sol.stats["num_steps"], "accepted": sol.stats["num_accepted_steps"],
-             "rejected": sol.stats["num_rejected_steps"],
-             "ok": sol.result == diffrax.RESULTS.successful}
-    return final, obs, stats
+
+
+def _stall_point(params, data: Dataset, t0: float, alpha: float, weight_decay: float, cfg: FlowConfig):
+    """``(t, θ)`` where the solver stalls: re-solved from the last record reached
+    (``t0``, ``params``), every step saved, for at most 4096 steps (the error path only)."""
+    grad = _grad_fn(data.mirrored)
+    X, Y = data.inputs, data.Y
+
+    def vector_field(t, p, args):
+        g, _ = grad(p, X, Y, alpha, weight_decay, cfg.loss)
+        return jax.tree_util.tree_map(jnp.negative, g)
+
+    sol = _diffeqsolve(vector_field, params, t0, cfg.t_max, diffrax.SaveAt(steps=True), cfg.rtol,
+                       cfg.atol, cfg.solver, min(cfg.max_steps, 4096))
+    ts = np.asarray(sol.ts)
+    i = int(np.sum(np.isfinite(ts))) - 1
+    if i < 0:
+        return t0, params
+    return float(ts[i]), jax.tree_util.tree_map(lambda a: a[i], sol.ys)
 
 
 _FLOW_STATIC = ("loss", "solver", "max_steps", "keep_params", "mirrored")
@@ -345,14 +447,67 @@ def _flow_batch(params, data, alpha, weight_decay, ts, loss, pinv_X, rtol, atol,
                          layout, n_dev)
 
 
-def _check_flow(traj: Trajectory, cfg: FlowConfig):
-    ok = np.asarray(traj.stats["ok"])
+KINK_REL = 1e-3
+"""A pre-activation ``z = w·h`` with ``|z| < KINK_REL · ||w|| ||h||`` sits on a ReLU kink."""
+
+
+def _nearest_kink(params, X, alpha):
+    """``(rel, z, layer, unit, point)`` of the hidden pre-activation closest to its kink,
+    relative to ``||w_k|| ||h_n||`` (a cosine), at the network ``params`` on inputs ``X``."""
+    H = np.asarray(X, dtype=float)
+    best = (np.inf, np.nan, -1, -1, -1)
+    for li, layer in enumerate(params[:-1]):
+        with np.errstate(all="ignore"):  # some BLAS builds flag spurious matmul warnings
+            best, H = _kink_layer(li, layer, H, alpha, best)
+    return best
+
+
+def _kink_layer(li, layer, H, alpha, best):
+    """One layer of :func:`_nearest_kink`: the updated best and the next activations."""
+    W = np.asarray(layer.W, dtype=float)
+    b = None if layer.b is None else np.asarray(layer.b, dtype=float)
+    Z = H @ W.T + (0.0 if b is None else b)
+    Hn = np.sqrt(np.sum(H**2, axis=1, keepdims=True) + (0.0 if b is None else 1.0))
+    Wn = np.sqrt(np.sum(W**2, axis=1) + (0.0 if b is None else b**2))
+    rel = np.abs(Z) / np.maximum(Hn * Wn[None, :], 1e-300)
+    n, k = np.unravel_index(np.argmin(rel), rel.shape)
+    if rel[n, k] < best[0]:
+        best = (float(rel[n, k]), float(Z[n, k]), li + 1, int(k), int(n))
+    return best, np.where(Z > 0, Z, alpha * Z)
+
+
+def _check_flow(traj: Trajectory, cfg: FlowConfig, data: Dataset, alphas=None, decays=None):
+    ok = np.asarray(traj.stats["ok"]).reshape(-1)
     if not ok.all():
-        raise RuntimeError(
-            f"gradient flow did not reach t_max={cfg.t_max}: the solver stopped after "
-            f"{int(np.max(traj.stats['steps']))} steps (max_steps={cfg.max_steps}). Raise "
-            "max_steps, loosen rtol/atol, or use solver='kvaerno5' for stiff problems."
-        )
+        i = int(np.argmin(ok))
+        stats = {k: np.asarray(v).reshape(-1)[i] for k, v in traj.stats.items()}
+        alpha = float(np.broadcast_to(np.asarray(cfg.alpha if alphas is None else alphas), ok.shape)[i])
+        who = "" if ok.size == 1 else f" (ensemble members {np.nonzero(~ok)[0].tolist()})"
+        last = traj.params if ok.size == 1 else jax.tree_util.tree_map(lambda a: a[i], traj.params)
+        wd = float(np.broadcast_to(np.asarray(cfg.weight_decay if decays is None else decays),
+                                   ok.shape)[i])
+        t_r, at = _stall_point(last, data, float(stats["t_reached"]), alpha, wd, cfg)
+        steps, rej = int(stats["steps"]), int(stats["rejected"])
+        rel, z, layer, unit, point = (_nearest_kink(at, data.X, alpha) if alpha < 1
+                                      else (np.inf, np.nan, -1, -1, -1))
+        head = (f"gradient flow{who} stalled at t = {t_r:.6g} of t_max = {cfg.t_max:g}: "
+                f"{steps} solver steps ({rej} rejected, max_steps={cfg.max_steps}) advanced "
+                f"{t_r / max(steps, 1):.2g} time units each")
+        if rel < KINK_REL:
+            loose = 1e-4 if cfg.rtol < 1e-4 else min(10 * cfg.rtol, 1e-2)
+            raise FlowStallError(
+                f"{head}, on a ReLU kink: the pre-activation of layer-{layer} unit {unit} on data "
+                f"point {point} is {z:.2g} ({rel:.1g} of its scale). With α = {alpha:g} the vector "
+                f"field is discontinuous there and the flow slides along the kink, so no adaptive "
+                f"solver (kvaerno5 and dopri8 included) can meet rtol={cfg.rtol:g} at useful step "
+                f"sizes, and more max_steps only waste time. Loosen the tolerance to "
+                f"FlowConfig(rtol={loose:g}, atol={loose / 100:g}) so the solver steps across it, use "
+                f"gd with a small lr (same time axis t = lr·k, e.g. lr={min(1e-3, cfg.t_max / 1e3):g}), or "
+                "use α = 1 or a pair init (init_pairs) where the field is smooth.")
+        raise FlowStallError(
+            f"{head}; no pre-activation is near a kink (closest {rel:.2g} of its scale), so the "
+            "flow is stiff or fast here. Raise max_steps, try solver='kvaerno5' (stiff "
+            "problems), loosen rtol/atol, or shorten t_max.")
     L = np.asarray(traj.loss)
     if not np.all(np.isfinite(L)):
         raise RuntimeError(
@@ -361,38 +516,59 @@ def _check_flow(traj: Trajectory, cfg: FlowConfig):
             "extreme scale). Rescale the data or the init, or shorten t_max.")
 
 
+def _check_cfg(cfg, kind) -> None:
+    if not isinstance(cfg, kind):
+        raise TypeError(f"cfg={cfg!r} must be a biasfree.{kind.__name__} (e.g. "
+                        f"{kind.__name__}(alpha=0.0)); build variants with dataclasses.replace")
+
+
 @precise
 def flow(params: Params, data: Dataset, cfg: FlowConfig) -> Trajectory:
     """Integrate gradient flow ``dθ/dt = -∇J(θ)`` with diffrax (see module doc).
 
     Adaptive steps to relative/absolute tolerance ``cfg.rtol``/``cfg.atol``; records
-    at ``n_records`` times in [0, t_max]. ``stats`` holds the solver's step counts.
+    at ``n_records`` times in [0, t_max]. ``stats`` holds the solver's step counts and
+    ``t_reached``. Raises :class:`FlowStallError` when the solver cannot reach ``t_max``
+    in ``max_steps`` steps, naming the cause (e.g. a ReLU kink) and a fix that works.
     """
-    _check_params_data(params, data)
+    _check_cfg(cfg, FlowConfig)
+    _check_params_data(params, data, cfg.loss)
     ts = jnp.asarray(record_times(cfg.t_max, cfg.n_records, cfg.spacing))
     final, obs, stats = _flow_core(params, _arrays(data), cfg.alpha, cfg.weight_decay, ts, cfg.loss,
                                    _pinv(params, data), cfg.rtol, cfg.atol, cfg.solver,
                                    cfg.max_steps, cfg.keep_params, data.mirrored)
     traj = _to_traj(ts, final, obs, stats, "flow")
-    _check_flow(traj, cfg)
+    _check_flow(traj, cfg, data)
     return traj
 
 
 # ------------------------------------------------------------------- ensembles
 
 
-def _batch(params, batched_params: bool, **vectors):
-    sizes = {k: np.size(v) for k, v in vectors.items() if v is not None and np.ndim(v) > 0}
+def _batch(params, data, cfg, batched_params, layout, **vectors):
+    """Validate an ensemble's arguments; ``(B, params with axis B, {name: (B,) array})``."""
+    _check_cfg(cfg, type(cfg))
+    validate.flag("batched_params", batched_params)
+    if layout is not None:
+        validate.choice("layout", layout, LAYOUTS)
+    rules = {"alpha": lambda v: validate.slope(v, "alpha", array_ok=True),
+             "lr": lambda v: validate.positive("lr", v, why="every member's step size η"),
+             "weight_decay": lambda v: validate.nonnegative("weight_decay", v, why="λ of (λ/2)||θ||²")}
+    vectors = {k: np.asarray(rules[k](v), dtype=float) for k, v in vectors.items()}
+    for k, v in vectors.items():
+        if v.ndim > 1 or v.size == 0:
+            raise ValueError(f"{k} must be a scalar or a 1-D array of per-member values, got shape "
+                             f"{v.shape}")
+    _check_params_data(params, data, cfg.loss, batched=batched_params)
+    sizes = {k: v.size for k, v in vectors.items() if v.ndim > 0}
     if batched_params:
         sizes["params"] = jax.tree_util.tree_leaves(params)[0].shape[0]
     B = max(sizes.values(), default=1)
     bad = {k: n for k, n in sizes.items() if n not in (1, B)}
     if bad:
-        raise ValueError(f"ensemble sizes disagree: {sizes}; every batched argument needs "
-                         f"the same length (or length 1)")
+        raise ValueError(f"ensemble sizes disagree: {sizes}; every batched argument "
+                         f"({', '.join(sizes)}) needs the same length B (or length 1)")
     out = {k: jnp.broadcast_to(jnp.asarray(v, dtype=float), (B,)) for k, v in vectors.items()}
-    if "wd" in out:
-        _check_decay(out["wd"])
     if not batched_params:
         params = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (B,) + a.shape), params)
     return B, params, out
@@ -410,15 +586,13 @@ def gd_ensemble(params: Params, data: Dataset, cfg: GDConfig, *, alpha=None, lr=
     "auto" (default), "map" or "vmap", how the members share the machine (see
     :data:`LAYOUTS`); on a CPU with several host devices "map" runs members in parallel.
     """
+    _check_cfg(cfg, GDConfig)
     a = cfg.alpha if alpha is None else alpha
     e = cfg.lr if lr is None else lr
     w = cfg.weight_decay if weight_decay is None else weight_decay
-    check_alpha(a)
-    if np.any(np.asarray(e) <= 0):
-        raise ValueError(f"learning rates must be > 0, got {e}")
-    B, params, v = _batch(params, batched_params, alpha=a, lr=e, wd=w)
+    B, params, v = _batch(params, data, cfg, batched_params, layout, alpha=a, lr=e, weight_decay=w)
+    v["wd"] = v.pop("weight_decay")
     one = jax.tree_util.tree_map(lambda x: x[0], params)
-    _check_params_data(one, data)
     ks = record_steps(cfg.steps, cfg.n_records, cfg.spacing)
     lay, n_dev = _layout(layout)
     final, obs = _gd_batch(params, _arrays(data), v["alpha"], v["lr"], v["wd"],
@@ -427,6 +601,7 @@ def gd_ensemble(params: Params, data: Dataset, cfg: GDConfig, *, alpha=None, lr=
     t = v["lr"][:, None] * jnp.asarray(ks)[None, :]
     traj = _to_traj(t, final, obs, {"steps": jnp.full((B,), cfg.steps)}, "gd")
     _check_finite(traj, v["lr"], "gradient descent")
+    _check_spike(traj, v["lr"])
     return traj
 
 
@@ -435,12 +610,12 @@ def flow_ensemble(params: Params, data: Dataset, cfg: FlowConfig, *, alpha=None,
                   weight_decay=None, batched_params: bool = True, layout: str | None = None) -> Trajectory:
     """Many gradient-flow solves in one compiled call (see :func:`gd_ensemble` for the
     batching rules and ``layout``). With "map" each member takes its own adaptive steps."""
+    _check_cfg(cfg, FlowConfig)
     a = cfg.alpha if alpha is None else alpha
     w = cfg.weight_decay if weight_decay is None else weight_decay
-    check_alpha(a)
-    B, params, v = _batch(params, batched_params, alpha=a, wd=w)
+    B, params, v = _batch(params, data, cfg, batched_params, layout, alpha=a, weight_decay=w)
+    v["wd"] = v.pop("weight_decay")
     one = jax.tree_util.tree_map(lambda x: x[0], params)
-    _check_params_data(one, data)
     ts = jnp.asarray(record_times(cfg.t_max, cfg.n_records, cfg.spacing))
 
     lay, _ = _layout(layout)
@@ -452,5 +627,5 @@ def flow_ensemble(params: Params, data: Dataset, cfg: FlowConfig, *, alpha=None,
                                     _pinv(one, data), cfg.rtol, cfg.atol, cfg.solver,
                                     cfg.max_steps, cfg.keep_params, data.mirrored, lay, n_dev)
     traj = _to_traj(jnp.broadcast_to(ts, (B,) + ts.shape), final, obs, stats, "flow")
-    _check_flow(traj, cfg)
+    _check_flow(traj, cfg, data, v["alpha"], v["wd"])
     return traj

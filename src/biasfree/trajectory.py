@@ -34,6 +34,12 @@ class Trajectory:
     (T, n_l), ``params`` the final parameters, ``stats`` solver counters,
     ``method`` "gd" or "flow", ``path`` the parameters at every record (leaves
     (T, ...)) when the config asked ``keep_params``, else None.
+
+    ``loss_max`` (scalar; (B,) for an ensemble): the largest data loss of the run. For
+    gradient descent ``max_k L(θ_k)`` over *every* step k = 0..K, carried inside the
+    compiled loop, so a spike between two records shows here even when ``loss`` hides
+    it (GD warns with :class:`~biasfree.train.LossSpikeWarning` above
+    ``SPIKE_FACTOR · L(0)``); for gradient flow, the largest recorded loss.
     """
 
     t: Array
@@ -47,6 +53,7 @@ class Trajectory:
     stats: dict = field(default_factory=dict)
     method: str = "gd"
     path: Params | None = None
+    loss_max: Array | None = None
 
     def member(self, i: int) -> Trajectory:
         """Member ``i`` of an ensemble trajectory."""
@@ -74,7 +81,7 @@ class Trajectory:
 jax.tree_util.register_dataclass(
     Trajectory,
     data_fields=["t", "loss", "test_loss", "beta", "even_energy", "singular_values",
-                 "conserved", "params", "stats", "path"],
+                 "conserved", "params", "stats", "path", "loss_max"],
     meta_fields=["method"],
 )
 
