@@ -7,6 +7,8 @@ Random arrays come from seeded NumPy generators (eager ``jax.random`` compiles p
 shape, which would dominate the run time).
 """
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -502,3 +504,118 @@ def test_more_bad_input_is_named(sym_data):
         bf.init_rank_one(jax.random.PRNGKey(0), 3, 4, 1e-3, direction=[0.0, 0.0, 0.0])
     with pytest.raises(ValueError, match="p = 1"):
         bf.theory.population_loss_two_layer(params, np.ones((P, D)), 0.0, 0.0)
+
+
+# ------------------------------------------------- issue 13: the engine fails loudly
+
+
+def test_config_fields_refuse_the_wrong_type():
+    """GDConfig(lr=True) and alpha='0.5' were accepted; every field now names itself."""
+    for kwargs, exc, match in [(dict(lr=True), TypeError, "lr=True"),
+                               (dict(alpha="0.5"), TypeError, "alpha='0.5'"),
+                               (dict(steps=1.5), TypeError, "steps=1.5"),
+                               (dict(lr=np.nan), ValueError, "lr=nan"),
+                               (dict(weight_decay=-0.1), ValueError, "weight_decay=-0.1"),
+                               (dict(n_records=1), ValueError, "n_records=1"),
+                               (dict(keep_params="yes"), TypeError, "keep_params"),
+                               (dict(spacing="lin"), ValueError, "spacing='lin'")]:
+        with pytest.raises(exc, match=match):
+            bf.GDConfig(**kwargs)
+    for kwargs, exc, match in [(dict(rtol=0.0), ValueError, "rtol=0.0"),
+                               (dict(atol="1e-8"), TypeError, "atol"),
+                               (dict(max_steps=10.5), TypeError, "max_steps"),
+                               (dict(t_max=True), TypeError, "t_max")]:
+        with pytest.raises(exc, match=match):
+            bf.FlowConfig(**kwargs)
+    cfg = bf.GDConfig(alpha=np.float64(0.5), steps=4.0)  # normalised to plain numbers
+    assert type(cfg.alpha) is float and type(cfg.steps) is int and cfg.steps == 4
+
+
+def test_logistic_loss_refuses_real_valued_labels(sym_data):
+    net = _net(np.random.default_rng(0), (D, 4, P), 0.3)
+    for run, cfg in [(bf.gd, bf.GDConfig(loss="logistic", steps=2, n_records=2)),
+                     (bf.flow, bf.FlowConfig(loss="logistic", t_max=0.1, n_records=2))]:
+        with pytest.raises(ValueError, match=r"^data.Y: the logistic loss needs labels y = ±1.*loss='mse'"):
+            run(net, sym_data, cfg)
+    with pytest.raises(ValueError, match="data.Y: the logistic loss"):
+        bf.gd_ensemble(net, sym_data, bf.GDConfig(loss="logistic", steps=2, n_records=2),
+                       alpha=[0.0, 1.0], batched_params=False)
+    with pytest.raises(ValueError, match="^Y: the logistic loss"):
+        bf.loss_value(np.zeros((4, 1)), np.array([[1.0], [0.0], [-1.0], [1.0]]), "logistic")
+    labels = bf.Dataset(sym_data.X, np.sign(sym_data.Y))
+    tr = bf.gd(net, labels, bf.GDConfig(loss="logistic", lr=0.1, steps=20, n_records=2))
+    assert float(tr.loss[-1]) < float(tr.loss[0])
+
+
+def _spiking_run():
+    """A linear net u·v on x = ±1, y = ±x: at lr = 0.35 the first steps overshoot (the
+    loss rises 16-fold) and GD then converges (catapult); 2 records see only the ends."""
+    net = (Layer(np.array([[3.0]])), Layer(np.array([[0.05]])))
+    data = bf.Dataset(np.array([[1.0], [-1.0]]), np.array([[1.0], [-1.0]]))
+    return net, data, bf.GDConfig(alpha=1.0, lr=0.35, steps=400, n_records=3)
+
+
+def test_loss_spike_between_records_is_carried_and_warned():
+    net, data, cfg = _spiking_run()
+    with pytest.warns(bf.train.LossSpikeWarning, match=r"spiked to .* between records.*lr=0\.35"):
+        tr = bf.gd(net, data, cfg)
+    L = np.asarray(tr.loss)
+    assert L[-1] < 1e-20 and np.max(L) == L[0]  # the records hide the spike
+    assert float(tr.loss_max) > bf.train.SPIKE_FACTOR * np.max(L)
+    # the peak is the largest loss over every step: replay the steps by hand
+    u, v, peak = 3.0, 0.05, 0.0
+    for _ in range(cfg.steps):
+        r = u * v - 1.0
+        peak = max(peak, 0.5 * r**2)
+        u, v = u - cfg.lr * r * v, v - cfg.lr * r * u
+    np.testing.assert_allclose(float(tr.loss_max), peak, rtol=1e-12)
+
+
+def test_loss_max_of_a_smooth_run_is_its_first_loss(sym_data, recwarn):
+    net = _net(np.random.default_rng(0), (D, 4, P), 0.3)
+    tr = bf.gd(net, sym_data, bf.GDConfig(alpha=0.3, lr=0.05, steps=200, n_records=N_REC))
+    assert float(tr.loss_max) == pytest.approx(float(np.max(np.asarray(tr.loss))), rel=1e-12)
+    ens = bf.gd_ensemble(net, sym_data, bf.GDConfig(lr=0.05, steps=200, n_records=N_REC),
+                         alpha=[0.0, 1.0], batched_params=False)
+    np.testing.assert_allclose(np.asarray(ens.loss_max), np.max(np.asarray(ens.loss), axis=1), rtol=1e-12)
+    assert not [w for w in recwarn if issubclass(w.category, bf.train.LossSpikeWarning)]
+
+
+def _kink_case():
+    """α = 0 net whose unit 0 has pre-activation 1e-5 on data point 0; the flow reaches a
+    kink (another unit, another point) near t = 2 and slides along it."""
+    rng = np.random.default_rng(1)
+    X, Y = rng.normal(size=(6, 2)), rng.normal(size=(6, 1))
+    W1, W2 = rng.normal(size=(3, 2)), rng.normal(size=(1, 3))
+    W1[0] -= (W1[0] @ X[0] - 1e-5) * X[0] / (X[0] @ X[0])
+    return (Layer(W1), Layer(W2)), bf.Dataset(X, Y, mirror=False)
+
+
+def test_flow_stalled_on_a_relu_kink_says_so_and_its_advice_works():
+    net, data = _kink_case()
+    cfg = bf.FlowConfig(alpha=0.0, t_max=5.0, n_records=5, max_steps=3000)
+    stall = (r"stalled at t = 2\.0.* on a ReLU kink: the pre-activation of layer-1 unit \d on data "
+             r"point \d is .*rtol=0\.0001, atol=1e-06")
+    with pytest.raises(bf.train.FlowStallError, match=stall) as info:
+        bf.flow(net, data, cfg)
+    assert "kvaerno5 and dopri8 included" in str(info.value)
+    # the advice: the loosened tolerance reaches t_max, and agrees with GD at a small lr
+    loose = bf.flow(net, data, dataclasses.replace(cfg, rtol=1e-4, atol=1e-6))
+    gd = bf.gd(net, data, bf.GDConfig(alpha=0.0, lr=1e-3, steps=5000, n_records=3))
+    assert float(loose.t[-1]) == 5.0
+    np.testing.assert_allclose(float(loose.loss[-1]), float(gd.loss[-1]), rtol=1e-3)
+
+
+def test_failed_runs_print_nothing(capfd):
+    """NaN/unreached records reached LAPACK's SVD, which printed 'DLASCL illegal value'."""
+    rng = np.random.default_rng(1)
+    X, Y = rng.normal(size=(6, 2)), rng.normal(size=(6, 1))
+    data = bf.Dataset(X, Y, mirror=False)
+    deep = bf.init_gaussian(jax.random.PRNGKey(0), (2, 4, 4, 1), 1.0)
+    with pytest.raises(bf.train.FlowStallError):
+        bf.flow(deep, data, bf.FlowConfig(t_max=50.0, n_records=5, max_steps=300))
+    biased = bf.init_gaussian(jax.random.PRNGKey(0), (2, 4, 1), 1.0, bias=True)
+    with pytest.raises(bf.DivergenceError):
+        bf.gd(biased, data, bf.GDConfig(lr=30.0, steps=300, n_records=5))
+    out, err = capfd.readouterr()
+    assert "DLASCL" not in out + err and "illegal" not in out + err

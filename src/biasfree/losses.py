@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from .nets import Params, forward, leaky_relu
+from . import validate
+from .nets import Params, check_alpha, check_net, forward, leaky_relu
 from .precision import precise
 
 LOSSES = ("mse", "logistic")
@@ -29,8 +31,36 @@ LOSSES = ("mse", "logistic")
 
 def check_loss(name: str) -> None:
     """Raise ``ValueError`` unless ``name`` is one of :data:`LOSSES`."""
-    if name not in LOSSES:
-        raise ValueError(f"unknown loss {name!r}: choose one of {', '.join(LOSSES)}")
+    if not isinstance(name, str) or name not in LOSSES:
+        raise ValueError(f"loss={name!r}: unknown loss; choose one of {', '.join(LOSSES)}")
+
+
+def _traced(*trees) -> bool:
+    return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(trees))
+
+
+def check_labels(Y, loss: str, name: str = "Y") -> None:
+    """For ``loss="logistic"``, refuse targets that are not ±1 (the loss is defined for
+    labels y in {-1, +1}); traced values pass."""
+    if loss == "logistic" and Y is not None and not _traced(Y):
+        Ya = np.asarray(Y)
+        bad = Ya[np.abs(Ya) != 1.0]
+        if bad.size:
+            raise ValueError(f"{name}: the logistic loss needs labels y = ±1, but {name} holds e.g. "
+                             f"{bad.ravel()[:3].tolist()}; pass sign labels (np.sign({name})) or use "
+                             "loss='mse' for real-valued targets")
+
+
+def _check_targets(Y, n_rows: int, p: int, loss: str, name: str = "Y"):
+    """``Y`` (n_rows, p) finite (values unchecked when traced), labels ±1 for logistic."""
+    if not _traced(Y):
+        Y = validate.finite_array(name, Y, ndim=2)
+    elif np.ndim(Y) != 2:
+        raise ValueError(f"{name} must be 2-D (N, p), got shape {np.shape(Y)}")
+    if np.shape(Y) != (n_rows, p):
+        raise ValueError(f"{name} has shape {np.shape(Y)} but the network's outputs are ({n_rows}, {p}): "
+                         "one target row of p values per input")
+    check_labels(Y, loss, name)
 
 
 @precise
@@ -38,11 +68,32 @@ def loss_value(F, Y, loss: str = "mse"):
     """Data loss of outputs ``F`` (N, p) = f(x_n) against targets ``Y`` (N, p) = y_n:
     ``loss="mse"``: ``(1/(2N)) Σ_n ||y_n - f(x_n)||²``; ``loss="logistic"`` (labels ±1):
     ``(1/N) Σ_n Σ_j log(1 + exp(-y_nj f_j(x_n)))``."""
+    check_loss(loss)
+    if not _traced(F, Y):
+        F = validate.finite_array("F", F, ndim=(1, 2))
+        Y = validate.finite_array("Y", Y, ndim=(1, 2))
+    if np.shape(F) != np.shape(Y):
+        raise ValueError(f"F has shape {np.shape(F)} but Y has {np.shape(Y)}: outputs and targets "
+                         "must match row for row")
+    check_labels(Y, loss)
     if loss == "mse":
         return 0.5 * jnp.mean(jnp.sum((Y - F) ** 2, axis=-1))
     if loss == "logistic":
         return jnp.mean(jnp.sum(jax.nn.softplus(-Y * F), axis=-1))
     raise ValueError(f"unknown loss {loss!r}: choose one of {', '.join(LOSSES)}")
+
+
+def _check_objective(params, X, Y, alpha, weight_decay, loss, mirrored=False):
+    """Checks of :func:`objective` (``mirrored``: ``X`` is X_half, ``Y`` has twice its rows)."""
+    check_loss(loss)
+    if X is None:
+        raise TypeError("X=None: pass the inputs, an array of shape (N, d)")
+    check_net(params, X=X, x_name="X_half" if mirrored else "X")
+    n_rows = np.shape(X)[0] * (2 if mirrored else 1)
+    check_alpha(alpha)
+    if not _traced(weight_decay):
+        validate.nonnegative("weight_decay", weight_decay, scalar=True, why="λ of (λ/2)||θ||²")
+    _check_targets(Y, n_rows, np.shape(params[-1].W)[0], loss)
 
 
 @precise
@@ -54,6 +105,7 @@ def sq_norm(params: Params):
 @precise
 def objective(params: Params, X, Y, alpha, weight_decay=0.0, loss: str = "mse"):
     """``L(θ) + (λ/2) ||θ||²`` with λ = ``weight_decay``, slope ``alpha``."""
+    _check_objective(params, X, Y, alpha, weight_decay, loss)
     return loss_value(forward(params, X, alpha), Y, loss) + 0.5 * weight_decay * sq_norm(params)
 
 
@@ -65,6 +117,8 @@ def forward_mirrored(params: Params, X_half, alpha):
     ``forward(params, [X₊; -X₊], alpha)`` to round-off, with one first-layer product
     ``A = X₊W₁ᵀ``; the pre-activations are ``[A; -A] + b₁`` (module doc).
     """
+    check_net(params, X=X_half, x_name="X_half")
+    check_alpha(alpha)
     first = params[0]
     A = X_half @ first.W.T
     if len(params) == 2 and first.b is None and params[1].b is None:
@@ -84,5 +138,6 @@ def forward_mirrored(params: Params, X_half, alpha):
 def objective_mirrored(params: Params, X_half, Y, alpha, weight_decay=0.0, loss: str = "mse"):
     """:func:`objective` on the mirrored inputs ``[X₊; -X₊]`` given ``X_half`` = X₊
     (n, d) and all targets ``Y`` (2n, p) in the same row order (see module doc)."""
+    _check_objective(params, X_half, Y, alpha, weight_decay, loss, mirrored=True)
     F = forward_mirrored(params, X_half, alpha)
     return loss_value(F, Y, loss) + 0.5 * weight_decay * sq_norm(params)

@@ -138,6 +138,9 @@ class FlowConfig:
 
 def record_steps(steps: int, n_records: int, spacing: str = "linear") -> np.ndarray:
     """Distinct integer steps ``0 = k_0 < ... < k_R = steps`` at which to record."""
+    steps = validate.integer("steps", steps, 1)
+    n_records = validate.integer("n_records", n_records, 2)
+    validate.choice("spacing", spacing, SPACINGS)
     if spacing == "log":
         ks = np.geomspace(1, steps, max(n_records - 1, 1))
     else:
@@ -147,6 +150,9 @@ def record_steps(steps: int, n_records: int, spacing: str = "linear") -> np.ndar
 
 def record_times(t_max: float, n_records: int, spacing: str = "linear") -> np.ndarray:
     """Recording times in [0, t_max]; log spacing starts at ``t_max · 1e-4``."""
+    t_max = validate.positive("t_max", t_max, scalar=True, why="records lie in [0, t_max]")
+    n_records = validate.integer("n_records", n_records, 2)
+    validate.choice("spacing", spacing, SPACINGS)
     if spacing == "log":
         return np.concatenate([[0.0], np.geomspace(t_max * 1e-4, t_max, n_records - 1)])
     return np.linspace(0.0, t_max, n_records)
@@ -359,7 +365,7 @@ def _check_spike(traj: Trajectory, lrs) -> None:
             f"between records (the recorded curve peaks at {np.nanmax(L[i]):.3g}) with lr={lr:g}; "
             f"the step overshoots (more than {SPIKE_FACTOR:g}·L(0)). Lower lr (e.g. lr={lr / 4:g}) "
             "for a run that follows gradient flow; Trajectory.loss_max holds the peak.",
-            LossSpikeWarning, stacklevel=3)
+            LossSpikeWarning, stacklevel=4)  # the caller of gd, past the precision wrapper
 
 
 @precise
@@ -413,8 +419,9 @@ def _diffeqsolve(vector_field, y0, t0, t1, saveat, rtol, atol, solver, max_steps
 
 
 def _stall_point(params, data: Dataset, t0: float, alpha: float, weight_decay: float, cfg: FlowConfig):
-    """``(t, θ)`` where the solver stalls: re-solved from the last record reached
-    (``t0``, ``params``), every step saved, for at most 4096 steps (the error path only)."""
+    """``(t, θ, finished)`` where the solver stalls: re-solved from the last record reached
+    (``t0``, ``params``), every step saved, for at most 4096 steps (the error path only);
+    ``finished``: that re-solve reached ``t_max`` (the budget, not a stall, was the limit)."""
     grad = _grad_fn(data.mirrored)
     X, Y = data.inputs, data.Y
 
@@ -426,9 +433,10 @@ def _stall_point(params, data: Dataset, t0: float, alpha: float, weight_decay: f
                        cfg.atol, cfg.solver, min(cfg.max_steps, 4096))
     ts = np.asarray(sol.ts)
     i = int(np.sum(np.isfinite(ts))) - 1
+    finished = bool(sol.result == diffrax.RESULTS.successful)
     if i < 0:
-        return t0, params
-    return float(ts[i]), jax.tree_util.tree_map(lambda a: a[i], sol.ys)
+        return t0, params, finished
+    return float(ts[i]), jax.tree_util.tree_map(lambda a: a[i], sol.ys), finished
 
 
 _FLOW_STATIC = ("loss", "solver", "max_steps", "keep_params", "mirrored")
@@ -486,8 +494,15 @@ def _check_flow(traj: Trajectory, cfg: FlowConfig, data: Dataset, alphas=None, d
         last = traj.params if ok.size == 1 else jax.tree_util.tree_map(lambda a: a[i], traj.params)
         wd = float(np.broadcast_to(np.asarray(cfg.weight_decay if decays is None else decays),
                                    ok.shape)[i])
-        t_r, at = _stall_point(last, data, float(stats["t_reached"]), alpha, wd, cfg)
+        t_rec = float(stats["t_reached"])
+        t_r, at, finished = _stall_point(last, data, t_rec, alpha, wd, cfg)
         steps, rej = int(stats["steps"]), int(stats["rejected"])
+        if finished:
+            raise FlowStallError(
+                f"gradient flow{who} ran out of steps: max_steps={cfg.max_steps} solver steps "
+                f"({rej} rejected) reached t = {t_rec:.6g} of t_max = {cfg.t_max:g} (the last record); "
+                "the flow is smooth but slow or stiff there. Raise max_steps (restarted from that "
+                "record it finished within the same budget), or try solver='kvaerno5'.")
         rel, z, layer, unit, point = (_nearest_kink(at, data.X, alpha) if alpha < 1
                                       else (np.inf, np.nan, -1, -1, -1))
         head = (f"gradient flow{who} stalled at t = {t_r:.6g} of t_max = {cfg.t_max:g}: "

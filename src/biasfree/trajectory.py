@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from .losses import forward_mirrored, loss_value
-from .nets import Params, beta_eff, beta_eff_is_exact, even_part, forward
+from . import validate
+from .losses import _check_targets, _traced, check_loss, forward_mirrored, loss_value
+from .nets import Params, beta_eff, beta_eff_is_exact, check_alpha, check_net, even_part, forward
 from .precision import precise
 
 Array = jax.Array
@@ -57,6 +59,11 @@ class Trajectory:
 
     def member(self, i: int) -> Trajectory:
         """Member ``i`` of an ensemble trajectory."""
+        if np.ndim(self.loss) != 2:
+            raise ValueError("member: this trajectory is a single run (loss has shape "
+                             f"{np.shape(self.loss)}); member(i) is for ensembles")
+        B = np.shape(self.loss)[0]
+        i = validate.integer("i", i, -B, B - 1)
         return jax.tree_util.tree_map(lambda a: a[i], self)
 
     def half_time(self, target_loss: float | None = None) -> float:
@@ -69,6 +76,11 @@ class Trajectory:
         import numpy as np
 
         t, L = np.asarray(self.t), np.asarray(self.loss)
+        if L.ndim != 1:
+            raise ValueError(f"half_time: this is an ensemble trajectory (loss has shape {L.shape}); "
+                             "call traj.member(i).half_time() for member i")
+        if target_loss is not None:
+            target_loss = validate.real("target_loss", target_loss, scalar=True)
         if target_loss is None:
             target_loss = 0.5 * (L[0] + L[-1])
         below = np.nonzero(L <= target_loss)[0]
@@ -89,6 +101,7 @@ jax.tree_util.register_dataclass(
 @precise
 def conserved_quantities(params: Params) -> tuple[Array, ...]:
     """Per hidden unit, ``||incoming||² - ||outgoing||²`` (THEORY.md §4.2)."""
+    check_net(params)
     out = []
     for inc, outg in zip(params[:-1], params[1:], strict=True):
         q = jnp.sum(inc.W**2, axis=1) - jnp.sum(outg.W**2, axis=0)
@@ -115,6 +128,7 @@ def observe(params: Params, X, Y, alpha, loss: str, X_test=None, Y_test=None,
     least-squares ``β_eff = X₊⁺ f_odd(X₊)``: the same numbers as the general path, to
     round-off.
     """
+    _check_observe(params, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored)
     if mirrored:
         F = forward_mirrored(params, X, alpha)
         n = X.shape[0]
@@ -138,3 +152,26 @@ def observe(params: Params, X, Y, alpha, loss: str, X_test=None, Y_test=None,
     obs["test_loss"] = (None if X_test is None
                         else loss_value(forward(params, X_test, alpha), Y_test, loss))
     return obs
+
+
+def _check_observe(params, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored) -> None:
+    validate.flag("mirrored", mirrored)
+    check_loss(loss)
+    check_alpha(alpha)
+    if X is None:
+        raise TypeError("X=None: pass the training inputs, an array of shape (N, d)")
+    check_net(params, X=X)
+    p = params[-1].W.shape[0]
+    _check_targets(Y, np.shape(X)[0] * (2 if mirrored else 1), p, loss)
+    if (X_test is None) != (Y_test is None):
+        raise ValueError("X_test, Y_test: give both (the held-out set) or neither")
+    if X_test is not None:
+        check_net(params, X=X_test, x_name="X_test")
+        _check_targets(Y_test, np.shape(X_test)[0], p, loss, "Y_test")
+    if pinv_X is not None:
+        if not _traced(pinv_X):
+            pinv_X = validate.finite_array("pinv_X", pinv_X, ndim=2)
+        want = (np.shape(X)[1], np.shape(X)[0])
+        if np.shape(pinv_X) != want:
+            raise ValueError(f"pinv_X has shape {np.shape(pinv_X)}; it must be X⁺ of shape {want} "
+                             "(np.linalg.pinv(X)), or None")
