@@ -58,8 +58,9 @@ def _check_targets(Y, n_rows: int, p: int, loss: str, name: str = "Y"):
     elif np.ndim(Y) != 2:
         raise ValueError(f"{name} must be 2-D (N, p), got shape {np.shape(Y)}")
     if np.shape(Y) != (n_rows, p):
-        raise ValueError(f"{name} has shape {np.shape(Y)} but the network's outputs are ({n_rows}, {p}): "
-                         "one target row of p values per input")
+        raise ValueError(f"{name} has shape {np.shape(Y)} but params gives outputs of shape ({n_rows}, {p}): "
+                         "one target row of p values per input, and a net with as many outputs as Y "
+                         "has columns")
     check_labels(Y, loss, name)
 
 
@@ -117,6 +118,8 @@ def forward_mirrored(params: Params, X_half, alpha):
     ``forward(params, [X₊; -X₊], alpha)`` to round-off, with one first-layer product
     ``A = X₊W₁ᵀ``; the pre-activations are ``[A; -A] + b₁`` (module doc).
     """
+    if X_half is None:
+        raise TypeError("X_half=None: pass the positive half X₊ of the inputs, an array of shape (n, d)")
     check_net(params, X=X_half, x_name="X_half")
     check_alpha(alpha)
     first = params[0]
