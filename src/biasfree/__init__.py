@@ -89,9 +89,12 @@ from .nets import (
 from .precision import PRECISIONS, current_precision, precise, use_precision
 from .sweep import load_sweep
 from .train import (
+    SPIKE_FACTOR,
     DivergenceError,
     FlowConfig,
+    FlowStallError,
     GDConfig,
+    LossSpikeWarning,
     flow,
     flow_ensemble,
     gd,
@@ -117,7 +120,8 @@ __all__ = [
     "abs_target", "analyse", "Analysis", "asymmetric_half", "asymmetry", "beta_eff", "Characterisation",
     "characterise", "check_data", "conserved_quantities", "cross_covariance", "current_precision",
     "Dataset", "dataset_floor", "DatasetFloor", "decompose", "Decomposition", "depth", "depth3_example",
-    "DivergenceError", "end_to_end_linear", "even_part", "fit_net", "Floor", "flow", "flow_ensemble",
+    "DivergenceError",
+    "FlowStallError", "LossSpikeWarning", "SPIKE_FACTOR", "end_to_end_linear", "even_part", "fit_net", "Floor", "flow", "flow_ensemble",
     "FlowConfig", "forward", "forward_mirrored", "from_arrays", "from_equinox", "from_state_dict",
     "from_torch", "gaussian_inputs", "gd", "gd_ensemble", "gd_members", "GDConfig", "hidden",
     "homogeneity_gap", "homogeneous_floor", "init_gaussian", "init_pairs", "init_rank_one",
