@@ -8,6 +8,7 @@ shape, which would dominate the run time).
 """
 
 import dataclasses
+import re
 
 import jax
 import jax.numpy as jnp
@@ -16,6 +17,7 @@ import pytest
 
 import biasfree as bf
 from biasfree.nets import Layer
+from biasfree.pacing import stall_window
 
 D, P, N_HALF = 3, 2, 20
 N_REC = 51  # records per GD run; one value keeps the compiled loop's shapes shared
@@ -591,19 +593,43 @@ def _kink_case():
     return (Layer(W1), Layer(W2)), bf.Dataset(X, Y, mirror=False)
 
 
-def test_flow_stalled_on_a_relu_kink_says_so_and_its_advice_works():
+def test_flow_stalled_on_a_relu_kink_says_so_early_and_its_advice_works():
     net, data = _kink_case()
-    cfg = bf.FlowConfig(alpha=0.0, t_max=5.0, n_records=5, max_steps=3000)
+    cfg = bf.FlowConfig(alpha=0.0, t_max=5.0, n_records=5)  # the default budget, 200 000 steps
     stall = (r"stalled at t = 2\.0.* on a ReLU kink: the pre-activation of layer-1 unit \d on data "
              r"point \d is .*rtol=0\.0001, atol=1e-06")
     with pytest.raises(bf.train.FlowStallError, match=stall) as info:
         bf.flow(net, data, cfg)
-    assert "kvaerno5 and dopri8 included" in str(info.value)
+    msg = str(info.value)
+    assert "kvaerno5 and dopri8 included" in msg
+    # detected early: two pace windows, not the whole budget
+    taken = int(re.search(r"stopped after (\d+) of max_steps=200000", msg).group(1))
+    assert taken <= 2 * stall_window(cfg.max_steps), msg
+    # the pace named is the crawl on the kink (~rtol), not the average since t = 0
+    pace = float(re.search(r"advanced (\S+) time units an accepted step", msg).group(1))
+    assert pace < 1e-4 * cfg.t_max, msg
     # the advice: the loosened tolerance reaches t_max, and agrees with GD at a small lr
     loose = bf.flow(net, data, dataclasses.replace(cfg, rtol=1e-4, atol=1e-6))
     gd = bf.gd(net, data, bf.GDConfig(alpha=0.0, lr=1e-3, steps=5000, n_records=3))
     assert float(loose.t[-1]) == 5.0
     np.testing.assert_allclose(float(loose.loss[-1]), float(gd.loss[-1]), rtol=1e-3)
+
+
+def test_the_pace_check_lets_a_smooth_flow_use_its_budget():
+    """A smooth flow that needs N solver steps, fastest at the end, finishes with
+    max_steps = N + 1 (the check stops only solves that need more than STALL_MARGIN times
+    what is left), and with far too few it is told to raise max_steps."""
+    net = _net(np.random.default_rng(3), (D, 4, P), 0.5)
+    X, Y = np.random.default_rng(4).normal(size=(12, D)), np.random.default_rng(5).normal(size=(12, P))
+    data = bf.Dataset(X, Y, mirror=False)
+    cfg = bf.FlowConfig(alpha=1.0, t_max=20.0, n_records=5, rtol=1e-10, atol=1e-12)
+    need = int(bf.flow(net, data, cfg).stats["steps"])
+    assert need > 2 * 100, "the case must span several pace windows to test the check"
+    tight = bf.flow(net, data, dataclasses.replace(cfg, max_steps=need + 1))
+    assert int(tight.stats["steps"]) == need and bool(tight.stats["ok"])
+    with pytest.raises(bf.train.FlowStallError, match=r"all max_steps=\d+ solver steps spent.*Raise "
+                       "max_steps"):
+        bf.flow(net, data, dataclasses.replace(cfg, max_steps=need // 4))
 
 
 def test_failed_runs_print_nothing(capfd):

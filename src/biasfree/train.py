@@ -31,6 +31,7 @@ from . import validate
 from .data import Dataset
 from .losses import LOSSES, forward_mirrored, loss_value, sq_norm
 from .nets import Params, beta_eff_is_exact, check_net, forward
+from .pacing import PacedPID, stall_window
 from .precision import precise
 from .trajectory import Trajectory, observe
 
@@ -411,16 +412,20 @@ def _flow_solve(params, data, alpha, weight_decay, ts, loss, pinv_X, rtol, atol,
 
 
 def _diffeqsolve(vector_field, y0, t0, t1, saveat, rtol, atol, solver, max_steps):
+    """diffrax's adaptive solve, PID step control with the early stall check of
+    :class:`~biasfree.pacing.PacedPID` (a crawling solve ends long before ``max_steps``)."""
+    controller = PacedPID(diffrax.PIDController(rtol=rtol, atol=atol), t1, max_steps,
+                          stall_window(max_steps))
     return diffrax.diffeqsolve(
         diffrax.ODETerm(vector_field), SOLVERS[solver](), t0, t1, None, y0, saveat=saveat,
-        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-        max_steps=max_steps, throw=False,
+        stepsize_controller=controller, max_steps=max_steps, throw=False,
     )
 
 
 def _stall_point(params, data: Dataset, t0: float, alpha: float, weight_decay: float, cfg: FlowConfig):
-    """``(t, θ, finished)`` where the solver stalls: re-solved from the last record reached
-    (``t0``, ``params``), every step saved, for at most 4096 steps (the error path only);
+    """``(t, θ, pace, finished)`` where the solver stalls: re-solved from the last record
+    reached (``t0``, ``params``), every step saved, for at most 4096 steps (the error path
+    only); ``pace`` the time advanced per accepted step over the last 100 of them;
     ``finished``: that re-solve reached ``t_max`` (the budget, not a stall, was the limit)."""
     grad = _grad_fn(data.mirrored)
     X, Y = data.inputs, data.Y
@@ -435,8 +440,10 @@ def _stall_point(params, data: Dataset, t0: float, alpha: float, weight_decay: f
     i = int(np.sum(np.isfinite(ts))) - 1
     finished = bool(sol.result == diffrax.RESULTS.successful)
     if i < 0:
-        return t0, params, finished
-    return float(ts[i]), jax.tree_util.tree_map(lambda a: a[i], sol.ys), finished
+        return t0, params, 0.0, finished
+    k = min(i, 100)  # the pace of the last accepted steps, where the solver crawls
+    pace = (float(ts[i]) - float(ts[i - k] if k else t0)) / max(k, 1)
+    return float(ts[i]), jax.tree_util.tree_map(lambda a: a[i], sol.ys), pace, finished
 
 
 _FLOW_STATIC = ("loss", "solver", "max_steps", "keep_params", "mirrored")
@@ -495,19 +502,23 @@ def _check_flow(traj: Trajectory, cfg: FlowConfig, data: Dataset, alphas=None, d
         wd = float(np.broadcast_to(np.asarray(cfg.weight_decay if decays is None else decays),
                                    ok.shape)[i])
         t_rec = float(stats["t_reached"])
-        t_r, at, finished = _stall_point(last, data, t_rec, alpha, wd, cfg)
+        t_r, at, pace, finished = _stall_point(last, data, t_rec, alpha, wd, cfg)
         steps, rej = int(stats["steps"]), int(stats["rejected"])
         if finished:
             raise FlowStallError(
-                f"gradient flow{who} ran out of steps: max_steps={cfg.max_steps} solver steps "
-                f"({rej} rejected) reached t = {t_rec:.6g} of t_max = {cfg.t_max:g} (the last record); "
-                "the flow is smooth but slow or stiff there. Raise max_steps (restarted from that "
-                "record it finished within the same budget), or try solver='kvaerno5'.")
+                f"gradient flow{who} ran out of steps: at its pace max_steps={cfg.max_steps} solver "
+                f"steps could not reach t_max = {cfg.t_max:g} (stopped after {steps}, {rej} rejected; "
+                f"last record t = {t_rec:.6g}); the flow is smooth but slow or stiff there. Raise "
+                "max_steps (restarted from that record it finished within the same budget), or try "
+                "solver='kvaerno5'.")
         rel, z, layer, unit, point = (_nearest_kink(at, data.X, alpha) if alpha < 1
                                       else (np.inf, np.nan, -1, -1, -1))
-        head = (f"gradient flow{who} stalled at t = {t_r:.6g} of t_max = {cfg.t_max:g}: "
-                f"{steps} solver steps ({rej} rejected, max_steps={cfg.max_steps}) advanced "
-                f"{t_r / max(steps, 1):.2g} time units each")
+        head = (f"gradient flow{who} stalled at t = {t_r:.6g} of t_max = {cfg.t_max:g}: there it "
+                f"advanced {pace:.2g} time units an accepted step, so t_max would take "
+                f"~{(cfg.t_max - t_r) / max(pace, 1e-300):.2g} more steps; "
+                + (f"stopped after {steps} of max_steps={cfg.max_steps} ({rej} rejected) instead of "
+                   "spending them all" if steps < cfg.max_steps else
+                   f"all max_steps={cfg.max_steps} solver steps spent ({rej} rejected)"))
         if rel < KINK_REL:
             loose = 1e-4 if cfg.rtol < 1e-4 else min(10 * cfg.rtol, 1e-2)
             raise FlowStallError(
