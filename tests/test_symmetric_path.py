@@ -83,6 +83,42 @@ def test_zero_preactivation_convention():
             np.testing.assert_allclose(a, b, rtol=0, atol=1e-15)
 
 
+@pytest.mark.parametrize("zero_row", [False, True])
+def test_two_layer_derivatives_in_every_argument_and_mode(zero_row):
+    """The two-layer fast path has its own JVP (one nonlinearity for both halves): its
+    Jacobians in W₁, W₂, X₊ and α, forward and reverse mode, equal those of the general
+    forward on [X₊; -X₊], a zero weight row included, and so do Hessian-vector products
+    away from z = 0 (see losses._two_layer_mirrored for the choice at z = 0)."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(N_HALF, D))
+    params = _net(rng, (D, 4, 2))
+    W1, W2 = np.asarray(params[0].W).copy(), np.asarray(params[1].W)
+    if zero_row:
+        W1[1] = 0.0
+
+    def fast(W1, W2, X, a):
+        return forward_mirrored(bf.from_arrays([W1, W2]), X, a)
+
+    def general(W1, W2, X, a):
+        return bf.forward(bf.from_arrays([W1, W2]), jax.numpy.concatenate([X, -X]), a)
+
+    args = (W1, W2, X, 0.3)
+    for jac in (jax.jacfwd, jax.jacrev):
+        for a, b in zip(_leaves(jac(fast, argnums=(0, 1, 2, 3))(*args)),
+                        _leaves(jac(general, argnums=(0, 1, 2, 3))(*args)), strict=True):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-14)
+
+    def loss(f):
+        return lambda W1, W2: jax.numpy.sum(f(W1, W2, X, 0.3) ** 2)
+
+    if zero_row:  # second derivatives at z = 0: a documented choice of one-sided slope
+        return
+    v = (rng.normal(size=W1.shape), rng.normal(size=W2.shape))
+    hvp = [jax.jvp(jax.grad(loss(f), argnums=(0, 1)), (W1, W2), v)[1] for f in (fast, general)]
+    for a, b in zip(_leaves(hvp[0]), _leaves(hvp[1]), strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-13)
+
+
 @pytest.mark.parametrize("loss", ["mse", "logistic"])
 def test_gd_trajectory_matches_general(loss):
     """α in {0, 0.3, 1}, with weight decay: every recorded observable and the final
