@@ -25,9 +25,13 @@ $(DEVSTAMP): pyproject.toml | $(BIN)/python
 run: $(STAMP)  ## headline experiment -> results/
 	$(BIN)/biasfree run
 
+# one pytest worker per core; a test file stays on one worker, so its module fixtures
+# (the tiny run of every experiment, the Dask cluster) are built once
+TEST_WORKERS ?= auto
+
 test: $(DEVSTAMP)  ## ruff + pytest
 	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 RESULTS ?= results
 CHROMIUM ?= chromium
