@@ -12,8 +12,9 @@ bias-free net this is the identity ``σ_α(-z) = σ_α(z) - (1+α) z``; deeper, 
 first layer gains, since ``Z₂₋ ≠ -Z₂₊``. :func:`forward_mirrored` computes ``f`` this
 way and :func:`objective_mirrored` differentiates through it, so ``jax.grad`` does one
 ``X₊``-sized product each way (``dW₁ = (dZ₊ - dZ₋)ᵀX₊``) instead of two ``X``-sized
-ones. The values equal the general path's to round-off, the convention ``σ_α'(0) = α``
-included (the activation of the mirror half is ``σ_α(-A)``, differentiated as such).
+ones; for two layers also one nonlinearity ``relu(A)`` serves both halves
+(:func:`_two_layer_mirrored`). The values equal the general path's to round-off, the
+convention ``σ_α'(0) = α`` included (a custom JVP keeps it on the mirror half).
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ def _two_layer_mirrored(W1, W2, X_half, alpha):
     path's, a pre-activation exactly at 0 included. Second derivatives at such a point
     (a zero weight row) take the one-sided slope from the positive half in the term
     ``relu(A)·dW₂`` (an element of the Clarke subdifferential, as any choice there is);
-    keeping ``α`` there too costs a second (n, width) pass, 5-8% of every step.
+    keeping ``α`` there too costs a second (n, width) pass, 5-10% of every step.
     """
     e = (1 - alpha) * (_relu(X_half @ W1.T) @ W2.T)
     o = X_half @ (W2 @ W1).T
