@@ -110,8 +110,10 @@ class FlowConfig:
     """Gradient flow ``dθ/dt = -∇J(θ)`` solved by diffrax up to ``t_max``.
 
     ``rtol``/``atol`` the adaptive step-size tolerances, ``solver`` one of
-    tsit5, dopri5, dopri8, kvaerno5; ``max_steps`` the solver's step budget;
-    other fields as in :class:`GDConfig`.
+    tsit5, dopri5, dopri8, kvaerno5; ``max_steps`` the solver's step budget (a solve
+    that at its pace would need over 10× the steps left stops early with a
+    :class:`FlowStallError`, see :mod:`biasfree.pacing`); other fields as in
+    :class:`GDConfig`.
     """
 
     alpha: float = 0.0
