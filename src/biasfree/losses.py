@@ -135,10 +135,6 @@ def forward_mirrored(params: Params, X_half, alpha):
     return forward(params[1:], leaky_relu(H, alpha), alpha)
 
 
-def _relu(A):
-    return jnp.where(A > 0, A, 0.0)
-
-
 @jax.custom_jvp
 def _two_layer_mirrored(W1, W2, X_half, alpha):
     """``[f(X₊); f(-X₊)]`` of the two-layer bias-free net ``f(x) = W₂ σ_α(W₁x)``.
@@ -157,7 +153,7 @@ def _two_layer_mirrored(W1, W2, X_half, alpha):
     ``relu(A)·dW₂`` (an element of the Clarke subdifferential, as any choice there is);
     keeping ``α`` there too costs a second (n, width) pass, 5-10% of every step.
     """
-    e = (1 - alpha) * (_relu(X_half @ W1.T) @ W2.T)
+    e = (1 - alpha) * (leaky_relu(X_half @ W1.T, 0.0) @ W2.T)
     o = X_half @ (W2 @ W1).T
     return jnp.concatenate([alpha * o + e, e - o], axis=0)
 
@@ -172,7 +168,7 @@ def _two_layer_mirrored_jvp(primals, tangents):
     W1, W2, X, alpha = primals
     dW1, dW2, dX, dalpha = (None if isinstance(t, SymbolicZero) else t for t in tangents)
     A = X @ W1.T
-    R = _relu(A)
+    R = leaky_relu(A, 0.0)
     Rv = R @ W2.T
     u = (W2 @ W1).T  # (d, p): the odd part is f_odd(x) = c uᵀx
     o = X @ u
