@@ -5,14 +5,41 @@ JAX's global ``jax_enable_x64``. The tests' own JAX arithmetic (building inputs,
 subtracting two results before comparing them at 1e-14) must be float64 as well, so
 the session runs with ``jax_enable_x64`` on; tests marked ``x64_off`` run with it off,
 as a library user's program would (see tests/test_precision.py).
+
+Compiled programs are kept in JAX's persistent compilation cache, ``.jax_cache/`` at
+the repository root (created on first use, ignored by git; a ``JAX_COMPILATION_CACHE_DIR``
+already set wins), so a second session, each pytest-xdist worker and the Dask workers
+the sweep tests start load what another one compiled. The cache is size-bounded, which
+makes JAX guard every read and write with a file lock: workers share it safely. Its keys
+include the XLA flags and the CPU, so a run under a narrowed ``--xla_cpu_max_isa``
+(``make test-portable``) compiles and keeps programs of its own.
 """
+
+import os
+from pathlib import Path
 
 import jax
 import pytest
 
+CACHE_DIR = Path(__file__).resolve().parents[1] / ".jax_cache"
+CACHE_SETTINGS = {  # also exported, so that the processes a test starts share the cache
+    "jax_compilation_cache_dir": str(CACHE_DIR),
+    "jax_compilation_cache_max_size": 2 * 2**30,  # bounded -> reads and writes are locked
+    "jax_persistent_cache_min_compile_time_secs": 0.1,  # below that, loading costs as much
+}
+
+
+def _persistent_compilation_cache() -> None:
+    for name, value in CACHE_SETTINGS.items():
+        value = type(value)(os.environ.setdefault(name.upper(), str(value)))
+        jax.config.update(name, value)
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "x64_off: run with JAX's default float32 (jax_enable_x64 off)")
+    config.addinivalue_line("markers", "numerics: a round-off bound; make test-portable reruns these "
+                            "with NumPy's, OpenBLAS's and XLA's CPU dispatch narrowed")
+    _persistent_compilation_cache()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -79,6 +79,14 @@ def _step(lam, O, Q0, t: float):
     phit = np.where(lam > 0, -np.expm1(-2.0 * lt) / (2.0 * safe),
                     np.where(lam == 0.0, t, np.expm1(2.0 * lt) / (2.0 * safe)))
     A = (np.sqrt(phit) * D)[:, None] * Z
+    if np.linalg.norm(A, 2) <= 1.0:
+        # a short step: I + AᵀA has condition <= 2, so M̃ = G (I + AᵀA)^{-1} Gᵀ with
+        # G = e^{Λt} Z is accurate to a few ε ||G||². (The QR form below knows Q_A only to
+        # ε absolute, which φ̃^{-1/2} ~ t^{-1/2} would amplify when t is small, e.g. a
+        # round-off-length step after a restart.)
+        G = (Et * D)[:, None] * Z
+        Mt = G @ np.linalg.solve(np.eye(Z.shape[1]) + A.T @ A, G.T)
+        return O @ Mt @ O.T
     # A (I + AᵀA)^{-1} Aᵀ = Q_A Q_Aᵀ with [A; I] = [Q_A; Q_I] R. A is graded (rows differ
     # by e^{λt}); Householder QR with rows sorted by decreasing norm is row-wise stable.
     order = np.argsort(-np.linalg.norm(A, axis=1), kind="stable")
