@@ -4,7 +4,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEVSTAMP := $(VENV)/.installed-dev
 
-.PHONY: run test lint bench clean report-shot
+.PHONY: run test test-portable lint bench clean report-shot
+
+# compiled programs persist in .jax_cache/ (JAX's compilation cache, ignored by git): make run,
+# make test (tests/conftest.py sets the same) and the processes they start share it; size-
+# bounded, so JAX locks each read and write
+export JAX_COMPILATION_CACHE_DIR ?= $(CURDIR)/.jax_cache
+export JAX_COMPILATION_CACHE_MAX_SIZE ?= 2147483648
+export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS ?= 0.1
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +39,15 @@ TEST_WORKERS ?= auto
 test: $(DEVSTAMP)  ## ruff + pytest
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# the round-off tests (marker `numerics`) again, on the kernels of an older x86-64: NumPy's
+# SIMD loops at its X86_V2 baseline, OpenBLAS's Sandy Bridge kernels and XLA's code for
+# AVX (no AVX2, no FMA). A bound that holds for one machine's kernels only fails here.
+PORTABLE_ENV := NPY_DISABLE_CPU_FEATURES="X86_V3 X86_V4 AVX512_ICL AVX512_SPR" \
+  OPENBLAS_CORETYPE=Sandybridge XLA_FLAGS="$(XLA_FLAGS) --xla_cpu_max_isa=AVX"
+
+test-portable: $(DEVSTAMP)  ## the numerics tests with NumPy/OpenBLAS/XLA CPU dispatch narrowed
+	$(PORTABLE_ENV) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m numerics
 
 RESULTS ?= results
 CHROMIUM ?= chromium
@@ -61,4 +77,4 @@ bench: $(BENCHSTAMP)  ## engine timings side by side (ours vs PyTorch, symmetric
 	$(BIN)/python benchmarks/bench_engine.py --json results/bench_engine.json
 
 clean:
-	rm -rf $(VENV) results .pytest_cache
+	rm -rf $(VENV) results .pytest_cache .jax_cache

@@ -6,6 +6,8 @@ from roundoff import matmul_gap
 
 import biasfree as bf
 
+pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
+
 
 @pytest.fixture(scope="module")
 def digits():

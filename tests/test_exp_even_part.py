@@ -1,9 +1,12 @@
 """Helpers shared by the even-part, robustness and breaking experiments."""
 
 import numpy as np
+import pytest
 
 from biasfree.experiments._common import loglog_slope
 from biasfree.theory import linear_floor
+
+pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 
 
 def test_loglog_slope_recovers_power_law():

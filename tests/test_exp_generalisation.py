@@ -2,11 +2,14 @@
 arc-cosine kernel against one-dimensional quadrature, the linear limit, and Monte Carlo."""
 
 import numpy as np
+import pytest
 from scipy.integrate import quad
 from scipy.stats import norm
 
 from biasfree.nets import Layer, pair_up
 from biasfree.theory import population_loss_two_layer as population_loss
+
+pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 
 
 def _abs_product_moment(rho: float) -> float:
