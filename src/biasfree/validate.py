@@ -308,3 +308,29 @@ def writable_folder(name: str, path) -> Path:
         raise ValueError(f"{name}={str(path)!r} is not a writable folder ({reason}): choose a folder "
                          "you can create and write to") from None
     return path
+
+
+def existing_file(name: str, path) -> Path:
+    """A path to a readable file that exists (a model, a spec, a config), else ``ValueError``."""
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"{name}={path!r} must be a path")
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"{name}={str(path)!r} does not exist: check the path")
+    if not path.is_file():
+        raise ValueError(f"{name}={str(path)!r} is not a file: give the path of a file")
+    if not os.access(path, os.R_OK):
+        raise ValueError(f"{name}={str(path)!r} is not readable (permission denied)")
+    return path
+
+
+def results_folder(name: str, path) -> Path:
+    """An existing folder of results that can be written to (a report goes in it)."""
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"{name}={path!r} must be a path")
+    path = Path(path)
+    if not path.is_dir():
+        what = "is a file, not a folder" if path.exists() else "does not exist"
+        raise ValueError(f"{name}={str(path)!r} {what}, so it holds no results: give the folder "
+                         "`biasfree run --out` wrote")
+    return writable_folder(name, path)
