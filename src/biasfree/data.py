@@ -101,6 +101,7 @@ class Dataset:
     Y_test: Array | None
     mirrored: bool
 
+    @validate.array_args("X", "Y", "X_test", "Y_test")
     def __init__(self, X, Y, X_test=None, Y_test=None, *, mirror: bool = True):
         check_data(X, Y)
         if (X_test is None) != (Y_test is None):
@@ -177,6 +178,7 @@ def gaussian_inputs(key, n: int, d: int, cov=None) -> Array:
     return Z @ jnp.linalg.cholesky(cov).T
 
 
+@validate.array_args("X", "Y")
 @precise
 def symmetrize(X, Y=None):
     """Append the mirror images: ``X -> [X; -X]`` and ``Y -> [Y; -Y]`` (§2.1)."""
@@ -191,6 +193,7 @@ def symmetrize(X, Y=None):
     return Xs, jnp.concatenate([Y, -Y], axis=0)
 
 
+@validate.array_args("X", "Y")
 @precise
 def asymmetric_half(X, Y):
     """Drop the mirror half made by :func:`symmetrize` (first N/2 rows kept)."""
@@ -455,6 +458,7 @@ def xor_target(i: int = 0, j: int = 1) -> Target:
     return f
 
 
+@validate.array_args("X")
 @precise
 def label_data(key, X, margin: float = 0.0):
     """±1 labels ``y = sign(w*ᵀ x)`` for a random unit ``w*``, keeping only points

@@ -64,6 +64,35 @@ def _numeric(name: str, x, what: str = "a number or an array of numbers") -> np.
     return a.astype(float)
 
 
+def array_args(*names: str):
+    """Decorator: the arguments ``names`` of the decorated function may be array-likes.
+    A list or tuple of numbers (nested: ``X.tolist()``) becomes a float64 NumPy array
+    before the call (a ragged one, or one of strings, is a ``TypeError`` naming the
+    argument); NumPy and JAX arrays, tracers and ``None`` pass as they are, so their dtype
+    and the caller's ``jit`` are kept. Apply it outside :func:`biasfree.precision.precise`
+    so the conversion comes first and the precision cast then applies."""
+    import functools
+    import inspect
+
+    def decorate(fn):
+        params = list(inspect.signature(fn).parameters)
+        where = {n: params.index(n) for n in names}
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            args = list(args)
+            for n, i in where.items():
+                if i < len(args) and isinstance(args[i], list | tuple):
+                    args[i] = _numeric(n, args[i])
+                elif isinstance(kwargs.get(n), list | tuple):
+                    kwargs[n] = _numeric(n, kwargs[n])
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
 def finite_array(name: str, x, *, ndim: int | tuple[int, ...] | None = None,
                  shape: tuple[int | None, ...] | None = None, nonempty: bool = True) -> np.ndarray:
     """``x`` as a finite float array; ``ndim`` the allowed number(s) of axes, ``shape`` the
