@@ -80,3 +80,27 @@ def assert_takes_lists(fn, base: dict) -> None:
         assert len(got) == len(expected), f"{kind.__name__} inputs changed the result's structure"
         for a, b in zip(got, expected, strict=True):
             np.testing.assert_array_equal(a, b, err_msg=f"{kind.__name__} inputs changed a result")
+
+
+def jax_arrays_in(out, where: str = "result") -> list[str]:
+    """Where ``out`` (tuples, dicts, registered pytrees, dataclass fields, recursively)
+    still holds a JAX array (other than a random key): issue 19 wants NumPy float64 in
+    the user's hands, which stays float64 under their arithmetic with JAX's defaults."""
+    import dataclasses
+
+    import jax
+
+    found = []
+    if isinstance(out, jax.Array):
+        if not jax.dtypes.issubdtype(out.dtype, jax.dtypes.prng_key):
+            found.append(where)
+    elif dataclasses.is_dataclass(out) and not isinstance(out, type):
+        for f in dataclasses.fields(out):
+            found += jax_arrays_in(getattr(out, f.name), f"{where}.{f.name}")
+    elif isinstance(out, tuple | list):
+        for i, v in enumerate(out):
+            found += jax_arrays_in(v, f"{where}[{i}]")
+    elif isinstance(out, dict):
+        for k, v in out.items():
+            found += jax_arrays_in(v, f"{where}[{k!r}]")
+    return found

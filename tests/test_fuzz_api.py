@@ -16,7 +16,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from fuzzing import assert_refused, assert_takes_lists, has_arrays, name
+from fuzzing import assert_refused, assert_takes_lists, has_arrays, jax_arrays_in, name
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -231,6 +231,7 @@ def _valid_base(fn, base):
 def test_base_calls_are_valid(fn, base):
     """The fuzz starts from calls that work (else a refusal proves nothing)."""
     out = _valid_base(fn, base)
+    assert not jax_arrays_in(out), f"JAX arrays returned (NumPy expected): {jax_arrays_in(out)}"
     leaves = [x for x in jax.tree_util.tree_leaves(out) if isinstance(x, np.ndarray | jax.Array | float)]
     assert all(np.all(np.isfinite(np.asarray(x, dtype=float))) for x in leaves)
 

@@ -16,7 +16,7 @@ import math
 import jax
 import numpy as np
 import pytest
-from fuzzing import assert_refused, assert_takes_lists, has_arrays, name
+from fuzzing import assert_refused, assert_takes_lists, has_arrays, jax_arrays_in, name
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -187,6 +187,7 @@ CASES = [(fn, base, arg, kind) for fn, base, kinds in SPECS for arg, kind in kin
 def test_base_calls_are_valid(fn, base):
     """The fuzz starts from calls that work (else a refusal proves nothing)."""
     out = fn(**base)
+    assert not jax_arrays_in(out), f"JAX arrays returned (NumPy expected): {jax_arrays_in(out)}"
     if isinstance(out, th.Curve):
         out = (out.t, out.loss, out.beta)
     leaves = jax.tree_util.tree_leaves(out)

@@ -123,6 +123,8 @@ class Dataset:
     def X(self) -> Array:
         """The training inputs (N, d); ``[X₊; -X₊]`` when ``mirrored``."""
         if self.mirrored:
+            if isinstance(self.inputs, np.ndarray):  # NumPy in, NumPy out (keeps float64)
+                return np.concatenate([self.inputs, -self.inputs], axis=0)
             with jax.enable_x64(self.inputs.dtype == np.float64):  # keep the stored precision
                 return jnp.concatenate([self.inputs, -self.inputs], axis=0)
         return self.inputs
@@ -307,7 +309,7 @@ def whiten(X, rank=None, tol: float = 1e-12) -> Whitened:
         M = (evecs / jnp.sqrt(evals)) @ evecs.T
     else:
         M = evecs[:, :r] / jnp.sqrt(evals[:r])
-    return Whitened(X @ M, M, lam)
+    return Whitened(np.asarray(X @ M), np.asarray(M), lam)  # a tuple subclass: precise leaves it as is
 
 
 @precise
