@@ -1,7 +1,7 @@
 """Command line: ``biasfree list | show NAME | run [NAME…|all] | report | analyse | sweep``.
 
 Progress and logs go to stderr (Rich); the paths written go to stdout, one a line.
-``run`` exits with :data:`EXIT_CODES`: 0 every check passed, 1 a check failed, 2 bad
+``run`` exits with 0 if every check passed, 1 a check failed, 2 bad
 input (unknown experiment, preset or field, a bad value, an unreadable config file, an
 unwritable ``--out``), 3 an experiment crashed (raised an exception: a bug, not a
 result; its traceback is in ``OUT/NAME/traceback.txt``, and the other experiments still
@@ -25,10 +25,6 @@ from rich.table import Table
 app = typer.Typer(add_completion=False, no_args_is_help=False,
                   help="When are bias-free ReLU networks effectively linear networks?")
 err = Console(stderr=True)
-
-EXIT_CODES = {0: "all checks passed", 1: "a check failed", 2: "bad input (nothing was run)",
-              3: "an experiment crashed (see OUT/NAME/traceback.txt)"}
-
 
 def _refuse(message: str) -> typer.Exit:
     """Print ``error: message`` (one line) and return the exit to raise: status 2."""
@@ -291,6 +287,11 @@ def report(out: Annotated[Path, typer.Option(help="results folder")] = Path("res
         raise typer.Exit(2) from None
     for e in skipped:
         err.print(f"[yellow]warning:[/] skipped {escape(str(e))}", soft_wrap=True)
+    from .store import load_crashes
+
+    for doc in load_crashes(out):
+        err.print(f"[yellow]warning:[/] {escape(str(doc.get('experiment')))} crashed (no result; "
+                  "shown as a crashed card)", soft_wrap=True)
     typer.echo(str(path))
     if skipped:
         raise typer.Exit(1)
