@@ -26,6 +26,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=False,
                   help="When are bias-free ReLU networks effectively linear networks?")
 err = Console(stderr=True)
 
+
 def _refuse(message: str) -> typer.Exit:
     """Print ``error: message`` (one line) and return the exit to raise: status 2."""
     err.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
@@ -100,12 +101,12 @@ def run(
         raise _refuse(str(e.args[0])) from None
     _one_host_device_per_core()
     from . import store
-    from .experiments import REGISTRY, get, run_experiment
+    from .experiments import get, known, run_experiment  # imports the chosen experiments only
     from .experiments.base import config_dict
     from .experiments.config import plan
 
     try:
-        planned = plan([get(n) for n in chosen], preset, file_doc, overrides, known=REGISTRY)
+        planned = plan([get(n) for n in chosen], preset, file_doc, overrides, known=known())
     except ConfigError as e:
         raise _refuse(str(e.args[0])) from None
     failed, crashed = [], []
