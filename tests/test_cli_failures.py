@@ -1,5 +1,7 @@
-"""The CLI's and the store's failure paths (issue 13 item 5): bad ``--out``/``--seed`` are
-refused before any computation with exit 2; a save killed by SIGKILL or interrupted by
+"""The CLI's and the store's failure paths (issue 13 item 5, issue 19 items 3-4): bad
+``--out``/``--seed``/``--set``/names/files are refused before JAX is imported, with exit 2
+and one line; an experiment that raises exits 3 with its traceback saved, and the others
+still run; a save killed by SIGKILL or interrupted by
 SIGINT never leaves a mixed or half-written result, and what a kill leaves behind is
 cleaned by the next run; ``report`` skips an unreadable result, names the file, writes
 the page for the rest and exits non-zero.
@@ -39,6 +41,8 @@ class ToyConfig:
 def _toy(name: str, calls: list) -> Experiment:
     def run(cfg: ToyConfig, seed: int = 0, progress=None) -> Result:
         calls.append((name, seed))
+        if name == "toy-crash":
+            raise ZeroDivisionError("a bug inside the experiment\nsecond line of the message")
         return Result(name, seed, config_dict(cfg), {"width": float(cfg.width)},
                       {"ok": at_most(0.0, 1.0, "Zero is at most one, so this toy check passes.")},
                       {"w": np.arange(cfg.width) + seed})
@@ -50,7 +54,7 @@ def _toy(name: str, calls: list) -> Experiment:
 @pytest.fixture
 def toy(monkeypatch):
     calls: list = []
-    for name in ("toy", "toy-b"):
+    for name in ("toy", "toy-b", "toy-crash"):
         monkeypatch.setitem(REGISTRY, name, _toy(name, calls))
     return calls
 
@@ -97,6 +101,112 @@ def test_run_experiment_checks_the_seed_like_the_cli(toy, seed, exc):
     with pytest.raises(exc, match="^seed"):
         run_experiment(REGISTRY["toy"], ToyConfig(), seed)
     assert toy == []
+
+
+# ------------------------------------------------------------------ refused before JAX loads
+
+REFUSE = textwrap.dedent("""
+    import contextlib, io, json, sys
+    from biasfree.cli import app
+    out = []
+    for args in json.loads(sys.argv[1]):
+        buf = io.StringIO()
+        with contextlib.redirect_stderr(buf), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                app(args, prog_name="biasfree")
+                code = 0
+            except SystemExit as e:
+                code = e.code
+        out.append([code, buf.getvalue()])
+    print(json.dumps({"results": out, "jax": "jax" in sys.modules,
+                      "experiments": sorted(m for m in sys.modules
+                                            if m.startswith("biasfree.experiments."))}))
+""")
+
+
+def test_bad_arguments_are_refused_before_jax_is_imported(tmp_path):
+    """Every refusal below happens in one fresh process that never imports JAX (nor any
+    experiment module): exit 2, one line that names the problem. (How fast that is belongs
+    to benchmarks; not importing JAX is what makes it fast.)"""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    cases = [
+        (["run", "--out", "/proc/nope"], "--out='/proc/nope' is not a writable folder"),
+        (["run", "--out", str(a_file)], "is a file, not a folder"),
+        (["run", "nosuch", "--out", str(tmp_path)], "unknown experiment 'nosuch'; known: leaky-collapse"),
+        (["run", "deep", "--set", "width=[1,", "--out", str(tmp_path)], "is not a TOML value"),
+        (["run", "deep", "--set", "nonsense=1", "--out", str(tmp_path)], "deep has no field 'nonsense'"),
+        (["run", "deep", "--set", "leaky-collapse.width=10", "--out", str(tmp_path)],
+         "leaky-collapse is not being run (running: deep)"),
+        (["run", "deep", "--config", str(tmp_path / "no.toml"), "--out", str(tmp_path)],
+         "cannot read config file"),
+        (["run", "deep", "--preset", "huge", "--out", str(tmp_path)], "unknown preset 'huge'"),
+        (["report", "--out", str(tmp_path / "none")], "does not exist, so it holds no results"),
+        (["analyse", str(tmp_path / "no.npz")], "MODEL="),
+        (["analyse", str(a_file), "--out", "/proc/nope"], "--out='/proc/nope' is not a writable"),
+        (["sweep", str(tmp_path / "no.toml")], "SPEC="),
+        (["sweep", str(a_file), "--out", str(a_file)], "is a file, not a folder"),
+    ]
+    env = {**os.environ, "COLUMNS": "400"}
+    proc = subprocess.run([sys.executable, "-c", REFUSE, json.dumps([c for c, _ in cases])],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    for (args, want), (code, text) in zip(cases, report["results"], strict=True):
+        first = text.splitlines()[0] if text else ""
+        assert code == 2 and first.startswith("error: ") and want in first, (args, code, text)
+        assert "Traceback" not in text, (args, text)
+        if "nonsense=1" not in args:  # an unknown field lists the valid ones below its line
+            assert len(text.strip().splitlines()) == 1, (args, text)
+    assert not report["jax"] and report["experiments"] == ["biasfree.experiments.base",
+                                                           "biasfree.experiments.config"]
+
+
+def test_declared_fields_read_from_source_match_the_configs():
+    """The CLI's light field check (module source, no import) agrees with the dataclasses."""
+    import dataclasses
+
+    from biasfree.experiments import NAMES, _source_fields
+    from biasfree.experiments.config import field_lines
+
+    assert list(NAMES) == [n for n in REGISTRY if not n.startswith("toy")]
+    for name in NAMES:
+        cls = REGISTRY[name].config
+        assert [f for f, *_ in _source_fields(name)] == [f.name for f in dataclasses.fields(cls)]
+        assert [t for _, t, _ in _source_fields(name)] == [t for _, t, _ in field_lines(cls)], name
+
+
+# ------------------------------------------------------------------ a crash is not a result
+
+
+def test_a_crash_exits_3_records_the_traceback_and_the_others_run(toy, tmp_path):
+    res = cli("run", "toy-crash", "toy", "--preset", "tiny", "--seed", "7", "--set", "width=4",
+              "--out", tmp_path)
+    assert res.exit_code == 3, res.output
+    assert [n for n, _ in toy] == ["toy-crash", "toy"]  # the second still ran
+    assert (tmp_path / "toy" / "result.json").exists()
+    line = next(ln for ln in res.output.splitlines() if "crashed (" in ln)
+    for text in ("toy-crash crashed (seed 7, preset tiny", "'width': 4",
+                 "ZeroDivisionError: a bug inside the experiment", "traceback.txt"):
+        assert text in " ".join(res.output.split()), text
+    assert "second line" not in line and "Traceback" not in res.output
+    folder = tmp_path / "toy-crash"
+    assert sorted(p.name for p in folder.iterdir()) == ["error.json", "traceback.txt"]
+    doc = json.loads((folder / "error.json").read_text())
+    assert doc["error"] == "ZeroDivisionError" and doc["seed"] == 7 and doc["overrides"] == {"width": 4}
+    assert doc["config"] == {"width": 4} and doc["preset"] == "tiny" and doc["exit_code"] == 3
+    assert "Traceback" in (folder / "traceback.txt").read_text()
+    assert "raise ZeroDivisionError" in (folder / "traceback.txt").read_text()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # written atomically
+    # the report shows it as a crashed card, beside the good result
+    assert cli("report", "--out", tmp_path).exit_code == 0
+    page = (tmp_path / "index.html").read_text()
+    assert 'class="card crashed" id="exp-toy-crash"' in page and 'id="exp-toy"' in page
+    assert "1 crashed (no result, not counted)" in page
+    # a rerun reruns it (a crash record is never reused as a result)
+    res = cli("run", "toy-crash", "--preset", "tiny", "--seed", "7", "--set", "width=4",
+              "--out", tmp_path)
+    assert res.exit_code == 3 and [n for n, _ in toy].count("toy-crash") == 2
 
 
 # ------------------------------------------------------------------ report

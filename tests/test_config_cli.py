@@ -211,6 +211,7 @@ def test_unknown_field_exits_2_listing_the_fields(toy, tmp_path):
     (["--set", "alphas=[0.0,"], "not a TOML value"),
     (["--preset", "huge"], "unknown preset 'huge' for toy; choose one of tiny, paper"),
     (["--set", "nosuch.width=3"], "unknown experiment(s) nosuch"),
+    (["--set", "toy-b.width=3"], "--set toy-b.width: toy-b is not being run (running: toy)"),
     (["--config", "missing.toml"], "cannot read config file"),
 ])
 def test_bad_input_exits_2_with_the_message(toy, tmp_path, args, message):

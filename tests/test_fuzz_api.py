@@ -16,7 +16,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from fuzzing import assert_refused, name
+from fuzzing import assert_refused, assert_takes_lists, has_arrays, jax_arrays_in, name
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -231,6 +231,7 @@ def _valid_base(fn, base):
 def test_base_calls_are_valid(fn, base):
     """The fuzz starts from calls that work (else a refusal proves nothing)."""
     out = _valid_base(fn, base)
+    assert not jax_arrays_in(out), f"JAX arrays returned (NumPy expected): {jax_arrays_in(out)}"
     leaves = [x for x in jax.tree_util.tree_leaves(out) if isinstance(x, np.ndarray | jax.Array | float)]
     assert all(np.all(np.isfinite(np.asarray(x, dtype=float))) for x in leaves)
 
@@ -238,6 +239,15 @@ def test_base_calls_are_valid(fn, base):
 
 def _check_refused(fn, base, arg, kind, bad):
     assert_refused(fn, base, arg, bad, data_arg=kind.rstrip("?") in ("X", "Y", "Xalone"))
+
+
+LISTABLE = [(fn, base) for fn, base, _ in SPECS if has_arrays(base)]
+
+
+@pytest.mark.parametrize("fn, base", LISTABLE, ids=[name(fn) for fn, _ in LISTABLE])
+def test_array_arguments_may_be_lists_or_tuples(fn, base):
+    """Issue 19: every entry point takes array-likes; lists and tuples give the same result."""
+    assert_takes_lists(fn, base)
 
 
 @pytest.mark.parametrize("fn, base, arg, kind", CASES, ids=[f"{name(c[0])}-{c[2]}" for c in CASES])

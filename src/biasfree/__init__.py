@@ -7,102 +7,82 @@ default, without touching JAX's global settings (``jax_enable_x64`` stays as it 
 each public function runs under ``jax.enable_x64`` at its ``precision`` ("float64", or
 "float32" on request; see :mod:`biasfree.precision`). The identities it checks hold to
 round-off only in double precision.
+
+The package's top level is lazy (PEP 562): ``import biasfree`` loads no JAX; each public
+name below imports its module on first use (``bf.gd``, ``from biasfree import gd``), so
+the command line can refuse bad arguments before the engine loads. ``__all__`` and
+``dir(biasfree)`` list the same names as ever.
 """
 
-from . import margin, theory
-from .analyse import Analysis, analyse, save_analysis
-from .data import (
-    Dataset,
-    Whitened,
-    abs_target,
-    asymmetric_half,
-    check_data,
-    cross_covariance,
-    gaussian_inputs,
-    input_covariance,
-    is_symmetric,
-    label_data,
-    linear_target,
-    make_dataset,
-    moment_data,
-    product_target,
-    sine_target,
-    symmetrize,
-    teacher_matrix,
-    whiten,
-    xor_target,
-)
-from .datasets import RealData, asymmetry, load_data, one_hot
-from .depth_separation import NetFit, depth3_example, fit_net
-from .ensemble import Member, Runs, gd_members
-from .expressivity import (
-    Decomposition,
-    OddFit,
-    decompose,
-    homogeneity_gap,
-    is_positively_homogeneous,
-    net_function,
-    odd_nonlinearity,
-)
-from .floors import (
-    Characterisation,
-    DatasetFloor,
-    Floor,
-    TwoLayerFloor,
-    characterise,
-    dataset_floor,
-    homogeneous_floor,
-    odd_floor,
-    ray_moments,
-    two_layer_floor,
-)
-from .interop import (
-    Model,
-    UnsupportedModelError,
-    from_equinox,
-    from_state_dict,
-    from_torch,
-    load_model,
-    save_model,
-)
-from .losses import forward_mirrored, loss_value, objective, objective_mirrored
-from .nets import (
-    Layer,
-    Params,
-    beta_eff,
-    depth,
-    end_to_end_linear,
-    even_part,
-    forward,
-    from_arrays,
-    hidden,
-    init_gaussian,
-    init_pairs,
-    init_rank_one,
-    leaky_relu,
-    odd_part,
-    pair_up,
-    scale_params,
-    slope_factor,
-    widths,
-)
-from .precision import PRECISIONS, current_precision, precise, use_precision
-from .sweep import load_sweep
-from .train import (
-    SPIKE_FACTOR,
-    DivergenceError,
-    FlowConfig,
-    FlowStallError,
-    GDConfig,
-    LossSpikeWarning,
-    flow,
-    flow_ensemble,
-    gd,
-    gd_ensemble,
-    record_steps,
-    record_times,
-)
-from .trajectory import Trajectory, conserved_quantities, observe
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+
+_SUBMODULES = ("margin", "theory")
+"""Public submodules, reached as ``biasfree.theory``, ``biasfree.margin``."""
+
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "analyse": ("Analysis", "analyse", "save_analysis"),
+    "data": ("Dataset", "Whitened", "abs_target", "asymmetric_half", "check_data",
+        "cross_covariance", "gaussian_inputs", "input_covariance", "is_symmetric", "label_data",
+        "linear_target", "make_dataset", "moment_data", "product_target", "sine_target",
+        "symmetrize", "teacher_matrix", "whiten", "xor_target"),
+    "datasets": ("RealData", "asymmetry", "load_data", "one_hot"),
+    "depth_separation": ("NetFit", "depth3_example", "fit_net"),
+    "ensemble": ("Member", "Runs", "gd_members"),
+    "expressivity": ("Decomposition", "OddFit", "decompose", "homogeneity_gap",
+        "is_positively_homogeneous", "net_function", "odd_nonlinearity"),
+    "floors": ("Characterisation", "DatasetFloor", "Floor", "TwoLayerFloor", "characterise",
+        "dataset_floor", "homogeneous_floor", "odd_floor", "ray_moments", "two_layer_floor"),
+    "interop": ("Model", "UnsupportedModelError", "from_equinox", "from_state_dict", "from_torch",
+        "load_model", "save_model"),
+    "losses": ("forward_mirrored", "loss_value", "objective", "objective_mirrored"),
+    "nets": ("Layer", "Params", "beta_eff", "depth", "end_to_end_linear", "even_part", "forward",
+        "from_arrays", "hidden", "init_gaussian", "init_pairs", "init_rank_one", "leaky_relu",
+        "odd_part", "pair_up", "scale_params", "slope_factor", "widths"),
+    "precision": ("PRECISIONS", "current_precision", "precise", "use_precision"),
+    "sweep": ("load_sweep",),
+    "train": ("SPIKE_FACTOR", "DivergenceError", "FlowConfig", "FlowStallError", "GDConfig",
+        "LossSpikeWarning", "flow", "flow_ensemble", "gd", "gd_ensemble", "record_steps",
+        "record_times"),
+    "trajectory": ("Trajectory", "conserved_quantities", "observe"),
+}
+"""Module (under ``biasfree``) -> the public names it defines."""
+
+_HOME = {name: mod for mod, names in _EXPORTS.items() for name in names}
+
+
+def __getattr__(name: str):
+    """Import the module that defines ``name`` and bind every public name of it here."""
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    mod = _HOME.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(f"{__name__}.{mod}")
+    globals().update({n: getattr(module, n) for n in _EXPORTS[mod]})
+    return globals()[name]
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """Keeps a public function bound over the submodule of the same name
+    (``biasfree.analyse`` is the function; the module stays ``sys.modules["biasfree.analyse"]``):
+    importing a submodule sets it as an attribute of the package, which would shadow the
+    function once the module loads."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if isinstance(value, types.ModuleType) and name in _HOME:
+            return  # __getattr__ binds the function on first use
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def _installed_version() -> str:

@@ -1,13 +1,18 @@
-"""Command line: ``biasfree list | show NAME | run [NAME…|all] | report``.
+"""Command line: ``biasfree list | show NAME | run [NAME…|all] | report | analyse | sweep``.
 
 Progress and logs go to stderr (Rich); the paths written go to stdout, one a line.
-``run`` exits with status 1 if any check fails, 2 on bad input (unknown experiment,
-preset or field, a bad value, an unreadable config file).
+``run`` exits with 0 if every check passed, 1 a check failed, 2 bad
+input (unknown experiment, preset or field, a bad value, an unreadable config file, an
+unwritable ``--out``), 3 an experiment crashed (raised an exception: a bug, not a
+result; its traceback is in ``OUT/NAME/traceback.txt``, and the other experiments still
+run). Arguments and paths are checked before JAX or any experiment is imported, so bad
+input is refused in about a second (this module imports only Typer, Rich and NumPy).
 """
 
 from __future__ import annotations
 
 import time
+import traceback
 from pathlib import Path
 from typing import Annotated
 
@@ -20,6 +25,12 @@ from rich.table import Table
 app = typer.Typer(add_completion=False, no_args_is_help=False,
                   help="When are bias-free ReLU networks effectively linear networks?")
 err = Console(stderr=True)
+
+
+def _refuse(message: str) -> typer.Exit:
+    """Print ``error: message`` (one line) and return the exit to raise: status 2."""
+    err.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
+    return typer.Exit(2)
 
 
 def _one_host_device_per_core() -> None:
@@ -37,7 +48,7 @@ def _one_host_device_per_core() -> None:
 @app.command("list")
 def list_() -> None:
     """List the experiments, one line each."""
-    from .experiments import REGISTRY
+    from .experiments import REGISTRY  # every experiment's claim: imports them all
 
     for name, exp in REGISTRY.items():
         typer.echo(f"{name:20s} {exp.claim}")
@@ -67,29 +78,38 @@ def run(
 
     Each config starts from --preset, then the --config file, then each --set. An
     experiment whose saved result has the same config, seed and biasfree version is
-    skipped (--force reruns it); see `biasfree show NAME` for the fields."""
-    _one_host_device_per_core()
-    from . import validate  # NumPy only: bad --out/--seed exit 2 before JAX or any experiment loads
+    skipped (--force reruns it); see `biasfree show NAME` for the fields.
+
+    Exit status: 0 all checks passed, 1 a check failed, 2 bad input (nothing run),
+    3 an experiment crashed (its traceback in OUT/NAME/traceback.txt; the others run)."""
+    from . import validate  # NumPy only: bad input exits 2 before JAX or any experiment loads
+    from .experiments import check_name
+    from .experiments.config import ConfigError, parse_sets, precheck, read_config_file
 
     try:
         validate.seed(seed, "--seed")
         validate.writable_folder("--out", out)
+        chosen = _experiment_names(names)
+        file_doc = read_config_file(config) if config is not None else {}
+        overrides = parse_sets(sets)
+        for n in chosen:
+            check_name(n)
+        precheck(chosen, preset, file_doc, overrides)
     except (TypeError, ValueError) as e:
-        err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)
-        raise typer.Exit(2) from None
+        raise _refuse(str(e)) from None
+    except KeyError as e:
+        raise _refuse(str(e.args[0])) from None
+    _one_host_device_per_core()
     from . import store
-    from .experiments import REGISTRY, run_experiment
+    from .experiments import get, known, run_experiment  # imports the chosen experiments only
     from .experiments.base import config_dict
-    from .experiments.config import ConfigError, parse_sets, plan, read_config_file
+    from .experiments.config import plan
 
     try:
-        exps = _experiments(names)
-        file_doc = read_config_file(config) if config is not None else {}
-        planned = plan(exps, preset, file_doc, parse_sets(sets), known=REGISTRY)
-    except (KeyError, ConfigError) as e:
-        err.print(f"[red]error:[/] {escape(str(e.args[0]))}", soft_wrap=True)
-        raise typer.Exit(2) from None
-    failed = []
+        planned = plan([get(n) for n in chosen], preset, file_doc, overrides, known=known())
+    except ConfigError as e:
+        raise _refuse(str(e.args[0])) from None
+    failed, crashed = [], []
     columns = (SpinnerColumn(), TextColumn("[bold]{task.fields[exp]}[/] {task.description}"),
                TimeElapsedColumn())
     with Progress(*columns, console=err, transient=False) as bar:
@@ -108,13 +128,23 @@ def run(
                                   soft_wrap=True)
             task = bar.add_task("starting", exp=n, total=None)
             t0 = time.perf_counter()
-            result = run_experiment(p.experiment, p.config, seed,
-                                    lambda msg, task=task: bar.update(task, description=msg),
-                                    preset=p.preset, overrides=p.overrides)
-            bar.update(task, description="plotting")
-            from . import plotting  # matplotlib: only once something was computed
+            try:  # the experiment and its figure; saving is outside (an OSError is not a crash)
+                result = run_experiment(p.experiment, p.config, seed,
+                                        lambda msg, task=task: bar.update(task, description=msg),
+                                        preset=p.preset, overrides=p.overrides)
+                bar.update(task, description="plotting")
+                from . import plotting  # matplotlib: only once something was computed
 
-            fig = plotting.figure(result)
+                fig = plotting.figure(result)
+            except Exception as e:  # a crash is not a result: record it, run the others
+                crashed.append(n)
+                paths = _record_crash(out, p, seed, e, time.perf_counter() - t0)
+                bar.update(task, description="[bold red]crashed[/]", total=1, completed=1)
+                err.print(f"[red]error:[/] {n} crashed (seed {seed}, preset {p.preset}, "
+                          f"overrides {escape(str(p.overrides or 'none'))}): "
+                          f"{escape(_one_line(e))}; traceback in {escape(str(paths[-1]))}",
+                          soft_wrap=True)
+                continue
             paths = store.save(result, out, time.perf_counter() - t0, fig)
             plotting.plt.close(fig)  # a run of many experiments keeps no figure open
             status = "[green]all checks passed[/]" if result.passed else \
@@ -124,20 +154,42 @@ def run(
                 typer.echo(str(path))
             if not result.passed:
                 failed.append(n)
-    _print_checks(out, [p.experiment.name for p in planned])
+    _print_checks(out, [p.experiment.name for p in planned if p.experiment.name not in crashed])
     if failed:
         err.print(f"[red]{len(failed)} experiment(s) failed a check: {', '.join(failed)}[/]")
+    if crashed:
+        err.print(f"[bold red]{len(crashed)} experiment(s) crashed: {', '.join(crashed)}[/] "
+                  f"(exit 3; tracebacks in {escape(str(out))}/NAME/traceback.txt)")
+        raise typer.Exit(3)
+    if failed:
         raise typer.Exit(1)
 
 
-def _experiments(names: list[str] | None):
-    """The experiments named (``all``: every one; none: the headline), each once."""
-    from .experiments import HEADLINE, REGISTRY, get
+def _one_line(e: BaseException) -> str:
+    """``Type: first line of the message``."""
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
 
-    names = list(names or [HEADLINE])
+
+def _record_crash(out: Path, p, seed: int, e: BaseException, elapsed_s: float) -> list[Path]:
+    """OUT/NAME/error.json + traceback.txt (biasfree.store.save_crash)."""
+    from . import store
+    from .experiments.base import config_dict
+
+    doc = {"experiment": p.experiment.name, "seed": seed, "preset": p.preset,
+           "overrides": p.overrides, "config": config_dict(p.config), "error": type(e).__name__,
+           "message": str(e), "elapsed_s": elapsed_s, "exit_code": 3}
+    return store.save_crash(out, p.experiment.name, doc, traceback.format_exc())
+
+
+def _experiment_names(names: list[str] | None) -> list[str]:
+    """The experiments named (``all``: every one; none: the headline), each once (no import)."""
+    from . import experiments
+
+    names = list(names or [experiments.HEADLINE])
     if "all" in names:
-        return list(REGISTRY.values())
-    return [get(n) for n in dict.fromkeys(names)]
+        return list(experiments.known())
+    return list(dict.fromkeys(names))
 
 
 @app.command()
@@ -216,6 +268,12 @@ def report(out: Annotated[Path, typer.Option(help="results folder")] = Path("res
     """Write OUT/index.html: every figure and check from the saved results. A result that
     cannot be read is left out with a warning naming its file (and marked on the page);
     the command then exits 1 after writing the page for the rest."""
+    from . import validate
+
+    try:
+        validate.results_folder("--out", out)
+    except (TypeError, ValueError) as e:
+        raise _refuse(str(e)) from None
     from .report import write_report
 
     skipped: list = []
@@ -230,6 +288,11 @@ def report(out: Annotated[Path, typer.Option(help="results folder")] = Path("res
         raise typer.Exit(2) from None
     for e in skipped:
         err.print(f"[yellow]warning:[/] skipped {escape(str(e))}", soft_wrap=True)
+    from .store import load_crashes
+
+    for doc in load_crashes(out):
+        err.print(f"[yellow]warning:[/] {escape(str(doc.get('experiment')))} crashed (no result; "
+                  "shown as a crashed card)", soft_wrap=True)
     typer.echo(str(path))
     if skipped:
         raise typer.Exit(1)
@@ -250,6 +313,13 @@ def analyse(
 ) -> None:
     """Is MODEL effectively linear on the data? Writes OUT/analysis.json, OUT/twin.safetensors
     and OUT/figure.png; exits 0 whatever the verdict, 2 on bad input."""
+    from . import validate
+
+    try:  # before JAX loads
+        validate.existing_file("MODEL", model)
+        validate.writable_folder("--out", out)
+    except (TypeError, ValueError) as e:
+        raise _refuse(str(e)) from None
     from .analyse import analyse as analyse_model
     from .analyse import save_analysis
     from .datasets import load_data
@@ -293,6 +363,15 @@ def sweep(
     computes only the missing ones. Writes OUT/table.parquet (load it with
     biasfree.load_sweep) and OUT/summary.png; exits 1 if a point failed."""
     from rich.progress import BarColumn, MofNCompleteColumn
+
+    from . import validate
+
+    try:  # before Dask, JAX or any experiment loads
+        validate.existing_file("SPEC", spec)
+        validate.writable_folder("--out", out if out is not None
+                                 else Path("results") / "sweeps" / spec.stem)
+    except (TypeError, ValueError) as e:
+        raise _refuse(str(e)) from None
 
     from .sweep import SpecError, plan_points, read_spec, run_sweep
 

@@ -101,6 +101,7 @@ class Dataset:
     Y_test: Array | None
     mirrored: bool
 
+    @validate.array_args("X", "Y", "X_test", "Y_test")
     def __init__(self, X, Y, X_test=None, Y_test=None, *, mirror: bool = True):
         check_data(X, Y)
         if (X_test is None) != (Y_test is None):
@@ -122,6 +123,8 @@ class Dataset:
     def X(self) -> Array:
         """The training inputs (N, d); ``[X₊; -X₊]`` when ``mirrored``."""
         if self.mirrored:
+            if isinstance(self.inputs, np.ndarray):  # NumPy in, NumPy out (keeps float64)
+                return np.concatenate([self.inputs, -self.inputs], axis=0)
             with jax.enable_x64(self.inputs.dtype == np.float64):  # keep the stored precision
                 return jnp.concatenate([self.inputs, -self.inputs], axis=0)
         return self.inputs
@@ -177,6 +180,7 @@ def gaussian_inputs(key, n: int, d: int, cov=None) -> Array:
     return Z @ jnp.linalg.cholesky(cov).T
 
 
+@validate.array_args("X", "Y")
 @precise
 def symmetrize(X, Y=None):
     """Append the mirror images: ``X -> [X; -X]`` and ``Y -> [Y; -Y]`` (§2.1)."""
@@ -191,6 +195,7 @@ def symmetrize(X, Y=None):
     return Xs, jnp.concatenate([Y, -Y], axis=0)
 
 
+@validate.array_args("X", "Y")
 @precise
 def asymmetric_half(X, Y):
     """Drop the mirror half made by :func:`symmetrize` (first N/2 rows kept)."""
@@ -304,7 +309,7 @@ def whiten(X, rank=None, tol: float = 1e-12) -> Whitened:
         M = (evecs / jnp.sqrt(evals)) @ evecs.T
     else:
         M = evecs[:, :r] / jnp.sqrt(evals[:r])
-    return Whitened(X @ M, M, lam)
+    return Whitened(np.asarray(X @ M), np.asarray(M), lam)  # a tuple subclass: precise leaves it as is
 
 
 @precise
@@ -455,6 +460,7 @@ def xor_target(i: int = 0, j: int = 1) -> Target:
     return f
 
 
+@validate.array_args("X")
 @precise
 def label_data(key, X, margin: float = 0.0):
     """±1 labels ``y = sign(w*ᵀ x)`` for a random unit ``w*``, keeping only points

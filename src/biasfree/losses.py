@@ -112,6 +112,7 @@ def objective(params: Params, X, Y, alpha, weight_decay=0.0, loss: str = "mse"):
     return loss_value(forward(params, X, alpha), Y, loss) + 0.5 * weight_decay * sq_norm(params)
 
 
+@validate.array_args("X_half")
 @precise
 def forward_mirrored(params: Params, X_half, alpha):
     """``f`` on the mirrored inputs ``[X₊; -X₊]`` from ``X_half`` = X₊ (n, d) alone.
@@ -190,6 +191,7 @@ def _two_layer_mirrored_jvp(primals, tangents):
 _two_layer_mirrored.defjvp(_two_layer_mirrored_jvp, symbolic_zeros=True)
 
 
+@validate.array_args("X_half", "Y")
 @precise
 def objective_mirrored(params: Params, X_half, Y, alpha, weight_decay=0.0, loss: str = "mse"):
     """:func:`objective` on the mirrored inputs ``[X₊; -X₊]`` given ``X_half`` = X₊

@@ -17,15 +17,18 @@ context manager ``with bf.use_precision("float32"): ...``. Floating-point array 
 precision on the way in. Wrapped functions called from inside another inherit its
 precision; called on traced values (inside someone else's ``jit``), they run as traced.
 
-Results are JAX arrays of the chosen dtype. With ``jax_enable_x64`` off in the caller's
-program, JAX arithmetic on a float64 result outside biasfree is done in float32 (and
-warns); convert with ``np.asarray`` to keep the digits.
+Results are NumPy arrays of the chosen dtype (:func:`to_numpy`, at the outermost call):
+with ``jax_enable_x64`` off in the caller's program, JAX arithmetic on a float64 JAX
+array would be done in float32, while NumPy arithmetic on the result keeps every digit.
+Functions called on traced values (inside the caller's ``jit``/``grad``) return tracers.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
+import dataclasses
 import functools
 
 import jax
@@ -76,9 +79,34 @@ def _cast(x, dtype: np.dtype):
     return x
 
 
+def to_numpy(out):
+    """``out`` with every JAX array (in tuples, dicts, registered pytrees such as
+    Trajectory and Dataset, and the fields of result dataclasses) replaced by a NumPy
+    array of the same dtype. A float64 JAX array handed to a user would lose its
+    precision under their own arithmetic with JAX's defaults (``tr.loss * 2`` is float32
+    when ``jax_enable_x64`` is off); a NumPy array keeps it. Random keys stay JAX."""
+
+    def leaf(a):
+        if isinstance(a, jax.Array):
+            return a if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key) else np.asarray(a)
+        if dataclasses.is_dataclass(a) and not isinstance(a, type):
+            new = {f.name: to_numpy(getattr(a, f.name)) for f in dataclasses.fields(a)}
+            if all(v is getattr(a, k) for k, v in new.items()):
+                return a
+            out = copy.copy(a)
+            for k, v in new.items():
+                object.__setattr__(out, k, v)  # frozen dataclasses too
+            return out
+        return a
+
+    return jax.tree_util.tree_map(leaf, out)
+
+
 def precise(fn):
     """Decorator: run ``fn`` at a chosen precision (module doc). Adds the keyword
-    ``precision`` ("float64" or "float32"; default: inherited, else float64)."""
+    ``precision`` ("float64" or "float32"; default: inherited, else float64). The
+    outermost call returns NumPy arrays (:func:`to_numpy`); nested and traced calls
+    return what ``fn`` returns."""
 
     @functools.wraps(fn)
     def wrapper(*args, precision: str | None = None, **kwargs):
@@ -97,7 +125,7 @@ def precise(fn):
         try:
             with jax.enable_x64(precision == "float64"):  # casts to float64 need it too
                 args, kwargs = jax.tree_util.tree_map(lambda x: _cast(x, dtype), (args, kwargs))
-                return fn(*args, **kwargs)
+                return to_numpy(fn(*args, **kwargs))
         finally:
             _active.reset(token)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .experiments import HEADLINE, REGISTRY
 from .experiments.base import Result
-from .store import CorruptResult, atomic_write, clean_leftovers, load_all
+from .store import CorruptResult, atomic_write, clean_leftovers, load_all, load_crashes
 
 STYLE = """
 body{font-family:system-ui,sans-serif;max-width:1100px;margin:auto;padding:1em 1.5em;
@@ -48,6 +48,8 @@ details{margin-top:.8em} summary{cursor:pointer;color:#335}
 .metrics td{font-size:80%}
 .notes{font-size:92%;color:#333}
 .skipped{border:2px solid #a00;background:#fdd;border-radius:6px;padding:.5em 1em}
+.card.crashed{border:2px solid #a00} .verdict.crash{background:#a00;color:#fff}
+pre.error{white-space:pre-wrap;font-size:85%;background:#f8f8f8;padding:.5em}
 """
 
 
@@ -148,6 +150,24 @@ def _skipped(skipped: list[CorruptResult], out_dir: Path) -> str:
             f"not shown</b> (rerun them with <code>biasfree run NAME --force</code>):<ul>{items}</ul></div>")
 
 
+def _crashed(docs: list[dict]) -> str:
+    """A card per crashed experiment (``NAME/error.json``): what raised, at which seed, preset
+    and overrides; not a result, so not counted among the checks."""
+    cards = []
+    for doc in docs:
+        name = str(doc.get("experiment", "?"))
+        where = (f"seed {doc.get('seed', '?')}, preset {doc.get('preset', '?')}, overrides "
+                 f"{doc.get('overrides') or 'none'}")
+        cards.append(
+            f'<section class="card crashed" id="{anchor(name)}"><h2>{html.escape(name)}</h2>'
+            f'<p><span class="verdict crash">crashed: no result</span> ({html.escape(where)})</p>'
+            f"<pre class=error>{html.escape(str(doc.get('error', '')))}: "
+            f"{html.escape(str(doc.get('message', '')))}</pre>"
+            f"<p class=meta>traceback: <code>{html.escape(name)}/traceback.txt</code>; an exception "
+            "is a bug to report, not a failed check</p></section>")
+    return "".join(cards)
+
+
 def render(out_dir, skipped: list | None = None) -> str:
     """The HTML text for the results under ``out_dir``. Results that cannot be read are
     left out, listed at the top of the page and appended to ``skipped`` (a list of
@@ -155,12 +175,14 @@ def render(out_dir, skipped: list | None = None) -> str:
     out_dir = Path(out_dir)
     skipped = [] if skipped is None else skipped
     results = ordered(load_all(out_dir, skipped))
-    if not results and not skipped:
+    crashed = load_crashes(out_dir)
+    if not results and not skipped and not crashed:
         raise FileNotFoundError(f"no results under {out_dir}: run `biasfree run all` first")
     n_pass = sum(c.passed for r, _ in results for c in r.checks.values())
     n_all = sum(len(r.checks) for r, _ in results)
     n_ok = sum(r.passed and bool(r.checks) for r, _ in results)
     unread = f' <a href="#skipped">{len(skipped)} unreadable, not counted</a>.' if skipped else ""
+    unread += f" {len(crashed)} crashed (no result, not counted)." if crashed else ""
     summary = (f"<p class=summary>{n_pass} of {n_all} checks passed; {n_ok} of {len(results)} "
                f"experiments pass all their checks.{unread} Paper: Zhang, Saxe, Latham, <i>When Are "
                "Bias-Free ReLU Networks Effectively Linear Networks?</i> (TMLR 2025).</p>")
@@ -169,7 +191,7 @@ def render(out_dir, skipped: list | None = None) -> str:
         "<!doctype html><html><head><meta charset=utf-8><title>biasfree report</title>"
         f"<style>{STYLE}</style></head><body><h1>biasfree: results</h1>{_skipped(skipped, out_dir)}"
         f"{summary}"
-        f"{_toc(results)}{cards}</body></html>")
+        f"{_toc(results)}{_crashed(crashed)}{cards}</body></html>")
 
 
 def write_report(out_dir, skipped: list | None = None) -> Path:

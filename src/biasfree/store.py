@@ -1,4 +1,5 @@
-"""Results on disk: ``DIR/NAME/result.json``, ``arrays.npz``, ``figure.png``/``.pdf``.
+"""Results on disk: ``DIR/NAME/result.json``, ``arrays.npz``, ``figure.png``/``.pdf``
+(or, for an experiment that crashed, ``DIR/NAME/error.json`` and ``traceback.txt``).
 
 An experiment's folder is replaced as a unit: its files are written into a temporary
 folder beside it (``DIR/.NAME.tmp-PID-*``), which is then renamed into place (the old
@@ -134,29 +135,68 @@ def save(result: Result, out_dir, elapsed_s: float, figure=None, *, name: str | 
     ``{"png": ..., "pdf": ...}``) as ``out_dir/<name>/`` (default name: the experiment's),
     replacing any folder there as a unit (see the module docstring); returns the paths
     written. If anything fails the old folder is left as it was."""
+    doc = json.dumps(result_json(result, elapsed_s), indent=2, allow_nan=True).encode()
+    arrays = {k: np.asarray(v) for k, v in result.arrays.items()}
+    writers = {"result.json": lambda fh: fh.write(doc),
+               "arrays.npz": lambda fh: np.savez_compressed(fh, **arrays)}
+    if isinstance(figure, dict):  # rendered elsewhere (a sweep's worker)
+        for ext, data in figure.items():
+            writers[f"figure.{ext}"] = lambda fh, data=data: fh.write(data)
+    elif figure is not None:
+        for ext in ("png", "pdf"):
+            writers[f"figure.{ext}"] = lambda fh, ext=ext: figure.savefig(
+                fh, format=ext, dpi=130, bbox_inches="tight")
+    return write_folder(out_dir, name or result.experiment, writers)
+
+
+CRASH_FILES = ("error.json", "traceback.txt")
+
+
+def save_crash(out_dir, name: str, doc: dict, traceback_text: str) -> list[Path]:
+    """Record that experiment ``name`` raised instead of returning a result: ``doc`` (the
+    experiment, seed, preset, overrides, config and the exception, JSON-able) as
+    ``out_dir/<name>/error.json`` and the full traceback as ``traceback.txt``, replacing
+    the folder as a unit like :func:`save` (an older result there is gone: it no longer
+    matches what was asked). Returns the paths written."""
+    text = json.dumps({**doc, "versions": versions()}, indent=2, allow_nan=True,
+                      default=str).encode()
+    return write_folder(out_dir, name, {"error.json": lambda fh: fh.write(text),
+                                        "traceback.txt": lambda fh: fh.write(traceback_text.encode())})
+
+
+def load_crashes(out_dir) -> list[dict]:
+    """The ``error.json`` documents of every crashed experiment under ``out_dir`` (folders
+    with no ``result.json``), by folder name; unreadable ones are returned as
+    ``{"experiment": NAME, "message": why}``."""
+    out = []
+    root = Path(out_dir)
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        path = folder / "error.json"
+        if folder.name.startswith(".") or (folder / "result.json").exists() or not path.exists():
+            continue
+        try:
+            doc = json.loads(path.read_text())
+            if not isinstance(doc, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as e:
+            doc = {"experiment": folder.name, "message": f"error.json unreadable ({e})"}
+        out.append(doc)
+    return out
+
+
+def write_folder(out_dir, name: str, writers: dict) -> list[Path]:
+    """``out_dir/<name>/`` holding one file per ``writers`` entry (file name -> ``write(fh)``),
+    written into a temporary folder and renamed into place over any old folder (module
+    docstring); if anything fails the old folder is left as it was."""
     out_dir = Path(out_dir)
-    name = name or result.experiment
     out_dir.mkdir(parents=True, exist_ok=True)
     clean_leftovers(out_dir, name)
     folder = out_dir / name
-    doc = json.dumps(result_json(result, elapsed_s), indent=2, allow_nan=True).encode()
-    arrays = {k: np.asarray(v) for k, v in result.arrays.items()}
     tmp = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".{name}.tmp-{os.getpid()}-"))
     old = None
     try:
-        files = ["result.json", "arrays.npz"]
-        _write_file(tmp / files[0], lambda fh: fh.write(doc))
-        _write_file(tmp / files[1], lambda fh: np.savez_compressed(fh, **arrays))
-        if isinstance(figure, dict):  # rendered elsewhere (a sweep's worker)
-            for ext, data in figure.items():
-                files.append(f"figure.{ext}")
-                _write_file(tmp / files[-1], lambda fh, data=data: fh.write(data))
-        elif figure is not None:
-            for ext in ("png", "pdf"):
-                files.append(f"figure.{ext}")
-                _write_file(tmp / files[-1], lambda fh, ext=ext: figure.savefig(
-                    fh, format=ext, dpi=130, bbox_inches="tight"))
-        for f in files:
+        for f, write in writers.items():
+            _write_file(tmp / f, write)
             os.chmod(tmp / f, 0o644)
         os.chmod(tmp, 0o755)  # mkdtemp makes 0700; results are meant to be shared
         _fsync_dir(tmp)
@@ -173,7 +213,7 @@ def save(result: Result, out_dir, elapsed_s: float, figure=None, *, name: str | 
     finally:
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
-    return [folder / f for f in files]
+    return [folder / f for f in writers]
 
 
 class CorruptResult(ValueError):

@@ -64,6 +64,35 @@ def _numeric(name: str, x, what: str = "a number or an array of numbers") -> np.
     return a.astype(float)
 
 
+def array_args(*names: str):
+    """Decorator: the arguments ``names`` of the decorated function may be array-likes.
+    A list or tuple of numbers (nested: ``X.tolist()``) becomes a float64 NumPy array
+    before the call (a ragged one, or one of strings, is a ``TypeError`` naming the
+    argument); NumPy and JAX arrays, tracers and ``None`` pass as they are, so their dtype
+    and the caller's ``jit`` are kept. Apply it outside :func:`biasfree.precision.precise`
+    so the conversion comes first and the precision cast then applies."""
+    import functools
+    import inspect
+
+    def decorate(fn):
+        params = list(inspect.signature(fn).parameters)
+        where = {n: params.index(n) for n in names}
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            args = list(args)
+            for n, i in where.items():
+                if i < len(args) and isinstance(args[i], list | tuple):
+                    args[i] = _numeric(n, args[i])
+                elif isinstance(kwargs.get(n), list | tuple):
+                    kwargs[n] = _numeric(n, kwargs[n])
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
 def finite_array(name: str, x, *, ndim: int | tuple[int, ...] | None = None,
                  shape: tuple[int | None, ...] | None = None, nonempty: bool = True) -> np.ndarray:
     """``x`` as a finite float array; ``ndim`` the allowed number(s) of axes, ``shape`` the
@@ -308,3 +337,29 @@ def writable_folder(name: str, path) -> Path:
         raise ValueError(f"{name}={str(path)!r} is not a writable folder ({reason}): choose a folder "
                          "you can create and write to") from None
     return path
+
+
+def existing_file(name: str, path) -> Path:
+    """A path to a readable file that exists (a model, a spec, a config), else ``ValueError``."""
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"{name}={path!r} must be a path")
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"{name}={str(path)!r} does not exist: check the path")
+    if not path.is_file():
+        raise ValueError(f"{name}={str(path)!r} is not a file: give the path of a file")
+    if not os.access(path, os.R_OK):
+        raise ValueError(f"{name}={str(path)!r} is not readable (permission denied)")
+    return path
+
+
+def results_folder(name: str, path) -> Path:
+    """An existing folder of results that can be written to (a report goes in it)."""
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"{name}={path!r} must be a path")
+    path = Path(path)
+    if not path.is_dir():
+        what = "is a file, not a folder" if path.exists() else "does not exist"
+        raise ValueError(f"{name}={str(path)!r} {what}, so it holds no results: give the folder "
+                         "`biasfree run --out` wrote")
+    return writable_folder(name, path)

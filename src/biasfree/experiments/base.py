@@ -19,8 +19,6 @@ from dataclasses import asdict, dataclass, field, is_dataclass, replace
 
 import numpy as np
 
-from ..precision import precise
-
 SIZES = ("tiny", "paper")
 """The preset names every experiment defines (``--preset``; ``--size`` is an alias)."""
 Progress = Callable[[str], None]
@@ -123,7 +121,9 @@ class Experiment:
         object.__setattr__(self, "configs", self.presets)
         # experiments compute in float64 (or float32 via precision=) whatever JAX's global
         # setting (biasfree.precision), and hand back NumPy arrays, so that figures drawn
-        # later, outside that setting, keep every digit
+        # later, outside that setting, keep every digit (imported here: base stays JAX-free)
+        from ..precision import precise
+
         object.__setattr__(self, "run", _numpy_arrays(precise(self.run)))
         if self.config is not None:
             wrong = [k for k, v in self.presets.items() if not isinstance(v, self.config)]

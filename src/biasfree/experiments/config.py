@@ -54,15 +54,30 @@ def field_default(f: dataclasses.Field):
     return dataclasses.MISSING
 
 
-def describe_fields(config_cls) -> str:
-    """One line per field: ``name: type = default``."""
+def field_lines(config_cls) -> tuple[tuple[str, str, str], ...]:
+    """``(name, type, default)`` as text for each field: ``("width", "int", "200")``."""
     hints = type_hints(config_cls)
-    lines = []
+    rows = []
     for f in dataclasses.fields(config_cls):
         d = field_default(f)
-        default = "(required)" if d is dataclasses.MISSING else repr(d)
-        lines.append(f"  {f.name}: {type_name(hints[f.name])} = {default}")
-    return "\n".join(lines)
+        rows.append((f.name, type_name(hints[f.name]), "(required)" if d is dataclasses.MISSING
+                     else repr(d)))
+    return tuple(rows)
+
+
+def describe_fields(config_cls) -> str:
+    """One line per field: ``name: type = default``."""
+    return _describe(field_lines(config_cls))
+
+
+def _describe(lines) -> str:
+    return "\n".join(f"  {n}: {t} = {d}" for n, t, d in lines)
+
+
+def _no_field(name: str, unknown, lines) -> ConfigError:
+    return ConfigError(f"{name} has no field {', '.join(map(repr, unknown))}. Valid fields "
+                       f"(name: type = default):\n{_describe(lines)}\n"
+                       f"(see `biasfree show {name}`)")
 
 
 def _element_type(hint, name: str, default):
@@ -227,10 +242,7 @@ def check_overrides(exp: Experiment, overrides: Mapping[str, object] | None) -> 
     fields = {f.name: f for f in dataclasses.fields(exp.config)}
     unknown = [k for k in overrides if k not in fields]
     if unknown:
-        raise ConfigError(
-            f"{exp.name} has no field {', '.join(map(repr, unknown))}. Valid fields "
-            f"(name: type = default):\n{describe_fields(exp.config)}\n"
-            f"(see `biasfree show {exp.name}`)")
+        raise _no_field(exp.name, unknown, field_lines(exp.config))
     hints = type_hints(exp.config)
     return {k: _coerce(v, hints[k], k, field_default(fields[k])) for k, v in overrides.items()}
 
@@ -275,8 +287,7 @@ def plan(experiments: Iterable[Experiment], preset: str | None = None,
     ``preset``: the command line's ``--preset`` (wins over the file's ``preset`` key;
     default ``paper``); ``file_doc``: a config file (:func:`read_config_file`);
     ``sets``: ``--set`` overrides (:func:`parse_sets`), applied after the file's;
-    ``known``: every experiment name (a ``[NAME]`` table or ``NAME.FIELD`` key for a
-    known experiment that is not being run is ignored; an unknown name is an error)."""
+    ``known``: every experiment name (see :func:`check_scopes`)."""
     experiments = list(experiments)
     file_doc = dict(file_doc or {})
     file_preset = file_doc.pop("preset", None)
@@ -285,17 +296,56 @@ def plan(experiments: Iterable[Experiment], preset: str | None = None,
     preset = preset or file_preset or DEFAULT_PRESET
     sets = dict(sets or {})
     names = [e.name for e in experiments]
-    known = list(known) if known is not None else names
-    stray = unknown_scopes(known, file_doc, sets)
-    if stray:
-        raise ConfigError(f"overrides for unknown experiment(s) {', '.join(stray)} (known: "
-                          f"{', '.join(known)}); check the [NAME] tables and NAME.FIELD keys")
+    check_scopes(names, known if known is not None else names, file_doc, sets)
     out = []
     for exp in experiments:
         overrides = overrides_for(exp.name, file_doc, sets)
         cfg = resolve_config(exp, preset, overrides)
         out.append(Planned(exp, cfg, preset, recorded_overrides(exp, overrides)))
     return out
+
+
+def check_scopes(names: Iterable[str], known: Iterable[str], file_doc: Mapping[str, object],
+                 sets: Mapping[str, object]) -> None:
+    """Refuse overrides aimed at the wrong experiment: a ``[NAME]`` table or ``NAME.FIELD``
+    key whose NAME is not among ``known`` (a typo), and a ``--set NAME.FIELD=VALUE`` (in
+    ``sets``) for a known experiment that is not among ``names``, the ones being run. (A
+    config file's tables for other experiments are allowed: one file may serve several
+    runs.)"""
+    names, known = list(names), list(known)
+    stray = unknown_scopes(known, file_doc, sets)
+    if stray:
+        raise ConfigError(f"overrides for unknown experiment(s) {', '.join(stray)} (known: "
+                          f"{', '.join(known)}); check the [NAME] tables and NAME.FIELD keys")
+    idle = unknown_scopes(names, sets)
+    if idle:
+        keys = [k for k in sets if k.rpartition(".")[0] in idle]
+        raise ConfigError(f"--set {', '.join(keys)}: {', '.join(idle)} is not being run (running: "
+                          f"{', '.join(names)}); add it to the names to run or drop the --set")
+
+
+def precheck(names: Iterable[str], preset: str | None = None,
+             file_doc: Mapping[str, object] | None = None,
+             sets: Mapping[str, object] | None = None) -> None:
+    """What :func:`plan` would refuse that can be known without importing any experiment
+    (nor JAX): the preset's name, overrides aimed at unknown experiments or at ones not
+    being run, and unknown field names (:func:`biasfree.experiments.declared_fields`).
+    Value and type errors need the Config classes and are left to :func:`plan`."""
+    from . import SIZES, declared_fields, known
+
+    names = list(names)
+    file_doc = dict(file_doc or {})
+    file_preset = file_doc.pop("preset", None)
+    chosen = preset or (file_preset if isinstance(file_preset, str) else None) or DEFAULT_PRESET
+    if chosen not in SIZES:
+        raise ConfigError(f"unknown preset {chosen!r} for {names[0]}; choose one of {', '.join(SIZES)}")
+    sets = dict(sets or {})
+    check_scopes(names, known(), file_doc, sets)
+    for name in names:
+        lines = declared_fields(name)
+        unknown = [k for k in overrides_for(name, file_doc, sets) if k not in {n for n, *_ in lines}]
+        if unknown:
+            raise _no_field(name, unknown, lines)
 
 
 def field_rows(exp: Experiment) -> list[tuple[str, str, object, dict[str, object]]]:

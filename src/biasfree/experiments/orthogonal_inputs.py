@@ -32,6 +32,16 @@ through ``w_ki = q_iᵀ w_k``: it is active on exactly one of ``±ρ q_i`` (the 
    So the learning is *not* "odd part and even part as independent linear nets": the
    linear twin on the odd target has rate ``2 c s_odd = 2ρ||o||/N`` while the halves
    have ``2ρ||t±||/N``; ``||t⁺||² - ||t⁻||² = 4 Σ_i |o_i| e_i``.
+3. *An empty half-net.* A random init whose output weights all share one sign (chance
+   2^(1-m) for width m) has no unit for one half: every v_k > 0, say, so
+   ``f(x) = Σ_k v_k [w_kᵀx]_+ >= 0`` everywhere and the negative targets t⁻ < 0 can never
+   be approached. That half is a linear net with no units, i.e. zero init: ``a = 0`` is a
+   fixed point of the logistic (``d(σ²a)/dt = 2σ²a(s - σ²a)`` vanishes there) and of the
+   GD map, so its predicted curve is ``ã⁻(t) = 0``: f stays 0 on the points ``-p_i`` and
+   the loss keeps ``||t⁻||²/(2N)``. Exactly, ``ã⁻ = (σ²/ρ) Σ_i f(-p_i) t⁻_i/||t⁻|| <= 0`` at
+   every step (same-signed terms). The run predicts the zero curve (no rate is fitted for
+   that half), checks ``ã <= 0`` for it, records ``units_plus``/``units_minus`` and
+   ``empty_halves``, and never raises.
 
 Runs (named members of one :func:`~biasfree.gd_members` call per data set, parameters
 kept at every record): ``full`` target from small random balanced init (``random``) and
@@ -121,7 +131,10 @@ def _logit_slope(t, b, s, lo=0.1, hi=0.9):
 
 
 def _quantiles(a, mask):
-    """10/50/90 % quantiles over units (columns of ``mask``-selected units) per record."""
+    """10/50/90 % quantiles over units (columns of ``mask``-selected units) per record
+    (NaN where no unit is selected)."""
+    if not np.any(mask):
+        return np.full((a.shape[0], 3), np.nan)
     return np.quantile(a[:, mask], [0.1, 0.5, 0.9], axis=1).T
 
 
@@ -166,8 +179,10 @@ def _runs(cfg: Config, P: dict, steps: int) -> dict:
 def _half_nets(cfg: Config, P: dict, F_full, F_aligned, ks, t) -> dict:
     """Half-net strengths ``ã± = σ² a±`` of the random and aligned runs, the exact GD map
     (:func:`~biasfree.theory.gd_mode_strength`) from the aligned start and, for the random
-    run, from the first record t1 with ``ã± >= 0.05 s±`` (alignment over, f still small),
-    their logit slopes, and the predicted outputs."""
+    run, from the first record t1 with ``ã± >= 0.05 s±`` (alignment over, f still small;
+    NaN if a half never gets there), their logit slopes, and the predicted outputs. A half
+    with no unit in the random init (every v_k of the other sign) is predicted by the
+    zero-init curve ``ã = 0``, a fixed point (module doc, item 3); no slope is fitted."""
     n = cfg.n
     rho = np.sqrt(n)
     s_half, tp, tm = half_targets(P["o"], P["e"])
@@ -182,16 +197,24 @@ def _half_nets(cfg: Config, P: dict, F_full, F_aligned, ks, t) -> dict:
 
     a_rand, a_al = strengths(F_full), strengths(F_aligned)
     a_map = np.stack([theory.gd_mode_strength(ks, s_pm[h], a_al[0, h], cfg.lr) for h in range(2)], axis=1)
+    v0 = np.asarray(P["inits"]["random"][1].W)[0]
+    units = np.array([np.sum(v0 > 0), np.sum(v0 < 0)])  # units of the + and - halves
     pred = np.full_like(a_rand, np.nan)
     for h in range(2):
-        j1 = int(np.argmax(a_rand[:, h] >= 0.05 * s_pm[h]))
-        pred[j1:, h] = theory.gd_mode_strength(ks[j1:] - ks[j1], s_pm[h], a_rand[j1, h], cfg.lr)
+        if units[h] == 0:  # an empty half-net: zero init, a fixed point
+            pred[:, h] = 0.0
+            continue
+        reached = a_rand[:, h] >= 0.05 * s_pm[h]
+        if np.any(reached):  # else the half never learned within t_max: no prediction
+            j1 = int(np.argmax(reached))
+            pred[j1:, h] = theory.gd_mode_strength(ks[j1:] - ks[j1], s_pm[h], a_rand[j1, h], cfg.lr)
     F_pred = np.full((len(t), 2 * n), np.nan)
     F_pred[:, pos] = rho / sig2 * pred[:, :1] * unit_t[0]
     F_pred[:, neg] = rho / sig2 * pred[:, 1:] * unit_t[1]
     return dict(s_pm=s_pm, tp=tp, tm=tm, s_half=s_half, a_rand=a_rand, a_al=a_al, pred=pred, F_pred=F_pred,
-                aligned_gap=float(np.max(np.abs(a_al - a_map) / s_pm)),
-                slopes=np.array([_logit_slope(t, a_rand[:, h], s_pm[h]) for h in range(2)]))
+                aligned_gap=float(np.max(np.abs(a_al - a_map) / s_pm)), units=units,
+                slopes=np.array([_logit_slope(t, a_rand[:, h], s_pm[h]) if units[h] else np.nan
+                                 for h in range(2)]))
 
 
 def alignment_check(path, F, Q, y, y_neg, cfg):
@@ -237,9 +260,9 @@ def _alignment(cfg: Config, P: dict, R: dict) -> dict:
         bd, sn = a["bound"][E][:, g], a["sin"][E][:, g]
         a["ratio"], a["ratio_tight"] = (float(np.max(sn[bd < lim] / bd[bd < lim])) if np.any(bd < lim)
                                         else np.inf for lim in (1.0, 0.5))  # inf: the bound says nothing
-        a["informative"] = float(np.mean(bd < 0.1))
+        a["informative"] = float(np.mean(bd < 0.1)) if bd.size else np.nan  # NaN: no growing unit
         a["j_end"] = int(np.nonzero(E)[0][-1])
-        a["end_sin"] = float(np.median(a["sin"][a["j_end"]][g]))
+        a["end_sin"] = float(np.median(a["sin"][a["j_end"]][g])) if np.any(g) else np.nan
         out[k] = a
     return out
 
@@ -295,7 +318,9 @@ def _gaps(cfg: Config, P: dict, R: dict, H: dict) -> dict:
 
 
 def _checks(cfg: Config, H: dict, align: dict) -> dict:
-    s_pm, slopes = H["s_pm"], H["slopes"]
+    s_pm, slopes, live = H["s_pm"], H["slopes"], H["units"] > 0  # halves that have units
+    empty = "" if live.all() else (f" (the {'+' if live[1] else '-'} half has no unit in this init: "
+                                   "it is the zero curve, a fixed point, and has no rate to fit)")
     return {
         "aligned_init_is_two_linear_nets": at_most(
             H["aligned_gap"], ROUND_OFF,
@@ -310,12 +335,17 @@ def _checks(cfg: Config, H: dict, align: dict) -> dict:
             "bound, on the full, odd-only and mixed targets (max sin∠ / bound, early phase).",
             unit="ratio sin∠ / bound"),
         "half_nets_learn_at_rate_2s": at_most(
-            float(np.max(np.abs(slopes / (2 * s_pm) - 1))), cfg.lr * float(np.max(s_pm)),
+            float(np.max(np.abs(slopes[live] / (2 * s_pm[live]) - 1))), cfg.lr * float(np.max(s_pm)),
             "From random init the two halves' logits ln(σ²a/(s - σ²a)) grow at the half-net "
             "rates 2s± = 2ρ||t±||/N (not at the odd twin's 2ρ||o||/N) within the first-order "
-            "GD step error η s.",
+            f"GD step error η s{empty}.",
             unit="relative error of the rate"),
-    }
+    } | ({} if live.all() else {"empty_half_never_learns": at_most(
+        float(np.max(H["a_rand"][:, ~live] / s_pm[~live])), 0.0,
+        "With every output weight of one sign, f has that sign everywhere, so the half with "
+        "no unit keeps a strength ã <= 0 at every record: it stays on (or below) its zero-init "
+        "curve, a fixed point, and never learns its targets (exact: a sum of same-signed terms).",
+        unit="max over records of ã / s of the empty half")})
 
 
 def _metrics(P: dict, R: dict, H: dict, G: dict, align: dict) -> dict:
@@ -332,6 +362,8 @@ def _metrics(P: dict, R: dict, H: dict, G: dict, align: dict) -> dict:
         return float(sv[1] / sv[0])
 
     m = {"s_plus": float(H["s_pm"][0]), "s_minus": float(H["s_pm"][1]), "s_odd": float(s_odd),
+         "units_plus": float(H["units"][0]), "units_minus": float(H["units"][1]),
+         "empty_halves": float(np.sum(H["units"] == 0)),
          "rate_half_plus": float(H["slopes"][0]), "rate_half_minus": float(H["slopes"][1]),
          "rate_odd_twin": float(s_odd),
          "odd_part_gap_to_odd_linear_twin": G["odd_twin_gap"],

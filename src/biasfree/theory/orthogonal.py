@@ -21,6 +21,11 @@ with targets replaced by residuals once the net has learned something.
    two-layer linear nets with ``Σ_xx = σ² I``, σ² = ρ²/N, singular values
    ``s± = ρ||t±||/N``: the strength ``ã = σ² a`` of a half follows the two-layer logistic
    and, under GD, the exact map of :func:`~biasfree.theory.gd_mode_strength`.
+3. *An empty half.* If no unit has v_k < 0 (or none v_k > 0), that half-net has no units:
+   it is a linear net at zero init, and ``ã = 0`` is a fixed point of both the logistic and
+   the GD map, so its curve is ``ã(t) = 0`` (f is then of one sign everywhere and its
+   targets of the other sign are never approached). :func:`aligned_halves_init` needs
+   ``m >= 1`` units per half; a random init may have none in one (chance 2^(1-m)).
 """
 
 from __future__ import annotations

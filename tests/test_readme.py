@@ -1,0 +1,81 @@
+"""Every ```python snippet of README.md runs on its own, in a fresh process with JAX's
+default settings (``jax_enable_x64`` off), and the numbers it prints match the README's
+Output block where it shows one (issue 19 item 5: results keep their precision in the
+user's hands). The snippets run side by side, one process each, to share the wall time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+TEXT = README.read_text(encoding="utf-8")
+SNIPPETS = re.findall(r"```python\n(.*?)```", TEXT, re.S)
+THEORY = next(s for s in SNIPPETS if "th.leaky_loss" in s)  # "Theory vs simulation"
+OUTPUT = re.search(r"Output \(.*?\):\n\n```\n(.*?)```", TEXT, re.S).group(1)
+
+
+def _numbers(line: str) -> np.ndarray:
+    return np.array([float(x) for x in re.findall(r"[-+]?\d+\.\d*(?:e[-+]?\d+)?", line.split(":", 1)[1])])
+
+
+def _lines(text: str) -> dict[str, np.ndarray]:
+    return {ln.split(":", 1)[0]: _numbers(ln) for ln in text.strip().splitlines() if ":" in ln}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """(returncode, stdout, stderr) of each snippet, all started at once."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_ENABLE_X64")}
+    env["PYTHONPATH"] = os.pathsep.join([str(README.parent / "src"), env.get("PYTHONPATH", "")])
+    procs = []
+    for i, code in enumerate(SNIPPETS):
+        cwd = tmp_path_factory.mktemp(f"snippet{i}")  # a snippet may write (runs/width)
+        procs.append(subprocess.Popen([sys.executable, "-c", code], cwd=cwd, env=env, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    out = []
+    for p in procs:
+        try:
+            stdout, stderr = p.communicate(timeout=600)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            stdout, stderr = p.communicate()
+        out.append((p.returncode, stdout, stderr))
+    return out
+
+
+def test_readme_has_the_snippets_this_test_reads():
+    assert len(SNIPPETS) >= 5 and "half times (ReLU)" in OUTPUT
+
+
+@pytest.mark.parametrize("i", range(len(SNIPPETS)), ids=[f"snippet{i}" for i in range(len(SNIPPETS))])
+def test_snippet_runs_on_its_own(runs, i):
+    rc, stdout, stderr = runs[i]
+    assert rc == 0, f"README snippet {i} failed:\n{SNIPPETS[i]}\n--- stderr:\n{stderr[-3000:]}"
+    assert "will be truncated to dtype float32" not in stderr, stderr[-2000:]  # precision kept
+
+
+def test_theory_vs_simulation_prints_the_readme_numbers(runs):
+    rc, stdout, stderr = runs[SNIPPETS.index(THEORY)]
+    assert rc == 0, stderr[-3000:]
+    got, want = _lines(stdout), _lines(OUTPUT)
+    assert got.keys() == want.keys(), (stdout, OUTPUT)
+    for key in ("half times (ReLU)", "half times (linear)"):
+        # closed forms in float64 of the data's singular values (an SVD, κ ~ s1/s2 ~ 2):
+        # ε·κ·size ~ 2e-16·2·40 ~ 2e-14 relative; the README prints 8 decimals, so the
+        # bound is its rounding, 5e-9, plus that.
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-13, atol=5e-9, err_msg=key)
+    np.testing.assert_allclose(got["half times (ReLU)"], 2 * got["half times (linear)"], rtol=1e-12)
+    # the simulated flow's gap to the closed form is the solver's error, not a fixed number:
+    # local error <= rtol·|L| + atol = 1e-10·L(0) + 1e-12 per step, summed over at most
+    # ~1e3 accepted steps of this stable (logistic) flow: <= 1e-7 of L(0). The README's
+    # printed value must satisfy the same bound; both are checked, neither is matched.
+    (gap,), (readme_gap,) = got["max |L_sim - L_theory| / L(0)"], want["max |L_sim - L_theory| / L(0)"]
+    assert 0 <= gap <= 1e-7 and 0 <= readme_gap <= 1e-7
