@@ -55,10 +55,13 @@ def init_gain(params: Params, lam_max: float) -> float:
 def default_lr(params: Params, modes: Modes, c: float) -> float:
     """A GD step a quarter of the stability limit 2/H, with H ≈ λ_max(Σ_xx) Σ_l Π_{j≠l} ‖W_j‖₂²
     (the Gauss–Newton curvature) at the larger of the init and the balanced solution
-    (every layer of norm (‖B‖₂/c)^{1/L})."""
+    (every layer of norm (g/c)^{1/L}, g = max(‖B‖₂, √(<||y||²>/λ_max)): the gain a linear fit
+    needs, or the one that reaches the target's size when Σ_yx ≈ 0 and only the even part
+    can learn)."""
     L = len(params)
     norms = np.array([np.linalg.norm(np.asarray(la.W, float), 2) for la in params])
-    sol = (np.linalg.norm(modes.B, 2) / c) ** (1.0 / L) if modes.B.size else 0.0
+    g = max(np.linalg.norm(modes.B, 2) if modes.B.size else 0.0, np.sqrt(modes.power / modes.lam_max))
+    sol = (g / c) ** (1.0 / L)
 
     def curvature(n):
         return modes.lam_max * sum(np.prod(np.delete(n, i)) ** 2 for i in range(L))
@@ -83,14 +86,14 @@ def default_t_max(modes: Modes, a0: float, time_scale: float, horizon: float = 3
     return float(horizon * np.max(np.log(np.maximum(s / a0 - 1.0, np.e)) / (2.0 * s)) / time_scale), floored
 
 
-def growth_even_energy(params: Params, X, Y, c: float) -> float:
+def growth_even_energy(params: Params, X, Y, c: float, B) -> float:
     """First-order estimate of <f_even²> at the learning transition of a two-layer net from
     small init (§6.4). Early on, ``dW₁/dt ≈ c W₂ᵀ Σ_yx``, ``dW₂/dt ≈ c Σ_yx W₁ᵀ``: along each singular
     pair (σ_i, o_i, ρ_i) of Σ_yx, unit k's combination ``u_ki = (o_i·v_k + ρ_i·w_k)/2``
     grows as e^{cσ_i t} and the rest decays, so after learning ``w_k ∝ u_ki ρ_i``,
     ``v_k ∝ u_ki o_i``. Then ``f_even / f_odd = ((1 − c)/c) Σ_k u_ki|u_ki| / Σ_k u_ki² =: κ_i``
     along mode i, and with the learned odd part ``A_i (ρ_i·x) o_i``, ``A_i = o_iᵀ B ρ_i``
-    (B the least-squares map): fully grown, ``<f_even²> ≈ Σ_i κ_i² A_i² ρ_iᵀ Σ_xx ρ_i`` (cross
+    (``B`` (p, d) the least-squares map): fully grown, ``<f_even²> ≈ Σ_i κ_i² A_i² ρ_iᵀ Σ_xx ρ_i`` (cross
     terms between modes dropped). Returned at each mode's inflection, amplitude A_i/2 (a
     quarter of that): for an odd target the even part is pure error, so once the mode is
     learned the loss gradient removes it (§2.2) and the gap peaks at the transition.
@@ -103,7 +106,6 @@ def growth_even_energy(params: Params, X, Y, c: float) -> float:
     O, sig, R = np.linalg.svd(Syx, full_matrices=False)
     if sig.size == 0 or sig[0] == 0.0:
         return 0.0
-    B = data_modes(X, Y).B
     total = 0.0
     for i in np.nonzero(sig >= MODE_CUT * sig[0])[0]:
         o, r = O[:, i], R[i]

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 EXACT = "exactly linear"
 EFFECTIVE = "effectively linear"
 ODD_LINEAR = "linear odd part, nonlinear function"
@@ -165,7 +163,8 @@ def judge_function(*, has_bias: bool, alpha: float, even_fraction: float, odd_no
 @dataclass(frozen=True)
 class Facts:
     """What both training answers weigh (measured by :func:`biasfree.analyse`): ``depth``,
-    ``alpha``, ``has_bias``; ``mirror_violation`` of [X, Y] relative to its largest row;
+    ``alpha``, ``has_bias``; ``mirror_violation`` of the inputs X relative to their largest
+    row (the target's parity is ``target_even_fraction``);
     ``target_even_fraction`` <y_even²>/<y²> (NaN when the data are not symmetric);
     ``linear_fraction`` Σ s_i² / <||y||²>, the share of the target's power a linear map
     captures; ``init_ratio`` Π‖W_l‖₂ √λ_max(Σ_xx) / s₁ (∞ when s₁ = 0); ``function`` the
@@ -197,12 +196,18 @@ class Facts:
 
 def _structural(f: Facts) -> tuple[list[Evidence], list[str], list[str]]:
     """Evidence, failures and notes the prediction and the measurement share."""
-    ev = [evidence("mirror violation of [X, Y] (relative)", f.mirror_violation, NEAR_SYMMETRIC,
-                   "the data are symmetric, (x, y) ↔ (-x, -y), to float32 round-off (§2.1)")]
+    ev = [evidence("mirror violation of the inputs X (relative)", f.mirror_violation, NEAR_SYMMETRIC,
+                   "every input x has its mirror -x, as a multiset, to float32 round-off (§2.1)")]
     fails, notes = [], []
     if not ev[0].passed:
-        fails.append(f"asymmetric data: {ev[0].line()}; the twin argument needs every (-x, -y) "
+        fails.append(f"asymmetric inputs: {ev[0].line()}; the twin argument needs every -x "
                      "(symmetrise with biasfree.symmetrize)")
+    elif f.alpha != 1.0:
+        ev.append(evidence("the target's even part (fraction of <||y||²>)", f.target_even_fraction,
+                           PAPER_LEVEL, "the target is odd, y(-x) = -y(x), to the paper's 0.3% (§2.1)"))
+        if not ev[-1].passed:
+            fails.append(f"the target's even part holds {100 * f.target_even_fraction:.3g}% of its power "
+                         "(> 0.3%): the net's even part learns it, the linear twin cannot (§1.3, §5)")
     if f.depth > 2 and f.alpha != 1.0:
         fails.append(f"depth {f.depth} > 2: no linear twin; deep bias-free nets develop an even part in "
                      "their middle layers and learn 0.4–0.8× the rescaled deep-linear time (§4.1)")
@@ -220,12 +225,10 @@ def judge_predicted(f: Facts, *, paired: bool, t0_gap: float, growth_gap: float)
     ev, fails, notes = _structural(f)
     if f.alpha == 1.0:
         return judgement(kind, EXACT, fails, ev, notes, "a linear net is its own twin")
-    if not f.target_even_fraction <= PAPER_LEVEL and np.isfinite(f.target_even_fraction):
-        fails.append(f"the target's even part holds {100 * f.target_even_fraction:.3g}% of its power "
-                     "(> 0.3%): the net's even part learns it, the linear twin cannot (§1.3, §5)")
-    ev.append(evidence("init gain / strongest mode", f.init_ratio, SMALL_INIT,
-                       "small init: every mode starts below its inflection s/2 (§3.1)"))
-    if not ev[-1].passed:
+    if not f.nothing_to_learn:  # with no mode to learn there is no s₁ to compare the init with
+        ev.append(evidence("init gain / strongest mode", f.init_ratio, SMALL_INIT,
+                           "small init: every mode starts below its inflection s/2 (§3.1)"))
+    if not f.nothing_to_learn and not ev[-1].passed:
         fails.append(f"init not small: {ev[-1].line()}; the twin prediction is a small-init theory "
                      "(§3.1, §2.6) and does not apply (lazy side: the even part is large from the start)")
     gap = max(t0_gap, growth_gap)
@@ -252,8 +255,7 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
     the learned input directions after/before training (reported, not judged)."""
     kind = "training, measured"
     ev, fails, notes = _structural(f)
-    fails = [r for r in fails if not r.startswith("depth")]  # the measurement decides
-    context = fails[:]  # asymmetric data: the measured gap still decides, the theory does not cover it
+    context = fails[:]  # the theory does not cover these cases, but the measured gap decides
     ev.append(evidence("trained gap to the twin, max over every step (fraction of L(0))", gap,
                        PAPER_LEVEL, f"the paper's 0.3%; maximum at step {step} (t = {t:.4g})"))
     rich = evidence("first-layer movement ‖W₁(T)−W₁(0)‖/‖W₁(0)‖", movement, RICH_MOVEMENT,
@@ -263,7 +265,7 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
                      f"energy in the learned input directions {alignment:.3g} (init {alignment0:.3g}; "
                      "reported, not judged)"]
     if context:
-        notes.append(f"the theory does not cover this data ({context[0]}); only the measured gap decides")
+        notes.append(f"the theory does not cover this case ({'; '.join(context)}); the measured gap decides")
     if steps_run < steps_asked:
         notes.append(f"stopped by the time budget after {steps_run} of {steps_asked} steps: the gap is "
                      "the maximum over the steps run")
@@ -271,7 +273,7 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
         why = [f"trained gap {100 * gap:.3g}% of L(0) at step {step} (t = {t:.4g}) > 0.3%"]
         if not rich.passed:
             why.append(f"lazy regime: {rich.line()}")
-        return judgement(kind, NOT, why, ev, notes)
+        return judgement(kind, NOT, why + context, ev, notes)
     if exact_structure and gap <= ROUND_OFF:
         return judgement(kind, EXACT, [], ev, notes,
                          f"on its twin to round-off at every step ({gap:.2g} of L(0))")
