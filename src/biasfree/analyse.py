@@ -221,7 +221,9 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_
                               nonlinear_fraction=(tr.final_even_energy + tr.final_odd_nonlinear_energy)
                               / max(tr.final_odd_linear_energy + tr.final_odd_nonlinear_energy
                                     + tr.final_even_energy, 1e-300),
-                              paired=_paired(tr.params), depth=L, kind="function after training")
+                              paired=_paired(tr.params), depth=L, kind="function after training",
+                              output_ratio=np.sqrt((tr.final_odd_linear_energy + tr.final_odd_nonlinear_energy
+                                                    + tr.final_even_energy) / modes.power))
     return Analysis(data_rep, net_rep, pred, vd.combine(function, training, after), reg)
 
 

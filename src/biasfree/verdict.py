@@ -139,8 +139,8 @@ def judge_function(*, has_bias: bool, alpha: float, even_fraction: float, odd_no
                    "the odd part is linear to the paper's 0.3% (any depth-2 net: round-off, §1.2)"),
           evidence("even part (fraction of <f²>)", even_fraction, PAPER_LEVEL,
                    "the even part is small at the paper's 0.3%"),
-          evidence("distance to the nearest linear map (fraction of <f²>)", nonlinear_fraction,
-                   ROUND_OFF_ENERGY, "f is linear to round-off on the data")]
+          evidence("for 'exactly linear': distance to the nearest linear map (fraction of <f²>)",
+                   nonlinear_fraction, ROUND_OFF_ENERGY, "f is linear to round-off on the data")]
     if has_bias:
         return judgement(kind, NOT, ["biases: f has no linear twin and its odd part need not be linear "
                                      "(§5)"], ev, size)
