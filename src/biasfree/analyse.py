@@ -181,7 +181,7 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_
     even_t = dsf.even / dsf.power if dsf is not None and dsf.power > 0 else float("nan")
     data_rep = DataReport(X.shape[0], X.shape[1], Y.shape[1], asym, symmetric,
                           int(np.sum(lam > 1e-12 * lam.max())), theory.is_whitened(X), source, mv,
-                          modes.s, modes.linear_fraction, even_t)
+                          modes.s, modes.linear_fraction, even_t, mv_x)
     sp = _split(params, X, a)
     svs = tuple(np.linalg.svd(np.asarray(layer.W, float), compute_uv=False) for layer in params)
     beta = (c * np.asarray(params[0].W).T @ np.asarray(params[1].W).T

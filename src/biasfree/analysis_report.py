@@ -24,7 +24,8 @@ class DataReport:
     present as often as the point), ``symmetric`` (both ≤ 1e-10: symmetric as a
     multiset), ``input_rank`` (directions of XᵀX/N above 1e-12 of the largest),
     ``whitened`` (XᵀX/N = I to 1e-10), ``source``; ``modes`` the s_i; ``linear_fraction``
-    Σ s_i²/<||y||²>; ``target_even_fraction`` <||y_even||²>/<||y||²> (NaN unless symmetric)."""
+    Σ s_i²/<||y||²>; ``target_even_fraction`` <||y_even||²>/<||y||²> (NaN unless the inputs
+    are symmetric); ``mirror_violation_inputs`` the mirror violation of X alone, relative."""
 
     n: int
     d: int
@@ -38,6 +39,7 @@ class DataReport:
     modes: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     linear_fraction: float = float("nan")
     target_even_fraction: float = float("nan")
+    mirror_violation_inputs: float = 0.0
 
 
 @dataclass(frozen=True)
