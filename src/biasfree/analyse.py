@@ -233,7 +233,8 @@ def _train_config(train, params, modes, c, beta, a) -> GDConfig | None:
     if isinstance(train, GDConfig):
         return dataclasses.replace(train, alpha=a)
     lr = rg.default_lr(params, modes, c)
-    T, _ = rg.default_t_max(modes, float(np.linalg.norm(beta, 2)), _twin_scales(len(params), a)[1])
+    T, _ = rg.default_t_max(modes, float(np.linalg.norm(beta, 2)), _twin_scales(len(params), a)[1],
+                            depth=len(params))
     return GDConfig(alpha=a, lr=lr, steps=int(min(rg.MAX_STEPS, max(1, np.ceil(T / lr)))), n_records=201)
 
 
@@ -245,7 +246,7 @@ def _predict(params, a, X, Y, modes, beta, cfg, t_max, n_times, sp, loss0, floor
     if cfg is not None:
         t = cfg.lr * np.unique(np.linspace(0, cfg.steps, min(cfg.n_records, cfg.steps + 1)).round())
     else:
-        T, floored = (rg.default_t_max(modes, float(np.linalg.norm(beta, 2)), ks) if t_max is None
+        T, floored = (rg.default_t_max(modes, float(np.linalg.norm(beta, 2)), ks, depth=L) if t_max is None
                       else (float(t_max), False))
         t = np.linspace(0.0, T, n_times)
     if L == 2 or a == 1.0:

@@ -70,9 +70,12 @@ def default_lr(params: Params, modes: Modes, c: float) -> float:
     return float(0.5 / H)
 
 
-def default_t_max(modes: Modes, a0: float, time_scale: float, horizon: float = 3.0) -> tuple[float, bool]:
-    """``(T, floored)``: ``horizon`` × the slowest kept mode's half time
-    ``ln(max(s/a₀ − 1, e)) / (2 s k_t)`` (§3.1), k_t = ``time_scale``, a₀ ≥ 1e-12 s. Modes
+def default_t_max(modes: Modes, a0: float, time_scale: float, horizon: float = 3.0,
+                  depth: int = 2) -> tuple[float, bool]:
+    """``(T, floored)``: ``horizon`` × the slowest kept mode's half time, ``ln(max(s/a₀ − 1, e))
+    / (2 s k_t)`` (§3.1) for two layers, the deep-linear ``t(s/2)`` of §3.3 for ``depth`` > 2
+    (:func:`biasfree.theory.deep_half_time`, ∝ a₀^{-(1-2/L)}), k_t = ``time_scale``,
+    a₀ ≥ 1e-12 s (and ≤ s/4, so a mode that starts near its end still gets a horizon). Modes
     below ``MODE_CUT`` of the strongest, and below ``MODE_CUT`` of √(0.3% <||y||²>) (the
     weakest mode whose learning shows at the paper's level), are left out; with none
     left (Σ_yx ≈ 0) that weakest detectable strength sets T, and ``floored`` is True.
@@ -83,7 +86,13 @@ def default_t_max(modes: Modes, a0: float, time_scale: float, horizon: float = 3
     if floored:
         s = np.array([s_min / MODE_CUT])
     a0 = np.maximum(a0, 1e-12 * s)
-    return float(horizon * np.max(np.log(np.maximum(s / a0 - 1.0, np.e)) / (2.0 * s)) / time_scale), floored
+    if depth == 2:
+        half = np.log(np.maximum(s / a0 - 1.0, np.e)) / (2.0 * s)
+    else:
+        from .theory import deep_half_time
+
+        half = np.array([deep_half_time(si, min(ai, si / 4), depth) for si, ai in zip(s, a0, strict=True)])
+    return float(horizon * np.max(half) / time_scale), floored
 
 
 def growth_even_energy(params: Params, X, Y, c: float, B) -> float:

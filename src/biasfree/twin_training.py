@@ -68,10 +68,14 @@ def _chunk(state, k0, n, X, Y, alpha, lr, twin_lr, decay, twin_decay, loss):
         return p, q, jnp.where(worse, gap, gmax), jnp.where(worse, k, kmax)
 
     p, q, gmax, kmax = jax.lax.fori_loop(k0, k0 + n, step, state)
-    Lp = loss_value(forward(p, X, alpha), Y, loss)
-    Lq = loss_value(forward(q, X, 1.0), Y, loss)
-    E = jnp.mean(jnp.sum(even_part(p, X, alpha) ** 2, axis=1))
-    return (p, q, gmax, kmax), (Lp, Lq, E)
+    return (p, q, gmax, kmax), _observe(p, q, X, Y, alpha, loss)
+
+
+@partial(jax.jit, static_argnames=("loss",))
+def _observe(p, q, X, Y, alpha, loss):
+    """(L(θ), L̃(θ̃), <||f_even||²>) at one record."""
+    return (loss_value(forward(p, X, alpha), Y, loss), loss_value(forward(q, X, 1.0), Y, loss),
+            jnp.mean(jnp.sum(even_part(p, X, alpha) ** 2, axis=1)))
 
 
 def train_with_twin(params: Params, twin: Params, X, Y, *, alpha: float, lr: float, time_scale: float,
@@ -83,11 +87,8 @@ def train_with_twin(params: Params, twin: Params, X, Y, *, alpha: float, lr: flo
     (``X``, ``Y``), recording ``n_records`` curve points (module doc)."""
     X, Y = jnp.asarray(X), jnp.asarray(Y)
     bounds = np.unique(np.linspace(0, steps, max(2, min(n_records, steps + 1))).round().astype(int))
-    L0p = float(loss_value(forward(params, X, alpha), Y, loss))
-    L0q = float(loss_value(forward(twin, X, 1.0), Y, loss))
-    E0 = float(jnp.mean(jnp.sum(even_part(params, X, alpha) ** 2, axis=1)))
     state = (params, twin, jnp.asarray(-1.0), jnp.asarray(0))
-    rec = [(L0p, L0q, E0)]
+    rec = [tuple(float(v) for v in _observe(params, twin, X, Y, float(alpha), loss))]
     ks = [0]
     args = (X, Y, float(alpha), float(lr), float(lr * time_scale), float(weight_decay),
             float(weight_decay / time_scale))
