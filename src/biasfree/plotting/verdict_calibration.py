@@ -35,8 +35,8 @@ def figure(result):
         G = np.log10(np.maximum(gap[iL, ib, ia], 1e-300))
         lg = np.log10(level_of_paper)
         if G.min() < lg < G.max():
-            ax.contour(np.arange(len(cols)), np.arange(len(widths)), G, levels=[lg], colors="k", linestyles="solid",
-                       linewidths=2.0)
+            ax.contour(np.arange(len(cols)), np.arange(len(widths)), G, levels=[lg], colors="k",
+                       linestyles="solid", linewidths=2.0)
         for i in range(len(widths)):
             for j in range(len(cols)):
                 wrong = pred[iL, ib, ia, i, j] != truth[iL, ib, ia, i, j]
