@@ -1,23 +1,26 @@
-"""`analyse`: the verdict follows docs/theory.md's three conditions (bias, symmetric data, a
-linear odd part), the prediction is exact where theory says so, and `biasfree analyse`
-writes its contract (analysis.json, twin.safetensors, figure) and exits 0 or 2."""
+"""`analyse`: the graded verdict (docs/theory.md §6) on the eight known cases, each with the
+level and the numbers that decided it; the trained gap does not depend on the record count;
+no call hangs; `biasfree analyse` writes its contract (analysis.json, twin.safetensors,
+figure) and exits 0 or 2."""
 
 import json
+import time
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 import biasfree as bf
+from biasfree import verdict as vd
 from biasfree.cli import app
 
 runner = CliRunner()
 
 
-def _sym_data(seed=0, n=40, d=4, p=2):
+def _sym_data(seed=0, n=40, d=4, p=2, noise=0.0):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d))
-    Y = X @ rng.normal(size=(d, p)) + 0.1 * rng.normal(size=(n, p))
+    Y = X @ rng.normal(size=(d, p)) + noise * rng.normal(size=(n, p))
     X, Y = bf.symmetrize(X, Y)
     return np.asarray(X), np.asarray(Y)
 
@@ -27,70 +30,208 @@ def _net(seed, widths, scale=0.1, bias=False):
     return bf.init_gaussian(jax.random.PRNGKey(seed), widths, scale, bias=bias)
 
 
-def test_pair_net_is_exactly_linear_and_trains_as_its_twin():
+def _kaiming_uniform(seed, widths):
+    """PyTorch's default nn.Linear init, U(±1/√fan_in), built without torch."""
+    rng = np.random.default_rng(seed)
+    return tuple(bf.Layer(rng.uniform(-1, 1, size=(o, i)) / np.sqrt(i))
+                 for i, o in zip(widths[:-1], widths[1:], strict=True))
+
+
+def _ev(judgement, start):
+    """The evidence of ``judgement`` whose name starts with ``start``."""
+    (e,) = [e for e in judgement.evidence if e.name.startswith(start)]
+    return e
+
+
+# ------------------------------------------------------------- the eight known cases
+
+
+def test_pairs_are_exactly_linear_and_train_as_their_twin_to_round_off():
     X, Y = _sym_data()
     pair = bf.pair_up(_net(0, (4, 5, 2), 0.05))
     res = bf.analyse(pair, (X, Y), alpha=0.0, train=bf.GDConfig(lr=0.05, steps=200, n_records=21))
-    assert res.verdict.effectively_linear and res.verdict.text.startswith("effectively linear")
-    assert res.data.symmetric and res.data.asymmetry == 0.0
+    v = res.verdict
+    assert v.level == vd.EXACT and v.effectively_linear and res.net.paired
+    assert v.function.level == vd.EXACT and v.training.level == vd.EXACT
     assert res.net.even_fraction <= 1e-28  # pairs: f_even = 0 exactly, up to round-off squared
     assert res.net.odd_nonlinear_fraction <= 1e-20  # energy ratio of round-off
-    assert res.prediction.exact and res.prediction.reference == "ode"  # Gaussian init: not balanced
     # §2.3: pair GD equals the twin's GD (√c, ηc) step for step, to round-off
     assert res.prediction.trained.gap_to_twin <= 1e-12
+    assert _ev(v.training, "trained gap").value == res.prediction.trained.gap_to_twin
     # the prediction is gradient flow: GD differs from it at first order in η (measured, not 0)
     assert 0.0 < res.prediction.trained.gap_to_prediction < 0.05
-    # β_eff = c W_1ᵀ W_2ᵀ (§1.2), the twin is √c·θ
     np.testing.assert_allclose(res.net.beta_eff, 0.5 * np.asarray(pair[0].W).T @ np.asarray(pair[1].W).T,
                                rtol=0, atol=1e-16)
     assert res.prediction.weight_scale == pytest.approx(np.sqrt(0.5), rel=1e-15)
     # floors in loss units (½ MSE): symmetric data with odd targets -> two-layer floor = linear floor
-    assert res.prediction.two_layer_floor == pytest.approx(res.prediction.linear_floor, rel=1e-10)
+    assert res.prediction.two_layer_floor == pytest.approx(res.prediction.linear_floor, rel=1e-10,
+                                                           abs=1e-14)
+    # untrained, the prediction says the same from the init alone
+    assert bf.analyse(pair, (X, Y), alpha=0.0).verdict.training.level == vd.EXACT
 
 
-def test_balanced_init_on_whitened_data_uses_the_closed_form():
-    from biasfree import theory as th
-
+def test_small_init_wide_net_trained_on_symmetric_data_is_effectively_linear():
     X, Y = _sym_data(1)
-    Xw = np.asarray(bf.whiten(X)[0])
-    modes = th.data_modes(Xw, Y)
-    twin = th.aligned_init(modes.U, modes.V, np.array([1e-3, 1e-3]))
-    relu = th.linear_to_pair(twin, 0.0)
-    res = bf.analyse(relu, (Xw, Y), alpha=0.0, t_max=10.0)
-    assert res.prediction.reference == "riccati" and res.prediction.exact
-    # the closed form agrees with the pair net's actual L(0) (no even part): round-off
-    assert abs(res.prediction.loss[0] - res.prediction.loss0_net) <= 1e-14
+    net = _net(1, (4, 500, 2), 1e-4)
+    res = bf.analyse(net, (X, Y), alpha=0.0, train=True)
+    v, tr, reg = res.verdict, res.prediction.trained, res.regime
+    assert v.training.level == vd.EFFECTIVE and v.level == vd.EFFECTIVE and v.effectively_linear
+    assert tr.gap_to_twin <= vd.PAPER_LEVEL and 0 <= tr.gap_step <= tr.steps_run == tr.config.steps
+    assert reg.small_init and reg.init_ratio <= vd.SMALL_INIT
+    assert reg.rich and reg.movement[0] >= vd.RICH_MOVEMENT  # grew from 1e-4: far beyond its init
+    assert reg.alignment > 0.99 > reg.alignment0  # rows align to the learned input directions
+    # the function *as given* is tiny and half even (random init): judged apart, not hidden
+    assert v.function.level == vd.ODD_LINEAR and res.net.even_fraction > 0.1
+    assert v.trained_function.level == vd.EFFECTIVE and tr.final_even_fraction <= vd.PAPER_LEVEL
 
 
-def test_each_failing_condition_is_named_with_its_number():
+def test_untrained_default_init_net_is_not_called_effectively_linear():
+    X, Y = _sym_data(2, n=100, d=8, p=3)
+    res = bf.analyse(_kaiming_uniform(0, (8, 100, 3)), (X, Y), alpha=0.0)
+    v = res.verdict
+    assert v.level == vd.NOT and not v.effectively_linear
+    assert v.function.level == vd.ODD_LINEAR  # a linear odd part, but a large even part
+    assert _ev(v.function, "even part").value == res.net.even_fraction > vd.PAPER_LEVEL
+    assert "even part" in v.function.reasons[0] and "%" in v.function.reasons[0]
+    e = _ev(v.training, "init gain")  # the twin theory is a small-init theory: not applicable
+    assert not e.passed and e.value == res.regime.init_ratio > vd.SMALL_INIT
+    assert any(r.startswith("init not small") for r in v.training.reasons)
+
+
+def test_large_init_trained_net_is_lazy_and_off_its_twin():
+    X, Y = _sym_data(3)
+    res = bf.analyse(_net(3, (4, 200, 2), 1.0), (X, Y), alpha=0.0, train=True)
+    v, tr = res.verdict, res.prediction.trained
+    assert v.training.level == vd.NOT and v.level == vd.NOT
+    assert tr.gap_to_twin > vd.PAPER_LEVEL and not res.regime.rich
+    assert res.regime.movement[0] < vd.RICH_MOVEMENT
+    assert any(r.startswith("trained gap") for r in v.training.reasons)
+    assert any(r.startswith("lazy regime") for r in v.training.reasons)
+
+
+def test_biases_are_named_and_have_no_twin():
     X, Y = _sym_data(2)
-    biased = bf.analyse(_net(0, (4, 6, 2), bias=True), (X, Y), alpha=0.0)
-    assert not biased.verdict.effectively_linear and biased.prediction is None
-    assert any(f.startswith("bias: layer(s) 1, 2") for f in biased.verdict.failures)
-    half = bf.analyse(_net(0, (4, 6, 2)), (X[:40], Y[:40]), alpha=0.0)
-    assert [f[:16] for f in half.verdict.failures] == ["asymmetric data:"]
-    assert half.data.asymmetry > 0.1 and half.prediction.two_layer_floor is None
-    deep = bf.analyse(_net(0, (4, 8, 8, 2), scale=0.7), (X, Y), alpha=0.0)
-    assert deep.net.odd_nonlinear_fraction > 1e-6  # a random depth-3 ReLU net uses its depth
-    assert "depth 3 > 2 with a nonlinear odd part" in deep.verdict.text
-    assert "APPROXIMATE" in deep.prediction.note
+    res = bf.analyse(_net(0, (4, 6, 2), bias=True), (X, Y), alpha=0.0)
+    assert res.verdict.level == vd.NOT and res.prediction is None
+    assert res.verdict.function.reasons[0].startswith("biases")
+    assert res.verdict.training.reasons[0].startswith("biases")
+    assert "depth" not in res.verdict.text  # not mistaken for a deep net's nonlinear odd part
+    W, b = np.ones((3, 4)), np.ones(3)
+    res = bf.analyse(bf.from_arrays([W, np.ones((2, 3))], [b, None]), (X, Y), alpha=0.0)
+    assert res.verdict.function.reasons[0].startswith("biases") and "depth 2 > 2" not in res.verdict.text
+
+
+def test_one_hot_inputs_are_asymmetric():
+    X = np.eye(6)[np.arange(30) % 6]
+    Y = X @ np.random.default_rng(0).normal(size=(6, 2))
+    res = bf.analyse(_net(0, (6, 20, 2), 1e-3), (X, Y), alpha=0.0)
+    e = _ev(res.verdict.training, "mirror violation")
+    assert not e.passed and e.value == res.data.mirror_violation_inputs > vd.NEAR_SYMMETRIC
+    assert res.verdict.level == vd.NOT and res.verdict.training.reasons[0].startswith("asymmetric inputs")
+    assert res.prediction.two_layer_floor is None  # the floor needs symmetric inputs
+
+
+def test_depth_three_with_a_nonlinear_odd_part():
+    X, Y = _sym_data(2)
+    res = bf.analyse(_net(0, (4, 8, 8, 2), scale=0.7), (X, Y), alpha=0.0)
+    e = _ev(res.verdict.function, "odd part outside")
+    assert not e.passed and e.value == res.net.odd_nonlinear_fraction > vd.PAPER_LEVEL
+    assert res.verdict.function.level == vd.NOT and "nonlinear odd part (depth 3)" in res.verdict.text
+    assert any(r.startswith("depth 3 > 2") for r in res.verdict.training.reasons)
+    assert "APPROXIMATE" in res.prediction.note
+
+
+def test_a_target_with_nothing_linear_returns_fast_and_says_the_twin_learns_nothing():
+    th = np.linspace(0, 2 * np.pi, 64, endpoint=False)  # the circle is symmetric: θ -> θ + π
+    X, Y = np.c_[np.cos(th), np.sin(th)], np.cos(3 * th)[:, None]  # odd, orthogonal to cos θ, sin θ
+    start = time.monotonic()
+    res = bf.analyse(_net(0, (2, 50, 1), 1e-3), (X, Y), alpha=0.0)
+    assert time.monotonic() - start < 60  # the old default horizon was ~1e17 and the solve hung
+    # Σ_yx = 0 to round-off: cos 3θ is orthogonal to both coordinates on the 64 equally spaced angles
+    assert res.data.linear_fraction <= 1e-20 and res.prediction.horizon_floored
+    assert np.isfinite(res.prediction.t[-1])
+    assert "the linear twin learns nothing" in res.verdict.training.text
+    # no linear part: the two-layer floor is the target's whole loss (§1.4), L(0) = ½<y²> = 1/4
+    assert res.prediction.two_layer_floor == pytest.approx(0.25, rel=1e-12)
+    assert res.verdict.training.level == vd.EFFECTIVE  # net and twin both stay at L(0)
+
+
+# ------------------------------------------------------------- bookkeeping, bounds, messages
+
+
+def test_trained_gap_does_not_depend_on_the_record_count():
+    X, Y = _sym_data(4)
+    net = _net(4, (4, 30, 2), 1e-2)
+    gaps = [bf.analyse(net, (X, Y), alpha=0.0, train=bf.GDConfig(lr=0.05, steps=400, n_records=r))
+            .prediction.trained for r in (3, 41, 401)]
+    # the same steps in the same compiled loop, only cut into other chunks: round-off at most
+    for g in gaps[1:]:
+        assert g.gap_step == gaps[0].gap_step
+        assert g.gap_to_twin == pytest.approx(gaps[0].gap_to_twin, rel=1e-12)
+
+
+def test_time_budget_stops_training_and_says_so():
+    X, Y = _sym_data(5)
+    calls = []
+    res = bf.analyse(_net(5, (4, 10, 2), 1e-2), (X, Y), alpha=0.0, time_budget=1e-9,
+                     train=bf.GDConfig(lr=0.01, steps=10_000, n_records=101),
+                     progress=lambda k, n: calls.append((k, n)))
+    tr = res.prediction.trained
+    assert tr.steps_run == 100 < tr.config.steps and calls == [(100, 10_000)]
+    assert any("time budget" in n for n in res.verdict.training.notes)
+
+
+def test_float32_mirror_is_symmetric_to_its_precision():
+    X, Y = map(np.array, _sym_data(6))
+    half = X.shape[0] // 2
+    X[half:] = X[half:].astype(np.float32)  # the mirror half rounded to float32
+    res = bf.analyse(bf.pair_up(_net(0, (4, 5, 2), 0.05)), (X, Y), alpha=0.0)
+    e = _ev(res.verdict.training, "mirror violation")
+    assert e.passed and 1e-10 < e.value <= vd.NEAR_SYMMETRIC  # not exact, float32 round-off
+
+
+def test_bad_input_is_refused_before_any_computation():
+    X, Y = _sym_data(2)
     with pytest.raises(ValueError, match="maps 4 inputs"):
         bf.analyse(_net(0, (4, 6, 2)), (X[:, :3], Y), alpha=0.0)
     with pytest.raises(ValueError, match="unknown"):
         bf.analyse(bf.Model(_net(0, (4, 6, 2)), None, "test"), (X, Y))
+    with pytest.raises(TypeError, match="GDConfig"):
+        bf.analyse(_net(0, (4, 6, 2)), (X, Y), alpha=0.0, train="yes")
+
+
+def test_floors_refuse_an_input_law_that_is_not_symmetric():
+    X = np.random.default_rng(0).normal(size=(300, 3))
+    for fn in (bf.two_layer_floor, bf.characterise):
+        with pytest.raises(ValueError, match="not a sample of a law symmetric about 0"):
+            fn(lambda Z: Z[:, :1], X + 1.0)
+    # a symmetrised sample has every odd moment exactly 0
+    assert bf.characterise(lambda Z: Z[:, :1], np.vstack([X, -X]) + 0.0).verdict == "reachable"
+
+
+# ------------------------------------------------------------- the command line
+
+
+def _data_file(tmp_path, d=4, p=2):
+    X, Y = _sym_data(7, d=d, p=p)
+    np.savez(tmp_path / "data.npz", X=X, Y=Y)
+    return str(tmp_path / "data.npz")
 
 
 def test_cli_analyse_writes_the_contract(tmp_path):
-    net = _net(3, (64, 30, 10), scale=0.05)
+    net = _net(3, (4, 30, 2), scale=0.05)
     model = bf.save_model(net, tmp_path / "m.safetensors")  # no alpha stored
     out = tmp_path / "A"
-    res = runner.invoke(app, ["analyse", str(model), "--alpha", "0", "--data", "digits", "--out", str(out)])
+    res = runner.invoke(app, ["analyse", str(model), "--alpha", "0", "--data", _data_file(tmp_path),
+                              "--out", str(out)])
     assert res.exit_code == 0, res.output
     doc = json.loads((out / "analysis.json").read_text())
-    assert {"data", "net", "prediction", "verdict"} <= set(doc)
-    assert doc["verdict"]["effectively_linear"] is True
+    assert {"data", "net", "regime", "prediction", "verdict"} <= set(doc)
+    v = doc["verdict"]
+    assert v["level"] in vd.LEVELS and v["function"]["level"] in vd.LEVELS
+    assert all({"name", "value", "threshold", "op", "passed"} <= set(e) for e in v["function"]["evidence"])
     assert doc["net"]["odd_nonlinear_fraction"] <= 1e-10
-    assert doc["data"]["symmetric"] and doc["net"]["widths"] == [64, 30, 10]
+    assert doc["data"]["symmetric"] and doc["net"]["widths"] == [4, 30, 2]
     assert doc["prediction"]["loss_unit"].startswith("half mean squared error")
     twin = bf.load_model(out / "twin.safetensors")
     assert twin.alpha == 1.0
@@ -99,6 +240,21 @@ def test_cli_analyse_writes_the_contract(tmp_path):
     assert (out / "figure.png").stat().st_size > 0
     for p in ("analysis.json", "twin.safetensors", "figure.png"):
         assert str(out / p) in res.stdout
+    assert "verdict:" in res.output  # the evidence table
+
+
+def test_cli_analyse_trains_with_its_options(tmp_path):
+    model = bf.save_model(bf.pair_up(_net(0, (4, 4, 2), 0.05)), tmp_path / "m.npz")
+    data = _data_file(tmp_path)
+    res = runner.invoke(app, ["analyse", str(model), "--alpha", "0", "--data", data, "--train-steps", "30",
+                              "--lr", "0.05", "--n-records", "7", "--out", str(tmp_path / "A")])
+    assert res.exit_code == 0, res.output
+    tr = json.loads((tmp_path / "A" / "analysis.json").read_text())["prediction"]["trained"]
+    assert tr["config"]["steps"] == 30 and tr["config"]["lr"] == 0.05 and len(tr["t"]) == 7
+    assert tr["gap_to_twin"] <= 1e-12  # pairs (§2.3)
+    res = runner.invoke(app, ["analyse", str(model), "--alpha", "0", "--data", data, "--train",
+                              "--train-steps", "3", "--out", str(tmp_path / "B")])
+    assert res.exit_code == 2 and "not both" in res.output
 
 
 def test_cli_analyse_bad_input_exits_2(tmp_path):
@@ -114,9 +270,10 @@ def test_cli_analyse_bad_input_exits_2(tmp_path):
     assert res.exit_code == 2 and "unknown data" in res.output
 
 
-def test_done_when_torch_sequential_saved_with_safetensors(tmp_path):
-    """The issue's acceptance test: a bias-free torch.nn.Sequential saved with
-    safetensors.torch.save_file is analysed as effectively linear; a bias or a Tanh is refused."""
+def test_torch_default_init_is_analysed_honestly(tmp_path):
+    """A bias-free torch.nn.Sequential saved with safetensors.torch.save_file at PyTorch's default
+    init: a linear odd part but a large even part, and an init too large for the twin theory;
+    a bias or a Tanh is refused."""
     torch = pytest.importorskip("torch")
     from safetensors.torch import save_file
 
@@ -128,7 +285,9 @@ def test_done_when_torch_sequential_saved_with_safetensors(tmp_path):
                               "digits", "--out", str(tmp_path / "A")])
     assert res.exit_code == 0, res.output
     doc = json.loads((tmp_path / "A" / "analysis.json").read_text())
-    assert doc["verdict"]["effectively_linear"] and doc["net"]["odd_nonlinear_fraction"] <= 1e-10
+    assert not doc["verdict"]["effectively_linear"] and doc["net"]["odd_nonlinear_fraction"] <= 1e-10
+    assert doc["verdict"]["function"]["level"] == vd.ODD_LINEAR and doc["net"]["even_fraction"] > 0.003
+    assert doc["regime"]["init_ratio"] > vd.SMALL_INIT
     biased = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10, bias=False))
     save_file(biased.state_dict(), str(tmp_path / "b.safetensors"))
     res = runner.invoke(app, ["analyse", str(tmp_path / "b.safetensors"), "--alpha", "0",

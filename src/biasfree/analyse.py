@@ -1,40 +1,41 @@
-"""Is *your* network effectively linear? One call from a model and data to a verdict.
+"""Is *your* network effectively linear? One call from a model and data to a graded verdict.
 
 :func:`analyse` measures, on the given data, what docs/theory.md says decides the answer:
 
-- the data: symmetric or not (§2.1), by :func:`biasfree.datasets.asymmetry`;
-- the net: depth, widths, slope α (c = (1 + α)/2), biases, and the split of its output
-  ``f = f_odd + f_even`` (§1.2): ``even_fraction = <||f_even||²> / <||f||²>`` and
-  ``odd_nonlinear_fraction = min_β <||f_odd - βᵀx||²> / <||f_odd||²>`` (round-off for
-  every two-layer bias-free net), ``β_eff`` and each layer's effective rank;
-- the prediction: the *linear twin* (§2.4) — two layers: ``√c (W_1, W_2)`` run in time
-  ``c t``; depth L > 2: every layer × ``c^{(L-1)/L}`` in time ``c^{2(L-1)/L} t`` (the
-  net with σ_α replaced by its odd part ``c z``; approximate, §4.1) — and its learning
-  curve from this init, by the exact closed form where it applies ("riccati": two
-  layers, whitened inputs, balanced init) or the integrated linear network ("ode");
-  the floors on this data;
-- optionally the net trained by gradient descent beside its twin, with the measured
-  gaps ``max_t |L(t) - L_pred(t)| / L(0)`` and ``max_t |L(t) - L_twin(t)| / L(0)``.
+- the data: symmetric or not (§2.1): :func:`biasfree.datasets.asymmetry` and the
+  multiset :func:`~biasfree.validate.mirror_violation`; the mode strengths s_i of
+  ``Σ_yx Σ_xx^{-1/2}`` and the share of the target's power a linear map captures;
+- the net: depth, widths, slope α (c = (1 + α)/2), biases, the split ``f = f_odd + f_even``
+  (§1.2): ``even_fraction = <||f_even||²>/<||f||²>``, ``odd_nonlinear_fraction =
+  min_β <||f_odd − βᵀx||²>/<||f_odd||²>`` (round-off for every two-layer bias-free net),
+  ``nonlinear_fraction`` (squared distance from f to the nearest linear map over <||f||²>),
+  ``β_eff``, effective ranks, whether it is built of antisymmetric pairs;
+- the regime (§6.3): the init's gain against the strongest mode, and, when trained,
+  each layer's relative movement and the first-layer rows' alignment;
+- the prediction: the *linear twin* (§2.4; depth L > 2: the approximate odd-part twin,
+  §4.1), its learning curve from this init ("riccati" closed form or the integrated
+  "ode"), the floors, and a predicted gap (§6.4);
+- optionally the net trained by GD beside its twin, the gap measured at every step
+  (:mod:`biasfree.twin_training`).
 
 Units: every loss and floor is the package's training loss, the *half* mean squared
-error ``L = (1/2N) Σ_n ||y_n - f(x_n)||²``; fractions are ratios of mean energies.
-
-The verdict is "effectively linear" when none of these fails: no bias; symmetric data
-(asymmetry ≤ 1e-10); an odd part that is linear (fraction ≤ 1e-10; it can fail only
-for depth > 2); and, when trained, a measured gap to the prediction within the paper's
-0.3% of L(0) between the trained net and its twin trained by the same GD (the gap to
-the gradient-flow prediction also holds GD's O(η) step error, so it is reported, not
-judged).
+error ``L = (1/2N) Σ_n ||y_n − f(x_n)||²``; fractions are ratios of mean energies.
+The verdict (:mod:`biasfree.verdict`, docs/theory.md §6) has two answers, the function
+now and the training (predicted or measured), each with the numbers that decided it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from . import regime as rg
 from . import theory, validate
+from . import verdict as vd
+from .analysis_report import Analysis, DataReport, NetReport, Prediction, Regime, Training
 from .data import Dataset, check_data
 from .datasets import RealData, asymmetry, load_data
 from .expressivity import net_function, odd_nonlinearity
@@ -42,169 +43,14 @@ from .floors import dataset_floor
 from .interop import Model, as_model
 from .nets import Params, depth, even_part, forward, has_bias, scale_params, slope_factor, widths
 from .precision import precise
-from .train import GDConfig, gd
+from .train import GDConfig
+from .twin_training import relative_movement, row_alignment, train_with_twin
+from .verdict import PAPER_LEVEL, ROUND_OFF, Verdict
 
-ROUND_OFF = 1e-10
-"""Tolerance of an exact identity (relative): symmetric data, a linear odd part."""
-
-PAPER_LEVEL = 3e-3
-"""The paper's level for "equal curves" ("errors below 0.3%" of L(0))."""
-
-LOSS_UNIT = "half mean squared error, L = (1/2N) sum_n ||y_n - f(x_n)||^2"
-
-
-@dataclass(frozen=True)
-class DataReport:
-    """``n`` points, ``d`` inputs, ``p`` outputs; ``asymmetry`` (0 exactly for a
-    symmetric set), ``mirror_violation`` (:func:`biasfree.validate.mirror_violation` of
-    ``[X, Y]`` relative to the largest row norm: 0 exactly when every point's mirror is
-    present as often as the point), ``symmetric`` (both ≤ 1e-10: symmetric as a
-    multiset), ``input_rank`` (directions of XᵀX/N above 1e-12 of the largest),
-    ``whitened`` (XᵀX/N = I to 1e-10), ``source``."""
-
-    n: int
-    d: int
-    p: int
-    asymmetry: float
-    symmetric: bool
-    input_rank: int
-    whitened: bool
-    source: str
-    mirror_violation: float = 0.0
-
-
-@dataclass(frozen=True)
-class NetReport:
-    """``depth`` L, ``widths`` (d, n_1, ..., p), slope ``alpha``, ``c`` = (1+α)/2,
-    ``has_bias``; on the data: ``output_energy`` <||f||²>, ``even_fraction``,
-    ``odd_nonlinear_fraction`` (module doc), the energies ``even_energy`` <||f_even||²>,
-    ``odd_linear_energy`` <||β_effᵀx||²> and ``odd_nonlinear_energy`` <||f_odd - β_effᵀx||²>,
-    ``beta_eff`` (d, p), per-layer
-    ``effective_ranks`` (entropy effective rank of the singular values, Roy & Vetterli
-    2007) and ``singular_values``."""
-
-    depth: int
-    widths: tuple[int, ...]
-    alpha: float
-    c: float
-    has_bias: bool
-    output_energy: float
-    even_fraction: float
-    odd_nonlinear_fraction: float
-    even_energy: float
-    odd_linear_energy: float
-    odd_nonlinear_energy: float
-    beta_eff: np.ndarray
-    effective_ranks: tuple[float, ...]
-    singular_values: tuple[np.ndarray, ...]
-
-
-@dataclass(frozen=True)
-class Training:
-    """The net trained by GD (``config``) beside its linear twin (GD too, step η·k_t,
-    weights × the twin's scale): ``t`` (T,) times t = ηk, ``loss``, ``twin_loss`` (twin
-    record j sits at twin time k_t t_j), ``predicted`` (the prediction at ``t``),
-    ``even_energy`` <||f_even||²> along training; ``gap_to_prediction`` and
-    ``gap_to_twin`` (max over t of the difference / L(0)); the trained net's
-    ``final_even_fraction``, ``final_odd_nonlinear_fraction``, ``final_odd_linear_energy``
-    <||β_effᵀx||²>, ``final_odd_nonlinear_energy`` and ``final_even_energy``; ``params``."""
-
-    config: GDConfig
-    t: np.ndarray
-    loss: np.ndarray
-    twin_loss: np.ndarray
-    predicted: np.ndarray
-    even_energy: np.ndarray
-    gap_to_prediction: float
-    gap_to_twin: float
-    final_even_fraction: float
-    final_odd_nonlinear_fraction: float
-    final_odd_linear_energy: float
-    final_odd_nonlinear_energy: float
-    final_even_energy: float
-    params: Params
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """The linear twin and its learning curve. ``twin`` params (α = 1), ``weight_scale``
-    and ``time_scale`` k_t (twin = net × weight_scale per layer, twin time = k_t t),
-    ``reference`` "riccati" or "ode", ``exact`` (True when the twin map is exact: a
-    two-layer net with zero even part, or α = 1), ``note``; ``t`` (T,), ``loss`` (T,)
-    predicted; ``loss0_net`` the net's own L(0) (includes ½<f_even²>), ``linear_floor``
-    (least-squares residual: the twin's limit), ``two_layer_floor`` (exact two-layer
-    bias-free floor on symmetric data, §1.3, else None), all in loss units; optional
-    ``trained``."""
-
-    twin: Params
-    weight_scale: float
-    time_scale: float
-    reference: str
-    exact: bool
-    note: str
-    t: np.ndarray
-    loss: np.ndarray
-    loss0_net: float
-    linear_floor: float
-    two_layer_floor: float | None
-    trained: Training | None = None
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """``effectively_linear``; ``failures`` the conditions that fail, each with its
-    number; ``text`` one plain sentence with the numbers."""
-
-    effectively_linear: bool
-    failures: tuple[str, ...]
-    text: str
-
-
-@dataclass(frozen=True)
-class Analysis:
-    """What :func:`analyse` found: ``data``, ``net``, ``prediction`` (None for a net
-    with biases, which has no linear twin) and the ``verdict``."""
-
-    data: DataReport
-    net: NetReport
-    prediction: Prediction | None
-    verdict: Verdict
-
-    def to_json(self) -> dict:
-        """A JSON-able document with top-level keys data, net, prediction, verdict."""
-        return {"data": _jsonable(dataclasses.asdict(self.data)),
-                "net": _jsonable(dataclasses.asdict(self.net)),
-                "prediction": None if self.prediction is None else _prediction_json(self.prediction),
-                "verdict": _jsonable(dataclasses.asdict(self.verdict))}
-
-
-def _jsonable(v):
-    if isinstance(v, dict):
-        return {k: _jsonable(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, np.ndarray):
-        return _jsonable(v.tolist())
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, float) and not np.isfinite(v):
-        return None
-    return v
-
-
-def _prediction_json(p: Prediction) -> dict:
-    doc = {"loss_unit": LOSS_UNIT, "reference": p.reference, "exact": p.exact, "note": p.note,
-           "twin": {"alpha": 1.0, "weight_scale": p.weight_scale,
-                    "time_scale": p.time_scale,
-                    "shapes": [list(np.shape(layer.W)) for layer in p.twin]},
-           "t": p.t, "loss": p.loss, "loss0_net": p.loss0_net, "linear_floor": p.linear_floor,
-           "two_layer_floor": p.two_layer_floor, "trained": None}
-    if p.trained is not None:
-        tr = {f.name: getattr(p.trained, f.name) for f in dataclasses.fields(Training)
-              if f.name not in ("params", "config")}
-        tr["config"] = dataclasses.asdict(p.trained.config)
-        doc["trained"] = tr
-    return _jsonable(doc)
+DEFAULT_TIME_BUDGET = 120.0
+"""Seconds of training ``analyse(train=...)`` allows itself unless told otherwise."""
+__all__ = ["Analysis", "DataReport", "NetReport", "PAPER_LEVEL", "Prediction", "ROUND_OFF", "Regime",
+           "Training", "Verdict", "analyse", "effective_rank", "save_analysis"]
 
 
 # ----------------------------------------------------------------- measurements
@@ -228,6 +74,10 @@ class _Split:
     odd_nonlinear: float
     odd_fraction_nonlinear: float
     beta: np.ndarray
+
+    @property
+    def even_fraction(self) -> float:
+        return self.even / self.energy if self.energy else 0.0
 
 
 def _split(params: Params, X, alpha) -> _Split:
@@ -264,40 +114,43 @@ def _twin_scales(L: int, alpha: float) -> tuple[float, float]:
     return c ** ((L - 1) / L), c ** (2 * (L - 1) / L)
 
 
-def default_t_max(X, Y, beta, time_scale: float, horizon: float = 3.0) -> float:
-    """A horizon for the prediction when none is given: ``horizon`` × the slowest mode's
-    half time ``t_1/2 = ln(max(s/a_0 - 1, e)) / (2 s k_t)`` (§3.1), with ``s`` the
-    singular values of ``Σ_yx Σ_xx^{+1/2}`` above 1% of the largest and ``a_0`` the
-    twin's initial strength ``||β_eff||₂`` (floored at 1e-12 s_1); k_t = ``time_scale``."""
-    X, Y = np.asarray(X, float), np.asarray(Y, float)
-    N = X.shape[0]
-    lam, V = np.linalg.eigh(X.T @ X / N)
-    keep = lam > 1e-12 * lam.max()
-    root = (V[:, keep] * np.sqrt(lam[keep])) @ V[:, keep].T
-    s = np.linalg.svd(Y.T @ X / N @ np.linalg.pinv(root), compute_uv=False)
-    s = s[s > 1e-2 * s[0]]
-    a0 = max(float(np.linalg.norm(beta, 2)), 1e-12 * s[0])
-    return float(horizon * np.max(np.log(np.maximum(s / a0 - 1.0, np.e)) / (2.0 * s)) / time_scale)
+def _paired(params: Params) -> bool:
+    """Depth 2: the rows [w_k, v_k] form a mirror-symmetric multiset (antisymmetric pairs)."""
+    if len(params) != 2:
+        return False
+    Z = np.hstack([np.asarray(params[0].W, float), np.asarray(params[1].W, float).T])
+    scale = float(np.max(np.linalg.norm(Z, axis=1)))
+    return scale > 0 and validate.mirror_violation(Z) <= ROUND_OFF * scale
+
+
+# ----------------------------------------------------------------- the call
 
 
 @precise
-def analyse(model, data, *, alpha=None, train: GDConfig | None = None, t_max: float | None = None,
-            n_times: int = 201) -> Analysis:
+def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_max: float | None = None,
+            n_times: int = 201, time_budget: float | None = DEFAULT_TIME_BUDGET,
+            progress: Callable[[int, int], None] | None = None) -> Analysis:
     """Analyse a bias-free (leaky) ReLU net on data: is it effectively linear? (module doc)
 
     ``model``: a torch ``nn.Sequential``, an ``eqx.nn.MLP``, a ``.safetensors``/``.npz``
     path, a :class:`~biasfree.interop.Model` or a params tuple (:mod:`biasfree.interop`).
     ``data``: ``(X, Y)``, a Dataset, a :func:`~biasfree.load_data` result, a file or a
     bundled name. ``alpha``: the slope α, needed when the model does not state it.
-    ``train``: a :class:`~biasfree.GDConfig` to also train the net (its ``alpha`` is
-    replaced by the model's) beside its twin. ``t_max``: horizon of the predicted curve
-    without training (default :func:`default_t_max`), on ``n_times`` points.
+    ``train``: a :class:`~biasfree.GDConfig` (its ``alpha`` is replaced by the model's;
+    ``n_records`` sets only the stored curve, the gap is measured at every step), or
+    True for a default one (step a quarter of the stability limit, steps to the default
+    horizon, at most ``regime.MAX_STEPS``). ``t_max``: horizon of the predicted curve
+    without training (default: from the data's modes, bounded), on ``n_times`` points.
+    ``time_budget``: seconds of training at most (None: no limit); ``progress(k, K)``
+    is called as training goes.
     """
-    if train is not None and not isinstance(train, GDConfig):
-        raise TypeError(f"train={train!r} must be a biasfree.GDConfig (or None: no training)")
+    if train is not None and not isinstance(train, GDConfig | bool):
+        raise TypeError(f"train={train!r} must be a biasfree.GDConfig, True (default training) or None")
     if t_max is not None:
         t_max = validate.positive("t_max", t_max, scalar=True, why="the horizon of the predicted curve")
     n_times = validate.integer("n_times", n_times, 2)
+    if time_budget is not None:
+        time_budget = validate.positive("time_budget", time_budget, scalar=True, why="seconds of training")
     m: Model = as_model(model, alpha)
     if m.alpha is None:
         raise ValueError(f"the slope α of {m.source} is unknown (weight files do not store the "
@@ -306,7 +159,7 @@ def analyse(model, data, *, alpha=None, train: GDConfig | None = None, t_max: fl
     X, Y, source = _data_arrays(data)
     check_data(X, Y)
     X, Y = np.asarray(X, float), np.asarray(Y, float)
-    if train is not None and train.loss == "logistic" and not np.all(np.abs(Y) == 1.0):
+    if isinstance(train, GDConfig) and train.loss == "logistic" and not np.all(np.abs(Y) == 1.0):
         raise ValueError("data: the logistic loss (train.loss='logistic') needs labels y = ±1; Y holds "
                          "other values (map {0, 1} labels with 2y - 1, or train with loss='mse')")
     w = widths(params)
@@ -316,37 +169,85 @@ def analyse(model, data, *, alpha=None, train: GDConfig | None = None, t_max: fl
     L, c, biased = depth(params), float(slope_factor(a)), has_bias(params)
 
     lam = np.linalg.eigvalsh(X.T @ X / X.shape[0])
+    modes = rg.data_modes(X, Y)
     asym = asymmetry(X, Y)
     mv = validate.mirror_violation(X, Y) / max(float(np.max(np.linalg.norm(np.hstack([X, Y]), axis=1))),
                                                1e-300)
-    data_rep = DataReport(X.shape[0], X.shape[1], Y.shape[1], asym, asym <= ROUND_OFF and mv <= ROUND_OFF,
-                          int(np.sum(lam > 1e-12 * lam.max())), theory.is_whitened(X), source, mv)
+    symmetric = asym <= ROUND_OFF and mv <= ROUND_OFF
+    x_scale = max(float(np.max(np.linalg.norm(X, axis=1))), 1e-300)
+    mv_x = validate.mirror_violation(X) / x_scale  # the inputs alone: the target's parity is judged apart
+    dsf = (dataset_floor(X, Y, alpha=a, tol=vd.NEAR_SYMMETRIC * x_scale) if mv_x <= vd.NEAR_SYMMETRIC
+           else None)
+    even_t = dsf.even / dsf.power if dsf is not None and dsf.power > 0 else float("nan")
+    data_rep = DataReport(X.shape[0], X.shape[1], Y.shape[1], asym, symmetric,
+                          int(np.sum(lam > 1e-12 * lam.max())), theory.is_whitened(X), source, mv,
+                          modes.s, modes.linear_fraction, even_t, mv_x)
     sp = _split(params, X, a)
     svs = tuple(np.linalg.svd(np.asarray(layer.W, float), compute_uv=False) for layer in params)
     beta = (c * np.asarray(params[0].W).T @ np.asarray(params[1].W).T
             if L == 2 and not biased else sp.beta)
-    net_rep = NetReport(L, w, a, c, biased, sp.energy, sp.even / sp.energy if sp.energy else 0.0,
-                        sp.odd_fraction_nonlinear, sp.even, sp.odd_linear, sp.odd_nonlinear,
-                        np.asarray(beta),
-                        tuple(effective_rank(s) for s in svs), svs)
-    prediction = None if biased else _predict(params, a, X, Y, sp, beta, train, t_max, n_times,
-                                              data_rep.symmetric)
-    return Analysis(data_rep, net_rep, prediction, _verdict(data_rep, net_rep, prediction, params))
+    nonlin = (sp.even + sp.odd_nonlinear) / sp.energy if sp.energy else 0.0
+    net_rep = NetReport(L, w, a, c, biased, sp.energy, sp.even_fraction, sp.odd_fraction_nonlinear,
+                        sp.even, sp.odd_linear, sp.odd_nonlinear, np.asarray(beta),
+                        tuple(effective_rank(s) for s in svs), svs, nonlin, _paired(params))
+    s1 = float(modes.s[0]) if modes.s.size else 0.0
+    gain = rg.init_gain(params, modes.lam_max)
+    ratio = gain / s1 if s1 > 0 else float("inf")
+    reg = Regime(gain, s1, ratio, ratio <= vd.SMALL_INIT)
+    function = vd.judge_function(has_bias=biased, alpha=a, even_fraction=sp.even_fraction,
+                                 odd_nonlinear_of_odd=sp.odd_fraction_nonlinear, nonlinear_fraction=nonlin,
+                                 paired=net_rep.paired, depth=L,
+                                 output_ratio=np.sqrt(sp.energy / modes.power) if modes.power else np.nan)
+    loss0 = float(0.5 * np.mean(np.sum((Y - np.asarray(forward(params, X, a))) ** 2, axis=1)))
+    floor = dsf.value if dsf is not None and mv_x <= ROUND_OFF else None  # exact only then (§1.3)
+    facts = vd.Facts(L, a, biased, mv_x, even_t, modes.linear_fraction, ratio, function, floor, loss0)
+    if biased:
+        return Analysis(data_rep, net_rep, None, vd.combine(function, vd.judge_predicted(
+            facts, paired=False, t0_gap=0.0, growth_gap=0.0)), reg)
+    cfg = _train_config(train, params, modes, c, beta, a)
+    pred = _predict(params, a, X, Y, modes, beta, cfg, t_max, n_times, sp, loss0, floor)
+    if cfg is None:
+        training = vd.judge_predicted(facts, paired=net_rep.paired, t0_gap=pred.t0_gap,
+                                      growth_gap=pred.growth_gap)
+        return Analysis(data_rep, net_rep, pred, vd.combine(function, training), reg)
+    tr, reg = _train(params, pred, a, X, Y, cfg, modes, loss0, reg, time_budget, progress)
+    pred = dataclasses.replace(pred, trained=tr)
+    exact = function.level == vd.EXACT and mv <= ROUND_OFF
+    training = vd.judge_measured(facts, gap=tr.gap_to_twin, step=tr.gap_step, t=tr.gap_time,
+                                 steps_run=tr.steps_run, steps_asked=cfg.steps, movement=reg.movement[0],
+                                 alignment=reg.alignment, alignment0=reg.alignment0, exact_structure=exact)
+    after = vd.judge_function(has_bias=False, alpha=a, even_fraction=tr.final_even_fraction,
+                              odd_nonlinear_of_odd=tr.final_odd_nonlinear_fraction,
+                              nonlinear_fraction=(tr.final_even_energy + tr.final_odd_nonlinear_energy)
+                              / max(tr.final_odd_linear_energy + tr.final_odd_nonlinear_energy
+                                    + tr.final_even_energy, 1e-300),
+                              paired=_paired(tr.params), depth=L, kind="function after training",
+                              output_ratio=np.sqrt((tr.final_odd_linear_energy + tr.final_odd_nonlinear_energy
+                                                    + tr.final_even_energy) / modes.power))
+    return Analysis(data_rep, net_rep, pred, vd.combine(function, training, after), reg)
 
 
-def _predict(params, a, X, Y, sp, beta, train, t_max, n_times, symmetric) -> Prediction:
+def _train_config(train, params, modes, c, beta, a) -> GDConfig | None:
+    if train is None or train is False:
+        return None
+    if isinstance(train, GDConfig):
+        return dataclasses.replace(train, alpha=a)
+    lr = rg.default_lr(params, modes, c)
+    T, _ = rg.default_t_max(modes, float(np.linalg.norm(beta, 2)), _twin_scales(len(params), a)[1],
+                            depth=len(params))
+    return GDConfig(alpha=a, lr=lr, steps=int(min(rg.MAX_STEPS, max(1, np.ceil(T / lr)))), n_records=201)
+
+
+def _predict(params, a, X, Y, modes, beta, cfg, t_max, n_times, sp, loss0, floor) -> Prediction:
     L = depth(params)
     ws, ks = _twin_scales(L, a)
     twin = scale_params(params, ws)
-    if train is not None:
-        train = dataclasses.replace(train, alpha=a)
-        from .train import record_steps
-
-        t = train.lr * record_steps(train.steps, train.n_records, train.spacing)
+    floored = False
+    if cfg is not None:
+        t = cfg.lr * np.unique(np.linspace(0, cfg.steps, min(cfg.n_records, cfg.steps + 1)).round())
     else:
-        T = default_t_max(X, Y, beta, ks) if t_max is None else float(t_max)
-        if not (T > 0 and np.isfinite(T)):
-            raise ValueError(f"t_max={t_max} must be a positive finite time")
+        T, floored = (rg.default_t_max(modes, float(np.linalg.norm(beta, 2)), ks, depth=L) if t_max is None
+                      else (float(t_max), False))
         t = np.linspace(0.0, T, n_times)
     if L == 2 or a == 1.0:
         curve = theory.reference_curve(params, X, Y, t, alpha=a)
@@ -360,67 +261,33 @@ def _predict(params, a, X, Y, sp, beta, train, t_max, n_times, symmetric) -> Pre
         note = (f"APPROXIMATE: depth {L} > 2 has no exact linear twin (docs/theory.md §4.1); the twin is "
                 f"the net with σ_α replaced by its odd part c z, weights × c^((L-1)/L) = {ws:.4g}, "
                 f"time × c^(2(L-1)/L) = {ks:.4g}; " + curve.note)
-    lin_floor = theory.linear_floor(X, Y)
-    two = None
-    if symmetric:  # the bound is exact only on a set symmetric as a multiset (dataset_floor checks)
-        dsf = dataset_floor(X, Y, alpha=a)
-        two = dsf.value if dsf.exact else None
-    loss0 = float(0.5 * np.mean(np.sum((Y - np.asarray(forward(params, X, a))) ** 2, axis=1)))
-    trained = None if train is None else _train(params, twin, a, ks, X, Y, train, curve.loss, loss0)
-    return Prediction(twin, ws, ks, curve.reference, bool(exact), note, np.asarray(t),
-                      np.asarray(curve.loss), loss0, lin_floor, two, trained)
-
-
-def _train(params, twin, a, ks, X, Y, cfg: GDConfig, predicted, loss0) -> Training:
-    data = Dataset(X, Y)
-    tr = gd(params, data, cfg)
-    tw = gd(twin, data, dataclasses.replace(cfg, alpha=1.0, lr=cfg.lr * ks))
-    loss, twin_loss = np.asarray(tr.loss), np.asarray(tw.loss)
     L0 = max(loss0, 1e-300)
-    sp = _split(tr.params, X, a)
-    return Training(cfg, np.asarray(tr.t), loss, twin_loss, np.asarray(predicted),
-                    np.asarray(tr.even_energy),
-                    float(np.max(np.abs(loss - predicted)) / L0),
-                    float(np.max(np.abs(loss - twin_loss)) / L0),
-                    sp.even / sp.energy if sp.energy else 0.0, sp.odd_fraction_nonlinear,
-                    sp.odd_linear, sp.odd_nonlinear, sp.even, tr.params)
+    twin0 = float(0.5 * np.mean(np.sum((Y - np.asarray(forward(twin, X, 1.0))) ** 2, axis=1)))
+    growth = (0.5 * rg.growth_even_energy(params, X, Y, float(slope_factor(a)), modes.B) / L0
+              if L == 2 and a != 1.0 and modes.linear_fraction > PAPER_LEVEL else 0.0)
+    return Prediction(twin, ws, ks, curve.reference, bool(exact), note, np.asarray(t),
+                      np.asarray(curve.loss), loss0, theory.linear_floor(X, Y), floor, None,
+                      abs(loss0 - twin0) / L0, float(growth), floored)
 
 
-def _verdict(data: DataReport, net: NetReport, pred: Prediction | None, params) -> Verdict:
-    fails = []
-    if net.has_bias:
-        layers = [str(i + 1) for i, layer in enumerate(params) if layer.b is not None]
-        fails.append(f"bias: layer(s) {', '.join(layers)} carry biases, so f has no odd/even "
-                     "split and no linear twin (docs/theory.md §5)")
-    if not data.symmetric:
-        fails.append(f"asymmetric data: asymmetry {data.asymmetry:.3g} (0 for a set holding every "
-                     "(-x, -y); symmetrise with biasfree.symmetrize)")
-    trained = None if pred is None else pred.trained
-    onf = net.odd_nonlinear_fraction
-    if trained is not None:
-        onf = max(onf, trained.final_odd_nonlinear_fraction)
-    if onf > ROUND_OFF:
-        fails.append(f"depth {net.depth} > 2 with a nonlinear odd part: {onf:.3g} of <f_odd²> lies "
-                     "outside the best linear map")
-    if trained is not None and not trained.gap_to_twin <= PAPER_LEVEL:
-        fails.append(f"trained curve {100 * trained.gap_to_twin:.3g}% of L(0) from its linear twin "
-                     f"(paper's level 0.3%); even part {100 * trained.final_even_fraction:.3g}% "
-                     "of the output after training")
-    even = 100 * net.even_fraction
-    if trained is not None:
-        even = 100 * max(net.even_fraction, trained.final_even_fraction)
-    if not fails:
-        text = (f"effectively linear: odd part linear to {onf:.1g}, even part {even:.2g}% of the "
-                "output")
-        if trained is not None:
-            text += (f", trained curve within {100 * trained.gap_to_twin:.2g}% of L(0) of its linear "
-                     f"twin trained alike ({100 * trained.gap_to_prediction:.2g}% of the gradient-flow "
-                     "prediction, the rest being GD's finite step)")
-        elif pred is not None and not pred.exact:
-            text += ("; the prediction is approximate while the even part is not zero (train "
-                     "with --train-steps to measure the gap)")
-        return Verdict(True, (), text)
-    return Verdict(False, tuple(fails), "not effectively linear: " + "; ".join(fails))
+def _train(params, pred: Prediction, a, X, Y, cfg: GDConfig, modes, loss0, reg: Regime, budget, progress):
+    run = train_with_twin(params, pred.twin, X, Y, alpha=a, lr=cfg.lr, time_scale=pred.time_scale,
+                          steps=cfg.steps, n_records=cfg.n_records, loss=cfg.loss,
+                          weight_decay=cfg.weight_decay, time_budget=budget, progress=progress)
+    L0 = max(loss0, 1e-300)
+    t = cfg.lr * run.k.astype(float)
+    predicted = np.interp(t, pred.t, pred.loss)
+    sp = _split(run.params, X, a)
+    dirs = rg.learned_directions(modes.B)
+    tr = Training(cfg, t, run.loss, run.twin_loss, predicted, run.even_energy,
+                  float(np.max(np.abs(run.loss - predicted)) / L0), run.gap_max / L0,
+                  sp.even_fraction, sp.odd_fraction_nonlinear, sp.odd_linear, sp.odd_nonlinear, sp.even,
+                  run.params, run.gap_step, cfg.lr * run.gap_step, run.steps)
+    move = relative_movement(params, run.params)
+    reg = dataclasses.replace(reg, movement=move, rich=move[0] >= vd.RICH_MOVEMENT,
+                              alignment0=row_alignment(params[0].W, dirs),
+                              alignment=row_alignment(run.params[0].W, dirs))
+    return tr, reg
 
 
 def save_analysis(analysis: Analysis, out_dir, figure=None) -> list:

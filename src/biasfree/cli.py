@@ -305,14 +305,27 @@ def analyse(
                                            "diabetes) or a .npz (X, Y) / .csv file")] = "digits",
     alpha: Annotated[float | None, typer.Option(help="leaky slope α: 0 ReLU, 1 linear (needed "
                                                      "unless the file stores it)")] = None,
+    train: Annotated[bool, typer.Option("--train", help="also train beside the twin with the default "
+                                                        "step and horizon (from the data's scale)")] = False,
     train_steps: Annotated[int, typer.Option(help="also train K GD steps beside the twin (0: no)")] = 0,
-    lr: Annotated[float, typer.Option(help="GD step η for --train-steps")] = 0.01,
+    lr: Annotated[float | None, typer.Option(help="GD step η (default: a quarter of the estimated "
+                                                  "stability limit with --train, 0.01 with "
+                                                  "--train-steps)", show_default=False)] = None,
+    n_records: Annotated[int, typer.Option(help="points of the stored training curves (the gap is "
+                                                "measured at every step whatever this is)")] = 201,
+    time_budget: Annotated[float, typer.Option(help="seconds of training at most; the run stops "
+                                                    "there and says so")] = 120.0,
     t_max: Annotated[float | None, typer.Option(help="horizon of the predicted curve without "
                                                      "training (default: from the data's modes)")] = None,
     out: Annotated[Path, typer.Option(help="output folder")] = Path("analysis"),
 ) -> None:
-    """Is MODEL effectively linear on the data? Writes OUT/analysis.json, OUT/twin.safetensors
-    and OUT/figure.png; exits 0 whatever the verdict, 2 on bad input."""
+    """Is MODEL effectively linear on the data? A graded verdict (docs/theory.md §6) on the
+    function it computes and on its training (predicted, or measured with --train /
+    --train-steps). Writes OUT/analysis.json, OUT/twin.safetensors and OUT/figure.png;
+    exits 0 whatever the verdict, 2 on bad input."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress as Bar
+
     from . import validate
 
     try:  # before JAX loads
@@ -328,18 +341,35 @@ def analyse(
     from .train import GDConfig
 
     try:
+        if train and train_steps:
+            raise ValueError("give --train (default steps) or --train-steps K, not both")
+        if train and lr is not None:
+            raise ValueError("--lr goes with --train-steps K (--train picks its own step from the data)")
         m = load_model(model, alpha)
         d = load_data(data)
-        cfg = GDConfig(lr=lr, steps=train_steps) if train_steps else None
-        with err.status("analysing"):
-            result = analyse_model(m, d, train=cfg, t_max=t_max)
+        cfg = (GDConfig(lr=0.01 if lr is None else lr, steps=train_steps, n_records=n_records)
+               if train_steps else None)
+        with Bar(TextColumn("training beside the twin"), BarColumn(), MofNCompleteColumn(),
+                 TimeElapsedColumn(), console=err, transient=True) as bar:
+            task = bar.add_task("train", total=None)
+            result = analyse_model(m, d, train=cfg or (True if train else None), t_max=t_max,
+                                   time_budget=time_budget,
+                                   progress=lambda k, n: bar.update(task, completed=k, total=n))
     except (ValueError, TypeError, FileNotFoundError, ImportError) as e:
         err.print(f"[red]error:[/] {escape(str(e))}")
         raise typer.Exit(2) from None
     for path in save_analysis(result, out, figure(result)):
         typer.echo(str(path))
-    colour = "green" if result.verdict.effectively_linear else "yellow"
-    err.print(f"[{colour}]{escape(result.verdict.text)}[/]")
+    v = result.verdict
+    colour = "green" if v.effectively_linear else "yellow"
+    table = Table(title=f"verdict: {v.level}", title_style=f"bold {colour}")
+    for col in ("answer", "level", "evidence (value, threshold)"):
+        table.add_column(col)
+    for j in (v.function, v.training, v.trained_function):
+        if j is not None:
+            table.add_row(j.kind, j.level, escape("\n".join(e.line() for e in j.evidence)))
+    err.print(table)
+    err.print(f"[{colour}]{escape(v.text)}[/]")
 
 
 @app.command()

@@ -99,11 +99,42 @@ def _floor(sq_err, sq_norm, what: str, quad_error: float = 0.0) -> Floor:
     return Floor(mean_c, se, mean_p, ratio, rse, n, what, float(quad_error))
 
 
+SYMMETRY_FALSE_ALARM = 1e-6
+"""Chance that :func:`check_symmetric_law` refuses a sample of a truly symmetric law."""
+
+
+def check_symmetric_law(X) -> None:
+    """Refuse a sample ``X`` (N, d) whose law is visibly not symmetric about 0.
+
+    Every floor here assumes p(x) = p(-x) (§1.3: odd and even functions orthogonal), so
+    every odd moment vanishes. Test the first and third moments of each coordinate,
+    ``z = |mean(x_j^k)| / (std(x_j^k)/√N)`` for k = 1, 3: under a symmetric law each z is
+    asymptotically |N(0, 1)|, so with the Bonferroni bound over the 2d tests a symmetric
+    law is refused with probability at most :data:`SYMMETRY_FALSE_ALARM`. A symmetrised
+    sample (every x with its -x) has z = 0 exactly."""
+    N, d = X.shape
+    z_max = float(stats.norm.isf(SYMMETRY_FALSE_ALARM / (4 * d)))
+    for k, name in ((1, "mean"), (3, "third moment")):
+        M = X**k
+        with np.errstate(invalid="ignore", divide="ignore"):
+            z = np.abs(M.mean(axis=0)) / (M.std(axis=0, ddof=1) / np.sqrt(N))
+        z = np.where(np.isfinite(z), z, 0.0)
+        j = int(np.argmax(z))
+        if z[j] > z_max:
+            raise ValueError(
+                f"X: not a sample of a law symmetric about 0: the {name} of coordinate {j} is "
+                f"{M[:, j].mean():.3g}, {z[j]:.3g} standard errors from 0 (limit {z_max:.3g}, a false alarm "
+                f"rate of {SYMMETRY_FALSE_ALARM:g}); these floors assume p(x) = p(-x) (docs/theory.md §1.3) "
+                "and do not cover this law: centre the inputs (X - X.mean(0)) or pass a symmetric sample "
+                "(biasfree.symmetrize)")
+
+
 def _check_independent(X) -> np.ndarray:
     X = validate.finite_array("X", X, ndim=2)
     if X.shape[0] < X.shape[1] + 2:
         raise ValueError(f"X: need a sample of shape (N, d) with N > d + 1, got {X.shape}; draw more "
                          "points")
+    check_symmetric_law(X)
     return X
 
 

@@ -1,0 +1,281 @@
+"""The graded verdict of :func:`biasfree.analyse`: levels, thresholds and the evidence.
+
+docs/theory.md §6 defines every level and threshold and gives the reasoning for each.
+Two answers are kept apart:
+
+- **the function the net computes now** (``function``): from its odd/even split on the
+  data (§1.2–1.3);
+- **its training** (``training``): *predicted* from the init when the net was not
+  trained (the twin theory's assumptions and a first-order estimate of the gap), or
+  *measured* when it was (the gap to its linear twin at every GD step).
+
+The headline ``level`` is the worse of the two. Each answer lists its
+:class:`Evidence`: the measured value, the threshold it was held against and what
+passing means, so a reader sees what decided it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+EXACT = "exactly linear"
+EFFECTIVE = "effectively linear"
+ODD_LINEAR = "linear odd part, nonlinear function"
+NOT = "not effectively linear"
+LEVELS = (EXACT, EFFECTIVE, ODD_LINEAR, NOT)
+"""From best to worst (docs/theory.md §6.1)."""
+
+PAPER_LEVEL = 3e-3
+"""The paper's "errors below 0.3%" of L(0): a convention, borrowed for every approximate
+"small" in this module (§6.2)."""
+ROUND_OFF = 1e-10
+"""Relative amplitude of float64 round-off after a few matrix products (eps ≈ 2e-16 ×
+condition × size, with a wide margin): an *exact* identity holds to this (§6.2)."""
+ROUND_OFF_ENERGY = ROUND_OFF**2
+"""The same for an energy (a squared amplitude)."""
+NEAR_SYMMETRIC = 1e-6
+"""Relative mirror violation of data stored in float32 and mirrored (float32 unit
+round-off 6e-8 × 16): the odd/even cross terms it leaves are far below 0.3% (§6.2)."""
+SMALL_INIT = 0.5
+"""Init gain / strongest mode below which every mode starts before its logistic
+inflection a = s/2 (§3.1): the sigmoidal, small-init regime the twin theory covers."""
+RICH_MOVEMENT = 1.0
+"""Relative first-layer movement ‖W₁(T) − W₁(0)‖/‖W₁(0)‖ from which training is called
+rich: the weights moved by more than their own initial size, so the trained net is no
+perturbation of its init (the lazy, linearised picture fails) (§6.3)."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One deciding number: ``name``, measured ``value``, ``threshold``, ``op`` ("<=" the
+    value must not exceed it, ">=" it must reach it), ``passed``, ``meaning`` (what
+    passing says, with its docs/theory.md section)."""
+
+    name: str
+    value: float
+    threshold: float
+    op: str
+    passed: bool
+    meaning: str
+
+    def line(self) -> str:
+        mark = "ok" if self.passed else "FAILS"
+        return f"{self.name} = {self.value:.3g} ({self.op} {self.threshold:.3g}: {mark})"
+
+
+def evidence(name: str, value: float, threshold: float, meaning: str, op: str = "<=") -> Evidence:
+    value = float(value)
+    ok = value <= threshold if op == "<=" else value >= threshold
+    return Evidence(name, value, float(threshold), op, bool(ok), meaning)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One answer: ``level`` (one of :data:`LEVELS`), ``kind`` ("function now",
+    "training, predicted" or "training, measured"), ``reasons`` (why it is not better,
+    each naming its number and threshold), ``evidence`` (every number weighed),
+    ``notes`` (what was reported but did not decide), ``text`` one sentence."""
+
+    level: str
+    kind: str
+    reasons: tuple[str, ...]
+    evidence: tuple[Evidence, ...]
+    notes: tuple[str, ...]
+    text: str
+
+
+def judgement(kind: str, level: str, reasons, ev, notes=(), summary: str = "") -> Judgement:
+    head = f"{kind}: {level}"
+    body = "; ".join(reasons) if reasons else summary
+    return Judgement(level, kind, tuple(reasons), tuple(ev), tuple(notes),
+                     head + (f" — {body}" if body else ""))
+
+
+def worst(*levels: str) -> str:
+    return max(levels, key=LEVELS.index)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``level`` the worse of ``training`` and the function it concerns (``trained_function``,
+    the net after training, when training was measured; else ``function``, the net as
+    given); ``effectively_linear`` True when it is :data:`EXACT` or :data:`EFFECTIVE`;
+    ``failures`` every reason of the deciding answers; ``text`` every answer, one
+    sentence each."""
+
+    level: str
+    effectively_linear: bool
+    function: Judgement
+    training: Judgement | None
+    failures: tuple[str, ...]
+    text: str
+    trained_function: Judgement | None = None
+
+
+def combine(function: Judgement, training: Judgement | None,
+            trained_function: Judgement | None = None) -> Verdict:
+    """The headline: the worse of the training answer and the function it concerns — the
+    trained net's function when training was measured, else the function now."""
+    deciding = [trained_function or function] + ([] if training is None else [training])
+    level = worst(*(j.level for j in deciding))
+    fails = tuple(r for j in deciding for r in j.reasons)
+    shown = [function] + ([] if training is None else [training]) + (
+        [] if trained_function is None else [trained_function])
+    text = f"{level.upper()}. " + " | ".join(j.text for j in shown)
+    return Verdict(level, level in (EXACT, EFFECTIVE), function, training, fails, text, trained_function)
+
+
+def judge_function(*, has_bias: bool, alpha: float, even_fraction: float, odd_nonlinear_of_odd: float,
+                   nonlinear_fraction: float, paired: bool, depth: int, output_ratio: float = float("nan"),
+                   kind: str = "function now") -> Judgement:
+    """The function now (§6.1): ``even_fraction`` <f_even²>/<f²>, ``odd_nonlinear_of_odd``
+    the share of <f_odd²> outside its best linear map, ``nonlinear_fraction`` the squared
+    distance from f to the nearest linear map over <f²>; ``paired`` the net is made of
+    antisymmetric pairs (so f_even stays 0 under training, §2.3); ``output_ratio``
+    √(<||f||²>/<||y||²>), the output's size against the target's (reported, not judged)."""
+    size = (f"output rms {output_ratio:.3g} of the target's (reported, not judged)",)
+    ev = [evidence("odd part outside its best linear map (fraction of <f_odd²>)", odd_nonlinear_of_odd,
+                   PAPER_LEVEL,
+                   "the odd part is linear to the paper's 0.3% (any depth-2 net: round-off, §1.2)"),
+          evidence("even part (fraction of <f²>)", even_fraction, PAPER_LEVEL,
+                   "the even part is small at the paper's 0.3%"),
+          evidence("for 'exactly linear': distance to the nearest linear map (fraction of <f²>)",
+                   nonlinear_fraction, ROUND_OFF_ENERGY, "f is linear to round-off on the data")]
+    if has_bias:
+        return judgement(kind, NOT, ["biases: f has no linear twin and its odd part need not be linear "
+                                     "(§5)"], ev, size)
+    if not ev[0].passed:
+        return judgement(kind, NOT, [f"nonlinear odd part (depth {depth}): {ev[0].line()} (§1.5, §4.1)"],
+                         ev, size)
+    if not ev[1].passed:
+        return judgement(kind, ODD_LINEAR, [f"even part {100 * even_fraction:.3g}% of <f²> (> 0.3%): f "
+                                            "computes |w·x|-like terms a linear map cannot"], ev, size)
+    stays = alpha == 1.0 or (paired and depth == 2)
+    if ev[2].passed and stays:
+        why = "a linear net" if alpha == 1.0 else "antisymmetric pairs keep f_even ≡ 0 under GD (§2.3)"
+        return judgement(kind, EXACT, [], ev, size, f"f is linear to round-off and stays so ({why})")
+    notes = size + ((("f is linear to round-off now, but no pair structure keeps its even part zero "
+                      "under training"),) if ev[2].passed else ())
+    return judgement(kind, EFFECTIVE, [], ev, notes,
+                     f"odd part linear, even part {100 * even_fraction:.2g}% of <f²> (≤ 0.3%)")
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What both training answers weigh (measured by :func:`biasfree.analyse`): ``depth``,
+    ``alpha``, ``has_bias``; ``mirror_violation`` of the inputs X relative to their largest
+    row (the target's parity is ``target_even_fraction``);
+    ``target_even_fraction`` <y_even²>/<y²> (NaN when the data are not symmetric);
+    ``linear_fraction`` Σ s_i² / <||y||²>, the share of the target's power a linear map
+    captures; ``init_ratio`` Π‖W_l‖₂ √λ_max(Σ_xx) / s₁ (∞ when s₁ = 0); ``function`` the
+    function-now judgement; ``floor`` the two-layer floor (loss units) or None;
+    ``loss0`` L(0)."""
+
+    depth: int
+    alpha: float
+    has_bias: bool
+    mirror_violation: float
+    target_even_fraction: float
+    linear_fraction: float
+    init_ratio: float
+    function: Judgement
+    floor: float | None
+    loss0: float
+
+    @property
+    def nothing_to_learn(self) -> bool:
+        """The linear twin can lower the loss by at most ½Σs_i² ≤ 0.3% of ½<||y||²> (§6.2)."""
+        return self.linear_fraction <= PAPER_LEVEL
+
+    def learns_nothing(self) -> str:
+        floor = ("" if self.floor is None else
+                 f"; the two-layer floor is {self.floor:.4g} (L(0) = {self.loss0:.4g})")
+        return (f"the linear twin learns nothing: a linear map captures {100 * self.linear_fraction:.2g}% of "
+                f"the target's power (≤ 0.3%, Σ_yx ≈ 0){floor}")
+
+
+def _structural(f: Facts) -> tuple[list[Evidence], list[str], list[str]]:
+    """Evidence, failures and notes the prediction and the measurement share."""
+    ev = [evidence("mirror violation of the inputs X (relative)", f.mirror_violation, NEAR_SYMMETRIC,
+                   "every input x has its mirror -x, as a multiset, to float32 round-off (§2.1)")]
+    fails, notes = [], []
+    if not ev[0].passed:
+        fails.append(f"asymmetric inputs: {ev[0].line()}; the twin argument needs every -x "
+                     "(symmetrise with biasfree.symmetrize)")
+    elif f.alpha != 1.0:
+        ev.append(evidence("the target's even part (fraction of <||y||²>)", f.target_even_fraction,
+                           PAPER_LEVEL, "the target is odd, y(-x) = -y(x), to the paper's 0.3% (§2.1)"))
+        if not ev[-1].passed:
+            fails.append(f"the target's even part holds {100 * f.target_even_fraction:.3g}% of its power "
+                         "(> 0.3%): the net's even part learns it, the linear twin cannot (§1.3, §5)")
+    if f.depth > 2 and f.alpha != 1.0:
+        fails.append(f"depth {f.depth} > 2: no linear twin; deep bias-free nets develop an even part in "
+                     "their middle layers and learn 0.4–0.8× the rescaled deep-linear time (§4.1)")
+    if f.nothing_to_learn:
+        notes.append(f.learns_nothing())
+    return ev, fails, notes
+
+
+def judge_predicted(f: Facts, *, paired: bool, t0_gap: float, growth_gap: float) -> Judgement:
+    """The training predicted from the init (§6.4): the twin theory's assumptions and
+    the predicted gap ``max(t0_gap, growth_gap)`` (fractions of L(0))."""
+    kind = "training, predicted (not measured)"
+    if f.has_bias:
+        return judgement(kind, NOT, ["biases: no linear twin to predict with (§5)"], [])
+    ev, fails, notes = _structural(f)
+    if f.alpha == 1.0:
+        return judgement(kind, EXACT, fails, ev, notes, "a linear net is its own twin")
+    if not f.nothing_to_learn:  # with no mode to learn there is no s₁ to compare the init with
+        ev.append(evidence("init gain / strongest mode", f.init_ratio, SMALL_INIT,
+                           "small init: every mode starts below its inflection s/2 (§3.1)"))
+    if not f.nothing_to_learn and not ev[-1].passed:
+        fails.append(f"init not small: {ev[-1].line()}; the twin prediction is a small-init theory "
+                     "(§3.1, §2.6) and does not apply (lazy side: the even part is large from the start)")
+    gap = max(t0_gap, growth_gap)
+    ev.append(evidence("predicted gap to the twin (fraction of L(0))", gap, PAPER_LEVEL,
+                       "the paper's 0.3% (§2.6); t = 0: ½<f_even²>/L(0) exactly, later: the even "
+                       "part the init's growing modes carry (§6.4)"))
+    if ev[-1].passed is False and not any(r.startswith("init not small") for r in fails):
+        fails.append(f"{ev[-1].line()} (t = 0 term {t0_gap:.3g}, growth term {growth_gap:.3g}); "
+                     "wider nets shrink it (§2.6)")
+    if fails:
+        return judgement(kind, NOT, fails, ev, notes)
+    exact = f.function.level == EXACT and paired and f.mirror_violation <= ROUND_OFF
+    return judgement(kind, EXACT if exact else EFFECTIVE, [], ev, notes,
+                     "pairs on mirror-symmetric data train exactly as the twin (§2.3)" if exact else
+                     f"expected within {100 * gap:.2g}% of L(0) of its linear twin (≤ 0.3%)"
+                     + (f"; {notes[0]}" if notes else ""))
+
+
+def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int, steps_asked: int,
+                   movement: float, alignment: float, alignment0: float, exact_structure: bool) -> Judgement:
+    """The training measured (§6.3): ``gap`` = max over every GD step k of |L(θ_k) −
+    L_twin(k)| / L(0), reached at ``step`` (time ``t``); ``movement`` the first layer's
+    relative movement, ``alignment``/``alignment0`` the first-layer rows' energy share in
+    the learned input directions after/before training (reported, not judged)."""
+    kind = "training, measured"
+    ev, fails, notes = _structural(f)
+    context = fails[:]  # the theory does not cover these cases, but the measured gap decides
+    ev.append(evidence("trained gap to the twin, max over every step (fraction of L(0))", gap,
+                       PAPER_LEVEL, f"the paper's 0.3%; maximum at step {step} (t = {t:.4g})"))
+    rich = evidence("first-layer movement ‖W₁(T)−W₁(0)‖/‖W₁(0)‖", movement, RICH_MOVEMENT,
+                    "rich learning: the weights left their init (§6.3)", op=">=")
+    ev.append(rich)
+    notes = notes + [f"regime: {'rich' if rich.passed else 'lazy'} ({rich.line()}); first-layer rows' "
+                     f"energy in the learned input directions {alignment:.3g} (init {alignment0:.3g}; "
+                     "reported, not judged)"]
+    if context:
+        notes.append(f"the theory does not cover this case ({'; '.join(context)}); the measured gap decides")
+    if steps_run < steps_asked:
+        notes.append(f"stopped by the time budget after {steps_run} of {steps_asked} steps: the gap is "
+                     "the maximum over the steps run")
+    if not ev[-2].passed:
+        why = [f"trained gap {100 * gap:.3g}% of L(0) at step {step} (t = {t:.4g}) > 0.3%"]
+        if not rich.passed:
+            why.append(f"lazy regime: {rich.line()}")
+        return judgement(kind, NOT, why + context, ev, notes)
+    if exact_structure and gap <= ROUND_OFF:
+        return judgement(kind, EXACT, [], ev, notes,
+                         f"on its twin to round-off at every step ({gap:.2g} of L(0))")
+    return judgement(kind, EFFECTIVE, [], ev, notes,
+                     f"within {100 * gap:.2g}% of L(0) of its twin at every step (max at step {step})")
