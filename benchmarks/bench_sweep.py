@@ -52,7 +52,8 @@ def timed_sweep(spec, out: Path, **kw) -> dict:
     df = load_sweep(out)
     return {"points": len(df), "wall_s": wall, "compute_s": float(df["compute_s"].sum()),
             "io_s": float(df["io_s"].sum()), "sched_s": float(df["sched_s"].sum()),
-            "compute_median_s": float(df["compute_s"].median()), "compute_max_s": float(df["compute_s"].max())}
+            "compute_median_s": float(df["compute_s"].median()),
+            "compute_max_s": float(df["compute_s"].max())}
 
 
 def overhead(t: dict, workers: int) -> dict:
@@ -150,8 +151,8 @@ def main(quick: bool, json_path: str | None) -> dict:
     print(f"summary: trivial-point overhead {1e3 * out['local_trivial']['overhead_per_point_s']:.0f} ms "
           f"(local) and {1e3 * out['scheduler_trivial']['overhead_per_point_s']:.0f} ms (scheduler) a point "
           f"(goal <= 50 ms); map rows of {m['row_s']:.2f} s: overhead {100 * m['overhead_fraction']:.1f}% of "
-          f"compute (goal <= 10% for 1 s points); {m['map_points_per_s_per_core']:.1f} map points/s/core; the "
-          f"10^4-point spec projected at {m['projected_s'][str(workers)]:.0f} s on {workers} cores here, "
+          f"compute (goal <= 10% for 1 s points); {m['map_points_per_s_per_core']:.1f} map points/s/core; "
+          f"the 10^4-point spec projected at {m['projected_s'][str(workers)]:.0f} s on {workers} cores here, "
           f"{m['projected_s']['64']:.0f} s on 64, {m['projected_s']['1024']:.0f} s on 1024")
     if json_path:
         Path(json_path).parent.mkdir(parents=True, exist_ok=True)
