@@ -21,6 +21,7 @@ from biasfree import load_sweep
 from biasfree.cli import app
 from biasfree.experiments import get, resolve_config, run_experiment
 from biasfree.sweep import WORKER_ENV, Counts, SpecError, parse_spec, plan_points, run_sweep
+from biasfree.sweep_cluster import COMPILE_CACHE
 from biasfree.sweep_table import TIMES
 
 distributed = pytest.importorskip("distributed", reason="the [sweep] extra (make test installs it)")
@@ -43,9 +44,17 @@ def spec_text(doc: dict) -> str:
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def worker_env(tmp_path_factory):
+    """Every worker of the module shares one JAX compilation cache (COMPILE_CACHE): the
+    programs compiled by the first are loaded by the others, restarted ones included."""
+    return {**WORKER_ENV, COMPILE_CACHE: str(tmp_path_factory.mktemp("jax-cache")),
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+
+
+@pytest.fixture(scope="module")
+def cluster(worker_env):
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=":0", env=WORKER_ENV) as c:
+                                  dashboard_address=":0", env=worker_env) as c:
         yield c.scheduler_address
 
 
@@ -182,14 +191,14 @@ def _stop(procs):
             p.wait(timeout=20)
 
 
-def test_kill_a_worker_interrupt_then_resume_on_a_real_scheduler(full_sweep, tmp_path):
+def test_kill_a_worker_interrupt_then_resume_on_a_real_scheduler(full_sweep, worker_env, tmp_path):
     """`dask scheduler` and `dask worker` (2 processes under nannies) on 127.0.0.1: a
     worker killed mid-sweep (its nanny restarts it; both are lines in the log, and its
     points are retried), the client interrupted, then the rerun through the CLI
     completes the table: each point once, values equal bit for bit to the LocalCluster
     sweep (the same task code in single-threaded workers: the same program)."""
     sched_file = tmp_path / "scheduler.json"
-    env = {**os.environ, **WORKER_ENV}
+    env = {**os.environ, **worker_env}
     procs = []
     try:
         procs.append(subprocess.Popen(

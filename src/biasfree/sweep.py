@@ -28,8 +28,10 @@ points (grid order, seeds innermost: a group's points share their shapes), one D
 task per group (:func:`run_points`): the scheduling round trip is paid once per group,
 and the compiled programs (JAX's cache in the worker process) once per worker and
 shape, reused by every later point of the same shapes. Per-point figures are off
-unless ``figures=True``; the sweep draws its summary once, at the end. The table
-records each point's compute, IO and scheduling time apart.
+unless ``figures=True``; the sweep draws its summary once, at the end. A local
+cluster's workers share a persistent JAX compilation cache (``DIR/.jax-cache``), so a
+program is compiled once between them and never again in a rerun. The table records
+each point's compute, IO and scheduling time apart.
 
 **Failures.** A point that raises is recorded with its traceback
 (``DIR/errors/<key>.json`` and the table's ``traceback`` column) and the sweep goes
@@ -45,7 +47,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import math
 import os
 import queue
 import time
@@ -58,8 +59,9 @@ from pathlib import Path
 # exports load_sweep) must not load every experiment.
 from .sweep_cluster import WORKER_ENV, WORKER_TIMEOUT_S, NoWorkers, dask_client, wait_for_workers
 from .sweep_table import load_sweep, record_error, save_point, saved, write_summary, write_table
+from .sweep_tasks import MAX_GROUP, group_points, run_points
 
-__all__ = ["WORKER_ENV", "WORKER_TIMEOUT_S", "NoWorkers", "Spec", "SpecError", "Point", "Counts",
+__all__ = ["MAX_GROUP", "WORKER_ENV", "WORKER_TIMEOUT_S", "NoWorkers", "Spec", "SpecError", "Point", "Counts",
            "Outcome", "parse_spec", "read_spec", "plan_points", "point_key", "group_points",
            "run_points", "run_sweep", "load_sweep"]
 
@@ -69,10 +71,6 @@ SPEC_KEYS = ("experiment", "preset", "seeds", "grid", "fixed")
 RETRIES = 2
 """Dask ``retries`` per task: a task whose worker dies is tried this many more times
 before its points are rerun one per task (and then recorded as failed)."""
-MAX_GROUP = 16
-"""The most points in one task (fewer where the points are few for the workers)."""
-
-
 class SpecError(ValueError):
     """A sweep spec that cannot run: unreadable, an unknown key, a bad grid or seeds, or a
     point whose config the experiment rejects."""
@@ -202,71 +200,6 @@ def plan_points(spec: Spec) -> list[Point]:
     return points
 
 
-# ------------------------------------------------------------------ tasks
-
-
-def group_points(points: list[Point], n_threads: int, size: int | None = None) -> list[list[Point]]:
-    """``points`` cut into consecutive groups of ``size`` (default: enough groups for
-    about 4 per worker thread, at most :data:`MAX_GROUP` points each), one task each."""
-    if size is None:
-        size = min(MAX_GROUP, max(1, math.ceil(len(points) / (4 * max(n_threads, 1)))))
-    if size < 1:
-        raise ValueError(f"group size {size}: need at least 1 point a task")
-    return [points[i:i + size] for i in range(0, len(points), size)]
-
-
-def run_points(experiment: str, preset: str, items: list[tuple], figures: bool = False) -> dict:
-    """Compute a group of points on a Dask worker, one after another in this process (so
-    the later ones reuse the first one's compiled programs). ``items``: ``(key, config,
-    seed, overrides)`` per point. Writes nothing: returns, per point, its ``result`` (a
-    :class:`~biasfree.experiments.base.Result`), ``compute_s`` (the experiment's run
-    time), and with ``figures`` its figure as PNG and PDF bytes and ``render_s``; a point
-    that raises returns its ``error`` and ``traceback`` instead and the group goes on.
-    Also the task's ``start`` and ``end`` (``time.time()``) and the ``worker``'s address,
-    from which the client tells scheduling time from compute."""
-    import io
-
-    from .experiments import get
-    from .experiments.base import run_experiment
-    from .sweep_table import format_tb
-
-    start = time.time()
-    exp = get(experiment)
-    done = []
-    for key, config, seed, overrides in items:
-        t0 = time.perf_counter()
-        try:
-            result = run_experiment(exp, config, seed, preset=preset, overrides=overrides)
-        except Exception as e:  # noqa: BLE001 - any failure of a point is recorded, not raised
-            done.append({"key": key, "error": f"{type(e).__name__}: {e}", "traceback": format_tb(e),
-                         "compute_s": time.perf_counter() - t0})
-            continue
-        point = {"key": key, "result": result, "compute_s": time.perf_counter() - t0, "render_s": 0.0}
-        if figures:
-            from . import plotting
-
-            t1 = time.perf_counter()
-            fig = plotting.figure(result)
-            point["figure"] = {}
-            for ext in ("png", "pdf"):
-                buf = io.BytesIO()
-                fig.savefig(buf, format=ext, dpi=130, bbox_inches="tight")
-                point["figure"][ext] = buf.getvalue()
-            plotting.plt.close(fig)
-            point["render_s"] = time.perf_counter() - t1
-        done.append(point)
-    return {"points": done, "start": start, "end": time.time(), "worker": _worker_address()}
-
-
-def _worker_address() -> str:
-    try:
-        from distributed import get_worker
-
-        return get_worker().address
-    except (ImportError, ValueError):
-        return "local"
-
-
 # ------------------------------------------------------------------ running
 
 
@@ -352,8 +285,9 @@ def run_sweep(spec: Spec, out, *, workers: int | None = None, scheduler: str | N
 
     The cluster: ``client`` (any ``distributed.Client``, e.g. on a dask-jobqueue
     ``SLURMCluster``; left open), or a ``scheduler`` address, or a new local cluster of
-    ``workers`` processes (default: one per core). ``figures``: also draw each point's
-    figure (off: the sweep's summary only). ``group_size``: points per task (default
+    ``workers`` processes (default: one per core, sharing their compiled programs in
+    ``out/.jax-cache``: :data:`~biasfree.sweep_cluster.COMPILE_CACHE`). ``figures``:
+    also draw each point's figure (off: the sweep's summary only). ``group_size``: points per task (default
     from the number of points and worker threads, :func:`group_points`).
     ``worker_timeout_s``: how long to wait for a worker (:class:`NoWorkers` after it).
     ``progress(counts)`` is called as points start and finish; ``log(line)`` with what a
@@ -372,7 +306,7 @@ def run_sweep(spec: Spec, out, *, workers: int | None = None, scheduler: str | N
     if todo:
         local = None if scheduler is not None or client is not None else \
             min(workers or os.cpu_count() or 1, len(todo))
-        with dask_client(local, scheduler, client, log) as c:
+        with dask_client(local, scheduler, client, log, out / ".jax-cache") as c:
             n_threads = wait_for_workers(c, worker_timeout_s)
             tasks = _Tasks(c, spec, figures, retries)
             for group in group_points(todo, n_threads, group_size):
@@ -418,7 +352,8 @@ def _collect(tasks: _Tasks, out: Path, counts: Counts, failed: list, progress, l
                 for item in res["points"]:
                     p = by_key[item["key"]]
                     if "error" in item:
-                        _failed(out, p, item["error"], item["traceback"], counts, failed, log)
+                        _failed(out, p, item["error"], item["traceback"], counts, failed, log,
+                                item["compute_s"])
                     else:
                         save_point(out, p, item, {"compute_s": item["compute_s"],
                                                   "render_s": item["render_s"], "sched_s": share})
@@ -443,8 +378,9 @@ def _collect(tasks: _Tasks, out: Path, counts: Counts, failed: list, progress, l
         progress(counts)
 
 
-def _failed(out: Path, p: Point, error: str, tb: str, counts: Counts, failed: list, log) -> None:
-    record_error(out, p, error, tb)
+def _failed(out: Path, p: Point, error: str, tb: str, counts: Counts, failed: list, log,
+            compute_s: float | None = None) -> None:
+    record_error(out, p, error, tb, compute_s)
     counts.failed += 1
     failed.append(p.label())
     log(f"point {p.key} ({p.label()}) failed: {error}")

@@ -21,6 +21,12 @@ WORKER_ENV = {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallel
               "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """Environment of local worker processes: one thread each, so N workers use N cores
 instead of fighting over them."""
+COMPILE_CACHE = "JAX_COMPILATION_CACHE_DIR"
+"""The environment variable that gives JAX a persistent compilation cache: worker
+processes that share it compile a program once between them (measured: a fresh
+process's first ``orthogonal-inputs`` point 13.5 s without it, 2.8 s with it, the same
+bits). A local cluster's workers share ``DIR/.jax-cache`` unless it is set; on a cluster
+of your own, start ``dask worker`` with it set to a folder every worker can write."""
 WORKER_TIMEOUT_S = 60.0
 """How long a sweep waits for its first worker (and, mid-sweep, for any worker once all
 have left) before it gives up with :class:`NoWorkers`."""
@@ -32,11 +38,12 @@ class NoWorkers(ConnectionError):
 
 @contextmanager
 def dask_client(workers: int | None = None, scheduler: str | None = None, client=None,
-                log: Callable[[str], None] = lambda _: None) -> Iterator:
+                log: Callable[[str], None] = lambda _: None, compile_cache=None) -> Iterator:
     """A ``dask.distributed.Client``: ``client`` itself (left open), one on an existing
     cluster at ``scheduler`` (``tcp://host:8786``), or one on a new ``LocalCluster`` of
-    ``workers`` single-threaded worker processes (default: the number of cores). The
-    ones made here are closed on exit."""
+    ``workers`` single-threaded worker processes (default: the number of cores) whose
+    JAX compilation cache is ``compile_cache`` (a folder; :data:`COMPILE_CACHE` wins
+    when it is set). The ones made here are closed on exit."""
     if sum(x is not None for x in (workers, scheduler, client)) > 1:
         raise ValueError("give one of workers (a local cluster), scheduler (an address) or client")
     if client is not None:
@@ -57,8 +64,11 @@ def dask_client(workers: int | None = None, scheduler: str | None = None, client
         n = workers or os.cpu_count() or 1
         if n < 1:
             raise ValueError(f"workers={n}: need at least one worker")
+        env = dict(WORKER_ENV)
+        if compile_cache is not None and COMPILE_CACHE not in os.environ:
+            env |= {COMPILE_CACHE: str(compile_cache), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                               dashboard_address=":0", env=WORKER_ENV)
+                               dashboard_address=":0", env=env)
         made = Client(cluster)
     try:
         if _dashboard_up(made):

@@ -67,12 +67,12 @@ def save_point(out: Path, point: Point, payload: dict, times: dict) -> None:
     (out / ERRORS / f"{point.key}.json").unlink(missing_ok=True)
 
 
-def record_error(out: Path, point: Point, error: str, tb: str) -> None:
-    """``out/errors/<key>.json``: the point, its error (``"TypeName: message"``) and the
-    traceback as text."""
+def record_error(out: Path, point: Point, error: str, tb: str, compute_s: float | None = None) -> None:
+    """``out/errors/<key>.json``: the point, its error (``"TypeName: message"``), the
+    traceback as text and the time it ran before it failed (None: its worker died)."""
     _write_json(out / ERRORS / f"{point.key}.json",
                 {"point": point.key, "seed": point.seed, "swept": point.swept,
-                 "overrides": point.overrides, "error": error, "traceback": tb})
+                 "overrides": point.overrides, "error": error, "traceback": tb, "compute_s": compute_s})
 
 
 def format_tb(exc: BaseException, tb=None) -> str:
@@ -98,7 +98,8 @@ def _row(spec: Spec, point: Point, out: Path, reserved: set) -> dict:
             row[f"check.{k}.passed"] = bool(c["passed"])
     elif err_path.exists():
         err = json.loads(err_path.read_text())
-        row |= {"status": "failed", "error": err["error"], "traceback": err.get("traceback")}
+        row |= {"status": "failed", "error": err["error"], "traceback": err.get("traceback"),
+                "compute_s": err.get("compute_s")}
     else:
         row |= {"status": "missing", "error": "not computed (the sweep was interrupted): rerun it"}
     return row
