@@ -70,11 +70,12 @@ report-shot: $(STAMP)  ## $(RESULTS)/index.html, then a headless-Chromium screen
 BENCHSTAMP := $(VENV)/.installed-bench
 
 $(BENCHSTAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[bench]' '$(TORCH_PIN)'
+	$(BIN)/python -m pip install -q -e '.[bench,sweep]' '$(TORCH_PIN)'
 	touch $@ $(STAMP)
 
-bench: $(BENCHSTAMP)  ## engine timings side by side (ours vs PyTorch, symmetric, ensembles, memory)
+bench: $(BENCHSTAMP)  ## engine timings side by side (ours vs PyTorch, symmetric, ensembles, memory); sweep overhead
 	$(BIN)/python benchmarks/bench_engine.py --json results/bench_engine.json
+	$(BIN)/python benchmarks/bench_sweep.py --json results/bench_sweep.json
 
 clean:
 	rm -rf $(VENV) results .pytest_cache .jax_cache

@@ -21,6 +21,8 @@ from biasfree import load_sweep
 from biasfree.cli import app
 from biasfree.experiments import get, resolve_config, run_experiment
 from biasfree.sweep import WORKER_ENV, Counts, SpecError, parse_spec, plan_points, run_sweep
+from biasfree.sweep_cluster import COMPILE_CACHE
+from biasfree.sweep_table import TIMES
 
 distributed = pytest.importorskip("distributed", reason="the [sweep] extra (make test installs it)")
 
@@ -42,9 +44,17 @@ def spec_text(doc: dict) -> str:
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def worker_env(tmp_path_factory):
+    """Every worker of the module shares one JAX compilation cache (COMPILE_CACHE): the
+    programs compiled by the first are loaded by the others, restarted ones included."""
+    return {**WORKER_ENV, COMPILE_CACHE: str(tmp_path_factory.mktemp("jax-cache")),
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+
+
+@pytest.fixture(scope="module")
+def cluster(worker_env):
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=":0", env=WORKER_ENV) as c:
+                                  dashboard_address=":0", env=worker_env) as c:
         yield c.scheduler_address
 
 
@@ -75,7 +85,10 @@ def test_sweep_table_equals_points_run_one_by_one(full_sweep):
             assert row[f"check.{k}.passed"] == c.passed
         assert row["passed"] == ref.passed
         folder = out / "points" / row["point"]
-        assert {"result.json", "arrays.npz", "figure.png", "figure.pdf"} <= {p.name for p in folder.iterdir()}
+        assert {p.name for p in folder.iterdir()} == {"result.json", "arrays.npz"}  # figures: off
+        # the table splits each point's time: compute (the experiment), IO, scheduling
+        assert row["compute_s"] > 0 and row["io_s"] > 0 and row["sched_s"] >= 0
+        assert row["elapsed_s"] == pytest.approx(row["compute_s"] + row["io_s"] + row["sched_s"], rel=1e-12)
         assert json.loads((folder / "result.json").read_text())["overrides"] == over
     # one row per point: the grid in the spec's order, seeds innermost
     assert list(zip(df["width"], df["scale"], df["seed"], strict=True)) == \
@@ -112,7 +125,7 @@ def test_killed_sweep_resumes_to_the_same_table(cluster, full_sweep, tmp_path):
     assert outcome.counts.done == 8 - len(finished)
     assert any(f"{len(finished)} of 8 points skipped" in line for line in logs)
     df = load_sweep(tmp_path)
-    cols = [c for c in ref.columns if c != "elapsed_s"]
+    cols = [c for c in ref.columns if c not in ("elapsed_s", *TIMES)]
     assert list(df.columns) == list(ref.columns)
     assert df[cols].equals(ref[cols])
     assert not (tmp_path / "points" / f".{missing[0].key}.tmp-999999-x").exists()
@@ -124,17 +137,39 @@ def test_killed_sweep_resumes_to_the_same_table(cluster, full_sweep, tmp_path):
 
 def test_failed_point_is_recorded_and_does_not_stop_the_sweep(cluster, tmp_path):
     spec = {"experiment": EXP, "preset": "tiny", "seeds": [0],
-            "grid": {"scale": [1e-4, 1.0]}, "fixed": {**FIXED, "width": 6, "lr": 50.0}}  # σ = 1 diverges
+            "grid": {"scale": [1.0, 1e-4]}, "fixed": {**FIXED, "width": 6, "lr": 50.0}}  # σ = 1 diverges
     path = tmp_path / "spec.toml"
     path.write_text(spec_text(spec))
-    res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "out"),
-                              "--scheduler", cluster])
+    # both points in one task: the failing first one must not stop the second
+    res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "out"), "--scheduler", cluster,
+                              "--group-size", "2", "--figures"])
     assert res.exit_code == 1, res.output
+    assert "2 points: 1 computed, 0 skipped (already saved), 1 failed" in " ".join(res.output.split())
     df = load_sweep(tmp_path / "out")
-    assert list(df["status"]) == ["done", "failed"]
-    assert df["error"].iloc[1].startswith("DivergenceError")
+    assert list(df["status"]) == ["failed", "done"]
+    assert df["error"].iloc[0].startswith("DivergenceError")
+    tb = df["traceback"].iloc[0]
+    assert tb.startswith("Traceback") and "DivergenceError" in tb.splitlines()[-1]
     errors = list((tmp_path / "out" / "errors").glob("*.json"))
-    assert len(errors) == 1 and "traceback" in json.loads(errors[0].read_text())
+    assert len(errors) == 1 and json.loads(errors[0].read_text())["traceback"] == tb
+    # --figures: the computed point has its figure
+    assert (tmp_path / "out" / "points" / df["point"].iloc[1] / "figure.png").stat().st_size > 10_000
+
+
+def test_cluster_without_workers_exits_2_after_the_wait(tmp_path):
+    path = tmp_path / "spec.toml"
+    path.write_text(spec_text({**SPEC, "seeds": [0], "grid": {"width": [6]}}))
+    out = tmp_path / "out"
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as empty:
+        t0 = time.monotonic()
+        res = runner.invoke(app, ["sweep", str(path), "--out", str(out), "--scheduler",
+                                  empty.scheduler_address, "--worker-timeout", "1"])
+        waited = time.monotonic() - t0
+    assert res.exit_code == 2, res.output
+    text = " ".join(res.output.split())
+    assert "no Dask worker joined" in text and "within 1 s" in text and "dask worker" in text
+    assert waited < 30, f"the wait is bounded by --worker-timeout 1, it took {waited:.1f} s"
+    assert not out.exists(), "nothing is written before a worker is there"
 
 
 def _wait_for(cond, timeout, what):
@@ -145,9 +180,25 @@ def _wait_for(cond, timeout, what):
         time.sleep(0.2)
 
 
-def test_sweep_through_a_real_dask_scheduler_and_worker(tmp_path):
+def _stop(procs):
+    for p in reversed(procs):
+        p.send_signal(signal.SIGTERM)
+    for p in reversed(procs):
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=20)
+
+
+def test_kill_a_worker_interrupt_then_resume_on_a_real_scheduler(full_sweep, worker_env, tmp_path):
+    """`dask scheduler` and `dask worker` (2 processes under nannies) on 127.0.0.1: a
+    worker killed mid-sweep (its nanny restarts it; both are lines in the log, and its
+    points are retried), the client interrupted, then the rerun through the CLI
+    completes the table: each point once, values equal bit for bit to the LocalCluster
+    sweep (the same task code in single-threaded workers: the same program)."""
     sched_file = tmp_path / "scheduler.json"
-    env = {**os.environ, **WORKER_ENV}
+    env = {**os.environ, **worker_env}
     procs = []
     try:
         procs.append(subprocess.Popen(
@@ -158,29 +209,48 @@ def test_sweep_through_a_real_dask_scheduler_and_worker(tmp_path):
         address = json.loads(sched_file.read_text())["address"]
         assert address.startswith("tcp://127.0.0.1:")
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "1",
-             "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"],
+            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "2",
+             "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1", "--death-timeout", "60"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
+        logs, state = [], {"killed": None}
+
+        class Stop(KeyboardInterrupt):
+            pass
+
         with distributed.Client(address, timeout="30s") as client:
-            client.wait_for_workers(1, timeout=120)
-        spec = {**SPEC, "seeds": [0], "grid": {"width": [6, 8]}}
-        path = tmp_path / "spec.toml"
-        path.write_text(spec_text(spec))
-        res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "out"),
-                                  "--scheduler", address])
+            client.wait_for_workers(2, timeout=120)
+
+            def kill_then_interrupt(c: Counts):
+                if state["killed"] is None and c.done >= 1:
+                    pids = client.run(os.getpid, workers=list(client.nthreads())[:1], nanny=False)
+                    os.kill(next(iter(pids.values())), signal.SIGKILL)
+                    state["killed"] = time.monotonic()
+                elif state["killed"] is not None and (any("left the cluster" in line for line in logs)
+                                                      or time.monotonic() - state["killed"] > 60):
+                    raise Stop
+
+            with pytest.raises(Stop):
+                run_sweep(parse_spec(SPEC), tmp_path / "out", client=client, group_size=1,
+                          progress=kill_then_interrupt, log=logs.append)
+        assert any("left the cluster (lost, killed or restarted by its nanny)" in line for line in logs), logs
+        res = runner.invoke(app, ["sweep", str(write_spec(tmp_path, SPEC)), "--out", str(tmp_path / "out"),
+                                  "--scheduler", address, "--worker-timeout", "60"])
         assert res.exit_code == 0, res.output
         assert str(tmp_path / "out" / "table.parquet") in res.stdout
-        df = load_sweep(tmp_path / "out")
-        assert list(df["status"]) == ["done", "done"] and list(df["width"]) == [6, 8]
     finally:
-        for p in reversed(procs):
-            p.send_signal(signal.SIGTERM)
-        for p in reversed(procs):
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        _stop(procs)
+    df, ref = load_sweep(tmp_path / "out"), load_sweep(full_sweep[0])
+    assert list(df["status"]) == ["done"] * 8
+    assert list(df["point"]) == list(ref["point"])  # every point once, in grid order
+    assert sorted(p.name for p in (tmp_path / "out" / "points").iterdir()) == sorted(ref["point"])
+    cols = [c for c in ref.columns if c not in ("elapsed_s", *TIMES)]
+    assert df[cols].equals(ref[cols])
+
+
+def write_spec(folder: Path, doc: dict) -> Path:
+    path = folder / "spec.toml"
+    path.write_text(spec_text(doc))
+    return path
 
 
 @pytest.mark.parametrize("change, message", [

@@ -385,13 +385,21 @@ def sweep(
                                                        "tcp://host:8786 (instead of a local cluster)",
                                                   show_default=False)] = None,
     force: Annotated[bool, typer.Option("--force", help="recompute points already saved")] = False,
+    figures: Annotated[bool, typer.Option("--figures", help="also draw every point's figure "
+                                                            "(default: the sweep's summary only)")] = False,
+    worker_timeout: Annotated[float, typer.Option(help="seconds to wait for a Dask worker before "
+                                                       "giving up (exit 2)")] = 60.0,
+    group_size: Annotated[int | None, typer.Option(help="points per Dask task (default: about 4 "
+                                                        "tasks per worker, at most 16 points each)",
+                                                   show_default=False)] = None,
 ) -> None:
     """Run an experiment over a grid of config fields × seeds on Dask, resumably.
 
     Every point is validated before any task starts (exit 2 on a bad spec). Points are
     saved once, under OUT/points/<hash of experiment, config, seed, version>/; a rerun
     computes only the missing ones. Writes OUT/table.parquet (load it with
-    biasfree.load_sweep) and OUT/summary.png; exits 1 if a point failed."""
+    biasfree.load_sweep) and OUT/summary.png; exits 1 if a point failed (its traceback
+    is in OUT/errors/ and the table), 2 if no worker joins within --worker-timeout."""
     from rich.progress import BarColumn, MofNCompleteColumn
 
     from . import validate
@@ -409,9 +417,11 @@ def sweep(
         err.print("[red]error:[/] give --workers (a local cluster) or --scheduler (an existing one), "
                   "not both")
         raise typer.Exit(2)
-    if workers is not None and workers < 1:
-        err.print(f"[red]error:[/] --workers {workers}: need at least 1")
-        raise typer.Exit(2)
+    for name, value, low in (("--workers", workers, 1), ("--group-size", group_size, 1),
+                             ("--worker-timeout", worker_timeout, 0)):
+        if value is not None and not value >= low:
+            err.print(f"[red]error:[/] {name} {value}: need at least {low}")
+            raise typer.Exit(2)
     try:
         parsed = read_spec(spec)
         n_points = len(plan_points(parsed))
@@ -433,6 +443,7 @@ def sweep(
 
         try:
             outcome = run_sweep(parsed, out, workers=workers, scheduler=scheduler, force=force,
+                                figures=figures, group_size=group_size, worker_timeout_s=worker_timeout,
                                 progress=show, log=lambda line: bar.console.print(escape(line)))
         except (ConnectionError, ImportError) as e:
             err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)
@@ -442,9 +453,8 @@ def sweep(
                       "command to compute the rest")
             raise typer.Exit(130) from None
     c = outcome.counts
-    for path in (outcome.table, outcome.summary):
-        if path is not None:
-            typer.echo(str(path))
+    for path in (outcome.table, *outcome.figures):
+        typer.echo(str(path))
     err.print(f"{c.total} points: {c.done} computed, {c.skipped} skipped (already saved), "
               f"{c.failed} failed")
     if outcome.failed:

@@ -3,8 +3,10 @@
 The headline experiment comes first, then the others in registry order (results not
 in the registry last, by name). A table of contents links every experiment with its
 verdict; each experiment is a card: what it claims, which of the paper's claims it
-tests, its verdict (n of m checks passed), its figure, its checks (claim sentence,
-value, threshold, unit), its notes, and its metrics folded away.
+tests, its verdict (n of m checks passed), the config it ran with (the preset and every
+field that differs from it, so that a check failed at a user's own settings is not
+read as the preset failing), its figure, its checks (claim sentence, value, threshold,
+unit), its notes, and its metrics folded away.
 
 Figures are embedded as base64 PNG so the page opens anywhere, offline. A result that
 cannot be read (a truncated ``result.json``, a corrupted ``arrays.npz``) is left out of
@@ -18,7 +20,7 @@ import html
 from pathlib import Path
 
 from .experiments import HEADLINE, REGISTRY
-from .experiments.base import Result
+from .experiments.base import Result, config_dict
 from .store import CorruptResult, atomic_write, clean_leftovers, load_all, load_crashes
 
 STYLE = """
@@ -50,6 +52,7 @@ details{margin-top:.8em} summary{cursor:pointer;color:#335}
 .skipped{border:2px solid #a00;background:#fdd;border-radius:6px;padding:.5em 1em}
 .card.crashed{border:2px solid #a00} .verdict.crash{background:#a00;color:#fff}
 pre.error{white-space:pre-wrap;font-size:85%;background:#f8f8f8;padding:.5em}
+.config{font-size:92%} .config.custom{background:#fff6d5;border-left:4px solid #c90;padding:2px 8px}
 """
 
 
@@ -82,6 +85,35 @@ def verdict(res: Result) -> tuple[str, str]:
 def _breakable(name: str) -> str:
     """A snake_case name that may wrap after its underscores, never inside a word."""
     return "_<wbr>".join(html.escape(part) for part in name.split("_"))
+
+
+def config_changes(res: Result) -> dict[str, tuple] | None:
+    """The fields of ``res``'s effective config that differ from its preset's: field ->
+    ``(value, the preset's value as text)``; None when the preset is not known here (a config built
+    by hand, or an experiment or preset the registry no longer has)."""
+    exp = REGISTRY.get(res.experiment)
+    preset = exp.presets.get(res.preset) if exp is not None else None
+    if preset is None:
+        return None
+    base = config_dict(preset)
+    return {k: (v, repr(base[k]) if k in base else "no such field")
+            for k, v in res.config.items() if k not in base or base[k] != v}
+
+
+def _config_line(res: Result) -> str:
+    changes = config_changes(res)
+    preset = f"<code>{html.escape(res.preset)}</code>"
+    if changes is None:
+        given = ", ".join(f"{html.escape(k)} = {html.escape(repr(v))}" for k, v in res.overrides.items())
+        return (f"<p class='config custom'><b>Config.</b> preset {preset} (not a preset of this "
+                f"experiment here); overrides recorded: {given or 'none'}. The checks judge these "
+                "settings.</p>")
+    if not changes:
+        return f"<p class=config><b>Config.</b> preset {preset}, no field changed.</p>"
+    items = ", ".join(f"<code>{html.escape(k)} = {html.escape(repr(v))}</code> (preset: {html.escape(b)})"
+                      for k, (v, b) in changes.items())
+    return (f"<p class='config custom'><b>Config.</b> preset {preset} with {len(changes)} field(s) "
+            f"changed: {items}. The checks judge these settings, not the preset's.</p>")
 
 
 def _checks_table(res: Result) -> str:
@@ -119,7 +151,7 @@ def _card(res: Result, doc: dict, out_dir: Path) -> str:
     return (
         f'<section class="card{" headline" if tag else ""}" id="{anchor(name)}">'
         f"<h2>{html.escape(name)}{tag}</h2>{claim}{paper}"
-        f'<p><span class="verdict {cls}">{text}</span></p>'
+        f'<p><span class="verdict {cls}">{text}</span></p>{_config_line(res)}'
         f"{_img(out_dir / name / 'figure.png')}{_checks_table(res)}{notes}"
         f"<details><summary>metrics ({len(res.metrics)})</summary>"
         f"<table class=metrics>{metrics}</table></details>"
@@ -134,8 +166,11 @@ def _toc(results: list[tuple[Result, dict]]) -> str:
         paper = exp.paper_claim.split(":")[0] if exp and exp.paper_claim else ""
         claim = (f'<br><span class=claim>{f"<b>{html.escape(paper)}.</b> " if paper else ""}'
                  f"{html.escape(exp.claim)}</span>") if exp else ""
+        changes = config_changes(res)
+        at = "custom settings" if changes is None else f"{len(changes)} changed field(s)"
+        custom = "" if changes == {} else f" <span class=meta>at {at}</span>"
         items.append(f'<li><a href="#{anchor(res.experiment)}">{html.escape(res.experiment)}</a> '
-                     f'<span class="verdict {cls}">{text}</span>{claim}</li>')
+                     f'<span class="verdict {cls}">{text}</span>{custom}{claim}</li>')
     return f"<nav><h2>Contents</h2><ol>{''.join(items)}</ol></nav>"
 
 

@@ -15,25 +15,31 @@ A *point* is (config overrides, seed). Every point's config is resolved and vali
 (:func:`biasfree.experiments.config.resolve_config`) before any task starts, so a bad
 spec fails at once with the config's own message.
 
-**Where results go.** Each point is stored once under
-``DIR/points/<key>/`` (``result.json``, ``arrays.npz``, ``figure.png``/``.pdf``), where
+**Where results go.** Each point is stored once under ``DIR/points/<key>/``, where
 ``key`` hashes the experiment, the *effective* config, the seed and the biasfree
 version (:func:`point_key`): a rerun finds the points already computed and skips
-them, whatever spec they came from. Tasks run :func:`run_point` on Dask workers and
-*return* their results; only this process (the client, which owns ``DIR``) writes, each
-point atomically (:func:`biasfree.store.save`), so two workers never write the same
-file and a kill at any moment (Ctrl-C, SIGKILL, a lost worker) leaves complete points
-only. A point whose task still fails after Dask's ``retries`` is recorded in
-``DIR/errors/<key>.json`` and the sweep goes on; a rerun tries it again.
+them, whatever spec they came from. Only this process (the client, which owns
+``DIR``) writes, each point atomically, so two workers never write the same file and a
+kill at any moment (Ctrl-C, SIGKILL, a lost worker) leaves complete points only. The
+folder's layout and the table are described in :mod:`biasfree.sweep_table`.
 
-**The table.** ``DIR/table.parquet``: one row per point of the spec, in grid order,
-with the swept fields, ``seed``, ``point`` (the key), ``status`` ("done" or "failed"),
-``error``, ``elapsed_s``, every metric (named as in ``result.json``; ``metric.NAME``
-where a name is also a column above), ``check.NAME.value`` and ``check.NAME.passed``
-for every check, and ``passed`` (every check passed). :func:`load_sweep` reads it back
-as a pandas DataFrame; ``DataFrame.attrs`` holds the experiment, preset, grid and
-fixed overrides. ``DIR/summary.png`` plots each metric against the first swept field,
-median over seeds with the min–max band (:mod:`biasfree.plotting.sweep`).
+**What a point costs.** Points are sent to the workers in *groups* of consecutive
+points (grid order, seeds innermost: a group's points share their shapes), one Dask
+task per group (:func:`run_points`): the scheduling round trip is paid once per group,
+and the compiled programs (JAX's cache in the worker process) once per worker and
+shape, reused by every later point of the same shapes. Per-point figures are off
+unless ``figures=True``; the sweep draws its summary once, at the end. A local
+cluster's workers share a persistent JAX compilation cache (``DIR/.jax-cache``), so a
+program is compiled once between them and never again in a rerun. The table records
+each point's compute, IO and scheduling time apart.
+
+**Failures.** A point that raises is recorded with its traceback
+(``DIR/errors/<key>.json`` and the table's ``traceback`` column) and the sweep goes
+on; a rerun tries it again. A task whose worker dies is retried ``retries`` times by
+Dask (each loss, join and retry is a line in the log, with the point ids); a group
+that still fails is rerun one point per task, so only the point that kills its worker
+is recorded as failed. A cluster with no worker is an error (:class:`NoWorkers`)
+after ``worker_timeout_s``.
 """
 
 from __future__ import annotations
@@ -42,33 +48,29 @@ import hashlib
 import itertools
 import json
 import os
+import queue
 import time
-import traceback
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import pandas
 
 # The experiments, the store and Dask are imported where used: `import biasfree` (which
 # exports load_sweep) must not load every experiment.
+from .sweep_cluster import WORKER_ENV, WORKER_TIMEOUT_S, NoWorkers, dask_client, wait_for_workers
+from .sweep_table import load_sweep, record_error, save_point, saved, write_summary, write_table
+from .sweep_tasks import MAX_GROUP, group_points, run_points
+
+__all__ = ["MAX_GROUP", "WORKER_ENV", "WORKER_TIMEOUT_S", "NoWorkers", "Spec", "SpecError", "Point", "Counts",
+           "Outcome", "parse_spec", "read_spec", "plan_points", "point_key", "group_points",
+           "run_points", "run_sweep", "load_sweep"]
+
 DEFAULT_PRESET = "paper"  # as biasfree.experiments.config.DEFAULT_PRESET
 
 SPEC_KEYS = ("experiment", "preset", "seeds", "grid", "fixed")
 RETRIES = 2
-"""Dask ``retries`` per point: a task that raises (or whose worker dies) is tried this
-many more times before the point is recorded as failed."""
-WORKER_ENV = {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
-              "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-"""Environment of local worker processes: one thread each, so N workers use N cores
-instead of fighting over them."""
-TABLE, SUMMARY, POINTS, ERRORS = "table.parquet", "summary.png", "points", "errors"
-
-
+"""Dask ``retries`` per task: a task whose worker dies is tried this many more times
+before its points are rerun one per task (and then recorded as failed)."""
 class SpecError(ValueError):
     """A sweep spec that cannot run: unreadable, an unknown key, a bad grid or seeds, or a
     point whose config the experiment rejects."""
@@ -198,39 +200,13 @@ def plan_points(spec: Spec) -> list[Point]:
     return points
 
 
-# ------------------------------------------------------------------ a task
-
-
-def run_point(experiment: str, config, seed: int, preset: str, overrides: dict) -> dict:
-    """Compute one point (on a Dask worker): the :class:`~biasfree.experiments.base.Result`,
-    its run time and its figure rendered to bytes. Writes nothing: the client saves."""
-    import io
-
-    from .experiments import get
-    from .experiments.base import run_experiment
-
-    t0 = time.perf_counter()
-    result = run_experiment(get(experiment), config, seed, preset=preset, overrides=overrides)
-    elapsed = time.perf_counter() - t0
-    from . import plotting
-
-    fig = plotting.figure(result)
-    rendered = {}
-    for ext in ("png", "pdf"):
-        buf = io.BytesIO()
-        fig.savefig(buf, format=ext, dpi=130, bbox_inches="tight")
-        rendered[ext] = buf.getvalue()
-    plotting.plt.close(fig)
-    return {"result": result, "elapsed_s": elapsed, "figure": rendered}
-
-
 # ------------------------------------------------------------------ running
 
 
 @dataclass
 class Counts:
     """Progress of a sweep: ``total`` points, ``skipped`` (saved before), ``done``
-    (computed now), ``failed``, ``running`` (on a worker now)."""
+    (computed now), ``failed``, ``running`` (in a task on a worker now)."""
 
     total: int
     skipped: int = 0
@@ -245,231 +221,166 @@ class Counts:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a sweep did: ``counts``, the ``table`` and ``summary`` paths, and the failed
-    points' labels."""
+    """What a sweep did: ``counts``, the ``table`` path, the ``summary`` figure's path
+    (None when no point has a result) and every figure written (``figures``), and the
+    failed points' labels."""
 
     counts: Counts
     table: Path
     summary: Path | None
     failed: list[str]
+    figures: list[Path] = field(default_factory=list)
 
 
-@contextmanager
-def dask_client(workers: int | None = None, scheduler: str | None = None,
-                log: Callable[[str], None] = lambda _: None) -> Iterator:
-    """A ``dask.distributed.Client``: on an existing cluster at ``scheduler``
-    (``tcp://host:8786``), or on a new ``LocalCluster`` of ``workers`` single-threaded
-    worker processes (default: the number of cores). Closed on exit."""
-    try:
-        from dask.distributed import Client, LocalCluster
-    except ImportError:
-        raise ImportError("biasfree sweep needs Dask: pip install 'biasfree[sweep]'") from None
-    if scheduler is not None and workers is not None:
-        raise ValueError("give either workers (a local cluster) or scheduler (an existing one)")
-    cluster = None
-    if scheduler is not None:
-        try:
-            client = Client(scheduler, timeout="10s")
-        except OSError as e:
-            raise ConnectionError(f"no Dask scheduler answers at {scheduler} ({e}); start one with "
-                                  "`dask scheduler` and workers with `dask worker ADDRESS`") from None
-    else:
-        n = workers or os.cpu_count() or 1
-        if n < 1:
-            raise ValueError(f"workers={n}: need at least one worker")
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                               dashboard_address=":0", env=WORKER_ENV)
-        client = Client(cluster)
-    try:
-        if _dashboard_up(client):
-            log(f"Dask dashboard: {client.dashboard_link}")
-        yield client
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+@dataclass
+class _Tasks:
+    """The tasks in flight: Dask futures by task key, their points and submit times,
+    and the recent task ends per worker (for the scheduling time)."""
 
+    client: object
+    spec: Spec
+    figures: bool
+    retries: int
+    done: queue.Queue = field(default_factory=queue.Queue)
+    live: dict = field(default_factory=dict)
+    ends: dict = field(default_factory=dict)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
-def _dashboard_up(client) -> bool:
-    """Whether the scheduler's dashboard answers with its pages (without bokeh where the
-    scheduler runs it serves only a "Dask needs bokeh" note)."""
-    import urllib.request
+    def submit(self, group: list[Point]) -> None:
+        exp = self.spec.experiment
+        items = [(p.key, p.config, p.seed, p.overrides) for p in group]
+        key = f"{exp}-{group[0].key}-{len(group)}-{self.run_id}"
+        fut = self.client.submit(run_points, exp, self.spec.preset, items, self.figures, key=key,
+                                 retries=self.retries, pure=False)
+        self.live[key] = (fut, group, time.time())
+        fut.add_done_callback(lambda f: self.done.put((f, time.time())))
 
-    if "dashboard" not in client.scheduler_info().get("services", {}):
-        return False
-    try:
-        with urllib.request.urlopen(client.dashboard_link, timeout=2) as r:
-            return r.status == 200 and b"needs bokeh" not in r.read(4096)
-    except (OSError, ValueError):
-        return False
+    def points_of(self, key: str) -> list[str] | None:
+        return [p.key for p in self.live[key][1]] if key in self.live else None
 
-
-def saved(out: Path, point: Point, experiment: str) -> bool:
-    """Whether ``point`` has a complete, matching result under ``out/points``."""
-    from . import store
-    from .experiments.base import config_dict
-
-    return store.reusable(out / POINTS / point.key, experiment, config_dict(point.config),
-                          point.seed)[0]
-
-
-def save_point(out: Path, point: Point, payload: dict) -> None:
-    """Write a computed point atomically and forget any error recorded for it."""
-    from . import store
-
-    store.save(payload["result"], out / POINTS, payload["elapsed_s"], payload["figure"],
-               name=point.key)
-    (out / ERRORS / f"{point.key}.json").unlink(missing_ok=True)
-
-
-def record_error(out: Path, point: Point, exc: BaseException, tb) -> None:
-    """``out/errors/<key>.json``: the point, the exception and its traceback."""
-    doc = {"point": point.key, "seed": point.seed, "swept": point.swept, "overrides": point.overrides,
-           "error": f"{type(exc).__name__}: {exc}",
-           "traceback": "".join(traceback.format_tb(tb)) if tb is not None else ""}
-    data = json.dumps(doc, indent=2, default=repr).encode()
-    from . import store
-
-    store.atomic_write(out / ERRORS / f"{point.key}.json", lambda fh: fh.write(data))
+    def sched_share(self, res: dict, submitted: float, arrived: float) -> float:
+        """A point's share of its task's scheduling time: the worker's wait from the later
+        of the submit and its previous task's end to the task's start, the time from the
+        task's end to its result reaching this process, and the task's time outside its
+        points (clocks of one machine; across machines their offset cancels in the sum
+        unless the worker was busy with a previous task)."""
+        ends = self.ends.setdefault(res["worker"], [])
+        prev = max([e for e in ends if e <= res["start"]], default=submitted)
+        waited = max(0.0, res["start"] - max(prev, submitted)) + max(0.0, arrived - res["end"])
+        inside = res["end"] - res["start"] - sum(p["compute_s"] + p.get("render_s", 0.0)
+                                                 for p in res["points"])
+        ends[:] = [*ends[-7:], res["end"]]
+        return (waited + max(inside, 0.0)) / max(len(res["points"]), 1)
 
 
 def run_sweep(spec: Spec, out, *, workers: int | None = None, scheduler: str | None = None,
-              force: bool = False, retries: int = RETRIES,
+              client=None, force: bool = False, figures: bool = False,
+              group_size: int | None = None, retries: int = RETRIES,
+              worker_timeout_s: float = WORKER_TIMEOUT_S,
               progress: Callable[[Counts], None] = lambda _: None,
-              log: Callable[[str], None] = lambda _: None, poll_s: float = 0.2) -> Outcome:
+              log: Callable[[str], None] = lambda _: None, poll_s: float = 0.1) -> Outcome:
     """Run every point of ``spec`` not already saved under ``out`` (all of them with
     ``force``) on Dask, save each as it arrives, then write ``out/table.parquet`` and
-    ``out/summary.png``. ``progress(counts)`` is called as points start and finish;
-    ``log(line)`` with what a user should read (skips, the dashboard, failures). A
-    failed point does not stop the sweep. On Ctrl-C the saved points stay and the
+    the summary figures.
+
+    The cluster: ``client`` (any ``distributed.Client``, e.g. on a dask-jobqueue
+    ``SLURMCluster``; left open), or a ``scheduler`` address, or a new local cluster of
+    ``workers`` processes (default: one per core, sharing their compiled programs in
+    ``out/.jax-cache``: :data:`~biasfree.sweep_cluster.COMPILE_CACHE`). ``figures``:
+    also draw each point's figure (off: the sweep's summary only). ``group_size``: points per task (default
+    from the number of points and worker threads, :func:`group_points`).
+    ``worker_timeout_s``: how long to wait for a worker (:class:`NoWorkers` after it).
+    ``progress(counts)`` is called as points start and finish; ``log(line)`` with what a
+    user should read (skips, the dashboard, workers lost and joined, retries, failures).
+    A failed point does not stop the sweep. On Ctrl-C the saved points stay and the
     pending tasks are cancelled."""
     out = Path(out)
     points = plan_points(spec)
-    exp = spec.experiment
-    todo = [p for p in points if force or not saved(out, p, exp)]
+    todo = [p for p in points if force or not saved(out, p, spec.experiment)]
     counts = Counts(total=len(points), skipped=len(points) - len(todo))
     if counts.skipped:
         log(f"{counts.skipped} of {len(points)} points skipped: saved with the same config, seed and "
             "biasfree version" + ("" if force else " (--force recomputes them)"))
     progress(counts)
-    failed = []
+    failed: list[str] = []
     if todo:
-        from dask.distributed import as_completed
-
-        n_local = None if scheduler is not None else min(workers or os.cpu_count() or 1, len(todo))
-        with dask_client(n_local, scheduler, log) as client:
-            run_id = uuid.uuid4().hex[:8]
-            futures = {client.submit(run_point, exp, p.config, p.seed, spec.preset, p.overrides,
-                                     key=f"{exp}-{p.key}-{run_id}", retries=retries,
-                                     pure=False): p for p in todo}
-            by_key = {f.key: p for f, p in futures.items()}
-            pending = as_completed(futures)
+        local = None if scheduler is not None or client is not None else \
+            min(workers or os.cpu_count() or 1, len(todo))
+        with dask_client(local, scheduler, client, log, out / ".jax-cache") as c:
+            n_threads = wait_for_workers(c, worker_timeout_s)
+            tasks = _Tasks(c, spec, figures, retries)
+            for group in group_points(todo, n_threads, group_size):
+                tasks.submit(group)
             try:
-                while not pending.is_empty():
-                    batch = pending.next_batch(block=False)
-                    for fut in batch:
-                        p = by_key[fut.key]
-                        if fut.status == "finished":
-                            save_point(out, p, fut.result())
-                            counts.done += 1
-                        else:
-                            exc = fut.exception()
-                            record_error(out, p, exc, fut.traceback())
-                            counts.failed += 1
-                            failed.append(p.label())
-                            log(f"point {p.label()} failed after {retries} retries: "
-                                f"{type(exc).__name__}: {exc}")
-                        del futures[fut]
-                        fut.release()
-                    processing = client.processing()
-                    counts.running = sum(k in by_key for keys in processing.values() for k in keys)
-                    progress(counts)
-                    if not batch:
-                        time.sleep(poll_s)
+                _collect(tasks, out, counts, failed, progress, log, worker_timeout_s, poll_s)
             finally:
-                client.cancel(list(futures))  # the unfinished ones (Ctrl-C)
+                c.cancel([f for f, _, _ in tasks.live.values()])  # the unfinished ones (Ctrl-C)
         counts.running = 0
         progress(counts)
     table = write_table(spec, points, out)
-    summary = write_summary(out)
-    return Outcome(counts, table, summary, failed)
+    written = write_summary(out)
+    if counts.failed:
+        log(f"{counts.failed} of {counts.total} points failed (tracebacks in {out / 'errors'} and the "
+            "table's traceback column)")
+    return Outcome(counts, table, written[0] if written else None, failed, written)
 
 
-# ------------------------------------------------------------------ the table
+def _collect(tasks: _Tasks, out: Path, counts: Counts, failed: list, progress, log,
+             worker_timeout_s: float, poll_s: float) -> None:
+    """Save the tasks' points as they arrive until none is left in flight."""
+    from .sweep_cluster import WorkerWatch
+
+    watch = WorkerWatch(tasks.client, tasks.points_of, log, worker_timeout_s)
+    last_watch = 0.0
+    while tasks.live:
+        batch = []
+        try:
+            batch.append(tasks.done.get(timeout=poll_s))
+            while True:
+                batch.append(tasks.done.get_nowait())
+        except queue.Empty:
+            pass
+        for fut, arrived in batch:
+            if fut.key not in tasks.live:
+                continue
+            _, group, submitted = tasks.live.pop(fut.key)
+            watch.forget(fut.key)
+            if fut.status == "finished":
+                res = fut.result(timeout=60)
+                share = tasks.sched_share(res, submitted, arrived)
+                by_key = {p.key: p for p in group}
+                for item in res["points"]:
+                    p = by_key[item["key"]]
+                    if "error" in item:
+                        _failed(out, p, item["error"], item["traceback"], counts, failed, log,
+                                item["compute_s"])
+                    else:
+                        save_point(out, p, item, {"compute_s": item["compute_s"],
+                                                  "render_s": item["render_s"], "sched_s": share})
+                        counts.done += 1
+            else:
+                exc = fut.exception(timeout=60)
+                from .sweep_table import format_tb
+
+                error, tb = f"{type(exc).__name__}: {exc}", format_tb(exc, fut.traceback(timeout=60))
+                if len(group) > 1:  # find the point that kills its worker: one task each
+                    log(f"a task of {len(group)} points ({', '.join(p.key for p in group)}) failed "
+                        f"after {tasks.retries} retries ({error}); rerunning its points one per task")
+                    for p in group:
+                        tasks.submit([p])
+                else:
+                    _failed(out, group[0], error, tb, counts, failed, log)
+            fut.release()
+        now = time.monotonic()
+        if now - last_watch >= 0.5:
+            counts.running = watch.poll()
+            last_watch = now
+        progress(counts)
 
 
-def _row(spec: Spec, point: Point, out: Path, reserved: set) -> dict:
-    row = {**point.swept, "seed": point.seed, "point": point.key}
-    folder = out / POINTS / point.key
-    err_path = out / ERRORS / f"{point.key}.json"
-    if (folder / "result.json").exists() and saved(out, point, spec.experiment):
-        doc = json.loads((folder / "result.json").read_text())
-        row |= {"status": "done", "error": None, "elapsed_s": float(doc["elapsed_s"]),
-                "passed": bool(doc["passed"])}
-        for k, v in doc["metrics"].items():
-            row[f"metric.{k}" if k in reserved else k] = float(v)
-        for k, c in doc["checks"].items():
-            row[f"check.{k}.value"] = float(c["value"])
-            row[f"check.{k}.passed"] = bool(c["passed"])
-    elif err_path.exists():
-        row |= {"status": "failed", "error": json.loads(err_path.read_text())["error"]}
-    else:
-        row |= {"status": "missing", "error": "not computed (the sweep was interrupted): rerun it"}
-    return row
-
-
-def table_frame(spec: Spec, points: list[Point], out) -> pandas.DataFrame:
-    """The sweep's table (see the module docstring) from the points saved under ``out``."""
-    import pandas as pd
-
-    from . import store
-
-    out = Path(out)
-    reserved = set(spec.grid) | set(spec.fixed) | {"seed", "point", "status", "error", "elapsed_s",
-                                                   "passed"}
-    df = pd.DataFrame([_row(spec, p, out, reserved) for p in points])
-    for k in ("status", "error", "elapsed_s", "passed"):
-        if k not in df:
-            df[k] = None
-    df.attrs = {"experiment": spec.experiment, "preset": spec.preset, "grid": list(spec.grid),
-                "fixed": json.loads(json.dumps(spec.fixed)), "seeds": list(spec.seeds),
-                "biasfree": store.versions_of("biasfree")}
-    return df
-
-
-def write_table(spec: Spec, points: list[Point], out) -> Path:
-    """Write ``out/table.parquet`` atomically; returns its path."""
-    from . import store
-
-    df = table_frame(spec, points, out)
-    path = Path(out) / TABLE
-    store.atomic_write(path, lambda fh: df.to_parquet(fh, index=False))
-    return path
-
-
-def write_summary(out) -> Path | None:
-    """Write ``out/summary.png`` from the table (None when no point has a result)."""
-    df = load_sweep(out)
-    if not (df["status"] == "done").any():
-        return None
-    from . import store
-    from .plotting.sweep import plt, summary_figure
-
-    fig = summary_figure(df)
-    path = Path(out) / SUMMARY
-    store.atomic_write(path, lambda fh: fig.savefig(fh, format="png", dpi=110, bbox_inches="tight"))
-    plt.close(fig)
-    return path
-
-
-def load_sweep(out) -> pandas.DataFrame:
-    """A sweep's table, ``DIR/table.parquet``, as a pandas DataFrame: one row per point
-    (swept fields, seed, metrics, checks; see :mod:`biasfree.sweep`)."""
-    try:
-        import pandas as pd
-    except ImportError:
-        raise ImportError("load_sweep needs pandas and pyarrow: pip install 'biasfree[sweep]'") from None
-    path = Path(out) / TABLE
-    if not path.exists():
-        raise FileNotFoundError(f"no {TABLE} in {out}: run `biasfree sweep SPEC.toml --out {out}` first")
-    return pd.read_parquet(path)
+def _failed(out: Path, p: Point, error: str, tb: str, counts: Counts, failed: list, log,
+            compute_s: float | None = None) -> None:
+    record_error(out, p, error, tb, compute_s)
+    counts.failed += 1
+    failed.append(p.label())
+    log(f"point {p.key} ({p.label()}) failed: {error}")
