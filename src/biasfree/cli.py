@@ -262,6 +262,7 @@ def analyse(
     exits 0 whatever the verdict, 2 on bad input."""
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
     from rich.progress import Progress as Bar
+    from rich.table import Table
 
     from .analyse import analyse as analyse_model
     from .analyse import save_analysis
