@@ -72,6 +72,10 @@ def _evidence_panel(ax, analysis: Analysis) -> None:
         ax.text(0.0, y, f"{j.kind}: {j.level}", transform=ax.transAxes, fontsize=9.5, fontweight="bold",
                 color=_COLOURS[j.level], va="top")
         y -= 0.085
+        for r in j.reasons[:3]:
+            ax.text(0.02, y, _short(f"reason: {r}"), transform=ax.transAxes, fontsize=8.5, va="top",
+                    color="tab:red")
+            y -= 0.065
         for e in j.evidence:
             mark = "✓" if e.passed else "✗"
             ax.text(0.02, y, f"{mark} {e.name} = {e.value:.3g}   (must be {e.op} {e.threshold:.3g})",
