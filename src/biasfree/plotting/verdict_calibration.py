@@ -32,9 +32,10 @@ def figure(result):
         ax = axes[iL, ib * len(asyms) + ia]
         ax.pcolormesh(np.arange(len(cols) + 1) - 0.5, np.arange(len(widths) + 1) - 0.5,
                       level[iL, ib, ia], cmap=cmap, vmin=-0.5, vmax=len(LEVELS) - 0.5)
-        G = np.log10(np.maximum(gap[iL, ib, ia], 1e-300))
+        # the contour of the measured truth only: a run cut at max_steps has none
+        G = np.where(full[iL, ib, ia], np.log10(np.maximum(gap[iL, ib, ia], 1e-300)), np.nan)
         lg = np.log10(level_of_paper)
-        if G.min() < lg < G.max():
+        if np.sum(np.isfinite(G)) >= 3 and np.nanmin(G) < lg < np.nanmax(G):
             ax.contour(np.arange(len(cols)), np.arange(len(widths)), G, levels=[lg], colors="k",
                        linestyles="solid", linewidths=2.0)
         for i in range(len(widths)):
