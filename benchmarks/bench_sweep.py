@@ -7,7 +7,10 @@
    127.0.0.1 (``dask scheduler`` and ``dask worker`` subprocesses, killed at the end).
    Reported: ``overhead_per_point_s = (wall × workers − Σ compute) / N``, the
    core-seconds a point costs beyond its own compute (goal: ≤ 50 ms), with the table's
-   split of it into IO and scheduling, and ``wall / Σ compute`` as is.
+   split of it into IO and scheduling, and ``wall / Σ compute`` as is; ``wall`` is the
+   sweep's run phase (first task submitted to last point saved); the once-per-sweep
+   phases (planning, reaching the cluster, the table, the summary figure) are reported
+   beside it (``plan_s``, ``cluster_s``, ``table_s``, ``figures_s``, ``sweep_wall_s``).
 2. **The linearity map's own points**: rows of ``sweeps/linearity-map-10k.toml`` (one
    row: 200 map points, 4 α × 10 init stds × 5 widths, 4 inits each, bias-free and
    biased) on the warm local cluster. Reported: map points per second per core, the
@@ -51,7 +54,8 @@ def timed_sweep(spec, out: Path, **kw) -> dict:
     wall = time.perf_counter() - t0
     assert outcome.counts.done + outcome.counts.failed == outcome.counts.total, outcome.counts
     df = load_sweep(out)  # a failed point's compute (until it raised) counts too
-    return {"points": len(df), "failed": outcome.counts.failed, "wall_s": wall,
+    return {"points": len(df), "failed": outcome.counts.failed, "sweep_wall_s": wall,
+            "wall_s": outcome.phases["run_s"], **outcome.phases,
             "compute_s": float(df["compute_s"].sum()),
             "io_s": float(df["io_s"].sum()), "sched_s": float(df["sched_s"].sum()),
             "compute_median_s": float(df["compute_s"].median()),
