@@ -7,10 +7,9 @@ DEVSTAMP := $(VENV)/.installed-dev
 .PHONY: run test test-portable lint bench clean report-shot
 
 # compiled programs persist in .jax_cache/ (JAX's compilation cache, ignored by git): make run,
-# make test (tests/conftest.py sets the same) and the processes they start share it; size-
-# bounded, so JAX locks each read and write
+# make test and the processes they start share it (tests/conftest.py also bounds its size,
+# which makes JAX lock each read and write with the filelock package, for the test workers)
 export JAX_COMPILATION_CACHE_DIR ?= $(CURDIR)/.jax_cache
-export JAX_COMPILATION_CACHE_MAX_SIZE ?= 2147483648
 export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS ?= 0.1
 
 $(BIN)/python:

@@ -7,7 +7,10 @@
    127.0.0.1 (``dask scheduler`` and ``dask worker`` subprocesses, killed at the end).
    Reported: ``overhead_per_point_s = (wall × workers − Σ compute) / N``, the
    core-seconds a point costs beyond its own compute (goal: ≤ 50 ms), with the table's
-   split of it into IO and scheduling, and ``wall / Σ compute`` as is.
+   split of it into IO and scheduling, and ``wall / Σ compute`` as is; ``wall`` is the
+   sweep's run phase (first task submitted to last point saved); the once-per-sweep
+   phases (planning, reaching the cluster, the table, the summary figure) are reported
+   beside it (``plan_s``, ``cluster_s``, ``table_s``, ``figures_s``, ``sweep_wall_s``).
 2. **The linearity map's own points**: rows of ``sweeps/linearity-map-10k.toml`` (one
    row: 200 map points, 4 α × 10 init stds × 5 widths, 4 inits each, bias-free and
    biased) on the warm local cluster. Reported: map points per second per core, the
@@ -36,6 +39,7 @@ import time
 from pathlib import Path
 
 from biasfree.sweep import WORKER_ENV, load_sweep, parse_spec, read_spec, run_sweep
+from biasfree.sweep_cluster import COMPILE_CACHE
 
 TRIVIAL = {"experiment": "orthogonal-inputs", "preset": "tiny",
            "fixed": {"n": 3, "d": 4, "t_max": 20.0, "n_records": 41, "width": 6}}
@@ -50,7 +54,8 @@ def timed_sweep(spec, out: Path, **kw) -> dict:
     wall = time.perf_counter() - t0
     assert outcome.counts.done + outcome.counts.failed == outcome.counts.total, outcome.counts
     df = load_sweep(out)  # a failed point's compute (until it raised) counts too
-    return {"points": len(df), "failed": outcome.counts.failed, "wall_s": wall,
+    return {"points": len(df), "failed": outcome.counts.failed, "sweep_wall_s": wall,
+            "wall_s": outcome.phases["run_s"], **outcome.phases,
             "compute_s": float(df["compute_s"].sum()),
             "io_s": float(df["io_s"].sum()), "sched_s": float(df["sched_s"].sum()),
             "compute_median_s": float(df["compute_s"].median()),
@@ -74,10 +79,10 @@ def trivial(n: int, tmp: Path, name: str, client, workers: int) -> dict:
                     workers)
 
 
-def start_cluster(tmp: Path, workers: int) -> tuple[str, list]:
+def start_cluster(tmp: Path, workers: int, env: dict) -> tuple[str, list]:
     """``dask scheduler`` and ``dask worker`` (``workers`` processes of one thread) on 127.0.0.1."""
     sched_file = tmp / "scheduler.json"
-    env = {**os.environ, **WORKER_ENV}
+    env = {**os.environ, **env}
     procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
                                "--port", "0", "--no-dashboard", "--scheduler-file", str(sched_file)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
@@ -107,22 +112,25 @@ def stop(procs: list) -> None:
 
 
 def map_rows(rows: int, workers: int, tmp: Path, client) -> dict:
-    """Time ``rows`` rows of the 10⁴-point spec (after one warm-up row per worker)."""
+    """Time ``rows`` rows of the 10⁴-point spec (after one warm-up row per worker, whose
+    extra time over a warm row is the compile time)."""
     full = read_spec(MAP_SPEC)
     per_row = math.prod(len(full.fixed[k]) for k in ("alphas", "scales", "widths"))
     total_rows = len(full.seeds) * math.prod(len(v) for v in full.grid.values())
-    doc = {"experiment": full.experiment, "preset": full.preset, "fixed": full.fixed, "grid": full.grid}
-    warm = timed_sweep(parse_spec({**doc, "seeds": list(range(1000, 1000 + math.ceil(workers / 5)))}),
+    asym = list(full.grid["asymmetry"])
+    doc = {"experiment": full.experiment, "preset": full.preset, "fixed": full.fixed}
+    warm = timed_sweep(parse_spec({**doc, "grid": {"asymmetry": asym[:workers]}, "seeds": [1000]}),
                        tmp / "map-warm", client=client, group_size=1)
-    compile_s = warm["compute_max_s"] - warm["compute_median_s"]  # a worker's first row compiles
-    seeds = list(range(max(1, math.ceil(rows / len(full.grid["asymmetry"])))))
-    t = overhead(timed_sweep(parse_spec({**doc, "seeds": seeds}), tmp / "map", client=client), workers)
+    n_asym = min(len(asym), max(1, rows // 2))
+    t = overhead(timed_sweep(parse_spec({**doc, "grid": {"asymmetry": asym[:n_asym]},
+                                         "seeds": list(range(max(1, rows // n_asym)))}),
+                             tmp / "map", client=client), workers)
     t_row = t["compute_s"] / t["points"]
-    cells_per_s_core = per_row / (t_row * (1 + max(t["overhead_fraction"], 0.0)))
-    project = {c: compile_s + math.ceil(total_rows / c) * t_row * (1 + max(t["overhead_fraction"], 0.0))
-               for c in (workers, 64, 1024)}
+    compile_s = max(warm["compute_s"] / warm["points"] - t_row, 0.0)
+    cost = t_row * (1 + max(t["overhead_fraction"], 0.0))  # a row's core-seconds, overhead included
+    project = {c: compile_s + math.ceil(total_rows / c) * cost for c in (workers, 64, 1024)}
     return {**t, "map_points_per_row": per_row, "rows_total": total_rows, "row_s": t_row,
-            "compile_s": compile_s, "map_points_per_s_per_core": cells_per_s_core,
+            "compile_s": compile_s, "map_points_per_s_per_core": per_row / cost,
             "projected_s": {str(c): v for c, v in project.items()}}
 
 
@@ -134,13 +142,15 @@ def main(quick: bool, json_path: str | None) -> dict:
     out: dict = {}
     with tempfile.TemporaryDirectory(prefix="bench-sweep-") as tmp:
         tmp = Path(tmp)
+        env = {**WORKER_ENV, COMPILE_CACHE: str(tmp / "jax-cache"),  # as a sweep's own local cluster
+               "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
         with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                          env=WORKER_ENV) as cluster, Client(cluster) as client:
+                          env=env) as cluster, Client(cluster) as client:
             out["local_trivial"] = trivial(n, tmp, "local", client, workers)
             print("local cluster, trivial points:", _fmt(out["local_trivial"]), flush=True)
             out["map"] = map_rows(2 * workers if quick else 4 * workers, workers, tmp, client)
             print("linearity map rows:", _fmt(out["map"]), flush=True)
-        address, procs = start_cluster(tmp, workers)
+        address, procs = start_cluster(tmp, workers, env)
         try:
             with Client(address, timeout="30s") as client:
                 client.wait_for_workers(workers, timeout=START_TIMEOUT_S)

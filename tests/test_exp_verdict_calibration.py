@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from biasfree.experiments.verdict_calibration import Config, _gaussian, _pad
-from biasfree.nets import forward
 from biasfree.twin_training import train_with_twin
 
 
@@ -18,7 +17,6 @@ def test_zero_padded_units_train_exactly_like_the_unpadded_net():
     for widths, bias in (((3, 5, 1), False), ((3, 4, 4, 1), True)):
         net = _gaussian(rng, widths, 0.3, bias)
         big = _pad(net, 9)
-        np.testing.assert_array_equal(np.asarray(forward(net, X, 0.0)), np.asarray(forward(big, X, 0.0)))
         runs = [train_with_twin(p, p, X, Y, alpha=0.0, lr=0.05, time_scale=1.0, steps=50, n_records=3)
                 for p in (net, big)]
         # the padded units add exact zeros to every sum: the same numbers up to summation order,

@@ -31,6 +31,8 @@ EXP = "orthogonal-inputs"  # the cheapest experiment at its tiny preset
 GRID = {"width": [6, 8], "scale": [1e-4, 1e-3]}
 FIXED = {"n": 3, "d": 4, "t_max": 20.0, "n_records": 41}
 SPEC = {"experiment": EXP, "preset": "tiny", "seeds": [0, 2], "grid": GRID, "fixed": FIXED}
+# the same points as SPEC's rows at scale 1e-4 (the same configs: the same point keys)
+KILL_SPEC = {**SPEC, "grid": {"width": GRID["width"]}, "fixed": {**FIXED, "scale": GRID["scale"][0]}}
 
 
 def spec_text(doc: dict) -> str:
@@ -230,21 +232,22 @@ def test_kill_a_worker_interrupt_then_resume_on_a_real_scheduler(full_sweep, wor
                     raise Stop
 
             with pytest.raises(Stop):
-                run_sweep(parse_spec(SPEC), tmp_path / "out", client=client, group_size=1,
+                run_sweep(parse_spec(KILL_SPEC), tmp_path / "out", client=client, group_size=1,
                           progress=kill_then_interrupt, log=logs.append)
         assert any("left the cluster (lost, killed or restarted by its nanny)" in line for line in logs), logs
-        res = runner.invoke(app, ["sweep", str(write_spec(tmp_path, SPEC)), "--out", str(tmp_path / "out"),
-                                  "--scheduler", address, "--worker-timeout", "60"])
+        res = runner.invoke(app, ["sweep", str(write_spec(tmp_path, KILL_SPEC)), "--out",
+                                  str(tmp_path / "out"), "--scheduler", address, "--worker-timeout", "60"])
         assert res.exit_code == 0, res.output
         assert str(tmp_path / "out" / "table.parquet") in res.stdout
     finally:
         _stop(procs)
     df, ref = load_sweep(tmp_path / "out"), load_sweep(full_sweep[0])
-    assert list(df["status"]) == ["done"] * 8
+    ref = ref[ref["scale"] == KILL_SPEC["fixed"]["scale"]].drop(columns="scale").reset_index(drop=True)
+    assert list(df["status"]) == ["done"] * 4
     assert list(df["point"]) == list(ref["point"])  # every point once, in grid order
     assert sorted(p.name for p in (tmp_path / "out" / "points").iterdir()) == sorted(ref["point"])
     cols = [c for c in ref.columns if c not in ("elapsed_s", *TIMES)]
-    assert df[cols].equals(ref[cols])
+    assert list(df.columns) == list(ref.columns) and df[cols].equals(ref[cols])
 
 
 def write_spec(folder: Path, doc: dict) -> Path:

@@ -325,6 +325,7 @@ def analyse(
     exits 0 whatever the verdict, 2 on bad input."""
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
     from rich.progress import Progress as Bar
+    from rich.table import Table
 
     from . import validate
 

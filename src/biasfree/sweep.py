@@ -230,6 +230,11 @@ class Outcome:
     summary: Path | None
     failed: list[str]
     figures: list[Path] = field(default_factory=list)
+    phases: dict = field(default_factory=dict)
+    """Wall seconds of the sweep's phases: ``plan_s`` (configs and saved points),
+    ``cluster_s`` (starting or reaching the cluster and its first worker), ``run_s``
+    (from the first task submitted to the last point saved), ``table_s`` and
+    ``figures_s`` (the summary)."""
 
 
 @dataclass
@@ -295,8 +300,11 @@ def run_sweep(spec: Spec, out, *, workers: int | None = None, scheduler: str | N
     A failed point does not stop the sweep. On Ctrl-C the saved points stay and the
     pending tasks are cancelled."""
     out = Path(out)
+    t0 = time.perf_counter()
+    phases = {}
     points = plan_points(spec)
     todo = [p for p in points if force or not saved(out, p, spec.experiment)]
+    phases["plan_s"] = time.perf_counter() - t0
     counts = Counts(total=len(points), skipped=len(points) - len(todo))
     if counts.skipped:
         log(f"{counts.skipped} of {len(points)} points skipped: saved with the same config, seed and "
@@ -306,8 +314,11 @@ def run_sweep(spec: Spec, out, *, workers: int | None = None, scheduler: str | N
     if todo:
         local = None if scheduler is not None or client is not None else \
             min(workers or os.cpu_count() or 1, len(todo))
+        t0 = time.perf_counter()
         with dask_client(local, scheduler, client, log, out / ".jax-cache") as c:
             n_threads = wait_for_workers(c, worker_timeout_s)
+            t1 = time.perf_counter()
+            phases["cluster_s"] = t1 - t0
             tasks = _Tasks(c, spec, figures, retries)
             for group in group_points(todo, n_threads, group_size):
                 tasks.submit(group)
@@ -315,14 +326,18 @@ def run_sweep(spec: Spec, out, *, workers: int | None = None, scheduler: str | N
                 _collect(tasks, out, counts, failed, progress, log, worker_timeout_s, poll_s)
             finally:
                 c.cancel([f for f, _, _ in tasks.live.values()])  # the unfinished ones (Ctrl-C)
+            phases["run_s"] = time.perf_counter() - t1
         counts.running = 0
         progress(counts)
+    t0 = time.perf_counter()
     table = write_table(spec, points, out)
+    t1 = time.perf_counter()
     written = write_summary(out)
+    phases |= {"table_s": t1 - t0, "figures_s": time.perf_counter() - t1}
     if counts.failed:
         log(f"{counts.failed} of {counts.total} points failed (tracebacks in {out / 'errors'} and the "
             "table's traceback column)")
-    return Outcome(counts, table, written[0] if written else None, failed, written)
+    return Outcome(counts, table, written[0] if written else None, failed, written, phases)
 
 
 def _collect(tasks: _Tasks, out: Path, counts: Counts, failed: list, progress, log,

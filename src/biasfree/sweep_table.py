@@ -90,7 +90,8 @@ def _row(spec: Spec, point: Point, out: Path, reserved: set) -> dict:
         timing = json.loads(t_path.read_text()) if t_path.exists() else {"compute_s": doc["elapsed_s"]}
         times = {k: float(timing.get(k, float("nan"))) for k in TIMES}
         row |= {"status": "done", "error": None, "traceback": None, **times,
-                "elapsed_s": sum(times.values()), "passed": bool(doc["passed"])}
+                "elapsed_s": sum(v for v in times.values() if v == v),  # saved before timings: compute
+                "passed": bool(doc["passed"])}
         for k, v in doc["metrics"].items():
             row[f"metric.{k}" if k in reserved else k] = float(v)
         for k, c in doc["checks"].items():

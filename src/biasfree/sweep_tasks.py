@@ -4,6 +4,7 @@ group (:func:`run_points`). It computes and returns; only the client writes."""
 from __future__ import annotations
 
 import math
+import os
 import time
 from typing import TYPE_CHECKING
 
@@ -40,6 +41,7 @@ def run_points(experiment: str, preset: str, items: list[tuple], figures: bool =
     from .sweep_table import format_tb
 
     start = time.time()
+    _use_compile_cache()
     exp = get(experiment)
     done = []
     for key, config, seed, overrides in items:
@@ -65,6 +67,24 @@ def run_points(experiment: str, preset: str, items: list[tuple], figures: bool =
             point["render_s"] = time.perf_counter() - t1
         done.append(point)
     return {"points": done, "start": start, "end": time.time(), "worker": _worker_address()}
+
+
+def _use_compile_cache() -> None:
+    """Turn on JAX's persistent compilation cache where the worker's environment names
+    one (:data:`~biasfree.sweep_cluster.COMPILE_CACHE`). JAX reads the variable when it
+    is imported, which in a spawned local worker can be before the cluster's ``env`` is
+    applied (the parent's main module is imported first): set the option itself."""
+    from .sweep_cluster import COMPILE_CACHE
+
+    path = os.environ.get(COMPILE_CACHE)
+    if not path:
+        return
+    import jax
+
+    if jax.config.jax_compilation_cache_dir != path:
+        jax.config.update("jax_compilation_cache_dir", path)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                          float(os.environ.get("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")))
 
 
 def _worker_address() -> str:

@@ -28,6 +28,7 @@ import numpy as np
 
 from .losses import loss_value, sq_norm
 from .nets import Params, even_part, forward
+from .precision import precise
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ def _observe(p, q, X, Y, alpha, loss):
             jnp.mean(jnp.sum(even_part(p, X, alpha) ** 2, axis=1)))
 
 
+@precise
 def train_with_twin(params: Params, twin: Params, X, Y, *, alpha: float, lr: float, time_scale: float,
                     steps: int, n_records: int = 201, loss: str = "mse", weight_decay: float = 0.0,
                     time_budget: float | None = None,

@@ -240,7 +240,8 @@ def judge_predicted(f: Facts, *, paired: bool, t0_gap: float, growth_gap: float)
                      "wider nets shrink it (§2.6)")
     if fails:
         return judgement(kind, NOT, fails, ev, notes)
-    exact = f.function.level == EXACT and paired and f.mirror_violation <= ROUND_OFF
+    exact = (f.function.level == EXACT and paired and f.mirror_violation <= ROUND_OFF
+             and f.target_even_fraction <= ROUND_OFF_ENERGY)  # §2.3 needs every (-x, -y)
     return judgement(kind, EXACT if exact else EFFECTIVE, [], ev, notes,
                      "pairs on mirror-symmetric data train exactly as the twin (§2.3)" if exact else
                      f"expected within {100 * gap:.2g}% of L(0) of its linear twin (≤ 0.3%)"

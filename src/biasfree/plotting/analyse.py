@@ -65,23 +65,28 @@ def _evidence_panel(ax, analysis: Analysis) -> None:
     ax.axis("off")
     ax.set_title("(c) the answers and the numbers that decided them (✓ passes, ✗ fails)", fontsize=10,
                  loc="left")
+    answers = [j for j in (v.function, v.training, v.trained_function) if j is not None]
+    lines = sum(1.3 + min(len(j.reasons), 3) + len(j.evidence) + min(len(j.notes), 2) for j in answers)
+    step = min(0.065, 0.95 / lines)
     y = 0.97
-    for j in (v.function, v.training, v.trained_function):
-        if j is None:
-            continue
+    for j in answers:
         ax.text(0.0, y, f"{j.kind}: {j.level}", transform=ax.transAxes, fontsize=9.5, fontweight="bold",
                 color=_COLOURS[j.level], va="top")
-        y -= 0.085
+        y -= 1.3 * step
+        for r in j.reasons[:3]:
+            ax.text(0.02, y, _short(f"reason: {r}"), transform=ax.transAxes, fontsize=8.5, va="top",
+                    color="tab:red")
+            y -= step
         for e in j.evidence:
             mark = "✓" if e.passed else "✗"
             ax.text(0.02, y, f"{mark} {e.name} = {e.value:.3g}   (must be {e.op} {e.threshold:.3g})",
                     transform=ax.transAxes, fontsize=8.5, va="top",
                     color="k" if e.passed else "tab:red")
-            y -= 0.065
+            y -= step
         for n in j.notes[:2]:
             ax.text(0.02, y, _short(f"note: {n}"), transform=ax.transAxes, fontsize=8, va="top",
                     color="0.35")
-            y -= 0.065
+            y -= step
 
 
 def _short(text: str, width: int = 190) -> str:

@@ -143,7 +143,8 @@ def contour_figure(df, points_dir, ncols: int = 5):
     fig, axes = plt.subplots(rows_per_kind * len(kinds), cols, squeeze=False, constrained_layout=True,
                              figsize=(3.3 * cols + 1.2, 3.0 * rows_per_kind * len(kinds) + 1.1))
     lv = np.log10(level)
-    norm = TwoSlopeNorm(vcenter=lv, vmin=lv - 3, vmax=0.0)
+    lowest = min(float(np.min(next(iter(sl[1][k].values())))) for sl in slices for _, k in kinds)
+    norm = TwoSlopeNorm(vcenter=lv, vmin=min(lv - 0.5, max(np.log10(max(lowest, 1e-16)), lv - 3)), vmax=0.0)
     colours = plt.cm.tab10(np.arange(10))
     mesh = None
     for r, (kind, k) in enumerate(kinds):

@@ -16,7 +16,7 @@ _COLOURS = ("#2ca02c", "#98df8a", "#ffbb78", "#ff9896")  # exactly, effectively,
 
 def figure(result):
     a = result.arrays
-    level, gap, pred = a["level"], a["gap"], a["predicted_linear"]
+    level, gap, pred, full = a["level"], a["gap"], a["predicted_linear"], a["full"]
     depths, biases, asyms = a["depths"], a["biases"], a["asymmetries"]
     widths, cols = a["widths"], a["columns"]
     level_of_paper = float(a["paper_level"])
@@ -32,16 +32,19 @@ def figure(result):
         ax = axes[iL, ib * len(asyms) + ia]
         ax.pcolormesh(np.arange(len(cols) + 1) - 0.5, np.arange(len(widths) + 1) - 0.5,
                       level[iL, ib, ia], cmap=cmap, vmin=-0.5, vmax=len(LEVELS) - 0.5)
-        G = np.log10(np.maximum(gap[iL, ib, ia], 1e-300))
+        # the contour of the measured truth only: a run cut at max_steps has none
+        G = np.where(full[iL, ib, ia], np.log10(np.maximum(gap[iL, ib, ia], 1e-300)), np.nan)
         lg = np.log10(level_of_paper)
-        if G.min() < lg < G.max():
+        if np.sum(np.isfinite(G)) >= 3 and np.nanmin(G) < lg < np.nanmax(G):
             ax.contour(np.arange(len(cols)), np.arange(len(widths)), G, levels=[lg], colors="k",
                        linestyles="solid", linewidths=2.0)
         for i in range(len(widths)):
             for j in range(len(cols)):
-                wrong = pred[iL, ib, ia, i, j] != truth[iL, ib, ia, i, j]
-                ax.text(j, i, f"{100 * gap[iL, ib, ia, i, j]:.2g}%", ha="center", va="center", fontsize=7,
-                        fontweight="bold" if wrong else "normal")
+                done = full[iL, ib, ia, i, j]
+                wrong = done and pred[iL, ib, ia, i, j] != truth[iL, ib, ia, i, j]
+                ax.text(j, i, f"{100 * gap[iL, ib, ia, i, j]:.2g}%" + ("" if done else "\n(cut: no truth)"),
+                        ha="center", va="center", fontsize=7, fontweight="bold" if wrong else "normal",
+                        color="k" if done else "0.45")
                 if wrong:
                     ax.plot(j, i, "o", ms=26, mfc="none", mec="tab:red", mew=2)
         ax.set_xticks(range(len(cols)), list(cols), fontsize=8)
@@ -59,6 +62,7 @@ def figure(result):
     claim_title(fig, result,
                 "Can analyse's prediction of training be trusted? Verdict (colour) against the measured gap "
                 f"to the twin (numbers, contour):\nagreement {100 * m['agreement']:.0f}% of "
-                f"{int(m['points'])} points, {int(m['confusion_linear_not'])} false 'linear', "
+                f"{int(m['points'])} points measured to their horizon, "
+                f"{int(m['confusion_linear_not'])} false 'linear', "
                 f"{int(m['confusion_not_linear'])} linear nets called not linear", fontsize=10)
     return fig
