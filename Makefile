@@ -31,13 +31,14 @@ $(DEVSTAMP): pyproject.toml | $(BIN)/python
 run: $(STAMP)  ## headline experiment -> results/
 	$(BIN)/biasfree run
 
-# one pytest worker per core; a test file stays on one worker, so its module fixtures
-# (the tiny run of every experiment, the Dask cluster) are built once
+# one pytest worker per core; a test file is one xdist group (tests/conftest.py), so its
+# module fixtures (the Dask cluster) are built once, while each experiment's tiny run is a
+# group of its own and the runs spread over the workers
 TEST_WORKERS ?= auto
 
 test: $(DEVSTAMP)  ## ruff + pytest
 	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # the round-off tests (marker `numerics`) again, on the kernels of an older x86-64: NumPy's
 # SIMD loops at its X86_V2 baseline, OpenBLAS's Sandy Bridge kernels and XLA's code for
@@ -46,7 +47,7 @@ PORTABLE_ENV := NPY_DISABLE_CPU_FEATURES="X86_V3 X86_V4 AVX512_ICL AVX512_SPR" \
   OPENBLAS_CORETYPE=Sandybridge XLA_FLAGS="$(XLA_FLAGS) --xla_cpu_max_isa=AVX"
 
 test-portable: $(DEVSTAMP)  ## the numerics tests with NumPy/OpenBLAS/XLA CPU dispatch narrowed
-	$(PORTABLE_ENV) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m numerics
+	$(PORTABLE_ENV) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m numerics
 
 RESULTS ?= results
 CHROMIUM ?= chromium

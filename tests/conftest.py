@@ -36,10 +36,21 @@ def _persistent_compilation_cache() -> None:
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "xdist_group(name): tests that share one pytest-xdist worker")
     config.addinivalue_line("markers", "x64_off: run with JAX's default float32 (jax_enable_x64 off)")
     config.addinivalue_line("markers", "numerics: a round-off bound; make test-portable reruns these "
                             "with NumPy's, OpenBLAS's and XLA's CPU dispatch narrowed")
     _persistent_compilation_cache()
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (--dist loadgroup)
+def pytest_collection_modifyitems(config, items):
+    """Each test file is one xdist group, so its module fixtures are built once, unless a
+    test names a group of its own (the per-experiment runs of tests/test_experiments.py),
+    which lets the long experiment runs spread over the workers."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 @pytest.fixture(scope="session", autouse=True)

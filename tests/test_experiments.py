@@ -1,8 +1,11 @@
 """Every registered experiment at size tiny, through the CLI, and the HTML report.
 
-One CLI run (``biasfree run all --size tiny``) feeds every test here: its exit code says
-whether every check passed, its files must follow DESIGN.md's output contract, and the
-report built from them must show every figure and every check.
+Each experiment is run once per test session (``biasfree run NAME --size tiny``) into one
+folder shared by every pytest-xdist worker, under a file lock per experiment: the runs are
+separate xdist groups, so they spread over the workers, and the report tests wait for
+(or run) whichever is missing. Each run's exit code says whether every check passed, its
+files must follow DESIGN.md's output contract, and the report built from them must show
+every figure and every check; ``run all`` into the same folder then skips them all.
 """
 
 import html
@@ -11,6 +14,7 @@ import re
 
 import numpy as np
 import pytest
+from filelock import FileLock
 from typer.testing import CliRunner
 
 from biasfree import store
@@ -21,11 +25,34 @@ from biasfree.report import render
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    out = tmp_path_factory.mktemp("results")
-    res = runner.invoke(app, ["run", "all", "--size", "tiny", "--out", str(out)])
-    return out, res
+@pytest.fixture(scope="session")
+def shared_out(tmp_path_factory, worker_id):
+    """One folder for the whole session: xdist workers' temp folders share a parent."""
+    base = tmp_path_factory.getbasetemp()
+    out = (base.parent if worker_id != "master" else base) / "tiny-results"
+    out.mkdir(exist_ok=True)
+    return out
+
+
+def tiny_run(out, name: str) -> dict:
+    """``biasfree run NAME --size tiny --out OUT`` once per session: its exit code and output."""
+    record = out / f".{name}.run.json"
+    with FileLock(str(out / f".{name}.lock")):
+        if not record.exists():
+            res = runner.invoke(app, ["run", name, "--size", "tiny", "--out", str(out)])
+            record.write_text(json.dumps({"exit_code": res.exit_code, "stdout": res.stdout,
+                                          "output": res.output[-3000:]}))
+    return json.loads(record.read_text())
+
+
+@pytest.fixture(scope="session")
+def results(shared_out):
+    """Every experiment's tiny run (waiting for those another worker is running)."""
+    return shared_out, {name: tiny_run(shared_out, name) for name in REGISTRY}
+
+
+def _per_experiment():
+    return [pytest.param(n, marks=pytest.mark.xdist_group(f"exp-{n}")) for n in REGISTRY]
 
 
 def test_registry_has_the_headline_first():
@@ -39,15 +66,11 @@ def test_list_shows_every_experiment():
         assert re.search(rf"^{re.escape(name)}\s", res.stdout, re.M)
 
 
-def test_run_all_tiny_passes_every_check(results):
-    out, res = results
-    failed = {n: store.load(out / n).failed() for n in REGISTRY if (out / n).exists()}
-    assert res.exit_code == 0, f"failed checks: {failed}\n{res.output[-3000:]}"
-
-
-@pytest.mark.parametrize("name", list(REGISTRY))
-def test_output_contract(results, name):
-    out, _ = results
+@pytest.mark.parametrize("name", _per_experiment())
+def test_tiny_run_passes_every_check_and_keeps_the_output_contract(shared_out, name):
+    out, run = shared_out, tiny_run(shared_out, name)
+    failed = store.load(out / name).failed() if (out / name / "result.json").exists() else "no result"
+    assert run["exit_code"] == 0, f"failed checks: {failed}\n{run['output']}"
     folder = out / name
     for f in ("result.json", "arrays.npz", "figure.png", "figure.pdf"):
         assert (folder / f).stat().st_size > 0, f"{name}: {f} missing or empty"
@@ -62,7 +85,15 @@ def test_output_contract(results, name):
     with np.load(folder / "arrays.npz", allow_pickle=False) as z:
         assert z.files, f"{name}: no arrays saved"
     # paths written go to stdout
-    assert str(folder / "result.json") in results[1].stdout
+    assert str(folder / "result.json") in run["stdout"]
+
+
+def test_run_all_skips_what_is_saved(results):
+    out, _ = results
+    res = runner.invoke(app, ["run", "all", "--size", "tiny", "--out", str(out)])
+    assert res.exit_code == 0, res.output[-3000:]
+    for name in REGISTRY:
+        assert re.search(rf"{re.escape(name)}\s+skipped", res.output), f"{name} was not skipped"
 
 
 def test_report_shows_every_figure_and_check(results):
