@@ -90,6 +90,7 @@ def test_sweep_table_equals_points_run_one_by_one(full_sweep):
         assert {p.name for p in folder.iterdir()} == {"result.json", "arrays.npz"}  # figures: off
         # the table splits each point's time: compute (the experiment), IO, scheduling
         assert row["compute_s"] > 0 and row["io_s"] > 0 and row["sched_s"] >= 0
+        # elapsed_s is the same three float64 summed (order aside): equal to 2 eps relative, 1e-12 ≫ that
         assert row["elapsed_s"] == pytest.approx(row["compute_s"] + row["io_s"] + row["sched_s"], rel=1e-12)
         assert json.loads((folder / "result.json").read_text())["overrides"] == over
     # one row per point: the grid in the spec's order, seeds innermost
