@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEVSTAMP := $(VENV)/.installed-dev
 
-.PHONY: run test test-portable lint bench clean report-shot
+.PHONY: run test test-portable test-readme lint bench clean report-shot
 
 # compiled programs persist in .jax_cache/ (JAX's compilation cache, ignored by git): make run,
 # make test and the processes they start share it (tests/conftest.py also bounds its size,
@@ -38,7 +38,11 @@ TEST_WORKERS ?= auto
 
 test: $(DEVSTAMP)  ## ruff + pytest
 	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not readme"
+
+# every ```python snippet of README.md in a fresh process with JAX's defaults (tests/test_readme.py)
+test-readme: $(DEVSTAMP)  ## README snippets run on their own and print the README's numbers
+	$(BIN)/python -m pytest -q -n 0 -m readme tests/test_readme.py
 
 # the round-off tests (marker `numerics`) again, on the kernels of an older x86-64: NumPy's
 # SIMD loops at its X86_V2 baseline, OpenBLAS's Sandy Bridge kernels and XLA's code for
@@ -47,7 +51,7 @@ PORTABLE_ENV := NPY_DISABLE_CPU_FEATURES="X86_V3 X86_V4 AVX512_ICL AVX512_SPR" \
   OPENBLAS_CORETYPE=Sandybridge XLA_FLAGS="$(XLA_FLAGS) --xla_cpu_max_isa=AVX"
 
 test-portable: $(DEVSTAMP)  ## the numerics tests with NumPy/OpenBLAS/XLA CPU dispatch narrowed
-	$(PORTABLE_ENV) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m numerics
+	$(PORTABLE_ENV) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "numerics and not readme"
 
 RESULTS ?= results
 CHROMIUM ?= chromium
