@@ -303,8 +303,14 @@ def test_sigkill_and_sigint_mid_save(toy, tmp_path):
         _wait_for(proc, tmp_path / f"{d.name}.marker")
     procs[killed].send_signal(signal.SIGKILL)
     procs[interrupted].send_signal(signal.SIGINT)
-    for proc in procs.values():
-        proc.wait(timeout=60)
+    for d, proc in procs.items():  # communicate drains the pipes: a chatty child cannot block on them
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+            raise AssertionError(f"{d.name} child still running 60 s after its signal:\n"
+                                 f"{err.decode()[-3000:]}") from None
     assert procs[killed].returncode == -signal.SIGKILL
     assert procs[interrupted].returncode != 0
     for d in (killed, interrupted):  # the old result is whole either way
