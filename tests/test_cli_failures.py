@@ -258,7 +258,10 @@ def test_report_of_an_empty_or_missing_folder_exits_2(tmp_path):
 # ------------------------------------------------------------------ kills mid-save
 
 CHILD = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
+    # Ctrl-C raises KeyboardInterrupt even when this test runs in a background job, whose
+    # children inherit SIGINT ignored (a clean-clone run under `nohup ... &` hung here)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from pathlib import Path
     import numpy as np
     from biasfree import store
