@@ -16,6 +16,16 @@ def _edges(centres):
     return 10 ** np.r_[lc[0] - (mid[0] - lc[0]), mid, lc[-1] + (lc[-1] - mid[-1])]
 
 
+def scale_width_axes(ax, scales, widths) -> None:
+    """Log-log axes of init std (x) × width (y) whose limits are the cells' outer edges."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(_edges(scales)[[0, -1]])
+    ax.set_ylim(_edges(widths)[[0, -1]])
+    ax.set_yticks(widths, [str(int(w)) for w in widths])
+    ax.minorticks_off()
+
+
 def _map(ax, gap, scales, widths, level, s, norm, title):
     """One phase diagram: median over inits (colour), the ``level`` contour of the
     median (solid) and of the 25% / 75% quantiles over inits (dashed: the seed spread),
@@ -38,12 +48,7 @@ def _map(ax, gap, scales, widths, level, s, norm, title):
                     color="w" if dark else "k")
     sl = np.geomspace(_edges(scales)[0], _edges(scales)[-1], 50)
     ax.plot(sl, s / sl**2, ":", color="tab:green", lw=1.5)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(_edges(scales)[[0, -1]])
-    ax.set_ylim(_edges(widths)[[0, -1]])
-    ax.set_yticks(widths, [str(int(w)) for w in widths])
-    ax.minorticks_off()
+    scale_width_axes(ax, scales, widths)
     ax.set_xticks(scales, [f"{x:g}" for x in scales])
     ax.set_xlabel("init std σ (per weight)")
     ax.set_ylabel("width m (hidden units)")

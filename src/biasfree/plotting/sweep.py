@@ -132,7 +132,7 @@ def contour_figure(df, points_dir, ncols: int = 5):
     under ``points_dir``."""
     from matplotlib.colors import TwoSlopeNorm
 
-    from .linearity_map import _edges
+    from .linearity_map import _edges, scale_width_axes
 
     done = df[df["status"] == "done"]
     slices = [(label, *_slice_gaps(rows, points_dir)) for label, rows in _slices(done)]
@@ -169,12 +169,7 @@ def contour_figure(df, points_dir, ncols: int = 5):
                         bbox={"facecolor": "w", "alpha": 0.8, "lw": 0})
             if ax.get_lines():
                 ax.legend(fontsize=6, loc="upper right")
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlim(_edges(scales)[[0, -1]])
-            ax.set_ylim(_edges(widths)[[0, -1]])
-            ax.set_yticks(widths, [str(int(w)) for w in widths])
-            ax.minorticks_off()
+            scale_width_axes(ax, scales, widths)
             ax.tick_params(labelsize=7)
             ax.set_xlabel("init std σ", fontsize=8)
             ax.set_ylabel("width m", fontsize=8)
