@@ -97,7 +97,7 @@ def step_cost(data, params) -> tuple[float, float]:
     """``(FLOPs, bytes)`` of one compiled GD step (gradient and update) on ``data``, as
     XLA's cost analysis counts them for the program it runs: only what is executed (the
     fast path's halved products included), elementwise work counted too."""
-    from biasfree.train import _grad_fn
+    from biasfree.dynamics.train import _grad_fn
 
     grad = _grad_fn(data.mirrored)
     with jax.enable_x64(True):

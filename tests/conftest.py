@@ -1,6 +1,6 @@
 """Test-wide settings.
 
-biasfree computes in float64 by itself (``biasfree.precision``), without touching
+biasfree computes in float64 by itself (``biasfree.core.precision``), without touching
 JAX's global ``jax_enable_x64``. The tests' own JAX arithmetic (building inputs,
 subtracting two results before comparing them at 1e-14) must be float64 as well, so
 the session runs with ``jax_enable_x64`` on; tests marked ``x64_off`` run with it off,

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 import biasfree as bf
 from biasfree import verdict as vd
-from biasfree.cli import app
+from biasfree.app.cli import app
 
 runner = CliRunner()
 

@@ -26,9 +26,9 @@ import pytest
 from typer.testing import CliRunner
 
 from biasfree import store
-from biasfree.cli import app
-from biasfree.experiments import REGISTRY
-from biasfree.experiments.base import Experiment, Result, at_most, config_dict, run_experiment
+from biasfree.app.cli import app
+from biasfree.claims import REGISTRY
+from biasfree.claims.base import Experiment, Result, at_most, config_dict, run_experiment
 
 runner = CliRunner()
 
@@ -107,7 +107,7 @@ def test_run_experiment_checks_the_seed_like_the_cli(toy, seed, exc):
 
 REFUSE = textwrap.dedent("""
     import contextlib, io, json, sys
-    from biasfree.cli import app
+    from biasfree.app.cli import app
     out = []
     for args in json.loads(sys.argv[1]):
         buf = io.StringIO()
@@ -120,7 +120,7 @@ REFUSE = textwrap.dedent("""
         out.append([code, buf.getvalue()])
     print(json.dumps({"results": out, "jax": "jax" in sys.modules,
                       "experiments": sorted(m for m in sys.modules
-                                            if m.startswith("biasfree.experiments."))}))
+                                            if m.startswith("biasfree.claims."))}))
 """)
 
 
@@ -158,16 +158,16 @@ def test_bad_arguments_are_refused_before_jax_is_imported(tmp_path):
         assert "Traceback" not in text, (args, text)
         if "nonsense=1" not in args:  # an unknown field lists the valid ones below its line
             assert len(text.strip().splitlines()) == 1, (args, text)
-    assert not report["jax"] and report["experiments"] == ["biasfree.experiments.base",
-                                                           "biasfree.experiments.config"]
+    assert not report["jax"] and report["experiments"] == ["biasfree.claims.base",
+                                                           "biasfree.claims.config"]
 
 
 def test_declared_fields_read_from_source_match_the_configs():
     """The CLI's light field check (module source, no import) agrees with the dataclasses."""
     import dataclasses
 
-    from biasfree.experiments import NAMES, _source_fields
-    from biasfree.experiments.config import field_lines
+    from biasfree.claims import NAMES, _source_fields
+    from biasfree.claims.config import field_lines
 
     assert list(NAMES) == [n for n in REGISTRY if not n.startswith("toy")]
     for name in NAMES:
@@ -265,7 +265,7 @@ CHILD = textwrap.dedent("""
     from pathlib import Path
     import numpy as np
     from biasfree import store
-    from biasfree.experiments.base import Result, at_most
+    from biasfree.claims.base import Result, at_most
 
     out, seed, marker = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
 

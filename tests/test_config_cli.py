@@ -18,10 +18,10 @@ import pytest
 from typer.testing import CliRunner
 
 from biasfree import plotting, store
-from biasfree.cli import app
-from biasfree.experiments import REGISTRY, SIZES, ConfigError, get, resolve_config
-from biasfree.experiments.base import Experiment, Result, at_most, config_dict
-from biasfree.experiments.config import parse_set, read_config_file
+from biasfree.app.cli import app
+from biasfree.claims import REGISTRY, SIZES, ConfigError, get, resolve_config
+from biasfree.claims.base import Experiment, Result, at_most, config_dict
+from biasfree.claims.config import parse_set, read_config_file
 
 runner = CliRunner()
 
@@ -187,7 +187,7 @@ def test_several_names_run_once_each_in_order(toy, tmp_path):
 
 
 def test_no_name_runs_the_headline(toy, tmp_path, monkeypatch):
-    import biasfree.experiments as experiments
+    import biasfree.claims as experiments
 
     monkeypatch.setattr(experiments, "HEADLINE", "toy-b")
     assert cli("run", "--preset", "tiny", "--out", tmp_path).exit_code == 0

@@ -1,11 +1,11 @@
-"""Named ensembles (biasfree.ensemble): members by name, twins built by the library."""
+"""Named ensembles (biasfree.dynamics.ensemble): members by name, twins built by the library."""
 
 import jax
 import numpy as np
 import pytest
 
 import biasfree as bf
-from biasfree.ensemble import Member, gd_members
+from biasfree.dynamics.ensemble import Member, gd_members
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 

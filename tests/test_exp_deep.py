@@ -7,7 +7,7 @@ import pytest
 
 import biasfree as bf
 from biasfree import theory
-from biasfree.experiments.deep import MEMBERS, PRESETS, _block_symmetric_part, _teacher_data, _teacher_members
+from biasfree.claims.deep import MEMBERS, PRESETS, _block_symmetric_part, _teacher_data, _teacher_members
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 

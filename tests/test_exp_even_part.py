@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from biasfree.experiments._common import loglog_slope
+from biasfree.claims._common import loglog_slope
 from biasfree.theory import linear_floor
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them

@@ -5,8 +5,8 @@ import jax
 import numpy as np
 import pytest
 
-from biasfree.experiments.max_margin import Config, _members, member_name
-from biasfree.nets import init_gaussian, init_pairs
+from biasfree.claims.max_margin import Config, _members, member_name
+from biasfree.core.nets import init_gaussian, init_pairs
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 

@@ -6,9 +6,9 @@ import pytest
 
 import biasfree as bf
 from biasfree import theory
-from biasfree.data import orthogonal_data
-from biasfree.experiments.orthogonal_inputs import sin_angle
-from biasfree.nets import balanced_units
+from biasfree.core.data import orthogonal_data
+from biasfree.claims.orthogonal_inputs import sin_angle
+from biasfree.core.nets import balanced_units
 from biasfree.theory.orthogonal import aligned_halves_init, alignment_directions, half_net_modes, half_targets
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
@@ -126,7 +126,7 @@ def test_an_init_whose_output_weights_share_one_sign_has_an_empty_half(sign):
     GD map. Built here on purpose: the half-net analysis must not raise, must predict the
     empty half by its zero-init curve (a fixed point) and, exactly, its measured strength
     never exceeds 0 (f has one sign everywhere: a sum of same-signed terms)."""
-    from biasfree.experiments import orthogonal_inputs as oi
+    from biasfree.claims import orthogonal_inputs as oi
 
     cfg = oi.Config(n=3, d=3, width=4, lr=0.05, t_max=30.0, n_records=31)
     P = oi._problem(cfg, np.random.default_rng(0))

@@ -8,8 +8,8 @@ import pytest
 from roundoff import matmul_gap
 
 import biasfree as bf
-from biasfree.experiments import get
-from biasfree.experiments.real_data import PRESETS, Config
+from biasfree.claims import get
+from biasfree.claims.real_data import PRESETS, Config
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 

@@ -3,7 +3,7 @@ tests/test_theory.py): configs whose GD records would miss the flow's record tim
 
 import pytest
 
-from biasfree.experiments.robustness import Config
+from biasfree.claims.robustness import Config
 
 
 def test_config_rejects_records_off_the_flow_grid():

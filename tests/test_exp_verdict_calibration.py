@@ -5,8 +5,8 @@ and the config refuses grids the figure cannot draw."""
 import numpy as np
 import pytest
 
-from biasfree.experiments.verdict_calibration import Config, _gaussian, _pad
-from biasfree.twin_training import train_with_twin
+from biasfree.claims.verdict_calibration import Config, _gaussian, _pad
+from biasfree.dynamics.twin_training import train_with_twin
 
 
 def test_zero_padded_units_train_exactly_like_the_unpadded_net():

@@ -16,8 +16,8 @@ from scipy import stats
 import biasfree as bf
 from biasfree import expressivity as ex
 from biasfree import floors
-from biasfree.depth_separation import depth3_example, fit_net, init_batch
-from biasfree.nets import forward
+from biasfree.expressivity.depth_separation import depth3_example, fit_net, init_batch
+from biasfree.core.nets import forward
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 

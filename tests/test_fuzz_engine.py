@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import biasfree as bf
-from biasfree.nets import Layer
-from biasfree.trajectory import conserved_quantities, observe
+from biasfree.core.nets import Layer
+from biasfree.dynamics.trajectory import conserved_quantities, observe
 
 D, P, N = 3, 2, 8
 _rng = np.random.default_rng(0)

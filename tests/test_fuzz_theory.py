@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import biasfree as bf
 from biasfree import theory as th
 from biasfree import validate
-from biasfree.nets import Layer
+from biasfree.core.nets import Layer
 
 D, P, N = 3, 2, 16
 _rng = np.random.default_rng(0)

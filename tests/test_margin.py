@@ -1,4 +1,4 @@
-"""Hard-margin SVM without intercept and its KKT certificate (biasfree.margin).
+"""Hard-margin SVM without intercept and its KKT certificate (biasfree.theory.margin).
 
 Oracle: two active points z_1 = (2, 1), z_2 = (1, 2) (z = y x), their negatives with
 the opposite labels, and an inactive point. With both constraints active,
@@ -9,7 +9,7 @@ the opposite labels, and an inactive point. With both constraints active,
 import numpy as np
 import pytest
 
-from biasfree.margin import KKT_TOL, cosine, hard_margin_svm, kkt_residual, margin_ratio
+from biasfree.theory.margin import KKT_TOL, cosine, hard_margin_svm, kkt_residual, margin_ratio
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import biasfree as bf
-from biasfree.nets import Layer
+from biasfree.core.nets import Layer
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 

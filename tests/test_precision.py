@@ -1,4 +1,4 @@
-"""Precision as an explicit choice (biasfree.precision).
+"""Precision as an explicit choice (biasfree.core.precision).
 
 - Importing biasfree leaves ``jax_enable_x64`` as it was (checked in a fresh process).
 - With x64 off, as in a user's float32 program, biasfree still computes in float64 by
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import biasfree as bf
-from biasfree.losses import forward_mirrored
-from biasfree.precision import eps
+from biasfree.dynamics.losses import forward_mirrored
+from biasfree.core.precision import eps
 
 U32 = 2.0**-24  # float32 unit round-off
 

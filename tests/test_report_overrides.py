@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from biasfree.cli import app
-from biasfree.experiments import REGISTRY
-from biasfree.experiments.base import Experiment, Result, at_most, config_dict
-from biasfree.report import render
+from biasfree.app.cli import app
+from biasfree.claims import REGISTRY
+from biasfree.claims.base import Experiment, Result, at_most, config_dict
+from biasfree.app.report import render
 
 runner = CliRunner()
 

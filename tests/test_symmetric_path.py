@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import biasfree as bf
-from biasfree.losses import forward_mirrored, objective, objective_mirrored
+from biasfree.dynamics.losses import forward_mirrored, objective, objective_mirrored
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import biasfree as bf
-from biasfree.nets import Layer
-from biasfree.pacing import stall_window
+from biasfree.core.nets import Layer
+from biasfree.dynamics.pacing import stall_window
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 

@@ -5,7 +5,7 @@ gradient flow, closed-form theory, expressivity analysis and self-checking
 experiments for Zhang, Saxe & Latham (TMLR 2025). biasfree computes in float64 by
 default, without touching JAX's global settings (``jax_enable_x64`` stays as it was):
 each public function runs under ``jax.enable_x64`` at its ``precision`` ("float64", or
-"float32" on request; see :mod:`biasfree.precision`). The identities it checks hold to
+"float32" on request; see :mod:`biasfree.core.precision`). The identities it checks hold to
 round-off only in double precision.
 
 The package's top level is lazy (PEP 562): ``import biasfree`` loads no JAX; each public
@@ -20,34 +20,34 @@ import importlib
 import sys
 import types
 
-_SUBMODULES = ("margin", "theory")
-"""Public submodules, reached as ``biasfree.theory``, ``biasfree.margin``."""
+_SUBMODULES = {"margin": "theory.margin", "theory": "theory"}
+"""Public submodules (name -> module), reached as ``biasfree.theory``, ``biasfree.margin``."""
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "analyse": ("Analysis", "analyse", "save_analysis"),
-    "data": ("Dataset", "Whitened", "abs_target", "asymmetric_half", "check_data",
+    "analysis.analyse": ("Analysis", "analyse", "save_analysis"),
+    "core.data": ("Dataset", "Whitened", "abs_target", "asymmetric_half", "check_data",
         "cross_covariance", "gaussian_inputs", "input_covariance", "is_symmetric", "label_data",
         "linear_target", "make_dataset", "moment_data", "product_target", "sine_target",
         "symmetrize", "teacher_matrix", "whiten", "xor_target"),
-    "datasets": ("RealData", "asymmetry", "load_data", "one_hot"),
-    "depth_separation": ("NetFit", "depth3_example", "fit_net"),
-    "ensemble": ("Member", "Runs", "gd_members"),
-    "expressivity": ("Decomposition", "OddFit", "decompose", "homogeneity_gap",
+    "core.real_data": ("RealData", "asymmetry", "load_data", "one_hot"),
+    "expressivity.depth_separation": ("NetFit", "depth3_example", "fit_net"),
+    "dynamics.ensemble": ("Member", "Runs", "gd_members"),
+    "expressivity.decomposition": ("Decomposition", "OddFit", "decompose", "homogeneity_gap",
         "is_positively_homogeneous", "net_function", "odd_nonlinearity"),
-    "floors": ("Characterisation", "DatasetFloor", "Floor", "TwoLayerFloor", "characterise",
+    "expressivity.floors": ("Characterisation", "DatasetFloor", "Floor", "TwoLayerFloor", "characterise",
         "dataset_floor", "homogeneous_floor", "odd_floor", "ray_moments", "two_layer_floor"),
-    "interop": ("Model", "UnsupportedModelError", "from_equinox", "from_state_dict", "from_torch",
+    "analysis.interop": ("Model", "UnsupportedModelError", "from_equinox", "from_state_dict", "from_torch",
         "load_model", "save_model"),
-    "losses": ("forward_mirrored", "loss_value", "objective", "objective_mirrored"),
-    "nets": ("Layer", "Params", "beta_eff", "depth", "end_to_end_linear", "even_part", "forward",
+    "dynamics.losses": ("forward_mirrored", "loss_value", "objective", "objective_mirrored"),
+    "core.nets": ("Layer", "Params", "beta_eff", "depth", "end_to_end_linear", "even_part", "forward",
         "from_arrays", "hidden", "init_gaussian", "init_pairs", "init_rank_one", "leaky_relu",
         "odd_part", "pair_up", "scale_params", "slope_factor", "widths"),
-    "precision": ("PRECISIONS", "current_precision", "precise", "use_precision"),
-    "sweep": ("load_sweep",),
-    "train": ("SPIKE_FACTOR", "DivergenceError", "FlowConfig", "FlowStallError", "GDConfig",
+    "core.precision": ("PRECISIONS", "current_precision", "precise", "use_precision"),
+    "app.sweep": ("load_sweep",),
+    "dynamics.train": ("SPIKE_FACTOR", "DivergenceError", "FlowConfig", "FlowStallError", "GDConfig",
         "LossSpikeWarning", "flow", "flow_ensemble", "gd", "gd_ensemble", "record_steps",
         "record_times"),
-    "trajectory": ("Trajectory", "conserved_quantities", "observe"),
+    "dynamics.trajectory": ("Trajectory", "conserved_quantities", "observe"),
 }
 """Module (under ``biasfree``) -> the public names it defines."""
 
@@ -57,7 +57,7 @@ _HOME = {name: mod for mod, names in _EXPORTS.items() for name in names}
 def __getattr__(name: str):
     """Import the module that defines ``name`` and bind every public name of it here."""
     if name in _SUBMODULES:
-        return importlib.import_module(f"{__name__}.{name}")
+        return importlib.import_module(f"{__name__}.{_SUBMODULES[name]}")
     mod = _HOME.get(name)
     if mod is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .experiments.base import Check, Result
+from .claims.base import Check, Result
 
 RESULT_KEYS = ("experiment", "size", "seed", "config", "metrics", "checks", "versions",
                "elapsed_s")

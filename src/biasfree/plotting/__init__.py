@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from ..experiments.base import Result  # noqa: E402
+from ..claims.base import Result  # noqa: E402
 
 
 def figure(result: Result):

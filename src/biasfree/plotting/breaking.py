@@ -6,7 +6,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..experiments.base import Result
+from ..claims.base import Result
 from . import claim_title
 
 FLOOR = 1e-34

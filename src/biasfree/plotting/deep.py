@@ -9,8 +9,8 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
-from ..experiments.base import Result
-from ..experiments.deep import MEMBERS
+from ..claims.base import Result
+from ..claims.deep import MEMBERS
 from . import action_end, action_start, claim_title
 
 _STYLE = {"linear_aligned": ("k", "-"), "relu_pair_aligned": ("tab:red", "-"),

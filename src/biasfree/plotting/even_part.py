@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import NullFormatter
 
-from ..experiments.base import Result
+from ..claims.base import Result
 from . import action_end, claim_title
 
 FLOOR = 1e-34  # plotting floor for quantities that are exactly zero up to round-off

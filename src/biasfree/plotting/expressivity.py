@@ -12,7 +12,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..experiments.base import Result
+from ..claims.base import Result
 from . import claim_title
 
 TARGETS = ("x1x2x3", "sine", "even")

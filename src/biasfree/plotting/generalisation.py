@@ -6,7 +6,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..experiments.base import Result
+from ..claims.base import Result
 from . import action_start, claim_title
 
 KINDS = ("pair", "pair_twin", "random", "random_twin")  # arrays loss_<kind>, test_loss_<kind>: (α, t)

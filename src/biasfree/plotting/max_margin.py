@@ -6,8 +6,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..experiments.base import Result
-from ..experiments.max_margin import member_name
+from ..claims.base import Result
+from ..claims.max_margin import member_name
 from . import claim_title
 
 CLAIM = ("With logistic loss on separable symmetric data, pair-init leaky nets equal their linear "

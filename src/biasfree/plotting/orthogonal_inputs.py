@@ -6,7 +6,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..experiments.base import Result
+from ..claims.base import Result
 from . import action_end, claim_title
 
 CLAIM = ("ReLU on orthogonal inputs ± with odd and even targets: units align to derived directions and "

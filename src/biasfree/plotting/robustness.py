@@ -6,8 +6,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import NullFormatter
 
-from ..experiments.base import Result
-from ..experiments.robustness import INITS
+from ..claims.base import Result
+from ..claims.robustness import INITS
 from . import action_end, claim_title
 
 FLOOR = 1e-18

@@ -8,7 +8,7 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
-from ..verdict import LEVELS
+from ..analysis.verdict import LEVELS
 from . import claim_title, plt
 
 _COLOURS = ("#2ca02c", "#98df8a", "#ffbb78", "#ff9896")  # exactly, effectively, odd-linear, not

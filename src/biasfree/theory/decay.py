@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import brentq
 
-from .. import validate
+from .. import _validate as validate
 
 
 def decayed_solution(Sxx, sxy, decay: float) -> np.ndarray:

@@ -21,9 +21,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from .. import validate as v
-from ..nets import Layer, Params, has_bias, pair_up, scale_params, slope_factor
-from ..precision import precise
+from .. import _validate as v
+from ..core.nets import Layer, Params, has_bias, pair_up, scale_params, slope_factor
+from ..core.precision import precise
 from .modes import half_time, linear_loss, mode_strength
 
 
@@ -91,7 +91,7 @@ def pair_to_linear(params: Params, alpha, *, tol: float = 1e-12) -> Params:
     """Width-2m antisymmetric-pair net -> width-m linear net ``√(1 + α) (W, v)`` (§2.3).
 
     ``params`` two layers ``W_1 = [W; -W]`` (2m, d), ``W_2 = [v, -v]`` (p, 2m) as made
-    by :func:`biasfree.nets.pair_up` (checked to ``tol``); ``alpha`` the slope. Train the
+    by :func:`biasfree.core.nets.pair_up` (checked to ``tol``); ``alpha`` the slope. Train the
     result with learning rate ``η c`` (:func:`pair_lr_to_linear`) to follow the pair net
     step for step.
     """

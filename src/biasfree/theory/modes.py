@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import validate as v
+from .. import _validate as v
 
 
 class Modes(NamedTuple):

@@ -2,7 +2,7 @@
 2022, made symmetric).
 
 n orthonormal directions q_i (columns of ``Q``, d ≥ n), inputs ``±ρ q_i`` with ρ = √n,
-N = 2n points (:func:`biasfree.data.orthogonal_data`), targets y_i at ``+ρ q_i`` and
+N = 2n points (:func:`biasfree.core.data.orthogonal_data`), targets y_i at ``+ρ q_i`` and
 y'_i at ``-ρ q_i``: odd part ``o_i = (y_i - y'_i)/2``, even part ``e_i = (y_i + y'_i)/2``.
 Each ReLU unit k (w_k, v_k) sees pair i only through ``w_ki = q_iᵀ w_k`` and is active on
 exactly one of ``±ρ q_i``; gradient flow reads
@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import validate
-from ..nets import Layer, Params
+from .. import _validate as validate
+from ..core.nets import Layer, Params
 
 
 def _pair(o, e):

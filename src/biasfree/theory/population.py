@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import validate as chk
-from ..nets import Params, slope_factor
+from .. import _validate as chk
+from ..core.nets import Params, slope_factor
 
 
 def _cov(cov, d: int, against: str = "the inputs") -> np.ndarray:

@@ -41,8 +41,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import validate as v
-from ..nets import Params
+from .. import _validate as v
+from ..core.nets import Params
 from .inits import imbalance
 from .modes import _check_decay, _check_y_power
 

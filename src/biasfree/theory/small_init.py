@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import validate as v
-from ..nets import Params, depth, slope_factor
+from .. import _validate as v
+from ..core.nets import Params, depth, slope_factor
 from .modes import _broadcast
 
 

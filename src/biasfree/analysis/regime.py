@@ -1,0 +1,137 @@
+"""The scales :func:`biasfree.analyse` compares: the data's modes, the init's gain, a GD
+step and a horizon from them, and a first-order estimate of the even part that the
+init's growing modes carry into the trained net (docs/theory.md §6.4).
+
+Symbols: inputs X (N, d), targets Y (N, p); ``Σ_xx = XᵀX/N``, ``Σ_yx = YᵀX/N``; ``s_i``
+the singular values of ``Σ_yx Σ_xx^{-1/2}`` (the mode strengths of §3.1, in whitened
+units; ``Σ s_i² ≤ <||y||²>`` with equality when y is linear in x); c = (1 + α)/2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.nets import Params
+
+MODE_CUT = 1e-2
+"""Modes weaker than this fraction of the strongest are left out of horizons and estimates."""
+MAX_STEPS = 200_000
+"""Cap on the default number of GD steps of ``analyse(train=True)``."""
+
+
+@dataclass(frozen=True)
+class Modes:
+    """``s`` (mode strengths, descending), ``power`` <||y||²>, ``lam_max`` λ_max(Σ_xx),
+    ``linear_fraction`` Σ s_i² / power, ``B`` (p, d) the least-squares map."""
+
+    s: np.ndarray
+    power: float
+    lam_max: float
+    linear_fraction: float
+    B: np.ndarray
+
+
+def data_modes(X, Y) -> Modes:
+    X, Y = np.asarray(X, float), np.asarray(Y, float)
+    N = X.shape[0]
+    lam, V = np.linalg.eigh(X.T @ X / N)
+    keep = lam > 1e-12 * lam.max()
+    inv_root = (V[:, keep] / np.sqrt(lam[keep])) @ V[:, keep].T
+    Syx = Y.T @ X / N
+    s = np.linalg.svd(Syx @ inv_root, compute_uv=False)
+    power = float(np.mean(np.sum(Y**2, axis=1)))
+    B = Syx @ (V[:, keep] / lam[keep]) @ V[:, keep].T
+    return Modes(s, power, float(lam.max()), float(np.sum(s**2) / power) if power > 0 else 0.0, B)
+
+
+def init_gain(params: Params, lam_max: float) -> float:
+    """``Π_l ‖W_l‖₂ · √λ_max(Σ_xx)``: the largest output a unit-variance input direction can
+    get at init (≈ σ²m for a two-layer Gaussian init of std σ and width m ≫ d)."""
+    return float(np.prod([np.linalg.norm(np.asarray(la.W, float), 2) for la in params]) * np.sqrt(lam_max))
+
+
+def default_lr(params: Params, modes: Modes, c: float) -> float:
+    """A GD step a quarter of the stability limit 2/H, with H ≈ λ_max(Σ_xx) Σ_l Π_{j≠l} ‖W_j‖₂²
+    (the Gauss–Newton curvature) at the larger of the init and the balanced solution
+    (every layer of norm (g/c)^{1/L}, g = max(‖B‖₂, √(<||y||²>/λ_max)): the gain a linear fit
+    needs, or the one that reaches the target's size when Σ_yx ≈ 0 and only the even part
+    can learn)."""
+    L = len(params)
+    norms = np.array([np.linalg.norm(np.asarray(la.W, float), 2) for la in params])
+    g = max(np.linalg.norm(modes.B, 2) if modes.B.size else 0.0, np.sqrt(modes.power / modes.lam_max))
+    sol = (g / c) ** (1.0 / L)
+
+    def curvature(n):
+        return modes.lam_max * sum(np.prod(np.delete(n, i)) ** 2 for i in range(L))
+
+    H = max(curvature(norms), curvature(np.full(L, sol)), 1e-300)
+    return float(0.5 / H)
+
+
+def default_t_max(modes: Modes, a0: float, time_scale: float, horizon: float = 3.0,
+                  depth: int = 2) -> tuple[float, bool]:
+    """``(T, floored)``: ``horizon`` × the slowest kept mode's half time, ``ln(max(s/a₀ − 1, e))
+    / (2 s k_t)`` (§3.1) for two layers, the deep-linear ``t(s/2)`` of §3.3 for ``depth`` > 2
+    (:func:`biasfree.theory.deep_half_time`, ∝ a₀^{-(1-2/L)}), k_t = ``time_scale``,
+    a₀ ≥ 1e-12 s (and ≤ s/4, so a mode that starts near its end still gets a horizon). Modes
+    below ``MODE_CUT`` of the strongest, and below ``MODE_CUT`` of √(0.3% <||y||²>) (the
+    weakest mode whose learning shows at the paper's level), are left out; with none
+    left (Σ_yx ≈ 0) that weakest detectable strength sets T, and ``floored`` is True.
+    So T ≤ horizon · ln(1e12) / (2 k_t · 1e-2 · √(0.003 <||y||²>)): bounded by the data's scale."""
+    s_min = MODE_CUT * max(modes.s[0] if modes.s.size else 0.0, np.sqrt(3e-3 * modes.power))
+    s = modes.s[modes.s >= s_min]
+    floored = s.size == 0
+    if floored:
+        s = np.array([s_min / MODE_CUT])
+    a0 = np.maximum(a0, 1e-12 * s)
+    if depth == 2:
+        half = np.log(np.maximum(s / a0 - 1.0, np.e)) / (2.0 * s)
+    else:
+        from ..theory import deep_half_time
+
+        half = np.array([deep_half_time(si, min(ai, si / 4), depth) for si, ai in zip(s, a0, strict=True)])
+    return float(horizon * np.max(half) / time_scale), floored
+
+
+def growth_even_energy(params: Params, X, Y, c: float, B) -> float:
+    """First-order estimate of <f_even²> at the learning transition of a two-layer net from
+    small init (§6.4). Early on, ``dW₁/dt ≈ c W₂ᵀ Σ_yx``, ``dW₂/dt ≈ c Σ_yx W₁ᵀ``: along each singular
+    pair (σ_i, o_i, ρ_i) of Σ_yx, unit k's combination ``u_ki = (o_i·v_k + ρ_i·w_k)/2``
+    grows as e^{cσ_i t} and the rest decays, so after learning ``w_k ∝ u_ki ρ_i``,
+    ``v_k ∝ u_ki o_i``. Then ``f_even / f_odd = ((1 − c)/c) Σ_k u_ki|u_ki| / Σ_k u_ki² =: κ_i``
+    along mode i, and with the learned odd part ``A_i (ρ_i·x) o_i``, ``A_i = o_iᵀ B ρ_i``
+    (``B`` (p, d) the least-squares map): fully grown, ``<f_even²> ≈ Σ_i κ_i² A_i² ρ_iᵀ Σ_xx ρ_i`` (cross
+    terms between modes dropped). Returned at each mode's inflection, amplitude A_i/2 (a
+    quarter of that): for an odd target the even part is pure error, so once the mode is
+    learned the loss gradient removes it (§2.2) and the gap peaks at the transition.
+    Pairs give Σ u|u| = 0, hence 0; a random Gaussian init gives
+    κ ~ ((1 − c)/c) √(3/m): the 1/width of §2.6."""
+    X, Y = np.asarray(X, float), np.asarray(Y, float)
+    W1, W2 = np.asarray(params[0].W, float), np.asarray(params[1].W, float)
+    N = X.shape[0]
+    Sxx, Syx = X.T @ X / N, Y.T @ X / N
+    O, sig, R = np.linalg.svd(Syx, full_matrices=False)
+    if sig.size == 0 or sig[0] == 0.0:
+        return 0.0
+    total = 0.0
+    for i in np.nonzero(sig >= MODE_CUT * sig[0])[0]:
+        o, r = O[:, i], R[i]
+        u = 0.5 * (W2.T @ o + W1 @ r)
+        den = float(np.sum(u**2))
+        if den == 0.0:
+            continue
+        kappa = (1.0 - c) / c * float(np.sum(u * np.abs(u))) / den
+        total += kappa**2 * float(o @ B @ r) ** 2 * float(r @ Sxx @ r)
+    return 0.25 * total
+
+
+def learned_directions(B, s_cut: float = MODE_CUT) -> np.ndarray:
+    """Orthonormal input directions (d, r) of the least-squares map ``B`` (p, d): its right
+    singular vectors with singular value ≥ ``s_cut`` of the largest."""
+    if not B.size:
+        return np.zeros((0, 0))
+    _, sv, Vt = np.linalg.svd(B, full_matrices=False)
+    keep = sv >= s_cut * sv[0] if sv.size and sv[0] > 0 else np.zeros(sv.size, bool)
+    return Vt[keep].T

@@ -1,0 +1,201 @@
+"""What :func:`biasfree.analyse` returns: the typed reports of the data, the net, the
+regime, the prediction and the training, and their JSON form (``analysis.json``).
+Units: losses and floors in the package's loss unit, the half mean squared error."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.nets import Params
+from ..dynamics.train import GDConfig
+from .verdict import Verdict
+
+LOSS_UNIT = "half mean squared error, L = (1/2N) sum_n ||y_n - f(x_n)||^2"
+
+
+@dataclass(frozen=True)
+class DataReport:
+    """``n`` points, ``d`` inputs, ``p`` outputs; ``asymmetry`` (0 exactly for a
+    symmetric set), ``mirror_violation`` (:func:`biasfree._validate.mirror_violation` of
+    ``[X, Y]`` relative to the largest row norm: 0 exactly when every point's mirror is
+    present as often as the point), ``symmetric`` (both ≤ 1e-10: symmetric as a
+    multiset), ``input_rank`` (directions of XᵀX/N above 1e-12 of the largest),
+    ``whitened`` (XᵀX/N = I to 1e-10), ``source``; ``modes`` the s_i; ``linear_fraction``
+    Σ s_i²/<||y||²>; ``target_even_fraction`` <||y_even||²>/<||y||²> (NaN unless the inputs
+    are symmetric); ``mirror_violation_inputs`` the mirror violation of X alone, relative."""
+
+    n: int
+    d: int
+    p: int
+    asymmetry: float
+    symmetric: bool
+    input_rank: int
+    whitened: bool
+    source: str
+    mirror_violation: float = 0.0
+    modes: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    linear_fraction: float = float("nan")
+    target_even_fraction: float = float("nan")
+    mirror_violation_inputs: float = 0.0
+
+
+@dataclass(frozen=True)
+class NetReport:
+    """``depth`` L, ``widths`` (d, n_1, ..., p), slope ``alpha``, ``c`` = (1+α)/2,
+    ``has_bias``; on the data: ``output_energy`` <||f||²>, ``even_fraction``,
+    ``odd_nonlinear_fraction``, ``nonlinear_fraction`` (module doc), the energies
+    ``even_energy`` <||f_even||²>, ``odd_linear_energy`` <||β_effᵀx||²> and
+    ``odd_nonlinear_energy``, ``beta_eff`` (d, p), per-layer ``effective_ranks`` (entropy
+    effective rank, Roy & Vetterli 2007) and ``singular_values``; ``paired`` (depth 2:
+    every hidden unit (w, v) has its (−w, −v), to 1e-10 relative)."""
+
+    depth: int
+    widths: tuple[int, ...]
+    alpha: float
+    c: float
+    has_bias: bool
+    output_energy: float
+    even_fraction: float
+    odd_nonlinear_fraction: float
+    even_energy: float
+    odd_linear_energy: float
+    odd_nonlinear_energy: float
+    beta_eff: np.ndarray
+    effective_ranks: tuple[float, ...]
+    singular_values: tuple[np.ndarray, ...]
+    nonlinear_fraction: float = 0.0
+    paired: bool = False
+
+
+@dataclass(frozen=True)
+class Regime:
+    """``init_gain`` Π‖W_l‖₂ √λ_max(Σ_xx), ``s1`` the strongest mode, ``init_ratio`` their
+    ratio (small init: ≤ 0.5, §6.3); when trained: ``movement`` per layer
+    ‖W_l(T) − W_l(0)‖/‖W_l(0)‖, ``rich`` (first layer ≥ 1), ``alignment0``/``alignment``
+    the first-layer rows' energy share in the learned input directions before/after
+    (r/d for random rows; reported, not judged)."""
+
+    init_gain: float
+    s1: float
+    init_ratio: float
+    small_init: bool
+    movement: tuple[float, ...] | None = None
+    rich: bool | None = None
+    alignment0: float | None = None
+    alignment: float | None = None
+
+
+@dataclass(frozen=True)
+class Training:
+    """The net trained by GD (``config``) beside its linear twin (:mod:`biasfree.dynamics.twin_training`):
+    ``t`` (R,) record times t = ηk, ``loss``, ``twin_loss``, ``predicted`` (the
+    gradient-flow prediction at ``t``), ``even_energy``; ``gap_to_twin`` max over *every*
+    step of |L − L_twin| / L(0), reached at step ``gap_step`` (time ``gap_time``);
+    ``gap_to_prediction`` max over the records of |L − L_pred| / L(0) (holds GD's O(η)
+    step error: reported, not judged); ``steps_run`` (< config.steps when the time budget
+    stopped it); the trained net's ``final_even_fraction``, ``final_odd_nonlinear_fraction``,
+    ``final_odd_linear_energy``, ``final_odd_nonlinear_energy``, ``final_even_energy``; ``params``."""
+
+    config: GDConfig
+    t: np.ndarray
+    loss: np.ndarray
+    twin_loss: np.ndarray
+    predicted: np.ndarray
+    even_energy: np.ndarray
+    gap_to_prediction: float
+    gap_to_twin: float
+    final_even_fraction: float
+    final_odd_nonlinear_fraction: float
+    final_odd_linear_energy: float
+    final_odd_nonlinear_energy: float
+    final_even_energy: float
+    params: Params
+    gap_step: int = 0
+    gap_time: float = 0.0
+    steps_run: int = 0
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The linear twin and its learning curve. ``twin`` params (α = 1), ``weight_scale``
+    and ``time_scale`` k_t (twin = net × weight_scale per layer, twin time = k_t t),
+    ``reference`` "riccati" or "ode", ``exact`` (True when the twin map is exact: a
+    two-layer net with zero even part, or α = 1), ``note``; ``t`` (T,), ``loss`` (T,)
+    predicted; ``loss0_net`` the net's own L(0), ``linear_floor`` (the twin's limit),
+    ``two_layer_floor`` (exact on symmetric data, §1.3, else None), all in loss units;
+    ``t0_gap`` |L(0) − L_twin(0)|/L(0), ``growth_gap`` the estimated trained even part
+    ½<f_even²>/L(0) (§6.4, depth 2); ``horizon_floored`` (Σ_yx ≈ 0 set the horizon);
+    optional ``trained``."""
+
+    twin: Params
+    weight_scale: float
+    time_scale: float
+    reference: str
+    exact: bool
+    note: str
+    t: np.ndarray
+    loss: np.ndarray
+    loss0_net: float
+    linear_floor: float
+    two_layer_floor: float | None
+    trained: Training | None = None
+    t0_gap: float = 0.0
+    growth_gap: float = 0.0
+    horizon_floored: bool = False
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What :func:`analyse` found: ``data``, ``net``, ``regime``, ``prediction`` (None for
+    a net with biases, which has no linear twin) and the ``verdict``."""
+
+    data: DataReport
+    net: NetReport
+    prediction: Prediction | None
+    verdict: Verdict
+    regime: Regime | None = None
+
+    def to_json(self) -> dict:
+        """A JSON-able document with top-level keys data, net, regime, prediction, verdict."""
+        v = self.verdict
+        return {"data": _jsonable(dataclasses.asdict(self.data)),
+                "net": _jsonable(dataclasses.asdict(self.net)),
+                "regime": None if self.regime is None else _jsonable(dataclasses.asdict(self.regime)),
+                "prediction": None if self.prediction is None else _prediction_json(self.prediction),
+                "verdict": _jsonable({"level": v.level, "effectively_linear": v.effectively_linear,
+                                      "failures": v.failures, "text": v.text,
+                                      "function": dataclasses.asdict(v.function),
+                                      "training": None if v.training is None
+                                      else dataclasses.asdict(v.training)})}
+
+
+def _jsonable(v):
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return _jsonable(v.tolist())
+    if isinstance(v, np.generic):
+        return _jsonable(v.item())
+    if isinstance(v, float) and not np.isfinite(v):
+        return None
+    return v
+
+
+def _prediction_json(p: Prediction) -> dict:
+    doc = {"loss_unit": LOSS_UNIT, "reference": p.reference, "exact": p.exact, "note": p.note,
+           "twin": {"alpha": 1.0, "weight_scale": p.weight_scale, "time_scale": p.time_scale,
+                    "shapes": [list(np.shape(layer.W)) for layer in p.twin]},
+           "t": p.t, "loss": p.loss, "loss0_net": p.loss0_net, "linear_floor": p.linear_floor,
+           "two_layer_floor": p.two_layer_floor, "t0_gap": p.t0_gap, "growth_gap": p.growth_gap,
+           "horizon_floored": p.horizon_floored, "trained": None}
+    if p.trained is not None:
+        tr = {f.name: getattr(p.trained, f.name) for f in dataclasses.fields(Training)
+              if f.name not in ("params", "config")}
+        tr["config"] = dataclasses.asdict(p.trained.config)
+        doc["trained"] = tr
+    return _jsonable(doc)

@@ -1,0 +1,1 @@
+"""The application: command line, report page and Dask sweeps."""

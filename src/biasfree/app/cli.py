@@ -1,0 +1,468 @@
+"""Command line: ``biasfree list | show NAME | run [NAME…|all] | report | analyse | sweep``.
+
+Progress and logs go to stderr (Rich); the paths written go to stdout, one a line.
+``run`` exits with 0 if every check passed, 1 a check failed, 2 bad
+input (unknown experiment, preset or field, a bad value, an unreadable config file, an
+unwritable ``--out``), 3 an experiment crashed (raised an exception: a bug, not a
+result; its traceback is in ``OUT/NAME/traceback.txt``, and the other experiments still
+run). Arguments and paths are checked before JAX or any experiment is imported, so bad
+input is refused in about a second (this module imports only Typer, Rich and NumPy).
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+app = typer.Typer(add_completion=False, no_args_is_help=False,
+                  help="When are bias-free ReLU networks effectively linear networks?")
+err = Console(stderr=True)
+
+
+def _refuse(message: str) -> typer.Exit:
+    """Print ``error: message`` (one line) and return the exit to raise: status 2."""
+    err.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
+    return typer.Exit(2)
+
+
+def _one_host_device_per_core() -> None:
+    """Let ensembles spread their members over the cores (biasfree.dynamics.train, LAYOUTS): XLA
+    reads the host device count once, when JAX starts its CPU backend, which has not
+    happened yet when a command begins. An XLA_FLAGS that already sets it is kept."""
+    import os
+
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_force_host_platform_device_count" not in flags:
+        count = f"--xla_force_host_platform_device_count={os.cpu_count() or 1}"
+        os.environ["XLA_FLAGS"] = f"{flags} {count}".strip()
+
+
+@app.command("list")
+def list_() -> None:
+    """List the experiments, one line each."""
+    from ..claims import REGISTRY  # every experiment's claim: imports them all
+
+    for name, exp in REGISTRY.items():
+        typer.echo(f"{name:20s} {exp.claim}")
+
+
+@app.command()
+def run(
+    names: Annotated[list[str] | None, typer.Argument(
+        help="experiment names, or 'all' (default: the headline, leaky-collapse)",
+        show_default=False)] = None,
+    preset: Annotated[str | None, typer.Option(
+        "--preset", "--size", help="named config: tiny (seconds) or paper (minutes; the default)",
+        show_default=False)] = None,
+    sets: Annotated[list[str] | None, typer.Option(
+        "--set", metavar="FIELD=VALUE",
+        help="set a config field; VALUE is a TOML literal (200, 0.01, [0.0, 1.0]); "
+             "NAME.FIELD=VALUE sets it for experiment NAME only; repeatable",
+        show_default=False)] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="TOML file: FIELD = VALUE lines, [NAME] tables, preset = \"tiny\"",
+        show_default=False)] = None,
+    seed: Annotated[int, typer.Option(help="random seed, 0 <= S < 2**31")] = 0,
+    out: Annotated[Path, typer.Option(help="output folder")] = Path("results"),
+    force: Annotated[bool, typer.Option("--force", help="rerun even if a saved result matches")] = False,
+) -> None:
+    """Run experiments (default: the headline, leaky-collapse) and save their results.
+
+    Each config starts from --preset, then the --config file, then each --set. An
+    experiment whose saved result has the same config, seed and biasfree version is
+    skipped (--force reruns it); see `biasfree show NAME` for the fields.
+
+    Exit status: 0 all checks passed, 1 a check failed, 2 bad input (nothing run),
+    3 an experiment crashed (its traceback in OUT/NAME/traceback.txt; the others run)."""
+    from .. import _validate as validate
+    from ..claims import check_name
+    from ..claims.config import ConfigError, parse_sets, precheck, read_config_file
+
+    try:
+        validate.seed(seed, "--seed")
+        validate.writable_folder("--out", out)
+        chosen = _experiment_names(names)
+        file_doc = read_config_file(config) if config is not None else {}
+        overrides = parse_sets(sets)
+        for n in chosen:
+            check_name(n)
+        precheck(chosen, preset, file_doc, overrides)
+    except (TypeError, ValueError) as e:
+        raise _refuse(str(e)) from None
+    except KeyError as e:
+        raise _refuse(str(e.args[0])) from None
+    _one_host_device_per_core()
+    from .. import store
+    from ..claims import get, known, run_experiment  # imports the chosen experiments only
+    from ..claims.base import config_dict
+    from ..claims.config import plan
+
+    try:
+        planned = plan([get(n) for n in chosen], preset, file_doc, overrides, known=known())
+    except ConfigError as e:
+        raise _refuse(str(e.args[0])) from None
+    failed, crashed = [], []
+    columns = (SpinnerColumn(), TextColumn("[bold]{task.fields[exp]}[/] {task.description}"),
+               TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=False) as bar:
+        for p in planned:
+            n, folder = p.experiment.name, out / p.experiment.name
+            store.clean_leftovers(out, n)  # a killed save's temporary folders; restores its old result
+            if (folder / "result.json").exists():
+                same, why = store.reusable(folder, n, config_dict(p.config), seed)
+                if same and not force:
+                    bar.console.print(f"[bold]{n}[/] skipped: {escape(why)} (--force reruns it)",
+                                      soft_wrap=True)
+                    if not store.load(folder).passed:
+                        failed.append(n)
+                    continue
+                bar.console.print(f"[bold]{n}[/] rerunning: {escape('--force' if same else why)}",
+                                  soft_wrap=True)
+            task = bar.add_task("starting", exp=n, total=None)
+            t0 = time.perf_counter()
+            try:  # the experiment and its figure; saving is outside (an OSError is not a crash)
+                result = run_experiment(p.experiment, p.config, seed,
+                                        lambda msg, task=task: bar.update(task, description=msg),
+                                        preset=p.preset, overrides=p.overrides)
+                bar.update(task, description="plotting")
+                from .. import plotting
+
+                fig = plotting.figure(result)
+            except Exception as e:  # a crash is not a result: record it, run the others
+                crashed.append(n)
+                paths = _record_crash(out, p, seed, e, time.perf_counter() - t0)
+                bar.update(task, description="[bold red]crashed[/]", total=1, completed=1)
+                err.print(f"[red]error:[/] {n} crashed (seed {seed}, preset {p.preset}, "
+                          f"overrides {escape(str(p.overrides or 'none'))}): "
+                          f"{escape(_one_line(e))}; traceback in {escape(str(paths[-1]))}",
+                          soft_wrap=True)
+                continue
+            paths = store.save(result, out, time.perf_counter() - t0, fig)
+            plotting.plt.close(fig)  # a run of many experiments keeps no figure open
+            status = "[green]all checks passed[/]" if result.passed else \
+                f"[red]failed: {', '.join(result.failed())}[/]"
+            bar.update(task, description=status, total=1, completed=1)
+            for path in paths:
+                typer.echo(str(path))
+            if not result.passed:
+                failed.append(n)
+    _print_checks(out, [p.experiment.name for p in planned if p.experiment.name not in crashed])
+    if failed:
+        err.print(f"[red]{len(failed)} experiment(s) failed a check: {', '.join(failed)}[/]")
+    if crashed:
+        err.print(f"[bold red]{len(crashed)} experiment(s) crashed: {', '.join(crashed)}[/] "
+                  f"(exit 3; tracebacks in {escape(str(out))}/NAME/traceback.txt)")
+        raise typer.Exit(3)
+    if failed:
+        raise typer.Exit(1)
+
+
+def _one_line(e: BaseException) -> str:
+    """``Type: first line of the message``."""
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def _record_crash(out: Path, p, seed: int, e: BaseException, elapsed_s: float) -> list[Path]:
+    """OUT/NAME/error.json + traceback.txt (biasfree.store.save_crash)."""
+    from .. import store
+    from ..claims.base import config_dict
+
+    doc = {"experiment": p.experiment.name, "seed": seed, "preset": p.preset,
+           "overrides": p.overrides, "config": config_dict(p.config), "error": type(e).__name__,
+           "message": str(e), "elapsed_s": elapsed_s, "exit_code": 3}
+    return store.save_crash(out, p.experiment.name, doc, traceback.format_exc())
+
+
+def _experiment_names(names: list[str] | None) -> list[str]:
+    """The experiments named (``all``: every one; none: the headline), each once (no import)."""
+    from .. import claims as experiments
+
+    names = list(names or [experiments.HEADLINE])
+    if "all" in names:
+        return list(experiments.known())
+    return list(dict.fromkeys(names))
+
+
+@app.command()
+def show(name: Annotated[str, typer.Argument(help="experiment name")]) -> None:
+    """Print an experiment's claim, its config fields and its presets."""
+    import inspect
+
+    from ..claims import get
+    from ..claims.config import DEFAULT_PRESET, field_rows
+
+    try:
+        exp = get(name)
+    except KeyError as e:
+        err.print(f"[red]error:[/] {escape(str(e.args[0]))}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    con = Console()
+    con.print(f"[bold]{exp.name}[/]: {escape(exp.claim)}")
+    if exp.paper_claim:
+        con.print(f"[bold]paper:[/] {escape(exp.paper_claim)}")
+    if exp.config is None:
+        con.print("(no config fields)")
+        return
+    doc = inspect.getdoc(exp.config) or ""
+    if doc and not doc.startswith(f"{exp.config.__name__}("):  # not dataclass's generated one
+        con.print(doc, highlight=False, markup=False, soft_wrap=True)
+    table = Table(title=f"fields of {exp.name} (--set FIELD=VALUE)", title_justify="left")
+    for i, col in enumerate(("field", "type", "Config() default", *exp.presets)):
+        table.add_column(col + (" (run's default)" if col == DEFAULT_PRESET else ""), no_wrap=i < 2)
+    for fname, tname, default, values in field_rows(exp):
+        cells = [escape(repr(v)) if v == default else f"[bold]{escape(repr(v))}[/]"
+                 for v in values.values()]
+        table.add_row(fname, escape(tname), escape(repr(default)), *cells)
+    con.print(table)
+    con.print(f"Presets: {', '.join(exp.presets)} (bold: differs from Config()). "
+              f"Example: biasfree run {exp.name} --preset tiny --set FIELD=VALUE", highlight=False)
+
+
+def _print_checks(out: Path, names: list[str]) -> None:
+    """One table per experiment, titled with its verdict: every check's full name, the
+    claim it tests (wrapped, with its unit), value, threshold and result. Names are
+    never cut: on a wide terminal the claim has its own column, on a narrow one it is
+    wrapped under the name."""
+    from rich.text import Text
+
+    from .. import store
+
+    results = [store.load(out / n) for n in names]
+    name_w = max((len(k) for r in results for k in r.checks), default=10)
+    wide = err.width >= name_w + 80  # room for the value columns and a 40-character claim
+    for res in results:
+        n_ok = sum(c.passed for c in res.checks.values())
+        colour = "green" if res.passed else "red"
+        table = Table(title=Text.assemble((res.experiment, "bold"), ": ",
+                                          (f"{n_ok} of {len(res.checks)} checks passed", colour)),
+                      show_lines=True, width=min(err.width, name_w + 140) if wide else None)
+        table.add_column("check" if wide else "check and claim", no_wrap=wide, min_width=name_w,
+                         ratio=None if wide else 1)
+        if wide:
+            table.add_column("claim", ratio=1)
+        table.add_column("value", justify="right", no_wrap=True)
+        table.add_column("threshold", no_wrap=True)
+        table.add_column("pass", no_wrap=True)
+        for k, c in res.checks.items():
+            claim = Text(c.claim)
+            if c.unit:
+                claim.append(f"\nunit: {c.unit}", style="dim")
+            first = [Text(k, style="bold"), claim] if wide else \
+                [Text.assemble((k, "bold"), "\n", claim)]
+            table.add_row(*first, f"{c.value:.3g}", f"{c.op} {c.threshold:.3g}",
+                          Text("yes", "green") if c.passed else Text("NO", "bold red"))
+        err.print(table)
+
+
+@app.command()
+def report(out: Annotated[Path, typer.Option(help="results folder")] = Path("results")) -> None:
+    """Write OUT/index.html: every figure and check from the saved results. A result that
+    cannot be read is left out with a warning naming its file (and marked on the page);
+    the command then exits 1 after writing the page for the rest."""
+    from .. import _validate as validate
+
+    try:
+        validate.results_folder("--out", out)
+    except (TypeError, ValueError) as e:
+        raise _refuse(str(e)) from None
+    from .report import write_report
+
+    skipped: list = []
+    try:
+        path = write_report(out, skipped)
+    except (FileNotFoundError, NotADirectoryError) as e:
+        err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    except OSError as e:
+        err.print(f"[red]error:[/] cannot write the report in {escape(str(out))}: {escape(str(e))}",
+                  soft_wrap=True)
+        raise typer.Exit(2) from None
+    for e in skipped:
+        err.print(f"[yellow]warning:[/] skipped {escape(str(e))}", soft_wrap=True)
+    from ..store import load_crashes
+
+    for doc in load_crashes(out):
+        err.print(f"[yellow]warning:[/] {escape(str(doc.get('experiment')))} crashed (no result; "
+                  "shown as a crashed card)", soft_wrap=True)
+    typer.echo(str(path))
+    if skipped:
+        raise typer.Exit(1)
+
+
+@app.command()
+def analyse(
+    model: Annotated[Path, typer.Argument(help="weights: .safetensors or .npz (bias-free Linear layers)")],
+    data: Annotated[str, typer.Option(help="a bundled data set (digits, iris, wine, breast_cancer, "
+                                           "diabetes) or a .npz (X, Y) / .csv file")] = "digits",
+    alpha: Annotated[float | None, typer.Option(help="leaky slope α: 0 ReLU, 1 linear (needed "
+                                                     "unless the file stores it)")] = None,
+    train: Annotated[bool, typer.Option("--train", help="also train beside the twin with the default "
+                                                        "step and horizon (from the data's scale)")] = False,
+    train_steps: Annotated[int, typer.Option(help="also train K GD steps beside the twin (0: no)")] = 0,
+    lr: Annotated[float | None, typer.Option(help="GD step η (default: a quarter of the estimated "
+                                                  "stability limit with --train, 0.01 with "
+                                                  "--train-steps)", show_default=False)] = None,
+    n_records: Annotated[int, typer.Option(help="points of the stored training curves (the gap is "
+                                                "measured at every step whatever this is)")] = 201,
+    time_budget: Annotated[float, typer.Option(help="seconds of training at most; the run stops "
+                                                    "there and says so")] = 120.0,
+    t_max: Annotated[float | None, typer.Option(help="horizon of the predicted curve without "
+                                                     "training (default: from the data's modes)")] = None,
+    out: Annotated[Path, typer.Option(help="output folder")] = Path("analysis"),
+) -> None:
+    """Is MODEL effectively linear on the data? A graded verdict (docs/theory.md §6) on the
+    function it computes and on its training (predicted, or measured with --train /
+    --train-steps). Writes OUT/analysis.json, OUT/twin.safetensors and OUT/figure.png;
+    exits 0 whatever the verdict, 2 on bad input."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress as Bar
+    from rich.table import Table
+
+    from .. import _validate as validate
+
+    try:  # before JAX loads
+        validate.existing_file("MODEL", model)
+        validate.writable_folder("--out", out)
+    except (TypeError, ValueError) as e:
+        raise _refuse(str(e)) from None
+    from ..analysis.analyse import analyse as analyse_model
+    from ..analysis.analyse import save_analysis
+    from ..core.real_data import load_data
+    from ..analysis.interop import load_model
+    from ..analysis.figure import figure
+    from ..dynamics.train import GDConfig
+
+    try:
+        if train and train_steps:
+            raise ValueError("give --train (default steps) or --train-steps K, not both")
+        if train and lr is not None:
+            raise ValueError("--lr goes with --train-steps K (--train picks its own step from the data)")
+        m = load_model(model, alpha)
+        d = load_data(data)
+        cfg = (GDConfig(lr=0.01 if lr is None else lr, steps=train_steps, n_records=n_records)
+               if train_steps else None)
+        with Bar(TextColumn("training beside the twin"), BarColumn(), MofNCompleteColumn(),
+                 TimeElapsedColumn(), console=err, transient=True) as bar:
+            task = bar.add_task("train", total=None)
+            result = analyse_model(m, d, train=cfg or (True if train else None), t_max=t_max,
+                                   time_budget=time_budget,
+                                   progress=lambda k, n: bar.update(task, completed=k, total=n))
+    except (ValueError, TypeError, FileNotFoundError, ImportError) as e:
+        err.print(f"[red]error:[/] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    for path in save_analysis(result, out, figure(result)):
+        typer.echo(str(path))
+    v = result.verdict
+    colour = "green" if v.effectively_linear else "yellow"
+    table = Table(title=f"verdict: {v.level}", title_style=f"bold {colour}")
+    for col in ("answer", "level", "evidence (value, threshold)"):
+        table.add_column(col)
+    for j in (v.function, v.training, v.trained_function):
+        if j is not None:
+            table.add_row(j.kind, j.level, escape("\n".join(e.line() for e in j.evidence)))
+    err.print(table)
+    err.print(f"[{colour}]{escape(v.text)}[/]")
+
+
+@app.command()
+def sweep(
+    spec: Annotated[Path, typer.Argument(help="sweep spec: a TOML file with experiment, preset, "
+                                               "seeds, [grid] and [fixed]")],
+    out: Annotated[Path | None, typer.Option(help="output folder (default: results/sweeps/SPEC_NAME)",
+                                             show_default=False)] = None,
+    workers: Annotated[int | None, typer.Option(help="worker processes of the local Dask cluster "
+                                                     "(default: the number of cores)",
+                                                show_default=False)] = None,
+    scheduler: Annotated[str | None, typer.Option(help="address of an existing Dask scheduler, e.g. "
+                                                       "tcp://host:8786 (instead of a local cluster)",
+                                                  show_default=False)] = None,
+    force: Annotated[bool, typer.Option("--force", help="recompute points already saved")] = False,
+    figures: Annotated[bool, typer.Option("--figures", help="also draw every point's figure "
+                                                            "(default: the sweep's summary only)")] = False,
+    worker_timeout: Annotated[float, typer.Option(help="seconds to wait for a Dask worker before "
+                                                       "giving up (exit 2)")] = 60.0,
+    group_size: Annotated[int | None, typer.Option(help="points per Dask task (default: about 4 "
+                                                        "tasks per worker, at most 16 points each)",
+                                                   show_default=False)] = None,
+) -> None:
+    """Run an experiment over a grid of config fields × seeds on Dask, resumably.
+
+    Every point is validated before any task starts (exit 2 on a bad spec). Points are
+    saved once, under OUT/points/<hash of experiment, config, seed, version>/; a rerun
+    computes only the missing ones. Writes OUT/table.parquet (load it with
+    biasfree.load_sweep) and OUT/summary.png; exits 1 if a point failed (its traceback
+    is in OUT/errors/ and the table), 2 if no worker joins within --worker-timeout."""
+    from rich.progress import BarColumn, MofNCompleteColumn
+
+    from .. import _validate as validate
+
+    try:  # before Dask, JAX or any experiment loads
+        validate.existing_file("SPEC", spec)
+        validate.writable_folder("--out", out if out is not None
+                                 else Path("results") / "sweeps" / spec.stem)
+    except (TypeError, ValueError) as e:
+        raise _refuse(str(e)) from None
+
+    from .sweep import SpecError, plan_points, read_spec, run_sweep
+
+    if workers is not None and scheduler is not None:
+        err.print("[red]error:[/] give --workers (a local cluster) or --scheduler (an existing one), "
+                  "not both")
+        raise typer.Exit(2)
+    for name, value, low in (("--workers", workers, 1), ("--group-size", group_size, 1),
+                             ("--worker-timeout", worker_timeout, 0)):
+        if value is not None and not value >= low:
+            err.print(f"[red]error:[/] {name} {value}: need at least {low}")
+            raise typer.Exit(2)
+    try:
+        parsed = read_spec(spec)
+        n_points = len(plan_points(parsed))
+    except SpecError as e:
+        err.print(f"[red]error:[/] {escape(str(e.args[0]))}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    out = out if out is not None else Path("results") / "sweeps" / spec.stem
+    columns = (TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("done {task.fields[done]}, skipped {task.fields[skipped]}, "
+                          "[red]failed {task.fields[failed]}[/], running {task.fields[running]}"),
+               TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=False) as bar:
+        task = bar.add_task(f"{parsed.experiment} sweep", total=n_points, done=0, skipped=0,
+                            failed=0, running=0)
+
+        def show(c):
+            bar.update(task, completed=c.finished, done=c.done, skipped=c.skipped, failed=c.failed,
+                       running=c.running)
+
+        try:
+            outcome = run_sweep(parsed, out, workers=workers, scheduler=scheduler, force=force,
+                                figures=figures, group_size=group_size, worker_timeout_s=worker_timeout,
+                                progress=show, log=lambda line: bar.console.print(escape(line)))
+        except (ConnectionError, ImportError) as e:
+            err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            err.print(f"[yellow]interrupted[/]: finished points are saved in {out}; rerun the same "
+                      "command to compute the rest")
+            raise typer.Exit(130) from None
+    c = outcome.counts
+    for path in (outcome.table, *outcome.figures):
+        typer.echo(str(path))
+    err.print(f"{c.total} points: {c.done} computed, {c.skipped} skipped (already saved), "
+              f"{c.failed} failed")
+    if outcome.failed:
+        err.print(f"[red]{len(outcome.failed)} point(s) failed[/] (errors in {out / 'errors'}): "
+                  + escape("; ".join(outcome.failed[:5])))
+        raise typer.Exit(1)
+
+
+def main() -> None:  # pragma: no cover
+    app()

@@ -1,0 +1,401 @@
+"""Sweeps: one experiment over a grid of config overrides × seeds, on Dask distributed.
+
+A spec is a TOML file (read with :mod:`tomllib`)::
+
+    experiment = "leaky-collapse"   # any registered experiment
+    preset = "tiny"                 # the config every point starts from (default "paper")
+    seeds = [0, 1, 2, 3]
+    [grid]                          # cartesian product over config fields
+    width = [40, 100]
+    random_scale = [1e-4, 1e-2]
+    [fixed]                         # optional overrides for every point
+    n_records = 50
+
+A *point* is (config overrides, seed). Every point's config is resolved and validated
+(:func:`biasfree.claims.config.resolve_config`) before any task starts, so a bad
+spec fails at once with the config's own message.
+
+**Where results go.** Each point is stored once under ``DIR/points/<key>/``, where
+``key`` hashes the experiment, the *effective* config, the seed and the biasfree
+version (:func:`point_key`): a rerun finds the points already computed and skips
+them, whatever spec they came from. Only this process (the client, which owns
+``DIR``) writes, each point atomically, so two workers never write the same file and a
+kill at any moment (Ctrl-C, SIGKILL, a lost worker) leaves complete points only. The
+folder's layout and the table are described in :mod:`biasfree.app.sweep_table`.
+
+**What a point costs.** Points are sent to the workers in *groups* of consecutive
+points (grid order, seeds innermost: a group's points share their shapes), one Dask
+task per group (:func:`run_points`): the scheduling round trip is paid once per group,
+and the compiled programs (JAX's cache in the worker process) once per worker and
+shape, reused by every later point of the same shapes. Per-point figures are off
+unless ``figures=True``; the sweep draws its summary once, at the end. A local
+cluster's workers share a persistent JAX compilation cache (``DIR/.jax-cache``), so a
+program is compiled once between them and never again in a rerun. The table records
+each point's compute, IO and scheduling time apart.
+
+**Failures.** A point that raises is recorded with its traceback
+(``DIR/errors/<key>.json`` and the table's ``traceback`` column) and the sweep goes
+on; a rerun tries it again. A task whose worker dies is retried ``retries`` times by
+Dask (each loss, join and retry is a line in the log, with the point ids); a group
+that still fails is rerun one point per task, so only the point that kills its worker
+is recorded as failed. A cluster with no worker is an error (:class:`NoWorkers`)
+after ``worker_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import queue
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The experiments, the store and Dask are imported where used: `import biasfree` (which
+# exports load_sweep) must not load every experiment.
+from .sweep_cluster import WORKER_ENV, WORKER_TIMEOUT_S, NoWorkers, dask_client, wait_for_workers
+from .sweep_table import load_sweep, record_error, save_point, saved, write_summary, write_table
+from .sweep_tasks import MAX_GROUP, group_points, run_points
+
+__all__ = ["MAX_GROUP", "WORKER_ENV", "WORKER_TIMEOUT_S", "NoWorkers", "Spec", "SpecError", "Point", "Counts",
+           "Outcome", "parse_spec", "read_spec", "plan_points", "point_key", "group_points",
+           "run_points", "run_sweep", "load_sweep"]
+
+DEFAULT_PRESET = "paper"  # as biasfree.claims.config.DEFAULT_PRESET
+
+SPEC_KEYS = ("experiment", "preset", "seeds", "grid", "fixed")
+RETRIES = 2
+"""Dask ``retries`` per task: a task whose worker dies is tried this many more times
+before its points are rerun one per task (and then recorded as failed)."""
+class SpecError(ValueError):
+    """A sweep spec that cannot run: unreadable, an unknown key, a bad grid or seeds, or a
+    point whose config the experiment rejects."""
+
+
+# ------------------------------------------------------------------ the spec
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A parsed sweep spec: ``experiment`` name, ``preset`` name, ``seeds``, ``grid``
+    (field -> tuple of values, in the file's order) and ``fixed`` (field -> value)."""
+
+    experiment: str
+    preset: str = DEFAULT_PRESET
+    seeds: tuple[int, ...] = (0,)
+    grid: dict = field(default_factory=dict)
+    fixed: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One task: its ``key`` (folder name under ``points/``), ``seed``, ``swept`` (grid
+    field -> value), the recorded ``overrides`` (fixed and swept, coerced) and the
+    resolved ``config``."""
+
+    key: str
+    seed: int
+    swept: dict
+    overrides: dict
+    config: object
+
+    def label(self) -> str:
+        return ", ".join([f"{k}={v!r}" for k, v in self.swept.items()] + [f"seed={self.seed}"])
+
+
+def parse_spec(doc: Mapping, source: str = "spec") -> Spec:
+    """A :class:`Spec` from a TOML document (a dict); :class:`SpecError` names what is
+    wrong and how to write it."""
+    unknown = [k for k in doc if k not in SPEC_KEYS]
+    if unknown:
+        raise SpecError(f"{source}: unknown key(s) {', '.join(map(repr, unknown))}; a spec has "
+                        f"{', '.join(SPEC_KEYS)} (config fields go under [grid] or [fixed])")
+    name = doc.get("experiment")
+    if not isinstance(name, str):
+        raise SpecError(f"{source}: experiment = \"NAME\" is required (see `biasfree list`)")
+    preset = doc.get("preset", DEFAULT_PRESET)
+    if not isinstance(preset, str):
+        raise SpecError(f"{source}: preset must be a name such as \"tiny\", got {preset!r}")
+    seeds = doc.get("seeds", [0])
+    if (not isinstance(seeds, list) or not seeds
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
+        raise SpecError(f"{source}: seeds must be a non-empty list of integers >= 0, such as "
+                        f"[0, 1, 2, 3], got {seeds!r}")
+    if any(s >= 2**31 for s in seeds):
+        raise SpecError(f"{source}: seeds must be below 2**31, got {max(seeds)}")
+    if len(set(seeds)) != len(seeds):
+        raise SpecError(f"{source}: seeds {seeds} lists a seed twice")
+    grid, fixed = doc.get("grid", {}), doc.get("fixed", {})
+    for table, what in ((grid, "grid"), (fixed, "fixed")):
+        if not isinstance(table, dict):
+            raise SpecError(f"{source}: [{what}] must be a table of FIELD = VALUE lines")
+    for k, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise SpecError(f"{source}: grid.{k} must be a non-empty list of values, such as "
+                            f"{k} = [{values!r}] (a single value goes under [fixed])")
+        if len({json.dumps(v) for v in values}) != len(values):
+            raise SpecError(f"{source}: grid.{k} = {values!r} lists a value twice")
+    both = sorted(set(grid) & set(fixed))
+    if both:
+        raise SpecError(f"{source}: {', '.join(both)} is both swept ([grid]) and fixed ([fixed]); "
+                        "keep one")
+    return Spec(name, preset, tuple(seeds), {k: tuple(v) for k, v in grid.items()}, dict(fixed))
+
+
+def read_spec(path) -> Spec:
+    """Read and parse a spec file (see the module docstring)."""
+    import tomllib
+
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            doc = tomllib.load(fh)
+    except OSError as e:
+        raise SpecError(f"cannot read sweep spec {path}: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"sweep spec {path} is not valid TOML: {e}") from None
+    return parse_spec(doc, str(path))
+
+
+def point_key(experiment: str, config: Mapping, seed: int) -> str:
+    """The folder name of a point: a hash of the experiment, the effective ``config`` (as
+    ``result.json`` stores it), the seed and the biasfree version
+    (:func:`biasfree.store.run_key`)."""
+    from .. import store
+
+    doc = json.dumps(store.run_key(experiment, dict(config), seed), sort_keys=True)
+    return hashlib.sha256(doc.encode()).hexdigest()[:16]
+
+
+def plan_points(spec: Spec) -> list[Point]:
+    """Every point of ``spec`` (grid in the file's order, seeds innermost), each config
+    resolved and validated. Raises :class:`SpecError` (unknown experiment, preset, field
+    or a bad value, with the config's own message) before anything runs."""
+    from ..claims import get
+    from ..claims.base import config_dict
+    from ..claims.config import ConfigError, recorded_overrides, resolve_config
+
+    try:
+        exp = get(spec.experiment)
+    except KeyError as e:
+        raise SpecError(str(e.args[0])) from None
+    fields = list(spec.grid)
+    points = []
+    for values in itertools.product(*spec.grid.values()):
+        swept = dict(zip(fields, values, strict=True))
+        overrides = {**spec.fixed, **swept}
+        try:
+            cfg = resolve_config(exp, spec.preset, overrides)
+            recorded = recorded_overrides(exp, overrides)
+        except ConfigError as e:
+            where = ", ".join(f"{k}={v!r}" for k, v in swept.items())
+            raise SpecError(f"{e}" + (f" (at grid point {where})" if where else "")) from None
+        conf = config_dict(cfg)
+        for seed in spec.seeds:
+            points.append(Point(point_key(exp.name, conf, seed), seed, swept, recorded, cfg))
+    return points
+
+
+# ------------------------------------------------------------------ running
+
+
+@dataclass
+class Counts:
+    """Progress of a sweep: ``total`` points, ``skipped`` (saved before), ``done``
+    (computed now), ``failed``, ``running`` (in a task on a worker now)."""
+
+    total: int
+    skipped: int = 0
+    done: int = 0
+    failed: int = 0
+    running: int = 0
+
+    @property
+    def finished(self) -> int:
+        return self.skipped + self.done + self.failed
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a sweep did: ``counts``, the ``table`` path, the ``summary`` figure's path
+    (None when no point has a result) and every figure written (``figures``), and the
+    failed points' labels."""
+
+    counts: Counts
+    table: Path
+    summary: Path | None
+    failed: list[str]
+    figures: list[Path] = field(default_factory=list)
+    phases: dict = field(default_factory=dict)
+    """Wall seconds of the sweep's phases: ``plan_s`` (configs and saved points),
+    ``cluster_s`` (starting or reaching the cluster and its first worker), ``run_s``
+    (from the first task submitted to the last point saved), ``table_s`` and
+    ``figures_s`` (the summary)."""
+
+
+@dataclass
+class _Tasks:
+    """The tasks in flight: Dask futures by task key, their points and submit times,
+    and the recent task ends per worker (for the scheduling time)."""
+
+    client: object
+    spec: Spec
+    figures: bool
+    retries: int
+    done: queue.Queue = field(default_factory=queue.Queue)
+    live: dict = field(default_factory=dict)
+    ends: dict = field(default_factory=dict)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+
+    def submit(self, group: list[Point]) -> None:
+        exp = self.spec.experiment
+        items = [(p.key, p.config, p.seed, p.overrides) for p in group]
+        key = f"{exp}-{group[0].key}-{len(group)}-{self.run_id}"
+        fut = self.client.submit(run_points, exp, self.spec.preset, items, self.figures, key=key,
+                                 retries=self.retries, pure=False)
+        self.live[key] = (fut, group, time.time())
+        fut.add_done_callback(lambda f: self.done.put((f, time.time())))
+
+    def points_of(self, key: str) -> list[str] | None:
+        return [p.key for p in self.live[key][1]] if key in self.live else None
+
+    def sched_share(self, res: dict, submitted: float, arrived: float) -> float:
+        """A point's share of its task's scheduling time: the worker's wait from the later
+        of the submit and its previous task's end to the task's start, the time from the
+        task's end to its result reaching this process, and the task's time outside its
+        points (clocks of one machine; across machines their offset cancels in the sum
+        unless the worker was busy with a previous task)."""
+        ends = self.ends.setdefault(res["worker"], [])
+        prev = max([e for e in ends if e <= res["start"]], default=submitted)
+        waited = max(0.0, res["start"] - max(prev, submitted)) + max(0.0, arrived - res["end"])
+        inside = res["end"] - res["start"] - sum(p["compute_s"] + p.get("render_s", 0.0)
+                                                 for p in res["points"])
+        ends[:] = [*ends[-7:], res["end"]]
+        return (waited + max(inside, 0.0)) / max(len(res["points"]), 1)
+
+
+def run_sweep(spec: Spec, out, *, workers: int | None = None, scheduler: str | None = None,
+              client=None, force: bool = False, figures: bool = False,
+              group_size: int | None = None, retries: int = RETRIES,
+              worker_timeout_s: float = WORKER_TIMEOUT_S,
+              progress: Callable[[Counts], None] = lambda _: None,
+              log: Callable[[str], None] = lambda _: None, poll_s: float = 0.1) -> Outcome:
+    """Run every point of ``spec`` not already saved under ``out`` (all of them with
+    ``force``) on Dask, save each as it arrives, then write ``out/table.parquet`` and
+    the summary figures.
+
+    The cluster: ``client`` (any ``distributed.Client``, e.g. on a dask-jobqueue
+    ``SLURMCluster``; left open), or a ``scheduler`` address, or a new local cluster of
+    ``workers`` processes (default: one per core, sharing their compiled programs in
+    ``out/.jax-cache``: :data:`~biasfree.app.sweep_cluster.COMPILE_CACHE`). ``figures``:
+    also draw each point's figure (off: the sweep's summary only). ``group_size``: points per task (default
+    from the number of points and worker threads, :func:`group_points`).
+    ``worker_timeout_s``: how long to wait for a worker (:class:`NoWorkers` after it).
+    ``progress(counts)`` is called as points start and finish; ``log(line)`` with what a
+    user should read (skips, the dashboard, workers lost and joined, retries, failures).
+    A failed point does not stop the sweep. On Ctrl-C the saved points stay and the
+    pending tasks are cancelled."""
+    out = Path(out)
+    t0 = time.perf_counter()
+    phases = {}
+    points = plan_points(spec)
+    todo = [p for p in points if force or not saved(out, p, spec.experiment)]
+    phases["plan_s"] = time.perf_counter() - t0
+    counts = Counts(total=len(points), skipped=len(points) - len(todo))
+    if counts.skipped:
+        log(f"{counts.skipped} of {len(points)} points skipped: saved with the same config, seed and "
+            "biasfree version" + ("" if force else " (--force recomputes them)"))
+    progress(counts)
+    failed: list[str] = []
+    if todo:
+        local = None if scheduler is not None or client is not None else \
+            min(workers or os.cpu_count() or 1, len(todo))
+        t0 = time.perf_counter()
+        with dask_client(local, scheduler, client, log, out / ".jax-cache") as c:
+            n_threads = wait_for_workers(c, worker_timeout_s)
+            t1 = time.perf_counter()
+            phases["cluster_s"] = t1 - t0
+            tasks = _Tasks(c, spec, figures, retries)
+            for group in group_points(todo, n_threads, group_size):
+                tasks.submit(group)
+            try:
+                _collect(tasks, out, counts, failed, progress, log, worker_timeout_s, poll_s)
+            finally:
+                c.cancel([f for f, _, _ in tasks.live.values()])  # the unfinished ones (Ctrl-C)
+            phases["run_s"] = time.perf_counter() - t1
+        counts.running = 0
+        progress(counts)
+    t0 = time.perf_counter()
+    table = write_table(spec, points, out)
+    t1 = time.perf_counter()
+    written = write_summary(out)
+    phases |= {"table_s": t1 - t0, "figures_s": time.perf_counter() - t1}
+    if counts.failed:
+        log(f"{counts.failed} of {counts.total} points failed (tracebacks in {out / 'errors'} and the "
+            "table's traceback column)")
+    return Outcome(counts, table, written[0] if written else None, failed, written, phases)
+
+
+def _collect(tasks: _Tasks, out: Path, counts: Counts, failed: list, progress, log,
+             worker_timeout_s: float, poll_s: float) -> None:
+    """Save the tasks' points as they arrive until none is left in flight."""
+    from .sweep_cluster import WorkerWatch
+
+    watch = WorkerWatch(tasks.client, tasks.points_of, log, worker_timeout_s)
+    last_watch = 0.0
+    while tasks.live:
+        batch = []
+        try:
+            batch.append(tasks.done.get(timeout=poll_s))
+            while True:
+                batch.append(tasks.done.get_nowait())
+        except queue.Empty:
+            pass
+        for fut, arrived in batch:
+            if fut.key not in tasks.live:
+                continue
+            _, group, submitted = tasks.live.pop(fut.key)
+            watch.forget(fut.key)
+            if fut.status == "finished":
+                res = fut.result(timeout=60)
+                share = tasks.sched_share(res, submitted, arrived)
+                by_key = {p.key: p for p in group}
+                for item in res["points"]:
+                    p = by_key[item["key"]]
+                    if "error" in item:
+                        _failed(out, p, item["error"], item["traceback"], counts, failed, log,
+                                item["compute_s"])
+                    else:
+                        save_point(out, p, item, {"compute_s": item["compute_s"],
+                                                  "render_s": item["render_s"], "sched_s": share})
+                        counts.done += 1
+            else:
+                exc = fut.exception(timeout=60)
+                from .sweep_table import format_tb
+
+                error, tb = f"{type(exc).__name__}: {exc}", format_tb(exc, fut.traceback(timeout=60))
+                if len(group) > 1:  # find the point that kills its worker: one task each
+                    log(f"a task of {len(group)} points ({', '.join(p.key for p in group)}) failed "
+                        f"after {tasks.retries} retries ({error}); rerunning its points one per task")
+                    for p in group:
+                        tasks.submit([p])
+                else:
+                    _failed(out, group[0], error, tb, counts, failed, log)
+            fut.release()
+        now = time.monotonic()
+        if now - last_watch >= 0.5:
+            counts.running = watch.poll()
+            last_watch = now
+        progress(counts)
+
+
+def _failed(out: Path, p: Point, error: str, tb: str, counts: Counts, failed: list, log,
+            compute_s: float | None = None) -> None:
+    record_error(out, p, error, tb, compute_s)
+    counts.failed += 1
+    failed.append(p.label())
+    log(f"point {p.key} ({p.label()}) failed: {error}")

@@ -1,0 +1,187 @@
+"""A sweep's summary figures, drawn from the table of :func:`biasfree.load_sweep`: each
+metric against the first swept field with the spread over seeds, and for a
+linearity-map sweep the 0.3% contour of the gap to the linear twin in every slice."""
+
+from __future__ import annotations
+
+from numbers import Real
+
+import numpy as np
+
+from .sweep_table import COLUMNS as NON_METRICS
+from ..plotting import plt
+
+
+def metric_columns(df) -> list[str]:
+    """The numeric metric columns of a sweep table (not fields, keys or checks)."""
+    fields = set(df.attrs.get("grid", [])) | set(df.attrs.get("fixed", {}))
+    return [c for c in df.columns
+            if c not in fields and c not in NON_METRICS and not c.startswith("check.")
+            and df[c].dtype.kind in "fiu" and np.isfinite(df[c].to_numpy(float)).any()
+            and df[c].nunique(dropna=True) > 1]  # a constant says nothing against the grid
+
+
+def _log_ok(values) -> bool:
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    return v.size > 1 and bool(np.all(v > 0)) and v.max() / v.min() > 30
+
+
+def _hashable(v):
+    if isinstance(v, list | np.ndarray):
+        return tuple(v)
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, Real) and not isinstance(v, bool)
+
+
+def summary_figure(df, ncols: int = 4):
+    """One panel per metric: median over seeds against the first swept field (``seed``
+    if nothing is swept), the min–max band over seeds shaded, one line per combination
+    of the other swept fields."""
+    done = df[df["status"] == "done"].copy()
+    grid = list(df.attrs.get("grid", []))
+    x_name = grid[0] if grid else "seed"
+    others = grid[1:]
+    done[x_name] = done[x_name].map(_hashable)
+    xs = list(done[x_name].unique())
+    numeric = all(_is_number(v) for v in xs)
+    xs = sorted(xs) if numeric else sorted(xs, key=str)
+    pos = {v: (float(v) if numeric else i) for i, v in enumerate(xs)}
+    metrics = metric_columns(done)
+    n = max(len(metrics), 1)
+    nrows = int(np.ceil(n / ncols))
+    fig, axes = plt.subplots(nrows, min(ncols, n), figsize=(3.6 * min(ncols, n), 2.7 * nrows + 0.9),
+                             squeeze=False, constrained_layout=True)
+    groups = list(done.groupby([done[o].map(_hashable) for o in others], sort=True)) if others \
+        else [((), done)]
+    colours = plt.cm.viridis(np.linspace(0, 0.9, max(len(groups), 1)))
+    for ax, metric in zip(axes.flat, metrics, strict=False):
+        for colour, (label, g) in zip(colours, groups, strict=False):
+            stats = g.groupby(x_name)[metric].agg(["median", "min", "max"])
+            stats = stats.loc[[v for v in xs if v in stats.index]]
+            x = [pos[v] for v in stats.index]
+            name = ", ".join(f"{o}={v}" for o, v in zip(others, np.atleast_1d(label), strict=False))
+            ax.plot(x, stats["median"], "o-", color=colour, ms=3.5, lw=1.3, label=name or None)
+            ax.fill_between(x, stats["min"], stats["max"], color=colour, alpha=0.2, lw=0)
+        ax.set_title(metric, fontsize=8)
+        ax.tick_params(labelsize=7)
+        if numeric and _log_ok(xs):
+            ax.set_xscale("log")
+        if _log_ok(done[metric]):
+            ax.set_yscale("log")
+        if not numeric:
+            ax.set_xticks(range(len(xs)), [str(v) for v in xs], fontsize=7)
+        ax.set_xlabel(x_name, fontsize=8)
+    for ax in list(axes.flat)[len(metrics):]:
+        ax.axis("off")
+    if others and len(groups) > 1:
+        axes.flat[0].legend(fontsize=6, loc="best")
+    seeds = df.attrs.get("seeds") or sorted(df["seed"].unique())
+    fig.suptitle(f"sweep of {df.attrs.get('experiment', '?')} ({df.attrs.get('preset', '?')} preset): "
+                 f"{done_line(df)}\neach metric against {x_name}: line = median over {len(seeds)} seeds, "
+                 "band = min to max", fontsize=10, color="k" if len(done) == len(df) else "tab:red")
+    return fig
+
+
+def done_line(df) -> str:
+    """``"38 of 40 points done, 1 failed, 1 missing"``."""
+    status = df["status"].value_counts()
+    extra = [f"{int(status[k])} {k}" for k in ("failed", "missing") if status.get(k, 0)]
+    return f"{int(status.get('done', 0))} of {len(df)} points done" + "".join(f", {e}" for e in extra)
+
+
+def _slices(done, skip=("alphas",)):
+    """The done rows grouped by every swept field but the seed and ``skip``:
+    ``[(label, rows)]``."""
+    grid = [g for g in done.attrs.get("grid", []) if g not in skip]
+    if not grid:
+        return [("", done)]
+    keys = [done[g].map(_hashable) for g in grid]
+    return [(", ".join(f"{g}={v}" for g, v in zip(grid, k if len(grid) > 1 else [k], strict=True)), rows)
+            for k, rows in done.groupby(keys if len(keys) > 1 else keys[0], sort=False)]
+
+
+def _slice_gaps(rows, points_dir):
+    """Median gap over seeds and inits per α and kind for one slice's rows, read from
+    their ``arrays.npz``: ``({kind: {α: (W, S) median}}, scales, widths, paper level,
+    number of points)``. Rows that swept α (one α each) are merged by α."""
+    from pathlib import Path
+
+    pooled: dict = {}
+    for key in rows["point"]:
+        with np.load(Path(points_dir) / key / "arrays.npz", allow_pickle=False) as z:
+            scales, widths, level = z["scales"], z["widths"], float(z["paper_level"])
+            for kind in ("gap", "gap_biased"):
+                if kind in z.files:
+                    for ia, al in enumerate(z["alphas"]):
+                        pooled.setdefault(kind, {}).setdefault(float(al), []).append(z[kind][ia])
+    meds = {kind: {al: np.median(np.concatenate(g, axis=-1), axis=-1) for al, g in sorted(by_a.items())}
+            for kind, by_a in pooled.items()}
+    return meds, scales, widths, level, len(rows)
+
+
+def contour_figure(df, points_dir, ncols: int = 5):
+    """For a sweep of ``linearity-map``: one panel per slice (a combination of the swept
+    fields other than the seed and α) and kind (bias-free, biased), on init std σ ×
+    width m. Colour: the median gap to the linear twin over seeds and inits at the first
+    α, as a fraction of L(0), blue below the paper's 0.3% and red above; lines: where the
+    median crosses 0.3%, one per α. The gaps are read from each point's ``arrays.npz``
+    under ``points_dir``."""
+    from matplotlib.colors import TwoSlopeNorm
+
+    from ..plotting.linearity_map import _edges, scale_width_axes
+
+    done = df[df["status"] == "done"]
+    slices = [(label, *_slice_gaps(rows, points_dir)) for label, rows in _slices(done)]
+    level = slices[0][4]
+    kinds = [(name, k) for name, k in (("bias-free", "gap"), ("biased", "gap_biased")) if k in slices[0][1]]
+    cols = min(ncols, len(slices))
+    rows_per_kind = int(np.ceil(len(slices) / cols))
+    fig, axes = plt.subplots(rows_per_kind * len(kinds), cols, squeeze=False, constrained_layout=True,
+                             figsize=(3.3 * cols + 1.2, 3.0 * rows_per_kind * len(kinds) + 1.1))
+    lv = np.log10(level)
+    lowest = min(float(np.min(next(iter(sl[1][k].values())))) for sl in slices for _, k in kinds)
+    norm = TwoSlopeNorm(vcenter=lv, vmin=min(lv - 0.5, max(np.log10(max(lowest, 1e-16)), lv - 3)), vmax=0.0)
+    colours = plt.cm.tab10(np.arange(10))
+    mesh = None
+    for r, (kind, k) in enumerate(kinds):
+        for i, (label, meds, scales, widths, _, n_points) in enumerate(slices):
+            ax = axes[r * rows_per_kind + i // cols, i % cols]
+            by_alpha = meds[k]
+            first = next(iter(by_alpha.values()))
+            mesh = ax.pcolormesh(_edges(scales), _edges(widths),
+                                 np.clip(np.log10(first), norm.vmin, norm.vmax), norm=norm, cmap="RdBu_r",
+                                 shading="flat")
+            S, W = np.meshgrid(scales, widths)
+            notes = []
+            for ia, (al, med) in enumerate(by_alpha.items()):
+                below = float(np.mean(med <= level))
+                if med.min() < level < med.max():
+                    ax.contour(S, W, med, levels=[level], colors=[colours[ia % 10]], linewidths=2)
+                    ax.plot([], [], color=colours[ia % 10], lw=2, label=f"α={al:g}: {below:.0%} ≤ 0.3%")
+                else:
+                    notes.append(f"α={al:g}: {'every' if below == 1 else 'no'} cell ≤ 0.3%")
+            if notes:
+                ax.text(0.03, 0.03, "\n".join(notes), transform=ax.transAxes, fontsize=6.5, va="bottom",
+                        bbox={"facecolor": "w", "alpha": 0.8, "lw": 0})
+            if ax.get_lines():
+                ax.legend(fontsize=6, loc="upper right")
+            scale_width_axes(ax, scales, widths)
+            ax.tick_params(labelsize=7)
+            ax.set_xlabel("init std σ", fontsize=8)
+            ax.set_ylabel("width m", fontsize=8)
+            ax.set_title(f"{kind}{', ' + label if label else ''} ({n_points} points)", fontsize=8)
+    for ax in axes.flat:
+        if not ax.has_data():
+            ax.axis("off")
+    first_alpha = next(iter(slices[0][1]["gap"]))
+    cb = fig.colorbar(mesh, ax=axes, shrink=0.6,
+                      label=f"log10 median gap (fraction of L(0)) at α={first_alpha:g}")
+    cb.ax.axhline(lv, color="k", lw=1.5)
+    fig.suptitle(f"linearity-map sweep: where the gap to the linear twin is ≤ 0.3% of L(0) (blue; lines: "
+                 f"the 0.3% contour of the median over seeds and inits, per α)\n{done_line(df)}",
+                 fontsize=10, color="k" if len(done) == len(df) else "tab:red")
+    return fig

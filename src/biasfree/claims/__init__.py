@@ -1,0 +1,116 @@
+"""Registry of experiments, one module per claim of the paper.
+
+Each module ``biasfree.claims.<name>`` defines a frozen ``Config``, its
+``PRESETS`` (``tiny``, ``paper``), ``run(cfg, seed, progress)`` and ``EXPERIMENT`` (an
+:class:`~biasfree.claims.base.Experiment`); modules are discovered, so adding
+an experiment means adding a module. ``leaky-collapse`` is the headline. To run one
+from Python with overrides::
+
+    exp = get("leaky-collapse")
+    cfg = resolve_config(exp, "tiny", {"width": 40})
+    result = run_experiment(exp, cfg, seed=0, preset="tiny", overrides={"width": 40})
+
+The module ``experiments/<module>.py`` defines the experiment ``<module>`` with dashes for
+underscores (``leaky_collapse`` -> ``leaky-collapse``), so :data:`NAMES` and
+:func:`declared_fields` are known without importing any experiment (nor JAX): the
+command line refuses an unknown name or field before the engine loads. ``REGISTRY``
+imports every experiment module on first use.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib
+import pkgutil
+from pathlib import Path
+
+from .base import SIZES, Check, Experiment, Result, at_least, at_most, run_experiment
+from .config import ConfigError, resolve_config
+
+HEADLINE = "leaky-collapse"
+
+
+def _modules() -> dict[str, str]:
+    """Experiment name -> module name, from the files alone (nothing imported)."""
+    mods = [m.name for m in pkgutil.iter_modules(__path__)
+            if m.name not in ("base", "config") and not m.name.startswith("_")]
+    found = {m.replace("_", "-"): m for m in sorted(mods)}
+    head = {HEADLINE: found.pop(HEADLINE)} if HEADLINE in found else {}
+    return head | found
+
+
+_MODULES = _modules()
+NAMES: tuple[str, ...] = tuple(_MODULES)
+"""Every experiment's name, the headline first (read from the module files; no import)."""
+
+
+def _load(name: str) -> Experiment:
+    """Import experiment ``name``'s module and return its EXPERIMENT."""
+    mod = _MODULES[name]
+    exp = getattr(importlib.import_module(f"{__name__}.{mod}"), "EXPERIMENT", None)
+    if not isinstance(exp, Experiment):
+        raise TypeError(f"{__name__}.{mod} defines no EXPERIMENT (an Experiment); a module "
+                        "that is not an experiment is named with a leading underscore")
+    if exp.name != name:
+        raise ValueError(f"{__name__}.{mod} defines experiment {exp.name!r}; its module must "
+                         f"be named {exp.name.replace('-', '_')!r} (see this module's doc)")
+    return exp
+
+
+def __getattr__(name: str):
+    if name == "REGISTRY":  # imports every experiment (and JAX): only when asked for
+        globals()["REGISTRY"] = {name: _load(name) for name in NAMES}
+        return globals()["REGISTRY"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def known() -> tuple[str, ...]:
+    """Every experiment's name: the registry's once loaded (tests add toys to it), else
+    :data:`NAMES` (no import)."""
+    return tuple(globals()["REGISTRY"]) if "REGISTRY" in globals() else NAMES
+
+
+def check_name(name: str) -> str:
+    """``name`` if it is an experiment's; else a KeyError listing the known names (no import)."""
+    if name not in known():
+        raise KeyError(f"unknown experiment {name!r}; known: {', '.join(known())} "
+                       "(see `biasfree list`)")
+    return name
+
+
+def get(name: str) -> Experiment:
+    """The experiment called ``name``; a clear error lists the known names."""
+    check_name(name)
+    return globals()["REGISTRY"][name] if "REGISTRY" in globals() else _load(name)
+
+
+def declared_fields(name: str) -> tuple[tuple[str, str, str], ...]:
+    """``(field, type, default)`` as text for each field of experiment ``name``'s ``Config``
+    (``("width", "int", "200")``): from the class once the registry is loaded, else read
+    from the module's source (the class body's annotated names) without importing it. A
+    test checks both ways agree for every experiment."""
+    check_name(name)
+    if "REGISTRY" in globals():
+        from .config import field_lines
+
+        cls = globals()["REGISTRY"][name].config
+        return field_lines(cls) if cls is not None else ()
+    return _source_fields(name)
+
+
+@functools.cache
+def _source_fields(name: str) -> tuple[tuple[str, str, str], ...]:
+    path = Path(__file__).with_name(f"{_MODULES[name]}.py")
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ClassDef) and node.name == "Config":
+            return tuple((s.target.id, ast.unparse(s.annotation),
+                          "(required)" if s.value is None else ast.unparse(s.value))
+                         for s in node.body
+                         if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name))
+    return ()
+
+
+__all__ = ["HEADLINE", "NAMES", "REGISTRY", "SIZES", "Check", "ConfigError", "Experiment", "Result",
+           "at_least", "at_most", "check_name", "declared_fields", "get", "known",
+           "resolve_config", "run_experiment"]

@@ -1,0 +1,358 @@
+"""An experiment's effective config: a named preset, then a TOML file, then ``--set``.
+
+Every experiment has a frozen ``Config`` dataclass (hyperparameters only, validated in
+``__post_init__``) and named ``presets`` of it (``tiny``, ``paper``).
+:func:`resolve_config` starts from a preset and applies overrides, field by field:
+
+- values arrive as TOML literals (``--set width=200``, ``--set alphas=[0.0, 0.5]``,
+  ``--set lr=0.01``; :func:`parse_set`) or from a TOML file (:func:`read_config_file`);
+- each is coerced to its field's type (lists become tuples, ints become floats where the
+  field is a float; a bool is never a number) and the new config is validated by its own
+  ``__post_init__``.
+
+Every mistake raises :class:`ConfigError` naming the problem and the fix; an unknown
+field lists the valid ones with their types and defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from .base import Experiment, config_dict
+
+DEFAULT_PRESET = "paper"
+
+
+class ConfigError(ValueError):
+    """Bad input for a config: unknown preset or field, a value of the wrong type, a
+    value the config's validation rejects, or an unreadable config file."""
+
+
+# ------------------------------------------------------------------ fields
+
+
+def type_hints(config_cls) -> dict[str, object]:
+    """Field name -> type annotation (evaluated) of a config dataclass."""
+    hints = typing.get_type_hints(config_cls)
+    return {f.name: hints.get(f.name, object) for f in dataclasses.fields(config_cls)}
+
+
+def type_name(hint) -> str:
+    """``int``, ``float``, ``tuple[float, ...]``: a type annotation as a user reads it."""
+    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
+
+
+def field_default(f: dataclasses.Field):
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+def field_lines(config_cls) -> tuple[tuple[str, str, str], ...]:
+    """``(name, type, default)`` as text for each field: ``("width", "int", "200")``."""
+    hints = type_hints(config_cls)
+    rows = []
+    for f in dataclasses.fields(config_cls):
+        d = field_default(f)
+        rows.append((f.name, type_name(hints[f.name]), "(required)" if d is dataclasses.MISSING
+                     else repr(d)))
+    return tuple(rows)
+
+
+def describe_fields(config_cls) -> str:
+    """One line per field: ``name: type = default``."""
+    return _describe(field_lines(config_cls))
+
+
+def _describe(lines) -> str:
+    return "\n".join(f"  {n}: {t} = {d}" for n, t, d in lines)
+
+
+def _no_field(name: str, unknown, lines) -> ConfigError:
+    return ConfigError(f"{name} has no field {', '.join(map(repr, unknown))}. Valid fields "
+                       f"(name: type = default):\n{_describe(lines)}\n"
+                       f"(see `biasfree show {name}`)")
+
+
+def _element_type(hint, name: str, default):
+    """Element type of a tuple field: from ``tuple[T, ...]``, else from the default's
+    elements (all ints -> int, any float -> float), else no coercion."""
+    args = typing.get_args(hint)
+    if args and (len(args) == 1 or args[-1] is Ellipsis):
+        return args[0]
+    items = default if isinstance(default, tuple) else ()
+    if items and all(isinstance(x, int) and not isinstance(x, bool) for x in items):
+        return int
+    if items and all(isinstance(x, int | float) and not isinstance(x, bool) for x in items):
+        return float
+    return None
+
+
+def _coerce(value, hint, name: str, default):
+    """``value`` (parsed TOML) as field ``name`` of type ``hint``, or a ConfigError."""
+    origin = typing.get_origin(hint) or hint
+    want = type_name(hint)
+
+    def bad():
+        return ConfigError(f"field {name!r} expects {want}, got {type(value).__name__} {value!r}")
+
+    if origin is tuple or (hint is object and isinstance(default, tuple)):
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"field {name!r} expects a list such as [0.0, 0.5], got "
+                              f"{type(value).__name__} {value!r}")
+        elem = _element_type(hint, name, default)
+        if elem is None or elem is typing.Any:
+            return tuple(value)
+        return tuple(_coerce(v, elem, f"{name}[{i}]", None) for i, v in enumerate(value))
+    if origin is bool:
+        if not isinstance(value, bool):
+            raise bad()
+        return value
+    if origin is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise bad()
+        return float(value)
+    if origin is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad()
+        return value
+    if origin is str:
+        if not isinstance(value, str):
+            raise bad()
+        return value
+    return value  # an annotation we cannot check: the config's own validation decides
+
+
+# ------------------------------------------------------------------ parsing
+
+
+def parse_value(text: str, what: str = "value"):
+    """A TOML literal: ``40``, ``0.01``, ``[0.0, 1.0]``, ``"sine"``, ``true``."""
+    try:
+        return tomllib.loads("x = " + text)["x"]
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(
+            f"{what}: {text!r} is not a TOML value ({e}); write numbers as 40 or 0.01, lists "
+            "as [0.0, 0.5, 1.0] (quote the whole argument in the shell), strings as \"text\"") from None
+
+
+def parse_set(item: str) -> tuple[str, object]:
+    """``"FIELD=VALUE"`` (or ``"NAME.FIELD=VALUE"``, for experiment NAME only) ->
+    ``(key, value)`` with VALUE parsed as a TOML literal."""
+    key, eq, text = item.partition("=")
+    key = key.strip()
+    if not eq or not key or not text.strip():
+        raise ConfigError(f"--set expects FIELD=VALUE (e.g. --set width=200), got {item!r}")
+    value = parse_value(text.strip(), f"--set {key}")
+    if isinstance(value, dict):
+        raise ConfigError(f"--set {key}: a table is not a field value; give a number, a list, "
+                          "a string or a boolean")
+    return key, value
+
+
+def parse_sets(items: Iterable[str] | None) -> dict[str, object]:
+    """Several ``--set`` items in order (a later one wins)."""
+    return dict(parse_set(s) for s in (items or ()))
+
+
+def read_config_file(path) -> dict:
+    """A TOML config file as a dict.
+
+    Top-level ``FIELD = VALUE`` pairs apply to every experiment run; a table
+    ``[NAME]`` holds fields for experiment NAME only; an optional top-level
+    ``preset = "tiny"`` picks the preset (``--preset`` on the command line wins)::
+
+        preset = "tiny"
+        width = 40
+
+        [leaky-collapse]
+        alphas = [0.0, 0.5, 1.0]
+    """
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"config file {path} is not valid TOML: {e}") from None
+
+
+def overrides_for(name: str, *sources: Mapping[str, object]) -> dict[str, object]:
+    """The overrides that apply to experiment ``name``, from config-file dicts and
+    ``--set`` dicts in order of precedence (later wins): plain ``FIELD`` keys, ``NAME.FIELD``
+    keys and ``[NAME]`` tables (take a file's ``preset`` key out first)."""
+    out: dict[str, object] = {}
+    for src in sources:
+        for key, value in src.items():
+            if isinstance(value, dict):  # a [NAME] table
+                if key == name:
+                    out.update(value)
+                continue
+            scope, dot, fld = key.rpartition(".")
+            if not dot:
+                out[key] = value
+            elif scope == name:
+                out[fld] = value
+    return out
+
+
+def unknown_scopes(names: Iterable[str], *sources: Mapping[str, object]) -> list[str]:
+    """Names used as ``[NAME]`` tables or ``NAME.FIELD`` keys that are not among
+    ``names`` (most likely a typo)."""
+    names = set(names)
+    bad = []
+    for src in sources:
+        for key, value in src.items():
+            scope = key if isinstance(value, dict) else key.rpartition(".")[0]
+            if scope and scope not in names:
+                bad.append(scope)
+    return sorted(set(bad))
+
+
+# ------------------------------------------------------------------ resolving
+
+
+def preset_config(exp: Experiment, preset: str | None = None):
+    """The config of ``exp``'s named ``preset`` (default ``paper``)."""
+    preset = preset or DEFAULT_PRESET
+    if exp.config is None:
+        raise ConfigError(f"experiment {exp.name!r} defines no Config: give its Experiment a "
+                          "config= dataclass and presets=")
+    try:
+        return exp.presets[preset]
+    except KeyError:
+        raise ConfigError(f"unknown preset {preset!r} for {exp.name}; choose one of "
+                          f"{', '.join(exp.presets) or '(none defined)'}") from None
+
+
+def check_overrides(exp: Experiment, overrides: Mapping[str, object] | None) -> dict:
+    """``overrides`` (field -> parsed value) coerced to ``exp``'s field types; a
+    :class:`ConfigError` for an unknown field (listing the valid ones) or a wrong type."""
+    overrides = dict(overrides or {})
+    if exp.config is None:
+        raise ConfigError(f"experiment {exp.name!r} defines no Config: give its Experiment a "
+                          "config= dataclass and presets=")
+    fields = {f.name: f for f in dataclasses.fields(exp.config)}
+    unknown = [k for k in overrides if k not in fields]
+    if unknown:
+        raise _no_field(exp.name, unknown, field_lines(exp.config))
+    hints = type_hints(exp.config)
+    return {k: _coerce(v, hints[k], k, field_default(fields[k])) for k, v in overrides.items()}
+
+
+def resolve_config(exp: Experiment, preset: str | None = None,
+                   overrides: Mapping[str, object] | None = None):
+    """``exp``'s ``preset`` config (default ``paper``) with ``overrides`` (field -> parsed
+    value) applied and validated. Raises :class:`ConfigError` on an unknown preset or
+    field, a value of the wrong type, or one the config's own ``__post_init__`` rejects."""
+    base = preset_config(exp, preset)
+    values = check_overrides(exp, overrides)
+    if not values:
+        return base
+    try:
+        return dataclasses.replace(base, **values)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"invalid config for {exp.name}: {e}") from None
+
+
+def recorded_overrides(exp: Experiment, overrides: Mapping[str, object] | None) -> dict:
+    """``overrides`` as ``result.json`` records them: coerced, JSON-able."""
+    return config_dict(check_overrides(exp, overrides))
+
+
+@dataclasses.dataclass(frozen=True)
+class Planned:
+    """One experiment ready to run: its resolved ``config``, the ``preset`` it started
+    from and the ``overrides`` applied (as ``result.json`` records them)."""
+
+    experiment: Experiment
+    config: object
+    preset: str
+    overrides: dict
+
+
+def plan(experiments: Iterable[Experiment], preset: str | None = None,
+         file_doc: Mapping[str, object] | None = None,
+         sets: Mapping[str, object] | None = None, known: Iterable[str] | None = None
+         ) -> list[Planned]:
+    """Resolve every experiment's config before anything runs, so bad input fails at once.
+
+    ``preset``: the command line's ``--preset`` (wins over the file's ``preset`` key;
+    default ``paper``); ``file_doc``: a config file (:func:`read_config_file`);
+    ``sets``: ``--set`` overrides (:func:`parse_sets`), applied after the file's;
+    ``known``: every experiment name (see :func:`check_scopes`)."""
+    experiments = list(experiments)
+    file_doc = dict(file_doc or {})
+    file_preset = file_doc.pop("preset", None)
+    if file_preset is not None and not isinstance(file_preset, str):
+        raise ConfigError(f"config file: preset must be a name such as \"tiny\", got {file_preset!r}")
+    preset = preset or file_preset or DEFAULT_PRESET
+    sets = dict(sets or {})
+    names = [e.name for e in experiments]
+    check_scopes(names, known if known is not None else names, file_doc, sets)
+    out = []
+    for exp in experiments:
+        overrides = overrides_for(exp.name, file_doc, sets)
+        cfg = resolve_config(exp, preset, overrides)
+        out.append(Planned(exp, cfg, preset, recorded_overrides(exp, overrides)))
+    return out
+
+
+def check_scopes(names: Iterable[str], known: Iterable[str], file_doc: Mapping[str, object],
+                 sets: Mapping[str, object]) -> None:
+    """Refuse overrides aimed at the wrong experiment: a ``[NAME]`` table or ``NAME.FIELD``
+    key whose NAME is not among ``known`` (a typo), and a ``--set NAME.FIELD=VALUE`` (in
+    ``sets``) for a known experiment that is not among ``names``, the ones being run. (A
+    config file's tables for other experiments are allowed: one file may serve several
+    runs.)"""
+    names, known = list(names), list(known)
+    stray = unknown_scopes(known, file_doc, sets)
+    if stray:
+        raise ConfigError(f"overrides for unknown experiment(s) {', '.join(stray)} (known: "
+                          f"{', '.join(known)}); check the [NAME] tables and NAME.FIELD keys")
+    idle = unknown_scopes(names, sets)
+    if idle:
+        keys = [k for k in sets if k.rpartition(".")[0] in idle]
+        raise ConfigError(f"--set {', '.join(keys)}: {', '.join(idle)} is not being run (running: "
+                          f"{', '.join(names)}); add it to the names to run or drop the --set")
+
+
+def precheck(names: Iterable[str], preset: str | None = None,
+             file_doc: Mapping[str, object] | None = None,
+             sets: Mapping[str, object] | None = None) -> None:
+    """What :func:`plan` would refuse that can be known without importing any experiment
+    (nor JAX): the preset's name, overrides aimed at unknown experiments or at ones not
+    being run, and unknown field names (:func:`biasfree.claims.declared_fields`).
+    Value and type errors need the Config classes and are left to :func:`plan`."""
+    from . import SIZES, declared_fields, known
+
+    names = list(names)
+    file_doc = dict(file_doc or {})
+    file_preset = file_doc.pop("preset", None)
+    chosen = preset or (file_preset if isinstance(file_preset, str) else None) or DEFAULT_PRESET
+    if chosen not in SIZES:
+        raise ConfigError(f"unknown preset {chosen!r} for {names[0]}; choose one of {', '.join(SIZES)}")
+    sets = dict(sets or {})
+    check_scopes(names, known(), file_doc, sets)
+    for name in names:
+        lines = declared_fields(name)
+        unknown = [k for k in overrides_for(name, file_doc, sets) if k not in {n for n, *_ in lines}]
+        if unknown:
+            raise _no_field(name, unknown, lines)
+
+
+def field_rows(exp: Experiment) -> list[tuple[str, str, object, dict[str, object]]]:
+    """``(name, type, Config() default, {preset: value})`` for each field of ``exp``."""
+    if exp.config is None:
+        return []
+    hints = type_hints(exp.config)
+    return [(f.name, type_name(hints[f.name]), field_default(f),
+             {p: getattr(c, f.name) for p, c in exp.presets.items()})
+            for f in dataclasses.fields(exp.config)]

@@ -1,0 +1,1 @@
+"""Networks, data and their symmetry: what every other part computes on."""

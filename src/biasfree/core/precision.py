@@ -1,0 +1,140 @@
+"""Precision as an explicit choice: float64 by default, float32 on request.
+
+Importing biasfree changes no global JAX setting. Instead every public entry point
+(training, data, nets, theory, experiments) is wrapped by :func:`precise`, which runs
+it under JAX's scoped switch ``jax.enable_x64(...)``:
+
+- ``"float64"`` (the default): arrays created and functions compiled inside the call
+  are double precision, whatever ``jax_enable_x64`` says outside. The identities the
+  tests check hold to round-off (unit round-off ε = 1.1e-16) only here.
+- ``"float32"``: single precision (ε = 6.0e-8), about twice as fast for large sweeps
+  where agreement to 1e-6 is plenty.
+
+Choose per call with the keyword ``precision=`` of any wrapped function
+(``bf.gd(params, data, cfg, precision="float32")``), or for a block of calls with the
+context manager ``with bf.use_precision("float32"): ...``. Floating-point array arguments
+(JAX or NumPy, also inside tuples, ``Params`` and ``Dataset``) are cast to the chosen
+precision on the way in. Wrapped functions called from inside another inherit its
+precision; called on traced values (inside someone else's ``jit``), they run as traced.
+
+Results are NumPy arrays of the chosen dtype (:func:`to_numpy`, at the outermost call):
+with ``jax_enable_x64`` off in the caller's program, JAX arithmetic on a float64 JAX
+array would be done in float32, while NumPy arithmetic on the result keeps every digit.
+Functions called on traced values (inside the caller's ``jit``/``grad``) return tracers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import copy
+import dataclasses
+import functools
+
+import jax
+import numpy as np
+
+PRECISIONS = ("float64", "float32")
+
+_default = contextvars.ContextVar("biasfree_precision", default="float64")
+_active = contextvars.ContextVar("biasfree_active_precision", default=None)
+
+
+def check_precision(name) -> str:
+    """Return ``name`` if it is one of :data:`PRECISIONS`, else raise ``ValueError``."""
+    if name not in PRECISIONS:
+        raise ValueError(f"precision={name!r}: choose 'float64' (the default) or 'float32'")
+    return name
+
+
+def current_precision() -> str:
+    """The precision biasfree computes in right now: that of the enclosing wrapped call,
+    else the one set by :func:`use_precision`, else ``"float64"``."""
+    return _active.get() or _default.get()
+
+
+def current_dtype() -> np.dtype:
+    """``np.float64`` or ``np.float32``, per :func:`current_precision`."""
+    return np.dtype(current_precision())
+
+
+@contextlib.contextmanager
+def use_precision(name: str):
+    """Run the biasfree calls in this block at ``name`` ("float64" or "float32")
+    unless a call passes its own ``precision=``. JAX's global settings are untouched."""
+    token = _default.set(check_precision(name))
+    try:
+        yield
+    finally:
+        _default.reset(token)
+
+
+def _is_tracer(x) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def _cast(x, dtype: np.dtype):
+    if isinstance(x, jax.Array | np.ndarray) and np.issubdtype(x.dtype, np.floating) and x.dtype != dtype:
+        return x.astype(dtype)
+    return x
+
+
+def to_numpy(out):
+    """``out`` with every JAX array (in tuples, dicts, registered pytrees such as
+    Trajectory and Dataset, and the fields of result dataclasses) replaced by a NumPy
+    array of the same dtype. A float64 JAX array handed to a user would lose its
+    precision under their own arithmetic with JAX's defaults (``tr.loss * 2`` is float32
+    when ``jax_enable_x64`` is off); a NumPy array keeps it. Random keys stay JAX."""
+
+    def leaf(a):
+        if isinstance(a, jax.Array):
+            return a if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key) else np.asarray(a)
+        if dataclasses.is_dataclass(a) and not isinstance(a, type):
+            new = {f.name: to_numpy(getattr(a, f.name)) for f in dataclasses.fields(a)}
+            if all(v is getattr(a, k) for k, v in new.items()):
+                return a
+            out = copy.copy(a)
+            for k, v in new.items():
+                object.__setattr__(out, k, v)  # frozen dataclasses too
+            return out
+        return a
+
+    return jax.tree_util.tree_map(leaf, out)
+
+
+def precise(fn):
+    """Decorator: run ``fn`` at a chosen precision (module doc). Adds the keyword
+    ``precision`` ("float64" or "float32"; default: inherited, else float64). The
+    outermost call returns NumPy arrays (:func:`to_numpy`); nested and traced calls
+    return what ``fn`` returns."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, precision: str | None = None, **kwargs):
+        active = _active.get()
+        if precision is None:
+            if active is not None:  # inside another wrapped call: same precision
+                return fn(*args, **kwargs)
+            precision = _default.get()
+        else:
+            check_precision(precision)
+        leaves = jax.tree_util.tree_leaves((args, kwargs))
+        if any(_is_tracer(x) for x in leaves):  # inside a caller's jit: run as traced
+            return fn(*args, **kwargs)
+        dtype = np.dtype(precision)
+        token = _active.set(precision)
+        try:
+            with jax.enable_x64(precision == "float64"):  # casts to float64 need it too
+                args, kwargs = jax.tree_util.tree_map(lambda x: _cast(x, dtype), (args, kwargs))
+                return to_numpy(fn(*args, **kwargs))
+        finally:
+            _active.reset(token)
+
+    wrapper.__doc__ = (fn.__doc__ or "") + (
+        "\n\n    Runs at ``precision`` \"float64\" (default) or \"float32\" "
+        "(:mod:`biasfree.core.precision`).")
+    return wrapper
+
+
+def eps(name: str | None = None) -> float:
+    """Unit round-off of ``name`` (default: the current precision): 2^-53 or 2^-24."""
+    return float(np.finfo(np.dtype(check_precision(name or current_precision()))).eps) / 2

@@ -1,0 +1,1 @@
+"""Training: gradient descent, gradient flow, ensembles, losses and what a run records."""

@@ -1,0 +1,142 @@
+"""Named ensembles: many gradient-descent runs, each a named :class:`Member`, trained in
+as few compiled calls as their shapes allow, with their linear twins on request.
+
+A member is one net: its parameters, slope α, step η and weight decay λ. With
+``twin=True`` the ensemble also trains its *linear twin* (docs/theory.md §2.4, §2.7):
+the net ``√c·params`` with α = 1, step ``η c`` and decay ``λ/c``, c = (1 + α)/2, for
+the same number of steps, so twin record j is at twin time ``c t_j``. A leaky net
+whose even part stays zero (antisymmetric-pair or rank-one zero-even init on symmetric
+data) has exactly its twin's loss; a small random init has it approximately.
+
+Members are looked up by name, never by position::
+
+    runs = gd_members({"relu": Member(p, alpha=0.0, twin=True),
+                       "linear": Member(p, alpha=1.0)}, data, GDConfig(lr=0.02, steps=500))
+    runs["relu"].loss, runs.twin("relu").loss, runs.twin_gap("relu")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import jax
+import numpy as np
+
+from .. import _validate as validate
+from ..core.data import Dataset
+from ..core.nets import Params, check_net, scale_params, slope_factor, widths
+from .train import GDConfig, gd_ensemble
+from .trajectory import Trajectory
+
+
+@dataclass(frozen=True)
+class Member:
+    """One named run: ``params`` (a net, unbatched), ``alpha`` slope α, ``lr`` step η
+    (None: the config's), ``weight_decay`` λ, ``twin`` also train its linear twin."""
+
+    params: Params
+    alpha: float = 0.0
+    lr: float | None = None
+    weight_decay: float = 0.0
+    twin: bool = False
+
+    def __post_init__(self):
+        check_net(self.params)
+        validate.slope(self.alpha)
+        if self.lr is not None:
+            validate.positive("lr", self.lr, scalar=True, why="Member lr is a gradient step (or None)")
+        validate.nonnegative("weight_decay", self.weight_decay, scalar=True,
+                             why="Member weight_decay is an L2 penalty")
+        validate.flag("twin", self.twin)
+
+    def linear_twin(self, lr: float) -> Member:
+        """The twin: ``√c·params``, α = 1, step ``η c``, decay ``λ/c`` (§2.4, §2.7)."""
+        c = float(slope_factor(self.alpha))
+        return Member(scale_params(self.params, np.sqrt(c)), 1.0, lr * c, self.weight_decay / c)
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Trajectories by name: ``runs[name]`` the member's, ``runs.twin(name)`` its linear
+    twin's (members trained with ``twin=True``)."""
+
+    nets: dict[str, Trajectory]
+    twins: dict[str, Trajectory] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Trajectory:
+        try:
+            return self.nets[name]
+        except KeyError:
+            raise KeyError(f"no member {name!r}; members: {', '.join(self.nets)}") from None
+
+    def __iter__(self):
+        return iter(self.nets)
+
+    def __len__(self) -> int:
+        return len(self.nets)
+
+    def twin(self, name: str) -> Trajectory:
+        if name not in self.twins:
+            raise KeyError(f"member {name!r} was trained without its twin: pass Member(..., twin=True)")
+        return self.twins[name]
+
+    def twin_gap(self, name: str, *, test: bool = False) -> float:
+        """``max_t |L(t) - L_twin(c t)| / L(0)``: how far the member's loss strays from
+        its linear twin's, as a fraction of its initial loss (``test``: the held-out loss,
+        for data with a test set)."""
+        a, b = self[name], self.twin(name)
+        if test and a.test_loss is None:
+            raise ValueError(f"member {name!r} has no test loss: train on a Dataset with X_test, Y_test")
+        L, Lt = (np.asarray(a.test_loss), np.asarray(b.test_loss)) if test else (np.asarray(a.loss),
+                                                                               np.asarray(b.loss))
+        return float(np.max(np.abs(L - Lt)) / L[0])
+
+
+def _shape_key(params: Params) -> tuple:
+    return tuple((tuple(np.shape(layer.W)), None if layer.b is None else tuple(np.shape(layer.b)))
+                 for layer in params)
+
+
+def gd_members(members: Mapping[str, Member], data: Dataset, cfg: GDConfig) -> Runs:
+    """Gradient descent of every named member (and of the twins asked for) with the
+    shared settings of ``cfg`` (steps, records, loss). Members whose parameters have the
+    same shapes share one compiled ensemble call (:func:`~biasfree.dynamics.train.gd_ensemble`);
+    each gets its own α, η and λ. Returns :class:`Runs` keyed by the same names."""
+    if not isinstance(members, Mapping):
+        raise TypeError(f"members must be a dict of names to Member records, got {type(members).__name__}")
+    if not members:
+        raise ValueError("members: gd_members needs at least one member")
+    if not isinstance(data, Dataset):
+        raise TypeError(f"data must be a biasfree.Dataset (biasfree.Dataset(X, Y)), got "
+                        f"{type(data).__name__}")
+    if not isinstance(cfg, GDConfig):
+        raise TypeError(f"cfg must be a biasfree.GDConfig, got {type(cfg).__name__}")
+    bad = [k for k, m in members.items() if not isinstance(m, Member)]
+    if bad:
+        raise TypeError(f"members {bad} are not biasfree.Member records: wrap each net as "
+                        "Member(params, ...)")
+    d, p = np.shape(data.inputs)[1], np.shape(data.Y)[1]
+    for name, m in members.items():
+        w = widths(m.params)
+        if (w[0], w[-1]) != (d, p):
+            raise ValueError(f"members[{name!r}] maps {w[0]} inputs to {w[-1]} outputs but data has d = {d}, "
+                             f"p = {p}: build the net for the data")
+    jobs = {(name, False): m for name, m in members.items()}
+    jobs |= {(name, True): m.linear_twin(cfg.lr if m.lr is None else m.lr)
+             for name, m in members.items() if m.twin}
+    groups: dict[tuple, list] = {}
+    for key, m in jobs.items():
+        groups.setdefault(_shape_key(m.params), []).append(key)
+    out: dict[tuple, Trajectory] = {}
+    for keys in groups.values():
+        ms = [jobs[k] for k in keys]
+        params = jax.tree_util.tree_map(lambda *a: np.stack([np.asarray(x) for x in a]),
+                                        *[m.params for m in ms])
+        tr = gd_ensemble(params, data, cfg, alpha=np.array([m.alpha for m in ms], dtype=float),
+                         lr=np.array([cfg.lr if m.lr is None else m.lr for m in ms], dtype=float),
+                         weight_decay=np.array([m.weight_decay for m in ms], dtype=float))
+        for i, k in enumerate(keys):
+            out[k] = tr.member(i)
+    return Runs({n: out[(n, False)] for n in members},
+                {n: out[(n, True)] for n, m in members.items() if m.twin})

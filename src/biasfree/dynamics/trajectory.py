@@ -1,0 +1,177 @@
+"""What a training run records: the :class:`Trajectory` and its observables.
+
+Every trajectory, simulated by gradient descent or gradient flow, lives on the
+gradient-flow time axis ``t = η k`` (THEORY.md §0). Recorded at each time:
+
+- ``loss``: the data loss (without the weight-decay term); ``test_loss`` on held-out data;
+- ``beta``: ``β_eff`` (d, p), the linear map of the odd part (:func:`nets.beta_eff`);
+- ``even_energy``: ``<||f_even(x)||²>`` over the training inputs (THEORY.md §2.6);
+- ``singular_values``: per layer, the singular values of ``W_l``;
+- ``conserved``: per hidden layer l, per unit k,
+  ``||W_l[k, :]||² + b_l[k]² - ||W_{l+1}[:, k]||²`` (conserved by gradient flow, §4.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _validate as validate
+from .losses import _check_targets, _traced, check_loss, forward_mirrored, loss_value
+from ..core.nets import Params, beta_eff, beta_eff_is_exact, check_alpha, check_net, even_part, forward
+from ..core.precision import precise
+
+Array = jax.Array
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """Observables of one run (or of an ensemble, with a leading batch axis).
+
+    ``t`` (T,), ``loss`` (T,), ``test_loss`` (T,) or None, ``beta`` (T, d, p),
+    ``even_energy`` (T,), ``singular_values`` tuple of (T, k_l), ``conserved`` tuple of
+    (T, n_l), ``params`` the final parameters, ``stats`` solver counters,
+    ``method`` "gd" or "flow", ``path`` the parameters at every record (leaves
+    (T, ...)) when the config asked ``keep_params``, else None.
+
+    ``loss_max`` (scalar; (B,) for an ensemble): the largest data loss of the run. For
+    gradient descent ``max_k L(θ_k)`` over *every* step k = 0..K, carried inside the
+    compiled loop, so a spike between two records shows here even when ``loss`` hides
+    it (GD warns with :class:`~biasfree.dynamics.train.LossSpikeWarning` above
+    ``SPIKE_FACTOR · L(0)``); for gradient flow, the largest recorded loss.
+    """
+
+    t: Array
+    loss: Array
+    test_loss: Array | None
+    beta: Array
+    even_energy: Array
+    singular_values: tuple
+    conserved: tuple
+    params: Params
+    stats: dict = field(default_factory=dict)
+    method: str = "gd"
+    path: Params | None = None
+    loss_max: Array | None = None
+
+    def member(self, i: int) -> Trajectory:
+        """Member ``i`` of an ensemble trajectory."""
+        if np.ndim(self.loss) != 2:
+            raise ValueError("member: this trajectory is a single run (loss has shape "
+                             f"{np.shape(self.loss)}); member(i) is for ensembles")
+        B = np.shape(self.loss)[0]
+        i = validate.integer("i", i, -B, B - 1)
+        return jax.tree_util.tree_map(lambda a: a[i], self)
+
+    def half_time(self, target_loss: float | None = None) -> float:
+        """First time the loss falls to ``target_loss`` (default: halfway between its
+        first and last recorded values), linearly interpolated between records.
+
+        This is a *loss* midpoint, a model-free summary. It is not the mode half time
+        ``t_1/2`` of :func:`biasfree.theory.half_time` (where ``a = s/2``, i.e. the
+        fit part of the loss at a quarter of its start); compare like with like."""
+        import numpy as np
+
+        t, L = np.asarray(self.t), np.asarray(self.loss)
+        if L.ndim != 1:
+            raise ValueError(f"half_time: this is an ensemble trajectory (loss has shape {L.shape}); "
+                             "call traj.member(i).half_time() for member i")
+        if target_loss is not None:
+            target_loss = validate.real("target_loss", target_loss, scalar=True)
+        if target_loss is None:
+            target_loss = 0.5 * (L[0] + L[-1])
+        below = np.nonzero(L <= target_loss)[0]
+        if below.size == 0 or below[0] == 0:
+            return float("nan") if below.size == 0 else float(t[0])
+        i = below[0]
+        return float(t[i - 1] + (t[i] - t[i - 1]) * (L[i - 1] - target_loss) / (L[i - 1] - L[i]))
+
+
+jax.tree_util.register_dataclass(
+    Trajectory,
+    data_fields=["t", "loss", "test_loss", "beta", "even_energy", "singular_values",
+                 "conserved", "params", "stats", "path", "loss_max"],
+    meta_fields=["method"],
+)
+
+
+@precise
+def conserved_quantities(params: Params) -> tuple[Array, ...]:
+    """Per hidden unit, ``||incoming||² - ||outgoing||²`` (THEORY.md §4.2)."""
+    check_net(params)
+    out = []
+    for inc, outg in zip(params[:-1], params[1:], strict=True):
+        q = jnp.sum(inc.W**2, axis=1) - jnp.sum(outg.W**2, axis=0)
+        if inc.b is not None:
+            q = q + inc.b**2
+        out.append(q)
+    return tuple(out)
+
+
+@precise
+def observe(params: Params, X, Y, alpha, loss: str, X_test=None, Y_test=None,
+            pinv_X=None, mirrored: bool = False) -> dict:
+    """All recorded observables at one parameter point θ = ``params`` (module docstring).
+
+    ``X`` (N, d), ``Y`` (N, p) training data; ``alpha`` slope α; ``loss`` "mse" or
+    "logistic" (the data loss L); ``X_test``, ``Y_test`` optional held-out data for the
+    test loss; ``pinv_X`` (d, N) = X⁺, reused for the least-squares ``β_eff`` of nets
+    that are not two-layer bias-free (for those ``β_eff = c W_1ᵀ W_2ᵀ`` exactly).
+
+    ``mirrored``: ``X`` is only the positive half X₊ (n, d) of the inputs ``[X₊; -X₊]``
+    (``Y`` still (2n, p)), and ``pinv_X`` is X₊⁺. Then ``f(X₊)`` and ``f(-X₊)`` come from
+    one :func:`~biasfree.dynamics.losses.forward_mirrored`, ``f_even(±x₊) = (f(x₊) + f(-x₊))/2``,
+    ``f_odd(±x₊) = ±(f(x₊) - f(-x₊))/2`` and, since ``[X₊; -X₊]⁺ = [X₊⁺, -X₊⁺]/2``, the
+    least-squares ``β_eff = X₊⁺ f_odd(X₊)``: the same numbers as the general path, to
+    round-off.
+    """
+    _check_observe(params, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored)
+    if mirrored:
+        F = forward_mirrored(params, X, alpha)
+        n = X.shape[0]
+        fe = 0.5 * (F[:n] + F[n:])
+        if beta_eff_is_exact(params):
+            beta = beta_eff(params, alpha)
+        else:
+            P = jnp.linalg.pinv(X) if pinv_X is None else pinv_X
+            beta = P @ (0.5 * (F[:n] - F[n:]))
+    else:
+        F = forward(params, X, alpha)
+        beta = beta_eff(params, alpha, X, pinv_X=pinv_X)
+        fe = even_part(params, X, alpha)
+    obs = {
+        "loss": loss_value(F, Y, loss),
+        "beta": beta,
+        "even_energy": jnp.mean(jnp.sum(fe**2, axis=-1)),
+        "singular_values": tuple(jnp.linalg.svd(layer.W, compute_uv=False) for layer in params),
+        "conserved": conserved_quantities(params),
+    }
+    obs["test_loss"] = (None if X_test is None
+                        else loss_value(forward(params, X_test, alpha), Y_test, loss))
+    return obs
+
+
+def _check_observe(params, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored) -> None:
+    validate.flag("mirrored", mirrored)
+    check_loss(loss)
+    check_alpha(alpha)
+    if X is None:
+        raise TypeError("X=None: pass the training inputs, an array of shape (N, d)")
+    check_net(params, X=X)
+    p = params[-1].W.shape[0]
+    _check_targets(Y, np.shape(X)[0] * (2 if mirrored else 1), p, loss)
+    if (X_test is None) != (Y_test is None):
+        raise ValueError("X_test, Y_test: give both (the held-out set) or neither")
+    if X_test is not None:
+        check_net(params, X=X_test, x_name="X_test")
+        _check_targets(Y_test, np.shape(X_test)[0], p, loss, "Y_test")
+    if pinv_X is not None:
+        if not _traced(pinv_X):
+            pinv_X = validate.finite_array("pinv_X", pinv_X, ndim=2)
+        want = (np.shape(X)[1], np.shape(X)[0])
+        if np.shape(pinv_X) != want:
+            raise ValueError(f"pinv_X has shape {np.shape(pinv_X)}; it must be X⁺ of shape {want} "
+                             "(np.linalg.pinv(X)), or None")

@@ -1,0 +1,136 @@
+"""A net and its linear twin trained side by side by GD, the gap measured at every step.
+
+Both run the same number K of full-batch GD steps (docs/theory.md §0, §2.4):
+``θ_{k+1} = θ_k − η ∇J(θ_k)`` for the net (slope α) and
+``θ̃_{k+1} = θ̃_k − η k_t ∇J̃(θ̃_k)`` for its twin (α = 1, weights × the twin scale,
+step × k_t, weight decay λ/k_t, §2.7), so twin step k sits at the net's time t = ηk.
+The gradient returns each loss for free, so the gap
+
+    D = max_{k = 0..K} |L(θ_k) − L̃(θ̃_k)| / L(θ_0)
+
+and the step where it occurs are carried through the compiled loop: D does not depend
+on how often the curves are recorded (``n_records`` only sets the stored curves). The
+run goes in ``n_records − 1`` compiled chunks; between chunks ``progress(k, K)`` is
+called and the ``time_budget`` (seconds) is checked, so a run stops within one chunk
+of its budget and says how many steps it ran.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .losses import loss_value, sq_norm
+from ..core.nets import Params, even_part, forward
+from ..core.precision import precise
+
+
+@dataclass(frozen=True)
+class PairedRun:
+    """``steps`` run (≤ asked), ``k`` (R,) record steps, ``loss``/``twin_loss``/``even_energy``
+    (R,) at them; ``gap_max`` max over every step of |L − L̃| (loss units, not divided by
+    L(0)) at step ``gap_step``; ``params``/``twin`` the final weights."""
+
+    steps: int
+    k: np.ndarray
+    loss: np.ndarray
+    twin_loss: np.ndarray
+    even_energy: np.ndarray
+    gap_max: float
+    gap_step: int
+    params: Params
+    twin: Params
+
+
+def _objective(p, X, Y, alpha, decay, loss):
+    L = loss_value(forward(p, X, alpha), Y, loss)
+    return L + 0.5 * decay * sq_norm(p), L
+
+
+_grad = jax.grad(_objective, has_aux=True)
+
+
+@partial(jax.jit, static_argnames=("loss",))
+def _chunk(state, k0, n, X, Y, alpha, lr, twin_lr, decay, twin_decay, loss):
+    def step(k, st):
+        p, q, gmax, kmax = st
+        gp, Lp = _grad(p, X, Y, alpha, decay, loss)
+        gq, Lq = _grad(q, X, Y, 1.0, twin_decay, loss)
+        gap = jnp.abs(Lp - Lq)
+        worse = gap > gmax
+        p = jax.tree_util.tree_map(lambda a, g: a - lr * g, p, gp)
+        q = jax.tree_util.tree_map(lambda a, g: a - twin_lr * g, q, gq)
+        return p, q, jnp.where(worse, gap, gmax), jnp.where(worse, k, kmax)
+
+    p, q, gmax, kmax = jax.lax.fori_loop(k0, k0 + n, step, state)
+    return (p, q, gmax, kmax), _observe(p, q, X, Y, alpha, loss)
+
+
+@partial(jax.jit, static_argnames=("loss",))
+def _observe(p, q, X, Y, alpha, loss):
+    """(L(θ), L̃(θ̃), <||f_even||²>) at one record."""
+    return (loss_value(forward(p, X, alpha), Y, loss), loss_value(forward(q, X, 1.0), Y, loss),
+            jnp.mean(jnp.sum(even_part(p, X, alpha) ** 2, axis=1)))
+
+
+@precise
+def train_with_twin(params: Params, twin: Params, X, Y, *, alpha: float, lr: float, time_scale: float,
+                    steps: int, n_records: int = 201, loss: str = "mse", weight_decay: float = 0.0,
+                    time_budget: float | None = None,
+                    progress: Callable[[int, int], None] | None = None) -> PairedRun:
+    """Train ``params`` (slope ``alpha``, step ``lr``) and ``twin`` (α = 1, step
+    ``lr · time_scale``, decay ``weight_decay / time_scale``) for ``steps`` GD steps on
+    (``X``, ``Y``), recording ``n_records`` curve points (module doc)."""
+    X, Y = jnp.asarray(X), jnp.asarray(Y)
+    bounds = np.unique(np.linspace(0, steps, max(2, min(n_records, steps + 1))).round().astype(int))
+    state = (params, twin, jnp.asarray(-1.0), jnp.asarray(0))
+    rec = [tuple(float(v) for v in _observe(params, twin, X, Y, float(alpha), loss))]
+    ks = [0]
+    args = (X, Y, float(alpha), float(lr), float(lr * time_scale), float(weight_decay),
+            float(weight_decay / time_scale))
+    start = time.monotonic()
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        state, obs = _chunk(state, int(a), int(b - a), *args, loss=loss)
+        rec.append(tuple(float(v) for v in obs))
+        ks.append(int(b))
+        if progress is not None:
+            progress(int(b), steps)
+        if time_budget is not None and time.monotonic() - start > time_budget:
+            break
+    p, q, gmax, kmax = state
+    Lp, Lq, E = map(np.asarray, zip(*rec, strict=True))
+    if not (np.all(np.isfinite(Lp)) and np.all(np.isfinite(Lq))):
+        bad = int(np.argmax(~(np.isfinite(Lp) & np.isfinite(Lq))))
+        raise FloatingPointError(f"gradient descent diverged by step {ks[bad]} with lr={lr:g}: the step is "
+                                 f"too large (GD is stable only for lr < 2/λ_max(Hessian)); "
+                                 f"try lr={lr / 4:g}")
+    # the loop measured steps 0..K-1 before each update; step K is the last record
+    gap, step = float(gmax), int(kmax)
+    if abs(Lp[-1] - Lq[-1]) > gap:
+        gap, step = float(abs(Lp[-1] - Lq[-1])), ks[-1]
+    return PairedRun(ks[-1], np.asarray(ks), Lp, Lq, E, gap, step, p, q)
+
+
+def relative_movement(before: Params, after: Params) -> tuple[float, ...]:
+    """Per layer ``‖W_l(T) − W_l(0)‖_F / ‖W_l(0)‖_F`` (∞ for a layer that started at 0)."""
+    out = []
+    for a, b in zip(before, after, strict=True):
+        n0 = float(np.linalg.norm(np.asarray(a.W)))
+        d = float(np.linalg.norm(np.asarray(b.W) - np.asarray(a.W)))
+        out.append(d / n0 if n0 > 0 else float("inf"))
+    return tuple(out)
+
+
+def row_alignment(W1, directions) -> float:
+    """Share of the first layer's energy in the span of ``directions`` (d, r),
+    orthonormal columns: ``‖W₁ D‖_F² / ‖W₁‖_F²`` (r/d on average for random rows, 1 when
+    every row lies in the span)."""
+    W1 = np.asarray(W1, float)
+    tot = float(np.sum(W1**2))
+    return float(np.sum((W1 @ directions) ** 2) / tot) if tot > 0 else 0.0

@@ -1,0 +1,1 @@
+"""What bias-free nets can represent: odd/even decomposition, floors, the depth-3 example."""

@@ -1,0 +1,136 @@
+"""Deep bias-free nets express odd nonlinear functions (docs/theory.md §1.5).
+
+Two layers: the odd part of ``vᵀσ_α(W x)`` is linear. Depth 3 escapes this in
+d >= 2 (in d = 1 every odd positively homogeneous function is linear). The explicit
+example, hidden widths 4 then 2, ReLU:
+
+    g(x) = σ(σ(x1) - σ(x2)) - σ(σ(-x1) - σ(-x2)),
+
+is odd (swapping the two hidden units of layer 2 maps x to -x) and positively
+1-homogeneous, with ``g(1, 0) = 1``, ``g(0, 1) = 0``, ``g(1, 1) = 0``; a linear g
+would give ``g(1, 1) = g(1, 0) + g(0, 1) = 1``. :func:`fit_net` trains a net by
+gradient descent (:func:`biasfree.gd_ensemble` over restarts) and reports the reached
+training loss (½·MSE, the package's unit) against the exact two-layer floor of the same
+training set, in the same unit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+
+from .. import _validate as validate
+from ..core.data import Dataset
+from .floors import DatasetFloor, dataset_floor
+from ..core.nets import Params, _check_key, from_arrays, init_gaussian, pair_up
+from ..core.precision import precise
+from ..dynamics.train import GDConfig, gd, gd_ensemble
+from ..dynamics.trajectory import Trajectory
+
+INITS = ("random", "pairs")
+
+
+@precise
+def depth3_example() -> Params:
+    """The depth-3 bias-free ReLU net g of the module docstring, widths (2, 4, 2, 1).
+
+    ``W1 = [e1; e2; -e1; -e2]`` gives ``h1 = (σ(x1), σ(x2), σ(-x1), σ(-x2))``;
+    ``W2 = [[1, -1, 0, 0], [0, 0, 1, -1]]`` gives ``h2 = (σ(σ(x1) - σ(x2)), σ(σ(-x1) - σ(-x2)))``;
+    ``W3 = [1, -1]`` outputs their difference. Use with α = 0 (ReLU).
+    """
+    W1 = [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]]
+    W2 = [[1.0, -1.0, 0.0, 0.0], [0.0, 0.0, 1.0, -1.0]]
+    W3 = [[1.0, -1.0]]
+    return from_arrays([W1, W2, W3])
+
+
+@dataclass(frozen=True)
+class NetFit:
+    """Result of :func:`fit_net`: the best restart's final ``params`` and
+    ``trajectory``; its final ``train_loss`` and ``test_loss`` (None without a test
+    set); ``floor``, the exact two-layer bias-free floor of the training set;
+    ``restart_loss``, the final training loss of every restart. All in loss units,
+    ½·MSE."""
+
+    params: Params
+    trajectory: Trajectory
+    train_loss: float
+    test_loss: float | None
+    floor: DatasetFloor
+    restart_loss: np.ndarray
+
+    @property
+    def margin(self) -> float:
+        """``floor.value - train_loss``: positive when the net beat every two-layer
+        bias-free net on its training set (divide by ``floor.power`` to normalise)."""
+        return self.floor.value - self.train_loss
+
+
+def layer_scales(widths, gain: float) -> tuple[float, ...]:
+    """Per-layer init std ``gain / sqrt(n_in)`` for ``widths`` = (d, n_1, ..., p)."""
+    return tuple(float(gain) / np.sqrt(n) for n in widths[:-1])
+
+
+@precise
+def init_batch(key, widths, *, init: str = "random", gain: float = 0.5, bias: bool = False,
+               restarts: int = 1) -> Params:
+    """``restarts`` initial nets stacked on a leading axis (for :func:`gd_ensemble`).
+
+    ``init``: "random" (Gaussian, std ``gain/sqrt(n_in)`` per layer, biases too if
+    ``bias``) or "pairs" (a Gaussian net of half the hidden widths, then
+    :func:`biasfree.core.nets.pair_up`: an odd net that computes a linear map at init).
+    """
+    validate.choice("init", init, INITS)
+    restarts = validate.integer("restarts", restarts, 1)
+    gain = validate.positive("gain", gain, scalar=True, why="the init std is gain/sqrt(n_in)")
+    validate.flag("bias", bias)
+    _check_key(key)
+    widths = validate.layer_widths(widths)
+    keys = jax.random.split(key, restarts)
+    if init == "pairs":
+        if bias or any(n % 2 for n in widths[1:-1]):
+            raise ValueError("pair init needs a bias-free net with even hidden widths")
+        half = (widths[0],) + tuple(n // 2 for n in widths[1:-1]) + (widths[-1],)
+        scales = layer_scales(half, gain)
+        return jax.vmap(lambda k: pair_up(init_gaussian(k, half, scales)))(keys)
+    scales = layer_scales(widths, gain)
+    return jax.vmap(lambda k: init_gaussian(k, widths, scales, bias=bias))(keys)
+
+
+@precise
+def fit_net(data: Dataset, key, widths, cfg: GDConfig, *, init: str = "random", gain: float = 0.5,
+            bias: bool = False, restarts: int = 1) -> NetFit:
+    """Train ``restarts`` nets of ``widths`` by full-batch GD on ``data``; keep the best.
+
+    ``data`` a symmetric :class:`Dataset` (``Y`` the target on ``X``, mirror rows
+    included); ``cfg`` a :class:`GDConfig` with MSE loss; init as in
+    :func:`init_batch`. Restarts run in one compiled ``gd_ensemble`` call (one: ``gd``); the
+    one with the lowest final training loss is returned with the exact two-layer
+    floor of the training set (:func:`biasfree.expressivity.floors.dataset_floor`), so
+    ``train_loss < floor.value`` shows the net uses more than a two-layer net can.
+    """
+    if not isinstance(data, Dataset):
+        raise TypeError(f"data must be a biasfree.Dataset, got {type(data).__name__}")
+    if not isinstance(cfg, GDConfig):
+        raise TypeError(f"cfg must be a biasfree.GDConfig, got {type(cfg).__name__}")
+    if cfg.loss != "mse":
+        raise ValueError("cfg: fit_net compares MSE with the two-layer floor: use GDConfig(loss='mse')")
+    w = validate.layer_widths(widths)
+    d, p = np.shape(data.inputs)[1], np.shape(data.Y)[1]
+    if (w[0], w[-1]) != (d, p):
+        raise ValueError(f"widths={tuple(widths)!r} maps {w[0]} inputs to {w[-1]} outputs but data has "
+                         f"d = {d}, p = {p}: give widths (d, ..., p)")
+    params = init_batch(key, widths, init=init, gain=gain, bias=bias, restarts=restarts)
+    if restarts == 1:  # plain gd compiles faster than a one-member ensemble
+        member = gd(jax.tree_util.tree_map(lambda a: a[0], params), data, cfg)
+        final = np.asarray(member.loss)[-1:]
+    else:
+        traj = gd_ensemble(params, data, cfg)
+        final = np.asarray(traj.loss)[:, -1]
+        member = traj.member(int(np.argmin(final)))
+    best = int(np.argmin(final))
+    test = None if member.test_loss is None else float(np.asarray(member.test_loss)[-1])
+    return NetFit(member.params, member, float(final[best]), test,
+                  dataset_floor(data.X, data.Y, alpha=cfg.alpha), final)

@@ -1,0 +1,539 @@
+"""Floors: the least error a class of bias-free nets can reach on a target (docs/theory.md §1.3–1.4).
+
+Errors are in the package's loss unit, half the mean squared error ``½E||y - f||²``
+(docs/theory.md §0); a floor is the least training loss a class of nets can reach, and
+``power = ½E||y||²`` is the loss of f = 0. Normalised floors ``F / power`` (the ratio
+``E||y - f*||² / E||y||²``) are unit-free. Inputs ``X`` (N, d), targets callables as in
+:mod:`biasfree.expressivity.decomposition`.
+
+- Under a symmetric input law, odd and even functions are orthogonal (§1.3), so the
+  loss of any two-layer bias-free net ``f = vᵀσ_α(W x)`` splits as
+
+      ½E||y - f||² = ½E||y_odd - βᵀx||² + ½E||y_even - f_even||²,
+
+  with ``βᵀx = f_odd`` linear and ``f_even`` even and positively 1-homogeneous.
+- Odd floor: ``F_odd = min_β ½E||y_odd - βᵀx||²`` (the part of y_odd no linear map fits).
+- Even floor, radially symmetric x = r u (r = ||x|| independent of the direction u):
+  the best 1-homogeneous approximation of g is ``||x|| h(x/||x||)`` with, along each
+  ray, ``h(u) = argmin_h E_r||g(ru) - r h||² = E_r[g(ru) r] / E[r²]``, so
+
+      F_even = ½ E_u[ E_r||g(ru)||² - ||E_r[r g(ru)]||² / E[r²] ],   g = y_even.
+
+  For x ~ N(0, I_d), r ~ chi_d and E[r²] = d. The inner expectations are computed
+  by adaptive quadrature over r (``scipy.integrate.quad_vec``, one vector integral
+  for all sampled directions); the outer one by Monte Carlo with a standard error.
+  Every even positively 1-homogeneous function is a limit of ``Σ_k v_k |w_kᵀ x|``
+  (§1.4), and for α < 1 the odd and even parts are set independently (pairs
+  (w, v), (-w, -v) give odd linear terms, pairs (w, v), (-w, v) even ones), so with
+  unlimited width ``F_odd + F_even`` is the two-layer floor; for α = 1 (linear
+  net) the whole even part is out of reach. The same ray formula with g = y is a
+  floor for bias-free nets of *any* depth, since all of them are positively
+  1-homogeneous: :func:`homogeneous_floor`.
+- On a finite *symmetric* training set the odd floor is exact (:func:`dataset_floor`).
+- :func:`characterise` says whether a target is approximable and which part is not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+from scipy import stats
+from scipy.integrate import quad_vec
+from scipy.spatial import cKDTree
+
+from .. import _validate as validate
+from .decomposition import Decomposition, Function, compiled, decompose, evaluate
+from ..core.precision import precise
+from ..theory.population import population_loss_sine, sine_linear_floor
+
+# -------------------------------------------------------------------- floors
+
+
+@dataclass(frozen=True)
+class Floor:
+    """A floor ``½E||y - f*||²`` (loss units, §0) estimated by Monte Carlo.
+
+    ``value`` ± ``se`` (standard error of the mean of the per-sample contributions)
+    ± ``quad_error`` (a bound on the ray-quadrature error of ``value``, 0 when no
+    quadrature was used); ``power`` = ``½E||y||²`` (the loss of f = 0) on the same sample;
+    ``normalised = value / power`` ± ``normalised_se`` (delta method); ``n`` samples
+    (directions); ``what`` names the floor.
+    """
+
+    value: float
+    se: float
+    power: float
+    normalised: float
+    normalised_se: float
+    n: int
+    what: str
+    quad_error: float = 0.0
+
+    @property
+    def distance(self) -> float:
+        """``sqrt(2 value) = sqrt(E||y - f*||²)``: the L2 distance from the target to the
+        function class."""
+        return float(np.sqrt(max(2.0 * self.value, 0.0)))
+
+    @property
+    def error(self) -> float:
+        """``hypot(se, quad_error)``: the uncertainty of ``value`` to use in comparisons."""
+        return float(np.hypot(self.se, self.quad_error))
+
+
+def _floor(sq_err, sq_norm, what: str, quad_error: float = 0.0) -> Floor:
+    """A :class:`Floor` from per-sample squared errors ``||y - f*||²``, squared target
+    norms ``||y||²`` and the quadrature error bound of the squared errors: the loss
+    unit's ½ is applied here, once."""
+    c, P, quad_error = 0.5 * np.asarray(sq_err, float), 0.5 * np.asarray(sq_norm, float), 0.5 * quad_error
+    n, mean_p, mean_c = c.size, float(P.mean()), float(c.mean())
+    if mean_p <= 0.0:
+        raise ValueError("target is zero on every sample: a floor relative to its power is undefined; "
+                         "give a non-zero target")
+    ratio = mean_c / mean_p
+    se = float(c.std(ddof=1) / np.sqrt(n))
+    rse = float(np.hypot((c - ratio * P).std(ddof=1) / np.sqrt(n), quad_error) / mean_p)
+    return Floor(mean_c, se, mean_p, ratio, rse, n, what, float(quad_error))
+
+
+SYMMETRY_FALSE_ALARM = 1e-6
+"""Chance that :func:`check_symmetric_law` refuses a sample of a truly symmetric law."""
+
+
+def check_symmetric_law(X) -> None:
+    """Refuse a sample ``X`` (N, d) whose law is visibly not symmetric about 0.
+
+    Every floor here assumes p(x) = p(-x) (§1.3: odd and even functions orthogonal), so
+    every odd moment vanishes. Test the first and third moments of each coordinate,
+    ``z = |mean(x_j^k)| / (std(x_j^k)/√N)`` for k = 1, 3: under a symmetric law each z is
+    asymptotically |N(0, 1)|, so with the Bonferroni bound over the 2d tests a symmetric
+    law is refused with probability at most :data:`SYMMETRY_FALSE_ALARM`. A symmetrised
+    sample (every x with its -x) has z = 0 exactly."""
+    N, d = X.shape
+    z_max = float(stats.norm.isf(SYMMETRY_FALSE_ALARM / (4 * d)))
+    for k, name in ((1, "mean"), (3, "third moment")):
+        M = X**k
+        with np.errstate(invalid="ignore", divide="ignore"):
+            z = np.abs(M.mean(axis=0)) / (M.std(axis=0, ddof=1) / np.sqrt(N))
+        z = np.where(np.isfinite(z), z, 0.0)
+        j = int(np.argmax(z))
+        if z[j] > z_max:
+            raise ValueError(
+                f"X: not a sample of a law symmetric about 0: the {name} of coordinate {j} is "
+                f"{M[:, j].mean():.3g}, {z[j]:.3g} standard errors from 0 (limit {z_max:.3g}, a false alarm "
+                f"rate of {SYMMETRY_FALSE_ALARM:g}); these floors assume p(x) = p(-x) (docs/theory.md §1.3) "
+                "and do not cover this law: centre the inputs (X - X.mean(0)) or pass a symmetric sample "
+                "(biasfree.symmetrize)")
+
+
+def _check_independent(X) -> np.ndarray:
+    X = validate.finite_array("X", X, ndim=2)
+    if X.shape[0] < X.shape[1] + 2:
+        raise ValueError(f"X: need a sample of shape (N, d) with N > d + 1, got {X.shape}; draw more "
+                         "points")
+    check_symmetric_law(X)
+    return X
+
+
+def _check_target(target, per_point) -> None:
+    validate.callable_("target", target)
+    validate.flag("per_point", per_point)
+
+
+def _check_cov(cov, d: int):
+    if cov is None:
+        return None
+    C = validate.finite_array("cov", cov, shape=(d, d))
+    if not np.allclose(C, C.T) or np.linalg.eigvalsh(0.5 * (C + C.T)).min() <= 0:
+        raise ValueError("cov must be symmetric positive definite (a covariance matrix with every "
+                         "eigenvalue > 0)")
+    return C
+
+
+def _check_radial(radial):
+    if radial is not None and not all(hasattr(radial, a) for a in ("pdf", "isf", "moment")):
+        raise TypeError(f"radial={radial!r} must be a frozen scipy.stats law of r = ||z|| (e.g. "
+                        "scipy.stats.chi(d)), or None")
+    return radial
+
+
+def _odd_residual(f, X, per_point) -> tuple[np.ndarray, Decomposition]:
+    dec = decompose(f, X, per_point=per_point)
+    beta = np.linalg.lstsq(X, dec.odd, rcond=None)[0]
+    return np.sum((dec.odd - X @ beta) ** 2, axis=1), dec
+
+
+@precise
+def odd_floor(target: Function, X, *, per_point: bool = False) -> Floor:
+    """``F_odd = min_β ½E||y_odd - βᵀx||²`` for a symmetric input law, from a sample.
+
+    ``X`` (N, d): independent draws from the law (*not* a symmetrised set: the odd
+    part is computed exactly by also evaluating the target at ``-X``). β is the
+    least-squares fit on the sample; its O(d/N) downward bias is below the standard
+    error once N >> d². Any symmetric law (Gaussian or not) works.
+    """
+    _check_target(target, per_point)
+    X = _check_independent(X)
+    res, dec = _odd_residual(target, X, per_point)
+    return _floor(res, np.sum(dec.values**2, axis=1), "odd part outside linear maps")
+
+
+class RayMoments(NamedTuple):
+    """``A`` (n, p): ``E_r[g_j(r L u)²]``; ``B`` (n, p): ``E_r[r g_j(r L u)]``;
+    ``error``: quad_vec's estimate of the largest absolute error of any entry."""
+
+    A: np.ndarray
+    B: np.ndarray
+    error: float
+
+
+@precise
+def ray_moments(g: Function, U, *, L=None, radial=None, per_point: bool = False,
+                epsrel: float = 1e-8, name: str = "g") -> RayMoments:
+    """Moments of ``g`` along the rays x = r L u, r ~ ``radial``, for each direction u.
+
+    ``U`` (n, d) unit directions; ``L`` (d, d) maps isotropic z to x (identity if
+    None); ``radial`` a frozen ``scipy.stats`` law of r = ||z|| (default chi_d, i.e.
+    x ~ N(0, L Lᵀ)). One adaptive ``quad_vec`` integral over r for all directions and
+    outputs at once, up to the law's 1 - 1e-30 quantile, relative tolerance ``epsrel``.
+    Refuses (``ValueError``) a ``g`` whose moments do not converge (e.g. exp(x1²) under a
+    Gaussian law): non-finite results, a quadrature error above 1e-4 of the largest
+    moment, or non-negligible mass at the cut-off. ``name``: how errors call ``g``.
+    """
+    validate.callable_(name, g)
+    validate.flag("per_point", per_point)
+    U = validate.finite_array("U", U, ndim=2)
+    if not np.allclose(np.linalg.norm(U, axis=1), 1.0, rtol=1e-8, atol=0.0):
+        raise ValueError("U must hold unit directions (rows of norm 1): pass U / ||U|| row-wise")
+    n, d = U.shape
+    V = U if L is None else U @ validate.finite_array("L", L, shape=(d, d)).T
+    radial = stats.chi(d) if _check_radial(radial) is None else radial
+    epsrel = validate.positive("epsrel", epsrel, scalar=True)
+    p = evaluate(g, V[:1], per_point=per_point, name=name).shape[1]
+
+    def integrand(r):
+        with np.errstate(over="ignore", invalid="ignore"):
+            G = np.asarray(g(r * V), dtype=float) if not per_point else evaluate(g, r * V, per_point=True)
+            G = G.reshape(n, -1)
+            return radial.pdf(r) * np.concatenate([(G**2).ravel(), (r * G).ravel()])
+
+    # beyond the 1 - 1e-30 quantile the law has no mass worth integrating (and a fast
+    # growing target could overflow there)
+    upper = float(radial.isf(1e-30))
+    out, err = quad_vec(integrand, 0.0, upper if np.isfinite(upper) else np.inf,
+                        epsrel=epsrel, epsabs=1e-14)
+    grows = (f"{name}: its moments along rays x = r u do not converge (E||g(x)||² is infinite or too "
+             "large for quadrature: the function grows faster than the input law decays, e.g. "
+             "exp(x1²)); floors need a target of finite variance: rescale or bound it")
+    if not np.all(np.isfinite(out)) or not err <= 1e-4 * max(float(np.max(np.abs(out))), 1e-300):
+        raise ValueError(grows)
+    lo, hi = radial.support()
+    if not np.isfinite(hi) and np.isfinite(upper):  # the mass cut off beyond the quantile is negligible
+        tail = np.abs(integrand(upper)) * upper
+        if not np.all(tail <= 1e-6 * np.abs(out) + 1e-14):
+            raise ValueError(grows)
+    return RayMoments(out[: n * p].reshape(n, p), out[n * p:].reshape(n, p), float(err))
+
+
+def _ray_residual(A, B, err, m2):
+    """Per direction ``e(u) = Σ_j A_j - ||B||²/E r²`` (best ray-wise r h(u) removed) and
+    a bound on its quadrature error given entry errors ≤ ``err``."""
+    e = np.sum(A, axis=1) - np.sum(B**2, axis=1) / m2
+    p = A.shape[1]
+    bound = p * err + float(np.max(2.0 * np.sum(np.abs(B), axis=1) * err + p * err**2)) / m2
+    return e, bound
+
+
+def _ray_floors(target, X, cov, radial, per_point):
+    """Per-direction residuals of the even part and of the whole target (one quadrature)."""
+    X = _check_independent(X)
+    d = X.shape[1]
+    cov = _check_cov(cov, d)
+    L = np.eye(d) if cov is None else np.linalg.cholesky(cov)
+    Z = np.linalg.solve(L, X.T).T
+    norms = np.linalg.norm(Z, axis=1, keepdims=True)
+    if np.any(norms == 0.0):
+        raise ValueError("X: a sample point is exactly 0: it has no direction; drop it")
+    radial = stats.chi(d) if radial is None else radial
+    m2 = float(radial.moment(2))
+
+    def both(V):
+        F, Fm = evaluate(target, V, per_point=per_point), evaluate(target, -V, per_point=per_point)
+        return np.concatenate([0.5 * (F + Fm), F], axis=1)
+
+    A, B, err = ray_moments(both, Z / norms, L=L, radial=radial, name="target")
+    p = A.shape[1] // 2
+    even, even_err = _ray_residual(A[:, :p], B[:, :p], err, m2)
+    full, full_err = _ray_residual(A[:, p:], B[:, p:], err, m2)
+    return (even, even_err), (full, full_err), np.sum(A[:, p:], axis=1)
+
+
+@precise
+def homogeneous_floor(target: Function, X, *, even_only: bool = False, cov=None, radial=None,
+                      per_point: bool = False) -> Floor:
+    """Floor of positively 1-homogeneous approximation for radially symmetric inputs.
+
+    ``F = ½ E_u[E_r||g(ru)||² - ||E_r[r g(ru)]||² / E[r²]]`` with g = y (the floor of
+    bias-free nets of every depth, all positively 1-homogeneous) or, with
+    ``even_only``, g = y_even (the part of the even target no even 1-homogeneous
+    function, hence no two-layer net, fits). Directions u come from the sample ``X``
+    (N, d) of x ~ N(0, ``cov``), or of x = L r u with r ~ ``radial``, a frozen scipy
+    law of ||L⁻¹x|| (Σ = L Lᵀ); r is integrated by quadrature (:func:`ray_moments`).
+    ``power`` is ``½E||y||²``, ray-integrated on the same directions.
+    """
+    _check_target(target, per_point)
+    validate.flag("even_only", even_only)
+    X = _check_independent(X)
+    _check_radial(radial)
+    if not per_point:
+        target = compiled(target, X)
+    (even, even_err), (full, full_err), power = _ray_floors(target, X, cov, radial, per_point)
+    if even_only:
+        return _floor(even, power, "even part outside even 1-homogeneous functions", even_err)
+    return _floor(full, power, "target outside positively 1-homogeneous functions", full_err)
+
+
+@dataclass(frozen=True)
+class TwoLayerFloor:
+    """Floors of two-layer bias-free nets with unlimited width (§1.3–1.4): ``odd`` (odd
+    part outside linear maps), ``even`` (even part out of reach), ``total = odd +
+    even`` (one sample, errors combined); ``any_depth``, the 1-homogeneous floor that
+    binds bias-free nets of every depth (:func:`homogeneous_floor`); slope ``alpha``."""
+
+    odd: Floor
+    even: Floor
+    total: Floor
+    any_depth: Floor
+    alpha: float
+
+
+@precise
+def two_layer_floor(target: Function, X, *, alpha=0.0, cov=None, radial=None,
+                    per_point: bool = False) -> TwoLayerFloor:
+    """The least loss ``½E||y - f||²`` any two-layer bias-free net ``vᵀσ_α(W x)`` can reach.
+
+    ``X`` (N, d): independent draws of a radially symmetric law (x ~ N(0, ``cov``) by
+    default; see :func:`homogeneous_floor`). Per sample n the contribution is
+    ``½||y_odd(x_n) - β̂ᵀx_n||²`` (least squares on the sample) plus, for α < 1, ½ the
+    ray-integrated even residual ``e(u_n) = E_r||y_even(r u_n)||² - ||E_r[r y_even]||²/E r²``
+    or, for α = 1 (``alpha``: a linear net), ``½||y_even(x_n)||²``. Normalised by
+    ``½E||y||²`` on the same sample. x1 x2 x3 under N(0, I) gives ``total.normalised = 1``.
+    """
+    _check_target(target, per_point)
+    alpha = validate.slope(alpha)
+    X = _check_independent(X)
+    _check_radial(radial)
+    if not per_point:  # one compiled target serves every call below (all of X's shape)
+        target = compiled(target, X)
+    res, dec = _odd_residual(target, X, per_point)
+    power = np.sum(dec.values**2, axis=1)
+    (even, even_err), (full, full_err), ray_power = _ray_floors(target, X, cov, radial, per_point)
+    if float(alpha) == 1.0:
+        even, even_err, even_what = np.sum(dec.even**2, axis=1), 0.0, "even part (a linear net has none)"
+    else:
+        even_what = "even part outside even 1-homogeneous functions"
+    return TwoLayerFloor(
+        _floor(res, power, "odd part outside linear maps"),
+        _floor(even, power, even_what, even_err),
+        _floor(res + even, power, "two-layer bias-free floor", even_err),
+        _floor(full, ray_power, "target outside positively 1-homogeneous functions", full_err),
+        float(alpha))
+
+
+@dataclass(frozen=True)
+class DatasetFloor:
+    """Exact lower bound on the training loss ``½<||Y - f||²>`` of every two-layer
+    bias-free net on a symmetric data set: ``loss >= value``. ``odd = min_β
+    ½<||Y_odd - Xβ||²>``, ``even = ½<||Y_even||²>``, ``power = ½<||Y||²>`` (the loss of
+    f = 0); ``value = odd`` for α < 1, ``odd + even`` for α = 1.
+
+    ``exact``: the inputs were verified mirror-symmetric as a multiset (each x's mirror
+    -x present as often as x itself), so the bound holds exactly; ``violation`` is the
+    measured :func:`~biasfree._validate.mirror_violation` of X and ``note`` says which.
+    When a point is repeated without its mirror, odd and even functions are no longer
+    orthogonal on the set and nets can go below ``value``: then ``exact`` is False and
+    the value is APPROXIMATE."""
+
+    value: float
+    odd: float
+    even: float
+    power: float
+    exact: bool = True
+    violation: float = 0.0
+    note: str = ""
+
+    @property
+    def normalised(self) -> float:
+        return self.value / self.power
+
+
+@precise
+def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
+    """The two-layer floor on a *symmetric* training set, exactly (no sampling error).
+
+    On a set where every x has its mirror -x, odd and even functions of x are
+    orthogonal in the sample mean, so for a two-layer bias-free net (``f_odd = βᵀx``)
+    ``½<||Y - f||²> = ½<||Y_odd - βᵀx||²> + ½<||Y_even - f_even||²> >= min_β ½<||Y_odd - Xβ||²>``,
+    where ``Y_odd(x) = (Y(x) - Y(-x))/2`` pairs each row with its mirror (found within
+    ``tol``). ``alpha`` = 1 adds the even energy (a linear net has no even part).
+
+    Before calling the bound exact it verifies that X is symmetric as a *multiset*
+    (:func:`~biasfree._validate.mirror_violation` <= ``tol``); a set where every x has a
+    mirror but some x is repeated more often than its mirror gets ``exact=False`` and an
+    APPROXIMATE note with the measured violation.
+    """
+    alpha = validate.slope(alpha)
+    X, Y = validate.data(X, Y)
+    tol = validate.nonnegative("tol", tol, scalar=True)
+    dist, partner = cKDTree(X).query(-X, k=1)
+    if np.max(dist) > tol:
+        raise ValueError(
+            f"X is not symmetric: row {int(np.argmax(dist))} has no mirror -x within {tol}; "
+            "build the set with biasfree.symmetrize (the exact floor needs every pair)"
+        )
+    Yo, Ye = 0.5 * (Y - Y[partner]), 0.5 * (Y + Y[partner])
+    beta = np.linalg.lstsq(X, Yo, rcond=None)[0]
+    odd = float(0.5 * np.mean(np.sum((Yo - X @ beta) ** 2, axis=1)))
+    even = float(0.5 * np.mean(np.sum(Ye**2, axis=1)))
+    value = odd + even if float(alpha) == 1.0 else odd
+    violation = validate.mirror_violation(X)
+    exact = violation <= tol
+    note = (f"exact: X is mirror-symmetric as a multiset (mirror violation {violation:.2g} <= tol {tol:g})"
+            if exact else
+            f"APPROXIMATE: every x has a mirror within tol {tol:g}, but not as often as x itself "
+            f"(multiset mirror violation {violation:.3g}); odd and even functions are not orthogonal "
+            "on this set, so a net can go below this value. Symmetrise the set (biasfree.symmetrize) "
+            "for an exact bound")
+    return DatasetFloor(value, odd, even, float(0.5 * np.mean(np.sum(Y**2, axis=1))), bool(exact),
+                        float(violation), note)
+
+
+# -------------------------------------------------------------- characterisation
+
+ODD_PART = "odd part (nonlinear odd component)"
+EVEN_PART = "even part (not positively 1-homogeneous)"
+EVEN_PART_LINEAR = "even part (a linear net, α = 1, has none)"
+
+
+@dataclass(frozen=True)
+class Characterisation:
+    """Can two-layer bias-free nets approximate a target (§1.4)?
+
+    ``verdict``: "unreachable" when some part's relative floor (relative to ½E||y||²) is
+    significantly above ``tol`` (by ``z`` standard errors); "reachable" when every part's
+    floor is below ``tol`` even ``z`` standard errors up; else "undetermined" (too few
+    samples: the standard error is comparable to the floor, so neither is shown), with the
+    reason in ``reason``. ``reachable``: True, False, or None when undetermined. ``distance``: L2 distance
+    ``sqrt(2 F_total)`` from the target to the closure of the nets; ``relative_floor``
+    ± ``relative_floor_se``: ``F_total / ½E||y||²``; ``out_of_reach``: the parts
+    responsible; ``floors``: the :class:`TwoLayerFloor`.
+    """
+
+    reachable: bool | None
+    distance: float
+    relative_floor: float
+    relative_floor_se: float
+    out_of_reach: tuple[str, ...]
+    floors: TwoLayerFloor
+    verdict: str = ""
+    reason: str = ""
+
+    def summary(self) -> str:
+        if self.reachable is None:
+            return f"undetermined: {self.reason}"
+        if self.reachable:
+            return (f"approximable by two-layer bias-free nets (relative floor "
+                    f"{self.relative_floor:.3g} ± {self.relative_floor_se:.2g})")
+        return (f"not approximable: relative MSE floor {self.relative_floor:.4g} ± "
+                f"{self.relative_floor_se:.2g} (L2 distance {self.distance:.4g}); out of reach: "
+                + ", ".join(self.out_of_reach))
+
+
+@precise
+def characterise(target: Function, X, *, alpha=0.0, cov=None, radial=None, tol: float = 1e-6,
+                 z: float = 3.0, per_point: bool = False) -> Characterisation:
+    """Say whether two-layer bias-free nets approximate ``target`` and what is out of reach.
+
+    Floors as in :func:`two_layer_floor` from the sample ``X`` of a radially
+    symmetric law. A part is out of reach when its relative floor exceeds
+    ``tol + z · se``. Approximable targets (§1.4) are linear + ``||x|| h(x/||x||)``
+    with h even (for α < 1). A part is within reach when its floor plus ``z`` standard
+    errors is at most ``tol``; when neither holds for some part (a floor whose standard
+    error is comparable to its value: too few samples), the verdict is "undetermined".
+    A floor above the target's own power (impossible: f = 0 reaches the power) by more
+    than ``z`` standard errors is also "undetermined" (heavy tails or too few samples).
+    """
+    tol = validate.nonnegative("tol", tol, scalar=True)
+    z = validate.nonnegative("z", z, scalar=True)
+    fl = two_layer_floor(target, X, alpha=alpha, cov=cov, radial=radial, per_point=per_point)
+    even_label = EVEN_PART_LINEAR if float(alpha) == 1.0 else EVEN_PART
+    parts = ((ODD_PART, fl.odd), (even_label, fl.even))
+    out = tuple(name for name, part in parts if part.normalised > tol + z * part.normalised_se)
+    unsure = [(name, part) for name, part in parts
+              if name not in out and part.normalised + z * part.normalised_se > tol]
+    total = fl.total
+    reachable: bool | None = not out
+    reason = ""
+    if not all(np.isfinite([total.normalised, total.normalised_se])) \
+            or total.normalised > 1.0 + z * total.normalised_se:
+        reachable = None
+        reason = (f"the floor estimate {total.normalised:.3g} ± {total.normalised_se:.2g} exceeds the "
+                  f"target's power (n={total.n}): heavy tails or too few samples; draw more points")
+    elif unsure:
+        reachable = None if not out else False
+        if reachable is None:
+            reason = ("too few samples (n=" + str(total.n) + ", " + "; ".join(
+                f"{name} floor {part.normalised:.3g} ± {part.normalised_se:.2g}" for name, part in unsure)
+                + f", relative to tol {tol:g}); draw more points")
+    verdict = {True: "reachable", False: "unreachable", None: "undetermined"}[reachable]
+    return Characterisation(reachable, total.distance, total.normalised, total.normalised_se,
+                            out, fl, verdict, reason)
+
+
+# ------------------------------------------- closed forms for Gaussian inputs x ~ N(0, I_d)
+
+
+def chi_moment(d: int, k: float) -> float:
+    """``E[r^k]`` for r = ||x|| ~ chi_d: ``2^{k/2} Γ((d+k)/2) / Γ(d/2)``."""
+    from scipy.special import gammaln
+
+    return float(np.exp(0.5 * k * np.log(2.0) + gammaln((d + k) / 2.0) - gammaln(d / 2.0)))
+
+
+def sine_floor_closed_form(w, freq: float = 4.0) -> tuple[float, float]:
+    """``(F_odd, ½E y²)`` for ``y = wᵀx + sin(a wᵀx)``, a = ``freq``, x ~ N(0, I), in
+    loss units: ``F_odd = min_β R(β)`` and ``½E y² = R(0)`` of
+    :func:`~biasfree.theory.population_loss_sine`.
+
+    z = wᵀx ~ N(0, σ²), σ = ||w||. Stein: ``E[x sin(az)] = a e^{-a²σ²/2} w``, and
+    ``E sin²(az) = (1 - e^{-2a²σ²})/2``, so the part of the (odd) target no linear map
+    fits is ``F_odd = ½[(1 - e^{-2a²σ²})/2 - a²σ² e^{-a²σ²}]`` (a = 4:
+    ``½[E sin²(4z) - (4σ e^{-8σ²})²]``), and
+    ``½E y² = ½[σ² + 2aσ² e^{-a²σ²/2} + (1 - e^{-2a²σ²})/2]``.
+    """
+    w = np.asarray(w, dtype=float)
+    return sine_linear_floor(w, freq=freq), float(population_loss_sine(np.zeros((w.size, 1)), w, freq=freq))
+
+
+def product_homogeneous_floor(d: int, k: int = 3) -> float:
+    """Normalised 1-homogeneous floor of ``y = x_1 ⋯ x_k`` (k distinct coordinates),
+    x ~ N(0, I_d): y = r^k P(u) and E y² = 1, so along each ray the best r h(u) leaves
+    ``1 - (E r^{k+1})² / (E r² E r^{2k})``; k = 3 gives ``2 / (d + 4)`` (2/7 in d = 3).
+    A floor for bias-free nets of every depth."""
+    return 1.0 - chi_moment(d, k + 1) ** 2 / (chi_moment(d, 2) * chi_moment(d, 2 * k))
+
+
+@precise
+def radial_square_target(d: int) -> Function:
+    """The even target ``y = (||x||² - d) / sqrt(2d)`` (zero mean, E y² = 1 under N(0, I_d))."""
+    return lambda X: (jnp.sum(jnp.asarray(X) ** 2, axis=1, keepdims=True) - d) / np.sqrt(2.0 * d)
+
+
+def radial_square_floor(d: int) -> float:
+    """Normalised two-layer (and any-depth) bias-free floor of :func:`radial_square_target`:
+    ``h = E[(r² - d) r] / (sqrt(2d) E r²)`` is constant, leaving
+    ``1 - (E r³ - d E r)² / (2 d²)`` (0.8585 in d = 3)."""
+    return 1.0 - (chi_moment(d, 3) - d * chi_moment(d, 1)) ** 2 / (2.0 * d**2)
