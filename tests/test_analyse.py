@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 import biasfree as bf
-from biasfree import verdict as vd
+from biasfree.analysis import verdict as vd
 from biasfree.app.cli import app
 
 runner = CliRunner()

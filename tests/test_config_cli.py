@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from biasfree import plotting, store
+from biasfree import plotting
+from biasfree import store
 from biasfree.app.cli import app
 from biasfree.claims import REGISTRY, SIZES, ConfigError, get, resolve_config
 from biasfree.claims.base import Experiment, Result, at_most, config_dict

@@ -14,8 +14,8 @@ import pytest
 from scipy import stats
 
 import biasfree as bf
-from biasfree import expressivity as ex
-from biasfree import floors
+from biasfree.expressivity import decomposition as ex
+from biasfree.expressivity import floors
 from biasfree.expressivity.depth_separation import depth3_example, fit_net, init_batch
 from biasfree.core.nets import forward
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import biasfree as bf
 from biasfree import theory as th
-from biasfree import validate
+from biasfree import _validate as validate
 from biasfree.core.nets import Layer
 
 D, P, N = 3, 2, 16
