@@ -561,11 +561,11 @@ def _spiking_run():
 
 def test_loss_spike_between_records_is_carried_and_warned():
     net, data, cfg = _spiking_run()
-    with pytest.warns(bf.train.LossSpikeWarning, match=r"spiked to .* between records.*lr=0\.35"):
+    with pytest.warns(bf.LossSpikeWarning, match=r"spiked to .* between records.*lr=0\.35"):
         tr = bf.gd(net, data, cfg)
     L = np.asarray(tr.loss)
     assert L[-1] < 1e-20 and np.max(L) == L[0]  # the records hide the spike
-    assert float(tr.loss_max) > bf.train.SPIKE_FACTOR * np.max(L)
+    assert float(tr.loss_max) > bf.SPIKE_FACTOR * np.max(L)
     # the peak is the largest loss over every step: replay the steps by hand
     u, v, peak = 3.0, 0.05, 0.0
     for _ in range(cfg.steps):
@@ -582,7 +582,7 @@ def test_loss_max_of_a_smooth_run_is_its_first_loss(sym_data, recwarn):
     ens = bf.gd_ensemble(net, sym_data, bf.GDConfig(lr=0.05, steps=200, n_records=N_REC),
                          alpha=[0.0, 1.0], batched_params=False)
     np.testing.assert_allclose(np.asarray(ens.loss_max), np.max(np.asarray(ens.loss), axis=1), rtol=1e-12)
-    assert not [w for w in recwarn if issubclass(w.category, bf.train.LossSpikeWarning)]
+    assert not [w for w in recwarn if issubclass(w.category, bf.LossSpikeWarning)]
 
 
 def _kink_case():
@@ -600,7 +600,7 @@ def test_flow_stalled_on_a_relu_kink_says_so_early_and_its_advice_works():
     cfg = bf.FlowConfig(alpha=0.0, t_max=5.0, n_records=5)  # the default budget, 200 000 steps
     stall = (r"stalled at t = 2\.0.* on a ReLU kink: the pre-activation of layer-1 unit \d on data "
              r"point \d is .*rtol=0\.0001, atol=1e-06")
-    with pytest.raises(bf.train.FlowStallError, match=stall) as info:
+    with pytest.raises(bf.FlowStallError, match=stall) as info:
         bf.flow(net, data, cfg)
     msg = str(info.value)
     assert "kvaerno5 and dopri8 included" in msg
@@ -629,7 +629,7 @@ def test_the_pace_check_lets_a_smooth_flow_use_its_budget():
     assert need > 2 * stall_window(need + 1), "the case must span several pace windows"
     tight = bf.flow(net, data, dataclasses.replace(cfg, max_steps=need + 1))
     assert int(tight.stats["steps"]) == need and bool(tight.stats["ok"])
-    with pytest.raises(bf.train.FlowStallError, match=r"all max_steps=\d+ solver steps spent.*Raise "
+    with pytest.raises(bf.FlowStallError, match=r"all max_steps=\d+ solver steps spent.*Raise "
                        "max_steps"):
         bf.flow(net, data, dataclasses.replace(cfg, max_steps=need // 4))
 
@@ -640,7 +640,7 @@ def test_failed_runs_print_nothing(capfd):
     X, Y = rng.normal(size=(6, 2)), rng.normal(size=(6, 1))
     data = bf.Dataset(X, Y, mirror=False)
     deep = bf.init_gaussian(jax.random.PRNGKey(0), (2, 4, 4, 1), 1.0)
-    with pytest.raises(bf.train.FlowStallError):
+    with pytest.raises(bf.FlowStallError):
         bf.flow(deep, data, bf.FlowConfig(t_max=50.0, n_records=5, max_steps=300))
     biased = bf.init_gaussian(jax.random.PRNGKey(0), (2, 4, 1), 1.0, bias=True)
     with pytest.raises(bf.DivergenceError):
