@@ -28,7 +28,8 @@ from typer.testing import CliRunner
 from biasfree import store
 from biasfree.app.cli import app
 from biasfree.claims import REGISTRY
-from biasfree.claims.base import Experiment, Result, at_most, config_dict, run_experiment
+from biasfree.claims.base import Experiment, run_experiment
+from biasfree.results import Result, at_most, config_dict
 
 runner = CliRunner()
 

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from biasfree import plotting
-from biasfree import store
+from biasfree import plotting, store
 from biasfree.app.cli import app
 from biasfree.claims import REGISTRY, SIZES, ConfigError, get, resolve_config
-from biasfree.claims.base import Experiment, Result, at_most, config_dict
+from biasfree.claims.base import Experiment
 from biasfree.claims.config import parse_set, read_config_file
+from biasfree.results import Result, at_most, config_dict
 
 runner = CliRunner()
 

@@ -6,8 +6,8 @@ import pytest
 
 import biasfree as bf
 from biasfree import theory
-from biasfree.core.data import orthogonal_data
 from biasfree.claims.orthogonal_inputs import sin_angle
+from biasfree.core.data import orthogonal_data
 from biasfree.core.nets import balanced_units
 from biasfree.theory.orthogonal import aligned_halves_init, alignment_directions, half_net_modes, half_targets
 

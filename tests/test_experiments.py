@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 
 from biasfree import store
 from biasfree.app.cli import app
-from biasfree.claims import HEADLINE, REGISTRY, get
 from biasfree.app.report import render
+from biasfree.claims import HEADLINE, REGISTRY, get
 
 runner = CliRunner()
 
@@ -167,7 +167,7 @@ def test_console_table_wraps_claims_and_never_cuts_names(results, tmp_path, monk
     import dataclasses
 
     from biasfree.app.cli import _print_checks
-    from biasfree.claims.base import at_least
+    from biasfree.results import at_least
 
     out, _ = results
     long_name = "a_very_long_check_name_that_a_narrow_terminal_must_not_cut"
@@ -216,7 +216,8 @@ def test_bad_cli_input_names_the_problem(tmp_path):
 def test_failed_check_is_reported_and_sets_exit_code(tmp_path, monkeypatch):
     from dataclasses import dataclass
 
-    from biasfree.claims.base import Experiment, Result, at_most, config_dict
+    from biasfree.claims.base import Experiment
+    from biasfree.results import Result, at_most, config_dict
 
     @dataclass(frozen=True)
     class Config:

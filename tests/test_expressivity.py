@@ -14,10 +14,10 @@ import pytest
 from scipy import stats
 
 import biasfree as bf
+from biasfree.core.nets import forward
 from biasfree.expressivity import decomposition as ex
 from biasfree.expressivity import floors
 from biasfree.expressivity.depth_separation import depth3_example, fit_net, init_batch
-from biasfree.core.nets import forward
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 import biasfree as bf
 from biasfree import margin as mg
-from biasfree.dynamics.ensemble import Member, gd_members
 from biasfree.core.nets import Layer
+from biasfree.dynamics.ensemble import Member, gd_members
 from biasfree.theory import decay as dc
 from biasfree.theory import orthogonal as og
 

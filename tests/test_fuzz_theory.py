@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import biasfree as bf
-from biasfree import theory as th
 from biasfree import _validate as validate
+from biasfree import theory as th
 from biasfree.core.nets import Layer
 
 D, P, N = 3, 2, 16

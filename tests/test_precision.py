@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import biasfree as bf
-from biasfree.dynamics.losses import forward_mirrored
 from biasfree.core.precision import eps
+from biasfree.dynamics.losses import forward_mirrored
 
 U32 = 2.0**-24  # float32 unit round-off
 

@@ -11,9 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from biasfree.app.cli import app
-from biasfree.claims import REGISTRY
-from biasfree.claims.base import Experiment, Result, at_most, config_dict
 from biasfree.app.report import render
+from biasfree.claims import REGISTRY
+from biasfree.claims.base import Experiment
+from biasfree.results import Result, at_most, config_dict
 
 runner = CliRunner()
 

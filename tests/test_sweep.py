@@ -19,10 +19,10 @@ from typer.testing import CliRunner
 
 from biasfree import load_sweep
 from biasfree.app.cli import app
-from biasfree.claims import get, resolve_config, run_experiment
 from biasfree.app.sweep import WORKER_ENV, Counts, SpecError, parse_spec, plan_points, run_sweep
 from biasfree.app.sweep_cluster import COMPILE_CACHE
 from biasfree.app.sweep_table import TIMES
+from biasfree.claims import get, resolve_config, run_experiment
 
 distributed = pytest.importorskip("distributed", reason="the [sweep] extra (make test installs it)")
 

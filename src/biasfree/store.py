@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .claims.base import Check, Result
+from .results import Check, Result
 
 RESULT_KEYS = ("experiment", "size", "seed", "config", "metrics", "checks", "versions",
                "elapsed_s")

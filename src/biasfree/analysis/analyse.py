@@ -32,20 +32,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import regime as rg
-from .. import theory
 from .. import _validate as validate
-from . import verdict as vd
-from .report import Analysis, DataReport, NetReport, Prediction, Regime, Training
+from .. import theory
 from ..core.data import Dataset, check_data
-from ..core.real_data import RealData, asymmetry, load_data
-from ..expressivity.decomposition import net_function, odd_nonlinearity
-from ..expressivity.floors import dataset_floor
-from .interop import Model, as_model
 from ..core.nets import Params, depth, even_part, forward, has_bias, scale_params, slope_factor, widths
 from ..core.precision import precise
+from ..core.real_data import RealData, asymmetry, load_data
 from ..dynamics.train import GDConfig
 from ..dynamics.twin_training import relative_movement, row_alignment, train_with_twin
+from ..expressivity.decomposition import net_function, odd_nonlinearity
+from ..expressivity.floors import dataset_floor
+from . import regime as rg
+from . import verdict as vd
+from .interop import Model, as_model
+from .report import Analysis, DataReport, NetReport, Prediction, Regime, Training
 from .verdict import PAPER_LEVEL, ROUND_OFF, Verdict
 
 DEFAULT_TIME_BUDGET = 120.0
@@ -298,8 +298,8 @@ def save_analysis(analysis: Analysis, out_dir, figure=None) -> list:
     each file written atomically. Returns the paths written."""
     import json
 
-    from .interop import save_model
     from ..store import atomic_write, versions
+    from .interop import save_model
 
     if not isinstance(analysis, Analysis):
         raise TypeError(f"analysis must be what biasfree.analyse returns, got {type(analysis).__name__}")

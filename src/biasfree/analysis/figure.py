@@ -4,9 +4,9 @@ split of the net's output into linear odd, nonlinear odd and even parts."""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 
+from .._figure import plt
 from .analyse import Analysis
 
 _TINY = 1e-32  # where an energy at round-off is drawn on the log axis

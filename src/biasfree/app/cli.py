@@ -102,8 +102,8 @@ def run(
     _one_host_device_per_core()
     from .. import store
     from ..claims import get, known, run_experiment  # imports the chosen experiments only
-    from ..claims.base import config_dict
     from ..claims.config import plan
+    from ..results import config_dict
 
     try:
         planned = plan([get(n) for n in chosen], preset, file_doc, overrides, known=known())
@@ -174,7 +174,7 @@ def _one_line(e: BaseException) -> str:
 def _record_crash(out: Path, p, seed: int, e: BaseException, elapsed_s: float) -> list[Path]:
     """OUT/NAME/error.json + traceback.txt (biasfree.store.save_crash)."""
     from .. import store
-    from ..claims.base import config_dict
+    from ..results import config_dict
 
     doc = {"experiment": p.experiment.name, "seed": seed, "preset": p.preset,
            "overrides": p.overrides, "config": config_dict(p.config), "error": type(e).__name__,
@@ -336,9 +336,9 @@ def analyse(
         raise _refuse(str(e)) from None
     from ..analysis.analyse import analyse as analyse_model
     from ..analysis.analyse import save_analysis
-    from ..core.real_data import load_data
-    from ..analysis.interop import load_model
     from ..analysis.figure import figure
+    from ..analysis.interop import load_model
+    from ..core.real_data import load_data
     from ..dynamics.train import GDConfig
 
     try:

@@ -20,7 +20,7 @@ import html
 from pathlib import Path
 
 from ..claims import HEADLINE, REGISTRY
-from ..claims.base import Result, config_dict
+from ..results import Result, config_dict
 from ..store import CorruptResult, atomic_write, clean_leftovers, load_all, load_crashes
 
 STYLE = """

@@ -176,8 +176,8 @@ def plan_points(spec: Spec) -> list[Point]:
     resolved and validated. Raises :class:`SpecError` (unknown experiment, preset, field
     or a bad value, with the config's own message) before anything runs."""
     from ..claims import get
-    from ..claims.base import config_dict
     from ..claims.config import ConfigError, recorded_overrides, resolve_config
+    from ..results import config_dict
 
     try:
         exp = get(spec.experiment)

@@ -8,8 +8,8 @@ from numbers import Real
 
 import numpy as np
 
+from .._figure import plt
 from .sweep_table import COLUMNS as NON_METRICS
-from ..plotting import plt
 
 
 def metric_columns(df) -> list[str]:

@@ -37,7 +37,7 @@ COLUMNS = ("seed", "point", "status", "error", "traceback", "elapsed_s", *TIMES,
 def saved(out: Path, point: Point, experiment: str) -> bool:
     """Whether ``point`` has a complete, matching result under ``out/points``."""
     from .. import store
-    from ..claims.base import config_dict
+    from ..results import config_dict
 
     return store.reusable(out / POINTS / point.key, experiment, config_dict(point.config),
                           point.seed)[0]

@@ -25,7 +25,8 @@ import importlib
 import pkgutil
 from pathlib import Path
 
-from .base import SIZES, Check, Experiment, Result, at_least, at_most, run_experiment
+from ..results import Check, Result, at_least, at_most
+from .base import SIZES, Experiment, run_experiment
 from .config import ConfigError, resolve_config
 
 HEADLINE = "leaky-collapse"

@@ -10,7 +10,7 @@ from scipy.interpolate import CubicSpline
 from scipy.optimize import brentq
 
 from ..dynamics.ensemble import Runs
-from .base import Check, at_most
+from ..results import Check, at_most
 
 ROUND_OFF = 1e-10
 """Round-off budget for an exact identity, relative: ε = 2.2e-16 per operation, grown

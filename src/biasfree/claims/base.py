@@ -13,11 +13,12 @@ once, plot later. Configs from presets, files and ``--set`` overrides are resolv
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, is_dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
+
+from ..results import Result, config_dict
 
 SIZES = ("tiny", "paper")
 """The preset names every experiment defines (``--preset``; ``--size`` is an alias)."""
@@ -26,77 +27,6 @@ Progress = Callable[[str], None]
 
 def _quiet(_: str) -> None:
     pass
-
-
-@dataclass(frozen=True)
-class Check:
-    """``value`` compared with ``threshold`` (``"<="``: value must not exceed it;
-    ``">="``: value must reach it). ``claim`` says in one sentence what passing shows;
-    ``unit`` names what value and threshold are measured in (e.g. ``"fraction of L(0)"``,
-    ``"z (standard errors)"``), so a reader can tell 0.003 of what."""
-
-    value: float
-    threshold: float
-    claim: str
-    op: str = "<="
-    unit: str = ""
-
-    def __post_init__(self):
-        if self.op not in ("<=", ">="):
-            raise ValueError(f"check op must be '<=' or '>=', got {self.op!r}")
-
-    @property
-    def passed(self) -> bool:
-        v = float(self.value)
-        if not math.isfinite(v):
-            return False
-        return v <= self.threshold if self.op == "<=" else v >= self.threshold
-
-    def to_json(self) -> dict:
-        return {"value": float(self.value), "threshold": float(self.threshold),
-                "op": self.op, "passed": self.passed, "claim": self.claim, "unit": self.unit}
-
-
-def at_most(value, threshold, claim: str, *, unit: str = "") -> Check:
-    """A check that passes when ``value <= threshold`` (both in ``unit``)."""
-    return Check(float(value), float(threshold), claim, "<=", unit)
-
-
-def at_least(value, threshold, claim: str, *, unit: str = "") -> Check:
-    """A check that passes when ``value >= threshold`` (both in ``unit``)."""
-    return Check(float(value), float(threshold), claim, ">=", unit)
-
-
-@dataclass(frozen=True)
-class Result:
-    """Everything one run produced: ``config`` (the effective config, a JSON-able dict),
-    ``metrics`` (name -> number), ``checks`` (name -> Check), ``arrays`` (name ->
-    ndarray, for the figure and ``arrays.npz``), ``notes`` (free text for the report),
-    ``preset`` the named preset the config started from (``"custom"`` for a config built
-    by hand) and ``overrides`` the fields set on top of it (both filled in by
-    :func:`run_experiment`)."""
-
-    experiment: str
-    seed: int
-    config: dict
-    metrics: dict[str, float]
-    checks: dict[str, Check]
-    arrays: dict[str, np.ndarray] = field(default_factory=dict)
-    notes: str = ""
-    preset: str = "custom"
-    overrides: dict = field(default_factory=dict)
-
-    @property
-    def size(self) -> str:
-        """The preset's name (``result.json``'s ``size`` key; read-only alias)."""
-        return self.preset
-
-    @property
-    def passed(self) -> bool:
-        return all(c.passed for c in self.checks.values())
-
-    def failed(self) -> list[str]:
-        return [k for k, c in self.checks.items() if not c.passed]
 
 
 @dataclass(frozen=True)
@@ -163,26 +93,15 @@ def expect_config(cfg, config_cls) -> None:
 
 def run_experiment(exp: Experiment, cfg, seed: int = 0, progress: Progress = _quiet, *,
                    preset: str = "custom", overrides: Mapping | None = None) -> Result:
-    """Run ``exp`` from ``cfg`` and return its Result with the effective config, the
-    ``preset`` it started from and the ``overrides`` recorded (what ``result.json``
-    stores). The one entry point for the CLI and sweeps. ``seed`` is an integer in
-    ``[0, 2**31)`` (:func:`biasfree._validate.seed`), the range every experiment accepts."""
+    """Run ``exp`` from ``cfg`` and return its Result with what ``result.json`` stores: the
+    effective config, the ``preset`` it started from, the ``overrides`` recorded and the
+    experiment's ``claim`` and ``paper_claim``. The one entry point for the CLI and sweeps.
+    ``seed`` is an integer in ``[0, 2**31)`` (:func:`biasfree._validate.seed`)."""
     from .._validate import seed as check_seed
 
     result = exp.run(cfg, check_seed(seed), progress)
     return replace(result, config=config_dict(cfg), preset=preset,
-                   overrides=config_dict(dict(overrides or {})))
+                   overrides=config_dict(dict(overrides or {})), claim=exp.claim,
+                   paper_claim=exp.paper_claim)
 
 
-def config_dict(cfg) -> dict:
-    """A frozen-dataclass config as a JSON-able dict (tuples become lists)."""
-    d = asdict(cfg) if is_dataclass(cfg) else dict(cfg)
-
-    def clean(v):
-        if isinstance(v, tuple | list):
-            return [clean(x) for x in v]
-        if isinstance(v, np.generic):
-            return v.item()
-        return v
-
-    return {k: clean(v) for k, v in d.items()}

@@ -22,7 +22,8 @@ import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from .base import Experiment, config_dict
+from ..results import config_dict
+from .base import Experiment
 
 DEFAULT_PRESET = "paper"
 

@@ -51,22 +51,13 @@ import numpy as np
 
 from .. import theory
 from ..core.data import Dataset, symmetrize, whiten
-from ..dynamics.ensemble import Member, gd_members
-from ..expressivity.decomposition import net_function, odd_nonlinearity
 from ..core.nets import Layer, effective_rank, pad_hidden, pair_up
+from ..dynamics.ensemble import Member, gd_members
 from ..dynamics.train import GDConfig
+from ..expressivity.decomposition import net_function, odd_nonlinearity
+from ..results import Result, at_least, at_most, config_dict
 from ._common import ROUND_OFF, crossing_time
-from .base import (
-    Experiment,
-    Progress,
-    Result,
-    _quiet,
-    at_least,
-    at_most,
-    config_dict,
-    expect_config,
-    require_positive,
-)
+from .base import Experiment, Progress, _quiet, expect_config, require_positive
 
 MEMBERS = ("linear_aligned", "relu_pair_aligned", "relu_gaussian", "relu_pair_random",
            "linear_twin_of_pair_random")

@@ -32,6 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core.data import Dataset, gaussian_inputs, product_target, sine_target, symmetrize
+from ..core.nets import forward
+from ..dynamics.train import GDConfig
 from ..expressivity.depth_separation import fit_net
 from ..expressivity.floors import (
     dataset_floor,
@@ -42,19 +44,8 @@ from ..expressivity.floors import (
     sine_floor_closed_form,
     two_layer_floor,
 )
-from ..core.nets import forward
-from ..dynamics.train import GDConfig
-from .base import (
-    Experiment,
-    Progress,
-    Result,
-    _quiet,
-    at_least,
-    at_most,
-    config_dict,
-    expect_config,
-    require_positive,
-)
+from ..results import Result, at_least, at_most, config_dict
+from .base import Experiment, Progress, _quiet, expect_config, require_positive
 
 TARGETS = ("x1x2x3", "sine", "even")
 ARCHS = ("two_layer", "depth3", "biased")

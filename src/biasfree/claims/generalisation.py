@@ -43,12 +43,13 @@ import numpy as np
 
 from .. import theory
 from ..core.data import Dataset, linear_target, make_dataset, teacher_matrix
-from ..dynamics.ensemble import Member, Runs, gd_members
 from ..core.nets import Params, forward, init_gaussian, init_pairs, slope_factor
-from ..theory import population_loss_linear
+from ..dynamics.ensemble import Member, Runs, gd_members
 from ..dynamics.train import GDConfig
+from ..results import Result, at_most, config_dict
+from ..theory import population_loss_linear
 from ._common import twin_identity
-from .base import Experiment, Progress, Result, _quiet, at_most, config_dict, expect_config, require_positive
+from .base import Experiment, Progress, _quiet, expect_config, require_positive
 
 INITS = ("pair", "random")
 

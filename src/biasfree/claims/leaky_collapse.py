@@ -34,12 +34,21 @@ from scipy.interpolate import CubicSpline
 from scipy.optimize import brentq
 
 from .. import theory
-from ..core.data import Dataset, cross_covariance, input_covariance, moment_data, sine_target, symmetrize, whiten
-from ..dynamics.ensemble import Member, gd_members
+from ..core.data import (
+    Dataset,
+    cross_covariance,
+    input_covariance,
+    moment_data,
+    sine_target,
+    symmetrize,
+    whiten,
+)
 from ..core.nets import check_alpha, init_gaussian, init_rank_one, pair_up, scale_params, slope_factor
+from ..dynamics.ensemble import Member, gd_members
 from ..dynamics.train import FlowConfig, GDConfig, flow_ensemble, gd_ensemble
+from ..results import Result, at_most, config_dict
 from ._common import PAPER_LEVEL, ROUND_OFF, crossing_time
-from .base import Experiment, Progress, Result, _quiet, at_most, config_dict, expect_config, require_positive
+from .base import Experiment, Progress, _quiet, expect_config, require_positive
 
 FRACTION = "fraction of L(0)"
 

@@ -28,22 +28,13 @@ import jax
 import numpy as np
 
 from ..core.data import Dataset, gaussian_inputs, label_data, symmetrize
-from ..dynamics.ensemble import Member, gd_members
-from ..theory.margin import KKT_TOL, cosine, hard_margin_svm, kkt_residual, margin_ratio
 from ..core.nets import init_gaussian, init_pairs, scale_params
+from ..dynamics.ensemble import Member, gd_members
 from ..dynamics.train import GDConfig
+from ..results import Result, at_least, at_most, config_dict
+from ..theory.margin import KKT_TOL, cosine, hard_margin_svm, kkt_residual, margin_ratio
 from ._common import twin_identity
-from .base import (
-    Experiment,
-    Progress,
-    Result,
-    _quiet,
-    at_least,
-    at_most,
-    config_dict,
-    expect_config,
-    require_positive,
-)
+from .base import Experiment, Progress, _quiet, expect_config, require_positive
 
 TARGET_COS = 0.99
 """The issue's success level for direction convergence (cos between β_eff and w_svm)."""

@@ -61,12 +61,13 @@ import numpy as np
 
 from .. import theory
 from ..core.data import Dataset, orthogonal_data
-from ..dynamics.ensemble import Member, gd_members
 from ..core.nets import balanced_units, forward
-from ..theory.orthogonal import aligned_halves_init, alignment_directions, half_net_modes, half_targets
+from ..dynamics.ensemble import Member, gd_members
 from ..dynamics.train import GDConfig, record_steps
+from ..results import Result, at_most, config_dict
+from ..theory.orthogonal import aligned_halves_init, alignment_directions, half_net_modes, half_targets
 from ._common import ROUND_OFF
-from .base import Experiment, Progress, Result, _quiet, at_most, config_dict, expect_config
+from .base import Experiment, Progress, _quiet, expect_config
 
 ALIGN = {"full": "full", "odd": "odd", "mixed": "mixed", "mixed_b": "mixed"}
 """The runs of :func:`_runs` whose units' alignment is checked, with their data sets."""

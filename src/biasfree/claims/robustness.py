@@ -31,22 +31,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core.data import Dataset, cross_covariance, input_covariance, linear_target, make_dataset
-from ..dynamics.ensemble import Member, gd_members
 from ..core.nets import init_gaussian, init_pairs, scale_params, slope_factor
-from ..theory import decayed_solution
+from ..dynamics.ensemble import Member, gd_members
 from ..dynamics.train import FlowConfig, GDConfig, flow_ensemble
+from ..results import Result, at_least, at_most, config_dict
+from ..theory import decayed_solution
 from ._common import PAPER_LEVEL, ROUND_OFF, loglog_slope, twin_identity
-from .base import (
-    Experiment,
-    Progress,
-    Result,
-    _quiet,
-    at_least,
-    at_most,
-    config_dict,
-    expect_config,
-    require_positive,
-)
+from .base import Experiment, Progress, _quiet, expect_config, require_positive
 
 INITS = ("pair", "random")
 """The two members of every run: antisymmetric-pair init (exact twin) and Gaussian init."""

@@ -37,10 +37,11 @@ from ..analysis import regime as rg
 from ..analysis import verdict as vd
 from ..analysis.analyse import analyse
 from ..core.data import sine_target, symmetrize, whiten
-from ..expressivity.decomposition import net_function, odd_nonlinearity
 from ..core.nets import Layer, scale_params, slope_factor
 from ..dynamics.twin_training import train_with_twin
-from .base import Experiment, Progress, Result, _quiet, at_most, config_dict, expect_config, require_positive
+from ..expressivity.decomposition import net_function, odd_nonlinearity
+from ..results import Result, at_most, config_dict
+from .base import Experiment, Progress, _quiet, expect_config, require_positive
 
 STRUCTURAL = ("biases", "asymmetric inputs", "depth", "init not small")
 """Reasons of the training prediction that come from the theory's assumptions (§6.4)."""

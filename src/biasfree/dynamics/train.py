@@ -29,10 +29,10 @@ import numpy as np
 
 from .. import _validate as validate
 from ..core.data import Dataset
-from .losses import LOSSES, forward_mirrored, loss_value, sq_norm
 from ..core.nets import Params, beta_eff_is_exact, check_net, forward
-from .pacing import PacedPID, stall_window
 from ..core.precision import precise
+from .losses import LOSSES, forward_mirrored, loss_value, sq_norm
+from .pacing import PacedPID, stall_window
 from .trajectory import Trajectory, observe
 
 SPACINGS = ("linear", "log")

@@ -20,9 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
-from .losses import _check_targets, _traced, check_loss, forward_mirrored, loss_value
 from ..core.nets import Params, beta_eff, beta_eff_is_exact, check_alpha, check_net, even_part, forward
 from ..core.precision import precise
+from .losses import _check_targets, _traced, check_loss, forward_mirrored, loss_value
 
 Array = jax.Array
 

@@ -26,9 +26,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .losses import loss_value, sq_norm
 from ..core.nets import Params, even_part, forward
 from ..core.precision import precise
+from .losses import loss_value, sq_norm
 
 
 @dataclass(frozen=True)

@@ -45,9 +45,9 @@ from scipy.integrate import quad_vec
 from scipy.spatial import cKDTree
 
 from .. import _validate as validate
-from .decomposition import Decomposition, Function, compiled, decompose, evaluate
 from ..core.precision import precise
 from ..theory.population import population_loss_sine, sine_linear_floor
+from .decomposition import Decomposition, Function, compiled, decompose, evaluate
 
 # -------------------------------------------------------------------- floors
 

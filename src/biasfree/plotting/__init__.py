@@ -1,4 +1,4 @@
-"""Figures drawn from saved results (the only place matplotlib is used).
+"""Figures drawn from saved results (matplotlib is set up in ``biasfree._figure``).
 
 ``figure(result)`` dispatches to ``biasfree.plotting.<module>.figure`` where the
 module name is the experiment name with ``-`` replaced by ``_``; a result whose
@@ -9,14 +9,8 @@ from __future__ import annotations
 
 import importlib
 
-import matplotlib
-import numpy as np
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-
-from ..claims.base import Result  # noqa: E402
+from .._figure import plt
+from ..results import Result
 
 
 def figure(result: Result):
@@ -27,55 +21,6 @@ def figure(result: Result):
     except ModuleNotFoundError:
         return checks_figure(result)
     return mod.figure(result)
-
-
-def status_title(result: Result) -> str:
-    """``"NAME: all checks passed"`` or ``"NAME: FAILED: check, ..."`` for a suptitle."""
-    status = "all checks passed" if result.passed else "FAILED: " + ", ".join(result.failed())
-    return f"{result.experiment}: {status}"
-
-
-def claim_title(fig, result: Result, claim: str, fontsize: float = 11) -> None:
-    """A two-line suptitle: the figure's ``claim`` in words, then its verdict
-    (``"NAME: n of m checks passed (size, seed)"``, red with the failed checks' names if any)."""
-    n_ok = sum(c.passed for c in result.checks.values())
-    verdict = f"{n_ok} of {len(result.checks)} checks passed"
-    if not result.passed:
-        verdict += ". FAILED: " + ", ".join(result.failed())
-    fig.suptitle(f"{claim}\n{result.experiment}: {verdict} ({result.size}, seed {result.seed})",
-                 fontsize=fontsize, color="k" if result.passed else "tab:red")
-
-
-def action_end(t, *curves, frac: float = 0.01, margin: float = 1.25) -> float:
-    """A time axis's useful end: ``margin`` × the last time any curve is still more than
-    ``frac`` of its total change away from its final value (``t[-1]`` at most)."""
-    t = np.asarray(t, float)
-    last = float(t[1] if t.size > 1 else t[0])
-    for y in curves:
-        y = np.asarray(y, float).reshape(-1, t.size)
-        for row in y:
-            span = np.nanmax(row) - np.nanmin(row)
-            away = np.nonzero(np.abs(row - row[-1]) > frac * span)[0] if span > 0 else []
-            if len(away):
-                last = max(last, float(t[min(away[-1] + 1, t.size - 1)]))
-    return min(float(t[-1]), margin * last)
-
-
-def action_start(t, *curves, frac: float = 0.01, factor: float = 0.3) -> float:
-    """A log time axis's useful start: ``factor`` × the first positive time any curve has
-    moved ``frac`` of its total change from its first value."""
-    t = np.asarray(t, float)
-    first = float(t[-1])
-    for y in curves:
-        y = np.asarray(y, float).reshape(-1, t.size)
-        for row in y:
-            span = np.nanmax(row) - np.nanmin(row)
-            moved = np.nonzero((np.abs(row - row[0]) > frac * span) & (t > 0))[0] if span > 0 \
-                else []
-            if len(moved):
-                first = min(first, float(t[moved[0]]))
-    positive = t[t > 0]
-    return max(float(positive[0]) if positive.size else first, factor * first)
 
 
 def checks_figure(result: Result):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..claims.base import Result
-from . import claim_title
+from .._figure import claim_title
+from ..results import Result
 
 FLOOR = 1e-34
 BAR_FLOOR = 1e-18  # bars of exact zeros (round-off) drawn at this level

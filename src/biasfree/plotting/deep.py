@@ -9,9 +9,9 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
-from ..claims.base import Result
+from .._figure import action_end, action_start, claim_title
 from ..claims.deep import MEMBERS
-from . import action_end, action_start, claim_title
+from ..results import Result
 
 _STYLE = {"linear_aligned": ("k", "-"), "relu_pair_aligned": ("tab:red", "-"),
           "relu_gaussian": ("tab:blue", "-"), "relu_pair_random": ("tab:green", "-"),

@@ -7,8 +7,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import NullFormatter
 
-from ..claims.base import Result
-from . import action_end, claim_title
+from .._figure import action_end, claim_title
+from ..results import Result
 
 FLOOR = 1e-34  # plotting floor for quantities that are exactly zero up to round-off
 LABELS = {"pair": "antisymmetric pairs", "rank_one": "rank-one balanced", "random": "random Gaussian"}

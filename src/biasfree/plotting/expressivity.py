@@ -12,8 +12,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..claims.base import Result
-from . import claim_title
+from .._figure import claim_title
+from ..results import Result
 
 TARGETS = ("x1x2x3", "sine", "even")
 ARCHS = ("two_layer", "depth3", "biased")

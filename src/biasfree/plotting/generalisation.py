@@ -6,8 +6,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..claims.base import Result
-from . import action_start, claim_title
+from .._figure import action_start, claim_title
+from ..results import Result
 
 KINDS = ("pair", "pair_twin", "random", "random_twin")  # arrays loss_<kind>, test_loss_<kind>: (α, t)
 CLAIM = ("Bias-free (leaky) ReLU nets train and test like linear nets with time × (1+α)/2; the test "

@@ -7,8 +7,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..claims.base import Result
-from . import action_end, claim_title
+from .._figure import action_end, claim_title
+from ..results import Result
 
 
 def _mark(result: Result, name: str) -> str:

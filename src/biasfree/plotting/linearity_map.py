@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.colors import LogNorm
 
-from . import claim_title, plt
+from .._figure import claim_title, plt
 
 
 def _edges(centres):

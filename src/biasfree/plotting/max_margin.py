@@ -6,9 +6,9 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..claims.base import Result
+from .._figure import claim_title
 from ..claims.max_margin import member_name
-from . import claim_title
+from ..results import Result
 
 CLAIM = ("With logistic loss on separable symmetric data, pair-init leaky nets equal their linear "
          "twins and turn, like them, towards the hard-margin SVM direction")

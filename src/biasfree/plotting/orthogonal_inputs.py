@@ -6,8 +6,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..claims.base import Result
-from . import action_end, claim_title
+from .._figure import action_end, claim_title
+from ..results import Result
 
 CLAIM = ("ReLU on orthogonal inputs ± with odd and even targets: units align to derived directions and "
          "the net learns as two independent linear half-nets")

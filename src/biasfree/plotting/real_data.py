@@ -6,8 +6,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..claims.base import Result
-from . import status_title
+from .._figure import status_title
+from ..results import Result
 
 _TINY = 1e-32
 

@@ -6,9 +6,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import NullFormatter
 
-from ..claims.base import Result
+from .._figure import action_end, claim_title
 from ..claims.robustness import INITS
-from . import action_end, claim_title
+from ..results import Result
 
 FLOOR = 1e-18
 NAMES = ("pairs", "random")

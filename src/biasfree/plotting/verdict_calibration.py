@@ -8,8 +8,8 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
+from .._figure import claim_title, plt
 from ..analysis.verdict import LEVELS
-from . import claim_title, plt
 
 _COLOURS = ("#2ca02c", "#98df8a", "#ffbb78", "#ff9896")  # exactly, effectively, odd-linear, not
 
