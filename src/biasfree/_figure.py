@@ -3,6 +3,8 @@ chosen), the two-line claim-and-verdict title, and the useful ends of a time axi
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib
 import numpy as np
 
@@ -21,14 +23,17 @@ def status_title(result: Result) -> str:
     return f"{result.experiment}: {status}"
 
 
-def claim_title(fig, result: Result, claim: str, fontsize: float = 11) -> None:
-    """A two-line suptitle: the figure's ``claim`` in words, then its verdict
-    (``"NAME: n of m checks passed (size, seed)"``, red with the failed checks' names if any)."""
+def claim_title(fig, result: Result, detail: str = "", fontsize: float = 11) -> None:
+    """A suptitle: the result's claim sentence (``result.claim``, wrapped to the figure's
+    width), the figure's measured ``detail`` if any, then its verdict (``"NAME: n of m
+    checks passed (preset, seed)"``, red with the failed checks' names if any)."""
     n_ok = sum(c.passed for c in result.checks.values())
     verdict = f"{n_ok} of {len(result.checks)} checks passed"
     if not result.passed:
         verdict += ". FAILED: " + ", ".join(result.failed())
-    fig.suptitle(f"{claim}\n{result.experiment}: {verdict} ({result.size}, seed {result.seed})",
+    claim = "\n".join(textwrap.fill(s, int(fig.get_figwidth() * 72 / (0.5 * fontsize)))
+                      for s in (result.claim, detail) if s)
+    fig.suptitle(f"{claim}\n{result.experiment}: {verdict} ({result.preset}, seed {result.seed})",
                  fontsize=fontsize, color="k" if result.passed else "tab:red")
 
 
