@@ -33,6 +33,11 @@ from dataclasses import dataclass
 
 from ..base import Experiment, require_positive
 
+CLAIM = ("Biases, asymmetric data or an even target make a ReLU net leave the linear curve and beat "
+         "the linear floor; the bias-free symmetric control cannot.")
+PAPER_CLAIM = ("Claim 4 (consequences), what breaks it: biases, asymmetric data or an even target make"
+               " a ReLU net leave the linear net's behaviour.")
+
 CASES = ("control", "biases", "asymmetric_data", "even_target")
 
 
@@ -71,10 +76,4 @@ PRESETS = {
 
 from . import run as _run  # noqa: E402  (run.py reads Config and the names above)
 
-EXPERIMENT = Experiment(
-    name="breaking",
-    claim="Biases, asymmetric data or an even target make a ReLU net leave the linear curve "
-          "and beat the linear floor; the bias-free symmetric control cannot.",
-    run=_run.run, config=Config, presets=PRESETS,
-    paper_claim=("Claim 4 (consequences), what breaks it: biases, asymmetric data or an even target make a"
-                 " ReLU net leave the linear net's behaviour."))
+EXPERIMENT = Experiment("breaking", CLAIM, _run.run, Config, PRESETS, PAPER_CLAIM)

@@ -1,26 +1,11 @@
-"""Deep bias-free ReLU nets (depth 3, 4) against deep linear nets (docs/theory.md §3.3–3.4, §4).
+"""Deep bias-free ReLU nets (depth 3, 4) against deep linear nets (docs/theory.md §3.3–3.4, §4.1).
 
 **Teacher part.** Whitened symmetric Gaussian inputs, a vector-output linear teacher
 with distinct singular values (``Σ_yx = U diag(s) Vᵀ``), depth-L nets from small init.
-
-A pair net (``pair_up``: first layer ``[W; -W]``, middle ``[[A, -A], [-A, A]]``, last
-``[W_L, -W_L]``) computes ``f = (2c)^{L-1} W_L A ⋯ W_1 x`` (c = (1+α)/2). [derived] If the
-blocks kept that form, the half parameters would follow the gradient flow of
-``L((2c)^{L-1} g)`` with per-layer rate factors 1/2 (first, last: 2 copies) and 1/4
-(middle: 4 copies); with ``W_1' = √(2λ) W_1``, ``A' = 2√λ A``, ``W_L' = √(2λ) W_L`` that is
-the plain deep *linear* net ``g' = W_L' A' ⋯ W_1'`` (same function) in time ``λ t`` with
-
-    λ_L = c^{2(L-1)/L}       (λ_2 = c; ReLU: λ_3 = 2^{-4/3} ≈ 0.397, λ_4 = 2^{-3/2} ≈ 0.354).
-
-But the blocks do *not* keep that form: the gradient of ``A_11 + A_12`` is
-``<(σ'(z_top) - σ'(z_bot)) ⊙ (backprop) σ(W_1 x)ᵀ>``, non-zero for α < 1, so the middle
-layers grow a symmetric part ``(A + B)|u|`` (docs/theory.md §4.1). The pairing itself is
-preserved (f stays exactly odd on symmetric data), but f_odd becomes *nonlinear*. So
-the comparison with the deep linear net in time λt is measured, not exact. [derived,
-mechanism] With ``m = c(A - B)u`` and ``e = (1-c)(A + B)|u|`` a pair's two units output
-``σ(m + e) - σ(e - m)``: ``m`` for e = 0 (ReLU) but ``2m`` once ``e ≥ |m|`` (both units
-on), so a growing symmetric part raises the layer's linear gain and the ReLU pair net
-learns *faster* than the deep linear net at λt.
+A pair net (``pair_up``) computes ``f = (2c)^{L-1} W_L A ⋯ W_1 x`` (c = (1+α)/2); were
+its blocks to stay antisymmetric it would be the deep linear net in time ``λ t``,
+``λ_L = c^{2(L-1)/L}`` (§4.1). They do not (the middle layers grow a symmetric part, so
+f_odd becomes nonlinear and learns faster), so the comparison is measured, not exact.
 
 Members by name (one :func:`~biasfree.gd_members` call per depth, log-spaced records):
 ``linear_aligned`` the deep linear net from balanced mode-aligned init
@@ -30,17 +15,12 @@ the ReLU pair net mapped from it (``theory.deep_linear_to_pair``, same function)
 net from small Gaussian halves; ``linear_twin_of_pair_random`` its would-be deep linear
 twin (``theory.deep_pair_half_to_linear``), step ηλ. Measured per record: loss, mode
 strengths ``a_i = u_iᵀ β_effᵀ v_i`` (β_eff the least-squares fit of the odd part),
-per-layer singular values and effective rank, and the *odd nonlinear energy*
-``<||f_odd - β_effᵀx||²>`` from the exact identity (whitened X, y linear in x, symmetric
-data: linear, odd-nonlinear and even parts are mutually orthogonal on the sample)
+per-layer singular values and effective rank, and the odd nonlinear energy from the
+exact split (§4.1) ``2 L = ||Σ_yx - β_effᵀ||_F² + <||f_odd - β_effᵀx||²> + <||f_even||²>``.
 
-    2 L = ||Σ_yx - β_effᵀ||_F² + <||f_odd - β_effᵀx||²> + <||f_even||²>.
-
-**Sine part.** ``y = wᵀx + sin(4 wᵀx)`` on symmetric Gaussian inputs (odd target). A
-two-layer bias-free net's loss is ``½<(y - βᵀx)²> + ½<f_even²>`` exactly on a symmetric
-sample, so it can never go below the least-squares linear floor
-``min_β ½<(y - βᵀx)²>`` (lstsq on the data). Deeper nets can: measured, with the time
-they first cross it.
+**Sine part.** ``y = wᵀx + sin(4 wᵀx)`` on symmetric Gaussian inputs. A two-layer
+bias-free net can never go below the least-squares linear floor
+``min_β ½<(y - βᵀx)²>`` (§1.3); deeper nets can: measured, with the time they first cross it.
 """
 
 from __future__ import annotations
@@ -50,6 +30,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..base import Experiment, require_positive
+
+CLAIM = ("Deep bias-free ReLU nets learn a linear teacher stage by stage like deep linear nets, but "
+         "faster than the rescaled linear theory and with a nonlinear odd part; on the sine target "
+         "they go below the two-layer floor.")
+PAPER_CLAIM = ("Claim 3 (depth): deep bias-free ReLU nets express more than two-layer ones, yet share "
+               "low-rank weights and stage-like learning with deep linear nets.")
 
 MEMBERS = ("linear_aligned", "relu_pair_aligned", "relu_gaussian", "relu_pair_random",
            "linear_twin_of_pair_random")
@@ -117,11 +103,4 @@ PRESETS = {
 
 from . import run as _run  # noqa: E402  (run.py reads Config and the names above)
 
-EXPERIMENT = Experiment(
-    name="deep",
-    claim="Deep bias-free ReLU nets learn a linear teacher stage by stage like deep linear "
-          "nets, but faster than the rescaled linear theory and with a nonlinear odd part; "
-          "on the sine target they go below the two-layer floor.",
-    run=_run.run, config=Config, presets=PRESETS,
-    paper_claim=("Claim 3 (depth): deep bias-free ReLU nets express more than two-layer ones, yet share "
-                 "low-rank weights and stage-like learning with deep linear nets."))
+EXPERIMENT = Experiment("deep", CLAIM, _run.run, Config, PRESETS, PAPER_CLAIM)

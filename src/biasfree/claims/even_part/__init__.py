@@ -1,39 +1,22 @@
 """The even part ``<f_even²>`` during training, and how far a leaky net leaves its linear twin.
 
 docs/theory.md §2.3–2.6. On symmetric data a two-layer bias-free net splits into a linear
-odd part and an even part ``f_even(x) = (1 - c) Σ_k v_k |w_kᵀx|`` (c = (1 + α)/2). If
-``f_even ≡ 0`` along training the net *is* its linear twin: ``√c·init`` trained with
-step ``η c`` (time ``c t``). The deviation from the twin is measured as
+odd part and an even part ``f_even(x) = (1 - c) Σ_k v_k |w_kᵀx|`` (c = (1 + α)/2); if
+``f_even ≡ 0`` along training the net *is* its linear twin (``√c·init``, step ``η c``).
+The deviation is
 
     D = max_t |L_leaky(t) - L_lin(c t)| / L_leaky(0),
 
-with ``L_lin`` the twin's loss from the same engine (same step count, step ``η c``, so
-record j of each run sits at leaky time t and twin time c t).
-
-Three initialisations at several scales σ (per-weight standard deviation), symmetric
-Gaussian inputs, linear teacher ``y = s rᵀx`` (an odd target whose even part is zero):
+record j of each run at leaky time t and twin time c t. Three inits at several scales σ
+(per-weight std), symmetric Gaussian inputs, linear teacher ``y = s rᵀx``:
 
 - **pair** (§2.3): a Gaussian half-width net of std σ, paired by ``pair_up``; exact.
-- **rank-one** (§2.5): balanced, zero-even, raw strength ``a0 = width σ²`` (the mean
-  ``Σ_k v_k²`` of a Gaussian output layer of std σ); exact.
-- **random**: Gaussian weights of std σ (the paper's setting); approximate. The same
-  random directions are used at every σ (one unit-std draw, rescaled), so D(σ) is a
-  smooth curve.
-
-What the maths predicts for the random init (§2.6, derived here):
-
-- ``t = 0``: ``L_leaky(0) - L_lin(0) = ½ <f_even(0)²>`` exactly (odd and even parts are
-  orthogonal on a symmetric sample, and the twin computes the leaky net's odd part).
-- **rich limit** σ → 0: the first, silent-alignment phase is linear and scale-free
-  (f ≈ 0, so every unit grows like a linear unit along the teacher), so D tends to a
-  σ-*independent* value D₀: the even part left after alignment is
-  ``∝ Σ_k u_k |u_k|`` against the odd part's ``Σ_k u_k²`` (u_k the units' growing-mode
-  amplitudes), a random ratio of order ``width^{-1/2}``; the loss deviation is of
-  first order in it (the even term feeds back into the odd dynamics) plus its square
-  (``½<f_even²>``), so D₀ ~ width^{-1/2} to width^{-1}. D₀ does not vanish with σ, it
-  shrinks with width (checked in the width study, fitted exponent).
-- **lazy** side: ``<f_even(0)²>`` grows as σ⁴ (expected value
-  ``(1 - c)² width σ⁴ <||x||²>``), so D grows once this is no longer small.
+- **rank-one** (§2.5): balanced, zero-even, raw strength ``a0 = width σ²``; exact.
+- **random**: Gaussian weights of std σ (the paper's setting; one unit-std draw
+  rescaled, so D(σ) is a smooth curve); approximate. §2.6 predicts, and the checks
+  test: ``L_leaky(0) - L_lin(0) = ½ <f_even(0)²>`` exactly; D levels off at a
+  σ-independent D₀ as σ → 0 (rich limit), which shrinks with width (the width study's
+  fitted exponent); D grows on the lazy side with ``<f_even(0)²> ∝ σ⁴``.
 """
 
 from __future__ import annotations
@@ -43,6 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..base import Experiment, require_positive
+
+CLAIM = ("Pair and rank-one inits keep f_even = 0 exactly; small random init leaves a width-set even "
+         "part, and large init a growing one.")
+PAPER_CLAIM = ("Claim 2 (dynamics), its condition: the linear equivalence is exact while the even part"
+               " f_even stays zero, and only approximate from small random init.")
 
 INITS = ("pair", "rank_one", "random")
 
@@ -90,10 +78,4 @@ PRESETS = {
 
 from . import run as _run  # noqa: E402  (run.py reads Config and the names above)
 
-EXPERIMENT = Experiment(
-    name="even-part",
-    claim="Pair and rank-one inits keep f_even = 0 exactly; small random init leaves a "
-          "width-set even part, and large init a growing one.",
-    run=_run.run, config=Config, presets=PRESETS,
-    paper_claim=("Claim 2 (dynamics), its condition: the linear equivalence is exact while the even part "
-                 "f_even stays zero, and only approximate from small random init."))
+EXPERIMENT = Experiment("even-part", CLAIM, _run.run, Config, PRESETS, PAPER_CLAIM)

@@ -29,6 +29,11 @@ from dataclasses import dataclass
 
 from ..base import Experiment, require_positive
 
+CLAIM = ("Two-layer bias-free ReLU nets cannot go below their computable floor (odd part linear, even "
+         "part 1-homogeneous); depth-3 or biased nets can.")
+PAPER_CLAIM = ("Claim 1 (expressivity): a two-layer bias-free (leaky) ReLU net expresses only linear "
+               "odd functions, which sets a floor that depth or biases remove.")
+
 TARGETS = ("x1x2x3", "sine", "even")
 ARCHS = ("two_layer", "depth3", "biased")
 ARCH_LABELS = {"two_layer": "2-layer bias-free", "depth3": "3-layer bias-free",
@@ -75,10 +80,4 @@ PRESETS = {
 
 from . import run as _run  # noqa: E402  (run.py reads Config and the names above)
 
-EXPERIMENT = Experiment(
-    name="expressivity",
-    claim="Two-layer bias-free ReLU nets cannot go below their computable floor (odd part "
-          "linear, even part 1-homogeneous); depth-3 or biased nets can.",
-    run=_run.run, config=Config, presets=PRESETS,
-    paper_claim=("Claim 1 (expressivity): a two-layer bias-free (leaky) ReLU net expresses only linear odd"
-                 " functions, which sets a floor that depth or biases remove."))
+EXPERIMENT = Experiment("expressivity", CLAIM, _run.run, Config, PRESETS, PAPER_CLAIM)

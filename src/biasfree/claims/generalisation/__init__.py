@@ -3,35 +3,18 @@ time × (1+α)/2, on a noisy linear teacher with N comparable to d.
 
 Data (docs/theory.md §2.1): n Gaussian draws ``x ~ N(0, I_d)`` plus their negatives
 (N = 2n training points), targets ``y = Tx + ε``, ``ε ~ N(0, σ²)`` (mirrored with its
-point), a unit teacher T (p = 1). n ≈ d, so the noise is fitted late in training and the
-test loss first falls, then rises (early stopping pays). Test points are fresh draws
-(not symmetrised).
+point), a unit teacher T (p = 1). n ≈ d, so the test loss first falls, then rises. Test
+points are fresh draws (not symmetrised).
 
-What is exact and what is measured:
-
-- **pair init** (§2.3): ``f_even ≡ 0``, so the leaky net *is* its linear twin
-  ``√c·θ`` (α = 1, step ηc, c = (1+α)/2): train and test loss at time t equal the twin's
-  at c t, to round-off (the same parameters up to the factor, on any input).
-- **population loss** [derived]: for x ~ N(0, I), a noise independent of x, and a net
-  whose odd part is ``β_effᵀx``,
-
-      R = E ½ (y - f(x))² = ½ (||β_eff - T||² + σ²) + ½ E f_even(x)²,
-
-  since odd and even functions are orthogonal under a symmetric distribution and the
-  target's clean part is odd. For a two-layer net ``f_even = (1-c) Σ_k v_k |w_kᵀx|`` and
-  (arc-cosine kernel, ``ρ_kl = cos∠(w_k, w_l)``)
-
-      E |w_kᵀx| |w_lᵀx| = (2/π) ||w_k|| ||w_l|| (√(1 - ρ_kl²) + ρ_kl arcsin ρ_kl).
-
-  So R is known exactly from the parameters; the test loss on n_test fresh points
-  estimates it with standard error ``std(ℓ)/√n_test`` (for a linear f, the residual is
-  N(0, v) with v = ||β - T||² + σ², so ``std(ℓ) = v/√2``).
-- **random small init**: the even part is small, not zero; the gap to the twin is
-  measured (train and test), and ``½ E f_even²`` says how much of the test-loss gap the
-  even part explains.
-- **gradient flow**: the linear twin integrated by ``theory.reference_curve`` (solve_ivp
-  on the data moments) gives ``β(t)`` hence a predicted test curve ``R(β(t))``,
-  independent of the GD simulator.
+- **pair init** (§2.3): the leaky net *is* its linear twin ``√c·θ`` (step ηc), so train
+  and test loss at time t equal the twin's at c t, to round-off.
+- **population loss** (§2.6, arc-cosine kernel): ``R = ½ (||β_eff - T||² + σ²) + ½ E f_even²``,
+  known exactly from the parameters; the test loss on n_test fresh points estimates it
+  with standard error ``std(ℓ)/√n_test``.
+- **random small init**: the gap to the twin is measured (train and test), and
+  ``½ E f_even²`` says how much of the test-loss gap the even part explains.
+- **gradient flow**: the twin integrated by ``theory.reference_curve`` gives ``β(t)``
+  hence a predicted test curve ``R(β(t))``, independent of the GD simulator.
 """
 
 from __future__ import annotations
@@ -39,6 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..base import Experiment, require_positive
+
+CLAIM = ("Train and test loss of bias-free (leaky) ReLU nets on a noisy linear teacher equal the "
+         "linear net's with time × (1+α)/2; test loss is the population loss of β_eff.")
+PAPER_CLAIM = ("Claim 2 (dynamics), on held-out data: the linear equivalence with time × (1+α)/2 holds"
+               " for the test loss too, not only the training loss.")
 
 INITS = ("pair", "random")
 
@@ -88,10 +76,4 @@ PRESETS = {
 
 from . import run as _run  # noqa: E402  (run.py reads Config and the names above)
 
-EXPERIMENT = Experiment(
-    name="generalisation",
-    claim="Train and test loss of bias-free (leaky) ReLU nets on a noisy linear teacher equal "
-          "the linear net's with time × (1+α)/2; test loss is the population loss of β_eff.",
-    run=_run.run, config=Config, presets=PRESETS,
-    paper_claim=("Claim 2 (dynamics), on held-out data: the linear equivalence with time × (1+α)/2 holds "
-                 "for the test loss too, not only the training loss."))
+EXPERIMENT = Experiment("generalisation", CLAIM, _run.run, Config, PRESETS, PAPER_CLAIM)

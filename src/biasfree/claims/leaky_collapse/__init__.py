@@ -32,6 +32,11 @@ import numpy as np
 from ...core.nets import check_alpha
 from ..base import Experiment, require_positive
 
+CLAIM = ("Two-layer bias-free leaky ReLU nets on symmetric data learn like linear nets with time "
+         "rescaled by (1+α)/2.")
+PAPER_CLAIM = ("Claim 2: on symmetric data a two-layer bias-free (leaky) ReLU net learns like a linear"
+               " net with time rescaled by (1+α)/2, with closed-form learning curves.")
+
 FRACTION = "fraction of L(0)"
 
 
@@ -98,10 +103,4 @@ PRESETS = {
 
 from . import run as _run  # noqa: E402  (run.py reads Config and the names above)
 
-EXPERIMENT = Experiment(
-    name="leaky-collapse",
-    claim="Two-layer bias-free leaky ReLU nets on symmetric data learn like linear nets "
-          "with time rescaled by (1+α)/2.",
-    run=_run.run, config=Config, presets=PRESETS,
-    paper_claim="Claim 2: on symmetric data a two-layer bias-free (leaky) ReLU net learns like a linear "
-                "net with time rescaled by (1+α)/2, with closed-form learning curves.")
+EXPERIMENT = Experiment("leaky-collapse", CLAIM, _run.run, Config, PRESETS, PAPER_CLAIM)

@@ -46,6 +46,11 @@ import numpy as np
 from ...core.nets import check_alpha
 from ..base import Experiment, require_positive
 
+CLAIM = ("Where two-layer bias-free nets are effectively linear: the gap to the linear twin over init "
+         "scale × width × α, with the 0.3% contour and spread over inits.")
+PAPER_CLAIM = ("Claim 2's accuracy (\"errors below 0.3%\" from small random init) mapped over init "
+               "scale, width and α instead of tested at one point.")
+
 FRACTION = "fraction of L(0)"
 
 
@@ -106,10 +111,4 @@ PRESETS = {
 
 from . import run as _run  # noqa: E402  (run.py reads Config and the names above)
 
-EXPERIMENT = Experiment(
-    name="linearity-map",
-    claim="Where two-layer bias-free nets are effectively linear: the gap to the linear twin "
-          "over init scale × width × α, with the 0.3% contour and spread over inits.",
-    run=_run.run, config=Config, presets=PRESETS,
-    paper_claim="Claim 2's accuracy (\"errors below 0.3%\" from small random init) mapped over "
-                "init scale, width and α instead of tested at one point.")
+EXPERIMENT = Experiment("linearity-map", CLAIM, _run.run, Config, PRESETS, PAPER_CLAIM)

@@ -25,6 +25,11 @@ from dataclasses import dataclass
 
 from ..base import Experiment, require_positive
 
+CLAIM = ("With logistic loss on separable symmetric data, leaky nets equal linear nets and converge in"
+         " direction to the hard-margin SVM.")
+PAPER_CLAIM = ("Claim 4 (consequences), implicit bias: leaky nets inherit the linear net's max-margin "
+               "(hard-margin SVM) direction under logistic loss.")
+
 TARGET_COS = 0.99
 """The issue's success level for direction convergence (cos between β_eff and w_svm)."""
 INITS = ("pair", "random")
@@ -74,10 +79,4 @@ PRESETS = {
 
 from . import run as _run  # noqa: E402  (run.py reads Config and the names above)
 
-EXPERIMENT = Experiment(
-    name="max-margin",
-    claim="With logistic loss on separable symmetric data, leaky nets equal linear nets and "
-          "converge in direction to the hard-margin SVM.",
-    run=_run.run, config=Config, presets=PRESETS,
-    paper_claim=("Claim 4 (consequences), implicit bias: leaky nets inherit the linear net's max-margin "
-                 "(hard-margin SVM) direction under logistic loss."))
+EXPERIMENT = Experiment("max-margin", CLAIM, _run.run, Config, PRESETS, PAPER_CLAIM)

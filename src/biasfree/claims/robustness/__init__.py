@@ -7,13 +7,9 @@ record j sits at leaky time t and twin time c t); deviation
 ``D = max_t |L_leaky(t) - L_lin(c t)| / L_leaky(0)``.
 
 - **Weight decay λ** (§2.7): the twin's decay is λ/c. Pair init: exact. Small random
-  init: close, measured. Where both runs end is checked against the convex problem the
-  twin solves: a two-layer linear net with L2 decay λ' on both layers ends at
-  ``β*(λ') = argmin_β ½<(y - βᵀx)²> + λ' ||β||`` (p = 1: the factorisation penalty
-  ``½(||W||² + ||v||²)`` of a product ``Wᵀv = β`` is at least ``||β||``, with equality
-  when balanced), i.e. ``β = (Σ_xx + (λ'/ρ) I)⁻¹ Σ_xy`` with ``ρ = ||β||``, a scalar
-  root found with ``scipy.optimize.brentq``. The leaky net's ``β_eff`` must reach
-  ``β*(λ/c)``, not ``β*(λ)``.
+  init: close, measured. The leaky net's ``β_eff`` must end at the decayed linear
+  solution ``β*(λ/c) = argmin_β ½<(y - βᵀx)²> + (λ/c) ||β||``, not ``β*(λ)``
+  (:func:`biasfree.theory.decayed_solution`).
 - **Large init** (§5, lazy regime): at ``t = 0`` the loss gap to the twin is exactly
   ``½<f_even(0)²>`` (odd/even orthogonality on symmetric data), which grows as σ⁴; the
   pair identity does not care about scale.
@@ -29,6 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..base import Experiment, require_positive
+
+CLAIM = ("Weight decay maps to λ/c exactly for pairs; large init and large steps break the random-init"
+         " equivalence, never the pair identity.")
+PAPER_CLAIM = ("Claim 4 (consequences), robustness: weight decay keeps the linear equivalence (as "
+               "λ/c); large init and large steps are what strain it.")
 
 INITS = ("pair", "random")
 """The two members of every run: antisymmetric-pair init (exact twin) and Gaussian init."""
@@ -90,10 +91,4 @@ PRESETS = {
 
 from . import run as _run  # noqa: E402  (run.py reads Config and the names above)
 
-EXPERIMENT = Experiment(
-    name="robustness",
-    claim="Weight decay maps to λ/c exactly for pairs; large init and large steps break the "
-          "random-init equivalence, never the pair identity.",
-    run=_run.run, config=Config, presets=PRESETS,
-    paper_claim=("Claim 4 (consequences), robustness: weight decay keeps the linear equivalence (as λ/c); "
-                 "large init and large steps are what strain it."))
+EXPERIMENT = Experiment("robustness", CLAIM, _run.run, Config, PRESETS, PAPER_CLAIM)

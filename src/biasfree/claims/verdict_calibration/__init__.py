@@ -34,6 +34,11 @@ import numpy as np
 
 from ..base import Experiment, require_positive
 
+CLAIM = ("analyse's prediction of training (from the init alone) against the gap to the linear twin "
+         "measured by training, over init scale × width × asymmetry × depth × biases.")
+PAPER_CLAIM = ("Claim 2's accuracy (\"errors below 0.3%\" of L(0) from small init) as a test of analyse:"
+               " its verdict from the init alone against the gap measured by training.")
+
 STRUCTURAL = ("biases", "asymmetric inputs", "depth", "init not small")
 """Reasons of the training prediction that come from the theory's assumptions (§6.4)."""
 
@@ -84,10 +89,4 @@ PRESETS = {
 
 from . import run as _run  # noqa: E402  (run.py reads Config and the names above)
 
-EXPERIMENT = Experiment(
-    name="verdict-calibration",
-    claim="analyse's prediction of training (from the init alone) against the gap to the linear twin "
-          "measured by training, over init scale × width × asymmetry × depth × biases.",
-    run=_run.run, config=Config, presets=PRESETS,
-    paper_claim="Claim 2's accuracy (\"errors below 0.3%\" of L(0) from small init) as a test of "
-                "analyse: its verdict from the init alone against the gap measured by training.")
+EXPERIMENT = Experiment("verdict-calibration", CLAIM, _run.run, Config, PRESETS, PAPER_CLAIM)
