@@ -14,13 +14,23 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from .results import Result  # noqa: E402
 
-__all__ = ["action_end", "action_start", "claim_title", "plt", "status_title"]
+__all__ = ["action_end", "action_start", "claim_title", "mark", "plt", "status_title"]
 
 
 def status_title(result: Result) -> str:
     """``"NAME: all checks passed"`` or ``"NAME: FAILED: check, ..."`` for a suptitle."""
     status = "all checks passed" if result.passed else "FAILED: " + ", ".join(result.failed())
     return f"{result.experiment}: {status}"
+
+
+def mark(result: Result, *checks: str) -> str:
+    """``" ✓"`` when every named check of ``result`` passed, else ``" ✗ FAILED"``, for a
+    panel title; a KeyError names a check the result does not have (renamed in the run?)."""
+    missing = [c for c in checks if c not in result.checks]
+    if missing:
+        raise KeyError(f"{result.experiment} has no check {', '.join(missing)}: the figure and the "
+                       f"run disagree (checks: {', '.join(result.checks)})")
+    return " ✓" if all(result.checks[c].passed for c in checks) else " ✗ FAILED"
 
 
 def claim_title(fig, result: Result, detail: str = "", fontsize: float = 11) -> None:

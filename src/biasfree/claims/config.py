@@ -66,11 +66,6 @@ def field_lines(config_cls) -> tuple[tuple[str, str, str], ...]:
     return tuple(rows)
 
 
-def describe_fields(config_cls) -> str:
-    """One line per field: ``name: type = default``."""
-    return _describe(field_lines(config_cls))
-
-
 def _describe(lines) -> str:
     return "\n".join(f"  {n}: {t} = {d}" for n, t, d in lines)
 

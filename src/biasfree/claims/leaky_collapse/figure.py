@@ -7,14 +7,9 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..._figure import action_end, claim_title
+from ..._figure import action_end, claim_title, mark
 from ...core.nets import slope_factor
 from ...results import Result
-
-
-def _mark(result: Result, name: str) -> str:
-    check = result.checks.get(name)
-    return "" if check is None else (" ✓" if check.passed else " ✗ FAILED")
 
 
 def _curves(ax, A, result):
@@ -49,7 +44,7 @@ def _curves(ax, A, result):
     ax[2].set(xlabel="rescaled time (1+α) t / 2", ylabel="|L - L_pred| / L(0)",
               ylim=(1e-6, 3e-2), xlim=(0, cs.min() * t[-1]),
               title=f"(c) gap to the prediction: max {np.max(gaps[alphas < 1]):.2%} of L(0)"
-                    + _mark(result, "prediction_gap_max"))
+                    + mark(result, "prediction_gap_max"))
     ax[2].legend(fontsize=8, loc="upper left", ncol=2)
 
 
@@ -76,7 +71,7 @@ def _log_correction(ax, A, result):
     ax.set(xlabel="init std σ (same raw init for α and α = 1)",
            ylabel=f"c·t½(α={A['sweep_alpha']:g}) / t½(1)",
            title="(d) log correction: → 1 only as 1/ln(1/σ)"
-                 + _mark(result, "init_scale_shift_matches_log_correction"))
+                 + mark(result, "init_scale_shift_matches_log_correction"))
     ax.legend(fontsize=8, loc="upper left")
 
 
@@ -89,12 +84,11 @@ def _identities(ax, A, result):
         ax.semilogy(x + off, np.maximum(A[key], 1e-18), m, ms=7, label=label)
     ax.axhline(1e-10, color="tab:red", ls="--", lw=1, label="round-off budget 1e-10")
     ax.axhline(2.2e-16, color="0.5", ls=":", lw=1, label="machine ε")
-    ok = all(result.checks[k].passed for k in ("pair_init_equals_linear_net",
-                                               "rank_one_init_equals_linear_net",
-                                               "gd_matches_exact_discrete_map") if k in result.checks)
     ax.set(xticks=x, xticklabels=[f"{a:g}" for a in alphas], xlabel="α", ylim=(1e-18, 1e-6),
            ylabel="max gap (fraction of L(0); of s for the map)",
-           title="(e) exact identities: equal to round-off" + (" ✓" if ok else " ✗ FAILED"))
+           title="(e) exact identities: equal to round-off" + mark(
+               result, "pair_init_equals_linear_net", "rank_one_init_equals_linear_net",
+               "gd_matches_exact_discrete_map"))
     ax.legend(fontsize=8, loc="upper left")
 
 
@@ -113,7 +107,7 @@ def _step_error(ax, A, result):
     ax.plot([], [], "k:", label="gradient flow (diffrax) vs closed form:\nsolver tolerance")
     ax.set(xlabel="rescaled time (1+α) t / 2", ylabel="|L - L_closed form| / L(0)",
            ylim=(1e-14, 1), xlim=(0, action_end(cs.min() * t, A["proof_closed"], frac=1e-4)),
-           title="(f) rank-one init: GD vs gradient flow" + _mark(result, "flow_matches_closed_form"))
+           title="(f) rank-one init: GD vs gradient flow" + mark(result, "flow_matches_closed_form"))
     ax.legend(fontsize=8, loc="lower right")
 
 
