@@ -41,7 +41,7 @@ def claim_title(fig, result: Result, detail: str = "", fontsize: float = 11) -> 
     verdict = f"{n_ok} of {len(result.checks)} checks passed"
     if not result.passed:
         verdict += ". FAILED: " + ", ".join(result.failed())
-    claim = "\n".join(textwrap.fill(s, int(fig.get_figwidth() * 72 / (0.5 * fontsize)))
+    claim = "\n".join(textwrap.fill(s, int(fig.get_figwidth() * 72 / (0.55 * fontsize)))
                       for s in (result.claim, detail) if s)
     fig.suptitle(f"{claim}\n{result.experiment}: {verdict} ({result.preset}, seed {result.seed})",
                  fontsize=fontsize, color="k" if result.passed else "tab:red")

@@ -83,8 +83,8 @@ def run(
     Exit status: 0 all checks passed, 1 a check failed, 2 bad input (nothing run),
     3 an experiment crashed (its traceback in OUT/NAME/traceback.txt; the others run)."""
     from .. import _validate as validate
-    from ..claims import check_name
-    from ..claims.config import ConfigError, parse_sets, precheck, read_config_file
+    from ..claims import check_name, precheck
+    from ..claims.config import ConfigError, parse_sets, read_config_file
 
     try:
         validate.seed(seed, "--seed")

@@ -24,11 +24,19 @@ import ast
 import functools
 import importlib
 import pkgutil
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..results import Check, Result, at_least, at_most
 from .base import SIZES, Experiment, run_experiment
-from .config import ConfigError, resolve_config
+from .config import (
+    DEFAULT_PRESET,
+    ConfigError,
+    check_scopes,
+    overrides_for,
+    resolve_config,
+    unknown_field_error,
+)
 
 HEADLINE = "leaky-collapse"
 
@@ -112,6 +120,28 @@ def _source_fields(name: str) -> tuple[tuple[str, str, str], ...]:
     return ()
 
 
+def precheck(names: Iterable[str], preset: str | None = None,
+             file_doc: Mapping[str, object] | None = None,
+             sets: Mapping[str, object] | None = None) -> None:
+    """What :func:`~.config.plan` would refuse that can be known without importing any
+    experiment (nor JAX): the preset's name, overrides aimed at unknown experiments or at
+    ones not being run, and unknown field names (:func:`declared_fields`). Value and type
+    errors need the Config classes and are left to :func:`~.config.plan`."""
+    names = list(names)
+    file_doc = dict(file_doc or {})
+    file_preset = file_doc.pop("preset", None)
+    chosen = preset or (file_preset if isinstance(file_preset, str) else None) or DEFAULT_PRESET
+    if chosen not in SIZES:
+        raise ConfigError(f"unknown preset {chosen!r} for {names[0]}; choose one of {', '.join(SIZES)}")
+    sets = dict(sets or {})
+    check_scopes(names, known(), file_doc, sets)
+    for name in names:
+        lines = declared_fields(name)
+        unknown = [k for k in overrides_for(name, file_doc, sets) if k not in {n for n, *_ in lines}]
+        if unknown:
+            raise unknown_field_error(name, unknown, lines)
+
+
 def figure(result: Result):
     """The matplotlib Figure of ``result``, drawn by ``claims/<module>/figure.py``'s
     ``figure(result)``; an experiment without that module is a LookupError (no fallback)."""
@@ -127,5 +157,5 @@ def figure(result: Result):
 
 
 __all__ = ["HEADLINE", "NAMES", "REGISTRY", "SIZES", "Check", "ConfigError", "Experiment", "Result",
-           "at_least", "at_most", "check_name", "declared_fields", "figure", "get", "known",
+           "at_least", "at_most", "check_name", "declared_fields", "figure", "get", "known", "precheck",
            "resolve_config", "run_experiment"]

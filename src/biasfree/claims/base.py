@@ -13,6 +13,7 @@ once, plot later. Configs from presets, files and ``--set`` overrides are resolv
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -32,7 +33,9 @@ def _quiet(_: str) -> None:
 @dataclass(frozen=True)
 class Experiment:
     """A registered experiment: ``name`` (CLI name), ``claim`` (one line),
-    ``run(cfg, seed, progress) -> Result``, ``config`` its frozen Config dataclass,
+    ``run(cfg, seed, progress) -> Result`` or the name of the module that defines it
+    (imported at the first run: a claim's ``run.py`` imports its package, not the other
+    way round), ``config`` its frozen Config dataclass,
     ``presets`` (name -> Config: ``tiny``, ``paper``), and ``paper_claim``: which of the
     paper's claims it tests, in one line (for the report). ``run`` is wrapped: it refuses a
     ``cfg`` that is not a ``config`` (a clear TypeError, before any work), computes in
@@ -40,7 +43,7 @@ class Experiment:
 
     name: str
     claim: str
-    run: Callable[..., Result]
+    run: Callable[..., Result] | str
     config: type | None = None
     presets: Mapping[str, object] = field(default_factory=dict)
     paper_claim: str = ""
@@ -51,7 +54,8 @@ class Experiment:
         # later, outside that setting, keep every digit (imported here: base stays JAX-free)
         from ..core.precision import precise
 
-        object.__setattr__(self, "run", _numpy_arrays(precise(_typed(self.run, self.config))))
+        run = _imported(self.run) if isinstance(self.run, str) else self.run
+        object.__setattr__(self, "run", _numpy_arrays(precise(_typed(run, self.config))))
         if self.config is not None:
             wrong = [k for k, v in self.presets.items() if not isinstance(v, self.config)]
             if wrong:
@@ -78,6 +82,16 @@ def _numpy_arrays(run):
         return result
 
     return wrapper
+
+
+def _imported(module: str):
+    """``module``'s ``run``, imported at the first call."""
+
+    def run(*args, **kwargs):
+        return importlib.import_module(module).run(*args, **kwargs)
+
+    run.__doc__ = f"``{module}.run``, imported at the first call."
+    return run
 
 
 def _typed(run, config_cls):

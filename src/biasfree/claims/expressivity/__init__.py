@@ -78,6 +78,4 @@ PRESETS = {
                     steps=10_000, n_records=200, grid=81),
 }
 
-from . import run as _run  # noqa: E402  (run.py reads Config and the names above)
-
-EXPERIMENT = Experiment("expressivity", CLAIM, _run.run, Config, PRESETS, PAPER_CLAIM)
+EXPERIMENT = Experiment("expressivity", CLAIM, f"{__name__}.run", Config, PRESETS, PAPER_CLAIM)

@@ -109,6 +109,4 @@ PRESETS = {
     "paper": Config(),
 }
 
-from . import run as _run  # noqa: E402  (run.py reads Config and the names above)
-
-EXPERIMENT = Experiment("linearity-map", CLAIM, _run.run, Config, PRESETS, PAPER_CLAIM)
+EXPERIMENT = Experiment("linearity-map", CLAIM, f"{__name__}.run", Config, PRESETS, PAPER_CLAIM)
