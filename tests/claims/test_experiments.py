@@ -8,9 +8,11 @@ files must follow DESIGN.md's output contract, and the report built from them mu
 every figure and every check; ``run all`` into the same folder then skips them all.
 """
 
+import ast
 import html
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +20,7 @@ from filelock import FileLock
 from toys import give_figures
 from typer.testing import CliRunner
 
-from biasfree import store
+from biasfree import claims, store
 from biasfree.app.cli import app
 from biasfree.app.report import render
 from biasfree.claims import HEADLINE, REGISTRY, get
@@ -54,6 +56,19 @@ def results(shared_out):
 
 def _per_experiment():
     return [pytest.param(n, marks=pytest.mark.xdist_group(f"exp-{n}")) for n in REGISTRY]
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_every_claim_is_one_folder_with_its_run_figure_and_sentence_once(name):
+    folder = Path(claims.__file__).with_name(name.replace("-", "_"))
+    assert {"__init__.py", "run.py", "figure.py"} <= {p.name for p in folder.iterdir()}
+    exp = get(name)
+    assert exp.claim and exp.paper_claim
+    strings = [n.value for p in sorted(folder.glob("*.py"))
+               for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+               if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    for sentence in (exp.claim, exp.paper_claim):  # written once: the figure reads result.claim
+        assert strings.count(sentence) == 1, sentence
 
 
 def test_registry_has_the_headline_first():
