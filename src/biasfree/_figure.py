@@ -14,13 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from .results import Result  # noqa: E402
 
-__all__ = ["action_end", "action_start", "claim_title", "mark", "plt", "status_title"]
-
-
-def status_title(result: Result) -> str:
-    """``"NAME: all checks passed"`` or ``"NAME: FAILED: check, ..."`` for a suptitle."""
-    status = "all checks passed" if result.passed else "FAILED: " + ", ".join(result.failed())
-    return f"{result.experiment}: {status}"
+__all__ = ["action_end", "action_start", "claim_title", "mark", "plt"]
 
 
 def mark(result: Result, *checks: str) -> str:

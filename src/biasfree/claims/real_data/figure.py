@@ -6,7 +6,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..._figure import status_title
+from ..._figure import claim_title
 from ...core.nets import slope_factor
 from ...results import Result
 
@@ -50,10 +50,9 @@ def figure(result: Result):
     ax[2].set(ylabel="energy <||·||²> on the training set", ylim=(1e-33, 1e6),
               title=f"(c) trained nets: odd/even split (bars at {_TINY:g}: round-off)")
     ax[2].legend(fontsize=7, loc="upper center", ncol=3)
-    fig.suptitle(
-        "Real data: a ReLU net on symmetrised digits is its linear twin at half speed — random-init gap "
-        f"{100 * M['random_gap_to_twin_median']:.2g}% of L(0) (paper: < 0.3%), pair init "
-        f"exact; held-out accuracy {100 * M['random_test_accuracy_mean']:.1f}% (twin "
-        f"{100 * M['twin_test_accuracy_mean']:.1f}%)\n" + status_title(result), fontsize=10)
+    claim_title(fig, result, f"Random-init gap {100 * M['random_gap_to_twin_median']:.2g}% of L(0) "
+                "(paper: < 0.3%), pair init exact; held-out accuracy "
+                f"{100 * M['random_test_accuracy_mean']:.1f}% "
+                f"(twin {100 * M['twin_test_accuracy_mean']:.1f}%)", fontsize=10)
     fig.tight_layout()
     return fig
