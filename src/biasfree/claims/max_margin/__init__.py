@@ -1,17 +1,14 @@
 """Logistic loss on separable symmetric data: leaky nets inherit the linear max-margin bias.
 
-docs/theory.md §2.8. The pair argument (§2.3) needs only ``ℓ(-y, -f) = ℓ(y, f)``, which
-the logistic loss satisfies, so on symmetric data a two-layer antisymmetric-pair leaky
-net (slope α, c = (1 + α)/2) trained by GD *is* its linear twin (``√c·init``, α = 1,
-step ``η c``, same step count) step for step. A linear net trained by GD on separable
-data converges in direction to the hard-margin SVM without intercept
-(Soudry et al. 2018; Ji & Telgarsky 2019):
+docs/theory.md §2.8: with the logistic loss (``ℓ(-y, -f) = ℓ(y, f)``) a two-layer
+antisymmetric-pair leaky net (slope α, c = (1 + α)/2) on symmetric data *is* its linear
+twin (``√c·init``, α = 1, step ``η c``) step for step, so it inherits the linear net's
+implicit bias: ``β_eff(t)/||β_eff(t)||`` tends, like 1/log t, to the direction of the
+hard-margin SVM without intercept
 
-    w_svm = argmin ||w||²  subject to  y_i wᵀx_i >= 1 for every i,
+    w_svm = argmin ||w||²  subject to  y_i wᵀx_i >= 1 for every i
 
-so ``β_eff(t)/||β_eff(t)||`` tends to ``w_svm/||w_svm||``, logarithmically slowly (the
-direction error decays like 1/log t). ``w_svm`` and its KKT certificate come from
-:mod:`biasfree.theory.margin`.
+(``w_svm`` and its KKT certificate: :mod:`biasfree.theory.margin`).
 
 Data: Gaussian inputs, labels ``sign(w*ᵀx)`` keeping only ``|w*ᵀx| >= margin``
 (:func:`biasfree.label_data`), then symmetrised (labels are odd in x). Members, by
