@@ -1,5 +1,5 @@
 """The figure kit every figure uses: matplotlib on the Agg backend (the only place it is
-chosen), the two-line claim-and-verdict title, and the useful ends of a time axis."""
+chosen), the claim-and-verdict title, a panel's check mark, and the useful ends of a time axis."""
 
 from __future__ import annotations
 
