@@ -345,6 +345,14 @@ def test_a_missing_figure_is_a_crash_not_a_fallback(toy, tmp_path, monkeypatch):
     assert not (tmp_path / "toy" / "result.json").exists()
 
 
+def test_a_result_without_its_claim_sentence_gets_the_registrys_in_its_title(toy, monkeypatch):
+    titles = []
+    give_figures(monkeypatch, "toy", figure=lambda result: titles.append(result.claim))
+    claims.figure(Result("toy", 0, {}, {}, {}))  # as loaded from a result.json of before
+    claims.figure(Result("toy", 0, {}, {}, {}, claim="its own sentence"))
+    assert titles == ["a toy experiment for the CLI tests", "its own sentence"]
+
+
 def test_old_result_files_without_preset_still_load(toy, tmp_path):
     assert cli("run", "toy", "--preset", "tiny", "--out", tmp_path).exit_code == 0
     doc = doc_of(tmp_path)

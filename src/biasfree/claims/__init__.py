@@ -25,6 +25,7 @@ import functools
 import importlib
 import pkgutil
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from ..results import Check, Result, at_least, at_most
@@ -144,7 +145,10 @@ def precheck(names: Iterable[str], preset: str | None = None,
 
 def figure(result: Result):
     """The matplotlib Figure of ``result``, drawn by ``claims/<module>/figure.py``'s
-    ``figure(result)``; an experiment without that module is a LookupError (no fallback)."""
+    ``figure(result)``; an experiment without that module is a LookupError (no fallback).
+    A result saved before results carried their claim sentence gets the registry's."""
+    if not result.claim and result.experiment in known():
+        result = replace(result, claim=get(result.experiment).claim)
     path = f"{__name__}.{result.experiment.replace('-', '_')}.figure"
     try:
         mod = importlib.import_module(path)
