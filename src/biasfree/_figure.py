@@ -1,7 +1,9 @@
 """The figure kit every figure uses: matplotlib on the Agg backend (the only place it is
-chosen), the two-line claim-and-verdict title, and the useful ends of a time axis."""
+chosen), the claim-and-verdict title, a panel's check mark, and the useful ends of a time axis."""
 
 from __future__ import annotations
+
+import textwrap
 
 import matplotlib
 import numpy as np
@@ -12,23 +14,30 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from .results import Result  # noqa: E402
 
-__all__ = ["action_end", "action_start", "claim_title", "plt", "status_title"]
+__all__ = ["action_end", "action_start", "claim_title", "mark", "plt"]
 
 
-def status_title(result: Result) -> str:
-    """``"NAME: all checks passed"`` or ``"NAME: FAILED: check, ..."`` for a suptitle."""
-    status = "all checks passed" if result.passed else "FAILED: " + ", ".join(result.failed())
-    return f"{result.experiment}: {status}"
+def mark(result: Result, *checks: str) -> str:
+    """``" ✓"`` when every named check of ``result`` passed, else ``" ✗ FAILED"``, for a
+    panel title; a KeyError names a check the result does not have (renamed in the run?)."""
+    missing = [c for c in checks if c not in result.checks]
+    if missing:
+        raise KeyError(f"{result.experiment} has no check {', '.join(missing)}: the figure and the "
+                       f"run disagree (checks: {', '.join(result.checks)})")
+    return " ✓" if all(result.checks[c].passed for c in checks) else " ✗ FAILED"
 
 
-def claim_title(fig, result: Result, claim: str, fontsize: float = 11) -> None:
-    """A two-line suptitle: the figure's ``claim`` in words, then its verdict
-    (``"NAME: n of m checks passed (size, seed)"``, red with the failed checks' names if any)."""
+def claim_title(fig, result: Result, detail: str = "", fontsize: float = 11) -> None:
+    """A suptitle: the result's claim sentence (``result.claim``, wrapped to the figure's
+    width), the figure's measured ``detail`` if any, then its verdict (``"NAME: n of m
+    checks passed (preset, seed)"``, red with the failed checks' names if any)."""
     n_ok = sum(c.passed for c in result.checks.values())
     verdict = f"{n_ok} of {len(result.checks)} checks passed"
     if not result.passed:
         verdict += ". FAILED: " + ", ".join(result.failed())
-    fig.suptitle(f"{claim}\n{result.experiment}: {verdict} ({result.size}, seed {result.seed})",
+    claim = "\n".join(textwrap.fill(s, int(fig.get_figwidth() * 72 / (0.55 * fontsize)))
+                      for s in (result.claim, detail) if s)
+    fig.suptitle(f"{claim}\n{result.experiment}: {verdict} ({result.preset}, seed {result.seed})",
                  fontsize=fontsize, color="k" if result.passed else "tab:red")
 
 

@@ -76,11 +76,6 @@ class Result:
     paper_claim: str = ""
 
     @property
-    def size(self) -> str:
-        """The preset's name (``result.json``'s ``size`` key; read-only alias)."""
-        return self.preset
-
-    @property
     def passed(self) -> bool:
         return all(c.passed for c in self.checks.values())
 

@@ -71,7 +71,7 @@ def result_json(result: Result, elapsed_s: float) -> dict:
     preset's name, ``overrides`` the fields set on top of it, ``config`` the effective
     config)."""
     return {
-        "experiment": result.experiment, "size": result.size, "seed": result.seed,
+        "experiment": result.experiment, "size": result.preset, "seed": result.seed,
         "config": result.config, "preset": result.preset, "overrides": result.overrides,
         "metrics": {k: float(v) for k, v in result.metrics.items()},
         "checks": {k: c.to_json() for k, c in result.checks.items()},

@@ -83,8 +83,8 @@ def run(
     Exit status: 0 all checks passed, 1 a check failed, 2 bad input (nothing run),
     3 an experiment crashed (its traceback in OUT/NAME/traceback.txt; the others run)."""
     from .. import _validate as validate
-    from ..claims import check_name
-    from ..claims.config import ConfigError, parse_sets, precheck, read_config_file
+    from ..claims import check_name, precheck
+    from ..claims.config import ConfigError, parse_sets, read_config_file
 
     try:
         validate.seed(seed, "--seed")
@@ -133,9 +133,10 @@ def run(
                                         lambda msg, task=task: bar.update(task, description=msg),
                                         preset=p.preset, overrides=p.overrides)
                 bar.update(task, description="plotting")
-                from .. import plotting
+                from .. import claims
+                from .._figure import plt
 
-                fig = plotting.figure(result)
+                fig = claims.figure(result)
             except Exception as e:  # a crash is not a result: record it, run the others
                 crashed.append(n)
                 paths = _record_crash(out, p, seed, e, time.perf_counter() - t0)
@@ -146,7 +147,7 @@ def run(
                           soft_wrap=True)
                 continue
             paths = store.save(result, out, time.perf_counter() - t0, fig)
-            plotting.plt.close(fig)  # a run of many experiments keeps no figure open
+            plt.close(fig)  # a run of many experiments keeps no figure open
             status = "[green]all checks passed[/]" if result.passed else \
                 f"[red]failed: {', '.join(result.failed())}[/]"
             bar.update(task, description=status, total=1, completed=1)

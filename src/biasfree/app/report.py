@@ -144,7 +144,7 @@ def _card(res: Result, doc: dict, out_dir: Path) -> str:
              if exp and exp.paper_claim else "")
     metrics = "".join(f"<tr><td>{html.escape(k)}</td><td class=num>{v:.6g}</td></tr>"
                       for k, v in res.metrics.items())
-    meta = (f"size {html.escape(res.size)}, seed {res.seed}, "
+    meta = (f"size {html.escape(res.preset)}, seed {res.seed}, "
             f"{doc.get('elapsed_s', float('nan')):.1f} s; versions: "
             + html.escape(", ".join(f"{k} {v}" for k, v in doc.get("versions", {}).items())))
     notes = f"<p class=notes><b>Notes.</b> {html.escape(res.notes)}</p>" if res.notes else ""

@@ -132,7 +132,7 @@ def contour_figure(df, points_dir, ncols: int = 5):
     under ``points_dir``."""
     from matplotlib.colors import TwoSlopeNorm
 
-    from ..plotting.linearity_map import _edges, scale_width_axes
+    from ..claims.linearity_map.figure import _edges, scale_width_axes
 
     done = df[df["status"] == "done"]
     slices = [(label, *_slice_gaps(rows, points_dir)) for label, rows in _slices(done)]

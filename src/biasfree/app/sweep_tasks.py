@@ -54,16 +54,17 @@ def run_points(experiment: str, preset: str, items: list[tuple], figures: bool =
             continue
         point = {"key": key, "result": result, "compute_s": time.perf_counter() - t0, "render_s": 0.0}
         if figures:
-            from .. import plotting
+            from .. import claims
+            from .._figure import plt
 
             t1 = time.perf_counter()
-            fig = plotting.figure(result)
+            fig = claims.figure(result)
             point["figure"] = {}
             for ext in ("png", "pdf"):
                 buf = io.BytesIO()
                 fig.savefig(buf, format=ext, dpi=130, bbox_inches="tight")
                 point["figure"][ext] = buf.getvalue()
-            plotting.plt.close(fig)
+            plt.close(fig)
             point["render_s"] = time.perf_counter() - t1
         done.append(point)
     return {"points": done, "start": start, "end": time.time(), "worker": _worker_address()}

@@ -1,20 +1,21 @@
-"""Registry of experiments, one module per claim of the paper.
+"""Registry of experiments, one folder per claim of the paper.
 
-Each module ``biasfree.claims.<name>`` defines a frozen ``Config``, its
-``PRESETS`` (``tiny``, ``paper``), ``run(cfg, seed, progress)`` and ``EXPERIMENT`` (an
-:class:`~biasfree.claims.base.Experiment`); modules are discovered, so adding
-an experiment means adding a module. ``leaky-collapse`` is the headline. To run one
+Each package ``biasfree.claims.<name>/`` holds one claim: ``__init__.py`` its frozen
+``Config``, ``PRESETS`` (``tiny``, ``paper``), claim sentences and ``EXPERIMENT`` (an
+:class:`~biasfree.claims.base.Experiment`), ``run.py`` its ``run(cfg, seed, progress)``
+and ``figure.py`` its ``figure(result)``. Packages are discovered, so adding an
+experiment means adding a folder. ``leaky-collapse`` is the headline. To run one
 from Python with overrides::
 
     exp = get("leaky-collapse")
     cfg = resolve_config(exp, "tiny", {"width": 40})
     result = run_experiment(exp, cfg, seed=0, preset="tiny", overrides={"width": 40})
 
-The module ``experiments/<module>.py`` defines the experiment ``<module>`` with dashes for
+The folder ``claims/<module>/`` defines the experiment ``<module>`` with dashes for
 underscores (``leaky_collapse`` -> ``leaky-collapse``), so :data:`NAMES` and
 :func:`declared_fields` are known without importing any experiment (nor JAX): the
 command line refuses an unknown name or field before the engine loads. ``REGISTRY``
-imports every experiment module on first use.
+imports every experiment on first use; :func:`figure` draws a result's figure.
 """
 
 from __future__ import annotations
@@ -23,19 +24,27 @@ import ast
 import functools
 import importlib
 import pkgutil
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from ..results import Check, Result, at_least, at_most
 from .base import SIZES, Experiment, run_experiment
-from .config import ConfigError, resolve_config
+from .config import (
+    DEFAULT_PRESET,
+    ConfigError,
+    check_scopes,
+    overrides_for,
+    resolve_config,
+    unknown_field_error,
+)
 
 HEADLINE = "leaky-collapse"
 
 
 def _modules() -> dict[str, str]:
-    """Experiment name -> module name, from the files alone (nothing imported)."""
-    mods = [m.name for m in pkgutil.iter_modules(__path__)
-            if m.name not in ("base", "config") and not m.name.startswith("_")]
+    """Experiment name -> package name, from the folders alone (nothing imported)."""
+    mods = [m.name for m in pkgutil.iter_modules(__path__) if m.ispkg and not m.name.startswith("_")]
     found = {m.replace("_", "-"): m for m in sorted(mods)}
     head = {HEADLINE: found.pop(HEADLINE)} if HEADLINE in found else {}
     return head | found
@@ -54,7 +63,7 @@ def _load(name: str) -> Experiment:
         raise TypeError(f"{__name__}.{mod} defines no EXPERIMENT (an Experiment); a module "
                         "that is not an experiment is named with a leading underscore")
     if exp.name != name:
-        raise ValueError(f"{__name__}.{mod} defines experiment {exp.name!r}; its module must "
+        raise ValueError(f"{__name__}.{mod} defines experiment {exp.name!r}; its folder must "
                          f"be named {exp.name.replace('-', '_')!r} (see this module's doc)")
     return exp
 
@@ -89,7 +98,7 @@ def get(name: str) -> Experiment:
 def declared_fields(name: str) -> tuple[tuple[str, str, str], ...]:
     """``(field, type, default)`` as text for each field of experiment ``name``'s ``Config``
     (``("width", "int", "200")``): from the class once the registry is loaded, else read
-    from the module's source (the class body's annotated names) without importing it. A
+    from the claim's ``__init__.py`` (the class body's annotated names) without importing it. A
     test checks both ways agree for every experiment."""
     check_name(name)
     if "REGISTRY" in globals():
@@ -102,7 +111,7 @@ def declared_fields(name: str) -> tuple[tuple[str, str, str], ...]:
 
 @functools.cache
 def _source_fields(name: str) -> tuple[tuple[str, str, str], ...]:
-    path = Path(__file__).with_name(f"{_MODULES[name]}.py")
+    path = Path(__file__).with_name(_MODULES[name]) / "__init__.py"
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.ClassDef) and node.name == "Config":
             return tuple((s.target.id, ast.unparse(s.annotation),
@@ -112,6 +121,45 @@ def _source_fields(name: str) -> tuple[tuple[str, str, str], ...]:
     return ()
 
 
+def precheck(names: Iterable[str], preset: str | None = None,
+             file_doc: Mapping[str, object] | None = None,
+             sets: Mapping[str, object] | None = None) -> None:
+    """What :func:`~.config.plan` would refuse that can be known without importing any
+    experiment (nor JAX): the preset's name, overrides aimed at unknown experiments or at
+    ones not being run, and unknown field names (:func:`declared_fields`). Value and type
+    errors need the Config classes and are left to :func:`~.config.plan`."""
+    names = list(names)
+    file_doc = dict(file_doc or {})
+    file_preset = file_doc.pop("preset", None)
+    chosen = preset or (file_preset if isinstance(file_preset, str) else None) or DEFAULT_PRESET
+    if chosen not in SIZES:
+        raise ConfigError(f"unknown preset {chosen!r} for {names[0]}; choose one of {', '.join(SIZES)}")
+    sets = dict(sets or {})
+    check_scopes(names, known(), file_doc, sets)
+    for name in names:
+        lines = declared_fields(name)
+        unknown = [k for k in overrides_for(name, file_doc, sets) if k not in {n for n, *_ in lines}]
+        if unknown:
+            raise unknown_field_error(name, unknown, lines)
+
+
+def figure(result: Result):
+    """The matplotlib Figure of ``result``, drawn by ``claims/<module>/figure.py``'s
+    ``figure(result)``; an experiment without that module is a LookupError (no fallback).
+    A result saved before results carried their claim sentence gets the registry's."""
+    if not result.claim and result.experiment in known():
+        result = replace(result, claim=get(result.experiment).claim)
+    path = f"{__name__}.{result.experiment.replace('-', '_')}.figure"
+    try:
+        mod = importlib.import_module(path)
+    except ModuleNotFoundError as e:
+        if not path.startswith(str(e.name)):
+            raise
+        raise LookupError(f"experiment {result.experiment!r} has no figure: add {path.replace('.', '/')}.py "
+                          "defining figure(result) -> matplotlib Figure") from None
+    return mod.figure(result)
+
+
 __all__ = ["HEADLINE", "NAMES", "REGISTRY", "SIZES", "Check", "ConfigError", "Experiment", "Result",
-           "at_least", "at_most", "check_name", "declared_fields", "get", "known",
+           "at_least", "at_most", "check_name", "declared_fields", "figure", "get", "known", "precheck",
            "resolve_config", "run_experiment"]

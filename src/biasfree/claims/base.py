@@ -5,7 +5,7 @@ validated ``Config`` dataclass with named ``presets`` (``tiny``: seconds, ``pape
 minutes); ``run(cfg, seed, progress)`` computes numbers and arrays (never plots or
 files) and returns a :class:`Result` whose :class:`Check` entries compare simulation
 with theory, each stating its claim in one sentence. Figures are drawn later from the
-result (``biasfree.plotting``), and results are written by ``biasfree.store``: compute
+result (``biasfree.claims.figure``), and results are written by ``biasfree.store``: compute
 once, plot later. Configs from presets, files and ``--set`` overrides are resolved in
 ``biasfree.claims.config``.
 """
@@ -13,6 +13,7 @@ once, plot later. Configs from presets, files and ``--set`` overrides are resolv
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -32,29 +33,29 @@ def _quiet(_: str) -> None:
 @dataclass(frozen=True)
 class Experiment:
     """A registered experiment: ``name`` (CLI name), ``claim`` (one line),
-    ``run(cfg, seed, progress) -> Result``, ``config`` its frozen Config dataclass,
+    ``run(cfg, seed, progress) -> Result`` or the name of the module that defines it
+    (imported at the first run: a claim's ``run.py`` imports its package, not the other
+    way round), ``config`` its frozen Config dataclass,
     ``presets`` (name -> Config: ``tiny``, ``paper``), and ``paper_claim``: which of the
-    paper's claims it tests, in one line (for the report). ``configs`` is the old name
-    of ``presets``, still accepted."""
+    paper's claims it tests, in one line (for the report). ``run`` is wrapped: it refuses a
+    ``cfg`` that is not a ``config`` (a clear TypeError, before any work), computes in
+    float64 (:mod:`biasfree.core.precision`) and hands back NumPy arrays."""
 
     name: str
     claim: str
-    run: Callable[..., Result]
+    run: Callable[..., Result] | str
     config: type | None = None
     presets: Mapping[str, object] = field(default_factory=dict)
     paper_claim: str = ""
-    configs: Mapping[str, object] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self):
-        if self.configs and not self.presets:
-            object.__setattr__(self, "presets", self.configs)
-        object.__setattr__(self, "configs", self.presets)
         # experiments compute in float64 (or float32 via precision=) whatever JAX's global
         # setting (biasfree.core.precision), and hand back NumPy arrays, so that figures drawn
         # later, outside that setting, keep every digit (imported here: base stays JAX-free)
         from ..core.precision import precise
 
-        object.__setattr__(self, "run", _numpy_arrays(precise(self.run)))
+        run = _imported(self.run) if isinstance(self.run, str) else self.run
+        object.__setattr__(self, "run", _numpy_arrays(precise(_typed(run, self.config))))
         if self.config is not None:
             wrong = [k for k, v in self.presets.items() if not isinstance(v, self.config)]
             if wrong:
@@ -83,12 +84,29 @@ def _numpy_arrays(run):
     return wrapper
 
 
-def expect_config(cfg, config_cls) -> None:
-    """Raise a clear TypeError unless ``cfg`` is a ``config_cls`` (the old API passed a
-    size name)."""
-    if not isinstance(cfg, config_cls):
-        raise TypeError(f"run() takes a {config_cls.__module__}.{config_cls.__qualname__}, e.g. "
-                        f"PRESETS['tiny'] or Config(...) (see `biasfree show`), got {cfg!r}")
+def _imported(module: str):
+    """``module``'s ``run``, imported at the first call."""
+
+    def run(*args, **kwargs):
+        return importlib.import_module(module).run(*args, **kwargs)
+
+    run.__doc__ = f"``{module}.run``, imported at the first call."
+    return run
+
+
+def _typed(run, config_cls):
+    """``run`` that raises a clear TypeError unless its ``cfg`` is a ``config_cls``."""
+    if config_cls is None:
+        return run
+
+    @functools.wraps(run)
+    def wrapper(cfg, *args, **kwargs):
+        if not isinstance(cfg, config_cls):
+            raise TypeError(f"run() takes a {config_cls.__module__}.{config_cls.__qualname__}, e.g. "
+                            f"PRESETS['tiny'] or Config(...) (see `biasfree show`), got {cfg!r}")
+        return run(cfg, *args, **kwargs)
+
+    return wrapper
 
 
 def run_experiment(exp: Experiment, cfg, seed: int = 0, progress: Progress = _quiet, *,

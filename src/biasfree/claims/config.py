@@ -66,16 +66,11 @@ def field_lines(config_cls) -> tuple[tuple[str, str, str], ...]:
     return tuple(rows)
 
 
-def describe_fields(config_cls) -> str:
-    """One line per field: ``name: type = default``."""
-    return _describe(field_lines(config_cls))
-
-
 def _describe(lines) -> str:
     return "\n".join(f"  {n}: {t} = {d}" for n, t, d in lines)
 
 
-def _no_field(name: str, unknown, lines) -> ConfigError:
+def unknown_field_error(name: str, unknown, lines) -> ConfigError:
     return ConfigError(f"{name} has no field {', '.join(map(repr, unknown))}. Valid fields "
                        f"(name: type = default):\n{_describe(lines)}\n"
                        f"(see `biasfree show {name}`)")
@@ -243,7 +238,7 @@ def check_overrides(exp: Experiment, overrides: Mapping[str, object] | None) -> 
     fields = {f.name: f for f in dataclasses.fields(exp.config)}
     unknown = [k for k in overrides if k not in fields]
     if unknown:
-        raise _no_field(exp.name, unknown, field_lines(exp.config))
+        raise unknown_field_error(exp.name, unknown, field_lines(exp.config))
     hints = type_hints(exp.config)
     return {k: _coerce(v, hints[k], k, field_default(fields[k])) for k, v in overrides.items()}
 
@@ -323,30 +318,6 @@ def check_scopes(names: Iterable[str], known: Iterable[str], file_doc: Mapping[s
         keys = [k for k in sets if k.rpartition(".")[0] in idle]
         raise ConfigError(f"--set {', '.join(keys)}: {', '.join(idle)} is not being run (running: "
                           f"{', '.join(names)}); add it to the names to run or drop the --set")
-
-
-def precheck(names: Iterable[str], preset: str | None = None,
-             file_doc: Mapping[str, object] | None = None,
-             sets: Mapping[str, object] | None = None) -> None:
-    """What :func:`plan` would refuse that can be known without importing any experiment
-    (nor JAX): the preset's name, overrides aimed at unknown experiments or at ones not
-    being run, and unknown field names (:func:`biasfree.claims.declared_fields`).
-    Value and type errors need the Config classes and are left to :func:`plan`."""
-    from . import SIZES, declared_fields, known
-
-    names = list(names)
-    file_doc = dict(file_doc or {})
-    file_preset = file_doc.pop("preset", None)
-    chosen = preset or (file_preset if isinstance(file_preset, str) else None) or DEFAULT_PRESET
-    if chosen not in SIZES:
-        raise ConfigError(f"unknown preset {chosen!r} for {names[0]}; choose one of {', '.join(SIZES)}")
-    sets = dict(sets or {})
-    check_scopes(names, known(), file_doc, sets)
-    for name in names:
-        lines = declared_fields(name)
-        unknown = [k for k in overrides_for(name, file_doc, sets) if k not in {n for n, *_ in lines}]
-        if unknown:
-            raise _no_field(name, unknown, lines)
 
 
 def field_rows(exp: Experiment) -> list[tuple[str, str, object, dict[str, object]]]:

@@ -1,0 +1,79 @@
+"""Real data: on symmetrised, whitened handwritten digits a two-layer ReLU net from small
+init follows its linear twin at half speed.
+
+Data: scikit-learn's bundled 8×8 digits (no download; the ``datasets`` extra), pixels
+/16, one-hot targets (p = 10). A random ``test_fraction`` of the images is held out; the
+training images are symmetrised ((x, y) and (-x, -y), §2.1) and whitened with
+``whiten(rank="auto")``, which drops the directions of pixels that are always zero
+(the rank deficiency that makes plain whitening fail); the held-out images get the same
+map. Nobody generated these data: no teacher, no Gaussian inputs.
+
+What is exact and what is measured:
+
+- **pair init** (§2.3): ``f_even ≡ 0`` on symmetric data, so the ReLU net *is* its
+  linear twin ``√c·θ`` (α = 1, step ηc, c = (1+α)/2 = 1/2): training and test loss equal
+  the twin's at time c t to round-off, for GD at any step.
+- **odd part** (§1.2): every two-layer bias-free net's odd part is exactly linear, so
+  after training the odd part outside its best linear fit is round-off.
+- **whitening**: ``XᵀX/N = I`` on the kept directions, to the round-off of an
+  eigendecomposition of condition κ = λ_1/λ_r.
+- **random small init** (§2.6): the even part is small, not zero; the gap
+  ``max_t |L(t) - L_twin(c t)| / L(0)`` is measured (the paper reports < 0.3% on its
+  synthetic data) along with the odd/even split of the trained net, the gap to the
+  *predicted* curve (the twin's gradient flow, ``theory.reference_curve``, ODE) and
+  the held-out accuracy of net and twin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..base import Experiment
+
+CLAIM = ("On symmetrised, whitened handwritten digits a two-layer ReLU net from small init is its "
+         "linear twin at half speed: exact for pair init, within a measured gap for random init.")
+PAPER_CLAIM = ("Claim 2 (dynamics: a leaky net is a linear net at time × (1+α)/2) and claim 1 (the odd"
+               " part is linear), on real data nobody generated: symmetrised, whitened digits.")
+
+EPS = float(np.finfo(float).eps)
+
+
+@dataclass(frozen=True)
+class Config:
+    """``n_images`` digits used (None: all 1797), ``test_fraction`` held out, ``width``
+    hidden units (even), ``alpha`` slope (< 1), ``scale`` init std, ``n_random`` random
+    inits, ``lr`` GD step η, ``t_max`` run length, ``n_records`` log-spaced records,
+    ``flow_records`` times at which the gradient-flow prediction is evaluated."""
+
+    n_images: int | None = None
+    test_fraction: float = 0.25
+    width: int = 200
+    alpha: float = 0.0
+    scale: float = 1e-3
+    n_random: int = 2
+    lr: float = 0.2
+    t_max: float = 150.0
+    n_records: int = 151
+    flow_records: int = 41
+
+    def __post_init__(self):
+        if self.n_images is not None and self.n_images < 20:
+            raise ValueError(f"n_images={self.n_images} must be None (all) or >= 20")
+        if not 0 < self.test_fraction < 1:
+            raise ValueError(f"test_fraction={self.test_fraction} must lie in (0, 1)")
+        if self.width < 2 or self.width % 2:
+            raise ValueError(f"width={self.width} must be even and >= 2 (pair init)")
+        if not 0 <= self.alpha < 1:
+            raise ValueError(f"alpha={self.alpha} must lie in [0, 1) (α = 1 is the twin itself)")
+        if self.n_random < 1 or not (self.scale > 0 and self.lr > 0 and self.t_max > 0):
+            raise ValueError("n_random >= 1, scale > 0, lr > 0 and t_max > 0 are required")
+
+
+PRESETS = {
+    "tiny": Config(n_images=300, width=40, n_random=2, t_max=120.0, n_records=101, flow_records=21),
+    "paper": Config(),
+}
+
+EXPERIMENT = Experiment("real-data", CLAIM, f"{__name__}.run", Config, PRESETS, PAPER_CLAIM)

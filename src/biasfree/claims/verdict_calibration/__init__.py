@@ -1,0 +1,90 @@
+"""How far can `analyse`'s verdict be trusted? Its prediction of training, from the init
+alone, against the truth measured by training, over a grid of nets and data.
+
+docs/theory.md §6. At each point of a grid (init scale σ from 1e-4 to PyTorch's default,
+width m, data asymmetry, depth 2 and 3, biases on and off) :func:`biasfree.analyse` is
+called *without* training, and its training answer (``verdict.training``: the twin
+theory's assumptions and the predicted gap, §6.4) is read as "linear" when it is
+*exactly* or *effectively linear*. The truth is measured: the net and its linear twin
+(the bias-free weights × the twin scale, step × k_t: what a user would predict from the
+twin) trained by the same GD, with the gap
+
+    D = max over every step k of |L(θ_k) − L_twin(θ̃_k)| / L(0)
+
+(:func:`~biasfree.dynamics.twin_training.train_with_twin`); "linear" when D ≤ 0.3% (the paper's
+level). The step is analyse's default (a quarter of the estimated stability limit), the
+run analyse's default horizon, at most ``max_steps`` steps.
+
+Data: the paper's (Gaussian inputs and their negatives, whitened; odd target
+``wᵀx + sin(4wᵀx)``). Asymmetry a ∈ [0, 1]: that fraction of the mirror half is replaced
+by fresh independent draws (a = 1: no point has its mirror). The PyTorch column is
+nn.Linear's default init, U(±1/√fan_in) for weights and biases.
+
+Checks (counts, not tuned rates): the verdict never calls "linear" a point whose measured
+gap exceeds 0.3% (false "linear"), and every point refused for a structural reason
+(biases, asymmetric inputs, depth > 2, init not small: §6.4) is measured off its twin. The
+agreement and the confusion table are metrics; the closing note lists the disagreements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..base import Experiment, require_positive
+
+CLAIM = ("analyse's prediction of training (from the init alone) against the gap to the linear twin "
+         "measured by training, over init scale × width × asymmetry × depth × biases.")
+PAPER_CLAIM = ("Claim 2's accuracy (\"errors below 0.3%\" of L(0) from small init) as a test of analyse:"
+               " its verdict from the init alone against the gap measured by training.")
+
+STRUCTURAL = ("biases", "asymmetric inputs", "depth", "init not small")
+"""Reasons of the training prediction that come from the theory's assumptions (§6.4)."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """``d`` inputs, ``n`` Gaussian draws (2n points once symmetrised), ``scales`` init stds
+    σ (increasing; per weight, biases alike), ``torch_default`` adds PyTorch's default init
+    as a last column, ``widths`` hidden widths (increasing), ``asymmetries`` fractions of
+    the mirror half replaced by fresh draws, ``depths`` from {2, 3}, ``biases`` from
+    {False, True}, ``max_steps`` cap on each truth run's GD steps; ``share_compiles`` pads
+    every net to the widest with zero units (:func:`_pad`, exact) so that one compiled loop
+    serves every width: cheaper for small nets, whose cost is compilation, dearer for wide
+    ones."""
+
+    d: int = 8
+    n: int = 100
+    scales: tuple[float, ...] = (1e-4, 1e-3, 1e-2, 1e-1)
+    torch_default: bool = True
+    widths: tuple[int, ...] = (8, 32, 128, 512)
+    asymmetries: tuple[float, ...] = (0.0, 1.0)
+    depths: tuple[int, ...] = (2, 3)
+    biases: tuple[bool, ...] = (False, True)
+    max_steps: int = 20_000
+    share_compiles: bool = False
+
+    def __post_init__(self):
+        require_positive(self, "d", "n", "max_steps")
+        sc = np.asarray(self.scales, float)
+        if sc.size + self.torch_default < 2 or np.any(sc <= 0) or np.any(np.diff(sc) <= 0):
+            raise ValueError(f"scales={self.scales} must be increasing positive init stds, with "
+                             "torch_default at least 2 columns (the contour needs them)")
+        w = np.asarray(self.widths)
+        if w.size < 2 or np.any(w < 1) or np.any(np.diff(w) <= 0):
+            raise ValueError(f"widths={self.widths} must be >= 2 increasing positive widths")
+        if not self.asymmetries or any(not 0.0 <= a <= 1.0 for a in self.asymmetries):
+            raise ValueError(f"asymmetries={self.asymmetries} must be fractions in [0, 1]")
+        if not self.depths or any(L not in (2, 3) for L in self.depths):
+            raise ValueError(f"depths={self.depths} must be taken from (2, 3)")
+        if not self.biases or any(not isinstance(b, bool) for b in self.biases):
+            raise ValueError(f"biases={self.biases} must be taken from (False, True)")
+
+
+PRESETS = {
+    "tiny": Config(d=4, n=20, scales=(1e-2,), widths=(8, 64), max_steps=3000, share_compiles=True),
+    "paper": Config(),
+}
+
+EXPERIMENT = Experiment("verdict-calibration", CLAIM, f"{__name__}.run", Config, PRESETS, PAPER_CLAIM)

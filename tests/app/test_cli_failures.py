@@ -1,0 +1,340 @@
+"""The CLI's and the store's failure paths (issue 13 item 5, issue 19 items 3-4): bad
+``--out``/``--seed``/``--set``/names/files are refused before JAX is imported, with exit 2
+and one line; an experiment that raises exits 3 with its traceback saved, and the others
+still run; a save killed by SIGKILL or interrupted by
+SIGINT never leaves a mixed or half-written result, and what a kill leaves behind is
+cleaned by the next run; ``report`` skips an unreadable result, names the file, writes
+the page for the rest and exits non-zero.
+
+A toy experiment registered only here keeps the runs to microseconds; the two kill tests
+run ``store.save`` in child processes (started together, to share the import time).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from toys import give_figures
+from typer.testing import CliRunner
+
+from biasfree import store
+from biasfree.app.cli import app
+from biasfree.claims import REGISTRY
+from biasfree.claims.base import Experiment, run_experiment
+from biasfree.results import Result, at_most, config_dict
+
+runner = CliRunner()
+
+
+@dataclass(frozen=True)
+class ToyConfig:
+    width: int = 3
+
+
+def _toy(name: str, calls: list) -> Experiment:
+    def run(cfg: ToyConfig, seed: int = 0, progress=None) -> Result:
+        calls.append((name, seed))
+        if name == "toy-crash":
+            raise ZeroDivisionError("a bug inside the experiment\nsecond line of the message")
+        return Result(name, seed, config_dict(cfg), {"width": float(cfg.width)},
+                      {"ok": at_most(0.0, 1.0, "Zero is at most one, so this toy check passes.")},
+                      {"w": np.arange(cfg.width) + seed})
+
+    return Experiment(name, "a toy experiment for the failure-path tests", run, ToyConfig,
+                      {"tiny": ToyConfig(2), "paper": ToyConfig()})
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    calls: list = []
+    give_figures(monkeypatch, "toy", "toy-b", "toy-crash")
+    for name in ("toy", "toy-b", "toy-crash"):
+        monkeypatch.setitem(REGISTRY, name, _toy(name, calls))
+    return calls
+
+
+def cli(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+# ------------------------------------------------------------------ --out and --seed
+
+
+@pytest.mark.parametrize("out, why", [
+    ("/proc/x", "not a writable folder"),
+    ("/dev/null", "is a file"),
+    ("/etc/hostname/sub", "not a writable folder"),
+])
+def test_bad_out_exits_2_before_running_anything(toy, out, why):
+    t0 = time.perf_counter()
+    res = cli("run", "toy", "--preset", "tiny", "--out", out)
+    assert res.exit_code == 2 and toy == [], res.output
+    assert "--out" in res.output and why in res.output and "Traceback" not in res.output
+    assert time.perf_counter() - t0 < 5.0
+
+
+@pytest.mark.parametrize("seed, why", [("-1", ">= 0"), (str(2**31), "<= 2147483647")])
+def test_bad_seed_exits_2_before_running_anything(toy, tmp_path, seed, why):
+    res = cli("run", "toy", "--preset", "tiny", "--seed", seed, "--out", tmp_path / "r")
+    assert res.exit_code == 2 and toy == [], res.output
+    assert "--seed" in res.output and why in res.output
+    assert not (tmp_path / "r").exists()  # refused before the folder was made
+
+
+def test_out_is_created_and_the_largest_seed_runs(toy, tmp_path):
+    out = tmp_path / "new" / "deeper"
+    res = cli("run", "toy", "--preset", "tiny", "--seed", 2**31 - 1, "--out", out)
+    assert res.exit_code == 0, res.output
+    assert json.loads((out / "toy" / "result.json").read_text())["seed"] == 2**31 - 1
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # the write probe is gone
+
+
+@pytest.mark.parametrize("seed, exc", [(-1, ValueError), (2**31, ValueError), (1.5, TypeError),
+                                       (True, TypeError), ("3", TypeError)])
+def test_run_experiment_checks_the_seed_like_the_cli(toy, seed, exc):
+    with pytest.raises(exc, match="^seed"):
+        run_experiment(REGISTRY["toy"], ToyConfig(), seed)
+    assert toy == []
+
+
+# ------------------------------------------------------------------ refused before JAX loads
+
+REFUSE = textwrap.dedent("""
+    import contextlib, io, json, sys
+    from biasfree.app.cli import app
+    out = []
+    for args in json.loads(sys.argv[1]):
+        buf = io.StringIO()
+        with contextlib.redirect_stderr(buf), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                app(args, prog_name="biasfree")
+                code = 0
+            except SystemExit as e:
+                code = e.code
+        out.append([code, buf.getvalue()])
+    print(json.dumps({"results": out, "jax": "jax" in sys.modules,
+                      "experiments": sorted(m for m in sys.modules
+                                            if m.startswith("biasfree.claims."))}))
+""")
+
+
+def test_bad_arguments_are_refused_before_jax_is_imported(tmp_path):
+    """Every refusal below happens in one fresh process that never imports JAX (nor any
+    experiment module): exit 2, one line that names the problem. (How fast that is belongs
+    to benchmarks; not importing JAX is what makes it fast.)"""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    cases = [
+        (["run", "--out", "/proc/nope"], "--out='/proc/nope' is not a writable folder"),
+        (["run", "--out", str(a_file)], "is a file, not a folder"),
+        (["run", "nosuch", "--out", str(tmp_path)], "unknown experiment 'nosuch'; known: leaky-collapse"),
+        (["run", "deep", "--set", "width=[1,", "--out", str(tmp_path)], "is not a TOML value"),
+        (["run", "deep", "--set", "nonsense=1", "--out", str(tmp_path)], "deep has no field 'nonsense'"),
+        (["run", "deep", "--set", "leaky-collapse.width=10", "--out", str(tmp_path)],
+         "leaky-collapse is not being run (running: deep)"),
+        (["run", "deep", "--config", str(tmp_path / "no.toml"), "--out", str(tmp_path)],
+         "cannot read config file"),
+        (["run", "deep", "--preset", "huge", "--out", str(tmp_path)], "unknown preset 'huge'"),
+        (["report", "--out", str(tmp_path / "none")], "does not exist, so it holds no results"),
+        (["analyse", str(tmp_path / "no.npz")], "MODEL="),
+        (["analyse", str(a_file), "--out", "/proc/nope"], "--out='/proc/nope' is not a writable"),
+        (["sweep", str(tmp_path / "no.toml")], "SPEC="),
+        (["sweep", str(a_file), "--out", str(a_file)], "is a file, not a folder"),
+    ]
+    env = {**os.environ, "COLUMNS": "400"}
+    proc = subprocess.run([sys.executable, "-c", REFUSE, json.dumps([c for c, _ in cases])],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    for (args, want), (code, text) in zip(cases, report["results"], strict=True):
+        first = text.splitlines()[0] if text else ""
+        assert code == 2 and first.startswith("error: ") and want in first, (args, code, text)
+        assert "Traceback" not in text, (args, text)
+        if "nonsense=1" not in args:  # an unknown field lists the valid ones below its line
+            assert len(text.strip().splitlines()) == 1, (args, text)
+    assert not report["jax"] and report["experiments"] == ["biasfree.claims.base",
+                                                           "biasfree.claims.config"]
+
+
+def test_declared_fields_read_from_source_match_the_configs():
+    """The CLI's light field check (module source, no import) agrees with the dataclasses."""
+    import dataclasses
+
+    from biasfree.claims import NAMES, _source_fields
+    from biasfree.claims.config import field_lines
+
+    assert list(NAMES) == [n for n in REGISTRY if not n.startswith("toy")]
+    for name in NAMES:
+        cls = REGISTRY[name].config
+        assert [f for f, *_ in _source_fields(name)] == [f.name for f in dataclasses.fields(cls)]
+        assert [t for _, t, _ in _source_fields(name)] == [t for _, t, _ in field_lines(cls)], name
+
+
+# ------------------------------------------------------------------ a crash is not a result
+
+
+def test_a_crash_exits_3_records_the_traceback_and_the_others_run(toy, tmp_path):
+    res = cli("run", "toy-crash", "toy", "--preset", "tiny", "--seed", "7", "--set", "width=4",
+              "--out", tmp_path)
+    assert res.exit_code == 3, res.output
+    assert [n for n, _ in toy] == ["toy-crash", "toy"]  # the second still ran
+    assert (tmp_path / "toy" / "result.json").exists()
+    line = next(ln for ln in res.output.splitlines() if "crashed (" in ln)
+    for text in ("toy-crash crashed (seed 7, preset tiny", "'width': 4",
+                 "ZeroDivisionError: a bug inside the experiment", "traceback.txt"):
+        assert text in " ".join(res.output.split()), text
+    assert "second line" not in line and "Traceback" not in res.output
+    folder = tmp_path / "toy-crash"
+    assert sorted(p.name for p in folder.iterdir()) == ["error.json", "traceback.txt"]
+    doc = json.loads((folder / "error.json").read_text())
+    assert doc["error"] == "ZeroDivisionError" and doc["seed"] == 7 and doc["overrides"] == {"width": 4}
+    assert doc["config"] == {"width": 4} and doc["preset"] == "tiny" and doc["exit_code"] == 3
+    assert "Traceback" in (folder / "traceback.txt").read_text()
+    assert "raise ZeroDivisionError" in (folder / "traceback.txt").read_text()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # written atomically
+    # the report shows it as a crashed card, beside the good result
+    assert cli("report", "--out", tmp_path).exit_code == 0
+    page = (tmp_path / "index.html").read_text()
+    assert 'class="card crashed" id="exp-toy-crash"' in page and 'id="exp-toy"' in page
+    assert "1 crashed (no result, not counted)" in page
+    # a rerun reruns it (a crash record is never reused as a result)
+    res = cli("run", "toy-crash", "--preset", "tiny", "--seed", "7", "--set", "width=4",
+              "--out", tmp_path)
+    assert res.exit_code == 3 and [n for n, _ in toy].count("toy-crash") == 2
+
+
+# ------------------------------------------------------------------ report
+
+
+def test_report_skips_a_truncated_result_names_it_and_exits_1(toy, tmp_path):
+    assert cli("run", "toy", "toy-b", "--preset", "tiny", "--out", tmp_path).exit_code == 0
+    bad = tmp_path / "toy-b" / "result.json"
+    bad.write_bytes(bad.read_bytes()[:57])  # a write cut short
+    res = cli("report", "--out", tmp_path)
+    assert res.exit_code == 1, res.output
+    assert str(bad) in res.output and "warning" in res.output and "not valid JSON" in res.output
+    page = (tmp_path / "index.html").read_text()
+    assert 'id="exp-toy"' in page and 'id="exp-toy-b"' not in page  # the good one is shown
+    assert 'id="skipped"' in page and "toy-b/result.json" in page  # the bad one is marked
+    with pytest.raises(store.CorruptResult, match="toy-b/result.json: not valid JSON"):
+        store.load_all(tmp_path)  # without a list to collect them, it still refuses
+
+
+def test_report_skips_corrupt_arrays_and_incomplete_folders(toy, tmp_path):
+    assert cli("run", "toy", "toy-b", "--preset", "tiny", "--out", tmp_path).exit_code == 0
+    (tmp_path / "toy-b" / "arrays.npz").write_bytes(b"PK\x03\x04 not a zip")
+    (tmp_path / "half").mkdir()  # a folder with result files but no result.json
+    (tmp_path / "half" / "arrays.npz").write_bytes(b"")
+    (tmp_path / "unrelated").mkdir()  # other folders are not results and not warned about
+    skipped: list = []
+    results = store.load_all(tmp_path, skipped)
+    assert [r.experiment for r, _ in results] == ["toy"]
+    assert sorted(e.path.relative_to(tmp_path).as_posix() for e in skipped) == \
+        ["half/result.json", "toy-b/arrays.npz"]
+    res = cli("report", "--out", tmp_path)
+    assert res.exit_code == 1 and "toy-b/arrays.npz" in res.output and "unrelated" not in res.output
+
+
+def test_report_with_only_unreadable_results_still_writes_the_page(toy, tmp_path):
+    assert cli("run", "toy", "--preset", "tiny", "--out", tmp_path).exit_code == 0
+    (tmp_path / "toy" / "result.json").write_text('["a list, not a result"]')
+    res = cli("report", "--out", tmp_path)
+    assert res.exit_code == 1 and "not a JSON object" in res.output
+    assert 'id="skipped"' in (tmp_path / "index.html").read_text()
+
+
+def test_report_of_an_empty_or_missing_folder_exits_2(tmp_path):
+    for out in (tmp_path, tmp_path / "missing"):
+        res = cli("report", "--out", out)
+        assert res.exit_code == 2 and "no results" in res.output
+
+
+# ------------------------------------------------------------------ kills mid-save
+
+CHILD = textwrap.dedent("""
+    import signal, sys, time
+    # Ctrl-C raises KeyboardInterrupt even when this test runs in a background job, whose
+    # children inherit SIGINT ignored (a clean-clone run under `nohup ... &` hung here)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    from pathlib import Path
+    import numpy as np
+    from biasfree import store
+    from biasfree.results import Result, at_most
+
+    out, seed, marker = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
+
+    class Stuck:  # a figure whose save hangs half-written
+        def savefig(self, fh, **kw):
+            fh.write(b"half a figure")
+            fh.flush()
+            marker.write_text("saving")
+            time.sleep(120)
+
+    res = Result("toy", seed, {"width": 2}, {"m": 1.0}, {"ok": at_most(0.0, 1.0, "Zero <= one.")},
+                 {"w": np.arange(3.0)})
+    store.save(res, out, 0.0, None if seed == 0 else Stuck())
+""")
+
+
+def _child(out, seed, marker):
+    return subprocess.Popen([sys.executable, "-c", CHILD, str(out), str(seed), str(marker)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _wait_for(proc, marker, limit=90.0):
+    t0 = time.perf_counter()
+    while not marker.exists():
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.perf_counter() - t0 < limit, "child never reached the save"
+        time.sleep(0.05)
+
+
+def test_sigkill_and_sigint_mid_save(toy, tmp_path):
+    """A real SIGKILL and a real SIGINT while the new result's figure is half written."""
+    killed, interrupted = tmp_path / "killed", tmp_path / "interrupted"
+    for out in (killed, interrupted):  # a complete seed-0 result to protect
+        assert cli("run", "toy", "--preset", "tiny", "--out", out).exit_code == 0
+    old = {d: (d / "toy" / "result.json").read_bytes() for d in (killed, interrupted)}
+    procs = {d: _child(d, 1, tmp_path / f"{d.name}.marker") for d in (killed, interrupted)}
+    for d, proc in procs.items():
+        _wait_for(proc, tmp_path / f"{d.name}.marker")
+    procs[killed].send_signal(signal.SIGKILL)
+    procs[interrupted].send_signal(signal.SIGINT)
+    for d, proc in procs.items():  # communicate drains the pipes: a chatty child cannot block on them
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+            raise AssertionError(f"{d.name} child still running 60 s after its signal:\n"
+                                 f"{err.decode()[-3000:]}") from None
+    assert procs[killed].returncode == -signal.SIGKILL
+    assert procs[interrupted].returncode != 0
+    for d in (killed, interrupted):  # the old result is whole either way
+        assert (d / "toy" / "result.json").read_bytes() == old[d]
+    assert sorted(p.name for p in interrupted.iterdir()) == ["toy"]  # Ctrl-C cleans up itself
+    left = [p.name for p in killed.iterdir() if p.name.startswith(".toy.tmp-")]
+    assert len(left) == 1  # a kill cannot clean up...
+    res = cli("run", "toy", "--preset", "tiny", "--out", killed)  # ...the next run does,
+    assert res.exit_code == 0 and "skipped" in res.output  # even one that skips the experiment
+    assert sorted(p.name for p in killed.iterdir()) == ["toy"]
+
+
+def test_killed_report_write_leaves_a_temp_file_the_next_report_removes(toy, tmp_path):
+    assert cli("run", "toy", "--preset", "tiny", "--out", tmp_path).exit_code == 0
+    proc = subprocess.Popen([sys.executable, "-c", ""])
+    proc.wait()
+    stale = tmp_path / f".index.html.tmp-{proc.pid}-abc"  # what a killed atomic_write leaves
+    stale.write_text("<html>half")
+    assert cli("report", "--out", tmp_path).exit_code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index.html", "toy"]
+    assert not os.path.exists(stale)
