@@ -266,7 +266,7 @@ CHILD = textwrap.dedent("""
     from pathlib import Path
     import numpy as np
     from biasfree import store
-    from biasfree.claims.base import Result, at_most
+    from biasfree.results import Result, at_most
 
     out, seed, marker = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
 

@@ -21,14 +21,16 @@ def status_title(result: Result) -> str:
     return f"{result.experiment}: {status}"
 
 
-def claim_title(fig, result: Result, claim: str, fontsize: float = 11) -> None:
-    """A two-line suptitle: the figure's ``claim`` in words, then its verdict
-    (``"NAME: n of m checks passed (size, seed)"``, red with the failed checks' names if any)."""
+def claim_title(fig, result: Result, claim: str | None = None, fontsize: float = 11) -> None:
+    """A two-line suptitle: the ``claim`` in words (default: the result's own,
+    ``result.claim``), then its verdict (``"NAME: n of m checks passed (preset, seed)"``,
+    red with the failed checks' names if any)."""
     n_ok = sum(c.passed for c in result.checks.values())
     verdict = f"{n_ok} of {len(result.checks)} checks passed"
     if not result.passed:
         verdict += ". FAILED: " + ", ".join(result.failed())
-    fig.suptitle(f"{claim}\n{result.experiment}: {verdict} ({result.size}, seed {result.seed})",
+    claim = result.claim if claim is None else claim
+    fig.suptitle(f"{claim}\n{result.experiment}: {verdict} ({result.preset}, seed {result.seed})",
                  fontsize=fontsize, color="k" if result.passed else "tab:red")
 
 

@@ -101,9 +101,10 @@ def run(
         raise _refuse(str(e.args[0])) from None
     _one_host_device_per_core()
     from .. import store
-    from ..claims import get, known, run_experiment  # imports the chosen experiments only
+    from ..claims import get, known  # imports the chosen experiments only
     from ..claims.config import plan
     from ..results import config_dict
+    from .pipeline import run_point, save
 
     try:
         planned = plan([get(n) for n in chosen], preset, file_doc, overrides, known=known())
@@ -129,13 +130,9 @@ def run(
             task = bar.add_task("starting", exp=n, total=None)
             t0 = time.perf_counter()
             try:  # the experiment and its figure; saving is outside (an OSError is not a crash)
-                result = run_experiment(p.experiment, p.config, seed,
-                                        lambda msg, task=task: bar.update(task, description=msg),
-                                        preset=p.preset, overrides=p.overrides)
-                bar.update(task, description="plotting")
-                from .. import plotting
-
-                fig = plotting.figure(result)
+                ran = run_point(p.experiment, p.config, seed,
+                                lambda msg, task=task: bar.update(task, description=msg),
+                                preset=p.preset, overrides=p.overrides)
             except Exception as e:  # a crash is not a result: record it, run the others
                 crashed.append(n)
                 paths = _record_crash(out, p, seed, e, time.perf_counter() - t0)
@@ -145,8 +142,7 @@ def run(
                           f"{escape(_one_line(e))}; traceback in {escape(str(paths[-1]))}",
                           soft_wrap=True)
                 continue
-            paths = store.save(result, out, time.perf_counter() - t0, fig)
-            plotting.plt.close(fig)  # a run of many experiments keeps no figure open
+            paths, result = save(ran, out), ran.result
             status = "[green]all checks passed[/]" if result.passed else \
                 f"[red]failed: {', '.join(result.failed())}[/]"
             bar.update(task, description=status, total=1, completed=1)

@@ -1,19 +1,5 @@
-"""Sweeps: one experiment over a grid of config overrides × seeds, on Dask distributed.
-
-A spec is a TOML file (read with :mod:`tomllib`)::
-
-    experiment = "leaky-collapse"   # any registered experiment
-    preset = "tiny"                 # the config every point starts from (default "paper")
-    seeds = [0, 1, 2, 3]
-    [grid]                          # cartesian product over config fields
-    width = [40, 100]
-    random_scale = [1e-4, 1e-2]
-    [fixed]                         # optional overrides for every point
-    n_records = 50
-
-A *point* is (config overrides, seed). Every point's config is resolved and validated
-(:func:`biasfree.claims.config.resolve_config`) before any task starts, so a bad
-spec fails at once with the config's own message.
+"""Sweeps: one experiment over a grid of config overrides × seeds, on Dask distributed
+(the spec and its points: :mod:`biasfree.app.sweep_spec`).
 
 **Where results go.** Each point is stored once under ``DIR/points/<key>/``, where
 ``key`` hashes the experiment, the *effective* config, the seed and the biasfree
@@ -44,163 +30,29 @@ after ``worker_timeout_s``.
 
 from __future__ import annotations
 
-import hashlib
-import itertools
-import json
 import os
 import queue
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 # The experiments, the store and Dask are imported where used: `import biasfree` (which
 # exports load_sweep) must not load every experiment.
 from .sweep_cluster import WORKER_ENV, WORKER_TIMEOUT_S, NoWorkers, dask_client, wait_for_workers
-from .sweep_table import load_sweep, record_error, save_point, saved, write_summary, write_table
-from .sweep_tasks import MAX_GROUP, group_points, run_points
+from .sweep_figure import write_summary
+from .sweep_spec import Point, Spec, SpecError, parse_spec, plan_points, point_key, read_spec
+from .sweep_table import load_sweep, record_error, save_point, saved, write_table
+from .sweep_tasks import MAX_GROUP, format_tb, group_points, run_points
 
 __all__ = ["MAX_GROUP", "WORKER_ENV", "WORKER_TIMEOUT_S", "NoWorkers", "Spec", "SpecError", "Point", "Counts",
            "Outcome", "parse_spec", "read_spec", "plan_points", "point_key", "group_points",
            "run_points", "run_sweep", "load_sweep"]
 
-DEFAULT_PRESET = "paper"  # as biasfree.claims.config.DEFAULT_PRESET
-
-SPEC_KEYS = ("experiment", "preset", "seeds", "grid", "fixed")
 RETRIES = 2
 """Dask ``retries`` per task: a task whose worker dies is tried this many more times
 before its points are rerun one per task (and then recorded as failed)."""
-class SpecError(ValueError):
-    """A sweep spec that cannot run: unreadable, an unknown key, a bad grid or seeds, or a
-    point whose config the experiment rejects."""
-
-
-# ------------------------------------------------------------------ the spec
-
-
-@dataclass(frozen=True)
-class Spec:
-    """A parsed sweep spec: ``experiment`` name, ``preset`` name, ``seeds``, ``grid``
-    (field -> tuple of values, in the file's order) and ``fixed`` (field -> value)."""
-
-    experiment: str
-    preset: str = DEFAULT_PRESET
-    seeds: tuple[int, ...] = (0,)
-    grid: dict = field(default_factory=dict)
-    fixed: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Point:
-    """One task: its ``key`` (folder name under ``points/``), ``seed``, ``swept`` (grid
-    field -> value), the recorded ``overrides`` (fixed and swept, coerced) and the
-    resolved ``config``."""
-
-    key: str
-    seed: int
-    swept: dict
-    overrides: dict
-    config: object
-
-    def label(self) -> str:
-        return ", ".join([f"{k}={v!r}" for k, v in self.swept.items()] + [f"seed={self.seed}"])
-
-
-def parse_spec(doc: Mapping, source: str = "spec") -> Spec:
-    """A :class:`Spec` from a TOML document (a dict); :class:`SpecError` names what is
-    wrong and how to write it."""
-    unknown = [k for k in doc if k not in SPEC_KEYS]
-    if unknown:
-        raise SpecError(f"{source}: unknown key(s) {', '.join(map(repr, unknown))}; a spec has "
-                        f"{', '.join(SPEC_KEYS)} (config fields go under [grid] or [fixed])")
-    name = doc.get("experiment")
-    if not isinstance(name, str):
-        raise SpecError(f"{source}: experiment = \"NAME\" is required (see `biasfree list`)")
-    preset = doc.get("preset", DEFAULT_PRESET)
-    if not isinstance(preset, str):
-        raise SpecError(f"{source}: preset must be a name such as \"tiny\", got {preset!r}")
-    seeds = doc.get("seeds", [0])
-    if (not isinstance(seeds, list) or not seeds
-            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
-        raise SpecError(f"{source}: seeds must be a non-empty list of integers >= 0, such as "
-                        f"[0, 1, 2, 3], got {seeds!r}")
-    if any(s >= 2**31 for s in seeds):
-        raise SpecError(f"{source}: seeds must be below 2**31, got {max(seeds)}")
-    if len(set(seeds)) != len(seeds):
-        raise SpecError(f"{source}: seeds {seeds} lists a seed twice")
-    grid, fixed = doc.get("grid", {}), doc.get("fixed", {})
-    for table, what in ((grid, "grid"), (fixed, "fixed")):
-        if not isinstance(table, dict):
-            raise SpecError(f"{source}: [{what}] must be a table of FIELD = VALUE lines")
-    for k, values in grid.items():
-        if not isinstance(values, list) or not values:
-            raise SpecError(f"{source}: grid.{k} must be a non-empty list of values, such as "
-                            f"{k} = [{values!r}] (a single value goes under [fixed])")
-        if len({json.dumps(v) for v in values}) != len(values):
-            raise SpecError(f"{source}: grid.{k} = {values!r} lists a value twice")
-    both = sorted(set(grid) & set(fixed))
-    if both:
-        raise SpecError(f"{source}: {', '.join(both)} is both swept ([grid]) and fixed ([fixed]); "
-                        "keep one")
-    return Spec(name, preset, tuple(seeds), {k: tuple(v) for k, v in grid.items()}, dict(fixed))
-
-
-def read_spec(path) -> Spec:
-    """Read and parse a spec file (see the module docstring)."""
-    import tomllib
-
-    path = Path(path)
-    try:
-        with path.open("rb") as fh:
-            doc = tomllib.load(fh)
-    except OSError as e:
-        raise SpecError(f"cannot read sweep spec {path}: {e.strerror or e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"sweep spec {path} is not valid TOML: {e}") from None
-    return parse_spec(doc, str(path))
-
-
-def point_key(experiment: str, config: Mapping, seed: int) -> str:
-    """The folder name of a point: a hash of the experiment, the effective ``config`` (as
-    ``result.json`` stores it), the seed and the biasfree version
-    (:func:`biasfree.store.run_key`)."""
-    from .. import store
-
-    doc = json.dumps(store.run_key(experiment, dict(config), seed), sort_keys=True)
-    return hashlib.sha256(doc.encode()).hexdigest()[:16]
-
-
-def plan_points(spec: Spec) -> list[Point]:
-    """Every point of ``spec`` (grid in the file's order, seeds innermost), each config
-    resolved and validated. Raises :class:`SpecError` (unknown experiment, preset, field
-    or a bad value, with the config's own message) before anything runs."""
-    from ..claims import get
-    from ..claims.config import ConfigError, recorded_overrides, resolve_config
-    from ..results import config_dict
-
-    try:
-        exp = get(spec.experiment)
-    except KeyError as e:
-        raise SpecError(str(e.args[0])) from None
-    fields = list(spec.grid)
-    points = []
-    for values in itertools.product(*spec.grid.values()):
-        swept = dict(zip(fields, values, strict=True))
-        overrides = {**spec.fixed, **swept}
-        try:
-            cfg = resolve_config(exp, spec.preset, overrides)
-            recorded = recorded_overrides(exp, overrides)
-        except ConfigError as e:
-            where = ", ".join(f"{k}={v!r}" for k, v in swept.items())
-            raise SpecError(f"{e}" + (f" (at grid point {where})" if where else "")) from None
-        conf = config_dict(cfg)
-        for seed in spec.seeds:
-            points.append(Point(point_key(exp.name, conf, seed), seed, swept, recorded, cfg))
-    return points
-
-
-# ------------------------------------------------------------------ running
 
 
 @dataclass
@@ -272,8 +124,8 @@ class _Tasks:
         ends = self.ends.setdefault(res["worker"], [])
         prev = max([e for e in ends if e <= res["start"]], default=submitted)
         waited = max(0.0, res["start"] - max(prev, submitted)) + max(0.0, arrived - res["end"])
-        inside = res["end"] - res["start"] - sum(p["compute_s"] + p.get("render_s", 0.0)
-                                                 for p in res["points"])
+        inside = res["end"] - res["start"] - sum(
+            p["ran"].compute_s + p["ran"].render_s if "ran" in p else p["compute_s"] for p in res["points"])
         ends[:] = [*ends[-7:], res["end"]]
         return (waited + max(inside, 0.0)) / max(len(res["points"]), 1)
 
@@ -370,13 +222,10 @@ def _collect(tasks: _Tasks, out: Path, counts: Counts, failed: list, progress, l
                         _failed(out, p, item["error"], item["traceback"], counts, failed, log,
                                 item["compute_s"])
                     else:
-                        save_point(out, p, item, {"compute_s": item["compute_s"],
-                                                  "render_s": item["render_s"], "sched_s": share})
+                        save_point(out, p, item["ran"], share)
                         counts.done += 1
             else:
                 exc = fut.exception(timeout=60)
-                from .sweep_table import format_tb
-
                 error, tb = f"{type(exc).__name__}: {exc}", format_tb(exc, fut.traceback(timeout=60))
                 if len(group) > 1:  # find the point that kills its worker: one task each
                     log(f"a task of {len(group)} points ({', '.join(p.key for p in group)}) failed "
