@@ -24,7 +24,8 @@ _SUBMODULES = {"margin": "theory.margin", "theory": "theory"}
 """Public submodules (name -> module), reached as ``biasfree.theory``, ``biasfree.margin``."""
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "analysis.analyse": ("Analysis", "analyse", "save_analysis"),
+    "analysis.analyse": ("analyse",),
+    "analysis.report": ("Analysis", "save_analysis"),
     "core.data": ("Dataset", "Whitened", "abs_target", "asymmetric_half", "check_data",
         "cross_covariance", "gaussian_inputs", "input_covariance", "is_symmetric", "label_data",
         "linear_target", "make_dataset", "moment_data", "product_target", "sine_target",

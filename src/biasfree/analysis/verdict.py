@@ -25,24 +25,19 @@ NOT = "not effectively linear"
 LEVELS = (EXACT, EFFECTIVE, ODD_LINEAR, NOT)
 """From best to worst (docs/theory.md §6.1)."""
 
+# The thresholds; docs/theory.md §6.2 gives each one's reason.
 PAPER_LEVEL = 3e-3
-"""The paper's "errors below 0.3%" of L(0): a convention, borrowed for every approximate
-"small" in this module (§6.2)."""
+"""The paper's "errors below 0.3%" of L(0): a convention, borrowed for every approximate "small"."""
 ROUND_OFF = 1e-10
-"""Relative amplitude of float64 round-off after a few matrix products (eps ≈ 2e-16 ×
-condition × size, with a wide margin): an *exact* identity holds to this (§6.2)."""
+"""Relative amplitude of float64 round-off after a few matrix products: an *exact* identity holds to this."""
 ROUND_OFF_ENERGY = ROUND_OFF**2
 """The same for an energy (a squared amplitude)."""
 NEAR_SYMMETRIC = 1e-6
-"""Relative mirror violation of data stored in float32 and mirrored (float32 unit
-round-off 6e-8 × 16): the odd/even cross terms it leaves are far below 0.3% (§6.2)."""
+"""Relative mirror violation of data stored in float32 and mirrored (unit round-off 6e-8 × 16)."""
 SMALL_INIT = 0.5
-"""Init gain / strongest mode below which every mode starts before its logistic
-inflection a = s/2 (§3.1): the sigmoidal, small-init regime the twin theory covers."""
+"""Init gain / strongest mode below which every mode starts before its inflection a = s/2 (§3.1)."""
 RICH_MOVEMENT = 1.0
-"""Relative first-layer movement ‖W₁(T) − W₁(0)‖/‖W₁(0)‖ from which training is called
-rich: the weights moved by more than their own initial size, so the trained net is no
-perturbation of its init (the lazy, linearised picture fails) (§6.3)."""
+"""Relative first-layer movement ‖W₁(T) − W₁(0)‖/‖W₁(0)‖ from which training is called rich (§6.3)."""
 
 
 @dataclass(frozen=True)

@@ -199,8 +199,7 @@ def show(name: Annotated[str, typer.Argument(help="experiment name")]) -> None:
     try:
         exp = get(name)
     except KeyError as e:
-        err.print(f"[red]error:[/] {escape(str(e.args[0]))}", soft_wrap=True)
-        raise typer.Exit(2) from None
+        raise _refuse(str(e.args[0])) from None
     con = Console()
     con.print(f"[bold]{exp.name}[/]: {escape(exp.claim)}")
     if exp.paper_claim:
@@ -276,12 +275,9 @@ def report(out: Annotated[Path, typer.Option(help="results folder")] = Path("res
     try:
         path = write_report(out, skipped)
     except (FileNotFoundError, NotADirectoryError) as e:
-        err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)
-        raise typer.Exit(2) from None
+        raise _refuse(str(e)) from None
     except OSError as e:
-        err.print(f"[red]error:[/] cannot write the report in {escape(str(out))}: {escape(str(e))}",
-                  soft_wrap=True)
-        raise typer.Exit(2) from None
+        raise _refuse(f"cannot write the report in {out}: {e}") from None
     for e in skipped:
         err.print(f"[yellow]warning:[/] skipped {escape(str(e))}", soft_wrap=True)
     from ..store import load_crashes
@@ -331,9 +327,9 @@ def analyse(
     except (TypeError, ValueError) as e:
         raise _refuse(str(e)) from None
     from ..analysis.analyse import analyse as analyse_model
-    from ..analysis.analyse import save_analysis
     from ..analysis.figure import figure
     from ..analysis.interop import load_model
+    from ..analysis.report import save_analysis
     from ..core.real_data import load_data
     from ..dynamics.train import GDConfig
 
@@ -353,8 +349,7 @@ def analyse(
                                    time_budget=time_budget,
                                    progress=lambda k, n: bar.update(task, completed=k, total=n))
     except (ValueError, TypeError, FileNotFoundError, ImportError) as e:
-        err.print(f"[red]error:[/] {escape(str(e))}")
-        raise typer.Exit(2) from None
+        raise _refuse(str(e)) from None
     for path in save_analysis(result, out, figure(result)):
         typer.echo(str(path))
     v = result.verdict
@@ -401,31 +396,26 @@ def sweep(
 
     from .. import _validate as validate
 
+    out = out if out is not None else Path("results") / "sweeps" / spec.stem
     try:  # before Dask, JAX or any experiment loads
         validate.existing_file("SPEC", spec)
-        validate.writable_folder("--out", out if out is not None
-                                 else Path("results") / "sweeps" / spec.stem)
+        validate.writable_folder("--out", out)
     except (TypeError, ValueError) as e:
         raise _refuse(str(e)) from None
 
     from .sweep import SpecError, plan_points, read_spec, run_sweep
 
     if workers is not None and scheduler is not None:
-        err.print("[red]error:[/] give --workers (a local cluster) or --scheduler (an existing one), "
-                  "not both")
-        raise typer.Exit(2)
+        raise _refuse("give --workers (a local cluster) or --scheduler (an existing one), not both")
     for name, value, low in (("--workers", workers, 1), ("--group-size", group_size, 1),
                              ("--worker-timeout", worker_timeout, 0)):
         if value is not None and not value >= low:
-            err.print(f"[red]error:[/] {name} {value}: need at least {low}")
-            raise typer.Exit(2)
+            raise _refuse(f"{name} {value}: need at least {low}")
     try:
         parsed = read_spec(spec)
         n_points = len(plan_points(parsed))
     except SpecError as e:
-        err.print(f"[red]error:[/] {escape(str(e.args[0]))}", soft_wrap=True)
-        raise typer.Exit(2) from None
-    out = out if out is not None else Path("results") / "sweeps" / spec.stem
+        raise _refuse(str(e.args[0])) from None
     columns = (TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
                TextColumn("done {task.fields[done]}, skipped {task.fields[skipped]}, "
                           "[red]failed {task.fields[failed]}[/], running {task.fields[running]}"),
@@ -443,8 +433,7 @@ def sweep(
                                 figures=figures, group_size=group_size, worker_timeout_s=worker_timeout,
                                 progress=show, log=lambda line: bar.console.print(escape(line)))
         except (ConnectionError, ImportError) as e:
-            err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)
-            raise typer.Exit(2) from None
+            raise _refuse(str(e)) from None
         except KeyboardInterrupt:
             err.print(f"[yellow]interrupted[/]: finished points are saved in {out}; rerun the same "
                       "command to compute the rest")

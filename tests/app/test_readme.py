@@ -19,7 +19,7 @@ import pytest
 # runs this file, from .ci/run after `make test`
 pytestmark = pytest.mark.readme
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 TEXT = README.read_text(encoding="utf-8")
 ALL_SNIPPETS = re.findall(r"```python\n(.*?)```", TEXT, re.S)
 # needs a SLURM batch system (dask-jobqueue submits jobs): the one snippet that cannot run here;
