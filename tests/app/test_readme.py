@@ -68,7 +68,7 @@ def test_readme_has_the_snippets_this_test_reads():
 def test_cluster_snippet_names_what_exists(code):
     import inspect
 
-    from biasfree.app.sweep import read_spec, run_sweep
+    from biasfree import read_spec, run_sweep
 
     assert "client" in inspect.signature(run_sweep).parameters and callable(read_spec)
     for spec in re.findall(r'read_spec\("([^"]+)"\)', code):

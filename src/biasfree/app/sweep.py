@@ -1,30 +1,15 @@
 """Sweeps: one experiment over a grid of config overrides × seeds, on Dask distributed
-(the spec and its points: :mod:`biasfree.app.sweep_spec`).
+(the spec and its points: :mod:`biasfree.app.sweep_spec`; README "Sweeps" for use).
 
-**Where results go.** Each point is stored once under ``DIR/points/<key>/``, where
-``key`` hashes the experiment, the *effective* config, the seed and the biasfree
-version (:func:`point_key`): a rerun finds the points already computed and skips
-them, whatever spec they came from. Only this process (the client, which owns
-``DIR``) writes, each point atomically, so two workers never write the same file and a
-kill at any moment (Ctrl-C, SIGKILL, a lost worker) leaves complete points only. The
-folder's layout and the table are described in :mod:`biasfree.app.sweep_table`.
-
-**What a point costs.** Points are sent to the workers in *groups* of consecutive
-points (grid order, seeds innermost: a group's points share their shapes), one Dask
-task per group (:func:`run_points`): the scheduling round trip is paid once per group,
-and the compiled programs (JAX's cache in the worker process) once per worker and
-shape, reused by every later point of the same shapes. Per-point figures are off
-unless ``figures=True``; the sweep draws its summary once, at the end. A local
-cluster's workers share a persistent JAX compilation cache (``DIR/.jax-cache``), so a
-program is compiled once between them and never again in a rerun. The table records
-each point's compute, IO and scheduling time apart.
-
-**Failures.** A point that raises is recorded with its traceback
-(``DIR/errors/<key>.json`` and the table's ``traceback`` column) and the sweep goes
-on; a rerun tries it again. A task whose worker dies is retried ``retries`` times by
-Dask (each loss, join and retry is a line in the log, with the point ids); a group
-that still fails is rerun one point per task, so only the point that kills its worker
-is recorded as failed. A cluster with no worker is an error (:class:`NoWorkers`)
+Each point is stored once under ``DIR/points/<key>/`` (:func:`point_key`: a rerun skips
+the points already computed, whatever spec they came from), written only by this
+process, the client, each atomically: a kill at any moment leaves complete points only
+(layout: :mod:`biasfree.app.sweep_table`). Points go to the workers in groups of
+consecutive points, one Dask task per group (:func:`run_points`), so the scheduling round
+trip is paid once per group and compiled programs once per worker and shape. A point
+that raises is recorded with its traceback and the sweep goes on; a task whose worker
+dies is retried ``retries`` times, then rerun one point per task, so only the point that
+kills its worker is recorded as failed; a cluster with no worker is :class:`NoWorkers`
 after ``worker_timeout_s``.
 """
 
@@ -41,7 +26,6 @@ from pathlib import Path
 # The experiments, the store and Dask are imported where used: `import biasfree` (which
 # exports load_sweep) must not load every experiment.
 from .sweep_cluster import WORKER_ENV, WORKER_TIMEOUT_S, NoWorkers, dask_client, wait_for_workers
-from .sweep_figure import write_summary
 from .sweep_spec import Point, Spec, SpecError, parse_spec, plan_points, point_key, read_spec
 from .sweep_table import load_sweep, record_error, save_point, saved, write_table
 from .sweep_tasks import MAX_GROUP, format_tb, group_points, run_points
@@ -117,10 +101,8 @@ class _Tasks:
 
     def sched_share(self, res: dict, submitted: float, arrived: float) -> float:
         """A point's share of its task's scheduling time: the worker's wait from the later
-        of the submit and its previous task's end to the task's start, the time from the
-        task's end to its result reaching this process, and the task's time outside its
-        points (clocks of one machine; across machines their offset cancels in the sum
-        unless the worker was busy with a previous task)."""
+        of the submit and its previous task's end to the task's start, plus the return of
+        its result, plus the task's time outside its points."""
         ends = self.ends.setdefault(res["worker"], [])
         prev = max([e for e in ends if e <= res["start"]], default=submitted)
         waited = max(0.0, res["start"] - max(prev, submitted)) + max(0.0, arrived - res["end"])
@@ -184,6 +166,8 @@ def run_sweep(spec: Spec, out, *, workers: int | None = None, scheduler: str | N
     t0 = time.perf_counter()
     table = write_table(spec, points, out)
     t1 = time.perf_counter()
+    from .sweep_figure import write_summary  # matplotlib: only once a sweep has run
+
     written = write_summary(out)
     phases |= {"table_s": t1 - t0, "figures_s": time.perf_counter() - t1}
     if counts.failed:
