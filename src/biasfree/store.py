@@ -54,11 +54,9 @@ def atomic_write(path: Path, write) -> None:
     into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp-{os.getpid()}-")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
+        _write_file(Path(tmp), write)
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be shared
         os.replace(tmp, path)
     except BaseException:
@@ -181,15 +179,22 @@ def save_crash(out_dir, name: str, doc: dict, traceback_text: str) -> list[Path]
                                         "traceback.txt": lambda fh: fh.write(traceback_text.encode())})
 
 
+def _folders(out_dir) -> list[Path]:
+    """The folders under ``out_dir`` by name, but the hidden ones (a save in progress or a
+    killed one's leftovers)."""
+    root = Path(out_dir)
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) \
+        if root.is_dir() else []
+
+
 def load_crashes(out_dir) -> list[dict]:
     """The ``error.json`` documents of every crashed experiment under ``out_dir`` (folders
     with no ``result.json``), by folder name; unreadable ones are returned as
     ``{"experiment": NAME, "message": why}``."""
     out = []
-    root = Path(out_dir)
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+    for folder in _folders(out_dir):
         path = folder / "error.json"
-        if folder.name.startswith(".") or (folder / "result.json").exists() or not path.exists():
+        if (folder / "result.json").exists() or not path.exists():
             continue
         try:
             doc = json.loads(path.read_text())
@@ -337,10 +342,7 @@ def load_all(out_dir, skipped: list | None = None) -> list[tuple[Result, dict]]:
     :class:`CorruptResult`, unless a list ``skipped`` is given: then it is left out and
     its :class:`CorruptResult` appended to ``skipped``."""
     found = []
-    for folder in sorted(p for p in Path(out_dir).iterdir() if p.is_dir()) if Path(out_dir).is_dir() \
-            else []:
-        if folder.name.startswith("."):  # a save in progress or a killed one's leftovers
-            continue
+    for folder in _folders(out_dir):
         path = folder / "result.json"
         try:
             if not path.exists():

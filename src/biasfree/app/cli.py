@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import time
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import progress as rp
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=False,
@@ -31,6 +33,17 @@ def _refuse(message: str) -> typer.Exit:
     """Print ``error: message`` (one line) and return the exit to raise: status 2."""
     err.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
     return typer.Exit(2)
+
+
+@contextmanager
+def _refusing(*errors: type[Exception]):
+    """Bad input: one of ``errors`` (default TypeError, ValueError) raised inside is
+    refused with its message (:func:`_refuse`, exit 2)."""
+    kinds = errors or (TypeError, ValueError)
+    try:
+        yield
+    except kinds as e:
+        raise _refuse(str(e.args[0] if isinstance(e, KeyError) else e)) from None
 
 
 def _one_host_device_per_core() -> None:
@@ -86,7 +99,7 @@ def run(
     from ..claims import check_name
     from ..claims.config import ConfigError, parse_sets, precheck, read_config_file
 
-    try:
+    with _refusing(TypeError, ValueError, KeyError):
         validate.seed(seed, "--seed")
         validate.writable_folder("--out", out)
         chosen = _experiment_names(names)
@@ -95,10 +108,6 @@ def run(
         for n in chosen:
             check_name(n)
         precheck(chosen, preset, file_doc, overrides)
-    except (TypeError, ValueError) as e:
-        raise _refuse(str(e)) from None
-    except KeyError as e:
-        raise _refuse(str(e.args[0])) from None
     _one_host_device_per_core()
     from .. import store
     from ..claims import get, known  # imports the chosen experiments only
@@ -106,12 +115,10 @@ def run(
     from ..results import config_dict
     from .pipeline import run_point, save
 
-    try:
+    with _refusing(ConfigError):
         planned = plan([get(n) for n in chosen], preset, file_doc, overrides, known=known())
-    except ConfigError as e:
-        raise _refuse(str(e.args[0])) from None
     failed, crashed = [], []
-    columns = (SpinnerColumn(), TextColumn("[bold]{task.fields[exp]}[/] {task.description}"),
+    columns = (rp.SpinnerColumn(), TextColumn("[bold]{task.fields[exp]}[/] {task.description}"),
                TimeElapsedColumn())
     with Progress(*columns, console=err, transient=False) as bar:
         for p in planned:
@@ -196,10 +203,8 @@ def show(name: Annotated[str, typer.Argument(help="experiment name")]) -> None:
     from ..claims import get
     from ..claims.config import DEFAULT_PRESET, field_rows
 
-    try:
+    with _refusing(KeyError):
         exp = get(name)
-    except KeyError as e:
-        raise _refuse(str(e.args[0])) from None
     con = Console()
     con.print(f"[bold]{exp.name}[/]: {escape(exp.claim)}")
     if exp.paper_claim:
@@ -265,17 +270,14 @@ def report(out: Annotated[Path, typer.Option(help="results folder")] = Path("res
     the command then exits 1 after writing the page for the rest."""
     from .. import _validate as validate
 
-    try:
+    with _refusing():
         validate.results_folder("--out", out)
-    except (TypeError, ValueError) as e:
-        raise _refuse(str(e)) from None
     from .report import write_report
 
     skipped: list = []
     try:
-        path = write_report(out, skipped)
-    except (FileNotFoundError, NotADirectoryError) as e:
-        raise _refuse(str(e)) from None
+        with _refusing(FileNotFoundError, NotADirectoryError):
+            path = write_report(out, skipped)
     except OSError as e:
         raise _refuse(f"cannot write the report in {out}: {e}") from None
     for e in skipped:
@@ -315,17 +317,11 @@ def analyse(
     function it computes and on its training (predicted, or measured with --train /
     --train-steps). Writes OUT/analysis.json, OUT/twin.safetensors and OUT/figure.png;
     exits 0 whatever the verdict, 2 on bad input."""
-    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-    from rich.progress import Progress as Bar
-    from rich.table import Table
-
     from .. import _validate as validate
 
-    try:  # before JAX loads
+    with _refusing():  # before JAX loads
         validate.existing_file("MODEL", model)
         validate.writable_folder("--out", out)
-    except (TypeError, ValueError) as e:
-        raise _refuse(str(e)) from None
     from ..analysis.analyse import analyse as analyse_model
     from ..analysis.figure import figure
     from ..analysis.interop import load_model
@@ -333,7 +329,7 @@ def analyse(
     from ..core.real_data import load_data
     from ..dynamics.train import GDConfig
 
-    try:
+    with _refusing(ValueError, TypeError, FileNotFoundError, ImportError):
         if train and train_steps:
             raise ValueError("give --train (default steps) or --train-steps K, not both")
         if train and lr is not None:
@@ -342,14 +338,12 @@ def analyse(
         d = load_data(data)
         cfg = (GDConfig(lr=0.01 if lr is None else lr, steps=train_steps, n_records=n_records)
                if train_steps else None)
-        with Bar(TextColumn("training beside the twin"), BarColumn(), MofNCompleteColumn(),
-                 TimeElapsedColumn(), console=err, transient=True) as bar:
+        with Progress(TextColumn("training beside the twin"), rp.BarColumn(), rp.MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=err, transient=True) as bar:
             task = bar.add_task("train", total=None)
             result = analyse_model(m, d, train=cfg or (True if train else None), t_max=t_max,
                                    time_budget=time_budget,
                                    progress=lambda k, n: bar.update(task, completed=k, total=n))
-    except (ValueError, TypeError, FileNotFoundError, ImportError) as e:
-        raise _refuse(str(e)) from None
     for path in save_analysis(result, out, figure(result)):
         typer.echo(str(path))
     v = result.verdict
@@ -392,16 +386,12 @@ def sweep(
     computes only the missing ones. Writes OUT/table.parquet (load it with
     biasfree.load_sweep) and OUT/summary.png; exits 1 if a point failed (its traceback
     is in OUT/errors/ and the table), 2 if no worker joins within --worker-timeout."""
-    from rich.progress import BarColumn, MofNCompleteColumn
-
     from .. import _validate as validate
 
     out = out if out is not None else Path("results") / "sweeps" / spec.stem
-    try:  # before Dask, JAX or any experiment loads
+    with _refusing():  # before Dask, JAX or any experiment loads
         validate.existing_file("SPEC", spec)
         validate.writable_folder("--out", out)
-    except (TypeError, ValueError) as e:
-        raise _refuse(str(e)) from None
 
     from .sweep import SpecError, plan_points, read_spec, run_sweep
 
@@ -411,12 +401,10 @@ def sweep(
                              ("--worker-timeout", worker_timeout, 0)):
         if value is not None and not value >= low:
             raise _refuse(f"{name} {value}: need at least {low}")
-    try:
+    with _refusing(SpecError):
         parsed = read_spec(spec)
         n_points = len(plan_points(parsed))
-    except SpecError as e:
-        raise _refuse(str(e.args[0])) from None
-    columns = (TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
+    columns = (TextColumn("[bold]{task.description}[/]"), rp.BarColumn(), rp.MofNCompleteColumn(),
                TextColumn("done {task.fields[done]}, skipped {task.fields[skipped]}, "
                           "[red]failed {task.fields[failed]}[/], running {task.fields[running]}"),
                TimeElapsedColumn())
