@@ -1,17 +1,9 @@
 """The graded verdict of :func:`biasfree.analyse`: levels, thresholds and the evidence.
 
+Two answers are kept apart, the function the net computes now and its training
+(predicted from the init, or measured); the headline ``level`` is the worse. Each answer
+lists its :class:`Evidence`: the measured value, its threshold and what passing means.
 docs/theory.md §6 defines every level and threshold and gives the reasoning for each.
-Two answers are kept apart:
-
-- **the function the net computes now** (``function``): from its odd/even split on the
-  data (§1.2–1.3);
-- **its training** (``training``): *predicted* from the init when the net was not
-  trained (the twin theory's assumptions and a first-order estimate of the gap), or
-  *measured* when it was (the gap to its linear twin at every GD step).
-
-The headline ``level`` is the worse of the two. Each answer lists its
-:class:`Evidence`: the measured value, the threshold it was held against and what
-passing means, so a reader sees what decided it.
 """
 
 from __future__ import annotations
