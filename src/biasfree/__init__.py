@@ -24,7 +24,8 @@ _SUBMODULES = {"margin": "theory.margin", "theory": "theory"}
 """Public submodules (name -> module), reached as ``biasfree.theory``, ``biasfree.margin``."""
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "analysis.analyse": ("Analysis", "analyse", "save_analysis"),
+    "analysis.analyse": ("analyse",),
+    "analysis.report": ("Analysis", "save_analysis"),
     "core.data": ("Dataset", "Whitened", "abs_target", "asymmetric_half", "check_data",
         "cross_covariance", "gaussian_inputs", "input_covariance", "is_symmetric", "label_data",
         "linear_target", "make_dataset", "moment_data", "product_target", "sine_target",
@@ -43,7 +44,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "from_arrays", "hidden", "init_gaussian", "init_pairs", "init_rank_one", "leaky_relu",
         "odd_part", "pair_up", "scale_params", "slope_factor", "widths"),
     "core.precision": ("PRECISIONS", "current_precision", "precise", "use_precision"),
-    "app.sweep": ("load_sweep",),
+    "app.sweep": ("load_sweep", "parse_spec", "read_spec", "run_sweep"),
     "dynamics.train": ("SPIKE_FACTOR", "DivergenceError", "FlowConfig", "FlowStallError", "GDConfig",
         "LossSpikeWarning", "flow", "flow_ensemble", "gd", "gd_ensemble", "record_steps",
         "record_times"),
@@ -110,9 +111,10 @@ __all__ = [
     "leaky_relu", "linear_target", "load_data", "load_model", "load_sweep", "loss_value",
     "make_dataset", "margin", "Member", "Model", "moment_data", "net_function", "NetFit", "objective",
     "objective_mirrored", "observe", "odd_floor", "odd_nonlinearity", "odd_part", "OddFit", "one_hot",
-    "pair_up", "Params", "precise", "PRECISIONS", "product_target", "ray_moments", "RealData",
-    "record_steps", "record_times", "Runs", "save_analysis", "save_model", "scale_params",
-    "sine_target", "slope_factor", "symmetrize", "teacher_matrix", "theory", "Trajectory",
+    "pair_up", "Params", "parse_spec", "precise", "PRECISIONS", "product_target", "ray_moments",
+    "read_spec", "RealData", "record_steps", "record_times", "run_sweep", "Runs", "save_analysis",
+    "save_model", "scale_params", "sine_target", "slope_factor", "symmetrize", "teacher_matrix", "theory",
+    "Trajectory",
     "two_layer_floor", "TwoLayerFloor", "UnsupportedModelError", "use_precision", "whiten", "Whitened",
     "widths", "xor_target",
 ]

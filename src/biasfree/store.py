@@ -1,5 +1,6 @@
 """Results on disk: ``DIR/NAME/result.json``, ``arrays.npz``, ``figure.png``/``.pdf``
-(or, for an experiment that crashed, ``DIR/NAME/error.json`` and ``traceback.txt``).
+(or, for an experiment that crashed, ``DIR/NAME/error.json`` and ``traceback.txt``), and
+every file the package writes, each atomically (:func:`atomic_write`, :func:`save_figure`).
 
 An experiment's folder is replaced as a unit: its files are written into a temporary
 folder beside it (``DIR/.NAME.tmp-PID-*``), which is then renamed into place (the old
@@ -53,11 +54,9 @@ def atomic_write(path: Path, write) -> None:
     into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp-{os.getpid()}-")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
+        _write_file(Path(tmp), write)
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be shared
         os.replace(tmp, path)
     except BaseException:
@@ -66,13 +65,33 @@ def atomic_write(path: Path, write) -> None:
         raise
 
 
+FIGURE_EXTS = ("png", "pdf")
+
+
+def write_figure(fig, fh, ext: str, dpi: int = 130) -> None:
+    """Render the matplotlib Figure ``fig`` as ``ext`` (``"png"``, ``"pdf"``) into the open
+    binary file ``fh``: the one place a figure is rendered."""
+    fig.savefig(fh, format=ext, dpi=dpi, bbox_inches="tight")
+
+
+def save_figure(fig, stem, exts=FIGURE_EXTS, dpi: int = 130) -> list[Path]:
+    """Write ``fig`` as ``STEM.EXT`` for each of ``exts``, each file atomically; returns the
+    paths written."""
+    paths = [Path(f"{stem}.{ext}") for ext in exts]
+    for path, ext in zip(paths, exts, strict=True):
+        atomic_write(path, lambda fh, ext=ext: write_figure(fig, fh, ext, dpi))
+    return paths
+
+
 def result_json(result: Result, elapsed_s: float) -> dict:
     """The ``result.json`` document (keys in DESIGN.md's output contract; ``size`` is the
-    preset's name, ``overrides`` the fields set on top of it, ``config`` the effective
-    config)."""
+    preset's name, kept for readers of the older files, ``overrides`` the fields set on top
+    of it, ``config`` the effective config, ``claim``/``paper_claim`` the sentences the
+    result was judged against)."""
     return {
         "experiment": result.experiment, "size": result.preset, "seed": result.seed,
         "config": result.config, "preset": result.preset, "overrides": result.overrides,
+        "claim": result.claim, "paper_claim": result.paper_claim,
         "metrics": {k: float(v) for k, v in result.metrics.items()},
         "checks": {k: c.to_json() for k, c in result.checks.items()},
         "versions": versions(), "elapsed_s": float(elapsed_s), "passed": result.passed,
@@ -143,13 +162,9 @@ def save(result: Result, out_dir, elapsed_s: float, figure=None, *, name: str | 
         for ext, data in figure.items():
             writers[f"figure.{ext}"] = lambda fh, data=data: fh.write(data)
     elif figure is not None:
-        for ext in ("png", "pdf"):
-            writers[f"figure.{ext}"] = lambda fh, ext=ext: figure.savefig(
-                fh, format=ext, dpi=130, bbox_inches="tight")
+        for ext in FIGURE_EXTS:
+            writers[f"figure.{ext}"] = lambda fh, ext=ext: write_figure(figure, fh, ext)
     return write_folder(out_dir, name or result.experiment, writers)
-
-
-CRASH_FILES = ("error.json", "traceback.txt")
 
 
 def save_crash(out_dir, name: str, doc: dict, traceback_text: str) -> list[Path]:
@@ -164,15 +179,22 @@ def save_crash(out_dir, name: str, doc: dict, traceback_text: str) -> list[Path]
                                         "traceback.txt": lambda fh: fh.write(traceback_text.encode())})
 
 
+def _folders(out_dir) -> list[Path]:
+    """The folders under ``out_dir`` by name, but the hidden ones (a save in progress or a
+    killed one's leftovers)."""
+    root = Path(out_dir)
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) \
+        if root.is_dir() else []
+
+
 def load_crashes(out_dir) -> list[dict]:
     """The ``error.json`` documents of every crashed experiment under ``out_dir`` (folders
     with no ``result.json``), by folder name; unreadable ones are returned as
     ``{"experiment": NAME, "message": why}``."""
     out = []
-    root = Path(out_dir)
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+    for folder in _folders(out_dir):
         path = folder / "error.json"
-        if folder.name.startswith(".") or (folder / "result.json").exists() or not path.exists():
+        if (folder / "result.json").exists() or not path.exists():
             continue
         try:
             doc = json.loads(path.read_text())
@@ -265,7 +287,9 @@ def load(folder) -> Result:
                       {k: float(v) for k, v in doc["metrics"].items()}, checks, arrays,
                       doc.get("notes", ""),
                       preset=doc.get("preset", doc["size"]),  # files before presets: size only
-                      overrides=doc.get("overrides", {}))
+                      overrides=doc.get("overrides", {}),
+                      claim=doc.get("claim", ""),  # files before the claims were kept: ""
+                      paper_claim=doc.get("paper_claim", ""))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise CorruptResult(path, f"malformed ({type(e).__name__}: {e})") from None
 
@@ -318,10 +342,7 @@ def load_all(out_dir, skipped: list | None = None) -> list[tuple[Result, dict]]:
     :class:`CorruptResult`, unless a list ``skipped`` is given: then it is left out and
     its :class:`CorruptResult` appended to ``skipped``."""
     found = []
-    for folder in sorted(p for p in Path(out_dir).iterdir() if p.is_dir()) if Path(out_dir).is_dir() \
-            else []:
-        if folder.name.startswith("."):  # a save in progress or a killed one's leftovers
-            continue
+    for folder in _folders(out_dir):
         path = folder / "result.json"
         try:
             if not path.exists():

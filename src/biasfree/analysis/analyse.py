@@ -1,27 +1,15 @@
 """Is *your* network effectively linear? One call from a model and data to a graded verdict.
 
-:func:`analyse` measures, on the given data, what docs/theory.md says decides the answer:
-
-- the data: symmetric or not (§2.1): :func:`biasfree.core.real_data.asymmetry` and the
-  multiset :func:`~biasfree._validate.mirror_violation`; the mode strengths s_i of
-  ``Σ_yx Σ_xx^{-1/2}`` and the share of the target's power a linear map captures;
-- the net: depth, widths, slope α (c = (1 + α)/2), biases, the split ``f = f_odd + f_even``
-  (§1.2): ``even_fraction = <||f_even||²>/<||f||²>``, ``odd_nonlinear_fraction =
-  min_β <||f_odd − βᵀx||²>/<||f_odd||²>`` (round-off for every two-layer bias-free net),
-  ``nonlinear_fraction`` (squared distance from f to the nearest linear map over <||f||²>),
-  ``β_eff``, effective ranks, whether it is built of antisymmetric pairs;
-- the regime (§6.3): the init's gain against the strongest mode, and, when trained,
-  each layer's relative movement and the first-layer rows' alignment;
-- the prediction: the *linear twin* (§2.4; depth L > 2: the approximate odd-part twin,
-  §4.1), its learning curve from this init ("riccati" closed form or the integrated
-  "ode"), the floors, and a predicted gap (§6.4);
-- optionally the net trained by GD beside its twin, the gap measured at every step
-  (:mod:`biasfree.dynamics.twin_training`).
-
-Units: every loss and floor is the package's training loss, the *half* mean squared
-error ``L = (1/2N) Σ_n ||y_n − f(x_n)||²``; fractions are ratios of mean energies.
-The verdict (:mod:`biasfree.analysis.verdict`, docs/theory.md §6) has two answers, the function
-now and the training (predicted or measured), each with the numbers that decided it.
+:func:`analyse` measures on the given data what docs/theory.md says decides the answer:
+the data's symmetry (§2.1) and mode strengths s_i of ``Σ_yx Σ_xx^{-1/2}``; the net's
+depth, widths, slope α, biases and its split ``f = f_odd + f_even`` (§1.2:
+``even_fraction = <||f_even||²>/<||f||²>``, ``odd_nonlinear_fraction =
+min_β <||f_odd − βᵀx||²>/<||f_odd||²>``, ``nonlinear_fraction`` the squared distance from f
+to the nearest linear map over <||f||²>); the regime (§6.3); the prediction from the
+*linear twin* (§2.4; depth L > 2: the approximate odd-part twin, §4.1), its learning curve,
+the floors and a predicted gap (§6.4); optionally the net trained by GD beside its twin
+(:mod:`biasfree.dynamics.twin_training`). Losses are the package's half mean squared error
+``L = (1/2N) Σ_n ||y_n − f(x_n)||²``. The verdict: :mod:`biasfree.analysis.verdict` (§6).
 """
 
 from __future__ import annotations
@@ -34,6 +22,7 @@ import numpy as np
 
 from .. import _validate as validate
 from .. import theory
+from ..core import nets
 from ..core.data import Dataset, check_data
 from ..core.nets import Params, depth, even_part, forward, has_bias, scale_params, slope_factor, widths
 from ..core.precision import precise
@@ -46,25 +35,14 @@ from . import regime as rg
 from . import verdict as vd
 from .interop import Model, as_model
 from .report import Analysis, DataReport, NetReport, Prediction, Regime, Training
-from .verdict import PAPER_LEVEL, ROUND_OFF, Verdict
+from .verdict import PAPER_LEVEL, ROUND_OFF
 
 DEFAULT_TIME_BUDGET = 120.0
 """Seconds of training ``analyse(train=...)`` allows itself unless told otherwise."""
-__all__ = ["Analysis", "DataReport", "NetReport", "PAPER_LEVEL", "Prediction", "ROUND_OFF", "Regime",
-           "Training", "Verdict", "analyse", "effective_rank", "save_analysis"]
+__all__ = ["Analysis", "analyse"]
 
 
 # ----------------------------------------------------------------- measurements
-
-
-def effective_rank(sv) -> float:
-    """Entropy effective rank ``exp(-Σ p_i ln p_i)``, ``p = σ/Σσ`` of singular values ``sv``."""
-    sv = np.asarray(sv, float)
-    if sv.sum() <= 0:
-        return 0.0
-    p = sv / sv.sum()
-    p = p[p > 0]
-    return float(np.exp(-np.sum(p * np.log(p))))
 
 
 @dataclass(frozen=True)
@@ -188,9 +166,10 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_
     beta = (c * np.asarray(params[0].W).T @ np.asarray(params[1].W).T
             if L == 2 and not biased else sp.beta)
     nonlin = (sp.even + sp.odd_nonlinear) / sp.energy if sp.energy else 0.0
+    ranks = tuple(float(nets.effective_rank(s)) if s.any() else 0.0 for s in svs)  # a zero layer: 0
     net_rep = NetReport(L, w, a, c, biased, sp.energy, sp.even_fraction, sp.odd_fraction_nonlinear,
-                        sp.even, sp.odd_linear, sp.odd_nonlinear, np.asarray(beta),
-                        tuple(effective_rank(s) for s in svs), svs, nonlin, _paired(params))
+                        sp.even, sp.odd_linear, sp.odd_nonlinear, np.asarray(beta), ranks, svs, nonlin,
+                        _paired(params))
     s1 = float(modes.s[0]) if modes.s.size else 0.0
     gain = rg.init_gain(params, modes.lam_max)
     ratio = gain / s1 if s1 > 0 else float("inf")
@@ -289,40 +268,3 @@ def _train(params, pred: Prediction, a, X, Y, cfg: GDConfig, modes, loss0, reg: 
                               alignment0=row_alignment(params[0].W, dirs),
                               alignment=row_alignment(run.params[0].W, dirs))
     return tr, reg
-
-
-def save_analysis(analysis: Analysis, out_dir, figure=None) -> list:
-    """Write ``OUT/analysis.json`` (keys data, net, prediction, verdict, versions), the twin's
-    weights ``OUT/twin.safetensors`` (torch naming, metadata alpha = 1, weight_scale,
-    time_scale) and ``figure`` (a matplotlib Figure) as ``OUT/figure.png``/``.pdf``;
-    each file written atomically. Returns the paths written."""
-    import json
-
-    from ..store import atomic_write, versions
-    from .interop import save_model
-
-    if not isinstance(analysis, Analysis):
-        raise TypeError(f"analysis must be what biasfree.analyse returns, got {type(analysis).__name__}")
-    if figure is not None and not hasattr(figure, "savefig"):
-        raise TypeError(f"figure={figure!r} must be a matplotlib Figure (or None)")
-    out = validate.writable_folder("out_dir", out_dir)
-    doc = analysis.to_json()
-    paths = []
-    if analysis.prediction is not None:
-        p = analysis.prediction
-        twin = save_model(p.twin, out / "twin.safetensors", alpha=1.0,
-                          metadata={"weight_scale": p.weight_scale, "time_scale": p.time_scale,
-                                    "note": "linear twin written by biasfree analyse"})
-        doc["prediction"]["twin"]["file"] = twin.name
-        paths.append(twin)
-    doc["versions"] = versions()
-    blob = json.dumps(doc, indent=2, allow_nan=False).encode()
-    atomic_write(out / "analysis.json", lambda fh: fh.write(blob))
-    paths.insert(0, out / "analysis.json")
-    if figure is not None:
-        for ext in ("png", "pdf"):
-            f = out / f"figure.{ext}"
-            atomic_write(f, lambda fh, ext=ext: figure.savefig(fh, format=ext, dpi=130,
-                                                          bbox_inches="tight"))
-            paths.append(f)
-    return paths

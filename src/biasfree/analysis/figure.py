@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._figure import plt
-from .analyse import Analysis
+from .report import Analysis
 
 _TINY = 1e-32  # where an energy at round-off is drawn on the log axis
 _COLOURS = {"exactly linear": "tab:green", "effectively linear": "tab:green",
@@ -15,7 +15,7 @@ _COLOURS = {"exactly linear": "tab:green", "effectively linear": "tab:green",
 
 
 def figure(analysis: Analysis):
-    """A matplotlib Figure for an :class:`~biasfree.analysis.analyse.Analysis`."""
+    """A matplotlib Figure for an :class:`~biasfree.analysis.report.Analysis`."""
     pred, net = analysis.prediction, analysis.net
     tr = None if pred is None else pred.trained
     fig = plt.figure(figsize=(13, 8.2))

@@ -1,29 +1,16 @@
 """Your own model: PyTorch, equinox and weight files in, as a bias-free network (no pickle).
 
-Every adapter returns a :class:`Model`: the parameters in this package's convention
-(a tuple of :class:`~biasfree.core.nets.Layer`, ``W_l`` of shape (n_l, n_{l-1}), the same
-layout as PyTorch's ``Linear.weight`` and equinox's ``Linear.weight``, (out, in)) and
-the leaky slope α read from the model, so that
+Every adapter (:func:`from_torch`, :func:`from_equinox`, :func:`from_state_dict`,
+:func:`load_model`; :func:`save_model` writes torch's naming back) returns a
+:class:`Model`: the parameters in this package's convention (a tuple of
+:class:`~biasfree.core.nets.Layer`, ``W_l`` of shape (n_l, n_{l-1}), (out, in) as in
+PyTorch's and equinox's ``Linear.weight``) and the leaky slope α read from the model:
 
     f(x) = W_L σ_α(W_{L-1} σ_α( ... σ_α(W_1 x))),   σ_α(z) = max(z, α z).
 
 Supported: bias-free linear layers with one activation between consecutive layers,
-ReLU (α = 0), LeakyReLU (α = its negative slope, in [0, 1]) or none/identity (α = 1),
-the same activation everywhere, and no activation after the last layer. Anything else
-(a bias, another activation, a convolution, a normalisation layer, mixed slopes) is
-refused with an error naming the layer.
-
-- :func:`from_torch` — a ``torch.nn.Sequential`` (torch is imported only there: the
-  ``[torch]`` extra);
-- :func:`from_equinox` — an ``eqx.nn.MLP`` built with ``use_bias=False``,
-  ``use_final_bias=False``;
-- :func:`from_state_dict` — a mapping of names to arrays in PyTorch's naming
-  (``"0.weight"``, ``"2.weight"``, ...), with α given;
-- :func:`load_model` — ``.safetensors`` (the ``safetensors`` package's numpy API, no
-  torch needed) or ``.npz`` (``allow_pickle=False``); α from the file's metadata
-  (a ``"alpha"`` entry) or the argument;
-- :func:`save_model` — the inverse of :func:`load_model`, writing torch's naming, so
-  ``model.load_state_dict(safetensors.torch.load_file(path))`` reads it back.
+ReLU (α = 0), LeakyReLU (α in [0, 1]) or none (α = 1), the same everywhere, none after
+the last layer. Anything else is refused with an error naming the layer.
 """
 
 from __future__ import annotations

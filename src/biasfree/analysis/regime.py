@@ -54,10 +54,8 @@ def init_gain(params: Params, lam_max: float) -> float:
 
 def default_lr(params: Params, modes: Modes, c: float) -> float:
     """A GD step a quarter of the stability limit 2/H, with H ≈ λ_max(Σ_xx) Σ_l Π_{j≠l} ‖W_j‖₂²
-    (the Gauss–Newton curvature) at the larger of the init and the balanced solution
-    (every layer of norm (g/c)^{1/L}, g = max(‖B‖₂, √(<||y||²>/λ_max)): the gain a linear fit
-    needs, or the one that reaches the target's size when Σ_yx ≈ 0 and only the even part
-    can learn)."""
+    at the larger of the init and the balanced solution (every layer of norm (g/c)^{1/L},
+    g = max(‖B‖₂, √(<||y||²>/λ_max))) (docs/theory.md §6.3)."""
     L = len(params)
     norms = np.array([np.linalg.norm(np.asarray(la.W, float), 2) for la in params])
     g = max(np.linalg.norm(modes.B, 2) if modes.B.size else 0.0, np.sqrt(modes.power / modes.lam_max))
@@ -72,14 +70,12 @@ def default_lr(params: Params, modes: Modes, c: float) -> float:
 
 def default_t_max(modes: Modes, a0: float, time_scale: float, horizon: float = 3.0,
                   depth: int = 2) -> tuple[float, bool]:
-    """``(T, floored)``: ``horizon`` × the slowest kept mode's half time, ``ln(max(s/a₀ − 1, e))
-    / (2 s k_t)`` (§3.1) for two layers, the deep-linear ``t(s/2)`` of §3.3 for ``depth`` > 2
-    (:func:`biasfree.theory.deep_half_time`, ∝ a₀^{-(1-2/L)}), k_t = ``time_scale``,
-    a₀ ≥ 1e-12 s (and ≤ s/4, so a mode that starts near its end still gets a horizon). Modes
-    below ``MODE_CUT`` of the strongest, and below ``MODE_CUT`` of √(0.3% <||y||²>) (the
-    weakest mode whose learning shows at the paper's level), are left out; with none
-    left (Σ_yx ≈ 0) that weakest detectable strength sets T, and ``floored`` is True.
-    So T ≤ horizon · ln(1e12) / (2 k_t · 1e-2 · √(0.003 <||y||²>)): bounded by the data's scale."""
+    """``(T, floored)``: ``horizon`` × the slowest kept mode's half time over ``time_scale``
+    k_t: ``ln(max(s/a₀ − 1, e)) / (2 s)`` (§3.1) for two layers, the deep-linear ``t(s/2)``
+    of §3.3 for ``depth`` > 2, with a₀ ≥ 1e-12 s (and ≤ s/4). Modes below ``MODE_CUT`` of
+    the strongest and of √(0.3% <||y||²>) are left out; with none left (Σ_yx ≈ 0) that
+    weakest detectable strength sets T and ``floored`` is True, so T is bounded by the
+    data's scale (docs/theory.md §6.3)."""
     s_min = MODE_CUT * max(modes.s[0] if modes.s.size else 0.0, np.sqrt(3e-3 * modes.power))
     s = modes.s[modes.s >= s_min]
     floored = s.size == 0
@@ -96,18 +92,13 @@ def default_t_max(modes: Modes, a0: float, time_scale: float, horizon: float = 3
 
 
 def growth_even_energy(params: Params, X, Y, c: float, B) -> float:
-    """First-order estimate of <f_even²> at the learning transition of a two-layer net from
-    small init (§6.4). Early on, ``dW₁/dt ≈ c W₂ᵀ Σ_yx``, ``dW₂/dt ≈ c Σ_yx W₁ᵀ``: along each singular
-    pair (σ_i, o_i, ρ_i) of Σ_yx, unit k's combination ``u_ki = (o_i·v_k + ρ_i·w_k)/2``
-    grows as e^{cσ_i t} and the rest decays, so after learning ``w_k ∝ u_ki ρ_i``,
-    ``v_k ∝ u_ki o_i``. Then ``f_even / f_odd = ((1 − c)/c) Σ_k u_ki|u_ki| / Σ_k u_ki² =: κ_i``
-    along mode i, and with the learned odd part ``A_i (ρ_i·x) o_i``, ``A_i = o_iᵀ B ρ_i``
-    (``B`` (p, d) the least-squares map): fully grown, ``<f_even²> ≈ Σ_i κ_i² A_i² ρ_iᵀ Σ_xx ρ_i`` (cross
-    terms between modes dropped). Returned at each mode's inflection, amplitude A_i/2 (a
-    quarter of that): for an odd target the even part is pure error, so once the mode is
-    learned the loss gradient removes it (§2.2) and the gap peaks at the transition.
-    Pairs give Σ u|u| = 0, hence 0; a random Gaussian init gives
-    κ ~ ((1 − c)/c) √(3/m): the 1/width of §2.6."""
+    """First-order estimate of <f_even²> at the learning transition of a two-layer net
+    ``params`` from small init, slope factor ``c``, on inputs X, targets Y, ``B`` (p, d)
+    the least-squares map (derivation: docs/theory.md §6.4): along each singular pair
+    (σ_i, o_i, ρ_i) of Σ_yx, ``u_ki = (o_i·v_k + ρ_i·w_k)/2``,
+    ``κ_i = ((1 − c)/c) Σ_k u_ki|u_ki| / Σ_k u_ki²``, ``A_i = o_iᵀ B ρ_i``, and the estimate
+    is ``¼ Σ_i κ_i² A_i² ρ_iᵀ Σ_xx ρ_i`` (modes below ``MODE_CUT`` of σ_1 left out; 0 for
+    antisymmetric pairs)."""
     X, Y = np.asarray(X, float), np.asarray(Y, float)
     W1, W2 = np.asarray(params[0].W, float), np.asarray(params[1].W, float)
     N = X.shape[0]

@@ -1,16 +1,21 @@
 """What :func:`biasfree.analyse` returns: the typed reports of the data, the net, the
-regime, the prediction and the training, and their JSON form (``analysis.json``).
+regime, the prediction and the training, and their files (``analysis.json``, the twin's
+weights, the figure: :func:`save_analysis`).
 Units: losses and floors in the package's loss unit, the half mean squared error."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 
 import numpy as np
 
+from .. import _validate as validate
 from ..core.nets import Params
 from ..dynamics.train import GDConfig
+from ..store import atomic_write, save_figure, versions
+from .interop import save_model
 from .verdict import Verdict
 
 LOSS_UNIT = "half mean squared error, L = (1/2N) sum_n ||y_n - f(x_n)||^2"
@@ -199,3 +204,29 @@ def _prediction_json(p: Prediction) -> dict:
         tr["config"] = dataclasses.asdict(p.trained.config)
         doc["trained"] = tr
     return _jsonable(doc)
+
+
+def save_analysis(analysis: Analysis, out_dir, figure=None) -> list:
+    """Write ``OUT/analysis.json`` (keys data, net, prediction, verdict, versions), the twin's
+    weights ``OUT/twin.safetensors`` (torch naming, metadata alpha = 1, weight_scale,
+    time_scale) and ``figure`` (a matplotlib Figure) as ``OUT/figure.png``/``.pdf``;
+    each file written atomically. Returns the paths written."""
+    if not isinstance(analysis, Analysis):
+        raise TypeError(f"analysis must be what biasfree.analyse returns, got {type(analysis).__name__}")
+    if figure is not None and not hasattr(figure, "savefig"):
+        raise TypeError(f"figure={figure!r} must be a matplotlib Figure (or None)")
+    out = validate.writable_folder("out_dir", out_dir)
+    doc = analysis.to_json()
+    paths = []
+    if analysis.prediction is not None:
+        p = analysis.prediction
+        twin = save_model(p.twin, out / "twin.safetensors", alpha=1.0,
+                          metadata={"weight_scale": p.weight_scale, "time_scale": p.time_scale,
+                                    "note": "linear twin written by biasfree analyse"})
+        doc["prediction"]["twin"]["file"] = twin.name
+        paths.append(twin)
+    doc["versions"] = versions()
+    blob = json.dumps(doc, indent=2, allow_nan=False).encode()
+    atomic_write(out / "analysis.json", lambda fh: fh.write(blob))
+    paths.insert(0, out / "analysis.json")
+    return paths + (save_figure(figure, out / "figure") if figure is not None else [])

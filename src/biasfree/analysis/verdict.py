@@ -1,17 +1,9 @@
 """The graded verdict of :func:`biasfree.analyse`: levels, thresholds and the evidence.
 
+Two answers are kept apart, the function the net computes now and its training
+(predicted from the init, or measured); the headline ``level`` is the worse. Each answer
+lists its :class:`Evidence`: the measured value, its threshold and what passing means.
 docs/theory.md §6 defines every level and threshold and gives the reasoning for each.
-Two answers are kept apart:
-
-- **the function the net computes now** (``function``): from its odd/even split on the
-  data (§1.2–1.3);
-- **its training** (``training``): *predicted* from the init when the net was not
-  trained (the twin theory's assumptions and a first-order estimate of the gap), or
-  *measured* when it was (the gap to its linear twin at every GD step).
-
-The headline ``level`` is the worse of the two. Each answer lists its
-:class:`Evidence`: the measured value, the threshold it was held against and what
-passing means, so a reader sees what decided it.
 """
 
 from __future__ import annotations
@@ -25,24 +17,19 @@ NOT = "not effectively linear"
 LEVELS = (EXACT, EFFECTIVE, ODD_LINEAR, NOT)
 """From best to worst (docs/theory.md §6.1)."""
 
+# The thresholds; docs/theory.md §6.2 gives each one's reason.
 PAPER_LEVEL = 3e-3
-"""The paper's "errors below 0.3%" of L(0): a convention, borrowed for every approximate
-"small" in this module (§6.2)."""
+"""The paper's "errors below 0.3%" of L(0): a convention, borrowed for every approximate "small"."""
 ROUND_OFF = 1e-10
-"""Relative amplitude of float64 round-off after a few matrix products (eps ≈ 2e-16 ×
-condition × size, with a wide margin): an *exact* identity holds to this (§6.2)."""
+"""Relative amplitude of float64 round-off after a few matrix products: an *exact* identity holds to this."""
 ROUND_OFF_ENERGY = ROUND_OFF**2
 """The same for an energy (a squared amplitude)."""
 NEAR_SYMMETRIC = 1e-6
-"""Relative mirror violation of data stored in float32 and mirrored (float32 unit
-round-off 6e-8 × 16): the odd/even cross terms it leaves are far below 0.3% (§6.2)."""
+"""Relative mirror violation of data stored in float32 and mirrored (unit round-off 6e-8 × 16)."""
 SMALL_INIT = 0.5
-"""Init gain / strongest mode below which every mode starts before its logistic
-inflection a = s/2 (§3.1): the sigmoidal, small-init regime the twin theory covers."""
+"""Init gain / strongest mode below which every mode starts before its inflection a = s/2 (§3.1)."""
 RICH_MOVEMENT = 1.0
-"""Relative first-layer movement ‖W₁(T) − W₁(0)‖/‖W₁(0)‖ from which training is called
-rich: the weights moved by more than their own initial size, so the trained net is no
-perturbation of its init (the lazy, linearised picture fails) (§6.3)."""
+"""Relative first-layer movement ‖W₁(T) − W₁(0)‖/‖W₁(0)‖ from which training is called rich (§6.3)."""
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import time
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import progress as rp
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=False,
@@ -31,6 +33,17 @@ def _refuse(message: str) -> typer.Exit:
     """Print ``error: message`` (one line) and return the exit to raise: status 2."""
     err.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
     return typer.Exit(2)
+
+
+@contextmanager
+def _refusing(*errors: type[Exception]):
+    """Bad input: one of ``errors`` (default TypeError, ValueError) raised inside is
+    refused with its message (:func:`_refuse`, exit 2)."""
+    kinds = errors or (TypeError, ValueError)
+    try:
+        yield
+    except kinds as e:
+        raise _refuse(str(e.args[0] if isinstance(e, KeyError) else e)) from None
 
 
 def _one_host_device_per_core() -> None:
@@ -86,7 +99,7 @@ def run(
     from ..claims import check_name, precheck
     from ..claims.config import ConfigError, parse_sets, read_config_file
 
-    try:
+    with _refusing(TypeError, ValueError, KeyError):
         validate.seed(seed, "--seed")
         validate.writable_folder("--out", out)
         chosen = _experiment_names(names)
@@ -95,22 +108,17 @@ def run(
         for n in chosen:
             check_name(n)
         precheck(chosen, preset, file_doc, overrides)
-    except (TypeError, ValueError) as e:
-        raise _refuse(str(e)) from None
-    except KeyError as e:
-        raise _refuse(str(e.args[0])) from None
     _one_host_device_per_core()
     from .. import store
-    from ..claims import get, known, run_experiment  # imports the chosen experiments only
+    from ..claims import get, known  # imports the chosen experiments only
     from ..claims.config import plan
     from ..results import config_dict
+    from .pipeline import run_point, save
 
-    try:
+    with _refusing(ConfigError):
         planned = plan([get(n) for n in chosen], preset, file_doc, overrides, known=known())
-    except ConfigError as e:
-        raise _refuse(str(e.args[0])) from None
     failed, crashed = [], []
-    columns = (SpinnerColumn(), TextColumn("[bold]{task.fields[exp]}[/] {task.description}"),
+    columns = (rp.SpinnerColumn(), TextColumn("[bold]{task.fields[exp]}[/] {task.description}"),
                TimeElapsedColumn())
     with Progress(*columns, console=err, transient=False) as bar:
         for p in planned:
@@ -129,14 +137,9 @@ def run(
             task = bar.add_task("starting", exp=n, total=None)
             t0 = time.perf_counter()
             try:  # the experiment and its figure; saving is outside (an OSError is not a crash)
-                result = run_experiment(p.experiment, p.config, seed,
-                                        lambda msg, task=task: bar.update(task, description=msg),
-                                        preset=p.preset, overrides=p.overrides)
-                bar.update(task, description="plotting")
-                from .. import claims
-                from .._figure import plt
-
-                fig = claims.figure(result)
+                ran = run_point(p.experiment, p.config, seed,
+                                lambda msg, task=task: bar.update(task, description=msg),
+                                preset=p.preset, overrides=p.overrides)
             except Exception as e:  # a crash is not a result: record it, run the others
                 crashed.append(n)
                 paths = _record_crash(out, p, seed, e, time.perf_counter() - t0)
@@ -146,8 +149,7 @@ def run(
                           f"{escape(_one_line(e))}; traceback in {escape(str(paths[-1]))}",
                           soft_wrap=True)
                 continue
-            paths = store.save(result, out, time.perf_counter() - t0, fig)
-            plt.close(fig)  # a run of many experiments keeps no figure open
+            paths, result = save(ran, out), ran.result
             status = "[green]all checks passed[/]" if result.passed else \
                 f"[red]failed: {', '.join(result.failed())}[/]"
             bar.update(task, description=status, total=1, completed=1)
@@ -201,11 +203,8 @@ def show(name: Annotated[str, typer.Argument(help="experiment name")]) -> None:
     from ..claims import get
     from ..claims.config import DEFAULT_PRESET, field_rows
 
-    try:
+    with _refusing(KeyError):
         exp = get(name)
-    except KeyError as e:
-        err.print(f"[red]error:[/] {escape(str(e.args[0]))}", soft_wrap=True)
-        raise typer.Exit(2) from None
     con = Console()
     con.print(f"[bold]{exp.name}[/]: {escape(exp.claim)}")
     if exp.paper_claim:
@@ -271,22 +270,16 @@ def report(out: Annotated[Path, typer.Option(help="results folder")] = Path("res
     the command then exits 1 after writing the page for the rest."""
     from .. import _validate as validate
 
-    try:
+    with _refusing():
         validate.results_folder("--out", out)
-    except (TypeError, ValueError) as e:
-        raise _refuse(str(e)) from None
     from .report import write_report
 
     skipped: list = []
     try:
-        path = write_report(out, skipped)
-    except (FileNotFoundError, NotADirectoryError) as e:
-        err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)
-        raise typer.Exit(2) from None
+        with _refusing(FileNotFoundError, NotADirectoryError):
+            path = write_report(out, skipped)
     except OSError as e:
-        err.print(f"[red]error:[/] cannot write the report in {escape(str(out))}: {escape(str(e))}",
-                  soft_wrap=True)
-        raise typer.Exit(2) from None
+        raise _refuse(f"cannot write the report in {out}: {e}") from None
     for e in skipped:
         err.print(f"[yellow]warning:[/] skipped {escape(str(e))}", soft_wrap=True)
     from ..store import load_crashes
@@ -324,25 +317,19 @@ def analyse(
     function it computes and on its training (predicted, or measured with --train /
     --train-steps). Writes OUT/analysis.json, OUT/twin.safetensors and OUT/figure.png;
     exits 0 whatever the verdict, 2 on bad input."""
-    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-    from rich.progress import Progress as Bar
-    from rich.table import Table
-
     from .. import _validate as validate
 
-    try:  # before JAX loads
+    with _refusing():  # before JAX loads
         validate.existing_file("MODEL", model)
         validate.writable_folder("--out", out)
-    except (TypeError, ValueError) as e:
-        raise _refuse(str(e)) from None
     from ..analysis.analyse import analyse as analyse_model
-    from ..analysis.analyse import save_analysis
     from ..analysis.figure import figure
     from ..analysis.interop import load_model
+    from ..analysis.report import save_analysis
     from ..core.real_data import load_data
     from ..dynamics.train import GDConfig
 
-    try:
+    with _refusing(ValueError, TypeError, FileNotFoundError, ImportError):
         if train and train_steps:
             raise ValueError("give --train (default steps) or --train-steps K, not both")
         if train and lr is not None:
@@ -351,15 +338,12 @@ def analyse(
         d = load_data(data)
         cfg = (GDConfig(lr=0.01 if lr is None else lr, steps=train_steps, n_records=n_records)
                if train_steps else None)
-        with Bar(TextColumn("training beside the twin"), BarColumn(), MofNCompleteColumn(),
-                 TimeElapsedColumn(), console=err, transient=True) as bar:
+        with Progress(TextColumn("training beside the twin"), rp.BarColumn(), rp.MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=err, transient=True) as bar:
             task = bar.add_task("train", total=None)
             result = analyse_model(m, d, train=cfg or (True if train else None), t_max=t_max,
                                    time_budget=time_budget,
                                    progress=lambda k, n: bar.update(task, completed=k, total=n))
-    except (ValueError, TypeError, FileNotFoundError, ImportError) as e:
-        err.print(f"[red]error:[/] {escape(str(e))}")
-        raise typer.Exit(2) from None
     for path in save_analysis(result, out, figure(result)):
         typer.echo(str(path))
     v = result.verdict
@@ -402,36 +386,25 @@ def sweep(
     computes only the missing ones. Writes OUT/table.parquet (load it with
     biasfree.load_sweep) and OUT/summary.png; exits 1 if a point failed (its traceback
     is in OUT/errors/ and the table), 2 if no worker joins within --worker-timeout."""
-    from rich.progress import BarColumn, MofNCompleteColumn
-
     from .. import _validate as validate
 
-    try:  # before Dask, JAX or any experiment loads
+    out = out if out is not None else Path("results") / "sweeps" / spec.stem
+    with _refusing():  # before Dask, JAX or any experiment loads
         validate.existing_file("SPEC", spec)
-        validate.writable_folder("--out", out if out is not None
-                                 else Path("results") / "sweeps" / spec.stem)
-    except (TypeError, ValueError) as e:
-        raise _refuse(str(e)) from None
+        validate.writable_folder("--out", out)
 
     from .sweep import SpecError, plan_points, read_spec, run_sweep
 
     if workers is not None and scheduler is not None:
-        err.print("[red]error:[/] give --workers (a local cluster) or --scheduler (an existing one), "
-                  "not both")
-        raise typer.Exit(2)
+        raise _refuse("give --workers (a local cluster) or --scheduler (an existing one), not both")
     for name, value, low in (("--workers", workers, 1), ("--group-size", group_size, 1),
                              ("--worker-timeout", worker_timeout, 0)):
         if value is not None and not value >= low:
-            err.print(f"[red]error:[/] {name} {value}: need at least {low}")
-            raise typer.Exit(2)
-    try:
+            raise _refuse(f"{name} {value}: need at least {low}")
+    with _refusing(SpecError):
         parsed = read_spec(spec)
         n_points = len(plan_points(parsed))
-    except SpecError as e:
-        err.print(f"[red]error:[/] {escape(str(e.args[0]))}", soft_wrap=True)
-        raise typer.Exit(2) from None
-    out = out if out is not None else Path("results") / "sweeps" / spec.stem
-    columns = (TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
+    columns = (TextColumn("[bold]{task.description}[/]"), rp.BarColumn(), rp.MofNCompleteColumn(),
                TextColumn("done {task.fields[done]}, skipped {task.fields[skipped]}, "
                           "[red]failed {task.fields[failed]}[/], running {task.fields[running]}"),
                TimeElapsedColumn())
@@ -448,8 +421,7 @@ def sweep(
                                 figures=figures, group_size=group_size, worker_timeout_s=worker_timeout,
                                 progress=show, log=lambda line: bar.console.print(escape(line)))
         except (ConnectionError, ImportError) as e:
-            err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)
-            raise typer.Exit(2) from None
+            raise _refuse(str(e)) from None
         except KeyboardInterrupt:
             err.print(f"[yellow]interrupted[/]: finished points are saved in {out}; rerun the same "
                       "command to compute the rest")

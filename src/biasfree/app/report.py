@@ -2,11 +2,11 @@
 
 The headline experiment comes first, then the others in registry order (results not
 in the registry last, by name). A table of contents links every experiment with its
-verdict; each experiment is a card: what it claims, which of the paper's claims it
-tests, its verdict (n of m checks passed), the config it ran with (the preset and every
-field that differs from it, so that a check failed at a user's own settings is not
-read as the preset failing), its figure, its checks (claim sentence, value, threshold,
-unit), its notes, and its metrics folded away.
+verdict; each experiment is a card: what it claims and which of the paper's claims it
+tests (as its ``result.json`` stores them), its verdict (n of m checks passed), the
+config it ran with (the preset and every field that differs from it, so that a check
+failed at a user's own settings is not read as the preset failing), its figure, its
+checks (claim sentence, value, threshold, unit), its notes, and its metrics folded away.
 
 Figures are embedded as base64 PNG so the page opens anywhere, offline. A result that
 cannot be read (a truncated ``result.json``, a corrupted ``arrays.npz``) is left out of
@@ -134,14 +134,24 @@ def _checks_table(res: Result) -> str:
             + "".join(rows) + "</table>")
 
 
+def claims_of(res: Result) -> tuple[str, str]:
+    """``(claim, paper_claim)`` as the result stores them; a result saved before they were
+    kept in ``result.json`` takes them from the registry (empty when it has no such
+    experiment)."""
+    if res.claim:
+        return res.claim, res.paper_claim
+    exp = REGISTRY.get(res.experiment)
+    return (exp.claim, exp.paper_claim) if exp is not None else ("", "")
+
+
 def _card(res: Result, doc: dict, out_dir: Path) -> str:
     name = res.experiment
-    exp = REGISTRY.get(name)
     cls, text = verdict(res)
     tag = '<span class=tag>headline</span>' if name == HEADLINE else ""
-    claim = f"<p class=claim-line><b>Claim.</b> {html.escape(exp.claim)}</p>" if exp else ""
-    paper = (f"<p class=paper><b>Paper's claim tested.</b> {html.escape(exp.paper_claim)}</p>"
-             if exp and exp.paper_claim else "")
+    said, paper_said = claims_of(res)
+    claim = f"<p class=claim-line><b>Claim.</b> {html.escape(said)}</p>" if said else ""
+    paper = (f"<p class=paper><b>Paper's claim tested.</b> {html.escape(paper_said)}</p>"
+             if paper_said else "")
     metrics = "".join(f"<tr><td>{html.escape(k)}</td><td class=num>{v:.6g}</td></tr>"
                       for k, v in res.metrics.items())
     meta = (f"size {html.escape(res.preset)}, seed {res.seed}, "
@@ -161,11 +171,11 @@ def _card(res: Result, doc: dict, out_dir: Path) -> str:
 def _toc(results: list[tuple[Result, dict]]) -> str:
     items = []
     for res, _ in results:
-        exp = REGISTRY.get(res.experiment)
+        said, paper_said = claims_of(res)
         cls, text = verdict(res)
-        paper = exp.paper_claim.split(":")[0] if exp and exp.paper_claim else ""
+        paper = paper_said.split(":")[0]
         claim = (f'<br><span class=claim>{f"<b>{html.escape(paper)}.</b> " if paper else ""}'
-                 f"{html.escape(exp.claim)}</span>") if exp else ""
+                 f"{html.escape(said)}</span>") if said else ""
         changes = config_changes(res)
         at = "custom settings" if changes is None else f"{len(changes)} changed field(s)"
         custom = "" if changes == {} else f" <span class=meta>at {at}</span>"

@@ -1,206 +1,42 @@
-"""Sweeps: one experiment over a grid of config overrides × seeds, on Dask distributed.
+"""Sweeps: one experiment over a grid of config overrides × seeds, on Dask distributed
+(the spec and its points: :mod:`biasfree.app.sweep_spec`; README "Sweeps" for use).
 
-A spec is a TOML file (read with :mod:`tomllib`)::
-
-    experiment = "leaky-collapse"   # any registered experiment
-    preset = "tiny"                 # the config every point starts from (default "paper")
-    seeds = [0, 1, 2, 3]
-    [grid]                          # cartesian product over config fields
-    width = [40, 100]
-    random_scale = [1e-4, 1e-2]
-    [fixed]                         # optional overrides for every point
-    n_records = 50
-
-A *point* is (config overrides, seed). Every point's config is resolved and validated
-(:func:`biasfree.claims.config.resolve_config`) before any task starts, so a bad
-spec fails at once with the config's own message.
-
-**Where results go.** Each point is stored once under ``DIR/points/<key>/``, where
-``key`` hashes the experiment, the *effective* config, the seed and the biasfree
-version (:func:`point_key`): a rerun finds the points already computed and skips
-them, whatever spec they came from. Only this process (the client, which owns
-``DIR``) writes, each point atomically, so two workers never write the same file and a
-kill at any moment (Ctrl-C, SIGKILL, a lost worker) leaves complete points only. The
-folder's layout and the table are described in :mod:`biasfree.app.sweep_table`.
-
-**What a point costs.** Points are sent to the workers in *groups* of consecutive
-points (grid order, seeds innermost: a group's points share their shapes), one Dask
-task per group (:func:`run_points`): the scheduling round trip is paid once per group,
-and the compiled programs (JAX's cache in the worker process) once per worker and
-shape, reused by every later point of the same shapes. Per-point figures are off
-unless ``figures=True``; the sweep draws its summary once, at the end. A local
-cluster's workers share a persistent JAX compilation cache (``DIR/.jax-cache``), so a
-program is compiled once between them and never again in a rerun. The table records
-each point's compute, IO and scheduling time apart.
-
-**Failures.** A point that raises is recorded with its traceback
-(``DIR/errors/<key>.json`` and the table's ``traceback`` column) and the sweep goes
-on; a rerun tries it again. A task whose worker dies is retried ``retries`` times by
-Dask (each loss, join and retry is a line in the log, with the point ids); a group
-that still fails is rerun one point per task, so only the point that kills its worker
-is recorded as failed. A cluster with no worker is an error (:class:`NoWorkers`)
+Each point is stored once under ``DIR/points/<key>/`` (:func:`point_key`: a rerun skips
+the points already computed, whatever spec they came from), written only by this
+process, the client, each atomically: a kill at any moment leaves complete points only
+(layout: :mod:`biasfree.app.sweep_table`). Points go to the workers in groups of
+consecutive points, one Dask task per group (:func:`run_points`), so the scheduling round
+trip is paid once per group and compiled programs once per worker and shape. A point
+that raises is recorded with its traceback and the sweep goes on; a task whose worker
+dies is retried ``retries`` times, then rerun one point per task, so only the point that
+kills its worker is recorded as failed; a cluster with no worker is :class:`NoWorkers`
 after ``worker_timeout_s``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import itertools
-import json
 import os
 import queue
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 # The experiments, the store and Dask are imported where used: `import biasfree` (which
 # exports load_sweep) must not load every experiment.
 from .sweep_cluster import WORKER_ENV, WORKER_TIMEOUT_S, NoWorkers, dask_client, wait_for_workers
-from .sweep_table import load_sweep, record_error, save_point, saved, write_summary, write_table
-from .sweep_tasks import MAX_GROUP, group_points, run_points
+from .sweep_spec import Point, Spec, SpecError, parse_spec, plan_points, point_key, read_spec
+from .sweep_table import load_sweep, record_error, save_point, saved, write_table
+from .sweep_tasks import MAX_GROUP, format_tb, group_points, run_points
 
 __all__ = ["MAX_GROUP", "WORKER_ENV", "WORKER_TIMEOUT_S", "NoWorkers", "Spec", "SpecError", "Point", "Counts",
            "Outcome", "parse_spec", "read_spec", "plan_points", "point_key", "group_points",
            "run_points", "run_sweep", "load_sweep"]
 
-DEFAULT_PRESET = "paper"  # as biasfree.claims.config.DEFAULT_PRESET
-
-SPEC_KEYS = ("experiment", "preset", "seeds", "grid", "fixed")
 RETRIES = 2
 """Dask ``retries`` per task: a task whose worker dies is tried this many more times
 before its points are rerun one per task (and then recorded as failed)."""
-class SpecError(ValueError):
-    """A sweep spec that cannot run: unreadable, an unknown key, a bad grid or seeds, or a
-    point whose config the experiment rejects."""
-
-
-# ------------------------------------------------------------------ the spec
-
-
-@dataclass(frozen=True)
-class Spec:
-    """A parsed sweep spec: ``experiment`` name, ``preset`` name, ``seeds``, ``grid``
-    (field -> tuple of values, in the file's order) and ``fixed`` (field -> value)."""
-
-    experiment: str
-    preset: str = DEFAULT_PRESET
-    seeds: tuple[int, ...] = (0,)
-    grid: dict = field(default_factory=dict)
-    fixed: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Point:
-    """One task: its ``key`` (folder name under ``points/``), ``seed``, ``swept`` (grid
-    field -> value), the recorded ``overrides`` (fixed and swept, coerced) and the
-    resolved ``config``."""
-
-    key: str
-    seed: int
-    swept: dict
-    overrides: dict
-    config: object
-
-    def label(self) -> str:
-        return ", ".join([f"{k}={v!r}" for k, v in self.swept.items()] + [f"seed={self.seed}"])
-
-
-def parse_spec(doc: Mapping, source: str = "spec") -> Spec:
-    """A :class:`Spec` from a TOML document (a dict); :class:`SpecError` names what is
-    wrong and how to write it."""
-    unknown = [k for k in doc if k not in SPEC_KEYS]
-    if unknown:
-        raise SpecError(f"{source}: unknown key(s) {', '.join(map(repr, unknown))}; a spec has "
-                        f"{', '.join(SPEC_KEYS)} (config fields go under [grid] or [fixed])")
-    name = doc.get("experiment")
-    if not isinstance(name, str):
-        raise SpecError(f"{source}: experiment = \"NAME\" is required (see `biasfree list`)")
-    preset = doc.get("preset", DEFAULT_PRESET)
-    if not isinstance(preset, str):
-        raise SpecError(f"{source}: preset must be a name such as \"tiny\", got {preset!r}")
-    seeds = doc.get("seeds", [0])
-    if (not isinstance(seeds, list) or not seeds
-            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
-        raise SpecError(f"{source}: seeds must be a non-empty list of integers >= 0, such as "
-                        f"[0, 1, 2, 3], got {seeds!r}")
-    if any(s >= 2**31 for s in seeds):
-        raise SpecError(f"{source}: seeds must be below 2**31, got {max(seeds)}")
-    if len(set(seeds)) != len(seeds):
-        raise SpecError(f"{source}: seeds {seeds} lists a seed twice")
-    grid, fixed = doc.get("grid", {}), doc.get("fixed", {})
-    for table, what in ((grid, "grid"), (fixed, "fixed")):
-        if not isinstance(table, dict):
-            raise SpecError(f"{source}: [{what}] must be a table of FIELD = VALUE lines")
-    for k, values in grid.items():
-        if not isinstance(values, list) or not values:
-            raise SpecError(f"{source}: grid.{k} must be a non-empty list of values, such as "
-                            f"{k} = [{values!r}] (a single value goes under [fixed])")
-        if len({json.dumps(v) for v in values}) != len(values):
-            raise SpecError(f"{source}: grid.{k} = {values!r} lists a value twice")
-    both = sorted(set(grid) & set(fixed))
-    if both:
-        raise SpecError(f"{source}: {', '.join(both)} is both swept ([grid]) and fixed ([fixed]); "
-                        "keep one")
-    return Spec(name, preset, tuple(seeds), {k: tuple(v) for k, v in grid.items()}, dict(fixed))
-
-
-def read_spec(path) -> Spec:
-    """Read and parse a spec file (see the module docstring)."""
-    import tomllib
-
-    path = Path(path)
-    try:
-        with path.open("rb") as fh:
-            doc = tomllib.load(fh)
-    except OSError as e:
-        raise SpecError(f"cannot read sweep spec {path}: {e.strerror or e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"sweep spec {path} is not valid TOML: {e}") from None
-    return parse_spec(doc, str(path))
-
-
-def point_key(experiment: str, config: Mapping, seed: int) -> str:
-    """The folder name of a point: a hash of the experiment, the effective ``config`` (as
-    ``result.json`` stores it), the seed and the biasfree version
-    (:func:`biasfree.store.run_key`)."""
-    from .. import store
-
-    doc = json.dumps(store.run_key(experiment, dict(config), seed), sort_keys=True)
-    return hashlib.sha256(doc.encode()).hexdigest()[:16]
-
-
-def plan_points(spec: Spec) -> list[Point]:
-    """Every point of ``spec`` (grid in the file's order, seeds innermost), each config
-    resolved and validated. Raises :class:`SpecError` (unknown experiment, preset, field
-    or a bad value, with the config's own message) before anything runs."""
-    from ..claims import get
-    from ..claims.config import ConfigError, recorded_overrides, resolve_config
-    from ..results import config_dict
-
-    try:
-        exp = get(spec.experiment)
-    except KeyError as e:
-        raise SpecError(str(e.args[0])) from None
-    fields = list(spec.grid)
-    points = []
-    for values in itertools.product(*spec.grid.values()):
-        swept = dict(zip(fields, values, strict=True))
-        overrides = {**spec.fixed, **swept}
-        try:
-            cfg = resolve_config(exp, spec.preset, overrides)
-            recorded = recorded_overrides(exp, overrides)
-        except ConfigError as e:
-            where = ", ".join(f"{k}={v!r}" for k, v in swept.items())
-            raise SpecError(f"{e}" + (f" (at grid point {where})" if where else "")) from None
-        conf = config_dict(cfg)
-        for seed in spec.seeds:
-            points.append(Point(point_key(exp.name, conf, seed), seed, swept, recorded, cfg))
-    return points
-
-
-# ------------------------------------------------------------------ running
 
 
 @dataclass
@@ -265,15 +101,13 @@ class _Tasks:
 
     def sched_share(self, res: dict, submitted: float, arrived: float) -> float:
         """A point's share of its task's scheduling time: the worker's wait from the later
-        of the submit and its previous task's end to the task's start, the time from the
-        task's end to its result reaching this process, and the task's time outside its
-        points (clocks of one machine; across machines their offset cancels in the sum
-        unless the worker was busy with a previous task)."""
+        of the submit and its previous task's end to the task's start, plus the return of
+        its result, plus the task's time outside its points."""
         ends = self.ends.setdefault(res["worker"], [])
         prev = max([e for e in ends if e <= res["start"]], default=submitted)
         waited = max(0.0, res["start"] - max(prev, submitted)) + max(0.0, arrived - res["end"])
-        inside = res["end"] - res["start"] - sum(p["compute_s"] + p.get("render_s", 0.0)
-                                                 for p in res["points"])
+        inside = res["end"] - res["start"] - sum(
+            p["ran"].compute_s + p["ran"].render_s if "ran" in p else p["compute_s"] for p in res["points"])
         ends[:] = [*ends[-7:], res["end"]]
         return (waited + max(inside, 0.0)) / max(len(res["points"]), 1)
 
@@ -332,6 +166,8 @@ def run_sweep(spec: Spec, out, *, workers: int | None = None, scheduler: str | N
     t0 = time.perf_counter()
     table = write_table(spec, points, out)
     t1 = time.perf_counter()
+    from .sweep_figure import write_summary  # matplotlib: only once a sweep has run
+
     written = write_summary(out)
     phases |= {"table_s": t1 - t0, "figures_s": time.perf_counter() - t1}
     if counts.failed:
@@ -370,13 +206,10 @@ def _collect(tasks: _Tasks, out: Path, counts: Counts, failed: list, progress, l
                         _failed(out, p, item["error"], item["traceback"], counts, failed, log,
                                 item["compute_s"])
                     else:
-                        save_point(out, p, item, {"compute_s": item["compute_s"],
-                                                  "render_s": item["render_s"], "sched_s": share})
+                        save_point(out, p, item["ran"], share)
                         counts.done += 1
             else:
                 exc = fut.exception(timeout=60)
-                from .sweep_table import format_tb
-
                 error, tb = f"{type(exc).__name__}: {exc}", format_tb(exc, fut.traceback(timeout=60))
                 if len(group) > 1:  # find the point that kills its worker: one task each
                     log(f"a task of {len(group)} points ({', '.join(p.key for p in group)}) failed "

@@ -5,11 +5,31 @@ linearity-map sweep the 0.3% contour of the gap to the linear twin in every slic
 from __future__ import annotations
 
 from numbers import Real
+from pathlib import Path
 
 import numpy as np
 
+from .. import store
 from .._figure import plt
 from .sweep_table import COLUMNS as NON_METRICS
+from .sweep_table import CONTOURS, POINTS, SUMMARY, load_sweep
+
+
+def write_summary(out) -> list[Path]:
+    """Write ``out/summary.png`` from the table, and for a linearity-map sweep
+    ``out/contours.png`` from the points' gap arrays; returns the paths written (none
+    when no point has a result)."""
+    df = load_sweep(out)
+    if not (df["status"] == "done").any():
+        return []
+    figures = {SUMMARY: summary_figure(df)}
+    if df.attrs.get("experiment") == "linearity-map":
+        figures[CONTOURS] = contour_figure(df, Path(out) / POINTS)
+    paths = []
+    for name, fig in figures.items():
+        paths += store.save_figure(fig, Path(out) / Path(name).stem, exts=("png",), dpi=110)
+        plt.close(fig)
+    return paths
 
 
 def metric_columns(df) -> list[str]:
@@ -108,8 +128,6 @@ def _slice_gaps(rows, points_dir):
     """Median gap over seeds and inits per α and kind for one slice's rows, read from
     their ``arrays.npz``: ``({kind: {α: (W, S) median}}, scales, widths, paper level,
     number of points)``. Rows that swept α (one α each) are merged by α."""
-    from pathlib import Path
-
     pooled: dict = {}
     for key in rows["point"]:
         with np.load(Path(points_dir) / key / "arrays.npz", allow_pickle=False) as z:

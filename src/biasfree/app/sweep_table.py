@@ -18,14 +18,14 @@ atomically, :mod:`biasfree.store`):
 from __future__ import annotations
 
 import json
-import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pandas
 
-    from .sweep import Point, Spec
+    from .pipeline import Ran
+    from .sweep_spec import Point, Spec
 
 TABLE, SUMMARY, CONTOURS, POINTS, ERRORS, TIMING = ("table.parquet", "summary.png", "contours.png",
                                                     "points", "errors", "timing")
@@ -50,20 +50,20 @@ def _write_json(path: Path, doc: dict) -> None:
     store.atomic_write(path, lambda fh: fh.write(data))
 
 
-def save_point(out: Path, point: Point, payload: dict, times: dict) -> None:
-    """Write a computed point atomically, then its timing: ``compute_s`` and ``sched_s``
-    from ``times``, ``io_s`` its ``render_s`` (the figure, on the worker) plus the save
-    measured here; and forget any error recorded for it."""
+def save_point(out: Path, point: Point, ran: Ran, sched_s: float) -> None:
+    """Write a computed point (:func:`biasfree.app.pipeline.save`, its ``elapsed_s`` the
+    compute time) atomically, then its timing: ``compute_s``, ``sched_s``, and ``io_s``
+    its ``render_s`` (the figure, on the worker) plus the save measured here; and forget
+    any error recorded for it."""
     import time
 
-    from .. import store
+    from .pipeline import save
 
     t0 = time.perf_counter()
-    store.save(payload["result"], out / POINTS, times["compute_s"], payload.get("figure"),
-               name=point.key)
-    io_s = times.get("render_s", 0.0) + time.perf_counter() - t0
+    save(ran, out / POINTS, name=point.key, elapsed_s=ran.compute_s)
+    io_s = ran.render_s + time.perf_counter() - t0
     _write_json(out / TIMING / f"{point.key}.json",
-                {"compute_s": times["compute_s"], "io_s": io_s, "sched_s": times["sched_s"]})
+                {"compute_s": ran.compute_s, "io_s": io_s, "sched_s": sched_s})
     (out / ERRORS / f"{point.key}.json").unlink(missing_ok=True)
 
 
@@ -73,11 +73,6 @@ def record_error(out: Path, point: Point, error: str, tb: str, compute_s: float 
     _write_json(out / ERRORS / f"{point.key}.json",
                 {"point": point.key, "seed": point.seed, "swept": point.swept,
                  "overrides": point.overrides, "error": error, "traceback": tb, "compute_s": compute_s})
-
-
-def format_tb(exc: BaseException, tb=None) -> str:
-    """A traceback as text (``tb``: a traceback object, e.g. from a Dask future)."""
-    return "".join(traceback.format_exception(type(exc), exc, tb if tb is not None else exc.__traceback__))
 
 
 def _row(spec: Spec, point: Point, out: Path, reserved: set) -> dict:
@@ -137,29 +132,6 @@ def write_table(spec: Spec, points: list[Point], out) -> Path:
     path = Path(out) / TABLE
     store.atomic_write(path, lambda fh: df.to_parquet(fh, index=False))
     return path
-
-
-def write_summary(out) -> list[Path]:
-    """Write ``out/summary.png`` from the table, and for a linearity-map sweep
-    ``out/contours.png`` from the points' gap arrays; returns the paths written (none
-    when no point has a result)."""
-    df = load_sweep(out)
-    if not (df["status"] == "done").any():
-        return []
-    from .. import store
-    from .sweep_figure import contour_figure, plt, summary_figure
-
-    figures = {SUMMARY: summary_figure(df)}
-    if df.attrs.get("experiment") == "linearity-map":
-        figures[CONTOURS] = contour_figure(df, Path(out) / POINTS)
-    paths = []
-    for name, fig in figures.items():
-        path = Path(out) / name
-        store.atomic_write(path, lambda fh, fig=fig: fig.savefig(fh, format="png", dpi=110,
-                                                                 bbox_inches="tight"))
-        plt.close(fig)
-        paths.append(path)
-    return paths
 
 
 def load_sweep(out) -> pandas.DataFrame:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 import os
 import time
+import traceback
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .sweep import Point
+    from .sweep_spec import Point
 
 MAX_GROUP = 16
 """The most points in one task (fewer where the points are few for the workers)."""
@@ -28,17 +29,14 @@ def group_points(points: list[Point], n_threads: int, size: int | None = None) -
 def run_points(experiment: str, preset: str, items: list[tuple], figures: bool = False) -> dict:
     """Compute a group of points on a Dask worker, one after another in this process (so
     the later ones reuse the first one's compiled programs). ``items``: ``(key, config,
-    seed, overrides)`` per point. Writes nothing: returns, per point, its ``result`` (a
-    :class:`~biasfree.claims.base.Result`), ``compute_s`` (the experiment's run
-    time), and with ``figures`` its figure as PNG and PDF bytes and ``render_s``; a point
-    that raises returns its ``error`` and ``traceback`` instead and the group goes on.
-    Also the task's ``start`` and ``end`` (``time.time()``) and the ``worker``'s address,
-    from which the client tells scheduling time from compute."""
-    import io
-
+    seed, overrides)`` per point. Writes nothing: returns, per point, its ``key`` and what
+    :func:`biasfree.app.pipeline.run_point` made (``ran``: the result, with ``figures``
+    its figure as PNG and PDF bytes, and the compute and render times); a point that
+    raises returns its ``error``, ``traceback`` and ``compute_s`` instead and the group
+    goes on. Also the task's ``start`` and ``end`` (``time.time()``) and the ``worker``'s
+    address, from which the client tells scheduling time from compute."""
     from ..claims import get
-    from ..claims.base import run_experiment
-    from .sweep_table import format_tb
+    from .pipeline import run_point
 
     start = time.time()
     _use_compile_cache()
@@ -47,27 +45,19 @@ def run_points(experiment: str, preset: str, items: list[tuple], figures: bool =
     for key, config, seed, overrides in items:
         t0 = time.perf_counter()
         try:
-            result = run_experiment(exp, config, seed, preset=preset, overrides=overrides)
+            ran = run_point(exp, config, seed, preset=preset, overrides=overrides, figure=figures,
+                            render=True)
         except Exception as e:  # noqa: BLE001 - any failure of a point is recorded, not raised
             done.append({"key": key, "error": f"{type(e).__name__}: {e}", "traceback": format_tb(e),
                          "compute_s": time.perf_counter() - t0})
             continue
-        point = {"key": key, "result": result, "compute_s": time.perf_counter() - t0, "render_s": 0.0}
-        if figures:
-            from .. import claims
-            from .._figure import plt
-
-            t1 = time.perf_counter()
-            fig = claims.figure(result)
-            point["figure"] = {}
-            for ext in ("png", "pdf"):
-                buf = io.BytesIO()
-                fig.savefig(buf, format=ext, dpi=130, bbox_inches="tight")
-                point["figure"][ext] = buf.getvalue()
-            plt.close(fig)
-            point["render_s"] = time.perf_counter() - t1
-        done.append(point)
+        done.append({"key": key, "ran": ran})
     return {"points": done, "start": start, "end": time.time(), "worker": _worker_address()}
+
+
+def format_tb(exc: BaseException, tb=None) -> str:
+    """A traceback as text (``tb``: a traceback object, e.g. from a Dask future)."""
+    return "".join(traceback.format_exception(type(exc), exc, tb if tb is not None else exc.__traceback__))
 
 
 def _use_compile_cache() -> None:

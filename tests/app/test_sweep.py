@@ -46,10 +46,12 @@ def spec_text(doc: dict) -> str:
 
 
 @pytest.fixture(scope="module")
-def worker_env(tmp_path_factory):
-    """Every worker of the module shares one JAX compilation cache (COMPILE_CACHE): the
-    programs compiled by the first are loaded by the others, restarted ones included."""
-    return {**WORKER_ENV, COMPILE_CACHE: str(tmp_path_factory.mktemp("jax-cache")),
+def worker_env():
+    """Every worker of the module shares one JAX compilation cache (COMPILE_CACHE), the
+    session's (tests/conftest.py, size-bounded, so reads and writes are locked): the
+    programs compiled by the first are loaded by the others, restarted ones and later
+    sessions included (its keys hold the workers' own XLA flags)."""
+    return {**WORKER_ENV, COMPILE_CACHE: os.environ[COMPILE_CACHE],
             "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
 
 

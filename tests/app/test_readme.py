@@ -19,7 +19,7 @@ import pytest
 # runs this file, from .ci/run after `make test`
 pytestmark = pytest.mark.readme
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 TEXT = README.read_text(encoding="utf-8")
 ALL_SNIPPETS = re.findall(r"```python\n(.*?)```", TEXT, re.S)
 # needs a SLURM batch system (dask-jobqueue submits jobs): the one snippet that cannot run here;
@@ -68,7 +68,7 @@ def test_readme_has_the_snippets_this_test_reads():
 def test_cluster_snippet_names_what_exists(code):
     import inspect
 
-    from biasfree.app.sweep import read_spec, run_sweep
+    from biasfree import read_spec, run_sweep
 
     assert "client" in inspect.signature(run_sweep).parameters and callable(read_spec)
     for spec in re.findall(r'read_spec\("([^"]+)"\)', code):
