@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from biasfree.claims.max_margin import Config, _members, member_name
-from biasfree.core.nets import init_gaussian, init_pairs
+from biasfree.core.inits import init_gaussian, init_pairs
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 

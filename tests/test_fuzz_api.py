@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import biasfree as bf
 from biasfree import margin as mg
-from biasfree.core.nets import Layer
+from biasfree.core.layers import Layer
 from biasfree.dynamics.ensemble import Member, gd_members
 from biasfree.theory import decay as dc
 from biasfree.theory import orthogonal as og

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import biasfree as bf
-from biasfree.core.nets import Layer
+from biasfree.core.layers import Layer
 from biasfree.dynamics.trajectory import conserved_quantities, observe
 
 D, P, N = 3, 2, 8

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import biasfree as bf
 from biasfree.core import nets
-from biasfree.core.nets import Layer
+from biasfree.core.layers import Layer
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 

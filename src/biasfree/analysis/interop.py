@@ -38,7 +38,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
-from ..core.nets import Layer, Params, check_net, forward, from_arrays, has_bias
+from ..core.inits import from_arrays
+from ..core.layers import Layer, Params, check_net
+from ..core.nets import forward, has_bias
 from ..core.precision import precise
 
 SUPPORTED = ("bias-free linear layers with ReLU, LeakyReLU(negative_slope in [0, 1]) or no "

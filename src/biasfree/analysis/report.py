@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.nets import Params
+from ..core.layers import Params
 from ..dynamics.train import GDConfig
 from .verdict import Verdict
 

@@ -34,16 +34,13 @@ from scipy.interpolate import CubicSpline
 from scipy.optimize import brentq
 
 from .. import theory
-from ..core.data import (
-    Dataset,
-    cross_covariance,
-    input_covariance,
-    moment_data,
-    sine_target,
-    symmetrize,
-    whiten,
-)
-from ..core.nets import check_alpha, init_gaussian, init_rank_one, pair_up, scale_params, slope_factor
+from ..core.data import Dataset, symmetrize
+from ..core.inits import init_gaussian, init_rank_one, pair_up
+from ..core.layers import scale_params
+from ..core.moments import cross_covariance, input_covariance, moment_data, whiten
+from ..core.nets import check_alpha
+from ..core.targets import sine_target
+from ..core.twin import slope_factor
 from ..dynamics.ensemble import Member, gd_members
 from ..dynamics.train import FlowConfig, GDConfig, flow_ensemble, gd_ensemble
 from ..results import Result, at_most, config_dict

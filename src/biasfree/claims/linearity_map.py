@@ -45,8 +45,13 @@ import jax
 import numpy as np
 
 from .. import theory
-from ..core.data import Dataset, cross_covariance, moment_data, sine_target, symmetrize, whiten
-from ..core.nets import Layer, check_alpha, pair_up, slope_factor
+from ..core.data import Dataset, symmetrize
+from ..core.inits import pair_up
+from ..core.layers import Layer
+from ..core.moments import cross_covariance, moment_data, whiten
+from ..core.nets import check_alpha
+from ..core.targets import sine_target
+from ..core.twin import slope_factor
 from ..dynamics.train import GDConfig, gd_ensemble
 from ..results import Result, at_most, config_dict
 from ._common import PAPER_LEVEL, ROUND_OFF, loglog_slope

@@ -25,7 +25,9 @@ import numpy as np
 
 from .. import _validate as validate
 from ..core.data import Dataset
-from ..core.nets import Params, check_net, scale_params, slope_factor, widths
+from ..core.layers import Params, check_net, scale_params
+from ..core.nets import widths
+from ..core.twin import slope_factor
 from .train import GDConfig, gd_ensemble
 from .trajectory import Trajectory
 

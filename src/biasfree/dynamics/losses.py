@@ -25,7 +25,8 @@ import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
 from .. import _validate as validate
-from ..core.nets import Params, check_alpha, check_net, forward, leaky_relu
+from ..core.layers import Params, check_net
+from ..core.nets import check_alpha, forward, leaky_relu
 from ..core.precision import precise
 
 LOSSES = ("mse", "logistic")

@@ -29,7 +29,8 @@ import numpy as np
 
 from .. import _validate as validate
 from ..core.data import Dataset
-from ..core.nets import Params, beta_eff_is_exact, check_net, forward
+from ..core.layers import Params, check_net
+from ..core.nets import beta_eff_is_exact, forward
 from ..core.precision import precise
 from .losses import LOSSES, forward_mirrored, loss_value, sq_norm
 from .pacing import PacedPID, stall_window

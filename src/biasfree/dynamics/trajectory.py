@@ -20,7 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
-from ..core.nets import Params, beta_eff, beta_eff_is_exact, check_alpha, check_net, even_part, forward
+from ..core.layers import Params, check_net
+from ..core.nets import beta_eff, beta_eff_is_exact, check_alpha, even_part, forward
 from ..core.precision import precise
 from .losses import _check_targets, _traced, check_loss, forward_mirrored, loss_value
 

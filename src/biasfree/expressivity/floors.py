@@ -46,6 +46,7 @@ from scipy.spatial import cKDTree
 
 from .. import _validate as validate
 from ..core.precision import precise
+from ..core.symmetry import mirror_violation
 from ..theory.population import population_loss_sine, sine_linear_floor
 from .decomposition import Decomposition, Function, compiled, decompose, evaluate
 
@@ -399,7 +400,7 @@ def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
     odd = float(0.5 * np.mean(np.sum((Yo - X @ beta) ** 2, axis=1)))
     even = float(0.5 * np.mean(np.sum(Ye**2, axis=1)))
     value = odd + even if float(alpha) == 1.0 else odd
-    violation = validate.mirror_violation(X)
+    violation = mirror_violation(X)
     exact = violation <= tol
     note = (f"exact: X is mirror-symmetric as a multiset (mirror violation {violation:.2g} <= tol {tol:g})"
             if exact else

@@ -28,7 +28,8 @@ from scipy.optimize import brentq
 from scipy.special import expit, logit
 
 from .. import _validate as v
-from ..core.nets import Layer, Params, pair_up
+from ..core.inits import pair_up
+from ..core.layers import Layer, Params
 from .modes import _check_y_power, _modes, final_loss, logistic
 
 _XI_FLAT = 60.0  # beyond ξ = 60 the integrand differs from 1 by < e^{-60}

@@ -22,8 +22,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as v
-from ..core.nets import Layer, Params, has_bias, pair_up, scale_params, slope_factor
+from ..core.inits import pair_up
+from ..core.layers import Layer, Params, check_net, scale_params
+from ..core.nets import has_bias
 from ..core.precision import precise
+from ..core.twin import slope_factor
 from .modes import half_time, linear_loss, mode_strength
 
 
@@ -40,7 +43,7 @@ def _c1(alpha) -> float:
 
 
 def _two_layer(params: Params, what: str) -> None:
-    v.params("params", params)
+    check_net(params)
     if len(params) != 2 or has_bias(params):
         raise ValueError(f"params: {what} holds for two-layer bias-free nets only (got depth "
                          f"{len(params)}{', with biases' if has_bias(params) else ''}); deeper "

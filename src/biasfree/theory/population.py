@@ -32,7 +32,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate as chk
-from ..core.nets import Params, slope_factor
+from ..core.layers import Params, check_net
+from ..core.twin import slope_factor
 
 
 def _cov(cov, d: int, against: str = "the inputs") -> np.ndarray:
@@ -137,7 +138,7 @@ def population_loss_two_layer(params: Params, T, noise: float, alpha) -> tuple[f
     bias-free net ``params`` (scalar output) with slope ``alpha`` and inputs
     ``x ~ N(0, I)``, teacher ``y = T x + ε`` (``T`` (1, d)), noise std σ = ``noise``;
     ``β_eff = c W_1ᵀ W_2ᵀ``."""
-    chk.params("params", params)
+    check_net(params)
     noise = _noise(noise)
     if len(params) != 2 or params[1].W.shape[0] != 1 or any(l.b is not None for l in params):
         raise ValueError("params: population_loss_two_layer needs a two-layer bias-free net with "

@@ -33,7 +33,9 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from .. import _validate as v
-from ..core.nets import Params, even_part, forward
+from ..core.layers import Params, check_net
+from ..core.nets import even_part, forward
+from ..core.symmetry import mirror_violation
 from .inits import imbalance
 from .leaky import leaky_decay_to_linear, leaky_time_to_linear, leaky_to_linear
 from .modes import _check_decay, whitening_error
@@ -108,7 +110,7 @@ def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
     ``t`` times (T,) ≥ 0, ``weight_decay`` λ, ``rtol``/``atol`` of
     ``scipy.integrate.solve_ivp`` (DOP853).
     """
-    Ws = v.params("params", params, bias_free=True)
+    Ws = check_net(params, bias_free=True)
     lam = _check_decay(weight_decay)
     d, p = Ws[0].shape[1], Ws[-1].shape[0]
     Sxx = v.finite_array("Sxx", Sxx, ndim=2)
@@ -171,7 +173,7 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
     method = v.choice("method", method, ("auto",) + REFERENCES)
     X, Y = v.data(X, Y)
     N, d = X.shape
-    v.params("params", params, bias_free=True, d=d, p_out=Y.shape[1])
+    check_net(params, bias_free=True, d=d, p_out=Y.shape[1])
     t = np.atleast_1d(v.times("t", t, ndim=(0, 1)))
     alpha = v.unit_interval("alpha", alpha, scalar=True, why="the leaky slope: 0 ReLU, 1 linear")
     symmetry_tol = v.nonnegative("symmetry_tol", symmetry_tol, scalar=True)
@@ -185,7 +187,7 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
         energy = float(np.mean(np.sum(np.asarray(forward(params, X, alpha)) ** 2, axis=1)))
         e_rel = e0 / energy if energy > 0 else 0.0
         Z = np.hstack([X, Y])
-        mv = v.mirror_violation(X, Y)
+        mv = mirror_violation(X, Y)
         mv_rel = mv / max(float(np.max(np.linalg.norm(Z, axis=1))), 1e-300)
         head = f"leaky net mapped to its linear twin (c = {(1 + alpha) / 2:g}); "
         if e_rel > EVEN_TOL:
