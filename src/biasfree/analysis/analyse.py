@@ -2,7 +2,7 @@
 
 :func:`analyse` measures, on the given data, what docs/theory.md says decides the answer:
 
-- the data: symmetric or not (§2.1): :func:`biasfree.core.real_data.asymmetry` and the
+- the data: symmetric or not (§2.1): :func:`biasfree.core.symmetry.asymmetry` and the
   multiset :func:`~biasfree._validate.mirror_violation`; the mode strengths s_i of
   ``Σ_yx Σ_xx^{-1/2}`` and the share of the target's power a linear map captures;
 - the net: depth, widths, slope α (c = (1 + α)/2), biases, the split ``f = f_odd + f_even``
@@ -36,7 +36,7 @@ from .. import _validate as validate
 from .. import theory
 from ..core.data import Dataset, check_data
 from ..core.layers import Params, scale_params
-from ..core.nets import depth, even_part, forward, has_bias, widths
+from ..core.nets import depth, effective_rank, even_part, forward, has_bias, widths
 from ..core.precision import precise
 from ..core.real_data import RealData, load_data
 from ..core.symmetry import asymmetry, mirror_violation
@@ -54,20 +54,10 @@ from .verdict import PAPER_LEVEL, ROUND_OFF, Verdict
 DEFAULT_TIME_BUDGET = 120.0
 """Seconds of training ``analyse(train=...)`` allows itself unless told otherwise."""
 __all__ = ["Analysis", "DataReport", "NetReport", "PAPER_LEVEL", "Prediction", "ROUND_OFF", "Regime",
-           "Training", "Verdict", "analyse", "effective_rank", "save_analysis"]
+           "Training", "Verdict", "analyse", "save_analysis"]
 
 
 # ----------------------------------------------------------------- measurements
-
-
-def effective_rank(sv) -> float:
-    """Entropy effective rank ``exp(-Σ p_i ln p_i)``, ``p = σ/Σσ`` of singular values ``sv``."""
-    sv = np.asarray(sv, float)
-    if sv.sum() <= 0:
-        return 0.0
-    p = sv / sv.sum()
-    p = p[p > 0]
-    return float(np.exp(-np.sum(p * np.log(p))))
 
 
 @dataclass(frozen=True)
@@ -163,9 +153,9 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_
     X, Y, source = _data_arrays(data)
     check_data(X, Y)
     X, Y = np.asarray(X, float), np.asarray(Y, float)
-    if isinstance(train, GDConfig) and train.loss == "logistic" and not np.all(np.abs(Y) == 1.0):
-        raise ValueError("data: the logistic loss (train.loss='logistic') needs labels y = ±1; Y holds "
-                         "other values (map {0, 1} labels with 2y - 1, or train with loss='mse')")
+    if isinstance(train, GDConfig) and train.loss == "logistic":
+        validate.labels("Y", Y, "data: the logistic loss (train.loss='logistic')",
+                        " or train with loss='mse'")
     w = widths(params)
     if X.shape[1] != w[0] or Y.shape[1] != w[-1]:
         raise ValueError(f"the net maps {w[0]} inputs to {w[-1]} outputs but the data have "
@@ -177,7 +167,8 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_
     asym = asymmetry(X, Y)
     mv = mirror_violation(X, Y) / max(float(np.max(np.linalg.norm(np.hstack([X, Y]), axis=1))),
                                                1e-300)
-    symmetric = asym <= ROUND_OFF and mv <= ROUND_OFF
+    # mv <= ROUND_OFF also bounds asym: asym <= mv² max||z||² / <||z||²> <= N mv² <= ROUND_OFF for N <= 1e10
+    symmetric = mv <= ROUND_OFF
     x_scale = max(float(np.max(np.linalg.norm(X, axis=1))), 1e-300)
     mv_x = mirror_violation(X) / x_scale  # the inputs alone: the target's parity is judged apart
     dsf = (dataset_floor(X, Y, alpha=a, tol=vd.NEAR_SYMMETRIC * x_scale) if mv_x <= vd.NEAR_SYMMETRIC
@@ -193,7 +184,7 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_
     nonlin = (sp.even + sp.odd_nonlinear) / sp.energy if sp.energy else 0.0
     net_rep = NetReport(L, w, a, c, biased, sp.energy, sp.even_fraction, sp.odd_fraction_nonlinear,
                         sp.even, sp.odd_linear, sp.odd_nonlinear, np.asarray(beta),
-                        tuple(effective_rank(s) for s in svs), svs, nonlin, _paired(params))
+                        tuple(float(effective_rank(s)) for s in svs), svs, nonlin, _paired(params))
     s1 = float(modes.s[0]) if modes.s.size else 0.0
     gain = rg.init_gain(params, modes.lam_max)
     ratio = gain / s1 if s1 > 0 else float("inf")

@@ -40,7 +40,7 @@ from ..core.layers import scale_params
 from ..core.moments import cross_covariance, input_covariance, moment_data, whiten
 from ..core.nets import check_alpha
 from ..core.targets import sine_target
-from ..core.twin import slope_factor
+from ..core.twin import linear_twin, slope_factor
 from ..dynamics.ensemble import Member, gd_members
 from ..dynamics.train import FlowConfig, GDConfig, flow_ensemble, gd_ensemble
 from ..results import Result, at_most, config_dict
@@ -151,7 +151,7 @@ def ratio_tolerance(c, t_lin, slope_twin, gap, L0, lr, s):
 def linear_twins(params, moments, cfg: GDConfig, cs):
     """The linear twins ``√c_b·params`` trained with step ``η c_b`` on ``moments``
     (a :class:`~biasfree.core.data.MomentData`): their loss on the full set, (B, T)."""
-    twins = jax.vmap(lambda f: scale_params(params, f))(jnp.sqrt(jnp.asarray(cs)))
+    twins = linear_twin(params, 2 * np.asarray(cs) - 1)  # (1 + (2c - 1))/2 == c bitwise
     tr = gd_ensemble(twins, moments.data, cfg, alpha=np.ones(len(cs)), lr=cfg.lr * np.asarray(cs))
     return np.asarray(tr.loss) + moments.loss_offset
 

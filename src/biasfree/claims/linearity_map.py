@@ -51,7 +51,7 @@ from ..core.layers import Layer
 from ..core.moments import cross_covariance, moment_data, whiten
 from ..core.nets import check_alpha
 from ..core.targets import sine_target
-from ..core.twin import slope_factor
+from ..core.twin import linear_twin, slope_factor
 from ..dynamics.train import GDConfig, gd_ensemble
 from ..results import Result, at_most, config_dict
 from ._common import PAPER_LEVEL, ROUND_OFF, loglog_slope
@@ -185,7 +185,7 @@ def _width_run(draws, cfg: Config, width: int, data: Dataset, moments, s: float)
     steps = int(np.ceil(cfg.horizon * t_half / cfg.lr))
     gd_cfg = GDConfig(lr=cfg.lr, steps=steps, n_records=cfg.n_records)
     nets = gd_ensemble(params, data, gd_cfg, alpha=alpha, lr=lr)
-    twins = gd_ensemble(tuple(Layer(np.sqrt(c)[:, None, None] * layer.W) for layer in params),
+    twins = gd_ensemble(linear_twin(params, alpha),
                         moments.data, gd_cfg, alpha=np.ones_like(alpha), lr=lr * c)
     L = np.asarray(nets.loss)
     L_twin = np.asarray(twins.loss) + moments.loss_offset

@@ -77,7 +77,7 @@ def pair_up(params: Params) -> Params:
     L = len(params)
     out = []
     for i, layer in enumerate(params):
-        W = layer.W
+        W = layer.matrix
         if i == 0:
             W2 = jnp.concatenate([W, -W], axis=0)
         elif i == L - 1:
@@ -200,7 +200,7 @@ def pad_hidden(params: Params, width: int) -> Params:
                          "least the widest layer")
     out = []
     for i, layer in enumerate(params):
-        W = np.asarray(layer.W)
+        W = np.asarray(layer.matrix)
         P = np.zeros((width if i < len(params) - 1 else W.shape[0], width if i > 0 else W.shape[1]))
         P[: W.shape[0], : W.shape[1]] = W
         out.append(Layer(P))

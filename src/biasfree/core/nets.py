@@ -166,11 +166,12 @@ def end_to_end_linear(params: Params) -> Array:
 def effective_rank(sv) -> np.ndarray:
     """Entropy effective rank ``exp(-Σ_i p_i ln p_i)``, ``p = σ / Σσ`` (Roy & Vetterli
     2007), of the singular values ``sv`` on the last axis (any leading axes, e.g. records):
-    k for k equal non-zero values, 1 for a rank-one matrix."""
+    k for k equal non-zero values, 1 for a rank-one matrix, 0 for the zero matrix."""
     sv = validate.nonnegative("sv", sv, why="singular values are >= 0")
     if sv.ndim == 0 or sv.shape[-1] == 0:
         raise ValueError(f"sv must hold singular values on its last axis, got shape {sv.shape}")
-    p = sv / np.sum(sv, axis=-1, keepdims=True)
+    total = np.sum(sv, axis=-1, keepdims=True)
+    p = sv / np.where(total > 0, total, 1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         h = -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=-1)
-    return np.exp(h)
+    return np.where(total[..., 0] > 0, np.exp(h), 0.0)

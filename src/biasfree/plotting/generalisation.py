@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .._figure import action_start, claim_title
+from ..core.twin import slope_factor
 from ..results import Result
 
 KINDS = ("pair", "pair_twin", "random", "random_twin")  # arrays loss_<kind>, test_loss_<kind>: (α, t)
@@ -17,7 +18,7 @@ CLAIM = ("Bias-free (leaky) ReLU nets train and test like linear nets with time 
 def figure(result: Result):
     A = result.arrays
     alphas, t = A["alphas"], A["t"]
-    cs = (1 + alphas) / 2
+    cs = slope_factor(alphas)
     n_a = len(alphas)
     L, Lt = {k: A[f"loss_{k}"] for k in KINDS}, {k: A[f"test_loss_{k}"] for k in KINDS}
     colors = plt.cm.viridis(np.linspace(0, 0.8, n_a))

@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .._figure import action_end, claim_title
+from ..core.twin import slope_factor
 from ..results import Result
 
 
@@ -18,7 +19,7 @@ def _mark(result: Result, name: str) -> str:
 
 def _curves(ax, A, result):
     alphas, t, lr = A["alphas"], A["t"], float(A["lr"])
-    cs = (1 + alphas) / 2
+    cs = slope_factor(alphas)
     L0 = A["loss"][:, :1]
     colors = plt.cm.viridis(np.linspace(0, 0.9, len(alphas)))
     gaps = np.abs(A["loss"] - A["loss_pred"]) / L0
@@ -55,7 +56,7 @@ def _curves(ax, A, result):
 def _log_correction(ax, A, result):
     scales, meas, pred, tol = (A[f"sweep_{k}"] for k in ("scales", "measured", "predicted", "tol"))
     a_unit = float(A["sweep_a0"][0]) / scales[0] ** 2
-    s, c = float(A["s"]), (1 + float(A["sweep_alpha"])) / 2
+    s, c = float(A["s"]), float(slope_factor(float(A["sweep_alpha"])))
     grid = np.logspace(np.log10(scales.min()) - 0.5, np.log10(scales.max()) + 0.3, 200)
 
     def formula(a0):
@@ -99,7 +100,7 @@ def _identities(ax, A, result):
 
 def _step_error(ax, A, result):
     alphas, t, t_fl = A["alphas"], A["proof_t"], A["proof_t_flow"]
-    cs = (1 + alphas) / 2
+    cs = slope_factor(alphas)
     L0 = float(A["proof_closed"][0, 0])
     colors = plt.cm.viridis(np.linspace(0, 0.9, len(alphas)))
     for i in range(len(alphas)):

@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .._figure import status_title
+from ..core.twin import slope_factor
 from ..results import Result
 
 _TINY = 1e-32
@@ -15,7 +16,7 @@ _TINY = 1e-32
 def figure(result: Result):
     A, M = result.arrays, result.metrics
     t, L, Lw = A["t"], A["loss"], A["twin_loss"]
-    c = (1 + float(A["alpha"])) / 2
+    c = float(slope_factor(float(A["alpha"])))
     ct = c * t
     fig, ax = plt.subplots(1, 3, figsize=(17, 4.6))
     names = [str(n) for n in A["members"]]

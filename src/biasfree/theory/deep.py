@@ -183,7 +183,7 @@ def deep_pair_time_factor(depth: int, alpha=0.0) -> float:
 
 def _scale_layers(params: Params, end: float, mid: float) -> Params:
     last = len(params) - 1
-    return tuple(Layer(np.asarray(layer.W) * (end if i in (0, last) else mid))
+    return tuple(Layer(np.asarray(layer.matrix) * (end if i in (0, last) else mid))
                  for i, layer in enumerate(params))
 
 

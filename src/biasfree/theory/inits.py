@@ -93,7 +93,7 @@ def imbalance(params: Params) -> float:
     check_net(params, bias_free=True)
     worst = 0.0
     for a, b in zip(params[:-1], params[1:], strict=True):
-        Wa, Wb = np.asarray(a.W, float), np.asarray(b.W, float)
+        Wa, Wb = np.asarray(a.matrix, float), np.asarray(b.matrix, float)
         gap = np.linalg.norm(Wa @ Wa.T - Wb.T @ Wb)
         worst = max(worst, gap / max(np.sum(Wa**2) + np.sum(Wb**2), 1e-300))
     return float(worst)

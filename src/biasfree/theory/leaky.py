@@ -26,7 +26,7 @@ from ..core.inits import pair_up
 from ..core.layers import Layer, Params, check_net, scale_params
 from ..core.nets import has_bias
 from ..core.precision import precise
-from ..core.twin import slope_factor
+from ..core.twin import linear_twin, slope_factor
 from .modes import half_time, linear_loss, mode_strength
 
 
@@ -59,7 +59,8 @@ def leaky_to_linear(params: Params, alpha) -> Params:
     weight decay ``λ / c`` (:func:`leaky_decay_to_linear`).
     """
     _two_layer(params, "the leaky-linear map")
-    return scale_params(params, np.sqrt(_c1(alpha)))
+    v.real("alpha", alpha, scalar=True)
+    return linear_twin(params, alpha)
 
 
 @precise
@@ -100,7 +101,7 @@ def pair_to_linear(params: Params, alpha, *, tol: float = 1e-12) -> Params:
     """
     _two_layer(params, "the pair map")
     tol = v.nonnegative("tol", tol, scalar=True)
-    W1, W2 = np.asarray(params[0].W, float), np.asarray(params[1].W, float)
+    W1, W2 = np.asarray(params[0].matrix, float), np.asarray(params[1].matrix, float)
     m = W1.shape[0] // 2
     scale = max(np.max(np.abs(W1)), np.max(np.abs(W2)), 1e-300)
     if (W1.shape[0] % 2 or np.max(np.abs(W1[:m] + W1[m:])) > tol * scale

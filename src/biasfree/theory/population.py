@@ -140,10 +140,10 @@ def population_loss_two_layer(params: Params, T, noise: float, alpha) -> tuple[f
     ``β_eff = c W_1ᵀ W_2ᵀ``."""
     check_net(params)
     noise = _noise(noise)
-    if len(params) != 2 or params[1].W.shape[0] != 1 or any(l.b is not None for l in params):
+    if len(params) != 2 or params[1].matrix.shape[0] != 1 or any(layer.has_bias for layer in params):
         raise ValueError("params: population_loss_two_layer needs a two-layer bias-free net with "
                          "one output (p = 1)")
-    W, v = np.asarray(params[0].W, float), np.asarray(params[1].W, float)[0]
+    W, v = np.asarray(params[0].matrix, float), np.asarray(params[1].matrix, float)[0]
     alpha = chk.unit_interval("alpha", alpha, scalar=True)
     T = chk.finite_array("T", T, ndim=(1, 2))
     if T.size != W.shape[1]:

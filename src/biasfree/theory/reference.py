@@ -36,6 +36,7 @@ from .. import _validate as v
 from ..core.layers import Params, check_net
 from ..core.nets import even_part, forward
 from ..core.symmetry import mirror_violation
+from ..core.twin import slope_factor
 from .inits import imbalance
 from .leaky import leaky_decay_to_linear, leaky_time_to_linear, leaky_to_linear
 from .modes import _check_decay, whitening_error
@@ -123,7 +124,7 @@ def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
         raise ValueError("Sxx must be a second-moment matrix XᵀX/N: symmetric, positive semi-definite")
     rtol = v.positive("rtol", rtol, scalar=True)
     atol = v.positive("atol", atol, scalar=True)
-    shapes = [np.shape(layer.W) for layer in params]
+    shapes = [np.shape(layer.matrix) for layer in params]
     sizes = [int(np.prod(s)) for s in shapes]
     splits = np.cumsum(sizes)[:-1]
 
@@ -142,7 +143,7 @@ def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
 
     t = np.atleast_1d(v.times("t", t, ndim=(0, 1)))
     ts, inverse = np.unique(t, return_inverse=True)
-    theta0 = np.concatenate([np.asarray(layer.W, float).ravel() for layer in params])
+    theta0 = np.concatenate([np.asarray(layer.matrix, float).ravel() for layer in params])
     if ts[-1] == 0.0:
         Ps = _product(unpack(theta0))[None]
     else:
@@ -189,7 +190,7 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
         Z = np.hstack([X, Y])
         mv = mirror_violation(X, Y)
         mv_rel = mv / max(float(np.max(np.linalg.norm(Z, axis=1))), 1e-300)
-        head = f"leaky net mapped to its linear twin (c = {(1 + alpha) / 2:g}); "
+        head = f"leaky net mapped to its linear twin (c = {slope_factor(alpha):g}); "
         if e_rel > EVEN_TOL:
             exact = False
             notes.append(head + f"APPROXIMATE: even-part energy {e0:.3g} at init ({e_rel:.3g} of the "

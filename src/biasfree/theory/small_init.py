@@ -38,7 +38,7 @@ def effective_strength(params: Params, r, q=None) -> float:
     check_net(params, bias_free=True)
     if depth(params) != 2:
         raise ValueError(f"effective_strength is derived for two-layer nets; got depth {depth(params)}")
-    W1, W2 = (np.asarray(layer.W, dtype=float) for layer in params)
+    W1, W2 = (np.asarray(layer.matrix, dtype=float) for layer in params)
     r = v.finite_array("r", r, ndim=(1, 2)).reshape(-1)
     if q is None:
         if W2.shape[0] != 1:
