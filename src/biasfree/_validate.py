@@ -287,15 +287,18 @@ def labels(name: str, Y, what: str = "the logistic loss",
                          + alternative)
 
 
+def _path(name: str, path) -> Path:
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"{name}={path!r} must be a path")
+    return Path(path)
+
+
 def writable_folder(name: str, path) -> Path:
     """A folder that exists or can be created, and into which a file can be written:
     created (with its parents) and probed with a temporary file now, so a bad path is
     refused before any computation. Folders created for the probe are removed again if
     it fails."""
-    if isinstance(path, str | os.PathLike):
-        path = Path(path)
-    else:
-        raise TypeError(f"{name}={path!r} must be a path")
+    path = _path(name, path)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{name}={str(path)!r} is a file, not a folder: choose a folder path")
     created = []
@@ -322,9 +325,7 @@ def writable_folder(name: str, path) -> Path:
 
 def existing_file(name: str, path) -> Path:
     """A path to a readable file that exists (a model, a spec, a config), else ``ValueError``."""
-    if not isinstance(path, str | os.PathLike):
-        raise TypeError(f"{name}={path!r} must be a path")
-    path = Path(path)
+    path = _path(name, path)
     if not path.exists():
         raise ValueError(f"{name}={str(path)!r} does not exist: check the path")
     if not path.is_file():
@@ -336,9 +337,7 @@ def existing_file(name: str, path) -> Path:
 
 def results_folder(name: str, path) -> Path:
     """An existing folder of results that can be written to (a report goes in it)."""
-    if not isinstance(path, str | os.PathLike):
-        raise TypeError(f"{name}={path!r} must be a path")
-    path = Path(path)
+    path = _path(name, path)
     if not path.is_dir():
         what = "is a file, not a folder" if path.exists() else "does not exist"
         raise ValueError(f"{name}={str(path)!r} {what}, so it holds no results: give the folder "

@@ -30,13 +30,8 @@ class Whitened(tuple):
         obj.eigenvalues = np.asarray(eigenvalues, dtype=float)
         return obj
 
-    @property
-    def X(self):
-        return self[0]
-
-    @property
-    def M(self):
-        return self[1]
+    X = property(lambda self: self[0], doc="The whitened inputs ``X M`` (N, r).")
+    M = property(lambda self: self[1], doc="The whitening map ``M`` (d, r).")
 
     @property
     def rank(self) -> int:

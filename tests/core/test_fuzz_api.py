@@ -1,6 +1,6 @@
 """Property-based fuzz of the public non-engine API (issue 13 item 6): bad inputs get a clear error.
 
-The pattern of ``tests/test_fuzz_theory.py``: each public function of nets, data, datasets,
+The pattern of ``tests/core/test_fuzz_theory.py``: each public function of nets, data, datasets,
 expressivity, floors, depth_separation, interop, analyse, ensemble, margin, theory.decay and
 theory.orthogonal is called from a valid base call (checked to succeed), with one argument
 replaced by a bad value drawn by hypothesis for that argument's kind (NaN, strings, bools,
