@@ -3,7 +3,7 @@
 :func:`analyse` measures, on the given data, what docs/theory.md says decides the answer:
 
 - the data: symmetric or not (§2.1): :func:`biasfree.core.symmetry.asymmetry` and the
-  multiset :func:`~biasfree._validate.mirror_violation`; the mode strengths s_i of
+  multiset :func:`~biasfree.core.symmetry.mirror_violation`; the mode strengths s_i of
   ``Σ_yx Σ_xx^{-1/2}`` and the share of the target's power a linear map captures;
 - the net: depth, widths, slope α (c = (1 + α)/2), biases, the split ``f = f_odd + f_even``
   (§1.2): ``even_fraction = <||f_even||²>/<||f||²>``, ``odd_nonlinear_fraction =

@@ -1,7 +1,7 @@
 """Your own model: PyTorch, equinox and weight files in, as a bias-free network (no pickle).
 
 Every adapter returns a :class:`Model`: the parameters in this package's convention
-(a tuple of :class:`~biasfree.core.nets.Layer`, ``W_l`` of shape (n_l, n_{l-1}), the same
+(a tuple of :class:`~biasfree.core.layers.Layer`, ``W_l`` of shape (n_l, n_{l-1}), the same
 layout as PyTorch's ``Linear.weight`` and equinox's ``Linear.weight``, (out, in)) and
 the leaky slope α read from the model, so that
 

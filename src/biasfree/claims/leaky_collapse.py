@@ -10,7 +10,7 @@ What is compared with what:
 
 - **The paper's curves.** Each leaky net against its *prediction*: the linear twin
   ``√c·init`` trained with step ``η c`` (§2.4), i.e. the linear net from the effective
-  init. The twins are trained on :func:`~biasfree.core.data.moment_data`, r = d points with
+  init. The twins are trained on :func:`~biasfree.core.moments.moment_data`, r = d points with
   the data's second moments, on which a linear net's trajectory is exactly the one it
   has on the full set: the prediction costs almost nothing. The paper's "below 0.3%"
   is this gap.
@@ -150,7 +150,7 @@ def ratio_tolerance(c, t_lin, slope_twin, gap, L0, lr, s):
 
 def linear_twins(params, moments, cfg: GDConfig, cs):
     """The linear twins ``√c_b·params`` trained with step ``η c_b`` on ``moments``
-    (a :class:`~biasfree.core.data.MomentData`): their loss on the full set, (B, T)."""
+    (a :class:`~biasfree.core.moments.MomentData`): their loss on the full set, (B, T)."""
     twins = linear_twin(params, 2 * np.asarray(cs) - 1)  # (1 + (2c - 1))/2 == c bitwise
     tr = gd_ensemble(twins, moments.data, cfg, alpha=np.ones(len(cs)), lr=cfg.lr * np.asarray(cs))
     return np.asarray(tr.loss) + moments.loss_offset

@@ -20,7 +20,7 @@ width, not one per seed.
 - **Step.** Each member's step is ``η / max(1, σ² m)``: the loss Hessian grows as
   ≈ 2σ²m on the lazy side, so a fixed η would diverge there; the step count per width
   is set by the slowest (smallest σ, smallest α) member's predicted half-loss time.
-- **Twins** are trained on :func:`~biasfree.core.data.moment_data` (d points with the data's
+- **Twins** are trained on :func:`~biasfree.core.moments.moment_data` (d points with the data's
   second moments, exact for a linear net), so the prediction costs almost nothing.
 - **Control.** An antisymmetric-pair init (§2.3) per width, σ and α is in the same
   ensemble: its gap must be round-off, which shows the map measures the even part
@@ -130,7 +130,7 @@ def _data(key, cfg: Config):
 def _draw(key, cfg: Config) -> dict:
     """Every unit-std Gaussian draw of the map, per width: ``W1`` (U + 1, m, d) and
     ``W2`` (U + 1, 1, m), the U random nets and one antisymmetric-pair net
-    (:func:`~biasfree.core.nets.pair_up` of a width-m/2 draw) last, and the biased contrast's
+    (:func:`~biasfree.core.inits.pair_up` of a width-m/2 draw) last, and the biased contrast's
     unit biases ``b1`` (U, m), ``b2`` (U, 1). One flat normal draw sliced up: one
     compiled random call for the whole map instead of one per width and array."""
     U, d = cfg.n_inits, cfg.d

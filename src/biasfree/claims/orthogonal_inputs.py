@@ -49,7 +49,7 @@ from the aligned half-net init (``aligned``); ``odd`` target alone from the same
 init, with its library-built linear twin (``√c·init``, step ηc, c = 1/2); ``mixed`` target
 (some pairs with same-sign targets) from two random inits (``random``, ``random_b``), for
 the general alignment rule. Data, inits and theory: :func:`biasfree.core.data.orthogonal_data`,
-:func:`biasfree.core.nets.balanced_units`, :mod:`biasfree.theory.orthogonal`.
+:func:`biasfree.core.inits.balanced_units`, :mod:`biasfree.theory.orthogonal`.
 """
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ PRESETS = {
 
 
 def _data(rng, w, cfg: Config, asym: float):
-    """Whitened inputs and the paper's target ``wᵀx + sin(4wᵀx)`` (:func:`~biasfree.core.data.sine_target`'s
+    """Whitened inputs and the paper's target ``wᵀx + sin(4wᵀx)`` (:func:`~biasfree.sine_target`'s
     formula, in NumPy)."""
 
     def target(X):

@@ -81,7 +81,7 @@ def init_batch(key, widths, *, init: str = "random", gain: float = 0.5, bias: bo
 
     ``init``: "random" (Gaussian, std ``gain/sqrt(n_in)`` per layer, biases too if
     ``bias``) or "pairs" (a Gaussian net of half the hidden widths, then
-    :func:`biasfree.core.nets.pair_up`: an odd net that computes a linear map at init).
+    :func:`biasfree.core.inits.pair_up`: an odd net that computes a linear map at init).
     """
     validate.choice("init", init, INITS)
     restarts = validate.integer("restarts", restarts, 1)

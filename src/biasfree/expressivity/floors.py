@@ -353,7 +353,7 @@ class DatasetFloor:
 
     ``exact``: the inputs were verified mirror-symmetric as a multiset (each x's mirror
     -x present as often as x itself), so the bound holds exactly; ``violation`` is the
-    measured :func:`~biasfree._validate.mirror_violation` of X and ``note`` says which.
+    measured :func:`~biasfree.core.symmetry.mirror_violation` of X and ``note`` says which.
     When a point is repeated without its mirror, odd and even functions are no longer
     orthogonal on the set and nets can go below ``value``: then ``exact`` is False and
     the value is APPROXIMATE."""
@@ -382,7 +382,7 @@ def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
     ``tol``). ``alpha`` = 1 adds the even energy (a linear net has no even part).
 
     Before calling the bound exact it verifies that X is symmetric as a *multiset*
-    (:func:`~biasfree._validate.mirror_violation` <= ``tol``); a set where every x has a
+    (:func:`~biasfree.core.symmetry.mirror_violation` <= ``tol``); a set where every x has a
     mirror but some x is repeated more often than its mirror gets ``exact=False`` and an
     APPROXIMATE note with the measured violation.
     """

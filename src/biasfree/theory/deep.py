@@ -171,7 +171,7 @@ def deep_half_time(s, a0, depth: int):
 def deep_pair_time_factor(depth: int, alpha=0.0) -> float:
     """``λ_L = c^{2(L-1)/L}``, c = (1 + α)/2 (docs/theory.md §4.1).
 
-    A depth-L pair net (:func:`~biasfree.core.nets.pair_up`) computes
+    A depth-L pair net (:func:`~biasfree.core.inits.pair_up`) computes
     ``f = (2c)^{L-1} W_L A ⋯ W_1 x``. *If* its blocks kept the pair form, its half
     parameters would follow the deep linear net ``(√(2λ) W_1, 2√λ A_l, √(2λ) W_L)`` in
     time ``λ t``. ``depth`` L ≥ 2, ``alpha`` the slope; λ_2 = c (the two-layer twin),
@@ -199,7 +199,7 @@ def deep_pair_half_to_linear(half: Params, alpha=0.0) -> Params:
 def deep_linear_to_pair(linear: Params, alpha=0.0) -> Params:
     """The pair net whose would-be linear twin is the deep linear net ``linear``: inverse
     of :func:`deep_pair_half_to_linear` on the half net (first and last layers scaled by
-    ``1/√(2λ)``, middle ones by ``1/(2√λ)``), then :func:`~biasfree.core.nets.pair_up`. It
+    ``1/√(2λ)``, middle ones by ``1/(2√λ)``), then :func:`~biasfree.core.inits.pair_up`. It
     computes the same function as ``linear`` at init, for slope ``alpha``."""
     lam = deep_pair_time_factor(len(linear), alpha)
     return pair_up(_scale_layers(linear, 1.0 / np.sqrt(2 * lam), 1.0 / (2 * np.sqrt(lam))))

@@ -3,7 +3,7 @@
 *Balanced* means ``W_l W_lᵀ = W_{l+1}ᵀ W_{l+1}`` for every hidden layer l (gradient
 flow conserves ``W_l W_lᵀ - W_{l+1}ᵀ W_{l+1}``, docs/theory.md §4.2, so a balanced net
 stays balanced). *Aligned* means the net's product shares the singular vectors of
-``Σ_yx``. These builders return plain :data:`biasfree.core.nets.Params`.
+``Σ_yx``. These builders return plain :data:`biasfree.core.layers.Params`.
 """
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ def pair_to_linear(params: Params, alpha, *, tol: float = 1e-12) -> Params:
     """Width-2m antisymmetric-pair net -> width-m linear net ``√(1 + α) (W, v)`` (§2.3).
 
     ``params`` two layers ``W_1 = [W; -W]`` (2m, d), ``W_2 = [v, -v]`` (p, 2m) as made
-    by :func:`biasfree.core.nets.pair_up` (checked to ``tol``); ``alpha`` the slope. Train the
+    by :func:`biasfree.core.inits.pair_up` (checked to ``tol``); ``alpha`` the slope. Train the
     result with learning rate ``η c`` (:func:`pair_lr_to_linear`) to follow the pair net
     step for step.
     """

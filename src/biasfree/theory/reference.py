@@ -166,7 +166,7 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
     ``√c (W_1, W_2)``, time ``c t``, decay ``λ/c`` first: exact iff ``f_even ≡ 0`` along
     the flow, i.e. the even part is zero at init (measured, relative to the output
     energy, against :data:`EVEN_TOL`) *and* the data are mirror-symmetric as a multiset
-    (:func:`biasfree._validate.mirror_violation` at most ``symmetry_tol`` times the
+    (:func:`biasfree.core.symmetry.mirror_violation` at most ``symmetry_tol`` times the
     largest row norm of ``[X, Y]``). The returned :class:`Curve` says which reference was
     used, what was measured, and is marked ``APPROXIMATE`` (``exact=False``) when a
     precondition failed. Biases are refused (the twin maps are for bias-free nets).
