@@ -281,7 +281,7 @@ def labels(name: str, Y, what: str = "the logistic loss",
     Ya = np.asarray(Y)
     bad = Ya[np.abs(Ya) != 1.0]
     if bad.size:
-        raise ValueError(f"{name}: {what} needs labels y = ±1, but {name} holds e.g. "
+        raise ValueError(f"{name}: {what} needs labels y = ±1 (each -1 or +1), but {name} holds e.g. "
                          f"{bad.ravel()[:3].tolist()}; pass sign labels (np.sign({name}), or 2y - 1 "
                          "for {0, 1} labels)"
                          + alternative)

@@ -82,6 +82,6 @@ def test_the_symmetry_measures_agree_on_symmetric_and_asymmetric_sets():
 
 def test_the_label_check_names_the_argument_and_the_fix():
     validate.labels("y", np.array([1.0, -1.0]))
-    message = r"^y: a margin needs labels y = ±1, but y holds e.g. \[0.0\].*2y - 1"
+    message = r"^y: a margin needs labels y = ±1 \(each -1 or \+1\), but y holds e.g. \[0.0\].*2y - 1"
     with pytest.raises(ValueError, match=message):
         validate.labels("y", np.array([1.0, 0.0]), "a margin", "")

@@ -154,7 +154,7 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_
     check_data(X, Y)
     X, Y = np.asarray(X, float), np.asarray(Y, float)
     if isinstance(train, GDConfig) and train.loss == "logistic":
-        validate.labels("Y", Y, "data: the logistic loss (train.loss='logistic')",
+        validate.labels("data", Y, "the logistic loss (train.loss='logistic')",
                         " or train with loss='mse'")
     w = widths(params)
     if X.shape[1] != w[0] or Y.shape[1] != w[-1]:

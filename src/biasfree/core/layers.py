@@ -146,12 +146,13 @@ def check_net(params, name: str = "params", *, X=None, x_name: str = "X", depth:
 def scale_params(params: Params, factor) -> Params:
     """Every weight and bias times ``factor``: one number, or one per member (K,) (see
     :meth:`AbstractLayer.scaled`; then ``params`` may carry a leading ensemble axis)."""
+    if not validate.traced(factor):
+        f = validate.real("factor", factor)
+        if f.ndim > 1:
+            raise ValueError(f"factor must be one number or one per member, shape (K,); got shape {f.shape}")
+        factor = f if f.ndim else factor
     if np.ndim(factor) == 0:
         check_net(params)
-        if not validate.traced(factor):
-            validate.real("factor", factor, scalar=True)
     elif not is_net(params):
         check_net(params)  # raises the TypeError naming params
-    elif not validate.traced(factor):
-        validate.finite_array("factor", factor, ndim=1)
     return tuple(layer.scaled(factor) for layer in params)

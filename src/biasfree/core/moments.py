@@ -133,20 +133,16 @@ class MomentData:
 
 @precise
 def moment_data(X, Y, rank_tol: float = 1e-12) -> MomentData:
-    """A data set of r = rank(Σ_xx) points on which a *linear* network of any depth
-    has exactly the trajectory it has on ``(X, Y)``: a cheap, exact linear twin.
+    """A data set of r = rank(Σ_xx) points on which a *linear* net of any depth has exactly
+    the trajectory it has on ``(X, Y)`` (``X`` (N, d), ``Y`` (N, p)): a cheap linear twin.
 
-    A linear net ``f(x) = Pᵀx`` sees the data only through ``Σ_xx = <x xᵀ>`` and
-    ``Σ_yx = <y xᵀ>``: ``L(P) = ½ tr Σ_yy - tr(Pᵀ Σ_xy) + ½ tr(Pᵀ Σ_xx P)``. With
-    ``Σ_xx = Σ_i λ_i e_i e_iᵀ`` (the r eigenvalues above ``rank_tol · λ_1``), the points
-    ``x'_i = √(r λ_i) e_i`` and ``y'_i = √(r/λ_i) Σ_yx e_i`` have the same ``Σ_xx`` and
-    ``Σ_yx`` (in the kept directions, which are all a linear net's gradients reach), so
-    gradient descent and gradient flow give the same parameters on both sets, to
-    round-off; only the constant ``½ tr Σ_yy`` differs, returned as ``loss_offset =
-    ½(<||y||²> - <||y'||²>')`` (≥ 0: the part of the target no linear map reaches lies
-    in it). Cost per step O(r d) instead of O(N d): for N ≫ d, a linear twin trained on
-    it is far cheaper than on the full set. ``X`` (N, d), ``Y`` (N, p).
-    Not valid for α < 1: a leaky net sees more of the data than its second moments.
+    A linear net ``f(x) = Pᵀx`` sees the data only through ``Σ_xx = <x xᵀ>`` and ``Σ_yx``:
+    ``L(P) = ½ tr Σ_yy - tr(Pᵀ Σ_xy) + ½ tr(Pᵀ Σ_xx P)``. With ``Σ_xx = Σ_i λ_i e_i e_iᵀ``
+    (the r eigenvalues above ``rank_tol · λ_1``), the points ``x'_i = √(r λ_i) e_i``,
+    ``y'_i = √(r/λ_i) Σ_yx e_i`` have the same ``Σ_xx`` and ``Σ_yx`` in the directions a
+    linear net's gradients reach, so GD and flow give the same parameters to round-off;
+    only ``½ tr Σ_yy`` differs, returned as ``loss_offset = ½(<||y||²> - <||y'||²>') ≥ 0``.
+    Cost per step O(r d) instead of O(N d). Not valid for α < 1 (a leaky net sees more).
     """
     validate.data(X, Y, y_1d=False)
     rank_tol = validate.nonnegative("rank_tol", rank_tol, scalar=True)
