@@ -104,22 +104,22 @@ def check_net(params, name: str = "params", *, X=None, x_name: str = "X", depth:
         raise TypeError(f"{name} must be a non-empty tuple of biasfree Layer(W, b) (e.g. from "
                         f"biasfree.init_gaussian or biasfree.from_arrays), got {type(params).__name__}")
     traced = validate.traced(params, X)
+
+    def array(what, x, ndim, shape):  # finite values, unless traced: then the shape only
+        x = x if traced else validate.finite_array(what, x, ndim=ndim)
+        if np.ndim(x) != ndim:
+            raise ValueError(f"{what} must be {ndim}-D {shape}, got shape {np.shape(x)}")
+        return x
+
     Ws = []
     for i, layer in enumerate(params):
-        W = layer.matrix
-        if not traced:
-            W = validate.finite_array(f"{name}[{i}].W", W, ndim=2)
-        elif np.ndim(W) != 2:
-            raise ValueError(f"{name}[{i}].W must be 2-D (n_out, n_in), got shape {np.shape(W)}")
+        W = array(f"{name}[{i}].W", layer.matrix, 2, "(n_out, n_in)")
         if Ws and W.shape[1] != Ws[-1].shape[0]:
             raise ValueError(f"{name}: layer {i} takes {W.shape[1]} inputs but layer {i - 1} has "
                              f"{Ws[-1].shape[0]} outputs; consecutive widths must agree")
         b = layer.bias
-        if b is not None:
-            if not traced:
-                b = validate.finite_array(f"{name}[{i}].b", b, ndim=1)
-            if np.shape(b) != (W.shape[0],):
-                raise ValueError(f"{name}[{i}].b must have shape ({W.shape[0]},), got {np.shape(b)}")
+        if b is not None and np.shape(array(f"{name}[{i}].b", b, 1, "(n_out,)")) != (W.shape[0],):
+            raise ValueError(f"{name}[{i}].b must have shape ({W.shape[0]},), got {np.shape(b)}")
         Ws.append(W)
     if depth is not None and len(Ws) != depth:
         raise ValueError(f"{name} has {len(Ws)} layers; this needs exactly {depth}")
@@ -130,15 +130,9 @@ def check_net(params, name: str = "params", *, X=None, x_name: str = "X", depth:
                          f"d = {d}; build the net for the data")
     if p_out is not None and Ws[-1].shape[0] != p_out:
         raise ValueError(f"{name} has {Ws[-1].shape[0]} outputs but the targets have p = {p_out}")
-    if X is not None:
-        d_in = Ws[0].shape[1]
-        if not traced:
-            X = validate.finite_array(x_name, X, ndim=2)
-        elif np.ndim(X) != 2:
-            raise ValueError(f"{x_name} must be 2-D (N, d), got shape {np.shape(X)}")
-        if X.shape[1] != d_in:
-            raise ValueError(f"{x_name} has {X.shape[1]} columns but {name} takes inputs of dimension "
-                             f"d = {d_in}: pass X of shape (N, {d_in})")
+    if X is not None and array(x_name, X, 2, "(N, d)").shape[1] != Ws[0].shape[1]:
+        raise ValueError(f"{x_name} has {np.shape(X)[1]} columns but {name} takes inputs of dimension "
+                         f"d = {Ws[0].shape[1]}: pass X of shape (N, {Ws[0].shape[1]})")
     return Ws
 
 
