@@ -59,7 +59,7 @@ def leaky_to_linear(params: Params, alpha) -> Params:
     weight decay ``λ / c`` (:func:`leaky_decay_to_linear`).
     """
     _two_layer(params, "the leaky-linear map")
-    v.real("alpha", alpha, scalar=True)
+    _c1(alpha)  # one slope, checked with this module's message
     return linear_twin(params, alpha)
 
 
