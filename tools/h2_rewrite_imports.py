@@ -1,7 +1,9 @@
 """One-off migration for the lead at merge time (issue 20, H2): rewrite imports of names that
 moved out of core.nets / core.data / _validate into their new core modules.
 
-    python3 tools/h2_rewrite_imports.py src tests benchmarks   # idempotent; then ruff --fix for order
+    python3 tools/h2_rewrite_imports.py src tests benchmarks   # idempotent; then `ruff check --fix`
+
+(``from ..core.nets import init_gaussian, forward`` becomes one import line per new home.)
 
 Delete this file once main is merged.
 """
@@ -24,11 +26,13 @@ HOME = {
     "real_data": "RealData load_data one_hot",
 }
 WHERE = {n: m for m, names in HOME.items() for n in names.split()}
-IMPORT = re.compile(r"^(?P<ind>[ \t]*)from (?P<pre>\.\.core|biasfree\.core|\.)\.(?P<mod>nets|data|real_data)"
-                    r" import (?P<names>\([^)]*\)|[^\n]*)$", re.M)
+PATTERN = (r"^(?P<ind>[ \t]*)from (?P<pre>\.+core|biasfree\.core{local})\.(?P<mod>nets|data|real_data)"
+           r" import (?P<names>\([^)]*\)|[^\n]*)$")
+IMPORT = re.compile(PATTERN.format(local=""), re.M)
+IMPORT_IN_CORE = re.compile(PATTERN.format(local="|"), re.M)  # `from .nets import` inside core/ only
 
 
-def rewrite(text: str, is_core: bool) -> str:
+def rewrite(text: str, pattern: re.Pattern) -> str:
     def sub(m):
         names = [n.strip() for n in m["names"].strip("()").replace("\n", " ").split(",") if n.strip()]
         groups: dict[str, list[str]] = {}
@@ -36,29 +40,20 @@ def rewrite(text: str, is_core: bool) -> str:
             groups.setdefault(WHERE.get(n.split(" as ")[0], m["mod"]), []).append(n)
         out = []
         for mod in sorted(groups):
-            line = f"{m['ind']}from {m['pre']}.{mod} import {', '.join(sorted(groups[mod], key=str.lower))}"
+            line = f"{m['ind']}from {m['pre']}.{mod} import {', '.join(groups[mod])}"
             if len(line) > 110:
-                body = ",\n".join(f"{m['ind']}    {n}" for n in sorted(groups[mod], key=str.lower))
+                body = ",\n".join(f"{m['ind']}    {n}" for n in groups[mod])
                 line = f"{m['ind']}from {m['pre']}.{mod} import (\n{body},\n{m['ind']})"
             out.append(line)
         return "\n".join(out)
 
-    return IMPORT.sub(sub, text)
+    return pattern.sub(sub, text)
 
 
 for root in sys.argv[1:]:
     for path in Path(root).rglob("*.py"):
-        if path.name == Path(__file__).name:
-            continue
         text = path.read_text()
-        new = rewrite(text, "core" in path.parts)
-        for old, mod in (("mirror_violation", "symmetry"),):
-            if re.search(rf"\b(v|validate|chk)\.{old}\(", new):
-                new = re.sub(rf"\b(v|validate|chk)\.{old}\(", f"{old}(", new)
-                pre = "biasfree.core" if "tests" in path.parts else ".." + ("" if "core" in path.parts else "core")
-                new = re.sub(r"^(from \.\. import _validate as \w+\n)",
-                             rf"\1from {pre}.{mod} import {old}\n", new, count=1, flags=re.M)
-        new = re.sub(r"\b_check_key\(", "validate.key(", new)
-        if new != text:
+        new = rewrite(text, IMPORT_IN_CORE if path.parent.name == "core" else IMPORT)
+        if new != text and path.name != Path(__file__).name:
             path.write_text(new)
             print("rewrote", path)
