@@ -30,14 +30,11 @@ def check_data(X, Y) -> None:
 class Dataset:
     """Train and held-out test sets: ``X`` (N, d), ``Y`` (N, p), ``X_test``, ``Y_test``.
 
-    Mirrored inputs. When the rows of ``X`` are exactly ``[X₊; -X₊]`` (the layout
-    :func:`symmetrize` and :func:`make_dataset` produce; checked once, here), the set
-    stores only the positive half ``X₊`` (``inputs``, (N/2, d)) and sets ``mirrored``;
-    ``X`` still returns the full (N, d) inputs, rebuilt on access. The engine then
-    computes the first layer's product ``X₊W₁ᵀ`` once for both halves, since
-    ``z₋ = -z₊`` (:func:`biasfree.dynamics.losses.forward_mirrored`). Only the inputs need to be
-    mirrored: ``Y`` is stored in full, so targets that are not odd keep the shortcut.
-    ``mirror=False`` stores the full inputs and keeps the general path (for comparisons).
+    When the rows of ``X`` are exactly ``[X₊; -X₊]`` (as :func:`symmetrize` makes them), only
+    ``X₊`` is stored (``inputs``, (N/2, d)) and ``mirrored`` is set; ``X`` rebuilds the full
+    inputs on access, and the engine computes ``X₊W₁ᵀ`` once for both halves (``z₋ = -z₊``,
+    :func:`biasfree.dynamics.losses.forward_mirrored`). ``Y`` is stored in full (targets need
+    not be odd). ``mirror=False`` keeps the full inputs and the general path.
     """
 
     inputs: Array

@@ -64,11 +64,8 @@ def pair_up(params: Params) -> Params:
     Every hidden unit k becomes a pair (k, k'), the partner a sign flip:
     ``W_1 -> [W_1; -W_1]``, ``W_L -> [W_L, -W_L]`` and, for middle layers,
     ``W_l -> [[A, -A], [-A, A]]``. Then ``f(-x) = -f(x)`` at every depth, and
-    ``f = (2c)^{L-1} W_L ... W_1 x`` with c = (1 + α)/2 at init. On symmetric data
-    training preserves the pair symmetry, so f stays odd; it stays *linear* only for
-    L = 2 (deeper, the middle blocks lose ``B = -A`` and f_odd turns nonlinear, §4.1).
-    A two-layer pair net equals the width-n linear net initialised at
-    ``sqrt(1 + α) (W, v)`` and trained with learning rate ``η (1 + α)/2``.
+    ``f = (2c)^{L-1} W_L ... W_1 x`` at init, c = (1 + α)/2; f stays linear under training
+    on symmetric data only for L = 2 (§4.1).
     """
     check_net(params)
     if has_bias(params):

@@ -32,10 +32,8 @@ Array = jax.Array
 def leaky_relu(z, alpha):
     """``σ_α(z) = max(z, α z)`` elementwise, for slope ``alpha`` = α in [0, 1].
 
-    Written as ``z if z > 0 else α z`` so that autodiff gives ``σ_α'(0) = α``, the
-    convention of PyTorch's ``ReLU``/``LeakyReLU`` (``jnp.maximum`` would give the mean
-    of the one-sided slopes, (1 + α)/2): gradients then agree with a PyTorch model
-    even when a pre-activation is exactly zero (docs/theory.md §0).
+    Written as ``z if z > 0 else α z`` so that autodiff gives ``σ_α'(0) = α``, PyTorch's
+    convention (``jnp.maximum`` would give (1 + α)/2 there; docs/theory.md §0).
     """
     check_alpha(alpha)
     if not isinstance(z, jax.Array | np.ndarray):
