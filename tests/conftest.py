@@ -4,7 +4,7 @@ biasfree computes in float64 by itself (``biasfree.core.precision``), without to
 JAX's global ``jax_enable_x64``. The tests' own JAX arithmetic (building inputs,
 subtracting two results before comparing them at 1e-14) must be float64 as well, so
 the session runs with ``jax_enable_x64`` on; tests marked ``x64_off`` run with it off,
-as a library user's program would (see tests/test_precision.py).
+as a library user's program would (see tests/core/test_precision.py).
 
 Compiled programs are kept in JAX's persistent compilation cache, ``.jax_cache/`` at
 the repository root (created on first use, ignored by git; a ``JAX_COMPILATION_CACHE_DIR``

@@ -7,7 +7,7 @@ import pytest
 
 import biasfree as bf
 from biasfree import theory as th
-from biasfree.core.data import moment_data
+from biasfree.core.moments import moment_data
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 

@@ -19,7 +19,7 @@ from scipy.integrate import quad, solve_ivp
 
 import biasfree as bf
 from biasfree import theory as th
-from biasfree.core.nets import pad_hidden
+from biasfree.core.inits import pad_hidden
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import biasfree as bf
-from biasfree.core.nets import Layer
+from biasfree.core.layers import Layer
 from biasfree.dynamics.pacing import stall_window
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them

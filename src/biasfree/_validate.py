@@ -8,28 +8,12 @@ value converted (a float ``np.ndarray``, a ``float`` or an ``int``) or raises
 with the argument's name and say what to pass instead, e.g.
 ``"a0=-0.1 must be >= 0: a mode strength is a product of weights' norms"``.
 
-:func:`mirror_violation` measures how far a data set is from the multiset symmetry
-``{(x, y)} = {(-x, -y)}`` that the exact leaky <-> linear results rest on.
-
-Why not jaxtyping + beartype (decided for issue 13; measured here with jaxtyping 0.3.11,
-beartype 0.23.1, on a (10, 3) / (10, 2) / float signature):
-
-- *Error messages.* For a row mismatch beartype raises ``TypeCheckError: ... parameter
-  'Y'. Actual value: f64[9,2](numpy). Expected type: Float[ndarray, 'N p']`` plus a dump
-  of all arguments; :func:`data` says ``X has 10 rows but Y has 9: one target per
-  input``. The annotation names the parameter but never the fix ("whiten X", "build a
-  balanced init with aligned_init"), so the hand-written message is needed anyway.
-- *What it checks.* Shapes and dtypes only: ``t=nan`` passed the annotated function;
-  integer arrays (which we accept as floats) were refused. Most of the bad inputs the
-  fuzz found are values (NaN, negative times, ``a0 < 0``, ``y_power < Σ s²``) and
-  preconditions (balance, whitening, mirror symmetry): value checks are needed anyway.
-- *Cost.* Per call it is a wash (58 µs annotated vs 73 µs for these checks, against
-  calls that take milliseconds), but it adds beartype as a runtime dependency for every
-  user (jaxtyping itself already comes with equinox/diffrax), and ``import jaxtyping,
-  beartype`` took 0.9 s cold.
-
-So: hand-written, shared checkers here, applied at each public entry. Revisit if the
-engine grows many array-in/array-out public functions whose only precondition is shape.
+Why not jaxtyping + beartype (decided for issue 13, measured with jaxtyping 0.3.11 and
+beartype 0.23.1): their messages name the parameter and the expected shape but never the
+fix; they check shapes and dtypes only, while most bad inputs the fuzz found are values
+(NaN, negative times) and preconditions (balance, whitening, symmetry); and beartype would
+be a runtime dependency for every user. Revisit if many public functions come to have
+shape as their only precondition.
 """
 
 from __future__ import annotations
@@ -177,9 +161,7 @@ def slope(x, name: str = "alpha", *, array_ok: bool = False):
     """A leaky slope α in [0, 1] (0 ReLU, 1 linear): a ``float``, or with ``array_ok`` a float
     array of slopes (an ensemble). Traced values (inside a caller's ``jit``/``vmap``) pass
     unchecked: only their shape is known there."""
-    import jax
-
-    if isinstance(x, jax.core.Tracer):
+    if traced(x):
         return x
     a = _numeric(name, x, "a leaky slope α in [0, 1] (a number)")
     if a.ndim and not array_ok:
@@ -233,77 +215,82 @@ def choice(name: str, x, options) -> str:
     return x
 
 
-def params(name: str, p, *, depth: int | None = None, bias_free: bool = False,
-           d: int | None = None, p_out: int | None = None) -> list[np.ndarray]:
-    """A network ``p`` (a sequence of layers with ``.W`` (n_out, n_in) and ``.b``): checks
-    each ``W`` is a finite 2-D array, consecutive layers chain, and optionally the
-    ``depth``, no biases, the input dimension ``d`` and the output dimension ``p_out``.
-    Returns the weight matrices as float arrays."""
-    if not isinstance(p, tuple | list) or not p or not all(hasattr(layer, "W") for layer in p):
-        raise TypeError(f"{name} must be a non-empty tuple of biasfree Layer(W, b) (e.g. from "
-                        f"biasfree.init_gaussian or biasfree.from_arrays), got {type(p).__name__}")
-    Ws = [finite_array(f"{name}[{i}].W", layer.W, ndim=2) for i, layer in enumerate(p)]
-    for i in range(1, len(Ws)):
-        if Ws[i].shape[1] != Ws[i - 1].shape[0]:
-            raise ValueError(f"{name}: layer {i} takes {Ws[i].shape[1]} inputs but layer {i - 1} "
-                             f"has {Ws[i - 1].shape[0]} outputs; consecutive widths must agree")
-    if depth is not None and len(Ws) != depth:
-        raise ValueError(f"{name} has {len(Ws)} layers; this needs exactly {depth}")
-    if bias_free and any(getattr(layer, "b", None) is not None for layer in p):
-        raise ValueError(f"{name} has biases; this result holds for bias-free nets only (drop b)")
-    if d is not None and Ws[0].shape[1] != d:
-        raise ValueError(f"{name} takes inputs of dimension {Ws[0].shape[1]} but the data have "
-                         f"d = {d}; build the net for the data")
-    if p_out is not None and Ws[-1].shape[0] != p_out:
-        raise ValueError(f"{name} has {Ws[-1].shape[0]} outputs but the targets have p = {p_out}")
-    return Ws
+def traced(*trees) -> bool:
+    """True if a leaf of ``trees`` is a JAX tracer (inside a caller's ``jit``/``vmap`` only
+    shapes are known, so value checks are skipped)."""
+    import jax
+
+    return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(trees))
 
 
-def data(X, Y, *, x_name: str = "X", y_name: str = "Y") -> tuple[np.ndarray, np.ndarray]:
-    """Inputs ``X`` (N, d) and targets ``Y`` (N, p) (a 1-D Y is read as (N, 1)): finite,
-    non-empty, with the same number of rows."""
-    X = finite_array(x_name, X, ndim=2)
-    Y = finite_array(y_name, Y, ndim=(1, 2))
-    if Y.ndim == 1:
-        Y = Y[:, None]
-    if X.shape[0] != Y.shape[0]:
-        raise ValueError(f"{x_name} has {X.shape[0]} rows but {y_name} has {Y.shape[0]}: one target "
-                         "per input")
+def key(x, name: str = "key"):
+    """A JAX PRNG key: ``jax.random.PRNGKey(seed)`` (uint32 (2,)) or ``jax.random.key(seed)``."""
+    import jax
+    import jax.numpy as jnp
+
+    if traced(x):
+        return x
+    ok = False
+    if isinstance(x, jax.Array | np.ndarray):
+        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+            ok = x.ndim == 0
+        else:
+            ok = x.dtype == np.uint32 and x.shape == (2,)
+    if not ok:
+        raise TypeError(f"{name}={x!r} must be a JAX random key: pass jax.random.PRNGKey(seed) "
+                        "(an integer seed is not a key)")
+    return x
+
+
+def data(X, Y, *, x_name: str = "X", y_name: str = "Y", y_1d: bool = True):
+    """Inputs ``X`` (N, d) and targets ``Y`` (N, p): finite, non-empty, the same number of
+    rows; a 1-D Y is read as (N, 1) if ``y_1d``, else refused. Returned as float arrays
+    (traced arguments get the shape checks only and are returned as they are)."""
+    if not traced(X, Y):
+        X = _numeric(x_name, X, "an array of inputs (N, d)")
+        Y = _numeric(y_name, Y, "an array of targets (N, p)")
+        if Y.ndim == 1 and y_1d:
+            Y = Y[:, None]
+    xs, ys = np.shape(X), np.shape(Y)
+    if len(xs) != 2:
+        raise ValueError(f"inputs {x_name} must have shape (N, d), got {xs}; reshape 1-D x to (N, 1)")
+    if len(ys) != 2:
+        raise ValueError(f"targets {y_name} must have shape (N, p), got {ys}; use {y_name}[:, None] "
+                         "for p = 1")
+    if 0 in (xs[0], xs[1], ys[1]):
+        raise ValueError(f"{x_name}, {y_name}: the data set is empty ({x_name} {xs}, {y_name} {ys}): "
+                         "give at least one row, one input and one target column")
+    if xs[0] != ys[0]:
+        raise ValueError(f"{x_name} has {xs[0]} rows but {y_name} has {ys[0]}: one target per input")
+    if not traced(X, Y):
+        for name, A in ((x_name, X), (y_name, Y)):
+            bad = ~np.isfinite(A)
+            if bad.any():
+                raise ValueError(f"{name} holds {int(bad.sum())} NaN/inf values (first in row "
+                                 f"{int(np.argwhere(bad)[0][0])}); drop or impute those rows "
+                                 "before training")
     return X, Y
 
 
-def mirror_violation(X, Y=None) -> float:
-    """How far the points ``z_n = (x_n, y_n)`` are from a mirror-symmetric multiset.
+def labels(name: str, Y, what: str = "the logistic loss",
+           alternative: str = " or use loss='mse' for real-valued targets") -> None:
+    """Refuse targets ``Y`` that are not all ±1, which ``what`` needs (``alternative``: the
+    other way out, appended to the message); traced values pass."""
+    if Y is None or traced(Y):
+        return
+    Ya = np.asarray(Y)
+    bad = Ya[np.abs(Ya) != 1.0]
+    if bad.size:
+        raise ValueError(f"{name}: {what} needs labels y = ±1 (each -1 or +1), but {name} holds e.g. "
+                         f"{bad.ravel()[:3].tolist()}; pass sign labels (np.sign({name}), or 2y - 1 "
+                         "for {0, 1} labels)"
+                         + alternative)
 
-    Returns ``v = max_n ||z_n + z_π(n)||`` for a one-to-one pairing ``π`` of the points with
-    mirrors (Euclidean norm over the stacked row ``[x, y]``): ``v = 0`` exactly when every
-    point's mirror ``-z`` is present as often as the point itself (a duplicated point
-    without a duplicated mirror is a violation, which a nearest-mirror test misses), and
-    ``v`` is at least the largest distance from a point to its nearest mirror. The pairing
-    is the one sorting gives (exact for symmetric data), improved by an optimal
-    assignment (``scipy.optimize.linear_sum_assignment``) when that is not tight and
-    N <= 1500. ``X`` (N, d), ``Y`` (N, p), (N,) or None. Pure; no tolerance: compare ``v``
-    with the data's scale yourself (``v / max_n ||z_n||``).
-    """
-    from scipy.optimize import linear_sum_assignment
-    from scipy.spatial import cKDTree
 
-    if Y is None:
-        Z = finite_array("X", X, ndim=2)
-    else:
-        Xa, Ya = data(X, Y)
-        Z = np.hstack([Xa, Ya])
-    order = np.lexsort(Z.T[::-1])
-    mirror = np.lexsort((-Z).T[::-1])
-    ub = float(np.max(np.linalg.norm(Z[order] + Z[mirror], axis=1)))
-    if ub == 0.0:
-        return 0.0
-    lb = float(np.max(cKDTree(Z).query(-Z, k=1)[0]))
-    if ub <= lb or Z.shape[0] > 1500:
-        return ub
-    D = np.linalg.norm(Z[:, None, :] + Z[None, :, :], axis=-1)
-    rows, cols = linear_sum_assignment(D**2)
-    return float(min(ub, np.max(D[rows, cols])))
+def _path(name: str, path) -> Path:
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"{name}={path!r} must be a path")
+    return Path(path)
 
 
 def writable_folder(name: str, path) -> Path:
@@ -311,10 +298,7 @@ def writable_folder(name: str, path) -> Path:
     created (with its parents) and probed with a temporary file now, so a bad path is
     refused before any computation. Folders created for the probe are removed again if
     it fails."""
-    if isinstance(path, str | os.PathLike):
-        path = Path(path)
-    else:
-        raise TypeError(f"{name}={path!r} must be a path")
+    path = _path(name, path)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{name}={str(path)!r} is a file, not a folder: choose a folder path")
     created = []
@@ -341,9 +325,7 @@ def writable_folder(name: str, path) -> Path:
 
 def existing_file(name: str, path) -> Path:
     """A path to a readable file that exists (a model, a spec, a config), else ``ValueError``."""
-    if not isinstance(path, str | os.PathLike):
-        raise TypeError(f"{name}={path!r} must be a path")
-    path = Path(path)
+    path = _path(name, path)
     if not path.exists():
         raise ValueError(f"{name}={str(path)!r} does not exist: check the path")
     if not path.is_file():
@@ -355,9 +337,7 @@ def existing_file(name: str, path) -> Path:
 
 def results_folder(name: str, path) -> Path:
     """An existing folder of results that can be written to (a report goes in it)."""
-    if not isinstance(path, str | os.PathLike):
-        raise TypeError(f"{name}={path!r} must be a path")
-    path = Path(path)
+    path = _path(name, path)
     if not path.is_dir():
         what = "is a file, not a folder" if path.exists() else "does not exist"
         raise ValueError(f"{name}={str(path)!r} {what}, so it holds no results: give the folder "

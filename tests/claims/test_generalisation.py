@@ -6,7 +6,8 @@ import pytest
 from scipy.integrate import quad
 from scipy.stats import norm
 
-from biasfree.core.nets import Layer, pair_up
+from biasfree.core.inits import pair_up
+from biasfree.core.layers import Layer
 from biasfree.theory import population_loss_two_layer as population_loss
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them

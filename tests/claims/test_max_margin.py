@@ -7,7 +7,7 @@ import pytest
 
 from biasfree.claims.max_margin import Config, member_name
 from biasfree.claims.max_margin.run import _members
-from biasfree.core.nets import init_gaussian, init_pairs
+from biasfree.core.inits import init_gaussian, init_pairs
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 

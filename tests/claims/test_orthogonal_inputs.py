@@ -8,7 +8,7 @@ import biasfree as bf
 from biasfree import theory
 from biasfree.claims.orthogonal_inputs.run import sin_angle
 from biasfree.core.data import orthogonal_data
-from biasfree.core.nets import balanced_units
+from biasfree.core.inits import balanced_units
 from biasfree.theory.orthogonal import aligned_halves_init, alignment_directions, half_net_modes, half_targets
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them

@@ -24,9 +24,12 @@ from .. import _validate as validate
 from .. import theory
 from ..core import nets
 from ..core.data import Dataset, check_data
-from ..core.nets import Params, depth, even_part, forward, has_bias, scale_params, slope_factor, widths
+from ..core.layers import Params, scale_params
+from ..core.nets import depth, even_part, forward, has_bias, widths
 from ..core.precision import precise
-from ..core.real_data import RealData, asymmetry, load_data
+from ..core.real_data import RealData, load_data
+from ..core.symmetry import asymmetry, mirror_violation
+from ..core.twin import slope_factor
 from ..dynamics.train import GDConfig
 from ..dynamics.twin_training import relative_movement, row_alignment, train_with_twin
 from ..expressivity.decomposition import net_function, odd_nonlinearity
@@ -99,7 +102,7 @@ def _paired(params: Params) -> bool:
         return False
     Z = np.hstack([np.asarray(params[0].W, float), np.asarray(params[1].W, float).T])
     scale = float(np.max(np.linalg.norm(Z, axis=1)))
-    return scale > 0 and validate.mirror_violation(Z) <= ROUND_OFF * scale
+    return scale > 0 and mirror_violation(Z) <= ROUND_OFF * scale
 
 
 # ----------------------------------------------------------------- the call
@@ -138,9 +141,9 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_
     X, Y, source = _data_arrays(data)
     check_data(X, Y)
     X, Y = np.asarray(X, float), np.asarray(Y, float)
-    if isinstance(train, GDConfig) and train.loss == "logistic" and not np.all(np.abs(Y) == 1.0):
-        raise ValueError("data: the logistic loss (train.loss='logistic') needs labels y = ±1; Y holds "
-                         "other values (map {0, 1} labels with 2y - 1, or train with loss='mse')")
+    if isinstance(train, GDConfig) and train.loss == "logistic":
+        validate.labels("data", Y, "the logistic loss (train.loss='logistic')",
+                        " or train with loss='mse'")
     w = widths(params)
     if X.shape[1] != w[0] or Y.shape[1] != w[-1]:
         raise ValueError(f"the net maps {w[0]} inputs to {w[-1]} outputs but the data have "
@@ -150,11 +153,12 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_
     lam = np.linalg.eigvalsh(X.T @ X / X.shape[0])
     modes = rg.data_modes(X, Y)
     asym = asymmetry(X, Y)
-    mv = validate.mirror_violation(X, Y) / max(float(np.max(np.linalg.norm(np.hstack([X, Y]), axis=1))),
+    mv = mirror_violation(X, Y) / max(float(np.max(np.linalg.norm(np.hstack([X, Y]), axis=1))),
                                                1e-300)
-    symmetric = asym <= ROUND_OFF and mv <= ROUND_OFF
+    # mv <= ROUND_OFF also bounds asym: asym <= mv² max||z||² / <||z||²> <= N mv² <= ROUND_OFF for N <= 1e10
+    symmetric = mv <= ROUND_OFF
     x_scale = max(float(np.max(np.linalg.norm(X, axis=1))), 1e-300)
-    mv_x = validate.mirror_violation(X) / x_scale  # the inputs alone: the target's parity is judged apart
+    mv_x = mirror_violation(X) / x_scale  # the inputs alone: the target's parity is judged apart
     dsf = (dataset_floor(X, Y, alpha=a, tol=vd.NEAR_SYMMETRIC * x_scale) if mv_x <= vd.NEAR_SYMMETRIC
            else None)
     even_t = dsf.even / dsf.power if dsf is not None and dsf.power > 0 else float("nan")

@@ -3,7 +3,7 @@
 Every adapter (:func:`from_torch`, :func:`from_equinox`, :func:`from_state_dict`,
 :func:`load_model`; :func:`save_model` writes torch's naming back) returns a
 :class:`Model`: the parameters in this package's convention (a tuple of
-:class:`~biasfree.core.nets.Layer`, ``W_l`` of shape (n_l, n_{l-1}), (out, in) as in
+:class:`~biasfree.core.layers.Layer`, ``W_l`` of shape (n_l, n_{l-1}), (out, in) as in
 PyTorch's and equinox's ``Linear.weight``) and the leaky slope α read from the model:
 
     f(x) = W_L σ_α(W_{L-1} σ_α( ... σ_α(W_1 x))),   σ_α(z) = max(z, α z).
@@ -25,7 +25,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
-from ..core.nets import Layer, Params, check_net, forward, from_arrays, has_bias
+from ..core.inits import from_arrays
+from ..core.layers import Layer, Params, check_net
+from ..core.nets import forward, has_bias
 from ..core.precision import precise
 
 SUPPORTED = ("bias-free linear layers with ReLU, LeakyReLU(negative_slope in [0, 1]) or no "

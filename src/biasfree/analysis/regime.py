@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.nets import Params
+from ..core.layers import Params
 
 MODE_CUT = 1e-2
 """Modes weaker than this fraction of the strongest are left out of horizons and estimates."""

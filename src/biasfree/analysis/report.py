@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _validate as validate
-from ..core.nets import Params
+from ..core.layers import Params
 from ..dynamics.train import GDConfig
 from ..store import atomic_write, save_figure, versions
 from .interop import save_model
@@ -24,7 +24,7 @@ LOSS_UNIT = "half mean squared error, L = (1/2N) sum_n ||y_n - f(x_n)||^2"
 @dataclass(frozen=True)
 class DataReport:
     """``n`` points, ``d`` inputs, ``p`` outputs; ``asymmetry`` (0 exactly for a
-    symmetric set), ``mirror_violation`` (:func:`biasfree._validate.mirror_violation` of
+    symmetric set), ``mirror_violation`` (:func:`biasfree.core.symmetry.mirror_violation` of
     ``[X, Y]`` relative to the largest row norm: 0 exactly when every point's mirror is
     present as often as the point), ``symmetric`` (both ≤ 1e-10: symmetric as a
     multiset), ``input_rank`` (directions of XᵀX/N above 1e-12 of the largest),

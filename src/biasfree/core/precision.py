@@ -34,6 +34,8 @@ import functools
 import jax
 import numpy as np
 
+from .._validate import traced
+
 PRECISIONS = ("float64", "float32")
 
 _default = contextvars.ContextVar("biasfree_precision", default="float64")
@@ -53,11 +55,6 @@ def current_precision() -> str:
     return _active.get() or _default.get()
 
 
-def current_dtype() -> np.dtype:
-    """``np.float64`` or ``np.float32``, per :func:`current_precision`."""
-    return np.dtype(current_precision())
-
-
 @contextlib.contextmanager
 def use_precision(name: str):
     """Run the biasfree calls in this block at ``name`` ("float64" or "float32")
@@ -67,10 +64,6 @@ def use_precision(name: str):
         yield
     finally:
         _default.reset(token)
-
-
-def _is_tracer(x) -> bool:
-    return isinstance(x, jax.core.Tracer)
 
 
 def _cast(x, dtype: np.dtype):
@@ -117,8 +110,7 @@ def precise(fn):
             precision = _default.get()
         else:
             check_precision(precision)
-        leaves = jax.tree_util.tree_leaves((args, kwargs))
-        if any(_is_tracer(x) for x in leaves):  # inside a caller's jit: run as traced
+        if traced(args, kwargs):  # inside a caller's jit: run as traced
             return fn(*args, **kwargs)
         dtype = np.dtype(precision)
         token = _active.set(precision)

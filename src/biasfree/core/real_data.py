@@ -2,8 +2,8 @@
 
 Shapes follow docs/theory.md §0: inputs ``X`` (N, d), targets ``Y`` (N, p). A set is
 *symmetric* (§2.1) when every pair (x, y) has its mirror (-x, -y) in the set; the
-equivalence with a linear net rests on it, so :func:`asymmetry` measures it rather than
-assuming it.
+equivalence with a linear net rests on it, so its
+:func:`~biasfree.core.symmetry.asymmetry` is measured rather than assumed.
 
 Sources (:func:`load_data`):
 
@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 from .. import _validate as validate
-from .data import Dataset, check_data, symmetrize
+from .data import Dataset, symmetrize
+from .symmetry import asymmetry
 
 TARGETS = ("onehot", "value")
 # name -> (scikit-learn loader, kind, input scale)
@@ -42,32 +42,6 @@ _BUNDLED = {
     "diabetes": ("load_diabetes", "regression", 1.0),
 }
 NAMES = tuple(_BUNDLED)
-
-
-def asymmetry(X, Y=None) -> float:
-    """How far a data set is from symmetric (docs/theory.md §2.1), a number ≥ 0.
-
-    With ``z_n = (x_n, y_n)`` the rows of ``[X, Y]`` (``X`` (N, d), ``Y`` (N, p) or None
-    for inputs alone):
-
-        A = <min_m ||z_n + z_m||²>_n / <||z_n||²>_n,
-
-    the mean squared distance from each point's mirror image ``-z_n`` to the nearest
-    point of the set, relative to the mean squared norm. ``A = 0`` exactly when every
-    (x, y) has its mirror (-x, -y) in the set; a set none of whose points has a mirror
-    gives A of order 1 (about 2 for scattered high-dimensional points; for a cloud that
-    lies on one side of the origin, such as raw pixel intensities, more). Computed with a
-    k-d tree, O(N log N).
-    """
-    if Y is None:
-        Z = validate.finite_array("X", X, ndim=2)
-    else:
-        Z = np.hstack(validate.data(X, Y))
-    power = float(np.mean(np.sum(Z**2, axis=1)))
-    if power == 0.0:
-        return 0.0
-    dist, _ = cKDTree(Z).query(-Z, k=1)
-    return float(np.mean(dist**2) / power)
 
 
 @dataclass(frozen=True)
@@ -87,7 +61,7 @@ class RealData:
     description: str = ""
 
     def __post_init__(self):
-        check_data(self.X, self.Y)
+        validate.data(self.X, self.Y, y_1d=False)
 
     def __iter__(self):
         return iter((self.X, self.Y))
@@ -209,7 +183,7 @@ def load_data(path_or_name, *, target: str = "onehot", symmetrize_data: bool | N
         raise ValueError(
             f"path_or_name: unknown data {key!r}: give a .npz file (arrays X, Y), a .csv file (targets "
             f"in the last column(s)), or one of the bundled data sets: {', '.join(NAMES)}")
-    check_data(X, Y)
+    validate.data(X, Y, y_1d=False)
     if n is not None:
         if not 1 <= int(n) <= X.shape[0]:
             raise ValueError(f"n={n} must be between 1 and the {X.shape[0]} rows available")

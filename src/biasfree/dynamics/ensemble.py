@@ -25,7 +25,9 @@ import numpy as np
 
 from .. import _validate as validate
 from ..core.data import Dataset
-from ..core.nets import Params, check_net, scale_params, slope_factor, widths
+from ..core.layers import Params, check_net
+from ..core.nets import widths
+from ..core.twin import linear_twin, slope_factor
 from .train import GDConfig, gd_ensemble
 from .trajectory import Trajectory
 
@@ -53,7 +55,7 @@ class Member:
     def linear_twin(self, lr: float) -> Member:
         """The twin: ``√c·params``, α = 1, step ``η c``, decay ``λ/c`` (§2.4, §2.7)."""
         c = float(slope_factor(self.alpha))
-        return Member(scale_params(self.params, np.sqrt(c)), 1.0, lr * c, self.weight_decay / c)
+        return Member(linear_twin(self.params, self.alpha), 1.0, lr * c, self.weight_decay / c)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
 from .. import _validate as validate
-from ..core.nets import Params, check_alpha, check_net, forward, leaky_relu
+from ..core.layers import Params, check_net
+from ..core.nets import check_alpha, forward, leaky_relu
 from ..core.precision import precise
 
 LOSSES = ("mse", "logistic")
@@ -37,25 +38,16 @@ def check_loss(name: str) -> None:
         raise ValueError(f"loss={name!r}: unknown loss; choose one of {', '.join(LOSSES)}")
 
 
-def _traced(*trees) -> bool:
-    return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(trees))
-
-
 def check_labels(Y, loss: str, name: str = "Y") -> None:
     """For ``loss="logistic"``, refuse targets that are not ±1 (the loss is defined for
     labels y in {-1, +1}); traced values pass."""
-    if loss == "logistic" and Y is not None and not _traced(Y):
-        Ya = np.asarray(Y)
-        bad = Ya[np.abs(Ya) != 1.0]
-        if bad.size:
-            raise ValueError(f"{name}: the logistic loss needs labels y = ±1, but {name} holds e.g. "
-                             f"{bad.ravel()[:3].tolist()}; pass sign labels (np.sign({name})) or use "
-                             "loss='mse' for real-valued targets")
+    if loss == "logistic":
+        validate.labels(name, Y)
 
 
 def _check_targets(Y, n_rows: int, p: int, loss: str, name: str = "Y"):
     """``Y`` (n_rows, p) finite (values unchecked when traced), labels ±1 for logistic."""
-    if not _traced(Y):
+    if not validate.traced(Y):
         Y = validate.finite_array(name, Y, ndim=2)
     elif np.ndim(Y) != 2:
         raise ValueError(f"{name} must be 2-D (N, p), got shape {np.shape(Y)}")
@@ -72,7 +64,7 @@ def loss_value(F, Y, loss: str = "mse"):
     ``loss="mse"``: ``(1/(2N)) Σ_n ||y_n - f(x_n)||²``; ``loss="logistic"`` (labels ±1):
     ``(1/N) Σ_n Σ_j log(1 + exp(-y_nj f_j(x_n)))``."""
     check_loss(loss)
-    if not _traced(F, Y):
+    if not validate.traced(F, Y):
         F = validate.finite_array("F", F, ndim=(1, 2))
         Y = validate.finite_array("Y", Y, ndim=(1, 2))
     if np.shape(F) != np.shape(Y):
@@ -94,7 +86,7 @@ def _check_objective(params, X, Y, alpha, weight_decay, loss, mirrored=False):
     check_net(params, X=X, x_name="X_half" if mirrored else "X")
     n_rows = np.shape(X)[0] * (2 if mirrored else 1)
     check_alpha(alpha)
-    if not _traced(weight_decay):
+    if not validate.traced(weight_decay):
         validate.nonnegative("weight_decay", weight_decay, scalar=True, why="λ of (λ/2)||θ||²")
     _check_targets(Y, n_rows, np.shape(params[-1].W)[0], loss)
 

@@ -29,9 +29,10 @@ import numpy as np
 
 from .. import _validate as validate
 from ..core.data import Dataset
-from ..core.nets import Params, beta_eff_is_exact, check_net, forward
+from ..core.layers import Params, check_net, is_net
+from ..core.nets import beta_eff_is_exact, forward
 from ..core.precision import precise
-from .losses import LOSSES, forward_mirrored, loss_value, sq_norm
+from .losses import LOSSES, check_labels, forward_mirrored, loss_value, sq_norm
 from .pacing import PacedPID, stall_window
 from .trajectory import Trajectory, observe
 
@@ -169,7 +170,7 @@ def _check_params_data(params: Params, data: Dataset, loss: str, batched: bool =
                         "biasfree.Dataset(X, Y) or biasfree.make_dataset)")
     one = params
     if batched:
-        if not isinstance(params, tuple | list) or not params or not all(hasattr(la, "W") for la in params):
+        if not is_net(params):
             check_net(params)  # raises the TypeError naming params
         if any(np.ndim(la.W) != 3 for la in params):
             raise ValueError("params: with batched_params=True every W needs a leading ensemble axis "
@@ -187,13 +188,8 @@ def _check_params_data(params: Params, data: Dataset, loss: str, batched: bool =
     if data.Y.shape[1] != p:
         raise ValueError(f"params has {p} outputs but data.Y has {data.Y.shape[1]} columns: build the "
                          f"net with p = {data.Y.shape[1]} outputs")
-    if loss == "logistic":
-        for name, Yv in (("data.Y", data.Y), ("data.Y_test", data.Y_test)):
-            if Yv is not None and not np.all(np.abs(np.asarray(Yv)) == 1.0):
-                bad = np.asarray(Yv)[np.abs(np.asarray(Yv)) != 1.0].ravel()[:3]
-                raise ValueError(f"{name}: the logistic loss needs labels y = ±1, but Y holds e.g. "
-                                 f"{bad.tolist()}; pass sign labels (np.sign(Y)) or use loss='mse' "
-                                 "for real-valued targets")
+    for name, Yv in (("data.Y", data.Y), ("data.Y_test", data.Y_test)):
+        check_labels(Yv, loss, name)
 
 
 def _pinv(params: Params, data: Dataset):

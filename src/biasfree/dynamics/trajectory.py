@@ -20,9 +20,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
-from ..core.nets import Params, beta_eff, beta_eff_is_exact, check_alpha, check_net, even_part, forward
+from ..core.layers import Params, check_net
+from ..core.nets import beta_eff, beta_eff_is_exact, check_alpha, even_part, forward
 from ..core.precision import precise
-from .losses import _check_targets, _traced, check_loss, forward_mirrored, loss_value
+from .losses import _check_targets, check_loss, forward_mirrored, loss_value
 
 Array = jax.Array
 
@@ -169,7 +170,7 @@ def _check_observe(params, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored) 
         check_net(params, X=X_test, x_name="X_test")
         _check_targets(Y_test, np.shape(X_test)[0], p, loss, "Y_test")
     if pinv_X is not None:
-        if not _traced(pinv_X):
+        if not validate.traced(pinv_X):
             pinv_X = validate.finite_array("pinv_X", pinv_X, ndim=2)
         want = (np.shape(X)[1], np.shape(X)[0])
         if np.shape(pinv_X) != want:

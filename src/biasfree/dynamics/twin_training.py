@@ -26,7 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.nets import Params, even_part, forward
+from ..core.layers import Params
+from ..core.nets import even_part, forward
 from ..core.precision import precise
 from .losses import loss_value, sq_norm
 

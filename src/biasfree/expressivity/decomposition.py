@@ -26,7 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
-from ..core.nets import Params, check_alpha, check_net, forward
+from ..core.layers import Params, check_net
+from ..core.nets import check_alpha, forward
 from ..core.precision import precise
 
 Function = Callable

@@ -23,7 +23,8 @@ import numpy as np
 
 from .. import _validate as validate
 from ..core.data import Dataset
-from ..core.nets import Params, _check_key, from_arrays, init_gaussian, pair_up
+from ..core.inits import from_arrays, init_gaussian, pair_up
+from ..core.layers import Params
 from ..core.precision import precise
 from ..dynamics.train import GDConfig, gd, gd_ensemble
 from ..dynamics.trajectory import Trajectory
@@ -80,13 +81,13 @@ def init_batch(key, widths, *, init: str = "random", gain: float = 0.5, bias: bo
 
     ``init``: "random" (Gaussian, std ``gain/sqrt(n_in)`` per layer, biases too if
     ``bias``) or "pairs" (a Gaussian net of half the hidden widths, then
-    :func:`biasfree.core.nets.pair_up`: an odd net that computes a linear map at init).
+    :func:`biasfree.core.inits.pair_up`: an odd net that computes a linear map at init).
     """
     validate.choice("init", init, INITS)
     restarts = validate.integer("restarts", restarts, 1)
     gain = validate.positive("gain", gain, scalar=True, why="the init std is gain/sqrt(n_in)")
     validate.flag("bias", bias)
-    _check_key(key)
+    validate.key(key)
     widths = validate.layer_widths(widths)
     keys = jax.random.split(key, restarts)
     if init == "pairs":

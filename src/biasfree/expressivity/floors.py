@@ -46,6 +46,7 @@ from scipy.spatial import cKDTree
 
 from .. import _validate as validate
 from ..core.precision import precise
+from ..core.symmetry import mirror_violation
 from ..theory.population import population_loss_sine, sine_linear_floor
 from .decomposition import Decomposition, Function, compiled, decompose, evaluate
 
@@ -352,7 +353,7 @@ class DatasetFloor:
 
     ``exact``: the inputs were verified mirror-symmetric as a multiset (each x's mirror
     -x present as often as x itself), so the bound holds exactly; ``violation`` is the
-    measured :func:`~biasfree._validate.mirror_violation` of X and ``note`` says which.
+    measured :func:`~biasfree.core.symmetry.mirror_violation` of X and ``note`` says which.
     When a point is repeated without its mirror, odd and even functions are no longer
     orthogonal on the set and nets can go below ``value``: then ``exact`` is False and
     the value is APPROXIMATE."""
@@ -381,7 +382,7 @@ def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
     ``tol``). ``alpha`` = 1 adds the even energy (a linear net has no even part).
 
     Before calling the bound exact it verifies that X is symmetric as a *multiset*
-    (:func:`~biasfree._validate.mirror_violation` <= ``tol``); a set where every x has a
+    (:func:`~biasfree.core.symmetry.mirror_violation` <= ``tol``); a set where every x has a
     mirror but some x is repeated more often than its mirror gets ``exact=False`` and an
     APPROXIMATE note with the measured violation.
     """
@@ -399,7 +400,7 @@ def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
     odd = float(0.5 * np.mean(np.sum((Yo - X @ beta) ** 2, axis=1)))
     even = float(0.5 * np.mean(np.sum(Ye**2, axis=1)))
     value = odd + even if float(alpha) == 1.0 else odd
-    violation = validate.mirror_violation(X)
+    violation = mirror_violation(X)
     exact = violation <= tol
     note = (f"exact: X is mirror-symmetric as a multiset (mirror violation {violation:.2g} <= tol {tol:g})"
             if exact else

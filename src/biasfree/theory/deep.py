@@ -28,7 +28,8 @@ from scipy.optimize import brentq
 from scipy.special import expit, logit
 
 from .. import _validate as v
-from ..core.nets import Layer, Params, pair_up
+from ..core.inits import pair_up
+from ..core.layers import Layer, Params
 from .modes import _check_y_power, _modes, final_loss, logistic
 
 _XI_FLAT = 60.0  # beyond ξ = 60 the integrand differs from 1 by < e^{-60}
@@ -170,7 +171,7 @@ def deep_half_time(s, a0, depth: int):
 def deep_pair_time_factor(depth: int, alpha=0.0) -> float:
     """``λ_L = c^{2(L-1)/L}``, c = (1 + α)/2 (docs/theory.md §4.1).
 
-    A depth-L pair net (:func:`~biasfree.core.nets.pair_up`) computes
+    A depth-L pair net (:func:`~biasfree.core.inits.pair_up`) computes
     ``f = (2c)^{L-1} W_L A ⋯ W_1 x``. *If* its blocks kept the pair form, its half
     parameters would follow the deep linear net ``(√(2λ) W_1, 2√λ A_l, √(2λ) W_L)`` in
     time ``λ t``. ``depth`` L ≥ 2, ``alpha`` the slope; λ_2 = c (the two-layer twin),
@@ -182,7 +183,7 @@ def deep_pair_time_factor(depth: int, alpha=0.0) -> float:
 
 def _scale_layers(params: Params, end: float, mid: float) -> Params:
     last = len(params) - 1
-    return tuple(Layer(np.asarray(layer.W) * (end if i in (0, last) else mid))
+    return tuple(Layer(np.asarray(layer.matrix) * (end if i in (0, last) else mid))
                  for i, layer in enumerate(params))
 
 
@@ -198,7 +199,7 @@ def deep_pair_half_to_linear(half: Params, alpha=0.0) -> Params:
 def deep_linear_to_pair(linear: Params, alpha=0.0) -> Params:
     """The pair net whose would-be linear twin is the deep linear net ``linear``: inverse
     of :func:`deep_pair_half_to_linear` on the half net (first and last layers scaled by
-    ``1/√(2λ)``, middle ones by ``1/(2√λ)``), then :func:`~biasfree.core.nets.pair_up`. It
+    ``1/√(2λ)``, middle ones by ``1/(2√λ)``), then :func:`~biasfree.core.inits.pair_up`. It
     computes the same function as ``linear`` at init, for slope ``alpha``."""
     lam = deep_pair_time_factor(len(linear), alpha)
     return pair_up(_scale_layers(linear, 1.0 / np.sqrt(2 * lam), 1.0 / (2 * np.sqrt(lam))))

@@ -3,7 +3,7 @@
 *Balanced* means ``W_l W_lᵀ = W_{l+1}ᵀ W_{l+1}`` for every hidden layer l (gradient
 flow conserves ``W_l W_lᵀ - W_{l+1}ᵀ W_{l+1}``, docs/theory.md §4.2, so a balanced net
 stays balanced). *Aligned* means the net's product shares the singular vectors of
-``Σ_yx``. These builders return plain :data:`biasfree.core.nets.Params`.
+``Σ_yx``. These builders return plain :data:`biasfree.core.layers.Params`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate as v
-from ..core.nets import Layer, Params
+from ..core.layers import Layer, Params, check_net
 
 
 def _basis(basis, n: int, r: int, what: str) -> np.ndarray:
@@ -90,10 +90,10 @@ def balanced_init(P0, width: int, *, basis=None) -> Params:
 def imbalance(params: Params) -> float:
     """``max_l ||W_l W_lᵀ - W_{l+1}ᵀ W_{l+1}||_F / (||W_l||_F² + ||W_{l+1}||_F²)``:
     0 for a balanced net (relative, so it is scale-free)."""
-    v.params("params", params, bias_free=True)
+    check_net(params, bias_free=True)
     worst = 0.0
     for a, b in zip(params[:-1], params[1:], strict=True):
-        Wa, Wb = np.asarray(a.W, float), np.asarray(b.W, float)
+        Wa, Wb = np.asarray(a.matrix, float), np.asarray(b.matrix, float)
         gap = np.linalg.norm(Wa @ Wa.T - Wb.T @ Wb)
         worst = max(worst, gap / max(np.sum(Wa**2) + np.sum(Wb**2), 1e-300))
     return float(worst)

@@ -22,8 +22,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as v
-from ..core.nets import Layer, Params, has_bias, pair_up, scale_params, slope_factor
+from ..core.inits import pair_up
+from ..core.layers import Layer, Params, check_net, scale_params
+from ..core.nets import has_bias
 from ..core.precision import precise
+from ..core.twin import linear_twin, slope_factor
 from .modes import half_time, linear_loss, mode_strength
 
 
@@ -40,7 +43,7 @@ def _c1(alpha) -> float:
 
 
 def _two_layer(params: Params, what: str) -> None:
-    v.params("params", params)
+    check_net(params)
     if len(params) != 2 or has_bias(params):
         raise ValueError(f"params: {what} holds for two-layer bias-free nets only (got depth "
                          f"{len(params)}{', with biases' if has_bias(params) else ''}); deeper "
@@ -56,7 +59,8 @@ def leaky_to_linear(params: Params, alpha) -> Params:
     weight decay ``λ / c`` (:func:`leaky_decay_to_linear`).
     """
     _two_layer(params, "the leaky-linear map")
-    return scale_params(params, np.sqrt(_c1(alpha)))
+    _c1(alpha)  # one slope, checked with this module's message
+    return linear_twin(params, alpha)
 
 
 @precise
@@ -91,13 +95,13 @@ def pair_to_linear(params: Params, alpha, *, tol: float = 1e-12) -> Params:
     """Width-2m antisymmetric-pair net -> width-m linear net ``√(1 + α) (W, v)`` (§2.3).
 
     ``params`` two layers ``W_1 = [W; -W]`` (2m, d), ``W_2 = [v, -v]`` (p, 2m) as made
-    by :func:`biasfree.core.nets.pair_up` (checked to ``tol``); ``alpha`` the slope. Train the
+    by :func:`biasfree.core.inits.pair_up` (checked to ``tol``); ``alpha`` the slope. Train the
     result with learning rate ``η c`` (:func:`pair_lr_to_linear`) to follow the pair net
     step for step.
     """
     _two_layer(params, "the pair map")
     tol = v.nonnegative("tol", tol, scalar=True)
-    W1, W2 = np.asarray(params[0].W, float), np.asarray(params[1].W, float)
+    W1, W2 = np.asarray(params[0].matrix, float), np.asarray(params[1].matrix, float)
     m = W1.shape[0] // 2
     scale = max(np.max(np.abs(W1)), np.max(np.abs(W2)), 1e-300)
     if (W1.shape[0] % 2 or np.max(np.abs(W1[:m] + W1[m:])) > tol * scale

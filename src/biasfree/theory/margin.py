@@ -33,8 +33,7 @@ def _signed(X, y) -> np.ndarray:
     y = validate.finite_array("y", y).ravel()
     if y.shape != (X.shape[0],):
         raise ValueError(f"y: need inputs X (N, d) and labels y (N,), got shapes {X.shape} and {y.shape}")
-    if not np.all(np.abs(y) == 1):
-        raise ValueError("labels y must be -1 or +1 (map {0, 1} labels with 2y - 1)")
+    validate.labels("y", y, "a margin", "")
     return y[:, None] * X
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate as validate
-from ..core.nets import Layer, Params
+from ..core.layers import Layer, Params
 
 
 def _pair(o, e):

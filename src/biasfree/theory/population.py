@@ -32,7 +32,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate as chk
-from ..core.nets import Params, slope_factor
+from ..core.layers import Params, check_net
+from ..core.twin import slope_factor
 
 
 def _cov(cov, d: int, against: str = "the inputs") -> np.ndarray:
@@ -137,12 +138,12 @@ def population_loss_two_layer(params: Params, T, noise: float, alpha) -> tuple[f
     bias-free net ``params`` (scalar output) with slope ``alpha`` and inputs
     ``x ~ N(0, I)``, teacher ``y = T x + ε`` (``T`` (1, d)), noise std σ = ``noise``;
     ``β_eff = c W_1ᵀ W_2ᵀ``."""
-    chk.params("params", params)
+    check_net(params)
     noise = _noise(noise)
-    if len(params) != 2 or params[1].W.shape[0] != 1 or any(l.b is not None for l in params):
+    if len(params) != 2 or params[1].matrix.shape[0] != 1 or any(layer.has_bias for layer in params):
         raise ValueError("params: population_loss_two_layer needs a two-layer bias-free net with "
                          "one output (p = 1)")
-    W, v = np.asarray(params[0].W, float), np.asarray(params[1].W, float)[0]
+    W, v = np.asarray(params[0].matrix, float), np.asarray(params[1].matrix, float)[0]
     alpha = chk.unit_interval("alpha", alpha, scalar=True)
     T = chk.finite_array("T", T, ndim=(1, 2))
     if T.size != W.shape[1]:

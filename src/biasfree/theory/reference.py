@@ -33,7 +33,10 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from .. import _validate as v
-from ..core.nets import Params, even_part, forward
+from ..core.layers import Params, check_net
+from ..core.nets import even_part, forward
+from ..core.symmetry import mirror_violation
+from ..core.twin import slope_factor
 from .inits import imbalance
 from .leaky import leaky_decay_to_linear, leaky_time_to_linear, leaky_to_linear
 from .modes import _check_decay, whitening_error
@@ -108,7 +111,7 @@ def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
     ``t`` times (T,) ≥ 0, ``weight_decay`` λ, ``rtol``/``atol`` of
     ``scipy.integrate.solve_ivp`` (DOP853).
     """
-    Ws = v.params("params", params, bias_free=True)
+    Ws = check_net(params, bias_free=True)
     lam = _check_decay(weight_decay)
     d, p = Ws[0].shape[1], Ws[-1].shape[0]
     Sxx = v.finite_array("Sxx", Sxx, ndim=2)
@@ -121,7 +124,7 @@ def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
         raise ValueError("Sxx must be a second-moment matrix XᵀX/N: symmetric, positive semi-definite")
     rtol = v.positive("rtol", rtol, scalar=True)
     atol = v.positive("atol", atol, scalar=True)
-    shapes = [np.shape(layer.W) for layer in params]
+    shapes = [np.shape(layer.matrix) for layer in params]
     sizes = [int(np.prod(s)) for s in shapes]
     splits = np.cumsum(sizes)[:-1]
 
@@ -140,7 +143,7 @@ def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
 
     t = np.atleast_1d(v.times("t", t, ndim=(0, 1)))
     ts, inverse = np.unique(t, return_inverse=True)
-    theta0 = np.concatenate([np.asarray(layer.W, float).ravel() for layer in params])
+    theta0 = np.concatenate([np.asarray(layer.matrix, float).ravel() for layer in params])
     if ts[-1] == 0.0:
         Ps = _product(unpack(theta0))[None]
     else:
@@ -163,7 +166,7 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
     ``√c (W_1, W_2)``, time ``c t``, decay ``λ/c`` first: exact iff ``f_even ≡ 0`` along
     the flow, i.e. the even part is zero at init (measured, relative to the output
     energy, against :data:`EVEN_TOL`) *and* the data are mirror-symmetric as a multiset
-    (:func:`biasfree._validate.mirror_violation` at most ``symmetry_tol`` times the
+    (:func:`biasfree.core.symmetry.mirror_violation` at most ``symmetry_tol`` times the
     largest row norm of ``[X, Y]``). The returned :class:`Curve` says which reference was
     used, what was measured, and is marked ``APPROXIMATE`` (``exact=False``) when a
     precondition failed. Biases are refused (the twin maps are for bias-free nets).
@@ -171,7 +174,7 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
     method = v.choice("method", method, ("auto",) + REFERENCES)
     X, Y = v.data(X, Y)
     N, d = X.shape
-    v.params("params", params, bias_free=True, d=d, p_out=Y.shape[1])
+    check_net(params, bias_free=True, d=d, p_out=Y.shape[1])
     t = np.atleast_1d(v.times("t", t, ndim=(0, 1)))
     alpha = v.unit_interval("alpha", alpha, scalar=True, why="the leaky slope: 0 ReLU, 1 linear")
     symmetry_tol = v.nonnegative("symmetry_tol", symmetry_tol, scalar=True)
@@ -185,9 +188,9 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
         energy = float(np.mean(np.sum(np.asarray(forward(params, X, alpha)) ** 2, axis=1)))
         e_rel = e0 / energy if energy > 0 else 0.0
         Z = np.hstack([X, Y])
-        mv = v.mirror_violation(X, Y)
+        mv = mirror_violation(X, Y)
         mv_rel = mv / max(float(np.max(np.linalg.norm(Z, axis=1))), 1e-300)
-        head = f"leaky net mapped to its linear twin (c = {(1 + alpha) / 2:g}); "
+        head = f"leaky net mapped to its linear twin (c = {slope_factor(alpha):g}); "
         if e_rel > EVEN_TOL:
             exact = False
             notes.append(head + f"APPROXIMATE: even-part energy {e0:.3g} at init ({e_rel:.3g} of the "

@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate as v
-from ..core.nets import Params
+from ..core.layers import Params, check_net
 from .inits import imbalance
 from .modes import _check_decay, _check_y_power
 
@@ -142,10 +142,10 @@ def _gram(t, Q0, S, lam_decay: float) -> np.ndarray:
 
 
 def _check_net(params: Params, Sigma_yx, tol: float):
-    v.params("params", params)
+    check_net(params)
     if len(params) != 2:
         raise ValueError(f"the Riccati solution is for two-layer nets, got depth {len(params)}")
-    W1, W2 = v.params("params", params, depth=2, bias_free=True)
+    W1, W2 = check_net(params, depth=2, bias_free=True)
     S = v.finite_array("Sigma_yx", Sigma_yx, ndim=2)
     tol = v.nonnegative("balance_tol", tol, scalar=True)
     if S.shape != (W2.shape[0], W1.shape[1]):

@@ -21,7 +21,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate as v
-from ..core.nets import Params, depth, slope_factor
+from ..core.layers import Params, check_net
+from ..core.nets import depth
+from ..core.twin import slope_factor
 from .modes import _broadcast
 
 
@@ -33,10 +35,10 @@ def effective_strength(params: Params, r, q=None) -> float:
     the unit input direction of the mode, ``q`` (p,) its unit output direction
     (default: the only one, p = 1). Accurate while ``a_0 ≪ s``.
     """
-    v.params("params", params, bias_free=True)
+    check_net(params, bias_free=True)
     if depth(params) != 2:
         raise ValueError(f"effective_strength is derived for two-layer nets; got depth {depth(params)}")
-    W1, W2 = (np.asarray(layer.W, dtype=float) for layer in params)
+    W1, W2 = (np.asarray(layer.matrix, dtype=float) for layer in params)
     r = v.finite_array("r", r, ndim=(1, 2)).reshape(-1)
     if q is None:
         if W2.shape[0] != 1:

@@ -8,8 +8,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import theory
-from ...core.data import Dataset, abs_target, asymmetric_half, make_dataset, sine_target
-from ...core.nets import Layer, init_gaussian, init_pairs, slope_factor
+from ...core.data import Dataset, asymmetric_half
+from ...core.inits import init_gaussian, init_pairs
+from ...core.layers import Layer
+from ...core.targets import abs_target, make_dataset, sine_target
+from ...core.twin import slope_factor
 from ...dynamics.ensemble import Member, Runs, gd_members
 from ...dynamics.train import GDConfig
 from ...results import Result, at_least, config_dict

@@ -6,8 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from ... import theory
-from ...core.data import Dataset, symmetrize, whiten
-from ...core.nets import Layer, effective_rank, pad_hidden, pair_up
+from ...core.data import Dataset, symmetrize
+from ...core.inits import pad_hidden, pair_up
+from ...core.layers import Layer
+from ...core.moments import whiten
+from ...core.nets import effective_rank
 from ...dynamics.ensemble import Member, gd_members
 from ...dynamics.train import GDConfig
 from ...expressivity.decomposition import net_function, odd_nonlinearity

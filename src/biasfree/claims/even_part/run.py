@@ -7,8 +7,11 @@ import jax
 import numpy as np
 
 from ... import theory
-from ...core.data import Dataset, cross_covariance, linear_target, make_dataset, teacher_matrix
-from ...core.nets import init_gaussian, init_pairs, init_rank_one, slope_factor
+from ...core.data import Dataset
+from ...core.inits import init_gaussian, init_pairs, init_rank_one
+from ...core.moments import cross_covariance
+from ...core.targets import linear_target, make_dataset, teacher_matrix
+from ...core.twin import slope_factor
 from ...dynamics.ensemble import Member, gd_members
 from ...dynamics.train import GDConfig
 from ...results import Result, at_least, at_most, config_dict

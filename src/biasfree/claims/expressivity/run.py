@@ -7,8 +7,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...core.data import Dataset, gaussian_inputs, product_target, sine_target, symmetrize
+from ...core.data import Dataset, gaussian_inputs, symmetrize
 from ...core.nets import forward
+from ...core.targets import product_target, sine_target
 from ...dynamics.train import GDConfig
 from ...expressivity.depth_separation import fit_net
 from ...expressivity.floors import (

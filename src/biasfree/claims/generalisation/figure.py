@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..._figure import action_start, claim_title
-from ...core.nets import slope_factor
+from ...core.twin import slope_factor
 from ...results import Result
 
 KINDS = ("pair", "pair_twin", "random", "random_twin")  # arrays loss_<kind>, test_loss_<kind>: (α, t)

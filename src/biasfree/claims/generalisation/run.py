@@ -7,8 +7,12 @@ import jax
 import numpy as np
 
 from ... import theory
-from ...core.data import Dataset, linear_target, make_dataset, teacher_matrix
-from ...core.nets import Params, forward, init_gaussian, init_pairs, slope_factor
+from ...core.data import Dataset
+from ...core.inits import init_gaussian, init_pairs
+from ...core.layers import Params
+from ...core.nets import forward
+from ...core.targets import linear_target, make_dataset, teacher_matrix
+from ...core.twin import slope_factor
 from ...dynamics.ensemble import Member, Runs, gd_members
 from ...dynamics.train import GDConfig
 from ...results import Result, at_most, config_dict

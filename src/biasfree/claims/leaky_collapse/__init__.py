@@ -10,7 +10,7 @@ What is compared with what:
 
 - **The paper's curves.** Each leaky net against its *prediction*: the linear twin
   ``√c·init`` trained with step ``η c`` (§2.4), i.e. the linear net from the effective
-  init. The twins are trained on :func:`~biasfree.core.data.moment_data`, r = d points with
+  init. The twins are trained on :func:`~biasfree.core.moments.moment_data`, r = d points with
   the data's second moments, on which a linear net's trajectory is exactly the one it
   has on the full set: the prediction costs almost nothing. The paper's "below 0.3%"
   is this gap.

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..._figure import action_end, claim_title, mark
-from ...core.nets import slope_factor
+from ...core.twin import slope_factor
 from ...results import Result
 from ...theory import raw_init_half_time_ratio
 

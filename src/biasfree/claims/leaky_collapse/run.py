@@ -10,16 +10,12 @@ from scipy.interpolate import CubicSpline
 from scipy.optimize import brentq
 
 from ... import theory
-from ...core.data import (
-    Dataset,
-    cross_covariance,
-    input_covariance,
-    moment_data,
-    sine_target,
-    symmetrize,
-    whiten,
-)
-from ...core.nets import init_gaussian, init_rank_one, pair_up, scale_params, slope_factor
+from ...core.data import Dataset, symmetrize
+from ...core.inits import init_gaussian, init_rank_one, pair_up
+from ...core.layers import scale_params
+from ...core.moments import cross_covariance, input_covariance, moment_data, whiten
+from ...core.targets import sine_target
+from ...core.twin import linear_twin, slope_factor
 from ...dynamics.ensemble import Member, gd_members
 from ...dynamics.train import FlowConfig, GDConfig, flow_ensemble, gd_ensemble
 from ...results import Result, at_most, config_dict
@@ -65,8 +61,8 @@ def ratio_tolerance(c, t_lin, slope_twin, gap, L0, lr, s):
 
 def linear_twins(params, moments, cfg: GDConfig, cs):
     """The linear twins ``√c_b·params`` trained with step ``η c_b`` on ``moments``
-    (a :class:`~biasfree.core.data.MomentData`): their loss on the full set, (B, T)."""
-    twins = jax.vmap(lambda f: scale_params(params, f))(jnp.sqrt(jnp.asarray(cs)))
+    (a :class:`~biasfree.core.moments.MomentData`): their loss on the full set, (B, T)."""
+    twins = linear_twin(params, 2 * np.asarray(cs) - 1)  # (1 + (2c - 1))/2 == c bitwise
     tr = gd_ensemble(twins, moments.data, cfg, alpha=np.ones(len(cs)), lr=cfg.lr * np.asarray(cs))
     return np.asarray(tr.loss) + moments.loss_offset
 

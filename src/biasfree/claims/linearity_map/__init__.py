@@ -20,7 +20,7 @@ width, not one per seed.
 - **Step.** Each member's step is ``η / max(1, σ² m)``: the loss Hessian grows as
   ≈ 2σ²m on the lazy side, so a fixed η would diverge there; the step count per width
   is set by the slowest (smallest σ, smallest α) member's predicted half-loss time.
-- **Twins** are trained on :func:`~biasfree.core.data.moment_data` (d points with the data's
+- **Twins** are trained on :func:`~biasfree.core.moments.moment_data` (d points with the data's
   second moments, exact for a linear net), so the prediction costs almost nothing.
 - **Control.** An antisymmetric-pair init (§2.3) per width, σ and α is in the same
   ensemble: its gap must be round-off, which shows the map measures the even part

@@ -7,8 +7,12 @@ import jax
 import numpy as np
 
 from ... import theory
-from ...core.data import Dataset, cross_covariance, moment_data, sine_target, symmetrize, whiten
-from ...core.nets import Layer, pair_up, slope_factor
+from ...core.data import Dataset, symmetrize
+from ...core.inits import pair_up
+from ...core.layers import Layer
+from ...core.moments import cross_covariance, moment_data, whiten
+from ...core.targets import sine_target
+from ...core.twin import linear_twin, slope_factor
 from ...dynamics.train import GDConfig, gd_ensemble
 from ...results import Result, at_most, config_dict
 from ..base import Progress, _quiet
@@ -30,7 +34,7 @@ def _data(key, cfg: Config):
 def _draw(key, cfg: Config) -> dict:
     """Every unit-std Gaussian draw of the map, per width: ``W1`` (U + 1, m, d) and
     ``W2`` (U + 1, 1, m), the U random nets and one antisymmetric-pair net
-    (:func:`~biasfree.core.nets.pair_up` of a width-m/2 draw) last, and the biased contrast's
+    (:func:`~biasfree.core.inits.pair_up` of a width-m/2 draw) last, and the biased contrast's
     unit biases ``b1`` (U, m), ``b2`` (U, 1). One flat normal draw sliced up: one
     compiled random call for the whole map instead of one per width and array."""
     U, d = cfg.n_inits, cfg.d
@@ -85,7 +89,7 @@ def _width_run(draws, cfg: Config, width: int, data: Dataset, moments, s: float)
     steps = int(np.ceil(cfg.horizon * t_half / cfg.lr))
     gd_cfg = GDConfig(lr=cfg.lr, steps=steps, n_records=cfg.n_records)
     nets = gd_ensemble(params, data, gd_cfg, alpha=alpha, lr=lr)
-    twins = gd_ensemble(tuple(Layer(np.sqrt(c)[:, None, None] * layer.W) for layer in params),
+    twins = gd_ensemble(linear_twin(params, alpha),
                         moments.data, gd_cfg, alpha=np.ones_like(alpha), lr=lr * c)
     L = np.asarray(nets.loss)
     L_twin = np.asarray(twins.loss) + moments.loss_offset

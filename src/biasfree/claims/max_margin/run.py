@@ -9,7 +9,8 @@ import jax
 import numpy as np
 
 from ...core.data import Dataset, gaussian_inputs, label_data, symmetrize
-from ...core.nets import init_gaussian, init_pairs, scale_params
+from ...core.inits import init_gaussian, init_pairs
+from ...core.layers import scale_params
 from ...dynamics.ensemble import Member, gd_members
 from ...dynamics.train import GDConfig
 from ...results import Result, at_least, at_most, config_dict

@@ -8,7 +8,8 @@ import numpy as np
 
 from ... import theory
 from ...core.data import Dataset, orthogonal_data
-from ...core.nets import balanced_units, forward
+from ...core.inits import balanced_units
+from ...core.nets import forward
 from ...dynamics.ensemble import Member, gd_members
 from ...dynamics.train import GDConfig, record_steps
 from ...results import Result, at_most, config_dict

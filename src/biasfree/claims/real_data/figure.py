@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..._figure import claim_title
-from ...core.nets import slope_factor
+from ...core.twin import slope_factor
 from ...results import Result
 
 _TINY = 1e-32

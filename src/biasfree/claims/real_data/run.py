@@ -7,9 +7,13 @@ import jax
 import numpy as np
 
 from ... import theory
-from ...core.data import Dataset, symmetrize, whiten
-from ...core.nets import Params, even_part, forward, init_gaussian, init_pairs, slope_factor
+from ...core.data import Dataset, symmetrize
+from ...core.inits import init_gaussian, init_pairs
+from ...core.layers import Params
+from ...core.moments import whiten
+from ...core.nets import even_part, forward
 from ...core.real_data import load_data
+from ...core.twin import slope_factor
 from ...dynamics.ensemble import Member, Runs, gd_members
 from ...dynamics.train import GDConfig
 from ...expressivity.decomposition import net_function, odd_nonlinearity

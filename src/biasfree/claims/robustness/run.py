@@ -7,8 +7,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...core.data import Dataset, cross_covariance, input_covariance, linear_target, make_dataset
-from ...core.nets import init_gaussian, init_pairs, scale_params, slope_factor
+from ...core.data import Dataset
+from ...core.inits import init_gaussian, init_pairs
+from ...core.layers import scale_params
+from ...core.moments import cross_covariance, input_covariance
+from ...core.targets import linear_target, make_dataset
+from ...core.twin import slope_factor
 from ...dynamics.ensemble import Member, gd_members
 from ...dynamics.train import FlowConfig, GDConfig, flow_ensemble
 from ...results import Result, at_least, at_most, config_dict

@@ -9,8 +9,11 @@ import numpy as np
 from ...analysis import regime as rg
 from ...analysis import verdict as vd
 from ...analysis.analyse import analyse
-from ...core.data import sine_target, symmetrize, whiten
-from ...core.nets import Layer, scale_params, slope_factor
+from ...core.data import symmetrize
+from ...core.layers import Layer, scale_params
+from ...core.moments import whiten
+from ...core.targets import sine_target
+from ...core.twin import slope_factor
 from ...dynamics.twin_training import train_with_twin
 from ...expressivity.decomposition import net_function, odd_nonlinearity
 from ...results import Result, at_most, config_dict
@@ -19,7 +22,7 @@ from . import STRUCTURAL, Config
 
 
 def _data(rng, w, cfg: Config, asym: float):
-    """Whitened inputs and the paper's target ``wᵀx + sin(4wᵀx)`` (:func:`~biasfree.core.data.sine_target`'s
+    """Whitened inputs and the paper's target ``wᵀx + sin(4wᵀx)`` (:func:`~biasfree.sine_target`'s
     formula, in NumPy)."""
 
     def target(X):

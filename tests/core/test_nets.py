@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import biasfree as bf
-from biasfree.core import nets
-from biasfree.core.nets import Layer
+from biasfree.core import inits, nets
+from biasfree.core.layers import Layer
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 
@@ -303,11 +303,11 @@ def test_zero_padding_keeps_the_function_and_refuses_narrowing():
     rng = _rng(3)
     net = tuple(Layer(rng.normal(size=s)) for s in ((2, 3), (2, 2), (1, 2)))
     X = rng.normal(size=(6, 3))
-    padded = nets.pad_hidden(net, 5)
+    padded = inits.pad_hidden(net, 5)
     assert nets.widths(padded) == (3, 5, 5, 1)
     np.testing.assert_allclose(bf.forward(padded, X, 0.0), bf.forward(net, X, 0.0), rtol=1e-14, atol=1e-15)
     with pytest.raises(ValueError, match="below a hidden width"):
-        nets.pad_hidden(net, 1)
+        inits.pad_hidden(net, 1)
 
 
 def test_effective_rank_counts_equal_singular_values():

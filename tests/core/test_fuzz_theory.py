@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import biasfree as bf
-from biasfree import _validate as validate
 from biasfree import theory as th
-from biasfree.core.nets import Layer
+from biasfree.core.layers import Layer
+from biasfree.core.symmetry import mirror_violation
 
 D, P, N = 3, 2, 16
 _rng = np.random.default_rng(0)
@@ -268,7 +268,7 @@ def test_riccati_gram_refuses_an_unbalanced_q0():
     (X0, X0[:, :1], False),
 ])
 def test_mirror_violation_counts_multiplicities(X_, Y_, expect_zero):
-    mv = validate.mirror_violation(X_, Y_)
+    mv = mirror_violation(X_, Y_)
     assert (mv == 0.0) is expect_zero and math.isfinite(mv)
     if not expect_zero:  # the duplicate's nearest mirror exists; the pairing still sees it
         assert mv > 0.1
@@ -276,4 +276,4 @@ def test_mirror_violation_counts_multiplicities(X_, Y_, expect_zero):
 
 def test_mirror_violation_measures_small_noise():
     noisy = X + 1e-8 * _rng.normal(size=X.shape)
-    assert 1e-9 < validate.mirror_violation(noisy, Y) < 1e-7
+    assert 1e-9 < mirror_violation(noisy, Y) < 1e-7

@@ -1,6 +1,6 @@
 """Property-based fuzz of the training engine's public API (issue 13 item 6): bad inputs get a clear error.
 
-The pattern of ``tests/test_fuzz_api.py``: gd, flow, gd_ensemble, flow_ensemble, GDConfig,
+The pattern of ``tests/core/test_fuzz_api.py``: gd, flow, gd_ensemble, flow_ensemble, GDConfig,
 FlowConfig, record_steps, record_times, loss_value, objective, objective_mirrored,
 forward_mirrored, observe, conserved_quantities and the Trajectory methods are called from a
 valid base call (checked to succeed), with one argument replaced by a bad value drawn by
@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import biasfree as bf
-from biasfree.core.nets import Layer
+from biasfree.core.layers import Layer
 from biasfree.dynamics.trajectory import conserved_quantities, observe
 
 D, P, N = 3, 2, 8

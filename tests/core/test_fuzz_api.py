@@ -1,6 +1,6 @@
 """Property-based fuzz of the public non-engine API (issue 13 item 6): bad inputs get a clear error.
 
-The pattern of ``tests/test_fuzz_theory.py``: each public function of nets, data, datasets,
+The pattern of ``tests/core/test_fuzz_theory.py``: each public function of nets, data, datasets,
 expressivity, floors, depth_separation, interop, analyse, ensemble, margin, theory.decay and
 theory.orthogonal is called from a valid base call (checked to succeed), with one argument
 replaced by a bad value drawn by hypothesis for that argument's kind (NaN, strings, bools,
@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import biasfree as bf
 from biasfree import margin as mg
-from biasfree.core.nets import Layer
+from biasfree.core.layers import Layer
 from biasfree.dynamics.ensemble import Member, gd_members
 from biasfree.theory import decay as dc
 from biasfree.theory import orthogonal as og

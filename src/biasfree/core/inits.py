@@ -1,0 +1,216 @@
+"""Initialisations: the networks the experiments start from, each a pure function of a key.
+
+Widths are ``(d, n_1, ..., n_{L-1}, p)`` (docs/theory.md §0); ``scale`` sets the weights'
+size (small: the rich regime, large: lazy). The antisymmetric pairs (:func:`pair_up`,
+§2.3), the rank-one zero-even init (§2.5) and balanced units (§4.2) make the leaky net
+equal its linear twin; :func:`from_arrays` wraps given matrices, :func:`pad_hidden` widens.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _validate as validate
+from .layers import Layer, Params, check_net
+from .nets import has_bias, widths
+from .precision import precise
+
+
+def _layer_scales(scale, n_layers: int) -> tuple[float, ...]:
+    if validate.traced(scale):
+        return tuple(jnp.broadcast_to(scale, (n_layers,)))
+    s = validate.real("scale", scale)
+    if s.ndim > 1 or (s.ndim == 1 and s.shape != (n_layers,)) or np.any(s < 0):
+        raise ValueError(
+            f"scale={scale!r}: an init scale must be a non-negative number or one per layer "
+            f"({n_layers} values)"
+        )
+    return tuple(float(v) for v in np.broadcast_to(s, (n_layers,)))
+
+
+@precise
+def init_gaussian(key, widths: tuple[int, ...], scale=1.0, *, bias: bool = False,
+                  bias_scale=None) -> Params:
+    """Independent Gaussian weights ``W_l[i, j] ~ N(0, s_l²)``.
+
+    ``widths`` = (d, n_1, ..., p); ``scale`` = s_l, one number or one per layer;
+    ``bias`` adds biases ``b_l ~ N(0, bias_scale²)`` (default ``bias_scale = s_l``).
+    Small ``scale`` is the rich (feature-learning) regime, large is lazy.
+    """
+    w = validate.layer_widths(widths)
+    validate.key(key)
+    scales = _layer_scales(scale, len(w) - 1)
+    validate.flag("bias", bias)
+    if bias_scale is not None and not validate.traced(bias_scale):
+        bias_scale = validate.nonnegative("bias_scale", bias_scale, scalar=True)
+    keys = jax.random.split(key, 2 * (len(w) - 1))
+    layers = []
+    for i, (n_in, n_out) in enumerate(zip(w[:-1], w[1:], strict=True)):
+        W = scales[i] * jax.random.normal(keys[2 * i], (n_out, n_in))
+        b = None
+        if bias:
+            bs = scales[i] if bias_scale is None else float(bias_scale)
+            b = bs * jax.random.normal(keys[2 * i + 1], (n_out,))
+        layers.append(Layer(W, b))
+    return tuple(layers)
+
+
+@precise
+def pair_up(params: Params) -> Params:
+    """Antisymmetric pairs built from a bias-free net (docs/theory.md §2.3).
+
+    Every hidden unit k becomes a pair (k, k'), the partner a sign flip:
+    ``W_1 -> [W_1; -W_1]``, ``W_L -> [W_L, -W_L]`` and, for middle layers,
+    ``W_l -> [[A, -A], [-A, A]]``. Then ``f(-x) = -f(x)`` at every depth, and
+    ``f = (2c)^{L-1} W_L ... W_1 x`` at init, c = (1 + α)/2; f stays linear under training
+    on symmetric data only for L = 2 (§4.1).
+    """
+    check_net(params)
+    if has_bias(params):
+        raise ValueError("params: pair_up needs a bias-free network: pairs with biases are not odd "
+                         "(drop b)")
+    L = len(params)
+    out = []
+    for i, layer in enumerate(params):
+        W = layer.matrix
+        if i == 0:
+            W2 = jnp.concatenate([W, -W], axis=0)
+        elif i == L - 1:
+            W2 = jnp.concatenate([W, -W], axis=1)
+        else:
+            W2 = jnp.block([[W, -W], [-W, W]])
+        out.append(Layer(W2))
+    return tuple(out)
+
+
+@precise
+def init_pairs(key, widths: tuple[int, ...], scale=1.0) -> Params:
+    """Antisymmetric-pair init: Gaussian net of hidden widths n_l/2, then
+    :func:`pair_up`. ``widths`` = (d, n_1, ..., p) with every hidden n_l even;
+    ``scale`` as in :func:`init_gaussian`."""
+    w = validate.layer_widths(widths)
+    validate.key(key)
+    if any(n % 2 for n in w[1:-1]):
+        raise ValueError(f"widths: pair init needs even hidden widths, got {w[1:-1]}; make each "
+                         "hidden width even")
+    half = (w[0],) + tuple(n // 2 for n in w[1:-1]) + (w[-1],)
+    return pair_up(init_gaussian(key, half, scale))
+
+
+@precise
+def init_rank_one(key, d: int, width: int, scale: float, *, direction=None,
+                  out_direction=None, p: int = 1) -> Params:
+    """Rank-one, balanced, zero-even two-layer init (docs/theory.md §2.5).
+
+    ``w_k = v_k r`` with ``||r|| = 1`` (``direction``, random if ``None``); output
+    weights ``W_2[:, k] = v_k q`` with ``||q|| = 1`` (``out_direction``; p = 1 gives
+    q = 1). Half of the v_k are positive, half negative, magnitudes random and
+    rescaled so that ``Σ_k v_k |v_k| = 0``; then ``f_even ≡ 0`` and every unit is
+    balanced (``v_k² = ||w_k||²``). ``scale`` sets the raw mode strength
+    ``a_0 = qᵀ W_2 W_1 r = Σ_k v_k² = scale``; a linear net (α = 1) then computes
+    ``a_0 q rᵀ x``, a leaky one ``c a_0 q rᵀ x``.
+    """
+    validate.key(key)
+    d = validate.integer("d", d, 1)
+    width = validate.integer("width", width, 1)
+    p = validate.integer("p", p, 1)
+    if width < 2 or width % 2:
+        raise ValueError(f"width={width}: rank-one balanced init needs an even width >= 2")
+    if not validate.traced(scale):
+        scale = validate.positive("scale", scale, scalar=True,
+                                  why="the rank-one init scale is the raw mode strength a_0")
+    for name, vec in (("direction", direction), ("out_direction", out_direction)):
+        if vec is not None and not validate.traced(vec):
+            validate.finite_array(name, vec, ndim=1)
+    k1, k2, k3 = jax.random.split(key, 3)
+    r = jax.random.normal(k1, (d,)) if direction is None else jnp.asarray(direction, float)
+    if out_direction is None:
+        q = jnp.ones((1,)) if p == 1 else jax.random.normal(k3, (p,))
+    else:
+        q = jnp.asarray(out_direction, float)
+    for name, vec, n in (("direction", r, d), ("out_direction", q, p)):
+        traced = validate.traced(vec)  # under jit only the shape is known
+        if vec.shape != (n,) or (not traced and not float(jnp.linalg.norm(vec)) > 0):
+            raise ValueError(f"{name} must be a non-zero vector of shape ({n},), got shape "
+                             f"{vec.shape}")
+    r, q = r / jnp.linalg.norm(r), q / jnp.linalg.norm(q)
+    m = width // 2
+    mags = jnp.abs(jax.random.normal(k2, (2, m))) + 0.1
+    pos, neg = mags[0], mags[1]
+    neg = neg * jnp.sqrt(jnp.sum(pos**2) / jnp.sum(neg**2))  # Σ v|v| = 0
+    v = jnp.concatenate([pos, -neg])
+    v = v * jnp.sqrt(scale / jnp.sum(v**2))  # Σ v² = a_0
+    return (Layer(v[:, None] * r[None, :]), Layer(q[:, None] * v[None, :]))
+
+
+@precise
+def from_arrays(weights, biases=None) -> Params:
+    """Network from given weight matrices (and optional biases), shapes checked.
+
+    ``weights`` = [W_1, ..., W_L] with ``W_l`` (n_l, n_{l-1}); ``biases`` a matching
+    list of vectors or ``None`` entries.
+    """
+    if isinstance(weights, str | bytes | dict) or not isinstance(weights, tuple | list):
+        raise TypeError(f"weights must be a list of weight matrices [W_1, ..., W_L], got "
+                        f"{type(weights).__name__}")
+    if biases is not None and (isinstance(biases, str | bytes | dict)
+                               or not isinstance(biases, tuple | list)):
+        raise TypeError(f"biases must be a list with one vector (or None) per layer, got "
+                        f"{type(biases).__name__}")
+    traced = validate.traced(weights, biases)
+    Ws = [jnp.asarray(W if traced else validate.finite_array(f"weights[{i}]", W), dtype=float)
+          for i, W in enumerate(weights)]
+    bs = [None] * len(Ws) if biases is None else list(biases)
+    if len(Ws) < 2 or len(bs) != len(Ws):
+        raise ValueError(f"weights: give at least two weight matrices (got {len(Ws)}), and biases: one "
+                         f"bias (or None) per layer (got {len(bs)})")
+    layers = []
+    for i, (W, b) in enumerate(zip(Ws, bs, strict=True)):
+        if W.ndim != 2:
+            raise ValueError(f"weights[{i}]: weight {i + 1} must be a matrix, got shape {W.shape}")
+        if i and W.shape[1] != Ws[i - 1].shape[0]:
+            raise ValueError(
+                f"weights[{i}]: weight {i + 1} has {W.shape[1]} inputs but layer {i} has "
+                f"{Ws[i - 1].shape[0]} outputs: shapes must chain (n_l, n_(l-1))"
+            )
+        if b is not None:
+            b = jnp.asarray(b if traced else validate.finite_array(f"biases[{i}]", b), dtype=float)
+            if b.shape != (W.shape[0],):
+                raise ValueError(f"biases[{i}]: bias {i + 1} must have shape ({W.shape[0]},), got "
+                                 f"{b.shape}")
+        layers.append(Layer(W, b))
+    return tuple(layers)
+
+
+def pad_hidden(params: Params, width: int) -> Params:
+    """Bias-free ``params`` with every hidden layer zero-padded to ``width`` units: the
+    same function, and zero units stay zero under gradient descent (their incoming and
+    outgoing gradients both vanish). ``width`` must be at least every hidden width."""
+    check_net(params)
+    width = validate.integer("width", width, 1)
+    if has_bias(params):
+        raise ValueError("params: pad_hidden needs a bias-free network (drop b)")
+    if any(w > width for w in widths(params)[1:-1]):
+        raise ValueError(f"width={width} is below a hidden width {widths(params)[1:-1]}: pad to at "
+                         "least the widest layer")
+    out = []
+    for i, layer in enumerate(params):
+        W = np.asarray(layer.matrix)
+        P = np.zeros((width if i < len(params) - 1 else W.shape[0], width if i > 0 else W.shape[1]))
+        P[: W.shape[0], : W.shape[1]] = W
+        out.append(Layer(P))
+    return tuple(out)
+
+
+def balanced_units(W, signs) -> Params:
+    """Two-layer net with input weights ``W`` (m, d) and output weights
+    ``v_k = signs_k ||w_k||``: every unit balanced, so ``v_k² - ||w_k||² = 0`` is conserved
+    and sign v_k never changes under gradient flow (docs/theory.md §4.2). ``signs`` (m,)
+    of ±1 (draw them at random for a random balanced init)."""
+    W, sg = validate.finite_array("W", W, ndim=2), validate.finite_array("signs", signs, ndim=1)
+    if sg.shape != (W.shape[0],) or not np.all(np.abs(sg) == 1):
+        raise ValueError(f"signs: need one sign ±1 per unit of W (m, d), got shapes {W.shape}, "
+                         f"{sg.shape}")
+    return (Layer(W), Layer((sg * np.linalg.norm(W, axis=1))[None, :]))

@@ -1,0 +1,152 @@
+"""The layer protocol, its dense implementation, and the one network check.
+
+A network is a tuple of layers (docs/theory.md §0); layer l maps hidden states ``H``
+(N, n_{l-1}) to pre-activations ``Z = H Aᵀ + b`` (N, n_l), where ``A`` (n_l, n_{l-1}) is
+the layer's bias-free linear map, its :attr:`~AbstractLayer.matrix`. Dense theory applies
+to any layer through ``.matrix``. A new layer type (e.g. a convolution, whose matrix is
+Toeplitz) is one new module: a pytree that subclasses (or registers with)
+:class:`AbstractLayer` and provides what it lists. Layers are recognised by type, never by
+their attributes.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+from .. import _validate as validate
+from .precision import precise
+
+Array = jax.Array
+
+
+class AbstractLayer(abc.ABC):
+    """What a layer provides: ``matrix`` (n_out, n_in), ``bias`` ((n_out,) or None),
+    ``n_in``, ``n_out``, ``apply(H)`` the pre-activations and ``scaled(factor)``."""
+
+    @property
+    @abc.abstractmethod
+    def matrix(self) -> Array:
+        """The bias-free linear map as a dense (n_out, n_in) matrix (leading batch axes kept)."""
+
+    @property
+    @abc.abstractmethod
+    def bias(self) -> Array | None:
+        """The bias (n_out,), or ``None`` for a bias-free layer."""
+
+    @abc.abstractmethod
+    def apply(self, H: Array) -> Array:
+        """Pre-activations ``H Aᵀ + b`` of a batch ``H`` (N, n_in), shape (N, n_out)."""
+
+    @abc.abstractmethod
+    def scaled(self, factor) -> AbstractLayer:
+        """The layer with weights and bias times ``factor``; a factor of shape (K,) makes a
+        batch of K layers (or scales a batch of K layers member by member)."""
+
+    @property
+    def n_in(self) -> int:
+        return int(np.shape(self.matrix)[-1])
+
+    @property
+    def n_out(self) -> int:
+        return int(np.shape(self.matrix)[-2])
+
+    @property
+    def has_bias(self) -> bool:
+        return self.bias is not None
+
+
+class Layer(NamedTuple):
+    """The dense layer: weight ``W`` of shape (n_out, n_in), bias ``b`` of shape (n_out,) or
+    ``None`` for a bias-free layer. Its ``matrix`` is ``W``."""
+
+    W: Array
+    b: Array | None = None
+
+    matrix = property(lambda self: self.W, doc="``W``, the layer's linear map (n_out, n_in).")
+    bias = property(lambda self: self.b, doc="``b``, or ``None``.")
+    n_in, n_out, has_bias = AbstractLayer.n_in, AbstractLayer.n_out, AbstractLayer.has_bias
+
+    def apply(self, H: Array) -> Array:
+        Z = H @ self.W.T
+        return Z if self.b is None else Z + self.b
+
+    def scaled(self, factor) -> Layer:
+        fw, fb = (factor, factor) if np.ndim(factor) == 0 else (factor[..., None, None], factor[..., None])
+        return Layer(fw * self.W, None if self.b is None else fb * self.b)
+
+
+AbstractLayer.register(Layer)  # a NamedTuple cannot subclass an ABC; registering is by type too
+
+Params = tuple[AbstractLayer, ...]
+
+
+def is_net(params) -> bool:
+    """True for a non-empty tuple (or list) of layers."""
+    return (isinstance(params, tuple | list) and len(params) > 0
+            and all(isinstance(layer, AbstractLayer) for layer in params))
+
+
+def check_net(params, name: str = "params", *, X=None, x_name: str = "X", depth: int | None = None,
+              bias_free: bool = False, d: int | None = None, p_out: int | None = None) -> list:
+    """Check a network at a public entry and return its layers' matrices (float arrays).
+
+    ``params`` a non-empty tuple of layers whose matrices are finite, 2-D and chain, biases
+    ``None`` or finite (n_out,) vectors; optionally exactly ``depth`` layers, no biases
+    (``bias_free``), input dimension ``d``, output dimension ``p_out``, and inputs ``X``
+    (N, d) of the net's input dimension. Traced arguments get the shape checks only (values
+    are unknown inside a caller's ``jit``).
+    """
+    if not is_net(params):
+        raise TypeError(f"{name} must be a non-empty tuple of biasfree Layer(W, b) (e.g. from "
+                        f"biasfree.init_gaussian or biasfree.from_arrays), got {type(params).__name__}")
+    traced = validate.traced(params, X)
+
+    def array(what, x, ndim, shape):  # finite values, unless traced: then the shape only
+        x = x if traced else validate.finite_array(what, x, ndim=ndim)
+        if np.ndim(x) != ndim:
+            raise ValueError(f"{what} must be {ndim}-D {shape}, got shape {np.shape(x)}")
+        return x
+
+    Ws = []
+    for i, layer in enumerate(params):
+        W = array(f"{name}[{i}].W", layer.matrix, 2, "(n_out, n_in)")
+        if Ws and W.shape[1] != Ws[-1].shape[0]:
+            raise ValueError(f"{name}: layer {i} takes {W.shape[1]} inputs but layer {i - 1} has "
+                             f"{Ws[-1].shape[0]} outputs; consecutive widths must agree")
+        b = layer.bias
+        if b is not None and np.shape(array(f"{name}[{i}].b", b, 1, "(n_out,)")) != (W.shape[0],):
+            raise ValueError(f"{name}[{i}].b must have shape ({W.shape[0]},), got {np.shape(b)}")
+        Ws.append(W)
+    if depth is not None and len(Ws) != depth:
+        raise ValueError(f"{name} has {len(Ws)} layers; this needs exactly {depth}")
+    if bias_free and any(layer.has_bias for layer in params):
+        raise ValueError(f"{name} has biases; this result holds for bias-free nets only (drop b)")
+    if d is not None and Ws[0].shape[1] != d:
+        raise ValueError(f"{name} takes inputs of dimension {Ws[0].shape[1]} but the data have "
+                         f"d = {d}; build the net for the data")
+    if p_out is not None and Ws[-1].shape[0] != p_out:
+        raise ValueError(f"{name} has {Ws[-1].shape[0]} outputs but the targets have p = {p_out}")
+    if X is not None and array(x_name, X, 2, "(N, d)").shape[1] != Ws[0].shape[1]:
+        raise ValueError(f"{x_name} has {np.shape(X)[1]} columns but {name} takes inputs of dimension "
+                         f"d = {Ws[0].shape[1]}: pass X of shape (N, {Ws[0].shape[1]})")
+    return Ws
+
+
+@precise
+def scale_params(params: Params, factor) -> Params:
+    """Every weight and bias times ``factor``: one number, or one per member (K,) (see
+    :meth:`AbstractLayer.scaled`; then ``params`` may carry a leading ensemble axis)."""
+    if not validate.traced(factor):
+        f = validate.real("factor", factor)
+        if f.ndim > 1:
+            raise ValueError(f"factor must be one number or one per member, shape (K,); got shape {f.shape}")
+        factor = f if f.ndim else factor
+    if np.ndim(factor) == 0:
+        check_net(params)
+    elif not is_net(params):
+        check_net(params)  # raises the TypeError naming params
+    return tuple(layer.scaled(factor) for layer in params)
