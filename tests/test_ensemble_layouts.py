@@ -1,4 +1,4 @@
-"""Ensemble layouts (train.LAYOUTS): every member of an ensemble is the single run with
+"""Ensemble layouts (biasfree.dynamics.batching.LAYOUTS): every member of an ensemble is the single run with
 its own α, learning rate and weight decay, whichever way the members share the machine.
 
 - "map" runs each member with the single run's kernels: bit-for-bit equal results.

@@ -44,9 +44,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "odd_part", "pair_up", "scale_params", "slope_factor", "widths"),
     "core.precision": ("PRECISIONS", "current_precision", "precise", "use_precision"),
     "app.sweep": ("load_sweep",),
-    "dynamics.train": ("SPIKE_FACTOR", "DivergenceError", "FlowConfig", "FlowStallError", "GDConfig",
-        "LossSpikeWarning", "flow", "flow_ensemble", "gd", "gd_ensemble", "record_steps",
-        "record_times"),
+    "dynamics.batching": ("flow_ensemble", "gd_ensemble"),
+    "dynamics.diagnosis": ("SPIKE_FACTOR", "DivergenceError", "FlowStallError", "LossSpikeWarning"),
+    "dynamics.flow": ("FlowConfig", "flow", "record_times"),
+    "dynamics.gd": ("GDConfig", "gd", "record_steps"),
     "dynamics.trajectory": ("Trajectory", "conserved_quantities", "observe"),
 }
 """Module (under ``biasfree``) -> the public names it defines."""

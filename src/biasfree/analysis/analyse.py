@@ -38,7 +38,7 @@ from ..core.data import Dataset, check_data
 from ..core.nets import Params, depth, even_part, forward, has_bias, scale_params, slope_factor, widths
 from ..core.precision import precise
 from ..core.real_data import RealData, asymmetry, load_data
-from ..dynamics.train import GDConfig
+from ..dynamics import GDConfig
 from ..dynamics.twin_training import relative_movement, row_alignment, train_with_twin
 from ..expressivity.decomposition import net_function, odd_nonlinearity
 from ..expressivity.floors import dataset_floor

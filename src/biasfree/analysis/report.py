@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.nets import Params
-from ..dynamics.train import GDConfig
+from ..dynamics import GDConfig
 from .verdict import Verdict
 
 LOSS_UNIT = "half mean squared error, L = (1/2N) sum_n ||y_n - f(x_n)||^2"

@@ -34,7 +34,7 @@ def _refuse(message: str) -> typer.Exit:
 
 
 def _one_host_device_per_core() -> None:
-    """Let ensembles spread their members over the cores (biasfree.dynamics.train, LAYOUTS): XLA
+    """Let ensembles spread their members over the cores (biasfree.dynamics.batching, LAYOUTS): XLA
     reads the host device count once, when JAX starts its CPU backend, which has not
     happened yet when a command begins. An XLA_FLAGS that already sets it is kept."""
     import os
@@ -339,7 +339,7 @@ def analyse(
     from ..analysis.figure import figure
     from ..analysis.interop import load_model
     from ..core.real_data import load_data
-    from ..dynamics.train import GDConfig
+    from ..dynamics import GDConfig
 
     try:
         if train and train_steps:

@@ -38,8 +38,8 @@ import numpy as np
 from .. import theory
 from ..core.data import Dataset, abs_target, asymmetric_half, make_dataset, sine_target
 from ..core.nets import Layer, init_gaussian, init_pairs, slope_factor
+from ..dynamics import GDConfig
 from ..dynamics.ensemble import Member, Runs, gd_members
-from ..dynamics.train import GDConfig
 from ..results import Result, at_least, config_dict
 from ._common import PAPER_LEVEL, ROUND_OFF, twin_identity
 from .base import Experiment, Progress, _quiet, expect_config, require_positive

@@ -52,8 +52,8 @@ import numpy as np
 from .. import theory
 from ..core.data import Dataset, symmetrize, whiten
 from ..core.nets import Layer, effective_rank, pad_hidden, pair_up
+from ..dynamics import GDConfig
 from ..dynamics.ensemble import Member, gd_members
-from ..dynamics.train import GDConfig
 from ..expressivity.decomposition import net_function, odd_nonlinearity
 from ..results import Result, at_least, at_most, config_dict
 from ._common import ROUND_OFF, crossing_time

@@ -46,8 +46,8 @@ import numpy as np
 from .. import theory
 from ..core.data import Dataset, cross_covariance, linear_target, make_dataset, teacher_matrix
 from ..core.nets import init_gaussian, init_pairs, init_rank_one, slope_factor
+from ..dynamics import GDConfig
 from ..dynamics.ensemble import Member, gd_members
-from ..dynamics.train import GDConfig
 from ..results import Result, at_least, at_most, config_dict
 from ._common import PAPER_LEVEL, ROUND_OFF, loglog_slope, twin_identity
 from .base import Experiment, Progress, _quiet, expect_config, require_positive

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..core.data import Dataset, gaussian_inputs, product_target, sine_target, symmetrize
 from ..core.nets import forward
-from ..dynamics.train import GDConfig
+from ..dynamics import GDConfig
 from ..expressivity.depth_separation import fit_net
 from ..expressivity.floors import (
     dataset_floor,

@@ -44,8 +44,8 @@ import numpy as np
 from .. import theory
 from ..core.data import Dataset, linear_target, make_dataset, teacher_matrix
 from ..core.nets import Params, forward, init_gaussian, init_pairs, slope_factor
+from ..dynamics import GDConfig
 from ..dynamics.ensemble import Member, Runs, gd_members
-from ..dynamics.train import GDConfig
 from ..results import Result, at_most, config_dict
 from ..theory import population_loss_linear
 from ._common import twin_identity

@@ -44,8 +44,8 @@ from ..core.data import (
     whiten,
 )
 from ..core.nets import check_alpha, init_gaussian, init_rank_one, pair_up, scale_params, slope_factor
+from ..dynamics import FlowConfig, GDConfig, flow_ensemble, gd_ensemble
 from ..dynamics.ensemble import Member, gd_members
-from ..dynamics.train import FlowConfig, GDConfig, flow_ensemble, gd_ensemble
 from ..results import Result, at_most, config_dict
 from ._common import PAPER_LEVEL, ROUND_OFF, crossing_time
 from .base import Experiment, Progress, _quiet, expect_config, require_positive

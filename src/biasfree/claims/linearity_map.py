@@ -47,7 +47,7 @@ import numpy as np
 from .. import theory
 from ..core.data import Dataset, cross_covariance, moment_data, sine_target, symmetrize, whiten
 from ..core.nets import Layer, check_alpha, pair_up, slope_factor
-from ..dynamics.train import GDConfig, gd_ensemble
+from ..dynamics import GDConfig, gd_ensemble
 from ..results import Result, at_most, config_dict
 from ._common import PAPER_LEVEL, ROUND_OFF, loglog_slope
 from .base import Experiment, Progress, _quiet, expect_config, require_positive

@@ -29,8 +29,8 @@ import numpy as np
 
 from ..core.data import Dataset, gaussian_inputs, label_data, symmetrize
 from ..core.nets import init_gaussian, init_pairs, scale_params
+from ..dynamics import GDConfig
 from ..dynamics.ensemble import Member, gd_members
-from ..dynamics.train import GDConfig
 from ..results import Result, at_least, at_most, config_dict
 from ..theory.margin import KKT_TOL, cosine, hard_margin_svm, kkt_residual, margin_ratio
 from ._common import twin_identity

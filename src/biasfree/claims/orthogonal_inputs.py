@@ -62,8 +62,8 @@ import numpy as np
 from .. import theory
 from ..core.data import Dataset, orthogonal_data
 from ..core.nets import balanced_units, forward
+from ..dynamics import GDConfig, record_steps
 from ..dynamics.ensemble import Member, gd_members
-from ..dynamics.train import GDConfig, record_steps
 from ..results import Result, at_most, config_dict
 from ..theory.orthogonal import aligned_halves_init, alignment_directions, half_net_modes, half_targets
 from ._common import ROUND_OFF

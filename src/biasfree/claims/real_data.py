@@ -35,8 +35,8 @@ from .. import theory
 from ..core.data import Dataset, symmetrize, whiten
 from ..core.nets import Params, even_part, forward, init_gaussian, init_pairs, slope_factor
 from ..core.real_data import load_data
+from ..dynamics import GDConfig
 from ..dynamics.ensemble import Member, Runs, gd_members
-from ..dynamics.train import GDConfig
 from ..expressivity.decomposition import net_function, odd_nonlinearity
 from ..results import Result, at_most, config_dict
 from ._common import PAPER_LEVEL, twin_identity

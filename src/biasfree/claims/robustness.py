@@ -32,8 +32,8 @@ import numpy as np
 
 from ..core.data import Dataset, cross_covariance, input_covariance, linear_target, make_dataset
 from ..core.nets import init_gaussian, init_pairs, scale_params, slope_factor
+from ..dynamics import FlowConfig, GDConfig, flow_ensemble
 from ..dynamics.ensemble import Member, gd_members
-from ..dynamics.train import FlowConfig, GDConfig, flow_ensemble
 from ..results import Result, at_least, at_most, config_dict
 from ..theory import decayed_solution
 from ._common import PAPER_LEVEL, ROUND_OFF, loglog_slope, twin_identity

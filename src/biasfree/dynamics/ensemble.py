@@ -26,7 +26,8 @@ import numpy as np
 from .. import _validate as validate
 from ..core.data import Dataset
 from ..core.nets import Params, check_net, scale_params, slope_factor, widths
-from .train import GDConfig, gd_ensemble
+from .batching import gd_ensemble
+from .gd import GDConfig
 from .trajectory import Trajectory
 
 
@@ -101,7 +102,7 @@ def _shape_key(params: Params) -> tuple:
 def gd_members(members: Mapping[str, Member], data: Dataset, cfg: GDConfig) -> Runs:
     """Gradient descent of every named member (and of the twins asked for) with the
     shared settings of ``cfg`` (steps, records, loss). Members whose parameters have the
-    same shapes share one compiled ensemble call (:func:`~biasfree.dynamics.train.gd_ensemble`);
+    same shapes share one compiled ensemble call (:func:`~biasfree.dynamics.batching.gd_ensemble`);
     each gets its own α, η and λ. Returns :class:`Runs` keyed by the same names."""
     if not isinstance(members, Mapping):
         raise TypeError(f"members must be a dict of names to Member records, got {type(members).__name__}")

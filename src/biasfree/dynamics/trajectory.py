@@ -40,7 +40,7 @@ class Trajectory:
     ``loss_max`` (scalar; (B,) for an ensemble): the largest data loss of the run. For
     gradient descent ``max_k L(θ_k)`` over *every* step k = 0..K, carried inside the
     compiled loop, so a spike between two records shows here even when ``loss`` hides
-    it (GD warns with :class:`~biasfree.dynamics.train.LossSpikeWarning` above
+    it (GD warns with :class:`~biasfree.dynamics.diagnosis.LossSpikeWarning` above
     ``SPIKE_FACTOR · L(0)``); for gradient flow, the largest recorded loss.
     """
 

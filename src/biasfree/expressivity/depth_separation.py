@@ -25,7 +25,7 @@ from .. import _validate as validate
 from ..core.data import Dataset
 from ..core.nets import Params, _check_key, from_arrays, init_gaussian, pair_up
 from ..core.precision import precise
-from ..dynamics.train import GDConfig, gd, gd_ensemble
+from ..dynamics import GDConfig, gd, gd_ensemble
 from ..dynamics.trajectory import Trajectory
 from .floors import DatasetFloor, dataset_floor
 
