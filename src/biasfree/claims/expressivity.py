@@ -35,16 +35,14 @@ from ..core.data import Dataset, gaussian_inputs, product_target, sine_target, s
 from ..core.nets import forward
 from ..dynamics import GDConfig
 from ..expressivity.depth_separation import fit_net
-from ..expressivity.floors import (
-    dataset_floor,
-    odd_floor,
+from ..expressivity.floors import dataset_floor, odd_floor, two_layer_floor
+from ..results import Result, at_least, at_most, config_dict
+from ..theory.floors import (
     product_homogeneous_floor,
     radial_square_floor,
     radial_square_target,
     sine_floor_closed_form,
-    two_layer_floor,
 )
-from ..results import Result, at_least, at_most, config_dict
 from .base import Experiment, Progress, _quiet, expect_config, require_positive
 
 TARGETS = ("x1x2x3", "sine", "even")

@@ -99,7 +99,7 @@ def nearest_kink(params, X, alpha):
     return best
 
 
-def stall_error(cfg, ok: np.ndarray, stats: dict, stall, params, X, alpha: float) -> FlowStallError:
+def stall_error(cfg, ok: np.ndarray, stats: dict, stall, X, alpha: float) -> FlowStallError:
     """The :class:`FlowStallError` of a flow (``cfg`` its FlowConfig, ``ok`` which members
     reached ``t_max``) whose first failing member has solver ``stats`` and, re-solved from
     its last record, ``stall = (t, θ, pace, finished)`` (the time and parameters where it

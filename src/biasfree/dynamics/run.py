@@ -64,12 +64,24 @@ def check_cfg(cfg, kind) -> None:
                         f"{kind.__name__}(alpha=0.0)); build variants with dataclasses.replace")
 
 
-def check_params_data(params: Params, data: Dataset, loss: str, batched: bool = False) -> None:
-    """The run's network and data agree (shapes, finiteness) and suit the loss. With
-    ``batched`` every leaf of ``params`` carries a leading ensemble axis."""
+def check_dataset(data) -> None:
     if not isinstance(data, Dataset):
         raise TypeError(f"data={type(data).__name__}: pass a biasfree.Dataset (see "
                         "biasfree.Dataset(X, Y) or biasfree.make_dataset)")
+
+
+def check_ends(name: str, widths, data: Dataset, fix: str) -> None:
+    """A net of ``widths`` (d, ..., p) takes the data's inputs and gives its targets' columns."""
+    d, p = np.shape(data.inputs)[1], np.shape(data.Y)[1]
+    if (widths[0], widths[-1]) != (d, p):
+        raise ValueError(f"{name} maps {widths[0]} inputs to {widths[-1]} outputs but data has d = {d}, "
+                         f"p = {p}: {fix}")
+
+
+def check_params_data(params: Params, data: Dataset, loss: str, batched: bool = False) -> None:
+    """The run's network and data agree (shapes, finiteness) and suit the loss. With
+    ``batched`` every leaf of ``params`` carries a leading ensemble axis."""
+    check_dataset(data)
     one = params
     if batched:
         if not isinstance(params, tuple | list) or not params or not all(hasattr(la, "W") for la in params):
