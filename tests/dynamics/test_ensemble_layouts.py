@@ -64,7 +64,7 @@ def test_bad_layout_names_the_choices():
 _TWO_DEVICES = """
 import jax, numpy as np
 import biasfree as bf
-from tests.test_ensemble_layouts import _setup, _singles, B
+from tests.dynamics.test_ensemble_layouts import _setup, _singles, B
 assert len(jax.devices()) == 2, jax.devices()
 data, batch, alphas, lrs, wds = _setup()
 ens = bf.gd_ensemble(batch, data, bf.GDConfig(steps=100, n_records=4), alpha=alphas, lr=lrs,
