@@ -19,6 +19,7 @@ from scipy.integrate import quad, solve_ivp
 
 import biasfree as bf
 from biasfree import theory as th
+from biasfree.core.nets import pad_hidden
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 
@@ -545,7 +546,7 @@ def test_deep_pair_map_is_exact_for_the_identity_activation():
     data = bf.Dataset(X, Y)
     cfg = bf.GDConfig(alpha=1.0, lr=0.05, steps=200, n_records=5)
     pair = bf.gd(th.deep_linear_to_pair(lin, 1.0), data, cfg)
-    padded = bf.gd(bf.nets.pad_hidden(lin, 8), data, cfg)
+    padded = bf.gd(pad_hidden(lin, 8), data, cfg)
     assert float(pair.loss[-1]) < 0.5 * float(pair.loss[0])  # it did train
     assert float(np.max(np.abs(pair.loss - padded.loss))) <= 1e-12 * float(pair.loss[0])
 

@@ -109,7 +109,8 @@ def fit_net(data: Dataset, key, widths, cfg: GDConfig, *, init: str = "random", 
     check_cfg(cfg, GDConfig)
     if cfg.loss != "mse":
         raise ValueError("cfg: fit_net compares MSE with the two-layer floor: use GDConfig(loss='mse')")
-    check_ends(f"widths={tuple(widths)!r}", validate.layer_widths(widths), data, "give widths (d, ..., p)")
+    widths = validate.layer_widths(widths)
+    check_ends(f"widths={widths!r}", widths, data, "give widths (d, ..., p)")
     params = init_batch(key, widths, init=init, gain=gain, bias=bias, restarts=restarts)
     if restarts == 1:  # plain gd compiles faster than a one-member ensemble
         member = gd(jax.tree_util.tree_map(lambda a: a[0], params), data, cfg)
