@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import _validate as validate
 from ..core.data import Dataset
-from ..core.nets import Params, beta_eff_is_exact, check_net, forward
+from ..core.nets import Layer, Params, beta_eff_is_exact, check_net, forward
 from .losses import LOSSES, check_labels, forward_mirrored, loss_value, sq_norm
 from .trajectory import Trajectory, observe
 
@@ -84,7 +84,8 @@ def check_params_data(params: Params, data: Dataset, loss: str, batched: bool = 
     check_dataset(data)
     one = params
     if batched:
-        if not isinstance(params, tuple | list) or not params or not all(hasattr(la, "W") for la in params):
+        layers = isinstance(params, tuple | list) and all(isinstance(la, Layer) for la in params)
+        if not layers or not params:
             check_net(params)  # raises the TypeError naming params
         if any(np.ndim(la.W) != 3 for la in params):
             raise ValueError("params: with batched_params=True every W needs a leading ensemble axis "

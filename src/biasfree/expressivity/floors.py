@@ -117,11 +117,6 @@ def _check_independent(X) -> np.ndarray:
     return X
 
 
-def _check_target(target, per_point) -> None:
-    validate.callable_("target", target)
-    validate.flag("per_point", per_point)
-
-
 def _check_cov(cov, d: int):
     if cov is None:
         return None
@@ -139,6 +134,16 @@ def _check_radial(radial):
     return radial
 
 
+def _checked(target, X, per_point, radial=None, *, compile_target=True):
+    """``(target, X)`` checked; the target compiled once for X's shape (a floor evaluates
+    it many times) unless it is a per-point function or ``compile_target`` is False."""
+    validate.callable_("target", target)
+    validate.flag("per_point", per_point)
+    X = _check_independent(X)
+    _check_radial(radial)
+    return (target if per_point or not compile_target else compiled(target, X)), X
+
+
 def _odd_residual(f, X, per_point) -> tuple[np.ndarray, Decomposition]:
     dec = decompose(f, X, per_point=per_point)
     beta = np.linalg.lstsq(X, dec.odd, rcond=None)[0]
@@ -154,8 +159,7 @@ def odd_floor(target: Function, X, *, per_point: bool = False) -> Floor:
     least-squares fit on the sample; its O(d/N) downward bias is below the standard
     error once N >> d². Any symmetric law (Gaussian or not) works.
     """
-    _check_target(target, per_point)
-    X = _check_independent(X)
+    target, X = _checked(target, X, per_point, compile_target=False)
     res, dec = _odd_residual(target, X, per_point)
     return _floor(res, np.sum(dec.values**2, axis=1), "odd part outside linear maps")
 
@@ -227,8 +231,8 @@ def _ray_residual(A, B, err, m2):
 
 
 def _ray_floors(target, X, cov, radial, per_point):
-    """Per-direction residuals of the even part and of the whole target (one quadrature)."""
-    X = _check_independent(X)
+    """Per-direction residuals of the even part and of the whole target (one quadrature);
+    ``X`` already checked (:func:`_checked`)."""
     d = X.shape[1]
     cov = _check_cov(cov, d)
     L = np.eye(d) if cov is None else np.linalg.cholesky(cov)
@@ -263,12 +267,8 @@ def homogeneous_floor(target: Function, X, *, even_only: bool = False, cov=None,
     law of ||L⁻¹x|| (Σ = L Lᵀ); r is integrated by quadrature (:func:`ray_moments`).
     ``power`` is ``½E||y||²``, ray-integrated on the same directions.
     """
-    _check_target(target, per_point)
     validate.flag("even_only", even_only)
-    X = _check_independent(X)
-    _check_radial(radial)
-    if not per_point:
-        target = compiled(target, X)
+    target, X = _checked(target, X, per_point, radial)
     (even, even_err), (full, full_err), power = _ray_floors(target, X, cov, radial, per_point)
     if even_only:
         return _floor(even, power, "even part outside even 1-homogeneous functions", even_err)
@@ -301,12 +301,8 @@ def two_layer_floor(target: Function, X, *, alpha=0.0, cov=None, radial=None,
     or, for α = 1 (``alpha``: a linear net), ``½||y_even(x_n)||²``. Normalised by
     ``½E||y||²`` on the same sample. x1 x2 x3 under N(0, I) gives ``total.normalised = 1``.
     """
-    _check_target(target, per_point)
     alpha = validate.slope(alpha)
-    X = _check_independent(X)
-    _check_radial(radial)
-    if not per_point:  # one compiled target serves every call below (all of X's shape)
-        target = compiled(target, X)
+    target, X = _checked(target, X, per_point, radial)
     res, dec = _odd_residual(target, X, per_point)
     power = np.sum(dec.values**2, axis=1)
     (even, even_err), (full, full_err), ray_power = _ray_floors(target, X, cov, radial, per_point)
