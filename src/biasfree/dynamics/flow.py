@@ -23,7 +23,7 @@ from ..core.precision import precise
 from . import run
 from .diagnosis import stall_error
 from .pacing import PacedPID, stall_window
-from .run import SPACINGS, RunConfig, set_field
+from .run import SPACINGS, RunConfig
 from .trajectory import Trajectory
 
 SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8,
@@ -50,13 +50,11 @@ class FlowConfig(RunConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        set_field(self, "t_max", validate.positive("t_max", self.t_max, scalar=True,
-                                                   why="the flow is integrated over [0, t_max]"))
-        set_field(self, "max_steps", validate.integer("max_steps", self.max_steps, 1))
+        self._set_positive("t_max", "the flow is integrated over [0, t_max]")
+        self._set_integer("max_steps", 1)
         validate.choice("solver", self.solver, tuple(SOLVERS))
         for name in ("rtol", "atol"):
-            set_field(self, name, validate.positive(name, getattr(self, name), scalar=True,
-                                                    why="a solver tolerance, e.g. rtol=1e-8, atol=1e-10"))
+            self._set_positive(name, "a solver tolerance, e.g. rtol=1e-8, atol=1e-10")
 
 
 def record_times(t_max: float, n_records: int, spacing: str = "linear") -> np.ndarray:

@@ -21,7 +21,7 @@ from ..core.nets import Params
 from ..core.precision import precise
 from . import run
 from .diagnosis import check_finite, check_spike
-from .run import SPACINGS, RunConfig, set_field
+from .run import SPACINGS, RunConfig
 from .trajectory import Trajectory
 
 
@@ -37,9 +37,8 @@ class GDConfig(RunConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        set_field(self, "lr", validate.positive("lr", self.lr, scalar=True,
-                                                why="the step size η of θ ← θ - η∇J, e.g. 0.01"))
-        set_field(self, "steps", validate.integer("steps", self.steps, 1))
+        self._set_positive("lr", "the step size η of θ ← θ - η∇J, e.g. 0.01")
+        self._set_integer("steps", 1)
 
     @property
     def t_max(self) -> float:

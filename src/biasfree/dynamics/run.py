@@ -28,11 +28,6 @@ from .trajectory import Trajectory, observe
 SPACINGS = ("linear", "log")
 
 
-def set_field(cfg, name: str, value) -> None:
-    """Store a validated (normalised) value on a frozen config in its ``__post_init__``."""
-    object.__setattr__(cfg, name, value)
-
-
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """The settings gradient descent and gradient flow share: ``alpha`` slope α; ``loss``
@@ -48,14 +43,24 @@ class RunConfig:
     keep_params: bool = False
 
     def __post_init__(self):
-        set_field(self, "alpha", validate.slope(self.alpha, "alpha"))
+        self._set("alpha", validate.slope(self.alpha, "alpha"))
         validate.choice("loss", self.loss, LOSSES)
-        set_field(self, "weight_decay", validate.nonnegative(
+        self._set("weight_decay", validate.nonnegative(
             "weight_decay", self.weight_decay, scalar=True,
             why="λ is the coefficient of (λ/2)||θ||²; pass 0 for none"))
-        set_field(self, "n_records", validate.integer("n_records", self.n_records, 2))
+        self._set_integer("n_records", 2)
         validate.choice("spacing", self.spacing, SPACINGS)
         validate.flag("keep_params", self.keep_params)
+
+    def _set(self, name: str, value) -> None:
+        """Store a validated (normalised: plain floats and ints) value on the frozen config."""
+        object.__setattr__(self, name, value)
+
+    def _set_positive(self, name: str, why: str) -> None:
+        self._set(name, validate.positive(name, getattr(self, name), scalar=True, why=why))
+
+    def _set_integer(self, name: str, minimum: int) -> None:
+        self._set(name, validate.integer(name, getattr(self, name), minimum))
 
 
 def check_cfg(cfg, kind) -> None:
