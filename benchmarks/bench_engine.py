@@ -97,9 +97,9 @@ def step_cost(data, params) -> tuple[float, float]:
     """``(FLOPs, bytes)`` of one compiled GD step (gradient and update) on ``data``, as
     XLA's cost analysis counts them for the program it runs: only what is executed (the
     fast path's halved products included), elementwise work counted too."""
-    from biasfree.dynamics.train import _grad_fn
+    from biasfree.dynamics.run import grad_fn
 
-    grad = _grad_fn(data.mirrored)
+    grad = grad_fn(data.mirrored)
     with jax.enable_x64(True):
         step = jax.jit(lambda p, X, Y: jax.tree_util.tree_map(
             lambda a, b: a - 0.01 * b, p, grad(p, X, Y, 0.0, 0.0, "mse")[0]))

@@ -30,7 +30,7 @@ from ..core.precision import precise
 from ..core.real_data import RealData, load_data
 from ..core.symmetry import asymmetry, mirror_violation
 from ..core.twin import slope_factor
-from ..dynamics.train import GDConfig
+from ..dynamics import GDConfig
 from ..dynamics.twin_training import relative_movement, row_alignment, train_with_twin
 from ..expressivity.decomposition import net_function, odd_nonlinearity
 from ..expressivity.floors import dataset_floor

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import _validate as validate
 from ..core.layers import Params
-from ..dynamics.train import GDConfig
+from ..dynamics import GDConfig
 from ..store import atomic_write, save_figure, versions
 from .interop import save_model
 from .verdict import Verdict

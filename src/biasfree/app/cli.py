@@ -47,7 +47,7 @@ def _refusing(*errors: type[Exception]):
 
 
 def _one_host_device_per_core() -> None:
-    """Let ensembles spread their members over the cores (biasfree.dynamics.train, LAYOUTS): XLA
+    """Let ensembles spread their members over the cores (biasfree.dynamics.batching, LAYOUTS): XLA
     reads the host device count once, when JAX starts its CPU backend, which has not
     happened yet when a command begins. An XLA_FLAGS that already sets it is kept."""
     import os
@@ -327,7 +327,7 @@ def analyse(
     from ..analysis.interop import load_model
     from ..analysis.report import save_analysis
     from ..core.real_data import load_data
-    from ..dynamics.train import GDConfig
+    from ..dynamics import GDConfig
 
     with _refusing(ValueError, TypeError, FileNotFoundError, ImportError):
         if train and train_steps:

@@ -28,7 +28,9 @@ from ..core.data import Dataset
 from ..core.layers import Params, check_net
 from ..core.nets import widths
 from ..core.twin import linear_twin, slope_factor
-from .train import GDConfig, gd_ensemble
+from . import run
+from .batching import gd_ensemble
+from .gd import GDConfig
 from .trajectory import Trajectory
 
 
@@ -103,27 +105,20 @@ def _shape_key(params: Params) -> tuple:
 def gd_members(members: Mapping[str, Member], data: Dataset, cfg: GDConfig) -> Runs:
     """Gradient descent of every named member (and of the twins asked for) with the
     shared settings of ``cfg`` (steps, records, loss). Members whose parameters have the
-    same shapes share one compiled ensemble call (:func:`~biasfree.dynamics.train.gd_ensemble`);
+    same shapes share one compiled ensemble call (:func:`~biasfree.dynamics.batching.gd_ensemble`);
     each gets its own α, η and λ. Returns :class:`Runs` keyed by the same names."""
     if not isinstance(members, Mapping):
         raise TypeError(f"members must be a dict of names to Member records, got {type(members).__name__}")
     if not members:
         raise ValueError("members: gd_members needs at least one member")
-    if not isinstance(data, Dataset):
-        raise TypeError(f"data must be a biasfree.Dataset (biasfree.Dataset(X, Y)), got "
-                        f"{type(data).__name__}")
-    if not isinstance(cfg, GDConfig):
-        raise TypeError(f"cfg must be a biasfree.GDConfig, got {type(cfg).__name__}")
+    run.check_dataset(data)
+    run.check_cfg(cfg, GDConfig)
     bad = [k for k, m in members.items() if not isinstance(m, Member)]
     if bad:
         raise TypeError(f"members {bad} are not biasfree.Member records: wrap each net as "
                         "Member(params, ...)")
-    d, p = np.shape(data.inputs)[1], np.shape(data.Y)[1]
     for name, m in members.items():
-        w = widths(m.params)
-        if (w[0], w[-1]) != (d, p):
-            raise ValueError(f"members[{name!r}] maps {w[0]} inputs to {w[-1]} outputs but data has d = {d}, "
-                             f"p = {p}: build the net for the data")
+        run.check_ends(f"members[{name!r}]", widths(m.params), data, "build the net for the data")
     jobs = {(name, False): m for name, m in members.items()}
     jobs |= {(name, True): m.linear_twin(cfg.lr if m.lr is None else m.lr)
              for name, m in members.items() if m.twin}

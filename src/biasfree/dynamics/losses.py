@@ -5,16 +5,13 @@
 Both satisfy ``ℓ(-y, -f) = ℓ(y, f)``, the property behind the pair identity (§2.3, §2.8).
 The objective adds weight decay ``(λ/2) Σ ||θ||²`` over every weight and bias.
 
-Mirrored inputs (the fast path for symmetric data). When the inputs are
-``X = [X₊; -X₊]``, the first layer's pre-activations are ``Z₊ = X₊W₁ᵀ + b₁`` and
-``Z₋ = -X₊W₁ᵀ + b₁``: one product ``A = X₊W₁ᵀ`` serves both halves. For a two-layer
-bias-free net this is the identity ``σ_α(-z) = σ_α(z) - (1+α) z``; deeper, only the
-first layer gains, since ``Z₂₋ ≠ -Z₂₊``. :func:`forward_mirrored` computes ``f`` this
-way and :func:`objective_mirrored` differentiates through it, so ``jax.grad`` does one
-``X₊``-sized product each way (``dW₁ = (dZ₊ - dZ₋)ᵀX₊``) instead of two ``X``-sized
-ones; for two layers also one nonlinearity ``relu(A)`` serves both halves
-(:func:`_two_layer_mirrored`). The values equal the general path's to round-off, the
-convention ``σ_α'(0) = α`` included (a custom JVP keeps it on the mirror half).
+Mirrored inputs ``X = [X₊; -X₊]`` (symmetric data, §0 "Symmetric inputs, computed
+once"): one product ``A = X₊W₁ᵀ`` serves both halves, the pre-activations being
+``[A; -A] + b₁``. :func:`forward_mirrored` computes ``f`` this way and
+:func:`objective_mirrored` differentiates through it, so ``jax.grad`` does one
+``X₊``-sized product each way instead of two ``X``-sized ones; two-layer bias-free nets
+also share one nonlinearity (:func:`_two_layer_mirrored`). The values equal the general
+path's to round-off, the convention ``σ_α'(0) = α`` included.
 """
 
 from __future__ import annotations
@@ -32,15 +29,8 @@ from ..core.precision import precise
 LOSSES = ("mse", "logistic")
 
 
-def check_loss(name: str) -> None:
-    """Raise ``ValueError`` unless ``name`` is one of :data:`LOSSES`."""
-    if not isinstance(name, str) or name not in LOSSES:
-        raise ValueError(f"loss={name!r}: unknown loss; choose one of {', '.join(LOSSES)}")
-
-
 def check_labels(Y, loss: str, name: str = "Y") -> None:
-    """For ``loss="logistic"``, refuse targets that are not ±1 (the loss is defined for
-    labels y in {-1, +1}); traced values pass."""
+    """For ``loss="logistic"``, refuse targets that are not ±1 (:func:`biasfree._validate.labels`)."""
     if loss == "logistic":
         validate.labels(name, Y)
 
@@ -63,7 +53,7 @@ def loss_value(F, Y, loss: str = "mse"):
     """Data loss of outputs ``F`` (N, p) = f(x_n) against targets ``Y`` (N, p) = y_n:
     ``loss="mse"``: ``(1/(2N)) Σ_n ||y_n - f(x_n)||²``; ``loss="logistic"`` (labels ±1):
     ``(1/N) Σ_n Σ_j log(1 + exp(-y_nj f_j(x_n)))``."""
-    check_loss(loss)
+    validate.choice("loss", loss, LOSSES)
     if not validate.traced(F, Y):
         F = validate.finite_array("F", F, ndim=(1, 2))
         Y = validate.finite_array("Y", Y, ndim=(1, 2))
@@ -73,22 +63,28 @@ def loss_value(F, Y, loss: str = "mse"):
     check_labels(Y, loss)
     if loss == "mse":
         return 0.5 * jnp.mean(jnp.sum((Y - F) ** 2, axis=-1))
-    if loss == "logistic":
-        return jnp.mean(jnp.sum(jax.nn.softplus(-Y * F), axis=-1))
-    raise ValueError(f"unknown loss {loss!r}: choose one of {', '.join(LOSSES)}")
+    return jnp.mean(jnp.sum(jax.nn.softplus(-Y * F), axis=-1))
+
+
+def check_run_args(params, X, Y, alpha, loss, *, mirrored=False, x_name="X") -> int:
+    """The checks :func:`objective` and :func:`~biasfree.dynamics.trajectory.observe` share:
+    a known ``loss``, inputs ``X`` for the net, slope ``alpha``, targets ``Y`` of one row
+    per input (twice ``X``'s rows when ``mirrored``: X is X₊). Returns the output count p."""
+    validate.choice("loss", loss, LOSSES)
+    if X is None:
+        raise TypeError(f"{x_name}=None: pass the inputs, an array of shape (N, d)")
+    check_net(params, X=X, x_name=x_name)
+    check_alpha(alpha)
+    p = np.shape(params[-1].W)[0]
+    _check_targets(Y, np.shape(X)[0] * (2 if mirrored else 1), p, loss)
+    return p
 
 
 def _check_objective(params, X, Y, alpha, weight_decay, loss, mirrored=False):
     """Checks of :func:`objective` (``mirrored``: ``X`` is X_half, ``Y`` has twice its rows)."""
-    check_loss(loss)
-    if X is None:
-        raise TypeError("X=None: pass the inputs, an array of shape (N, d)")
-    check_net(params, X=X, x_name="X_half" if mirrored else "X")
-    n_rows = np.shape(X)[0] * (2 if mirrored else 1)
-    check_alpha(alpha)
+    check_run_args(params, X, Y, alpha, loss, mirrored=mirrored, x_name="X_half" if mirrored else "X")
     if not validate.traced(weight_decay):
         validate.nonnegative("weight_decay", weight_decay, scalar=True, why="λ of (λ/2)||θ||²")
-    _check_targets(Y, n_rows, np.shape(params[-1].W)[0], loss)
 
 
 @precise
@@ -130,15 +126,12 @@ def forward_mirrored(params: Params, X_half, alpha):
 
 @jax.custom_jvp
 def _two_layer_mirrored(W1, W2, X_half, alpha):
-    """``[f(X₊); f(-X₊)]`` of the two-layer bias-free net ``f(x) = W₂ σ_α(W₁x)``.
-
-    With ``A = X₊W₁ᵀ`` and ``σ_α(z) = αz + (1-α) relu(z)``, ``relu(-z) = relu(z) - z``:
+    """``[f(X₊); f(-X₊)]`` of the two-layer bias-free net ``f(x) = W₂ σ_α(W₁x)`` (§0):
 
         f(x₊) = α o + e,   f(-x₊) = e - o,   e = (1-α) relu(A) W₂ᵀ,   o = X₊ (W₂W₁)ᵀ,
 
-    so one (n, width) nonlinearity serves both halves and the odd part ``o`` costs only
-    (d, p)-sized products (measured: 1.8-1.9x the general path on the benchmark
-    workload, against 1.7x when the mirror half had its own ``σ_α(-A)``). The JVP below
+    with ``A = X₊W₁ᵀ``: one (n, width) nonlinearity for both halves (measured: 1.8-1.9x
+    the general path on the benchmark workload, 1.7x with its own ``σ_α(-A)``). The JVP below
     differentiates the mirror half with ``σ_α'(0) = α`` (mask ``A >= 0``), as the
     general path does, so gradients and Jacobians in every argument equal the general
     path's, a pre-activation exactly at 0 included. Second derivatives at such a point

@@ -21,9 +21,9 @@ import numpy as np
 
 from .. import _validate as validate
 from ..core.layers import Params, check_net
-from ..core.nets import beta_eff, beta_eff_is_exact, check_alpha, even_part, forward
+from ..core.nets import beta_eff, beta_eff_is_exact, even_part, forward
 from ..core.precision import precise
-from .losses import _check_targets, check_loss, forward_mirrored, loss_value
+from .losses import _check_targets, check_run_args, forward_mirrored, loss_value
 
 Array = jax.Array
 
@@ -41,7 +41,7 @@ class Trajectory:
     ``loss_max`` (scalar; (B,) for an ensemble): the largest data loss of the run. For
     gradient descent ``max_k L(θ_k)`` over *every* step k = 0..K, carried inside the
     compiled loop, so a spike between two records shows here even when ``loss`` hides
-    it (GD warns with :class:`~biasfree.dynamics.train.LossSpikeWarning` above
+    it (GD warns with :class:`~biasfree.dynamics.diagnosis.LossSpikeWarning` above
     ``SPIKE_FACTOR · L(0)``); for gradient flow, the largest recorded loss.
     """
 
@@ -74,8 +74,6 @@ class Trajectory:
         This is a *loss* midpoint, a model-free summary. It is not the mode half time
         ``t_1/2`` of :func:`biasfree.theory.half_time` (where ``a = s/2``, i.e. the
         fit part of the loss at a quarter of its start); compare like with like."""
-        import numpy as np
-
         t, L = np.asarray(self.t), np.asarray(self.loss)
         if L.ndim != 1:
             raise ValueError(f"half_time: this is an ensemble trajectory (loss has shape {L.shape}); "
@@ -157,13 +155,7 @@ def observe(params: Params, X, Y, alpha, loss: str, X_test=None, Y_test=None,
 
 def _check_observe(params, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored) -> None:
     validate.flag("mirrored", mirrored)
-    check_loss(loss)
-    check_alpha(alpha)
-    if X is None:
-        raise TypeError("X=None: pass the training inputs, an array of shape (N, d)")
-    check_net(params, X=X)
-    p = params[-1].W.shape[0]
-    _check_targets(Y, np.shape(X)[0] * (2 if mirrored else 1), p, loss)
+    p = check_run_args(params, X, Y, alpha, loss, mirrored=mirrored)
     if (X_test is None) != (Y_test is None):
         raise ValueError("X_test, Y_test: give both (the held-out set) or neither")
     if X_test is not None:

@@ -29,7 +29,8 @@ import numpy as np
 from ..core.layers import Params
 from ..core.nets import even_part, forward
 from ..core.precision import precise
-from .losses import loss_value, sq_norm
+from .losses import loss_value
+from .run import grad_fn
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,7 @@ class PairedRun:
     twin: Params
 
 
-def _objective(p, X, Y, alpha, decay, loss):
-    L = loss_value(forward(p, X, alpha), Y, loss)
-    return L + 0.5 * decay * sq_norm(p), L
-
-
-_grad = jax.grad(_objective, has_aux=True)
+_grad = grad_fn(mirrored=False)
 
 
 @partial(jax.jit, static_argnames=("loss",))

@@ -5,9 +5,8 @@ callable mapping a batch ``X`` (N, d) to (N,) or (N, p): a network
 (``net_function(params, alpha)``), a target from :mod:`biasfree.core.data`, or plain
 Python (``per_point=True`` for a function of one point x).
 
-- Decomposition (§1.2): ``f_odd(x) = (f(x) - f(-x))/2``, ``f_even(x) = (f(x) + f(-x))/2``.
-  A two-layer bias-free net ``vᵀσ_α(W x)`` has ``f_odd = c (Wᵀv)ᵀx`` (linear, c =
-  (1 + α)/2) and ``f_even = (1 - c) Σ_k v_k |w_kᵀx|`` (even, positively 1-homogeneous).
+- Decomposition (§1.2): ``f_odd(x) = (f(x) - f(-x))/2``, ``f_even(x) = (f(x) + f(-x))/2``;
+  for a two-layer bias-free net ``f_odd`` is linear and ``f_even`` positively 1-homogeneous.
 - :func:`odd_nonlinearity`: relative energy of the odd part outside its best linear
   fit (round-off for two layers, positive for deeper nets that use their depth).
 - :func:`homogeneity_gap`: violation of ``f(λx) = λ f(x)``, λ > 0; zero for bias-free

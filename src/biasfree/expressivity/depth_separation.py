@@ -1,17 +1,10 @@
 """Deep bias-free nets express odd nonlinear functions (docs/theory.md §1.5).
 
-Two layers: the odd part of ``vᵀσ_α(W x)`` is linear. Depth 3 escapes this in
-d >= 2 (in d = 1 every odd positively homogeneous function is linear). The explicit
-example, hidden widths 4 then 2, ReLU:
-
-    g(x) = σ(σ(x1) - σ(x2)) - σ(σ(-x1) - σ(-x2)),
-
-is odd (swapping the two hidden units of layer 2 maps x to -x) and positively
-1-homogeneous, with ``g(1, 0) = 1``, ``g(0, 1) = 0``, ``g(1, 1) = 0``; a linear g
-would give ``g(1, 1) = g(1, 0) + g(0, 1) = 1``. :func:`fit_net` trains a net by
-gradient descent (:func:`biasfree.gd_ensemble` over restarts) and reports the reached
-training loss (½·MSE, the package's unit) against the exact two-layer floor of the same
-training set, in the same unit.
+The depth-3 ReLU example, hidden widths 4 then 2, ``g(x) = σ(σ(x1) - σ(x2)) - σ(σ(-x1) - σ(-x2))``,
+is odd and positively 1-homogeneous but not linear (``g(1, 1) = 0 ≠ g(1, 0) + g(0, 1) = 1``).
+:func:`fit_net` trains a net by gradient descent (:func:`biasfree.gd_ensemble` over
+restarts) and reports the reached training loss against the exact two-layer floor of
+the same training set, both in loss units (½·MSE).
 """
 
 from __future__ import annotations
@@ -26,7 +19,8 @@ from ..core.data import Dataset
 from ..core.inits import from_arrays, init_gaussian, pair_up
 from ..core.layers import Params
 from ..core.precision import precise
-from ..dynamics.train import GDConfig, gd, gd_ensemble
+from ..dynamics import GDConfig, gd, gd_ensemble
+from ..dynamics.run import check_cfg, check_dataset, check_ends
 from ..dynamics.trajectory import Trajectory
 from .floors import DatasetFloor, dataset_floor
 
@@ -112,17 +106,12 @@ def fit_net(data: Dataset, key, widths, cfg: GDConfig, *, init: str = "random", 
     floor of the training set (:func:`biasfree.expressivity.floors.dataset_floor`), so
     ``train_loss < floor.value`` shows the net uses more than a two-layer net can.
     """
-    if not isinstance(data, Dataset):
-        raise TypeError(f"data must be a biasfree.Dataset, got {type(data).__name__}")
-    if not isinstance(cfg, GDConfig):
-        raise TypeError(f"cfg must be a biasfree.GDConfig, got {type(cfg).__name__}")
+    check_dataset(data)
+    check_cfg(cfg, GDConfig)
     if cfg.loss != "mse":
         raise ValueError("cfg: fit_net compares MSE with the two-layer floor: use GDConfig(loss='mse')")
-    w = validate.layer_widths(widths)
-    d, p = np.shape(data.inputs)[1], np.shape(data.Y)[1]
-    if (w[0], w[-1]) != (d, p):
-        raise ValueError(f"widths={tuple(widths)!r} maps {w[0]} inputs to {w[-1]} outputs but data has "
-                         f"d = {d}, p = {p}: give widths (d, ..., p)")
+    widths = validate.layer_widths(widths)
+    check_ends(f"widths={widths!r}", widths, data, "give widths (d, ..., p)")
     params = init_batch(key, widths, init=init, gain=gain, bias=bias, restarts=restarts)
     if restarts == 1:  # plain gd compiles faster than a one-member ensemble
         member = gd(jax.tree_util.tree_map(lambda a: a[0], params), data, cfg)

@@ -1,36 +1,19 @@
 """Floors: the least error a class of bias-free nets can reach on a target (docs/theory.md §1.3–1.4).
 
-Errors are in the package's loss unit, half the mean squared error ``½E||y - f||²``
-(docs/theory.md §0); a floor is the least training loss a class of nets can reach, and
-``power = ½E||y||²`` is the loss of f = 0. Normalised floors ``F / power`` (the ratio
-``E||y - f*||² / E||y||²``) are unit-free. Inputs ``X`` (N, d), targets callables as in
-:mod:`biasfree.expressivity.decomposition`.
+Errors are in the loss unit ½E||y - f||² (§0); ``power = ½E||y||²`` is the loss of f = 0
+and ``F / power`` the unit-free normalised floor. Inputs ``X`` (N, d) are a sample of a
+law symmetric about 0, targets are callables as in :mod:`biasfree.expressivity.decomposition`.
 
-- Under a symmetric input law, odd and even functions are orthogonal (§1.3), so the
-  loss of any two-layer bias-free net ``f = vᵀσ_α(W x)`` splits as
-
-      ½E||y - f||² = ½E||y_odd - βᵀx||² + ½E||y_even - f_even||²,
-
-  with ``βᵀx = f_odd`` linear and ``f_even`` even and positively 1-homogeneous.
-- Odd floor: ``F_odd = min_β ½E||y_odd - βᵀx||²`` (the part of y_odd no linear map fits).
-- Even floor, radially symmetric x = r u (r = ||x|| independent of the direction u):
-  the best 1-homogeneous approximation of g is ``||x|| h(x/||x||)`` with, along each
-  ray, ``h(u) = argmin_h E_r||g(ru) - r h||² = E_r[g(ru) r] / E[r²]``, so
-
-      F_even = ½ E_u[ E_r||g(ru)||² - ||E_r[r g(ru)]||² / E[r²] ],   g = y_even.
-
-  For x ~ N(0, I_d), r ~ chi_d and E[r²] = d. The inner expectations are computed
-  by adaptive quadrature over r (``scipy.integrate.quad_vec``, one vector integral
-  for all sampled directions); the outer one by Monte Carlo with a standard error.
-  Every even positively 1-homogeneous function is a limit of ``Σ_k v_k |w_kᵀ x|``
-  (§1.4), and for α < 1 the odd and even parts are set independently (pairs
-  (w, v), (-w, -v) give odd linear terms, pairs (w, v), (-w, v) even ones), so with
-  unlimited width ``F_odd + F_even`` is the two-layer floor; for α = 1 (linear
-  net) the whole even part is out of reach. The same ray formula with g = y is a
-  floor for bias-free nets of *any* depth, since all of them are positively
-  1-homogeneous: :func:`homogeneous_floor`.
+- Odd floor (§1.3): ``F_odd = min_β ½E||y_odd - βᵀx||²``, what no linear map fits.
+- Even floor (§1.4), x = r u radially symmetric: ``F_even = ½ E_u[E_r||g(ru)||² -
+  ||E_r[r g(ru)]||² / E r²]`` with g = y_even; inner expectations by adaptive quadrature
+  over r (``scipy.integrate.quad_vec``), the outer one by Monte Carlo with a standard
+  error. With g = y it is the floor of bias-free nets of every depth (:func:`homogeneous_floor`).
+- With unlimited width and α < 1, ``F_odd + F_even`` is the two-layer floor; for α = 1
+  the whole even part is out of reach (:func:`two_layer_floor`).
 - On a finite *symmetric* training set the odd floor is exact (:func:`dataset_floor`).
-- :func:`characterise` says whether a target is approximable and which part is not.
+- :func:`~biasfree.expressivity.characterise.characterise` turns the floors into a verdict;
+  closed forms for Gaussian inputs are in :mod:`biasfree.theory.floors`.
 """
 
 from __future__ import annotations
@@ -38,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 from scipy.integrate import quad_vec
@@ -47,10 +29,7 @@ from scipy.spatial import cKDTree
 from .. import _validate as validate
 from ..core.precision import precise
 from ..core.symmetry import mirror_violation
-from ..theory.population import population_loss_sine, sine_linear_floor
 from .decomposition import Decomposition, Function, compiled, decompose, evaluate
-
-# -------------------------------------------------------------------- floors
 
 
 @dataclass(frozen=True)
@@ -139,11 +118,6 @@ def _check_independent(X) -> np.ndarray:
     return X
 
 
-def _check_target(target, per_point) -> None:
-    validate.callable_("target", target)
-    validate.flag("per_point", per_point)
-
-
 def _check_cov(cov, d: int):
     if cov is None:
         return None
@@ -161,6 +135,16 @@ def _check_radial(radial):
     return radial
 
 
+def _checked(target, X, per_point, radial=None, *, compile_target=True):
+    """``(target, X)`` checked; the target compiled once for X's shape (a floor evaluates
+    it many times) unless it is a per-point function or ``compile_target`` is False."""
+    validate.callable_("target", target)
+    validate.flag("per_point", per_point)
+    X = _check_independent(X)
+    _check_radial(radial)
+    return (target if per_point or not compile_target else compiled(target, X)), X
+
+
 def _odd_residual(f, X, per_point) -> tuple[np.ndarray, Decomposition]:
     dec = decompose(f, X, per_point=per_point)
     beta = np.linalg.lstsq(X, dec.odd, rcond=None)[0]
@@ -176,8 +160,7 @@ def odd_floor(target: Function, X, *, per_point: bool = False) -> Floor:
     least-squares fit on the sample; its O(d/N) downward bias is below the standard
     error once N >> d². Any symmetric law (Gaussian or not) works.
     """
-    _check_target(target, per_point)
-    X = _check_independent(X)
+    target, X = _checked(target, X, per_point, compile_target=False)
     res, dec = _odd_residual(target, X, per_point)
     return _floor(res, np.sum(dec.values**2, axis=1), "odd part outside linear maps")
 
@@ -249,8 +232,8 @@ def _ray_residual(A, B, err, m2):
 
 
 def _ray_floors(target, X, cov, radial, per_point):
-    """Per-direction residuals of the even part and of the whole target (one quadrature)."""
-    X = _check_independent(X)
+    """Per-direction residuals of the even part and of the whole target (one quadrature);
+    ``X`` already checked (:func:`_checked`)."""
     d = X.shape[1]
     cov = _check_cov(cov, d)
     L = np.eye(d) if cov is None else np.linalg.cholesky(cov)
@@ -285,12 +268,8 @@ def homogeneous_floor(target: Function, X, *, even_only: bool = False, cov=None,
     law of ||L⁻¹x|| (Σ = L Lᵀ); r is integrated by quadrature (:func:`ray_moments`).
     ``power`` is ``½E||y||²``, ray-integrated on the same directions.
     """
-    _check_target(target, per_point)
     validate.flag("even_only", even_only)
-    X = _check_independent(X)
-    _check_radial(radial)
-    if not per_point:
-        target = compiled(target, X)
+    target, X = _checked(target, X, per_point, radial)
     (even, even_err), (full, full_err), power = _ray_floors(target, X, cov, radial, per_point)
     if even_only:
         return _floor(even, power, "even part outside even 1-homogeneous functions", even_err)
@@ -323,12 +302,8 @@ def two_layer_floor(target: Function, X, *, alpha=0.0, cov=None, radial=None,
     or, for α = 1 (``alpha``: a linear net), ``½||y_even(x_n)||²``. Normalised by
     ``½E||y||²`` on the same sample. x1 x2 x3 under N(0, I) gives ``total.normalised = 1``.
     """
-    _check_target(target, per_point)
     alpha = validate.slope(alpha)
-    X = _check_independent(X)
-    _check_radial(radial)
-    if not per_point:  # one compiled target serves every call below (all of X's shape)
-        target = compiled(target, X)
+    target, X = _checked(target, X, per_point, radial)
     res, dec = _odd_residual(target, X, per_point)
     power = np.sum(dec.values**2, axis=1)
     (even, even_err), (full, full_err), ray_power = _ray_floors(target, X, cov, radial, per_point)
@@ -410,131 +385,3 @@ def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
             "for an exact bound")
     return DatasetFloor(value, odd, even, float(0.5 * np.mean(np.sum(Y**2, axis=1))), bool(exact),
                         float(violation), note)
-
-
-# -------------------------------------------------------------- characterisation
-
-ODD_PART = "odd part (nonlinear odd component)"
-EVEN_PART = "even part (not positively 1-homogeneous)"
-EVEN_PART_LINEAR = "even part (a linear net, α = 1, has none)"
-
-
-@dataclass(frozen=True)
-class Characterisation:
-    """Can two-layer bias-free nets approximate a target (§1.4)?
-
-    ``verdict``: "unreachable" when some part's relative floor (relative to ½E||y||²) is
-    significantly above ``tol`` (by ``z`` standard errors); "reachable" when every part's
-    floor is below ``tol`` even ``z`` standard errors up; else "undetermined" (too few
-    samples: the standard error is comparable to the floor, so neither is shown), with the
-    reason in ``reason``. ``reachable``: True, False, or None when undetermined. ``distance``: L2 distance
-    ``sqrt(2 F_total)`` from the target to the closure of the nets; ``relative_floor``
-    ± ``relative_floor_se``: ``F_total / ½E||y||²``; ``out_of_reach``: the parts
-    responsible; ``floors``: the :class:`TwoLayerFloor`.
-    """
-
-    reachable: bool | None
-    distance: float
-    relative_floor: float
-    relative_floor_se: float
-    out_of_reach: tuple[str, ...]
-    floors: TwoLayerFloor
-    verdict: str = ""
-    reason: str = ""
-
-    def summary(self) -> str:
-        if self.reachable is None:
-            return f"undetermined: {self.reason}"
-        if self.reachable:
-            return (f"approximable by two-layer bias-free nets (relative floor "
-                    f"{self.relative_floor:.3g} ± {self.relative_floor_se:.2g})")
-        return (f"not approximable: relative MSE floor {self.relative_floor:.4g} ± "
-                f"{self.relative_floor_se:.2g} (L2 distance {self.distance:.4g}); out of reach: "
-                + ", ".join(self.out_of_reach))
-
-
-@precise
-def characterise(target: Function, X, *, alpha=0.0, cov=None, radial=None, tol: float = 1e-6,
-                 z: float = 3.0, per_point: bool = False) -> Characterisation:
-    """Say whether two-layer bias-free nets approximate ``target`` and what is out of reach.
-
-    Floors as in :func:`two_layer_floor` from the sample ``X`` of a radially
-    symmetric law. A part is out of reach when its relative floor exceeds
-    ``tol + z · se``. Approximable targets (§1.4) are linear + ``||x|| h(x/||x||)``
-    with h even (for α < 1). A part is within reach when its floor plus ``z`` standard
-    errors is at most ``tol``; when neither holds for some part (a floor whose standard
-    error is comparable to its value: too few samples), the verdict is "undetermined".
-    A floor above the target's own power (impossible: f = 0 reaches the power) by more
-    than ``z`` standard errors is also "undetermined" (heavy tails or too few samples).
-    """
-    tol = validate.nonnegative("tol", tol, scalar=True)
-    z = validate.nonnegative("z", z, scalar=True)
-    fl = two_layer_floor(target, X, alpha=alpha, cov=cov, radial=radial, per_point=per_point)
-    even_label = EVEN_PART_LINEAR if float(alpha) == 1.0 else EVEN_PART
-    parts = ((ODD_PART, fl.odd), (even_label, fl.even))
-    out = tuple(name for name, part in parts if part.normalised > tol + z * part.normalised_se)
-    unsure = [(name, part) for name, part in parts
-              if name not in out and part.normalised + z * part.normalised_se > tol]
-    total = fl.total
-    reachable: bool | None = not out
-    reason = ""
-    if not all(np.isfinite([total.normalised, total.normalised_se])) \
-            or total.normalised > 1.0 + z * total.normalised_se:
-        reachable = None
-        reason = (f"the floor estimate {total.normalised:.3g} ± {total.normalised_se:.2g} exceeds the "
-                  f"target's power (n={total.n}): heavy tails or too few samples; draw more points")
-    elif unsure:
-        reachable = None if not out else False
-        if reachable is None:
-            reason = ("too few samples (n=" + str(total.n) + ", " + "; ".join(
-                f"{name} floor {part.normalised:.3g} ± {part.normalised_se:.2g}" for name, part in unsure)
-                + f", relative to tol {tol:g}); draw more points")
-    verdict = {True: "reachable", False: "unreachable", None: "undetermined"}[reachable]
-    return Characterisation(reachable, total.distance, total.normalised, total.normalised_se,
-                            out, fl, verdict, reason)
-
-
-# ------------------------------------------- closed forms for Gaussian inputs x ~ N(0, I_d)
-
-
-def chi_moment(d: int, k: float) -> float:
-    """``E[r^k]`` for r = ||x|| ~ chi_d: ``2^{k/2} Γ((d+k)/2) / Γ(d/2)``."""
-    from scipy.special import gammaln
-
-    return float(np.exp(0.5 * k * np.log(2.0) + gammaln((d + k) / 2.0) - gammaln(d / 2.0)))
-
-
-def sine_floor_closed_form(w, freq: float = 4.0) -> tuple[float, float]:
-    """``(F_odd, ½E y²)`` for ``y = wᵀx + sin(a wᵀx)``, a = ``freq``, x ~ N(0, I), in
-    loss units: ``F_odd = min_β R(β)`` and ``½E y² = R(0)`` of
-    :func:`~biasfree.theory.population_loss_sine`.
-
-    z = wᵀx ~ N(0, σ²), σ = ||w||. Stein: ``E[x sin(az)] = a e^{-a²σ²/2} w``, and
-    ``E sin²(az) = (1 - e^{-2a²σ²})/2``, so the part of the (odd) target no linear map
-    fits is ``F_odd = ½[(1 - e^{-2a²σ²})/2 - a²σ² e^{-a²σ²}]`` (a = 4:
-    ``½[E sin²(4z) - (4σ e^{-8σ²})²]``), and
-    ``½E y² = ½[σ² + 2aσ² e^{-a²σ²/2} + (1 - e^{-2a²σ²})/2]``.
-    """
-    w = np.asarray(w, dtype=float)
-    return sine_linear_floor(w, freq=freq), float(population_loss_sine(np.zeros((w.size, 1)), w, freq=freq))
-
-
-def product_homogeneous_floor(d: int, k: int = 3) -> float:
-    """Normalised 1-homogeneous floor of ``y = x_1 ⋯ x_k`` (k distinct coordinates),
-    x ~ N(0, I_d): y = r^k P(u) and E y² = 1, so along each ray the best r h(u) leaves
-    ``1 - (E r^{k+1})² / (E r² E r^{2k})``; k = 3 gives ``2 / (d + 4)`` (2/7 in d = 3).
-    A floor for bias-free nets of every depth."""
-    return 1.0 - chi_moment(d, k + 1) ** 2 / (chi_moment(d, 2) * chi_moment(d, 2 * k))
-
-
-@precise
-def radial_square_target(d: int) -> Function:
-    """The even target ``y = (||x||² - d) / sqrt(2d)`` (zero mean, E y² = 1 under N(0, I_d))."""
-    return lambda X: (jnp.sum(jnp.asarray(X) ** 2, axis=1, keepdims=True) - d) / np.sqrt(2.0 * d)
-
-
-def radial_square_floor(d: int) -> float:
-    """Normalised two-layer (and any-depth) bias-free floor of :func:`radial_square_target`:
-    ``h = E[(r² - d) r] / (sqrt(2d) E r²)`` is constant, leaving
-    ``1 - (E r³ - d E r)² / (2 d²)`` (0.8585 in d = 3)."""
-    return 1.0 - (chi_moment(d, 3) - d * chi_moment(d, 1)) ** 2 / (2.0 * d**2)

@@ -1,6 +1,6 @@
 """Closed-form and semi-analytical learning curves (docs/theory.md §2–3).
 
-What the simulator (:mod:`biasfree.dynamics.train`) should produce, computed without it —
+What the simulator (:mod:`biasfree.dynamics`) should produce, computed without it —
 ``train`` and ``theory`` never import each other; experiments and tests compare them.
 Time is gradient-flow time ``t = η k`` throughout; loss is the mean half squared error.
 

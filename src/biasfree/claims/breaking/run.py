@@ -13,8 +13,8 @@ from ...core.inits import init_gaussian, init_pairs
 from ...core.layers import Layer
 from ...core.targets import abs_target, make_dataset, sine_target
 from ...core.twin import slope_factor
+from ...dynamics import GDConfig
 from ...dynamics.ensemble import Member, Runs, gd_members
-from ...dynamics.train import GDConfig
 from ...results import Result, at_least, config_dict
 from ..base import Progress, _quiet
 from ..checks import PAPER_LEVEL, ROUND_OFF, twin_identity

@@ -11,8 +11,8 @@ from ...core.inits import pad_hidden, pair_up
 from ...core.layers import Layer
 from ...core.moments import whiten
 from ...core.nets import effective_rank
+from ...dynamics import GDConfig
 from ...dynamics.ensemble import Member, gd_members
-from ...dynamics.train import GDConfig
 from ...expressivity.decomposition import net_function, odd_nonlinearity
 from ...results import Result, at_least, at_most, config_dict
 from ..base import Progress, _quiet

@@ -12,8 +12,8 @@ from ...core.inits import init_gaussian, init_pairs, init_rank_one
 from ...core.moments import cross_covariance
 from ...core.targets import linear_target, make_dataset, teacher_matrix
 from ...core.twin import slope_factor
+from ...dynamics import GDConfig
 from ...dynamics.ensemble import Member, gd_members
-from ...dynamics.train import GDConfig
 from ...results import Result, at_least, at_most, config_dict
 from ..base import Progress, _quiet
 from ..checks import PAPER_LEVEL, ROUND_OFF, loglog_slope, twin_identity

@@ -10,7 +10,7 @@ import numpy as np
 from ...core.data import Dataset, gaussian_inputs, symmetrize
 from ...core.nets import forward
 from ...core.targets import product_target, sine_target
-from ...dynamics.train import GDConfig
+from ...dynamics import GDConfig
 from ...expressivity.depth_separation import fit_net
 from ...expressivity.floors import (
     dataset_floor,

@@ -13,8 +13,8 @@ from ...core.layers import Params
 from ...core.nets import forward
 from ...core.targets import linear_target, make_dataset, teacher_matrix
 from ...core.twin import slope_factor
+from ...dynamics import GDConfig
 from ...dynamics.ensemble import Member, Runs, gd_members
-from ...dynamics.train import GDConfig
 from ...results import Result, at_most, config_dict
 from ...theory import population_loss_linear
 from ..base import Progress, _quiet

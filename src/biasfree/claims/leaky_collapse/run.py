@@ -16,8 +16,8 @@ from ...core.layers import scale_params
 from ...core.moments import cross_covariance, input_covariance, moment_data, whiten
 from ...core.targets import sine_target
 from ...core.twin import linear_twin, slope_factor
+from ...dynamics import FlowConfig, GDConfig, flow_ensemble, gd_ensemble
 from ...dynamics.ensemble import Member, gd_members
-from ...dynamics.train import FlowConfig, GDConfig, flow_ensemble, gd_ensemble
 from ...results import Result, at_most, config_dict
 from ..base import Progress, _quiet
 from ..checks import PAPER_LEVEL, ROUND_OFF, crossing_time

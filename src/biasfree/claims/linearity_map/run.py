@@ -13,7 +13,7 @@ from ...core.layers import Layer
 from ...core.moments import cross_covariance, moment_data, whiten
 from ...core.targets import sine_target
 from ...core.twin import linear_twin, slope_factor
-from ...dynamics.train import GDConfig, gd_ensemble
+from ...dynamics import GDConfig, gd_ensemble
 from ...results import Result, at_most, config_dict
 from ..base import Progress, _quiet
 from ..checks import PAPER_LEVEL, ROUND_OFF, loglog_slope

@@ -11,8 +11,8 @@ import numpy as np
 from ...core.data import Dataset, gaussian_inputs, label_data, symmetrize
 from ...core.inits import init_gaussian, init_pairs
 from ...core.layers import scale_params
+from ...dynamics import GDConfig
 from ...dynamics.ensemble import Member, gd_members
-from ...dynamics.train import GDConfig
 from ...results import Result, at_least, at_most, config_dict
 from ...theory.margin import KKT_TOL, cosine, hard_margin_svm, kkt_residual, margin_ratio
 from ..base import Progress, _quiet

@@ -10,8 +10,8 @@ from ... import theory
 from ...core.data import Dataset, orthogonal_data
 from ...core.inits import balanced_units
 from ...core.nets import forward
+from ...dynamics import GDConfig, record_steps
 from ...dynamics.ensemble import Member, gd_members
-from ...dynamics.train import GDConfig, record_steps
 from ...results import Result, at_most, config_dict
 from ...theory.orthogonal import aligned_halves_init, alignment_directions, half_net_modes, half_targets
 from ..base import Progress, _quiet

@@ -14,8 +14,8 @@ from ...core.moments import whiten
 from ...core.nets import even_part, forward
 from ...core.real_data import load_data
 from ...core.twin import slope_factor
+from ...dynamics import GDConfig
 from ...dynamics.ensemble import Member, Runs, gd_members
-from ...dynamics.train import GDConfig
 from ...expressivity.decomposition import net_function, odd_nonlinearity
 from ...results import Result, at_most, config_dict
 from ..base import Progress, _quiet

@@ -13,8 +13,8 @@ from ...core.layers import scale_params
 from ...core.moments import cross_covariance, input_covariance
 from ...core.targets import linear_target, make_dataset
 from ...core.twin import slope_factor
+from ...dynamics import FlowConfig, GDConfig, flow_ensemble
 from ...dynamics.ensemble import Member, gd_members
-from ...dynamics.train import FlowConfig, GDConfig, flow_ensemble
 from ...results import Result, at_least, at_most, config_dict
 from ...theory import decayed_solution
 from ..base import Progress, _quiet

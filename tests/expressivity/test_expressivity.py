@@ -15,9 +15,11 @@ from scipy import stats
 
 import biasfree as bf
 from biasfree.core.nets import forward
+from biasfree.expressivity import characterise as verdict
 from biasfree.expressivity import decomposition as ex
 from biasfree.expressivity import floors
 from biasfree.expressivity.depth_separation import depth3_example, fit_net, init_batch
+from biasfree.theory import floors as closed
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 
@@ -122,7 +124,7 @@ def test_linear_target_has_zero_floor_and_is_reachable():
     fl = floors.two_layer_floor(lambda X: X @ T.T, X)
     assert fl.odd.value <= 1e-28 and fl.even.value == 0.0
     assert fl.any_depth.normalised <= 1e-12  # linear is 1-homogeneous: quadrature round-off only
-    ch = floors.characterise(lambda X: X @ T.T, X)
+    ch = verdict.characterise(lambda X: X @ T.T, X)
     assert ch.reachable and ch.out_of_reach == () and ch.distance <= 1e-14
 
 
@@ -135,8 +137,8 @@ def test_x1x2x3_floor_is_one_and_odd_part_out_of_reach():
     assert 0.995 <= fl.total.normalised <= 1.0
     assert abs(fl.total.value - 0.5) <= Z * fl.total.error and fl.total.se <= 0.025  # ½E y² = ½
     assert fl.even.value == 0.0  # odd target: no even part at all
-    ch = floors.characterise(x1x2x3, X)
-    assert not ch.reachable and ch.out_of_reach == (floors.ODD_PART,)
+    ch = verdict.characterise(x1x2x3, X)
+    assert not ch.reachable and ch.out_of_reach == (verdict.ODD_PART,)
     assert "out of reach" in ch.summary()
 
 
@@ -145,7 +147,7 @@ def test_x1x2x3_any_depth_floor_is_two_sevenths():
     h = floors.homogeneous_floor(x1x2x3, X)
     # y = r³ u1u2u3 and the ray factor is the same on every ray: 2/(d+4) exactly
     assert h.normalised == pytest.approx(2 / 7, rel=1e-7)
-    assert floors.product_homogeneous_floor(3) == pytest.approx(2 / 7, rel=1e-14)
+    assert closed.product_homogeneous_floor(3) == pytest.approx(2 / 7, rel=1e-14)
 
 
 def test_abs_target_is_even_and_homogeneous():
@@ -153,11 +155,11 @@ def test_abs_target_is_even_and_homogeneous():
     f = bf.abs_target(0)
     ev = floors.homogeneous_floor(f, X, even_only=True)
     assert abs(ev.value) <= max(ev.quad_error, 1e-12)
-    ch = floors.characterise(f, X)
+    ch = verdict.characterise(f, X)
     assert ch.reachable and ch.relative_floor <= 1e-7
     # a linear net (alpha = 1) has no even part: |x1| is entirely out of its reach
-    lin = floors.characterise(f, X, alpha=1.0)
-    assert lin.out_of_reach == (floors.EVEN_PART_LINEAR,)
+    lin = verdict.characterise(f, X, alpha=1.0)
+    assert lin.out_of_reach == (verdict.EVEN_PART_LINEAR,)
     assert lin.relative_floor == pytest.approx(1.0, rel=1e-14)  # y odd part is 0, y = y_even
 
 
@@ -165,7 +167,7 @@ def test_sine_odd_floor_matches_closed_form():
     f, w = bf.sine_target(jax.random.PRNGKey(0), 3)
     X = _rng(8).normal(size=(20_000, 3))
     fl = floors.odd_floor(f, X)
-    exact, power = floors.sine_floor_closed_form(np.asarray(w))
+    exact, power = closed.sine_floor_closed_form(np.asarray(w))
     assert fl.se <= 0.02 * exact
     assert abs(fl.value - exact) <= Z * fl.se
     assert abs(fl.power - power) <= Z * np.std(0.5 * np.asarray(f(X)) ** 2) / np.sqrt(len(X))
@@ -176,11 +178,11 @@ def test_sine_odd_floor_matches_closed_form():
 
 def test_radial_even_target_floor_matches_closed_form():
     X = _rng(9).normal(size=(300, 3))
-    fl = floors.two_layer_floor(floors.radial_square_target(3), X)
+    fl = floors.two_layer_floor(closed.radial_square_target(3), X)
     # every ray sees the same r-profile: the ray quadrature alone gives the closed form
     # (normalised, E y² = 1, so in loss units ½ of it)
-    assert fl.even.value == pytest.approx(0.5 * floors.radial_square_floor(3), rel=1e-7)
-    assert fl.any_depth.value == pytest.approx(0.5 * floors.radial_square_floor(3), rel=1e-7)
+    assert fl.even.value == pytest.approx(0.5 * closed.radial_square_floor(3), rel=1e-7)
+    assert fl.any_depth.value == pytest.approx(0.5 * closed.radial_square_floor(3), rel=1e-7)
     assert fl.odd.value <= 1e-28
 
 

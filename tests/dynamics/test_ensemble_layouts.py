@@ -1,4 +1,4 @@
-"""Ensemble layouts (train.LAYOUTS): every member of an ensemble is the single run with
+"""Ensemble layouts (biasfree.dynamics.batching.LAYOUTS): every member of an ensemble is the single run with
 its own α, learning rate and weight decay, whichever way the members share the machine.
 
 - "map" runs each member with the single run's kernels: bit-for-bit equal results.
@@ -64,7 +64,7 @@ def test_bad_layout_names_the_choices():
 _TWO_DEVICES = """
 import jax, numpy as np
 import biasfree as bf
-from tests.test_ensemble_layouts import _setup, _singles, B
+from tests.dynamics.test_ensemble_layouts import _setup, _singles, B
 assert len(jax.devices()) == 2, jax.devices()
 data, batch, alphas, lrs, wds = _setup()
 ens = bf.gd_ensemble(batch, data, bf.GDConfig(steps=100, n_records=4), alpha=alphas, lr=lrs,

@@ -1,0 +1,162 @@
+"""What one training run shares, by gradient descent or by gradient flow (docs/theory.md §0).
+
+The objective ``J(θ) = L(θ) + (λ/2)||θ||²`` and its gradient, the settings both configs
+hold (:class:`RunConfig`), the argument checks of a run, and the observables recorded
+at each record (:func:`~biasfree.dynamics.trajectory.observe`) gathered into a
+:class:`~biasfree.dynamics.trajectory.Trajectory` on the time axis ``t = η k``.
+
+Symmetric data: when ``data.mirrored`` (inputs ``[X₊; -X₊]``, see :class:`Dataset`), the
+gradient is that of :func:`~biasfree.dynamics.losses.objective_mirrored`, which computes the
+first layer's product once for both halves: the same trajectory to round-off at about
+half the cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _validate as validate
+from ..core.data import Dataset
+from ..core.layers import Layer, Params, check_net
+from ..core.nets import beta_eff_is_exact, forward
+from .losses import LOSSES, check_labels, forward_mirrored, loss_value, sq_norm
+from .trajectory import Trajectory, observe
+
+SPACINGS = ("linear", "log")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """The settings gradient descent and gradient flow share: ``alpha`` slope α; ``loss``
+    "mse" or "logistic"; ``weight_decay`` λ; ``n_records`` records at ``spacing``
+    "linear" or "log" times (the first and last always included); ``keep_params``
+    also stores the parameters at every record (``Trajectory.path``)."""
+
+    alpha: float = 0.0
+    loss: str = "mse"
+    weight_decay: float = 0.0
+    n_records: int = 101
+    spacing: str = "linear"
+    keep_params: bool = False
+
+    def __post_init__(self):
+        self._set("alpha", validate.slope(self.alpha, "alpha"))
+        validate.choice("loss", self.loss, LOSSES)
+        self._set("weight_decay", validate.nonnegative(
+            "weight_decay", self.weight_decay, scalar=True,
+            why="λ is the coefficient of (λ/2)||θ||²; pass 0 for none"))
+        self._set_integer("n_records", 2)
+        validate.choice("spacing", self.spacing, SPACINGS)
+        validate.flag("keep_params", self.keep_params)
+
+    def _set(self, name: str, value) -> None:
+        """Store a validated (normalised: plain floats and ints) value on the frozen config."""
+        object.__setattr__(self, name, value)
+
+    def _set_positive(self, name: str, why: str) -> None:
+        self._set(name, validate.positive(name, getattr(self, name), scalar=True, why=why))
+
+    def _set_integer(self, name: str, minimum: int) -> None:
+        self._set(name, validate.integer(name, getattr(self, name), minimum))
+
+
+def check_cfg(cfg, kind) -> None:
+    if not isinstance(cfg, kind):
+        raise TypeError(f"cfg={cfg!r} must be a biasfree.{kind.__name__} (e.g. "
+                        f"{kind.__name__}(alpha=0.0)); build variants with dataclasses.replace")
+
+
+def check_dataset(data) -> None:
+    if not isinstance(data, Dataset):
+        raise TypeError(f"data={type(data).__name__}: pass a biasfree.Dataset (see "
+                        "biasfree.Dataset(X, Y) or biasfree.make_dataset)")
+
+
+def check_ends(name: str, widths, data: Dataset, fix: str) -> None:
+    """A net of ``widths`` (d, ..., p) takes the data's inputs and gives its targets' columns."""
+    d, p = np.shape(data.inputs)[1], np.shape(data.Y)[1]
+    if (widths[0], widths[-1]) != (d, p):
+        raise ValueError(f"{name} maps {widths[0]} inputs to {widths[-1]} outputs but data has d = {d}, "
+                         f"p = {p}: {fix}")
+
+
+def check_params_data(params: Params, data: Dataset, loss: str, batched: bool = False) -> None:
+    """The run's network and data agree (shapes, finiteness) and suit the loss. With
+    ``batched`` every leaf of ``params`` carries a leading ensemble axis."""
+    check_dataset(data)
+    one = params
+    if batched:
+        layers = isinstance(params, tuple | list) and all(isinstance(la, Layer) for la in params)
+        if not layers or not params:
+            check_net(params)  # raises the TypeError naming params
+        if any(np.ndim(la.W) != 3 for la in params):
+            raise ValueError("params: with batched_params=True every W needs a leading ensemble axis "
+                             "(B, n_out, n_in), e.g. jax.vmap(init)(keys); pass batched_params=False "
+                             "to share one network")
+        sizes = {np.shape(x)[0] for x in jax.tree_util.tree_leaves(params)}
+        if len(sizes) != 1:
+            raise ValueError(f"params: the leading ensemble axes differ {sorted(sizes)}; every leaf "
+                             "needs the same number of members B")
+        if not all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree_util.tree_leaves(params)):
+            raise ValueError("params contains NaN or infinite values: initialise every member finitely")
+        one = jax.tree_util.tree_map(lambda x: x[0], params)
+    check_net(one, "params", X=data.inputs, x_name="data.X")
+    p = np.shape(one[-1].W)[0]
+    if data.Y.shape[1] != p:
+        raise ValueError(f"params has {p} outputs but data.Y has {data.Y.shape[1]} columns: build the "
+                         f"net with p = {data.Y.shape[1]} outputs")
+    check_labels(data.Y, loss, "data.Y")
+    check_labels(data.Y_test, loss, "data.Y_test")
+
+
+def pinv(params: Params, data: Dataset):
+    """X⁺ for the least-squares β_eff (of X₊ alone when the inputs are mirrored)."""
+    return None if beta_eff_is_exact(params) else jnp.linalg.pinv(data.inputs)
+
+
+def arrays(data: Dataset) -> tuple:
+    """``(X or X₊, Y, X_test, Y_test)``: the arrays the compiled engine takes; with
+    ``data.mirrored`` the first is the positive half X₊ only."""
+    return (data.inputs, data.Y, data.X_test, data.Y_test)
+
+
+def _objective_and_loss(params, X, Y, alpha, weight_decay, loss, mirrored):
+    """``(J(θ), L(θ))``: the objective and, as auxiliary output, the data loss; with
+    ``mirrored`` X is X₊ and :func:`~biasfree.dynamics.losses.forward_mirrored` halves the first
+    layer's products (the same numbers as :func:`~biasfree.dynamics.losses.objective_mirrored`)."""
+    F = forward_mirrored(params, X, alpha) if mirrored else forward(params, X, alpha)
+    L = loss_value(F, Y, loss)
+    return L + 0.5 * weight_decay * sq_norm(params), L
+
+
+def grad_fn(mirrored: bool):
+    """``(∇J(θ), L(θ))`` as a function of ``(params, X, Y, alpha, weight_decay, loss)``: the
+    data loss comes free with the gradient (one forward pass)."""
+    g = jax.grad(_objective_and_loss, has_aux=True)
+    return lambda p, X, Y, a, w, loss: g(p, X, Y, a, w, loss, mirrored)
+
+
+def record(params, arrays, alpha, loss, pinv_X, keep_params=False, mirrored=False):
+    """Observables at θ; a θ with a NaN/inf entry (a diverged GD step, a record the flow
+    never reached) is replaced by zeros before any SVD (LAPACK would print "DLASCL
+    illegal value") and its observables are NaN."""
+    X, Y, X_test, Y_test = arrays
+    leaves = jax.tree_util.tree_leaves(params)
+    ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in leaves]))
+    safe = jax.tree_util.tree_map(lambda a: jnp.where(ok, a, 0.0), params)
+    obs = observe(safe, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored=mirrored)
+    obs = jax.tree_util.tree_map(lambda v: jnp.where(ok, v, jnp.nan), obs)
+    obs["path"] = params if keep_params else None
+    return obs
+
+
+def to_traj(t, final, obs, stats, method) -> Trajectory:
+    return Trajectory(t=t, loss=obs["loss"], test_loss=obs["test_loss"], beta=obs["beta"],
+                      even_energy=obs["even_energy"],
+                      singular_values=obs["singular_values"], conserved=obs["conserved"],
+                      params=final, stats=stats, method=method, path=obs["path"],
+                      loss_max=obs["loss_max"])
