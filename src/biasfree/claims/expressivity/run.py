@@ -12,16 +12,14 @@ from ...core.nets import forward
 from ...core.targets import product_target, sine_target
 from ...dynamics import GDConfig
 from ...expressivity.depth_separation import fit_net
-from ...expressivity.floors import (
-    dataset_floor,
-    odd_floor,
+from ...expressivity.floors import dataset_floor, odd_floor, two_layer_floor
+from ...results import Result, at_least, at_most, config_dict
+from ...theory.floors import (
     product_homogeneous_floor,
     radial_square_floor,
     radial_square_target,
     sine_floor_closed_form,
-    two_layer_floor,
 )
-from ...results import Result, at_least, at_most, config_dict
 from ..base import Progress, _quiet
 from . import ARCH_LABELS, Config
 
