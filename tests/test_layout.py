@@ -1,0 +1,94 @@
+"""The package's layout holds: imports flow one way through the layers, no module is
+over 450 lines, every module says its concept in a docstring.
+
+Static (the source is parsed, nothing imported), so it runs in well under a second.
+Every ``from … import`` counts, also those inside functions (lazy imports), since a
+lazy import from a lower layer to a higher one is still a dependency the wrong way.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "biasfree"
+
+LAYERS = {
+    "_validate": 0, "results": 0,
+    "core": 1,
+    "dynamics": 2, "theory": 2,
+    "expressivity": 3,
+    "store": 4, "_figure": 4,
+    "analysis": 5,
+    "claims": 6,
+    "app": 7,
+}
+"""Top-level module or folder -> its layer: an import may reach its own unit or a lower
+layer only (README, "Layout")."""
+
+INDEPENDENT = {frozenset({"dynamics", "theory"})}
+"""Units of one layer that must not import each other."""
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in SRC.rglob("*.py") if p.name != "__init__.py" or p.parent != SRC)
+
+
+def _unit(path: Path) -> str:
+    return path.relative_to(SRC).parts[0].removesuffix(".py")
+
+
+def _imported_units(path: Path, src: Path = SRC) -> set[str]:
+    """The top-level units of biasfree (the package folder ``src``) that ``path`` imports,
+    relatively or absolutely."""
+    pkg = list(path.relative_to(src.parent).parts[:-1])  # ["biasfree", "claims", ...]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg[: len(pkg) - node.level + 1] + (node.module.split(".") if node.module else [])
+            else:
+                base = (node.module or "").split(".")
+            if base[0] != "biasfree":
+                continue
+            if len(base) > 1:
+                out.add(base[1])
+            else:  # from biasfree import x, y: each name is a unit (or the public API)
+                out |= {a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name.split(".")[1] for a in node.names if a.name.startswith("biasfree.")}
+    return out
+
+
+def test_every_unit_has_a_layer():
+    units = {_unit(p) for p in _modules()}
+    assert units == set(LAYERS), "a new top-level module or folder needs its place in LAYERS"
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
+def test_imports_flow_down(path):
+    unit = _unit(path)
+    for target in _imported_units(path) - {unit}:
+        assert target in LAYERS, f"{path.name} imports biasfree.{target}, which is not a unit of the layout"
+        assert LAYERS[target] < LAYERS[unit] or (
+            LAYERS[target] == LAYERS[unit] and frozenset({unit, target}) not in INDEPENDENT), (
+            f"{path.relative_to(SRC)} (layer {LAYERS[unit]}, {unit}) imports {target} "
+            f"(layer {LAYERS[target]}): imports must flow down the layers")
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
+def test_module_is_small_and_says_its_concept(path):
+    text = path.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 450, f"{path.relative_to(SRC)} is over 450 lines: split its concepts"
+    assert ast.get_docstring(ast.parse(text)), f"{path.relative_to(SRC)} has no docstring"
+
+
+def test_the_layout_check_sees_an_upward_import(tmp_path):
+    """The check is not vacuous: a store importing the claims, and lazily the app, is seen."""
+    fake = tmp_path / "biasfree" / "store.py"
+    fake.parent.mkdir()
+    fake.write_text('"""x"""\nfrom .claims import get\n\n\ndef f():\n    from .app import cli\n')
+    assert _imported_units(fake, fake.parent) == {"claims", "app"}
+    assert _imported_units(SRC / "store.py") <= {"results", "_validate"}, "the store imports the claims"
