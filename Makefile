@@ -40,9 +40,9 @@ test: $(DEVSTAMP)  ## ruff + pytest
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not readme"
 
-# every ```python snippet of README.md in a fresh process with JAX's defaults (tests/test_readme.py)
+# every ```python snippet of README.md in a fresh process with JAX's defaults (tests/app/test_readme.py)
 test-readme: $(DEVSTAMP)  ## README snippets run on their own and print the README's numbers
-	$(BIN)/python -m pytest -q -n 0 -m readme tests/test_readme.py
+	$(BIN)/python -m pytest -q -n 0 -m readme tests/app/test_readme.py
 
 # the round-off tests (marker `numerics`) again, on the kernels of an older x86-64: NumPy's
 # SIMD loops at its X86_V2 baseline, OpenBLAS's Sandy Bridge kernels and XLA's code for

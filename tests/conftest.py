@@ -48,7 +48,7 @@ def pytest_configure(config):
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
     """Each test file is one xdist group, so its module fixtures are built once, unless a
-    test names a group of its own (the per-experiment runs of tests/test_experiments.py),
+    test names a group of its own (the per-experiment runs of tests/claims/test_experiments.py),
     which lets the long experiment runs spread over the workers."""
     for item in items:
         if item.get_closest_marker("xdist_group") is None:

@@ -1,5 +1,5 @@
 """The deep experiment's own pieces (the deep pair <-> linear map, the exact GD mode map,
-padding and effective rank are tested in tests/test_theory.py and tests/test_nets.py):
+padding and effective rank are tested in tests/theory/test_theory.py and tests/core/test_nets.py):
 the five named members of one depth, and the pair block measure."""
 
 import numpy as np

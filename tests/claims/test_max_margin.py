@@ -1,5 +1,5 @@
 """The max-margin experiment's own pieces (the SVM and its certificate are tested in
-tests/test_margin.py): members named per slope, and configs that would collide."""
+tests/theory/test_margin.py): members named per slope, and configs that would collide."""
 
 import jax
 import numpy as np

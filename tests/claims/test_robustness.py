@@ -1,5 +1,5 @@
 """The robustness experiment's own pieces (the decayed end point β*(λ') is tested in
-tests/test_theory.py): configs whose GD records would miss the flow's record times."""
+tests/theory/test_theory.py): configs whose GD records would miss the flow's record times."""
 
 import pytest
 

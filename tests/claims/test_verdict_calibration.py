@@ -1,5 +1,5 @@
 """The verdict-calibration experiment's own pieces (its tiny preset runs in
-tests/test_experiments.py with every experiment): zero-padded hidden units change nothing,
+tests/claims/test_experiments.py with every experiment): zero-padded hidden units change nothing,
 and the config refuses grids the figure cannot draw."""
 
 import numpy as np
