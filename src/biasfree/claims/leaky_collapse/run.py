@@ -59,11 +59,13 @@ def ratio_tolerance(c, t_lin, slope_twin, gap, L0, lr, s):
     return c * gap * L0 / abs(slope_twin) / t_lin + lr * s * (1 - c)
 
 
-def linear_twins(params, moments, cfg: GDConfig, cs):
-    """The linear twins ``√c_b·params`` trained with step ``η c_b`` on ``moments``
-    (a :class:`~biasfree.core.moments.MomentData`): their loss on the full set, (B, T)."""
-    twins = linear_twin(params, 2 * np.asarray(cs) - 1)  # (1 + (2c - 1))/2 == c bitwise
-    tr = gd_ensemble(twins, moments.data, cfg, alpha=np.ones(len(cs)), lr=cfg.lr * np.asarray(cs))
+def linear_twins(params, moments, cfg: GDConfig, alphas):
+    """The linear twins of ``params`` at slopes ``alphas`` (``√c_b·params``, c_b = (1 + α_b)/2)
+    trained with step ``η c_b`` on ``moments`` (a :class:`~biasfree.core.moments.MomentData`):
+    their loss on the full set, (B, T)."""
+    alphas = np.asarray(alphas, dtype=float)
+    tr = gd_ensemble(linear_twin(params, alphas), moments.data, cfg, alpha=np.ones(len(alphas)),
+                     lr=cfg.lr * slope_factor(alphas))
     return np.asarray(tr.loss) + moments.loss_offset
 
 
@@ -76,7 +78,7 @@ def paper_curves(cfg: Config, white, moments, params, s, r, L_inf):
     gd_cfg = GDConfig(lr=cfg.lr, steps=int(np.ceil(cfg.horizon * t_slowest / cfg.lr)),
                       n_records=cfg.n_records)
     nets = gd_ensemble(params, white, gd_cfg, alpha=alphas, batched_params=False)
-    loss, pred = np.asarray(nets.loss), linear_twins(params, moments, gd_cfg, cs)
+    loss, pred = np.asarray(nets.loss), linear_twins(params, moments, gd_cfg, alphas)
     t = np.asarray(nets.t[0])
     t_half = np.array([half_loss_crossing(t, L, L_inf)[0] for L in loss])
     pred_slope = np.array([half_loss_crossing(t, L, L_inf)[1] for L in pred])
@@ -102,7 +104,7 @@ def init_scale_sweep(cfg: Config, white, moments, unit, s, r, L_inf):
     L_leaky, L_lin = np.asarray(leaky.loss), np.asarray(linear.loss) + moments.loss_offset
     measured, tol = np.empty(len(scales)), np.empty(len(scales))
     for i, scale in enumerate(scales):
-        twin = linear_twins(scale_params(unit, scale), moments, gd_cfg, [c])[0]
+        twin = linear_twins(scale_params(unit, scale), moments, gd_cfg, [a_min])[0]
         t_leaky = half_loss_crossing(t, L_leaky[i], L_inf)[0]
         t_lin = half_loss_crossing(t, L_lin[i], L_inf)[0]
         slope = half_loss_crossing(t, twin, L_inf)[1]
