@@ -8,11 +8,14 @@ equal its linear twin; :func:`from_arrays` wraps given matrices, :func:`pad_hidd
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
+from .conv import Conv, PooledDense, check_layer
 from .layers import Layer, Params, check_net
 from .nets import has_bias, widths
 from .precision import precise
@@ -63,7 +66,9 @@ def pair_up(params: Params) -> Params:
 
     Every hidden unit k becomes a pair (k, k'), the partner a sign flip:
     ``W_1 -> [W_1; -W_1]``, ``W_L -> [W_L, -W_L]`` and, for middle layers,
-    ``W_l -> [[A, -A], [-A, A]]``. Then ``f(-x) = -f(x)`` at every depth, and
+    ``W_l -> [[A, -A], [-A, A]]``. A conv layer (:mod:`.conv`) pairs whole channels the
+    same way (kernels ``[K; −K]``, …); since hidden states are channel-major, a dense
+    layer after it pairs its columns by the rule above. Then ``f(-x) = -f(x)`` at every depth, and
     ``f = (2c)^{L-1} W_L ... W_1 x`` at init, c = (1 + α)/2; f stays linear under training
     on symmetric data only for L = 2 (§4.1).
     """
@@ -74,6 +79,9 @@ def pair_up(params: Params) -> Params:
     L = len(params)
     out = []
     for i, layer in enumerate(params):
+        if not isinstance(layer, Layer):  # conv layers: channels paired (k, −k), docs/theory.md §7
+            out.append(layer.paired(outputs=i < L - 1, inputs=i > 0))
+            continue
         W = layer.matrix
         if i == 0:
             W2 = jnp.concatenate([W, -W], axis=0)
@@ -214,3 +222,75 @@ def balanced_units(W, signs) -> Params:
         raise ValueError(f"signs: need one sign ±1 per unit of W (m, d), got shapes {W.shape}, "
                          f"{sg.shape}")
     return (Layer(W), Layer((sg * np.linalg.norm(W, axis=1))[None, :]))
+
+
+@precise
+def init_conv(key, in_shape, channels, kernel, p: int = 1, scale=1.0, *, padding: str = "same",
+              readout: str = "dense", bias: bool = False, bias_scale=None, pairs: bool = False) -> Params:
+    """A conv net (docs/theory.md §7): L − 1 :class:`~.conv.Conv` layers, then a readout,
+    every weight ``~ N(0, s_l²)``.
+
+    ``in_shape`` the inputs' spatial shape, (n,) (1-D) or (H, W) (2-D); ``channels`` =
+    (C_0, C_1, ..., C_{L-1}): C_0 input channels (inputs are flat (N, C_0·∏in_shape),
+    channel-major), C_l the channels of conv layer l; ``kernel`` the kernel size, an int
+    (the same on every axis) or one per axis; ``p`` outputs; ``scale`` s_l, one number or
+    one per layer (L values); ``padding`` "same" or "valid"; ``readout`` "dense" (flatten,
+    then a dense (p, C_{L-1}·∏spatial) layer) or "pool" (global average pooling, then
+    (p, C_{L-1}): :class:`~.conv.PooledDense`); ``bias`` adds per-channel conv biases and
+    readout biases ``~ N(0, bias_scale²)`` (default s_l). ``pairs``: a Gaussian net with
+    half the hidden channels, then :func:`pair_up` (channels (k, −k), readouts (v, −v)),
+    which makes it exactly linear (every hidden C_l must be even; bias-free only).
+    """
+    validate.key(key)
+    if isinstance(channels, str | bytes) or not isinstance(channels, tuple | list) or len(channels) < 2:
+        raise ValueError(f"channels={channels!r}: give (C_0, C_1, ..., C_(L-1)), the input channels then "
+                         "those of each conv layer (at least one)")
+    ch = tuple(validate.integer(f"channels[{i}]", c, 1) for i, c in enumerate(channels))
+    validate.choice("padding", padding, ("same", "valid"))
+    validate.choice("readout", readout, ("dense", "pool"))
+    validate.flag("pairs", pairs)
+    p = validate.integer("p", p, 1)
+    spatial = tuple(in_shape) if isinstance(in_shape, tuple | list) else (in_shape,)
+    ks = (kernel,) * len(spatial) if isinstance(kernel, int | np.integer) else tuple(kernel)
+    ks = tuple(validate.integer("kernel", k, 1) for k in ks)
+    if len(ks) != len(spatial):
+        raise ValueError(f"kernel={kernel!r}: give one size per spatial axis of in_shape={in_shape!r}")
+    if pairs:
+        if bias:
+            raise ValueError("pairs=True needs a bias-free net (pairs with biases are not odd): drop bias")
+        if any(c % 2 for c in ch[1:]):
+            raise ValueError(f"channels: pair init needs even hidden channel counts, got {ch[1:]}")
+        half = init_conv(key, in_shape, (ch[0],) + tuple(c // 2 for c in ch[1:]), ks, p, scale,
+                         padding=padding, readout=readout)
+        return pair_up(half)
+    scales = _layer_scales(scale, len(ch))
+    validate.flag("bias", bias)
+    if bias_scale is not None and not validate.traced(bias_scale):
+        bias_scale = validate.nonnegative("bias_scale", bias_scale, scalar=True)
+    shapes, shape = [], spatial  # (weight shape, bias shape) of each layer; checked before drawing
+    for i, (c_in, c_out) in enumerate(zip(ch[:-1], ch[1:], strict=True)):
+        layer = Conv(np.zeros((c_out, c_in) + ks), None, shape, padding)
+        check_layer(layer, f"conv layer {i}")  # e.g. a kernel larger than its input
+        shapes.append(((c_out, c_in) + ks, (c_out,)))
+        shape = layer.out_shape
+    shapes.append(((p, ch[-1] if readout == "pool" else ch[-1] * int(np.prod(shape))), (p,)))
+    bs = [s if bias_scale is None else bias_scale for s in scales]
+    draws = _normals(key, tuple(shapes), jnp.stack([jnp.asarray(s, float) for s in scales + tuple(bs)]),
+                     bias)
+    layers, shape = [], spatial
+    for Kb in draws[:-1]:
+        layers.append(Conv(*Kb, shape, padding))
+        shape = layers[-1].out_shape
+    layers.append(PooledDense(*draws[-1], shape) if readout == "pool" else Layer(*draws[-1]))
+    return tuple(layers)
+
+
+@partial(jax.jit, static_argnames=("shapes", "bias"))
+def _normals(key, shapes, scales, bias):
+    """``(s_l N(0, 1) of shape w_l, s'_l N(0, 1) of shape b_l or None)`` per layer, ``shapes``
+    the (w_l, b_l) pairs, ``scales`` the L weight then L bias scales: one compiled call."""
+    keys = jax.random.split(key, 2 * len(shapes))
+    L = len(shapes)
+    return tuple((scales[i] * jax.random.normal(keys[2 * i], w),
+                  scales[L + i] * jax.random.normal(keys[2 * i + 1], b) if bias else None)
+                 for i, (w, b) in enumerate(shapes))

@@ -12,6 +12,7 @@ their attributes.
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import jax
@@ -25,7 +26,12 @@ Array = jax.Array
 
 class AbstractLayer(abc.ABC):
     """What a layer provides: ``matrix`` (n_out, n_in), ``bias`` ((n_out,) or None),
-    ``n_in``, ``n_out``, ``apply(H)`` the pre-activations and ``scaled(factor)``."""
+    ``n_in``, ``n_out``, ``apply(H)`` the pre-activations, ``linear(H)`` the same without
+    the bias, ``scaled(factor)``, and ``batch_ndim`` (the number of leading ensemble
+    axes of its weights). Layers that read or write a (C, *spatial) layout (convolutions,
+    :mod:`.conv`) also give ``in_layout`` / ``out_layout``; ``None`` means flat."""
+
+    in_layout = out_layout = None
 
     @property
     @abc.abstractmethod
@@ -40,6 +46,10 @@ class AbstractLayer(abc.ABC):
     @abc.abstractmethod
     def apply(self, H: Array) -> Array:
         """Pre-activations ``H Aᵀ + b`` of a batch ``H`` (N, n_in), shape (N, n_out)."""
+
+    @abc.abstractmethod
+    def linear(self, H: Array) -> Array:
+        """``H Aᵀ``, the pre-activations without the bias (N, n_out)."""
 
     @abc.abstractmethod
     def scaled(self, factor) -> AbstractLayer:
@@ -69,6 +79,14 @@ class Layer(NamedTuple):
     matrix = property(lambda self: self.W, doc="``W``, the layer's linear map (n_out, n_in).")
     bias = property(lambda self: self.b, doc="``b``, or ``None``.")
     n_in, n_out, has_bias = AbstractLayer.n_in, AbstractLayer.n_out, AbstractLayer.has_bias
+
+    in_layout = out_layout = None  # flat: a dense layer reads and writes any layout
+
+    batch_ndim = property(lambda self: np.ndim(self.W) - 2, doc="Number of leading ensemble axes.")
+
+    def linear(self, H: Array) -> Array:
+        """``H Wᵀ``, the bias left out."""
+        return H @ self.W.T
 
     def apply(self, H: Array) -> Array:
         Z = H @ self.W.T
@@ -111,29 +129,67 @@ def check_net(params, name: str = "params", *, X=None, x_name: str = "X", depth:
             raise ValueError(f"{what} must be {ndim}-D {shape}, got shape {np.shape(x)}")
         return x
 
-    Ws = []
+    sizes, checked = [], []  # (n_out, n_in) of each layer, from static shapes (no Toeplitz matrix)
     for i, layer in enumerate(params):
-        W = array(f"{name}[{i}].W", layer.matrix, 2, "(n_out, n_in)")
-        if Ws and W.shape[1] != Ws[-1].shape[0]:
-            raise ValueError(f"{name}: layer {i} takes {W.shape[1]} inputs but layer {i - 1} has "
-                             f"{Ws[-1].shape[0]} outputs; consecutive widths must agree")
-        b = layer.bias
-        if b is not None and np.shape(array(f"{name}[{i}].b", b, 1, "(n_out,)")) != (W.shape[0],):
-            raise ValueError(f"{name}[{i}].b must have shape ({W.shape[0]},), got {np.shape(b)}")
-        Ws.append(W)
-    if depth is not None and len(Ws) != depth:
-        raise ValueError(f"{name} has {len(Ws)} layers; this needs exactly {depth}")
+        if isinstance(layer, Layer):
+            checked.append(Layer(array(f"{name}[{i}].W", layer.W, 2, "(n_out, n_in)"), layer.b))
+        else:
+            checked.append(layer)
+            from .conv import check_layer  # the conv module builds on this one
+            check_layer(layer, f"{name}[{i}]")
+            for field, leaf in zip(_fields(layer), jax.tree_util.tree_leaves(layer), strict=False):
+                if not traced:
+                    validate.finite_array(f"{name}[{i}].{field}", leaf)
+        n_out, n_in = layer.n_out, layer.n_in
+        if sizes and n_in != sizes[-1][0]:
+            raise ValueError(f"{name}: layer {i} takes {n_in} inputs but layer {i - 1} has "
+                             f"{sizes[-1][0]} outputs; consecutive widths must agree")
+        prev = params[i - 1].out_layout if i else None
+        if prev is not None and layer.in_layout is not None and tuple(prev) != tuple(layer.in_layout):
+            raise ValueError(f"{name}: layer {i} reads (channels, *spatial) = {tuple(layer.in_layout)} "
+                             f"but layer {i - 1} gives {tuple(prev)}; match its input channels and "
+                             "spatial shape to the previous layer's output")
+        b = layer.b if isinstance(layer, Layer) else layer.bias
+        if b is not None and np.shape(array(f"{name}[{i}].b", b, 1, "(n_out,)")) != (n_out,):
+            raise ValueError(f"{name}[{i}].b must have shape ({n_out},), got {np.shape(b)}")
+        sizes.append((n_out, n_in))
+    Ws = _Matrices(checked)
+    if depth is not None and len(sizes) != depth:
+        raise ValueError(f"{name} has {len(sizes)} layers; this needs exactly {depth}")
     if bias_free and any(layer.has_bias for layer in params):
         raise ValueError(f"{name} has biases; this result holds for bias-free nets only (drop b)")
-    if d is not None and Ws[0].shape[1] != d:
-        raise ValueError(f"{name} takes inputs of dimension {Ws[0].shape[1]} but the data have "
+    if d is not None and sizes[0][1] != d:
+        raise ValueError(f"{name} takes inputs of dimension {sizes[0][1]} but the data have "
                          f"d = {d}; build the net for the data")
-    if p_out is not None and Ws[-1].shape[0] != p_out:
-        raise ValueError(f"{name} has {Ws[-1].shape[0]} outputs but the targets have p = {p_out}")
-    if X is not None and array(x_name, X, 2, "(N, d)").shape[1] != Ws[0].shape[1]:
+    if p_out is not None and sizes[-1][0] != p_out:
+        raise ValueError(f"{name} has {sizes[-1][0]} outputs but the targets have p = {p_out}")
+    if X is not None and array(x_name, X, 2, "(N, d)").shape[1] != sizes[0][1]:
         raise ValueError(f"{x_name} has {np.shape(X)[1]} columns but {name} takes inputs of dimension "
-                         f"d = {Ws[0].shape[1]}: pass X of shape (N, {Ws[0].shape[1]})")
+                         f"d = {sizes[0][1]}: pass X of shape (N, {sizes[0][1]})")
     return Ws
+
+
+def _fields(layer) -> list[str]:
+    """Names of a dataclass layer's array fields, in pytree-leaf order (None fields skipped)."""
+    import dataclasses
+    return [f.name for f in dataclasses.fields(layer)
+            if not f.metadata.get("static") and getattr(layer, f.name) is not None]
+
+
+class _Matrices(Sequence):
+    """The layers' matrices, each built on first access (a conv's Toeplitz matrix can be large)."""
+
+    def __init__(self, layers):
+        self._layers = tuple(layers)
+
+    def __len__(self) -> int:
+        return len(self._layers)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(len(self))[i]]
+        layer = self._layers[i]
+        return layer.W if isinstance(layer, Layer) else np.asarray(layer.matrix, dtype=float)
 
 
 @precise

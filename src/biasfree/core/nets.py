@@ -70,7 +70,7 @@ def widths(params: Params) -> tuple[int, ...]:
 
 def _layers(params) -> None:
     """Structure only (batched nets with a leading axis pass): a tuple of Layers."""
-    if not is_net(params) or not all(np.ndim(lay.matrix) >= 2 for lay in params):
+    if not is_net(params) or not all(lay.batch_ndim >= 0 for lay in params):
         raise TypeError(f"params must be a non-empty tuple of biasfree Layer(W, b) with matrix "
                         f"weights (e.g. from biasfree.from_arrays), got {type(params).__name__}")
 

@@ -86,8 +86,8 @@ def nearest_kink(params, X, alpha):
     best = (np.inf, np.nan, -1, -1, -1)
     for li, layer in enumerate(params[:-1]):
         with np.errstate(all="ignore"):  # some BLAS builds flag spurious matmul warnings
-            W = np.asarray(layer.W, dtype=float)
-            b = None if layer.b is None else np.asarray(layer.b, dtype=float)
+            W = np.asarray(layer.matrix, dtype=float)
+            b = None if layer.bias is None else np.asarray(layer.bias, dtype=float)
             Z = H @ W.T + (0.0 if b is None else b)
             Hn = np.sqrt(np.sum(H**2, axis=1, keepdims=True) + (0.0 if b is None else 1.0))
             Wn = np.sqrt(np.sum(W**2, axis=1) + (0.0 if b is None else b**2))

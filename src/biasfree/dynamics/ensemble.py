@@ -98,8 +98,8 @@ class Runs:
 
 
 def _shape_key(params: Params) -> tuple:
-    return tuple((tuple(np.shape(layer.W)), None if layer.b is None else tuple(np.shape(layer.b)))
-                 for layer in params)
+    leaves, tree = jax.tree_util.tree_flatten(tuple(params))  # conv shapes and padding are in tree
+    return tree, tuple(np.shape(x) for x in leaves)
 
 
 def gd_members(members: Mapping[str, Member], data: Dataset, cfg: GDConfig) -> Runs:

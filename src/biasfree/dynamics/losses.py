@@ -22,7 +22,7 @@ import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
 from .. import _validate as validate
-from ..core.layers import Params, check_net
+from ..core.layers import Layer, Params, check_net
 from ..core.nets import check_alpha, forward, leaky_relu
 from ..core.precision import precise
 
@@ -75,7 +75,7 @@ def check_run_args(params, X, Y, alpha, loss, *, mirrored=False, x_name="X") -> 
         raise TypeError(f"{x_name}=None: pass the inputs, an array of shape (N, d)")
     check_net(params, X=X, x_name=x_name)
     check_alpha(alpha)
-    p = np.shape(params[-1].W)[0]
+    p = params[-1].n_out
     _check_targets(Y, np.shape(X)[0] * (2 if mirrored else 1), p, loss)
     return p
 
@@ -114,11 +114,12 @@ def forward_mirrored(params: Params, X_half, alpha):
     check_net(params, X=X_half, x_name="X_half")
     check_alpha(alpha)
     first = params[0]
-    if len(params) == 2 and first.b is None and params[1].b is None:
+    if (len(params) == 2 and all(isinstance(la, Layer) for la in params)
+            and first.b is None and params[1].b is None):
         return _two_layer_mirrored(first.W, params[1].W, X_half, alpha)
-    A = X_half @ first.W.T
+    A = first.linear(X_half)  # any layer, a convolution included (docs/theory.md §7)
     Z = jnp.concatenate([A, -A], axis=0)
-    H = Z if first.b is None else Z + first.b
+    H = Z if first.bias is None else Z + first.bias
     if len(params) == 1:
         return H
     return forward(params[1:], leaky_relu(H, alpha), alpha)

@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import _validate as validate
 from ..core.data import Dataset
-from ..core.layers import Layer, Params, check_net
+from ..core.layers import Params, check_net, is_net
 from ..core.nets import beta_eff_is_exact, forward
 from .losses import LOSSES, check_labels, forward_mirrored, loss_value, sq_norm
 from .trajectory import Trajectory, observe
@@ -90,13 +90,12 @@ def check_params_data(params: Params, data: Dataset, loss: str, batched: bool = 
     check_dataset(data)
     one = params
     if batched:
-        layers = isinstance(params, tuple | list) and all(isinstance(la, Layer) for la in params)
-        if not layers or not params:
+        if not is_net(params):
             check_net(params)  # raises the TypeError naming params
-        if any(np.ndim(la.W) != 3 for la in params):
-            raise ValueError("params: with batched_params=True every W needs a leading ensemble axis "
-                             "(B, n_out, n_in), e.g. jax.vmap(init)(keys); pass batched_params=False "
-                             "to share one network")
+        if any(la.batch_ndim != 1 for la in params):
+            raise ValueError("params: with batched_params=True every weight needs one leading ensemble "
+                             "axis (B, n_out, n_in) for W, (B, C_out, C_in, *k) for a conv kernel, e.g. "
+                             "jax.vmap(init)(keys); pass batched_params=False to share one network")
         sizes = {np.shape(x)[0] for x in jax.tree_util.tree_leaves(params)}
         if len(sizes) != 1:
             raise ValueError(f"params: the leading ensemble axes differ {sorted(sizes)}; every leaf "
@@ -105,7 +104,7 @@ def check_params_data(params: Params, data: Dataset, loss: str, batched: bool = 
             raise ValueError("params contains NaN or infinite values: initialise every member finitely")
         one = jax.tree_util.tree_map(lambda x: x[0], params)
     check_net(one, "params", X=data.inputs, x_name="data.X")
-    p = np.shape(one[-1].W)[0]
+    p = one[-1].n_out
     if data.Y.shape[1] != p:
         raise ValueError(f"params has {p} outputs but data.Y has {data.Y.shape[1]} columns: build the "
                          f"net with p = {data.Y.shape[1]} outputs")

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
+from ..core.conv import Conv, PooledDense
 from ..core.layers import Params, check_net
 from ..core.nets import beta_eff, beta_eff_is_exact, even_part, forward
 from ..core.precision import precise
@@ -99,15 +100,35 @@ jax.tree_util.register_dataclass(
 
 @precise
 def conserved_quantities(params: Params) -> tuple[Array, ...]:
-    """Per hidden unit, ``||incoming||² - ||outgoing||²`` (THEORY.md §4.2)."""
+    """Per hidden unit, ``||incoming||² - ||outgoing||²`` (THEORY.md §4.2). For a conv
+    layer the unit is an output channel (its kernel and bias in, every weight reading the
+    channel out), the group that the rescaling symmetry moves together (docs/theory.md §7)."""
     check_net(params)
     out = []
     for inc, outg in zip(params[:-1], params[1:], strict=True):
-        q = jnp.sum(inc.W**2, axis=1) - jnp.sum(outg.W**2, axis=0)
+        q = _sq_in(inc)
+        q = q - _sq_out(outg, q.shape[0])
         if inc.b is not None:
             q = q + inc.b**2
         out.append(q)
     return tuple(out)
+
+
+def _sq_in(layer):
+    """Per hidden unit (a conv's output channel), the squared norm of its incoming weights."""
+    if isinstance(layer, Conv):
+        return jnp.sum(layer.K**2, axis=tuple(range(1, np.ndim(layer.K))))
+    W = layer.V if isinstance(layer, PooledDense) else layer.matrix
+    return jnp.sum(W**2, axis=1)
+
+
+def _sq_out(layer, units: int):
+    """Per unit of the previous layer (``units`` of them: a conv's channels), the squared
+    norm of the weights that read it (for a dense layer after a conv, its channel's columns)."""
+    if isinstance(layer, Conv):
+        return jnp.sum(layer.K**2, axis=(0,) + tuple(range(2, np.ndim(layer.K))))
+    q = jnp.sum((layer.V if isinstance(layer, PooledDense) else layer.matrix) ** 2, axis=0)
+    return q if q.shape[0] == units else jnp.sum(jnp.reshape(q, (units, -1)), axis=1)
 
 
 @precise
@@ -145,7 +166,7 @@ def observe(params: Params, X, Y, alpha, loss: str, X_test=None, Y_test=None,
         "loss": loss_value(F, Y, loss),
         "beta": beta,
         "even_energy": jnp.mean(jnp.sum(fe**2, axis=-1)),
-        "singular_values": tuple(jnp.linalg.svd(layer.W, compute_uv=False) for layer in params),
+        "singular_values": tuple(jnp.linalg.svd(layer.matrix, compute_uv=False) for layer in params),
         "conserved": conserved_quantities(params),
     }
     obs["test_loss"] = (None if X_test is None

@@ -115,11 +115,12 @@ def train_with_twin(params: Params, twin: Params, X, Y, *, alpha: float, lr: flo
 
 
 def relative_movement(before: Params, after: Params) -> tuple[float, ...]:
-    """Per layer ``‖W_l(T) − W_l(0)‖_F / ‖W_l(0)‖_F`` (∞ for a layer that started at 0)."""
+    """Per layer ``‖A_l(T) − A_l(0)‖_F / ‖A_l(0)‖_F``, A_l the layer's matrix (∞ for a layer that
+    started at 0)."""
     out = []
     for a, b in zip(before, after, strict=True):
-        n0 = float(np.linalg.norm(np.asarray(a.W)))
-        d = float(np.linalg.norm(np.asarray(b.W) - np.asarray(a.W)))
+        n0 = float(np.linalg.norm(np.asarray(a.matrix)))
+        d = float(np.linalg.norm(np.asarray(b.matrix) - np.asarray(a.matrix)))
         out.append(d / n0 if n0 > 0 else float("inf"))
     return tuple(out)
 

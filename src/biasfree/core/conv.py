@@ -1,0 +1,272 @@
+"""Convolutional layers in the net family (docs/theory.md §7): a 1-D or 2-D convolution
+and a global-average-pooled dense readout, both linear maps on flat hidden states.
+
+Hidden states stay flat, (N, C·∏spatial), in channel-major order: entry ``c·S + s`` is
+channel c at spatial position s (row-major over the spatial axes, S = ∏spatial), exactly
+``torch.nn.Flatten`` of a (C, H, W) array. So a conv layer composes with dense layers: a
+dense readout after a conv layer is "flatten, then dense".
+
+:class:`Conv`, kernel ``K`` (C_out, C_in, k_1[, k_2]), bias ``b`` (C_out,) or ``None``:
+
+    z[o, s] = Σ_{i, u} K[o, i, u] · h[i, s + u − pad] (+ b[o]),
+
+a cross-correlation (no kernel flip, as ``torch.nn.Conv1d/2d``), stride 1; ``padding``
+"same" pads ``pad = (k − 1)//2`` zeros before and ``k − 1 − pad`` after each spatial axis
+(torch's and XLA's rule for even k too) so the output has the input's spatial shape;
+"valid" pads none, output size ``n − k + 1``. Its :attr:`~Conv.matrix` is the dense
+Toeplitz operator A (n_out, n_in), so every dense identity (twin map, ``end_to_end_linear``,
+odd part, ranks) applies through it; :meth:`~Conv.apply` never builds it.
+
+:class:`PooledDense`, weight ``V`` (n_out, C), is global average pooling followed by a
+dense map: ``z = V · mean_s h[:, s] (+ b)``, matrix ``V ⊗ 1ᵀ/S``. Pooling is folded into
+the layer, so no σ_α sits between pooling and readout (σ_α of a mean is not the mean of
+σ_α): use it as the readout of a conv net.
+
+Both are pytrees (``jax.tree_util.register_dataclass``): the arrays are leaves, the shapes
+and padding static, so ``jit``, ``vmap`` and ``grad`` see only the weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _validate as validate
+from .layers import AbstractLayer
+
+Array = jax.Array
+PADDINGS = ("same", "valid")
+
+
+def _spatial(in_shape) -> tuple[int, ...]:
+    """``in_shape`` as a tuple of 1 or 2 positive ints (TypeError / ValueError otherwise)."""
+    if isinstance(in_shape, int | np.integer) and not isinstance(in_shape, bool):
+        in_shape = (in_shape,)
+    if not isinstance(in_shape, tuple | list) or len(in_shape) not in (1, 2):
+        raise ValueError(f"in_shape={in_shape!r}: give the input's spatial shape, (length,) for a 1-D "
+                         "or (height, width) for a 2-D convolution")
+    return tuple(validate.integer("in_shape", n, 1) for n in in_shape)
+
+
+@partial(jax.jit, static_argnames=("in_shape", "padding"))
+def _conv_flat(H, K, in_shape, padding):
+    """Flat (N, C_in·∏in_shape) -> flat (N, C_out·∏out_shape) cross-correlation with ``K``."""
+    nd = len(in_shape)
+    x = jnp.reshape(H, (H.shape[0], K.shape[1]) + tuple(in_shape))
+    spec = ("NCH", "OIH", "NCH") if nd == 1 else ("NCHW", "OIHW", "NCHW")
+    z = jax.lax.conv_general_dilated(x, K, (1,) * nd, padding.upper(), dimension_numbers=spec,
+                                     precision=jax.lax.Precision.HIGHEST)
+    return jnp.reshape(z, (H.shape[0], -1))
+
+
+@partial(jax.jit, static_argnames=("in_shape", "padding", "batch_ndim"))
+def _toeplitz(K, in_shape, padding, batch_ndim):
+    """The (n_out, n_in) matrix of the convolution: it applied to the identity basis."""
+    def one(K):
+        return _conv_flat(jnp.eye(K.shape[1] * math.prod(in_shape), dtype=K.dtype), K, in_shape, padding).T
+    for _ in range(batch_ndim):
+        one = jax.vmap(one)
+    return one(K)
+
+
+def _bcast(factor, ndim: int):
+    """``factor`` shaped to multiply an array with ``ndim`` trailing per-member axes."""
+    return factor if np.ndim(factor) == 0 else jnp.reshape(factor, np.shape(factor) + (1,) * ndim)
+
+
+@dataclasses.dataclass(frozen=True)
+class Conv:
+    """Stride-1 convolution (module doc), a layer of the net family.
+
+    ``K`` kernel (C_out, C_in, k) for 1-D or (C_out, C_in, k_1, k_2) for 2-D (any leading
+    ensemble axes, as from :meth:`scaled` with a (K,) factor); ``b`` per-output-channel
+    bias (C_out,) or ``None`` (bias-free); ``in_shape`` the input's spatial shape,
+    (n,) or (H, W); ``padding`` "same" or "valid". Inputs and outputs are flat,
+    channel-major: (N, C_in·∏in_shape) -> (N, C_out·∏out_shape).
+    """
+
+    K: Array
+    b: Array | None = None
+    in_shape: tuple[int, ...] = dataclasses.field(default=(), metadata={"static": True})
+    padding: str = dataclasses.field(default="same", metadata={"static": True})
+
+    def __post_init__(self):
+        object.__setattr__(self, "in_shape", _spatial(self.in_shape))
+        validate.choice("padding", self.padding, PADDINGS)
+
+    # --- shapes (static: no array is touched) ---
+    @property
+    def kernel_shape(self) -> tuple[int, ...]:
+        return tuple(int(k) for k in np.shape(self.K)[-len(self.in_shape):])
+
+    @property
+    def batch_ndim(self) -> int:
+        """Number of leading ensemble axes of ``K``."""
+        return np.ndim(self.K) - 2 - len(self.in_shape)
+
+    @property
+    def c_in(self) -> int:
+        return int(np.shape(self.K)[-1 - len(self.in_shape)])
+
+    @property
+    def c_out(self) -> int:
+        return int(np.shape(self.K)[-2 - len(self.in_shape)])
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        """Output spatial shape: ``in_shape`` ("same") or ``n − k + 1`` per axis ("valid")."""
+        if self.padding == "same":
+            return self.in_shape
+        return tuple(n - k + 1 for n, k in zip(self.in_shape, self.kernel_shape, strict=True))
+
+    @property
+    def in_layout(self) -> tuple[int, ...]:
+        """(C_in, *in_shape): how the flat input is read."""
+        return (self.c_in,) + self.in_shape
+
+    @property
+    def out_layout(self) -> tuple[int, ...]:
+        """(C_out, *out_shape): how the flat output is laid out."""
+        return (self.c_out,) + self.out_shape
+
+    @property
+    def n_in(self) -> int:
+        return self.c_in * math.prod(self.in_shape)
+
+    @property
+    def n_out(self) -> int:
+        return self.c_out * math.prod(self.out_shape)
+
+    has_bias = property(lambda self: self.b is not None)
+
+    # --- the linear map ---
+    def linear(self, H: Array) -> Array:
+        """``H Aᵀ`` without the bias: (N, n_in) -> (N, n_out), by ``lax.conv_general_dilated``
+        (one member: ``K`` without ensemble axes)."""
+        return _conv_flat(H, self.K, self.in_shape, self.padding)
+
+    def apply(self, H: Array) -> Array:
+        """Pre-activations ``H Aᵀ + b`` (N, n_out) of a flat batch ``H`` (N, n_in)."""
+        Z = self.linear(H)
+        return Z if self.b is None else Z + self.bias
+
+    @property
+    def matrix(self) -> Array:
+        """The dense Toeplitz operator A (n_out, n_in) (leading ensemble axes kept): the
+        convolution of the identity basis, so each entry is one kernel weight or 0, exactly."""
+        return _toeplitz(jnp.asarray(self.K), self.in_shape, self.padding, self.batch_ndim)
+
+    @property
+    def bias(self) -> Array | None:
+        """The bias as an (n_out,) vector, ``b[o]`` at every position of channel o (or None)."""
+        if self.b is None:
+            return None
+        return jnp.repeat(jnp.asarray(self.b), math.prod(self.out_shape), axis=-1)
+
+    def scaled(self, factor) -> Conv:
+        """Kernel and bias times ``factor``: one number, or (K,) for K members."""
+        return dataclasses.replace(self, K=_bcast(factor, 2 + len(self.in_shape)) * self.K,
+                                   b=None if self.b is None else _bcast(factor, 1) * self.b)
+
+    def paired(self, outputs: bool, inputs: bool) -> Conv:
+        """Channels doubled with sign-flipped partners (docs/theory.md §2.3, §7): outputs
+        ``[K; −K]``, inputs ``[K, −K]``, both ``[[K, −K], [−K, K]]`` (bias-free only)."""
+        K, ax = self.K, self.batch_ndim
+        if inputs:
+            K = jnp.concatenate([K, -K], axis=ax + 1)
+        if outputs:
+            K = jnp.concatenate([K, -K], axis=ax)
+        return dataclasses.replace(self, K=K, b=None)
+
+
+@dataclasses.dataclass(frozen=True)
+class PooledDense:
+    """Global average pooling over the spatial positions, then a dense map (module doc).
+
+    ``V`` (n_out, C) (leading ensemble axes allowed), ``b`` (n_out,) or ``None``,
+    ``in_shape`` the spatial shape of the C input channels:
+    ``z_j = Σ_c V[j, c] · (1/S) Σ_s h[c·S + s] + b_j``, S = ∏in_shape.
+    """
+
+    V: Array
+    b: Array | None = None
+    in_shape: tuple[int, ...] = dataclasses.field(default=(), metadata={"static": True})
+
+    def __post_init__(self):
+        object.__setattr__(self, "in_shape", _spatial(self.in_shape))
+
+    @property
+    def batch_ndim(self) -> int:
+        return np.ndim(self.V) - 2
+
+    @property
+    def in_layout(self) -> tuple[int, ...]:
+        return (int(np.shape(self.V)[-1]),) + self.in_shape
+
+    out_layout = None
+
+    @property
+    def n_in(self) -> int:
+        return math.prod(self.in_layout)
+
+    @property
+    def n_out(self) -> int:
+        return int(np.shape(self.V)[-2])
+
+    has_bias = AbstractLayer.has_bias
+    bias = property(lambda self: self.b, doc="``b`` (n_out,), or ``None``.")
+
+    def linear(self, H: Array) -> Array:
+        S = math.prod(self.in_shape)
+        return jnp.mean(jnp.reshape(H, (H.shape[0], -1, S)), axis=-1) @ self.V.T
+
+    def apply(self, H: Array) -> Array:
+        Z = self.linear(H)
+        return Z if self.b is None else Z + self.b
+
+    @property
+    def matrix(self) -> Array:
+        """``V ⊗ 1ᵀ/S`` (n_out, C·S): each V[j, c] spread over channel c's S positions."""
+        S = math.prod(self.in_shape)
+        return jnp.repeat(jnp.asarray(self.V), S, axis=-1) / S
+
+    def scaled(self, factor) -> PooledDense:
+        return dataclasses.replace(self, V=_bcast(factor, 2) * self.V,
+                                   b=None if self.b is None else _bcast(factor, 1) * self.b)
+
+    def paired(self, outputs: bool, inputs: bool) -> PooledDense:
+        """Input channels doubled as ``[V, −V]`` (a readout; ``outputs`` is refused)."""
+        if outputs:
+            raise ValueError("pair_up: a PooledDense layer can only be the readout (the last layer)")
+        return dataclasses.replace(self, V=jnp.concatenate([self.V, -self.V], axis=-1), b=None)
+
+
+for _cls, _data in ((Conv, ["K", "b"]), (PooledDense, ["V", "b"])):
+    jax.tree_util.register_dataclass(_cls, data_fields=_data, meta_fields=["in_shape", "padding"]
+                                     if _cls is Conv else ["in_shape"])
+    AbstractLayer.register(_cls)
+
+
+def check_layer(layer, name: str) -> None:
+    """Shape checks of a conv-family layer, each error naming the layer and the fix
+    (values are checked by :func:`~biasfree.core.layers.check_net`)."""
+    if isinstance(layer, Conv):
+        nd = len(layer.in_shape)
+        if np.ndim(layer.K) != 2 + nd:
+            raise ValueError(f"{name}.K must be (C_out, C_in{', k' * nd}) for a {nd}-D convolution on "
+                             f"in_shape={layer.in_shape}, got shape {np.shape(layer.K)}")
+        if layer.padding == "valid" and any(k > n for k, n in zip(layer.kernel_shape, layer.in_shape,
+                                                                   strict=True)):
+            raise ValueError(f"{name}: kernel {layer.kernel_shape} is larger than its input "
+                             f"{layer.in_shape} with padding='valid' (no output position); use a "
+                             "smaller kernel or padding='same'")
+        if layer.b is not None and np.shape(layer.b) != (layer.c_out,):
+            raise ValueError(f"{name}.b must be one bias per output channel, shape ({layer.c_out},), "
+                             f"got {np.shape(layer.b)}")
+    elif isinstance(layer, PooledDense) and np.ndim(layer.V) != 2:
+        raise ValueError(f"{name}.V must be (n_out, C), got shape {np.shape(layer.V)}")
