@@ -100,7 +100,7 @@ def _paired(params: Params) -> bool:
     """Depth 2: the rows [w_k, v_k] form a mirror-symmetric multiset (antisymmetric pairs)."""
     if len(params) != 2:
         return False
-    Z = np.hstack([np.asarray(params[0].W, float), np.asarray(params[1].W, float).T])
+    Z = np.hstack([np.asarray(params[0].matrix, float), np.asarray(params[1].matrix, float).T])
     scale = float(np.max(np.linalg.norm(Z, axis=1)))
     return scale > 0 and mirror_violation(Z) <= ROUND_OFF * scale
 
@@ -166,8 +166,8 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_
                           int(np.sum(lam > 1e-12 * lam.max())), theory.is_whitened(X), source, mv,
                           modes.s, modes.linear_fraction, even_t, mv_x)
     sp = _split(params, X, a)
-    svs = tuple(np.linalg.svd(np.asarray(layer.W, float), compute_uv=False) for layer in params)
-    beta = (c * np.asarray(params[0].W).T @ np.asarray(params[1].W).T
+    svs = tuple(np.linalg.svd(np.asarray(layer.matrix, float), compute_uv=False) for layer in params)
+    beta = (c * np.asarray(params[0].matrix).T @ np.asarray(params[1].matrix).T
             if L == 2 and not biased else sp.beta)
     nonlin = (sp.even + sp.odd_nonlinear) / sp.energy if sp.energy else 0.0
     ranks = tuple(float(nets.effective_rank(s)) if s.any() else 0.0 for s in svs)  # a zero layer: 0
@@ -269,6 +269,6 @@ def _train(params, pred: Prediction, a, X, Y, cfg: GDConfig, modes, loss0, reg: 
                   run.params, run.gap_step, cfg.lr * run.gap_step, run.steps)
     move = relative_movement(params, run.params)
     reg = dataclasses.replace(reg, movement=move, rich=move[0] >= vd.RICH_MOVEMENT,
-                              alignment0=row_alignment(params[0].W, dirs),
-                              alignment=row_alignment(run.params[0].W, dirs))
+                              alignment0=row_alignment(params[0].matrix, dirs),
+                              alignment=row_alignment(run.params[0].matrix, dirs))
     return tr, reg

@@ -357,6 +357,9 @@ def save_model(params: Params, path, *, alpha=None, metadata: Mapping | None = N
     check_net(params)
     if has_bias(params):
         raise ValueError("params: save_model writes bias-free nets only (drop b)")
+    if not all(isinstance(layer, Layer) for layer in params):
+        raise ValueError("params: save_model writes dense layers only so far; a conv net (biasfree.Conv, "
+                         "PooledDense) cannot be saved yet: keep its kernels with numpy.savez")
     if not isinstance(path, str | Path):
         raise TypeError(f"path={path!r} must be a file path ending in .safetensors or .npz")
     if alpha is not None:

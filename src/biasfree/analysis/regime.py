@@ -49,7 +49,8 @@ def data_modes(X, Y) -> Modes:
 def init_gain(params: Params, lam_max: float) -> float:
     """``Π_l ‖W_l‖₂ · √λ_max(Σ_xx)``: the largest output a unit-variance input direction can
     get at init (≈ σ²m for a two-layer Gaussian init of std σ and width m ≫ d)."""
-    return float(np.prod([np.linalg.norm(np.asarray(la.W, float), 2) for la in params]) * np.sqrt(lam_max))
+    norms = [np.linalg.norm(np.asarray(la.matrix, float), 2) for la in params]
+    return float(np.prod(norms) * np.sqrt(lam_max))
 
 
 def default_lr(params: Params, modes: Modes, c: float) -> float:
@@ -57,7 +58,7 @@ def default_lr(params: Params, modes: Modes, c: float) -> float:
     at the larger of the init and the balanced solution (every layer of norm (g/c)^{1/L},
     g = max(‖B‖₂, √(<||y||²>/λ_max))) (docs/theory.md §6.3)."""
     L = len(params)
-    norms = np.array([np.linalg.norm(np.asarray(la.W, float), 2) for la in params])
+    norms = np.array([np.linalg.norm(np.asarray(la.matrix, float), 2) for la in params])
     g = max(np.linalg.norm(modes.B, 2) if modes.B.size else 0.0, np.sqrt(modes.power / modes.lam_max))
     sol = (g / c) ** (1.0 / L)
 
@@ -100,7 +101,7 @@ def growth_even_energy(params: Params, X, Y, c: float, B) -> float:
     is ``¼ Σ_i κ_i² A_i² ρ_iᵀ Σ_xx ρ_i`` (modes below ``MODE_CUT`` of σ_1 left out; 0 for
     antisymmetric pairs)."""
     X, Y = np.asarray(X, float), np.asarray(Y, float)
-    W1, W2 = np.asarray(params[0].W, float), np.asarray(params[1].W, float)
+    W1, W2 = np.asarray(params[0].matrix, float), np.asarray(params[1].matrix, float)
     N = X.shape[0]
     Sxx, Syx = X.T @ X / N, Y.T @ X / N
     O, sig, R = np.linalg.svd(Syx, full_matrices=False)

@@ -194,7 +194,7 @@ def _jsonable(v):
 def _prediction_json(p: Prediction) -> dict:
     doc = {"loss_unit": LOSS_UNIT, "reference": p.reference, "exact": p.exact, "note": p.note,
            "twin": {"alpha": 1.0, "weight_scale": p.weight_scale, "time_scale": p.time_scale,
-                    "shapes": [list(np.shape(layer.W)) for layer in p.twin]},
+                    "shapes": [[layer.n_out, layer.n_in] for layer in p.twin]},
            "t": p.t, "loss": p.loss, "loss0_net": p.loss0_net, "linear_floor": p.linear_floor,
            "two_layer_floor": p.two_layer_floor, "t0_gap": p.t0_gap, "growth_gap": p.growth_gap,
            "horizon_floored": p.horizon_floored, "trained": None}

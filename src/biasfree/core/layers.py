@@ -110,10 +110,14 @@ def is_net(params) -> bool:
 
 def check_net(params, name: str = "params", *, X=None, x_name: str = "X", depth: int | None = None,
               bias_free: bool = False, d: int | None = None, p_out: int | None = None) -> list:
-    """Check a network at a public entry and return its layers' matrices (float arrays).
+    """Check a network at a public entry and return its layers' matrices (float arrays,
+    each built on first access: a conv layer's Toeplitz matrix only when it is read).
 
-    ``params`` a non-empty tuple of layers whose matrices are finite, 2-D and chain, biases
-    ``None`` or finite (n_out,) vectors; optionally exactly ``depth`` layers, no biases
+    ``params`` a non-empty tuple of layers whose weights are finite and whose sizes chain
+    (``n_in`` of a layer = ``n_out`` of the one before, read from static shapes; a conv
+    layer's (channels, *spatial) input must match a conv layer's output before it; conv
+    shapes are checked by :func:`biasfree.core.conv.check_layer`), biases ``None`` or
+    finite (n_out,) vectors; optionally exactly ``depth`` layers, no biases
     (``bias_free``), input dimension ``d``, output dimension ``p_out``, and inputs ``X``
     (N, d) of the net's input dimension. Traced arguments get the shape checks only (values
     are unknown inside a caller's ``jit``).
