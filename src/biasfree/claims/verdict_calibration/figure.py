@@ -11,12 +11,14 @@ from matplotlib.patches import Patch
 from ..._figure import claim_title, plt
 from ...analysis.verdict import LEVELS
 
-_COLOURS = ("#2ca02c", "#98df8a", "#ffbb78", "#ff9896")  # exactly, effectively, odd-linear, not
+_COLOURS = ("#2ca02c", "#98df8a", "#dbdb8d", "#ffbb78", "#ff9896")  # exactly, effectively, undecided,
+# odd-linear, not
 
 
 def figure(result):
     a = result.arrays
     level, gap, pred, full = a["level"], a["gap"], a["predicted_linear"], a["full"]
+    undecided = a["undecided"] if "undecided" in a else np.zeros_like(pred)  # files before the level
     depths, biases, asyms = a["depths"], a["biases"], a["asymmetries"]
     widths, cols = a["widths"], a["columns"]
     level_of_paper = float(a["paper_level"])
@@ -41,8 +43,9 @@ def figure(result):
         for i in range(len(widths)):
             for j in range(len(cols)):
                 done = full[iL, ib, ia, i, j]
-                wrong = done and pred[iL, ib, ia, i, j] != truth[iL, ib, ia, i, j]
-                ax.text(j, i, f"{100 * gap[iL, ib, ia, i, j]:.2g}%" + ("" if done else "\n(cut: no truth)"),
+                at = (iL, ib, ia, i, j)
+                wrong = done and not undecided[at] and pred[at] != truth[at]
+                ax.text(j, i, f"{100 * gap[at]:.2g}%" + ("" if done else "\n(cut: no truth)"),
                         ha="center", va="center", fontsize=7, fontweight="bold" if wrong else "normal",
                         color="k" if done else "0.45")
                 if wrong:
@@ -60,8 +63,9 @@ def figure(result):
     fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8)
     m = result.metrics
     claim_title(fig, result, "Verdict (colour) against the measured gap to the twin (numbers, contour): "
-                f"agreement {100 * m['agreement']:.0f}% of "
-                f"{int(m['points'])} points measured to their horizon, "
+                f"agreement {100 * m['agreement']:.0f}% of the "
+                f"{int(m.get('decided', m['points']))} decided points measured to their horizon "
+                f"({int(m.get('undecided', 0))} undecided), "
                 f"{int(m['confusion_linear_not'])} false 'linear', "
                 f"{int(m['confusion_not_linear'])} linear nets called not linear", fontsize=10)
     return fig
