@@ -250,6 +250,8 @@ def _predict(params, a, X, Y, modes, beta, cfg, t_max, n_times, sp, loss0, floor
     twin0 = float(0.5 * np.mean(np.sum((Y - np.asarray(forward(twin, X, 1.0))) ** 2, axis=1)))
     g = (rg.growth_even_energy(params, X, Y, float(slope_factor(a)), modes.B)
          if L == 2 and a != 1.0 and modes.linear_fraction > PAPER_LEVEL else rg.GrowthEstimate(0, 0, 0, 1))
+    if _paired(params):  # a unit and its mirror cancel in f_even, remainder and all: κ = 0, no interval
+        g = rg.GrowthEstimate(g.energy, g.energy, g.energy, g.gain)
     return Prediction(twin, ws, ks, curve.reference, bool(exact), note, np.asarray(t),
                       np.asarray(curve.loss), loss0, theory.linear_floor(X, Y), floor, None,
                       abs(loss0 - twin0) / L0, 0.5 * g.energy / L0, floored, 0.5 * g.low / L0,

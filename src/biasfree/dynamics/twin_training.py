@@ -143,39 +143,48 @@ def _batched_chunk(state, k0, n, Xg, Y, last, lr, twin_lr, alpha, mirrored):
 
 @precise
 def gaps_batched(params: Params, twin: Params, X, Y, *, alpha: float, lr, time_scale: float, steps,
-                 chunk: int = 2000, progress: Callable[[int, int], None] | None = None):
+                 chunk: int = 1000, compact: bool | None = None,
+                 progress: Callable[[int, int], None] | None = None):
     """:func:`train_with_twin`'s gap for B pairs at once (MSE, no weight decay): ``params``/
     ``twin`` with every array stacked on a leading axis B, ``X`` (B, N, d), ``Y`` (B, N, p),
     ``lr`` (B,) steps, ``steps`` (B,) step counts. Member b measures the gap at steps
     0..steps[b] and stops moving at steps[b], so it runs the same GD as alone; the loop
     runs max(steps) + 1 steps in chunks of ``chunk`` (``progress(k, K)`` between them).
-    Returns ``(gap_max (B,), gap_step (B,), loss0 (B,))`` in loss units; gradients take the
-    mirrored path when every member's inputs are ``[X₊; -X₊]``."""
+    ``compact`` (default: on a CPU backend) drops finished members between chunks, the
+    batch kept at a power of two (few compiled sizes): on a CPU the cost is per member-step,
+    on a GPU a batch costs about the same at any size. Returns ``(gap_max (B,), gap_step
+    (B,), loss0 (B,))`` in loss units; gradients take the mirrored path when every member's
+    inputs are ``[X₊; -X₊]``."""
     X, Y = np.asarray(X, float), np.asarray(Y, float)
     halves = [mirrored_half(x) for x in X]
     mirrored = all(h is not None for h in halves)
-    Xg = jnp.asarray(np.stack(halves) if mirrored else X)
-    last = jnp.asarray(np.asarray(steps, int))
-    lr = jnp.asarray(np.asarray(lr, float))
-    K = int(np.max(steps))
+    Xg = np.stack(halves) if mirrored else X
+    last, lr = np.asarray(steps, int), np.asarray(lr, float)
+    K, B = int(np.max(last)), X.shape[0]
+    compact = jax.default_backend() == "cpu" if compact is None else compact
     loss0 = jax.vmap(lambda p, x, y: loss_value(forward(p, x, alpha), y, "mse"))(params, X, Y)
-    B = X.shape[0]
-    state = (params, twin, jnp.full(B, -1.0), jnp.zeros(B, int))
+    state = jax.tree_util.tree_map(np.array, (params, twin, np.full(B, -1.0), np.zeros(B, int)))  # copies
     for k0 in range(0, K + 1, chunk):
-        state = _batched_chunk(state, k0, min(chunk, K + 1 - k0), Xg, jnp.asarray(Y), last, lr,
-                               lr * time_scale, float(alpha), mirrored=mirrored)
+        live = np.nonzero(last >= k0)[0] if compact else np.arange(B)
+        size = min(B, 1 << int(np.ceil(np.log2(live.size))))  # pad with finished members: they stay put
+        idx = np.concatenate([live, np.setdiff1d(np.arange(B), live)[:size - live.size]])
+        sub = _batched_chunk(jax.tree_util.tree_map(lambda a, i=idx: a[i], state), k0, min(chunk, K + 1 - k0),
+                             Xg[idx], Y[idx], last[idx], lr[idx], lr[idx] * time_scale, float(alpha),
+                             mirrored=mirrored)
+        for full, part in zip(jax.tree_util.tree_leaves(state), jax.tree_util.tree_leaves(sub), strict=True):
+            full[idx] = np.asarray(part)
         if progress is not None:
             progress(min(k0 + chunk, K + 1), K + 1)
     p, q, gmax, kmax = state
-    gmax, L0 = np.asarray(gmax), np.asarray(loss0)
+    L0 = np.asarray(loss0)
     ok = np.isfinite(gmax)  # a NaN loss never beats the running maximum: look at the weights too
     for leaf in jax.tree_util.tree_leaves((p, q)):
-        ok &= np.all(np.isfinite(np.asarray(leaf).reshape(B, -1)), axis=1)
+        ok &= np.all(np.isfinite(leaf.reshape(B, -1)), axis=1)
     if not np.all(ok):
         bad = np.nonzero(~ok)[0]
         raise FloatingPointError(f"gradient descent diverged for batch members {bad.tolist()} (lr "
-                                 f"{np.asarray(lr)[bad].tolist()}): the step is too large")
-    return gmax, np.asarray(kmax), L0
+                                 f"{lr[bad].tolist()}): the step is too large")
+    return gmax, kmax, L0
 
 
 def relative_movement(before: Params, after: Params) -> tuple[float, ...]:
