@@ -45,7 +45,9 @@ def figure(result):
                 done = full[iL, ib, ia, i, j]
                 at = (iL, ib, ia, i, j)
                 wrong = done and not undecided[at] and pred[at] != truth[at]
-                ax.text(j, i, f"{100 * gap[at]:.2g}%" + ("" if done else "\n(cut: no truth)"),
+                said = (f"\npredicted [{100 * a['interval'][at][0]:.2g}%, {100 * a['interval'][at][2]:.2g}%]"
+                        if undecided[at] and "interval" in a else "")
+                ax.text(j, i, f"{100 * gap[at]:.2g}%" + ("" if done else "\n(cut: no truth)") + said,
                         ha="center", va="center", fontsize=7, fontweight="bold" if wrong else "normal",
                         color="k" if done else "0.45")
                 if wrong:

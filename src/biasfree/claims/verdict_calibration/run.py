@@ -99,10 +99,10 @@ def _truths(points, max_steps: int, pad_to, progress: Progress):
                  f"{int(max(steps[idx]))} steps at most")
         stack = [jax.tree_util.tree_map(lambda *a: np.stack(a), *[_pad(t, m) for t in ts])
                  for ts in ([points[i][0] for i in idx], [setups[i][0] for i in idx])]
-        ks = {setups[i][1] for i in idx}
         g, _, L0 = gaps_batched(stack[0], stack[1], np.stack([points[i][1] for i in idx]),
                                 np.stack([points[i][2] for i in idx]), alpha=0.0,
-                                lr=[setups[i][2] for i in idx], time_scale=ks.pop(), steps=steps[idx])
+                                lr=[setups[i][2] for i in idx], time_scale=setups[idx[0]][1],  # one depth
+                                steps=steps[idx])
         gap[idx] = g / np.maximum(L0, 1e-300)
     return gap, steps, np.array([s[4] for s in setups])
 
