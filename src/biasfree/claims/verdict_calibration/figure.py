@@ -45,10 +45,11 @@ def figure(result):
                 done = full[iL, ib, ia, i, j]
                 at = (iL, ib, ia, i, j)
                 wrong = done and not undecided[at] and pred[at] != truth[at]
-                said = (f"\npredicted [{100 * a['interval'][at][0]:.2g}%, {100 * a['interval'][at][2]:.2g}%]"
+                said = (f"\n[{100 * a['interval'][at][0]:.2g}–{100 * a['interval'][at][2]:.2g}]%"
                         if undecided[at] and "interval" in a else "")
-                ax.text(j, i, f"{100 * gap[at]:.2g}%" + ("" if done else "\n(cut: no truth)") + said,
-                        ha="center", va="center", fontsize=7, fontweight="bold" if wrong else "normal",
+                ax.text(j, i, f"{100 * gap[at]:.2g}%" + ("" if done else "\n(cut)") + said,
+                        ha="center", va="center", fontsize=7 if len(cols) < 5 else 6,
+                        fontweight="bold" if wrong else "normal",
                         color="k" if done else "0.45")
                 if wrong:
                     ax.plot(j, i, "o", ms=26, mfc="none", mec="tab:red", mew=2)
@@ -62,6 +63,9 @@ def figure(result):
     handles.append(plt.Line2D([], [], color="k", lw=2, label="measured gap = 0.3% of L(0)"))
     handles.append(plt.Line2D([], [], ls="none", marker="o", mfc="none", mec="tab:red", mew=2,
                               label="verdict ≠ measured truth"))
+    handles.append(Patch(color="none", label="cell: measured gap (% of L(0)); undecided: below it the "
+                                             "predicted interval [low–high]%; (cut): stopped at max_steps, "
+                                             "no truth (grey)"))
     fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8)
     m = result.metrics
     claim_title(fig, result, "Verdict (colour) against the measured gap to the twin (numbers, contour): "
