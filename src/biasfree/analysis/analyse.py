@@ -192,7 +192,8 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_
     pred = _predict(params, a, X, Y, modes, beta, cfg, t_max, n_times, sp, loss0, floor)
     if cfg is None:
         training = vd.judge_predicted(facts, paired=net_rep.paired, t0_gap=pred.t0_gap,
-                                      growth_gap=pred.growth_gap)
+                                      growth_gap=pred.growth_gap,
+                                      growth_range=(pred.growth_gap_low, pred.growth_gap_high))
         return Analysis(data_rep, net_rep, pred, vd.combine(function, training), reg)
     tr, reg = _train(params, pred, a, X, Y, cfg, modes, loss0, reg, time_budget, progress)
     pred = dataclasses.replace(pred, trained=tr)
@@ -247,11 +248,14 @@ def _predict(params, a, X, Y, modes, beta, cfg, t_max, n_times, sp, loss0, floor
                 f"time × c^(2(L-1)/L) = {ks:.4g}; " + curve.note)
     L0 = max(loss0, 1e-300)
     twin0 = float(0.5 * np.mean(np.sum((Y - np.asarray(forward(twin, X, 1.0))) ** 2, axis=1)))
-    growth = (0.5 * rg.growth_even_energy(params, X, Y, float(slope_factor(a)), modes.B) / L0
-              if L == 2 and a != 1.0 and modes.linear_fraction > PAPER_LEVEL else 0.0)
+    g = (rg.growth_even_energy(params, X, Y, float(slope_factor(a)), modes.B)
+         if L == 2 and a != 1.0 and modes.linear_fraction > PAPER_LEVEL else rg.GrowthEstimate(0, 0, 0, 1))
+    if _paired(params):  # a unit and its mirror cancel in f_even, remainder and all: κ = 0, no interval
+        g = rg.GrowthEstimate(g.energy, g.energy, g.energy, g.gain)
     return Prediction(twin, ws, ks, curve.reference, bool(exact), note, np.asarray(t),
                       np.asarray(curve.loss), loss0, theory.linear_floor(X, Y), floor, None,
-                      abs(loss0 - twin0) / L0, float(growth), floored)
+                      abs(loss0 - twin0) / L0, 0.5 * g.energy / L0, floored, 0.5 * g.low / L0,
+                      0.5 * g.high / L0)
 
 
 def _train(params, pred: Prediction, a, X, Y, cfg: GDConfig, modes, loss0, reg: Regime, budget, progress):

@@ -10,7 +10,7 @@ from .._figure import plt
 from .report import Analysis
 
 _TINY = 1e-32  # where an energy at round-off is drawn on the log axis
-_COLOURS = {"exactly linear": "tab:green", "effectively linear": "tab:green",
+_COLOURS = {"exactly linear": "tab:green", "effectively linear": "tab:green", "undecided": "tab:olive",
             "linear odd part, nonlinear function": "tab:orange", "not effectively linear": "tab:red"}
 
 

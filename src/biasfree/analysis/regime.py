@@ -92,31 +92,65 @@ def default_t_max(modes: Modes, a0: float, time_scale: float, horizon: float = 3
     return float(horizon * np.max(half) / time_scale), floored
 
 
-def growth_even_energy(params: Params, X, Y, c: float, B) -> float:
+@dataclass(frozen=True)
+class GrowthEstimate:
+    """The even energy <||f_even||²> the init's growing modes carry at their learning
+    transition (docs/theory.md §6.4): ``energy`` the first-order estimate, ``low``/``high``
+    its interval once the init's remainder (every weight component that does not grow)
+    is bounded; ``gain`` the smallest growth factor g_i at a transition (1: the init is
+    already past it)."""
+
+    energy: float
+    low: float
+    high: float
+    gain: float
+
+
+def growth_even_energy(params: Params, X, Y, c: float, B) -> GrowthEstimate:
     """First-order estimate of <f_even²> at the learning transition of a two-layer net
     ``params`` from small init, slope factor ``c``, on inputs X, targets Y, ``B`` (p, d)
-    the least-squares map (derivation: docs/theory.md §6.4): along each singular pair
-    (σ_i, o_i, ρ_i) of Σ_yx, ``u_ki = (o_i·v_k + ρ_i·w_k)/2``,
-    ``κ_i = ((1 − c)/c) Σ_k u_ki|u_ki| / Σ_k u_ki²``, ``A_i = o_iᵀ B ρ_i``, and the estimate
-    is ``¼ Σ_i κ_i² A_i² ρ_iᵀ Σ_xx ρ_i`` (modes below ``MODE_CUT`` of σ_1 left out; 0 for
-    antisymmetric pairs)."""
+    the least-squares map, with its interval (derivation: docs/theory.md §6.4).
+
+    Along each singular pair (σ_i, o_i, ρ_i) of Σ_yx: ``u_ki = (o_i·v_k + ρ_i·w_k)/2``
+    grows as g = e^{cσ_i t}, ``z_ki = (o_i·v_k − ρ_i·w_k)/2`` decays as 1/g, the rest stays;
+    ``κ_i = ((1 − c)/c) Σ_k u_ki|u_ki| / Σ_k u_ki²``, ``A_i = o_iᵀ B ρ_i``; the estimate is
+    ``E_i = ¼ κ_i² A_i² ρ_iᵀ Σ_xx ρ_i``, summed over i. At the transition (odd amplitude
+    A_i/2: ``g_i² = |A_i| / (2c Σ_k u_ki²)``, at least 1) unit k is ``w_k = g u_ki ρ_i + r_k``,
+    ``v_k = g u_ki o_i + s_k`` with the remainder ``r_k = (I − ρ_iρ_iᵀ) w_k(0) − (z_ki/g) ρ_i``,
+    ``s_k = (I − o_io_iᵀ) v_k(0) + (z_ki/g) o_i``; since ||a + b| − |a|| ≤ |b| the even part
+    moves by at most ``b(x) = (1 − c) Σ_k [g|u_ki||r_k·x| + ‖s_k‖(g|u_ki||ρ_i·x| + |r_k·x|)]``
+    at each x, so (Minkowski) ``√<f_even²> ∈ √E_i ± δ_i``, ``δ_i = √<b²>`` on the data.
+    Modes below ``MODE_CUT`` of σ_1 are left out; antisymmetric pairs give κ = 0."""
     X, Y = np.asarray(X, float), np.asarray(Y, float)
     W1, W2 = np.asarray(params[0].matrix, float), np.asarray(params[1].matrix, float)
     N = X.shape[0]
     Sxx, Syx = X.T @ X / N, Y.T @ X / N
     O, sig, R = np.linalg.svd(Syx, full_matrices=False)
     if sig.size == 0 or sig[0] == 0.0:
-        return 0.0
-    total = 0.0
+        return GrowthEstimate(0.0, 0.0, 0.0, float("inf"))
+    E, delta, gains = [], [], []
     for i in np.nonzero(sig >= MODE_CUT * sig[0])[0]:
         o, r = O[:, i], R[i]
-        u = 0.5 * (W2.T @ o + W1 @ r)
+        u, z = 0.5 * (W2.T @ o + W1 @ r), 0.5 * (W2.T @ o - W1 @ r)
         den = float(np.sum(u**2))
         if den == 0.0:
             continue
         kappa = (1.0 - c) / c * float(np.sum(u * np.abs(u))) / den
-        total += kappa**2 * float(o @ B @ r) ** 2 * float(r @ Sxx @ r)
-    return 0.25 * total
+        A = float(o @ B @ r)
+        E.append(0.25 * kappa**2 * A**2 * float(r @ Sxx @ r))
+        g = max(1.0, float(np.sqrt(abs(A) / (2.0 * c * den))))
+        rest_w = W1 - np.outer(W1 @ r + z / g, r)  # rows r_k
+        rest_v = W2.T - np.outer(W2.T @ o - z / g, o)  # rows s_k
+        rx = np.abs(X @ rest_w.T)  # (N, m): |r_k·x|
+        grown = g * np.abs(np.outer(X @ r, u))  # |g u_k ρ·x|
+        b = (1.0 - c) * (rx @ (g * np.abs(u)) + (grown + rx) @ np.linalg.norm(rest_v, axis=1))
+        delta.append(float(np.sqrt(np.mean(b**2))))
+        gains.append(g)
+    if not E:
+        return GrowthEstimate(0.0, 0.0, 0.0, float("inf"))
+    root, d = np.sqrt(np.asarray(E)), np.asarray(delta)
+    return GrowthEstimate(float(np.sum(E)), float(np.sum(np.maximum(root - d, 0.0) ** 2)),
+                          float(np.sum((root + d) ** 2)), float(min(gains)))
 
 
 def learned_directions(B, s_cut: float = MODE_CUT) -> np.ndarray:

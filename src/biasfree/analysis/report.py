@@ -132,7 +132,8 @@ class Prediction:
     predicted; ``loss0_net`` the net's own L(0), ``linear_floor`` (the twin's limit),
     ``two_layer_floor`` (exact on symmetric data, §1.3, else None), all in loss units;
     ``t0_gap`` |L(0) − L_twin(0)|/L(0), ``growth_gap`` the estimated trained even part
-    ½<f_even²>/L(0) (§6.4, depth 2); ``horizon_floored`` (Σ_yx ≈ 0 set the horizon);
+    ½<f_even²>/L(0) (§6.4, depth 2) and ``growth_gap_low``/``growth_gap_high`` its interval
+    (the init's remainder bounded, §6.4); ``horizon_floored`` (Σ_yx ≈ 0 set the horizon);
     optional ``trained``."""
 
     twin: Params
@@ -150,6 +151,8 @@ class Prediction:
     t0_gap: float = 0.0
     growth_gap: float = 0.0
     horizon_floored: bool = False
+    growth_gap_low: float = 0.0
+    growth_gap_high: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -197,6 +200,7 @@ def _prediction_json(p: Prediction) -> dict:
                     "shapes": [[layer.n_out, layer.n_in] for layer in p.twin]},
            "t": p.t, "loss": p.loss, "loss0_net": p.loss0_net, "linear_floor": p.linear_floor,
            "two_layer_floor": p.two_layer_floor, "t0_gap": p.t0_gap, "growth_gap": p.growth_gap,
+           "growth_gap_low": p.growth_gap_low, "growth_gap_high": p.growth_gap_high,
            "horizon_floored": p.horizon_floored, "trained": None}
     if p.trained is not None:
         tr = {f.name: getattr(p.trained, f.name) for f in dataclasses.fields(Training)

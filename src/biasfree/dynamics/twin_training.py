@@ -13,6 +13,12 @@ on how often the curves are recorded (``n_records`` only sets the stored curves)
 run goes in ``n_records − 1`` compiled chunks; between chunks ``progress(k, K)`` is
 called and the ``time_budget`` (seconds) is checked, so a run stops within one chunk
 of its budget and says how many steps it ran.
+
+Mirrored inputs: when the rows of X are exactly ``[X₊; -X₊]`` (:func:`mirrored_half`),
+both gradients go through :func:`~biasfree.dynamics.losses.objective_mirrored`'s path (one
+first-layer product for both halves), the same numbers to round-off.
+:func:`gaps_batched` runs a batch of such pairs of one shape in one vmapped loop, each
+with its own data, step and step count (the grid of ``verdict-calibration``).
 """
 
 from __future__ import annotations
@@ -50,23 +56,34 @@ class PairedRun:
     twin: Params
 
 
-_grad = grad_fn(mirrored=False)
+def mirrored_half(X) -> np.ndarray | None:
+    """X₊ when the rows of ``X`` (N, d) are exactly ``[X₊; -X₊]`` (bitwise; N even), else None."""
+    X = np.asarray(X)
+    n = X.shape[0] // 2
+    return X[:n] if X.shape[0] == 2 * n and n and np.array_equal(X[n:], -X[:n]) else None
 
 
-@partial(jax.jit, static_argnames=("loss",))
-def _chunk(state, k0, n, X, Y, alpha, lr, twin_lr, decay, twin_decay, loss):
-    def step(k, st):
-        p, q, gmax, kmax = st
-        gp, Lp = _grad(p, X, Y, alpha, decay, loss)
-        gq, Lq = _grad(q, X, Y, 1.0, twin_decay, loss)
-        gap = jnp.abs(Lp - Lq)
-        worse = gap > gmax
-        p = jax.tree_util.tree_map(lambda a, g: a - lr * g, p, gp)
-        q = jax.tree_util.tree_map(lambda a, g: a - twin_lr * g, q, gq)
-        return p, q, jnp.where(worse, gap, gmax), jnp.where(worse, k, kmax)
+def _step(st, k, X, Y, alpha, lr, twin_lr, decay, twin_decay, loss, mirrored, last=None):
+    """One GD step of net and twin from step k, the gap at step k kept if it is the largest;
+    with ``last`` (a step count) the gap counts for k ≤ last and the weights move for k < last."""
+    grad = grad_fn(mirrored)
+    p, q, gmax, kmax = st
+    gp, Lp = grad(p, X, Y, alpha, decay, loss)
+    gq, Lq = grad(q, X, Y, 1.0, twin_decay, loss)
+    gap = jnp.abs(Lp - Lq)
+    worse = gap > gmax if last is None else (gap > gmax) & (k <= last)
+    move = 1.0 if last is None else jnp.where(k < last, 1.0, 0.0)
+    p = jax.tree_util.tree_map(lambda a, g: a - move * lr * g, p, gp)
+    q = jax.tree_util.tree_map(lambda a, g: a - move * twin_lr * g, q, gq)
+    return p, q, jnp.where(worse, gap, gmax), jnp.where(worse, k, kmax)
 
-    p, q, gmax, kmax = jax.lax.fori_loop(k0, k0 + n, step, state)
-    return (p, q, gmax, kmax), _observe(p, q, X, Y, alpha, loss)
+
+@partial(jax.jit, static_argnames=("loss", "mirrored"))
+def _chunk(state, k0, n, X, Y, Xg, alpha, lr, twin_lr, decay, twin_decay, loss, mirrored):
+    state = jax.lax.fori_loop(k0, k0 + n, lambda k, st: _step(st, k, Xg, Y, alpha, lr, twin_lr, decay,
+                                                              twin_decay, loss, mirrored), state)
+    p, q = state[:2]
+    return state, _observe(p, q, X, Y, alpha, loss)
 
 
 @partial(jax.jit, static_argnames=("loss",))
@@ -84,16 +101,18 @@ def train_with_twin(params: Params, twin: Params, X, Y, *, alpha: float, lr: flo
     """Train ``params`` (slope ``alpha``, step ``lr``) and ``twin`` (α = 1, step
     ``lr · time_scale``, decay ``weight_decay / time_scale``) for ``steps`` GD steps on
     (``X``, ``Y``), recording ``n_records`` curve points (module doc)."""
+    half = mirrored_half(X)
     X, Y = jnp.asarray(X), jnp.asarray(Y)
+    Xg = X if half is None else jnp.asarray(half)
     bounds = np.unique(np.linspace(0, steps, max(2, min(n_records, steps + 1))).round().astype(int))
     state = (params, twin, jnp.asarray(-1.0), jnp.asarray(0))
     rec = [tuple(float(v) for v in _observe(params, twin, X, Y, float(alpha), loss))]
     ks = [0]
-    args = (X, Y, float(alpha), float(lr), float(lr * time_scale), float(weight_decay),
+    args = (X, Y, Xg, float(alpha), float(lr), float(lr * time_scale), float(weight_decay),
             float(weight_decay / time_scale))
     start = time.monotonic()
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-        state, obs = _chunk(state, int(a), int(b - a), *args, loss=loss)
+        state, obs = _chunk(state, int(a), int(b - a), *args, loss=loss, mirrored=half is not None)
         rec.append(tuple(float(v) for v in obs))
         ks.append(int(b))
         if progress is not None:
@@ -112,6 +131,60 @@ def train_with_twin(params: Params, twin: Params, X, Y, *, alpha: float, lr: flo
     if abs(Lp[-1] - Lq[-1]) > gap:
         gap, step = float(abs(Lp[-1] - Lq[-1])), ks[-1]
     return PairedRun(ks[-1], np.asarray(ks), Lp, Lq, E, gap, step, p, q)
+
+
+@partial(jax.jit, static_argnames=("mirrored",))
+def _batched_chunk(state, k0, n, Xg, Y, last, lr, twin_lr, alpha, mirrored):
+    def one(st, Xg, Y, last, lr, twin_lr):
+        return jax.lax.fori_loop(k0, k0 + n, lambda k, s: _step(s, k, Xg, Y, alpha, lr, twin_lr, 0.0, 0.0,
+                                                                "mse", mirrored, last), st)
+    return jax.vmap(one)(state, Xg, Y, last, lr, twin_lr)
+
+
+@precise
+def gaps_batched(params: Params, twin: Params, X, Y, *, alpha: float, lr, time_scale: float, steps,
+                 chunk: int = 1000, compact: bool | None = None,
+                 progress: Callable[[int, int], None] | None = None):
+    """:func:`train_with_twin`'s gap for B pairs at once (MSE, no weight decay): ``params``/
+    ``twin`` with every array stacked on a leading axis B, ``X`` (B, N, d), ``Y`` (B, N, p),
+    ``lr`` (B,) steps, ``steps`` (B,) step counts. Member b measures the gap at steps
+    0..steps[b] and stops moving at steps[b], so it runs the same GD as alone; the loop
+    runs max(steps) + 1 steps in chunks of ``chunk`` (``progress(k, K)`` between them).
+    ``compact`` (default: on a CPU backend) drops finished members between chunks, the
+    batch kept at a power of two (few compiled sizes): on a CPU the cost is per member-step,
+    on a GPU a batch costs about the same at any size. Returns ``(gap_max (B,), gap_step
+    (B,), loss0 (B,))`` in loss units; gradients take the mirrored path when every member's
+    inputs are ``[X₊; -X₊]``."""
+    X, Y = np.asarray(X, float), np.asarray(Y, float)
+    halves = [mirrored_half(x) for x in X]
+    mirrored = all(h is not None for h in halves)
+    Xg = np.stack(halves) if mirrored else X
+    last, lr = np.asarray(steps, int), np.asarray(lr, float)
+    K, B = int(np.max(last)), X.shape[0]
+    compact = jax.default_backend() == "cpu" if compact is None else compact
+    loss0 = jax.vmap(lambda p, x, y: loss_value(forward(p, x, alpha), y, "mse"))(params, X, Y)
+    state = jax.tree_util.tree_map(np.array, (params, twin, np.full(B, -1.0), np.zeros(B, int)))  # copies
+    for k0 in range(0, K + 1, chunk):
+        live = np.nonzero(last >= k0)[0] if compact else np.arange(B)
+        size = min(B, 1 << int(np.ceil(np.log2(live.size))))  # pad with finished members: they stay put
+        idx = np.concatenate([live, np.setdiff1d(np.arange(B), live)[:size - live.size]])
+        sub = _batched_chunk(jax.tree_util.tree_map(lambda a, i=idx: a[i], state), k0, min(chunk, K + 1 - k0),
+                             Xg[idx], Y[idx], last[idx], lr[idx], lr[idx] * time_scale, float(alpha),
+                             mirrored=mirrored)
+        for full, part in zip(jax.tree_util.tree_leaves(state), jax.tree_util.tree_leaves(sub), strict=True):
+            full[idx] = np.asarray(part)
+        if progress is not None:
+            progress(min(k0 + chunk, K + 1), K + 1)
+    p, q, gmax, kmax = state
+    L0 = np.asarray(loss0)
+    ok = np.isfinite(gmax)  # a NaN loss never beats the running maximum: look at the weights too
+    for leaf in jax.tree_util.tree_leaves((p, q)):
+        ok &= np.all(np.isfinite(leaf.reshape(B, -1)), axis=1)
+    if not np.all(ok):
+        bad = np.nonzero(~ok)[0]
+        raise FloatingPointError(f"gradient descent diverged for batch members {bad.tolist()} (lr "
+                                 f"{lr[bad].tolist()}): the step is too large")
+    return gmax, kmax, L0
 
 
 def relative_movement(before: Params, after: Params) -> tuple[float, ...]:

@@ -11,12 +11,14 @@ from matplotlib.patches import Patch
 from ..._figure import claim_title, plt
 from ...analysis.verdict import LEVELS
 
-_COLOURS = ("#2ca02c", "#98df8a", "#ffbb78", "#ff9896")  # exactly, effectively, odd-linear, not
+_COLOURS = ("#2ca02c", "#98df8a", "#dbdb8d", "#ffbb78", "#ff9896")  # exactly, effectively, undecided,
+# odd-linear, not
 
 
 def figure(result):
     a = result.arrays
     level, gap, pred, full = a["level"], a["gap"], a["predicted_linear"], a["full"]
+    undecided = a["undecided"] if "undecided" in a else np.zeros_like(pred)  # files before the level
     depths, biases, asyms = a["depths"], a["biases"], a["asymmetries"]
     widths, cols = a["widths"], a["columns"]
     level_of_paper = float(a["paper_level"])
@@ -41,9 +43,13 @@ def figure(result):
         for i in range(len(widths)):
             for j in range(len(cols)):
                 done = full[iL, ib, ia, i, j]
-                wrong = done and pred[iL, ib, ia, i, j] != truth[iL, ib, ia, i, j]
-                ax.text(j, i, f"{100 * gap[iL, ib, ia, i, j]:.2g}%" + ("" if done else "\n(cut: no truth)"),
-                        ha="center", va="center", fontsize=7, fontweight="bold" if wrong else "normal",
+                at = (iL, ib, ia, i, j)
+                wrong = done and not undecided[at] and pred[at] != truth[at]
+                said = (f"\n[{100 * a['interval'][at][0]:.2g}–{100 * a['interval'][at][2]:.2g}]%"
+                        if undecided[at] and "interval" in a else "")
+                ax.text(j, i, f"{100 * gap[at]:.2g}%" + ("" if done else "\n(cut)") + said,
+                        ha="center", va="center", fontsize=7 if len(cols) < 5 else 6,
+                        fontweight="bold" if wrong else "normal",
                         color="k" if done else "0.45")
                 if wrong:
                     ax.plot(j, i, "o", ms=26, mfc="none", mec="tab:red", mew=2)
@@ -57,11 +63,15 @@ def figure(result):
     handles.append(plt.Line2D([], [], color="k", lw=2, label="measured gap = 0.3% of L(0)"))
     handles.append(plt.Line2D([], [], ls="none", marker="o", mfc="none", mec="tab:red", mew=2,
                               label="verdict ≠ measured truth"))
+    handles.append(Patch(color="none", label="cell: measured gap (% of L(0)); undecided: below it the "
+                                             "predicted interval [low–high]%; (cut): stopped at max_steps, "
+                                             "no truth (grey)"))
     fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8)
     m = result.metrics
     claim_title(fig, result, "Verdict (colour) against the measured gap to the twin (numbers, contour): "
-                f"agreement {100 * m['agreement']:.0f}% of "
-                f"{int(m['points'])} points measured to their horizon, "
+                f"agreement {100 * m['agreement']:.0f}% of the "
+                f"{int(m.get('decided', m['points']))} decided points measured to their horizon "
+                f"({int(m.get('undecided', 0))} undecided), "
                 f"{int(m['confusion_linear_not'])} false 'linear', "
                 f"{int(m['confusion_not_linear'])} linear nets called not linear", fontsize=10)
     return fig
