@@ -7,6 +7,7 @@ Every tolerance is a round-off bound from ``tests/roundoff.py`` (γ_k |A||B| pro
 :func:`local_linear`'s own derived bound, whose derivation is its module docstring.
 """
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -124,9 +125,18 @@ def test_unequal_singular_values_give_the_participation_ratio_in_closed_form():
                        rtol=4 * EPS, atol=0)  # exact up to the few roundings of (8+8)²/(16+16)
 
 
+@jax.tree_util.register_pytree_node_class
 class _Circulant(AbstractLayer):
-    """A bias-free 1-D circular convolution with kernel k, written only through the protocol:
-    a layer type local_linear has never seen (as a conv layer is)."""
+    """A bias-free 1-D circular convolution with kernel k, written only through the protocol
+    (a pytree subclassing AbstractLayer, docs/theory.md §0): a layer type local_linear has
+    never seen, as a conv layer is."""
+
+    def tree_flatten(self):
+        return (self.k,), self.n
+
+    @classmethod
+    def tree_unflatten(cls, n, leaves):
+        return cls(leaves[0], n)
 
     def __init__(self, k, n):
         self.k, self.n = jnp.asarray(k), n

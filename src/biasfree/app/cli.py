@@ -354,8 +354,15 @@ def analyse(
     for j in (v.function, v.training, v.trained_function):
         if j is not None:
             table.add_row(j.kind, j.level, escape("\n".join(e.line() for e in j.evidence)))
+    loc = result.local
+    if loc is not None:  # docs/theory.md §8: beside the verdict, never part of it
+        table.add_row(f"local linearity at {loc.n_used} of {loc.n_total} inputs", "reported, not judged",
+                      escape("\n".join(loc.lines(result.net.has_bias))), style="dim")
     err.print(table)
     err.print(f"[{colour}]{escape(v.text)}[/]")
+    if loc is not None:
+        err.print(f"[dim]{escape(loc.note)}[/]", soft_wrap=True)
+
 
 
 @app.command()

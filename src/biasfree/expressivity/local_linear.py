@@ -161,6 +161,21 @@ def jacobians(params: Params, X, alpha) -> jax.Array:
     return jax.vmap(jax.jacfwd(f) if d <= p else jax.jacrev(f))(X)
 
 
+@jax.jit
+def _measure(params: Params, X, alpha, lam):
+    """Every array :func:`local_linear` needs, in one compiled program (layers are pytrees,
+    docs/theory.md §0): f, G, the scaled outputs and their G, J, f − Jx, σ(J), f_odd, f_even."""
+    N = X.shape[0]
+    F, G = forward(params, X, alpha), _abs_forward(params, X)
+    XL = (lam[:, None, None] * X[None]).reshape(-1, X.shape[1])  # every λx_n, λ-major
+    FL = forward(params, XL, alpha).reshape(lam.size, N, -1)
+    GL = _abs_forward(params, XL).reshape(lam.size, N, -1)
+    J = jacobians(params, X, alpha)
+    fodd, feven = odd_part(params, X, alpha), even_part(params, X, alpha)
+    bias_term = F - jnp.einsum("npd,nd->np", J, X)
+    return F, G, FL, GL, J, bias_term, jnp.linalg.svd(J, compute_uv=False), fodd, feven
+
+
 @precise
 def local_linear(params: Params, X, alpha, *, lambdas=DEFAULT_LAMBDAS,
                  max_entries: int = MAX_ENTRIES) -> LocalLinear:
@@ -172,6 +187,7 @@ def local_linear(params: Params, X, alpha, *, lambdas=DEFAULT_LAMBDAS,
     doc); the bias term; J's singular values and effective dimensions; the odd/even split
     (module doc and :class:`LocalLinear`). The Jacobians hold N·p·d numbers and are
     returned: more than ``max_entries`` is refused (pass fewer inputs, or raise the cap).
+    One compiled program per net structure and input shape.
     """
     check_net(params, X=X)
     check_alpha(alpha)
@@ -186,40 +202,30 @@ def local_linear(params: Params, X, alpha, *, lambdas=DEFAULT_LAMBDAS,
         raise ValueError(f"the Jacobians at {N} inputs hold N·p·d = {N}·{p}·{d} = {N * p * d} numbers, "
                          f"over max_entries = {max_entries}: pass at most {max(max_entries // (p * d), 0)} "
                          "inputs (e.g. X[:k]) or raise max_entries")
-    u = float(jnp.finfo(X.dtype).eps)
+    F, G, FL, GL, J, bias_term, sv, odd, even = (np.asarray(a) for a in _measure(
+        tuple(params), X, jnp.asarray(alpha, X.dtype), jnp.asarray(lam, X.dtype)))
+    u = float(np.finfo(F.dtype).eps)
     K = sum(layer.n_in + layer.n_out + 2 for layer in params)
-    F = forward(params, X, alpha)
-    G = _abs_forward(params, X)
-    scale = float(jnp.max(jnp.abs(F)))
-
-    gaps, hom_bounds, hom_ratio = [], [], 0.0
-    for s in lam:
-        gap = forward(params, s * X, alpha) - s * F
-        bound = _gamma(K + 3, u) * (_abs_forward(params, s * X) + s * G)
-        hom_ratio = max(hom_ratio, _ratio(gap, bound))
-        gaps.append(float(jnp.max(jnp.abs(gap))) / s)
-        hom_bounds.append(float(jnp.max(bound)) / s)
-
-    J = jacobians(params, X, alpha)
-    bias_term = F - jnp.einsum("npd,nd->np", J, X)
+    scale = float(np.max(np.abs(F)))
+    lam_ = lam[:, None, None]
+    gap = FL - lam_ * F  # (λ, N, p)
+    hom_bound = _gamma(K + 3, u) * (GL + lam_ * G)
     euler_bound = _gamma(3 * K + d + 2, u) * G
-    energy = float(jnp.mean(jnp.sum(F**2, axis=1)))
-    sv = np.asarray(jnp.linalg.svd(J, compute_uv=False))
-    odd, even = odd_part(params, X, alpha), even_part(params, X, alpha)
+    energy = float(np.mean(np.sum(F**2, axis=1)))
 
     def rel(x):  # an amplitude relative to the output's scale
         return x / scale if scale > 0 else (0.0 if x == 0 else float("inf"))
 
     def frac(A):  # an energy relative to <||f||²>
-        e = float(jnp.mean(jnp.sum(A**2, axis=1)))
+        e = float(np.mean(np.sum(A**2, axis=1)))
         return e / energy if energy > 0 else (0.0 if e == 0 else float("inf"))
 
     return LocalLinear(
         n_inputs=N, lambdas=lam, has_bias=has_bias(params), scale=scale,
-        homogeneity_gap=rel(max(gaps)), homogeneity_bound=rel(max(hom_bounds)), homogeneity_ratio=hom_ratio,
-        euler_residual=rel(float(jnp.max(jnp.abs(bias_term)))),
-        euler_bound=rel(float(jnp.max(euler_bound))),
-        euler_ratio=_ratio(bias_term, euler_bound),
-        bias_term=np.asarray(bias_term), bias_fraction=frac(bias_term), jacobians=np.asarray(J),
-        singular_values=sv, effective_rank=effective_rank(sv), participation_ratio=participation_ratio(sv),
-        frobenius_dimension=np.sum(sv**2, axis=-1), odd_fraction=frac(odd), even_fraction=frac(even))
+        homogeneity_gap=rel(float(np.max(np.abs(gap) / lam_))),
+        homogeneity_bound=rel(float(np.max(hom_bound / lam_))), homogeneity_ratio=_ratio(gap, hom_bound),
+        euler_residual=rel(float(np.max(np.abs(bias_term)))), euler_bound=rel(float(np.max(euler_bound))),
+        euler_ratio=_ratio(bias_term, euler_bound), bias_term=bias_term, bias_fraction=frac(bias_term),
+        jacobians=J, singular_values=sv, effective_rank=effective_rank(sv),
+        participation_ratio=participation_ratio(sv), frobenius_dimension=np.sum(sv**2, axis=-1),
+        odd_fraction=frac(odd), even_fraction=frac(even))
