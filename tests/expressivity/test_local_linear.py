@@ -187,3 +187,13 @@ def test_bad_input_is_refused_with_the_fix():
         bf.local_linear([np.eye(3)], X, 0.0)
     with pytest.raises(ValueError, match=">= 0"):
         bf.participation_ratio([1.0, -1.0])
+
+
+def test_float32_bounds_scale_with_its_epsilon():
+    rng = np.random.default_rng(9)
+    net, X = _net(rng, (5, 8, 7, 3)), rng.normal(size=(20, 5))
+    r32, r64 = bf.local_linear(net, X, 0.1, precision="float32"), bf.local_linear(net, X, 0.1)
+    assert r32.jacobians.dtype == np.float32 and r32.homogeneous and r32.euler_holds, r32.summary()
+    # the same γ_k with ε = 2^-23 instead of 2^-52: the bounds grow by 2^29 (up to the γ's 1/(1 − kε))
+    ratio = r32.euler_bound / r64.euler_bound
+    assert 2.0**29 * (1 - 1e-3) <= ratio <= 2.0**29 * (1 + 1e-3)

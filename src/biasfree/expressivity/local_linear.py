@@ -163,17 +163,16 @@ def jacobians(params: Params, X, alpha) -> jax.Array:
 
 @jax.jit
 def _measure(params: Params, X, alpha, lam):
-    """Every array :func:`local_linear` needs, in one compiled program (layers are pytrees,
-    docs/theory.md §0): f, G, the scaled outputs and their G, J, f − Jx, σ(J), f_odd, f_even."""
+    """The arrays :func:`local_linear` needs, in one compiled program (layers are pytrees,
+    docs/theory.md §0), the scaled inputs stacked [x; λ_1x; …] in one forward pass:
+    f(λX) and G(λX) (1 + #λ, N, p) (slice 0: λ = 1), J, f − Jx, f_odd, f_even."""
     N = X.shape[0]
-    F, G = forward(params, X, alpha), _abs_forward(params, X)
-    XL = (lam[:, None, None] * X[None]).reshape(-1, X.shape[1])  # every λx_n, λ-major
-    FL = forward(params, XL, alpha).reshape(lam.size, N, -1)
-    GL = _abs_forward(params, XL).reshape(lam.size, N, -1)
+    XL = (jnp.concatenate([jnp.ones(1, X.dtype), lam])[:, None, None] * X[None]).reshape(-1, X.shape[1])
+    FL = forward(params, XL, alpha).reshape(lam.size + 1, N, -1)
+    GL = _abs_forward(params, XL).reshape(lam.size + 1, N, -1)
     J = jacobians(params, X, alpha)
-    fodd, feven = odd_part(params, X, alpha), even_part(params, X, alpha)
-    bias_term = F - jnp.einsum("npd,nd->np", J, X)
-    return F, G, FL, GL, J, bias_term, jnp.linalg.svd(J, compute_uv=False), fodd, feven
+    return (FL, GL, J, FL[0] - jnp.einsum("npd,nd->np", J, X), odd_part(params, X, alpha),
+            even_part(params, X, alpha))
 
 
 @precise
@@ -202,8 +201,10 @@ def local_linear(params: Params, X, alpha, *, lambdas=DEFAULT_LAMBDAS,
         raise ValueError(f"the Jacobians at {N} inputs hold N·p·d = {N}·{p}·{d} = {N * p * d} numbers, "
                          f"over max_entries = {max_entries}: pass at most {max(max_entries // (p * d), 0)} "
                          "inputs (e.g. X[:k]) or raise max_entries")
-    F, G, FL, GL, J, bias_term, sv, odd, even = (np.asarray(a) for a in _measure(
+    FL, GL, J, bias_term, odd, even = (np.asarray(a) for a in _measure(
         tuple(params), X, jnp.asarray(alpha, X.dtype), jnp.asarray(lam, X.dtype)))
+    (F, FL), (G, GL) = (FL[0], FL[1:]), (GL[0], GL[1:])
+    sv = np.linalg.svd(J, compute_uv=False)  # NumPy's LAPACK: nothing to compile
     u = float(np.finfo(F.dtype).eps)
     K = sum(layer.n_in + layer.n_out + 2 for layer in params)
     scale = float(np.max(np.abs(F)))
