@@ -6,6 +6,7 @@ analysis.json (new key, old keys kept), the CLI's table and the figure."""
 import json
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 import biasfree as bf
@@ -28,6 +29,7 @@ def _net(seed, widths, bias=False):
     return bf.from_arrays(Ws, [rng.normal(size=W.shape[0]) for W in Ws] if bias else None)
 
 
+@pytest.mark.numerics  # round-off bounds: make test-portable reruns it
 def test_bias_free_net_local_linearity_is_reported_at_round_off_and_not_judged():
     X, Y = _data(50)  # 100 rows after mirroring: 64 are used
     res = bf.analyse(_net(1, (4, 12, 9, 2)), (X, Y), alpha=0.2)

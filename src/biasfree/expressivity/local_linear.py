@@ -195,6 +195,8 @@ def local_linear(params: Params, X, alpha, *, lambdas=DEFAULT_LAMBDAS,
         raise ValueError(f"lambdas={lambdas!r} must be a non-empty list of positive numbers")
     max_entries = validate.integer("max_entries", max_entries, 1)
     X = jnp.asarray(X)
+    X = X if jnp.issubdtype(X.dtype, jnp.floating) else X.astype(float)  # float: the precision's
+    lam = lam.astype(X.dtype)  # the λ the compiled program multiplies by, to the bit
     N, d = X.shape
     p = params[-1].n_out
     if N * p * d > max_entries:
@@ -202,7 +204,7 @@ def local_linear(params: Params, X, alpha, *, lambdas=DEFAULT_LAMBDAS,
                          f"over max_entries = {max_entries}: pass at most {max(max_entries // (p * d), 0)} "
                          "inputs (e.g. X[:k]) or raise max_entries")
     FL, GL, J, bias_term, odd, even = (np.asarray(a) for a in _measure(
-        tuple(params), X, jnp.asarray(alpha, X.dtype), jnp.asarray(lam, X.dtype)))
+        tuple(params), X, jnp.asarray(alpha, X.dtype), jnp.asarray(lam)))
     (F, FL), (G, GL) = (FL[0], FL[1:]), (GL[0], GL[1:])
     sv = np.linalg.svd(J, compute_uv=False)  # NumPy's LAPACK: nothing to compile
     u = float(np.finfo(F.dtype).eps)
