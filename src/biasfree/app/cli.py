@@ -315,7 +315,8 @@ def analyse(
 ) -> None:
     """Is MODEL effectively linear on the data? A graded verdict (docs/theory.md §6) on the
     function it computes and on its training (predicted, or measured with --train /
-    --train-steps). Writes OUT/analysis.json, OUT/twin.safetensors and OUT/figure.png;
+    --train-steps). Beside it, not judged: the net's local linearity (§8) at up to 64 of the
+    inputs. Writes OUT/analysis.json, OUT/twin.safetensors and OUT/figure.png;
     exits 0 whatever the verdict, 2 on bad input."""
     from .. import _validate as validate
 
