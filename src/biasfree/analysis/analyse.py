@@ -10,6 +10,9 @@ to the nearest linear map over <||f||²>); the regime (§6.3); the prediction fr
 the floors and a predicted gap (§6.4); optionally the net trained by GD beside its twin
 (:mod:`biasfree.dynamics.twin_training`). Losses are the package's half mean squared error
 ``L = (1/2N) Σ_n ||y_n − f(x_n)||²``. The verdict: :mod:`biasfree.analysis.verdict` (§6).
+Beside it, reported and not judged: the local linear analysis of the net as given (§8:
+homogeneity, Euler's f(x) = J(x)x, the bias term, J's effective dimension) at up to
+:data:`LOCAL_INPUTS` of the inputs.
 """
 
 from __future__ import annotations
@@ -34,12 +37,15 @@ from ..dynamics import GDConfig
 from ..dynamics.twin_training import relative_movement, row_alignment, train_with_twin
 from ..expressivity.decomposition import net_function, odd_nonlinearity
 from ..expressivity.floors import dataset_floor
+from ..expressivity.local_linear import MAX_ENTRIES, local_linear
 from . import regime as rg
 from . import verdict as vd
 from .interop import Model, as_model
-from .report import Analysis, DataReport, NetReport, Prediction, Regime, Training
+from .report import Analysis, DataReport, LocalReport, NetReport, Prediction, Regime, Training
 from .verdict import PAPER_LEVEL, ROUND_OFF
 
+LOCAL_INPUTS = 64
+"""The local linear analysis (§8) looks at most at this many inputs, evenly spaced rows."""
 DEFAULT_TIME_BUDGET = 120.0
 """Seconds of training ``analyse(train=...)`` allows itself unless told otherwise."""
 __all__ = ["Analysis", "analyse"]
@@ -105,6 +111,28 @@ def _paired(params: Params) -> bool:
     return scale > 0 and mirror_violation(Z) <= ROUND_OFF * scale
 
 
+def _local(params: Params, X, alpha) -> LocalReport | None:
+    """The local linear analysis (§8) at up to :data:`LOCAL_INPUTS` evenly spaced rows of X
+    (fewer when their Jacobians would exceed ``MAX_ENTRIES`` numbers; None when one does)."""
+    N, d, p = X.shape[0], X.shape[1], params[-1].n_out
+    n = min(N, LOCAL_INPUTS, MAX_ENTRIES // (p * d))
+    if n == 0:
+        return None
+    rows = np.unique(np.linspace(0, N - 1, n).round().astype(int))
+    r = local_linear(params, X[rows], alpha)
+    note = (f"local linearity at {rows.size} of {N} inputs (reported, not judged): homogeneity gap "
+            f"{r.homogeneity_gap:.2g} (round-off bound {r.homogeneity_bound:.2g}), Euler residual f − J·x "
+            f"{r.euler_residual:.2g} (bound {r.euler_bound:.2g})"
+            + (f", bias term {r.bias_fraction:.2g} of <f²>" if r.has_bias else "")
+            + f"; Jacobian effective dimension {np.median(r.participation_ratio):.3g} of "
+            f"{r.singular_values.shape[1]} (median participation ratio, §8.4)")
+    return LocalReport(int(rows.size), N, rows, r.homogeneity_gap, r.homogeneity_bound, r.homogeneity_ratio,
+                       r.euler_residual, r.euler_bound, r.euler_ratio, r.bias_fraction, r.participation_ratio,
+                       float(np.median(r.participation_ratio)), float(np.median(r.effective_rank)),
+                       float(np.median(r.frobenius_dimension)), int(r.singular_values.shape[1]),
+                       r.odd_fraction, r.even_fraction, note)
+
+
 # ----------------------------------------------------------------- the call
 
 
@@ -149,6 +177,7 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_
         raise ValueError(f"the net maps {w[0]} inputs to {w[-1]} outputs but the data have "
                          f"X {X.shape} and Y {Y.shape}")
     L, c, biased = depth(params), float(slope_factor(a)), has_bias(params)
+    local = _local(params, X, a)
 
     lam = np.linalg.eigvalsh(X.T @ X / X.shape[0])
     modes = rg.data_modes(X, Y)
@@ -187,14 +216,14 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_
     facts = vd.Facts(L, a, biased, mv_x, even_t, modes.linear_fraction, ratio, function, floor, loss0)
     if biased:
         return Analysis(data_rep, net_rep, None, vd.combine(function, vd.judge_predicted(
-            facts, paired=False, t0_gap=0.0, growth_gap=0.0)), reg)
+            facts, paired=False, t0_gap=0.0, growth_gap=0.0)), reg, local)
     cfg = _train_config(train, params, modes, c, beta, a)
     pred = _predict(params, a, X, Y, modes, beta, cfg, t_max, n_times, sp, loss0, floor)
     if cfg is None:
         training = vd.judge_predicted(facts, paired=net_rep.paired, t0_gap=pred.t0_gap,
                                       growth_gap=pred.growth_gap,
                                       growth_range=(pred.growth_gap_low, pred.growth_gap_high))
-        return Analysis(data_rep, net_rep, pred, vd.combine(function, training), reg)
+        return Analysis(data_rep, net_rep, pred, vd.combine(function, training), reg, local)
     tr, reg = _train(params, pred, a, X, Y, cfg, modes, loss0, reg, time_budget, progress)
     pred = dataclasses.replace(pred, trained=tr)
     exact = function.level == vd.EXACT and mv <= ROUND_OFF
@@ -209,7 +238,7 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_
                               paired=_paired(tr.params), depth=L, kind="function after training",
                               output_ratio=np.sqrt((tr.final_odd_linear_energy + tr.final_odd_nonlinear_energy
                                                     + tr.final_even_energy) / modes.power))
-    return Analysis(data_rep, net_rep, pred, vd.combine(function, training, after), reg)
+    return Analysis(data_rep, net_rep, pred, vd.combine(function, training, after), reg, local)
 
 
 def _train_config(train, params, modes, c, beta, a) -> GDConfig | None:

@@ -156,19 +156,69 @@ class Prediction:
 
 
 @dataclass(frozen=True)
+class LocalReport:
+    """The local linear analysis (docs/theory.md §8; :func:`biasfree.local_linear`) of the
+    net as given, at ``n_used`` of the ``n_total`` inputs (``rows``, evenly spaced):
+    **reported, not judged** (§6). ``homogeneity_gap`` max |f(λx) − λf(x)|/(λ max|f|) and
+    its round-off bound ``homogeneity_bound``, ``euler_residual`` max |f(x) − J(x)x|/max|f|
+    and ``euler_bound``; ``homogeneity_ratio``, ``euler_ratio`` the largest elementwise
+    error/bound (≤ 1: the identity holds to round-off); ``bias_fraction``
+    <||f − Jx||²>/<||f||²>; per input ``participation_ratio`` (Σσ²)²/Σσ⁴ of J(x), and the
+    medians of it, of ``effective_rank`` (entropy) and of ``frobenius_dimension`` Σσ²
+    (BF-CNN); ``max_dimension`` min(p, d); ``odd_fraction``, ``even_fraction`` of <||f||²>
+    at those inputs; ``note`` the one-line summary the CLI and figure print."""
+
+    n_used: int
+    n_total: int
+    rows: np.ndarray
+    homogeneity_gap: float
+    homogeneity_bound: float
+    homogeneity_ratio: float
+    euler_residual: float
+    euler_bound: float
+    euler_ratio: float
+    bias_fraction: float
+    participation_ratio: np.ndarray
+    participation_ratio_median: float
+    effective_rank_median: float
+    frobenius_dimension_median: float
+    max_dimension: int
+    odd_fraction: float
+    even_fraction: float
+    note: str = ""
+
+    judged = False
+    """Never part of the verdict (docs/theory.md §6)."""
+
+    def lines(self, has_bias: bool) -> list[str]:
+        """The numbers as text lines, each identity beside its round-off bound; the bias
+        term only for a net with biases (``has_bias``)."""
+        out = [f"homogeneity gap = {self.homogeneity_gap:.3g} (round-off bound {self.homogeneity_bound:.3g})",
+               f"Euler residual f - J·x = {self.euler_residual:.3g} (round-off bound {self.euler_bound:.3g})"]
+        if has_bias:
+            out.append(f"bias term f - J·x = {self.bias_fraction:.3g} of <f²>")
+        return out + [f"Jacobian effective dimension = {self.participation_ratio_median:.3g} of "
+                      f"{self.max_dimension} (median participation ratio)"]
+
+
+@dataclass(frozen=True)
 class Analysis:
     """What :func:`analyse` found: ``data``, ``net``, ``regime``, ``prediction`` (None for
-    a net with biases, which has no linear twin) and the ``verdict``."""
+    a net with biases, which has no linear twin), the ``verdict`` and ``local``, the local
+    linear analysis (reported, not judged; None when one Jacobian is too large to form)."""
 
     data: DataReport
     net: NetReport
     prediction: Prediction | None
     verdict: Verdict
     regime: Regime | None = None
+    local: LocalReport | None = None
 
     def to_json(self) -> dict:
-        """A JSON-able document with top-level keys data, net, regime, prediction, verdict."""
+        """A JSON-able document with top-level keys data, net, regime, prediction, verdict and
+        local_linear (reported, not judged; null when one Jacobian is too large to form)."""
         v = self.verdict
+        local = None if self.local is None else {"judged": False, **dataclasses.asdict(self.local)}
         return {"data": _jsonable(dataclasses.asdict(self.data)),
                 "net": _jsonable(dataclasses.asdict(self.net)),
                 "regime": None if self.regime is None else _jsonable(dataclasses.asdict(self.regime)),
@@ -177,7 +227,8 @@ class Analysis:
                                       "failures": v.failures, "text": v.text,
                                       "function": dataclasses.asdict(v.function),
                                       "training": None if v.training is None
-                                      else dataclasses.asdict(v.training)})}
+                                      else dataclasses.asdict(v.training)}),
+                "local_linear": _jsonable(local)}
 
 
 def _jsonable(v):

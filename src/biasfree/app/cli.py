@@ -315,7 +315,8 @@ def analyse(
 ) -> None:
     """Is MODEL effectively linear on the data? A graded verdict (docs/theory.md §6) on the
     function it computes and on its training (predicted, or measured with --train /
-    --train-steps). Writes OUT/analysis.json, OUT/twin.safetensors and OUT/figure.png;
+    --train-steps). Beside it, not judged: the net's local linearity (§8) at up to 64 of the
+    inputs. Writes OUT/analysis.json, OUT/twin.safetensors and OUT/figure.png;
     exits 0 whatever the verdict, 2 on bad input."""
     from .. import _validate as validate
 
@@ -354,8 +355,15 @@ def analyse(
     for j in (v.function, v.training, v.trained_function):
         if j is not None:
             table.add_row(j.kind, j.level, escape("\n".join(e.line() for e in j.evidence)))
+    loc = result.local
+    if loc is not None:  # docs/theory.md §8: beside the verdict, never part of it
+        table.add_row(f"local linearity at {loc.n_used} of {loc.n_total} inputs", "reported, not judged",
+                      escape("\n".join(loc.lines(result.net.has_bias))), style="dim")
     err.print(table)
     err.print(f"[{colour}]{escape(v.text)}[/]")
+    if loc is not None:
+        err.print(f"[dim]{escape(loc.note)}[/]", soft_wrap=True)
+
 
 
 @app.command()
