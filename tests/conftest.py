@@ -11,9 +11,9 @@ the repository root (created on first use, ignored by git; a ``JAX_COMPILATION_C
 already set wins), so a second session, each pytest-xdist worker, the processes a test
 starts and the Dask workers of the sweep tests load what another one compiled. Every
 program is kept, however fast it compiled: the many small ones (eager operations,
-short loops; a tenth of a second each or less) cost more to compile than to load, and a
-process that recompiles them all spends seconds on it (every experiment's tiny run in
-one process, warm: 65 s of CPU with them kept, about 150 s with only those over 0.1 s). The cache is not size-bounded (JAX's
+short loops; a tenth of a second each or less) cost more to compile than to load (every
+experiment's tiny run in one process, warm: 65 s of CPU with them kept, 70 s with only
+those over 0.1 s; 153 s cold). The cache is not size-bounded (JAX's
 default): a bounded cache keeps an access-time file per entry and scans them all on
 every write, which fails with ``FileNotFoundError: ...-atime`` on any entry that an
 unbounded process (``make run``, ``biasfree sweep``) wrote into the same folder, so
