@@ -45,3 +45,17 @@ def forward_gap(Ws, X, bs=None) -> np.ndarray:
         if i < len(Ws) - 1:
             e, h = e + EPS * mag, mag
     return e
+
+
+def flow_error_bound(traj, rtol: float, atol: float) -> float:
+    """Crude bound on each parameter's global error in an adaptive gradient-flow solve
+    (not round-off: the solver's own error): each of the n accepted steps commits a local
+    error <= rtol·|θ| + atol per component (the controller's RMS test), and local errors
+    add up at most linearly: n (rtol max|θ| + atol), max|θ| over the final parameters and,
+    when kept, every record's."""
+    import jax
+
+    n = int(traj.stats["accepted"])
+    trees = [traj.params] + ([traj.path] if traj.path is not None else [])
+    theta = max(float(np.max(np.abs(np.asarray(x)))) for t in trees for x in jax.tree_util.tree_leaves(t))
+    return n * (rtol * theta + atol)
