@@ -1,8 +1,11 @@
 """Sweeps on Dask: the table equals the points run one by one, a killed sweep resumes,
 an existing scheduler works, a failed point is recorded, a bad spec exits 2 at once.
 
-One 2-worker LocalCluster serves the module (starting one costs seconds); the sweeps
-reach it by its address, as `biasfree sweep --scheduler` does.
+One LocalCluster serves the module (starting one costs seconds); the sweeps reach it by
+its address, as `biasfree sweep --scheduler` does. It has a single worker, as does the
+scheduler of the kill test: every worker process imports JAX and traces the experiment
+afresh (seconds of CPU each), and nothing here needs two (tasks, retries and the table
+do not depend on how many workers share them).
 """
 
 import json
@@ -48,16 +51,16 @@ def spec_text(doc: dict) -> str:
 @pytest.fixture(scope="module")
 def worker_env():
     """Every worker of the module shares one JAX compilation cache (COMPILE_CACHE), the
-    session's (tests/conftest.py, size-bounded, so reads and writes are locked): the
-    programs compiled by the first are loaded by the others, restarted ones and later
-    sessions included (its keys hold the workers' own XLA flags)."""
+    session's (tests/conftest.py): the programs compiled by the first are loaded by the
+    others, restarted ones and later sessions included (its keys hold the workers' own
+    XLA flags)."""
     return {**WORKER_ENV, COMPILE_CACHE: os.environ[COMPILE_CACHE],
             "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
 
 
 @pytest.fixture(scope="module")
 def cluster(worker_env):
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
                                   dashboard_address=":0", env=worker_env) as c:
         yield c.scheduler_address
 
@@ -69,25 +72,31 @@ def full_sweep(cluster, tmp_path_factory):
     return out, outcome
 
 
-def test_sweep_table_equals_points_run_one_by_one(full_sweep):
+def test_sweep_table_equals_points_run_one_by_one(cluster, full_sweep):
     out, outcome = full_sweep
     assert (outcome.counts.done, outcome.counts.skipped, outcome.counts.failed) == (8, 0, 0)
     df = load_sweep(out)
     assert len(df) == 8 and list(df["status"]) == ["done"] * 8
     assert (out / "summary.png").stat().st_size > 10_000
-    exp = get(EXP)
-    for _, row in df.iterrows():
-        over = {**FIXED, "width": int(row["width"]), "scale": float(row["scale"])}
-        ref = run_experiment(exp, resolve_config(exp, "tiny", over), int(row["seed"]))
-        # the workers run single-threaded (WORKER_ENV), this process multi-threaded: the
-        # same float64 program up to summation order, so O(1) numbers agree to 1e-9
-        # relative and round-off residuals (identity checks, ~1e-15) to 1e-13 absolute
-        for k, v in ref.metrics.items():
-            np.testing.assert_allclose(row[k], v, rtol=1e-9, atol=1e-13, err_msg=k)
-        for k, c in ref.checks.items():
-            np.testing.assert_allclose(row[f"check.{k}.value"], c.value, rtol=1e-9, atol=1e-13, err_msg=k)
-            assert row[f"check.{k}.passed"] == c.passed
-        assert row["passed"] == ref.passed
+    overs = [{**FIXED, "width": int(row["width"]), "scale": float(row["scale"])} for _, row in df.iterrows()]
+    # each point run on its own by run_experiment, on the cluster's workers: the same
+    # single-threaded environment (WORKER_ENV) as the sweep's tasks, so the same float64
+    # program, and the table must hold its numbers bit for bit (through parquet)
+    def one_by_one(over: dict, seed: int):  # a local function: sent to the worker by value
+        exp = get(EXP)
+        ref = run_experiment(exp, resolve_config(exp, "tiny", over), seed)
+        return ref.metrics, {k: (c.value, c.passed) for k, c in ref.checks.items()}, ref.passed
+
+    with distributed.Client(cluster) as client:
+        refs = client.gather([client.submit(one_by_one, over, int(row["seed"]), pure=False)
+                              for over, (_, row) in zip(overs, df.iterrows(), strict=True)])
+    for over, (metrics, checks, passed), (_, row) in zip(overs, refs, df.iterrows(), strict=True):
+        for k, v in metrics.items():
+            np.testing.assert_array_equal(row[k], v, err_msg=k)
+        for k, (value, ok) in checks.items():
+            np.testing.assert_array_equal(row[f"check.{k}.value"], value, err_msg=k)
+            assert row[f"check.{k}.passed"] == ok
+        assert row["passed"] == passed
         folder = out / "points" / row["point"]
         assert {p.name for p in folder.iterdir()} == {"result.json", "arrays.npz"}  # figures: off
         # the table splits each point's time: compute (the experiment), IO, scheduling
@@ -198,7 +207,7 @@ def _stop(procs):
 
 
 def test_kill_a_worker_interrupt_then_resume_on_a_real_scheduler(full_sweep, worker_env, tmp_path):
-    """`dask scheduler` and `dask worker` (2 processes under nannies) on 127.0.0.1: a
+    """`dask scheduler` and `dask worker` (one process under a nanny) on 127.0.0.1: the
     worker killed mid-sweep (its nanny restarts it; both are lines in the log, and its
     points are retried), the client interrupted, then the rerun through the CLI
     completes the table: each point once, values equal bit for bit to the LocalCluster
@@ -215,7 +224,7 @@ def test_kill_a_worker_interrupt_then_resume_on_a_real_scheduler(full_sweep, wor
         address = json.loads(sched_file.read_text())["address"]
         assert address.startswith("tcp://127.0.0.1:")
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "2",
+            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "1",
              "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1", "--death-timeout", "60"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
         logs, state = [], {"killed": None}
@@ -224,7 +233,7 @@ def test_kill_a_worker_interrupt_then_resume_on_a_real_scheduler(full_sweep, wor
             pass
 
         with distributed.Client(address, timeout="30s") as client:
-            client.wait_for_workers(2, timeout=120)
+            client.wait_for_workers(1, timeout=120)
 
             def kill_then_interrupt(c: Counts):
                 if state["killed"] is None and c.done >= 1:

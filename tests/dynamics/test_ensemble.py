@@ -3,6 +3,7 @@
 import jax
 import numpy as np
 import pytest
+from roundoff import gamma
 
 import biasfree as bf
 from biasfree.dynamics.ensemble import Member, gd_members
@@ -29,11 +30,32 @@ def test_members_equal_their_single_runs_and_keep_their_names(data):
     runs = gd_members(members, data, cfg)
     assert list(runs) == list(members)
     for name, m in members.items():
-        single = bf.gd(m.params, data, bf.GDConfig(alpha=m.alpha, lr=m.lr or cfg.lr, steps=300,
-                                                   n_records=11, weight_decay=m.weight_decay))
-        # 300 steps of a batched vs an unbatched kernel: summation order differs, ~1e-14
-        np.testing.assert_allclose(runs[name].loss, single.loss, rtol=1e-12)
-        np.testing.assert_allclose(runs[name].t, single.t, rtol=1e-15)
+        one = bf.GDConfig(alpha=m.alpha, lr=m.lr or cfg.lr, steps=300, n_records=11,
+                          weight_decay=m.weight_decay)
+        single = bf.gd(m.params, data, one)
+        # The batched and the unbatched kernel do the same float64 operations, but may sum
+        # in another order: each step's sums (at most k = N = 80 terms: data points;
+        # widths and d are smaller) differ by <= 2 γ_k relative (tests/roundoff.py), a
+        # relative perturbation of θ of at most that (less: the step η∇ is small against
+        # θ). Carried to the records it is amplified by at most about κ, the relative
+        # change of the recorded losses per relative change of the init, measured here
+        # by a run from θ₀(1 ± 1e-7). Over T = 300 steps: rtol = T · 2γ_k · κ.
+        kappa = _loss_condition(m.params, data, one, single.loss)
+        rtol = one.steps * 2 * gamma(data.X.shape[0]) * kappa
+        assert rtol < 1e-9, f"{name}: κ = {kappa:.3g}, too ill-conditioned to compare"
+        np.testing.assert_allclose(runs[name].loss, single.loss, rtol=rtol)
+        # record times: t_j = k_j η, the same product on both paths: equal
+        np.testing.assert_array_equal(runs[name].t, single.t)
+
+
+def _loss_condition(params, data, cfg, loss, rel=1e-7):
+    """κ = max_j |δL_j| / L_j ÷ rel, the first-order sensitivity of the recorded losses to
+    a relative change ``rel`` of every init weight (signs at random): one more run. Its
+    own round-off (~1e-14 on a difference of ~1e-7) is negligible."""
+    rng = np.random.default_rng(0)
+    moved = jax.tree_util.tree_map(lambda a: a * (1 + rel * rng.choice([-1.0, 1.0], size=a.shape)), params)
+    loss = np.asarray(loss)
+    return float(np.max(np.abs(np.asarray(bf.gd(moved, data, cfg).loss) - loss) / loss)) / rel
 
 
 def test_pair_member_equals_its_twin_and_errors_name_the_member(data):

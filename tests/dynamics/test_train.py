@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from roundoff import flow_error_bound
 
 import biasfree as bf
 from biasfree.core.layers import Layer
@@ -196,15 +197,6 @@ def test_logistic_pair_net_equals_mapped_linear_net(alpha):
 # ------------------------------------------------------------------ GD -> gradient flow
 
 
-def _flow_error_bound(traj, rtol, atol):
-    """Crude global error bound of an adaptive solve: each of the n accepted steps
-    commits a local error <= rtol·|θ| + atol per component (the controller's RMS test),
-    and local errors add up at most linearly: n (rtol max|θ| + atol)."""
-    n = int(traj.stats["accepted"])
-    theta = max(float(np.max(np.abs(np.asarray(x)))) for x in _leaves(traj.params))
-    return n * (rtol * theta + atol)
-
-
 @pytest.fixture(scope="module")
 def flow_setup(sym_data):
     """A generic (non-paired) two-layer leaky net and a tight gradient-flow solve."""
@@ -227,7 +219,7 @@ def test_gd_converges_to_gradient_flow_at_first_order(sym_data, flow_setup):
     slope = np.polyfit(np.log(etas), np.log(errs), 1)[0]
     assert 0.9 <= slope <= 1.1, (slope, errs)
     # the flow reference is far more accurate than the finest GD run
-    assert errs[-1] > 100 * _flow_error_bound(ref, rtol=1e-11, atol=1e-13)
+    assert errs[-1] > 100 * flow_error_bound(ref, rtol=1e-11, atol=1e-13)
 
 
 # ------------------------------------------------------------------ §4.2 conservation
@@ -357,7 +349,7 @@ def test_flow_ensemble_over_alpha_agrees_to_solver_tolerance(sym_data, flow_setu
         one = bf.flow(params, sym_data, bf.FlowConfig(alpha=float(a), t_max=2.0, n_records=3,
                                                       rtol=1e-8, atol=1e-10))
         # two solutions, each within the bound of the exact flow; α = 1 is smooth: round-off
-        bound = 1e-12 if a == 1.0 else 2 * _flow_error_bound(one, cfg.rtol, cfg.atol)
+        bound = 1e-12 if a == 1.0 else 2 * flow_error_bound(one, cfg.rtol, cfg.atol)
         assert _param_dist(ens.member(i).params, one.params) <= bound
         np.testing.assert_allclose(ens.member(i).loss, one.loss, rtol=0, atol=bound)
 
