@@ -182,7 +182,7 @@ def test_ensembles_refuse_members_of_unequal_number():
     net2 = jax.vmap(lambda k: bf.init_gaussian(k, (D, 4, P), 0.5))(jax.random.split(jax.random.PRNGKey(1), 2))
     with pytest.raises(ValueError, match=r"ensemble sizes disagree: \{'alpha': 3, 'params': 2\}"):
         bf.gd_ensemble(net2, DATA, CFG, alpha=[0.0, 0.5, 1.0])
-    with pytest.raises(ValueError, match="params: with batched_params=True every W needs a leading"):
+    with pytest.raises(ValueError, match="params: with batched_params=True every weight needs one leading"):
         bf.gd_ensemble(NET, DATA, CFG, alpha=[0.0, 0.5])
     with pytest.raises(ValueError, match="alpha must be a scalar or a 1-D array"):
         bf.flow_ensemble(NET, DATA, FCFG, alpha=np.zeros((2, 2)), batched_params=False)

@@ -151,6 +151,8 @@ class _Circulant(AbstractLayer):
     def apply(self, H):
         return sum(self.k[j] * jnp.roll(H, j, axis=1) for j in range(self.k.size))
 
+    linear = apply  # bias-free: the protocol's linear part is the whole map
+
     def scaled(self, factor):
         return _Circulant(factor * self.k, self.n)
 

@@ -174,8 +174,11 @@ def check_net(params, name: str = "params", *, X=None, x_name: str = "X", depth:
 
 
 def _fields(layer) -> list[str]:
-    """Names of a dataclass layer's array fields, in pytree-leaf order (None fields skipped)."""
+    """Names of a dataclass layer's array fields, in pytree-leaf order (None fields skipped);
+    for any other pytree layer, ``leaf0``, ``leaf1``, ... in leaf order."""
     import dataclasses
+    if not dataclasses.is_dataclass(layer):
+        return [f"leaf{j}" for j in range(len(jax.tree_util.tree_leaves(layer)))]
     return [f.name for f in dataclasses.fields(layer)
             if not f.metadata.get("static") and getattr(layer, f.name) is not None]
 
