@@ -37,7 +37,7 @@ from ..dynamics import GDConfig
 from ..dynamics.twin_training import relative_movement, row_alignment, train_with_twin
 from ..expressivity.decomposition import net_function, odd_nonlinearity
 from ..expressivity.floors import dataset_floor
-from ..expressivity.local_linear import MAX_ENTRIES, local_linear
+from ..expressivity.local_linear import MAX_ENTRIES, Identities, local_linear
 from . import regime as rg
 from . import verdict as vd
 from .interop import Model, as_model
@@ -120,17 +120,13 @@ def _local(params: Params, X, alpha) -> LocalReport | None:
         return None
     rows = np.unique(np.linspace(0, N - 1, n).round().astype(int))
     r = local_linear(params, X[rows], alpha)
-    note = (f"local linearity at {rows.size} of {N} inputs (reported, not judged): homogeneity gap "
-            f"{r.homogeneity_gap:.2g} (round-off bound {r.homogeneity_bound:.2g}), Euler residual f − J·x "
-            f"{r.euler_residual:.2g} (bound {r.euler_bound:.2g})"
-            + (f", bias term {r.bias_fraction:.2g} of <f²>" if r.has_bias else "")
-            + f"; Jacobian effective dimension {np.median(r.participation_ratio):.3g} of "
-            f"{r.singular_values.shape[1]} (median participation ratio, §8.4)")
-    return LocalReport(int(rows.size), N, rows, r.homogeneity_gap, r.homogeneity_bound, r.homogeneity_ratio,
-                       r.euler_residual, r.euler_bound, r.euler_ratio, r.bias_fraction, r.participation_ratio,
-                       float(np.median(r.participation_ratio)), float(np.median(r.effective_rank)),
-                       float(np.median(r.frobenius_dimension)), int(r.singular_values.shape[1]),
-                       r.odd_fraction, r.even_fraction, note)
+    shared = {f.name: getattr(r, f.name) for f in dataclasses.fields(Identities)}
+    return LocalReport(**shared, n_used=int(rows.size), n_total=N, rows=rows,
+                       participation_ratio=r.participation_ratio,
+                       participation_ratio_median=float(np.median(r.participation_ratio)),
+                       effective_rank_median=float(np.median(r.effective_rank)),
+                       frobenius_dimension_median=float(np.median(r.frobenius_dimension)),
+                       max_dimension=int(r.singular_values.shape[1]))
 
 
 # ----------------------------------------------------------------- the call

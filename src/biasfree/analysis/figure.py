@@ -68,7 +68,7 @@ def _evidence_panel(ax, analysis: Analysis) -> None:
     answers = [j for j in (v.function, v.training, v.trained_function) if j is not None]
     lines = sum(1.3 + min(len(j.reasons), 3) + len(j.evidence) + min(len(j.notes), 2) for j in answers)
     loc = analysis.local
-    lines += 0 if loc is None else 1.3 + len(loc.lines(analysis.net.has_bias))
+    lines += 0 if loc is None else 1.3 + len(loc.lines())
     step = min(0.065, 0.95 / lines)
     y = 0.97
     for j in answers:
@@ -94,7 +94,7 @@ def _evidence_panel(ax, analysis: Analysis) -> None:
                 f"{loc.n_total} inputs (§8)", transform=ax.transAxes, fontsize=9.5, fontweight="bold",
                 color="0.35", va="top")
         y -= 1.3 * step
-        for line in loc.lines(analysis.net.has_bias):
+        for line in loc.lines():
             ax.text(0.02, y, f"· {line}", transform=ax.transAxes, fontsize=8.5, va="top", color="0.35")
             y -= step
 

@@ -14,6 +14,7 @@ import numpy as np
 from .. import _validate as validate
 from ..core.layers import Params
 from ..dynamics import GDConfig
+from ..expressivity.local_linear import Identities, dimension_line
 from ..store import atomic_write, save_figure, versions
 from .interop import save_model
 from .verdict import Verdict
@@ -156,49 +157,35 @@ class Prediction:
 
 
 @dataclass(frozen=True)
-class LocalReport:
+class LocalReport(Identities):
     """The local linear analysis (docs/theory.md §8; :func:`biasfree.local_linear`) of the
     net as given, at ``n_used`` of the ``n_total`` inputs (``rows``, evenly spaced):
-    **reported, not judged** (§6). ``homogeneity_gap`` max |f(λx) − λf(x)|/(λ max|f|) and
-    its round-off bound ``homogeneity_bound``, ``euler_residual`` max |f(x) − J(x)x|/max|f|
-    and ``euler_bound``; ``homogeneity_ratio``, ``euler_ratio`` the largest elementwise
-    error/bound (≤ 1: the identity holds to round-off); ``bias_fraction``
-    <||f − Jx||²>/<||f||²>; per input ``participation_ratio`` (Σσ²)²/Σσ⁴ of J(x), and the
-    medians of it, of ``effective_rank`` (entropy) and of ``frobenius_dimension`` Σσ²
-    (BF-CNN); ``max_dimension`` min(p, d); ``odd_fraction``, ``even_fraction`` of <||f||²>
-    at those inputs; ``note`` the one-line summary the CLI and figure print."""
+    **reported, not judged** (§6). The :class:`~biasfree.expressivity.local_linear.Identities`
+    against their round-off bounds; per input ``participation_ratio`` (Σσ²)²/Σσ⁴ of J(x),
+    and the medians of it, of ``effective_rank`` (entropy) and of ``frobenius_dimension``
+    Σσ² (BF-CNN); ``max_dimension`` min(p, d)."""
 
     n_used: int
     n_total: int
     rows: np.ndarray
-    homogeneity_gap: float
-    homogeneity_bound: float
-    homogeneity_ratio: float
-    euler_residual: float
-    euler_bound: float
-    euler_ratio: float
-    bias_fraction: float
     participation_ratio: np.ndarray
     participation_ratio_median: float
     effective_rank_median: float
     frobenius_dimension_median: float
     max_dimension: int
-    odd_fraction: float
-    even_fraction: float
-    note: str = ""
 
     judged = False
     """Never part of the verdict (docs/theory.md §6)."""
 
-    def lines(self, has_bias: bool) -> list[str]:
-        """The numbers as text lines, each identity beside its round-off bound; the bias
-        term only for a net with biases (``has_bias``)."""
-        out = [f"homogeneity gap = {self.homogeneity_gap:.3g} (round-off bound {self.homogeneity_bound:.3g})",
-               f"Euler residual f - J·x = {self.euler_residual:.3g} (round-off bound {self.euler_bound:.3g})"]
-        if has_bias:
-            out.append(f"bias term f - J·x = {self.bias_fraction:.3g} of <f²>")
-        return out + [f"Jacobian effective dimension = {self.participation_ratio_median:.3g} of "
-                      f"{self.max_dimension} (median participation ratio)"]
+    def lines(self) -> list[str]:
+        """The identities beside their bounds, then the Jacobian's effective dimension."""
+        return super().lines() + [dimension_line(self.participation_ratio_median, self.max_dimension)]
+
+    @property
+    def note(self) -> str:
+        """The one-line summary the CLI and the figure print."""
+        return (f"local linearity at {self.n_used} of {self.n_total} inputs (reported, not judged, §8): "
+                + "; ".join(self.lines()))
 
 
 @dataclass(frozen=True)
@@ -218,7 +205,8 @@ class Analysis:
         """A JSON-able document with top-level keys data, net, regime, prediction, verdict and
         local_linear (reported, not judged; null when one Jacobian is too large to form)."""
         v = self.verdict
-        local = None if self.local is None else {"judged": False, **dataclasses.asdict(self.local)}
+        local = None if self.local is None else {"judged": False, **dataclasses.asdict(self.local),
+                                                  "note": self.local.note}
         return {"data": _jsonable(dataclasses.asdict(self.data)),
                 "net": _jsonable(dataclasses.asdict(self.net)),
                 "regime": None if self.regime is None else _jsonable(dataclasses.asdict(self.regime)),

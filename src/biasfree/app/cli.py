@@ -358,7 +358,7 @@ def analyse(
     loc = result.local
     if loc is not None:  # docs/theory.md §8: beside the verdict, never part of it
         table.add_row(f"local linearity at {loc.n_used} of {loc.n_total} inputs", "reported, not judged",
-                      escape("\n".join(loc.lines(result.net.has_bias))), style="dim")
+                      escape("\n".join(loc.lines())), style="dim")
     err.print(table)
     err.print(f"[{colour}]{escape(v.text)}[/]")
     if loc is not None:

@@ -62,40 +62,27 @@ MAX_ENTRIES = 2**24
 
 
 @dataclass(frozen=True)
-class LocalLinear:
-    """What :func:`local_linear` measured on the rows of X (N inputs, p outputs, d inputs).
+class Identities:
+    """The identities of a bias-free net, each against its round-off bound (module doc):
+    what :class:`LocalLinear` and ``analyse``'s report share.
 
-    Amplitudes are relative to ``scale`` = max |f_i(x_n)|. ``homogeneity_gap``: max over
-    n, λ, i of |f_i(λx_n) − λ f_i(x_n)| / (λ·scale); ``homogeneity_bound`` the same
+    Amplitudes are relative to the largest output |f_i(x_n)|. ``homogeneity_gap``: max
+    over n, λ, i of |f_i(λx_n) − λ f_i(x_n)| / λ; ``homogeneity_bound`` the same
     normalisation of its round-off bound; ``homogeneity_ratio``: max elementwise
     |gap| / bound (≤ 1: homogeneous to round-off, ``homogeneous``). ``euler_residual``,
     ``euler_bound``, ``euler_ratio``, ``euler_holds``: the same for f(x) − J(x)x.
-    ``bias_term`` (N, p) f(x) − J(x)x, ``bias_fraction`` <||b||²>/<||f||²> (round-off
-    without biases). ``jacobians`` (N, p, d), ``singular_values`` (N, min(p, d)) descending;
-    effective dimensions per input (N,): ``effective_rank`` (entropy of σ/Σσ, Roy &
-    Vetterli 2007), ``participation_ratio`` (Σσ²)²/Σσ⁴, ``frobenius_dimension`` Σσ²
-    (the BF-CNN measure, Mohan et al. 2020: the rank of J when J is an orthogonal
-    projection). ``odd_fraction``, ``even_fraction``: <||f_odd||²>/<||f||²> and
-    <||f_even||²>/<||f||²> (they sum to 1 when X is mirror-symmetric). ``lambdas`` the
-    scales used; ``has_bias``."""
+    ``bias_fraction`` <||f − Jx||²>/<||f||²> (round-off without biases, ``has_bias``
+    False). ``odd_fraction``, ``even_fraction``: <||f_odd||²>/<||f||²> and
+    <||f_even||²>/<||f||²> (they sum to 1 when X is mirror-symmetric)."""
 
-    n_inputs: int
-    lambdas: np.ndarray
     has_bias: bool
-    scale: float
     homogeneity_gap: float
     homogeneity_bound: float
     homogeneity_ratio: float
     euler_residual: float
     euler_bound: float
     euler_ratio: float
-    bias_term: np.ndarray
     bias_fraction: float
-    jacobians: np.ndarray
-    singular_values: np.ndarray
-    effective_rank: np.ndarray
-    participation_ratio: np.ndarray
-    frobenius_dimension: np.ndarray
     odd_fraction: float
     even_fraction: float
 
@@ -109,13 +96,43 @@ class LocalLinear:
         """f(x) = J(x) x at every input, to its round-off bound."""
         return bool(self.euler_ratio <= 1.0)
 
+    def lines(self) -> list[str]:
+        """The identities as text lines, each beside its round-off bound; the bias term
+        only for a net with biases."""
+        out = [f"homogeneity gap = {self.homogeneity_gap:.3g} (round-off bound {self.homogeneity_bound:.3g})",
+               f"Euler residual f - J·x = {self.euler_residual:.3g} (round-off bound {self.euler_bound:.3g})"]
+        return out + ([f"bias term f - J·x = {self.bias_fraction:.3g} of <f²>"] if self.has_bias else [])
+
+
+def dimension_line(median: float, max_dimension: int) -> str:
+    """The Jacobian's effective dimension as one text line (median participation ratio)."""
+    return f"Jacobian effective dimension = {median:.3g} of {max_dimension} (median participation ratio)"
+
+
+@dataclass(frozen=True)
+class LocalLinear(Identities):
+    """What :func:`local_linear` measured on the rows of X (N inputs, p outputs, d inputs):
+    the :class:`Identities` (relative to ``scale`` = max |f_i(x_n)|), and ``n_inputs`` N,
+    ``lambdas`` the scales used, ``bias_term`` (N, p) f(x) − J(x)x, ``jacobians``
+    (N, p, d), ``singular_values`` (N, min(p, d)) descending; effective dimensions per
+    input (N,): ``effective_rank`` (entropy of σ/Σσ, Roy & Vetterli 2007),
+    ``participation_ratio`` (Σσ²)²/Σσ⁴, ``frobenius_dimension`` Σσ² (the BF-CNN measure,
+    Mohan et al. 2020: the rank of J when J is an orthogonal projection)."""
+
+    n_inputs: int
+    lambdas: np.ndarray
+    scale: float
+    bias_term: np.ndarray
+    jacobians: np.ndarray
+    singular_values: np.ndarray
+    effective_rank: np.ndarray
+    participation_ratio: np.ndarray
+    frobenius_dimension: np.ndarray
+
     def summary(self) -> str:
         """One line: the identities against their bounds, the bias term and the dimensions."""
-        bias = f"; bias term {self.bias_fraction:.3g} of <f²>" if self.has_bias else ""
-        return (f"at {self.n_inputs} inputs: homogeneity gap {self.homogeneity_gap:.3g} "
-                f"(round-off bound {self.homogeneity_bound:.3g}), Euler residual {self.euler_residual:.3g} "
-                f"(bound {self.euler_bound:.3g}){bias}; Jacobian effective dimension (participation ratio) "
-                f"median {np.median(self.participation_ratio):.3g} of {self.singular_values.shape[1]}")
+        dim = dimension_line(float(np.median(self.participation_ratio)), self.singular_values.shape[1])
+        return f"at {self.n_inputs} inputs: " + "; ".join(self.lines() + [dim])
 
 
 def participation_ratio(sv) -> np.ndarray:
