@@ -285,7 +285,8 @@ def _bn_shift(kind):
     ([C2(1, 2, 3, padding=1), nn.ReLU(), nn.BatchNorm1d(2).eval(), *HEAD], r"layer 2 \(BatchNorm1d\).*2-D"),
     ([C2(1, 2, 3, padding=1), nn.ReLU(), nn.LeakyReLU(0.1), *HEAD], "two activations in a row"),
     ([C2(1, 2, 3, padding=1), nn.ReLU(), C2(2, 2, 3, padding=1), nn.LeakyReLU(0.1), *HEAD], "mixed slopes"),
-    ([C2(1, 2, 3, padding=1), nn.ReLU(), *HEAD, nn.ReLU()], r"layer 4.*after the last weight layer"),
+    ([C2(1, 2, 3, padding=1), nn.ReLU(), *HEAD, nn.ReLU()], r"layer 4.*after the last Linear"),
+    ([nn.ReLU(), C2(1, 2, 3, padding=1), nn.ReLU(), *HEAD], r"layer 0.*before the first Conv2d"),
 ])
 def test_conv_refusals_name_the_layer_and_the_fix(mods, match):
     with pytest.raises(bf.UnsupportedModelError, match=match):

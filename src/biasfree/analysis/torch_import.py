@@ -128,8 +128,8 @@ class _Walk:
             a = self.acts[0][1] if self.acts else 1.0
             self.slopes.append((f"after layer {self.layers[-1]['name']}", a))
         elif self.acts:
-            raise refuse(f"layer {self.acts[0][0]}", "an activation before the first weight layer")
-        self.layers.append(dict(kind=kind, name=name, W=W, **extra))
+            raise refuse(f"layer {self.acts[0][0]}", f"an activation before the first {where.split('(')[-1][:-1]}")
+        self.layers.append(dict(kind=kind, name=name, W=W, type=where.split("(")[-1][:-1], **extra))
         self.acts, self.fresh = [], True
 
     def batch_norm(self, mod, where, nd):
@@ -318,7 +318,7 @@ def from_torch(module, *, in_shape=None) -> Model:
             if a is not None:
                 walk.activation(a, name, where)
     if walk.acts:
-        raise refuse(f"layer {walk.acts[-1][0]}", "an activation after the last weight layer",
+        raise refuse(f"layer {walk.acts[-1][0]}", f"an activation after the last {walk.layers[-1]['type']}",
                      "The output layer must be linear.")
     if walk.pool is not None:
         raise refuse(walk.pool[0], "pooling without a readout", "Follow it with nn.Flatten() and nn.Linear.")
