@@ -119,6 +119,7 @@ class _Walk:
             what = "channels" if kind == "conv" else "features"
             raise refuse(where, f"takes {n_in} input {what} but the layer before gives {self.width}",
                          "Match its input size to the previous layer's output.")
+        torch_type = where.split("(")[-1][:-1]  # "layer 3 (Linear)" -> "Linear"
         if self.scale is not None:  # fold a batch norm's scale into this layer's inputs
             W = W * self.scale[1]
             self.scale = None
@@ -128,8 +129,8 @@ class _Walk:
             a = self.acts[0][1] if self.acts else 1.0
             self.slopes.append((f"after layer {self.layers[-1]['name']}", a))
         elif self.acts:
-            raise refuse(f"layer {self.acts[0][0]}", f"an activation before the first {where.split('(')[-1][:-1]}")
-        self.layers.append(dict(kind=kind, name=name, W=W, type=where.split("(")[-1][:-1], **extra))
+            raise refuse(f"layer {self.acts[0][0]}", f"an activation before the first {torch_type}")
+        self.layers.append(dict(kind=kind, name=name, W=W, type=torch_type, **extra))
         self.acts, self.fresh = [], True
 
     def batch_norm(self, mod, where, nd):

@@ -294,7 +294,7 @@ def report(out: Annotated[Path, typer.Option(help="results folder")] = Path("res
 
 @app.command()
 def analyse(
-    model: Annotated[Path, typer.Argument(help="weights: .safetensors or .npz (bias-free Linear layers)")],
+    model: Annotated[Path, typer.Argument(help="weights: .safetensors or .npz (bias-free nets)")],
     data: Annotated[str, typer.Option(help="a bundled data set (digits, iris, wine, breast_cancer, "
                                            "diabetes) or a .npz (X, Y) / .csv file")] = "digits",
     alpha: Annotated[float | None, typer.Option(help="leaky slope α: 0 ReLU, 1 linear (needed "
