@@ -229,6 +229,13 @@ def test_torch_conv_state_dict_loads_with_in_shape(tmp_path):
             np.testing.assert_array_equal(x, y)
     with pytest.raises(ValueError, match="does not take the .* check in_shape and padding"):
         bf.load_model(tmp_path / "m.safetensors", alpha=0.0, in_shape=(6, 6), padding="same")
+    dense = nn.Sequential(L(4, 3), nn.ReLU(), L(3, 1))
+    save_file(dense.state_dict(), str(tmp_path / "d.safetensors"))
+    with pytest.raises(ValueError, match="no convolution.*leave it out"):
+        bf.load_model(tmp_path / "d.safetensors", alpha=0.0, in_shape=(2, 2))
+    path = bf.save_model(direct.params, tmp_path / "ours.safetensors")  # stores its own shapes
+    with pytest.raises(ValueError, match="stores its layers' shapes.*leave in_shape out"):
+        bf.load_model(path, alpha=0.0, in_shape=(6, 6))
 
 
 def jax_leaves(layer):

@@ -78,6 +78,9 @@ def _torch_specs(entries, in_shape, padding, source) -> list[dict]:
 
     spatial = _in_shape(in_shape)
     n_conv = sum(A.ndim > 2 for _, A in entries)
+    if n_conv == 0:
+        raise ValueError(f"{source}: in_shape={in_shape!r} is the spatial shape of a conv net's input, but "
+                         "it has no convolution (only Linear weights): leave it out")
     pads = [padding] * n_conv if isinstance(padding, str) else list(padding)
     if len(pads) != n_conv:
         raise ValueError(f"padding={padding!r}: give one padding ('same' or 'valid') or one per "
@@ -153,7 +156,8 @@ def from_state_dict(mapping: Mapping, alpha=None, *, source: str = "state dict",
                 f"{source}: '{n1}' {A1.shape} does not take the {l0.n_out} outputs of '{n0}' "
                 f"{A0.shape}; weights in name order: {order}. Name them in forward order "
                 "('0.weight', '1.weight', ...) with shapes (n_out, n_in)"
-                + ("" if layers is None else ", and check in_shape and padding"))
+                + ("" if layers is None else ", and check in_shape and padding (a pooled readout "
+                   "cannot be told from a state dict: use biasfree.from_torch)"))
     if alpha is not None:
         alpha = validate.slope(alpha)
     dense = layers is None or all(isinstance(b, Layer) for b in built)
