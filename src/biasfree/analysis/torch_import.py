@@ -153,7 +153,7 @@ class _Walk:
             raise refuse(where, f"has num_features={C} but the layer before gives {self.width}",
                          "Match num_features to the previous layer's output.")
         self.width = C
-        s = _array(mod.running_var + mod.eps) ** -0.5  # in float64
+        s = (_array(mod.running_var) + float(mod.eps)) ** -0.5  # in float64, whatever the module's dtype
         if mod.weight is not None:
             s = _array(mod.weight) * s
         if self.fresh and not self.pool:  # into the rows of the layer just before
