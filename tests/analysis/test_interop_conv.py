@@ -6,6 +6,7 @@ files bitwise; and every bad input is refused naming the layer and the fix."""
 
 import functools
 import json
+import re
 
 import numpy as np
 import pytest
@@ -236,6 +237,26 @@ def test_torch_conv_state_dict_loads_with_in_shape(tmp_path):
     path = bf.save_model(direct.params, tmp_path / "ours.safetensors")  # stores its own shapes
     with pytest.raises(ValueError, match="stores its layers' shapes.*leave in_shape out"):
         bf.load_model(path, alpha=0.0, in_shape=(6, 6))
+
+
+def test_cli_reads_a_torch_conv_state_dict_with_in_shape(tmp_path):
+    from safetensors.torch import save_file
+
+    module = _conv2d_net(seed=8, padding="valid")
+    save_file(module.state_dict(), str(tmp_path / "m.safetensors"))
+    X, Y = _data(module, n=10)
+    np.savez(tmp_path / "data.npz", X=X, Y=Y)
+    args = ["analyse", str(tmp_path / "m.safetensors"), "--alpha", "0", "--data", str(tmp_path / "data.npz")]
+    res = runner.invoke(app, [*args, "--in-shape", "6,6,valid", "--out", str(tmp_path / "A")])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "A" / "analysis.json").read_text())
+    assert doc["net"]["widths"] == [36, 48, 2]  # 3 channels of 4×4 after a 'valid' 3×3 kernel
+    want = bf.analyse(bf.from_torch(module, in_shape=(6, 6)), (X, Y))
+    assert doc["verdict"]["level"] == want.verdict.level
+    for bad, match in (([], "convolution.*in_shape"), (["--in-shape", "6,6"], "check in_shape and padding"),
+                       (["--in-shape", "6,x"], "--in-shape '6,x'")):
+        res = runner.invoke(app, [*args, *bad, "--out", str(tmp_path / "B")])
+        assert res.exit_code == 2 and re.search(match, " ".join(res.output.split())), res.output
 
 
 def jax_leaves(layer):

@@ -30,11 +30,11 @@ from ..core.inits import from_arrays
 from ..core.layers import is_net
 from ..core.precision import precise
 from .model import SUPPORTED, Model, UnsupportedModelError, one_slope, refuse
-from .model_files import from_state_dict, load_model, save_model, torch_names
+from .model_files import conv_spec, from_state_dict, load_model, save_model, torch_names
 from .torch_import import from_torch
 
-__all__ = ["SUPPORTED", "Model", "UnsupportedModelError", "as_model", "from_equinox", "from_state_dict",
-           "from_torch", "load_model", "save_model", "torch_names"]
+__all__ = ["SUPPORTED", "Model", "UnsupportedModelError", "as_model", "conv_spec", "from_equinox",
+           "from_state_dict", "from_torch", "load_model", "save_model", "torch_names"]
 
 
 # ---------------------------------------------------------------------- equinox

@@ -223,6 +223,20 @@ def load_model(path, alpha=None, *, in_shape=None, padding="same") -> Model:
     return from_state_dict(arrays, a, source=str(path), in_shape=in_shape, padding=padding, layers=layers)
 
 
+def conv_spec(text: str | None) -> dict:
+    """``"H,W"``, ``"n"`` or either with ``",same"``/``",valid"`` (the command line's
+    ``--in-shape``) as :func:`load_model`'s ``in_shape`` and ``padding``; None: ``{}``."""
+    if text is None:
+        return {}
+    *dims, last = [t.strip() for t in str(text).split(",")]
+    padding = last if last in ("same", "valid") else "same"
+    dims = dims if last in ("same", "valid") else [*dims, last]
+    if not dims or len(dims) > 2 or not all(t.isdigit() and int(t) > 0 for t in dims):
+        raise ValueError(f"--in-shape {text!r}: give the input's spatial shape, e.g. 8,8 or 16, optionally "
+                         "with the convolutions' padding, e.g. 8,8,valid (default same)")
+    return {"in_shape": tuple(int(t) for t in dims), "padding": padding}
+
+
 def torch_names(n_layers: int) -> tuple[str, ...]:
     """``("0.weight", "2.weight", ...)``: the names of ``n_layers`` Linear weights in an
     ``nn.Sequential`` that alternates Linear and activation modules."""
