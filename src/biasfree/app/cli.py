@@ -294,7 +294,7 @@ def report(out: Annotated[Path, typer.Option(help="results folder")] = Path("res
 
 @app.command()
 def analyse(
-    model: Annotated[Path, typer.Argument(help="weights: .safetensors or .npz (bias-free Linear layers)")],
+    model: Annotated[Path, typer.Argument(help="weights: .safetensors or .npz (bias-free nets)")],
     data: Annotated[str, typer.Option(help="a bundled data set (digits, iris, wine, breast_cancer, "
                                            "diabetes) or a .npz (X, Y) / .csv file")] = "digits",
     alpha: Annotated[float | None, typer.Option(help="leaky slope α: 0 ReLU, 1 linear (needed "
@@ -307,10 +307,11 @@ def analyse(
                                                   "--train-steps)", show_default=False)] = None,
     n_records: Annotated[int, typer.Option(help="points of the stored training curves (the gap is "
                                                 "measured at every step whatever this is)")] = 201,
-    time_budget: Annotated[float, typer.Option(help="seconds of training at most; the run stops "
-                                                    "there and says so")] = 120.0,
+    time_budget: Annotated[float, typer.Option(help="seconds of training at most (then it stops)")] = 120.0,
     t_max: Annotated[float | None, typer.Option(help="horizon of the predicted curve without "
                                                      "training (default: from the data's modes)")] = None,
+    in_shape: Annotated[str | None, typer.Option(help="a torch conv state dict's input spatial shape "
+                                                      "[and padding], e.g. 8,8 or 8,8,valid")] = None,
     out: Annotated[Path, typer.Option(help="output folder")] = Path("analysis"),
 ) -> None:
     """Is MODEL effectively linear on the data? A graded verdict (docs/theory.md §6) on the
@@ -325,7 +326,7 @@ def analyse(
         validate.writable_folder("--out", out)
     from ..analysis.analyse import analyse as analyse_model
     from ..analysis.figure import figure
-    from ..analysis.interop import load_model
+    from ..analysis.interop import conv_spec, load_model
     from ..analysis.report import save_analysis
     from ..core.real_data import load_data
     from ..dynamics import GDConfig
@@ -335,7 +336,7 @@ def analyse(
             raise ValueError("give --train (default steps) or --train-steps K, not both")
         if train and lr is not None:
             raise ValueError("--lr goes with --train-steps K (--train picks its own step from the data)")
-        m = load_model(model, alpha)
+        m = load_model(model, alpha, **conv_spec(in_shape))
         d = load_data(data)
         cfg = (GDConfig(lr=0.01 if lr is None else lr, steps=train_steps, n_records=n_records)
                if train_steps else None)

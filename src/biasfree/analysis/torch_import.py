@@ -1,0 +1,350 @@
+"""PyTorch in: a bias-free ``torch.nn.Sequential`` as a :class:`~.model.Model`, weights in float64.
+
+What is mapped to what (layers named by their index in the Sequential, nested Sequentials
+flattened):
+
+- ``Linear(bias=False)`` -> :class:`~biasfree.core.layers.Layer` with ``W = weight`` (out, in);
+- ``Conv1d/Conv2d(bias=False)`` (stride 1, dilation 1, groups 1, ``padding_mode="zeros"``,
+  padding ``"same"``, ``"valid"``, 0, or ``(k − 1)/2`` per axis for odd k) ->
+  :class:`~biasfree.core.conv.Conv` with ``K = weight`` (C_out, C_in, k[, k]) on the spatial
+  shape the layer reads (from ``in_shape``, the network's input spatial shape);
+- ``AdaptiveAvgPool1d/2d(1)``, ``Flatten``, ``Linear(bias=False)`` -> one
+  :class:`~biasfree.core.conv.PooledDense` with ``V = weight`` (out, C);
+- ``Flatten()`` -> nothing: hidden states are already flat, channel-major (its order);
+- ``ReLU`` (α = 0), ``LeakyReLU`` (α = ``negative_slope``), ``Identity`` or none (α = 1):
+  the slope, one for the whole net;
+- bias-free ``BatchNorm1d/2d`` in eval mode, ``y = s ⊙ x`` per channel (or feature) with
+  ``s = γ / √(running_var + eps)`` (γ = ``weight``, 1 without ``affine``): folded exactly
+  (in exact arithmetic) into the preceding layer's output rows, ``K[o] ← s_o K[o]`` or
+  ``W[j] ← s_j W[j]``, when it directly follows that layer; otherwise into the next layer's
+  inputs, ``K[:, i] ← s_i K[:, i]`` or ``W[:, j] ← s_j W[:, j]`` (through an activation only
+  when s ≥ 0, since σ_α(s z) = s σ_α(z) needs s ≥ 0). A shift (β ≠ 0 or ``running_mean``
+  ≠ 0) is a bias and is refused, and so is training mode (batch statistics).
+
+The model's input is the flat vector ``x = Flatten(x_img)`` of a (C, *in_shape) image.
+Everything else is refused with an :class:`~.model.UnsupportedModelError` (or TypeError)
+naming the layer and the fix, before the conversion finishes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _validate as validate
+from ..core.conv import Conv, PooledDense
+from ..core.inits import from_arrays
+from ..core.layers import Layer
+from ..core.precision import precise
+from .model import Model, one_slope, refuse
+
+_SHIFT_FIX = ("A bias-free batch norm only scales (β = 0 and running_mean = 0, as in the BF-CNN of "
+              "Mohan et al.); build it so, or remove the layer.")
+
+
+def _torch_slope(mod, where: str) -> float | None:
+    """α of an activation module, None for Identity; refuses anything else."""
+    import torch.nn as nn
+
+    if isinstance(mod, nn.Identity):
+        return None
+    if isinstance(mod, nn.ReLU):
+        return 0.0
+    if isinstance(mod, nn.LeakyReLU):
+        a = float(mod.negative_slope)
+        if not 0.0 <= a <= 1.0:
+            raise refuse(where, f"LeakyReLU(negative_slope={a:g}) is outside the family 0 <= α <= 1")
+        return a
+    kind = type(mod).__name__
+    if isinstance(mod, nn.modules.conv._ConvNd):
+        raise refuse(where, f"{kind} is a convolution this package does not read",
+                     "Use Conv1d or Conv2d (stride 1), or a fully connected net.")
+    raise refuse(where, f"{kind} is not supported")
+
+
+def _flatten(seq, prefix: str = ""):
+    import torch.nn as nn
+
+    for name, mod in seq.named_children():
+        full = f"{prefix}{name}"
+        if isinstance(mod, nn.Sequential):
+            yield from _flatten(mod, full + ".")
+        else:
+            yield full, mod
+
+
+def _array(t) -> np.ndarray:
+    return t.detach().cpu().double().numpy().copy()
+
+
+def _in_shape(in_shape) -> tuple[int, ...]:
+    if isinstance(in_shape, int | np.integer) and not isinstance(in_shape, bool):
+        in_shape = (in_shape,)
+    if not isinstance(in_shape, tuple | list) or len(in_shape) not in (1, 2):
+        raise ValueError(f"in_shape={in_shape!r}: give the input's spatial shape, (length,) for Conv1d or "
+                         "(height, width) for Conv2d")
+    return tuple(validate.integer("in_shape", n, 1) for n in in_shape)
+
+
+def _conv_padding(mod, where: str, ks: tuple[int, ...]) -> str:
+    """torch's padding as "same" or "valid" (module doc), or refused."""
+    p = mod.padding
+    if isinstance(p, str):
+        return p
+    p = tuple(int(x) for x in p)
+    if all(x == 0 for x in p):
+        return "valid"
+    if all(k % 2 == 1 and x == (k - 1) // 2 for x, k in zip(p, ks, strict=True)):
+        return "same"
+    raise refuse(where, f"padding={p} is neither 0 ('valid') nor (k − 1)/2 on every axis of an odd "
+                 f"kernel {ks} ('same')", "Use padding='same' or padding='valid'.")
+
+
+class _Walk:
+    """The conversion's state while walking the Sequential (from_torch's module doc)."""
+
+    def __init__(self, spatial):
+        self.spatial = spatial        # spatial shape of the current state, None when flat
+        self.width = None             # channels (spatial) or features (flat); None: not yet known
+        self.layers: list[dict] = []  # kind, name, weight, in_shape, padding
+        self.acts: list[tuple[str, float]] = []  # activations since the last weight layer
+        self.slopes: list[tuple[str, float]] = []
+        self.fresh = False            # the state is the last weight layer's output, unchanged
+        self.scale = None             # (where, s): a batch norm's scale for the next layer's inputs
+        self.pool = None              # (where, spatial, flattened) after AdaptiveAvgPool
+
+    def weight_layer(self, name, where, kind, W, n_in, **extra):
+        if self.width is not None and n_in != self.width:
+            what = "channels" if kind == "conv" else "features"
+            raise refuse(where, f"takes {n_in} input {what} but the layer before gives {self.width}",
+                         "Match its input size to the previous layer's output.")
+        torch_type = where.split("(")[-1][:-1]  # "layer 3 (Linear)" -> "Linear"
+        if self.scale is not None:  # fold a batch norm's scale into this layer's inputs
+            W = W * self.scale[1]
+            self.scale = None
+        if self.layers:
+            if len(self.acts) > 1:
+                raise refuse(f"layers {', '.join(n for n, _ in self.acts)}", "two activations in a row")
+            a = self.acts[0][1] if self.acts else 1.0
+            self.slopes.append((f"after layer {self.layers[-1]['name']}", a))
+        elif self.acts:
+            raise refuse(f"layer {self.acts[0][0]}", f"an activation before the first {torch_type}")
+        self.layers.append(dict(kind=kind, name=name, W=W, type=torch_type, **extra))
+        self.acts, self.fresh = [], True
+
+    def batch_norm(self, mod, where, nd):
+        if mod.training:
+            raise refuse(where, "is in training mode (it normalises by each batch's statistics)",
+                         "Call model.eval() first.")
+        if mod.running_var is None:
+            raise refuse(where, "has no running statistics (track_running_stats=False normalises by "
+                         "each batch)", "Build it with track_running_stats=True and call model.eval().")
+        if (mod.bias is not None and bool((mod.bias != 0).any())) or bool((mod.running_mean != 0).any()):
+            raise refuse(where, "has a shift (β = bias ≠ 0 or running_mean ≠ 0), which is a bias", _SHIFT_FIX)
+        if nd == 2 and (self.spatial is None or len(self.spatial) != 2):
+            raise refuse(where, "normalises (C, H, W) states but the state here is "
+                         + ("flat" if self.spatial is None else f"1-D {self.spatial}"), "Use BatchNorm1d.")
+        if nd == 1 and self.spatial is not None and len(self.spatial) != 1:
+            raise refuse(where, f"normalises (C[, L]) states but the state here is 2-D {self.spatial}",
+                         "Use BatchNorm2d.")
+        C = int(mod.num_features)
+        if self.width is not None and C != self.width:
+            raise refuse(where, f"has num_features={C} but the layer before gives {self.width}",
+                         "Match num_features to the previous layer's output.")
+        self.width = C
+        s = (_array(mod.running_var) + float(mod.eps)) ** -0.5  # in float64, whatever the module's dtype
+        if mod.weight is not None:
+            s = _array(mod.weight) * s
+        if self.fresh and not self.pool:  # into the rows of the layer just before
+            last = self.layers[-1]
+            last["W"] = last["W"] * s.reshape((-1,) + (1,) * (last["W"].ndim - 1))
+        else:  # into the next layer's input channels / features
+            prev = self.scale[1] if self.scale is not None else 1.0
+            self.scale = (where, prev * self._per_input(s))
+
+    def _per_input(self, s):
+        """A per-channel scale shaped to multiply the next layer's weight along its inputs."""
+        if self.spatial is not None:
+            return s.reshape((1, -1) + (1,) * len(self.spatial))  # a conv kernel's C_in axis
+        return s.reshape(1, -1)
+
+    def activation(self, a, name, where):
+        if self.pool is not None:
+            raise refuse(where, "an activation after AdaptiveAvgPool",
+                         "A pooled readout is AdaptiveAvgPool, Flatten, Linear with nothing between.")
+        if self.scale is not None and np.any(self.scale[1] < 0):
+            raise refuse(self.scale[0], "has a negative scale γ/√(var + eps) before an activation, which "
+                         "cannot be folded (σ(s z) ≠ s σ(z) for s < 0)",
+                         "Put the batch norm before the activation, right after its conv or Linear.")
+        self.acts.append((name, a))
+        self.fresh = False
+
+    def flatten(self, mod, where):
+        if mod.start_dim != 1 or mod.end_dim != -1:
+            raise refuse(where, f"Flatten(start_dim={mod.start_dim}, end_dim={mod.end_dim}) is not the "
+                         "flattening of (C, *spatial)", "Use nn.Flatten() (start_dim=1, end_dim=-1).")
+        if self.pool is not None:  # pooled: one feature per channel
+            self.pool = (self.pool[0], self.pool[1], True)
+            if self.scale is not None:
+                self.scale = (self.scale[0], self.scale[1].reshape(1, -1))
+            self.spatial = None
+        elif self.spatial is not None:
+            S = math.prod(self.spatial)
+            if self.scale is not None:  # one scale per channel -> one per feature, channel-major
+                self.scale = (self.scale[0], np.repeat(self.scale[1].reshape(1, -1), S, axis=1))
+            self.fresh = self.fresh and S == 1
+            self.width = None if self.width is None else self.width * S
+            self.spatial = None
+
+    def conv(self, mod, name, where):
+        import torch.nn as nn
+
+        nd = 1 if isinstance(mod, nn.Conv1d) else 2
+        if mod.bias is not None:
+            raise refuse(where, "has a bias", f"Build it as nn.Conv{nd}d(..., bias=False).")
+        for attr in ("stride", "dilation"):
+            if any(int(v) != 1 for v in getattr(mod, attr)):
+                raise refuse(where, f"{attr}={tuple(getattr(mod, attr))}", f"Use {attr}=1 (only stride-1, "
+                             "undilated convolutions are supported).")
+        if mod.groups != 1:
+            raise refuse(where, f"groups={mod.groups}", "Use groups=1.")
+        if mod.padding_mode != "zeros":
+            raise refuse(where, f"padding_mode={mod.padding_mode!r}", "Use padding_mode='zeros'.")
+        if self.pool is not None:
+            raise refuse(where, "a convolution after AdaptiveAvgPool",
+                         "A pooled readout is AdaptiveAvgPool, Flatten, Linear with nothing between.")
+        if self.spatial is None:
+            raise refuse(where, "reads (C, *spatial) states but the state here is flat (after Flatten)",
+                         "Put the convolutions before nn.Flatten().")
+        if len(self.spatial) != nd:
+            raise refuse(where, f"is {nd}-D but its input has spatial shape {self.spatial}",
+                         f"Give in_shape with {nd} axes, or use Conv{len(self.spatial)}d.")
+        ks = tuple(int(k) for k in mod.kernel_size)
+        padding = _conv_padding(mod, where, ks)
+        if padding == "valid" and any(k > n for k, n in zip(ks, self.spatial, strict=True)):
+            raise refuse(where, f"kernel {ks} is larger than its input {self.spatial} with padding 'valid'",
+                         "Use a smaller kernel, padding='same', or a larger in_shape.")
+        spatial = self.spatial
+        self.weight_layer(name, where, "conv", _array(mod.weight), int(mod.in_channels),
+                          in_shape=spatial, padding=padding)
+        self.width = int(mod.out_channels)
+        if padding == "valid":
+            self.spatial = tuple(n - k + 1 for n, k in zip(spatial, ks, strict=True))
+
+    def linear(self, mod, name, where):
+        if mod.bias is not None:
+            raise refuse(where, "has a bias", "Build it as nn.Linear(..., bias=False).")
+        W = _array(mod.weight)
+        if self.pool is not None:
+            pwhere, spatial, flat = self.pool
+            if not flat:
+                raise refuse(where, f"follows {pwhere} without nn.Flatten()",
+                             "A pooled readout is AdaptiveAvgPool, Flatten, Linear.")
+            self.pool = None
+            self.weight_layer(name, where, "pool", W, int(mod.in_features), in_shape=spatial)
+        elif self.spatial is not None:
+            raise refuse(where, f"would read only the last axis of the (C, *spatial) = "
+                         f"({self.width}, *{self.spatial}) state", "Put nn.Flatten() before it.")
+        else:
+            self.weight_layer(name, where, "dense", W, int(mod.in_features))
+        self.width = int(mod.out_features)
+
+    def pooling(self, mod, where, nd):
+        size = mod.output_size
+        sizes = (size,) * nd if isinstance(size, int) or size is None else tuple(size)
+        if any(s != 1 for s in sizes):
+            raise refuse(where, f"output_size={size!r}", "Only global average pooling (output_size=1) "
+                         "followed by Flatten and Linear is supported.")
+        if self.spatial is None or len(self.spatial) != nd:
+            raise refuse(where, f"pools {nd}-D states but the state here is "
+                         + ("flat" if self.spatial is None else f"{len(self.spatial)}-D {self.spatial}"),
+                         f"Use AdaptiveAvgPool{len(self.spatial or (0,))}d(1) right after the convolutions.")
+        if self.pool is not None:
+            raise refuse(where, "pooling twice", "Pool once, then Flatten and Linear.")
+        self.pool = (where, self.spatial, False)
+        self.fresh = False
+
+
+@precise
+def from_torch(module, *, in_shape=None) -> Model:
+    """A bias-free ``torch.nn.Sequential`` as a :class:`~.model.Model`, weights in float64
+    (what maps to what: the module doc).
+
+    ``in_shape``: the input's spatial shape, ``(length,)`` for ``Conv1d`` or ``(H, W)`` for
+    ``Conv2d``; needed (and only allowed) when the net has a convolution or pooling; the
+    model then reads flat inputs ``x_img.reshape(N, -1)`` of (N, C, *in_shape) images. A
+    dense net takes ``Linear`` layers with ``ReLU`` (α = 0), ``LeakyReLU`` (α =
+    ``negative_slope``), ``Identity`` or nothing (α = 1) between them. Refuses, naming the
+    layer by its index and type in the Sequential: a bias, any other module (Tanh, GELU,
+    dropout, max pooling), a conv's stride, dilation, groups or padding outside the module
+    doc, a kernel larger than a 'valid' input, mismatched channels, a batch norm with a
+    shift or in training mode, two activations in a row, an activation before the first or
+    after the last weight layer, and different slopes in different places.
+    """
+    try:
+        import torch.nn as nn
+    except ImportError:  # pragma: no cover - exercised only without the extra
+        raise ImportError("from_torch needs PyTorch: pip install 'biasfree[torch]'") from None
+    if not isinstance(module, nn.Sequential):
+        raise TypeError(
+            f"from_torch takes a torch.nn.Sequential, got {type(module).__name__}; for another "
+            "module pass module.state_dict() to biasfree.from_state_dict(mapping, alpha)")
+    mods = list(_flatten(module))
+    spatial_kinds = (nn.modules.conv._ConvNd, nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.BatchNorm2d)
+    spatial_net = next((f"layer {n} ({type(m).__name__})" for n, m in mods if isinstance(m, spatial_kinds)),
+                       None)
+    if spatial_net and in_shape is None:
+        raise ValueError(f"from_torch: {spatial_net} needs the input's spatial shape, which a torch module "
+                         "does not store: pass in_shape=(H, W) for Conv2d or (length,) for Conv1d, e.g. "
+                         "biasfree.from_torch(model, in_shape=(8, 8)) (and analyse that Model)")
+    if in_shape is not None and not spatial_net:
+        raise ValueError(f"from_torch: in_shape={in_shape!r} is the spatial shape of a conv net's input, but "
+                         "this net has no convolution or pooling (it reads flat vectors): leave it out")
+    walk = _Walk(None if in_shape is None else _in_shape(in_shape))
+    for name, mod in mods:
+        where = f"layer {name} ({type(mod).__name__})"
+        if isinstance(mod, nn.Linear):
+            walk.linear(mod, name, where)
+        elif type(mod) in (nn.Conv1d, nn.Conv2d):
+            walk.conv(mod, name, where)
+        elif type(mod) in (nn.BatchNorm1d, nn.BatchNorm2d):
+            walk.batch_norm(mod, where, 1 if type(mod) is nn.BatchNorm1d else 2)
+        elif type(mod) in (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d):
+            walk.pooling(mod, where, 1 if type(mod) is nn.AdaptiveAvgPool1d else 2)
+        elif isinstance(mod, nn.Flatten):
+            walk.flatten(mod, where)
+        else:
+            a = _torch_slope(mod, where)
+            if a is not None:
+                walk.activation(a, name, where)
+    if walk.acts:
+        raise refuse(f"layer {walk.acts[-1][0]}", f"an activation after the last {walk.layers[-1]['type']}",
+                     "The output layer must be linear.")
+    if walk.pool is not None:
+        raise refuse(walk.pool[0], "pooling without a readout", "Follow it with nn.Flatten() and nn.Linear.")
+    if walk.scale is not None:
+        raise refuse(walk.scale[0], "cannot be folded: no layer with weights follows it and it does not "
+                     "directly follow one", "Put it right after its conv or Linear layer.")
+    kinds = {layer["kind"] for layer in walk.layers}
+    if len(walk.layers) < 2:
+        what = "Linear layer(s)" if kinds <= {"dense"} else "layer(s) with weights"
+        raise refuse("torch model", f"{len(walk.layers)} {what}", "Give at least two (one hidden layer).")
+    alpha = one_slope(walk.slopes, "torch model")
+    names = tuple(layer["name"] for layer in walk.layers)
+    source = f"torch:{type(module).__name__}"
+    if kinds == {"dense"}:
+        return Model(from_arrays([layer["W"] for layer in walk.layers]), alpha, source, names)
+    return Model(tuple(_layer(spec) for spec in walk.layers), alpha, source, names)
+
+
+def _layer(spec: dict):
+    """One converted layer of the net family from its spec (kind, W, in_shape, padding)."""
+    import jax.numpy as jnp
+
+    W = jnp.asarray(spec["W"], dtype=float)
+    if spec["kind"] == "conv":
+        return Conv(W, None, spec["in_shape"], spec["padding"])
+    if spec["kind"] == "pool":
+        return PooledDense(W, None, spec["in_shape"])
+    return Layer(W)
