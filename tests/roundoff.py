@@ -119,3 +119,24 @@ def trajectory_gap(run, params, steps: int, k: int, factor: float = 1.0, rel: fl
     return jax.tree_util.tree_map(
         lambda a, b: steps * g * np.abs(np.asarray(b) - np.asarray(a)) / rel + g * np.abs(np.asarray(a)),
         base, pert)
+
+
+def loss_eval_gap(path, X, Y, loss, k: int) -> np.ndarray:
+    """Per record j, a bound on the gap between two evaluations of the mean-squared loss
+    ``L_j = ½⟨||f(x) − y||²⟩`` at the same θ_j (``path``: parameters with a leading record
+    axis, ``loss`` the L_j): the residual's error is <= γ_k (|f|_abs + |y|) entrywise
+    (|f|_abs the linear net on absolute values), and ``|ΔL| <= ⟨|r||Δr|⟩ <=
+    √(2L)·rms(Δr)`` (Cauchy–Schwarz): ``2γ_k √(2 L_j) rms(|f|_abs + |y|)``. Unlike a
+    relative bound it stays right when the fit is near exact (r small, f and y not)."""
+    import jax
+
+    import biasfree as bf
+
+    X, Y = np.abs(np.asarray(X, dtype=float)), np.abs(np.asarray(Y, dtype=float))
+    loss = np.asarray(loss, dtype=float)
+    out = np.empty_like(loss)
+    for j in range(loss.shape[0]):
+        theta = abs_twin(jax.tree_util.tree_map(lambda a, j=j: np.asarray(a)[j], path))
+        rms = np.sqrt(np.mean(np.sum((np.asarray(bf.forward(theta, X, 1.0)) + Y) ** 2, axis=1)))
+        out[j] = 2 * gamma(k) * np.sqrt(2 * loss[j]) * rms
+    return out
