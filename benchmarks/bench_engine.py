@@ -14,7 +14,13 @@ points, full-batch GD, float64, the same weights and data in every arm.
    counts them: only what runs) as a fraction of this machine's float64 matmul rate
    (2048³), measured in the same run, and the memory traffic a step (the step is
    bandwidth-bound: its GEMMs have an inner size d = 20);
-5. the peak memory (RSS) of the paper-size headline experiment (a subprocess).
+5. the peak memory (RSS) of the paper-size headline experiment (a subprocess);
+6. a conv arm: GD on a two-layer bias-free conv net (``bf.init_conv``: 512 Gaussian 8×8
+   inputs, Conv2d 1→16, 3×3, 'same', ReLU, dense readout), ours against a plain PyTorch
+   loop (``Conv2d(bias=False) → ReLU → Flatten → Linear(bias=False)``, the same init, loss
+   and step, float64, ``torch.set_num_threads`` = the cores XLA uses), with the gap of the
+   final weights and losses against a derived round-off bound (:func:`conv_roundoff_bound`):
+   the two compute the same thing.
 
 Each arm is compiled and run once before it is timed; arms alternate and each ratio uses
 the fastest of its repeats, which keeps ratios honest on a shared machine. Members of
@@ -142,6 +148,151 @@ def torch_arm(data, params, steps, lr, dtype: str):
     return run
 
 
+# ------------------------------------------------------------------ conv arm (issue 21 item 6)
+
+CONV = {"N": 512, "side": 8, "channels": 16, "kernel": 3}
+
+
+def conv_problem(seed: int = 3):
+    """The conv arm's workload: N Gaussian 8×8 single-channel inputs (flat, (N, 64)),
+    targets from a teacher of the same architecture, and a student from ``bf.init_conv``:
+    C channels, 3×3 kernel, 'same' padding, dense readout, bias-free, weights ~ N(0, 1/fan-in).
+    The data are not mirror-symmetric: ours runs its general path, the same work as torch's."""
+    N, S, C, k = CONV["N"], CONV["side"], CONV["channels"], CONV["kernel"]
+    scales = (1 / k, 1 / np.sqrt(C * S * S))
+    with jax.enable_x64(True):
+        X = np.asarray(jax.random.normal(jax.random.PRNGKey(seed), (N, S * S), dtype=jnp.float64))
+        teacher = bf.init_conv(jax.random.PRNGKey(seed + 1), (S, S), (1, C), k, 1, scales)
+        Y = np.asarray(bf.forward(teacher, X, 0.0))
+        params = bf.init_conv(jax.random.PRNGKey(seed + 2), (S, S), (1, C), k, 1, scales)
+    return bf.Dataset(X, Y, mirror=False), params
+
+
+def conv_torch(data, params, steps: int, lr: float, record: bool = False):
+    """The same GD in a plain PyTorch loop: ``Conv2d(bias=False) → ReLU → Flatten →
+    Linear(bias=False)``, float64, ``torch.optim.SGD`` at ``lr``, loss ½·mean_n ||f(x_n) − y_n||²
+    (ours), the init weights copied. ``run()`` returns (final loss, K, W₂), and with ``record``
+    also the per-step magnitudes of :func:`conv_magnitudes` (an untimed run)."""
+    import torch
+
+    S, C, k = CONV["side"], CONV["channels"], CONV["kernel"]
+    X = torch.tensor(np.asarray(data.X)).reshape(-1, 1, S, S)
+    Y = torch.tensor(np.asarray(data.Y))
+    K0, W0 = np.asarray(params[0].K), np.asarray(params[1].W)
+
+    def run():
+        net = torch.nn.Sequential(torch.nn.Conv2d(1, C, k, padding="same", bias=False), torch.nn.ReLU(),
+                                  torch.nn.Flatten(), torch.nn.Linear(C * S * S, 1, bias=False)
+                                  ).to(torch.float64)
+        with torch.no_grad():
+            net[0].weight.copy_(torch.tensor(K0))
+            net[3].weight.copy_(torch.tensor(W0))
+        opt = torch.optim.SGD(net.parameters(), lr=lr)
+        mags = []
+        for _ in range(steps):
+            opt.zero_grad(set_to_none=True)
+            loss = 0.5 * ((net(X) - Y) ** 2).sum(dim=1).mean()
+            loss.backward()
+            if record:
+                mags.append(conv_magnitudes(net[0].weight.detach(), net[3].weight.detach(), X, Y))
+            opt.step()
+        with torch.no_grad():
+            out = (float(0.5 * ((net(X) - Y) ** 2).sum(dim=1).mean()), net[0].weight.numpy().copy(),
+                   net[3].weight.numpy().copy())
+        if record:
+            out += (mags, conv_magnitudes(net[0].weight.detach(), net[3].weight.detach(), X, Y))
+        return out
+
+    return run
+
+
+def conv_magnitudes(K, W2, X, Y) -> dict:
+    """At weights (K, W₂) of ``f(x) = W₂ relu(conv_K(x))`` on (X, Y) (torch, float64), what
+    :func:`conv_roundoff_bound` needs: ``gabs`` = ||the gradient evaluated on absolute values||₂
+    (|K|, |W₂|, |x|, relu(z) → |K|*|x| ≥ |z|, relu' → 1, residual → |W₂||h| + |y|), ``ell_abs`` the
+    loss so evaluated, ``grad`` = ||∇ℓ||₂, ``L_gn`` = (||H||_F + √taps·||W₂||_F·||X||_F)²/N ≥ the
+    norm of the Gauss–Newton term JᵀJ/N (||conv_dK x||₂ ≤ √taps·||dK||_F·||x||₂, taps = k²), and
+    ``rho`` = √taps·||r||₂·||X||_F/N ≥ the norm of the residual term (1/N)Σ r_n ∇²f_n."""
+    import torch
+
+    N, taps = X.shape[0], K.shape[2] * K.shape[3]
+    K, W2 = K.clone().requires_grad_(True), W2.clone().requires_grad_(True)
+    H = torch.relu(torch.nn.functional.conv2d(X, K, padding="same")).flatten(1)
+    r = H @ W2.T - Y
+    grad = torch.autograd.grad(0.5 * (r**2).sum(dim=1).mean(), (K, W2))
+    with torch.no_grad():
+        Ha = torch.nn.functional.conv2d(X.abs(), K.abs(), padding="same").flatten(1)
+        ra = Ha @ W2.abs().T + Y.abs()
+        back = (ra @ W2.abs()).reshape(N, K.shape[0], X.shape[2], X.shape[3])
+        gabs = torch.cat([(ra.T @ Ha / N).reshape(-1),
+                          torch.nn.grad.conv2d_weight(X.abs(), K.shape, back, padding=K.shape[2] // 2)
+                          .reshape(-1) / N])
+        Xf = X.norm()
+        return {"gabs": float(gabs.norm()), "ell_abs": float(0.5 * (ra**2).sum(dim=1).mean()),
+                "grad": float(torch.cat([g.reshape(-1) for g in grad]).norm()),
+                "L_gn": float((H.norm() + taps**0.5 * W2.norm() * Xf) ** 2 / N),
+                "rho": float(taps**0.5 * r.norm() * Xf / N)}
+
+
+def conv_roundoff_bound(mags: list, final: dict, lr: float) -> tuple[float, float]:
+    """``(B_θ, B_ℓ)``: bounds on ||θ_ours − θ_torch||₂ after the T recorded steps and on the
+    gap of the final losses, when both run the same GD in float64 with any summation order.
+
+    One step from the same iterate: every update entry is one expression of sums and
+    products whose longest chain has ``k = taps·C_in + C·S² + 1 + N·S² + 3`` terms (conv,
+    readout, residual, the K-gradient's sum over points and positions, ×1/N, ×η, the
+    subtraction), so two kernels differ by ``δ_t = 2γ_k·η·gabs_t`` (Higham §3.1: γ_k times the
+    expression on absolute values). A gap e_t already there grows by at most ||I − η∇²ℓ||,
+    ≤ ``a_t = 1 + η·rho_t`` while η·L_gn ≤ 2 (the Gauss–Newton part is PSD with norm ≤ L_gn), else
+    ``1 + η(L_gn + rho)``: ``B_{t+1} = a_t B_t + δ_t``, B_0 = 0 (the init is copied exactly). It
+    assumes no ReLU pre-activation sits within round-off of 0 (a flip there is not bounded).
+    Losses: ``B_ℓ = ||∇ℓ||·B_θ + (L_gn + rho)/2·B_θ² + 2γ_{k_ℓ}·ell_abs``, k_ℓ = taps + C·S² + N + 3."""
+    N, S, C, taps = CONV["N"], CONV["side"], CONV["channels"], CONV["kernel"] ** 2
+    k = taps + C * S * S + 1 + N * S * S + 3
+    B = 0.0
+    for m in mags:
+        a = 1 + lr * m["rho"] if lr * m["L_gn"] <= 2 else 1 + lr * (m["L_gn"] + m["rho"])
+        B = a * B + 2 * gamma(k) * lr * m["gabs"]
+    B_loss = (final["grad"] * B + (final["L_gn"] + final["rho"]) / 2 * B**2
+              + 2 * gamma(taps + C * S * S + N + 3) * final["ell_abs"])
+    return B, B_loss
+
+
+def gamma(k: int) -> float:
+    """``γ_k = kε/(1 − kε)`` in float64 (Higham's bound on a sum of k products)."""
+    eps = float(np.finfo(np.float64).eps)
+    return k * eps / (1 - k * eps)
+
+
+def conv_arm(steps: int, repeat: int) -> tuple[float, str]:
+    """Ours against PyTorch on the conv workload: (time ratio torch/ours, the report line)."""
+    import torch
+
+    torch.set_num_threads(os.cpu_count() or 1)  # XLA's CPU client runs one thread per core
+    data, params = conv_problem()
+    mags0 = conv_magnitudes(torch.tensor(np.asarray(params[0].K)), torch.tensor(np.asarray(params[1].W)),
+                            torch.tensor(np.asarray(data.X)).reshape(-1, 1, CONV["side"], CONV["side"]),
+                            torch.tensor(np.asarray(data.Y)))
+    lr = 1.0 / mags0["L_gn"]  # the classical 1/L step with L the Gauss–Newton bound at init
+    cfg = bf.GDConfig(alpha=0.0, lr=lr, steps=steps, n_records=2)
+    run_t = conv_torch(data, params, steps, lr)
+    run_t()  # warm-up; ours is compiled by race's warm-up
+    tt = race({"ours": lambda: bf.gd(params, data, cfg).loss, "torch": run_t}, repeat)
+    ours = bf.gd(params, data, cfg)
+    L_t, K_t, W_t, mags, final = conv_torch(data, params, steps, lr, record=True)()
+    dtheta = max(float(np.max(np.abs(np.asarray(ours.params[0].K) - K_t))),
+                 float(np.max(np.abs(np.asarray(ours.params[1].W) - W_t))))
+    dloss = abs(float(ours.loss[-1]) - L_t)
+    B, B_loss = conv_roundoff_bound(mags, final, lr)
+    ok = "within" if dtheta <= B and dloss <= B_loss else "OUTSIDE"
+    line = (f"[conv] GD {steps} steps, N={CONV['N']} 8×8 inputs, Conv2d 1→{CONV['channels']} 3×3 'same' → "
+            f"ReLU → dense readout, float64, lr {lr:.3g}: ours {tt['ours']:.2f}s, PyTorch loop "
+            f"{tt['torch']:.2f}s ({torch.get_num_threads()} threads) -> ours {tt['torch'] / tt['ours']:.2f}x "
+            f"faster; final loss {float(ours.loss[0]):.4g} -> {L_t:.6g}; max|Δθ| {dtheta:.2g} (bound "
+            f"{B:.2g}), |Δloss| {dloss:.2g} (bound {B_loss:.2g}): {ok} the round-off bound")
+    return tt["torch"] / tt["ours"], line
+
+
 def main(quick: bool, json_path: str | None, rss: bool) -> dict:
     steps = 300 if quick else 3000
     repeat = 2 if quick else 3
@@ -193,6 +344,8 @@ def main(quick: bool, json_path: str | None, rss: bool) -> dict:
             print(f"[torch] {dt}: ours {tt['ours']:.2f}s, PyTorch loop {tt['torch']:.2f}s "
                   f"({torch.get_num_threads()} threads) -> ours {out[key]:.2f}x faster; final "
                   f"loss ours {L_ours:.10g} vs torch {L_torch:.10g}")
+        out["vs_torch_conv_f64"], line = conv_arm(300, max(1, repeat - 1))  # a few hundred steps
+        print(line)
 
     # -- 3. ensembles vs sequential runs
     B = 6

@@ -11,7 +11,7 @@ run (quoted at each assertion).
 import jax
 import numpy as np
 import pytest
-from roundoff import flow_error_bound, forward_gap
+from roundoff import chain_length, flow_error_bound, forward_gap, gamma, grad_gap, trajectory_gap
 
 import biasfree as bf
 from biasfree.dynamics.losses import forward_mirrored, objective, objective_mirrored
@@ -69,8 +69,12 @@ def test_forward_and_gradient_match_general(widths, bias):
     assert np.all(np.abs(np.asarray(F_fast) - np.asarray(F_gen)) <= forward_gap(Ws, general.X, bs))
     g_fast = jax.grad(objective_mirrored)(params, fast.inputs, fast.Y, 0.3, 0.01, "mse")
     g_gen = jax.grad(objective)(params, general.X, general.Y, 0.3, 0.01, "mse")
-    for a, b in zip(_leaves(g_fast), _leaves(g_gen), strict=True):
-        np.testing.assert_allclose(a, b, rtol=0, atol=1e-14)
+    # two computations of one gradient: within 2γ_k·3·(∇J on absolute values) entrywise
+    # (roundoff.grad_gap; 3 for the mirrored formula's intermediates), ~1e-14 here, where a
+    # wrong term in either path would be O(1e-2)
+    gap = _leaves(grad_gap(params, general.X, general.Y, 0.01, factor=3))
+    for a, b, e in zip(_leaves(g_fast), _leaves(g_gen), gap, strict=True):
+        assert np.all(np.abs(a - b) <= e) and np.max(e) < 1e-12
 
 
 def test_zero_preactivation_convention():
@@ -85,8 +89,9 @@ def test_zero_preactivation_convention():
     for alpha in (0.0, 0.3):
         g_fast = jax.grad(objective_mirrored)(params, fast.inputs, fast.Y, alpha)
         g_gen = jax.grad(objective)(params, general.X, general.Y, alpha)
-        for a, b in zip(_leaves(g_fast), _leaves(g_gen), strict=True):
-            np.testing.assert_allclose(a, b, rtol=0, atol=1e-15)
+        gap = _leaves(grad_gap(params, general.X, general.Y, factor=3))  # as above
+        for a, b, e in zip(_leaves(g_fast), _leaves(g_gen), gap, strict=True):
+            assert np.all(np.abs(a - b) <= e) and np.max(e) < 1e-12
 
 
 @pytest.mark.parametrize("zero_row", [False, True])
@@ -109,10 +114,23 @@ def test_two_layer_derivatives_in_every_argument_and_mode(zero_row):
         return bf.forward(bf.from_arrays([W1, W2]), jax.numpy.concatenate([X, -X]), a)
 
     args = (W1, W2, X, 0.3)
+    # Jacobian entries are sums of products of W, X entries and σ' (<= 1): two computations
+    # differ by <= 2γ_k·3·(the same Jacobian of the linear net on absolute values; ∂σ/∂α =
+    # min(z, 0) is bounded by |z|, i.e. the α-column by |W₂||W₁||X|), k the chain length
+    # and 3 the mirrored formula's magnitudes (roundoff.grad_gap)
+    k = chain_length(params, 2 * N_HALF)
+    absW1, absW2, absX = np.abs(W1), np.abs(W2), np.abs(X)
+
+    def lin(W1, W2, X):  # the linear net on [|X₊|; |X₊|]: every term non-negative
+        return bf.forward(bf.from_arrays([W1, W2]), jax.numpy.concatenate([X, X]), 1.0)
+
+    mags = jax.jacfwd(lin, argnums=(0, 1, 2))(absW1, absW2, absX)
+    bounds = [2 * gamma(k) * 3 * np.asarray(j) for j in mags]
+    bounds.append(2 * gamma(k) * 3 * np.asarray(lin(absW1, absW2, absX)))
     for jac in (jax.jacfwd, jax.jacrev):
-        for a, b in zip(_leaves(jac(fast, argnums=(0, 1, 2, 3))(*args)),
-                        _leaves(jac(general, argnums=(0, 1, 2, 3))(*args)), strict=True):
-            np.testing.assert_allclose(a, b, rtol=0, atol=1e-14)
+        for a, b, e in zip(_leaves(jac(fast, argnums=(0, 1, 2, 3))(*args)),
+                           _leaves(jac(general, argnums=(0, 1, 2, 3))(*args)), bounds, strict=True):
+            assert np.all(np.abs(a - b) <= e) and np.max(e) < 1e-12
 
     def loss(f):
         return lambda W1, W2: jax.numpy.sum(f(W1, W2, X, 0.3) ** 2)
@@ -121,8 +139,16 @@ def test_two_layer_derivatives_in_every_argument_and_mode(zero_row):
         return
     v = (rng.normal(size=W1.shape), rng.normal(size=W2.shape))
     hvp = [jax.jvp(jax.grad(loss(f), argnums=(0, 1)), (W1, W2), v)[1] for f in (fast, general)]
-    for a, b in zip(_leaves(hvp[0]), _leaves(hvp[1]), strict=True):
-        np.testing.assert_allclose(a, b, rtol=0, atol=1e-13)
+    # the HVP of Σf² away from kinks (σ'' = 0) is a sum of products of W, X, v and σ' (<= 1):
+    # bounded term by term by the HVP of the linear net on |W|, |X| with |v|; twice the
+    # chain (forward-over-reverse), 3 for the mirrored formula
+    def lin_loss(W1, W2):
+        return jax.numpy.sum(lin(W1, W2, absX) ** 2)
+
+    mag = jax.jvp(jax.grad(lin_loss, argnums=(0, 1)), (absW1, absW2), tuple(np.abs(u) for u in v))[1]
+    for a, b, m in zip(_leaves(hvp[0]), _leaves(hvp[1]), _leaves(mag), strict=True):
+        e = 2 * gamma(2 * k) * 3 * np.abs(m)
+        assert np.all(np.abs(a - b) <= e) and np.max(e) < 1e-9  # HVP entries ~20: a wrong term is O(1)
 
 
 @pytest.mark.parametrize("loss", ["mse", "logistic"])
@@ -134,12 +160,25 @@ def test_gd_trajectory_matches_general(loss):
     for alpha in (0.0, 0.3, 1.0):
         cfg = bf.GDConfig(alpha=alpha, lr=0.05, steps=300, loss=loss, weight_decay=1e-2, n_records=11)
         a, b = bf.gd(params, fast, cfg), bf.gd(params, general, cfg)
-        # O(1) quantities, 300 steps of round-off growth: 1e-12 absolute
-        for name in ("loss", "beta", "even_energy"):
-            np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=0, atol=1e-12,
-                                       err_msg=f"{name} at alpha={alpha}")
-        for x, y in zip(_leaves(a.params), _leaves(b.params), strict=True):
-            np.testing.assert_allclose(x, y, rtol=0, atol=1e-12)
+        # T = 300 steps, each within 2γ_k·3 relative of the other path (chain length k,
+        # 3 for the mirrored formula), carried to the records by the run's measured
+        # sensitivity (roundoff.trajectory_gap; ~1e-11 here, where a wrong fast path is O(1e-2))
+        gap = trajectory_gap(lambda p, cfg=cfg: _observed(bf.gd(p, general, cfg)), params, cfg.steps,
+                             chain_length(params, 2 * N_HALF), factor=3)
+        for name, e in gap.items():
+            got, want = (_leaves(a.params), _leaves(b.params)) if name == "params" else \
+                ([np.asarray(getattr(a, name))], [np.asarray(getattr(b, name))])
+            for x, y, ee in zip(got, want, e if name == "params" else [e], strict=True):
+                assert np.all(np.abs(x - y) <= ee), f"{name} at alpha={alpha}: {np.max(np.abs(x - y))}"
+                assert np.max(ee) < 1e-8, f"{name}: bound {np.max(ee):.2g} too loose to catch a wrong path"
+
+
+def _observed(traj, names=("loss", "beta", "even_energy"), with_params=True) -> dict:
+    """A run's recorded observables (and final parameters), as arrays (for trajectory_gap)."""
+    out = {name: np.asarray(getattr(traj, name)) for name in names}
+    if with_params:
+        out["params"] = _leaves(traj.params)
+    return out
 
 
 def test_deep_gd_and_flow_match_general():
@@ -152,8 +191,18 @@ def test_deep_gd_and_flow_match_general():
     params = _net(rng, (D, 4, 4, 1))
     cfg = bf.GDConfig(alpha=0.3, lr=0.05, steps=200, weight_decay=1e-2, n_records=5)
     a, b = bf.gd(params, fast, cfg), bf.gd(params, general, cfg)
-    for name in ("loss", "test_loss", "beta", "even_energy"):  # least-squares β_eff via X₊⁺
-        np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=0, atol=1e-12)
+    # as in the test above: T·2γ_k·3 relative per step, carried by the measured sensitivity;
+    # the least-squares β_eff goes through X₊⁺ (fast) or X⁺ (general): the sensitivity run
+    # includes it, and its own round-off is inside the final-evaluation term 2γ_k|β|·κ(X)
+    # with κ(X) the inputs' condition number (N = 24, d = 3: O(1))
+    kappa = float(np.linalg.cond(np.asarray(general.X)))
+    names = ("loss", "test_loss", "beta", "even_energy")
+    gap = trajectory_gap(lambda p: _observed(bf.gd(p, general, cfg), names, with_params=False),
+                         params, cfg.steps, chain_length(params, 2 * N_HALF), factor=3)
+    for name, e in gap.items():
+        e = e + 2 * gamma(2 * N_HALF) * kappa * np.abs(np.asarray(getattr(b, name)))
+        assert np.all(np.abs(np.asarray(getattr(a, name)) - np.asarray(getattr(b, name))) <= e), name
+        assert np.max(e) < 1e-8, f"{name}: bound {np.max(e):.2g} too loose to catch a wrong path"
     fcfg = bf.FlowConfig(alpha=0.3, t_max=2.0, n_records=3, rtol=1e-10, atol=1e-12, keep_params=True)
     a, b = bf.flow(params, fast, fcfg), bf.flow(params, general, fcfg)
     # the vector fields agree to round-off (test above), but round-off flips some of the
