@@ -16,12 +16,16 @@ What is compared with what:
 - **Collapse.** From one small random init shared by every α, each leaky net against its
   linear conv twin (√c·init, α = 1, step η c): the gap ``max_t |L(t) − L_twin(c t)| / L(0)``
   is the dense headline's "below 0.3%" (:data:`~biasfree.claims.checks.PAPER_LEVEL`).
+  It is *measured* and shown beside 0.3%, not checked: the paper's 0.3% is its claim for
+  dense nets at its setting, and theory gives no threshold for conv nets (§7.4).
 - **Pair channels** (k, −k) with readouts (v, −v): the net *is* its linear twin on
   symmetric data, to round-off, along the whole GD run (§7.2).
 - **Random init, swept** (digits, α = min(alphas)): the gap against the number of channels
   C and against the init std σ, beside a dense two-layer net of width C (one hidden unit
   per channel: as many learnt first-layer filters) from the same σ on the same data. The
   gap at t = 0 is exactly ½⟨f_even²⟩ (§1.3), checked for every random run.
+
+The checks are the exact statements: pair channels equal the twin, and the t = 0 identity.
 """
 
 from __future__ import annotations
@@ -56,13 +60,13 @@ class Config:
     ``channels``, ``sweep_inits`` random inits per setting, each beside a dense net of
     width C.
 
-    Paper preset: 300 images (600 points), C = 8 channels of 3×3 (512 hidden units), σ =
-    1e-3 (rich regime), η = 0.02 for t = 60 (3000 steps; η = 0.05 is past GD's stability
-    edge on digits: the loss spikes and round-off grows): the digits loss has fallen from
-    0.5 to ~0.16 and the teacher's to its linear floor.
+    Paper preset: 200 images (400 points), C = 8 channels of 3×3 (512 hidden units), σ =
+    1e-3 (rich regime), η = 0.02 for t = 30 (1500 steps; η = 0.05 is past GD's stability
+    edge on digits: the loss spikes and round-off grows). Sized for ~10 min on one loaded
+    CPU core: float64 convolutions on XLA's CPU backend cost milliseconds per step.
     """
 
-    n_images: int = 300
+    n_images: int = 200
     teacher_n: int = 200
     teacher_length: int = 16
     teacher_kernel: int = 5
@@ -71,9 +75,9 @@ class Config:
     alphas: tuple = (0.0, 0.5, 1.0)
     scale: float = 1e-3
     lr: float = 0.02
-    t_max: float = 40.0
-    n_records: int = 61
-    sweep_channels: tuple = (2, 4, 8, 16)
+    t_max: float = 30.0
+    n_records: int = 41
+    sweep_channels: tuple = (2, 4, 8)
     sweep_scales: tuple = (1e-4, 1e-3, 1e-2, 1e-1)
     sweep_inits: int = 1
 

@@ -168,19 +168,10 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     init_err = max(initial_identity_error(r, n) for r, n in randoms)
     gaps_c, gaps_s = sweep_table(runs_d, rows_c), sweep_table(runs_d, rows_s)
 
+    # The random-init gaps are measured, not checked: the paper's 0.3% is its dense claim at its
+    # setting, and no threshold for conv nets follows from theory (§7.4); the figure and the
+    # metrics put each gap beside 0.3%. The checks are the identities that theory makes exact.
     checks = {
-        "digits_gap_to_linear_twin": at_most(
-            float(gap_d.max()), PAPER_LEVEL,
-            f"On symmetrised digits, from one small random init (std {cfg.scale:g}, {cfg.channels} "
-            "channels) shared by every α, each ReLU/leaky conv net's loss stays within the paper's "
-            "0.3% of L(0) of its linear conv twin (√c·init, step η c) at every record (max over α < 1).",
-            unit=FRACTION),
-        "teacher_gap_to_linear_twin": at_most(
-            float(gap_t.max()), PAPER_LEVEL,
-            "On Gaussian signals with a translation-equivariant teacher (filter plus odd nonlinearity), "
-            "the 1-D conv nets "
-            "stay within the paper's 0.3% of L(0) of their linear conv twins (max over α < 1 and t).",
-            unit=FRACTION),
         "pair_channels_equal_linear_twin": twin_identity(
             Runs({**{f"digits {n}": runs_d[n] for n in pairs},
                           **{f"teacher {n}": runs_t[n] for n in pairs}},
@@ -197,6 +188,8 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     i_main_c = list(cfg.sweep_channels).index(cfg.channels) if cfg.channels in cfg.sweep_channels else None
     metrics = {
         "digits_gap_max": float(gap_d.max()), "teacher_gap_max": float(gap_t.max()),
+        "digits_gap_over_paper_level": float(gap_d.max() / PAPER_LEVEL),
+        "teacher_gap_over_paper_level": float(gap_t.max() / PAPER_LEVEL),
         "pair_gap_max": float(pair_gap), "pair_gap_over_round_off_budget": float(pair_gap / ROUND_OFF),
         "pair_gap_over_eps": float(pair_gap / EPS), "initial_identity_error_max": float(init_err),
         "steps": float(gd_cfg.steps),
