@@ -79,7 +79,7 @@ class Config:
     n_records: int = 41
     sweep_channels: tuple = (2, 4, 8)
     sweep_scales: tuple = (1e-4, 1e-3, 1e-2, 1e-1)
-    sweep_inits: int = 1
+    sweep_inits: int = 2
 
     def __post_init__(self):
         if not 10 <= self.n_images <= 1797:
