@@ -1,0 +1,98 @@
+"""Figure of the conv experiment: the collapse onto the linear conv twin on both data sets,
+the gap against the paper's 0.3%, the pair-channel identity, and the random-init gap
+against the number of channels and the init scale beside the dense net."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from ..._figure import claim_title, mark
+from ...core.twin import slope_factor
+from ...results import Result
+
+
+def _collapse(ax, A, result, prefix: str, title: str):
+    alphas, t = A["alphas"], A["t"]
+    cs = slope_factor(alphas)
+    colors = plt.cm.viridis(np.linspace(0, 0.9, len(alphas)))
+    for i, a in enumerate(alphas):
+        ax.plot(cs[i] * t, A[f"{prefix}_loss"][i], color=colors[i], lw=2, label=f"conv net α = {a:g}")
+        if a < 1:
+            ax.plot(cs[i] * t, A[f"{prefix}_twin_loss"][i], "--", color="k", lw=0.9)
+    ax.plot([], [], "k--", lw=0.9, label="its linear conv twin\n(√c·init, step η c)")
+    gaps = [result.metrics[f"{prefix}_gap_alpha_{a:g}"] for a in alphas if a < 1]
+    ax.set(xlabel="rescaled time c·t = (1+α) η k / 2", ylabel="training loss ½·MSE",
+           xlim=(0, cs.min() * t[-1]),
+           title=f"{title}\nmax gap to twin {max(gaps):.2%} of L(0) (measured; "
+                 f"{'≤' if max(gaps) <= float(A['paper_level']) else '>'} dense 0.3%)")
+    ax.legend(fontsize=8)
+
+
+def _gaps(ax, A, result):
+    alphas, t = A["alphas"], A["t"]
+    cs = slope_factor(alphas)
+    for prefix, ls in (("digits", "-"), ("teacher", ":")):
+        L, Lt = A[f"{prefix}_loss"], A[f"{prefix}_twin_loss"]
+        for i, a in enumerate(alphas):
+            if a < 1:
+                ax.semilogy(cs[i] * t, np.abs(L[i] - Lt[i]) / L[i, 0] + 1e-18, ls, lw=1.5,
+                            label=f"{prefix}, α = {a:g}")
+    ax.axhline(float(A["paper_level"]), color="tab:red", ls="--", lw=1.2, label="paper (dense): 0.3%")
+    ax.set(xlabel="rescaled time c·t", ylabel="|L - L_twin| / L(0)", ylim=(1e-6, 1),
+           xlim=(0, cs.min() * t[-1]),
+           title="(c) one random init shared by every α:\ngap to the linear conv twin (measured)")
+    ax.legend(fontsize=8, loc="lower right")
+
+
+def _identities(ax, A, result):
+    labels, values = [], []
+    for prefix in ("digits", "teacher"):
+        for a, g in zip([a for a in A["alphas"] if a < 1], A[f"{prefix}_pair_gap"], strict=True):
+            labels.append(f"pair\n{prefix}\nα={a:g}")
+            values.append(g)
+    labels.append("L(0)−L_twin(0)\n−½⟨f_even²⟩\n(all random)")
+    values.append(result.metrics["initial_identity_error_max"])
+    x = np.arange(len(values))
+    ax.semilogy(x, np.maximum(values, 1e-18), "o", ms=9)
+    ax.axhline(float(A["round_off"]), color="tab:red", ls="--", lw=1, label="round-off budget 1e-10")
+    ax.axhline(2.2e-16, color="0.5", ls=":", lw=1, label="machine ε")
+    ax.set(xticks=x, xlim=(-0.5, len(x) - 0.5), ylim=(1e-18, 1e-6), ylabel="max gap (fraction of L(0))",
+           title="(d) exact identities: pair channels (k, −k), (v, −v)\nequal the linear twin at every step"
+                 + mark(result, "pair_channels_equal_linear_twin", "initial_gap_is_half_even_energy"))
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.legend(fontsize=8, loc="upper left")
+
+
+def _sweep(ax, A, x, conv, dense, xlabel, title, logx):
+    plot = ax.loglog if logx else ax.semilogy
+    for G, color, label in ((conv, "tab:blue", "conv net (C channels, dense readout)"),
+                            (dense, "tab:orange", "dense net, width C")):
+        for j in range(G.shape[1]):
+            plot(x, G[:, j], "o", color=color, alpha=0.5, ms=5)
+        plot(x, np.median(G, axis=1), "-", color=color, lw=2, label=label + " (median; dots: inits)")
+    ax.axhline(float(A["paper_level"]), color="tab:red", ls="--", lw=1.2, label="paper (dense): 0.3%")
+    low = min(float(np.min(conv)), float(np.min(dense)), float(A["paper_level"]))
+    ax.set(xlabel=xlabel, ylabel="max_t |L - L_twin| / L(0)", title=title, ylim=(low / 3, None))
+    if not logx:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(x, [str(int(v)) for v in x])
+    ax.legend(fontsize=8)
+
+
+def figure(result: Result):
+    A = result.arrays
+    fig, ax = plt.subplots(2, 3, figsize=(16, 10))
+    _collapse(ax[0, 0], A, result, "digits", "(a) symmetrised 8×8 digits, 2-D conv")
+    _collapse(ax[0, 1], A, result, "teacher", "(b) Gaussian signals, teacher φ(κ⋆x), 1-D conv")
+    _gaps(ax[0, 2], A, result)
+    _identities(ax[1, 0], A, result)
+    a, C, s = float(A["sweep_alpha"]), int(A["channels"]), float(A["scale"])
+    _sweep(ax[1, 1], A, A["sweep_channels"], A["gaps_channels_conv"], A["gaps_channels_dense"],
+           "channels C (dense: hidden width C)",
+           f"(e) digits, α = {a:g}, init std {s:g}: gap vs channels (measured)", logx=False)
+    _sweep(ax[1, 2], A, A["sweep_scales"], A["gaps_scales_conv"], A["gaps_scales_dense"],
+           "init std σ", f"(f) digits, α = {a:g}, C = {C}: gap vs init scale (measured)", logx=True)
+    claim_title(fig, result, fontsize=13)
+    fig.tight_layout()
+    return fig
