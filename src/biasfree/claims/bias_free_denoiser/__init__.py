@@ -78,7 +78,7 @@ class Config:
     twin_scale: float = 1e-3
     twin_lr: float = 0.01
     twin_steps: int = 4000
-    n_records: int = 60
+    n_records: int = 30
 
     def __post_init__(self):
         if self.n_train < 10 or self.n_test < 1:
@@ -109,8 +109,8 @@ class Config:
 
 
 PRESETS = {
-    "tiny": Config(n_train=60, n_test=30, sigmas_test=(0.05, 0.2, 0.5, 1.0), channels=4, steps=200,
-                   n_jacobian_images=4, twin_channels=10, twin_steps=1000, n_records=15),
+    "tiny": Config(n_train=60, n_test=30, sigmas_test=(0.05, 0.2, 0.5, 1.0), channels=4, steps=1000,
+                   n_jacobian_images=4, twin_channels=10, twin_steps=1000, n_records=12),
     "paper": Config(),
 }
 
