@@ -23,7 +23,8 @@ def _errors(ax, A, result):
     ax.set(xlabel="noise std σ (pixels in [0, 1])", ylabel="held-out output MSE / input MSE",
            xlim=(0, s[-1] * 1.03),
            title="(a) error across noise levels" + mark(
-               result, "bias_free_beats_biased_beyond_training_range", "bias_free_denoises_beyond_training_range"))
+               result, "bias_free_beats_biased_beyond_training_range",
+               "bias_free_denoises_beyond_training_range"))
     ax.legend(fontsize=8)
 
 
@@ -36,7 +37,8 @@ def _dimension(ax, A, result):
     ax.plot(s, np.median(A["dim_participation_ratio"], axis=1), "^--", color="C1", lw=1.5,
             label="participation ratio, median")
     ax.set(xlabel="noise std σ", ylabel="effective dimension of J(y) (of 64)", ylim=(0, None),
-           title="(b) bias-free net's Jacobian dimension" + mark(result, "jacobian_dimension_falls_with_noise"))
+           title="(b) bias-free net's Jacobian dimension"
+                 + mark(result, "jacobian_dimension_falls_with_noise"))
     ax.legend(fontsize=8)
 
 
@@ -64,7 +66,8 @@ def _two_layer(ax, A, result):
                label="least-squares filter of the architecture")
     ax.axhline(float(A["wiener_loss"]), color="0.5", ls="--", lw=1, label="unrestricted linear (Wiener-type)")
     ax.set(xlabel="rescaled time (1+α) t / 2", ylabel="training loss ½·MSE (summed over pixels)",
-           title=f"(d) two-layer denoiser, symmetrised data: gap {100 * result.metrics['two_layer_gap_to_twin']:.2g}%"
+           title="(d) two-layer denoiser, symmetrised data: gap "
+                 f"{100 * result.metrics['two_layer_gap_to_twin']:.2g}%"
                  + mark(result, "two_layer_follows_linear_twin", "pair_channels_equal_linear_twin"))
     ax.legend(fontsize=7)
 
@@ -76,7 +79,8 @@ def _examples(ax, A):
         J = A["jacobian_rows"][i].reshape(8, 8)
         cells = [A["examples_clean"][0], A["examples_noisy"][i, 0], A["examples_bias_free"][i, 0],
                  A["examples_biased"][i, 0]]
-        cells = [np.clip(x.reshape(8, 8), 0, 1) for x in cells] + [0.5 + 0.5 * J / max(np.abs(J).max(), 1e-12)]
+        cells = [np.clip(x.reshape(8, 8), 0, 1) for x in cells]
+        cells.append(0.5 + 0.5 * J / max(np.abs(J).max(), 1e-12))  # grey = 0
         rows.append(np.hstack([np.pad(x, 1, constant_values=np.nan) for x in cells]))
     ax.imshow(np.vstack(rows), cmap="gray", vmin=0, vmax=1, interpolation="nearest")
     ax.set_xticks(np.arange(5) * 10 + 4.5, ["clean", "noisy", "bias-free", "biased", "J row\n(centre)"],

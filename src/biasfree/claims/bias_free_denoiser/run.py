@@ -167,8 +167,10 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
         "error_biased_train_max": float(err["biased"][i_in]),
         "final_train_loss_bias_free": float(deep["bias-free"].loss[-1]),
         "final_train_loss_biased": float(deep["biased"].loss[-1]),
-        "dimension_median_smallest_sigma": float(dim_med[0]), "dimension_median_largest_sigma": float(dim_med[-1]),
-        "euler_ratio_bias_free": ll["bias-free"].euler_ratio, "euler_residual_bias_free": ll["bias-free"].euler_residual,
+        "dimension_median_smallest_sigma": float(dim_med[0]),
+        "dimension_median_largest_sigma": float(dim_med[-1]),
+        "euler_ratio_bias_free": ll["bias-free"].euler_ratio,
+        "euler_residual_bias_free": ll["bias-free"].euler_residual,
         "bias_term_fraction_biased": ll["biased"].bias_fraction,
         "euler_ratio_biased": ll["biased"].euler_ratio,
         "two_layer_gap_to_twin": two.twin_gap("random"), "pair_gap_to_twin": two.twin_gap("pair"),
@@ -178,7 +180,8 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
         "twin_excess_over_span_ls": float((L2t[-1] - L_ls) / (L2t[0] - L_ls)),
         "two_layer_filter_distance_to_span_ls": dist(lin_net),
         "twin_filter_distance_to_span_ls": dist(lin_twin),
-        "two_layer_filter_distance_to_twin": float(np.linalg.norm(lin_net - lin_twin) / np.linalg.norm(lin_twin)),
+        "two_layer_filter_distance_to_twin": float(np.linalg.norm(lin_net - lin_twin)
+                                                   / np.linalg.norm(lin_twin)),
     }
     for s, e1, e2, d in zip(sig, err["bias-free"], err["biased"], dim_med, strict=True):
         metrics[f"error_bias_free_sigma_{s:g}"] = float(e1)
@@ -189,7 +192,8 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
         "sigmas": sig, "sigma_train_max": np.asarray(cfg.sigma_train_max), "alpha": np.asarray(a),
         "error_bias_free": err["bias-free"], "error_biased": err["biased"],
         **{f"dim_{k}": v for k, v in dims.items()}, "bias_fraction_biased": bias_frac,
-        "t_deep": np.asarray(deep["bias-free"].t), "loss_deep": np.stack([np.asarray(deep[n].loss) for n in nets]),
+        "t_deep": np.asarray(deep["bias-free"].t),
+        "loss_deep": np.stack([np.asarray(deep[n].loss) for n in nets]),
         "t_two": np.asarray(two["random"].t),
         "loss_two": np.stack([L2, np.asarray(two["pair"].loss)]),
         "loss_two_twin": np.stack([L2t, np.asarray(two.twin("pair").loss)]),
@@ -205,8 +209,8 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
              f"net outputs the clean image). Deep denoisers: {cfg.depth} conv layers, {cfg.channels} "
              f"channels, {cfg.kernel}×{cfg.kernel} 'same', ReLU slope α = {a:g}, He init (biases 0), "
              f"plain full-batch GD η = {cfg.lr:g} × {cfg.steps} steps on ½·MSE summed over pixels. "
-             f"Two-layer: {cfg.twin_channels} channels, init std {cfg.twin_scale:g}, GD η = {cfg.twin_lr:g} × "
-             f"{cfg.twin_steps} on the symmetrised set ({2 * cfg.n_train} points); linear filters: the "
+             f"Two-layer: {cfg.twin_channels} channels, init std {cfg.twin_scale:g}, GD η = "
+             f"{cfg.twin_lr:g} × {cfg.twin_steps} on the symmetrised set ({2 * cfg.n_train} points); linear filters: the "
              f"least-squares filter in the span of the architecture's k⁴ = {cfg.kernel**4} products "
              "T(e_u)T(e_v) (reachable by the twin when channels ≥ k²) and the unrestricted Wiener-type "
              "least-squares filter.")
