@@ -211,7 +211,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
              f"plain full-batch GD η = {cfg.lr:g} × {cfg.steps} steps on ½·MSE summed over pixels. "
              f"Two-layer: {cfg.twin_channels} channels, init std {cfg.twin_scale:g}, GD η = "
              f"{cfg.twin_lr:g} × {cfg.twin_steps} on the symmetrised set ({2 * cfg.n_train} points); linear "
-             f"filters: the least-squares filter in the span of the architecture's k⁴ = {cfg.kernel**4} products "
+             f"filters: the least-squares filter in the span of the k⁴ = {cfg.kernel**4} products "
              "T(e_u)T(e_v) (reachable by the twin when channels ≥ k²) and the unrestricted Wiener-type "
              "least-squares filter.")
     return Result("bias-free-denoiser", seed, config_dict(cfg), metrics, checks, arrays, notes)
