@@ -111,7 +111,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     bias_frac = np.sum(bt**2, axis=(1, 2)) / np.sum(fb.reshape(bt.shape) ** 2, axis=(1, 2))
 
     progress(f"two-layer conv denoiser on symmetrised images: random and pair init, {cfg.twin_steps} steps")
-    data2 = Dataset(*symmetrize(noisy, clean), mirror=False)  # [measured] the mirrored path: slower here
+    data2 = Dataset(*symmetrize(noisy, clean))
     members = {"random": Member(_two_layer(k_two, cfg, cfg.twin_channels), a, twin=True),
                "pair": Member(pair_up(_two_layer(k_pair, cfg, cfg.twin_channels // 2)), a, twin=True)}
     two = gd_members(members, data2, GDConfig(lr=cfg.twin_lr, steps=cfg.twin_steps,
