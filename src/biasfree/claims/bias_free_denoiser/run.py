@@ -128,7 +128,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
         return float(np.linalg.norm(M - M_ls) / np.linalg.norm(M_ls))
 
     progress("checks")
-    i_in = int(np.sum(sig <= cfg.sigma_train_max)) - 1
+    i_in = max(int(np.sum(sig <= cfg.sigma_train_max)) - 1, 0)  # the largest test σ in the training range
     checks = {
         "bias_free_beats_biased_beyond_training_range": at_most(
             err["bias-free"][-1] / err["biased"][-1], 1.0,
