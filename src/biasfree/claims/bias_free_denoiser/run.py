@@ -129,21 +129,10 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
 
     progress("checks")
     i_in = max(int(np.sum(sig <= cfg.sigma_train_max)) - 1, 0)  # the largest test σ in the training range
+    # Self-checks are the identities the theory makes exact (round-off bounds). The BF-CNN claims
+    # and the random-init gap are measured and reported against their criteria, not checked: at
+    # this scale they are findings (they hold or not), not properties of the code (docs §8.8).
     checks = {
-        "bias_free_beats_biased_beyond_training_range": at_most(
-            err["bias-free"][-1] / err["biased"][-1], 1.0,
-            f"BF-CNN: at the largest test noise σ = {sig[-1]:g} ({sig[-1] / cfg.sigma_train_max:.3g}× the "
-            "training maximum) the bias-free denoiser's error is below the biased one's (ratio of "
-            "their held-out output MSEs < 1).", unit="ratio of output MSEs"),
-        "bias_free_denoises_beyond_training_range": at_most(
-            err["bias-free"][-1], 1.0,
-            f"BF-CNN: at σ = {sig[-1]:g} the bias-free denoiser still removes noise: held-out output MSE "
-            "below the input MSE (output PSNR ≥ input PSNR).", unit="output MSE / input MSE"),
-        "jacobian_dimension_falls_with_noise": at_most(
-            float(np.sum(np.diff(dim_med) > 0)), 0.0,
-            f"BF-CNN: the bias-free denoiser's Jacobian effective dimension ‖J‖_F² (median over {nj} "
-            f"held-out images) falls at every step of the σ grid ({sig.size} levels).",
-            unit="number of increases"),
         "bias_free_euler_identity": at_most(
             ll["bias-free"].euler_ratio, 1.0,
             "The bias-free denoiser computes f(y) = J(y)·y at every analysed input, elementwise within "
@@ -152,15 +141,18 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
             ll["bias-free"].homogeneity_ratio, 1.0,
             "The bias-free denoiser is 1-homogeneous, f(λy) = λ f(y) (λ = 0.1, 3, 7), within the "
             "derived round-off bound γ_{K+3}(G(λy) + λG(y)) (§8.7).", unit="× round-off bound"),
-        "two_layer_follows_linear_twin": at_most(
-            two.twin_gap("random"), PAPER_LEVEL,
-            f"The two-layer bias-free conv denoiser ({cfg.twin_channels} channels, small random init, "
-            "symmetrised images) stays within the paper's 0.3% of L(0) of its linear conv twin "
-            "(√c·weights, α = 1, step η c) at every record (§7.4).", unit="fraction of L(0)"),
         "pair_channels_equal_linear_twin": twin_identity(
             two, ["pair"], "The pair-channel two-layer conv denoiser (channels (k, −k), §7.2)"),
     }
+    findings = {  # measured value, criterion (value must be <= it): reported, not checked
+        "bf_over_biased_error_largest_sigma": (float(err["bias-free"][-1] / err["biased"][-1]), 1.0),
+        "bf_error_largest_sigma": (float(err["bias-free"][-1]), 1.0),
+        "dimension_increases": (float(np.sum(np.diff(dim_med) > 0)), 0.0),
+        "two_layer_gap_over_paper_level": (two.twin_gap("random") / PAPER_LEVEL, 1.0),
+    }
     metrics = {
+        **{name: value for name, (value, _) in findings.items()},
+        **{f"{name}_holds": float(value <= bound) for name, (value, bound) in findings.items()},
         "error_bias_free_largest_sigma": float(err["bias-free"][-1]),
         "error_biased_largest_sigma": float(err["biased"][-1]),
         "error_bias_free_train_max": float(err["bias-free"][i_in]),
