@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from .results import Result  # noqa: E402
 
-__all__ = ["action_end", "action_start", "claim_title", "mark", "plt"]
+__all__ = ["action_end", "action_start", "claim_title", "mark", "measured", "plt"]
 
 
 def mark(result: Result, *checks: str) -> str:
@@ -25,6 +25,14 @@ def mark(result: Result, *checks: str) -> str:
         raise KeyError(f"{result.experiment} has no check {', '.join(missing)}: the figure and the "
                        f"run disagree (checks: {', '.join(result.checks)})")
     return " ✓" if all(result.checks[c].passed for c in checks) else " ✗ FAILED"
+
+
+def measured(value: float, criterion: float, op: str = "<=") -> str:
+    """A panel title's note for a claim that is measured, not checked: ``"0.77 (criterion <= 1):
+    holds (measured, not a self-check)"``, or ``does NOT hold``; it never reads as a check's ✓."""
+    holds = value <= criterion if op == "<=" else value >= criterion
+    verdict = "holds" if holds else "does NOT hold"
+    return f"{value:.3g} (criterion {op} {criterion:.3g}): {verdict} (measured, not a self-check)"
 
 
 def claim_title(fig, result: Result, detail: str = "", fontsize: float = 11) -> None:
