@@ -89,20 +89,41 @@ def test_half_loss_time_is_where_the_loss_is_half_way():
     t = th.half_loss_time(s, a0)
     L = th.linear_loss(np.array([0.0, t]), s, a0, y_power)
     L_inf = th.final_loss(s, y_power)
-    assert abs((L[1] - L_inf) / (L[0] - L_inf) - 0.5) < 1e-12
-    # later than... earlier than the mode half time by ln(1 + √2)/(2s) as a0 -> 0
-    assert abs(th.half_time(s, 1e-12) - th.half_loss_time(s, 1e-12) - np.log(1 + np.sqrt(2)) / (2 * s)) < 1e-9
+    # exact in real arithmetic. Round-off: t½ carries <= γ_8 relative (a log of a ratio of
+    # two rounded differences, s/a½ − 1 ≈ 2.4 the worse), which moves a(t) by its relative
+    # condition x = 2st½ (the logistic's exponent) times that, plus γ_6 for evaluating the
+    # logistic; (s − a)² then moves by 2a/(s − a) relative. Each L_j − L∞ subtracts two
+    # rounded numbers: 3ε(L_j + L∞)/(L_j − L∞) relative. ~1e-14 here; a wrong a½ is O(0.1)
+    a = float(th.mode_strength(t, s, a0))
+    x = 2 * s * t
+    tol = (2 * a / (s - a) * (x * gamma(8) + gamma(6))
+           + sum(3 * EPS * (Lj + L_inf) / (Lj - L_inf) for Lj in L))
+    assert abs((L[1] - L_inf) / (L[0] - L_inf) - 0.5) <= tol
+    # later than... earlier than the mode half time by ln(1 + √2)/(2s) as a0 -> 0: the
+    # difference is ln(s/a½ − 1)/(2s) exactly, a½ = s(1 − 1/√2) + a0/√2, so the next term
+    # of the expansion in u = a0/s is −(2 + √2) u/(2s) (≈ 1.01e-12 here, measured 1.011e-12),
+    # the one after O(u²/s) ~ 1e-24: 3.5 a0/(2s²) bounds both (not round-off); round-off:
+    # each time is a log over 2s, within γ_8 of itself (t ≈ 10 here, ~4e-14)
+    a0s = 1e-12
+    t_mode, t_loss = th.half_time(s, a0s), th.half_loss_time(s, a0s)
+    tol = 3.5 * a0s / (2 * s * s) + gamma(8) * (t_mode + t_loss + np.log(1 + np.sqrt(2)) / (2 * s))
+    assert abs(t_mode - t_loss - np.log(1 + np.sqrt(2)) / (2 * s)) <= tol
     with pytest.raises(ValueError, match="0 < a0 < s"):
         th.half_loss_time(1.0, 2.0)
 
 
 def test_raw_init_ratio_is_the_log_correction():
     """c t½(α)/t½(1) from the same raw init: 1 at α = 1, → 1 + ln(1/c)/ln(s/a0)."""
-    assert th.raw_init_half_time_ratio(1.0, 1e-6, 1.0) == pytest.approx(1.0, abs=1e-15)
+    # c = 1 exactly, so both times are the same function of the same arguments: x/x = 1
+    assert th.raw_init_half_time_ratio(1.0, 1e-6, 1.0) == 1.0
     for a0 in (1e-4, 1e-8, 1e-16):
         r = th.raw_init_half_time_ratio(1.0, a0, 0.0)
         approx = 1 + np.log(2) / (np.log(1 / a0) - np.log(1 + np.sqrt(2)))
-        assert r > 1 and abs(r - approx) < 10 * a0        # corrections are O(a0/s)
+        # corrections are O(a0/s): each 2s t½ = ln(s/a0) − ln(1 + √2) + <= 4.4 a0/s (as above),
+        # so r − approx <= 4.4(c + r) a0/s / (ln(s/a0) − 1) < 1.2 a0/s for a0 <= 1e-4;
+        # 10 a0 keeps that with room. Round-off: r and approx are each a ratio of logs
+        # within γ_8 relative of themselves (at a0 = 1e-16 that is ~1e-15, as large as 10 a0)
+        assert r > 1 and abs(r - approx) < 10 * a0 + gamma(8) * (r + approx)
 
 
 def test_effective_strength_predicts_a_random_init_linear_net():
