@@ -14,7 +14,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from roundoff import EPS
+from roundoff import EPS, gamma
 from scipy.integrate import quad, solve_ivp
 
 import biasfree as bf
@@ -31,6 +31,22 @@ def _flow(params, data, alpha=1.0, t_max=12.0, weight_decay=0.0):
     cfg = bf.FlowConfig(alpha=alpha, t_max=t_max, n_records=N_REC, rtol=1e-10, atol=1e-12,
                         weight_decay=weight_decay)
     return bf.flow(params, data, cfg)
+
+
+def _logistic_roundoff(t, sigma, a):
+    """Round-off of a computed logistic a(t) (modes.logistic: expm1, exp and four products,
+    sums or divisions: γ_6 relative) at a time t that itself carries up to γ_8 relative error
+    (a closed-form time: a log and a few divisions). a's relative condition in t is
+    2σt(1 − a/σ) <= 2|σ|t, so the bound is (2|σ| t γ_8 + γ_6)·a."""
+    return (2 * np.abs(sigma) * np.asarray(t) * gamma(8) + gamma(6)) * np.abs(a)
+
+
+def _ode_error(sol, rtol, atol):
+    """Global error bound of a scipy solve_ivp run (solver error, not round-off): each
+    accepted step commits a local error <= rtol|y| + atol, and they add up at most
+    linearly (the logistic and the deep-mode ODEs contract relative errors once past the
+    transition): nfev (> the number of steps) × (rtol max|y| + atol)."""
+    return sol.nfev * (rtol * np.max(np.abs(sol.y)) + atol)
 
 
 def _rel_modes(traj, modes, a_theory):
@@ -76,28 +92,41 @@ def test_half_times_match_theory_md_numbers():
     # the mode is at half strength at its half time (exact identity, round-off)
     for s, a0, lam in [(1.0, 1e-3, 0.0), (2.5, 1e-5, 0.5)]:
         th_ = th.half_time(s, a0, weight_decay=lam)
-        assert abs(th.mode_strength(th_, s, a0, weight_decay=lam) - (s - lam) / 2) <= 1e-13 * s
+        # (_logistic_roundoff at t½ with a = σ/2, and σ/2 itself rounded: ε σ/2)
+        sig = s - lam
+        tol = _logistic_roundoff(th_, sig, sig / 2) + EPS * sig / 2
+        assert abs(th.mode_strength(th_, s, a0, weight_decay=lam) - sig / 2) <= tol
 
 
 def test_mode_strength_limits_and_ode():
     s, a0 = np.array([3.0, 1.0, 0.2]), np.array([1e-4, 1e-2, 1e-3])
-    np.testing.assert_allclose(th.mode_strength([0.0], s, a0)[0], a0, rtol=1e-15)
-    np.testing.assert_allclose(th.mode_strength([1e4], s, a0)[0], s, rtol=1e-15)
-    # with weight decay λ the limit is s - λ, and a mode with s < λ dies out
+    # t = 0: expm1(0) = 0 and exp(0) = 1, so a0 / (1 + a0·0) is exact; ε allows a libm whose
+    # exp(0) is one ulp off
+    np.testing.assert_allclose(th.mode_strength([0.0], s, a0)[0], a0, rtol=EPS)
+    # t = 1e4: e^{-2σt} underflows to 0 and expm1 to −1, leaving a0 / (a0 (1/σ)): three
+    # roundings, γ_3 relative
+    np.testing.assert_allclose(th.mode_strength([1e4], s, a0)[0], s, rtol=gamma(3))
+    # with weight decay λ the limit is s - λ, and a mode with s < λ dies out (σ = s − λ
+    # rounded once more on the left; the right's s − 0.1 is the same rounding: γ_4)
     np.testing.assert_allclose(th.mode_strength([1e4], s, a0, weight_decay=0.1)[0], s - 0.1,
-                               rtol=1e-14)
+                               rtol=gamma(4))
     assert th.mode_strength(1e4, 0.2, 1e-3, weight_decay=0.5) == 0.0
     # s = 0 (or σ = s - λ = 0) is the limit a0 / (1 + 2 a0 t), continuous in σ
     t = np.linspace(0, 50, 11)
-    np.testing.assert_allclose(th.mode_strength(t, 0.0, 0.3), 0.3 / (1 + 0.6 * t), rtol=1e-15)
-    np.testing.assert_allclose(th.logistic(t, 1e-9, 0.3), th.logistic(t, 0.0, 0.3), rtol=1e-7)
+    # (a0 (2t) against 0.6 t, 1 + · and the division: three roundings a side, 2γ_3)
+    np.testing.assert_allclose(th.mode_strength(t, 0.0, 0.3), 0.3 / (1 + 0.6 * t), rtol=2 * gamma(3))
+    # not round-off: a(t; σ) − a(t; 0) = σ ∂a/∂σ + O(σ²), and the relative sensitivity
+    # ∂ln a/∂σ = 2t (1 + a0 t)/(1 + 2 a0 t) <= 2t: 2σ t_max = 1e-7 at σ = 1e-9, t <= 50
+    np.testing.assert_allclose(th.logistic(t, 1e-9, 0.3), th.logistic(t, 0.0, 0.3), rtol=2 * 1e-9 * t.max())
     # independent oracle: solve_ivp of da/dt = 2a(s - λ - a)
     for sigma_s, lam in [(1.5, 0.0), (1.5, 0.4), (0.3, 0.8)]:
         ts = np.linspace(0, 20, 41)
         sol = solve_ivp(lambda _, a, s_=sigma_s, l_=lam: 2 * a * (s_ - l_ - a), (0, 20), [1e-3],
                         t_eval=ts, method="DOP853", rtol=1e-13, atol=1e-18)
         got = th.mode_strength(ts, sigma_s, 1e-3, weight_decay=lam)
-        assert np.max(np.abs(got - sol.y[0])) <= 1e-10 * sigma_s
+        # the solver's own error (_ode_error) plus the closed form's round-off
+        tol = _ode_error(sol, 1e-13, 1e-18) + _logistic_roundoff(ts, sigma_s - lam, got)
+        assert np.all(np.abs(got - sol.y[0]) <= tol) and np.max(tol) < 1e-9 * sigma_s
 
 
 def test_loss_limits_plateaus_and_final_loss(white):
@@ -108,23 +137,34 @@ def test_loss_limits_plateaus_and_final_loss(white):
     # t = 0: the loss of the (tiny) initial map, computed directly from the data
     W = th.aligned_init(modes.U, modes.V, a0)
     F0 = np.asarray(bf.forward(W, data.X, 1.0))
-    assert abs(L0 - 0.5 * np.mean(np.sum((np.asarray(data.Y) - F0) ** 2, axis=1))) <= 1e-14 * L0
+    # round-off: both sides are sums of at most N + d² products (the N-point moments, the
+    # SVD of Σ_yx with its ~d² ε backward error, the aligned init) of terms bounded by
+    # y_power + Σ s²: γ_{N+d²} twice that. About 1e-13 relative; a wrong mode is O(1e-3)
+    N = data.X.shape[0]
+    tol = 2 * gamma(N + D * D) * (yp + np.sum(s**2))
+    assert abs(L0 - 0.5 * np.mean(np.sum((np.asarray(data.Y) - F0) ** 2, axis=1))) <= tol
     # t -> inf: what no linear map explains, = the least-squares residual (whitened data)
     Linf = th.linear_loss(1e4, s, a0, yp)
-    assert abs(Linf - th.final_loss(s, yp)) <= 1e-15 * L0
-    assert abs(th.final_loss(s, yp) - th.linear_floor(data.X, data.Y)) <= 1e-13 * L0
+    # a(1e4) = s (1 ± γ_3) (see above): ½Σ(s − a)² <= ½Σ(γ_3 s)², plus the final addition ε L∞
+    assert abs(Linf - th.final_loss(s, yp)) <= EPS * Linf + 0.5 * np.sum((gamma(3) * s) ** 2)
+    # the least-squares residual on whitened data (κ(X) = 1) against ½(y_power − Σs²): the
+    # same γ_{N+d²} count on the same magnitudes
+    assert abs(th.final_loss(s, yp) - th.linear_floor(data.X, data.Y)) <= tol
     assert th.final_loss(s, yp) > 0  # the teacher is noisy
     # plateaus: widely separated modes, s = (4, 1), a0 = 1e-12. At t = 8 mode 1 is done
     # (s1 - a1 <= s1 e^{-2 s1 (t - t1/2)}) and mode 2 has a2 <= a0 e^{2 s2 t} = 8.9e-6,
     # so |L - L_1| <= s2 a2 + a2²/2 + (s1 e^{-2 s1 (8 - t1/2)})²/2.
     s2m, a0s, t = np.array([4.0, 1.0]), 1e-12, 8.0
     plates = th.plateaus(s2m, 20.0)
-    np.testing.assert_allclose(plates, [10.0, 2.0, 1.5], rtol=1e-15)
+    # ½(20 − partial sums of s²): two roundings, γ_2 (all exact on these dyadic values)
+    np.testing.assert_allclose(plates, [10.0, 2.0, 1.5], rtol=gamma(2))
     a2 = a0s * np.exp(2 * 1.0 * t)
     bound = 1.0 * a2 + a2**2 / 2 + (4 * np.exp(-8 * (t - th.half_time(4.0, a0s)))) ** 2 / 2
     assert abs(th.linear_loss(t, s2m, a0s, 20.0) - plates[1]) <= bound
-    # at t = 0: L(0) - L_0 = Σ_i (a0²/2 - s_i a0) exactly; 1e-14 is a few ulps of L_0 = 10
-    assert abs(th.linear_loss(0.0, s2m, a0s, 20.0) - plates[0] - (a0s**2 - 5 * a0s)) <= 1e-14
+    # at t = 0: L(0) - L_0 = Σ_i (a0²/2 - s_i a0) exactly; round-off: L(0) is ½Σ(s − a0)²
+    # (<= 8.5) + ½(20 − Σs²) (= 1.5), five roundings on terms <= 10 = L_0: γ_5 · 2 L_0
+    L0_gap = th.linear_loss(0.0, s2m, a0s, 20.0) - plates[0] - (a0s**2 - 5 * a0s)
+    assert abs(L0_gap) <= gamma(5) * 2 * plates[0]
 
 
 def test_input_validation_names_the_fix():
