@@ -186,6 +186,17 @@ def test_input_validation_names_the_fix():
 # ------------------------------------------------------------------ deep linear
 
 
+def _deep_logit_error(ts, s, a0, L):
+    """Solver error of theory.deep's logit path ξ(t) (not round-off): at each of the T
+    records brentq stops within xtol 1e-14 + 4ε|ξ| (its rtol 1e-15 rounds up to 4ε), and the
+    quadrature (epsrel 1e-13) of the excess integral, <= rate·t_max in size, moves t by
+    <= 1e-13 t_max and so ξ by <= 1e-13 rate t_max (dξ/dt <= rate); the records chain, so
+    the errors add: T (1e-14 + 4ε ξ_max) + 1e-13 rate t_max, ξ_max <= |ξ_0| + rate t_max."""
+    rate = L * s ** (2 - 2 / L)
+    xi_max = abs(np.log(a0 / (s - a0))) + rate * np.max(ts)
+    return len(ts) * (1e-14 + 4 * EPS * xi_max) + 1e-13 * rate * np.max(ts)
+
+
 @pytest.mark.parametrize("L", [3, 4])
 def test_deep_closed_form_solves_its_ode(L):
     s, a0 = np.array([1.3, 0.6]), np.array([2e-3, 5e-2])
@@ -194,15 +205,25 @@ def test_deep_closed_form_solves_its_ode(L):
     for i in range(2):
         sol = solve_ivp(lambda _, a, si=s[i]: L * a ** (2 - 2 / L) * (si - a), (0, 60), [a0[i]],
                         t_eval=ts, method="DOP853", rtol=1e-13, atol=1e-18)
-        assert np.max(np.abs(got[:, i] - sol.y[0])) <= 1e-9 * s[i]
-    # limits and round trip t(a(t)) = t
-    np.testing.assert_allclose(got[0], a0, rtol=1e-13)
-    np.testing.assert_allclose(th.deep_mode_strength([1e6], s, a0, L)[0], s, rtol=1e-15)
+        # both solvers' errors: solve_ivp's (_ode_error) and the logit path's, which reaches
+        # a = s expit(ξ) through da/dξ = a(1 − a/s) <= s/4, plus expit's γ_3 on a
+        tol = (_ode_error(sol, 1e-13, 1e-18) + s[i] / 4 * _deep_logit_error(ts, s[i], a0[i], L)
+               + gamma(3) * got[:, i])
+        assert np.all(np.abs(got[:, i] - sol.y[0]) <= tol) and np.max(tol) < 1e-9 * s[i]
+    # limits and round trip t(a(t)) = t. t = 0: s expit(logit(a0/s)), a log and an exp round
+    # trip: ε(|ξ_0| + 5) relative (the log's result and four more roundings)
+    np.testing.assert_allclose(got[0], a0, rtol=EPS * (np.max(np.abs(np.log(a0 / (s - a0)))) + 5))
+    # t = 1e6: ξ is far past 60, expit(ξ) rounds to 1 (ε/2) and s·1 is exact
+    np.testing.assert_allclose(th.deep_mode_strength([1e6], s, a0, L)[0], s, rtol=EPS)
     # (only while a < 0.9 s: t(a) is ill-conditioned as a -> s, where dt/da -> inf)
     mid = ts[(got[:, 0] < 0.9 * s[0]) & (ts > 0)]
     back = th.deep_time_to(th.deep_mode_strength(mid, 1.3, 2e-3, L), 1.3, 2e-3, L)
     assert mid.size >= 3
-    np.testing.assert_allclose(back, mid, rtol=1e-10)
+    # t(ξ) has dt/dξ = (1 + e^{-ξ})^κ / rate <= (s/a0)^κ / rate (κ = 1 − 2/L): the forward
+    # path's ξ error (_deep_logit_error) and the return quadrature's (epsrel 1e-13) add up
+    rate, kappa = L * 1.3 ** (2 - 2 / L), 1 - 2 / L
+    tol = 2 * _deep_logit_error(mid, 1.3, 2e-3, L) * (1.3 / 2e-3) ** kappa / rate + 1e-13 * mid
+    assert np.all(np.abs(back - mid) <= tol) and np.max(tol / mid) < 1e-9
     # the loss gap s - a is computed directly: still accurate where a rounds to s
     gap = np.sqrt(2 * (th.deep_loss([30.0], 1.3, 2e-3, L, 1.3**2)[0]))
     assert 0 < gap < 1e-20
@@ -210,9 +231,13 @@ def test_deep_closed_form_solves_its_ode(L):
 
 def test_deep_two_layers_is_the_logistic_and_half_time_asymptotics():
     ts = np.linspace(0, 10, 21)
-    np.testing.assert_allclose(th.deep_mode_strength(ts, [2.0, 0.5], [1e-3, 1e-2], 2),
-                               th.mode_strength(ts, [2.0, 0.5], [1e-3, 1e-2]), rtol=1e-14)
-    assert abs(th.deep_half_time(1.0, 1e-3, 2) - th.half_time(1.0, 1e-3)) <= 1e-12
+    # L = 2 is modes.logistic on the same arguments (σ = s − 0 = s exactly): the same code path
+    np.testing.assert_array_equal(th.deep_mode_strength(ts, [2.0, 0.5], [1e-3, 1e-2], 2),
+                                  th.mode_strength(ts, [2.0, 0.5], [1e-3, 1e-2]))
+    # (0 − logit(a0/s))/(2s) against ln(s/a0 − 1)/(2s): the same log of nearly the same
+    # rounded argument, each side within γ_4 of t½ (κ = 0: the excess integral is exactly 0)
+    t_half = th.half_time(1.0, 1e-3)
+    assert abs(th.deep_half_time(1.0, 1e-3, 2) - t_half) <= 2 * gamma(4) * t_half
     # L = 3, s = 1: t(1/2) = ∫_{a0}^{1/2} du / (3 u^{4/3} (1 - u)). Splitting
     # 1/(1-u) = 1 + u/(1-u) ≤ 1 + 2u gives |t - a0^{-1/3}| ≤ 2^{1/3} + 2^{-2/3} = 1.890
     for a0 in (1e-6, 1e-9, 1e-12):
