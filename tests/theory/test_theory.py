@@ -11,10 +11,12 @@ four orders of magnitude for solver error.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
-from roundoff import EPS, forward_gap, gamma
+from roundoff import EPS, chain_length, forward_gap, gamma, loss_eval_gap, trajectory_gap
 from scipy.integrate import quad, solve_ivp
 
 import biasfree as bf
@@ -371,9 +373,14 @@ def test_leaky_maps_are_inverse_and_preserve_the_function():
 def test_gaussian_sine_identities_by_quadrature():
     pdf = lambda z: np.exp(-z * z / 2) / np.sqrt(2 * np.pi)  # noqa: E731
     for a in (0.5, 4.0 * 0.6):
-        E = lambda g: quad(lambda z: g(z) * pdf(z), -40, 40, limit=400, epsabs=1e-14)[0]  # noqa: E731
-        assert abs(E(lambda z, a=a: z * np.sin(a * z)) - a * np.exp(-a * a / 2)) <= 1e-12
-        assert abs(E(lambda z, a=a: np.sin(a * z) ** 2) - (1 - np.exp(-2 * a * a)) / 2) <= 1e-12
+        E = lambda g: quad(lambda z: g(z) * pdf(z), -40, 40, limit=400, epsabs=1e-14)  # noqa: E731
+        # quadrature error, not round-off: QUADPACK's own error estimate (asked <= 1e-14; the
+        # tails beyond ±40 are e^{-800}), plus γ_4 on the closed forms (an exp, two products)
+        # and on the integrand's O(1) values; a wrong identity is off by O(0.1)
+        val, err = E(lambda z, a=a: z * np.sin(a * z))
+        assert abs(val - a * np.exp(-a * a / 2)) <= err + gamma(4) * (1 + a)
+        val, err = E(lambda z, a=a: np.sin(a * z) ** 2)
+        assert abs(val - (1 - np.exp(-2 * a * a)) / 2) <= err + gamma(4)
 
 
 def _mc_check(loss_closed, per_sample):
@@ -398,13 +405,25 @@ def test_population_losses_against_monte_carlo():
     _mc_check(th.population_loss_sine(b1, w, cov, 4.0, noise), 0.5 * (ys - X @ b1) ** 2)
     # the best linear map is a stationary point and attains the floor
     best = th.sine_best_linear(w, cov, 4.0)
+    # round-off: R(β*) = ½[δᵀΣδ + 2k e^{-k²τ²/2} δᵀΣw + sin2 + σ²] sums d² + 4 terms whose
+    # sizes are e_k²τ², 2e_k²τ², sin2 <= ½ and σ² (e_k = k e^{-k²τ²/2}, δ = −e_k w): γ_{d²+6}
+    # on M = ½(3 e_k²τ² + ½ + σ²) per side, and β* itself rounded (γ_3, first order zero
+    # at the minimum)
+    k, tau2 = 4.0, float(w @ cov @ w)
+    ek = k * np.exp(-k * k * tau2 / 2)
+    M = 0.5 * (3 * ek**2 * tau2 + 0.5 + noise**2)
     assert abs(th.population_loss_sine(best, w, cov, 4.0, noise)
-               - th.sine_linear_floor(w, cov, 4.0, noise)) <= 1e-15
+               - th.sine_linear_floor(w, cov, 4.0, noise)) <= 2 * gamma(d * d + 6) * M
     h = 1e-5
     for j in range(d):
         e = np.eye(d)[j] * h
         grad = (th.population_loss_sine(best + e, w, cov) - th.population_loss_sine(best - e, w, cov))
-        assert abs(grad / (2 * h)) <= 1e-9  # central difference of a quadratic: exact to round-off
+        # central difference of a quadratic: no truncation error; round-off of the two
+        # evaluations (γ_{d²+6} M each, M as above at σ = 0) over 2h, and β* rounded (γ_3)
+        # moves the gradient by Σ γ_3|β*|; about 1e-10, against O(1) for a non-stationary β
+        M0 = 0.5 * (3 * ek**2 * tau2 + 0.5)
+        tol = 2 * gamma(d * d + 6) * M0 / (2 * h) + gamma(3) * float(np.abs(cov[j]) @ np.abs(best))
+        assert abs(grad / (2 * h)) <= tol
     # shape handling: a (T, d, 1) trajectory of maps gives (T,) losses
     assert th.population_loss_sine(np.stack([best, b1])[..., None], w, cov).shape == (2,)
 
@@ -437,7 +456,11 @@ def test_leaky_pair_net_matches_closed_form(white, alpha):
     pair = th.linear_to_pair(twin, alpha)
     # the raw product of the pair net carries the raw strengths a0_raw
     raw = np.asarray(bf.end_to_end_linear(pair)).T
-    np.testing.assert_allclose(th.mode_projections(raw, modes), a0_raw, rtol=1e-13)
+    # u_iᵀ P v_i through products of inner sizes <= d + p + 2·width, the twin's init and the
+    # pair map (γ_6 more): γ_k relative to |u_i|ᵀ|U| diag(a)|V|ᵀ|v_i| <= √(pd) Σ_j a_j
+    k = D + P + 2 * 2 * WIDTH + 6
+    rtol = gamma(k) * np.sqrt(P * D) * a0_raw.sum() / a0_raw.min()
+    np.testing.assert_allclose(th.mode_projections(raw, modes), a0_raw, rtol=rtol)
     for lam in (0.0, 0.2):
         traj = _flow(pair, data, alpha=alpha, t_max=12.0 / c, weight_decay=lam)
         t = np.asarray(traj.t)
@@ -471,7 +494,10 @@ def test_deep_linear_matches_flow(white, L):
     rng = np.random.default_rng(L)
     bases = [np.linalg.qr(rng.normal(size=(2, 2)))[0] for _ in range(L - 1)]
     params = th.aligned_init(modes.U, modes.V, a0, depth=L, bases=bases)
-    np.testing.assert_allclose(bf.end_to_end_linear(params), (modes.U * a0) @ modes.V.T, atol=1e-15)
+    # L products of inner size 2 with orthonormal bases (QR: ~2ε each) and b = a0^{1/L}
+    # raised back to the L-th power (L roundings): γ_{4L+4} on |W_L|…|W_1|
+    tol = gamma(4 * L + 4) * _abs_net(params, np.eye(D)).T
+    assert np.all(np.abs(np.asarray(bf.end_to_end_linear(params)) - (modes.U * a0) @ modes.V.T) <= tol)
     traj = _flow(params, data, t_max=15.0)
     t = np.asarray(traj.t)
     assert _rel_modes(traj, modes, th.deep_mode_strength(t, modes.s, a0, L)) <= TOL_SIM
@@ -484,7 +510,9 @@ def test_unaligned_balanced_init_matches_flow(white):
     rng = np.random.default_rng(11)
     basis, _ = np.linalg.qr(rng.normal(size=(WIDTH, 2)))
     params = th.balanced_init(0.02 * rng.normal(size=(P, D)), WIDTH, basis=basis)
-    assert th.imbalance(params) <= 1e-14
+    # balanced through the SVD of P0 (A, B orthonormal to ~(d + p)ε each) and the basis's QR
+    # (~width ε), sums of <= 4 terms: γ_{2(d+p)+width+4} relative
+    assert th.imbalance(params) <= gamma(2 * (D + P) + WIDTH + 4)
     traj = _flow(params, data)
     t = np.asarray(traj.t)
     Pt = th.unaligned_product(t, params, Syx)
@@ -522,7 +550,13 @@ def test_reference_curve_flags_approximate_leaky_maps(raw):
     # the ODE reference ends on the least-squares floor (what no linear map explains)
     lin = bf.init_gaussian(jax.random.PRNGKey(15), (D, 2, P), 0.1)
     end = th.reference_curve(lin, raw.X, raw.Y, [2000.0]).loss[0]
-    assert abs(end - th.linear_floor(raw.X, raw.Y)) <= 1e-10 * th.linear_floor(raw.X, raw.Y)
+    # converged (t = 2000 against rates >= ~0.1): the ODE's error at a stable fixed point is
+    # its local tolerance, rtol 1e-11 on β, and moves L only to second order (~1e-22); the
+    # loss from β (½tr Σ_yy − tr βᵀΣ_xy + ½ tr βᵀΣβ) and the least-squares floor each carry
+    # γ_{N+d²} on terms <= 2 y_power, which dominates
+    N = raw.X.shape[0]
+    y_power = float(np.mean(np.sum(np.asarray(raw.Y) ** 2, axis=1)))
+    assert abs(end - th.linear_floor(raw.X, raw.Y)) <= 4 * gamma(N + D * D) * y_power
 
 
 def test_gd_mode_strength_is_the_exact_discrete_map_of_gd():
@@ -536,11 +570,22 @@ def test_gd_mode_strength_is_the_exact_discrete_map_of_gd():
     alpha, a0, lr, steps = 0.3, 1e-2, 0.05, 400
     c = bf.slope_factor(alpha)
     params = bf.init_rank_one(key, 6, 8, a0, direction=r)
-    traj = bf.gd(params, data, bf.GDConfig(alpha=alpha, lr=lr, steps=steps, n_records=41))
+    cfg = bf.GDConfig(alpha=alpha, lr=lr, steps=steps, n_records=41)
+    traj = bf.gd(params, data, cfg)
     ks = np.rint(np.asarray(traj.t) / lr).astype(int)
     a_sim = np.asarray(traj.beta)[:, :, 0] @ r
     a_th = th.gd_mode_strength(ks, modes.s[0], c * a0, lr * c)
-    assert np.max(np.abs(a_sim - a_th)) / modes.s[0] < 1e-12
+    # round-off: the simulated run (roundoff.trajectory_gap: steps·2γ_k × its measured
+    # sensitivity), the scalar recursion (the same with k = 4: a sum and three products per
+    # step), and s from the data's SVD (γ_{N+d²} s, through the recursion's measured ∂a/∂s)
+    N = data.X.shape[0]
+    sim = trajectory_gap(lambda p: np.asarray(bf.gd(p, data, cfg).beta)[:, :, 0] @ r, params,
+                         steps, chain_length(params, N))
+    rec = trajectory_gap(lambda a: th.gd_mode_strength(ks, modes.s[0], c * a, lr * c), np.array(a0), steps, 4)
+    rel = 1e-7
+    ds = np.abs(th.gd_mode_strength(ks, modes.s[0] * (1 + rel), c * a0, lr * c) - a_th) / rel
+    tol = sim + rec + gamma(N + 36) * ds
+    assert np.all(np.abs(a_sim - a_th) <= tol) and np.max(tol) < 1e-9 * modes.s[0]
     fine = th.gd_mode_strength([20_000], 1.0, 1e-3, 1e-4)[0]
     assert abs(fine - th.mode_strength(2.0, 1.0, 1e-3)) < 1e-3  # O(η) from the flow
     with pytest.raises(ValueError, match="sorted"):
@@ -556,20 +601,32 @@ def _spd(rng, d):
 
 
 def test_decayed_solution_identity_covariance_closed_form():
-    """Σ = I: ``β = (1 - λ'/||b||) b``, the norm shrunk by λ' exactly (brentq 1e-15 relative)."""
+    """Σ = I: ``β = (1 - λ'/||b||) b``, the norm shrunk by λ' exactly."""
     b = np.array([3.0, -4.0])  # ||b|| = 5
-    np.testing.assert_allclose(th.decayed_solution(np.eye(2), b, 1.0), 0.8 * b, rtol=0, atol=1e-13)
+    # brentq stops within xtol 1e-15 ρ_max + 4ε ρ (ρ = 4, ρ_max = ||b|| = 5), which moves
+    # β = b/(1 + λ'/ρ) by <= that relative; then γ_4 for eigh's exact Q = I and two divisions
+    rho, rho_max = 4.0, 5.0
+    tol = 0.8 * np.abs(b) * ((1e-15 * rho_max + 4 * EPS * rho) / rho) + gamma(4) * np.abs(b)
+    assert np.all(np.abs(th.decayed_solution(np.eye(2), b, 1.0) - 0.8 * b) <= tol)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_decayed_solution_general_covariance_is_stationary(seed):
-    """Stationarity ``Σβ - b + λ' β/||β|| = 0``; gradient entries are O(||b||): 1e-12 is round-off."""
+    """Stationarity ``Σβ - b + λ' β/||β|| = 0`` to solver and round-off error."""
     rng = np.random.default_rng(seed)
     S, b = _spd(rng, 5), rng.normal(size=5)
     lam = 0.3 * np.linalg.norm(b)
     beta = th.decayed_solution(S, b, lam)
     grad = S @ beta - b + lam * beta / np.linalg.norm(beta)
-    assert np.max(np.abs(grad)) <= 1e-12 * np.linalg.norm(b)
+    # evaluation round-off: γ_5|S||β| + γ_7(|b| + λ'); eigh's backward error d²ε||S||·||β||;
+    # and the root ρ = ||β||, within brentq's 1e-15 ρ_max + 4ερ (ρ_max = ||Q b/λ||), which
+    # moves β by <= ||β|| (λ'/ρ)/(λ_min ρ + λ') · δρ/ρ·ρ... bounded by ||β|| δρ λ'/(λ_min ρ²),
+    # reaching the gradient through ||S|| + λ'/ρ
+    rho, lmin, Snorm = np.linalg.norm(beta), np.linalg.eigvalsh(S)[0], np.linalg.norm(S, 2)
+    d_rho = 1e-15 * np.linalg.norm(b) / lmin + 4 * EPS * rho
+    tol = (gamma(5) * np.abs(S) @ np.abs(beta) + gamma(7) * (np.abs(b) + lam) + 25 * EPS * Snorm * rho
+           + (Snorm + lam / rho) * rho * d_rho * lam / (lmin * rho**2))
+    assert np.all(np.abs(grad) <= tol) and np.max(tol) < 1e-12 * np.linalg.norm(b)
 
 
 def test_decayed_solution_is_minimal_against_perturbations():
@@ -613,9 +670,11 @@ def _unpair(pair):
 
 def test_deep_pair_time_factor_limits():
     """λ_2 = c (the two-layer twin, §2.4), λ_L = 1 for α = 1, λ_3 = 2^{-4/3} for ReLU."""
-    assert th.deep_pair_time_factor(2, 0.5) == pytest.approx(0.75, rel=1e-15)
+    # c^{2(L-1)/L} = 0.75^1 (pow by 1: exact in any libm, ε allowed) and 0.5^{4/3} against
+    # 2^{-4/3}: two pows (< 1 ulp each) of the same rounded exponent, γ_4
+    assert th.deep_pair_time_factor(2, 0.5) == pytest.approx(0.75, rel=EPS)
     assert th.deep_pair_time_factor(4, 1.0) == 1.0
-    assert th.deep_pair_time_factor(3, 0.0) == pytest.approx(2 ** (-4 / 3), rel=1e-15)
+    assert th.deep_pair_time_factor(3, 0.0) == pytest.approx(2 ** (-4 / 3), rel=gamma(4))
 
 
 @pytest.mark.parametrize("depth", [3, 4])
@@ -626,9 +685,15 @@ def test_deep_linear_to_pair_computes_the_linear_net(depth):
     lin = _np_net(rng, (3,) + (4,) * (depth - 1) + (2,), 0.8)
     X = rng.normal(size=(10, 3))
     pair = th.deep_linear_to_pair(lin, 0.0)
-    np.testing.assert_allclose(bf.forward(pair, X, 0.0), bf.forward(lin, X, 1.0), rtol=1e-13, atol=1e-14)
+    # two evaluations (roundoff.forward_gap of each) and the layer scalings (a pow and a
+    # product per layer, 2 per layer: γ_{2L}) through the absolute-value nets
+    Ws = lambda p: [layer.W for layer in p]  # noqa: E731
+    tol = (forward_gap(Ws(pair), X) + forward_gap(Ws(lin), X)
+           + gamma(2 * depth) * (_abs_net(pair, X) + _abs_net(lin, X)))
+    assert np.all(np.abs(np.asarray(bf.forward(pair, X, 0.0)) - np.asarray(bf.forward(lin, X, 1.0))) <= tol)
     for a, b in zip(th.deep_pair_half_to_linear(_unpair(pair), 0.0), lin, strict=True):
-        np.testing.assert_allclose(a.W, b.W, rtol=1e-14)
+        # scaled and unscaled by the same factor (each computed within 2ε): γ_6
+        np.testing.assert_allclose(a.W, b.W, rtol=gamma(6))
 
 
 def test_deep_pair_map_is_exact_for_the_identity_activation():
@@ -643,7 +708,16 @@ def test_deep_pair_map_is_exact_for_the_identity_activation():
     pair = bf.gd(th.deep_linear_to_pair(lin, 1.0), data, cfg)
     padded = bf.gd(pad_hidden(lin, 8), data, cfg)
     assert float(pair.loss[-1]) < 0.5 * float(pair.loss[0])  # it did train
-    assert float(np.max(np.abs(pair.loss - padded.loss))) <= 1e-12 * float(pair.loss[0])
+    # equal in exact arithmetic: each run's roundoff.trajectory_gap (200 steps · 2γ_k × its
+    # measured sensitivity) plus each loss evaluation's loss_eval_gap (near-exact fits)
+    k = chain_length(th.deep_linear_to_pair(lin, 1.0), X.shape[0])
+    e = 0.0
+    for init, tr in ((th.deep_linear_to_pair(lin, 1.0), pair), (pad_hidden(lin, 8), padded)):
+        e = e + trajectory_gap(lambda p: np.asarray(bf.gd(p, data, cfg).loss), init, cfg.steps, k)
+        path = bf.gd(init, data, dataclasses.replace(cfg, keep_params=True)).path
+        e = e + loss_eval_gap(path, X, Y, tr.loss, k)
+    assert np.all(np.abs(np.asarray(pair.loss) - np.asarray(padded.loss)) <= e)
+    assert np.max(e) < 1e-8 * float(pair.loss[0])  # a broken pair map is off by O(1e-2)
 
 
 def test_deep_gd_mode_strength_is_first_order_in_the_step():
@@ -662,5 +736,7 @@ def test_deep_gd_mode_strength_is_first_order_in_the_step():
 
 def test_deep_gd_mode_strength_at_depth_two_is_the_two_layer_map():
     ks = np.array([0, 3, 50, 400])
-    np.testing.assert_allclose(th.deep_gd_mode_strength(ks, 1.3, 1e-3, 2, 0.05),
-                               th.gd_mode_strength(ks, 1.3, 1e-3, 0.05), rtol=1e-14)
+    # at L = 2 the deep map's a^{(L-2)/L} is a^0 = 1 exactly and (·)^L is (·)^2: the same
+    # floating-point operations as the two-layer map, so bit for bit
+    np.testing.assert_array_equal(th.deep_gd_mode_strength(ks, 1.3, 1e-3, 2, 0.05),
+                                  th.gd_mode_strength(ks, 1.3, 1e-3, 0.05))
