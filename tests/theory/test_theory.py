@@ -499,11 +499,13 @@ def test_rank_one_leaky_init_matches_closed_form(white):
     # mode 2 is never touched in exact arithmetic (w_k = v_k r stays along r = v_1, the
     # output along u_1); round-off seeds components along v_2 and u_2 of <= n 2γ_k max|θ|
     # each (n accepted steps), and each grows at most like e^{c s_2 t} (the linearised
-    # rate), so a_2 <= √(dp) (n 2γ_k max|θ|)² e^{2 c s_2 t_max} (c = ½, ReLU)
+    # rate), so a_2 <= √(dp) (n 2γ_k max|θ|)² e^{2 c s_2 t_max} (c = ½, ReLU); and the
+    # projection u_2ᵀβv_2 itself rounds: γ_{d+p} √(dp) max|β|
     k = chain_length(params, data.X.shape[0])
     th_max = max(float(np.max(np.abs(np.asarray(layer.W)))) for layer in traj.params)
     seed = traj.stats["accepted"] * 2 * gamma(k) * th_max
-    bound = np.sqrt(D * P) * seed**2 * np.exp(2 * 0.5 * modes.s[1] * float(t[-1]))
+    bound = np.sqrt(D * P) * (seed**2 * np.exp(2 * 0.5 * modes.s[1] * float(t[-1]))
+                              + gamma(D + P) * float(np.max(np.abs(np.asarray(traj.beta)))))
     assert float(np.max(np.abs(a_sim[:, 1]))) <= bound < 1e-6
     # loss: mode 2 stays unlearned, so it counts with the unexplained part
     assert _rel_loss(traj, th.leaky_loss(t, modes.s[0], a0_raw, alpha, modes.y_power)) <= TOL_SIM
