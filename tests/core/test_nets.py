@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from roundoff import EPS, forward_gap, gamma
 
 import biasfree as bf
 from biasfree.core import inits, nets
@@ -40,6 +41,41 @@ def _relu_numpy(z):
     return np.maximum(z, 0.0)
 
 
+def _mag(params, X):
+    """``|X| |W_1|ᵀ … |W_L|ᵀ``: the net on absolute values, α = 1 (dominates |f|, |f_odd|,
+    |f_even| and every partial sum of the closed forms below)."""
+    M = np.abs(np.asarray(X, dtype=float))
+    for layer in params:
+        M = M @ np.abs(np.asarray(layer.W)).T
+    return M
+
+
+def _bound(params, X):
+    """Entrywise round-off bound for comparing two float64 routes to the same bias-free
+    net value f, f_odd = ½(f(x) − f(−x)), f_even = ½(f(x) + f(−x)) or their closed forms:
+    each evaluation of f is within ½ roundoff.forward_gap of exact (any summation order),
+    a closed form's products are the same sums in another order, within γ_k·_mag
+    (k = Σ widths, the longest chain of sums), and combining <= 2 of them costs <= 3
+    roundings (3ε·_mag). Two sides: 2·(forward_gap + γ_k _mag) + 6ε _mag. About 1e-15
+    relative to _mag, so any O(1) error in an identity (a wrong c, a sign) fails."""
+    k = sum(np.shape(layer.W)[1] for layer in params) + np.shape(params[-1].W)[0]
+    mag = _mag(params, X)
+    return 2 * (forward_gap([layer.W for layer in params], X) + gamma(k) * mag) + 6 * EPS * mag
+
+
+def _lsq_bound(params, X, alpha):
+    """Round-off bound on β_eff = X⁺ f_odd(X) against its exact value (entrywise, from a
+    norm): the data error δF <= _bound reaches β through ||X⁺||₂, and the pseudo-inverse's
+    own backward error γ_{N d}||X|| is amplified by κ(X) (Higham §20.1, first order):
+    ||X⁺||₂·||δF||_F + γ_{Nd} κ(X) ||β||_F, with β the exact map's size ||X⁺ F||_F."""
+    X = np.asarray(X, dtype=float)
+    sv = np.linalg.svd(X, compute_uv=False)
+    F = np.asarray(bf.odd_part(params, X, alpha))
+    beta = np.linalg.norm(np.linalg.pinv(X) @ F)
+    return (np.linalg.norm(_bound(params, X)) / sv[-1]
+            + gamma(X.shape[0] * X.shape[1]) * (sv[0] / sv[-1]) * beta)
+
+
 # ------------------------------------------------------------------ §1.1 activation
 
 
@@ -50,8 +86,9 @@ def test_leaky_relu_is_c_z_plus_one_minus_c_abs_z(alpha):
     c = bf.slope_factor(alpha)
     lhs = bf.leaky_relu(z, alpha)
     rhs = c * z + (1 - c) * jnp.abs(z)
-    # both sides are a few flops on |z| <= ~12: round-off 1e-14 absolute at most
-    np.testing.assert_allclose(lhs, rhs, rtol=0, atol=1e-14)
+    # exact in real arithmetic; σ_α is one product (or max) and rhs c·z + (1−c)|z| three
+    # roundings on terms <= |z| (c and 1 − c are exact or rounded once): <= 4ε|z|, entrywise
+    np.testing.assert_array_less(np.abs(np.asarray(lhs) - np.asarray(rhs)), 4 * EPS * np.abs(z) + 1e-300)
     assert bf.slope_factor(0.0) == 0.5 and bf.slope_factor(1.0) == 1.0
 
 
@@ -93,12 +130,15 @@ def test_two_layer_odd_part_is_linear_and_even_part_is_abs_sum(alpha):
     c = bf.slope_factor(alpha)
     odd = bf.odd_part(params, X, alpha)[:, 0]
     even = bf.even_part(params, X, alpha)[:, 0]
-    np.testing.assert_allclose(odd, c * X @ (W.T @ v), rtol=0, atol=1e-12)
-    np.testing.assert_allclose(even, (1 - c) * jnp.abs(X @ W.T) @ v, rtol=0, atol=1e-12)
-    # the decomposition reconstructs f exactly (up to one rounding)
-    np.testing.assert_allclose(odd + even, bf.forward(params, X, alpha)[:, 0], rtol=0, atol=1e-12)
-    # and beta_eff is the same linear map
-    np.testing.assert_allclose(bf.beta_eff(params, alpha)[:, 0], c * W.T @ v, rtol=0, atol=1e-14)
+    tol = _bound(params, X)[:, 0]  # round-off of two routes to the same value (see _bound)
+    assert np.all(np.abs(odd - c * X @ (W.T @ v)) <= tol)
+    assert np.all(np.abs(even - (1 - c) * jnp.abs(X @ W.T) @ v) <= tol)
+    # the decomposition reconstructs f exactly in real arithmetic
+    assert np.all(np.abs(odd + even - bf.forward(params, X, alpha)[:, 0]) <= tol)
+    # and beta_eff is the same linear map: c (Wᵀv), a sum of n = 7 products rounded in any
+    # order either side plus the product by c: 2(γ_7 + ε) c |W|ᵀ|v|
+    assert np.all(np.abs(bf.beta_eff(params, alpha)[:, 0] - c * W.T @ v)
+                  <= 2 * (gamma(7) + EPS) * c * np.abs(W).T @ np.abs(v))
 
 
 @jax.jit
@@ -121,11 +161,11 @@ def test_two_layer_decomposition_property(alpha, shape, seed):
     params = _net(rng, shape)
     X = rng.normal(size=(9, shape[0]))
     f, odd, even, odd_neg, even_neg, lin = _decomposition(params, X, alpha)
-    tol = 1e-12  # inputs and weights are O(1), sums of <= 5 terms: round-off ~1e-14
-    np.testing.assert_allclose(odd + even, f, rtol=0, atol=tol)
-    np.testing.assert_allclose(odd_neg, -odd, rtol=0, atol=tol)
-    np.testing.assert_allclose(even_neg, even, rtol=0, atol=tol)
-    np.testing.assert_allclose(odd, lin, rtol=0, atol=tol)
+    tol = _bound(params, X)  # two float64 routes to the same exact value (see _bound)
+    assert np.all(np.abs(odd + even - f) <= tol)
+    assert np.all(np.abs(odd_neg + odd) <= tol)
+    assert np.all(np.abs(even_neg - even) <= tol)
+    assert np.all(np.abs(odd - lin) <= tol)
 
 
 # ------------------------------------------------------------------ any depth
@@ -139,9 +179,10 @@ def test_positive_homogeneity_depth_three(alpha):
     X = rng.normal(size=(40, 3))
     f = bf.forward(params, X, alpha)
     for lam in (1e-3, 0.7, 5.0, 1e3):
-        # relative round-off: |f| ~ O(1) * lam, a few dozen flops -> 1e-13 relative
-        np.testing.assert_allclose(bf.forward(params, lam * X, alpha), lam * f, rtol=1e-13,
-                                   atol=1e-13 * lam)
+        # exact in real arithmetic; λX is rounded once (ε relative, passed on through the
+        # net on absolute values: ε·_mag(λX)), then two evaluations and λ·f one more rounding
+        lhs, rhs = np.asarray(bf.forward(params, lam * X, alpha)), lam * np.asarray(f)
+        assert np.all(np.abs(lhs - rhs) <= _bound(params, lam * X) + 2 * EPS * _mag(params, lam * X))
 
 
 def test_homogeneity_fails_with_biases():
@@ -160,9 +201,10 @@ def test_alpha_one_is_the_product_linear_map():
     X = rng.normal(size=(30, 3))
     P = bf.end_to_end_linear(params)
     assert P.shape == (2, 3)
-    # products of O(1) matrices of size <= 6: entries O(10), round-off ~1e-14
-    np.testing.assert_allclose(bf.forward(params, X, 1.0), X @ P.T, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(bf.even_part(params, X, 1.0), 0.0, rtol=0, atol=1e-12)
+    # exact in real arithmetic: the same sums of products in another order (see _bound)
+    tol = _bound(params, X)
+    assert np.all(np.abs(np.asarray(bf.forward(params, X, 1.0)) - X @ np.asarray(P).T) <= tol)
+    assert np.all(np.abs(np.asarray(bf.even_part(params, X, 1.0))) <= tol)
 
 
 def test_alpha_zero_is_relu():
@@ -174,7 +216,9 @@ def test_alpha_zero_is_relu():
     for layer in params[:-1]:
         H = _relu_numpy(H @ np.asarray(layer.W).T + np.asarray(layer.b))
     ref = H @ np.asarray(params[-1].W).T + np.asarray(params[-1].b)
-    np.testing.assert_allclose(bf.forward(params, X, 0.0), ref, rtol=0, atol=1e-12)
+    # two evaluations of the same biased net (XLA and NumPy kernels): roundoff.forward_gap
+    Ws, bs = [layer.W for layer in params], [layer.b for layer in params]
+    assert np.all(np.abs(np.asarray(bf.forward(params, X, 0.0)) - ref) <= forward_gap(Ws, X, bs))
     hs = bf.hidden(params, X, 0.0)
     assert [h.shape for h in hs] == [(30, 6), (30, 5)]
     assert float(jnp.min(hs[0])) >= 0.0
@@ -188,7 +232,8 @@ def test_init_gaussian_shapes_scales_and_errors():
     assert all(layer.b is None for layer in unit)
     per_layer = bf.init_gaussian(_key(6), widths, [0.5, 2.0, 0.0])
     for layer, ref, s in zip(per_layer, unit, [0.5, 2.0, 0.0], strict=True):
-        np.testing.assert_allclose(layer.W, s * ref.W, rtol=1e-15, atol=0)
+        # s times the same draw, one rounding each side (<= ε/2 relative each): ε
+        np.testing.assert_allclose(layer.W, s * ref.W, rtol=EPS, atol=0)
     biased = bf.init_gaussian(_key(6), widths, 1.0, bias=True)
     assert [layer.b.shape for layer in biased] == [(6,), (5,), (2,)]
     with pytest.raises(ValueError, match="at least one hidden layer"):
@@ -211,9 +256,12 @@ def test_beta_eff_closed_form_equals_least_squares_route(alpha):
     zero_bias = tuple(Layer(layer.W, jnp.zeros(layer.W.shape[0])) for layer in params)
     lsq = bf.beta_eff(zero_bias, alpha, X)
     assert closed.shape == lsq.shape == (4, 2)
-    # f_odd is exactly linear, so the fit has zero residual; pinv of a well-conditioned
-    # (60, 4) Gaussian matrix loses at most a factor cond(X) ~ 3: 1e-12 is ample
-    np.testing.assert_allclose(lsq, closed, rtol=0, atol=1e-12)
+    # f_odd is exactly linear, so the fit has zero residual: the gap is the pseudo-inverse's
+    # round-off (_lsq_bound, κ(X) ~ 3 here) plus the closed form's 2γ_8 c|W_1|ᵀ|W_2|ᵀ
+    c = bf.slope_factor(alpha)
+    W1, W2 = np.abs(np.asarray(params[0].W)), np.abs(np.asarray(params[1].W))
+    tol = _lsq_bound(params, X, alpha) + 2 * (gamma(8) + EPS) * c * W1.T @ W2.T
+    assert np.all(np.abs(np.asarray(lsq) - np.asarray(closed)) <= tol)
 
 
 def test_beta_eff_deep_needs_inputs():
@@ -236,10 +284,17 @@ def test_pair_net_computes_scaled_product(alpha, widths):
     X = rng.normal(size=(25, widths[0]))
     L = len(widths) - 1
     expected = (2 * bf.slope_factor(alpha)) ** (L - 1) * X @ bf.end_to_end_linear(half).T
-    np.testing.assert_allclose(bf.forward(pair, X, alpha), expected, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(bf.even_part(pair, X, alpha), 0.0, rtol=0, atol=1e-12)
+    # exact in real arithmetic: two routes to the same value (_bound on the pair net, whose
+    # absolute-value net dominates (2c)^{L-1}|W_L|…|W_1||x|), + ε for the power's product
+    tol = _bound(pair, X) + EPS * _mag(pair, X)
+    assert np.all(np.abs(np.asarray(bf.forward(pair, X, alpha)) - expected) <= tol)
+    assert np.all(np.abs(np.asarray(bf.even_part(pair, X, alpha))) <= tol)
     beta = (2 * bf.slope_factor(alpha)) ** (L - 1) * bf.end_to_end_linear(half).T
-    np.testing.assert_allclose(bf.beta_eff(pair, alpha, X), beta, rtol=0, atol=1e-12)
+    # β_eff: the closed form (L = 2) or the least-squares fit (_lsq_bound), against the
+    # product's own round-off 2γ_k (2c)^{L-1}|W_L|…|W_1| (k = Σ widths)
+    k = sum(widths)
+    tol_b = _lsq_bound(pair, X, alpha) + 2 * (gamma(k) + EPS) * _mag(half, np.eye(widths[0])) * 2 ** (L - 1)
+    assert np.all(np.abs(np.asarray(bf.beta_eff(pair, alpha, X)) - np.asarray(beta)) <= tol_b)
 
 
 def test_init_pairs_structure_and_errors():
@@ -268,16 +323,29 @@ def test_rank_one_init_is_balanced_zero_even_with_strength_scale(alpha):
     W, W2 = params[0].W, params[1].W
     r = r_in / np.linalg.norm(r_in)
     v = W @ r  # v_k = w_kᵀ r since w_k = v_k r with ||r|| = 1
-    np.testing.assert_allclose(W, v[:, None] * r[None, :], rtol=0, atol=1e-15)
-    np.testing.assert_allclose(W2, q_in[:, None] * v[None, :], rtol=0, atol=1e-15)
-    assert abs(float(jnp.sum(v * jnp.abs(v)))) <= 1e-15
-    np.testing.assert_allclose(bf.conserved_quantities(params)[0], 0.0, rtol=0, atol=1e-15)
-    np.testing.assert_allclose(float(q_in @ W2 @ W @ r), a0, rtol=1e-14)
+    # exact in real arithmetic. r = r_in/||r_in|| has ||r||² = 1 within γ_{d+2} (norm, sqrt,
+    # division), so v = W r = v_true ||r||² is within γ_{2d+3}|v| and v rᵀ within γ_{2d+4}|v||r|
+    # of W (the init's own product v_k r_j: one more ε)
+    V, R = np.abs(np.asarray(v)), np.abs(r)
+    assert np.all(np.abs(np.asarray(W) - v[:, None] * r[None, :]) <= gamma(2 * d + 5) * np.outer(V, R))
+    # W_2 = q vᵀ with q = q_in (||q_in|| = 1 exactly in reals, so q = q_in within γ_4)
+    assert np.all(np.abs(np.asarray(W2) - q_in[:, None] * v[None, :])
+                  <= gamma(2 * d + 9) * np.outer(np.abs(q_in), V))
+    # Σ v|v| = 0 and per-unit balance ||w_k||² − ||v_k||² = 0: sums of width (or d + p)
+    # squares of size <= Σv² = a0 (the init's rescaling adds γ_4 on each side): γ_{n+4} a0
+    n = W.shape[0]
+    assert abs(float(jnp.sum(v * jnp.abs(v)))) <= gamma(2 * d + n + 9) * float(np.sum(V**2))
+    Q = np.asarray(bf.conserved_quantities(params)[0])
+    assert np.all(np.abs(Q) <= gamma(2 * d + 2 + 9) * 2 * V**2 * np.sum(R**2))
+    # qᵀW_2W_1r = (qᵀq)(vᵀv)(rᵀr) = a0: three products of sums, each γ_{n+d+p}, on a0
+    np.testing.assert_allclose(float(q_in @ W2 @ W @ r), a0, rtol=gamma(3 * (n + d + 2) + 9))
     X = _rng(11).normal(size=(30, d))
     c = bf.slope_factor(alpha)
-    np.testing.assert_allclose(bf.forward(params, X, alpha), c * a0 * np.outer(X @ r, q_in),
-                               rtol=0, atol=1e-14)
-    np.testing.assert_allclose(bf.even_part(params, X, alpha), 0.0, rtol=0, atol=1e-15)
+    # exact in real arithmetic: the two routes (_bound), plus the init's own error in W, W_2
+    # (γ_{2d+9} relative, as above, reaching f through the absolute-value net)
+    tol = _bound(params, X) + 2 * gamma(2 * d + 9) * _mag(params, X)
+    assert np.all(np.abs(np.asarray(bf.forward(params, X, alpha)) - c * a0 * np.outer(X @ r, q_in)) <= tol)
+    assert np.all(np.abs(np.asarray(bf.even_part(params, X, alpha))) <= tol)
 
 
 def test_rank_one_init_errors():
@@ -305,11 +373,16 @@ def test_zero_padding_keeps_the_function_and_refuses_narrowing():
     X = rng.normal(size=(6, 3))
     padded = inits.pad_hidden(net, 5)
     assert nets.widths(padded) == (3, 5, 5, 1)
-    np.testing.assert_allclose(bf.forward(padded, X, 0.0), bf.forward(net, X, 0.0), rtol=1e-14, atol=1e-15)
+    # zero units add exact zeros to every sum: two evaluations of the same net in another
+    # blocking (roundoff.forward_gap of the unpadded net)
+    gap = forward_gap([layer.W for layer in net], X)
+    assert np.all(np.abs(np.asarray(bf.forward(padded, X, 0.0)) - np.asarray(bf.forward(net, X, 0.0))) <= gap)
     with pytest.raises(ValueError, match="below a hidden width"):
         inits.pad_hidden(net, 1)
 
 
 def test_effective_rank_counts_equal_singular_values():
+    # p = σ/Σσ exact here (1/3 rounded once), h = −Σ p ln p: 3 terms, each ln within a few
+    # ulps (libm: <= 1 ulp) of ln 3 ~ 1.1, then exp: rel. error <= (γ_3 + 3ε)·h + ε ~ 1.3e-15
     np.testing.assert_allclose(nets.effective_rank([[2.0, 2.0, 2.0, 0.0], [5.0, 0.0, 0.0, 0.0]]),
-                               [3.0, 1.0], rtol=1e-14)
+                               [3.0, 1.0], rtol=(gamma(3) + 3 * EPS) * np.log(3) + 2 * EPS)
