@@ -37,8 +37,9 @@ import numpy as np
 from ...core.nets import check_alpha
 from ..base import Experiment, require_positive
 
-CLAIM = ("Two-layer bias-free conv nets (ReLU/leaky) on symmetric data learn like their linear conv "
-         "twins with time rescaled by (1+α)/2; pair channels make them exactly linear.")
+CLAIM = ("Pair channels make a two-layer bias-free conv net (ReLU/leaky) on symmetric data its linear "
+         "conv twin with time rescaled by (1+α)/2, to round-off; measured beside it, not checked: how far "
+         "random small inits stay from their twins, against channels and init scale, beside dense nets.")
 PAPER_CLAIM = ("Claim 2 beyond dense layers (issue 21): the two-layer argument needs only a linear first "
                "layer, so a bias-free conv net on symmetric data learns like a linear conv net, time × "
                "(1+α)/2.")
