@@ -11,6 +11,7 @@ closed forms within its tolerance (relative 1e-8, asserted at 1e-7).
 import jax
 import numpy as np
 import pytest
+from roundoff import EPS, abs_twin, forward_gap, gamma
 from scipy import stats
 
 import biasfree as bf
@@ -39,6 +40,18 @@ def x1x2x3(X):
     return X[:, 0] * X[:, 1] * X[:, 2]
 
 
+def _homogeneity_tol(params, X):
+    """Bound on ``homogeneity_gap`` of a bias-free net at λ = 0.5, 2, 7: f(λX) and λf(X) agree
+    in exact arithmetic; each evaluation is within half the forward_gap e of exact (scaled
+    by λ), rounding λX moves the inputs by ε/2 relative (through L layers: L ε |f|_abs, |f|_abs
+    the net on |θ|, |X|, linear), and λF rounds once: ``||e + (L+1) ε |f|_abs|| / ||F||``.
+    A bias or a non-homogeneous activation gives O(1e-3) and more."""
+    Ws = [np.asarray(la.W) for la in params]
+    F = np.asarray(forward(params, X, 0.0))
+    fabs = np.asarray(forward(abs_twin(params), np.abs(X), 1.0))
+    return np.linalg.norm(forward_gap(Ws, X) + (len(Ws) + 1) * EPS * fabs) / np.linalg.norm(F)
+
+
 # ------------------------------------------------------------- decomposition
 
 
@@ -50,13 +63,28 @@ def test_two_layer_parts_are_linear_and_abs_sums(alpha):
     dec = ex.decompose(ex.net_function(params, alpha), X)
     W, V = np.asarray(params[0].W), np.asarray(params[1].W)
     c = (1 + alpha) / 2
-    scale = np.max(np.abs(dec.values))
-    np.testing.assert_allclose(dec.odd + dec.even, dec.values, rtol=0, atol=1e-15 * scale)
-    np.testing.assert_allclose(dec.odd, c * X @ (V @ W).T, rtol=0, atol=1e-14 * scale)
-    np.testing.assert_allclose(dec.even, (1 - c) * np.abs(X @ W.T) @ V.T, rtol=0, atol=1e-14 * scale)
+    F, Fm = np.asarray(forward(params, X, alpha)), np.asarray(forward(params, -X, alpha))
+    # (f - f₋)/2 + (f + f₋)/2 = f: four roundings of size <= ε(|f| + |f₋|)/2 each
+    np.testing.assert_array_less(np.abs(dec.odd + dec.even - dec.values), 2 * EPS * (np.abs(F) + np.abs(Fm)))
+    # each part is f(x) ± f(-x), both within the forward_gap e of exact, plus ε of the part;
+    # the references c X(VW)ᵀ and (1-c)|XWᵀ|Vᵀ by NumPy: 2 γ_{d+h} of |X||W|ᵀ|V|ᵀ
+    e = forward_gap([W, V], X)
+    ref = 2 * gamma(W.shape[0] + W.shape[1]) * np.abs(X) @ np.abs(W).T @ np.abs(V).T
+    np.testing.assert_array_less(np.abs(dec.odd - c * X @ (V @ W).T), e + c * ref + EPS * np.abs(dec.odd))
+    np.testing.assert_array_less(np.abs(dec.even - (1 - c) * np.abs(X @ W.T) @ V.T),
+                                 e + (1 - c) * ref + EPS * np.abs(dec.even))
     fit = ex.odd_nonlinearity(ex.net_function(params, alpha), X)
-    np.testing.assert_allclose(fit.beta, c * (V @ W).T, rtol=1e-12)
-    assert fit.fraction <= 1e-26  # squared round-off of a relative 1e-13 fit
+    # the odd part is linear: the fit of F_odd (off by <= ||e||) by a backward-stable lstsq
+    # (4γ_{Nd}(||X||₂||β|| + ||F_odd||), Higham §20); β moves by that over σ_min(X), and the
+    # fraction is its square over ||F_odd||². A nonlinear odd part gives O(0.01) (depth 3 below)
+    N, d = X.shape
+    beta = c * (V @ W).T
+    r = np.linalg.norm(e) + 4 * gamma(N * d) * (np.linalg.norm(X, 2) * np.linalg.norm(beta)
+                                                + np.linalg.norm(dec.odd))
+    np.testing.assert_array_less(np.abs(fit.beta - beta),
+                                 r / np.linalg.svd(X, compute_uv=False)[-1] + 2 * gamma(W.shape[0] + 1) * c
+                                 * (np.abs(V) @ np.abs(W)).T)
+    assert fit.fraction <= r**2 / np.sum(dec.odd**2)
 
 
 def test_decomposition_symmetries_and_per_point_functions():
@@ -69,9 +97,16 @@ def test_decomposition_symmetries_and_per_point_functions():
     dec_m = ex.decompose(f, -X, per_point=True)
     np.testing.assert_array_equal(dec_m.odd, -dec.odd)
     np.testing.assert_array_equal(dec_m.even, dec.even)
-    np.testing.assert_allclose(dec.odd[:, 0], np.sinh(X[:, 0]) + X[:, 1] * X[:, 2] ** 2, rtol=1e-13)
-    np.testing.assert_allclose(dec.even[:, 0], np.cosh(X[:, 0]), rtol=1e-13)
-    assert dec.even_energy == pytest.approx(np.mean(np.cosh(X[:, 0]) ** 2), rel=1e-13)
+    # f(±x) = e^{±x₀} ± x₁x₂²: exp and the product round <= 2ε of |f|_abs = e^{|x₀|} + |x₁x₂²| on
+    # each side, the half-sum/difference once more, and the reference sinh/cosh (+ the sum) as
+    # much again: 8ε |f|_abs, whatever the cancellation in sinh near 0
+    fabs = np.exp(np.abs(X[:, 0])) + np.abs(X[:, 1] * X[:, 2] ** 2)
+    odd_ref = np.sinh(X[:, 0]) + X[:, 1] * X[:, 2] ** 2
+    np.testing.assert_array_less(np.abs(dec.odd[:, 0] - odd_ref), 8 * EPS * fabs)
+    np.testing.assert_array_less(np.abs(dec.even[:, 0] - np.cosh(X[:, 0])), 8 * EPS * fabs)
+    # squared: twice each point's relative error, and a mean of 30 terms on each side (2γ_30)
+    rel = 2 * np.max(8 * EPS * fabs / np.cosh(X[:, 0])) + 2 * gamma(30)
+    assert dec.even_energy == pytest.approx(np.mean(np.cosh(X[:, 0]) ** 2), rel=rel)
 
 
 def test_evaluate_rejects_wrong_shapes():
@@ -84,11 +119,14 @@ def test_homogeneity():
     X = rng.normal(size=(40, 3))
     for widths in [(3, 6, 1), (3, 5, 4, 2), (3, 4, 4, 4, 1)]:
         for alpha in (0.0, 0.4):
-            f = ex.net_function(_net(rng, widths), alpha)
-            assert ex.homogeneity_gap(f, X) <= 1e-14
+            net = _net(rng, widths)
+            f = ex.net_function(net, alpha)
+            assert ex.homogeneity_gap(f, X) <= _homogeneity_tol(net, X)
             assert ex.is_positively_homogeneous(f, X)
-    assert ex.homogeneity_gap(x1x2x3, X, degree=3) <= 1e-14
-    assert ex.homogeneity_gap(x1x2x3, X, scales=[2.0]) == pytest.approx(3.0, rel=1e-13)  # |4 - 1|/1
+    # λX rounds each of 3 inputs (ε/2), 2 products per side, λ³F once: <= 4ε per entry, γ_8
+    assert ex.homogeneity_gap(x1x2x3, X, degree=3) <= gamma(8)
+    # λ = 2 scales exactly: ||8F - 2F|| / ||2F|| = 3 up to two N-term norms and a ratio
+    assert ex.homogeneity_gap(x1x2x3, X, scales=[2.0]) == pytest.approx(3.0, rel=2 * gamma(40) + 2 * EPS)
     biased = ex.net_function(_net(rng, (3, 6, 1), bias=True), 0.0)
     assert ex.homogeneity_gap(biased, X) > 1e-3
 
@@ -107,7 +145,7 @@ def test_depth3_example_exact_values():
     np.testing.assert_array_equal(np.asarray(forward(g, X, 0.0))[:, 0], formula)
     np.testing.assert_array_equal(np.asarray(forward(g, -X, 0.0)), -np.asarray(forward(g, X, 0.0)))
     f = ex.net_function(g, 0.0)
-    assert ex.homogeneity_gap(f, X) <= 1e-15
+    assert ex.homogeneity_gap(f, X) <= _homogeneity_tol(g, X)
     dec = ex.decompose(f, X)
     assert np.max(np.abs(dec.even)) == 0.0
     # the odd part is not linear: a two-layer net's fraction is round-off (<= 1e-26);
