@@ -15,6 +15,8 @@ import biasfree as bf
 from biasfree.analysis import verdict as vd
 from biasfree.app.cli import app
 
+pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
+
 runner = CliRunner()
 
 

@@ -3,10 +3,13 @@ gap as the general, one-net-at-a-time path, to round-off."""
 
 import jax
 import numpy as np
+import pytest
 from roundoff import chain_length, loss_eval_gap, trajectory_gap
 
 from biasfree import Layer
 from biasfree.dynamics.twin_training import gaps_batched, mirrored_half, train_with_twin
+
+pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 
 
 def _net(rng, widths, scale):
