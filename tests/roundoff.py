@@ -24,6 +24,21 @@ def matmul_gap(A, B) -> np.ndarray:
     return 2 * gamma(A.shape[-1]) * (A @ B)
 
 
+def whiten_gap(X, r=None) -> float:
+    """Bound on ``max|MᵀΣ̂M − I_r|`` for a whitening map M computed from ``Σ = XᵀX/N`` by
+    an eigendecomposition, r the kept directions (all by default). The errors that M
+    turns into relative ones are all of size ``ε · m`` with ``m = || |X|ᵀ|X|/N ||₂ >= λ_1``:
+    forming Σ (``γ_N m``), the eigensolver's backward error (``d ε m``, LAPACK's
+    ``p(d) ε ||Σ||``), and checking ``(XM)ᵀ(XM)/N`` (``γ_N`` of its magnitudes, ``<= m/λ_r``);
+    whitening divides each by λ_r: ``4 γ_{N+d} m / λ_r``, the condition number
+    ``m/λ_r ≈ κ`` of the kept block times the longest sum. A wrong map is off by O(1)."""
+    X = np.asarray(X, dtype=float)
+    N, d = X.shape
+    lam = np.linalg.eigvalsh(X.T @ X / N)[::-1]
+    m = np.linalg.norm(np.abs(X).T @ np.abs(X) / N, 2)
+    return 4 * gamma(N + d) * m / lam[(d if r is None else r) - 1]
+
+
 def forward_gap(Ws, X, bs=None) -> np.ndarray:
     """Entrywise bound on the difference between two evaluations of the leaky-ReLU net
     ``f(x) = W_L σ(… σ(W_1 x + b_1) …) + b_L`` (slope α in [0, 1]) on the rows of ``X``

@@ -3,6 +3,7 @@ hand-worked cases and the gradient-flow logistic; and the experiment's angle hel
 
 import numpy as np
 import pytest
+from roundoff import EPS, chain_length, gamma, matmul_gap, trajectory_gap
 
 import biasfree as bf
 from biasfree import theory
@@ -23,13 +24,15 @@ def test_alignment_rule_keep_cross_stuck():
     y, y_neg = np.array([2.0, -1.0, -1.0]), np.array([0.5, 3.0, -2.0])
     W0 = np.array([[0.1, 0.2, 0.3]])
     D, B = alignment_directions(W0, np.array([1.0]), np.eye(3), y, y_neg)
-    np.testing.assert_allclose(D, [[2.0 * k, -3.0 * k, 0.0]], rtol=0, atol=1e-15)
+    # each entry: ρ/N = √3/6 (2 roundings) times a sum of two small numbers, per side: 4ε × 3k
+    np.testing.assert_allclose(D, [[2.0 * k, -3.0 * k, 0.0]], rtol=0, atol=4 * EPS * 3 * k)
     # crossing error max(|w|, |G2| |w| / |G1|) = max(0.2, 3 * 0.2 / 1) = 0.6
-    np.testing.assert_allclose(B, [np.sqrt(0.1**2 + 0.6**2 + 0.3**2)], rtol=1e-15)
+    # √ of 3 squares summed (+ a product for 0.6): γ_5 per side
+    np.testing.assert_allclose(B, [np.sqrt(0.1**2 + 0.6**2 + 0.3**2)], rtol=2 * gamma(5))
     # the same unit with v < 0 sees every velocity reversed: pair 0 is now stuck
     # (-y_0 < 0 pushes w_0 > 0 to zero, +y'_0 > 0 pushes it back), pairs 1, 2 keep
     D_neg, _ = alignment_directions(W0, np.array([-1.0]), np.eye(3), y, y_neg)
-    np.testing.assert_allclose(D_neg, [[0.0, 1.0 * k, 1.0 * k]], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(D_neg, [[0.0, 1.0 * k, 1.0 * k]], rtol=0, atol=4 * EPS * 3 * k)
 
 
 def test_odd_target_aligns_every_unit_with_beta_star():
@@ -43,9 +46,16 @@ def test_odd_target_aligns_every_unit_with_beta_star():
     sg = rng.choice([-1.0, 1.0], size=30)
     D, B = alignment_directions(W0, sg, Q, o, -o)
     expected = sg[:, None] * (np.sqrt(n) / (2 * n)) * (Q @ o)[None]
-    np.testing.assert_allclose(D, expected, rtol=0, atol=1e-14)
-    assert np.all(B >= np.linalg.norm(W0 @ Q, axis=1) - 1e-12)  # at least the data-span part
-    assert np.max(sin_angle(D, (Q @ o)[None])) <= 1e-7
+    # Q o by two kernels (matmul_gap), times √n/2n and a sign: + 4ε of the largest entry
+    c = np.sqrt(n) / (2 * n)
+    np.testing.assert_allclose(D, expected, rtol=0, atol=c * (np.max(matmul_gap(Q, o[:, None]))
+                                                              + 4 * EPS * np.max(np.abs(Q @ o))))
+    # at least the data-span part; both norms of d- and n-term sums: 2 γ_{d+n+1} of |W0||Q|
+    span = np.linalg.norm(W0 @ Q, axis=1)
+    assert np.all(B >= span - 2 * gamma(d + n + 1) * np.linalg.norm(np.abs(W0) @ np.abs(Q), axis=1))
+    # sin = √(1 - cos²) with cos rounded by δ <= γ_{2d+n} (the dot, two norms, Q o): sin <= √(2δ·2),
+    # √(4γ) ≈ 1e-7 — the square root is this formula's conditioning at 0°; a misalignment is O(1)
+    assert np.max(sin_angle(D, (Q @ o)[None])) <= np.sqrt(4 * gamma(2 * d + n))
 
 
 def test_half_net_gd_is_the_two_layer_mode_map_and_first_order_in_the_step():
@@ -62,7 +72,13 @@ def test_half_net_gd_is_the_two_layer_mode_map_and_first_order_in_the_step():
         raw = [a0]
         for _ in ks[1:]:
             raw.append(raw[-1] * (1.0 + lr * rho / N * (norm_t - rho * raw[-1])) ** 2)
-        np.testing.assert_allclose(a, sig2 * np.asarray(raw), rtol=1e-12)
+        # the same recursion in two parametrisations (ã = σ²a): each step rounds ~8 times, and an
+        # error made at a step reaches step K amplified by the map's own sensitivity, measured
+        # by trajectory_gap (steps · 2γ_8 · |Δa_K| / rel) + one rounding of σ²
+        def run(a_init, lr=lr, ks=ks):
+            return np.asarray(theory.gd_mode_strength(ks, s, sig2 * a_init, lr))
+        tol = trajectory_gap(run, np.asarray(a0), len(ks), 8)
+        np.testing.assert_array_less(np.abs(a - sig2 * np.asarray(raw)), 2 * tol + 2 * EPS * np.abs(a))
         errs.append(np.max(np.abs(a - theory.logistic(lr * ks, s, sig2 * a0))) / s)
     assert errs[0] < 0.05
     assert 0.45 <= errs[1] / errs[0] <= 0.55
@@ -79,7 +95,8 @@ def test_aligned_halves_init_learns_as_two_linear_nets():
     data = orthogonal_data(Q, o + e, e - o)
     mags = np.abs(rng.normal(size=(2, m // 2))) + 0.1
     net = aligned_halves_init(Q, o, e, 1e-2 * mags)
-    np.testing.assert_allclose(np.abs(net[1].W[0]), np.linalg.norm(net[0].W, axis=1), rtol=1e-14)
+    # |v| = ||w|| by construction: a d-term norm on each side, 2 γ_{d+1}
+    np.testing.assert_allclose(np.abs(net[1].W[0]), np.linalg.norm(net[0].W, axis=1), rtol=2 * gamma(d + 1))
     s_plus, s_minus, sig2 = half_net_modes(o, e)
     tr = bf.gd(net, data, bf.GDConfig(lr=0.05, steps=400, n_records=5))
     s_half, tp, _ = half_targets(o, e)
@@ -87,20 +104,33 @@ def test_aligned_halves_init_learns_as_two_linear_nets():
     f = np.asarray(bf.forward(tr.params, data.X, 0.0))[pos, 0]
     a_end = sig2 * (f @ tp / np.linalg.norm(tp)) / np.sqrt(n)
     a_map = theory.gd_mode_strength([400], s_plus, sig2 * np.sum((1e-2 * mags[0]) ** 2), 0.05)[0]
-    assert a_end == pytest.approx(a_map, rel=1e-11)
+    # GD on the net vs the scalar map: each within its own round-off, bounded by trajectory_gap
+    # (400 steps, γ of the gradient's chain length; the map's 8 roundings a step), plus the
+    # readout f·t̂ (γ_{N}). A net off its half-net map (a unit crossing sides) is off by O(a).
+    def net_run(p):
+        fp = np.asarray(bf.forward(bf.gd(p, data, bf.GDConfig(lr=0.05, steps=400, n_records=2)).params,
+                                   data.X, 0.0))[pos, 0]
+        return np.asarray(sig2 * (fp @ tp / np.linalg.norm(tp)) / np.sqrt(n))
+    a0_map = np.asarray(sig2 * np.sum((1e-2 * mags[0]) ** 2))
+    tol = (trajectory_gap(net_run, net, 400, chain_length(net, 2 * n))
+           + trajectory_gap(lambda a: np.asarray(theory.gd_mode_strength([400], s_plus, a, 0.05)[0]),
+                            a0_map, 400, 8)
+           + 2 * gamma(2 * n) * abs(a_end))
+    assert abs(a_end - a_map) <= tol
     assert a_end > 0.5 * s_plus  # it did learn
 
 
 def test_balanced_units_and_orthogonal_data_refuse_bad_input():
     net = balanced_units(np.array([[3.0, 4.0], [1.0, 0.0]]), [1.0, -1.0])
-    np.testing.assert_allclose(net[1].W, [[5.0, -1.0]])
+    np.testing.assert_allclose(net[1].W, [[5.0, -1.0]], rtol=2 * gamma(3))  # √(9 + 16): 3 roundings
     with pytest.raises(ValueError, match="sign"):
         balanced_units(np.ones((2, 2)), [1.0, 0.5])
     with pytest.raises(ValueError, match="orthonormal"):
         orthogonal_data(np.ones((3, 2)), np.ones(2), np.ones(2))
     data = orthogonal_data(np.eye(3)[:, :2], [1.0, 2.0], [3.0, 4.0])
-    np.testing.assert_allclose(np.asarray(data.X)[2], [-np.sqrt(2), 0.0, 0.0])
-    np.testing.assert_allclose(np.asarray(data.Y)[:, 0], [1.0, 2.0, 3.0, 4.0])
+    # a scale by √n or its inverse and a sign: a few roundings each side, 4ε
+    np.testing.assert_allclose(np.asarray(data.X)[2], [-np.sqrt(2), 0.0, 0.0], rtol=4 * EPS, atol=0)
+    np.testing.assert_allclose(np.asarray(data.Y)[:, 0], [1.0, 2.0, 3.0, 4.0], rtol=4 * EPS, atol=0)
 
 
 

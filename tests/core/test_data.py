@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from roundoff import EPS, gamma, matmul_gap, whiten_gap
 
 import biasfree as bf
 
@@ -32,7 +33,8 @@ def test_symmetrize_and_is_symmetric(X_raw):
     Xh, Yh = bf.asymmetric_half(Xs, Ys)
     np.testing.assert_array_equal(Xh, X_raw)
     assert not bf.is_symmetric(Xh, Yh)
-    # a perturbation above tol breaks symmetry, one below it does not
+    # a perturbation above tol breaks symmetry, one below it does not: the mirror pairs are
+    # exact negations (no rounding), so the decision is 1e-6 vs 1e-9 vs 1e-12 on O(1) entries
     for eps, expected in ((1e-6, False), (1e-12, True)):
         Xp = np.array(Xs)
         Xp[3, 1] += eps
@@ -44,10 +46,13 @@ def test_symmetrize_and_is_symmetric(X_raw):
 def test_whiten_gives_identity_covariance_and_keeps_symmetry(X_raw):
     Xs = bf.symmetrize(X_raw @ np.array([[2.0, 0.5, 0.0], [0.0, 1.0, 0.3], [0.0, 0.0, 0.2]]))
     Xw, M = bf.whiten(Xs)
-    # eigh of a well-conditioned 3x3 matrix: round-off ~1e-15
-    np.testing.assert_allclose(bf.input_covariance(Xw), np.eye(3), rtol=0, atol=1e-12)
-    np.testing.assert_allclose(Xw, Xs @ M, rtol=0, atol=1e-14)
-    np.testing.assert_allclose(M, M.T, rtol=0, atol=1e-13)  # symmetric Σ^{-1/2}
+    # 4 γ_{N+d} κ with κ = m/λ_min of this 3x3 Σ (whiten_gap); a wrong map is off by O(1)
+    np.testing.assert_allclose(bf.input_covariance(Xw), np.eye(3), rtol=0, atol=whiten_gap(Xs))
+    # X M by XLA here and by NumPy there: 2 γ_d |X||M| (matmul_gap)
+    np.testing.assert_array_less(np.abs(np.asarray(Xw) - Xs @ np.asarray(M)), matmul_gap(Xs, M) + 1e-300)
+    # symmetric Σ^{-1/2} = V diag(s) Vᵀ: M_ij, M_ji sum the same products in other orders,
+    # each product rounded once more: 2 γ_{d+1} ||M||₂ (rows of V unit)
+    np.testing.assert_allclose(M, M.T, rtol=0, atol=2 * gamma(4) * np.linalg.norm(np.asarray(M), 2))
     assert bf.is_symmetric(Xw)
     with pytest.raises(ValueError, match="rank-deficient"):
         bf.whiten(np.ones((10, 3)))
@@ -55,8 +60,11 @@ def test_whiten_gives_identity_covariance_and_keeps_symmetry(X_raw):
 
 def test_covariances(X_raw):
     Y = X_raw @ np.array([[1.0], [2.0], [0.0]])
-    np.testing.assert_allclose(bf.input_covariance(X_raw), X_raw.T @ X_raw / 25, rtol=1e-14)
-    np.testing.assert_allclose(bf.cross_covariance(X_raw, Y), Y.T @ X_raw / 25, rtol=1e-14)
+    # the same products by two kernels, then one division: 2 γ_N |X|ᵀ|X| / N + ε (matmul_gap)
+    np.testing.assert_array_less(np.abs(bf.input_covariance(X_raw) - X_raw.T @ X_raw / 25),
+                                 (matmul_gap(X_raw.T, X_raw) + EPS * np.abs(X_raw).T @ np.abs(X_raw)) / 25)
+    np.testing.assert_array_less(np.abs(bf.cross_covariance(X_raw, Y) - Y.T @ X_raw / 25),
+                                 (matmul_gap(Y.T, X_raw) + EPS * np.abs(Y).T @ np.abs(X_raw)) / 25 + 1e-300)
     assert bf.cross_covariance(X_raw, Y).shape == (1, 3)
 
 
@@ -67,8 +75,10 @@ def test_teacher_matrix_has_exact_singular_values():
     s = np.array([3.0, 1.0, 0.25])
     T = bf.teacher_matrix(_key(1), 5, s)
     assert T.shape == (3, 5)
-    # QR factors are orthonormal to round-off: singular values exact to ~1e-15
-    np.testing.assert_allclose(np.linalg.svd(np.asarray(T), compute_uv=False), s, rtol=0, atol=1e-13)
+    # T = U diag(s) Vᵀ with QR factors orthonormal to O(d ε); the SVD is backward stable
+    # (Weyl: |Δσ| <= ||ΔT||₂): 4 γ_{d+p} s_max covers both QRs, the product and the SVD
+    np.testing.assert_allclose(np.linalg.svd(np.asarray(T), compute_uv=False), s, rtol=0,
+                               atol=4 * gamma(5 + 3) * s[0])
     with pytest.raises(ValueError, match="need p <= d"):
         bf.teacher_matrix(_key(1), 2, s)
 
@@ -85,13 +95,20 @@ def test_sine_target_weights_range_and_oddness():
     y = f(X)
     z = X @ np.asarray(w)
     assert y.shape == (25, 1)
-    np.testing.assert_allclose(y[:, 0], z + np.sin(4 * z), rtol=0, atol=1e-13)
-    np.testing.assert_allclose(f(-X), -y, rtol=0, atol=1e-15)
+    # z by two kernels differs by 2 γ_d |X||w| (matmul_gap); z + sin 4z has slope <= 5 in z,
+    # plus, on each side, a rounding of sin and of the sum (4z is exact): 4ε(|z| + 1)
+    dz = matmul_gap(X, np.asarray(w)[:, None])[:, 0]
+    bound = 5 * dz + 4 * EPS * (np.abs(z) + 1)
+    np.testing.assert_array_less(np.abs(y[:, 0] - (z + np.sin(4 * z))), bound)
+    # -X negates each product exactly, but the kernel may sum in another order for -X: the same
+    # bound (sin is odd up to its rounding)
+    np.testing.assert_array_less(np.abs(np.asarray(f(-X))[:, 0] + y[:, 0]), bound)
 
 
 def test_product_abs_xor_parities(X_raw):
     odd = bf.product_target((0, 1, 2))
-    np.testing.assert_allclose(odd(X_raw)[:, 0], np.prod(X_raw, axis=1), rtol=1e-15)
+    # a product of 3 factors: 2 roundings each side, in any order: γ_2 twice
+    np.testing.assert_allclose(odd(X_raw)[:, 0], np.prod(X_raw, axis=1), rtol=2 * gamma(2))
     np.testing.assert_allclose(odd(-X_raw), -odd(X_raw), rtol=0, atol=0)
     even_pair = bf.product_target((0, 1))
     np.testing.assert_allclose(even_pair(-X_raw), even_pair(X_raw), rtol=0, atol=0)
@@ -101,7 +118,7 @@ def test_product_abs_xor_parities(X_raw):
     np.testing.assert_array_equal(bf.abs_target(1)(X_raw)[:, 0], np.abs(X_raw[:, 1]))
     assert set(np.unique(np.asarray(bf.xor_target(0, 2)(X_raw)))) == {-1.0, 1.0}
     T = np.array([[1.0, -2.0, 0.5]])
-    np.testing.assert_allclose(bf.linear_target(T)(X_raw), X_raw @ T.T, rtol=0, atol=1e-15)
+    np.testing.assert_array_less(np.abs(bf.linear_target(T)(X_raw) - X_raw @ T.T), matmul_gap(X_raw, T.T))
 
 
 def test_label_data_is_separable_with_margin():
@@ -109,7 +126,8 @@ def test_label_data_is_separable_with_margin():
     margin = 0.3
     Xk, Y, w = bf.label_data(_key(3), X, margin)
     assert Xk.shape[0] == Y.shape[0] and Y.shape[1] == 1
-    np.testing.assert_allclose(jnp.linalg.norm(w), 1.0, rtol=1e-15)
+    # w/||w|| then its norm: d + 2 roundings, γ_{d+2} each way
+    np.testing.assert_allclose(jnp.linalg.norm(w), 1.0, rtol=2 * gamma(4 + 2))
     # |w·x| ~ |N(0,1)| < 0.3 for ~24% of points: some are dropped, most kept
     assert 0.5 * X.shape[0] < Xk.shape[0] < X.shape[0]
     assert float(jnp.min(Y[:, 0] * (Xk @ w))) >= margin  # separable with margin
@@ -126,8 +144,10 @@ def test_make_dataset_shapes_symmetry_and_test_set():
     assert data.X.shape == (60, 3) and data.Y.shape == (60, 2)
     assert data.X_test.shape == (10, 3) and data.Y_test.shape == (10, 2)
     assert data.has_test and bf.is_symmetric(data.X, data.Y)
-    np.testing.assert_allclose(data.Y, data.X @ T.T, rtol=0, atol=1e-14)
-    np.testing.assert_allclose(data.Y_test, data.X_test @ T.T, rtol=0, atol=1e-14)
+    # the same product by XLA and NumPy: 2 γ_d |X||T|ᵀ (matmul_gap)
+    np.testing.assert_array_less(np.abs(data.Y - data.X @ T.T), matmul_gap(data.X, T.T) + 1e-300)
+    np.testing.assert_array_less(np.abs(data.Y_test - data.X_test @ T.T),
+                                 matmul_gap(data.X_test, T.T) + 1e-300)
     noisy = bf.make_dataset(_key(4), bf.linear_target(T), 30, 3, noise=0.1)
     assert bf.is_symmetric(noisy.X, noisy.Y)  # noise is mirrored with its point
     assert float(jnp.max(jnp.abs(noisy.Y - noisy.X @ T.T))) > 1e-3
@@ -143,11 +163,13 @@ def test_make_dataset_whitened_is_consistent():
     raw = bf.make_dataset(_key(6), f, 30, 3, n_test=10, cov=cov)
     wht = bf.make_dataset(_key(6), f, 30, 3, n_test=10, cov=cov, whitened=True)
     Xw, M = bf.whiten(raw.X)
-    np.testing.assert_allclose(wht.X, Xw, rtol=0, atol=1e-14)
-    np.testing.assert_allclose(bf.input_covariance(wht.X), np.eye(3), rtol=0, atol=1e-12)
+    # wht.X and Xw: whiten on the same raw.X, by the same code path: bitwise
+    np.testing.assert_array_equal(wht.X, Xw)
+    np.testing.assert_allclose(bf.input_covariance(wht.X), np.eye(3), rtol=0, atol=whiten_gap(raw.X))
     np.testing.assert_array_equal(wht.Y, raw.Y)
-    np.testing.assert_allclose(wht.Y, f(raw.X), rtol=0, atol=1e-14)
-    np.testing.assert_allclose(wht.X_test, raw.X_test @ M, rtol=0, atol=1e-14)
+    # a product of 3 factors in any order: 2 γ_2 relative
+    np.testing.assert_allclose(wht.Y, f(raw.X), rtol=2 * gamma(2), atol=0)
+    np.testing.assert_array_less(np.abs(wht.X_test - raw.X_test @ M), matmul_gap(raw.X_test, M) + 1e-300)
     np.testing.assert_array_equal(wht.Y_test, raw.Y_test)
     assert bf.is_symmetric(wht.X, wht.Y)
     # the raw inputs do follow cov: sample covariance within sampling error (N = 60)
@@ -166,5 +188,5 @@ def test_make_dataset_can_keep_an_even_target_on_the_mirror_points():
     kept = bf.make_dataset(key, target, 30, 3, mirror_targets=False)
     assert bf.is_symmetric(odd_only.X, odd_only.Y)  # (x, y) and (-x, -y): |x1| loses itself
     assert np.allclose(kept.X, odd_only.X, atol=0, rtol=0)
-    assert np.allclose(kept.Y, target(kept.X), atol=1e-15)  # y = |x1| on every point
+    np.testing.assert_array_equal(kept.Y, target(kept.X))  # y = |x1| on every point: abs is exact
     assert bf.is_symmetric(kept.X)

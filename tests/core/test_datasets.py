@@ -2,9 +2,11 @@
 
 import numpy as np
 import pytest
-from roundoff import matmul_gap
+from roundoff import gamma, matmul_gap, whiten_gap
 
 import biasfree as bf
+
+EPS = np.finfo(float).eps
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 
@@ -40,9 +42,10 @@ def test_whiten_rank_deficient_digits(digits):
         bf.whiten(digits.X)
     w = bf.whiten(digits.X, rank="auto")
     assert w.dropped == 3 and w.rank == 61 and w.X.shape == (digits.X.shape[0], 61)
-    # condition of the kept block ~7e6: whiteness to 1e-9 (ε κ ≈ 1.5e-9 ×  a small factor)
+    # kept block's condition m/λ_61 ~ 7e6, N + d = 3658 terms: 4 γ_{N+d} κ ≈ 2e-5 (whiten_gap);
+    # measured 2e-11; a wrong map or a dropped 1/√λ is off by O(1)
     Xw = np.asarray(w.X)
-    np.testing.assert_allclose(Xw.T @ Xw / Xw.shape[0], np.eye(61), rtol=0, atol=1e-9)
+    np.testing.assert_allclose(Xw.T @ Xw / Xw.shape[0], np.eye(61), rtol=0, atol=whiten_gap(digits.X, 61))
     assert bf.is_symmetric(w.X, digits.Y)
     Xw, M = w  # unpacks as the old pair: X M, here by NumPy's BLAS, there by XLA's kernel
     np.testing.assert_array_less(np.abs(np.asarray(Xw) - digits.X @ np.asarray(M)),
@@ -50,7 +53,8 @@ def test_whiten_rank_deficient_digits(digits):
     p = bf.whiten(digits.X, rank=30)
     assert p.rank == 30 and p.dropped == 34 and 0.9 < p.kept_variance < 1.0
     Xp = np.asarray(p.X)
-    np.testing.assert_allclose(Xp.T @ Xp / Xp.shape[0], np.eye(30), rtol=0, atol=1e-11)
+    # top 30 directions: κ ~ 600, bound 4 γ_{N+d} κ ≈ 2e-9 (whiten_gap); measured 3e-14
+    np.testing.assert_allclose(Xp.T @ Xp / Xp.shape[0], np.eye(30), rtol=0, atol=whiten_gap(digits.X, 30))
     with pytest.raises(ValueError, match="null directions"):
         bf.whiten(digits.X, rank=64)
 
@@ -61,7 +65,10 @@ def test_whiten_full_rank_is_unchanged_by_auto():
     assert b.dropped == 0
     # same Σ^{-1/2}, by the same code path (rank='auto' with nothing dropped is rank=None)
     np.testing.assert_array_equal(np.asarray(a.M), np.asarray(b.M))
-    np.testing.assert_allclose(np.asarray(a.M), np.asarray(a.M).T, rtol=0, atol=1e-13)
+    # M = V diag(s) Vᵀ: M_ij and M_ji sum the same d products in other orders, each product
+    # rounded once more: <= 2 γ_{d+1} Σ_k s_k |V_ik V_jk| <= 2 γ_{d+1} ||M||₂ (rows of V unit)
+    M = np.asarray(a.M)
+    np.testing.assert_allclose(M, M.T, rtol=0, atol=2 * gamma(5) * np.linalg.norm(M, 2))
 
 
 def test_asymmetry_is_zero_exactly_for_mirrored_sets_and_its_stated_value():
@@ -71,7 +78,8 @@ def test_asymmetry_is_zero_exactly_for_mirrored_sets_and_its_stated_value():
     assert bf.asymmetry(Xs, Ys) == 0.0
     # two points z1 = (1, 0), z2 = (3, 0): mirrors -z1, -z2 are nearest to z1 at distances
     # 2 and 4, so A = ((4 + 16) / 2) / ((1 + 9) / 2) = 2
-    assert bf.asymmetry(np.array([[1.0], [3.0]]), np.zeros((2, 1))) == pytest.approx(2.0, rel=1e-15)
+    # sums, squares, roots and one ratio of small integers: a few roundings of <= ε each
+    assert bf.asymmetry(np.array([[1.0], [3.0]]), np.zeros((2, 1))) == pytest.approx(2.0, rel=8 * EPS)
     half = bf.asymmetry(X, Y)
     assert half > 0.3  # no mirrors at all: of order 1
 

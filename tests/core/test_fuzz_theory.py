@@ -276,4 +276,8 @@ def test_mirror_violation_counts_multiplicities(X_, Y_, expect_zero):
 
 def test_mirror_violation_measures_small_noise():
     noisy = X + 1e-8 * _rng.normal(size=X.shape)
+    # statistical, not round-off: v = max over the 8 mirror pairs of ||ξ_n + ξ_m||, which is
+    # 1e-8 √2 χ₃ each (the O(1)-apart non-mirrors cannot pair better); all 8 below 1e-9
+    # (χ₃ < 0.07: p ≈ 1e-4 each) has probability ~1e-32, any above 1e-7 (χ₃ > 7) ~1e-9. The
+    # rounding of x + (-x) adds at most ε|x| ≈ 1e-15.
     assert 1e-9 < mirror_violation(noisy, Y) < 1e-7
