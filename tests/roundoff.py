@@ -39,6 +39,17 @@ def whiten_gap(X, r=None) -> float:
     return 4 * gamma(N + d) * m / lam[(d if r is None else r) - 1]
 
 
+def lstsq_residual_gap(X, F) -> float:
+    """How far the computed least-squares residual ``F − Xβ̂`` (``np.linalg.lstsq``) can be
+    from the exact one, in Frobenius norm: lstsq is backward stable (Higham §20: the exact
+    fit of X + ΔX, F + ΔF with ||ΔX|| <= γ_{Nd}||X||), so ``4γ_{Nd}(||X||₂||β̂|| + ||F||)``.
+    An exact fit (F = XB) leaves at most this; a target the fit misses leaves O(||F||)."""
+    N, d = X.shape
+    F = np.asarray(F, dtype=float).reshape(N, -1)
+    beta = np.linalg.lstsq(X, F, rcond=None)[0]
+    return 4 * gamma(N * d) * (np.linalg.norm(X, 2) * np.linalg.norm(beta) + np.linalg.norm(F))
+
+
 def forward_gap(Ws, X, bs=None) -> np.ndarray:
     """Entrywise bound on the difference between two evaluations of the leaky-ReLU net
     ``f(x) = W_L σ(… σ(W_1 x + b_1) …) + b_L`` (slope α in [0, 1]) on the rows of ``X``

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 import pytest
-from roundoff import EPS, chain_length, forward_gap, gamma, trajectory_gap
+from roundoff import EPS, chain_length, forward_gap, gamma, lstsq_residual_gap, trajectory_gap
 from typer.testing import CliRunner
 
 import biasfree as bf
@@ -52,13 +52,10 @@ def _odd_linear_tol(Ws, X):
     forward_gap e(x) of it, and a backward-stable lstsq (Higham §20) misses an exact fit by
     ``4γ_{Nd}(||X||₂||β|| + ||F_odd||)``; squared over ``||F_odd||²``. A nonlinear odd part
     (depth 3) gives O(0.01–1)."""
-    N, d = X.shape
     F = 0.5 * (np.asarray(bf.forward(tuple(bf.Layer(W) for W in Ws), X, 0.0))
                - np.asarray(bf.forward(tuple(bf.Layer(W) for W in Ws), -X, 0.0)))
     e = forward_gap(Ws, X)
-    beta = np.linalg.lstsq(X, F, rcond=None)[0]
-    fit = 4 * gamma(N * d) * (np.linalg.norm(X, 2) * np.linalg.norm(beta) + np.linalg.norm(F))
-    return (np.linalg.norm(e) + fit) ** 2 / np.sum(F**2)
+    return (np.linalg.norm(e) + lstsq_residual_gap(X, F)) ** 2 / np.sum(F**2)
 
 
 def _pair_tols(pair, X, Y, cfg):

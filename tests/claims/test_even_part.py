@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from roundoff import EPS, gamma
+from roundoff import EPS, gamma, lstsq_residual_gap
 
 from biasfree.claims.checks import loglog_slope
 from biasfree.theory import linear_floor
@@ -28,10 +28,7 @@ def _exact_fit_floor(X, Y):
     fit of X + ΔX, Y + ΔY with ||ΔX|| <= γ_{Nd} ||X||, Higham §20), so the residual is at most
     ``2 γ_{Nd} (||X||₂ ||B̂|| + ||Y||)`` plus ``γ_d |X||B̂|`` for Y - XB̂; the floor is ½ its
     square over N. A target the fit misses gives O(1)."""
-    N, d = X.shape
-    B = np.linalg.lstsq(X, Y, rcond=None)[0]
-    r = 4 * gamma(N * d) * (np.linalg.norm(X, 2) * np.linalg.norm(B) + np.linalg.norm(Y))
-    return 0.5 * r**2 / N
+    return 0.5 * lstsq_residual_gap(X, Y) ** 2 / X.shape[0]
 
 
 def test_linear_floor_exact_cases():

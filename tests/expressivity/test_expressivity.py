@@ -11,7 +11,7 @@ closed forms within its tolerance (relative 1e-8, asserted at 1e-7).
 import jax
 import numpy as np
 import pytest
-from roundoff import EPS, abs_twin, forward_gap, gamma
+from roundoff import EPS, abs_twin, forward_gap, gamma, lstsq_residual_gap
 from scipy import stats
 
 import biasfree as bf
@@ -160,12 +160,8 @@ def _odd_fit_tol(X, F):
     """Bound on an odd floor that is 0 in exact arithmetic (odd part linear or zero): the odd
     part of F is off by <= ε|F| (one half-difference), and a backward-stable lstsq (Higham §20)
     misses an exact fit by ``4γ_{Nd}(||X||₂||β|| + ||F||)``: ½ (that + ε||F||)² / N."""
-    N, d = X.shape
-    F = np.asarray(F, dtype=float).reshape(N, -1)
-    beta = np.linalg.lstsq(X, F, rcond=None)[0]
-    r = EPS * np.linalg.norm(F) + 4 * gamma(N * d) * (np.linalg.norm(X, 2) * np.linalg.norm(beta)
-                                                      + np.linalg.norm(F))
-    return 0.5 * r**2 / N
+    r = EPS * np.linalg.norm(F) + lstsq_residual_gap(X, F)
+    return 0.5 * r**2 / X.shape[0]
 
 
 def test_linear_target_has_zero_floor_and_is_reachable():
@@ -294,11 +290,7 @@ def _floor_gap(X, F, L):
     ``L = ½<||F - Xβ̂||²>`` (two solvers, or a solver and a net that realises β̂): each residual
     is within ``r = 4γ_{Nd}(||X||₂||β|| + ||F||)`` (backward-stable lstsq, Higham §20) of
     exact, and ``|ΔL| <= √(2L) ||Δr|| / √N`` (Cauchy–Schwarz), twice for the two sides."""
-    N, d = X.shape
-    F = np.asarray(F, dtype=float).reshape(N, -1)
-    beta = np.linalg.lstsq(X, F, rcond=None)[0]
-    r = 4 * gamma(N * d) * (np.linalg.norm(X, 2) * np.linalg.norm(beta) + np.linalg.norm(F))
-    return 2 * np.sqrt(2 * L) * r / np.sqrt(N)
+    return 2 * np.sqrt(2 * L) * lstsq_residual_gap(X, F) / np.sqrt(X.shape[0])
 
 
 def test_dataset_floor_is_exact_and_tight():
