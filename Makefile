@@ -47,7 +47,7 @@ TEST_XLA_FLAGS ?= --xla_backend_optimization_level=0
 
 test: $(DEVSTAMP)  ## ruff + pytest
 	$(BIN)/ruff check src tests benchmarks
-	XLA_FLAGS="$(XLA_FLAGS) $(TEST_XLA_FLAGS)" $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not readme"
+	XLA_FLAGS="$(strip $(XLA_FLAGS) $(TEST_XLA_FLAGS))" $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not readme"
 
 # every ```python snippet of README.md in a fresh process with JAX's defaults (tests/app/test_readme.py)
 test-readme: $(DEVSTAMP)  ## README snippets run on their own and print the README's numbers
@@ -57,7 +57,7 @@ test-readme: $(DEVSTAMP)  ## README snippets run on their own and print the READ
 # SIMD loops at its X86_V2 baseline, OpenBLAS's Sandy Bridge kernels and XLA's code for
 # AVX (no AVX2, no FMA). A bound that holds for one machine's kernels only fails here.
 PORTABLE_ENV := NPY_DISABLE_CPU_FEATURES="X86_V3 X86_V4 AVX512_ICL AVX512_SPR" \
-  OPENBLAS_CORETYPE=Sandybridge XLA_FLAGS="$(XLA_FLAGS) --xla_cpu_max_isa=AVX"
+  OPENBLAS_CORETYPE=Sandybridge XLA_FLAGS="$(strip $(XLA_FLAGS) --xla_cpu_max_isa=AVX)"
 
 test-portable: $(DEVSTAMP)  ## the numerics tests with NumPy/OpenBLAS/XLA CPU dispatch narrowed
 	$(PORTABLE_ENV) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "numerics and not readme"
