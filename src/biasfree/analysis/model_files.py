@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
-from ..core.conv import Conv, PooledDense
+from ..core.conv import Conv, PooledDense, spatial_shape
 from ..core.inits import from_arrays
 from ..core.layers import Layer, Params, check_net
 from ..core.nets import has_bias
@@ -74,9 +74,8 @@ def _entries(mapping: Mapping, convs: bool) -> list[tuple[str, np.ndarray]]:
 
 def _torch_specs(entries, in_shape, padding, source) -> list[dict]:
     """Layer specs of a torch conv state dict (module doc): spatial shapes propagated."""
-    from .torch_import import _in_shape
 
-    spatial = _in_shape(in_shape)
+    spatial = spatial_shape(in_shape)
     n_conv = sum(A.ndim > 2 for _, A in entries)
     if n_conv == 0:
         raise ValueError(f"{source}: in_shape={in_shape!r} is the spatial shape of a conv net's input, but "

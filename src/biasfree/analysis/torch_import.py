@@ -32,8 +32,7 @@ import math
 
 import numpy as np
 
-from .. import _validate as validate
-from ..core.conv import Conv, PooledDense
+from ..core.conv import Conv, PooledDense, spatial_shape
 from ..core.inits import from_arrays
 from ..core.layers import Layer
 from ..core.precision import precise
@@ -76,15 +75,6 @@ def _flatten(seq, prefix: str = ""):
 
 def _array(t) -> np.ndarray:
     return t.detach().cpu().double().numpy().copy()
-
-
-def _in_shape(in_shape) -> tuple[int, ...]:
-    if isinstance(in_shape, int | np.integer) and not isinstance(in_shape, bool):
-        in_shape = (in_shape,)
-    if not isinstance(in_shape, tuple | list) or len(in_shape) not in (1, 2):
-        raise ValueError(f"in_shape={in_shape!r}: give the input's spatial shape, (length,) for Conv1d or "
-                         "(height, width) for Conv2d")
-    return tuple(validate.integer("in_shape", n, 1) for n in in_shape)
 
 
 def _conv_padding(mod, where: str, ks: tuple[int, ...]) -> str:
@@ -301,7 +291,7 @@ def from_torch(module, *, in_shape=None) -> Model:
     if in_shape is not None and not spatial_net:
         raise ValueError(f"from_torch: in_shape={in_shape!r} is the spatial shape of a conv net's input, but "
                          "this net has no convolution or pooling (it reads flat vectors): leave it out")
-    walk = _Walk(None if in_shape is None else _in_shape(in_shape))
+    walk = _Walk(None if in_shape is None else spatial_shape(in_shape))
     for name, mod in mods:
         where = f"layer {name} ({type(mod).__name__})"
         if isinstance(mod, nn.Linear):

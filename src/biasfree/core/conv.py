@@ -43,13 +43,13 @@ Array = jax.Array
 PADDINGS = ("same", "valid")
 
 
-def _spatial(in_shape) -> tuple[int, ...]:
+def spatial_shape(in_shape) -> tuple[int, ...]:
     """``in_shape`` as a tuple of 1 or 2 positive ints (TypeError / ValueError otherwise)."""
     if isinstance(in_shape, int | np.integer) and not isinstance(in_shape, bool):
         in_shape = (in_shape,)
     if not isinstance(in_shape, tuple | list) or len(in_shape) not in (1, 2):
         raise ValueError(f"in_shape={in_shape!r}: give the input's spatial shape, (length,) for a 1-D "
-                         "or (height, width) for a 2-D convolution")
+                         "or (height, width) for a 2-D convolution (Conv1d / Conv2d)")
     return tuple(validate.integer("in_shape", n, 1) for n in in_shape)
 
 
@@ -96,7 +96,7 @@ class Conv:
     padding: str = dataclasses.field(default="same", metadata={"static": True})
 
     def __post_init__(self):
-        object.__setattr__(self, "in_shape", _spatial(self.in_shape))
+        object.__setattr__(self, "in_shape", spatial_shape(self.in_shape))
         validate.choice("padding", self.padding, PADDINGS)
 
     # --- shapes (static: no array is touched) ---
@@ -198,7 +198,7 @@ class PooledDense:
     in_shape: tuple[int, ...] = dataclasses.field(default=(), metadata={"static": True})
 
     def __post_init__(self):
-        object.__setattr__(self, "in_shape", _spatial(self.in_shape))
+        object.__setattr__(self, "in_shape", spatial_shape(self.in_shape))
 
     @property
     def batch_ndim(self) -> int:
