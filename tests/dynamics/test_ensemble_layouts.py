@@ -96,7 +96,8 @@ print("ok")
 
 
 def test_members_split_over_two_host_devices():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2".strip()
+    env = dict(os.environ, XLA_FLAGS=flags,  # the parent's flags kept (make test-portable's ISA)
                PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]),
                JAX_ENABLE_X64="1")
     out = subprocess.run([sys.executable, "-c", _TWO_DEVICES], env=env, capture_output=True,
