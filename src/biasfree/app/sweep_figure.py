@@ -73,8 +73,12 @@ def summary_figure(df, ncols: int = 4):
     metrics = metric_columns(done)
     n = max(len(metrics), 1)
     nrows = int(np.ceil(n / ncols))
-    fig, axes = plt.subplots(nrows, min(ncols, n), figsize=(3.6 * min(ncols, n), 2.7 * nrows + 0.9),
-                             squeeze=False, constrained_layout=True)
+    # fixed margins in inches, not constrained_layout: every panel is alike (a title of one
+    # line, 7-pt ticks), and laying out 37 panels cost 1.5 s of the summary's 3.6 s (measured)
+    w, h = 3.6 * min(ncols, n), 2.7 * nrows + 0.9
+    fig, axes = plt.subplots(nrows, min(ncols, n), figsize=(w, h), squeeze=False,
+                             gridspec_kw={"left": 0.55 / w, "right": 1 - 0.15 / w, "bottom": 0.45 / h,
+                                          "top": 1 - 0.95 / h, "wspace": 0.3, "hspace": 0.55})
     groups = list(done.groupby([done[o].map(_hashable) for o in others], sort=True)) if others \
         else [((), done)]
     colours = plt.cm.viridis(np.linspace(0, 0.9, max(len(groups), 1)))
@@ -102,7 +106,8 @@ def summary_figure(df, ncols: int = 4):
     seeds = df.attrs.get("seeds") or sorted(df["seed"].unique())
     fig.suptitle(f"sweep of {df.attrs.get('experiment', '?')} ({df.attrs.get('preset', '?')} preset): "
                  f"{done_line(df)}\neach metric against {x_name}: line = median over {len(seeds)} seeds, "
-                 "band = min to max", fontsize=10, color="k" if len(done) == len(df) else "tab:red")
+                 "band = min to max", fontsize=10, color="k" if len(done) == len(df) else "tab:red",
+                 y=1 - 0.1 / h)  # its two lines end above the first row's titles
     return fig
 
 
