@@ -73,7 +73,7 @@ class Config:
 
 
 PRESETS = {
-    "tiny": Config(),
+    "tiny": Config(steps=2000),
     "paper": Config(d=4, n_train=1000, n_test=100_000, n_mc=100_000, width=64, lr=0.05,
                     steps=10_000, n_records=200, grid=81),
 }
