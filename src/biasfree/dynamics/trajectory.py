@@ -28,6 +28,9 @@ from .losses import _check_targets, check_run_args, forward_mirrored, loss_value
 
 Array = jax.Array
 
+_take = jax.jit(lambda tree, i: jax.tree_util.tree_map(lambda a: a[i], tree))
+"""Entry ``i`` of every leaf, compiled once per tree layout (an exact slice)."""
+
 
 @dataclass(frozen=True)
 class Trajectory:
@@ -66,7 +69,9 @@ class Trajectory:
                              f"{np.shape(self.loss)}); member(i) is for ensembles")
         B = np.shape(self.loss)[0]
         i = validate.integer("i", i, -B, B - 1)
-        return jax.tree_util.tree_map(lambda a: a[i], self)
+        if any(isinstance(a, jax.Array) for a in jax.tree_util.tree_leaves(self)):
+            return _take(self, i)  # inside a run: one program per layout, not one per leaf shape
+        return jax.tree_util.tree_map(lambda a: a[i], self)  # NumPy (what users hold)
 
     def half_time(self, target_loss: float | None = None) -> float:
         """First time the loss falls to ``target_loss`` (default: halfway between its
