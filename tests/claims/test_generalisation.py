@@ -14,9 +14,11 @@ from biasfree.theory import population_loss_two_layer as population_loss
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 
 
-def _abs_product_moment(rho: float) -> float:
+def _abs_product_moment(rho: float) -> tuple[float, float]:
     """E|u||v| for unit-variance normals with correlation ρ, by quadrature over u of the
-    closed form E|a + bZ| = b√(2/π) e^{-a²/2b²} + a(1 - 2Φ(-a/b)), v = ρu + √(1-ρ²)Z."""
+    closed form E|a + bZ| = b√(2/π) e^{-a²/2b²} + a(1 - 2Φ(-a/b)), v = ρu + √(1-ρ²)Z.
+    The integrand is even in u, so 2∫_0^∞: smooth there (the kink of |u| at 0 is an end
+    point), where QUADPACK's error estimate holds. Returns (moment, that estimate)."""
     b = np.sqrt(1 - rho**2)
 
     def inner(u):
@@ -24,7 +26,8 @@ def _abs_product_moment(rho: float) -> float:
         return abs(u) * (b * np.sqrt(2 / np.pi) * np.exp(-a**2 / (2 * b**2))
                          + a * (1 - 2 * norm.cdf(-a / b)))
 
-    return quad(lambda u: inner(u) * norm.pdf(u), -np.inf, np.inf, epsabs=1e-13, epsrel=1e-12)[0]
+    value, err = quad(lambda u: inner(u) * norm.pdf(u), 0, np.inf, epsabs=1e-13, epsrel=1e-12)
+    return 2 * value, 2 * err
 
 
 def _net(rng, d, m, scale=0.7):
@@ -33,7 +36,7 @@ def _net(rng, d, m, scale=0.7):
 
 def test_population_loss_matches_quadrature():
     """R = ½(||β - T||² + σ²) + ½(1-c)² Σ v_k v_l ||w_k|| ||w_l|| E|u||v|, every pair's
-    moment by quadrature: agreement to 1e-9 relative."""
+    moment by quadrature: agreement within the quadrature's error estimate and round-off."""
     rng = np.random.default_rng(0)
     d, m, alpha, noise = 4, 3, 0.3, 0.4
     net = _net(rng, d, m)
@@ -41,19 +44,23 @@ def test_population_loss_matches_quadrature():
     W, v = net[0].W, net[1].W[0]
     c = (1 + alpha) / 2
     nw = np.linalg.norm(W, axis=1)
-    even2 = sum(v[k] * v[j] * nw[k] * nw[j] * _abs_product_moment(W[k] @ W[j] / (nw[k] * nw[j]))
-                for k in range(m) for j in range(m) if k != j) + np.sum(v**2 * nw**2)
+    pairs = [(k, j) for k in range(m) for j in range(m) if k != j]
+    moments = {kj: _abs_product_moment(W[kj[0]] @ W[kj[1]] / (nw[kj[0]] * nw[kj[1]])) for kj in pairs}
+    weight = {(k, j): abs(v[k] * v[j]) * nw[k] * nw[j] for k, j in pairs}
+    even2 = sum(v[k] * v[j] * nw[k] * nw[j] * moments[k, j][0] for k, j in pairs) + np.sum(v**2 * nw**2)
     beta = c * W.T @ v
     expected = 0.5 * (np.sum((beta - T[0]) ** 2) + noise**2) + 0.5 * (1 - c) ** 2 * even2
     R, half_even2 = population_loss(net, T, noise, alpha)
-    # not round-off: quadrature. Each moment is asked to 1e-12 relative (epsrel) and the pair
-    # sum has condition Σ|terms| / |Σ terms| = cond (m = 3, O(1) weights): 1e-12 · cond is the
-    # requested accuracy; QUADPACK's estimate is not a bound (the kink of |u| at 0), so 100× that
-    # is asserted, still ≪ the 1e-3 a wrong kernel (2/π in place of the arc-cosine form) gives.
-    terms = [abs(v[k] * v[j]) * nw[k] * nw[j] for k in range(m) for j in range(m)]
-    cond = sum(terms) / even2
-    assert abs(R - expected) <= 100 * 1e-12 * cond * expected
-    assert abs(half_even2 - 0.5 * (1 - c) ** 2 * even2) <= 100 * 1e-12 * cond * half_even2
+    # quadrature: each moment within QUADPACK's estimate e_kj (smooth integrand, above), weighted
+    # by |v_k v_j| ||w_k|| ||w_l||; round-off: both sides sum m² terms of a few products and a
+    # libm arcsin/sqrt/exp each (≤ 2 ulp), so γ_{2m²+10} of the sum of |terms|. A wrong kernel
+    # (2/π in place of the arc-cosine form) is off by ~1e-3, far above both.
+    quad_err = 0.5 * (1 - c) ** 2 * sum(weight[kj] * moments[kj][1] for kj in pairs)
+    even_size = sum(weight[kj] * moments[kj][0] for kj in pairs) + np.sum(v**2 * nw**2)
+    size = 0.5 * (np.sum((np.abs(beta) + np.abs(T[0])) ** 2) + noise**2) + 0.5 * (1 - c) ** 2 * even_size
+    roundoff = gamma(2 * m * m + 10) * size
+    assert abs(R - expected) <= quad_err + roundoff
+    assert abs(half_even2 - 0.5 * (1 - c) ** 2 * even2) <= quad_err + roundoff
 
 
 def test_pair_net_population_loss_is_linear():
