@@ -10,11 +10,12 @@ product by different kernels differ by at most twice that.
 import numpy as np
 
 EPS = float(np.finfo(np.float64).eps)
+EPS32 = float(np.finfo(np.float32).eps)  # for the bounds of float32 runs (``eps=EPS32``)
 
 
-def gamma(k: int) -> float:
-    """``γ_k = k ε / (1 - k ε)``: the relative error bound of a sum of k products."""
-    return k * EPS / (1 - k * EPS)
+def gamma(k: int, eps: float = EPS) -> float:
+    """``γ_k = k ε / (1 - k ε)``: the relative error bound of a sum of k products (ε = ``eps``)."""
+    return k * eps / (1 - k * eps)
 
 
 def matmul_gap(A, B) -> np.ndarray:
@@ -50,7 +51,7 @@ def lstsq_residual_gap(X, F) -> float:
     return 4 * gamma(N * d) * (np.linalg.norm(X, 2) * np.linalg.norm(beta) + np.linalg.norm(F))
 
 
-def forward_gap(Ws, X, bs=None) -> np.ndarray:
+def forward_gap(Ws, X, bs=None, eps: float = EPS) -> np.ndarray:
     """Entrywise bound on the difference between two evaluations of the leaky-ReLU net
     ``f(x) = W_L σ(… σ(W_1 x + b_1) …) + b_L`` (slope α in [0, 1]) on the rows of ``X``
     by kernels that sum in different orders (or on ``-X`` and negated: exact).
@@ -67,9 +68,9 @@ def forward_gap(Ws, X, bs=None) -> np.ndarray:
         k = A.shape[1]
         if bs is not None:
             mag, k = mag + np.abs(np.asarray(bs[i], dtype=float)), k + 1
-        e = e @ A.T + 2 * gamma(k) * mag
+        e = e @ A.T + 2 * gamma(k, eps) * mag
         if i < len(Ws) - 1:
-            e, h = e + EPS * mag, mag
+            e, h = e + eps * mag, mag
     return e
 
 
@@ -124,7 +125,8 @@ def grad_gap(params, X, Y, weight_decay: float = 0.0, factor: float = 1.0):
     return jax.tree_util.tree_map(lambda a: c * np.asarray(a), g)
 
 
-def trajectory_gap(run, params, steps: int, k: int, factor: float = 1.0, rel: float = 1e-7):
+def trajectory_gap(run, params, steps: int, k: int, factor: float = 1.0, rel: float = 1e-7,
+                   eps: float = EPS):
     """Leaf by leaf, a first-order bound on the gap between two computations of a
     ``steps``-step run ``run(params) -> pytree of observables`` that differ only in the
     order of their sums: each step commits a relative error <= 2γ_k on θ (its update's
@@ -134,20 +136,21 @@ def trajectory_gap(run, params, steps: int, k: int, factor: float = 1.0, rel: fl
     ``steps · 2γ_k · |run(θ₀(1 ± rel)) − run(θ₀)| / rel``, plus ``2γ_k |run(θ₀)|`` for the
     final evaluation of each observable. It uses measured sensitivity, not a worst case over
     directions: a first-order estimate, written out, with nothing in it to tune. ``factor``
-    as in :func:`grad_gap` (3 for the mirrored path)."""
+    as in :func:`grad_gap` (3 for the mirrored path); ``eps`` the run's machine epsilon
+    (``run`` itself may compute in float64: the sensitivity is a property of the map)."""
     import jax
 
     rng = np.random.default_rng(0)
     moved = jax.tree_util.tree_map(
         lambda a: np.asarray(a) * (1 + rel * rng.choice([-1.0, 1.0], size=np.shape(a))), params)
     base, pert = run(params), run(moved)
-    g = 2 * gamma(k) * factor
+    g = 2 * gamma(k, eps) * factor
     return jax.tree_util.tree_map(
         lambda a, b: steps * g * np.abs(np.asarray(b) - np.asarray(a)) / rel + g * np.abs(np.asarray(a)),
         base, pert)
 
 
-def loss_eval_gap(path, X, Y, loss, k: int) -> np.ndarray:
+def loss_eval_gap(path, X, Y, loss, k: int, eps: float = EPS) -> np.ndarray:
     """Per record j, a bound on the gap between two evaluations of the mean-squared loss
     ``L_j = ½⟨||f(x) − y||²⟩`` at the same θ_j (``path``: parameters with a leading record
     axis, ``loss`` the L_j): the residual's error is <= γ_k (|f|_abs + |y|) entrywise
@@ -164,5 +167,5 @@ def loss_eval_gap(path, X, Y, loss, k: int) -> np.ndarray:
     for j in range(loss.shape[0]):
         theta = abs_twin(jax.tree_util.tree_map(lambda a, j=j: np.asarray(a)[j], path))
         rms = np.sqrt(np.mean(np.sum((np.asarray(bf.forward(theta, X, 1.0)) + Y) ** 2, axis=1)))
-        out[j] = 2 * gamma(k) * np.sqrt(2 * loss[j]) * rms
+        out[j] = 2 * gamma(k, eps) * np.sqrt(2 * loss[j]) * rms
     return out
