@@ -9,6 +9,7 @@ shape, which would dominate the run time).
 
 import dataclasses
 import re
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -675,7 +676,12 @@ def test_loss_spike_between_records_is_carried_and_warned():
         r = u * v - 1.0
         peak = max(peak, 0.5 * r**2)
         u, v = u - cfg.lr * r * v, v - cfg.lr * r * u
-    np.testing.assert_allclose(float(tr.loss_max), peak, rtol=1e-12)
+    # the replay and the engine round differently (FMA, order): each is within trajectory_gap
+    # of the exact run (K steps of 2γ_k × the measured sensitivity of the peak to the init)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bf.LossSpikeWarning)
+        g = trajectory_gap(lambda p: bf.gd(p, data, cfg).loss_max, net, cfg.steps, chain_length(net, 2))
+    assert abs(float(tr.loss_max) - peak) <= 2 * float(g) < 1e-6 * peak  # a missed step's peak: O(1) off
 
 
 def test_loss_max_of_a_smooth_run_is_its_first_loss(sym_data, recwarn):
