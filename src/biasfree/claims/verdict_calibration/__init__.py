@@ -89,7 +89,7 @@ class Config:
 
 
 PRESETS = {
-    "tiny": Config(d=4, n=20, scales=(1e-2,), widths=(8, 64), max_steps=1000, share_compiles=True),
+    "tiny": Config(d=4, n=20, scales=(1e-4,), widths=(8, 64), max_steps=1000, share_compiles=True),
     "paper": Config(),
 }
 
