@@ -139,8 +139,8 @@ def test_two_layer_derivatives_in_every_argument_and_mode(zero_row):
     if zero_row:  # second derivatives at z = 0: a documented choice of one-sided slope
         return
     v = (rng.normal(size=W1.shape), rng.normal(size=W2.shape))
-    hvp = [jax.jit(lambda W1, W2, v, f=f: jax.jvp(jax.grad(loss(f), argnums=(0, 1)), (W1, W2), v)[1])(W1, W2, v)
-           for f in (fast, general)]
+    hvp = [jax.jit(lambda W1, W2, v, f=f: jax.jvp(jax.grad(loss(f), argnums=(0, 1)), (W1, W2), v)[1])(
+        W1, W2, v) for f in (fast, general)]
     # the HVP of Σf² away from kinks (σ'' = 0) is a sum of products of W, X, v and σ' (<= 1):
     # bounded term by term by the HVP of the linear net on |W|, |X| with |v|; twice the
     # chain (forward-over-reverse), 3 for the mirrored formula
