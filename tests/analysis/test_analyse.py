@@ -144,7 +144,7 @@ def test_untrained_default_init_net_is_not_called_effectively_linear():
 
 def test_large_init_trained_net_is_lazy_and_off_its_twin():
     X, Y = _sym_data(3)
-    res = bf.analyse(_net(3, (4, 500, 2), 1.0), (X, Y), alpha=0.0, train=True)  # the shapes of the test above
+    res = bf.analyse(_net(3, (4, 200, 2), 1.0), (X, Y), alpha=0.0, train=True)
     v, tr = res.verdict, res.prediction.trained
     assert v.training.level == vd.NOT and v.level == vd.NOT
     assert tr.gap_to_twin > vd.PAPER_LEVEL and not res.regime.rich
