@@ -55,7 +55,8 @@ def test_dataset_stores_half_and_keeps_full_view():
     assert not bf.Dataset(X[:-1], general.Y[:-1]).mirrored  # odd N
 
 
-@pytest.mark.parametrize("widths,bias", [((D, 5, 1), False), ((D, 5, 1), True), ((D, 4, 3, 2), False),
+# (D, 4, 1): the zero-preactivation test's net, so the eager gradients' programs are shared
+@pytest.mark.parametrize("widths,bias", [((D, 4, 1), False), ((D, 4, 1), True), ((D, 4, 3, 2), False),
                                          ((D, 4, 3, 2), True)])
 def test_forward_and_gradient_match_general(widths, bias):
     """f and ∇J on [X₊; -X₊] from X₊ alone, any depth, with or without biases."""
@@ -124,12 +125,13 @@ def test_two_layer_derivatives_in_every_argument_and_mode(zero_row):
     def lin(W1, W2, X):  # the linear net on [|X₊|; |X₊|]: every term non-negative
         return bf.forward(bf.from_arrays([W1, W2]), jax.numpy.concatenate([X, X]), 1.0)
 
-    mags = jax.jacfwd(lin, argnums=(0, 1, 2))(absW1, absW2, absX)
+    # each derivative is jitted: one compiled program instead of one per eager primitive
+    mags = jax.jit(jax.jacfwd(lin, argnums=(0, 1, 2)))(absW1, absW2, absX)
     bounds = [2 * gamma(k) * 3 * np.asarray(j) for j in mags]
     bounds.append(2 * gamma(k) * 3 * np.asarray(lin(absW1, absW2, absX)))
     for jac in (jax.jacfwd, jax.jacrev):
-        for a, b, e in zip(_leaves(jac(fast, argnums=(0, 1, 2, 3))(*args)),
-                           _leaves(jac(general, argnums=(0, 1, 2, 3))(*args)), bounds, strict=True):
+        for a, b, e in zip(_leaves(jax.jit(jac(fast, argnums=(0, 1, 2, 3)))(*args)),
+                           _leaves(jax.jit(jac(general, argnums=(0, 1, 2, 3)))(*args)), bounds, strict=True):
             assert np.all(np.abs(a - b) <= e) and np.max(e) < 1e-12
 
     def loss(f):
@@ -138,14 +140,16 @@ def test_two_layer_derivatives_in_every_argument_and_mode(zero_row):
     if zero_row:  # second derivatives at z = 0: a documented choice of one-sided slope
         return
     v = (rng.normal(size=W1.shape), rng.normal(size=W2.shape))
-    hvp = [jax.jvp(jax.grad(loss(f), argnums=(0, 1)), (W1, W2), v)[1] for f in (fast, general)]
+    hvp = [jax.jit(lambda W1, W2, v, f=f: jax.jvp(jax.grad(loss(f), argnums=(0, 1)), (W1, W2), v)[1])(
+        W1, W2, v) for f in (fast, general)]
     # the HVP of Σf² away from kinks (σ'' = 0) is a sum of products of W, X, v and σ' (<= 1):
     # bounded term by term by the HVP of the linear net on |W|, |X| with |v|; twice the
     # chain (forward-over-reverse), 3 for the mirrored formula
     def lin_loss(W1, W2):
         return jax.numpy.sum(lin(W1, W2, absX) ** 2)
 
-    mag = jax.jvp(jax.grad(lin_loss, argnums=(0, 1)), (absW1, absW2), tuple(np.abs(u) for u in v))[1]
+    mag = jax.jit(lambda W1, W2, v: jax.jvp(jax.grad(lin_loss, argnums=(0, 1)), (W1, W2), v)[1])(
+        absW1, absW2, tuple(np.abs(u) for u in v))
     for a, b, m in zip(_leaves(hvp[0]), _leaves(hvp[1]), _leaves(mag), strict=True):
         e = 2 * gamma(2 * k) * 3 * np.abs(m)
         assert np.all(np.abs(a - b) <= e) and np.max(e) < 1e-9  # HVP entries ~20: a wrong term is O(1)
