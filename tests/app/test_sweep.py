@@ -130,6 +130,13 @@ def test_failed_point_is_recorded_and_does_not_stop_the_sweep(cluster, tmp_path)
     assert len(errors) == 1 and json.loads(errors[0].read_text())["traceback"] == tb
     # --figures: the computed point has its figure
     assert (tmp_path / "out" / "points" / df["point"].iloc[1] / "figure.png").stat().st_size > 10_000
+    # --force recomputes the saved point (without it a rerun skips it: the kill test below)
+    saved_at = (tmp_path / "out" / "points" / df["point"].iloc[1] / "result.json").stat().st_mtime_ns
+    res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "out"), "--scheduler", cluster,
+                              "--group-size", "2", "--figures", "--force"])
+    assert res.exit_code == 1, res.output
+    assert "2 points: 1 computed, 0 skipped (already saved), 1 failed" in " ".join(res.output.split())
+    assert (tmp_path / "out" / "points" / df["point"].iloc[1] / "result.json").stat().st_mtime_ns > saved_at
 
 
 def test_cluster_without_workers_exits_2_after_the_wait(tmp_path):
