@@ -8,7 +8,6 @@
   identities hold there at tolerances derived from float32's unit round-off u = 2^-24.
 """
 
-
 import dataclasses
 
 import jax

@@ -74,7 +74,6 @@ def _entries(mapping: Mapping, convs: bool) -> list[tuple[str, np.ndarray]]:
 
 def _torch_specs(entries, in_shape, padding, source) -> list[dict]:
     """Layer specs of a torch conv state dict (module doc): spatial shapes propagated."""
-
     spatial = spatial_shape(in_shape)
     n_conv = sum(A.ndim > 2 for _, A in entries)
     if n_conv == 0:
