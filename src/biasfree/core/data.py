@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
+from .draws import normal
 from .precision import precise
 
 Array = jax.Array
@@ -109,7 +110,7 @@ def gaussian_inputs(key, n: int, d: int, cov=None) -> Array:
     """``n`` inputs ``x ~ N(0, cov)`` in ``d`` dimensions (identity if ``cov`` is None)."""
     validate.key(key)
     n, d = validate.integer("n", n, 1), validate.integer("d", d, 1)
-    Z = jax.random.normal(key, (n, d))
+    Z = normal(key, (n, d))
     if cov is None:
         return Z
     cov = jnp.asarray(validate.finite_array("cov", cov), dtype=float)
@@ -163,7 +164,7 @@ def label_data(key, X, margin: float = 0.0):
     if not validate.traced(X):
         X = jnp.asarray(validate.finite_array("X", X, ndim=2))
     margin = validate.nonnegative("margin", margin, scalar=True)
-    w = jax.random.normal(key, (X.shape[1],))
+    w = normal(key, (X.shape[1],))
     w = w / jnp.linalg.norm(w)
     z = np.asarray(X @ w)
     keep = np.abs(z) >= margin

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import _validate as validate
 from .conv import Conv, PooledDense, check_layer
+from .draws import normal
 from .layers import Layer, Params, check_net
 from .nets import has_bias, widths
 from .precision import precise
@@ -51,11 +52,11 @@ def init_gaussian(key, widths: tuple[int, ...], scale=1.0, *, bias: bool = False
     keys = jax.random.split(key, 2 * (len(w) - 1))
     layers = []
     for i, (n_in, n_out) in enumerate(zip(w[:-1], w[1:], strict=True)):
-        W = scales[i] * jax.random.normal(keys[2 * i], (n_out, n_in))
+        W = scales[i] * normal(keys[2 * i], (n_out, n_in))
         b = None
         if bias:
             bs = scales[i] if bias_scale is None else float(bias_scale)
-            b = bs * jax.random.normal(keys[2 * i + 1], (n_out,))
+            b = bs * normal(keys[2 * i + 1], (n_out,))
         layers.append(Layer(W, b))
     return tuple(layers)
 
@@ -133,9 +134,9 @@ def init_rank_one(key, d: int, width: int, scale: float, *, direction=None,
         if vec is not None and not validate.traced(vec):
             validate.finite_array(name, vec, ndim=1)
     k1, k2, k3 = jax.random.split(key, 3)
-    r = jax.random.normal(k1, (d,)) if direction is None else jnp.asarray(direction, float)
+    r = normal(k1, (d,)) if direction is None else jnp.asarray(direction, float)
     if out_direction is None:
-        q = jnp.ones((1,)) if p == 1 else jax.random.normal(k3, (p,))
+        q = jnp.ones((1,)) if p == 1 else normal(k3, (p,))
     else:
         q = jnp.asarray(out_direction, float)
     for name, vec, n in (("direction", r, d), ("out_direction", q, p)):
@@ -145,7 +146,7 @@ def init_rank_one(key, d: int, width: int, scale: float, *, direction=None,
                              f"{vec.shape}")
     r, q = r / jnp.linalg.norm(r), q / jnp.linalg.norm(q)
     m = width // 2
-    mags = jnp.abs(jax.random.normal(k2, (2, m))) + 0.1
+    mags = jnp.abs(normal(k2, (2, m))) + 0.1
     pos, neg = mags[0], mags[1]
     neg = neg * jnp.sqrt(jnp.sum(pos**2) / jnp.sum(neg**2))  # Σ v|v| = 0
     v = jnp.concatenate([pos, -neg])

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import _validate as validate
 from .data import Dataset, gaussian_inputs, symmetrize
+from .draws import normal
 from .moments import whiten
 from .precision import precise
 
@@ -71,8 +72,8 @@ def teacher_matrix(key, d: int, singular_values) -> Array:
     if p > d:
         raise ValueError(f"singular_values: {p} singular values need p <= d = {d}")
     k1, k2 = jax.random.split(key)
-    U, _ = jnp.linalg.qr(jax.random.normal(k1, (p, p)))
-    V, _ = jnp.linalg.qr(jax.random.normal(k2, (d, p)))
+    U, _ = jnp.linalg.qr(normal(k1, (p, p)))
+    V, _ = jnp.linalg.qr(normal(k2, (d, p)))
     return (U * s) @ V.T
 
 
@@ -159,17 +160,17 @@ def make_dataset(key, target: Target, n: int, d: int, *, n_test: int = 0, cov=No
     kx, kn, kt, ktn = jax.random.split(key, 4)
     X = gaussian_inputs(kx, n, d, cov)
     Y0 = target_values(target, X)
-    Y = Y0 + noise * jax.random.normal(kn, Y0.shape)
+    Y = Y0 + noise * normal(kn, Y0.shape)
     if symmetric and mirror_targets:
         X, Y = symmetrize(X, Y)
     elif symmetric:
         k2 = jax.random.fold_in(kn, 1)
-        Y = jnp.concatenate([Y, target_values(target, -X) + noise * jax.random.normal(k2, Y.shape)])
+        Y = jnp.concatenate([Y, target_values(target, -X) + noise * normal(k2, Y.shape)])
         X = symmetrize(X)
     Xt = Yt = None
     if n_test:
         Xt = gaussian_inputs(kt, n_test, d, cov)
-        Yt = target_values(target, Xt) + noise * jax.random.normal(ktn, (n_test, Y.shape[1]))
+        Yt = target_values(target, Xt) + noise * normal(ktn, (n_test, Y.shape[1]))
     if whitened:
         # targets stay functions of the raw inputs; only the representation changes
         X, M = whiten(X)

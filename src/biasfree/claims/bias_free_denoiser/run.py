@@ -10,6 +10,7 @@ import numpy as np
 from ... import theory
 from ...core.conv import Conv
 from ...core.data import Dataset, symmetrize
+from ...core.draws import normal
 from ...core.inits import pair_up
 from ...core.layers import Params
 from ...core.nets import forward
@@ -42,7 +43,7 @@ def _conv_net(key, cfg: Config, bias: bool) -> Params:
     """1 → C → … → C → 1 channels, k×k 'same' kernels ~ N(0, 2/(C_in k²)) (He), biases 0."""
     ch = (1,) + (cfg.channels,) * (cfg.depth - 1) + (1,)
     keys = jax.random.split(key, cfg.depth)
-    return tuple(Conv(np.sqrt(2.0 / (ci * cfg.kernel**2)) * jax.random.normal(k, (co, ci, cfg.kernel,
+    return tuple(Conv(np.sqrt(2.0 / (ci * cfg.kernel**2)) * normal(k, (co, ci, cfg.kernel,
                                                                                cfg.kernel)),
                       jnp.zeros(co) if bias else None, SHAPE)
                  for k, ci, co in zip(keys, ch[:-1], ch[1:], strict=True))
@@ -52,8 +53,8 @@ def _two_layer(key, cfg: Config, channels: int) -> Params:
     """conv(1 → C₂) → σ_α → conv(C₂ → 1), bias-free, every weight ~ N(0, twin_scale²)."""
     k1, k2 = jax.random.split(key)
     k = cfg.kernel
-    return (Conv(cfg.twin_scale * jax.random.normal(k1, (channels, 1, k, k)), None, SHAPE),
-            Conv(cfg.twin_scale * jax.random.normal(k2, (1, channels, k, k)), None, SHAPE))
+    return (Conv(cfg.twin_scale * normal(k1, (channels, 1, k, k)), None, SHAPE),
+            Conv(cfg.twin_scale * normal(k2, (1, channels, k, k)), None, SHAPE))
 
 
 def span_filters(kernel: int) -> np.ndarray:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ...core.conv import Conv
 from ...core.data import Dataset, symmetrize
+from ...core.draws import normal
 from ...core.inits import init_conv, init_gaussian
 from ...core.layers import scale_params
 from ...core.real_data import load_data
@@ -41,8 +42,8 @@ def teacher(cfg: Config, key) -> Dataset:
     padding); symmetrised."""
     k_x, k_f = jax.random.split(key)
     S = cfg.teacher_length
-    kappa = jax.random.normal(k_f, (1, 1, cfg.teacher_kernel))
-    X = jax.random.normal(k_x, (cfg.teacher_n, S))
+    kappa = normal(k_f, (1, 1, cfg.teacher_kernel))
+    X = normal(k_x, (cfg.teacher_n, S))
     U = Conv(kappa / jnp.linalg.norm(kappa), None, (S,), "same").linear(X)
     Y = U + jnp.sin(4 * U)
     return Dataset(*(np.asarray(a) for a in symmetrize(X, Y)))

@@ -11,6 +11,7 @@ from scipy.optimize import brentq
 
 from ... import theory
 from ...core.data import Dataset, symmetrize
+from ...core.draws import normal
 from ...core.inits import init_gaussian, init_rank_one, pair_up
 from ...core.layers import scale_params
 from ...core.moments import cross_covariance, input_covariance, moment_data, whiten
@@ -172,7 +173,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
 
     progress("data")
     target, _ = sine_target(k_target, cfg.d)
-    X_raw = jax.random.normal(k_data, (cfg.n, cfg.d))
+    X_raw = normal(k_data, (cfg.n, cfg.d))
     X_raw, Y = symmetrize(X_raw, target(X_raw))
     white, raw = Dataset(whiten(X_raw)[0], Y), Dataset(X_raw, Y)
     moments = moment_data(white.X, white.Y)

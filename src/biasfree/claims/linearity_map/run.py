@@ -8,6 +8,7 @@ import numpy as np
 
 from ... import theory
 from ...core.data import Dataset, symmetrize
+from ...core.draws import normal
 from ...core.inits import pair_up
 from ...core.layers import Layer
 from ...core.moments import cross_covariance, moment_data, whiten
@@ -23,10 +24,10 @@ from . import FRACTION, Config
 def _data(key, cfg: Config):
     k_x, k_w = jax.random.split(key)
     target, _ = sine_target(k_w, cfg.d)
-    X = jax.random.normal(k_x, (cfg.n, cfg.d))
+    X = normal(k_x, (cfg.n, cfg.d))
     X, Y = symmetrize(X, target(X))
     if cfg.asymmetry:  # move the mirror half off -x; its own key, so ε = 0 draws what it always drew
-        X = X.at[cfg.n:].add(cfg.asymmetry * jax.random.normal(jax.random.fold_in(key, 1), (cfg.n, cfg.d)))
+        X = X.at[cfg.n:].add(cfg.asymmetry * normal(jax.random.fold_in(key, 1), (cfg.n, cfg.d)))
     X = whiten(X)[0]
     return Dataset(X, Y)
 
@@ -40,7 +41,7 @@ def _draw(key, cfg: Config) -> dict:
     U, d = cfg.n_inits, cfg.d
     per_width = [[(U, m, d), (U, 1, m), (m // 2, d), (1, m // 2), (U, m), (U, 1)] for m in cfg.widths]
     total = sum(int(np.prod(sh)) for shs in per_width for sh in shs)
-    flat = np.asarray(jax.random.normal(key, (total,)))
+    flat = np.asarray(normal(key, (total,)))
     out, at = {}, 0
     for m, shs in zip(cfg.widths, per_width, strict=True):
         parts = []

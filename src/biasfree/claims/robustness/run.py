@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...core.data import Dataset
+from ...core.draws import normal
 from ...core.inits import init_gaussian, init_pairs
 from ...core.layers import scale_params
 from ...core.moments import cross_covariance, input_covariance
@@ -26,7 +27,7 @@ def _setup(key, cfg: Config) -> tuple[Dataset, dict]:
     """Symmetric Gaussian inputs with a linear teacher of strength ``s``
     (:func:`~biasfree.make_dataset`), and unit-scale pair and Gaussian nets by name."""
     k_data, k_r, k_pair, k_rand = jax.random.split(key, 4)
-    r = jax.random.normal(k_r, (cfg.d,))
+    r = normal(k_r, (cfg.d,))
     data = make_dataset(k_data, linear_target(cfg.s * r[None] / jnp.linalg.norm(r)), cfg.n, cfg.d)
     widths = (cfg.d, cfg.width, 1)
     return data, {"pair": init_pairs(k_pair, widths, 1.0), "random": init_gaussian(k_rand, widths, 1.0)}
