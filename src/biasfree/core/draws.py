@@ -6,7 +6,8 @@ weights, noise). With JAX's partitionable threefry (``jax_threefry_partitionable
 default), entry i of a draw (row-major) depends on the key and i only, so a flat draw of
 any length n ≥ size holds the same numbers in its first ``size`` entries. :func:`normal`
 draws the next power-of-two length (at least 64) and cuts it to shape: one program per
-length class instead of one per shape, and the numbers of ``jax.random.normal``.
+length class instead of one per shape, and the numbers of ``jax.random.normal``
+(tests/core/test_draws.py).
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ def flat_length(size: int) -> int:
 
 
 def normal(key, shape: tuple[int, ...], dtype=float) -> jax.Array:
-    """``z ~ N(0, I)`` of ``shape``, equal to ``jax.random.normal(key, shape, dtype)``.
+    """``z ~ N(0, I)`` of ``shape``: the numbers of ``jax.random.normal(key, shape, dtype)``
+    (the same counters and formula, compiled for another length, so equal up to the last bits
+    that two compilations may round differently; bit for bit on this machine's XLA).
 
     Drawn as a flat vector of :func:`flat_length` entries, cut to the first
     ``prod(shape)`` and reshaped (module doc). Inside a caller's ``jit`` or ``vmap``
