@@ -7,7 +7,9 @@ default), entry i of a draw (row-major) depends on the key and i only, so a flat
 any length n ≥ size holds the same numbers in its first ``size`` entries. :func:`normal`
 draws the next power-of-two length (at least 64) and cuts it to shape: one program per
 length class instead of one per shape, and the numbers of ``jax.random.normal``
-(tests/core/test_draws.py).
+(tests/core/test_draws.py). The cut is made on the host, a round trip that is cheap for the
+small draws whose compilation dominates; a draw of more than MAX_SIZE numbers, whose own
+compilation is a small part of its cost, is ``jax.random.normal`` itself.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 from .. import _validate as validate
 
 MIN_LENGTH = 64
+MAX_SIZE = 1 << 20  # 8 MiB of float64
 
 
 def flat_length(size: int) -> int:
@@ -34,12 +37,12 @@ def normal(key, shape: tuple[int, ...], dtype=float) -> jax.Array:
 
     Drawn as a flat vector of :func:`flat_length` entries, cut to the first
     ``prod(shape)`` and reshaped (module doc). Inside a caller's ``jit`` or ``vmap``
-    (``key`` traced), or with non-partitionable threefry, it is ``jax.random.normal``
-    itself.
+    (``key`` traced), with non-partitionable threefry or for more than MAX_SIZE numbers,
+    it is ``jax.random.normal`` itself.
     """
     shape = tuple(int(s) for s in shape)
-    if validate.traced(key) or not jax.config.jax_threefry_partitionable:
-        return jax.random.normal(key, shape, dtype)
     size = math.prod(shape)
+    if validate.traced(key) or not jax.config.jax_threefry_partitionable or size > MAX_SIZE:
+        return jax.random.normal(key, shape, dtype)
     flat = np.asarray(jax.random.normal(key, (flat_length(size),), dtype))
     return jax.device_put(flat[:size].reshape(shape))  # jnp.asarray would compile a copy per shape
