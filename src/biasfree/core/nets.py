@@ -48,12 +48,16 @@ def check_alpha(alpha) -> None:
 
 
 def _check_apply(params, X, alpha):
-    """Checks for :func:`forward` and friends; returns ``X`` as an array."""
+    """Checks for :func:`forward` and friends; returns ``X`` as a JAX array, so that every
+    layer computes in XLA whatever the inputs' type (a NumPy ``X`` would send the first
+    ``X Wᵀ`` of NumPy weights to NumPy's BLAS, whose sums may round differently)."""
     if X is None:
         raise TypeError("X=None: pass the inputs, an array of shape (N, d)")
     check_net(params, X=X)
     check_alpha(alpha)
-    return X if isinstance(X, jax.Array | np.ndarray) else jnp.asarray(X, dtype=float)
+    if isinstance(X, jax.Array):
+        return X
+    return jnp.asarray(X) if isinstance(X, np.ndarray) else jnp.asarray(X, dtype=float)
 
 
 def depth(params: Params) -> int:
