@@ -50,8 +50,8 @@ def pytest_configure(config):
                             "(make test-readme)")
     config.addinivalue_line("markers", "xdist_group(name): tests that share one pytest-xdist worker")
     config.addinivalue_line("markers", "x64_off: run with JAX's default float32 (jax_enable_x64 off)")
-    config.addinivalue_line("markers", "numerics: a round-off bound; make test-portable reruns these "
-                            "with NumPy's, OpenBLAS's and XLA's CPU dispatch narrowed")
+    config.addinivalue_line("markers", "numerics: a round-off bound (make test-portable reruns the "
+                            "whole suite with NumPy's, OpenBLAS's and XLA's CPU dispatch narrowed)")
     _persistent_compilation_cache()
 
 
