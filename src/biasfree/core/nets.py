@@ -48,16 +48,17 @@ def check_alpha(alpha) -> None:
 
 
 def _check_apply(params, X, alpha):
-    """Checks for :func:`forward` and friends; returns ``X`` as a JAX array, so that every
-    layer computes in XLA whatever the inputs' type (a NumPy ``X`` would send the first
-    ``X Wᵀ`` of NumPy weights to NumPy's BLAS, whose sums may round differently)."""
+    """Checks for :func:`forward` and friends; returns ``X`` as an array. Array-likes become
+    NumPy arrays at the active precision, as :func:`check_net` makes list weights: lists then
+    take the same path as NumPy arrays (a NumPy ``X Wᵀ`` runs on NumPy's BLAS, a JAX one in
+    XLA, and the two may round differently)."""
     if X is None:
         raise TypeError("X=None: pass the inputs, an array of shape (N, d)")
     check_net(params, X=X)
     check_alpha(alpha)
-    if isinstance(X, jax.Array):
+    if isinstance(X, jax.Array | np.ndarray):
         return X
-    return jnp.asarray(X) if isinstance(X, np.ndarray) else jnp.asarray(X, dtype=float)
+    return np.asarray(X, dtype=jax.dtypes.canonicalize_dtype(float))
 
 
 def depth(params: Params) -> int:
