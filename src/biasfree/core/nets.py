@@ -48,17 +48,15 @@ def check_alpha(alpha) -> None:
 
 
 def _check_apply(params, X, alpha):
-    """Checks for :func:`forward` and friends; returns ``X`` as an array. Array-likes become
-    NumPy arrays at the active precision, as :func:`check_net` makes list weights: lists then
-    take the same path as NumPy arrays (a NumPy ``X Wᵀ`` runs on NumPy's BLAS, a JAX one in
-    XLA, and the two may round differently)."""
+    """Checks for :func:`forward` and friends; returns ``X`` as an array (lists and tuples
+    arrive as NumPy arrays already, by ``validate.array_args``; another array-like becomes
+    one too, so that it takes the NumPy inputs' path: a NumPy ``X Wᵀ`` of NumPy weights runs
+    on NumPy's BLAS, a JAX one in XLA, and the two may round differently)."""
     if X is None:
         raise TypeError("X=None: pass the inputs, an array of shape (N, d)")
     check_net(params, X=X)
     check_alpha(alpha)
-    if isinstance(X, jax.Array | np.ndarray):
-        return X
-    return np.asarray(X, dtype=jax.dtypes.canonicalize_dtype(float))
+    return X if isinstance(X, jax.Array | np.ndarray) else np.asarray(X, dtype=float)
 
 
 def depth(params: Params) -> int:
@@ -85,6 +83,7 @@ def has_bias(params: Params) -> bool:
     return any(layer.has_bias for layer in params)
 
 
+@validate.array_args("X")
 @precise
 def hidden(params: Params, X: Array, alpha) -> list[Array]:
     """Post-activations ``h_l = σ_α(W_l h_{l-1} + b_l)`` for l = 1..L-1, each (N, n_l)."""
@@ -96,6 +95,7 @@ def hidden(params: Params, X: Array, alpha) -> list[Array]:
     return out
 
 
+@validate.array_args("X")
 @precise
 def forward(params: Params, X: Array, alpha) -> Array:
     """Network output ``f(X)`` of shape (N, p) for inputs ``X`` (N, d), slope ``alpha``."""
@@ -106,6 +106,7 @@ def forward(params: Params, X: Array, alpha) -> Array:
     return params[-1].apply(H)
 
 
+@validate.array_args("X")
 @precise
 def odd_part(params: Params, X: Array, alpha) -> Array:
     """``f_odd(x) = (f(x) - f(-x)) / 2`` on the rows of ``X``, shape (N, p).
@@ -116,6 +117,7 @@ def odd_part(params: Params, X: Array, alpha) -> Array:
     return 0.5 * (forward(params, X, alpha) - forward(params, -X, alpha))
 
 
+@validate.array_args("X")
 @precise
 def even_part(params: Params, X: Array, alpha) -> Array:
     """``f_even(x) = (f(x) + f(-x)) / 2`` on the rows of ``X``, shape (N, p).
@@ -131,6 +133,7 @@ def beta_eff_is_exact(params: Params) -> bool:
     return depth(params) == 2 and not has_bias(params)
 
 
+@validate.array_args("X")
 @precise
 def beta_eff(params: Params, alpha, X: Array | None = None, *, pinv_X: Array | None = None) -> Array:
     """Linear map of the odd part, shape (d, p): ``f_odd(x) ≈ β_effᵀ x``.
