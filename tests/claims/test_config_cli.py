@@ -122,7 +122,7 @@ def test_real_configs_coerce_tuples_by_element_type():
                                                "s": [3, 2, 1]})
     assert cfg.depths == (3, 4) and cfg.random_scales == (0.03, 1.0) and cfg.s == (3.0, 2.0, 1.0)
     assert all(type(d) is int for d in cfg.depths) and all(type(s) is float for s in cfg.s)
-    with pytest.raises(ConfigError, match="must be >= 3"):
+    with pytest.raises(ConfigError, match=r"depths=\(2,\) must each be >= 3"):
         resolve_config(get("deep"), "tiny", {"depths": [2], "random_scales": [0.03]})
 
 
@@ -227,7 +227,7 @@ def test_bad_value_of_a_real_experiment_shows_its_validation(tmp_path):
     res = cli("run", "generalisation", "--set", "width=3", "--out", tmp_path)
     assert res.exit_code == 2 and "width=3 must be even" in res.output, res.output
     res = cli("run", "breaking", "--set", "lr=-0.1", "--set", "steps=0", "--out", tmp_path)
-    assert res.exit_code == 2 and "lr=-0.1, steps=0 must be > 0" in res.output, res.output
+    assert res.exit_code == 2 and "lr=-0.1 must be > 0; steps=0 must be >= 1" in res.output, res.output
     bad = tmp_path / "bad.toml"
     bad.write_text("width = = 3\n")
     res = cli("run", "generalisation", "--config", bad, "--out", tmp_path)
@@ -243,6 +243,7 @@ def test_show_prints_claim_fields_and_presets():
     for f in ("d", "alphas", "t_max", "flow_records", "tuple[float, ...]", "tiny", "paper"):
         assert f in text
     assert "120.0" in text and "200.0" in text  # t_max of tiny and paper
+    assert "bounds" in text and ">= 100" in text  # the bounds column: n_test >= 100
     assert cli("show", "nosuch").exit_code == 2
 
 

@@ -216,12 +216,12 @@ def show(name: Annotated[str, typer.Argument(help="experiment name")]) -> None:
     if doc and not doc.startswith(f"{exp.config.__name__}("):  # not dataclass's generated one
         con.print(doc, highlight=False, markup=False, soft_wrap=True)
     table = Table(title=f"fields of {exp.name} (--set FIELD=VALUE)", title_justify="left")
-    for i, col in enumerate(("field", "type", "Config() default", *exp.presets)):
+    for i, col in enumerate(("field", "type", "Config() default", *exp.presets, "bounds")):
         table.add_column(col + (" (run's default)" if col == DEFAULT_PRESET else ""), no_wrap=i < 2)
-    for fname, tname, default, values in field_rows(exp):
+    for fname, tname, default, values, bounds in field_rows(exp):
         cells = [escape(repr(v)) if v == default else f"[bold]{escape(repr(v))}[/]"
                  for v in values.values()]
-        table.add_row(fname, escape(tname), escape(repr(default)), *cells)
+        table.add_row(fname, escape(tname), escape(repr(default)), *cells, escape(bounds))
     con.print(table)
     con.print(f"Presets: {', '.join(exp.presets)} (bold: differs from Config()). "
               f"Example: biasfree run {exp.name} --preset tiny --set FIELD=VALUE", highlight=False)

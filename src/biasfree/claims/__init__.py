@@ -114,11 +114,23 @@ def _source_fields(name: str) -> tuple[tuple[str, str, str], ...]:
     path = Path(__file__).with_name(_MODULES[name]) / "__init__.py"
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.ClassDef) and node.name == "Config":
-            return tuple((s.target.id, ast.unparse(s.annotation),
+            return tuple((s.target.id, _source_type(s.annotation),
                           "(required)" if s.value is None else ast.unparse(s.value))
                          for s in node.body
                          if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name))
     return ()
+
+
+def _source_type(node: ast.expr) -> str:
+    """A field's annotation as :func:`~.config.field_lines` writes it: ``T`` for
+    ``Annotated[T, ...]`` and for a bounded alias of :mod:`.base` (``Positive`` is ``float``)."""
+    from . import base
+    from .config import type_name
+
+    if isinstance(node, ast.Subscript) and ast.unparse(node.value) == "Annotated":
+        return ast.unparse(node.slice.elts[0])
+    alias = getattr(base, ast.unparse(node), None)
+    return type_name(alias.__origin__) if hasattr(alias, "__metadata__") else ast.unparse(node)
 
 
 def precheck(names: Iterable[str], preset: str | None = None,

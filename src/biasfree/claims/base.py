@@ -1,7 +1,8 @@
 """What an experiment is and what it returns.
 
 An experiment reproduces one claim of the paper. Its hyperparameters are a frozen,
-validated ``Config`` dataclass with named ``presets`` (``tiny``: seconds, ``paper``:
+validated ``Config`` dataclass (:func:`config`: each field's bounds are written in its
+annotation and checked here, once) with named ``presets`` (``tiny``: seconds, ``paper``:
 minutes); ``run(cfg, seed, progress)`` computes numbers and arrays (never plots or
 files) and returns a :class:`Result` whose :class:`Check` entries compare simulation
 with theory, each stating its claim in one sentence. Figures are drawn later from the
@@ -12,12 +13,17 @@ once, plot later. Configs from presets, files and ``--set`` overrides are resolv
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
+import math
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Annotated
 
 import numpy as np
+from annotated_types import Doc, Ge, Gt, Interval, Le, Lt, MinLen, MultipleOf, Predicate, doc
 
 from ..results import Result, config_dict
 
@@ -63,12 +69,114 @@ class Experiment:
                                 "instances")
 
 
-def require_positive(cfg, *names: str) -> None:
-    """For a config's ``__post_init__``: a ValueError naming every field among ``names``
-    that is not ``> 0``."""
-    bad = [f"{n}={getattr(cfg, n)!r}" for n in names if not getattr(cfg, n) > 0]
-    if bad:
-        raise ValueError(f"{', '.join(bad)} must be > 0")
+# ------------------------------------------------------------------ configs
+
+
+def config(cls):
+    """``@dataclass(frozen=True)`` whose construction first checks every field's bounds,
+    written in its annotation with `annotated_types <https://github.com/annotated-types>`_:
+    ``lr: Annotated[float, Gt(0)]``, ``width: Annotated[int, Ge(2), MultipleOf(2)]``. On a
+    tuple field ``Gt``, ``Ge``, ``Lt``, ``Le``, ``Interval`` and ``MultipleOf`` bound each
+    element, ``MinLen`` the length and ``Predicate`` the whole tuple; ``doc("...")`` is the
+    reason the message gives. One ``ValueError`` names every field out of bounds; rules that
+    tie fields together stay in the class's own ``__post_init__``, which runs after."""
+    own = cls.__dict__.get("__post_init__")
+
+    def __post_init__(self):
+        bad = [f"{name}={getattr(self, name)!r} {rule}" for name, rule in violations(self)]
+        if bad:
+            raise ValueError("; ".join(bad))
+        if own is not None:
+            own(self)
+
+    cls.__post_init__ = __post_init__
+    return dataclass(frozen=True)(cls)
+
+
+@functools.cache
+def bounds(cls) -> dict[str, tuple[tuple, bool]]:
+    """Field name -> ``(its Annotated metadata, whether its type admits None)``, for the
+    fields of config class ``cls`` that carry any."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    return {f.name: (h.__metadata__, type(None) in typing.get_args(h.__origin__))
+            for f in dataclasses.fields(cls)
+            if typing.get_origin(h := hints.get(f.name)) is Annotated}
+
+
+def _rule(c) -> str:
+    """``> 0``, ``in [0, 1)``, ``a multiple of 2``: bound ``c`` as a message reads it."""
+    if isinstance(c, Interval):
+        lo = f"[{c.ge}" if c.ge is not None else f"({c.gt}" if c.gt is not None else "(-inf"
+        hi = f"{c.le}]" if c.le is not None else f"{c.lt})" if c.lt is not None else "inf)"
+        return f"in {lo}, {hi}"
+    for kind, text in ((Gt, "> {}"), (Ge, ">= {}"), (Lt, "< {}"), (Le, "<= {}"),
+                       (MultipleOf, "a multiple of {}"), (MinLen, "of length >= {}")):
+        if isinstance(c, kind):
+            return "even" if c == MultipleOf(2) else text.format(dataclasses.astuple(c)[0])
+    return c.func.__name__.replace("_", " ")  # a Predicate: its function's name
+
+
+def _why(meta) -> str:
+    return "".join(f" ({m.documentation})" for m in meta if isinstance(m, Doc))
+
+
+def rules(cls) -> dict[str, str]:
+    """Field name -> its bounds as ``biasfree show`` prints them (``"even (pair init splits
+    the units in two)"``), for the fields of config class ``cls`` that carry any."""
+    return {name: ", ".join(_rule(c) for c in meta if not isinstance(c, Doc)) + _why(meta)
+            for name, (meta, _) in bounds(cls).items()}
+
+
+def _holds(c, v) -> bool:
+    """Whether value ``v`` keeps bound ``c`` (a tuple: each element, but for a length or a
+    predicate); a value that cannot be compared (a string, None) does not."""
+    try:
+        if isinstance(c, MinLen):
+            return len(v) >= c.min_length
+        if isinstance(c, Predicate):
+            return bool(c.func(v))
+        if isinstance(v, tuple):
+            return all(_holds(c, x) for x in v)
+        if isinstance(c, Interval):
+            return all(_holds(part, v) for part in c)
+        ops = {Gt: lambda b: v > b, Ge: lambda b: v >= b, Lt: lambda b: v < b,
+               Le: lambda b: v <= b, MultipleOf: lambda m: v % m == 0}
+        return bool(ops[type(c)](dataclasses.astuple(c)[0]))
+    except TypeError:
+        return False
+
+
+def violations(cfg) -> list[tuple[str, str]]:
+    """``(field, "must be ...")`` for each bound of :func:`bounds` that ``cfg`` breaks."""
+    out = []
+    for name, (meta, optional) in bounds(type(cfg)).items():
+        v = getattr(cfg, name)
+        if v is None and optional:  # ``int | None`` left unset
+            continue
+        for c in meta:
+            if not isinstance(c, Doc) and not _holds(c, v):
+                each = "each " if isinstance(v, tuple) and not isinstance(c, MinLen | Predicate) else ""
+                out.append((name, f"must {each}be {_rule(c)}{_why(meta)}"))
+    return out
+
+
+def increasing(v) -> bool:
+    """Strictly increasing: a ``Predicate`` for tuple fields (a sweep's axis)."""
+    return bool(np.all(np.diff(np.asarray(v, dtype=float)) > 0))
+
+
+def decreasing(v) -> bool:
+    """Strictly decreasing: a ``Predicate`` for tuple fields (singular values)."""
+    return increasing(-np.asarray(v, dtype=float))
+
+
+PairWidth = Annotated[int, Ge(2), MultipleOf(2), doc("pair init splits the units in two")]
+"""Hidden units of a net that a pair init (or a pair run) splits in two: even, >= 2."""
+Slope = Annotated[float, Interval(ge=0, lt=1), doc("α = 1 is the linear twin itself")]
+"""A leaky slope below 1."""
+Positive = Annotated[float, Gt(0)]
+Positives = Annotated[tuple[float, ...], Interval(gt=0, lt=math.inf), MinLen(2), Predicate(increasing)]
+"""At least two increasing positive numbers: an init-scale or step-size axis."""
 
 
 def _numpy_arrays(run):

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..results import config_dict
-from .base import Experiment
+from .base import Experiment, rules
 
 DEFAULT_PRESET = "paper"
 
@@ -320,11 +320,12 @@ def check_scopes(names: Iterable[str], known: Iterable[str], file_doc: Mapping[s
                           f"{', '.join(names)}); add it to the names to run or drop the --set")
 
 
-def field_rows(exp: Experiment) -> list[tuple[str, str, object, dict[str, object]]]:
-    """``(name, type, Config() default, {preset: value})`` for each field of ``exp``."""
+def field_rows(exp: Experiment) -> list[tuple[str, str, object, dict[str, object], str]]:
+    """``(name, type, Config() default, {preset: value}, bounds)`` for each field of ``exp``
+    (bounds as :func:`~.base.rules` writes them; ``""`` for a field without any)."""
     if exp.config is None:
         return []
-    hints = type_hints(exp.config)
+    hints, bounds = type_hints(exp.config), rules(exp.config)
     return [(f.name, type_name(hints[f.name]), field_default(f),
-             {p: getattr(c, f.name) for p, c in exp.presets.items()})
+             {p: getattr(c, f.name) for p, c in exp.presets.items()}, bounds.get(f.name, ""))
             for f in dataclasses.fields(exp.config)]

@@ -41,11 +41,11 @@ What is compared with what:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Annotated
 
-import numpy as np
+from annotated_types import Ge, Gt, Interval, MinLen, Predicate, doc
 
-from ..base import Experiment, require_positive
+from ..base import Experiment, PairWidth, Positive, Slope, config, increasing
 
 CLAIM = ("Bias-free conv denoisers are locally linear, f(y) = J(y)·y, and pair channels make a two-layer "
          "one its linear conv twin, both to round-off; measured beside them on noisy digits: BF-CNN's "
@@ -56,7 +56,7 @@ PAPER_CLAIM = ("Claim 2 (a two-layer bias-free net on symmetric data learns like
                "2020) measured on the same data.")
 
 
-@dataclass(frozen=True)
+@config
 class Config:
     """``n_train`` training and ``n_test`` held-out digits; training noise σ ~ U[0,
     ``sigma_train_max``], test noise at each of ``sigmas_test`` (increasing);
@@ -66,49 +66,34 @@ class Config:
     denoiser: ``twin_channels`` C₂ (even: pair init), ``twin_scale`` init std,
     ``twin_lr``, ``twin_steps``; ``n_records`` recorded steps (log-spaced)."""
 
-    n_train: int = 300
-    n_test: int = 300
-    sigma_train_max: float = 0.2
-    sigmas_test: tuple = (0.05, 0.1, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0)
-    channels: int = 8
-    depth: int = 3
-    kernel: int = 3
-    lr: float = 0.01
-    steps: int = 2000
-    alpha: float = 0.0
-    n_jacobian_images: int = 12
-    twin_channels: int = 10
-    twin_scale: float = 1e-3
-    twin_lr: float = 0.01
-    twin_steps: int = 4000
-    n_records: int = 30
+    n_train: Annotated[int, Ge(10)] = 300
+    n_test: Annotated[int, Ge(1)] = 300
+    sigma_train_max: Positive = 0.2
+    sigmas_test: Annotated[tuple[float, ...], Gt(0), MinLen(3), Predicate(increasing)] = (
+        0.05, 0.1, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0)
+    channels: Annotated[int, Ge(1)] = 8
+    depth: Annotated[int, Ge(2)] = 3
+    kernel: Annotated[int, Interval(ge=1, le=8), doc("an odd size that fits the 8×8 images")] = 3
+    lr: Positive = 0.01
+    steps: Annotated[int, Ge(1)] = 2000
+    alpha: Slope = 0.0
+    n_jacobian_images: Annotated[int, Ge(1)] = 12
+    twin_channels: PairWidth = 10
+    twin_scale: Positive = 1e-3
+    twin_lr: Positive = 0.01
+    twin_steps: Annotated[int, Ge(1)] = 4000
+    n_records: Annotated[int, Ge(10)] = 30
 
     def __post_init__(self):
-        if self.n_train < 10 or self.n_test < 1:
-            raise ValueError(f"need n_train >= 10 and n_test >= 1 (got {self.n_train}, {self.n_test})")
         if self.n_train + self.n_test > 1797:
             raise ValueError(f"n_train + n_test = {self.n_train + self.n_test} exceeds the 1797 digits")
-        require_positive(self, "sigma_train_max", "lr", "twin_scale", "twin_lr")
-        s = np.asarray(self.sigmas_test, dtype=float)
-        if s.ndim != 1 or s.size < 3 or not np.all(s > 0) or not np.all(np.diff(s) > 0):
-            raise ValueError(f"sigmas_test={self.sigmas_test!r} must be at least 3 increasing positive "
-                             "noise levels")
-        if s[-1] <= self.sigma_train_max:
+        if self.sigmas_test[-1] <= self.sigma_train_max:
             raise ValueError(f"sigmas_test must reach beyond sigma_train_max={self.sigma_train_max} "
                              "(the claim is about noise outside the training range)")
-        if self.depth < 2 or self.channels < 1:
-            raise ValueError(f"need depth >= 2 conv layers and channels >= 1 (got {self.depth}, "
-                             f"{self.channels})")
-        if self.kernel < 1 or self.kernel % 2 == 0 or self.kernel > 8:
-            raise ValueError(f"kernel={self.kernel} must be odd and at most 8 (the images are 8×8)")
-        if not 0 <= self.alpha < 1:
-            raise ValueError(f"alpha={self.alpha} must lie in [0, 1) (α = 1 is the linear twin itself)")
-        if self.twin_channels < 2 or self.twin_channels % 2:
-            raise ValueError(f"twin_channels={self.twin_channels} must be even and >= 2 (pair init)")
-        if not 1 <= self.n_jacobian_images <= self.n_test:
-            raise ValueError(f"n_jacobian_images={self.n_jacobian_images} must lie in [1, n_test]")
-        if self.steps < 1 or self.twin_steps < 1 or self.n_records < 10:
-            raise ValueError("steps >= 1, twin_steps >= 1 and n_records >= 10 are required")
+        if self.kernel % 2 == 0:
+            raise ValueError(f"kernel={self.kernel} must be odd (a centred 'same' convolution)")
+        if self.n_jacobian_images > self.n_test:
+            raise ValueError(f"n_jacobian_images={self.n_jacobian_images} must be <= n_test={self.n_test}")
 
 
 PRESETS = {

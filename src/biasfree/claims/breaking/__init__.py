@@ -29,9 +29,11 @@ Runs:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Annotated
 
-from ..base import Experiment, require_positive
+from annotated_types import Ge
+
+from ..base import Experiment, PairWidth, Positive, config
 
 CLAIM = ("Biases, asymmetric data or an even target make a ReLU net leave the linear curve and beat "
          "the linear floor; the bias-free symmetric control cannot.")
@@ -41,32 +43,27 @@ PAPER_CLAIM = ("Claim 4 (consequences), what breaks it: biases, asymmetric data 
 CASES = ("control", "biases", "asymmetric_data", "even_target")
 
 
-@dataclass(frozen=True)
+@config
 class Config:
     """``d`` input size, ``n`` Gaussian draws (2n points once symmetrised), ``freq``
     the sine's frequency, ``width`` hidden units, ``alpha`` slope, ``scale`` std of
     the pair init, ``bias_scale`` std of the hidden biases, ``lr`` GD step η,
     ``steps`` GD steps, ``n_records`` records."""
 
-    d: int = 3
+    d: Annotated[int, Ge(1)] = 3
     n: int = 200
     freq: float = 4.0
-    width: int = 64
+    width: PairWidth = 64
     alpha: float = 0.0
-    scale: float = 0.05
-    bias_scale: float = 0.05
-    lr: float = 0.05
-    steps: int = 10000
-    n_records: int = 201
+    scale: Positive = 0.05
+    bias_scale: Positive = 0.05
+    lr: Positive = 0.05
+    steps: Annotated[int, Ge(1)] = 10000
+    n_records: Annotated[int, Ge(1)] = 201
 
     def __post_init__(self):
-        require_positive(self, "lr", "steps", "n_records")
-        if self.d < 1 or self.n < self.d:
-            raise ValueError(f"need d >= 1 and n >= d draws, got d={self.d}, n={self.n}")
-        if self.width < 2 or self.width % 2:
-            raise ValueError(f"width={self.width} must be even and >= 2 (pair init)")
-        if self.scale <= 0 or self.bias_scale <= 0:
-            raise ValueError("scale and bias_scale must be > 0")
+        if self.n < self.d:
+            raise ValueError(f"need n >= d draws, got d={self.d}, n={self.n}")
 
 
 PRESETS = {

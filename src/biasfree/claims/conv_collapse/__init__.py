@@ -30,12 +30,12 @@ The checks are the exact statements: pair channels equal the twin, and the t = 0
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from typing import Annotated
 
-import numpy as np
+from annotated_types import Ge, Interval, MinLen, doc
 
-from ...core.nets import check_alpha
-from ..base import Experiment, require_positive
+from ..base import Experiment, PairWidth, Positive, config
 
 CLAIM = ("Pair channels make a two-layer bias-free conv net (ReLU/leaky) on symmetric data its linear "
          "conv twin with time rescaled by (1+α)/2, to round-off; measured beside it, not checked: how far "
@@ -47,7 +47,7 @@ PAPER_CLAIM = ("Claim 2 beyond dense layers (issue 21): the two-layer argument n
 FRACTION = "fraction of L(0)"
 
 
-@dataclass(frozen=True)
+@config
 class Config:
     """The conv experiment's hyperparameters.
 
@@ -67,46 +67,30 @@ class Config:
     CPU core: float64 convolutions on XLA's CPU backend cost milliseconds per step.
     """
 
-    n_images: int = 200
-    teacher_n: int = 200
-    teacher_length: int = 16
-    teacher_kernel: int = 5
-    channels: int = 8
-    kernel: int = 3
-    alphas: tuple = (0.0, 0.5, 1.0)
-    scale: float = 1e-3
-    lr: float = 0.02
-    t_max: float = 30.0
-    n_records: int = 41
-    sweep_channels: tuple = (2, 4, 8)
-    sweep_scales: tuple = (1e-4, 1e-3, 1e-2, 1e-1)
-    sweep_inits: int = 2
+    n_images: Annotated[int, Interval(ge=10, le=1797), doc("the bundled digits")] = 200
+    teacher_n: Annotated[int, Ge(2)] = 200
+    teacher_length: Annotated[int, Ge(2)] = 16
+    teacher_kernel: Annotated[int, Ge(1)] = 5
+    channels: PairWidth = 8
+    kernel: Annotated[int, Ge(1)] = 3
+    alphas: Annotated[tuple[float, ...], Interval(ge=0, le=1), MinLen(2)] = (0.0, 0.5, 1.0)
+    scale: Positive = 1e-3
+    lr: Positive = 0.02
+    t_max: Positive = 30.0
+    n_records: Annotated[int, Ge(10), doc("to follow a learning curve")] = 41
+    sweep_channels: Annotated[tuple[int, ...], Ge(1), MinLen(2)] = (2, 4, 8)
+    sweep_scales: Annotated[tuple[float, ...], Interval(gt=0, lt=math.inf), MinLen(2)] = (
+        1e-4, 1e-3, 1e-2, 1e-1)
+    sweep_inits: Annotated[int, Ge(1)] = 2
 
     def __post_init__(self):
-        if not 10 <= self.n_images <= 1797:
-            raise ValueError(f"n_images={self.n_images} must lie in [10, 1797] (the bundled digits)")
-        if self.teacher_n < 2 or self.teacher_length < 2:
-            raise ValueError(f"need teacher_n >= 2 and teacher_length >= 2 (got {self.teacher_n}, "
-                             f"{self.teacher_length})")
-        if not 1 <= self.teacher_kernel <= self.teacher_length:
-            raise ValueError(f"teacher_kernel={self.teacher_kernel} must lie in [1, teacher_length]")
-        if self.channels < 2 or self.channels % 2:
-            raise ValueError(f"channels={self.channels} must be even and >= 2 (the pair runs split it)")
-        if not 1 <= self.kernel <= min(8, self.teacher_length):
-            raise ValueError(f"kernel={self.kernel} must lie in [1, min(8, teacher_length)]: it must "
+        if self.teacher_kernel > self.teacher_length:
+            raise ValueError(f"teacher_kernel={self.teacher_kernel} must be <= teacher_length")
+        if self.kernel > min(8, self.teacher_length):
+            raise ValueError(f"kernel={self.kernel} must be <= min(8, teacher_length): it must "
                              "fit the 8×8 digits and the teacher's signals")
-        check_alpha(self.alphas)
-        if 1.0 not in self.alphas or len(self.alphas) < 2:
+        if 1.0 not in self.alphas:
             raise ValueError("alphas must include 1.0 (the linear net) and at least one α < 1")
-        require_positive(self, "scale", "lr", "t_max")
-        if self.n_records < 10:
-            raise ValueError(f"n_records={self.n_records} is too few to follow a learning curve; use >= 10")
-        if len(self.sweep_channels) < 2 or any(int(c) != c or c < 1 for c in self.sweep_channels):
-            raise ValueError("sweep_channels needs at least two positive integer channel counts")
-        if len(self.sweep_scales) < 2 or not all(np.isfinite(s) and s > 0 for s in self.sweep_scales):
-            raise ValueError("sweep_scales needs at least two positive init stds")
-        if self.sweep_inits < 1:
-            raise ValueError(f"sweep_inits={self.sweep_inits} must be >= 1")
 
 
 PRESETS = {

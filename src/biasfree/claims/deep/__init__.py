@@ -25,11 +25,11 @@ bias-free net can never go below the least-squares linear floor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Annotated
 
-import numpy as np
+from annotated_types import Ge, Gt, MinLen, Predicate, doc
 
-from ..base import Experiment, require_positive
+from ..base import Experiment, PairWidth, Positive, config, decreasing
 
 CLAIM = ("Deep bias-free ReLU nets learn a linear teacher stage by stage like deep linear nets, but "
          "faster than the rescaled linear theory and with a nonlinear odd part; on the sine target "
@@ -44,7 +44,7 @@ LINEAR = ("linear_aligned", "linear_twin_of_pair_random")
 PAIRS = ("relu_pair_aligned", "relu_pair_random")
 
 
-@dataclass(frozen=True)
+@config
 class Config:
     """Teacher part: ``d`` inputs, ``s`` teacher singular values (distinct, decreasing;
     p = len(s) outputs), ``n`` Gaussian draws (N = 2n, whitened), ``width`` every hidden
@@ -57,40 +57,35 @@ class Config:
     ``sine_scale`` init std, ``sine_lr``, ``sine_t_max``."""
 
     d: int = 8
-    s: tuple[float, ...] = (2.0, 1.2, 0.6)
+    s: Annotated[tuple[float, ...], Gt(0), MinLen(2), Predicate(decreasing)] = (2.0, 1.2, 0.6)
     n: int = 200
-    width: int = 16
-    depths: tuple[int, ...] = (3, 4)
-    a0: float = 1e-3
-    random_scales: tuple[float, ...] = (0.03, 0.06)
-    lr: float = 0.02
-    horizon: float = 2.5
-    n_records: int = 300
+    width: PairWidth = 16
+    depths: Annotated[tuple[int, ...], Ge(3), MinLen(1), doc("depth 2 is leaky-collapse")] = (3, 4)
+    a0: Positive = 1e-3
+    random_scales: Annotated[tuple[float, ...], Gt(0)] = (0.03, 0.06)
+    lr: Positive = 0.02
+    horizon: Positive = 2.5
+    n_records: Annotated[int, Ge(1)] = 300
     sine_d: int = 4
     sine_n: int = 200
     sine_width: int = 64
-    sine_depths: tuple[int, ...] = (2, 3, 4)
-    sine_scale: float = 0.05
-    sine_lr: float = 0.02
-    sine_t_max: float = 400.0
+    sine_depths: Annotated[tuple[int, ...], Ge(2)] = (2, 3, 4)
+    sine_scale: Positive = 0.05
+    sine_lr: Positive = 0.02
+    sine_t_max: Positive = 400.0
 
     def __post_init__(self):
-        require_positive(self, "lr", "horizon", "n_records", "sine_scale", "sine_lr", "sine_t_max")
-        s = np.asarray(self.s, float)
-        if s.ndim != 1 or s.size < 2 or np.any(np.diff(s) >= 0) or s[-1] <= 0:
-            raise ValueError(f"s={self.s} must be >= 2 distinct decreasing positive singular values")
-        if self.d < s.size or self.n < self.d:
-            raise ValueError(f"need d >= p = {s.size} and n >= d, got d={self.d}, n={self.n}")
-        if self.width < 2 * s.size or self.width % 2:
-            raise ValueError(f"width={self.width} must be even and >= 2p = {2 * s.size}")
-        if not self.depths or min(self.depths) < 3:
-            raise ValueError(f"depths={self.depths} must be >= 3 (depth 2 is leaky-collapse)")
-        if 2 not in self.sine_depths or min(self.sine_depths) < 2:
-            raise ValueError("sine_depths must include 2 (the two-layer reference) and be >= 2")
-        if len(self.random_scales) != len(self.depths) or min(self.random_scales) <= 0:
-            raise ValueError(f"random_scales={self.random_scales} must hold one positive std per "
-                             f"depth in {self.depths}")
-        if not 0 < self.a0 < s[-1] / 2:
+        p = len(self.s)
+        if self.d < p or self.n < self.d:
+            raise ValueError(f"need d >= p = {p} and n >= d, got d={self.d}, n={self.n}")
+        if self.width < 2 * p:
+            raise ValueError(f"width={self.width} must be >= 2p = {2 * p}")
+        if 2 not in self.sine_depths:
+            raise ValueError("sine_depths must include 2 (the two-layer reference)")
+        if len(self.random_scales) != len(self.depths):
+            raise ValueError(f"random_scales={self.random_scales} must hold one std per depth in "
+                             f"{self.depths}")
+        if self.a0 >= self.s[-1] / 2:
             raise ValueError(f"a0={self.a0} must lie in (0, s_min/2)")
 
 

@@ -21,11 +21,11 @@ record j of each run at leaky time t and twin time c t. Three inits at several s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Annotated
 
-import numpy as np
+from annotated_types import Ge
 
-from ..base import Experiment, require_positive
+from ..base import Experiment, PairWidth, Positive, Positives, config
 
 CLAIM = ("Pair and rank-one inits keep f_even = 0 exactly; small random init leaves a width-set even "
          "part, and large init a growing one.")
@@ -35,7 +35,7 @@ PAPER_CLAIM = ("Claim 2 (dynamics), its condition: the linear equivalence is exa
 INITS = ("pair", "rank_one", "random")
 
 
-@dataclass(frozen=True)
+@config
 class Config:
     """``d`` input size, ``n`` Gaussian draws (2n points once symmetrised),
     ``s`` teacher singular value, ``width`` hidden units, ``alpha`` slope α,
@@ -44,27 +44,21 @@ class Config:
     and ``study_seeds``: the rich-limit width study (random init at the smallest
     scale, one run per width and seed; empty to skip)."""
 
-    d: int = 5
+    d: Annotated[int, Ge(1)] = 5
     n: int = 200
-    s: float = 1.0
-    width: int = 32
+    s: Positive = 1.0
+    width: PairWidth = 32
     alpha: float = 0.0
-    scales: tuple[float, ...] = (1e-4, 1e-3, 1e-2, 3e-2, 0.1, 0.2, 0.3)
-    lr: float = 0.05
-    horizon: float = 2.5
-    n_records: int = 301
+    scales: Positives = (1e-4, 1e-3, 1e-2, 3e-2, 0.1, 0.2, 0.3)
+    lr: Positive = 0.05
+    horizon: Positive = 2.5
+    n_records: Annotated[int, Ge(1)] = 301
     study_widths: tuple[int, ...] = (16, 32, 64, 128, 256)
     study_seeds: int = 16
 
     def __post_init__(self):
-        require_positive(self, "s", "lr", "horizon", "n_records")
-        if self.d < 1 or self.n < self.d:
-            raise ValueError(f"need d >= 1 and n >= d draws, got d={self.d}, n={self.n}")
-        if self.width < 2 or self.width % 2:
-            raise ValueError(f"width={self.width} must be even and >= 2 (pair init)")
-        sc = np.asarray(self.scales, dtype=float)
-        if sc.size < 2 or np.any(sc <= 0) or np.any(np.diff(sc) <= 0):
-            raise ValueError(f"scales={self.scales} must be >= 2 increasing positive numbers")
+        if self.n < self.d:
+            raise ValueError(f"need n >= d draws, got d={self.d}, n={self.n}")
         if self.study_widths and (self.study_seeds < 2 or len(self.study_widths) < 2):
             raise ValueError("the width study needs >= 2 widths and >= 2 seeds (or "
                              "study_widths=() to skip it)")

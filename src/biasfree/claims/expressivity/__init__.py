@@ -25,9 +25,11 @@ draws, with their standard errors from the per-point losses. Statistical checks 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Annotated
 
-from ..base import Experiment, require_positive
+from annotated_types import Ge, doc
+
+from ..base import Experiment, Positive, config
 
 CLAIM = ("Two-layer bias-free ReLU nets cannot go below their computable floor (odd part linear, even "
          "part 1-homogeneous); depth-3 or biased nets can.")
@@ -40,7 +42,7 @@ ARCH_LABELS = {"two_layer": "2-layer bias-free", "depth3": "3-layer bias-free",
                "biased": "2-layer with biases"}
 
 
-@dataclass(frozen=True)
+@config
 class Config:
     """``d`` input size (>= 3); ``n_train`` Gaussian draws (2 n_train training points
     with mirrors); ``n_test`` fresh test draws; ``n_mc`` draws for the population
@@ -49,27 +51,22 @@ class Config:
     slice (x1, x2 in [-extent, extent], x3 = 1, other coordinates 0); ``z``: number
     of standard errors in statistical checks."""
 
-    d: int = 3
+    d: Annotated[int, Ge(3), doc("the x1 x2 x3 target")] = 3
     n_train: int = 200
     n_test: int = 20000
     n_mc: int = 10000
-    width: int = 40
-    lr: float = 0.05
-    steps: int = 4000
-    gain: float = 1.0
-    n_records: int = 60
-    grid: int = 41
-    extent: float = 2.0
-    z: float = 4.0
+    width: Annotated[int, Ge(2)] = 40
+    lr: Positive = 0.05
+    steps: Annotated[int, Ge(1)] = 4000
+    gain: Positive = 1.0
+    n_records: Annotated[int, Ge(1)] = 60
+    grid: Annotated[int, Ge(3)] = 41
+    extent: Positive = 2.0
+    z: Positive = 4.0
 
     def __post_init__(self):
-        require_positive(self, "gain", "n_records", "extent", "z")
-        if self.d < 3:
-            raise ValueError(f"d={self.d}: the x1 x2 x3 target needs d >= 3")
         if min(self.n_train, self.n_test, self.n_mc) < 10 * self.d:
             raise ValueError("n_train, n_test and n_mc must each be >= 10 d")
-        if self.width < 2 or self.steps < 1 or not self.lr > 0 or self.grid < 3:
-            raise ValueError("need width >= 2, steps >= 1, lr > 0 and grid >= 3")
 
 
 PRESETS = {

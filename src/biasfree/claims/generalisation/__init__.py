@@ -19,9 +19,11 @@ points are fresh draws (not symmetrised).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Annotated
 
-from ..base import Experiment, require_positive
+from annotated_types import Ge, Interval, MinLen, doc
+
+from ..base import Experiment, PairWidth, Positive, config
 
 CLAIM = ("Train and test loss of bias-free (leaky) ReLU nets on a noisy linear teacher equal the "
          "linear net's with time × (1+α)/2; test loss is the population loss of β_eff.")
@@ -35,37 +37,25 @@ SIGMAS = 5.0
 Gaussian estimate)."""
 
 
-@dataclass(frozen=True)
+@config
 class Config:
     """``d`` input size, ``n`` Gaussian draws (N = 2n points), ``noise`` σ, ``n_test``
     fresh test points, ``width`` hidden units (even), ``alphas`` leaky slopes (< 1),
     ``scale`` init std, ``lr`` GD step η, ``t_max`` run length, ``n_records`` log-spaced records,
     ``flow_records`` records at which the gradient-flow reference is evaluated."""
 
-    d: int = 100
-    n: int = 60
-    noise: float = 0.5
-    n_test: int = 20000
-    width: int = 100
-    alphas: tuple[float, ...] = (0.0, 0.5)
-    scale: float = 1e-3
-    lr: float = 0.02
-    t_max: float = 200.0
-    n_records: int = 301
-    flow_records: int = 61
-
-    def __post_init__(self):
-        require_positive(self, "n_records", "flow_records")
-        if self.d < 1 or self.n < 2 or self.n_test < 100:
-            raise ValueError(f"need d >= 1, n >= 2 draws and n_test >= 100, got d={self.d}, "
-                             f"n={self.n}, n_test={self.n_test}")
-        if self.width < 2 or self.width % 2:
-            raise ValueError(f"width={self.width} must be even and >= 2 (pair init)")
-        if any(not 0 <= a < 1 for a in self.alphas) or not self.alphas:
-            raise ValueError(f"alphas={self.alphas} must be non-empty slopes in [0, 1) "
-                             "(α = 1 is the linear twin itself)")
-        if not (self.noise >= 0 and self.scale > 0 and self.lr > 0 and self.t_max > 0):
-            raise ValueError("noise >= 0, scale > 0, lr > 0 and t_max > 0 are required")
+    d: Annotated[int, Ge(1)] = 100
+    n: Annotated[int, Ge(2)] = 60
+    noise: Annotated[float, Ge(0)] = 0.5
+    n_test: Annotated[int, Ge(100)] = 20000
+    width: PairWidth = 100
+    alphas: Annotated[tuple[float, ...], Interval(ge=0, lt=1), MinLen(1),
+                      doc("α = 1 is the linear twin itself")] = (0.0, 0.5)
+    scale: Positive = 1e-3
+    lr: Positive = 0.02
+    t_max: Positive = 200.0
+    n_records: Annotated[int, Ge(1)] = 301
+    flow_records: Annotated[int, Ge(1)] = 61
 
 
 PRESETS = {

@@ -25,12 +25,12 @@ What is compared with what:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from typing import Annotated
 
-import numpy as np
+from annotated_types import Ge, Gt, Interval, MinLen, doc
 
-from ...core.nets import check_alpha
-from ..base import Experiment, require_positive
+from ..base import Experiment, PairWidth, Positive, config
 
 CLAIM = ("Two-layer bias-free leaky ReLU nets on symmetric data learn like linear nets with time "
          "rescaled by (1+α)/2.")
@@ -40,7 +40,7 @@ PAPER_CLAIM = ("Claim 2: on symmetric data a two-layer bias-free (leaky) ReLU ne
 FRACTION = "fraction of L(0)"
 
 
-@dataclass(frozen=True)
+@config
 class Config:
     """The headline's hyperparameters.
 
@@ -62,37 +62,28 @@ class Config:
     keeps GD within 0.1% of gradient flow in half time.
     """
 
-    d: int = 20
+    d: Annotated[int, Ge(1)] = 20
     n: int = 1000
-    width: int = 100
-    alphas: tuple = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
-    random_scale: float = 1e-6
-    lr: float = 2.5e-3
-    horizon: float = 1.5
-    n_records: int = 200
-    sweep_scales: tuple = (1e-8, 10**-6.5, 1e-5, 10**-3.5, 1e-2)
-    sweep_lr: float = 0.01
-    a0: float = 1e-3
-    identity_lr: float = 0.04
-    identity_horizon: float = 3.0
-    rtol: float = 1e-10
-    atol: float = 1e-12
+    width: PairWidth = 100
+    alphas: Annotated[tuple[float, ...], Interval(ge=0, le=1), MinLen(2)] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+    random_scale: Positive = 1e-6
+    lr: Positive = 2.5e-3
+    horizon: Annotated[float, Gt(1), doc("past the slowest half time")] = 1.5
+    n_records: Annotated[int, Ge(20), doc("to locate a half time")] = 200
+    sweep_scales: Annotated[tuple[float, ...], Interval(gt=0, lt=math.inf), MinLen(2)] = (
+        1e-8, 10**-6.5, 1e-5, 10**-3.5, 1e-2)
+    sweep_lr: Positive = 0.01
+    a0: Positive = 1e-3
+    identity_lr: Positive = 0.04
+    identity_horizon: Annotated[float, Gt(1), doc("past the slowest half time")] = 3.0
+    rtol: Positive = 1e-10
+    atol: Positive = 1e-12
 
     def __post_init__(self):
-        if self.d < 1 or self.n < self.d:
-            raise ValueError(f"need d >= 1 and n >= d (got d={self.d}, n={self.n})")
-        if self.width < 2 or self.width % 2:
-            raise ValueError(f"width={self.width} must be even and >= 2 (the pair runs split it in two)")
-        check_alpha(self.alphas)
-        if 1.0 not in self.alphas or len(self.alphas) < 2:
+        if self.n < self.d:
+            raise ValueError(f"need n >= d (got d={self.d}, n={self.n})")
+        if 1.0 not in self.alphas:
             raise ValueError("alphas must include 1.0 (the linear net) and at least one α < 1")
-        require_positive(self, "random_scale", "lr", "sweep_lr", "a0", "identity_lr", "rtol", "atol")
-        if not all(np.isfinite(s) and s > 0 for s in self.sweep_scales) or len(self.sweep_scales) < 2:
-            raise ValueError("sweep_scales needs at least two positive init stds")
-        if self.horizon <= 1.0 or self.identity_horizon <= 1.0:
-            raise ValueError("horizon and identity_horizon must exceed 1 (past the slowest half time)")
-        if self.n_records < 20:
-            raise ValueError(f"n_records={self.n_records} is too few to locate a half time; use >= 20")
 
 
 PRESETS = {

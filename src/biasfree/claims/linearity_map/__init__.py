@@ -39,12 +39,11 @@ measurements: metrics, not checks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Annotated
 
-import numpy as np
+from annotated_types import Ge, Gt, Interval, MinLen, MultipleOf, Predicate, doc
 
-from ...core.nets import check_alpha
-from ..base import Experiment, require_positive
+from ..base import Experiment, Positive, Positives, config, increasing
 
 CLAIM = ("Where two-layer bias-free nets are effectively linear: the gap to the linear twin over init "
          "scale × width × α, with the 0.3% contour and spread over inits.")
@@ -54,7 +53,7 @@ PAPER_CLAIM = ("Claim 2's accuracy (\"errors below 0.3%\" from small random init
 FRACTION = "fraction of L(0)"
 
 
-@dataclass(frozen=True)
+@config
 class Config:
     """``d`` input size, ``n`` Gaussian draws (2n points once symmetrised), ``scales``
     init stds σ (increasing, per weight), ``widths`` hidden widths m (even, increasing),
@@ -65,42 +64,23 @@ class Config:
     (ξ standard Gaussian, targets kept ``-y(x)``) before whitening, 0 for exactly
     symmetric data (the theory's premise; the pair control is a check only there)."""
 
-    d: int = 10
+    d: Annotated[int, Ge(1)] = 10
     n: int = 200
-    scales: tuple[float, ...] = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
-    widths: tuple[int, ...] = (24, 50, 100, 200, 400)
-    alphas: tuple[float, ...] = (0.0, 0.5)
-    n_inits: int = 8
-    lr: float = 0.05
-    horizon: float = 2.0
-    n_records: int = 200
+    scales: Positives = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
+    widths: Annotated[tuple[int, ...], Ge(2), MultipleOf(2), MinLen(2), Predicate(increasing),
+                      doc("the pair control splits each in two")] = (24, 50, 100, 200, 400)
+    alphas: Annotated[tuple[float, ...], Interval(ge=0, lt=1), MinLen(1),
+                      doc("a linear net (α = 1) is its own twin")] = (0.0, 0.5)
+    n_inits: Annotated[int, Ge(2), doc("the spread over inits; 8 for the paper preset")] = 8
+    lr: Positive = 0.05
+    horizon: Annotated[float, Gt(1), doc("past the slowest half time")] = 2.0
+    n_records: Annotated[int, Ge(20), doc("to resolve the gap")] = 200
     biased: bool = True
-    asymmetry: float = 0.0
+    asymmetry: Annotated[float, Ge(0), doc("0: exactly symmetric data")] = 0.0
 
     def __post_init__(self):
-        require_positive(self, "lr", "horizon")
-        if not self.asymmetry >= 0:
-            raise ValueError(f"asymmetry={self.asymmetry} must be >= 0 (0: exactly symmetric data)")
-        if self.d < 1 or self.n < self.d:
-            raise ValueError(f"need d >= 1 and n >= d draws, got d={self.d}, n={self.n}")
-        sc = np.asarray(self.scales, dtype=float)
-        if sc.size < 2 or np.any(sc <= 0) or np.any(np.diff(sc) <= 0):
-            raise ValueError(f"scales={self.scales} must be >= 2 increasing positive init stds")
-        w = np.asarray(self.widths)
-        if w.size < 2 or np.any(w < 2) or np.any(w % 2) or np.any(np.diff(w) <= 0):
-            raise ValueError(f"widths={self.widths} must be >= 2 increasing even numbers "
-                             "(the pair control splits each in two)")
-        check_alpha(self.alphas)
-        if not self.alphas or any(a >= 1 for a in self.alphas):
-            raise ValueError(f"alphas={self.alphas} must be slopes in [0, 1): a linear net (α = 1) "
-                             "is its own twin")
-        if self.n_inits < 2:
-            raise ValueError(f"n_inits={self.n_inits}: the spread over inits needs >= 2 (8 for the "
-                             "paper preset)")
-        if self.horizon <= 1.0:
-            raise ValueError(f"horizon={self.horizon} must exceed 1 (past the slowest half time)")
-        if self.n_records < 20:
-            raise ValueError(f"n_records={self.n_records} is too few to resolve the gap; use >= 20")
+        if self.n < self.d:
+            raise ValueError(f"need n >= d draws, got d={self.d}, n={self.n}")
 
 
 PRESETS = {

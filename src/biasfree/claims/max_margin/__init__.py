@@ -18,9 +18,11 @@ name: ``pair_alpha_{α}`` (antisymmetric-pair init, with its linear twin) and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Annotated
 
-from ..base import Experiment, require_positive
+from annotated_types import Ge, Interval, MinLen
+
+from ..base import Experiment, PairWidth, Positive, config
 
 CLAIM = ("With logistic loss on separable symmetric data, leaky nets equal linear nets and converge in"
          " direction to the hard-margin SVM.")
@@ -38,35 +40,26 @@ def member_name(init: str, alpha: float) -> str:
     return f"{init}_alpha_{alpha:g}"
 
 
-@dataclass(frozen=True)
+@config
 class Config:
     """``d`` input size, ``n`` Gaussian draws before the margin filter (then
     symmetrised), ``margin`` the label margin, ``width`` hidden units, ``alphas`` the
     slopes, ``scale`` init std, ``lr`` GD step η, ``steps`` GD steps, ``n_records``
     log-spaced records."""
 
-    d: int = 10
-    n: int = 20
-    margin: float = 0.1
-    width: int = 64
-    alphas: tuple[float, ...] = (0.0, 0.5)
-    scale: float = 0.01
-    lr: float = 4.0
-    steps: int = 300_000
-    n_records: int = 80
+    d: Annotated[int, Ge(2)] = 10
+    n: Annotated[int, Ge(2)] = 20
+    margin: Annotated[float, Ge(0)] = 0.1
+    width: PairWidth = 64
+    alphas: Annotated[tuple[float, ...], Interval(ge=0, lt=1), MinLen(1)] = (0.0, 0.5)
+    scale: Positive = 0.01
+    lr: Positive = 4.0
+    steps: Annotated[int, Ge(1)] = 300_000
+    n_records: Annotated[int, Ge(1)] = 80
 
     def __post_init__(self):
-        require_positive(self, "lr", "steps", "n_records")
-        if self.d < 2 or self.n < 2:
-            raise ValueError(f"need d >= 2 and n >= 2, got d={self.d}, n={self.n}")
-        if self.width < 2 or self.width % 2:
-            raise ValueError(f"width={self.width} must be even and >= 2 (pair init)")
-        if not self.alphas or any(not 0 <= a < 1 for a in self.alphas):
-            raise ValueError(f"alphas={self.alphas}: give leaky slopes in [0, 1)")
         if len(set(self.alphas)) != len(self.alphas):
             raise ValueError(f"alphas={self.alphas}: give each slope once (members are named by it)")
-        if self.margin < 0 or self.scale <= 0:
-            raise ValueError("margin must be >= 0 and scale > 0")
 
 
 PRESETS = {

@@ -28,9 +28,11 @@ from two random inits (``random``, ``random_b``), for the general alignment rule
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Annotated
 
-from ..base import Experiment
+from annotated_types import Ge, Interval, doc
+
+from ..base import Experiment, Positive, config
 
 CLAIM = ("On orthogonal inputs and their negatives with odd and even targets, ReLU units align to "
          "derived directions and the net learns as two independent linear half-nets, not as linear "
@@ -42,7 +44,7 @@ ALIGN = {"full": "full", "odd": "odd", "mixed": "mixed", "mixed_b": "mixed"}
 """The runs of :func:`_runs` whose units' alignment is checked, with their data sets."""
 
 
-@dataclass(frozen=True)
+@config
 class Config:
     """``n`` orthogonal directions (2n points), ``d`` ≥ n input size, ``width`` units,
     ``scale`` std of the random init's input weights (output ``|v_k| = ||w_k||``),
@@ -53,29 +55,21 @@ class Config:
     (GD runs in that many segments), ``early`` the early phase: records where
     ``max |f| <= early · min |y|``."""
 
-    n: int = 12
+    n: Annotated[int, Ge(2)] = 12
     d: int = 16
-    width: int = 200
-    scale: float = 1e-4
-    even_ratio: float = 0.6
-    lr: float = 0.02
-    t_max: float = 60.0
-    n_records: int = 241
-    early: float = 0.1
+    width: Annotated[int, Ge(2)] = 200
+    scale: Positive = 1e-4
+    even_ratio: Annotated[float, Interval(gt=0, lt=1), doc(
+        "so that both parts are non-zero and each pair's targets have opposite signs")] = 0.6
+    lr: Positive = 0.02
+    t_max: Positive = 60.0
+    n_records: Annotated[int, Ge(3)] = 241
+    early: Annotated[float, Interval(gt=0, lt=1)] = 0.1
 
     def __post_init__(self):
-        if self.n < 2 or self.d < self.n:
-            raise ValueError(f"need n >= 2 orthogonal directions in d >= n dimensions, got "
-                             f"n={self.n}, d={self.d}")
-        if self.width < 2:
-            raise ValueError(f"width={self.width} must be >= 2")
-        if not 0 < self.even_ratio < 1:
-            raise ValueError(f"even_ratio={self.even_ratio} must lie in (0, 1) so that both "
-                             "parts are non-zero and each pair's targets have opposite signs")
-        if not (self.scale > 0 and self.lr > 0 and self.t_max > 0 and 0 < self.early < 1):
-            raise ValueError("scale, lr, t_max must be > 0 and early in (0, 1)")
-        if self.n_records < 3:
-            raise ValueError("n_records must be >= 3")
+        if self.d < self.n:
+            raise ValueError(f"need n orthogonal directions in d >= n dimensions, got n={self.n}, "
+                             f"d={self.d}")
 
 
 PRESETS = {

@@ -26,11 +26,12 @@ What is exact and what is measured:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
+from annotated_types import Ge, Interval, doc
 
-from ..base import Experiment
+from ..base import Experiment, PairWidth, Positive, Slope, config
 
 CLAIM = ("On symmetrised, whitened handwritten digits a two-layer ReLU net from small init is its "
          "linear twin at half speed: exact for pair init, within a measured gap for random init.")
@@ -40,35 +41,23 @@ PAPER_CLAIM = ("Claim 2 (dynamics: a leaky net is a linear net at time × (1+α)
 EPS = float(np.finfo(float).eps)
 
 
-@dataclass(frozen=True)
+@config
 class Config:
     """``n_images`` digits used (None: all 1797), ``test_fraction`` held out, ``width``
     hidden units (even), ``alpha`` slope (< 1), ``scale`` init std, ``n_random`` random
     inits, ``lr`` GD step η, ``t_max`` run length, ``n_records`` log-spaced records,
     ``flow_records`` times at which the gradient-flow prediction is evaluated."""
 
-    n_images: int | None = None
-    test_fraction: float = 0.25
-    width: int = 200
-    alpha: float = 0.0
-    scale: float = 1e-3
-    n_random: int = 2
-    lr: float = 0.2
-    t_max: float = 150.0
+    n_images: Annotated[int | None, Ge(20), doc("None: all 1797")] = None
+    test_fraction: Annotated[float, Interval(gt=0, lt=1)] = 0.25
+    width: PairWidth = 200
+    alpha: Slope = 0.0
+    scale: Positive = 1e-3
+    n_random: Annotated[int, Ge(1)] = 2
+    lr: Positive = 0.2
+    t_max: Positive = 150.0
     n_records: int = 151
     flow_records: int = 41
-
-    def __post_init__(self):
-        if self.n_images is not None and self.n_images < 20:
-            raise ValueError(f"n_images={self.n_images} must be None (all) or >= 20")
-        if not 0 < self.test_fraction < 1:
-            raise ValueError(f"test_fraction={self.test_fraction} must lie in (0, 1)")
-        if self.width < 2 or self.width % 2:
-            raise ValueError(f"width={self.width} must be even and >= 2 (pair init)")
-        if not 0 <= self.alpha < 1:
-            raise ValueError(f"alpha={self.alpha} must lie in [0, 1) (α = 1 is the twin itself)")
-        if self.n_random < 1 or not (self.scale > 0 and self.lr > 0 and self.t_max > 0):
-            raise ValueError("n_random >= 1, scale > 0, lr > 0 and t_max > 0 are required")
 
 
 PRESETS = {

@@ -20,11 +20,11 @@ record j sits at leaky time t and twin time c t); deviation
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Annotated
 
-import numpy as np
+from annotated_types import Ge
 
-from ..base import Experiment, require_positive
+from ..base import Experiment, PairWidth, Positive, Positives, config
 
 CLAIM = ("Weight decay maps to λ/c exactly for pairs; large init and large steps break the random-init"
          " equivalence, never the pair identity.")
@@ -35,7 +35,7 @@ INITS = ("pair", "random")
 """The two members of every run: antisymmetric-pair init (exact twin) and Gaussian init."""
 
 
-@dataclass(frozen=True)
+@config
 class Config:
     """``d`` input size, ``n`` Gaussian draws (2n points), ``s`` teacher strength,
     ``width`` hidden units, ``alpha`` slope, ``small_scale`` / ``large_scale`` init
@@ -47,34 +47,28 @@ class Config:
 
     d: int = 5
     n: int = 200
-    s: float = 1.0
-    width: int = 32
+    s: Positive = 1.0
+    width: PairWidth = 32
     alpha: float = 0.0
-    small_scale: float = 1e-3
+    small_scale: Positive = 1e-3
     large_scale: float = 0.3
     weight_decay: float = 0.1
-    lr: float = 0.05
+    lr: Positive = 0.05
     steps: int = 8000
     large_steps: int = 1000
-    lrs: tuple[float, ...] = (0.0125, 0.025, 0.05, 0.1, 0.2, 0.4, 0.8)
-    t_max: float = 40.0
-    n_records: int = 51
-    rtol: float = 1e-10
-    atol: float = 1e-12
+    lrs: Positives = (0.0125, 0.025, 0.05, 0.1, 0.2, 0.4, 0.8)
+    t_max: Positive = 40.0
+    n_records: Annotated[int, Ge(2)] = 51
+    rtol: Positive = 1e-10
+    atol: Positive = 1e-12
 
     def __post_init__(self):
-        require_positive(self, "s", "lr", "n_records", "t_max", "rtol", "atol")
         if min(self.steps, self.large_steps) < self.n_records - 1:
             raise ValueError("steps and large_steps must be >= n_records - 1 (one compiled "
                              "program serves every run only if all record the same count)")
-        if self.width < 2 or self.width % 2:
-            raise ValueError(f"width={self.width} must be even and >= 2 (pair init)")
-        if not 0 < self.small_scale < self.large_scale:
+        if self.large_scale <= self.small_scale:
             raise ValueError("need 0 < small_scale < large_scale")
-        lrs = np.asarray(self.lrs, dtype=float)
-        if lrs.size < 2 or np.any(np.diff(lrs) <= 0) or np.any(lrs <= 0):
-            raise ValueError(f"lrs={self.lrs} must be >= 2 increasing positive steps")
-        for eta in lrs:
+        for eta in self.lrs:
             k = self.t_max / eta
             if abs(k - round(k)) > 1e-9 * k or round(k) % (self.n_records - 1):
                 raise ValueError(

@@ -34,11 +34,11 @@ are metrics; the notes list the disagreements and every undecided point's interv
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Annotated
 
-import numpy as np
+from annotated_types import Ge, Gt, Interval, MinLen, Predicate
 
-from ..base import Experiment, require_positive
+from ..base import Experiment, config, increasing
 
 CLAIM = ("analyse's prediction of training (from the init alone) against the gap to the linear twin "
          "measured by training, over init scale × width × asymmetry × depth × biases.")
@@ -49,7 +49,7 @@ STRUCTURAL = ("biases", "asymmetric inputs", "depth", "init not small")
 """Reasons of the training prediction that come from the theory's assumptions (§6.4)."""
 
 
-@dataclass(frozen=True)
+@config
 class Config:
     """``d`` inputs, ``n`` Gaussian draws (2n points once symmetrised), ``scales`` init stds
     σ (increasing; per weight, biases alike), ``torch_default`` adds PyTorch's default init
@@ -60,31 +60,22 @@ class Config:
     compiled loop serve every width of a (depth, biases) pair: fewer compilations, dearer
     steps for the small nets (on a CPU; on a GPU a step costs about the same to width 512)."""
 
-    d: int = 8
-    n: int = 100
-    scales: tuple[float, ...] = (1e-4, 1e-3, 1e-2, 1e-1)
+    d: Annotated[int, Ge(1)] = 8
+    n: Annotated[int, Ge(1)] = 100
+    scales: Annotated[tuple[float, ...], Gt(0), Predicate(increasing)] = (1e-4, 1e-3, 1e-2, 1e-1)
     torch_default: bool = True
-    widths: tuple[int, ...] = (8, 32, 128, 512)
-    asymmetries: tuple[float, ...] = (0.0, 1.0)
-    depths: tuple[int, ...] = (2, 3)
-    biases: tuple[bool, ...] = (False, True)
-    max_steps: int = 20_000
+    widths: Annotated[tuple[int, ...], Ge(1), MinLen(2), Predicate(increasing)] = (8, 32, 128, 512)
+    asymmetries: Annotated[tuple[float, ...], Interval(ge=0, le=1), MinLen(1)] = (0.0, 1.0)
+    depths: Annotated[tuple[int, ...], Interval(ge=2, le=3), MinLen(1)] = (2, 3)
+    biases: Annotated[tuple[bool, ...], MinLen(1)] = (False, True)
+    max_steps: Annotated[int, Ge(1)] = 20_000
     share_compiles: bool = False
 
     def __post_init__(self):
-        require_positive(self, "d", "n", "max_steps")
-        sc = np.asarray(self.scales, float)
-        if sc.size + self.torch_default < 2 or np.any(sc <= 0) or np.any(np.diff(sc) <= 0):
-            raise ValueError(f"scales={self.scales} must be increasing positive init stds, with "
-                             "torch_default at least 2 columns (the contour needs them)")
-        w = np.asarray(self.widths)
-        if w.size < 2 or np.any(w < 1) or np.any(np.diff(w) <= 0):
-            raise ValueError(f"widths={self.widths} must be >= 2 increasing positive widths")
-        if not self.asymmetries or any(not 0.0 <= a <= 1.0 for a in self.asymmetries):
-            raise ValueError(f"asymmetries={self.asymmetries} must be fractions in [0, 1]")
-        if not self.depths or any(L not in (2, 3) for L in self.depths):
-            raise ValueError(f"depths={self.depths} must be taken from (2, 3)")
-        if not self.biases or any(not isinstance(b, bool) for b in self.biases):
+        if len(self.scales) + self.torch_default < 2:
+            raise ValueError(f"scales={self.scales} with torch_default={self.torch_default} give fewer "
+                             "than 2 columns; the contour needs them")
+        if any(not isinstance(b, bool) for b in self.biases):
             raise ValueError(f"biases={self.biases} must be taken from (False, True)")
 
 

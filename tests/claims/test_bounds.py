@@ -1,0 +1,92 @@
+"""Config bounds written in the annotations (:func:`biasfree.claims.base.config`): each
+field's rule is checked once, at construction, and every violation is named."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated
+
+import pytest
+from annotated_types import Ge, Gt, Interval, MinLen, Predicate, doc
+
+from biasfree.claims import NAMES, get
+from biasfree.claims.base import PairWidth, Positives, Slope, config, increasing, rules, violations
+from biasfree.claims.config import field_rows
+
+
+@config
+class Toy:
+    """``width`` units, ``alpha`` slope, ``lr`` step, ``scales`` axis, ``n`` optional count,
+    ``steps`` count, ``free`` unbounded."""
+
+    width: PairWidth = 4
+    alpha: Slope = 0.0
+    lr: Annotated[float, Gt(0)] = 0.1
+    scales: Positives = (1e-3, 1e-2)
+    n: Annotated[int | None, Ge(20), doc("None: all")] = None
+    steps: Annotated[int, Interval(ge=1, le=10)] = 3
+    free: float = -3.0
+
+    def __post_init__(self):
+        if self.steps > self.width:
+            raise ValueError(f"steps={self.steps} must be <= width={self.width}")
+
+
+def test_defaults_pass_and_the_class_stays_a_frozen_dataclass():
+    t = Toy()
+    assert violations(t) == [] and dataclasses.is_dataclass(t)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        t.lr = 1.0
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"width": 3}, "width=3 must be even (pair init splits the units in two)"),
+    ({"width": 0}, "width=0 must be >= 2 (pair init"),
+    ({"alpha": 1.0}, "alpha=1.0 must be in [0, 1) (α = 1 is the linear twin itself)"),
+    ({"lr": 0.0}, "lr=0.0 must be > 0"),
+    ({"lr": float("nan")}, "lr=nan must be > 0"),  # NaN fails every comparison
+    ({"scales": (1e-2, 1e-3)}, "scales=(0.01, 0.001) must be increasing"),
+    ({"scales": (-1.0, 1.0)}, "scales=(-1.0, 1.0) must each be in (0, inf)"),
+    ({"scales": (1.0, float("inf"))}, "must each be in (0, inf)"),
+    ({"scales": (1.0,)}, "scales=(1.0,) must be of length >= 2"),
+    ({"n": 3}, "n=3 must be >= 20 (None: all)"),
+    ({"steps": 11}, "steps=11 must be in [1, 10]"),
+    ({"lr": None}, "lr=None must be > 0"),  # None only passes where the type admits it
+])
+def test_each_broken_bound_is_named_with_its_rule_and_reason(kw, message):
+    with pytest.raises(ValueError) as err:
+        Toy(**kw)
+    assert message in str(err.value)
+
+
+def test_every_violation_is_named_at_once_and_before_the_class_rules():
+    with pytest.raises(ValueError) as err:
+        Toy(width=3, lr=-1.0, steps=9)  # steps > width too, but bounds come first
+    assert str(err.value) == ("width=3 must be even (pair init splits the units in two); "
+                              "lr=-1.0 must be > 0")
+    with pytest.raises(ValueError, match="steps=9 must be <= width=4"):
+        Toy(steps=9)  # within its bounds: the class's own rule runs
+
+
+def test_optional_field_unset_passes_and_unbounded_fields_are_not_checked():
+    assert Toy(n=None, free=float("-inf")).free == float("-inf")
+    assert "free" not in rules(Toy) and rules(Toy)["n"] == ">= 20 (None: all)"
+
+
+def test_a_predicate_reads_as_its_function_name():
+    @config
+    class Axis:
+        x: Annotated[tuple[float, ...], MinLen(1), Predicate(increasing)] = (1.0,)
+
+    assert rules(Axis) == {"x": "of length >= 1, increasing"}
+    with pytest.raises(ValueError, match=r"x=\(2.0, 1.0\) must be increasing"):
+        Axis(x=(2.0, 1.0))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_experiment_shows_its_bounds_and_its_presets_keep_them(name):
+    exp = get(name)
+    assert all(violations(c) == [] for c in exp.presets.values())
+    rows = {r[0]: r[4] for r in field_rows(exp)}
+    assert set(rows) == {f.name for f in dataclasses.fields(exp.config)}
+    assert set(rules(exp.config)) <= set(rows) and any(rows.values()), "declare the fields' bounds"
