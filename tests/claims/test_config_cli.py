@@ -380,3 +380,13 @@ def test_interrupted_run_keeps_finished_results_and_the_rerun_does_the_rest(toy,
     res = cli(*args)
     assert res.exit_code == 0, res.output
     assert [n for n, _, _ in toy] == ["toy", "toy-b"] and "toy skipped" in res.output
+
+
+def test_an_experiment_without_a_config_class_is_refused_by_name():
+    from biasfree.claims.base import Experiment
+    from biasfree.claims.config import check_overrides
+
+    bare = Experiment("bare", "a claim", run=lambda cfg, seed, progress: None)
+    for call in (lambda: resolve_config(bare, "tiny"), lambda: check_overrides(bare, {"width": 3})):
+        with pytest.raises(ConfigError, match="'bare' defines no Config: give its Experiment a config="):
+            call()

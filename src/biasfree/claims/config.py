@@ -215,12 +215,17 @@ def unknown_scopes(names: Iterable[str], *sources: Mapping[str, object]) -> list
 # ------------------------------------------------------------------ resolving
 
 
-def preset_config(exp: Experiment, preset: str | None = None):
-    """The config of ``exp``'s named ``preset`` (default ``paper``)."""
-    preset = preset or DEFAULT_PRESET
+def _config_class(exp: Experiment) -> type:
     if exp.config is None:
         raise ConfigError(f"experiment {exp.name!r} defines no Config: give its Experiment a "
                           "config= dataclass and presets=")
+    return exp.config
+
+
+def preset_config(exp: Experiment, preset: str | None = None):
+    """The config of ``exp``'s named ``preset`` (default ``paper``)."""
+    preset = preset or DEFAULT_PRESET
+    _config_class(exp)
     try:
         return exp.presets[preset]
     except KeyError:
@@ -232,10 +237,7 @@ def check_overrides(exp: Experiment, overrides: Mapping[str, object] | None) -> 
     """``overrides`` (field -> parsed value) coerced to ``exp``'s field types; a
     :class:`ConfigError` for an unknown field (listing the valid ones) or a wrong type."""
     overrides = dict(overrides or {})
-    if exp.config is None:
-        raise ConfigError(f"experiment {exp.name!r} defines no Config: give its Experiment a "
-                          "config= dataclass and presets=")
-    fields = {f.name: f for f in dataclasses.fields(exp.config)}
+    fields = {f.name: f for f in dataclasses.fields(_config_class(exp))}
     unknown = [k for k in overrides if k not in fields]
     if unknown:
         raise unknown_field_error(exp.name, unknown, field_lines(exp.config))
