@@ -161,7 +161,7 @@ def test_run_records_config_preset_and_overrides(toy, tmp_path):
 
 
 def test_size_is_an_alias_of_preset(toy, tmp_path):
-    assert cli("run", "toy", "--size", "tiny", "--out", tmp_path).exit_code == 0
+    assert cli("run", "toy", "--preset", "tiny", "--out", tmp_path).exit_code == 0
     assert doc_of(tmp_path)["config"]["width"] == 2 and doc_of(tmp_path)["preset"] == "tiny"
 
 

@@ -1,6 +1,6 @@
 """Every registered experiment at size tiny, through the CLI, and the HTML report.
 
-Each experiment is run once per test session (``biasfree run NAME --size tiny``) into one
+Each experiment is run once per test session (``biasfree run NAME --preset tiny``) into one
 folder shared by every pytest-xdist worker, under a file lock per experiment: the runs are
 separate xdist groups, so they spread over the workers, and the report tests wait for
 (or run) whichever is missing. Each run's exit code says whether every check passed, its
@@ -38,13 +38,13 @@ def shared_out(tmp_path_factory, worker_id):
 
 
 def tiny_run(out, name: str, wait: bool = True) -> dict | None:
-    """``biasfree run NAME --size tiny --out OUT`` once per session: its exit code and output
+    """``biasfree run NAME --preset tiny --out OUT`` once per session: its exit code and output
     (``None`` if ``wait`` is false and another worker is running it now)."""
     record = out / f".{name}.run.json"
     try:
         with FileLock(str(out / f".{name}.lock"), timeout=-1 if wait else 0):
             if not record.exists():
-                res = runner.invoke(app, ["run", name, "--size", "tiny", "--out", str(out)])
+                res = runner.invoke(app, ["run", name, "--preset", "tiny", "--out", str(out)])
                 record.write_text(json.dumps({"exit_code": res.exit_code, "stdout": res.stdout,
                                               "output": res.output[-3000:]}))
     except Timeout:
@@ -113,7 +113,7 @@ def test_tiny_run_passes_every_check_and_keeps_the_output_contract(shared_out, n
 
 def test_run_all_skips_what_is_saved(results):
     out, _ = results
-    res = runner.invoke(app, ["run", "all", "--size", "tiny", "--out", str(out)])
+    res = runner.invoke(app, ["run", "all", "--preset", "tiny", "--out", str(out)])
     assert res.exit_code == 0, res.output[-3000:]
     for name in REGISTRY:
         assert re.search(rf"{re.escape(name)}\s+skipped", res.output), f"{name} was not skipped"
@@ -228,7 +228,7 @@ def test_saved_result_round_trips(results):
 def test_bad_cli_input_names_the_problem(tmp_path):
     res = runner.invoke(app, ["run", "no-such-experiment", "--out", str(tmp_path)])
     assert res.exit_code == 2 and "unknown experiment" in res.output
-    res = runner.invoke(app, ["run", HEADLINE, "--size", "huge", "--out", str(tmp_path)])
+    res = runner.invoke(app, ["run", HEADLINE, "--preset", "huge", "--out", str(tmp_path)])
     assert res.exit_code == 2 and "unknown preset 'huge'" in res.output
     res = runner.invoke(app, ["report", "--out", str(tmp_path)])
     assert res.exit_code == 2 and "no results" in res.output
@@ -254,7 +254,7 @@ def test_failed_check_is_reported_and_sets_exit_code(tmp_path, monkeypatch):
     exp = Experiment("failing", "always fails", failing, Config, {"tiny": Config(), "paper": Config()})
     monkeypatch.setitem(REGISTRY, "failing", exp)
     give_figures(monkeypatch, "failing")
-    res = runner.invoke(app, ["run", "failing", "--size", "tiny", "--out", str(tmp_path)])
+    res = runner.invoke(app, ["run", "failing", "--preset", "tiny", "--out", str(tmp_path)])
     assert res.exit_code == 1
     doc = json.loads((tmp_path / "failing" / "result.json").read_text())
     assert doc["checks"]["impossible"]["passed"] is False

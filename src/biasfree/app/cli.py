@@ -73,7 +73,7 @@ def run(
         help="experiment names, or 'all' (default: the headline, leaky-collapse)",
         show_default=False)] = None,
     preset: Annotated[str | None, typer.Option(
-        "--preset", "--size", help="named config: tiny (seconds) or paper (minutes; the default)",
+        "--preset", help="named config: tiny (seconds) or paper (minutes; the default)",
         show_default=False)] = None,
     sets: Annotated[list[str] | None, typer.Option(
         "--set", metavar="FIELD=VALUE",

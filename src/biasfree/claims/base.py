@@ -28,7 +28,7 @@ from annotated_types import Doc, Ge, Gt, Interval, Le, Lt, MinLen, MultipleOf, P
 from ..results import Result, config_dict
 
 SIZES = ("tiny", "paper")
-"""The preset names every experiment defines (``--preset``; ``--size`` is an alias)."""
+"""The preset names every experiment defines (``--preset``)."""
 Progress = Callable[[str], None]
 
 
