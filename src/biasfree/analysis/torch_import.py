@@ -149,15 +149,9 @@ class _Walk:
         if self.fresh and not self.pool:  # into the rows of the layer just before
             last = self.layers[-1]
             last["W"] = last["W"] * s.reshape((-1,) + (1,) * (last["W"].ndim - 1))
-        else:  # into the next layer's input channels / features
+        else:  # into the next layer's input channels / features: its weight's axis 1 (a kernel's C_in)
             prev = self.scale[1] if self.scale is not None else 1.0
-            self.scale = (where, prev * self._per_input(s))
-
-    def _per_input(self, s):
-        """A per-channel scale shaped to multiply the next layer's weight along its inputs."""
-        if self.spatial is not None:
-            return s.reshape((1, -1) + (1,) * len(self.spatial))  # a conv kernel's C_in axis
-        return s.reshape(1, -1)
+            self.scale = (where, prev * s.reshape((1, -1) + (1,) * len(self.spatial or ())))
 
     def activation(self, a, name, where):
         if self.pool is not None:
