@@ -68,15 +68,16 @@ class _Split:
         return self.even / self.energy if self.energy else 0.0
 
 
+def _energy(A) -> float:
+    """``<||a_n||²>``: the mean over the rows a_n of A of their squared norm."""
+    return float(np.mean(np.sum(np.asarray(A) ** 2, axis=1)))
+
+
 def _split(params: Params, X, alpha) -> _Split:
     """Energies of f, of f_even, of the best linear fit of f_odd and of its remainder."""
-    F = np.asarray(forward(params, X, alpha))
-    fe = np.asarray(even_part(params, X, alpha))
     fit = odd_nonlinearity(net_function(params, alpha), X)
-    energy = float(np.mean(np.sum(F**2, axis=1)))
-    even = float(np.mean(np.sum(fe**2, axis=1)))
-    lin = float(np.mean(np.sum((np.asarray(X) @ fit.beta) ** 2, axis=1)))
-    return _Split(energy, even, lin, fit.residual, fit.fraction, fit.beta)
+    return _Split(_energy(forward(params, X, alpha)), _energy(even_part(params, X, alpha)),
+                  _energy(np.asarray(X) @ fit.beta), fit.residual, fit.fraction, fit.beta)
 
 
 def _data_arrays(data):
@@ -207,7 +208,7 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_
                                  odd_nonlinear_of_odd=sp.odd_fraction_nonlinear, nonlinear_fraction=nonlin,
                                  paired=net_rep.paired, depth=L,
                                  output_ratio=np.sqrt(sp.energy / modes.power) if modes.power else np.nan)
-    loss0 = float(0.5 * np.mean(np.sum((Y - np.asarray(forward(params, X, a))) ** 2, axis=1)))
+    loss0 = 0.5 * _energy(Y - np.asarray(forward(params, X, a)))
     floor = dsf.value if dsf is not None and mv_x <= ROUND_OFF else None  # exact only then (§1.3)
     facts = vd.Facts(L, a, biased, mv_x, even_t, modes.linear_fraction, ratio, function, floor, loss0)
     if biased:
@@ -226,14 +227,13 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_
     training = vd.judge_measured(facts, gap=tr.gap_to_twin, step=tr.gap_step, t=tr.gap_time,
                                  steps_run=tr.steps_run, steps_asked=cfg.steps, movement=reg.movement[0],
                                  alignment=reg.alignment, alignment0=reg.alignment0, exact_structure=exact)
+    total = tr.final_odd_linear_energy + tr.final_odd_nonlinear_energy + tr.final_even_energy
     after = vd.judge_function(has_bias=False, alpha=a, even_fraction=tr.final_even_fraction,
                               odd_nonlinear_of_odd=tr.final_odd_nonlinear_fraction,
                               nonlinear_fraction=(tr.final_even_energy + tr.final_odd_nonlinear_energy)
-                              / max(tr.final_odd_linear_energy + tr.final_odd_nonlinear_energy
-                                    + tr.final_even_energy, 1e-300),
+                              / max(total, 1e-300),
                               paired=_paired(tr.params), depth=L, kind="function after training",
-                              output_ratio=np.sqrt((tr.final_odd_linear_energy + tr.final_odd_nonlinear_energy
-                                                    + tr.final_even_energy) / modes.power))
+                              output_ratio=np.sqrt(total / modes.power))
     return Analysis(data_rep, net_rep, pred, vd.combine(function, training, after), reg, local)
 
 
@@ -272,7 +272,7 @@ def _predict(params, a, X, Y, modes, beta, cfg, t_max, n_times, sp, loss0, floor
                 f"the net with σ_α replaced by its odd part c z, weights × c^((L-1)/L) = {ws:.4g}, "
                 f"time × c^(2(L-1)/L) = {ks:.4g}; " + curve.note)
     L0 = max(loss0, 1e-300)
-    twin0 = float(0.5 * np.mean(np.sum((Y - np.asarray(forward(twin, X, 1.0))) ** 2, axis=1)))
+    twin0 = 0.5 * _energy(Y - np.asarray(forward(twin, X, 1.0)))
     g = (rg.growth_even_energy(params, X, Y, float(slope_factor(a)), modes.B)
          if L == 2 and a != 1.0 and modes.linear_fraction > PAPER_LEVEL else rg.GrowthEstimate(0, 0, 0, 1))
     if _paired(params):  # a unit and its mirror cancel in f_even, remainder and all: κ = 0, no interval

@@ -71,32 +71,27 @@ def _evidence_panel(ax, analysis: Analysis) -> None:
     lines += 0 if loc is None else 1.3 + len(loc.lines())
     step = min(0.065, 0.95 / lines)
     y = 0.97
+
+    def put(text, x=0.02, fontsize=8.5, gap=1.0, **style):  # one line of text, then the next line down
+        nonlocal y
+        ax.text(x, y, text, transform=ax.transAxes, fontsize=fontsize, va="top", **style)
+        y -= gap * step
+
     for j in answers:
-        ax.text(0.0, y, f"{j.kind}: {j.level}", transform=ax.transAxes, fontsize=9.5, fontweight="bold",
-                color=_COLOURS[j.level], va="top")
-        y -= 1.3 * step
+        put(f"{j.kind}: {j.level}", 0.0, 9.5, 1.3, fontweight="bold", color=_COLOURS[j.level])
         for r in j.reasons[:3]:
-            ax.text(0.02, y, _short(f"reason: {r}"), transform=ax.transAxes, fontsize=8.5, va="top",
-                    color="tab:red")
-            y -= step
+            put(_short(f"reason: {r}"), color="tab:red")
         for e in j.evidence:
             mark = "✓" if e.passed else "✗"
-            ax.text(0.02, y, f"{mark} {e.name} = {e.value:.3g}   (must be {e.op} {e.threshold:.3g})",
-                    transform=ax.transAxes, fontsize=8.5, va="top",
-                    color="k" if e.passed else "tab:red")
-            y -= step
+            put(f"{mark} {e.name} = {e.value:.3g}   (must be {e.op} {e.threshold:.3g})",
+                color="k" if e.passed else "tab:red")
         for n in j.notes[:2]:
-            ax.text(0.02, y, _short(f"note: {n}"), transform=ax.transAxes, fontsize=8, va="top",
-                    color="0.35")
-            y -= step
+            put(_short(f"note: {n}"), fontsize=8, color="0.35")
     if loc is not None:  # docs/theory.md §8: beside the verdict, never part of it
-        ax.text(0.0, y, f"reported, not judged (no part of the verdict): local linearity at {loc.n_used} of "
-                f"{loc.n_total} inputs (§8)", transform=ax.transAxes, fontsize=9.5, fontweight="bold",
-                color="0.35", va="top")
-        y -= 1.3 * step
+        put(f"reported, not judged (no part of the verdict): local linearity at {loc.n_used} of "
+            f"{loc.n_total} inputs (§8)", 0.0, 9.5, 1.3, fontweight="bold", color="0.35")
         for line in loc.lines():
-            ax.text(0.02, y, f"· {line}", transform=ax.transAxes, fontsize=8.5, va="top", color="0.35")
-            y -= step
+            put(f"· {line}", color="0.35")
 
 
 def _short(text: str, width: int = 190) -> str:

@@ -84,11 +84,13 @@ def from_equinox(mlp) -> Model:
                         "for other models give the weight matrices to biasfree.from_arrays")
     if mlp.depth < 1:
         raise refuse("equinox MLP", "depth 0 (a single Linear layer)", "Give depth >= 1.")
+
+    def member(tree, i):  # entry i of the arrays stacked on a leading axis (scan, per-layer activations)
+        return jax.tree_util.tree_map(lambda x: x[i] if eqx.is_array(x) else x, tree)
+
     layers = list(mlp.layers)
     if mlp.scan:  # (input, stacked hidden, output)
-        hid = layers[1]
-        layers = [layers[0]] + [jax.tree_util.tree_map(lambda x, i=i: x[i] if eqx.is_array(x) else x, hid)
-                                for i in range(mlp.depth - 1)] + [layers[2]]
+        layers = [layers[0]] + [member(layers[1], i) for i in range(mlp.depth - 1)] + [layers[2]]
     weights = []
     for i, lin in enumerate(layers):
         if getattr(lin, "bias", None) is not None:
@@ -100,9 +102,8 @@ def from_equinox(mlp) -> Model:
         weights[-1] = weights[-1].reshape(1, -1)
     slopes = []
     for i in range(mlp.depth):
-        act_i = jax.tree_util.tree_map(lambda x, i=i: x[i] if eqx.is_array(x) else x, mlp.activation)
-        slopes.append((f"activation after layers[{i}]",
-                       _probe_slope(act_i, int(mlp.width_size), f"activation after layers[{i}]")))
+        where = f"activation after layers[{i}]"
+        slopes.append((where, _probe_slope(member(mlp.activation, i), int(mlp.width_size), where)))
     p = 1 if mlp.out_size == "scalar" else int(mlp.out_size)
     final = mlp.final_activation
     if mlp.out_size == "scalar":
@@ -126,7 +127,7 @@ def as_model(model, alpha=None) -> Model:
     elif isinstance(model, str | Path):
         m = load_model(model, alpha)
     elif isinstance(model, tuple) and is_net(model):
-        m = Model(model, None if alpha is None else float(alpha), "params")
+        m = Model(model, alpha, "params")
     elif type(model).__module__.startswith("torch"):
         m = from_torch(model)  # a conv net needs in_shape: from_torch's error says so
     elif type(model).__name__ == "MLP" and type(model).__module__.startswith("equinox"):
@@ -136,10 +137,9 @@ def as_model(model, alpha=None) -> Model:
             f"cannot read a model of type {type(model).__name__}: give a torch.nn.Sequential, an "
             "equinox.nn.MLP, a .safetensors/.npz path, or biasfree params (biasfree.from_arrays)")
     if alpha is not None:
-        alpha = validate.slope(alpha)
-        if m.alpha is not None and abs(m.alpha - float(alpha)) > 1e-12:
+        if m.alpha is not None and abs(m.alpha - alpha) > 1e-12:
             raise ValueError(f"alpha={alpha} contradicts the model's own slope α = {m.alpha:g} "
                              f"({m.source}); leave alpha out")
         if m.alpha is None:
-            m = Model(m.params, float(alpha), m.source, m.names)
+            m = Model(m.params, alpha, m.source, m.names)
     return m

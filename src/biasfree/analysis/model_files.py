@@ -105,7 +105,8 @@ def _torch_specs(entries, in_shape, padding, source) -> list[dict]:
     return specs
 
 
-def _build(name: str, A, spec: dict, source: str):
+def build_layer(name: str, A, spec: dict, source: str):
+    """The layer of weight ``name`` (array ``A``) that ``spec``, an entry of :data:`LAYERS_KEY`, describes."""
     kind = spec.get("type")
     W = jnp.asarray(A, dtype=float)
     if kind == "Layer":
@@ -143,10 +144,8 @@ def from_state_dict(mapping: Mapping, alpha=None, *, source: str = "state dict",
         layers = _torch_specs(entries, in_shape, padding, source)
     if layers is not None and len(layers) != len(entries):
         raise ValueError(f"{source}: {LAYERS_KEY} lists {len(layers)} layers for {len(entries)} weights")
-    if layers is None:
-        built = [Layer(jnp.asarray(A, dtype=float)) for _, A in entries]
-    else:
-        built = [_build(n, A, s, source) for (n, A), s in zip(entries, layers, strict=True)]
+    specs = [{"type": "Layer"}] * len(entries) if layers is None else layers
+    built = [build_layer(n, A, s, source) for (n, A), s in zip(entries, specs, strict=True)]
     for (n0, A0), (n1, A1), l0, l1 in zip(entries, entries[1:], built, built[1:], strict=False):
         if l1.n_in != l0.n_out:
             order = ", ".join(f"{n} {A.shape}" for n, A in entries)
@@ -158,7 +157,7 @@ def from_state_dict(mapping: Mapping, alpha=None, *, source: str = "state dict",
                    "cannot be told from a state dict: use biasfree.from_torch)"))
     if alpha is not None:
         alpha = validate.slope(alpha)
-    dense = layers is None or all(isinstance(b, Layer) for b in built)
+    dense = all(isinstance(b, Layer) for b in built)
     params = from_arrays([A for _, A in entries]) if dense else tuple(built)
     return Model(params, alpha, source, tuple(n for n, _ in entries))
 

@@ -5,9 +5,8 @@ Units: losses and floors in the package's loss unit, the half mean squared error
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
@@ -42,7 +41,7 @@ class DataReport:
     whitened: bool
     source: str
     mirror_violation: float = 0.0
-    modes: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    modes: np.ndarray = field(default_factory=lambda: np.zeros(0))
     linear_fraction: float = float("nan")
     target_even_fraction: float = float("nan")
     mirror_violation_inputs: float = 0.0
@@ -204,19 +203,17 @@ class Analysis:
     def to_json(self) -> dict:
         """A JSON-able document with top-level keys data, net, regime, prediction, verdict and
         local_linear (reported, not judged; null when one Jacobian is too large to form)."""
-        v = self.verdict
-        local = None if self.local is None else {"judged": False, **dataclasses.asdict(self.local),
+        v, p = self.verdict, self.prediction
+        local = None if self.local is None else {"judged": False, **asdict(self.local),
                                                   "note": self.local.note}
-        return {"data": _jsonable(dataclasses.asdict(self.data)),
-                "net": _jsonable(dataclasses.asdict(self.net)),
-                "regime": None if self.regime is None else _jsonable(dataclasses.asdict(self.regime)),
-                "prediction": None if self.prediction is None else _prediction_json(self.prediction),
-                "verdict": _jsonable({"level": v.level, "effectively_linear": v.effectively_linear,
+        return _jsonable({"data": asdict(self.data), "net": asdict(self.net),
+                          "regime": None if self.regime is None else asdict(self.regime),
+                          "prediction": None if p is None else _prediction_json(p),
+                          "verdict": {"level": v.level, "effectively_linear": v.effectively_linear,
                                       "failures": v.failures, "text": v.text,
-                                      "function": dataclasses.asdict(v.function),
-                                      "training": None if v.training is None
-                                      else dataclasses.asdict(v.training)}),
-                "local_linear": _jsonable(local)}
+                                      "function": asdict(v.function),
+                                      "training": None if v.training is None else asdict(v.training)},
+                          "local_linear": local})
 
 
 def _jsonable(v):
@@ -242,11 +239,11 @@ def _prediction_json(p: Prediction) -> dict:
            "growth_gap_low": p.growth_gap_low, "growth_gap_high": p.growth_gap_high,
            "horizon_floored": p.horizon_floored, "trained": None}
     if p.trained is not None:
-        tr = {f.name: getattr(p.trained, f.name) for f in dataclasses.fields(Training)
+        tr = {f.name: getattr(p.trained, f.name) for f in fields(Training)
               if f.name not in ("params", "config")}
-        tr["config"] = dataclasses.asdict(p.trained.config)
+        tr["config"] = asdict(p.trained.config)
         doc["trained"] = tr
-    return _jsonable(doc)
+    return doc
 
 
 def save_analysis(analysis: Analysis, out_dir, figure=None) -> list:

@@ -32,11 +32,11 @@ import math
 
 import numpy as np
 
-from ..core.conv import Conv, PooledDense, spatial_shape
+from ..core.conv import spatial_shape
 from ..core.inits import from_arrays
-from ..core.layers import Layer
 from ..core.precision import precise
 from .model import Model, one_slope, refuse
+from .model_files import build_layer
 
 _SHIFT_FIX = ("A bias-free batch norm only scales (β = 0 and running_mean = 0, as in the BF-CNN of "
               "Mohan et al.); build it so, or remove the layer.")
@@ -97,7 +97,7 @@ class _Walk:
     def __init__(self, spatial):
         self.spatial = spatial        # spatial shape of the current state, None when flat
         self.width = None             # channels (spatial) or features (flat); None: not yet known
-        self.layers: list[dict] = []  # kind, name, weight, in_shape, padding
+        self.layers: list[dict] = []  # type (as build_layer reads it), name, W, torch, in_shape, padding
         self.acts: list[tuple[str, float]] = []  # activations since the last weight layer
         self.slopes: list[tuple[str, float]] = []
         self.fresh = False            # the state is the last weight layer's output, unchanged
@@ -106,7 +106,7 @@ class _Walk:
 
     def weight_layer(self, name, where, kind, W, n_in, **extra):
         if self.width is not None and n_in != self.width:
-            what = "channels" if kind == "conv" else "features"
+            what = "channels" if kind == "Conv" else "features"
             raise refuse(where, f"takes {n_in} input {what} but the layer before gives {self.width}",
                          "Match its input size to the previous layer's output.")
         torch_type = where.split("(")[-1][:-1]  # "layer 3 (Linear)" -> "Linear"
@@ -120,7 +120,7 @@ class _Walk:
             self.slopes.append((f"after layer {self.layers[-1]['name']}", a))
         elif self.acts:
             raise refuse(f"layer {self.acts[0][0]}", f"an activation before the first {torch_type}")
-        self.layers.append(dict(kind=kind, name=name, W=W, type=torch_type, **extra))
+        self.layers.append(dict(type=kind, name=name, W=W, torch=torch_type, **extra))
         self.acts, self.fresh = [], True
 
     def batch_norm(self, mod, where, nd):
@@ -149,15 +149,9 @@ class _Walk:
         if self.fresh and not self.pool:  # into the rows of the layer just before
             last = self.layers[-1]
             last["W"] = last["W"] * s.reshape((-1,) + (1,) * (last["W"].ndim - 1))
-        else:  # into the next layer's input channels / features
+        else:  # into the next layer's input channels / features: its weight's axis 1 (a kernel's C_in)
             prev = self.scale[1] if self.scale is not None else 1.0
-            self.scale = (where, prev * self._per_input(s))
-
-    def _per_input(self, s):
-        """A per-channel scale shaped to multiply the next layer's weight along its inputs."""
-        if self.spatial is not None:
-            return s.reshape((1, -1) + (1,) * len(self.spatial))  # a conv kernel's C_in axis
-        return s.reshape(1, -1)
+            self.scale = (where, prev * s.reshape((1, -1) + (1,) * len(self.spatial or ())))
 
     def activation(self, a, name, where):
         if self.pool is not None:
@@ -216,7 +210,7 @@ class _Walk:
             raise refuse(where, f"kernel {ks} is larger than its input {self.spatial} with padding 'valid'",
                          "Use a smaller kernel, padding='same', or a larger in_shape.")
         spatial = self.spatial
-        self.weight_layer(name, where, "conv", _array(mod.weight), int(mod.in_channels),
+        self.weight_layer(name, where, "Conv", _array(mod.weight), int(mod.in_channels),
                           in_shape=spatial, padding=padding)
         self.width = int(mod.out_channels)
         if padding == "valid":
@@ -232,12 +226,12 @@ class _Walk:
                 raise refuse(where, f"follows {pwhere} without nn.Flatten()",
                              "A pooled readout is AdaptiveAvgPool, Flatten, Linear.")
             self.pool = None
-            self.weight_layer(name, where, "pool", W, int(mod.in_features), in_shape=spatial)
+            self.weight_layer(name, where, "PooledDense", W, int(mod.in_features), in_shape=spatial)
         elif self.spatial is not None:
             raise refuse(where, f"would read only the last axis of the (C, *spatial) = "
                          f"({self.width}, *{self.spatial}) state", "Put nn.Flatten() before it.")
         else:
-            self.weight_layer(name, where, "dense", W, int(mod.in_features))
+            self.weight_layer(name, where, "Layer", W, int(mod.in_features))
         self.width = int(mod.out_features)
 
     def pooling(self, mod, where, nd):
@@ -309,32 +303,22 @@ def from_torch(module, *, in_shape=None) -> Model:
             if a is not None:
                 walk.activation(a, name, where)
     if walk.acts:
-        raise refuse(f"layer {walk.acts[-1][0]}", f"an activation after the last {walk.layers[-1]['type']}",
+        raise refuse(f"layer {walk.acts[-1][0]}", f"an activation after the last {walk.layers[-1]['torch']}",
                      "The output layer must be linear.")
     if walk.pool is not None:
         raise refuse(walk.pool[0], "pooling without a readout", "Follow it with nn.Flatten() and nn.Linear.")
     if walk.scale is not None:
         raise refuse(walk.scale[0], "cannot be folded: no layer with weights follows it and it does not "
                      "directly follow one", "Put it right after its conv or Linear layer.")
-    kinds = {layer["kind"] for layer in walk.layers}
+    kinds = {layer["type"] for layer in walk.layers}
     if len(walk.layers) < 2:
-        what = "Linear layer(s)" if kinds <= {"dense"} else "layer(s) with weights"
+        what = "Linear layer(s)" if kinds <= {"Layer"} else "layer(s) with weights"
         raise refuse("torch model", f"{len(walk.layers)} {what}", "Give at least two (one hidden layer).")
     alpha = one_slope(walk.slopes, "torch model")
     names = tuple(layer["name"] for layer in walk.layers)
     source = f"torch:{type(module).__name__}"
-    if kinds == {"dense"}:
+    if kinds == {"Layer"}:
         return Model(from_arrays([layer["W"] for layer in walk.layers]), alpha, source, names)
-    return Model(tuple(_layer(spec) for spec in walk.layers), alpha, source, names)
+    layers = tuple(build_layer(layer["name"], layer["W"], layer, source) for layer in walk.layers)
+    return Model(layers, alpha, source, names)
 
-
-def _layer(spec: dict):
-    """One converted layer of the net family from its spec (kind, W, in_shape, padding)."""
-    import jax.numpy as jnp
-
-    W = jnp.asarray(spec["W"], dtype=float)
-    if spec["kind"] == "conv":
-        return Conv(W, None, spec["in_shape"], spec["padding"])
-    if spec["kind"] == "pool":
-        return PooledDense(W, None, spec["in_shape"])
-    return Layer(W)

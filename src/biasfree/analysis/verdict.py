@@ -105,11 +105,10 @@ def combine(function: Judgement, training: Judgement | None,
             trained_function: Judgement | None = None) -> Verdict:
     """The headline: the worse of the training answer and the function it concerns — the
     trained net's function when training was measured, else the function now."""
-    deciding = [trained_function or function] + ([] if training is None else [training])
+    deciding = [j for j in (trained_function or function, training) if j is not None]
     level = worst(*(j.level for j in deciding))
     fails = tuple(r for j in deciding for r in j.reasons)
-    shown = [function] + ([] if training is None else [training]) + (
-        [] if trained_function is None else [trained_function])
+    shown = [j for j in (function, training, trained_function) if j is not None]
     text = f"{level.upper()}. " + " | ".join(j.text for j in shown)
     return Verdict(level, level in (EXACT, EFFECTIVE), function, training, fails, text, trained_function)
 
@@ -221,7 +220,8 @@ def judge_predicted(f: Facts, *, paired: bool, t0_gap: float, growth_gap: float,
     if not f.nothing_to_learn:  # with no mode to learn there is no s₁ to compare the init with
         ev.append(evidence("init gain / strongest mode", f.init_ratio, SMALL_INIT,
                            "small init: every mode starts below its inflection s/2 (§3.1)"))
-    if not f.nothing_to_learn and not ev[-1].passed:
+    small_init = f.nothing_to_learn or ev[-1].passed
+    if not small_init:
         fails.append(f"init not small: {ev[-1].line()}; the twin prediction is a small-init theory "
                      "(§3.1, §2.6) and does not apply (lazy side: the even part is large from the start)")
     lo_g, hi_g = (growth_gap, growth_gap) if growth_range is None else growth_range
@@ -234,7 +234,6 @@ def judge_predicted(f: Facts, *, paired: bool, t0_gap: float, growth_gap: float,
     ev.append(evidence("predicted gap to the twin, low end (fraction of L(0))", lo, PAPER_LEVEL,
                        "at most the paper's 0.3% at the interval's low end; above it the net is "
                        "predicted off its twin (§6.4)"))
-    small_init = not any(r.startswith("init not small") for r in fails)
     if not ev[-1].passed and small_init:
         fails.append(f"{ev[-1].line()} ({terms}); wider nets shrink it (§2.6)")
     if fails:

@@ -53,10 +53,6 @@ def _hashable(v):
     return v.item() if isinstance(v, np.generic) else v
 
 
-def _is_number(v) -> bool:
-    return isinstance(v, Real) and not isinstance(v, bool)
-
-
 def summary_figure(df, ncols: int = 4):
     """One panel per metric: median over seeds against the first swept field (``seed``
     if nothing is swept), the min–max band over seeds shaded, one line per combination
@@ -67,7 +63,7 @@ def summary_figure(df, ncols: int = 4):
     others = grid[1:]
     done[x_name] = done[x_name].map(_hashable)
     xs = list(done[x_name].unique())
-    numeric = all(_is_number(v) for v in xs)
+    numeric = all(isinstance(v, Real) and not isinstance(v, bool) for v in xs)
     xs = sorted(xs) if numeric else sorted(xs, key=str)
     pos = {v: (float(v) if numeric else i) for i, v in enumerate(xs)}
     metrics = metric_columns(done)

@@ -77,10 +77,9 @@ def record_error(out: Path, point: Point, error: str, tb: str, compute_s: float 
 
 def _row(spec: Spec, point: Point, out: Path, reserved: set) -> dict:
     row = {**point.swept, "seed": point.seed, "point": point.key}
-    folder = out / POINTS / point.key
     err_path = out / ERRORS / f"{point.key}.json"
-    if (folder / "result.json").exists() and saved(out, point, spec.experiment):
-        doc = json.loads((folder / "result.json").read_text())
+    if saved(out, point, spec.experiment):  # False when there is no result.json
+        doc = json.loads((out / POINTS / point.key / "result.json").read_text())
         t_path = out / TIMING / f"{point.key}.json"
         timing = json.loads(t_path.read_text()) if t_path.exists() else {"compute_s": doc["elapsed_s"]}
         times = {k: float(timing.get(k, float("nan"))) for k in TIMES}
