@@ -24,7 +24,6 @@ import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 DEFAULT_PRESET = "paper"  # as biasfree.claims.config.DEFAULT_PRESET
 SPEC_KEYS = ("experiment", "preset", "seeds", "grid", "fixed")
@@ -105,17 +104,9 @@ def parse_spec(doc: Mapping, source: str = "spec") -> Spec:
 
 def read_spec(path) -> Spec:
     """Read and parse a spec file (see the module docstring)."""
-    import tomllib
+    from ..claims.config import read_toml
 
-    path = Path(path)
-    try:
-        with path.open("rb") as fh:
-            doc = tomllib.load(fh)
-    except OSError as e:
-        raise SpecError(f"cannot read sweep spec {path}: {e.strerror or e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"sweep spec {path} is not valid TOML: {e}") from None
-    return parse_spec(doc, str(path))
+    return parse_spec(read_toml(path, "sweep spec", SpecError), str(path))
 
 
 def point_key(experiment: str, config: Mapping, seed: int) -> str:

@@ -170,14 +170,20 @@ def read_config_file(path) -> dict:
         [leaky-collapse]
         alphas = [0.0, 0.5, 1.0]
     """
+    return read_toml(path, "config file", ConfigError)
+
+
+def read_toml(path, what: str, error: type[Exception]) -> dict:
+    """The TOML file at ``path`` as a dict; an unreadable file or bad TOML raises ``error``
+    naming ``what`` it is (``"config file"``, ``"sweep spec"``), the path and the cause."""
     path = Path(path)
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
     except OSError as e:
-        raise ConfigError(f"cannot read config file {path}: {e.strerror or e}") from None
+        raise error(f"cannot read {what} {path}: {e.strerror or e}") from None
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"config file {path} is not valid TOML: {e}") from None
+        raise error(f"{what} {path} is not valid TOML: {e}") from None
 
 
 def overrides_for(name: str, *sources: Mapping[str, object]) -> dict[str, object]:
