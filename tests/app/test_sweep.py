@@ -287,6 +287,17 @@ def test_unknown_spec_key_and_field_in_both_tables_are_errors():
         parse_spec({**SPEC, "fixed": {"width": 6}})
 
 
+def test_a_spec_file_that_is_not_toml_or_not_readable_is_a_spec_error(tmp_path):
+    from biasfree import read_spec
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("grid = = 3\n")
+    with pytest.raises(SpecError, match=f"sweep spec {bad} is not valid TOML"):
+        read_spec(bad)
+    with pytest.raises(SpecError, match=f"cannot read sweep spec {tmp_path}"):
+        read_spec(tmp_path)  # a folder: open() fails
+
+
 def test_point_key_is_content_addressed():
     pts = plan_points(parse_spec(SPEC))
     assert len({p.key for p in pts}) == 8
