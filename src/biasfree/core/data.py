@@ -174,6 +174,17 @@ def label_data(key, X, margin: float = 0.0):
     return X[keep], jnp.sign(z[keep])[:, None], w
 
 
+def orthonormal_columns(Q, n: int | None = None) -> np.ndarray:
+    """``Q`` (d, n) checked: orthonormal columns (to 1e-10), ``n`` of them if given."""
+    Q = validate.finite_array("Q", Q, ndim=2)
+    if n is not None and Q.shape[1] != n:
+        raise ValueError(f"Q must have one column per pair (n = {n}), got shape {Q.shape}")
+    if not np.allclose(Q.T @ Q, np.eye(Q.shape[1]), atol=1e-10):
+        raise ValueError(f"Q must be a (d, n) matrix with orthonormal columns, got shape {Q.shape}; build "
+                         "one with numpy.linalg.qr")
+    return Q
+
+
 def orthogonal_data(Q, y, y_neg) -> Dataset:
     """Orthogonal inputs and their negatives: ``+ρ q_i`` (targets ``y``) then ``-ρ q_i``
     (targets ``y_neg``), ρ = √n, so ``<x xᵀ> = Q Qᵀ`` (whitened on the span of Q).
@@ -181,11 +192,8 @@ def orthogonal_data(Q, y, y_neg) -> Dataset:
     ``Q`` (d, n) orthonormal columns q_i (e.g. from ``numpy.linalg.qr``); ``y``, ``y_neg``
     (n,). Returns N = 2n points in the mirrored layout ``[X₊; -X₊]``: odd target part
     ``(y - y_neg)/2``, even part ``(y + y_neg)/2`` (see :mod:`biasfree.theory.orthogonal`)."""
-    Q = validate.finite_array("Q", Q, ndim=2)
+    Q = orthonormal_columns(Q)
     n = Q.shape[1]
-    if not np.allclose(Q.T @ Q, np.eye(n), atol=1e-10):
-        raise ValueError(f"Q must be a (d, n) matrix with orthonormal columns, got shape {Q.shape}; "
-                         "build one with numpy.linalg.qr")
     y = validate.finite_array("y", y).ravel()
     y_neg = validate.finite_array("y_neg", y_neg).ravel()
     if y.shape != (n,) or y_neg.shape != (n,):
