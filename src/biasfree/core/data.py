@@ -54,7 +54,7 @@ class Dataset:
             if np.shape(X_test)[1] != np.shape(X)[1] or np.shape(Y_test)[1] != np.shape(Y)[1]:
                 raise ValueError("X_test, Y_test: the test set must have the same d and p as the "
                                  "training set")
-        mirrored = bool(mirror) and _is_mirror_layout(X)
+        mirrored = bool(mirror) and mirrored_half(X) is not None
         inputs = X[: X.shape[0] // 2] if mirrored else X
         if mirrored and isinstance(inputs, np.ndarray):
             inputs = inputs.copy()  # let the full array go
@@ -82,11 +82,11 @@ class Dataset:
         return (self.X, self.Y, self.X_test, self.Y_test)
 
 
-def _is_mirror_layout(X) -> bool:
-    """True if the N rows of ``X`` are ``[X₊; -X₊]`` exactly (N even, N >= 2)."""
-    A = np.asarray(X)
-    n = A.shape[0] // 2
-    return A.shape[0] % 2 == 0 and n > 0 and bool(np.array_equal(A[n:], -A[:n]))
+def mirrored_half(X) -> np.ndarray | None:
+    """X₊ when the rows of ``X`` (N, d) are exactly ``[X₊; -X₊]`` (bitwise; N even), else None."""
+    X = np.asarray(X)
+    n = X.shape[0] // 2
+    return X[:n] if X.shape[0] == 2 * n and n and np.array_equal(X[n:], -X[:n]) else None
 
 
 def _dataset_flatten(ds: Dataset):
