@@ -40,11 +40,8 @@ LAYOUTS = ("auto", "map", "vmap")
 
 
 def _layout(layout: str | None) -> tuple[str, int]:
-    """``(layout, n_devices)`` for an ensemble: see the module doc."""
-    layout = "auto" if layout is None else layout
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout={layout!r}: choose one of {', '.join(LAYOUTS)}")
-    if layout == "auto":
+    """``(layout, n_devices)`` for an ensemble (``layout`` checked by :func:`_batch`): see the module doc."""
+    if layout in (None, "auto"):
         layout = "map" if jax.default_backend() == "cpu" else "vmap"
     return layout, (len(jax.devices()) if layout == "map" else 1)
 
@@ -97,9 +94,8 @@ def _flow_batch(params, data, alpha, weight_decay, ts, loss, pinv_X, rtol, atol,
 
 
 def _batch(params, data, cfg, batched_params, layout, **vectors):
-    """Validate an ensemble's arguments; ``(B, params with axis B, {name: (B,) array})``,
-    each vector's None replaced by the config's value."""
-    run.check_cfg(cfg, type(cfg))
+    """Validate an ensemble's arguments (``cfg``'s type checked by the caller); ``(B, params
+    with axis B, {name: (B,) array})``, each vector's None replaced by the config's value."""
     validate.flag("batched_params", batched_params)
     if layout is not None:
         validate.choice("layout", layout, LAYOUTS)
