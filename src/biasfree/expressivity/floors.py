@@ -29,7 +29,7 @@ from scipy.spatial import cKDTree
 from .. import _validate as validate
 from ..core.precision import precise
 from ..core.symmetry import mirror_violation
-from .decomposition import Decomposition, Function, compiled, decompose, evaluate
+from .decomposition import Function, compiled, evaluate, odd_fit
 
 
 @dataclass(frozen=True)
@@ -145,12 +145,6 @@ def _checked(target, X, per_point, radial=None, *, compile_target=True):
     return (target if per_point or not compile_target else compiled(target, X)), X
 
 
-def _odd_residual(f, X, per_point) -> tuple[np.ndarray, Decomposition]:
-    dec = decompose(f, X, per_point=per_point)
-    beta = np.linalg.lstsq(X, dec.odd, rcond=None)[0]
-    return np.sum((dec.odd - X @ beta) ** 2, axis=1), dec
-
-
 @precise
 def odd_floor(target: Function, X, *, per_point: bool = False) -> Floor:
     """``F_odd = min_β ½E||y_odd - βᵀx||²`` for a symmetric input law, from a sample.
@@ -161,7 +155,7 @@ def odd_floor(target: Function, X, *, per_point: bool = False) -> Floor:
     error once N >> d². Any symmetric law (Gaussian or not) works.
     """
     target, X = _checked(target, X, per_point, compile_target=False)
-    res, dec = _odd_residual(target, X, per_point)
+    _, res, dec = odd_fit(target, X, per_point)
     return _floor(res, np.sum(dec.values**2, axis=1), "odd part outside linear maps")
 
 
@@ -304,7 +298,7 @@ def two_layer_floor(target: Function, X, *, alpha=0.0, cov=None, radial=None,
     """
     alpha = validate.slope(alpha)
     target, X = _checked(target, X, per_point, radial)
-    res, dec = _odd_residual(target, X, per_point)
+    _, res, dec = odd_fit(target, X, per_point)
     power = np.sum(dec.values**2, axis=1)
     (even, even_err), (full, full_err), ray_power = _ray_floors(target, X, cov, radial, per_point)
     if float(alpha) == 1.0:
