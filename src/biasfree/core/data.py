@@ -113,14 +113,16 @@ def gaussian_inputs(key, n: int, d: int, cov=None) -> Array:
     Z = normal(key, (n, d))
     if cov is None:
         return Z
-    cov = jnp.asarray(validate.finite_array("cov", cov), dtype=float)
-    if cov.shape != (d, d):
-        raise ValueError(f"cov must have shape ({d}, {d}), got {cov.shape}")
-    sym = np.asarray(cov)
-    if not np.allclose(sym, sym.T) or np.linalg.eigvalsh(0.5 * (sym + sym.T)).min() <= 0:
+    return Z @ jnp.linalg.cholesky(jnp.asarray(check_covariance(cov, d), dtype=float)).T
+
+
+def check_covariance(cov, d: int) -> np.ndarray:
+    """``cov`` (d, d) checked: symmetric positive definite (a covariance of full rank)."""
+    C = validate.finite_array("cov", cov, shape=(d, d))
+    if not np.allclose(C, C.T) or np.linalg.eigvalsh(0.5 * (C + C.T)).min() <= 0:
         raise ValueError("cov must be symmetric positive definite (a covariance matrix "
                          "with every eigenvalue > 0)")
-    return Z @ jnp.linalg.cholesky(cov).T
+    return C
 
 
 @validate.array_args("X", "Y")

@@ -27,6 +27,7 @@ from scipy.integrate import quad_vec
 from scipy.spatial import cKDTree
 
 from .. import _validate as validate
+from ..core.data import check_covariance
 from ..core.precision import precise
 from ..core.symmetry import mirror_violation
 from .decomposition import Function, compiled, evaluate, odd_fit
@@ -116,16 +117,6 @@ def _check_independent(X) -> np.ndarray:
                          "points")
     check_symmetric_law(X)
     return X
-
-
-def _check_cov(cov, d: int):
-    if cov is None:
-        return None
-    C = validate.finite_array("cov", cov, shape=(d, d))
-    if not np.allclose(C, C.T) or np.linalg.eigvalsh(0.5 * (C + C.T)).min() <= 0:
-        raise ValueError("cov must be symmetric positive definite (a covariance matrix with every "
-                         "eigenvalue > 0)")
-    return C
 
 
 def _check_radial(radial):
@@ -229,8 +220,7 @@ def _ray_floors(target, X, cov, radial, per_point):
     """Per-direction residuals of the even part and of the whole target (one quadrature);
     ``X`` already checked (:func:`_checked`)."""
     d = X.shape[1]
-    cov = _check_cov(cov, d)
-    L = np.eye(d) if cov is None else np.linalg.cholesky(cov)
+    L = np.eye(d) if cov is None else np.linalg.cholesky(check_covariance(cov, d))
     Z = np.linalg.solve(L, X.T).T
     norms = np.linalg.norm(Z, axis=1, keepdims=True)
     if np.any(norms == 0.0):
