@@ -102,8 +102,7 @@ def deep_logit(t, s, a0, depth: int):
     t, s, a0 = _check_deep(t, s, a0)
     flat_t = t.ravel()
     if L == 2:
-        xi = logit(a0 / s) + 2.0 * s * flat_t[:, None] if s.ndim else logit(a0 / s) + 2 * s * flat_t
-        return xi.reshape(t.shape + s.shape)
+        return (logit(a0 / s) + 2.0 * s * (flat_t[:, None] if s.ndim else flat_t)).reshape(t.shape + s.shape)
     cols = [_logit_path(flat_t, float(si), float(ai), L) for si, ai in zip(s.ravel(), a0.ravel(),
                                                                          strict=True)]
     return np.stack(cols, axis=-1).reshape(t.shape + s.shape)
