@@ -91,25 +91,25 @@ def _broadcast(**arrays):
                          f"a scalar), got shapes {shapes}") from None
 
 
-def _modes(s, a0, *, s_name="s", a0_name="a0"):
-    s = v.nonnegative(s_name, s, why="singular values of Σ_yx")
-    a0 = v.positive(a0_name, a0, why=f"a mode that starts at 0 never grows; start it at a small "
-                                     f"positive {a0_name} ({a0_name} > 0)")
-    return tuple(_broadcast(**{s_name: s, a0_name: a0}))
+def _modes(s, a0):
+    s = v.nonnegative("s", s, why="singular values of Σ_yx")
+    a0 = v.positive("a0", a0, why="a mode that starts at 0 never grows; start it at a small positive a0 "
+                                  "(a0 > 0)")
+    return tuple(_broadcast(s=s, a0=a0))
 
 
-def _check_decay(weight_decay, name: str = "weight_decay") -> float:
-    return v.nonnegative(name, weight_decay, scalar=True, why="a weight decay λ >= 0")
+def _check_decay(weight_decay) -> float:
+    return v.nonnegative("weight_decay", weight_decay, scalar=True, why="a weight decay λ >= 0")
 
 
-def _check_y_power(y_power, s, name: str = "y_power") -> float:
+def _check_y_power(y_power, s) -> float:
     """``y_power`` = tr<y yᵀ> >= Σ s_i² (the targets carry at least the power a linear map
     explains; a relative shortfall up to 1e-6, float32 whitening round-off, is allowed)."""
-    y = v.nonnegative(name, y_power, scalar=True, why="the mean squared target")
+    y = v.nonnegative("y_power", y_power, scalar=True, why="the mean squared target")
     s = np.asarray(s, dtype=float)
     explained = float(np.max(np.sum(s**2, axis=-1))) if s.ndim else float(s**2)
     if y < explained * (1.0 - 1e-6):
-        raise ValueError(f"{name}={y_power!r} is below Σ s_i² = {explained:.6g}: tr<y yᵀ> is at least "
+        raise ValueError(f"y_power={y_power!r} is below Σ s_i² = {explained:.6g}: tr<y yᵀ> is at least "
                          "the power a linear map explains; take both s and y_power from "
                          "biasfree.theory.data_modes of the same data")
     return y
