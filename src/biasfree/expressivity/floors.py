@@ -24,12 +24,11 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats
 from scipy.integrate import quad_vec
-from scipy.spatial import cKDTree
 
 from .. import _validate as validate
 from ..core.data import check_covariance
 from ..core.precision import precise
-from ..core.symmetry import mirror_violation
+from ..core.symmetry import mirror_violation, nearest_mirror
 from .decomposition import Function, compiled, evaluate, odd_fit
 
 
@@ -348,7 +347,7 @@ def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
     alpha = validate.slope(alpha)
     X, Y = validate.data(X, Y)
     tol = validate.nonnegative("tol", tol, scalar=True)
-    dist, partner = cKDTree(X).query(-X, k=1)
+    dist, partner = nearest_mirror(X)
     if np.max(dist) > tol:
         raise ValueError(
             f"X is not symmetric: row {int(np.argmax(dist))} has no mirror -x within {tol}; "
