@@ -109,15 +109,6 @@ def check_symmetric_law(X) -> None:
                 "(biasfree.symmetrize)")
 
 
-def _check_independent(X) -> np.ndarray:
-    X = validate.finite_array("X", X, ndim=2)
-    if X.shape[0] < X.shape[1] + 2:
-        raise ValueError(f"X: need a sample of shape (N, d) with N > d + 1, got {X.shape}; draw more "
-                         "points")
-    check_symmetric_law(X)
-    return X
-
-
 def _check_radial(radial):
     if radial is not None and not all(hasattr(radial, a) for a in ("pdf", "isf", "moment")):
         raise TypeError(f"radial={radial!r} must be a frozen scipy.stats law of r = ||z|| (e.g. "
@@ -130,7 +121,11 @@ def _checked(target, X, per_point, radial=None, *, compile_target=True):
     it many times) unless it is a per-point function or ``compile_target`` is False."""
     validate.callable_("target", target)
     validate.flag("per_point", per_point)
-    X = _check_independent(X)
+    X = validate.finite_array("X", X, ndim=2)
+    if X.shape[0] < X.shape[1] + 2:
+        raise ValueError(f"X: need a sample of shape (N, d) with N > d + 1, got {X.shape}; draw more "
+                         "points")
+    check_symmetric_law(X)
     _check_radial(radial)
     return (target if per_point or not compile_target else compiled(target, X)), X
 
