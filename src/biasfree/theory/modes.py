@@ -164,9 +164,7 @@ def linear_floor(X, Y, *, intercept: bool = False) -> float:
     to the global minimum. Equals :func:`final_loss` for whitened inputs. With
     ``intercept`` the fit is affine, ``B [x; 1]`` (the floor a net with biases must beat)."""
     X, Y = v.data(X, Y)
-    if not isinstance(intercept, bool | np.bool_):
-        raise TypeError(f"intercept={intercept!r} must be True or False")
-    if intercept:
+    if v.flag("intercept", intercept):
         X = np.hstack([X, np.ones((X.shape[0], 1))])
     B, *_ = np.linalg.lstsq(X, Y, rcond=None)
     return float(0.5 * np.mean(np.sum((Y - X @ B) ** 2, axis=1)))
