@@ -218,8 +218,7 @@ def deep_gd_mode_strength(steps, s, a0, depth: int, lr: float) -> np.ndarray:
     steps = np.asarray(steps)
     if steps.ndim != 1 or np.any(steps != np.round(steps)) or np.any(np.diff(steps) < 0) or steps[0] < 0:
         raise ValueError("steps must be a sorted 1-D array of non-negative whole numbers of GD steps")
-    if not lr > 0:
-        raise ValueError(f"lr={lr!r} must be a positive GD step η")
+    lr = v.positive("lr", lr, scalar=True, why="a GD step size η > 0")
     s = np.asarray(s, float)
     a = np.broadcast_to(np.asarray(a0, float), s.shape).copy()
     out, k = np.empty(steps.shape + s.shape), 0
