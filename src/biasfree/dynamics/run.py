@@ -113,7 +113,8 @@ def check_params_data(params: Params, data: Dataset, loss: str, batched: bool = 
 
 
 def pinv(params: Params, data: Dataset):
-    """X⁺ for the least-squares β_eff (of X₊ alone when the inputs are mirrored)."""
+    """X⁺ for the least-squares β_eff (of X₊ alone when the inputs are mirrored); only the
+    structure of ``params`` is read, so an ensemble's batched params do."""
     return None if beta_eff_is_exact(params) else jnp.linalg.pinv(data.inputs)
 
 
