@@ -150,10 +150,7 @@ class Conv:
         (one member: ``K`` without ensemble axes)."""
         return _conv_flat(H, self.K, self.in_shape, self.padding)
 
-    def apply(self, H: Array) -> Array:
-        """Pre-activations ``H Aᵀ + b`` (N, n_out) of a flat batch ``H`` (N, n_in)."""
-        Z = self.linear(H)
-        return Z if self.b is None else Z + self.bias
+    apply = AbstractLayer.apply
 
     @property
     def matrix(self) -> Array:
@@ -225,9 +222,7 @@ class PooledDense:
         S = math.prod(self.in_shape)
         return jnp.mean(jnp.reshape(H, (H.shape[0], -1, S)), axis=-1) @ self.V.T
 
-    def apply(self, H: Array) -> Array:
-        Z = self.linear(H)
-        return Z if self.b is None else Z + self.b
+    apply = AbstractLayer.apply
 
     @property
     def matrix(self) -> Array:

@@ -54,7 +54,7 @@ class Dataset:
             if np.shape(X_test)[1] != np.shape(X)[1] or np.shape(Y_test)[1] != np.shape(Y)[1]:
                 raise ValueError("X_test, Y_test: the test set must have the same d and p as the "
                                  "training set")
-        mirrored = bool(mirror) and _is_mirror_layout(X)
+        mirrored = bool(mirror) and mirrored_half(X) is not None
         inputs = X[: X.shape[0] // 2] if mirrored else X
         if mirrored and isinstance(inputs, np.ndarray):
             inputs = inputs.copy()  # let the full array go
@@ -82,11 +82,11 @@ class Dataset:
         return (self.X, self.Y, self.X_test, self.Y_test)
 
 
-def _is_mirror_layout(X) -> bool:
-    """True if the N rows of ``X`` are ``[X₊; -X₊]`` exactly (N even, N >= 2)."""
-    A = np.asarray(X)
-    n = A.shape[0] // 2
-    return A.shape[0] % 2 == 0 and n > 0 and bool(np.array_equal(A[n:], -A[:n]))
+def mirrored_half(X) -> np.ndarray | None:
+    """X₊ when the rows of ``X`` (N, d) are exactly ``[X₊; -X₊]`` (bitwise; N even), else None."""
+    X = np.asarray(X)
+    n = X.shape[0] // 2
+    return X[:n] if X.shape[0] == 2 * n and n and np.array_equal(X[n:], -X[:n]) else None
 
 
 def _dataset_flatten(ds: Dataset):
@@ -113,14 +113,16 @@ def gaussian_inputs(key, n: int, d: int, cov=None) -> Array:
     Z = normal(key, (n, d))
     if cov is None:
         return Z
-    cov = jnp.asarray(validate.finite_array("cov", cov), dtype=float)
-    if cov.shape != (d, d):
-        raise ValueError(f"cov must have shape ({d}, {d}), got {cov.shape}")
-    sym = np.asarray(cov)
-    if not np.allclose(sym, sym.T) or np.linalg.eigvalsh(0.5 * (sym + sym.T)).min() <= 0:
+    return Z @ jnp.linalg.cholesky(jnp.asarray(check_covariance(cov, d), dtype=float)).T
+
+
+def check_covariance(cov, d: int) -> np.ndarray:
+    """``cov`` (d, d) checked: symmetric positive definite (a covariance of full rank)."""
+    C = validate.finite_array("cov", cov, shape=(d, d))
+    if not np.allclose(C, C.T) or np.linalg.eigvalsh(0.5 * (C + C.T)).min() <= 0:
         raise ValueError("cov must be symmetric positive definite (a covariance matrix "
                          "with every eigenvalue > 0)")
-    return Z @ jnp.linalg.cholesky(cov).T
+    return C
 
 
 @validate.array_args("X", "Y")
@@ -174,6 +176,17 @@ def label_data(key, X, margin: float = 0.0):
     return X[keep], jnp.sign(z[keep])[:, None], w
 
 
+def orthonormal_columns(Q, n: int | None = None) -> np.ndarray:
+    """``Q`` (d, n) checked: orthonormal columns (to 1e-10), ``n`` of them if given."""
+    Q = validate.finite_array("Q", Q, ndim=2)
+    if n is not None and Q.shape[1] != n:
+        raise ValueError(f"Q must have one column per pair (n = {n}), got shape {Q.shape}")
+    if not np.allclose(Q.T @ Q, np.eye(Q.shape[1]), atol=1e-10):
+        raise ValueError(f"Q must be a (d, n) matrix with orthonormal columns, got shape {Q.shape}; build "
+                         "one with numpy.linalg.qr")
+    return Q
+
+
 def orthogonal_data(Q, y, y_neg) -> Dataset:
     """Orthogonal inputs and their negatives: ``+ρ q_i`` (targets ``y``) then ``-ρ q_i``
     (targets ``y_neg``), ρ = √n, so ``<x xᵀ> = Q Qᵀ`` (whitened on the span of Q).
@@ -181,11 +194,8 @@ def orthogonal_data(Q, y, y_neg) -> Dataset:
     ``Q`` (d, n) orthonormal columns q_i (e.g. from ``numpy.linalg.qr``); ``y``, ``y_neg``
     (n,). Returns N = 2n points in the mirrored layout ``[X₊; -X₊]``: odd target part
     ``(y - y_neg)/2``, even part ``(y + y_neg)/2`` (see :mod:`biasfree.theory.orthogonal`)."""
-    Q = validate.finite_array("Q", Q, ndim=2)
+    Q = orthonormal_columns(Q)
     n = Q.shape[1]
-    if not np.allclose(Q.T @ Q, np.eye(n), atol=1e-10):
-        raise ValueError(f"Q must be a (d, n) matrix with orthonormal columns, got shape {Q.shape}; "
-                         "build one with numpy.linalg.qr")
     y = validate.finite_array("y", y).ravel()
     y_neg = validate.finite_array("y_neg", y_neg).ravel()
     if y.shape != (n,) or y_neg.shape != (n,):

@@ -161,11 +161,10 @@ def from_arrays(weights, biases=None) -> Params:
     ``weights`` = [W_1, ..., W_L] with ``W_l`` (n_l, n_{l-1}); ``biases`` a matching
     list of vectors or ``None`` entries.
     """
-    if isinstance(weights, str | bytes | dict) or not isinstance(weights, tuple | list):
+    if not isinstance(weights, tuple | list):
         raise TypeError(f"weights must be a list of weight matrices [W_1, ..., W_L], got "
                         f"{type(weights).__name__}")
-    if biases is not None and (isinstance(biases, str | bytes | dict)
-                               or not isinstance(biases, tuple | list)):
+    if biases is not None and not isinstance(biases, tuple | list):
         raise TypeError(f"biases must be a list with one vector (or None) per layer, got "
                         f"{type(biases).__name__}")
     traced = validate.traced(weights, biases)
@@ -243,7 +242,7 @@ def init_conv(key, in_shape, channels, kernel, p: int = 1, scale=1.0, *, padding
     which makes it exactly linear (every hidden C_l must be even; bias-free only).
     """
     validate.key(key)
-    if isinstance(channels, str | bytes) or not isinstance(channels, tuple | list) or len(channels) < 2:
+    if not isinstance(channels, tuple | list) or len(channels) < 2:
         raise ValueError(f"channels={channels!r}: give (C_0, C_1, ..., C_(L-1)), the input channels then "
                          "those of each conv layer (at least one)")
     ch = tuple(validate.integer(f"channels[{i}]", c, 1) for i, c in enumerate(channels))

@@ -43,9 +43,11 @@ class AbstractLayer(abc.ABC):
     def bias(self) -> Array | None:
         """The bias (n_out,), or ``None`` for a bias-free layer."""
 
-    @abc.abstractmethod
     def apply(self, H: Array) -> Array:
-        """Pre-activations ``H Aᵀ + b`` of a batch ``H`` (N, n_in), shape (N, n_out)."""
+        """Pre-activations ``H Aᵀ + b`` of a batch ``H`` (N, n_in), shape (N, n_out): :meth:`linear`
+        plus the bias, for every layer type here (a registered class sets ``apply = AbstractLayer.apply``)."""
+        Z, b = self.linear(H), self.bias
+        return Z if b is None else Z + b
 
     @abc.abstractmethod
     def linear(self, H: Array) -> Array:
@@ -79,6 +81,7 @@ class Layer(NamedTuple):
     matrix = property(lambda self: self.W, doc="``W``, the layer's linear map (n_out, n_in).")
     bias = property(lambda self: self.b, doc="``b``, or ``None``.")
     n_in, n_out, has_bias = AbstractLayer.n_in, AbstractLayer.n_out, AbstractLayer.has_bias
+    apply = AbstractLayer.apply
 
     in_layout = out_layout = None  # flat: a dense layer reads and writes any layout
 
@@ -87,10 +90,6 @@ class Layer(NamedTuple):
     def linear(self, H: Array) -> Array:
         """``H Wᵀ``, the bias left out."""
         return H @ self.W.T
-
-    def apply(self, H: Array) -> Array:
-        Z = H @ self.W.T
-        return Z if self.b is None else Z + self.b
 
     def scaled(self, factor) -> Layer:
         fw, fb = (factor, factor) if np.ndim(factor) == 0 else (factor[..., None, None], factor[..., None])

@@ -159,8 +159,7 @@ def load_data(path_or_name, *, target: str = "onehot", symmetrize_data: bool | N
     if not (isinstance(path_or_name, str) or hasattr(path_or_name, "__fspath__")):
         raise TypeError(f"path_or_name={path_or_name!r} must be a file path or a bundled data set name "
                         f"({', '.join(NAMES)})")
-    if target not in TARGETS:
-        raise ValueError(f"target={target!r}: choose one of {', '.join(TARGETS)}")
+    validate.choice("target", target, TARGETS)
     if symmetrize_data is not None:
         validate.flag("symmetrize_data", symmetrize_data)
     seed = validate.seed(seed)

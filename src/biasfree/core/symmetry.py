@@ -21,9 +21,9 @@ def _points(X, Y) -> np.ndarray:
     return np.hstack(validate.data(X, Y))
 
 
-def _nearest_mirror(Z: np.ndarray) -> np.ndarray:
-    """``min_m ||z_n + z_m||`` for every n: the distance from ``-z_n`` to the set (k-d tree)."""
-    return cKDTree(Z).query(-Z, k=1)[0]
+def nearest_mirror(Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(min_m ||z_n + z_m||, that m)`` for every row n of ``Z``: -z_n's nearest row (k-d tree)."""
+    return cKDTree(Z).query(-Z, k=1)
 
 
 def mirror_violation(X, Y=None) -> float:
@@ -46,7 +46,7 @@ def mirror_violation(X, Y=None) -> float:
     ub = float(np.max(np.linalg.norm(Z[order] + Z[mirror], axis=1)))
     if ub == 0.0:
         return 0.0
-    lb = float(np.max(_nearest_mirror(Z)))
+    lb = float(np.max(nearest_mirror(Z)[0]))
     if ub <= lb or Z.shape[0] > 1500:
         return ub
     D = np.linalg.norm(Z[:, None, :] + Z[None, :, :], axis=-1)
@@ -75,4 +75,4 @@ def asymmetry(X, Y=None) -> float:
     power = float(np.mean(np.sum(Z**2, axis=1)))
     if power == 0.0:
         return 0.0
-    return float(np.mean(_nearest_mirror(Z) ** 2) / power)
+    return float(np.mean(nearest_mirror(Z)[0] ** 2) / power)

@@ -98,7 +98,7 @@ def sine_target(key, d: int, freq: float = 4.0) -> tuple[Target, Array]:
 
 def product_target(indices=(0, 1, 2)) -> Target:
     """``y = Π_{i in indices} x_i``: odd for an odd count (x1 x2 x3), even otherwise."""
-    if isinstance(indices, str | bytes) or not isinstance(indices, tuple | list | np.ndarray):
+    if not isinstance(indices, tuple | list | np.ndarray):
         raise TypeError(f"indices={indices!r} must be a tuple of input coordinates, e.g. (0, 1, 2)")
     ints = [validate.integer(f"indices[{k}]", i, 0) for k, i in enumerate(indices)]
     if not ints:

@@ -40,11 +40,8 @@ LAYOUTS = ("auto", "map", "vmap")
 
 
 def _layout(layout: str | None) -> tuple[str, int]:
-    """``(layout, n_devices)`` for an ensemble: see the module doc."""
-    layout = "auto" if layout is None else layout
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout={layout!r}: choose one of {', '.join(LAYOUTS)}")
-    if layout == "auto":
+    """``(layout, n_devices)`` for an ensemble (``layout`` checked by :func:`_batch`): see the module doc."""
+    if layout in (None, "auto"):
         layout = "map" if jax.default_backend() == "cpu" else "vmap"
     return layout, (len(jax.devices()) if layout == "map" else 1)
 
@@ -97,9 +94,8 @@ def _flow_batch(params, data, alpha, weight_decay, ts, loss, pinv_X, rtol, atol,
 
 
 def _batch(params, data, cfg, batched_params, layout, **vectors):
-    """Validate an ensemble's arguments; ``(B, params with axis B, {name: (B,) array})``,
-    each vector's None replaced by the config's value."""
-    run.check_cfg(cfg, type(cfg))
+    """Validate an ensemble's arguments (``cfg``'s type checked by the caller); ``(B, params
+    with axis B, {name: (B,) array})``, each vector's None replaced by the config's value."""
     validate.flag("batched_params", batched_params)
     if layout is not None:
         validate.choice("layout", layout, LAYOUTS)
@@ -142,11 +138,10 @@ def gd_ensemble(params: Params, data: Dataset, cfg: GDConfig, *, alpha=None, lr=
     run.check_cfg(cfg, GDConfig)
     B, params, v = _batch(params, data, cfg, batched_params, layout, alpha=alpha, lr=lr,
                           weight_decay=weight_decay)
-    one = jax.tree_util.tree_map(lambda x: x[0], params)
     ks = record_steps(cfg.steps, cfg.n_records, cfg.spacing)
     lay, n_dev = _layout(layout)
     final, obs = _gd_batch(params, run.arrays(data), v["alpha"], v["lr"], v["weight_decay"],
-                           jnp.asarray(np.diff(ks)), cfg.loss, run.pinv(one, data),
+                           jnp.asarray(np.diff(ks)), cfg.loss, run.pinv(params, data),
                            cfg.keep_params, data.mirrored, lay, n_dev)
     t = v["lr"][:, None] * jnp.asarray(ks)[None, :]
     traj = run.to_traj(t, final, obs, {"steps": jnp.full((B,), cfg.steps)}, "gd")
@@ -163,7 +158,6 @@ def flow_ensemble(params: Params, data: Dataset, cfg: FlowConfig, *, alpha=None,
     run.check_cfg(cfg, FlowConfig)
     B, params, v = _batch(params, data, cfg, batched_params, layout, alpha=alpha,
                           weight_decay=weight_decay)
-    one = jax.tree_util.tree_map(lambda x: x[0], params)
     ts = jnp.asarray(record_times(cfg.t_max, cfg.n_records, cfg.spacing))
     lay, _ = _layout(layout)
     # one device: diffrax solves spread over host devices by shard_map hung (idle CPUs)
@@ -171,7 +165,7 @@ def flow_ensemble(params: Params, data: Dataset, cfg: FlowConfig, *, alpha=None,
     # host callbacks, a likely suspect). GD's loop is pure XLA and spreads.
     n_dev = 1
     final, obs, stats = _flow_batch(params, run.arrays(data), v["alpha"], v["weight_decay"], ts,
-                                    cfg.loss, run.pinv(one, data), cfg.rtol, cfg.atol, cfg.solver,
+                                    cfg.loss, run.pinv(params, data), cfg.rtol, cfg.atol, cfg.solver,
                                     cfg.max_steps, cfg.keep_params, data.mirrored, lay, n_dev)
     traj = run.to_traj(jnp.broadcast_to(ts, (B,) + ts.shape), final, obs, stats, "flow")
     check_flow(traj, cfg, data, v["alpha"], v["weight_decay"])

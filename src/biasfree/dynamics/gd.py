@@ -50,10 +50,7 @@ def record_steps(steps: int, n_records: int, spacing: str = "linear") -> np.ndar
     steps = validate.integer("steps", steps, 1)
     n_records = validate.integer("n_records", n_records, 2)
     validate.choice("spacing", spacing, SPACINGS)
-    if spacing == "log":
-        ks = np.geomspace(1, steps, max(n_records - 1, 1))
-    else:
-        ks = np.linspace(0, steps, n_records)
+    ks = np.geomspace(1, steps, n_records - 1) if spacing == "log" else np.linspace(0, steps, n_records)
     return np.unique(np.concatenate([[0], np.round(ks).astype(np.int64), [steps]]))
 
 

@@ -113,7 +113,8 @@ def check_params_data(params: Params, data: Dataset, loss: str, batched: bool = 
 
 
 def pinv(params: Params, data: Dataset):
-    """X⁺ for the least-squares β_eff (of X₊ alone when the inputs are mirrored)."""
+    """X⁺ for the least-squares β_eff (of X₊ alone when the inputs are mirrored); only the
+    structure of ``params`` is read, so an ensemble's batched params do."""
     return None if beta_eff_is_exact(params) else jnp.linalg.pinv(data.inputs)
 
 
@@ -154,8 +155,6 @@ def record(params, arrays, alpha, loss, pinv_X, keep_params=False, mirrored=Fals
 
 
 def to_traj(t, final, obs, stats, method) -> Trajectory:
-    return Trajectory(t=t, loss=obs["loss"], test_loss=obs["test_loss"], beta=obs["beta"],
-                      even_energy=obs["even_energy"],
-                      singular_values=obs["singular_values"], conserved=obs["conserved"],
-                      params=final, stats=stats, method=method, path=obs["path"],
-                      loss_max=obs["loss_max"])
+    """The :class:`Trajectory` at times ``t``: ``obs`` holds one array per recorded field (the
+    observables of :func:`record`, ``path`` and ``loss_max``), ``final`` the last parameters."""
+    return Trajectory(t=t, params=final, stats=stats, method=method, **obs)

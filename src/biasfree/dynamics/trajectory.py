@@ -84,10 +84,8 @@ class Trajectory:
         if L.ndim != 1:
             raise ValueError(f"half_time: this is an ensemble trajectory (loss has shape {L.shape}); "
                              "call traj.member(i).half_time() for member i")
-        if target_loss is not None:
-            target_loss = validate.real("target_loss", target_loss, scalar=True)
-        if target_loss is None:
-            target_loss = 0.5 * (L[0] + L[-1])
+        target_loss = (0.5 * (L[0] + L[-1]) if target_loss is None
+                       else validate.real("target_loss", target_loss, scalar=True))
         below = np.nonzero(L <= target_loss)[0]
         if below.size == 0 or below[0] == 0:
             return float("nan") if below.size == 0 else float(t[0])

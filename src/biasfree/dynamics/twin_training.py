@@ -14,7 +14,7 @@ run goes in ``n_records − 1`` compiled chunks; between chunks ``progress(k, K)
 called and the ``time_budget`` (seconds) is checked, so a run stops within one chunk
 of its budget and says how many steps it ran.
 
-Mirrored inputs: when the rows of X are exactly ``[X₊; -X₊]`` (:func:`mirrored_half`),
+Mirrored inputs: when the rows of X are exactly ``[X₊; -X₊]`` (:func:`~biasfree.core.data.mirrored_half`),
 both gradients go through :func:`~biasfree.dynamics.losses.objective_mirrored`'s path (one
 first-layer product for both halves), the same numbers to round-off.
 :func:`gaps_batched` runs a batch of such pairs of one shape in one vmapped loop, each
@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..core.data import mirrored_half
 from ..core.layers import Params
 from ..core.nets import even_part, forward
 from ..core.precision import precise
@@ -54,13 +55,6 @@ class PairedRun:
     gap_step: int
     params: Params
     twin: Params
-
-
-def mirrored_half(X) -> np.ndarray | None:
-    """X₊ when the rows of ``X`` (N, d) are exactly ``[X₊; -X₊]`` (bitwise; N even), else None."""
-    X = np.asarray(X)
-    n = X.shape[0] // 2
-    return X[:n] if X.shape[0] == 2 * n and n and np.array_equal(X[n:], -X[:n]) else None
 
 
 def _step(st, k, X, Y, alpha, lr, twin_lr, decay, twin_decay, loss, mirrored, last=None):

@@ -85,12 +85,11 @@ def characterise(target: Function, X, *, alpha=0.0, cov=None, radial=None, tol: 
         reachable = None
         reason = (f"the floor estimate {total.normalised:.3g} ± {total.normalised_se:.2g} exceeds the "
                   f"target's power (n={total.n}): heavy tails or too few samples; draw more points")
-    elif unsure:
-        reachable = None if not out else False
-        if reachable is None:
-            reason = ("too few samples (n=" + str(total.n) + ", " + "; ".join(
-                f"{name} floor {part.normalised:.3g} ± {part.normalised_se:.2g}" for name, part in unsure)
-                + f", relative to tol {tol:g}); draw more points")
+    elif unsure and not out:  # with a part out of reach the verdict stands: unreachable
+        reachable = None
+        reason = ("too few samples (n=" + str(total.n) + ", " + "; ".join(
+            f"{name} floor {part.normalised:.3g} ± {part.normalised_se:.2g}" for name, part in unsure)
+            + f", relative to tol {tol:g}); draw more points")
     verdict = {True: "reachable", False: "unreachable", None: "undetermined"}[reachable]
     return Characterisation(reachable, total.distance, total.normalised, total.normalised_se,
                             out, fl, verdict, reason)

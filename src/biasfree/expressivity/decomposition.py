@@ -143,10 +143,15 @@ def odd_nonlinearity(f: Function, X, *, per_point: bool = False) -> OddFit:
     bias-free net (§1.2), positive for deeper ones that use their extra expressivity.
     """
     X = validate.finite_array("X", X, ndim=2)
-    odd = decompose(f, X, per_point=per_point).odd
-    beta = np.linalg.lstsq(X, odd, rcond=None)[0]
-    res = odd - X @ beta
-    return OddFit(beta, float(np.mean(np.sum(res**2, axis=1))), float(np.mean(np.sum(odd**2, axis=1))))
+    beta, res, dec = odd_fit(f, X, per_point)
+    return OddFit(beta, float(np.mean(res)), dec.odd_energy)
+
+
+def odd_fit(f: Function, X, per_point: bool) -> tuple[np.ndarray, np.ndarray, Decomposition]:
+    """``(β, ||f_odd(x_n) - βᵀx_n||² (N,), decompose(f, X))``: β the least-squares fit of f_odd."""
+    dec = decompose(f, X, per_point=per_point)
+    beta = np.linalg.lstsq(X, dec.odd, rcond=None)[0]
+    return beta, np.sum((dec.odd - X @ beta) ** 2, axis=1), dec
 
 
 @precise

@@ -24,12 +24,12 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats
 from scipy.integrate import quad_vec
-from scipy.spatial import cKDTree
 
 from .. import _validate as validate
+from ..core.data import check_covariance
 from ..core.precision import precise
-from ..core.symmetry import mirror_violation
-from .decomposition import Decomposition, Function, compiled, decompose, evaluate
+from ..core.symmetry import mirror_violation, nearest_mirror
+from .decomposition import Function, compiled, evaluate, odd_fit
 
 
 @dataclass(frozen=True)
@@ -109,25 +109,6 @@ def check_symmetric_law(X) -> None:
                 "(biasfree.symmetrize)")
 
 
-def _check_independent(X) -> np.ndarray:
-    X = validate.finite_array("X", X, ndim=2)
-    if X.shape[0] < X.shape[1] + 2:
-        raise ValueError(f"X: need a sample of shape (N, d) with N > d + 1, got {X.shape}; draw more "
-                         "points")
-    check_symmetric_law(X)
-    return X
-
-
-def _check_cov(cov, d: int):
-    if cov is None:
-        return None
-    C = validate.finite_array("cov", cov, shape=(d, d))
-    if not np.allclose(C, C.T) or np.linalg.eigvalsh(0.5 * (C + C.T)).min() <= 0:
-        raise ValueError("cov must be symmetric positive definite (a covariance matrix with every "
-                         "eigenvalue > 0)")
-    return C
-
-
 def _check_radial(radial):
     if radial is not None and not all(hasattr(radial, a) for a in ("pdf", "isf", "moment")):
         raise TypeError(f"radial={radial!r} must be a frozen scipy.stats law of r = ||z|| (e.g. "
@@ -140,15 +121,13 @@ def _checked(target, X, per_point, radial=None, *, compile_target=True):
     it many times) unless it is a per-point function or ``compile_target`` is False."""
     validate.callable_("target", target)
     validate.flag("per_point", per_point)
-    X = _check_independent(X)
+    X = validate.finite_array("X", X, ndim=2)
+    if X.shape[0] < X.shape[1] + 2:
+        raise ValueError(f"X: need a sample of shape (N, d) with N > d + 1, got {X.shape}; draw more "
+                         "points")
+    check_symmetric_law(X)
     _check_radial(radial)
     return (target if per_point or not compile_target else compiled(target, X)), X
-
-
-def _odd_residual(f, X, per_point) -> tuple[np.ndarray, Decomposition]:
-    dec = decompose(f, X, per_point=per_point)
-    beta = np.linalg.lstsq(X, dec.odd, rcond=None)[0]
-    return np.sum((dec.odd - X @ beta) ** 2, axis=1), dec
 
 
 @precise
@@ -161,7 +140,7 @@ def odd_floor(target: Function, X, *, per_point: bool = False) -> Floor:
     error once N >> d². Any symmetric law (Gaussian or not) works.
     """
     target, X = _checked(target, X, per_point, compile_target=False)
-    res, dec = _odd_residual(target, X, per_point)
+    _, res, dec = odd_fit(target, X, per_point)
     return _floor(res, np.sum(dec.values**2, axis=1), "odd part outside linear maps")
 
 
@@ -235,8 +214,7 @@ def _ray_floors(target, X, cov, radial, per_point):
     """Per-direction residuals of the even part and of the whole target (one quadrature);
     ``X`` already checked (:func:`_checked`)."""
     d = X.shape[1]
-    cov = _check_cov(cov, d)
-    L = np.eye(d) if cov is None else np.linalg.cholesky(cov)
+    L = np.eye(d) if cov is None else np.linalg.cholesky(check_covariance(cov, d))
     Z = np.linalg.solve(L, X.T).T
     norms = np.linalg.norm(Z, axis=1, keepdims=True)
     if np.any(norms == 0.0):
@@ -304,7 +282,7 @@ def two_layer_floor(target: Function, X, *, alpha=0.0, cov=None, radial=None,
     """
     alpha = validate.slope(alpha)
     target, X = _checked(target, X, per_point, radial)
-    res, dec = _odd_residual(target, X, per_point)
+    _, res, dec = odd_fit(target, X, per_point)
     power = np.sum(dec.values**2, axis=1)
     (even, even_err), (full, full_err), ray_power = _ray_floors(target, X, cov, radial, per_point)
     if float(alpha) == 1.0:
@@ -364,7 +342,7 @@ def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
     alpha = validate.slope(alpha)
     X, Y = validate.data(X, Y)
     tol = validate.nonnegative("tol", tol, scalar=True)
-    dist, partner = cKDTree(X).query(-X, k=1)
+    dist, partner = nearest_mirror(X)
     if np.max(dist) > tol:
         raise ValueError(
             f"X is not symmetric: row {int(np.argmax(dist))} has no mirror -x within {tol}; "

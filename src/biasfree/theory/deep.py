@@ -102,8 +102,7 @@ def deep_logit(t, s, a0, depth: int):
     t, s, a0 = _check_deep(t, s, a0)
     flat_t = t.ravel()
     if L == 2:
-        xi = logit(a0 / s) + 2.0 * s * flat_t[:, None] if s.ndim else logit(a0 / s) + 2 * s * flat_t
-        return xi.reshape(t.shape + s.shape)
+        return (logit(a0 / s) + 2.0 * s * (flat_t[:, None] if s.ndim else flat_t)).reshape(t.shape + s.shape)
     cols = [_logit_path(flat_t, float(si), float(ai), L) for si, ai in zip(s.ravel(), a0.ravel(),
                                                                          strict=True)]
     return np.stack(cols, axis=-1).reshape(t.shape + s.shape)
@@ -219,8 +218,7 @@ def deep_gd_mode_strength(steps, s, a0, depth: int, lr: float) -> np.ndarray:
     steps = np.asarray(steps)
     if steps.ndim != 1 or np.any(steps != np.round(steps)) or np.any(np.diff(steps) < 0) or steps[0] < 0:
         raise ValueError("steps must be a sorted 1-D array of non-negative whole numbers of GD steps")
-    if not lr > 0:
-        raise ValueError(f"lr={lr!r} must be a positive GD step η")
+    lr = v.positive("lr", lr, scalar=True, why="a GD step size η > 0")
     s = np.asarray(s, float)
     a = np.broadcast_to(np.asarray(a0, float), s.shape).copy()
     out, k = np.empty(steps.shape + s.shape), 0

@@ -58,11 +58,8 @@ def aligned_init(U, V, a0, *, depth: int = 2, width: int | None = None, bases=No
     if len(bases) != depth - 1:
         raise ValueError(f"give one hidden basis per hidden layer ({depth - 1}), got {len(bases)}")
     R = [_basis(B, n, r, f"bases[{i}]") for i, B in enumerate(bases)]
-    b = a0 ** (1.0 / depth)
-    Ws = [R[0] @ np.diag(b) @ V.T]
-    Ws += [R[l] @ np.diag(b) @ R[l - 1].T for l in range(1, depth - 1)]
-    Ws.append(U @ np.diag(b) @ R[-1].T)
-    return tuple(Layer(np.asarray(W)) for W in Ws)
+    b = a0 ** (1.0 / depth)  # W_l = B_out diag(b) B_inᵀ, the bases chained V, R_1, ..., R_{L-1}, U
+    return tuple(Layer(B_out @ np.diag(b) @ B_in.T) for B_in, B_out in zip([V] + R, R + [U], strict=True))
 
 
 def balanced_init(P0, width: int, *, basis=None) -> Params:

@@ -91,25 +91,25 @@ def _broadcast(**arrays):
                          f"a scalar), got shapes {shapes}") from None
 
 
-def _modes(s, a0, *, s_name="s", a0_name="a0"):
-    s = v.nonnegative(s_name, s, why="singular values of Σ_yx")
-    a0 = v.positive(a0_name, a0, why=f"a mode that starts at 0 never grows; start it at a small "
-                                     f"positive {a0_name} ({a0_name} > 0)")
-    return tuple(_broadcast(**{s_name: s, a0_name: a0}))
+def _modes(s, a0):
+    s = v.nonnegative("s", s, why="singular values of Σ_yx")
+    a0 = v.positive("a0", a0, why="a mode that starts at 0 never grows; start it at a small positive a0 "
+                                  "(a0 > 0)")
+    return tuple(_broadcast(s=s, a0=a0))
 
 
-def _check_decay(weight_decay, name: str = "weight_decay") -> float:
-    return v.nonnegative(name, weight_decay, scalar=True, why="a weight decay λ >= 0")
+def _check_decay(weight_decay) -> float:
+    return v.nonnegative("weight_decay", weight_decay, scalar=True, why="a weight decay λ >= 0")
 
 
-def _check_y_power(y_power, s, name: str = "y_power") -> float:
+def _check_y_power(y_power, s) -> float:
     """``y_power`` = tr<y yᵀ> >= Σ s_i² (the targets carry at least the power a linear map
     explains; a relative shortfall up to 1e-6, float32 whitening round-off, is allowed)."""
-    y = v.nonnegative(name, y_power, scalar=True, why="the mean squared target")
+    y = v.nonnegative("y_power", y_power, scalar=True, why="the mean squared target")
     s = np.asarray(s, dtype=float)
     explained = float(np.max(np.sum(s**2, axis=-1))) if s.ndim else float(s**2)
     if y < explained * (1.0 - 1e-6):
-        raise ValueError(f"{name}={y_power!r} is below Σ s_i² = {explained:.6g}: tr<y yᵀ> is at least "
+        raise ValueError(f"y_power={y_power!r} is below Σ s_i² = {explained:.6g}: tr<y yᵀ> is at least "
                          "the power a linear map explains; take both s and y_power from "
                          "biasfree.theory.data_modes of the same data")
     return y
@@ -164,9 +164,7 @@ def linear_floor(X, Y, *, intercept: bool = False) -> float:
     to the global minimum. Equals :func:`final_loss` for whitened inputs. With
     ``intercept`` the fit is affine, ``B [x; 1]`` (the floor a net with biases must beat)."""
     X, Y = v.data(X, Y)
-    if not isinstance(intercept, bool | np.bool_):
-        raise TypeError(f"intercept={intercept!r} must be True or False")
-    if intercept:
+    if v.flag("intercept", intercept):
         X = np.hstack([X, np.ones((X.shape[0], 1))])
     B, *_ = np.linalg.lstsq(X, Y, rcond=None)
     return float(0.5 * np.mean(np.sum((Y - X @ B) ** 2, axis=1)))

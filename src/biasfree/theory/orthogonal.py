@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate as validate
+from ..core.data import orthonormal_columns
 from ..core.layers import Layer, Params
 
 
@@ -42,16 +43,6 @@ def _pair(o, e):
     if o.shape != e.shape:
         raise ValueError(f"o and e must have one entry per pair i, same shape; got {o.shape} and {e.shape}")
     return o, e
-
-
-def _orthonormal(Q, n: int | None = None):
-    Q = validate.finite_array("Q", Q, ndim=2)
-    if n is not None and Q.shape[1] != n:
-        raise ValueError(f"Q must have one column per pair (n = {n}), got shape {Q.shape}")
-    if not np.allclose(Q.T @ Q, np.eye(Q.shape[1]), atol=1e-10):
-        raise ValueError(f"Q must be a (d, n) matrix with orthonormal columns, got shape {Q.shape}; build "
-                         "one with numpy.linalg.qr")
-    return Q
 
 
 def half_targets(o, e):
@@ -84,7 +75,7 @@ def aligned_halves_init(Q, o, e, magnitudes) -> Params:
     if mags.ndim != 2 or mags.shape[0] != 2 or mags.shape[1] == 0:
         raise ValueError(f"magnitudes must have shape (2, m): (g, h), got {mags.shape}")
     g, h = mags
-    Q = _orthonormal(Q, tp.size)
+    Q = orthonormal_columns(Q, tp.size)
     Rp = Q @ (s * tp) / np.linalg.norm(tp)
     Rm = -Q @ (s * np.abs(tm)) / np.linalg.norm(tm)
     W = np.concatenate([g[:, None] * Rp, h[:, None] * Rm])
@@ -104,7 +95,7 @@ def alignment_directions(W0, v_sign, Q, y, y_neg):
     or gets stuck, ``max(|w_ki(0)|, |G₂| |w_ki(0)|/|G₁|)`` if it crosses, plus (in
     quadrature) the part of w_k(0) outside the data span, which never moves.
     """
-    Q = _orthonormal(Q)
+    Q = orthonormal_columns(Q)
     n = Q.shape[1]
     W0 = validate.finite_array("W0", W0, ndim=2)
     if W0.shape[1] != Q.shape[0]:

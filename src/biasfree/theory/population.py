@@ -36,7 +36,7 @@ from ..core.layers import Params, check_net
 from ..core.twin import slope_factor
 
 
-def _cov(cov, d: int, against: str = "the inputs") -> np.ndarray:
+def _cov(cov, d: int, against: str) -> np.ndarray:
     if cov is None:
         return np.eye(d)
     S = chk.finite_array("cov", cov, ndim=2)

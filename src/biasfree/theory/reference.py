@@ -73,8 +73,7 @@ class Curve:
     exact: bool = True
 
     def __post_init__(self):
-        if self.reference not in REFERENCES:
-            raise ValueError(f"reference={self.reference!r}: choose one of {', '.join(REFERENCES)}")
+        v.choice("reference", self.reference, REFERENCES)
 
 
 def moment_loss(P, Sxx, Syx, y_power: float):

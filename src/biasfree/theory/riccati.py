@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate as v
-from ..core.layers import Params, check_net
+from ..core.layers import Layer, Params, check_net
 from .inits import imbalance
 from .modes import _check_decay, _check_y_power
 
@@ -116,13 +116,17 @@ def riccati_gram(t, Q0, Sigma_yx, *, weight_decay: float = 0.0,
     if Q0.shape[0] != d + p:
         raise ValueError(f"Q0 must have d + p = {d + p} rows ([W_1ᵀ; W_2] for Sigma_yx of shape "
                          f"{S.shape}), got shape {Q0.shape}")
+    _check_balanced("Q0", imbalance((Layer(Q0[:d].T), Layer(Q0[d:]))), balance_tol)
+    return _gram(t, Q0, S, lam_decay)
+
+
+def _check_balanced(what: str, gap: float, balance_tol) -> None:
+    """Refuse a net of relative :func:`~biasfree.theory.imbalance` ``gap`` above ``balance_tol``."""
     tol = v.nonnegative("balance_tol", balance_tol, scalar=True)
-    gap = np.linalg.norm(Q0[:d].T @ Q0[:d] - Q0[d:].T @ Q0[d:]) / max(float(np.sum(Q0**2)), 1e-300)
     if gap > tol:
-        raise ValueError(f"Q0 is not balanced (relative imbalance {gap:.2e} > balance_tol={tol:g}): "
+        raise ValueError(f"{what} is not balanced (relative imbalance {gap:.2e} > balance_tol={tol:g}): "
                          "the Riccati solution needs W1 W1ᵀ = W2ᵀ W2; build one with "
                          "biasfree.theory.balanced_init or aligned_init")
-    return _gram(t, Q0, S, lam_decay)
 
 
 def _gram(t, Q0, S, lam_decay: float) -> np.ndarray:
@@ -147,15 +151,10 @@ def _check_net(params: Params, Sigma_yx, tol: float):
         raise ValueError(f"the Riccati solution is for two-layer nets, got depth {len(params)}")
     W1, W2 = check_net(params, depth=2, bias_free=True)
     S = v.finite_array("Sigma_yx", Sigma_yx, ndim=2)
-    tol = v.nonnegative("balance_tol", tol, scalar=True)
     if S.shape != (W2.shape[0], W1.shape[1]):
         raise ValueError(f"Sigma_yx must have shape (p, d) = {(W2.shape[0], W1.shape[1])} to match params "
                          f"(W_1 (n, d), W_2 (p, n)), got {S.shape}")
-    gap = imbalance(params)
-    if gap > tol:
-        raise ValueError(f"init is not balanced (relative imbalance {gap:.2e} > {tol:g}): the "
-                         "Riccati solution needs W1 W1ᵀ = W2ᵀ W2; build one with "
-                         "biasfree.theory.balanced_init or aligned_init")
+    _check_balanced("init", imbalance(params), tol)
     return W1, W2, S
 
 
