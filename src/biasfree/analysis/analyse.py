@@ -21,11 +21,14 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
 from .. import theory
 from ..core import nets
+from ..core.conv import drop_zero_biases, is_conv
 from ..core.data import Dataset, check_data
 from ..core.layers import Params, scale_params
 from ..core.nets import depth, even_part, forward, has_bias, widths
@@ -41,7 +44,8 @@ from ..expressivity.local_linear import MAX_ENTRIES, Identities, local_linear
 from . import regime as rg
 from . import verdict as vd
 from .interop import Model, as_model
-from .report import Analysis, DataReport, LocalReport, NetReport, Prediction, Regime, Training
+from .report import Analysis, DataReport, History, LocalReport, NetReport, Prediction, Regime, Training
+from .structure import PAIRS, exact_structure
 from .verdict import PAPER_LEVEL, ROUND_OFF
 
 LOCAL_INPUTS = 64
@@ -103,15 +107,6 @@ def _twin_scales(L: int, alpha: float) -> tuple[float, float]:
     return c ** ((L - 1) / L), c ** (2 * (L - 1) / L)
 
 
-def _paired(params: Params) -> bool:
-    """Depth 2: the rows [w_k, v_k] form a mirror-symmetric multiset (antisymmetric pairs)."""
-    if len(params) != 2:
-        return False
-    Z = np.hstack([np.asarray(params[0].matrix, float), np.asarray(params[1].matrix, float).T])
-    scale = float(np.max(np.linalg.norm(Z, axis=1)))
-    return scale > 0 and mirror_violation(Z) <= ROUND_OFF * scale
-
-
 def _local(params: Params, X, alpha) -> LocalReport | None:
     """The local linear analysis (§8) at up to :data:`LOCAL_INPUTS` evenly spaced rows of X
     (fewer when their Jacobians would exceed ``MAX_ENTRIES`` numbers; None when one does)."""
@@ -133,9 +128,119 @@ def _local(params: Params, X, alpha) -> LocalReport | None:
 # ----------------------------------------------------------------- the call
 
 
+@dataclass(frozen=True)
+class _Context:
+    """What the data say, measured once: the report, the modes, the exact floor, the
+    mirror violations (of [X, Y], of X alone) and the target's even share."""
+
+    report: DataReport
+    modes: rg.Modes
+    mv: float
+    mv_x: float
+    even_t: float
+    floor: float | None
+
+
+def _context(X, Y, a, source) -> _Context:
+    lam = np.linalg.eigvalsh(X.T @ X / X.shape[0])
+    modes = rg.data_modes(X, Y)
+    asym = asymmetry(X, Y)
+    mv = mirror_violation(X, Y) / max(float(np.max(np.linalg.norm(np.hstack([X, Y]), axis=1))), 1e-300)
+    # mv <= ROUND_OFF also bounds asym: asym <= mv² max||z||² / <||z||²> <= N mv² <= ROUND_OFF for N <= 1e10
+    x_scale = max(float(np.max(np.linalg.norm(X, axis=1))), 1e-300)
+    mv_x = mirror_violation(X) / x_scale  # the inputs alone: the target's parity is judged apart
+    dsf = (dataset_floor(X, Y, alpha=a, tol=vd.NEAR_SYMMETRIC * x_scale) if mv_x <= vd.NEAR_SYMMETRIC
+           else None)
+    even_t = dsf.even / dsf.power if dsf is not None and dsf.power > 0 else float("nan")
+    report = DataReport(X.shape[0], X.shape[1], Y.shape[1], asym, mv <= ROUND_OFF,
+                        int(np.sum(lam > 1e-12 * lam.max())), theory.is_whitened(X), source, mv,
+                        modes.s, modes.linear_fraction, even_t, mv_x)
+    floor = dsf.value if dsf is not None and mv_x <= ROUND_OFF else None  # exact only then (§1.3)
+    return _Context(report, modes, mv, mv_x, even_t, floor)
+
+
+@dataclass(frozen=True)
+class _State:
+    """One net measured on the data: its report, the function-now judgement, its regime,
+    L(θ), the odd/even split and the facts both training answers weigh (twin loss and
+    gradient filled in by :func:`_facts`)."""
+
+    net: NetReport
+    function: vd.Judgement
+    regime: Regime
+    loss0: float
+    split: _Split
+    structure: str | None
+
+
+def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -> _State:
+    L, c, biased = depth(params), float(slope_factor(a)), has_bias(params)
+    sp = _split(params, X, a)
+    svs = tuple(np.linalg.svd(np.asarray(layer.matrix, float), compute_uv=False) for layer in params)
+    beta = (c * np.asarray(params[0].matrix).T @ np.asarray(params[1].matrix).T
+            if L == 2 and not biased else sp.beta)
+    nonlin = (sp.even + sp.odd_nonlinear) / sp.energy if sp.energy else 0.0
+    ranks = tuple(float(nets.effective_rank(s)) if s.any() else 0.0 for s in svs)  # a zero layer: 0
+    structure = exact_structure(params)
+    net = NetReport(L, widths(params), a, c, biased, sp.energy, sp.even_fraction, sp.odd_fraction_nonlinear,
+                    sp.even, sp.odd_linear, sp.odd_nonlinear, np.asarray(beta), ranks, svs, nonlin,
+                    structure == PAIRS, structure)
+    modes = ctx.modes
+    s1 = float(modes.s[0]) if modes.s.size else 0.0
+    gain = rg.init_gain(params, modes.lam_max)
+    ratio = gain / s1 if s1 > 0 else float("inf")
+    function = vd.judge_function(has_bias=biased, alpha=a, even_fraction=sp.even_fraction,
+                                 odd_nonlinear_of_odd=sp.odd_fraction_nonlinear, nonlinear_fraction=nonlin,
+                                 structure=structure, depth=L, kind=kind,
+                                 output_ratio=np.sqrt(sp.energy / modes.power) if modes.power else np.nan)
+    loss0 = 0.5 * _energy(Y - np.asarray(forward(params, X, a)))
+    return _State(net, function, Regime(gain, s1, ratio, ratio <= vd.SMALL_INIT), loss0, sp, structure)
+
+
+def _facts(st: _State, ctx: _Context, params, X, Y, a, pred: Prediction | None) -> vd.Facts:
+    ref = max(0.5 * ctx.modes.power, 1e-300)
+    return vd.Facts(st.net.depth, a, st.net.has_bias, ctx.mv_x, ctx.even_t, ctx.modes.linear_fraction,
+                    st.regime.init_ratio, st.function, ctx.floor, st.loss0,
+                    float("nan") if pred is None else pred.twin_loss0, ref,
+                    _gradient_norm(params, X, Y, a) / ref, st.structure, is_conv(params))
+
+
+def _gradient_norm(params: Params, X, Y, a, chunk: int = 4096) -> float:
+    """‖∇_θ L(θ)‖·‖θ‖ for L = (1/2N) Σ_n ||y_n − f(x_n)||², the gradient summed over row chunks."""
+    N = X.shape[0]
+
+    def part(p, Xc, Yc):
+        return 0.5 * jnp.sum((Yc - forward(p, Xc, a)) ** 2) / N
+
+    grad = jax.grad(part)
+    total = None
+    for i in range(0, N, chunk):
+        g = grad(params, jnp.asarray(X[i:i + chunk]), jnp.asarray(Y[i:i + chunk]))
+        total = g if total is None else jax.tree_util.tree_map(jnp.add, total, g)
+    sq = sum(float(jnp.sum(leaf ** 2)) for leaf in jax.tree_util.tree_leaves(total))
+    size = sum(float(jnp.sum(jnp.asarray(leaf, float) ** 2)) for leaf in jax.tree_util.tree_leaves(params))
+    return float(np.sqrt(sq * size))
+
+
+def _start(init, a: float, params: Params) -> Params:
+    """The weights training started from, read like the model, of the same architecture."""
+    try:
+        m = as_model(init, a)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"init: {e}") from None
+    start, _ = drop_zero_biases(m.params)
+    same = (len(start) == len(params) and widths(start) == widths(params)
+            and all(type(p) is type(q) and np.shape(p.matrix) == np.shape(q.matrix)
+                    for p, q in zip(start, params, strict=True)))
+    if not same:
+        raise ValueError(f"init has widths {widths(start)} but the model has {widths(params)}: give the "
+                         "weights training started from, of the model's architecture (same layers)")
+    return start
+
+
 @precise
-def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_max: float | None = None,
-            n_times: int = 201, time_budget: float | None = DEFAULT_TIME_BUDGET,
+def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, init=None,
+            t_max: float | None = None, n_times: int = 201, time_budget: float | None = DEFAULT_TIME_BUDGET,
             progress: Callable[[int, int], None] | None = None) -> Analysis:
     """Analyse a bias-free (leaky) ReLU net on data: is it effectively linear? (module doc)
 
@@ -146,10 +251,14 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_
     ``train``: a :class:`~biasfree.GDConfig` (its ``alpha`` is replaced by the model's;
     ``n_records`` sets only the stored curve, the gap is measured at every step), or
     True for a default one (step a quarter of the stability limit, steps to the default
-    horizon, at most ``regime.MAX_STEPS``). ``t_max``: horizon of the predicted curve
-    without training (default: from the data's modes, bounded), on ``n_times`` points.
-    ``time_budget``: seconds of training at most (None: no limit); ``progress(k, K)``
-    is called as training goes.
+    horizon, at most ``regime.MAX_STEPS``). ``init``: the weights training started from
+    (any form ``model`` takes, same architecture): then the question is how the net got
+    here, and ``train`` (if given) is the training config to rerun from ``init`` beside the
+    twin; without ``train`` the run from ``init`` is predicted. ``t_max``: horizon of the
+    predicted curve without training (default: from the data's modes, bounded), on
+    ``n_times`` points. ``time_budget``: seconds of training at most (None: no limit);
+    ``progress(k, K)`` is called as training goes. Biases that are exactly zero are
+    dropped (the net computes the bias-free map); nonzero ones are kept and named.
     """
     if train is not None and not isinstance(train, GDConfig | bool):
         raise TypeError(f"train={train!r} must be a biasfree.GDConfig, True (default training) or None")
@@ -162,7 +271,8 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_
     if m.alpha is None:
         raise ValueError(f"the slope α of {m.source} is unknown (weight files do not store the "
                          "activation): pass alpha (0 ReLU, a in (0, 1) leaky, 1 linear)")
-    a, params = float(m.alpha), m.params
+    a = float(m.alpha)
+    params, _ = drop_zero_biases(m.params)
     X, Y, source = _data_arrays(data)
     check_data(X, Y)
     X, Y = np.asarray(X, float), np.asarray(Y, float)
@@ -173,68 +283,77 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_
     if X.shape[1] != w[0] or Y.shape[1] != w[-1]:
         raise ValueError(f"the net maps {w[0]} inputs to {w[-1]} outputs but the data have "
                          f"X {X.shape} and Y {Y.shape}")
-    L, c, biased = depth(params), float(slope_factor(a)), has_bias(params)
-    local = _local(params, X, a)
+    start = None if init is None else _start(init, a, params)
 
-    lam = np.linalg.eigvalsh(X.T @ X / X.shape[0])
-    modes = rg.data_modes(X, Y)
-    asym = asymmetry(X, Y)
-    mv = mirror_violation(X, Y) / max(float(np.max(np.linalg.norm(np.hstack([X, Y]), axis=1))),
-                                               1e-300)
-    # mv <= ROUND_OFF also bounds asym: asym <= mv² max||z||² / <||z||²> <= N mv² <= ROUND_OFF for N <= 1e10
-    symmetric = mv <= ROUND_OFF
-    x_scale = max(float(np.max(np.linalg.norm(X, axis=1))), 1e-300)
-    mv_x = mirror_violation(X) / x_scale  # the inputs alone: the target's parity is judged apart
-    dsf = (dataset_floor(X, Y, alpha=a, tol=vd.NEAR_SYMMETRIC * x_scale) if mv_x <= vd.NEAR_SYMMETRIC
-           else None)
-    even_t = dsf.even / dsf.power if dsf is not None and dsf.power > 0 else float("nan")
-    data_rep = DataReport(X.shape[0], X.shape[1], Y.shape[1], asym, symmetric,
-                          int(np.sum(lam > 1e-12 * lam.max())), theory.is_whitened(X), source, mv,
-                          modes.s, modes.linear_fraction, even_t, mv_x)
-    sp = _split(params, X, a)
-    svs = tuple(np.linalg.svd(np.asarray(layer.matrix, float), compute_uv=False) for layer in params)
-    beta = (c * np.asarray(params[0].matrix).T @ np.asarray(params[1].matrix).T
-            if L == 2 and not biased else sp.beta)
-    nonlin = (sp.even + sp.odd_nonlinear) / sp.energy if sp.energy else 0.0
-    ranks = tuple(float(nets.effective_rank(s)) if s.any() else 0.0 for s in svs)  # a zero layer: 0
-    net_rep = NetReport(L, w, a, c, biased, sp.energy, sp.even_fraction, sp.odd_fraction_nonlinear,
-                        sp.even, sp.odd_linear, sp.odd_nonlinear, np.asarray(beta), ranks, svs, nonlin,
-                        _paired(params))
-    s1 = float(modes.s[0]) if modes.s.size else 0.0
-    gain = rg.init_gain(params, modes.lam_max)
-    ratio = gain / s1 if s1 > 0 else float("inf")
-    reg = Regime(gain, s1, ratio, ratio <= vd.SMALL_INIT)
-    function = vd.judge_function(has_bias=biased, alpha=a, even_fraction=sp.even_fraction,
-                                 odd_nonlinear_of_odd=sp.odd_fraction_nonlinear, nonlinear_fraction=nonlin,
-                                 paired=net_rep.paired, depth=L,
-                                 output_ratio=np.sqrt(sp.energy / modes.power) if modes.power else np.nan)
-    loss0 = 0.5 * _energy(Y - np.asarray(forward(params, X, a)))
-    floor = dsf.value if dsf is not None and mv_x <= ROUND_OFF else None  # exact only then (§1.3)
-    facts = vd.Facts(L, a, biased, mv_x, even_t, modes.linear_fraction, ratio, function, floor, loss0)
-    if biased:
-        return Analysis(data_rep, net_rep, None, vd.combine(function, vd.judge_predicted(
-            facts, paired=False, t0_gap=0.0, growth_gap=0.0)), reg, local)
-    cfg = _train_config(train, params, modes, c, beta, a)
-    pred = _predict(params, a, X, Y, modes, beta, cfg, t_max, n_times, sp, loss0, floor)
-    if cfg is None:
-        training = vd.judge_predicted(facts, paired=net_rep.paired, t0_gap=pred.t0_gap,
-                                      growth_gap=pred.growth_gap,
-                                      growth_range=(pred.growth_gap_low, pred.growth_gap_high))
-        return Analysis(data_rep, net_rep, pred, vd.combine(function, training), reg, local)
-    tr, reg = _train(params, pred, a, X, Y, cfg, modes, loss0, reg, time_budget, progress)
-    pred = dataclasses.replace(pred, trained=tr)
-    exact = function.level == vd.EXACT and mv <= ROUND_OFF
-    training = vd.judge_measured(facts, gap=tr.gap_to_twin, step=tr.gap_step, t=tr.gap_time,
-                                 steps_run=tr.steps_run, steps_asked=cfg.steps, movement=reg.movement[0],
-                                 alignment=reg.alignment, alignment0=reg.alignment0, exact_structure=exact)
+    ctx = _context(X, Y, a, source)
+    now = _state(params, X, Y, a, ctx)
+    local = _local(params, X, a)
+    cfg = _train_config(train, params, ctx.modes, float(slope_factor(a)), now.net.beta_eff, a)
+    if now.net.has_bias:
+        facts = _facts(now, ctx, params, X, Y, a, None)
+        training = vd.judge_predicted(facts, t0_gap=0.0, growth_gap=0.0)
+        return Analysis(ctx.report, now.net, None, vd.combine(now.function, training), now.regime, local)
+    measure_now = cfg is not None and start is None
+    pred = _predict(params, a, X, Y, ctx, now, cfg if measure_now else None, t_max, n_times)
+    facts = _facts(now, ctx, params, X, Y, a, pred)
+    reg, trained_function, history = now.regime, None, None
+    if measure_now:
+        tr, reg = _train(params, pred, a, X, Y, cfg, ctx.modes, now.loss0, reg, time_budget, progress)
+        pred = dataclasses.replace(pred, trained=tr)
+        training = vd.judge_measured(facts, gap=tr.gap_to_twin, step=tr.gap_step, t=tr.gap_time,
+                                     steps_run=tr.steps_run, steps_asked=cfg.steps, movement=reg.movement[0],
+                                     alignment=reg.alignment, alignment0=reg.alignment0,
+                                     exact_structure=facts.exact)
+        trained_function = _trained_function(tr, a, ctx, "function after training")
+    else:
+        training = _predicted(facts, pred)
+    if start is not None:
+        history = _history(start, params, a, X, Y, ctx, cfg, t_max, n_times, time_budget, progress)
+    verdict = vd.combine(now.function, training, trained_function,
+                         None if history is None else history.judgement)
+    return Analysis(ctx.report, now.net, pred, verdict, reg, local, history)
+
+
+def _predicted(facts: vd.Facts, pred: Prediction, kind: str = "training, predicted (not measured)"):
+    return vd.judge_predicted(facts, t0_gap=pred.t0_gap, growth_gap=pred.growth_gap,
+                              growth_range=(pred.growth_gap_low, pred.growth_gap_high), kind=kind)
+
+
+def _trained_function(tr: Training, a, ctx: _Context, kind: str) -> vd.Judgement:
     total = tr.final_odd_linear_energy + tr.final_odd_nonlinear_energy + tr.final_even_energy
-    after = vd.judge_function(has_bias=False, alpha=a, even_fraction=tr.final_even_fraction,
-                              odd_nonlinear_of_odd=tr.final_odd_nonlinear_fraction,
-                              nonlinear_fraction=(tr.final_even_energy + tr.final_odd_nonlinear_energy)
-                              / max(total, 1e-300),
-                              paired=_paired(tr.params), depth=L, kind="function after training",
-                              output_ratio=np.sqrt(total / modes.power))
-    return Analysis(data_rep, net_rep, pred, vd.combine(function, training, after), reg, local)
+    return vd.judge_function(has_bias=False, alpha=a, even_fraction=tr.final_even_fraction,
+                             odd_nonlinear_of_odd=tr.final_odd_nonlinear_fraction,
+                             nonlinear_fraction=(tr.final_even_energy + tr.final_odd_nonlinear_energy)
+                             / max(total, 1e-300),
+                             structure=exact_structure(tr.params), depth=len(tr.params), kind=kind,
+                             output_ratio=np.sqrt(total / ctx.modes.power))
+
+
+def _history(start, params, a, X, Y, ctx: _Context, cfg, t_max, n_times, budget, progress) -> History:
+    """Question (iii): training from ``start`` beside its twin (measured with ``cfg``, else
+    predicted), and how close the rerun ends to the given net."""
+    st = _state(start, X, Y, a, ctx, kind="the init's function")
+    kind = "how the net got here: training from the init, " + ("measured" if cfg else "predicted")
+    if st.net.has_bias:
+        return History(st.net, None, vd.judge_predicted(_facts(st, ctx, start, X, Y, a, None), t0_gap=0.0,
+                                                       growth_gap=0.0, kind=kind), st.regime)
+    pred = _predict(start, a, X, Y, ctx, st, cfg, t_max, n_times)
+    facts = _facts(st, ctx, start, X, Y, a, pred)
+    if cfg is None:
+        return History(st.net, pred, _predicted(facts, pred, kind), st.regime)
+    tr, reg = _train(start, pred, a, X, Y, cfg, ctx.modes, st.loss0, st.regime, budget, progress)
+    f_given, f_rerun = np.asarray(forward(params, X, a)), np.asarray(forward(tr.params, X, a))
+    match = _energy(f_rerun - f_given) / max(_energy(f_given), 1e-300)
+    judged = vd.judge_measured(facts, gap=tr.gap_to_twin, step=tr.gap_step, t=tr.gap_time,
+                               steps_run=tr.steps_run, steps_asked=cfg.steps, movement=reg.movement[0],
+                               alignment=reg.alignment, alignment0=reg.alignment0,
+                               exact_structure=facts.exact, kind=kind)
+    same = ("reproduces it" if match <= vd.PAPER_LEVEL
+            else "does NOT reproduce it: other steps, data or seed?")
+    note = (f"the rerun from the init ends {match:.3g} (of <f²>) from the given net ({same}; "
+            "reported, not judged)")
+    judged = dataclasses.replace(judged, notes=judged.notes + (note,))
+    return History(st.net, dataclasses.replace(pred, trained=tr), judged, reg, match)
 
 
 def _train_config(train, params, modes, c, beta, a) -> GDConfig | None:
@@ -248,16 +367,16 @@ def _train_config(train, params, modes, c, beta, a) -> GDConfig | None:
     return GDConfig(alpha=a, lr=lr, steps=int(min(rg.MAX_STEPS, max(1, np.ceil(T / lr)))), n_records=201)
 
 
-def _predict(params, a, X, Y, modes, beta, cfg, t_max, n_times, sp, loss0, floor) -> Prediction:
-    L = depth(params)
+def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times) -> Prediction:
+    L, modes, sp, loss0 = depth(params), ctx.modes, st.split, st.loss0
     ws, ks = _twin_scales(L, a)
     twin = scale_params(params, ws)
     floored = False
     if cfg is not None:
         t = cfg.lr * np.unique(np.linspace(0, cfg.steps, min(cfg.n_records, cfg.steps + 1)).round())
     else:
-        T, floored = (rg.default_t_max(modes, float(np.linalg.norm(beta, 2)), ks, depth=L) if t_max is None
-                      else (float(t_max), False))
+        T, floored = (rg.default_t_max(modes, float(np.linalg.norm(st.net.beta_eff, 2)), ks, depth=L)
+                      if t_max is None else (float(t_max), False))
         t = np.linspace(0.0, T, n_times)
     if L == 2 or a == 1.0:
         curve = theory.reference_curve(params, X, Y, t, alpha=a)
@@ -275,19 +394,21 @@ def _predict(params, a, X, Y, modes, beta, cfg, t_max, n_times, sp, loss0, floor
     twin0 = 0.5 * _energy(Y - np.asarray(forward(twin, X, 1.0)))
     g = (rg.growth_even_energy(params, X, Y, float(slope_factor(a)), modes.B)
          if L == 2 and a != 1.0 and modes.linear_fraction > PAPER_LEVEL else rg.GrowthEstimate(0, 0, 0, 1))
-    if _paired(params):  # a unit and its mirror cancel in f_even, remainder and all: κ = 0, no interval
+    if st.structure == PAIRS:  # a unit and its mirror cancel in f_even, remainder and all: κ = 0
         g = rg.GrowthEstimate(g.energy, g.energy, g.energy, g.gain)
     return Prediction(twin, ws, ks, curve.reference, bool(exact), note, np.asarray(t),
-                      np.asarray(curve.loss), loss0, theory.linear_floor(X, Y), floor, None,
+                      np.asarray(curve.loss), loss0, theory.linear_floor(X, Y), ctx.floor, None,
                       abs(loss0 - twin0) / L0, 0.5 * g.energy / L0, floored, 0.5 * g.low / L0,
-                      0.5 * g.high / L0)
+                      0.5 * g.high / L0, twin0)
 
 
 def _train(params, pred: Prediction, a, X, Y, cfg: GDConfig, modes, loss0, reg: Regime, budget, progress):
     run = train_with_twin(params, pred.twin, X, Y, alpha=a, lr=cfg.lr, time_scale=pred.time_scale,
                           steps=cfg.steps, n_records=cfg.n_records, loss=cfg.loss,
                           weight_decay=cfg.weight_decay, time_budget=budget, progress=progress)
-    L0 = max(loss0, 1e-300)
+    # gaps relative to L₀ = max(L(θ₀), ½<||y||²>): L(θ₀) for an init that has learned nothing yet
+    # (the paper's L(0)), the zero function's loss for a net that already fits (a trained net)
+    L0 = max(loss0, 0.5 * modes.power, 1e-300)
     t = cfg.lr * run.k.astype(float)
     predicted = np.interp(t, pred.t, pred.loss)
     sp = _split(run.params, X, a)

@@ -55,7 +55,8 @@ class NetReport:
     ``even_energy`` <||f_even||²>, ``odd_linear_energy`` <||β_effᵀx||²> and
     ``odd_nonlinear_energy``, ``beta_eff`` (d, p), per-layer ``effective_ranks`` (entropy
     effective rank, Roy & Vetterli 2007) and ``singular_values``; ``paired`` (depth 2:
-    every hidden unit (w, v) has its (−w, −v), to 1e-10 relative)."""
+    every hidden unit (w, v) has its (−w, −v), to 1e-10 relative); ``structure`` the exact
+    structure that keeps f_even ≡ 0 under training (:mod:`biasfree.analysis.structure`) or None."""
 
     depth: int
     widths: tuple[int, ...]
@@ -73,6 +74,7 @@ class NetReport:
     singular_values: tuple[np.ndarray, ...]
     nonlinear_fraction: float = 0.0
     paired: bool = False
+    structure: str | None = None
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,7 @@ class Prediction:
     ``t0_gap`` |L(0) − L_twin(0)|/L(0), ``growth_gap`` the estimated trained even part
     ½<f_even²>/L(0) (§6.4, depth 2) and ``growth_gap_low``/``growth_gap_high`` its interval
     (the init's remainder bounded, §6.4); ``horizon_floored`` (Σ_yx ≈ 0 set the horizon);
-    optional ``trained``."""
+    optional ``trained``; ``twin_loss0`` the twin's loss at t = 0."""
 
     twin: Params
     weight_scale: float
@@ -153,6 +155,23 @@ class Prediction:
     horizon_floored: bool = False
     growth_gap_low: float = 0.0
     growth_gap_high: float = 0.0
+    twin_loss0: float = float("nan")
+
+
+@dataclass(frozen=True)
+class History:
+    """Question (iii), how the net got here (``analyse(..., init=...)``): the ``init``'s
+    :class:`NetReport`, the ``prediction`` from it (with ``trained`` when the training
+    config was rerun beside the twin; None for an init with biases), the ``judgement``,
+    the init's ``regime`` (movement filled in when rerun) and ``match``, the rerun's final
+    function's squared distance from the given net's over <||f_given||²> (NaN when not rerun;
+    reported, not judged)."""
+
+    init: NetReport
+    prediction: Prediction | None
+    judgement: object
+    regime: Regime
+    match: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -199,6 +218,7 @@ class Analysis:
     verdict: Verdict
     regime: Regime | None = None
     local: LocalReport | None = None
+    history: History | None = None
 
     def to_json(self) -> dict:
         """A JSON-able document with top-level keys data, net, regime, prediction, verdict and
@@ -206,14 +226,22 @@ class Analysis:
         v, p = self.verdict, self.prediction
         local = None if self.local is None else {"judged": False, **asdict(self.local),
                                                   "note": self.local.note}
+        h = self.history
+        history = None if h is None else {
+            "question": "how the net got here: training from the given init", "init": asdict(h.init),
+            "regime": asdict(h.regime), "match": h.match, "judgement": asdict(h.judgement),
+            "prediction": None if h.prediction is None else _prediction_json(h.prediction)}
         return _jsonable({"data": asdict(self.data), "net": asdict(self.net),
                           "regime": None if self.regime is None else asdict(self.regime),
                           "prediction": None if p is None else _prediction_json(p),
                           "verdict": {"level": v.level, "effectively_linear": v.effectively_linear,
-                                      "failures": v.failures, "text": v.text,
+                                      "question": v.question, "failures": v.failures, "text": v.text,
                                       "function": asdict(v.function),
-                                      "training": None if v.training is None else asdict(v.training)},
-                          "local_linear": local})
+                                      "training": None if v.training is None else asdict(v.training),
+                                      "trained_function": (None if v.trained_function is None
+                                                           else asdict(v.trained_function)),
+                                      "history": None if v.history is None else asdict(v.history)},
+                          "history": history, "local_linear": local})
 
 
 def _jsonable(v):
@@ -237,7 +265,7 @@ def _prediction_json(p: Prediction) -> dict:
            "t": p.t, "loss": p.loss, "loss0_net": p.loss0_net, "linear_floor": p.linear_floor,
            "two_layer_floor": p.two_layer_floor, "t0_gap": p.t0_gap, "growth_gap": p.growth_gap,
            "growth_gap_low": p.growth_gap_low, "growth_gap_high": p.growth_gap_high,
-           "horizon_floored": p.horizon_floored, "trained": None}
+           "horizon_floored": p.horizon_floored, "twin_loss0": p.twin_loss0, "trained": None}
     if p.trained is not None:
         tr = {f.name: getattr(p.trained, f.name) for f in fields(Training)
               if f.name not in ("params", "config")}

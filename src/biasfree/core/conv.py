@@ -265,3 +265,23 @@ def check_layer(layer, name: str) -> None:
                              f"got {np.shape(layer.b)}")
     elif isinstance(layer, PooledDense) and np.ndim(layer.V) != 2:
         raise ValueError(f"{name}.V must be (n_out, C), got shape {np.shape(layer.V)}")
+
+
+def is_conv(params) -> bool:
+    """True when some layer of ``params`` shares weights across positions (:class:`Conv`,
+    :class:`PooledDense`): the dense-only results (§6.4's growth interval) do not apply."""
+    return any(isinstance(layer, Conv | PooledDense) for layer in params)
+
+
+def drop_zero_biases(params) -> tuple[tuple, int]:
+    """``params`` with every bias that is exactly zero removed (such a layer computes the
+    bias-free map), and how many were removed. Nonzero biases are kept."""
+    out, dropped = [], 0
+    for layer in params:
+        b = layer.bias
+        if b is not None and not np.any(np.asarray(b)):
+            layer = (layer._replace(b=None) if hasattr(layer, "_replace")
+                     else dataclasses.replace(layer, b=None))
+            dropped += 1
+        out.append(layer)
+    return tuple(out), dropped
