@@ -87,8 +87,9 @@ def _facts():
     from biasfree.analysis import verdict as vd
 
     fn = vd.judge_function(has_bias=False, alpha=0.0, even_fraction=1e-4, odd_nonlinear_of_odd=0.0,
-                           nonlinear_fraction=1e-4, paired=False, depth=2)
-    return vd.Facts(2, 0.0, False, 0.0, 0.0, 0.9, 0.01, fn, None, 1.0)
+                           nonlinear_fraction=1e-4, structure=None, depth=2)
+    # L(θ) = L_twin = ½<||y||²>: nothing learned yet, so the converged bound does not apply
+    return vd.Facts(2, 0.0, False, 0.0, 0.0, 0.9, 0.01, fn, None, 1.0, twin_loss0=1.0, loss_ref=1.0)
 
 
 @pytest.mark.parametrize(("low", "high", "level"), [(1e-4, 2e-3, "effectively linear"),
@@ -97,7 +98,7 @@ def _facts():
 def test_the_interval_decides_the_predicted_level(low, high, level):
     from biasfree.analysis import verdict as vd
 
-    j = vd.judge_predicted(_facts(), paired=False, t0_gap=1e-5, growth_gap=(low + high) / 2,
+    j = vd.judge_predicted(_facts(), t0_gap=1e-5, growth_gap=(low + high) / 2,
                            growth_range=(low, high))
     assert j.level == level
     ends = {e.name.split(", ")[1].split(" ")[0]: e for e in j.evidence if e.name.startswith("predicted gap")}
@@ -105,7 +106,7 @@ def test_the_interval_decides_the_predicted_level(low, high, level):
     if level == vd.UNDECIDED:
         assert "straddles 0.3%" in j.reasons[0] and "[0.1%, 0.5%]" in j.reasons[0]
     # the exact t = 0 term raises both ends when it is larger
-    big = vd.judge_predicted(_facts(), paired=False, t0_gap=0.02, growth_gap=(low + high) / 2,
+    big = vd.judge_predicted(_facts(), t0_gap=0.02, growth_gap=(low + high) / 2,
                              growth_range=(low, high))
     assert big.level == vd.NOT
 
@@ -114,6 +115,6 @@ def test_an_undecided_prediction_is_not_called_effectively_linear():
     from biasfree.analysis import verdict as vd
 
     f = _facts()
-    v = vd.combine(f.function, vd.judge_predicted(f, paired=False, t0_gap=0.0, growth_gap=2e-3,
+    v = vd.combine(f.function, vd.judge_predicted(f, t0_gap=0.0, growth_gap=2e-3,
                                                   growth_range=(1e-3, 5e-3)))
     assert v.level == vd.UNDECIDED and not v.effectively_linear
