@@ -296,7 +296,8 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, in
     measure_now = cfg is not None and start is None
     pred = _predict(params, a, X, Y, ctx, now, cfg if measure_now else None, t_max, n_times)
     facts = _facts(now, ctx, params, X, Y, a, pred)
-    reg, trained_function, history = now.regime, None, None
+    reg, trained_function, history = (dataclasses.replace(now.regime, relative_gradient=facts.grad_rel),
+                                      None, None)
     if measure_now:
         tr, reg = _train(params, pred, a, X, Y, cfg, ctx.modes, now.loss0, reg, time_budget, progress)
         pred = dataclasses.replace(pred, trained=tr)

@@ -83,7 +83,8 @@ class Regime:
     ratio (small init: ≤ 0.5, §6.3); when trained: ``movement`` per layer
     ‖W_l(T) − W_l(0)‖/‖W_l(0)‖, ``rich`` (first layer ≥ 1), ``alignment0``/``alignment``
     the first-layer rows' energy share in the learned input directions before/after
-    (r/d for random rows; reported, not judged)."""
+    (r/d for random rows; reported, not judged); ``relative_gradient`` ‖∇L(θ)‖·‖θ‖/(½<||y||²>)
+    of the net as given (0 at a stationary point; reported, not judged)."""
 
     init_gain: float
     s1: float
@@ -91,6 +92,7 @@ class Regime:
     small_init: bool
     movement: tuple[float, ...] | None = None
     rich: bool | None = None
+    relative_gradient: float = float("nan")
     alignment0: float | None = None
     alignment: float | None = None
 

@@ -5,9 +5,9 @@ step size (docs/theory.md §2.3, §2.5):
 - antisymmetric pairs: the rows z_k = [w_k, v_k] of ``[W₁, W₂ᵀ]`` form a mirror-symmetric
   multiset, every hidden unit (w, v) has its (−w, −v) (any first layer whose matrix has
   these rows, conv pair channels included, §7);
-- rank-one zero-even (scalar output, dense first layer): w_k = v_k r for one vector r and
-  Σ_k v_k|v_k| = 0, so f_even = (1−c) Σ_k v_k|v_k| |r·x| = 0, and every v_k is rescaled by
-  the same factor along the flow.
+- rank-one zero-even (dense first layer): w_k = u_k r and W₂[:, k] = u_k q for one unit
+  vector u with Σ_k u_k|u_k| = 0, so f_even = (1−c) q Σ_k u_k|u_k| |r·x| = 0; the flow
+  moves r and q and rescales every u_k by one factor, so the structure stays.
 
 Both are tested to :data:`~biasfree.analysis.verdict.ROUND_OFF` relative to the weights' scale.
 """
@@ -35,17 +35,18 @@ def paired(params: Params) -> bool:
 
 
 def rank_one_zero_even(params: Params) -> bool:
-    """Depth 2, one output, dense first layer: W₁ = v rᵀ with r = W₁ᵀv/‖v‖² to ROUND_OFF·‖W₁‖
-    (Frobenius) and |Σ_k v_k|v_k|| ≤ ROUND_OFF·Σ_k v_k²."""
-    if len(params) != 2 or params[1].n_out != 1 or is_conv(params):
+    """Depth 2, dense first layer: W₂ = q uᵀ and W₁ = u rᵀ for one unit vector u (the top
+    right singular vector of W₂), each to ROUND_OFF of its norm (Frobenius), and
+    |Σ_k u_k|u_k|| ≤ ROUND_OFF (so f_even = (1−c) q Σ_k u_k|u_k| |r·x|·‖…‖ = 0)."""
+    if len(params) != 2 or is_conv(params):
         return False
-    W, v = np.asarray(params[0].matrix, float), np.asarray(params[1].matrix, float)[0]
-    vv = float(v @ v)
-    if vv == 0.0:
+    W, V = np.asarray(params[0].matrix, float), np.asarray(params[1].matrix, float)
+    if not V.any() or not W.any():
         return False
-    r = W.T @ v / vv
-    return bool(np.linalg.norm(W - np.outer(v, r)) <= ROUND_OFF * np.linalg.norm(W)
-                and abs(float(v @ np.abs(v))) <= ROUND_OFF * vv)
+    u = np.linalg.svd(V, full_matrices=False)[2][0]
+    return bool(np.linalg.norm(V - np.outer(V @ u, u)) <= ROUND_OFF * np.linalg.norm(V)
+                and np.linalg.norm(W - np.outer(u, u @ W)) <= ROUND_OFF * np.linalg.norm(W)
+                and abs(float(u @ np.abs(u))) <= ROUND_OFF)
 
 
 def exact_structure(params: Params) -> str | None:
