@@ -302,32 +302,32 @@ def analyse(
     train: Annotated[bool, typer.Option("--train", help="also train beside the twin with the default "
                                                         "step and horizon (from the data's scale)")] = False,
     train_steps: Annotated[int, typer.Option(help="also train K GD steps beside the twin (0: no)")] = 0,
-    lr: Annotated[float | None, typer.Option(help="GD step η (default: a quarter of the estimated "
-                                                  "stability limit with --train, 0.01 with "
-                                                  "--train-steps)", show_default=False)] = None,
+    lr: Annotated[float | None, typer.Option(help="GD step η (default: ¼ of the estimated stability limit "
+                                                  "with --train, 0.01 with --train-steps)")] = None,
     n_records: Annotated[int, typer.Option(help="points of the stored training curves (the gap is "
                                                 "measured at every step whatever this is)")] = 201,
     time_budget: Annotated[float, typer.Option(help="seconds of training at most (then it stops)")] = 120.0,
     t_max: Annotated[float | None, typer.Option(help="horizon of the predicted curve without "
                                                      "training (default: from the data's modes)")] = None,
+    init: Annotated[Path | None, typer.Option(help="weights training started from: how MODEL got here "
+                                                   "(--train[-steps] reruns from INIT)")] = None,
     in_shape: Annotated[str | None, typer.Option(help="a torch conv state dict's input spatial shape "
                                                       "[and padding], e.g. 8,8 or 8,8,valid")] = None,
     out: Annotated[Path, typer.Option(help="output folder")] = Path("analysis"),
 ) -> None:
-    """Is MODEL effectively linear on the data? A graded verdict (docs/theory.md §6) on the
-    function it computes and on its training (predicted, or measured with --train /
-    --train-steps). Beside it, not judged: the net's local linearity (§8) at up to 64 of the
-    inputs. Writes OUT/analysis.json, OUT/twin.safetensors and OUT/figure.png;
-    exits 0 whatever the verdict, 2 on bad input."""
+    """Is MODEL effectively linear on the data? A graded verdict (docs/theory.md §6) on its
+    function, its training (predicted, or measured with --train / --train-steps) and, with
+    --init, how it got here. Not judged: its local linearity (§8) at up to 64 inputs. Writes
+    OUT/analysis.json, twin.safetensors, figure.png; exits 0 whatever the verdict, 2 on bad input."""
     from .. import _validate as validate
 
     with _refusing():  # before JAX loads
-        validate.existing_file("MODEL", model)
+        for name, path in (("MODEL", model), ("--init", init)):
+            path is None or validate.existing_file(name, path)
         validate.writable_folder("--out", out)
+    from ..analysis import interop, report
     from ..analysis.analyse import analyse as analyse_model
     from ..analysis.figure import figure
-    from ..analysis.interop import conv_spec, load_model
-    from ..analysis.report import save_analysis
     from ..core.real_data import load_data
     from ..dynamics import GDConfig
 
@@ -336,24 +336,25 @@ def analyse(
             raise ValueError("give --train (default steps) or --train-steps K, not both")
         if train and lr is not None:
             raise ValueError("--lr goes with --train-steps K (--train picks its own step from the data)")
-        m = load_model(model, alpha, **conv_spec(in_shape))
+        m, start = (None if f is None else interop.load_model(f, alpha, **interop.conv_spec(in_shape))
+                    for f in (model, init))
         d = load_data(data)
         cfg = (GDConfig(lr=0.01 if lr is None else lr, steps=train_steps, n_records=n_records)
                if train_steps else None)
         with Progress(TextColumn("training beside the twin"), rp.BarColumn(), rp.MofNCompleteColumn(),
                       TimeElapsedColumn(), console=err, transient=True) as bar:
             task = bar.add_task("train", total=None)
-            result = analyse_model(m, d, train=cfg or (True if train else None), t_max=t_max,
+            result = analyse_model(m, d, train=cfg or (True if train else None), init=start, t_max=t_max,
                                    time_budget=time_budget,
                                    progress=lambda k, n: bar.update(task, completed=k, total=n))
-    for path in save_analysis(result, out, figure(result)):
+    for path in report.save_analysis(result, out, figure(result)):
         typer.echo(str(path))
     v = result.verdict
     colour = "green" if v.effectively_linear else "yellow"
     table = Table(title=f"verdict: {v.level}", title_style=f"bold {colour}")
     for col in ("answer", "level", "evidence (value, threshold)"):
         table.add_column(col)
-    for j in (v.function, v.training, v.trained_function):
+    for j in (v.function, v.training, v.trained_function, v.history):
         if j is not None:
             table.add_row(j.kind, j.level, escape("\n".join(e.line() for e in j.evidence)))
     loc = result.local
@@ -364,7 +365,6 @@ def analyse(
     err.print(f"[{colour}]{escape(v.text)}[/]")
     if loc is not None:
         err.print(f"[dim]{escape(loc.note)}[/]", soft_wrap=True)
-
 
 
 @app.command()
