@@ -31,10 +31,17 @@ def figure(analysis: Analysis):
             ax[0].plot(tr.t, tr.twin_loss, "C1:", lw=1.5, label="linear twin (GD, same steps)")
             ax[0].axvline(tr.gap_time, color="C3", lw=0.8,
                           label=f"largest gap {100 * tr.gap_to_twin:.2g}% of L(0), step {tr.gap_step}")
+        h = analysis.history
+        if h is not None and h.prediction is not None and h.prediction.trained is not None:
+            hr = h.prediction.trained
+            ax[0].plot(hr.t, hr.loss, "C2--", lw=1.5, label="rerun from the given init (GD)")
+            ax[0].plot(hr.t, hr.twin_loss, "C4:", lw=1.5,
+                       label=f"its linear twin; largest gap {100 * hr.gap_to_twin:.2g}% of L₀")
         ax[0].axhline(pred.linear_floor, color="0.5", lw=0.8, ls="-.", label="linear floor")
         ax[0].set_yscale("log")
         ax[0].set(xlabel="time t = η k", ylabel="training loss (½·MSE)",
-                  title="(a) learning curve from this init")
+                  title="(a) learning curves: from the given weights"
+                        + ("; rerun from the given init" if h is not None and h.prediction else ""))
         ax[0].legend(fontsize=8)
     labels, parts = ["as given"], [(net.odd_linear_energy, net.odd_nonlinear_energy, net.even_energy)]
     if tr is not None:
@@ -53,7 +60,8 @@ def figure(analysis: Analysis):
     _evidence_panel(ax[2], analysis)
     v = analysis.verdict
     fig.suptitle(f"{v.level.upper()} — depth {net.depth}, widths {list(net.widths)}, α = {net.alpha:g}"
-                 " (levels and thresholds: docs/theory.md §6)", fontsize=12,
+                 f"\nthe question answered: {v.question} (levels and thresholds: docs/theory.md §6)",
+                 fontsize=12,
                  color=_COLOURS[v.level], fontweight="bold")
     fig.tight_layout()
     return fig
@@ -65,7 +73,7 @@ def _evidence_panel(ax, analysis: Analysis) -> None:
     ax.axis("off")
     ax.set_title("(c) the answers and the numbers that decided them (✓ passes, ✗ fails)", fontsize=10,
                  loc="left")
-    answers = [j for j in (v.function, v.training, v.trained_function) if j is not None]
+    answers = [j for j in (v.function, v.training, v.trained_function, v.history) if j is not None]
     lines = sum(1.3 + min(len(j.reasons), 3) + len(j.evidence) + min(len(j.notes), 2) for j in answers)
     loc = analysis.local
     lines += 0 if loc is None else 1.3 + len(loc.lines())
