@@ -35,7 +35,7 @@ from ..core.nets import depth, even_part, forward, has_bias, widths
 from ..core.precision import precise
 from ..core.real_data import RealData, load_data
 from ..core.symmetry import asymmetry, mirror_violation
-from ..core.twin import slope_factor
+from ..core.twin import slope_factor, twin_scales
 from ..dynamics import GDConfig
 from ..dynamics.twin_training import relative_movement, row_alignment, train_with_twin
 from ..expressivity.decomposition import net_function, odd_nonlinearity
@@ -101,12 +101,6 @@ def _data_arrays(data):
                     f"set name; got {type(data).__name__}")
 
 
-def _twin_scales(L: int, alpha: float) -> tuple[float, float]:
-    """(weight scale per layer, time scale): ``c^{(L-1)/L}`` and ``c^{2(L-1)/L}``."""
-    c = float(slope_factor(alpha))
-    return c ** ((L - 1) / L), c ** (2 * (L - 1) / L)
-
-
 def _local(params: Params, X, alpha) -> LocalReport | None:
     """The local linear analysis (§8) at up to :data:`LOCAL_INPUTS` evenly spaced rows of X
     (fewer when their Jacobians would exceed ``MAX_ENTRIES`` numbers; None when one does)."""
@@ -152,9 +146,11 @@ def _context(X, Y, a, source) -> _Context:
     dsf = (dataset_floor(X, Y, alpha=a, tol=vd.NEAR_SYMMETRIC * x_scale) if mv_x <= vd.NEAR_SYMMETRIC
            else None)
     even_t = dsf.even / dsf.power if dsf is not None and dsf.power > 0 else float("nan")
-    report = DataReport(X.shape[0], X.shape[1], Y.shape[1], asym, mv <= ROUND_OFF,
-                        int(np.sum(lam > 1e-12 * lam.max())), theory.is_whitened(X), source, mv,
-                        modes.s, modes.linear_fraction, even_t, mv_x)
+    report = DataReport(n=X.shape[0], d=X.shape[1], p=Y.shape[1], asymmetry=asym, symmetric=mv <= ROUND_OFF,
+                        input_rank=int(np.sum(lam > 1e-12 * lam.max())), whitened=theory.is_whitened(X),
+                        source=source, mirror_violation=mv, modes=modes.s,
+                        linear_fraction=modes.linear_fraction, target_even_fraction=even_t,
+                        mirror_violation_inputs=mv_x)
     floor = dsf.value if dsf is not None and mv_x <= ROUND_OFF else None  # exact only then (§1.3)
     return _Context(report, modes, mv, mv_x, even_t, floor)
 
@@ -182,9 +178,12 @@ def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -
     nonlin = (sp.even + sp.odd_nonlinear) / sp.energy if sp.energy else 0.0
     ranks = tuple(float(nets.effective_rank(s)) if s.any() else 0.0 for s in svs)  # a zero layer: 0
     structure = exact_structure(params)
-    net = NetReport(L, widths(params), a, c, biased, sp.energy, sp.even_fraction, sp.odd_fraction_nonlinear,
-                    sp.even, sp.odd_linear, sp.odd_nonlinear, np.asarray(beta), ranks, svs, nonlin,
-                    structure == PAIRS, structure)
+    net = NetReport(depth=L, widths=widths(params), alpha=a, c=c, has_bias=biased,
+                    output_energy=sp.energy, even_fraction=sp.even_fraction,
+                    odd_nonlinear_fraction=sp.odd_fraction_nonlinear, even_energy=sp.even,
+                    odd_linear_energy=sp.odd_linear, odd_nonlinear_energy=sp.odd_nonlinear,
+                    beta_eff=np.asarray(beta), effective_ranks=ranks, singular_values=svs,
+                    nonlinear_fraction=nonlin, paired=structure == PAIRS, structure=structure)
     modes = ctx.modes
     s1 = float(modes.s[0]) if modes.s.size else 0.0
     gain = rg.init_gain(params, modes.lam_max)
@@ -194,7 +193,8 @@ def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -
                                  structure=structure, depth=L, kind=kind,
                                  output_ratio=np.sqrt(sp.energy / modes.power) if modes.power else np.nan)
     loss0 = 0.5 * _energy(Y - np.asarray(forward(params, X, a)))
-    return _State(net, function, Regime(gain, s1, ratio, ratio <= vd.SMALL_INIT), loss0, sp, structure)
+    regime = Regime(init_gain=gain, s1=s1, init_ratio=ratio, small_init=ratio <= vd.SMALL_INIT)
+    return _State(net, function, regime, loss0, sp, structure)
 
 
 def _facts(st: _State, ctx: _Context, params, X, Y, a, pred: Prediction | None) -> vd.Facts:
@@ -363,14 +363,14 @@ def _train_config(train, params, modes, c, beta, a) -> GDConfig | None:
     if isinstance(train, GDConfig):
         return dataclasses.replace(train, alpha=a)
     lr = rg.default_lr(params, modes, c)
-    T, _ = rg.default_t_max(modes, float(np.linalg.norm(beta, 2)), _twin_scales(len(params), a)[1],
+    T, _ = rg.default_t_max(modes, float(np.linalg.norm(beta, 2)), twin_scales(a, len(params)).time,
                             depth=len(params))
     return GDConfig(alpha=a, lr=lr, steps=int(min(rg.MAX_STEPS, max(1, np.ceil(T / lr)))), n_records=201)
 
 
 def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times) -> Prediction:
     L, modes, sp, loss0 = depth(params), ctx.modes, st.split, st.loss0
-    ws, ks = _twin_scales(L, a)
+    ws, ks = twin_scales(a, L)
     twin = scale_params(params, ws)
     floored = False
     if cfg is not None:
@@ -397,10 +397,11 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times) ->
          if L == 2 and a != 1.0 and modes.linear_fraction > PAPER_LEVEL else rg.GrowthEstimate(0, 0, 0, 1))
     if st.structure == PAIRS:  # a unit and its mirror cancel in f_even, remainder and all: κ = 0
         g = rg.GrowthEstimate(g.energy, g.energy, g.energy, g.gain)
-    return Prediction(twin, ws, ks, curve.reference, bool(exact), note, np.asarray(t),
-                      np.asarray(curve.loss), loss0, theory.linear_floor(X, Y), ctx.floor, None,
-                      abs(loss0 - twin0) / L0, 0.5 * g.energy / L0, floored, 0.5 * g.low / L0,
-                      0.5 * g.high / L0, twin0)
+    return Prediction(twin=twin, weight_scale=ws, time_scale=ks, reference=curve.reference, exact=bool(exact),
+                      note=note, t=np.asarray(t), loss=np.asarray(curve.loss), loss0_net=loss0,
+                      linear_floor=theory.linear_floor(X, Y), two_layer_floor=ctx.floor,
+                      t0_gap=abs(loss0 - twin0) / L0, growth_gap=0.5 * g.energy / L0, horizon_floored=floored,
+                      growth_gap_low=0.5 * g.low / L0, growth_gap_high=0.5 * g.high / L0, twin_loss0=twin0)
 
 
 def _train(params, pred: Prediction, a, X, Y, cfg: GDConfig, modes, loss0, reg: Regime, budget, progress):
@@ -414,10 +415,14 @@ def _train(params, pred: Prediction, a, X, Y, cfg: GDConfig, modes, loss0, reg: 
     predicted = np.interp(t, pred.t, pred.loss)
     sp = _split(run.params, X, a)
     dirs = rg.learned_directions(modes.B)
-    tr = Training(cfg, t, run.loss, run.twin_loss, predicted, run.even_energy,
-                  float(np.max(np.abs(run.loss - predicted)) / L0), run.gap_max / L0,
-                  sp.even_fraction, sp.odd_fraction_nonlinear, sp.odd_linear, sp.odd_nonlinear, sp.even,
-                  run.params, run.gap_step, cfg.lr * run.gap_step, run.steps)
+    tr = Training(config=cfg, t=t, loss=run.loss, twin_loss=run.twin_loss, predicted=predicted,
+                  even_energy=run.even_energy, gap_to_twin=run.gap_max / L0,
+                  gap_to_prediction=float(np.max(np.abs(run.loss - predicted)) / L0),
+                  final_even_fraction=sp.even_fraction,
+                  final_odd_nonlinear_fraction=sp.odd_fraction_nonlinear,
+                  final_odd_linear_energy=sp.odd_linear, final_odd_nonlinear_energy=sp.odd_nonlinear,
+                  final_even_energy=sp.even, params=run.params, gap_step=run.gap_step,
+                  gap_time=cfg.lr * run.gap_step, steps_run=run.steps)
     move = relative_movement(params, run.params)
     reg = dataclasses.replace(reg, movement=move, rich=move[0] >= vd.RICH_MOVEMENT,
                               alignment0=row_alignment(params[0].matrix, dirs),

@@ -7,6 +7,8 @@ bias-free leaky net whose even part stays zero computes ``c W_2 W_1 x``, and its
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -28,3 +30,20 @@ def linear_twin(params: Params, alpha) -> Params:
     """
     c = slope_factor(alpha)
     return scale_params(params, jnp.sqrt(c) if validate.traced(c) else np.sqrt(c))
+
+
+class TwinScales(NamedTuple):
+    """How a depth-L leaky net maps to its linear twin (§2.4, §2.7, §4.1): every weight ×
+    ``weight`` = c^{(L−1)/L}, time (and the GD step) × ``time`` = c^{2(L−1)/L}, weight decay
+    ÷ ``time``. Depth 2: √c, c, λ/c — exact under §2.3–2.5; depth > 2: the would-be map of
+    §4.1 (exact for α = 1 only)."""
+
+    weight: float
+    time: float
+
+
+def twin_scales(alpha, depth: int = 2) -> TwinScales:
+    """The one twin-scale map (:class:`TwinScales`) for slope ``alpha`` and ``depth`` L ≥ 2."""
+    c = float(slope_factor(alpha))
+    L = validate.integer("depth", depth, 2)
+    return TwinScales(c ** ((L - 1) / L), c ** (2 * (L - 1) / L))

@@ -30,6 +30,7 @@ from scipy.special import expit, logit
 from .. import _validate as v
 from ..core.inits import pair_up
 from ..core.layers import Layer, Params
+from ..core.twin import twin_scales
 from .modes import _check_y_power, _modes, final_loss, logistic
 
 _XI_FLAT = 60.0  # beyond ξ = 60 the integrand differs from 1 by < e^{-60}
@@ -176,8 +177,7 @@ def deep_pair_time_factor(depth: int, alpha=0.0) -> float:
     time ``λ t``. ``depth`` L ≥ 2, ``alpha`` the slope; λ_2 = c (the two-layer twin),
     ReLU: λ_3 = 2^{-4/3}, λ_4 = 2^{-3/2}. For α < 1 and L > 2 the middle blocks lose the
     pair form, so this is a would-be map, exact only for α = 1."""
-    L = _check_depth(depth)
-    return float((1.0 + float(alpha)) / 2.0) ** (2.0 * (L - 1) / L)
+    return twin_scales(alpha, _check_depth(depth)).time
 
 
 def _scale_layers(params: Params, end: float, mid: float) -> Params:
