@@ -19,13 +19,16 @@ class Check:
     """``value`` compared with ``threshold`` (``"<="``: value must not exceed it;
     ``">="``: value must reach it). ``claim`` says in one sentence what passing shows;
     ``unit`` names what value and threshold are measured in (e.g. ``"fraction of L(0)"``,
-    ``"z (standard errors)"``), so a reader can tell 0.003 of what."""
+    ``"z (standard errors)"``), so a reader can tell 0.003 of what; ``name`` names the
+    measured quantity where a list of checks is shown (the evidence of a verdict). The one
+    check type of the claims and of :func:`biasfree.analyse`'s verdicts."""
 
     value: float
     threshold: float
     claim: str
     op: str = "<="
     unit: str = ""
+    name: str = ""
 
     def __post_init__(self):
         if self.op not in ("<=", ">="):
@@ -38,9 +41,15 @@ class Check:
             return False
         return v <= self.threshold if self.op == "<=" else v >= self.threshold
 
+    def line(self) -> str:
+        """``name = value (op threshold: ok|FAILS)``."""
+        mark = "ok" if self.passed else "FAILS"
+        return f"{self.name} = {float(self.value):.3g} ({self.op} {self.threshold:.3g}: {mark})"
+
     def to_json(self) -> dict:
-        return {"value": float(self.value), "threshold": float(self.threshold),
-                "op": self.op, "passed": self.passed, "claim": self.claim, "unit": self.unit}
+        doc = {"value": float(self.value), "threshold": float(self.threshold),
+               "op": self.op, "passed": self.passed, "claim": self.claim, "unit": self.unit}
+        return doc | ({"name": self.name} if self.name else {})
 
 
 def at_most(value, threshold, claim: str, *, unit: str = "") -> Check:

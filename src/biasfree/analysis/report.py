@@ -16,7 +16,7 @@ from ..dynamics import GDConfig
 from ..expressivity.local_linear import Identities, dimension_line
 from ..store import atomic_write, save_figure, versions
 from .interop import save_model
-from .verdict import Verdict
+from .verdict import Verdict, judgement_json
 
 LOSS_UNIT = "half mean squared error, L = (1/2N) sum_n ||y_n - f(x_n)||^2"
 
@@ -231,18 +231,15 @@ class Analysis:
         h = self.history
         history = None if h is None else {
             "question": "how the net got here: training from the given init", "init": asdict(h.init),
-            "regime": asdict(h.regime), "match": h.match, "judgement": asdict(h.judgement),
+            "regime": asdict(h.regime), "match": h.match, "judgement": judgement_json(h.judgement),
             "prediction": None if h.prediction is None else _prediction_json(h.prediction)}
         return _jsonable({"data": asdict(self.data), "net": asdict(self.net),
                           "regime": None if self.regime is None else asdict(self.regime),
                           "prediction": None if p is None else _prediction_json(p),
                           "verdict": {"level": v.level, "effectively_linear": v.effectively_linear,
                                       "question": v.question, "failures": v.failures, "text": v.text,
-                                      "function": asdict(v.function),
-                                      "training": None if v.training is None else asdict(v.training),
-                                      "trained_function": (None if v.trained_function is None
-                                                           else asdict(v.trained_function)),
-                                      "history": None if v.history is None else asdict(v.history)},
+                                      **{k: judgement_json(getattr(v, k)) for k in
+                                         ("function", "training", "trained_function", "history")}},
                           "history": history, "local_linear": local})
 
 

@@ -14,7 +14,9 @@ threshold and gives the reasoning for each.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+
+from ..results import Check
 
 EXACT = "exactly linear"
 EFFECTIVE = "effectively linear"
@@ -43,28 +45,13 @@ RICH_MOVEMENT = 1.0
 """Relative first-layer movement ‖W₁(T) − W₁(0)‖/‖W₁(0)‖ from which training is called rich (§6.3)."""
 
 
-@dataclass(frozen=True)
-class Evidence:
-    """One deciding number: ``name``, measured ``value``, ``threshold``, ``op`` ("<=" the
-    value must not exceed it, ">=" it must reach it), ``passed``, ``meaning`` (what
-    passing says, with its docs/theory.md section)."""
-
-    name: str
-    value: float
-    threshold: float
-    op: str
-    passed: bool
-    meaning: str
-
-    def line(self) -> str:
-        mark = "ok" if self.passed else "FAILS"
-        return f"{self.name} = {self.value:.3g} ({self.op} {self.threshold:.3g}: {mark})"
+Evidence = Check
+"""One deciding number: :class:`biasfree.results.Check` with its ``name``; ``claim`` says
+what passing means, with its docs/theory.md section."""
 
 
-def evidence(name: str, value: float, threshold: float, meaning: str, op: str = "<=") -> Evidence:
-    value = float(value)
-    ok = value <= threshold if op == "<=" else value >= threshold
-    return Evidence(name, value, float(threshold), op, bool(ok), meaning)
+def evidence(name: str, value: float, threshold: float, meaning: str, op: str = "<=") -> Check:
+    return Check(float(value), float(threshold), meaning, op, name=name)
 
 
 @dataclass(frozen=True)
@@ -80,6 +67,11 @@ class Judgement:
     evidence: tuple[Evidence, ...]
     notes: tuple[str, ...]
     text: str
+
+
+def judgement_json(j: Judgement | None) -> dict | None:
+    """A :class:`Judgement` as JSON: its fields, each piece of evidence with ``passed``."""
+    return None if j is None else asdict(j) | {"evidence": [e.to_json() for e in j.evidence]}
 
 
 def judgement(kind: str, level: str, reasons, ev, notes=(), summary: str = "") -> Judgement:

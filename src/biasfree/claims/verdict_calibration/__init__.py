@@ -45,8 +45,10 @@ CLAIM = ("analyse's prediction of training (from the init alone) against the gap
 PAPER_CLAIM = ("Claim 2's accuracy (\"errors below 0.3%\" of L(0) from small init) as a test of analyse:"
                " its verdict from the init alone against the gap measured by training.")
 
-STRUCTURAL = ("biases", "asymmetric inputs", "depth", "init not small")
-"""Reasons of the training prediction that come from the theory's assumptions (§6.4)."""
+STRUCTURAL = ("nonzero biases", "asymmetric inputs", "the target's even part", "measured at t = 0", "depth",
+              "init not small", "a convolutional")
+"""Reasons of the training prediction that do not rest on the predicted interval (§6): proven
+departures and the exact t = 0 gap ("not"), failed assumptions ("undecided")."""
 
 
 @config
