@@ -180,3 +180,20 @@ def test_a_wrong_init_is_refused_before_any_computation(data, trained):
         bf.analyse(trained[0], (X, Y), alpha=0.0, init=_init(widths=(D, 50, 1)))
     with pytest.raises(TypeError, match="init: cannot read a model of type object"):
         bf.analyse(trained[0], (X, Y), alpha=0.0, init=object())
+
+
+def test_a_stationary_point_says_continued_gd_leaves_it_where_it_is(data):
+    """Pairs built from (W, v) compute (1 + α) vᵀW x (§2.3); with vᵀW = β/(1 + α) for the target's
+    own β the residual, hence the gradient, is round-off: a stationary point."""
+    X, Y = data
+    beta = np.linalg.lstsq(X, Y, rcond=None)[0][:, 0]
+    half = (bf.Layer(beta[None, :]), bf.Layer(np.ones((1, 1))))  # α = 0: f = vᵀW x = βᵀx
+    res = bf.analyse(bf.pair_up(half), (X, Y), alpha=0.0)
+    # ‖∇L‖ ≈ ‖Xᵀ r‖/N with r the rounding of f − y, |r| ≲ 10 ε ‖y‖∞: far below ROUND_OFF = 1e-10
+    assert res.regime.relative_gradient <= vd.ROUND_OFF
+    notes = res.verdict.training.notes
+    assert any("stationary point" in n and "leaves the net where it is" in n for n in notes)
+    assert res.verdict.level == vd.EXACT
+    moved = bf.analyse(bf.pair_up((bf.Layer(2 * beta[None, :]), half[1])), (X, Y), alpha=0.0)  # twice β
+    assert moved.regime.relative_gradient > 0.1
+    assert not any("stationary point" in n for n in moved.verdict.training.notes)
