@@ -4,7 +4,7 @@ nets built at the learning transition of the linear flow, and the Minkowski boun
 import numpy as np
 import pytest
 
-from biasfree import Layer
+from biasfree import Layer, theory
 from biasfree.analysis import regime as rg
 from biasfree.core.nets import even_part
 
@@ -22,7 +22,7 @@ def _data(seed=0, n=40, d=4):
 
 def _mode(X, Y):
     O, sig, R = np.linalg.svd(Y.T @ X / X.shape[0], full_matrices=False)
-    B = rg.data_modes(X, Y).B
+    B = theory.data_modes(X, Y, 0.0, whiten=True).B
     return O[:, 0], R[0], float(O[:, 0] @ B @ R[0]), B
 
 

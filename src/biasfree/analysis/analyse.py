@@ -128,7 +128,7 @@ class _Context:
     mirror violations (of [X, Y], of X alone) and the target's even share."""
 
     report: DataReport
-    modes: rg.Modes
+    modes: theory.Modes
     mv: float
     mv_x: float
     even_t: float
@@ -137,7 +137,7 @@ class _Context:
 
 def _context(X, Y, a, source) -> _Context:
     lam = np.linalg.eigvalsh(X.T @ X / X.shape[0])
-    modes = rg.data_modes(X, Y)
+    modes = theory.data_modes(X, Y, 0.0, whiten=True)
     asym = asymmetry(X, Y)
     mv = mirror_violation(X, Y) / max(float(np.max(np.linalg.norm(np.hstack([X, Y]), axis=1))), 1e-300)
     # mv <= ROUND_OFF also bounds asym: asym <= mv² max||z||² / <||z||²> <= N mv² <= ROUND_OFF for N <= 1e10
@@ -191,14 +191,14 @@ def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -
     function = vd.judge_function(has_bias=biased, alpha=a, even_fraction=sp.even_fraction,
                                  odd_nonlinear_of_odd=sp.odd_fraction_nonlinear, nonlinear_fraction=nonlin,
                                  structure=structure, depth=L, kind=kind,
-                                 output_ratio=np.sqrt(sp.energy / modes.power) if modes.power else np.nan)
+                                 output_ratio=np.sqrt(sp.energy / modes.y_power) if modes.y_power else np.nan)
     loss0 = 0.5 * _energy(Y - np.asarray(forward(params, X, a)))
     regime = Regime(init_gain=gain, s1=s1, init_ratio=ratio, small_init=ratio <= vd.SMALL_INIT)
     return _State(net, function, regime, loss0, sp, structure)
 
 
 def _facts(st: _State, ctx: _Context, params, X, Y, a, pred: Prediction | None) -> vd.Facts:
-    ref = max(0.5 * ctx.modes.power, 1e-300)
+    ref = max(0.5 * ctx.modes.y_power, 1e-300)
     return vd.Facts(st.net.depth, a, st.net.has_bias, ctx.mv_x, ctx.even_t, ctx.modes.linear_fraction,
                     st.regime.init_ratio, st.function, ctx.floor, st.loss0,
                     float("nan") if pred is None else pred.twin_loss0, ref,
@@ -327,7 +327,7 @@ def _trained_function(tr: Training, a, ctx: _Context, kind: str) -> vd.Judgement
                              nonlinear_fraction=(tr.final_even_energy + tr.final_odd_nonlinear_energy)
                              / max(total, 1e-300),
                              structure=exact_structure(tr.params), depth=len(tr.params), kind=kind,
-                             output_ratio=np.sqrt(total / ctx.modes.power))
+                             output_ratio=np.sqrt(total / ctx.modes.y_power))
 
 
 def _history(start, params, a, X, Y, ctx: _Context, cfg, t_max, n_times, budget, progress) -> History:
@@ -410,7 +410,7 @@ def _train(params, pred: Prediction, a, X, Y, cfg: GDConfig, modes, loss0, reg: 
                           weight_decay=cfg.weight_decay, time_budget=budget, progress=progress)
     # gaps relative to L₀ = max(L(θ₀), ½<||y||²>): L(θ₀) for an init that has learned nothing yet
     # (the paper's L(0)), the zero function's loss for a net that already fits (a trained net)
-    L0 = max(loss0, 0.5 * modes.power, 1e-300)
+    L0 = max(loss0, 0.5 * modes.y_power, 1e-300)
     t = cfg.lr * run.k.astype(float)
     predicted = np.interp(t, pred.t, pred.loss)
     sp = _split(run.params, X, a)

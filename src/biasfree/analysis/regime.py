@@ -14,36 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.layers import Params
+from ..theory.modes import Modes
 
 MODE_CUT = 1e-2
 """Modes weaker than this fraction of the strongest are left out of horizons and estimates."""
 MAX_STEPS = 200_000
 """Cap on the default number of GD steps of ``analyse(train=True)``."""
-
-
-@dataclass(frozen=True)
-class Modes:
-    """``s`` (mode strengths, descending), ``power`` <||y||²>, ``lam_max`` λ_max(Σ_xx),
-    ``linear_fraction`` Σ s_i² / power, ``B`` (p, d) the least-squares map."""
-
-    s: np.ndarray
-    power: float
-    lam_max: float
-    linear_fraction: float
-    B: np.ndarray
-
-
-def data_modes(X, Y) -> Modes:
-    X, Y = np.asarray(X, float), np.asarray(Y, float)
-    N = X.shape[0]
-    lam, V = np.linalg.eigh(X.T @ X / N)
-    keep = lam > 1e-12 * lam.max()
-    inv_root = (V[:, keep] / np.sqrt(lam[keep])) @ V[:, keep].T
-    Syx = Y.T @ X / N
-    s = np.linalg.svd(Syx @ inv_root, compute_uv=False)
-    power = float(np.mean(np.sum(Y**2, axis=1)))
-    B = Syx @ (V[:, keep] / lam[keep]) @ V[:, keep].T
-    return Modes(s, power, float(lam.max()), float(np.sum(s**2) / power) if power > 0 else 0.0, B)
 
 
 def init_gain(params: Params, lam_max: float) -> float:
@@ -59,7 +35,7 @@ def default_lr(params: Params, modes: Modes, c: float) -> float:
     g = max(‖B‖₂, √(<||y||²>/λ_max))) (docs/theory.md §6.3)."""
     L = len(params)
     norms = np.array([np.linalg.norm(np.asarray(la.matrix, float), 2) for la in params])
-    g = max(np.linalg.norm(modes.B, 2) if modes.B.size else 0.0, np.sqrt(modes.power / modes.lam_max))
+    g = max(np.linalg.norm(modes.B, 2) if modes.B.size else 0.0, np.sqrt(modes.y_power / modes.lam_max))
     sol = (g / c) ** (1.0 / L)
 
     def curvature(n):
@@ -77,7 +53,7 @@ def default_t_max(modes: Modes, a0: float, time_scale: float, horizon: float = 3
     the strongest and of √(0.3% <||y||²>) are left out; with none left (Σ_yx ≈ 0) that
     weakest detectable strength sets T and ``floored`` is True, so T is bounded by the
     data's scale (docs/theory.md §6.3)."""
-    s_min = MODE_CUT * max(modes.s[0] if modes.s.size else 0.0, np.sqrt(3e-3 * modes.power))
+    s_min = MODE_CUT * max(modes.s[0] if modes.s.size else 0.0, np.sqrt(3e-3 * modes.y_power))
     s = modes.s[modes.s >= s_min]
     floored = s.size == 0
     if floored:

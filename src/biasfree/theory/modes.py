@@ -27,11 +27,16 @@ from .. import _validate as v
 
 
 class Modes(NamedTuple):
-    """SVD of the cross-covariance ``Σ_yx = U diag(s) Vᵀ`` of a data set.
+    """SVD of the cross-covariance ``Σ_yx = U diag(s) Vᵀ`` of a data set — or, from
+    ``data_modes(..., whiten=True)``, of ``Σ_yx Σ_xx^{-1/2}`` (the mode strengths in whitened
+    units, the same for whitened inputs).
 
     ``U`` (p, r) output directions u_i, ``s`` (r,) singular values (descending),
     ``V`` (d, r) input directions v_i, ``y_power`` = tr<y yᵀ> = ``Σ_n ||y_n||² / N``,
-    ``whitened`` whether ``XᵀX/N = I`` to 1e-10 (the closed forms need it).
+    ``whitened`` whether ``XᵀX/N = I`` to 1e-10 (the closed forms need it); with
+    ``whiten=True`` also ``lam_max`` λ_max(Σ_xx) and ``B`` (p, d) the least-squares map
+    ``Σ_yx Σ_xx⁺``. ``linear_fraction`` Σ s_i² / y_power: with ``whiten=True`` the share of
+    the target's power a linear map captures.
     """
 
     U: np.ndarray
@@ -39,6 +44,12 @@ class Modes(NamedTuple):
     V: np.ndarray
     y_power: float
     whitened: bool
+    lam_max: float = float("nan")
+    B: np.ndarray | None = None
+
+    @property
+    def linear_fraction(self) -> float:
+        return float(np.sum(self.s**2) / self.y_power) if self.y_power > 0 else 0.0
 
 
 def is_whitened(X, tol: float = 1e-10) -> bool:
@@ -52,17 +63,26 @@ def whitening_error(X) -> float:
     return float(np.max(np.abs(X.T @ X / X.shape[0] - np.eye(X.shape[1]))))
 
 
-def data_modes(X, Y, rank_tol: float = 1e-10) -> Modes:
+def data_modes(X, Y, rank_tol: float = 1e-10, *, whiten: bool = False) -> Modes:
     """Modes of a data set: ``Σ_yx = YᵀX/N = U diag(s) Vᵀ`` keeping ``s_i > rank_tol · s_1``.
 
-    ``X`` (N, d) inputs, ``Y`` (N, p) targets. See :class:`Modes`.
+    ``X`` (N, d) inputs, ``Y`` (N, p) targets. ``whiten``: the SVD of ``Σ_yx Σ_xx^{-1/2}``
+    instead (input directions of Σ_xx below 1e-12 of its largest eigenvalue left out), with
+    ``lam_max`` and the least-squares map ``B``. See :class:`Modes`.
     """
     X, Y = v.data(X, Y)
     rank_tol = v.nonnegative("rank_tol", rank_tol, scalar=True)
-    S = Y.T @ X / X.shape[0]
+    N = X.shape[0]
+    S = Y.T @ X / N
+    lam_max, B = float("nan"), None
+    if whiten:
+        lam, W = np.linalg.eigh(X.T @ X / N)
+        keep = lam > 1e-12 * lam.max()
+        B = S @ (W[:, keep] / lam[keep]) @ W[:, keep].T
+        S, lam_max = S @ (W[:, keep] / np.sqrt(lam[keep])) @ W[:, keep].T, float(lam.max())
     U, s, Vt = np.linalg.svd(S, full_matrices=False)
     r = int(np.sum(s > rank_tol * max(s[0], 1e-300))) if s.size else 0
-    return Modes(U[:, :r], s[:r], Vt[:r].T, float(np.mean(np.sum(Y**2, axis=1))), is_whitened(X))
+    return Modes(U[:, :r], s[:r], Vt[:r].T, float(np.mean(np.sum(Y**2, axis=1))), is_whitened(X), lam_max, B)
 
 
 def mode_projections(beta, modes: Modes) -> np.ndarray:

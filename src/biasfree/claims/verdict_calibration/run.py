@@ -6,6 +6,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
+from ... import theory
 from ...analysis import regime as rg
 from ...analysis import verdict as vd
 from ...analysis.analyse import analyse
@@ -13,7 +14,7 @@ from ...core.data import symmetrize
 from ...core.layers import Layer, scale_params
 from ...core.moments import whiten
 from ...core.targets import sine_target
-from ...core.twin import slope_factor
+from ...core.twin import slope_factor, twin_scales
 from ...dynamics.twin_training import gaps_batched
 from ...expressivity.decomposition import net_function, odd_nonlinearity
 from ...results import Result, at_most, config_dict
@@ -74,9 +75,9 @@ def _truth_setup(params, X, Y, max_steps: int):
     and horizon (at most ``max_steps`` steps), and whether the steps reach the horizon."""
     L = len(params)
     c = float(slope_factor(0.0))
-    ws, ks = c ** ((L - 1) / L), c ** (2 * (L - 1) / L)
+    ws, ks = twin_scales(0.0, L)
     free = tuple(Layer(la.W) for la in params)
-    modes = rg.data_modes(X, Y)
+    modes = theory.data_modes(X, Y, 0.0, whiten=True)
     lr = rg.default_lr(free, modes, c)
     a0 = float(np.linalg.norm(odd_nonlinearity(net_function(free, 0.0), X).beta, 2))
     T, _ = rg.default_t_max(modes, a0, ks, depth=L)
