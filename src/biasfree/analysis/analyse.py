@@ -173,8 +173,7 @@ def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -
     L, c, biased = depth(params), float(slope_factor(a)), has_bias(params)
     sp = _split(params, X, a)
     svs = tuple(np.linalg.svd(np.asarray(layer.matrix, float), compute_uv=False) for layer in params)
-    beta = (c * np.asarray(params[0].matrix).T @ np.asarray(params[1].matrix).T
-            if L == 2 and not biased else sp.beta)
+    beta = np.asarray(nets.beta_eff(params, a)) if nets.beta_eff_is_exact(params) else sp.beta
     nonlin = (sp.even + sp.odd_nonlinear) / sp.energy if sp.energy else 0.0
     ranks = tuple(float(nets.effective_rank(s)) if s.any() else 0.0 for s in svs)  # a zero layer: 0
     structure = exact_structure(params)
