@@ -287,7 +287,7 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, in
     ctx = _context(X, Y, a, source)
     now = _state(params, X, Y, a, ctx)
     local = _local(params, X, a)
-    cfg = _train_config(train, params, ctx.modes, float(slope_factor(a)), now.net.beta_eff, a)
+    cfg = _train_config(train, params, ctx.modes, now.net.c, now.net.beta_eff, a)
     if now.net.has_bias:
         facts = _facts(now, ctx, params, X, Y, a, None)
         training = vd.judge_predicted(facts, t0_gap=0.0, growth_gap=0.0)
@@ -392,7 +392,7 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times) ->
                 f"time × c^(2(L-1)/L) = {ks:.4g}; " + curve.note)
     L0 = max(loss0, 1e-300)
     twin0 = 0.5 * _energy(Y - np.asarray(forward(twin, X, 1.0)))
-    g = (rg.growth_even_energy(params, X, Y, float(slope_factor(a)), modes.B)
+    g = (rg.growth_even_energy(params, X, Y, st.net.c, modes.B)
          if L == 2 and a != 1.0 and modes.linear_fraction > PAPER_LEVEL else rg.GrowthEstimate(0, 0, 0, 1))
     if st.structure == PAIRS:  # a unit and its mirror cancel in f_even, remainder and all: κ = 0
         g = rg.GrowthEstimate(g.energy, g.energy, g.energy, g.gain)
