@@ -38,19 +38,18 @@ run: $(STAMP)  ## headline experiment -> results/
 TEST_WORKERS ?= auto
 
 # XLA_FLAGS for pytest only. The suite is compile-bound (about 2,500 distinct programs, half
-# its CPU time in XLA's backend), so pytest compiles at optimisation level 1: from a clean
-# cache on 2 cores, pytest took 235 s and 251 s at level 1 against 267 s and 268 s at the
-# default level (same clone, same day). Level 0 is slower overall (conv programs run ~5x
-# slower: 339 s against 302 s once). make run and make test-readme compile at XLA's default
-# level, as a user's program does.
+# its CPU time in XLA's backend), so pytest compiles at optimisation level 1, which is faster
+# overall than the default level and than level 0 (timings: docs/performance.md). make run
+# and make test-readme compile at XLA's default level, as a user's program does.
 TEST_XLA_FLAGS ?= --xla_backend_optimization_level=1
 
 test: $(DEVSTAMP)  ## ruff + pytest
 	$(BIN)/ruff check src tests benchmarks
 	XLA_FLAGS="$(strip $(XLA_FLAGS) $(TEST_XLA_FLAGS))" $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not readme"
 
-# every ```python snippet of README.md in a fresh process with JAX's defaults (tests/app/test_readme.py)
-test-readme: $(DEVSTAMP)  ## README snippets run on their own and print the README's numbers
+# every ```python snippet of README.md and docs/*.md in a fresh process with JAX's defaults
+# (tests/app/test_readme.py)
+test-readme: $(DEVSTAMP)  ## README and docs snippets run on their own and print the numbers they show
 	$(BIN)/python -m pytest -q -n 0 -m readme tests/app/test_readme.py
 
 # make test's pytest again, on the kernels of an older x86-64: NumPy's SIMD loops at its

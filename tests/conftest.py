@@ -46,8 +46,8 @@ def _persistent_compilation_cache() -> None:
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "readme: runs README.md's snippets in fresh processes "
-                            "(make test-readme)")
+    config.addinivalue_line("markers", "readme: runs the snippets of README.md and docs/*.md in fresh "
+                            "processes (make test-readme)")
     config.addinivalue_line("markers", "xdist_group(name): tests that share one pytest-xdist worker")
     config.addinivalue_line("markers", "x64_off: run with JAX's default float32 (jax_enable_x64 off)")
     config.addinivalue_line("markers", "numerics: a round-off bound (make test-portable reruns the "

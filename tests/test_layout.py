@@ -26,7 +26,7 @@ LAYERS = {
     "app": 7,
 }
 """Top-level module or folder -> its layer: an import may reach its own unit or a lower
-layer only (README, "Layout")."""
+layer only (docs/development.md, "Layout")."""
 
 INDEPENDENT = {frozenset({"dynamics", "theory"})}
 """Units of one layer that must not import each other."""

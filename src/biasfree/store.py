@@ -84,7 +84,7 @@ def save_figure(fig, stem, exts=FIGURE_EXTS, dpi: int = 130) -> list[Path]:
 
 
 def result_json(result: Result, elapsed_s: float) -> dict:
-    """The ``result.json`` document (keys in DESIGN.md's output contract; ``size`` is the
+    """The ``result.json`` document (keys listed in docs/cli.md, "Output"; ``size`` is the
     preset's name, kept for readers of the older files, ``overrides`` the fields set on top
     of it, ``config`` the effective config, ``claim``/``paper_claim`` the sentences the
     result was judged against)."""

@@ -1,7 +1,8 @@
-"""Every ```python snippet of README.md runs on its own, in a fresh process with JAX's
-default settings (``jax_enable_x64`` off), and the numbers it prints match the README's
-Output block where it shows one (issue 19 item 5: results keep their precision in the
-user's hands). The snippets run side by side, one process each, to share the wall time.
+"""Every ```python snippet of README.md and of the pages under docs/ runs on its own, in a
+fresh process with JAX's default settings (``jax_enable_x64`` off), and the numbers it
+prints match the page's Output block where it shows one (issue 19 item 5: results keep
+their precision in the user's hands). The snippets run side by side, one process each, to
+share the wall time. Every relative link of those pages names a file that exists.
 """
 
 from __future__ import annotations
@@ -19,15 +20,23 @@ import pytest
 # runs this file, from .ci/run after `make test`
 pytestmark = pytest.mark.readme
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-TEXT = README.read_text(encoding="utf-8")
-ALL_SNIPPETS = re.findall(r"```python\n(.*?)```", TEXT, re.S)
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+# docs/theory.md is the mathematics: its blocks (if any) are not meant to run
+PAGES = [README, *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "theory.md")]
+TEXTS = {page: page.read_text(encoding="utf-8") for page in PAGES}
+ALL_SNIPPETS = [(page.relative_to(ROOT).as_posix(), code) for page, text in TEXTS.items()
+                for code in re.findall(r"```python\n(.*?)```", text, re.S)]
 # needs a SLURM batch system (dask-jobqueue submits jobs): the one snippet that cannot run here;
 # its names are checked instead (read_spec, run_sweep(client=...) exist and the spec file is real)
-NEEDS_CLUSTER = [s for s in ALL_SNIPPETS if "SLURMCluster" in s]
-SNIPPETS = [s for s in ALL_SNIPPETS if s not in NEEDS_CLUSTER]
-THEORY = next(s for s in SNIPPETS if "th.leaky_loss" in s)  # "Theory vs simulation"
-OUTPUT = re.search(r"Output \(.*?\):\n\n```\n(.*?)```", TEXT, re.S).group(1)
+NEEDS_CLUSTER = [code for _, code in ALL_SNIPPETS if "SLURMCluster" in code]
+SNIPPETS = [(page, code) for page, code in ALL_SNIPPETS if code not in NEEDS_CLUSTER]
+CODES = [code for _, code in SNIPPETS]
+IDS = [f"{page}:{i}" for i, (page, _) in enumerate(SNIPPETS)]
+THEORY = next(code for code in CODES if "th.leaky_loss" in code)  # "Theory vs simulation"
+THEORY_PAGE = next(text for text in TEXTS.values() if THEORY in text)
+OUTPUT = re.search(r"Output \(.*?\):\n\n```\n(.*?)```", THEORY_PAGE[THEORY_PAGE.index(THEORY):],
+                   re.S).group(1)
 
 
 def _numbers(line: str) -> np.ndarray:
@@ -42,9 +51,9 @@ def _lines(text: str) -> dict[str, np.ndarray]:
 def runs(tmp_path_factory):
     """(returncode, stdout, stderr) of each snippet, all started at once."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_ENABLE_X64")}
-    env["PYTHONPATH"] = os.pathsep.join([str(README.parent / "src"), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
     procs = []
-    for i, code in enumerate(SNIPPETS):
+    for i, code in enumerate(CODES):
         cwd = tmp_path_factory.mktemp(f"snippet{i}")  # a snippet may write (runs/width)
         procs.append(subprocess.Popen([sys.executable, "-c", code], cwd=cwd, env=env, text=True,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE))
@@ -59,9 +68,17 @@ def runs(tmp_path_factory):
     return out
 
 
-def test_readme_has_the_snippets_this_test_reads():
-    assert len(SNIPPETS) >= 5 and "half times (ReLU)" in OUTPUT
+def test_pages_have_the_snippets_this_test_reads():
+    assert sum(page == "README.md" for page, _ in SNIPPETS) >= 2  # the tour and "Your own model"
+    assert len(SNIPPETS) >= 8 and "half times (ReLU)" in OUTPUT
     assert len(NEEDS_CLUSTER) <= 1
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
+def test_relative_links_name_files_that_exist(page):
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", TEXTS[page])
+    missing = [link for link in links if "://" not in link and not (page.parent / link).exists()]
+    assert not missing, f"{page.name} links to missing files: {missing}"
 
 
 @pytest.mark.parametrize("code", NEEDS_CLUSTER)
@@ -72,24 +89,24 @@ def test_cluster_snippet_names_what_exists(code):
 
     assert "client" in inspect.signature(run_sweep).parameters and callable(read_spec)
     for spec in re.findall(r'read_spec\("([^"]+)"\)', code):
-        read_spec(README.parent / spec)
+        read_spec(ROOT / spec)
 
 
-@pytest.mark.parametrize("i", range(len(SNIPPETS)), ids=[f"snippet{i}" for i in range(len(SNIPPETS))])
+@pytest.mark.parametrize("i", range(len(SNIPPETS)), ids=IDS)
 def test_snippet_runs_on_its_own(runs, i):
     rc, stdout, stderr = runs[i]
-    assert rc == 0, f"README snippet {i} failed:\n{SNIPPETS[i]}\n--- stderr:\n{stderr[-3000:]}"
+    assert rc == 0, f"snippet {IDS[i]} failed:\n{CODES[i]}\n--- stderr:\n{stderr[-3000:]}"
     assert "will be truncated to dtype float32" not in stderr, stderr[-2000:]  # precision kept
 
 
 def test_theory_vs_simulation_prints_the_readme_numbers(runs):
-    rc, stdout, stderr = runs[SNIPPETS.index(THEORY)]
+    rc, stdout, stderr = runs[CODES.index(THEORY)]
     assert rc == 0, stderr[-3000:]
     got, want = _lines(stdout), _lines(OUTPUT)
     assert got.keys() == want.keys(), (stdout, OUTPUT)
     for key in ("half times (ReLU)", "half times (linear)"):
         # closed forms in float64 of the data's singular values (an SVD, κ ~ s1/s2 ~ 2):
-        # ε·κ·size ~ 2e-16·2·40 ~ 2e-14 relative; the README prints 8 decimals, so the
+        # ε·κ·size ~ 2e-16·2·40 ~ 2e-14 relative; the page prints 8 decimals, so the
         # bound is its rounding, 5e-9, plus that.
         np.testing.assert_allclose(got[key], want[key], rtol=1e-13, atol=5e-9, err_msg=key)
     # ReLU takes exactly 1/c = 2 times as long: equal up to the printout's rounding
@@ -97,7 +114,34 @@ def test_theory_vs_simulation_prints_the_readme_numbers(runs):
     np.testing.assert_allclose(got["half times (ReLU)"], 2 * got["half times (linear)"], rtol=0, atol=1.5e-8)
     # the simulated flow's gap to the closed form is the solver's error, not a fixed number:
     # local error <= rtol·|L| + atol = 1e-10·L(0) + 1e-12 per step, summed over at most
-    # ~1e3 accepted steps of this stable (logistic) flow: <= 1e-7 of L(0). The README's
+    # ~1e3 accepted steps of this stable (logistic) flow: <= 1e-7 of L(0). The page's
     # printed value must satisfy the same bound; both are checked, neither is matched.
     (gap,), (readme_gap,) = got["max |L_sim - L_theory| / L(0)"], want["max |L_sim - L_theory| / L(0)"]
     assert 0 <= gap <= 1e-7 and 0 <= readme_gap <= 1e-7
+
+
+def _readme_snippet(marker: str) -> int:
+    return next(i for i, (page, code) in enumerate(SNIPPETS) if page == "README.md" and marker in code)
+
+
+def test_readme_tour_prints_what_its_comment_says(runs):
+    rc, stdout, stderr = runs[_readme_snippet("bf.gd_members")]
+    assert rc == 0, stderr[-3000:]
+    relu, pairs = (float(x) for x in stdout.split())
+    # pairs: exact identity (§2.3), so only round-off of 1000 float64 GD steps on a net of
+    # ~2e3 weights: ≲ ε·steps·size ~ 2e-16·1e3·2e3 ~ 4e-10, far above what it meets (~1e-16)
+    assert 0 <= pairs <= 4e-10
+    # random init: the comment's "~2e-3" to one significant figure; the value is fixed by the
+    # key up to round-off (relative ~1e-10 by the bound above), far from a rounding boundary
+    assert f"{relu:.0e}" == "2e-03", relu
+
+
+def test_readme_own_model_prints_what_its_comments_say(runs):
+    rc, stdout, stderr = runs[_readme_snippet("bf.analyse")]
+    assert rc == 0, stderr[-3000:]
+    level, function, training = stdout.strip().splitlines()
+    assert level == "not effectively linear"
+    # printed to 3 significant figures from float64 moments of a seeded torch init on the
+    # bundled digits: round-off (relative ~1e-13) cannot move the third figure here
+    assert "even part 34.7% of <f²> (> 0.3%)" in function, function
+    assert "init gain / strongest mode = 8.95 (<= 0.5: FAILS)" in training, training

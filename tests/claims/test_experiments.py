@@ -4,7 +4,7 @@ Each experiment is run once per test session (``biasfree run NAME --preset tiny`
 folder shared by every pytest-xdist worker, under a file lock per experiment: the runs are
 separate xdist groups, so they spread over the workers, and the report tests wait for
 (or run) whichever is missing. Each run's exit code says whether every check passed, its
-files must follow DESIGN.md's output contract, and the report built from them must show
+files must hold the keys of docs/cli.md's "Output", and the report built from them must show
 every figure and every check; ``run all`` into the same folder then skips them all.
 """
 

@@ -1,4 +1,4 @@
-"""Training engine: exact identities along GD/GF trajectories (THEORY.md §2, §4.2),
+"""Training engine: exact identities along GD/GF trajectories (docs/theory.md §2, §4.2),
 the GD -> gradient-flow limit, ensembles, and input validation.
 
 All runs are float64 and small (d = 3, N = 40, widths <= 8) so the file runs in

@@ -1,5 +1,5 @@
 """Sweeps: one experiment over a grid of config overrides × seeds, on Dask distributed
-(the spec and its points: :mod:`biasfree.app.sweep_spec`; README "Sweeps" for use).
+(the spec and its points: :mod:`biasfree.app.sweep_spec`; docs/sweeps.md for use).
 
 Each point is stored once under ``DIR/points/<key>/`` (:func:`point_key`: a rerun skips
 the points already computed, whatever spec they came from), written only by this

@@ -23,9 +23,8 @@ WORKER_ENV = {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallel
 instead of fighting over them."""
 COMPILE_CACHE = "JAX_COMPILATION_CACHE_DIR"
 """The environment variable that gives JAX a persistent compilation cache: worker
-processes that share it compile a program once between them (measured: a fresh
-process's first ``orthogonal-inputs`` point 13.5 s without it, 2.8 s with it, the same
-bits). A local cluster's workers share ``DIR/.jax-cache`` unless it is set; on a cluster
+processes that share it compile a program once between them, with the same bits
+(docs/sweeps.md). A local cluster's workers share ``DIR/.jax-cache`` unless it is set; on a cluster
 of your own, start ``dask worker`` with it set to a folder every worker can write."""
 WORKER_TIMEOUT_S = 60.0
 """How long a sweep waits for its first worker (and, mid-sweep, for any worker once all

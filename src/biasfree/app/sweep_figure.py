@@ -70,7 +70,8 @@ def summary_figure(df, ncols: int = 4):
     n = max(len(metrics), 1)
     nrows = int(np.ceil(n / ncols))
     # fixed margins in inches, not constrained_layout: every panel is alike (a title of one
-    # line, 7-pt ticks), and laying out 37 panels cost 1.5 s of the summary's 3.6 s (measured)
+    # line, 7-pt ticks), and constrained_layout took a large share of a many-panel summary's
+    # time (docs/performance.md, "Sweeps")
     w, h = 3.6 * min(ncols, n), 2.7 * nrows + 0.9
     fig, axes = plt.subplots(nrows, min(ncols, n), figsize=(w, h), squeeze=False,
                              gridspec_kw={"left": 0.55 / w, "right": 1 - 0.15 / w, "bottom": 0.45 / h,

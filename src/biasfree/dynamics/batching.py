@@ -1,21 +1,19 @@
 """Ensembles: many gradient-descent or gradient-flow runs in one compiled call.
 
 The members differ in their parameters (a leading axis B) and in α, η and λ (arrays of
-length B); the data are shared. How B members share the machine, ``layout`` (measured in
-benchmarks/bench_engine.py):
+length B); the data are shared. How B members share the machine, ``layout`` (timed by
+benchmarks/bench_engine.py; numbers in docs/performance.md, "Ensembles"):
 
 - "map": ``lax.map``, one member after another inside the program, each with the
   single run's own kernels; with several devices (on a CPU, one per core with
   ``XLA_FLAGS=--xla_force_host_platform_device_count=K`` set before JAX starts) the
   members are split over them by ``shard_map``, which runs them in parallel.
-- "vmap": one batched program; batched matmuls. On XLA's CPU backend these ran at
-  0.6-0.75x of the same runs one after another (PERFORMANCE.md); on a GPU they are
-  the natural choice.
+- "vmap": one batched program; batched matmuls. On XLA's CPU backend these run slower
+  than the same runs one after another; on a GPU they are the natural choice.
 - "auto" takes "vmap" on GPU/TPU and "map" on CPU, spread over every host device.
 
-Measured on 2 cores, B = 6, against 6 sequential runs: width 500, N 1024: 1.17-1.32x
-spread over 2 devices, 0.84-0.90x on one; width 40, N 400: 1.8x spread. (On a
-machine whose cores are busy with other work, spreading can lose: 0.8-0.9x.)
+Spreading over host devices pays when the cores are free for it; on cores busy with
+other work it can lose to one device.
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def gd_run(params, data, alpha, lr, weight_decay, segments, loss, pinv_X, keep_p
         return carry, run.record(carry[0], data, alpha, loss, pinv_X, keep_params, mirrored)
 
     # record 0 is a segment of 0 steps, so the record (SVDs and all) is traced and compiled
-    # once, inside the loop, not again before it (a GD program compiled ~35% faster)
+    # once, inside the loop, not again before it (the GD program compiles faster)
     segments = jnp.concatenate([jnp.zeros((1,), jnp.asarray(segments).dtype), segments])
     L_type = jax.eval_shape(lambda p: grad(p, data[0], data[1], alpha, weight_decay, loss)[1], params)
     (final, peak), obs = jax.lax.scan(segment, (params, jnp.full((), -jnp.inf, L_type.dtype)), segments)

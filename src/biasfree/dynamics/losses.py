@@ -131,8 +131,8 @@ def _two_layer_mirrored(W1, W2, X_half, alpha):
 
         f(x₊) = α o + e,   f(-x₊) = e - o,   e = (1-α) relu(A) W₂ᵀ,   o = X₊ (W₂W₁)ᵀ,
 
-    with ``A = X₊W₁ᵀ``: one (n, width) nonlinearity for both halves (measured: 1.8-1.9x
-    the general path on the benchmark workload, 1.7x with its own ``σ_α(-A)``). The JVP below
+    with ``A = X₊W₁ᵀ``: one (n, width) nonlinearity for both halves (about twice as fast
+    as the general path; docs/performance.md, "Symmetric data"). The JVP below
     differentiates the mirror half with ``σ_α'(0) = α`` (mask ``A >= 0``), as the
     general path does, so gradients and Jacobians in every argument equal the general
     path's, a pre-activation exactly at 0 included. Second derivatives at such a point

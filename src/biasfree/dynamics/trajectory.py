@@ -1,11 +1,11 @@
 """What a training run records: the :class:`Trajectory` and its observables.
 
 Every trajectory, simulated by gradient descent or gradient flow, lives on the
-gradient-flow time axis ``t = η k`` (THEORY.md §0). Recorded at each time:
+gradient-flow time axis ``t = η k`` (docs/theory.md §0). Recorded at each time:
 
 - ``loss``: the data loss (without the weight-decay term); ``test_loss`` on held-out data;
 - ``beta``: ``β_eff`` (d, p), the linear map of the odd part (:func:`nets.beta_eff`);
-- ``even_energy``: ``<||f_even(x)||²>`` over the training inputs (THEORY.md §2.6);
+- ``even_energy``: ``<||f_even(x)||²>`` over the training inputs (docs/theory.md §2.6);
 - ``singular_values``: per layer, the singular values of ``W_l``;
 - ``conserved``: per hidden layer l, per unit k,
   ``||W_l[k, :]||² + b_l[k]² - ||W_{l+1}[:, k]||²`` (conserved by gradient flow, §4.2).
@@ -103,7 +103,7 @@ jax.tree_util.register_dataclass(
 
 @precise
 def conserved_quantities(params: Params) -> tuple[Array, ...]:
-    """Per hidden unit, ``||incoming||² - ||outgoing||²`` (THEORY.md §4.2). For a conv
+    """Per hidden unit, ``||incoming||² - ||outgoing||²`` (docs/theory.md §4.2). For a conv
     layer the unit is an output channel (its kernel and bias in, every weight reading the
     channel out), the group that the rescaling symmetry moves together (docs/theory.md §7)."""
     check_net(params)
