@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import _validate as validate
 from ..core.data import mirrored_half
 from ..core.layers import Params
 from ..core.nets import even_part, forward
@@ -128,18 +129,19 @@ def train_with_twin(params: Params, twin: Params, X, Y, *, alpha: float, lr: flo
 
 
 @partial(jax.jit, static_argnames=("mirrored",))
-def _batched_chunk(state, k0, n, Xg, Y, last, lr, twin_lr, alpha, mirrored):
+def _batched_chunk(state, k0, n, Xg, Y, last, lr, twin_lr, alpha, decay, twin_decay, mirrored):
     def one(st, Xg, Y, last, lr, twin_lr):
-        return jax.lax.fori_loop(k0, k0 + n, lambda k, s: _step(s, k, Xg, Y, alpha, lr, twin_lr, 0.0, 0.0,
-                                                                "mse", mirrored, last), st)
+        return jax.lax.fori_loop(k0, k0 + n, lambda k, s: _step(s, k, Xg, Y, alpha, lr, twin_lr, decay,
+                                                                twin_decay, "mse", mirrored, last), st)
     return jax.vmap(one)(state, Xg, Y, last, lr, twin_lr)
 
 
 @precise
 def gaps_batched(params: Params, twin: Params, X, Y, *, alpha: float, lr, time_scale: float, steps,
-                 chunk: int = 1000, compact: bool | None = None,
+                 weight_decay: float = 0.0, chunk: int = 1000, compact: bool | None = None,
                  progress: Callable[[int, int], None] | None = None):
-    """:func:`train_with_twin`'s gap for B pairs at once (MSE, no weight decay): ``params``/
+    """:func:`train_with_twin`'s gap for B pairs at once (MSE, one weight decay λ for all, the
+    twin's λ/``time_scale``): ``params``/
     ``twin`` with every array stacked on a leading axis B, ``X`` (B, N, d), ``Y`` (B, N, p),
     ``lr`` (B,) steps, ``steps`` (B,) step counts. Member b measures the gap at steps
     0..steps[b] and stops moving at steps[b], so it runs the same GD as alone; the loop
@@ -149,6 +151,8 @@ def gaps_batched(params: Params, twin: Params, X, Y, *, alpha: float, lr, time_s
     on a GPU a batch costs about the same at any size. Returns ``(gap_max (B,), gap_step
     (B,), loss0 (B,))`` in loss units; gradients take the mirrored path when every member's
     inputs are ``[X₊; -X₊]``."""
+    weight_decay = validate.nonnegative("weight_decay", weight_decay, scalar=True,
+                                        why="λ is the coefficient of (λ/2)||θ||²; pass 0 for none")
     X, Y = np.asarray(X, float), np.asarray(Y, float)
     halves = [mirrored_half(x) for x in X]
     mirrored = all(h is not None for h in halves)
@@ -164,7 +168,7 @@ def gaps_batched(params: Params, twin: Params, X, Y, *, alpha: float, lr, time_s
         idx = np.concatenate([live, np.setdiff1d(np.arange(B), live)[:size - live.size]])
         sub = _batched_chunk(jax.tree_util.tree_map(lambda a, i=idx: a[i], state), k0, min(chunk, K + 1 - k0),
                              Xg[idx], Y[idx], last[idx], lr[idx], lr[idx] * time_scale, float(alpha),
-                             mirrored=mirrored)
+                             float(weight_decay), float(weight_decay / time_scale), mirrored=mirrored)
         for full, part in zip(jax.tree_util.tree_leaves(state), jax.tree_util.tree_leaves(sub), strict=True):
             full[idx] = np.asarray(part)
         if progress is not None:
