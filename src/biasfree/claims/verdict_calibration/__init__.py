@@ -114,7 +114,7 @@ class Config:
 PRESETS = {
     "tiny": Config(d=4, n=20, scales=(1e-4,), widths=(8, 64), max_steps=1000, share_compiles=True,
                    family_widths=(8, 32), trained_scales=(1e-2,), depth3_scales=(0.1, 0.3), decay_scale=1e-2,
-                   decays=(1e-3, 1e-2), conv_scales=(0.05, 0.2), conv_channels=(2, 4), conv_length=8,
+                   decays=(1e-3, 1e-2), conv_scales=(0.05, 0.2), conv_channels=(4,), conv_length=8,
                    conv_image=4, conv_n=20),
     "paper": Config(),
 }

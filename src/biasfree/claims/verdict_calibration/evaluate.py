@@ -56,18 +56,18 @@ def truth_setup(params, X, Y, max_steps: int):
     return scale_params(free, ws), ks, lr, steps, steps == need
 
 
-def _key(params, X, Y, time_scale, decay) -> tuple:
+def _key(params, X, Y, time_scale) -> tuple:
     leaves, tree = jax.tree_util.tree_flatten(tuple(params))  # conv shapes and padding are in tree
-    return tree, tuple(np.shape(x) for x in leaves), np.shape(X), np.shape(Y), time_scale, decay
+    return tree, tuple(np.shape(x) for x in leaves), np.shape(X), np.shape(Y), time_scale
 
 
 def measure(runs, progress: Progress = _quiet) -> np.ndarray:
     """Gaps to the twins (fraction of :func:`~.families.reference_loss`) for ``runs``, a list of
-    ``(params, twin, X, Y, lr, steps, time_scale, decay)``: runs of one shape, data shape, step
-    factor and decay go as one batch through one vmapped loop (:func:`gaps_batched`)."""
+    ``(params, twin, X, Y, lr, steps, time_scale, decay)``: runs of one shape, data shape and step
+    factor go as one batch through one vmapped loop (:func:`gaps_batched`), each with its decay."""
     groups: dict = {}
     for i, r in enumerate(runs):
-        groups.setdefault(_key(r[0], r[2], r[3], r[6], r[7]), []).append(i)
+        groups.setdefault(_key(r[0], r[2], r[3], r[6]), []).append(i)
     gap = np.zeros(len(runs))
     for key, idx in groups.items():
         progress(f"truth: {len(idx)} nets of shapes {key[1]}, {max(runs[i][5] for i in idx)} steps at most")
@@ -75,7 +75,7 @@ def measure(runs, progress: Progress = _quiet) -> np.ndarray:
         Ys = np.stack([runs[i][3] for i in idx])
         g, _, L0 = gaps_batched(stack[0], stack[1], np.stack([runs[i][2] for i in idx]), Ys, alpha=0.0,
                                 lr=[runs[i][4] for i in idx], time_scale=key[4],
-                                steps=[runs[i][5] for i in idx], weight_decay=key[5])
+                                steps=[runs[i][5] for i in idx], weight_decay=[runs[i][7] for i in idx])
         gap[idx] = g / np.maximum(reference_loss(L0, Ys), 1e-300)
     return gap
 
