@@ -10,12 +10,13 @@ else "not linear". The truth is measured: the net and its linear twin
 (the bias-free weights × the twin scale, step × k_t: what a user would predict from the
 twin) trained by the same GD, with the gap
 
-    D = max over every step k of |L(θ_k) − L_twin(θ̃_k)| / L(0)
+    D = max over every step k of |L(θ_k) − L_twin(θ̃_k)| / L₀,   L₀ = max(L(θ₀), ½⟨‖y‖²⟩)
 
-(:func:`~biasfree.dynamics.twin_training.train_with_twin`); "linear" when D ≤ 0.3% (the paper's
+(:func:`~biasfree.dynamics.twin_training.train_with_twin`; L₀ is L(0) for an init, the zero
+function's loss for a trained net); "linear" when D ≤ 0.3% (the paper's
 level). The step is analyse's default (a quarter of the estimated stability limit), the
 run analyse's default horizon, at most ``max_steps`` steps. The truth runs of one net shape
-(depth, biases, width) go as one batch through one vmapped loop
+(depth, biases, width; conv layers) go as one batch through one vmapped loop
 (:func:`~biasfree.dynamics.twin_training.gaps_batched`): on a GPU a batch of 10 costs about
 one run.
 
@@ -30,6 +31,16 @@ asymmetric inputs, depth > 2, init not small: §6.4) is measured off its twin; w
 prediction rests on the theory, the measured gap is at most its interval's high end. The
 agreement (over the decided points) and the confusion table (rows linear, undecided, not)
 are metrics; the notes list the disagreements and every undecided point's interval.
+
+Families beyond the grid (:mod:`.families`), each with its own confusion table (rows the
+verdict levels, columns the measured truth linear / not; :mod:`.summary`): nets given already
+trained (truth: training continued; and, where analyse takes ``init=``, "trained-history":
+the gap measured on the way from the init), antisymmetric pairs at large init (exact), 1-D
+and 2-D conv nets (with each net's measured gap over the predicted high end: no bound for
+conv nets, §7.4), depth-3 nets, and nets trained with weight decay. Per family: no false
+"linear"; the pair family measured exact to round-off and never called "not" on evidence.
+Every truth is the gap at every GD step relative to L₀ = max(L(θ₀), ½⟨‖y‖²⟩), the zero
+function's loss for a trained net whose L(θ₀) is near 0.
 """
 
 from __future__ import annotations
