@@ -82,7 +82,8 @@ def figure(result):
                 f"{int(m.get('decided', m['points']))} decided points measured to their horizon "
                 f"({int(m.get('undecided', 0))} undecided), "
                 f"{int(m['confusion_linear_not'])} false 'linear', "
-                f"{int(m['confusion_not_linear'])} linear nets called not linear", fontsize=10)
+                f"{int(m['confusion_not_linear'])} linear nets called not linear" + _families_line(m, names),
+                fontsize=10)
     return fig
 
 
@@ -90,6 +91,16 @@ _TRUTH_OK = "#c7e9c0"  # verdict and truth agree
 _FALSE_LINEAR = "#d62728"
 _FALSE_NOT = "#fdae6b"
 _NEUTRAL = "#e0e0e0"  # undecided, or no verdict
+
+
+def _families_line(m, names) -> str:
+    """The families' totals for the title: nets with a truth (a family without verdicts has
+    none), false 'linear' among them."""
+    keys = [slug(n) for n in names if f"{slug(n)}_false_linear" in m]
+    if not keys:
+        return ""
+    return (f"; families: {int(sum(m[f'{k}_false_linear'] for k in keys))} false 'linear' among "
+            f"{int(sum(m[f'{k}_points'] for k in keys))} nets with a truth")
 
 
 def _cell_colour(i: int, j: int, n: int) -> str:
