@@ -54,7 +54,8 @@ def test_mirrored_path_trains_as_the_general_path():
         assert abs(a.gap_max - b.gap_max) <= tol["gap"] and a.gap_step == b.gap_step
 
 
-def test_batched_gaps_equal_one_at_a_time():
+@pytest.mark.parametrize("decay", [0.0, 0.05, (0.0, 0.05, 0.01)])  # one λ, or one per member; twin λ/k_t
+def test_batched_gaps_equal_one_at_a_time(decay):
     rng = np.random.default_rng(2)
     nets, twins, Xs, Ys = [], [], [], []
     lrs, steps = [0.05, 0.02, 0.08], [40, 65, 7]
@@ -65,8 +66,10 @@ def test_batched_gaps_equal_one_at_a_time():
         twins.append(tuple(Layer(np.sqrt(0.5) * np.asarray(la.W)) for la in net))
         Xs.append(X)
         Ys.append(Y)
-    alone = [train_with_twin(p, q, X, Y, alpha=0.0, lr=lr, time_scale=0.5, steps=k, n_records=2)
-             for p, q, X, Y, lr, k in zip(nets, twins, Xs, Ys, lrs, steps, strict=True)]
+    decays = np.broadcast_to(decay, (3,))
+    alone = [train_with_twin(p, q, X, Y, alpha=0.0, lr=lr, time_scale=0.5, steps=k, n_records=2,
+                             weight_decay=lam)
+             for p, q, X, Y, lr, k, lam in zip(nets, twins, Xs, Ys, lrs, steps, decays, strict=True)]
 
     def stack(ps):
         return tuple(Layer(np.stack([np.asarray(p[i].W) for p in ps])) for i in range(2))
@@ -74,7 +77,8 @@ def test_batched_gaps_equal_one_at_a_time():
     tols = {}
     for compact in (False, True):  # finished members dropped between chunks, or carried along
         gap, step, L0 = gaps_batched(stack(nets), stack(twins), np.stack(Xs), np.stack(Ys), alpha=0.0,
-                                     lr=lrs, time_scale=0.5, steps=steps, chunk=16, compact=compact)
+                                     lr=lrs, time_scale=0.5, steps=steps, weight_decay=decay, chunk=16,
+                                     compact=compact)
         for b, run in enumerate(alone):
             # the same GD on the same path; vmap may change the kernels' summation order:
             # trajectory_gap over this member's steps (mirrored path: factor 3), and for the
@@ -82,7 +86,8 @@ def test_batched_gaps_equal_one_at_a_time():
             k = chain_length(nets[b], 24)
             def gap_run(pq, b=b):
                 return np.asarray(train_with_twin(pq[0], pq[1], Xs[b], Ys[b], alpha=0.0, lr=lrs[b],
-                                                  time_scale=0.5, steps=steps[b], n_records=2).gap_max)
+                                                  time_scale=0.5, steps=steps[b], n_records=2,
+                                                  weight_decay=decays[b]).gap_max)
             if b not in tols:
                 tols[b] = trajectory_gap(gap_run, (nets[b], twins[b]), steps[b], k, factor=3)
             tol = tols[b]

@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import _validate as validate
 from ..core.data import mirrored_half
 from ..core.layers import Params
 from ..core.nets import even_part, forward
@@ -128,20 +129,21 @@ def train_with_twin(params: Params, twin: Params, X, Y, *, alpha: float, lr: flo
 
 
 @partial(jax.jit, static_argnames=("mirrored",))
-def _batched_chunk(state, k0, n, Xg, Y, last, lr, twin_lr, alpha, mirrored):
-    def one(st, Xg, Y, last, lr, twin_lr):
-        return jax.lax.fori_loop(k0, k0 + n, lambda k, s: _step(s, k, Xg, Y, alpha, lr, twin_lr, 0.0, 0.0,
-                                                                "mse", mirrored, last), st)
-    return jax.vmap(one)(state, Xg, Y, last, lr, twin_lr)
+def _batched_chunk(state, k0, n, Xg, Y, last, lr, twin_lr, decay, twin_decay, alpha, mirrored):
+    def one(st, Xg, Y, last, lr, twin_lr, decay, twin_decay):
+        return jax.lax.fori_loop(k0, k0 + n, lambda k, s: _step(s, k, Xg, Y, alpha, lr, twin_lr, decay,
+                                                                twin_decay, "mse", mirrored, last), st)
+    return jax.vmap(one)(state, Xg, Y, last, lr, twin_lr, decay, twin_decay)
 
 
 @precise
 def gaps_batched(params: Params, twin: Params, X, Y, *, alpha: float, lr, time_scale: float, steps,
-                 chunk: int = 1000, compact: bool | None = None,
+                 weight_decay: float = 0.0, chunk: int = 1000, compact: bool | None = None,
                  progress: Callable[[int, int], None] | None = None):
-    """:func:`train_with_twin`'s gap for B pairs at once (MSE, no weight decay): ``params``/
-    ``twin`` with every array stacked on a leading axis B, ``X`` (B, N, d), ``Y`` (B, N, p),
-    ``lr`` (B,) steps, ``steps`` (B,) step counts. Member b measures the gap at steps
+    """:func:`train_with_twin`'s gap for B pairs at once (MSE): ``params``/``twin`` with every
+    array stacked on a leading axis B, ``X`` (B, N, d), ``Y`` (B, N, p), ``lr`` (B,) steps,
+    ``steps`` (B,) step counts, ``weight_decay`` λ (one, or (B,); the twin's is λ/``time_scale``,
+    §2.7). Member b measures the gap at steps
     0..steps[b] and stops moving at steps[b], so it runs the same GD as alone; the loop
     runs max(steps) + 1 steps in chunks of ``chunk`` (``progress(k, K)`` between them).
     ``compact`` (default: on a CPU backend) drops finished members between chunks, the
@@ -150,6 +152,9 @@ def gaps_batched(params: Params, twin: Params, X, Y, *, alpha: float, lr, time_s
     (B,), loss0 (B,))`` in loss units; gradients take the mirrored path when every member's
     inputs are ``[X₊; -X₊]``."""
     X, Y = np.asarray(X, float), np.asarray(Y, float)
+    decay = np.broadcast_to(np.asarray(validate.nonnegative(
+        "weight_decay", weight_decay, why="λ is the coefficient of (λ/2)||θ||², one or one per member; "
+        "pass 0 for none"), float), X.shape[:1])
     halves = [mirrored_half(x) for x in X]
     mirrored = all(h is not None for h in halves)
     Xg = np.stack(halves) if mirrored else X
@@ -163,8 +168,8 @@ def gaps_batched(params: Params, twin: Params, X, Y, *, alpha: float, lr, time_s
         size = min(B, 1 << int(np.ceil(np.log2(live.size))))  # pad with finished members: they stay put
         idx = np.concatenate([live, np.setdiff1d(np.arange(B), live)[:size - live.size]])
         sub = _batched_chunk(jax.tree_util.tree_map(lambda a, i=idx: a[i], state), k0, min(chunk, K + 1 - k0),
-                             Xg[idx], Y[idx], last[idx], lr[idx], lr[idx] * time_scale, float(alpha),
-                             mirrored=mirrored)
+                             Xg[idx], Y[idx], last[idx], lr[idx], lr[idx] * time_scale, decay[idx],
+                             decay[idx] / time_scale, float(alpha), mirrored=mirrored)
         for full, part in zip(jax.tree_util.tree_leaves(state), jax.tree_util.tree_leaves(sub), strict=True):
             full[idx] = np.asarray(part)
         if progress is not None:

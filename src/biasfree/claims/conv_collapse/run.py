@@ -16,11 +16,11 @@ from ...core.draws import normal
 from ...core.inits import init_conv, init_gaussian
 from ...core.layers import scale_params
 from ...core.real_data import load_data
-from ...dynamics import GDConfig
-from ...dynamics.ensemble import Member, Runs, gd_members
+from ...core.twin import linear_twin, slope_factor
+from ...dynamics.twin_training import PairedRun, train_with_twin
 from ...results import Result, at_most, config_dict
 from ..base import Progress, _quiet
-from ..checks import PAPER_LEVEL, ROUND_OFF, twin_identity
+from ..checks import PAPER_LEVEL, ROUND_OFF
 from . import FRACTION, Config
 
 DIGITS_SHAPE = (8, 8)
@@ -51,12 +51,15 @@ def teacher(cfg: Config, key) -> Dataset:
 
 # ------------------------------------------------------------------ members
 
+Members = dict[str, tuple]
+"""Runs by name: ``(params, α)``, each trained beside its linear twin (:func:`beside_twins`)."""
 
-def collapse_members(params, pair, alphas) -> dict[str, Member]:
-    """One random init at every α (each α < 1 beside its twin) and the pair-channel init
-    at every α < 1 beside its twin."""
-    out = {f"α={a:g}": Member(params, float(a), twin=a < 1) for a in alphas}
-    return out | {f"pair α={a:g}": Member(pair, float(a), twin=True) for a in alphas if a < 1}
+
+def collapse_members(params, pair, alphas) -> Members:
+    """One random init at every α (α = 1 is its own twin: run for its curve) and the
+    pair-channel init at every α < 1."""
+    out = {f"α={a:g}": (params, float(a)) for a in alphas}
+    return out | {f"pair α={a:g}": (pair, float(a)) for a in alphas if a < 1}
 
 
 def padded(params, units: int):
@@ -77,7 +80,7 @@ def padded(params, units: int):
     return first, last._replace(W=jnp.pad(last.W, ((0, 0), (0, extra * per))))
 
 
-def sweep_members(cfg: Config, key, p: int, alpha: float) -> tuple[dict[str, Member], list, list]:
+def sweep_members(cfg: Config, key, p: int, alpha: float) -> tuple[Members, list, list]:
     """Random conv nets (dense readout) over ``sweep_channels`` (std ``scale``) and
     ``sweep_scales`` (C = ``channels``), ``sweep_inits`` each, and the dense width-C net
     from the same σ beside each: ``(members, channel rows, scale rows)``; a row is
@@ -97,7 +100,7 @@ def sweep_members(cfg: Config, key, p: int, alpha: float) -> tuple[dict[str, Mem
                     unit = (init_conv(k, DIGITS_SHAPE, (1, int(C)), cfg.kernel, p, 1.0) if kind == "conv"
                             else init_gaussian(k, (DIGITS_SHAPE[0] * DIGITS_SHAPE[1], int(C), p), 1.0))
                     net = scale_params(unit, float(sigma))
-                    members[name] = Member(padded(net, c_max) if rows is by_c else net, alpha, twin=True)
+                    members[name] = (padded(net, c_max) if rows is by_c else net, alpha)
                 names.append(name)
             rows.append((kind, int(C), float(sigma), names))
     return members, by_c, by_s
@@ -106,28 +109,54 @@ def sweep_members(cfg: Config, key, p: int, alpha: float) -> tuple[dict[str, Mem
 # ------------------------------------------------------------------ measurements
 
 
-def initial_identity_error(runs: Runs, name: str) -> float:
+def beside_twins(members: Members, data: Dataset, lr: float, steps: int, n_records: int,
+                 progress: Progress = _quiet) -> dict[str, PairedRun]:
+    """Each member ``(params, α)`` trained by ``steps`` GD steps of size ``lr`` beside its
+    linear conv twin (√c·params, α = 1, step η c, c = (1+α)/2; §7.2) in one compiled loop
+    (:func:`~biasfree.dynamics.twin_training.train_with_twin`), which carries the largest
+    |L(θ_k) − L_twin(θ̃_k)| over every step k = 0..K: the gap does not depend on the
+    ``n_records`` stored curve points. Members of one shape share one compilation."""
+    out = {}
+    for name, (params, alpha) in members.items():
+        progress(f"  {name}")
+        out[name] = train_with_twin(params, linear_twin(params, alpha), data.X, data.Y, alpha=alpha, lr=lr,
+                                    time_scale=float(slope_factor(alpha)), steps=steps, n_records=n_records)
+    return out
+
+
+def gap(run: PairedRun) -> float:
+    """``D = max_{k=0..K} |L(θ_k) − L_twin(θ̃_k)| / L(θ_0)``, every GD step (not only records)."""
+    return run.gap_max / float(run.loss[0])
+
+
+def gap_at_records(run: PairedRun) -> float:
+    """The same maximum over the stored records only (reported beside :func:`gap`: it reads low)."""
+    return float(np.max(np.abs(run.loss - run.twin_loss)) / run.loss[0])
+
+
+def initial_identity_error(run: PairedRun) -> float:
     """``|L(0) − L_twin(0) − ½⟨f_even(0)²⟩| / L(0)``: on symmetric data with an odd target
     the twin computes f_odd = c·W₂A x and the cross term ⟨(y − f_odd) f_even⟩ averages to
     zero (odd × even), so the initial gap is exactly half the even energy (§1.3)."""
-    a, b = runs[name], runs.twin(name)
-    L0 = float(a.loss[0])
-    return abs(L0 - float(b.loss[0]) - 0.5 * float(a.even_energy[0])) / L0
+    L0 = float(run.loss[0])
+    return abs(L0 - float(run.twin_loss[0]) - 0.5 * float(run.even_energy[0])) / L0
 
 
-def sweep_table(runs: Runs, rows) -> np.ndarray:
-    """(rows, inits) twin gaps of the members of each sweep row."""
-    return np.array([[runs.twin_gap(n) for n in names] for _, _, _, names in rows])
+def sweep_table(runs: dict[str, PairedRun], rows) -> np.ndarray:
+    """(rows, inits) every-step twin gaps of the members of each sweep row."""
+    return np.array([[gap(runs[n]) for n in names] for _, _, _, names in rows])
 
 
-def _collapse_arrays(runs: Runs, alphas, prefix: str) -> dict:
-    """Loss curves of the shared init at each α and of each α's twin (α = 1: itself)."""
-    loss = np.stack([np.asarray(runs[f"α={a:g}"].loss) for a in alphas])
-    twin = np.stack([np.asarray((runs.twin(f"α={a:g}") if a < 1 else runs[f"α={a:g}"]).loss)
-                     for a in alphas])
-    pair = np.array([runs.twin_gap(f"pair α={a:g}") for a in alphas if a < 1])
-    return {f"{prefix}_loss": loss, f"{prefix}_twin_loss": twin, f"{prefix}_pair_gap": pair,
-            f"{prefix}_even": np.stack([np.asarray(runs[f"α={a:g}"].even_energy) for a in alphas])}
+def _collapse_arrays(runs: dict[str, PairedRun], alphas, prefix: str) -> dict:
+    """Loss curves of the shared init at each α and of each α's twin (α = 1: itself), the
+    every-step gap of each α < 1 and the time of its maximum, and the pair gaps."""
+    leaky = [a for a in alphas if a < 1]
+    pick = lambda what: np.stack([np.asarray(getattr(runs[f"α={a:g}"], what)) for a in alphas])  # noqa: E731
+    return {f"{prefix}_loss": pick("loss"), f"{prefix}_twin_loss": pick("twin_loss"),
+            f"{prefix}_even": pick("even_energy"),
+            f"{prefix}_gap": np.array([gap(runs[f"α={a:g}"]) for a in leaky]),
+            f"{prefix}_gap_step": np.array([runs[f"α={a:g}"].gap_step for a in leaky]),
+            f"{prefix}_pair_gap": np.array([gap(runs[f"pair α={a:g}"]) for a in leaky])}
 
 
 # ------------------------------------------------------------------ the experiment
@@ -137,7 +166,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     alphas = np.asarray(cfg.alphas, dtype=float)
     a_min = float(alphas.min())
     k_teach, k_dig, k_dpair, k_tnet, k_tpair, k_sweep = jax.random.split(jax.random.PRNGKey(seed), 6)
-    gd_cfg = GDConfig(lr=cfg.lr, steps=int(np.ceil(cfg.t_max / cfg.lr)), n_records=cfg.n_records)
+    steps = int(np.ceil(cfg.t_max / cfg.lr))
 
     progress("data: symmetrised digits; Gaussian signals with a translation-equivariant teacher")
     dig, tea = digits(cfg, seed), teacher(cfg, k_teach)
@@ -150,36 +179,34 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
         init_conv(k_dig, DIGITS_SHAPE, ch, cfg.kernel, p, cfg.scale),
         init_conv(k_dpair, DIGITS_SHAPE, ch, cfg.kernel, p, cfg.scale, pairs=True), alphas)
     sweep, rows_c, rows_s = sweep_members(cfg, k_sweep, p, a_min)
-    runs_d = gd_members(members | sweep, dig, gd_cfg)
+    runs_d = beside_twins(members | sweep, dig, cfg.lr, steps, cfg.n_records, progress)
 
     progress("teacher: one shared init at every α and pair channels")
     shape_t = (cfg.teacher_length,)
-    runs_t = gd_members(collapse_members(
+    runs_t = beside_twins(collapse_members(
         init_conv(k_tnet, shape_t, ch, cfg.kernel, cfg.teacher_length, cfg.scale),
         init_conv(k_tpair, shape_t, ch, cfg.kernel, cfg.teacher_length, cfg.scale, pairs=True),
-        alphas), tea, gd_cfg)
+        alphas), tea, cfg.lr, steps, cfg.n_records, progress)
 
     progress("checks")
     leaky = [f"α={a:g}" for a in alphas if a < 1]
-    gap_d = np.array([runs_d.twin_gap(n) for n in leaky])
-    gap_t = np.array([runs_t.twin_gap(n) for n in leaky])
-    pairs = [f"pair α={a:g}" for a in alphas if a < 1]
-    pair_gap = max(max(runs_d.twin_gap(n) for n in pairs), max(runs_t.twin_gap(n) for n in pairs))
-    randoms = [(runs_d, n) for n in leaky + list(sweep)] + [(runs_t, n) for n in leaky]
-    init_err = max(initial_identity_error(r, n) for r, n in randoms)
+    arrays_d = _collapse_arrays(runs_d, alphas, "digits")
+    arrays_t = _collapse_arrays(runs_t, alphas, "teacher")
+    gap_d, gap_t = arrays_d["digits_gap"], arrays_t["teacher_gap"]
+    pair_gaps = np.concatenate([arrays_d["digits_pair_gap"], arrays_t["teacher_pair_gap"]])
+    randoms = [runs_d[n] for n in leaky + list(sweep)] + [runs_t[n] for n in leaky]
+    init_err = max(initial_identity_error(r) for r in randoms)
     gaps_c, gaps_s = sweep_table(runs_d, rows_c), sweep_table(runs_d, rows_s)
 
     # The random-init gaps are measured, not checked: the paper's 0.3% is its dense claim at its
     # setting, and no threshold for conv nets follows from theory (§7.4); the figure and the
     # metrics put each gap beside 0.3%. The checks are the identities that theory makes exact.
     checks = {
-        "pair_channels_equal_linear_twin": twin_identity(
-            Runs({**{f"digits {n}": runs_d[n] for n in pairs},
-                          **{f"teacher {n}": runs_t[n] for n in pairs}},
-                         {**{f"digits {n}": runs_d.twin(n) for n in pairs},
-                          **{f"teacher {n}": runs_t.twin(n) for n in pairs}}),
-            [f"{d} {n}" for d in ("digits", "teacher") for n in pairs],
-            "Pair-channel (k, −k) conv nets with readouts (v, −v), on both data sets,"),
+        "pair_channels_equal_linear_twin": at_most(
+            float(pair_gaps.max()), ROUND_OFF,
+            f"Pair-channel (k, −k) conv nets with readouts (v, −v), on both data sets, follow their "
+            f"linear conv twins (√c·init, step η c) to round-off (max over {pair_gaps.size} nets and "
+            f"every GD step k = 0..{steps} of |L − L_twin| / L(0); §7.2).", unit=FRACTION),
         "initial_gap_is_half_even_energy": at_most(
             init_err, ROUND_OFF,
             "For every random init (collapse runs and sweeps, conv and dense) the loss gap to the twin "
@@ -187,21 +214,24 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
             "departure from the linear twin (§1.3, §7.1).", unit=FRACTION),
     }
     i_main_c = list(cfg.sweep_channels).index(cfg.channels) if cfg.channels in cfg.sweep_channels else None
+    ends_d, ends_t = runs_d[f"α={a_min:g}"].loss[[0, -1]], runs_t[f"α={a_min:g}"].loss[[0, -1]]
     metrics = {
         "digits_gap_max": float(gap_d.max()), "teacher_gap_max": float(gap_t.max()),
         "digits_gap_over_paper_level": float(gap_d.max() / PAPER_LEVEL),
         "teacher_gap_over_paper_level": float(gap_t.max() / PAPER_LEVEL),
-        "pair_gap_max": float(pair_gap), "pair_gap_over_round_off_budget": float(pair_gap / ROUND_OFF),
-        "pair_gap_over_eps": float(pair_gap / EPS), "initial_identity_error_max": float(init_err),
-        "steps": float(gd_cfg.steps),
-        "digits_final_over_initial_loss": float(runs_d[f"α={a_min:g}"].loss[-1]
-                                                / runs_d[f"α={a_min:g}"].loss[0]),
-        "teacher_final_over_initial_loss": float(runs_t[f"α={a_min:g}"].loss[-1]
-                                                 / runs_t[f"α={a_min:g}"].loss[0]),
+        "digits_gap_at_records_max": max(gap_at_records(runs_d[n]) for n in leaky),
+        "teacher_gap_at_records_max": max(gap_at_records(runs_t[n]) for n in leaky),
+        "pair_gap_max": float(pair_gaps.max()),
+        "pair_gap_over_round_off_budget": float(pair_gaps.max() / ROUND_OFF),
+        "pair_gap_over_eps": float(pair_gaps.max() / EPS), "initial_identity_error_max": float(init_err),
+        "steps": float(steps),
+        "digits_final_over_initial_loss": float(ends_d[1] / ends_d[0]),
+        "teacher_final_over_initial_loss": float(ends_t[1] / ends_t[0]),
     }
-    for a, gd_, gt in zip([a for a in alphas if a < 1], gap_d, gap_t, strict=True):
-        metrics[f"digits_gap_alpha_{a:g}"] = float(gd_)
-        metrics[f"teacher_gap_alpha_{a:g}"] = float(gt)
+    for i, a in enumerate(a for a in alphas if a < 1):
+        for prefix, arr in (("digits", arrays_d), ("teacher", arrays_t)):
+            metrics[f"{prefix}_gap_alpha_{a:g}"] = float(arr[f"{prefix}_gap"][i])
+            metrics[f"{prefix}_gap_time_alpha_{a:g}"] = float(cfg.lr * arr[f"{prefix}_gap_step"][i])
     for (kind, C, sigma, _), g in zip(rows_c + rows_s, np.concatenate([gaps_c, gaps_s]), strict=True):
         metrics[f"sweep_{kind}_C{C}_std{sigma:.0e}_gap_median"] = float(np.median(g))
         metrics[f"sweep_{kind}_C{C}_std{sigma:.0e}_gap_max"] = float(np.max(g))
@@ -209,10 +239,9 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
         metrics["conv_over_dense_gap_at_main_setting"] = float(
             np.median(gaps_c[2 * i_main_c]) / np.median(gaps_c[2 * i_main_c + 1]))
 
-    t = np.asarray(runs_d[f"α={a_min:g}"].t)
+    t = cfg.lr * np.asarray(runs_d[f"α={a_min:g}"].k, float)
     arrays = {"alphas": alphas, "t": t, "paper_level": np.asarray(PAPER_LEVEL),
-              "round_off": np.asarray(ROUND_OFF),
-              **_collapse_arrays(runs_d, alphas, "digits"), **_collapse_arrays(runs_t, alphas, "teacher"),
+              "round_off": np.asarray(ROUND_OFF), "lr": np.asarray(cfg.lr), **arrays_d, **arrays_t,
               "sweep_channels": np.array([C for k, C, _, _ in rows_c if k == "conv"]),
               "sweep_scales": np.array([s for k, _, s, _ in rows_s if k == "conv"]),
               "gaps_channels_conv": gaps_c[0::2], "gaps_channels_dense": gaps_c[1::2],
@@ -224,7 +253,8 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
              f"dense readout. Teacher: {cfg.teacher_n} Gaussian signals of length {cfg.teacher_length} "
              f"(symmetrised), y_s = φ((κ⋆x)_s) at each position, φ(u) = u + sin 4u, filter size "
              f"{cfg.teacher_kernel}; 1-D conv, dense readout. Init std {cfg.scale:g}; GD η = {cfg.lr:g}, "
-             f"{gd_cfg.steps} steps. "
+             f"{steps} steps. Every gap is the largest |L − L_twin| / L(0) over every GD step, carried "
+             f"through the compiled loop ({cfg.n_records} records are only the drawn curves). "
              f"Sweeps on digits at α = {a_min:g}, {cfg.sweep_inits} init(s) per setting; the dense net "
              "beside each conv net has width C (one hidden unit per channel).")
     return Result("conv-collapse", seed, config_dict(cfg), metrics, checks, arrays, notes)

@@ -10,12 +10,13 @@ else "not linear". The truth is measured: the net and its linear twin
 (the bias-free weights × the twin scale, step × k_t: what a user would predict from the
 twin) trained by the same GD, with the gap
 
-    D = max over every step k of |L(θ_k) − L_twin(θ̃_k)| / L(0)
+    D = max over every step k of |L(θ_k) − L_twin(θ̃_k)| / L₀,   L₀ = max(L(θ₀), ½⟨‖y‖²⟩)
 
-(:func:`~biasfree.dynamics.twin_training.train_with_twin`); "linear" when D ≤ 0.3% (the paper's
+(:func:`~biasfree.dynamics.twin_training.train_with_twin`; L₀ is L(0) for an init, the zero
+function's loss for a trained net); "linear" when D ≤ 0.3% (the paper's
 level). The step is analyse's default (a quarter of the estimated stability limit), the
 run analyse's default horizon, at most ``max_steps`` steps. The truth runs of one net shape
-(depth, biases, width) go as one batch through one vmapped loop
+(depth, biases, width; conv layers) go as one batch through one vmapped loop
 (:func:`~biasfree.dynamics.twin_training.gaps_batched`): on a GPU a batch of 10 costs about
 one run.
 
@@ -30,13 +31,23 @@ asymmetric inputs, depth > 2, init not small: §6.4) is measured off its twin; w
 prediction rests on the theory, the measured gap is at most its interval's high end. The
 agreement (over the decided points) and the confusion table (rows linear, undecided, not)
 are metrics; the notes list the disagreements and every undecided point's interval.
+
+Families beyond the grid (:mod:`.families`), each with its own confusion table (rows the
+verdict levels, columns the measured truth linear / not; :mod:`.summary`): nets given already
+trained (truth: training continued; and, where analyse takes ``init=``, "trained-history":
+the gap measured on the way from the init), antisymmetric pairs at large init (exact), 1-D
+and 2-D conv nets (with each net's measured gap over the predicted high end: no bound for
+conv nets, §7.4), depth-3 nets, and nets trained with weight decay. Per family: no false
+"linear"; the pair family measured exact to round-off and never called "not" on evidence.
+Every truth is the gap at every GD step relative to L₀ = max(L(θ₀), ½⟨‖y‖²⟩), the zero
+function's loss for a trained net whose L(θ₀) is near 0.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from annotated_types import Ge, Gt, Interval, MinLen, Predicate
+from annotated_types import Ge, Gt, Interval, MinLen, MultipleOf, Predicate, doc
 
 from ..base import Experiment, config, increasing
 
@@ -51,6 +62,14 @@ STRUCTURAL = ("nonzero biases", "asymmetric inputs", "the target's even part", "
 departures and the exact t = 0 gap ("not"), failed assumptions ("undecided")."""
 
 
+FAMILIES = ("trained", "pairs-large-init", "conv1d", "conv2d", "depth3", "weight-decay")
+"""The families beyond the grid, each with its own confusion table (:mod:`.families`)."""
+
+
+def known_families(names) -> bool:
+    return all(n in FAMILIES for n in names) and len(set(names)) == len(names)
+
+
 @config
 class Config:
     """``d`` inputs, ``n`` Gaussian draws (2n points once symmetrised), ``scales`` init stds
@@ -60,7 +79,14 @@ class Config:
     {False, True}, ``max_steps`` cap on each truth run's GD steps; ``share_compiles`` pads
     every net to the widest with zero units (:func:`_pad`, exact) so that one batch and one
     compiled loop serve every width of a (depth, biases) pair: fewer compilations, dearer
-    steps for the small nets (on a CPU; on a GPU a step costs about the same to width 512)."""
+    steps for the small nets (on a CPU; on a GPU a step costs about the same to width 512).
+
+    Families (:mod:`.families`; ``families`` the ones to run): dense ones on the symmetric
+    data at widths ``family_widths`` (even: pairs split them); ``trained`` from stds
+    ``trained_scales`` for ``trained_fractions`` of the default horizon; ``pair_scales``;
+    ``depth3_scales``; ``decays`` λ from std ``decay_scale``; conv nets of ``conv_channels``
+    channels (kernel ``conv_kernel``) from stds ``conv_scales`` on ``conv_n`` signals of
+    length ``conv_length`` (1-D) or ``conv_image``² images (2-D)."""
 
     d: Annotated[int, Ge(1)] = 8
     n: Annotated[int, Ge(1)] = 100
@@ -72,6 +98,20 @@ class Config:
     biases: Annotated[tuple[bool, ...], MinLen(1)] = (False, True)
     max_steps: Annotated[int, Ge(1)] = 20_000
     share_compiles: bool = False
+    families: Annotated[tuple[str, ...], Predicate(known_families), doc("names from FAMILIES")] = FAMILIES
+    family_widths: Annotated[tuple[int, ...], Ge(2), MultipleOf(2), MinLen(1)] = (8, 32, 128)
+    trained_scales: Annotated[tuple[float, ...], Gt(0), MinLen(1)] = (1e-3, 1e-2)
+    trained_fractions: Annotated[tuple[float, ...], Interval(gt=0, le=1), MinLen(1)] = (0.3, 1.0)
+    pair_scales: Annotated[tuple[float, ...], Gt(0), MinLen(1)] = (0.3, 1.0)
+    depth3_scales: Annotated[tuple[float, ...], Gt(0), MinLen(1)] = (0.03, 0.1, 0.3)
+    decay_scale: Annotated[float, Gt(0)] = 1e-3
+    decays: Annotated[tuple[float, ...], Gt(0), MinLen(1)] = (1e-3, 1e-2, 1e-1)
+    conv_scales: Annotated[tuple[float, ...], Gt(0), MinLen(1)] = (1e-3, 1e-2, 1e-1)
+    conv_channels: Annotated[tuple[int, ...], Ge(1), MinLen(1)] = (4, 16)
+    conv_length: Annotated[int, Ge(2)] = 16
+    conv_image: Annotated[int, Ge(2)] = 8
+    conv_kernel: Annotated[int, Ge(1)] = 3
+    conv_n: Annotated[int, Ge(1)] = 100
 
     def __post_init__(self):
         if len(self.scales) + self.torch_default < 2:
@@ -79,10 +119,16 @@ class Config:
                              "than 2 columns; the contour needs them")
         if any(not isinstance(b, bool) for b in self.biases):
             raise ValueError(f"biases={self.biases} must be taken from (False, True)")
+        if self.conv_kernel > min(self.conv_length, self.conv_image):
+            raise ValueError(f"conv_kernel={self.conv_kernel} must be <= conv_length and conv_image: the "
+                             "kernel must fit the signals")
 
 
 PRESETS = {
-    "tiny": Config(d=4, n=20, scales=(1e-4,), widths=(8, 64), max_steps=1000, share_compiles=True),
+    "tiny": Config(d=4, n=20, scales=(1e-4,), widths=(8, 64), max_steps=1000, share_compiles=True,
+                   family_widths=(8, 32), trained_scales=(1e-2,), depth3_scales=(0.1, 0.3), decay_scale=1e-2,
+                   decays=(1e-3, 1e-2), conv_scales=(0.05, 0.2), conv_channels=(4,), conv_length=8,
+                   conv_image=4, conv_n=20),
     "paper": Config(),
 }
 

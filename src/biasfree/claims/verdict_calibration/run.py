@@ -6,20 +6,17 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from ... import theory
-from ...analysis import regime as rg
 from ...analysis import verdict as vd
 from ...analysis.analyse import analyse
 from ...core.data import symmetrize
-from ...core.layers import Layer, scale_params
+from ...core.layers import Layer
 from ...core.moments import whiten
 from ...core.targets import sine_target
-from ...core.twin import slope_factor, twin_scales
-from ...dynamics.twin_training import gaps_batched
-from ...expressivity.decomposition import net_function, odd_nonlinearity
 from ...results import Result, at_most, config_dict
 from ..base import Progress, _quiet
-from . import STRUCTURAL, Config
+from . import STRUCTURAL, Config, families
+from .evaluate import evaluate, measure, truth_setup
+from .summary import summarise
 
 
 def _data(rng, w, cfg: Config, asym: float):
@@ -70,42 +67,16 @@ def _pad(params, m: int):
     return tuple(out)
 
 
-def _truth_setup(params, X, Y, max_steps: int):
-    """The truth run of one point: the twin of the bias-free weights, analyse's default step
-    and horizon (at most ``max_steps`` steps), and whether the steps reach the horizon."""
-    L = len(params)
-    c = float(slope_factor(0.0))
-    ws, ks = twin_scales(0.0, L)
-    free = tuple(Layer(la.W) for la in params)
-    modes = theory.data_modes(X, Y, 0.0, whiten=True)
-    lr = rg.default_lr(free, modes, c)
-    a0 = float(np.linalg.norm(odd_nonlinearity(net_function(free, 0.0), X).beta, 2))
-    T, _ = rg.default_t_max(modes, a0, ks, depth=L)
-    need = int(max(1, np.ceil(T / lr)))
-    steps = min(max_steps, need)
-    return scale_params(free, ws), ks, lr, steps, steps == need
-
-
 def _truths(points, max_steps: int, pad_to, progress: Progress):
-    """Measured gaps D (fraction of L(0)) to the twins, the steps run and whether they reached
-    the horizon, for ``points`` [(params, X, Y)]: the points of one shape (depth, biases,
-    width padded to ``pad_to(m)``, :func:`_pad`) run as one batch (:func:`gaps_batched`)."""
-    setups = [_truth_setup(p, X, Y, max_steps) for p, X, Y in points]
-    groups: dict = {}
-    for i, (p, _, _) in enumerate(points):
-        groups.setdefault((len(p), p[0].b is not None, pad_to(np.shape(p[0].W)[0])), []).append(i)
-    gap, steps = np.zeros(len(points)), np.array([s[3] for s in setups])
-    for (L, bias, m), idx in groups.items():
-        progress(f"truth: {len(idx)} nets of depth {L}, biases {bias}, width {m} (padded), "
-                 f"{int(max(steps[idx]))} steps at most")
-        stack = [jax.tree_util.tree_map(lambda *a: np.stack(a), *[_pad(t, m) for t in ts])
-                 for ts in ([points[i][0] for i in idx], [setups[i][0] for i in idx])]
-        g, _, L0 = gaps_batched(stack[0], stack[1], np.stack([points[i][1] for i in idx]),
-                                np.stack([points[i][2] for i in idx]), alpha=0.0,
-                                lr=[setups[i][2] for i in idx], time_scale=setups[idx[0]][1],  # one depth
-                                steps=steps[idx])
-        gap[idx] = g / np.maximum(L0, 1e-300)
-    return gap, steps, np.array([s[4] for s in setups])
+    """Measured gaps D (fraction of L₀) to the twins, the steps run and whether they reached
+    the horizon, for ``points`` [(params, X, Y)]: each net and its twin padded to width
+    ``pad_to(m)`` (:func:`_pad`), the nets of one shape run as one batch (:func:`~.evaluate.measure`)."""
+    setups = [truth_setup(p, X, Y, max_steps) for p, X, Y in points]
+    runs = []
+    for (p, X, Y), (twin, ks, lr, steps, _) in zip(points, setups, strict=True):
+        m = pad_to(np.shape(p[0].W)[0])
+        runs.append((_pad(p, m), _pad(twin, m), X, Y, lr, steps, ks, 0.0))
+    return measure(runs, progress), np.array([s[3] for s in setups]), np.array([s[4] for s in setups])
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
@@ -177,20 +148,26 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
             "where the twin theory's assumptions hold, the measured gap is at most the high end of the "
             "predicted gap's interval (§6.4).", unit="grid points"),
     }
+    progress("families: trained, pairs at large init, conv, depth 3, weight decay")
+    Xf, Yf = _data(np.random.default_rng([seed, 99]), w, cfg, 0.0)
+    built = families.build(cfg, seed, Xf, Yf, _gaussian, lambda p, X, Y: truth_setup(p, X, Y, cfg.max_steps))
+    fams = evaluate(built, cfg.max_steps, progress)
+    f_checks, f_metrics, f_arrays, f_notes = summarise(fams)
+    checks |= f_checks
     metrics = {"agreement": agree, "points": int(np.sum(full)), "decided": int(np.sum(decided)),
                "undecided": int(np.sum(undecided & full)), "paper_level": vd.PAPER_LEVEL,
                **{f"confusion_{k}": float(v) for k, v in table.items()},
-               "capped_runs": float(np.sum(~full))}
+               "capped_runs": float(np.sum(~full)), **f_metrics}
     notes = _disagreements(pred, truth, gap, decided, cfg, cols) + _undecided(undecided & full, interval, gap,
                                                                              cfg, cols) + (
         f" Agreement {100 * agree:.1f}% over the {int(np.sum(decided))} decided points whose truth run "
         f"reached its horizon ({int(np.sum(undecided & full))} undecided); {int(np.sum(~full))} runs "
-        f"stopped at max_steps = {cfg.max_steps} have no truth.")
+        f"stopped at max_steps = {cfg.max_steps} have no truth.") + f_notes
     arrays = {"predicted_linear": pred, "undecided": undecided, "gap": gap, "level": level,
               "structural": structural, "full": full, "interval": interval,
               "steps": steps, "widths": np.asarray(cfg.widths), "depths": np.asarray(cfg.depths),
               "biases": np.asarray(cfg.biases), "asymmetries": np.asarray(cfg.asymmetries, float),
-              "columns": np.asarray(cols), "paper_level": np.asarray(vd.PAPER_LEVEL)}
+              "columns": np.asarray(cols), "paper_level": np.asarray(vd.PAPER_LEVEL), **f_arrays}
     return Result("verdict-calibration", seed, config_dict(cfg), metrics, checks, arrays, notes)
 
 

@@ -1,0 +1,171 @@
+"""verdict-calibration's two measurements of a net, kept apart: analyse's verdict from the
+net alone, and the truth measured by training it beside its twin; and the confusion table
+that sets one against the other (docs/theory.md §6)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+
+from ... import theory
+from ...analysis import regime as rg
+from ...analysis import verdict as vd
+from ...analysis.analyse import analyse
+from ...core.layers import Layer, scale_params
+from ...core.twin import slope_factor, twin_scales
+from ...dynamics.twin_training import gaps_batched
+from ...expressivity.decomposition import net_function, odd_nonlinearity
+from ..base import Progress, _quiet
+from .families import Point, reference_loss
+
+LINEAR = (vd.EXACT, vd.EFFECTIVE)
+"""The levels that call a net's training linear."""
+
+ASSUMPTIONS = ("depth", "init not small", "a convolutional")
+"""Reasons that refuse the prediction because an assumption of the theory fails (depth > 2,
+an init not small, a conv net), not on evidence of a departure: issue 31's verdict answers
+"undecided" there (§6.1), so a "not" resting on them alone is no claim that the net is off
+its twin."""
+
+HAS_INIT = "init" in inspect.signature(analyse).parameters
+"""Whether :func:`analyse` takes ``init=`` (the weights training started from; issue 31):
+without it the trained family's history truth has no verdict to meet, and is only reported."""
+
+
+def _bias_free(layer):
+    return Layer(layer.W) if isinstance(layer, Layer) else dataclasses.replace(layer, b=None)
+
+
+def truth_setup(params, X, Y, max_steps: int):
+    """The truth run of one net: the twin of its bias-free weights (× c^((L−1)/L)), the step
+    factor k_t = c^(2(L−1)/L), analyse's default step and horizon (at most ``max_steps``
+    steps), and whether the steps reach the horizon: ``(twin, k_t, lr, steps, full)``."""
+    L = len(params)
+    c = float(slope_factor(0.0))
+    ws, ks = twin_scales(0.0, L)
+    free = tuple(_bias_free(la) for la in params)
+    modes = theory.data_modes(X, Y, 0.0, whiten=True)
+    lr = rg.default_lr(free, modes, c)
+    a0 = float(np.linalg.norm(odd_nonlinearity(net_function(free, 0.0), X).beta, 2))
+    T, _ = rg.default_t_max(modes, a0, ks, depth=L)
+    need = int(max(1, np.ceil(T / lr)))
+    steps = min(max_steps, need)
+    return scale_params(free, ws), ks, lr, steps, steps == need
+
+
+def _key(params, X, Y, time_scale) -> tuple:
+    leaves, tree = jax.tree_util.tree_flatten(tuple(params))  # conv shapes and padding are in tree
+    return tree, tuple(np.shape(x) for x in leaves), np.shape(X), np.shape(Y), time_scale
+
+
+def measure(runs, progress: Progress = _quiet) -> np.ndarray:
+    """Gaps to the twins (fraction of :func:`~.families.reference_loss`) for ``runs``, a list of
+    ``(params, twin, X, Y, lr, steps, time_scale, decay)``: runs of one shape, data shape and step
+    factor go as one batch through one vmapped loop (:func:`gaps_batched`), each with its decay."""
+    groups: dict = {}
+    for i, r in enumerate(runs):
+        groups.setdefault(_key(r[0], r[2], r[3], r[6]), []).append(i)
+    gap = np.zeros(len(runs))
+    for key, idx in groups.items():
+        progress(f"truth: {len(idx)} nets of shapes {key[1]}, {max(runs[i][5] for i in idx)} steps at most")
+        stack = [jax.tree_util.tree_map(lambda *a: np.stack(a), *[runs[i][j] for i in idx]) for j in (0, 1)]
+        Ys = np.stack([runs[i][3] for i in idx])
+        g, _, L0 = gaps_batched(stack[0], stack[1], np.stack([runs[i][2] for i in idx]), Ys, alpha=0.0,
+                                lr=[runs[i][4] for i in idx], time_scale=key[4],
+                                steps=[runs[i][5] for i in idx], weight_decay=[runs[i][7] for i in idx])
+        gap[idx] = g / np.maximum(reference_loss(L0, Ys), 1e-300)
+    return gap
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family's verdicts and truths, per point: ``labels`` (``keys`` for metric names);
+    ``level`` (index into :data:`~biasfree.analysis.verdict.LEVELS`) of analyse's training
+    answer; ``assumption``
+    a "not" resting only on :data:`ASSUMPTIONS`; ``high_end`` the predicted gap's high end
+    (NaN without a prediction); ``gap`` the measured gap (fraction of L₀); ``full`` the truth
+    run reached its horizon; ``steps`` run."""
+
+    name: str
+    labels: tuple[str, ...]
+    keys: tuple[str, ...]
+    level: np.ndarray
+    assumption: np.ndarray
+    high_end: np.ndarray
+    gap: np.ndarray
+    full: np.ndarray
+    steps: np.ndarray
+
+    @property
+    def linear(self) -> np.ndarray:
+        return np.isin(self.level, [vd.LEVELS.index(v) for v in LINEAR])
+
+    @property
+    def false_linear(self) -> int:
+        """Points called linear whose measured gap exceeds 0.3% (runs cut short have no truth)."""
+        return int(np.sum(self.linear & self.full & (self.gap > vd.PAPER_LEVEL)))
+
+    def table(self) -> np.ndarray:
+        """(levels, 2) counts over the points with a truth: column 0 measured linear (gap ≤
+        0.3%), column 1 not."""
+        truth = self.gap <= vd.PAPER_LEVEL
+        return np.array([[np.sum(self.full & (self.level == i) & t) for t in (truth, ~truth)]
+                         for i in range(len(vd.LEVELS))], dtype=int)
+
+
+def _answer(judgement, prediction):
+    level = vd.LEVELS.index(judgement.level)
+    assumption = (judgement.level == vd.NOT and bool(judgement.reasons)
+                  and all(r.startswith(ASSUMPTIONS) for r in judgement.reasons))
+    high = (float("nan") if prediction is None
+            else max(prediction.t0_gap, prediction.growth_gap_high))
+    return level, assumption, high
+
+
+def verdict(point: Point, history: bool = False):
+    """analyse's training answer for ``point.params`` from the net alone (``history``: the
+    answer to how it got here, from ``point.init``; needs :data:`HAS_INIT`): ``(level index,
+    assumption-only "not", predicted high end)``."""
+    if history:
+        a = analyse(point.params, (point.X, point.Y), alpha=0.0, init=point.init, t_max=1.0, n_times=2)
+        return _answer(a.history.judgement, a.history.prediction)
+    a = analyse(point.params, (point.X, point.Y), alpha=0.0, t_max=1.0, n_times=2)
+    return _answer(a.verdict.training, a.prediction)
+
+
+def _family(name, points, answers, gap, full, steps) -> Family:
+    level, assumption, high = (np.array([a[i] for a in answers]) for i in range(3))
+    return Family(name, tuple(p.label for p in points), tuple(p.key for p in points), level.astype(int),
+                  assumption.astype(bool), high.astype(float), np.asarray(gap, float), np.asarray(full, bool),
+                  np.asarray(steps, int))
+
+
+def evaluate(families: dict[str, list[Point]], max_steps: int, progress: Progress = _quiet) -> list[Family]:
+    """Verdicts and measured truths of every family (all truth runs batched together by shape);
+    the trained family also gives "trained-history" (history truths, and their verdicts where
+    analyse has ``init=``; else every level is :data:`~biasfree.analysis.verdict.UNDECIDED`
+    with ``full`` False: no verdict, no table)."""
+    runs, owners, answers = [], [], {}
+    for name, points in families.items():
+        progress(f"verdicts: {name} ({len(points)} nets)")
+        answers[name] = [verdict(p) for p in points]
+        for j, p in enumerate(points):
+            twin, ks, lr, steps, full = truth_setup(p.params, p.X, p.Y, max_steps)
+            runs.append((p.params, twin, p.X, p.Y, lr, steps, ks, p.decay))
+            owners.append((name, j, full))
+    gaps = measure(runs, progress)
+    out = []
+    for name, points in families.items():
+        mine = [i for i, o in enumerate(owners) if o[0] == name]
+        out.append(_family(name, points, answers[name], gaps[mine], [owners[i][2] for i in mine],
+                           [runs[i][5] for i in mine]))
+        if name == "trained" and points:
+            none = (vd.LEVELS.index(vd.UNDECIDED), False, np.nan)
+            hist = [verdict(p, history=True) if HAS_INIT else none for p in points]
+            out.append(_family("trained-history", points, hist, [p.history_gap for p in points],
+                               [HAS_INIT] * len(points), [0] * len(points)))
+    return out
