@@ -101,9 +101,11 @@ def _learning_rate(optimiser, params, lr):
     if not isinstance(hp, dict) or "learning_rate" not in hp or np.ndim(hp["learning_rate"]) != 0:
         return None
     zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
-    _, after = optimiser.update(zeros, state, params)
-    first, second = float(hp["learning_rate"]), float(after.hyperparams["learning_rate"])
-    return first if first == second and first > 0 else None
+    seen = [float(hp["learning_rate"])]
+    for _ in range(2):  # the state after step k holds the rate of step k (a schedule's moves at k = 1)
+        _, state = optimiser.update(zeros, state, params)
+        seen.append(float(state.hyperparams["learning_rate"]))
+    return seen[0] if len(set(seen)) == 1 and seen[0] > 0 else None
 
 
 def _batch_fn(arrays, batch_size, mirrored_batches, stored_mirrored):
