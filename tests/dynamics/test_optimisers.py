@@ -294,3 +294,18 @@ def test_train_refuses_bad_input(sym):
     with pytest.raises(ValueError, match=r"mirrored_batches=True needs symmetric inputs"):
         bf.train(pair, lopsided, opt, steps=5, alpha=0.0, batch_size=4, key=key)
     bf.train(pair, lopsided, opt, steps=5, alpha=0.0, batch_size=4, key=key, mirrored_batches=False)
+
+
+def test_compiled_loops_are_bounded(sym, monkeypatch):
+    """One compiled loop per optimiser object, the least recently used dropped: a session
+    that builds optimisers afresh must not keep every program (each holds ~150 memory maps;
+    keeping them all ran a long session out of maps)."""
+    from biasfree.dynamics import optimisers
+
+    monkeypatch.setattr(optimisers, "CACHE_SIZE", 2)
+    data, pair = _data(sym), _pair()
+    opts = [optax.sgd(0.01 * (i + 1)) for i in range(3)]
+    for opt in opts:
+        bf.train(pair, data, opt, steps=2, alpha=0.0, n_records=2)
+    assert len(optimisers._COMPILED) <= 2
+    assert all(entry[0] is not opts[0] for entry in optimisers._COMPILED.values())

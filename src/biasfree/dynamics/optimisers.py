@@ -22,7 +22,9 @@ records.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -130,10 +132,10 @@ def _batch_fn(arrays, batch_size, mirrored_batches, stored_mirrored):
     return draw, False
 
 
-def train_run(params, data, alpha, weight_decay, segments, key, optimiser, loss, pinv_X,
+def train_run(params, data, alpha, weight_decay, segments, key, pinv_X, *, optimiser, loss,
               keep_params=False, mirrored=False, batch_size=None, mirrored_batches=True):
     """``(θ_K, observables)``: ``segments[j]`` steps between records j and j + 1 (traceable
-    but for the static ``optimiser``, ``loss``, ``keep_params``, ``mirrored`` and batching)."""
+    but for the keyword arguments: the ``optimiser`` closed over, the rest static)."""
     batches = _batch_fn(data, batch_size, mirrored_batches, mirrored)
     grad = run.grad_fn(mirrored if batches is None else batches[1])
 
@@ -161,8 +163,27 @@ def train_run(params, data, alpha, weight_decay, segments, key, optimiser, loss,
     return final, obs
 
 
-TRAIN_STATIC = ("optimiser", "loss", "keep_params", "mirrored", "batch_size", "mirrored_batches")
-_train_core = jax.jit(train_run, static_argnames=TRAIN_STATIC)
+TRAIN_STATIC = ("loss", "keep_params", "mirrored", "batch_size", "mirrored_batches")
+_COMPILED: OrderedDict = OrderedDict()
+CACHE_SIZE = 8
+"""Optimisers whose compiled loop is kept. An optimiser is a closure, so each one is its own
+program; keeping every one (a static argument of one module-level ``jit``) leaked them all:
+about 150 memory maps each (Muon's more), and a long session ran out of them ("LLVM
+compilation error: Cannot allocate memory", then a crash). The least recently used is
+dropped, with its executables."""
+
+
+def _train_core(*args, optimiser, **kwargs):
+    """``train_run`` compiled for ``optimiser`` (one jitted function per optimiser object)."""
+    key = id(optimiser)
+    hit = _COMPILED.get(key)
+    if hit is None or hit[0] is not optimiser:
+        hit = (optimiser, jax.jit(partial(train_run, optimiser=optimiser), static_argnames=TRAIN_STATIC))
+        _COMPILED[key] = hit
+        while len(_COMPILED) > CACHE_SIZE:
+            _COMPILED.popitem(last=False)
+    _COMPILED.move_to_end(key)
+    return hit[1](*args, **kwargs)
 
 
 @precise
@@ -198,8 +219,9 @@ def train(params: Params, data: Dataset, optimiser, *, steps: int, alpha: float 
     eta = _learning_rate(optimiser, params, cfg.lr)
     ks = record_steps(cfg.steps, cfg.n_records, cfg.spacing)
     final, obs = _train_core(params, run.arrays(data), cfg.alpha, cfg.weight_decay, jnp.asarray(np.diff(ks)),
-                             key, optimiser, cfg.loss, run.pinv(params, data), cfg.keep_params,
-                             data.mirrored, cfg.batch_size, cfg.mirrored_batches)
+                             key, run.pinv(params, data), optimiser=optimiser, loss=cfg.loss,
+                             keep_params=cfg.keep_params, mirrored=data.mirrored, batch_size=cfg.batch_size,
+                             mirrored_batches=cfg.mirrored_batches)
     t = jnp.asarray(ks * (1.0 if eta is None else eta), dtype=obs["loss"].dtype)
     stats = {"steps": jnp.asarray(cfg.steps), "lr": jnp.asarray(np.nan if eta is None else eta)}
     traj = run.to_traj(t, final, obs, stats, "optax")
