@@ -174,16 +174,22 @@ dropped, with its executables."""
 
 
 def _train_core(*args, optimiser, **kwargs):
-    """``train_run`` compiled for ``optimiser`` (one jitted function per optimiser object)."""
-    key = id(optimiser)
+    """``train_run`` compiled for ``optimiser``: one jitted function per optimiser, found by
+    equality (a GradientTransformation is a NamedTuple of its two functions, rebuilt by
+    every tree_map such as the precision cast of ``precise``, so not by identity)."""
+    try:
+        key = (hash(optimiser), optimiser)
+    except TypeError:  # unhashable: found by identity, kept alive in its entry
+        key = ("id", id(optimiser))
     hit = _COMPILED.get(key)
-    if hit is None or hit[0] is not optimiser:
+    if hit is None or (key[0] == "id" and hit[0] is not optimiser):
         hit = (optimiser, jax.jit(partial(train_run, optimiser=optimiser), static_argnames=TRAIN_STATIC))
         _COMPILED[key] = hit
         while len(_COMPILED) > CACHE_SIZE:
             _COMPILED.popitem(last=False)
     _COMPILED.move_to_end(key)
-    return hit[1](*args, **kwargs)
+    fn = hit[1]
+    return fn(*args, **kwargs)
 
 
 @precise
