@@ -56,6 +56,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "dynamics.diagnosis": ("SPIKE_FACTOR", "DivergenceError", "FlowStallError", "LossSpikeWarning"),
     "dynamics.flow": ("FlowConfig", "flow", "record_times"),
     "dynamics.gd": ("GDConfig", "gd", "record_steps"),
+    "dynamics.optimisers": ("train",),
+    "dynamics.optimiser_twin": ("optimiser_twin",),
     "dynamics.trajectory": ("Trajectory", "conserved_quantities", "observe"),
 }
 """Module (under ``biasfree``) -> the public names it defines."""
@@ -125,7 +127,7 @@ __all__ = [
     "ray_moments",
     "read_spec", "RealData", "record_steps", "record_times", "run_sweep", "Runs", "save_analysis",
     "save_model", "scale_params", "sine_target", "slope_factor", "symmetrize", "teacher_matrix", "theory",
-    "Trajectory",
+    "train", "Trajectory",
     "two_layer_floor", "TwoLayerFloor", "UnsupportedModelError", "use_precision", "whiten", "Whitened",
     "widths", "xor_target",
 ]

@@ -3,7 +3,8 @@
 One concept a module: :mod:`.run` (what both methods share), :mod:`.gd`, :mod:`.flow`
 (with :mod:`.pacing`, its step-size controller), :mod:`.batching` (ensembles in one
 compiled call), :mod:`.diagnosis` (divergence, spikes, stalls), :mod:`.ensemble` (named
-members and their linear twins), :mod:`.twin_training`, :mod:`.losses`, :mod:`.trajectory`.
+members and their linear twins), :mod:`.twin_training`, :mod:`.losses`, :mod:`.trajectory`,
+:mod:`.optimisers` (any optax optimiser, minibatches) and :mod:`.optimiser_twin` (its twin).
 The names below are the training API the rest of the package imports.
 """
 

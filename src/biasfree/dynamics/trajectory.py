@@ -39,8 +39,9 @@ class Trajectory:
     ``t`` (T,), ``loss`` (T,), ``test_loss`` (T,) or None, ``beta`` (T, d, p),
     ``even_energy`` (T,), ``singular_values`` tuple of (T, k_l), ``conserved`` tuple of
     (T, n_l), ``params`` the final parameters, ``stats`` solver counters,
-    ``method`` "gd" or "flow", ``path`` the parameters at every record (leaves
-    (T, ...)) when the config asked ``keep_params``, else None.
+    ``method`` "gd", "flow" or "optax" (:func:`~biasfree.dynamics.optimisers.train`),
+    ``path`` the parameters at every record (leaves (T, ...)) when the config asked
+    ``keep_params``, else None.
 
     ``loss_max`` (scalar; (B,) for an ensemble): the largest data loss of the run. For
     gradient descent ``max_k L(θ_k)`` over *every* step k = 0..K, carried inside the

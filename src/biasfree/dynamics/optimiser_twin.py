@@ -1,0 +1,164 @@
+"""The linear twin's optimiser: the map of docs/theory.md §9 from an optax optimiser
+training a bias-free net to the one that trains its linear twin in lockstep.
+
+A pair net θ on symmetric data (docs/theory.md §2.3) and its twin θ' = a·θ (every layer
+scaled by ``a = c^{(L−1)/L}``, c = (1 + α)/2; ``a = √c`` for depth L = 2, which is
+:func:`~biasfree.core.twin.linear_twin`) have gradients ``g' = ρ·g`` with ``ρ = 1/a``. If
+the optimiser is homogeneous of degree κ under that rescaling,
+
+    h_ρ(ρ g_1, …, ρ g_k; θ_k/ρ) = ρ^κ · h_1(g_1, …, g_k; θ_k),
+
+then ``u' = a·u`` (θ'_k = a·θ_k at every step) for the twin optimiser
+
+    twin = optax.chain(h_ρ, optax.scale(a^{1+κ}))      (L = 2: scale c^{(1+κ)/2}).
+
+Here ``h_ρ`` is ``opt`` itself, or ``opt(ρ)`` when ``opt`` is a *factory*: a function of ρ
+that builds the optimiser for gradients ×ρ and weights ×1/ρ. A constant with the units of a
+gradient (Adam's ε, Muon's ε) scales by ρ, one with those of a squared gradient (Adam's
+``eps_root``) by ρ², and a decoupled weight decay λ (u ∋ −η λ θ) by ρ^{1+κ}:
+``lambda rho: optax.adamw(η, eps=1e-8 * rho, weight_decay=1e-4 * rho)``. A plain
+GradientTransformation cannot be rescaled from outside (its constants are closed over), so
+only a factory makes such an optimiser's twin exact.
+
+``degree=None`` measures κ: fresh states, K probe steps of gradients and weights whose
+entries span 1e-12…1e3 (so that an additive constant shows at some scale), each at ρ = 1
+and at three other ρ (the twin's among them when α < 1). The update must scale as ρ^κ
+within ``HOMOGENEITY_RTOL``, else the twin would not be exact and the call refuses, naming
+the optimiser and the measured ratios.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import jax
+import numpy as np
+import optax
+
+from .. import _validate as validate
+from ..core.inits import from_arrays
+from ..core.twin import slope_factor
+
+HOMOGENEITY_RTOL = 1e-9
+"""Largest relative deviation ``max|u_ρ − ρ^κ u_1| / max|ρ^κ u_1|`` (per leaf) accepted as
+round-off. An update's round-off is a few hundred ε at most (Muon's five Newton–Schulz
+iterations: measured below 1e-13); an additive constant that breaks homogeneity gives
+O(1) deviations where the probe's entries match its size (Adam's ε = 1e-8 unscaled: 0.4)."""
+
+PROBE_STEPS = 3
+PROBE_RHOS = (3.0, 1.0 / 7.0)
+PROBE_SCALES = (1e-12, 1e-8, 1e-4, 1.0, 1e4)
+"""Leaf-level magnitudes of the probe (times entries spread over 1e-6…1): a constant that
+acts on a whole matrix (Muon's ε next to ‖M‖_F, a clipping threshold) shows at one of them."""
+
+
+def twin_scale(alpha, depth: int = 2) -> float:
+    """``a = c^{(L−1)/L}``: the twin's weights are ``a·θ`` (§4.1's odd-part twin; √c at L = 2)."""
+    alpha = validate.slope(alpha, "alpha")
+    depth = validate.integer("depth", depth, 2)
+    return float(slope_factor(alpha)) ** ((depth - 1) / depth)
+
+
+def _name(opt) -> str:
+    return getattr(opt, "__qualname__", None) or type(opt).__name__
+
+
+def _probe(rng, params, scale):
+    """``PROBE_STEPS`` gradients and weights shaped like ``params``: ``scale`` times
+    log-uniform magnitudes 1e-6…1, random signs."""
+    def draw(shape):
+        return scale * rng.choice([-1.0, 1.0], size=shape) * 10.0 ** rng.uniform(-6, 0, size=shape)
+
+    leaves, tree = jax.tree_util.tree_flatten(params)
+    return [(jax.tree_util.tree_unflatten(tree, [draw(np.shape(x)) for x in leaves]),
+             jax.tree_util.tree_unflatten(tree, [draw(np.shape(x)) for x in leaves]))
+            for _ in range(PROBE_STEPS)]
+
+
+def _updates(opt, steps, rho):
+    """The updates of ``opt`` from a fresh state on gradients ×ρ and weights ×1/ρ."""
+    state = opt.init(jax.tree_util.tree_map(lambda t: t / rho, steps[0][1]))
+    out = []
+    for g, theta in steps:
+        u, state = opt.update(jax.tree_util.tree_map(lambda x: rho * x, g), state,
+                              jax.tree_util.tree_map(lambda t: t / rho, theta))
+        out.append([np.asarray(x, dtype=float) for x in jax.tree_util.tree_leaves(u)])
+    return out
+
+
+def measure_degree(make: Callable, rhos, probe=None, name: str = "optimiser") -> float:
+    """κ with ``make(ρ)`` fed (ρ g, θ/ρ) = ``ρ^κ ×`` ``make(1)`` fed (g, θ) (module doc),
+    at every ρ in ``rhos`` and every probe scale; ``ValueError`` (naming ``name`` and the
+    measured κ and deviations) when no one κ fits within :data:`HOMOGENEITY_RTOL`.
+    ``probe`` a params tree of the shapes to test on."""
+    if probe is None:  # a two-layer bias-free net's shapes: Muon's matrices, Adam's leaves
+        r = np.random.default_rng(0)
+        probe = from_arrays([r.normal(size=(6, 3)), r.normal(size=(2, 6))])
+    rng = np.random.default_rng(1)
+    kappas, devs = {}, {}
+    with jax.enable_x64(True):
+        for scale in PROBE_SCALES:
+            steps = _probe(rng, probe, scale)
+            base = _updates(make(1.0), steps, 1.0)
+            flat = np.concatenate([x.ravel() for step in base for x in step])
+            if not np.all(np.isfinite(flat)) or np.max(np.abs(flat)) == 0:
+                what = "zero" if np.all(np.isfinite(flat)) else "non-finite"
+                raise ValueError(f"optimiser_twin: {name} gives {what} updates on probe gradients of size "
+                                 f"{scale:g}; pass degree=κ if you know it")
+            for rho in rhos:
+                got = _updates(make(rho), steps, rho)
+                num = math.sqrt(sum(float(np.sum(x**2)) for step in got for x in step))
+                k = math.log(num / float(np.sqrt(np.sum(flat**2)))) / math.log(rho)
+                k = float(round(k)) if abs(k - round(k)) * abs(math.log(rho)) < HOMOGENEITY_RTOL else k
+                kappas[scale, rho] = k
+                devs[scale, rho] = max(
+                    float(np.max(np.abs(x - rho**k * y)) / max(float(np.max(np.abs(rho**k * y))), 1e-300))
+                    for sg, sb in zip(got, base, strict=True) for x, y in zip(sg, sb, strict=True))
+    ks = np.array(list(kappas.values()))
+    if max(devs.values()) > HOMOGENEITY_RTOL or np.ptp(ks) > HOMOGENEITY_RTOL:
+        worst = sorted(devs, key=devs.get, reverse=True)[:3]
+        ratios = "; ".join(f"gradients ~{s:g}, ρ={r:.4g}: u_ρ/u_1 ≈ ρ^{kappas[s, r]:.6g}, deviation "
+                           f"{devs[s, r]:.2g}" for s, r in worst)
+        raise ValueError(
+            f"optimiser_twin: {name} is not homogeneous in the gradients within round-off (tolerance "
+            f"{HOMOGENEITY_RTOL:g}; measured κ from {ks.min():.6g} to {ks.max():.6g}; worst: {ratios}), so "
+            "no rescaled copy of it trains the twin exactly. A constant such as Adam's ε or a decoupled "
+            "weight decay breaks it: pass a factory lambda rho: optax.adam(lr, eps=1e-8 * rho) (ε ×ρ, "
+            "eps_root ×ρ², decoupled decay ×ρ^(1+κ)), or pass degree=κ to accept an approximate twin")
+    return float(np.mean(ks))
+
+
+def optimiser_twin(opt, alpha, depth: int = 2, degree: float | None = None, *, probe=None):
+    """The optimiser that trains the linear twin ``a·θ`` (``a`` = :func:`twin_scale`) in
+    lockstep with ``opt`` training θ (module doc): ``optax.chain(h_ρ, optax.scale(a^{1+κ}))``
+    with ``ρ = 1/a``; at depth 2, ``a = √c`` and the scale is ``c^{(1+κ)/2}`` (GD: step η·c;
+    Adam, sign descent, Lion, Muon: η·√c).
+
+    ``opt`` an ``optax.GradientTransformation`` or a factory ``rho -> GradientTransformation``
+    (the optimiser for gradients ×ρ and weights ×1/ρ: ε ×ρ, eps_root ×ρ², decoupled weight
+    decay ×ρ^{1+κ}); ``alpha`` slope α of the net; ``depth`` L; ``degree`` κ, or None to
+    measure it (refused when the update is not homogeneous within round-off); ``probe`` a
+    params tree of the shapes the optimiser will see (default: a small two-layer net).
+
+    Exact for a two-layer pair net on symmetric data with full or mirrored batches
+    (docs/theory.md §9); for L ≥ 3 this is the odd-part twin of §4.1, an approximation. A
+    given ``degree`` is trusted: with an unscaled ε the twin is approximate (§9 measures by
+    how much).
+    """
+    factory = not (hasattr(opt, "init") and hasattr(opt, "update"))
+    if factory:
+        validate.callable_("opt", opt)
+    make = opt if factory else (lambda rho: opt)
+    a = twin_scale(alpha, depth)
+    rho = 1.0 / a
+    if degree is None:
+        rhos = PROBE_RHOS + ((rho,) if rho != 1.0 else ())
+        degree = measure_degree(make, rhos, probe, _name(opt))
+    else:
+        degree = validate.real("degree", degree, scalar=True)
+    inner = make(rho)
+    if not (hasattr(inner, "init") and hasattr(inner, "update")):
+        raise TypeError(f"opt: the factory returned {type(inner).__name__}; it must return an "
+                        "optax.GradientTransformation, e.g. lambda rho: optax.adam(1e-3, eps=1e-8 * rho)")
+    return optax.chain(inner, optax.scale(a ** (1.0 + degree)))
