@@ -222,7 +222,7 @@ def test_saved_result_round_trips(results):
     out, _ = results
     res = store.load(out / HEADLINE)
     assert res.experiment == HEADLINE and res.passed
-    assert set(res.arrays) >= {"t", "alphas", "loss", "loss_pred"}
+    assert set(res.arrays) >= {"t", "alphas", "loss", "loss_pred"} and "lr" not in res.arrays  # in config
 
 
 def test_bad_cli_input_names_the_problem(tmp_path):

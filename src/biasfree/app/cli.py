@@ -365,8 +365,9 @@ def sweep(
     Every point is validated before any task starts (exit 2 on a bad spec). Points are
     saved once, under OUT/points/<hash of experiment, config, seed, version>/; a rerun
     computes only the missing ones. Writes OUT/table.parquet (load it with
-    biasfree.load_sweep) and OUT/summary.png; exits 1 if a point failed (its traceback
-    is in OUT/errors/ and the table), 2 if no worker joins within --worker-timeout."""
+    biasfree.load_sweep) and OUT/summary.png; exits 1 if a point failed (its crash
+    record, as `biasfree run` writes it, in OUT/points/KEY/, and in the table), 2 if no
+    worker joins within --worker-timeout."""
     from .. import _validate as validate
 
     out = out if out is not None else Path("results") / "sweeps" / spec.stem
@@ -413,7 +414,7 @@ def sweep(
     err.print(f"{c.total} points: {c.done} computed, {c.skipped} skipped (already saved), "
               f"{c.failed} failed")
     if outcome.failed:
-        err.print(f"[red]{len(outcome.failed)} point(s) failed[/] (errors in {out / 'errors'}): "
+        err.print(f"[red]{len(outcome.failed)} point(s) failed[/] (crash records in {out / 'points'}/KEY/): "
                   + escape("; ".join(outcome.failed[:5])))
         raise typer.Exit(1)
 

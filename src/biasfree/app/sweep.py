@@ -176,8 +176,8 @@ def run_sweep(spec: Spec, out, *, workers: int | None = None, scheduler: str | N
     written = write_summary(out)
     phases |= {"table_s": t1 - t0, "figures_s": time.perf_counter() - t1}
     if counts.failed:
-        log(f"{counts.failed} of {counts.total} points failed (tracebacks in {out / 'errors'} and the "
-            "table's traceback column)")
+        log(f"{counts.failed} of {counts.total} points failed (error.json and traceback.txt in their "
+            f"{out / 'points'}/KEY/ folder; the table's traceback column)")
     return Outcome(counts, table, written[0] if written else None, failed, written, phases)
 
 

@@ -14,7 +14,7 @@ from ...results import Result
 
 
 def _errors(ax, A, result):
-    s, smax = A["sigmas"], float(A["sigma_train_max"])
+    s, smax = A["sigmas"], result.config["sigma_train_max"]
     ax.axvspan(0, smax, color="0.9", label="training noise range")
     ax.plot(s, A["error_bias_free"], "o-", color="C2", lw=2, label="bias-free")
     ax.plot(s, A["error_biased"], "s--", color="C3", lw=2, label="biased (same init, same GD)")
@@ -28,7 +28,7 @@ def _errors(ax, A, result):
 
 
 def _dimension(ax, A, result):
-    s, smax = A["sigmas"], float(A["sigma_train_max"])
+    s, smax = A["sigmas"], result.config["sigma_train_max"]
     D = A["dim_frobenius_dimension"]
     ax.axvspan(0, smax, color="0.9")
     ax.plot(s, D, color="C0", lw=0.6, alpha=0.5)
@@ -56,7 +56,7 @@ def _local_linear(ax, A, result):
 
 
 def _two_layer(ax, A, result):
-    c = float(slope_factor(A["alpha"]))
+    c = float(slope_factor(result.config["alpha"]))
     ct = c * A["t_two"]
     ax.semilogx(ct[1:], A["loss_two"][0, 1:], color="C0", lw=2.5, label="ReLU conv net, random small init")
     ax.semilogx(ct[1:], A["loss_two_twin"][0, 1:], "k:", lw=1.5, label="its linear conv twin")
@@ -99,7 +99,8 @@ def figure(result: Result):
     _examples(ax[4], A)
     for a in ax[:4]:
         a.title.set_fontsize(9.5)
-    claim_title(fig, result, f"At σ = {A['sigmas'][-1]:g} (training max {float(A['sigma_train_max']):g}): "
+    smax = result.config["sigma_train_max"]
+    claim_title(fig, result, f"At σ = {A['sigmas'][-1]:g} (training max {smax:g}): "
                 f"error bias-free {M['error_bias_free_largest_sigma']:.3g}, biased "
                 f"{M['error_biased_largest_sigma']:.3g} (output/input MSE); Jacobian dimension "
                 f"{M['dimension_median_smallest_sigma']:.3g} → {M['dimension_median_largest_sigma']:.3g}; "
