@@ -1,11 +1,11 @@
-"""Figures for the toy experiments that tests register: :func:`biasfree.claims.figure`
-finds a claim's figure by name (``biasfree.claims.<name>.figure``), so a toy gets one in
-``sys.modules`` for the test's duration."""
+"""Toy experiments that tests register in :data:`biasfree.claims.REGISTRY`: a record with
+its own ``run`` and a figure (by default one bar per check)."""
 
-import sys
-import types
+from dataclasses import replace
 
 from biasfree._figure import plt
+from biasfree.claims import REGISTRY
+from biasfree.claims.base import Experiment
 
 
 def checks_figure(result):
@@ -15,9 +15,12 @@ def checks_figure(result):
     return fig
 
 
+def toy_experiment(name: str, claim: str, run, config, presets, figure=checks_figure, **kw) -> Experiment:
+    """A toy's record: ``run`` and ``figure`` given as functions."""
+    return Experiment(name, claim, config, presets, run=run, figure=figure, **kw)
+
+
 def give_figures(monkeypatch, *names: str, figure=checks_figure) -> None:
-    """Register ``figure`` as the figure module of each toy experiment in ``names``."""
+    """Give the registered experiments ``names`` the figure ``figure`` for the test's duration."""
     for name in names:
-        mod = types.ModuleType(f"biasfree.claims.{name.replace('-', '_')}.figure")
-        mod.figure = figure
-        monkeypatch.setitem(sys.modules, mod.__name__, mod)
+        monkeypatch.setitem(REGISTRY, name, replace(REGISTRY[name], figure=figure))

@@ -11,7 +11,7 @@ import pytest
 from biasfree import store
 from biasfree.app.report import claims_of, render
 from biasfree.claims import REGISTRY
-from biasfree.claims.base import Experiment
+from biasfree.claims.base import Experiment, config
 from biasfree.results import Result, at_most
 
 
@@ -20,11 +20,15 @@ def _result(claim: str = "", paper_claim: str = "") -> Result:
                   {"w": np.arange(2.0)}, preset="tiny", claim=claim, paper_claim=paper_claim)
 
 
+@config
+class _Cfg:
+    width: int = 2
+
+
 @pytest.fixture
 def registered(monkeypatch):
     monkeypatch.setitem(REGISTRY, "toy-claims", Experiment(
-        "toy-claims", "the registry's claim", lambda cfg, seed, progress: None, None, {},
-        paper_claim="Claim 9: the registry's paper claim"))
+        "toy-claims", "the registry's claim", _Cfg, paper_claim="Claim 9: the registry's paper claim"))
 
 
 def test_the_stored_claims_round_trip_and_win_over_the_registry(registered, tmp_path):

@@ -4,23 +4,21 @@ not read as the preset failing."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pytest
-from toys import give_figures
+from toys import toy_experiment
 from typer.testing import CliRunner
 
 from biasfree.app.cli import app
 from biasfree.app.report import render
 from biasfree.claims import REGISTRY
-from biasfree.claims.base import Experiment
+from biasfree.claims.base import config
 from biasfree.results import Result, at_most, config_dict
 
 runner = CliRunner()
 
 
-@dataclass(frozen=True)
+@config
 class Cfg:
     width: int = 3
     lr: float = 0.1
@@ -34,9 +32,8 @@ def _run(cfg: Cfg, seed: int = 0, progress=None) -> Result:
 
 @pytest.fixture
 def toy(monkeypatch):
-    give_figures(monkeypatch, "toy-card")
-    monkeypatch.setitem(REGISTRY, "toy-card", Experiment("toy-card", "a toy for the report card", _run, Cfg,
-                                                         {"tiny": Cfg(2), "paper": Cfg()}))
+    monkeypatch.setitem(REGISTRY, "toy-card", toy_experiment("toy-card", "a toy for the report card", _run,
+                                                             Cfg, {"tiny": Cfg(2), "paper": Cfg()}))
 
 
 def test_card_lists_the_fields_that_differ_from_the_preset(toy, tmp_path):

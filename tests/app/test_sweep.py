@@ -126,8 +126,13 @@ def test_failed_point_is_recorded_and_does_not_stop_the_sweep(cluster, tmp_path)
     assert df["error"].iloc[0].startswith("DivergenceError")
     tb = df["traceback"].iloc[0]
     assert tb.startswith("Traceback") and "DivergenceError" in tb.splitlines()[-1]
-    errors = list((tmp_path / "out" / "errors").glob("*.json"))
-    assert len(errors) == 1 and json.loads(errors[0].read_text())["traceback"] == tb
+    # the crash record biasfree run writes (app/pipeline.py), in the point's own folder
+    crashed = tmp_path / "out" / "points" / df["point"].iloc[0]
+    assert sorted(p.name for p in crashed.iterdir()) == ["error.json", "traceback.txt"]
+    doc = json.loads((crashed / "error.json").read_text())
+    assert (crashed / "traceback.txt").read_text() == tb and doc["error"] == "DivergenceError"
+    assert doc["seed"] == 0 and doc["overrides"]["scale"] == 1.0 and doc["config"]["lr"] == 50.0
+    assert doc["elapsed_s"] > 0 and df["error"].iloc[0] == f"DivergenceError: {doc['message']}"
     # --figures: the computed point has its figure
     assert (tmp_path / "out" / "points" / df["point"].iloc[1] / "figure.png").stat().st_size > 10_000
     # --force recomputes the saved point (without it a rerun skips it: the kill test below)

@@ -1,5 +1,5 @@
 """Config bounds written in the annotations (:func:`biasfree.claims.base.config`): each
-field's rule is checked once, at construction, and every violation is named."""
+field's rule is checked once, at construction (by pydantic), and every violation is named."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from annotated_types import Ge, Gt, Interval, MinLen, Predicate, doc
 
 from biasfree.claims import NAMES, get
-from biasfree.claims.base import PairWidth, Positives, Slope, config, increasing, rules, violations
+from biasfree.claims.base import PairWidth, Positives, Slope, config, increasing, is_config, rules
 from biasfree.claims.config import field_rows
 
 
@@ -34,7 +34,7 @@ class Toy:
 
 def test_defaults_pass_and_the_class_stays_a_frozen_dataclass():
     t = Toy()
-    assert violations(t) == [] and dataclasses.is_dataclass(t)
+    assert is_config(Toy) and dataclasses.is_dataclass(t)
     with pytest.raises(dataclasses.FrozenInstanceError):
         t.lr = 1.0
 
@@ -46,12 +46,14 @@ def test_defaults_pass_and_the_class_stays_a_frozen_dataclass():
     ({"lr": 0.0}, "lr=0.0 must be > 0"),
     ({"lr": float("nan")}, "lr=nan must be > 0"),  # NaN fails every comparison
     ({"scales": (1e-2, 1e-3)}, "scales=(0.01, 0.001) must be increasing"),
-    ({"scales": (-1.0, 1.0)}, "scales=(-1.0, 1.0) must each be in (0, inf)"),
-    ({"scales": (1.0, float("inf"))}, "must each be in (0, inf)"),
+    ({"scales": (-1.0, 1.0)}, "scales[0]=-1.0 must be in (0, inf)"),
+    ({"scales": (1.0, float("inf"))}, "scales[1]=inf must be in (0, inf)"),
     ({"scales": (1.0,)}, "scales=(1.0,) must be of length >= 2"),
     ({"n": 3}, "n=3 must be >= 20 (None: all)"),
     ({"steps": 11}, "steps=11 must be in [1, 10]"),
-    ({"lr": None}, "lr=None must be > 0"),  # None only passes where the type admits it
+    ({"lr": None}, "field 'lr' expects float, got NoneType None"),  # None only where the type admits it
+    ({"width": 4.0}, "field 'width' expects int, got float 4.0"),
+    ({"width": True}, "field 'width' expects int, got bool True"),  # a bool is not a number
 ])
 def test_each_broken_bound_is_named_with_its_rule_and_reason(kw, message):
     with pytest.raises(ValueError) as err:
@@ -71,6 +73,14 @@ def test_every_violation_is_named_at_once_and_before_the_class_rules():
 def test_optional_field_unset_passes_and_unbounded_fields_are_not_checked():
     assert Toy(n=None, free=float("-inf")).free == float("-inf")
     assert "free" not in rules(Toy) and rules(Toy)["n"] == ">= 20 (None: all)"
+    assert rules(Toy)["scales"] == "each in (0, inf), of length >= 2, increasing"
+
+
+def test_an_int_for_a_float_field_becomes_a_float_and_replace_checks_again():
+    t = Toy(lr=1, scales=(1, 2))
+    assert type(t.lr) is float and all(type(s) is float for s in t.scales)
+    with pytest.raises(ValueError, match="lr=-1.0 must be > 0"):
+        dataclasses.replace(t, lr=-1.0)
 
 
 def test_a_predicate_reads_as_its_function_name():
@@ -86,7 +96,7 @@ def test_a_predicate_reads_as_its_function_name():
 @pytest.mark.parametrize("name", NAMES)
 def test_every_experiment_shows_its_bounds_and_its_presets_keep_them(name):
     exp = get(name)
-    assert all(violations(c) == [] for c in exp.presets.values())
+    assert all(dataclasses.replace(c) == c for c in exp.presets.values())  # built again: checked again
     rows = {r[0]: r[4] for r in field_rows(exp)}
     assert set(rows) == {f.name for f in dataclasses.fields(exp.config)}
     assert set(rules(exp.config)) <= set(rows) and any(rows.values()), "declare the fields' bounds"

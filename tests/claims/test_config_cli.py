@@ -11,24 +11,23 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from toys import give_figures
+from toys import give_figures, toy_experiment
 from typer.testing import CliRunner
 
 from biasfree import claims, store
 from biasfree.app.cli import app
 from biasfree.claims import REGISTRY, SIZES, ConfigError, get, resolve_config
-from biasfree.claims.base import Experiment
+from biasfree.claims.base import Experiment, config, run_experiment
 from biasfree.claims.config import parse_set, read_config_file
 from biasfree.results import Result, at_most, config_dict
 
 runner = CliRunner()
 
 
-@dataclass(frozen=True)
+@config
 class ToyConfig:
     """``width`` units, ``lr`` step, ``alphas`` slopes, ``tag`` a label."""
 
@@ -52,14 +51,13 @@ def make_toy(name: str, calls: list):
                       {"ok": at_most(0.0, 1.0, "Zero is at most one, so this toy check passes.")},
                       {"w": np.arange(cfg.width) * cfg.lr + seed})
 
-    return Experiment(name, "a toy experiment for the CLI tests", run, ToyConfig, TOY_PRESETS)
+    return toy_experiment(name, "a toy experiment for the CLI tests", run, ToyConfig, TOY_PRESETS)
 
 
 @pytest.fixture
 def toy(monkeypatch):
     """Register ``toy`` and ``toy-b``; returns the list of their runs."""
     calls: list = []
-    give_figures(monkeypatch, "toy", "toy-b")
     for name in ("toy", "toy-b"):
         monkeypatch.setitem(REGISTRY, name, make_toy(name, calls))
     return calls
@@ -122,7 +120,7 @@ def test_real_configs_coerce_tuples_by_element_type():
                                                "s": [3, 2, 1]})
     assert cfg.depths == (3, 4) and cfg.random_scales == (0.03, 1.0) and cfg.s == (3.0, 2.0, 1.0)
     assert all(type(d) is int for d in cfg.depths) and all(type(s) is float for s in cfg.s)
-    with pytest.raises(ConfigError, match=r"depths=\(2,\) must each be >= 3"):
+    with pytest.raises(ConfigError, match=r"depths\[0\]=2 must be >= 3 \(depth 2 is leaky-collapse\)"):
         resolve_config(get("deep"), "tiny", {"depths": [2], "random_scales": [0.03]})
 
 
@@ -138,7 +136,7 @@ def test_every_experiment_has_config_presets_and_a_config_run(name):
     assert all(isinstance(c, exp.config) for c in exp.presets.values())
     assert exp.config.__doc__ and "``" in exp.config.__doc__, "document the fields"
     with pytest.raises(TypeError, match="takes a .*Config"):
-        exp.run("tiny", 0)  # a preset's name is not a config: a clear error, before any work
+        run_experiment(exp, "tiny", 0)  # a preset's name is not a config: a clear error, before any work
 
 
 # ----------------------------------------------------------------- the command line
@@ -332,15 +330,14 @@ def test_leftovers_of_a_killed_save_are_cleaned_or_restored(toy, tmp_path):
     assert len(toy) == 2 and "skipped" in res.output
 
 
-def test_a_result_without_a_figure_module_is_a_clear_error():
+def test_a_result_without_a_figure_is_a_clear_error():
     res = Result("toy-without-figure", 0, {}, {}, {})
-    with pytest.raises(LookupError, match="'toy-without-figure' has no figure: add "
-                                          ".*claims/toy_without_figure/figure.py"):
+    with pytest.raises(LookupError, match="'toy-without-figure' has no figure: register it"):
         claims.figure(res)
 
 
 def test_a_missing_figure_is_a_crash_not_a_fallback(toy, tmp_path, monkeypatch):
-    monkeypatch.delitem(sys.modules, "biasfree.claims.toy.figure")
+    give_figures(monkeypatch, "toy", figure=None)
     res = cli("run", "toy", "--preset", "tiny", "--out", tmp_path)
     assert res.exit_code == 3 and "has no figure" in res.output, res.output
     assert not (tmp_path / "toy" / "result.json").exists()
@@ -370,8 +367,8 @@ def test_interrupted_run_keeps_finished_results_and_the_rerun_does_the_rest(toy,
         calls_b.append(cfg)
         raise KeyboardInterrupt  # Ctrl-C while toy-b computes
 
-    monkeypatch.setitem(REGISTRY, "toy-b", Experiment("toy-b", "interrupted", interrupted, ToyConfig,
-                                                      TOY_PRESETS))
+    monkeypatch.setitem(REGISTRY, "toy-b", toy_experiment("toy-b", "interrupted", interrupted, ToyConfig,
+                                                          TOY_PRESETS))
     args = ("run", "toy", "toy-b", "--preset", "tiny", "--out", tmp_path)
     res = cli(*args)
     assert res.exit_code != 0 and len(toy) == 1 and len(calls_b) == 1
@@ -382,11 +379,13 @@ def test_interrupted_run_keeps_finished_results_and_the_rerun_does_the_rest(toy,
     assert [n for n, _, _ in toy] == ["toy", "toy-b"] and "toy skipped" in res.output
 
 
-def test_an_experiment_without_a_config_class_is_refused_by_name():
-    from biasfree.claims.base import Experiment
-    from biasfree.claims.config import check_overrides
+def test_an_experiment_whose_config_is_not_a_config_class_is_refused_by_name():
+    from dataclasses import dataclass
 
-    bare = Experiment("bare", "a claim", run=lambda cfg, seed, progress: None)
-    for call in (lambda: resolve_config(bare, "tiny"), lambda: check_overrides(bare, {"width": 3})):
-        with pytest.raises(ConfigError, match="'bare' defines no Config: give its Experiment a config="):
-            call()
+    @dataclass(frozen=True)
+    class Plain:
+        width: int = 3
+
+    with pytest.raises(TypeError, match="bare: config=.*Plain.* is not a config class; make it with "
+                                        "@biasfree.claims.base.config"):
+        Experiment("bare", "a claim", Plain, {"tiny": Plain()})

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from filelock import FileLock, Timeout
-from toys import give_figures
+from toys import toy_experiment
 from typer.testing import CliRunner
 
 from biasfree import claims, store
@@ -222,7 +222,7 @@ def test_saved_result_round_trips(results):
     out, _ = results
     res = store.load(out / HEADLINE)
     assert res.experiment == HEADLINE and res.passed
-    assert set(res.arrays) >= {"t", "alphas", "loss", "loss_pred"}
+    assert set(res.arrays) >= {"t", "alphas", "loss", "loss_pred"} and "lr" not in res.arrays  # in config
 
 
 def test_bad_cli_input_names_the_problem(tmp_path):
@@ -233,16 +233,14 @@ def test_bad_cli_input_names_the_problem(tmp_path):
     res = runner.invoke(app, ["report", "--out", str(tmp_path)])
     assert res.exit_code == 2 and "no results" in res.output
     with pytest.raises(TypeError, match="takes a .*Config"):
-        get(HEADLINE).run("tiny", 0)
+        claims.run_experiment(get(HEADLINE), "tiny", 0)
 
 
 def test_failed_check_is_reported_and_sets_exit_code(tmp_path, monkeypatch):
-    from dataclasses import dataclass
-
-    from biasfree.claims.base import Experiment
+    from biasfree.claims.base import config
     from biasfree.results import Result, at_most, config_dict
 
-    @dataclass(frozen=True)
+    @config
     class Config:
         n: int = 2
 
@@ -251,9 +249,8 @@ def test_failed_check_is_reported_and_sets_exit_code(tmp_path, monkeypatch):
                       {"impossible": at_most(1.0, 0.5, "One is not at most one half, so this fails.")},
                       {"x": np.zeros(cfg.n)})
 
-    exp = Experiment("failing", "always fails", failing, Config, {"tiny": Config(), "paper": Config()})
+    exp = toy_experiment("failing", "always fails", failing, Config, {"tiny": Config(), "paper": Config()})
     monkeypatch.setitem(REGISTRY, "failing", exp)
-    give_figures(monkeypatch, "failing")
     res = runner.invoke(app, ["run", "failing", "--preset", "tiny", "--out", str(tmp_path)])
     assert res.exit_code == 1
     doc = json.loads((tmp_path / "failing" / "result.json").read_text())

@@ -5,14 +5,13 @@ Progress and logs go to stderr (Rich); the paths written go to stdout, one a lin
 input (unknown experiment, preset or field, a bad value, an unreadable config file, an
 unwritable ``--out``), 3 an experiment crashed (raised an exception: a bug, not a
 result; its traceback is in ``OUT/NAME/traceback.txt``, and the other experiments still
-run). Arguments and paths are checked before JAX or any experiment is imported, so bad
-input is refused in about a second (this module imports only Typer, Rich and NumPy).
+run). Arguments, paths and configs are checked before JAX or any experiment's run or
+figure module is imported, so bad input is refused at once (this module imports only
+Typer, Rich and NumPy; the configs, pydantic).
 """
 
 from __future__ import annotations
 
-import time
-import traceback
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
@@ -61,7 +60,7 @@ def _one_host_device_per_core() -> None:
 @app.command("list")
 def list_() -> None:
     """List the experiments, one line each."""
-    from ..claims import REGISTRY  # every experiment's claim: imports them all
+    from ..claims import REGISTRY  # the claim packages: no JAX, no run or figure module
 
     for name, exp in REGISTRY.items():
         typer.echo(f"{name:20s} {exp.claim}")
@@ -96,27 +95,21 @@ def run(
     Exit status: 0 all checks passed, 1 a check failed, 2 bad input (nothing run),
     3 an experiment crashed (its traceback in OUT/NAME/traceback.txt; the others run)."""
     from .. import _validate as validate
-    from ..claims import check_name, precheck
-    from ..claims.config import ConfigError, parse_sets, read_config_file
+    from ..claims import check_name, get, known
+    from ..claims.config import ConfigError, parse_sets, plan, read_config_file
 
-    with _refusing(TypeError, ValueError, KeyError):
+    with _refusing(TypeError, ValueError, KeyError):  # configs are light: all before JAX loads
         validate.seed(seed, "--seed")
         validate.writable_folder("--out", out)
-        chosen = _experiment_names(names)
+        chosen = [get(n) for n in map(check_name, _experiment_names(names))]
         file_doc = read_config_file(config) if config is not None else {}
         overrides = parse_sets(sets)
-        for n in chosen:
-            check_name(n)
-        precheck(chosen, preset, file_doc, overrides)
+    with _refusing(ConfigError):
+        planned = plan(chosen, preset, file_doc, overrides, known=known())
     _one_host_device_per_core()
     from .. import store
-    from ..claims import get, known  # imports the chosen experiments only
-    from ..claims.config import plan
-    from ..results import config_dict
-    from .pipeline import run_point, save
+    from .pipeline import Crash, run_point, save
 
-    with _refusing(ConfigError):
-        planned = plan([get(n) for n in chosen], preset, file_doc, overrides, known=known())
     failed, crashed = [], []
     columns = (rp.SpinnerColumn(), TextColumn("[bold]{task.fields[exp]}[/] {task.description}"),
                TimeElapsedColumn())
@@ -125,7 +118,7 @@ def run(
             n, folder = p.experiment.name, out / p.experiment.name
             store.clean_leftovers(out, n)  # a killed save's temporary folders; restores its old result
             if (folder / "result.json").exists():
-                same, why = store.reusable(folder, n, config_dict(p.config), seed)
+                same, why = store.reusable(folder, n, p.recorded, seed)
                 if same and not force:
                     bar.console.print(f"[bold]{n}[/] skipped: {escape(why)} (--force reruns it)",
                                       soft_wrap=True)
@@ -135,21 +128,17 @@ def run(
                 bar.console.print(f"[bold]{n}[/] rerunning: {escape('--force' if same else why)}",
                                   soft_wrap=True)
             task = bar.add_task("starting", exp=n, total=None)
-            t0 = time.perf_counter()
-            try:  # the experiment and its figure; saving is outside (an OSError is not a crash)
-                ran = run_point(p.experiment, p.config, seed,
-                                lambda msg, task=task: bar.update(task, description=msg),
-                                preset=p.preset, overrides=p.overrides)
-            except Exception as e:  # a crash is not a result: record it, run the others
+            ran = run_point(p, seed, lambda msg, task=task: bar.update(task, description=msg))
+            paths = save(ran, out)  # outside the run: a failed save (OSError) is not a crash
+            if isinstance(ran, Crash):  # a crash is not a result: recorded, the others run
                 crashed.append(n)
-                paths = _record_crash(out, p, seed, e, time.perf_counter() - t0)
                 bar.update(task, description="[bold red]crashed[/]", total=1, completed=1)
                 err.print(f"[red]error:[/] {n} crashed (seed {seed}, preset {p.preset}, "
                           f"overrides {escape(str(p.overrides or 'none'))}): "
-                          f"{escape(_one_line(e))}; traceback in {escape(str(paths[-1]))}",
+                          f"{escape(ran.line())}; traceback in {escape(str(paths[-1]))}",
                           soft_wrap=True)
                 continue
-            paths, result = save(ran, out), ran.result
+            result = ran.result
             status = "[green]all checks passed[/]" if result.passed else \
                 f"[red]failed: {', '.join(result.failed())}[/]"
             bar.update(task, description=status, total=1, completed=1)
@@ -168,25 +157,8 @@ def run(
         raise typer.Exit(1)
 
 
-def _one_line(e: BaseException) -> str:
-    """``Type: first line of the message``."""
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
-
-
-def _record_crash(out: Path, p, seed: int, e: BaseException, elapsed_s: float) -> list[Path]:
-    """OUT/NAME/error.json + traceback.txt (biasfree.store.save_crash)."""
-    from .. import store
-    from ..results import config_dict
-
-    doc = {"experiment": p.experiment.name, "seed": seed, "preset": p.preset,
-           "overrides": p.overrides, "config": config_dict(p.config), "error": type(e).__name__,
-           "message": str(e), "elapsed_s": elapsed_s, "exit_code": 3}
-    return store.save_crash(out, p.experiment.name, doc, traceback.format_exc())
-
-
 def _experiment_names(names: list[str] | None) -> list[str]:
-    """The experiments named (``all``: every one; none: the headline), each once (no import)."""
+    """The experiments named (``all``: every one; none: the headline), each once."""
     from .. import claims as experiments
 
     names = list(names or [experiments.HEADLINE])
@@ -393,8 +365,9 @@ def sweep(
     Every point is validated before any task starts (exit 2 on a bad spec). Points are
     saved once, under OUT/points/<hash of experiment, config, seed, version>/; a rerun
     computes only the missing ones. Writes OUT/table.parquet (load it with
-    biasfree.load_sweep) and OUT/summary.png; exits 1 if a point failed (its traceback
-    is in OUT/errors/ and the table), 2 if no worker joins within --worker-timeout."""
+    biasfree.load_sweep) and OUT/summary.png; exits 1 if a point failed (its crash
+    record, as `biasfree run` writes it, in OUT/points/KEY/, and in the table), 2 if no
+    worker joins within --worker-timeout."""
     from .. import _validate as validate
 
     out = out if out is not None else Path("results") / "sweeps" / spec.stem
@@ -441,7 +414,7 @@ def sweep(
     err.print(f"{c.total} points: {c.done} computed, {c.skipped} skipped (already saved), "
               f"{c.failed} failed")
     if outcome.failed:
-        err.print(f"[red]{len(outcome.failed)} point(s) failed[/] (errors in {out / 'errors'}): "
+        err.print(f"[red]{len(outcome.failed)} point(s) failed[/] (crash records in {out / 'points'}/KEY/): "
                   + escape("; ".join(outcome.failed[:5])))
         raise typer.Exit(1)
 

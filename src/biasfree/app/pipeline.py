@@ -1,16 +1,27 @@
-"""One run of one experiment, the one way: run → figure → save.
+"""One run of one experiment, the one way for ``biasfree run`` and sweeps: run → figure → save.
 
-:func:`run_point` runs an experiment from its config and draws its figure
-(``claims.figure(result)``); :func:`save` writes both as ``OUT/NAME/``. ``biasfree run``
-calls both in one process; a sweep's Dask worker calls :func:`run_point` with
-``render=True`` (the figure comes back as PNG and PDF bytes: workers write nothing) and
-the sweep's client saves the point.
+:func:`run_point` runs a planned experiment (:class:`~biasfree.claims.config.Planned`) at
+a seed and draws its figure; an exception inside either is caught and returned as a
+:class:`Crash` (a bug, not a result). :func:`save` writes either as ``OUT/NAME/``:
+
+- a result: ``result.json``, ``arrays.npz``, ``figure.png``/``.pdf`` (:func:`biasfree.store.save`);
+- a crash: ``error.json`` and ``traceback.txt`` (:func:`biasfree.store.save_crash`), the one
+  crash-record format. ``error.json`` holds ``experiment``, ``seed``, ``preset``,
+  ``overrides``, ``config`` (as ``result.json`` would), ``error`` (the exception's type
+  name), ``message``, ``elapsed_s`` (seconds it ran before it raised; null when its
+  worker died), ``exit_code`` (3, what ``biasfree run`` exits with) and ``versions``.
+
+``biasfree run`` saves under ``OUT/<experiment>/``; a sweep's Dask worker calls
+:func:`run_point` with ``render=True`` (the figure comes back as PNG and PDF bytes:
+workers write nothing) and the sweep's client saves the point under
+``DIR/points/<key>/``, crash or result alike.
 """
 
 from __future__ import annotations
 
 import io
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +29,9 @@ from pathlib import Path
 from .. import store
 from .._figure import plt
 from ..results import Result
+
+CRASH_EXIT = 3
+"""``biasfree run``'s exit status when an experiment crashed (kept in ``error.json``)."""
 
 
 @dataclass(frozen=True)
@@ -32,31 +46,63 @@ class Ran:
     render_s: float = 0.0
 
 
-def run_point(exp, config, seed: int, progress: Callable[[str], None] | None = None, *,
-              preset: str = "custom", overrides=None, figure: bool = True,
-              render: bool = False) -> Ran:
-    """Run experiment ``exp`` (a registered :class:`~biasfree.claims.base.Experiment`) from
-    ``config`` at ``seed`` (:func:`biasfree.claims.base.run_experiment`, with the ``preset``
-    and ``overrides`` to record), then, with ``figure``, draw its figure; with ``render``
-    as PNG and PDF bytes (and the Figure closed). ``progress(message)`` hears the run's
-    steps and ``"plotting"``. An exception of the run or the figure propagates: the caller
-    records it as a crash."""
+@dataclass(frozen=True)
+class Crash:
+    """An experiment (or its figure) that raised: ``doc`` the ``error.json`` document (module
+    doc) and ``traceback`` the full traceback as text. ``compute_s`` is ``doc["elapsed_s"]``."""
+
+    doc: dict
+    traceback: str
+
+    @property
+    def compute_s(self) -> float:
+        return self.doc["elapsed_s"] or 0.0
+
+    render_s = 0.0
+
+    def line(self) -> str:
+        """``Type: first line of the message``."""
+        first = self.doc["message"].strip().splitlines()
+        return f"{self.doc['error']}: {first[0]}" if first else self.doc["error"]
+
+
+def crash(planned, seed: int, error: BaseException, tb: str, elapsed_s: float | None) -> Crash:
+    """The :class:`Crash` of ``planned`` at ``seed``: ``error`` raised after ``elapsed_s``
+    seconds (None: unknown, its worker died), ``tb`` its traceback."""
+    doc = {"experiment": planned.experiment.name, "seed": seed, "preset": planned.preset,
+           "overrides": planned.overrides, "config": planned.recorded, "error": type(error).__name__,
+           "message": str(error), "elapsed_s": elapsed_s, "exit_code": CRASH_EXIT}
+    return Crash(doc, tb)
+
+
+def run_point(planned, seed: int, progress: Callable[[str], None] | None = None, *,
+              figure: bool = True, render: bool = False) -> Ran | Crash:
+    """Run ``planned`` (a :class:`~biasfree.claims.config.Planned`) at ``seed``
+    (:func:`biasfree.claims.base.run_experiment`), then, with ``figure``, draw its figure;
+    with ``render`` as PNG and PDF bytes (and the Figure closed). ``progress(message)``
+    hears the run's steps and ``"plotting"``. An exception of the run or the figure is
+    returned as a :class:`Crash`; Ctrl-C (KeyboardInterrupt) propagates."""
     from .. import claims
 
     say = progress or (lambda _msg: None)
+    p = planned
     t0 = time.perf_counter()
-    result = claims.run_experiment(exp, config, seed, say, preset=preset, overrides=overrides)
-    compute_s = time.perf_counter() - t0
-    if not figure:
-        return Ran(result, None, compute_s)
-    say("plotting")
-    fig = claims.figure(result)
-    if render:
-        try:
-            drawn = {ext: _rendered(fig, ext) for ext in store.FIGURE_EXTS}
-        finally:
-            plt.close(fig)
-        fig = drawn
+    try:
+        result = claims.run_experiment(p.experiment, p.config, seed, say, preset=p.preset,
+                                       overrides=p.overrides, recorded=p.recorded)
+        compute_s = time.perf_counter() - t0
+        if not figure:
+            return Ran(result, None, compute_s)
+        say("plotting")
+        fig = claims.figure(result)
+        if render:
+            drawn, fig = fig, None
+            try:
+                fig = {ext: _rendered(drawn, ext) for ext in store.FIGURE_EXTS}
+            finally:
+                plt.close(drawn)
+    except Exception as e:  # noqa: BLE001 - a crash is recorded, not raised
+        return crash(p, seed, e, traceback.format_exc(), time.perf_counter() - t0)
     return Ran(result, fig, compute_s, time.perf_counter() - t0 - compute_s)
 
 
@@ -66,10 +112,12 @@ def _rendered(fig, ext: str) -> bytes:
     return buf.getvalue()
 
 
-def save(ran: Ran, out, name: str | None = None, elapsed_s: float | None = None) -> list[Path]:
-    """Write ``ran`` as ``out/<name>/`` (default: the experiment's name) atomically
-    (:func:`biasfree.store.save`), with ``elapsed_s`` (default: compute and render time),
-    and close its Figure; returns the paths written."""
+def save(ran: Ran | Crash, out, name: str | None = None, elapsed_s: float | None = None) -> list[Path]:
+    """Write ``ran`` as ``out/<name>/`` (default: the experiment's name) atomically, a
+    result with ``elapsed_s`` (default: compute and render time) or a crash record (module
+    doc), and close its Figure; returns the paths written."""
+    if isinstance(ran, Crash):
+        return store.save_crash(out, name or ran.doc["experiment"], ran.doc, ran.traceback)
     elapsed = ran.compute_s + ran.render_s if elapsed_s is None else elapsed_s
     paths = store.save(ran.result, out, elapsed, ran.figure, name=name)
     if ran.figure is not None and not isinstance(ran.figure, dict):

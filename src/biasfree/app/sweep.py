@@ -4,10 +4,12 @@
 Each point is stored once under ``DIR/points/<key>/`` (:func:`point_key`: a rerun skips
 the points already computed, whatever spec they came from), written only by this
 process, the client, each atomically: a kill at any moment leaves complete points only
-(layout: :mod:`biasfree.app.sweep_table`). Points go to the workers in groups of
+(layout: :mod:`biasfree.app.sweep_table`). Each point runs as ``biasfree run`` runs an
+experiment (:func:`biasfree.app.pipeline.run_point`), and one that raises is saved as the
+same crash record (``error.json`` and ``traceback.txt`` in its folder). Points go to the workers in groups of
 consecutive points, one Dask task per group (:func:`run_points`), so the scheduling round
 trip is paid once per group and compiled programs once per worker and shape. A point
-that raises is recorded with its traceback and the sweep goes on; a task whose worker
+that raises is recorded and the sweep goes on; a task whose worker
 dies is retried ``retries`` times, then rerun one point per task, so only the point that
 kills its worker is recorded as failed; a cluster with no worker is :class:`NoWorkers`
 after ``worker_timeout_s``.
@@ -22,13 +24,17 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 # The experiments, the store and Dask are imported where used: `import biasfree` (which
 # exports load_sweep) must not load every experiment.
 from .sweep_cluster import WORKER_ENV, WORKER_TIMEOUT_S, NoWorkers, dask_client, wait_for_workers
 from .sweep_spec import Point, Spec, SpecError, parse_spec, plan_points, point_key, read_spec
-from .sweep_table import load_sweep, record_error, save_point, saved, write_table
+from .sweep_table import load_sweep, save_point, saved, write_table
 from .sweep_tasks import MAX_GROUP, format_tb, group_points, run_points
+
+if TYPE_CHECKING:
+    from .pipeline import Crash
 
 __all__ = ["MAX_GROUP", "WORKER_ENV", "WORKER_TIMEOUT_S", "NoWorkers", "Spec", "SpecError", "Point", "Counts",
            "Outcome", "parse_spec", "read_spec", "plan_points", "point_key", "group_points",
@@ -88,11 +94,10 @@ class _Tasks:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
     def submit(self, group: list[Point]) -> None:
-        exp = self.spec.experiment
-        items = [(p.key, p.config, p.seed, p.overrides) for p in group]
-        key = f"{exp}-{group[0].key}-{len(group)}-{self.run_id}"
-        fut = self.client.submit(run_points, exp, self.spec.preset, items, self.figures, key=key,
-                                 retries=self.retries, pure=False)
+        items = [(p.key, p.planned, p.seed) for p in group]
+        key = f"{self.spec.experiment}-{group[0].key}-{len(group)}-{self.run_id}"
+        fut = self.client.submit(run_points, items, self.figures, key=key, retries=self.retries,
+                                 pure=False)
         self.live[key] = (fut, group, time.time())
         fut.add_done_callback(lambda f: self.done.put((f, time.time())))
 
@@ -106,8 +111,8 @@ class _Tasks:
         ends = self.ends.setdefault(res["worker"], [])
         prev = max([e for e in ends if e <= res["start"]], default=submitted)
         waited = max(0.0, res["start"] - max(prev, submitted)) + max(0.0, arrived - res["end"])
-        inside = res["end"] - res["start"] - sum(
-            p["ran"].compute_s + p["ran"].render_s if "ran" in p else p["compute_s"] for p in res["points"])
+        inside = res["end"] - res["start"] - sum(p["ran"].compute_s + p["ran"].render_s
+                                                 for p in res["points"])
         ends[:] = [*ends[-7:], res["end"]]
         return (waited + max(inside, 0.0)) / max(len(res["points"]), 1)
 
@@ -171,14 +176,15 @@ def run_sweep(spec: Spec, out, *, workers: int | None = None, scheduler: str | N
     written = write_summary(out)
     phases |= {"table_s": t1 - t0, "figures_s": time.perf_counter() - t1}
     if counts.failed:
-        log(f"{counts.failed} of {counts.total} points failed (tracebacks in {out / 'errors'} and the "
-            "table's traceback column)")
+        log(f"{counts.failed} of {counts.total} points failed (error.json and traceback.txt in their "
+            f"{out / 'points'}/KEY/ folder; the table's traceback column)")
     return Outcome(counts, table, written[0] if written else None, failed, written, phases)
 
 
 def _collect(tasks: _Tasks, out: Path, counts: Counts, failed: list, progress, log,
              worker_timeout_s: float, poll_s: float) -> None:
     """Save the tasks' points as they arrive until none is left in flight."""
+    from .pipeline import Crash, crash  # matplotlib: only once a sweep runs
     from .sweep_cluster import WorkerWatch
 
     watch = WorkerWatch(tasks.client, tasks.points_of, log, worker_timeout_s)
@@ -201,23 +207,25 @@ def _collect(tasks: _Tasks, out: Path, counts: Counts, failed: list, progress, l
                 share = tasks.sched_share(res, submitted, arrived)
                 by_key = {p.key: p for p in group}
                 for item in res["points"]:
-                    p = by_key[item["key"]]
-                    if "error" in item:
-                        _failed(out, p, item["error"], item["traceback"], counts, failed, log,
-                                item["compute_s"])
+                    p, ran = by_key[item["key"]], item["ran"]
+                    save_point(out, p, ran, share)
+                    if isinstance(ran, Crash):
+                        _failed(p, ran, counts, failed, log)
                     else:
-                        save_point(out, p, item["ran"], share)
                         counts.done += 1
             else:
                 exc = fut.exception(timeout=60)
-                error, tb = f"{type(exc).__name__}: {exc}", format_tb(exc, fut.traceback(timeout=60))
                 if len(group) > 1:  # find the point that kills its worker: one task each
                     log(f"a task of {len(group)} points ({', '.join(p.key for p in group)}) failed "
-                        f"after {tasks.retries} retries ({error}); rerunning its points one per task")
+                        f"after {tasks.retries} retries ({type(exc).__name__}: {exc}); rerunning its "
+                        "points one per task")
                     for p in group:
                         tasks.submit([p])
-                else:
-                    _failed(out, group[0], error, tb, counts, failed, log)
+                else:  # its worker died: the crash record has no elapsed time
+                    p = group[0]
+                    ran = crash(p.planned, p.seed, exc, format_tb(exc, fut.traceback(timeout=60)), None)
+                    save_point(out, p, ran, 0.0)
+                    _failed(p, ran, counts, failed, log)
             fut.release()
         now = time.monotonic()
         if now - last_watch >= 0.5:
@@ -226,9 +234,7 @@ def _collect(tasks: _Tasks, out: Path, counts: Counts, failed: list, progress, l
         progress(counts)
 
 
-def _failed(out: Path, p: Point, error: str, tb: str, counts: Counts, failed: list, log,
-            compute_s: float | None = None) -> None:
-    record_error(out, p, error, tb, compute_s)
+def _failed(p: Point, ran: Crash, counts: Counts, failed: list, log) -> None:
     counts.failed += 1
     failed.append(p.label())
-    log(f"point {p.key} ({p.label()}) failed: {error}")
+    log(f"point {p.key} ({p.label()}) failed: {ran.line()}")

@@ -13,8 +13,8 @@ A spec is a TOML file (read with :mod:`tomllib`)::
     n_records = 50
 
 A *point* is (config overrides, seed). Every point's config is resolved and validated
-(:func:`biasfree.claims.config.resolve_config`) before any task starts, so a bad
-spec fails at once with the config's own message.
+(:func:`biasfree.claims.config.planned`, as ``biasfree run`` does) before any task
+starts, so a bad spec fails at once with the config's own message.
 """
 
 from __future__ import annotations
@@ -50,14 +50,22 @@ class Spec:
 @dataclass(frozen=True)
 class Point:
     """One task: its ``key`` (folder name under ``points/``), ``seed``, ``swept`` (grid
-    field -> value), the recorded ``overrides`` (fixed and swept, coerced) and the
-    resolved ``config``."""
+    field -> value) and ``planned`` (:class:`~biasfree.claims.config.Planned`: the resolved
+    config, the recorded overrides, fixed and swept, and the config as ``result.json``
+    stores it)."""
 
     key: str
     seed: int
     swept: dict
-    overrides: dict
-    config: object
+    planned: object
+
+    @property
+    def config(self):
+        return self.planned.config
+
+    @property
+    def overrides(self) -> dict:
+        return self.planned.overrides
 
     def label(self) -> str:
         return ", ".join([f"{k}={v!r}" for k, v in self.swept.items()] + [f"seed={self.seed}"])
@@ -124,8 +132,7 @@ def plan_points(spec: Spec) -> list[Point]:
     resolved and validated. Raises :class:`SpecError` (unknown experiment, preset, field
     or a bad value, with the config's own message) before anything runs."""
     from ..claims import get
-    from ..claims.config import ConfigError, recorded_overrides, resolve_config
-    from ..results import config_dict
+    from ..claims.config import ConfigError, planned
 
     try:
         exp = get(spec.experiment)
@@ -135,14 +142,10 @@ def plan_points(spec: Spec) -> list[Point]:
     points = []
     for values in itertools.product(*spec.grid.values()):
         swept = dict(zip(fields, values, strict=True))
-        overrides = {**spec.fixed, **swept}
         try:
-            cfg = resolve_config(exp, spec.preset, overrides)
-            recorded = recorded_overrides(exp, overrides)
+            p = planned(exp, spec.preset, {**spec.fixed, **swept})
         except ConfigError as e:
             where = ", ".join(f"{k}={v!r}" for k, v in swept.items())
             raise SpecError(f"{e}" + (f" (at grid point {where})" if where else "")) from None
-        conf = config_dict(cfg)
-        for seed in spec.seeds:
-            points.append(Point(point_key(exp.name, conf, seed), seed, swept, recorded, cfg))
+        points += [Point(point_key(exp.name, p.recorded, seed), seed, swept, p) for seed in spec.seeds]
     return points

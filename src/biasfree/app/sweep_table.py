@@ -5,11 +5,12 @@ Layout of a sweep folder ``DIR`` (written only by the client process, each file
 atomically, :mod:`biasfree.store`):
 
 - ``points/<key>/``: a computed point, ``result.json`` and ``arrays.npz`` (with
-  ``figure.png``/``.pdf`` when the sweep ran with ``figures=True``);
+  ``figure.png``/``.pdf`` when the sweep ran with ``figures=True``), or, for a point that
+  failed, the crash record ``biasfree run`` writes (``error.json``, ``traceback.txt``:
+  :mod:`biasfree.app.pipeline`);
 - ``timing/<key>.json``: where the point's time went, ``compute_s`` (the experiment on
   its worker), ``io_s`` (its figure, if drawn, and saving it) and ``sched_s`` (its share
   of its task's scheduling: the worker's wait for the task, moving the result back);
-- ``errors/<key>.json``: a point that failed, with its error and full traceback;
 - ``table.parquet``: one row per point of the spec (see :func:`table_frame`);
 - ``summary.png``: every metric against the first swept field; and for a
   ``linearity-map`` sweep ``contours.png``, the 0.3% contour in every slice.
@@ -24,11 +25,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas
 
-    from .pipeline import Ran
+    from .pipeline import Crash, Ran
     from .sweep_spec import Point, Spec
 
-TABLE, SUMMARY, CONTOURS, POINTS, ERRORS, TIMING = ("table.parquet", "summary.png", "contours.png",
-                                                    "points", "errors", "timing")
+TABLE, SUMMARY, CONTOURS, POINTS, TIMING = ("table.parquet", "summary.png", "contours.png", "points",
+                                            "timing")
 TIMES = ("compute_s", "io_s", "sched_s")
 COLUMNS = ("seed", "point", "status", "error", "traceback", "elapsed_s", *TIMES, "passed")
 """The table's own columns (a metric of the same name is written ``metric.NAME``)."""
@@ -37,10 +38,8 @@ COLUMNS = ("seed", "point", "status", "error", "traceback", "elapsed_s", *TIMES,
 def saved(out: Path, point: Point, experiment: str) -> bool:
     """Whether ``point`` has a complete, matching result under ``out/points``."""
     from .. import store
-    from ..results import config_dict
 
-    return store.reusable(out / POINTS / point.key, experiment, config_dict(point.config),
-                          point.seed)[0]
+    return store.reusable(out / POINTS / point.key, experiment, point.planned.recorded, point.seed)[0]
 
 
 def _write_json(path: Path, doc: dict) -> None:
@@ -50,36 +49,29 @@ def _write_json(path: Path, doc: dict) -> None:
     store.atomic_write(path, lambda fh: fh.write(data))
 
 
-def save_point(out: Path, point: Point, ran: Ran, sched_s: float) -> None:
-    """Write a computed point (:func:`biasfree.app.pipeline.save`, its ``elapsed_s`` the
-    compute time) atomically, then its timing: ``compute_s``, ``sched_s``, and ``io_s``
-    its ``render_s`` (the figure, on the worker) plus the save measured here; and forget
-    any error recorded for it."""
+def save_point(out: Path, point: Point, ran: Ran | Crash, sched_s: float) -> None:
+    """Write a computed point, or its crash record, as ``biasfree run`` does
+    (:func:`biasfree.app.pipeline.save`, a result's ``elapsed_s`` its compute time)
+    atomically under ``out/points/<key>/``, then a result's timing: ``compute_s``,
+    ``sched_s``, and ``io_s`` its ``render_s`` (the figure, on the worker) plus the save
+    measured here."""
     import time
 
-    from .pipeline import save
+    from .pipeline import Crash, save
 
     t0 = time.perf_counter()
     save(ran, out / POINTS, name=point.key, elapsed_s=ran.compute_s)
-    io_s = ran.render_s + time.perf_counter() - t0
-    _write_json(out / TIMING / f"{point.key}.json",
-                {"compute_s": ran.compute_s, "io_s": io_s, "sched_s": sched_s})
-    (out / ERRORS / f"{point.key}.json").unlink(missing_ok=True)
-
-
-def record_error(out: Path, point: Point, error: str, tb: str, compute_s: float | None = None) -> None:
-    """``out/errors/<key>.json``: the point, its error (``"TypeName: message"``), the
-    traceback as text and the time it ran before it failed (None: its worker died)."""
-    _write_json(out / ERRORS / f"{point.key}.json",
-                {"point": point.key, "seed": point.seed, "swept": point.swept,
-                 "overrides": point.overrides, "error": error, "traceback": tb, "compute_s": compute_s})
+    if not isinstance(ran, Crash):
+        io_s = ran.render_s + time.perf_counter() - t0
+        _write_json(out / TIMING / f"{point.key}.json",
+                    {"compute_s": ran.compute_s, "io_s": io_s, "sched_s": sched_s})
 
 
 def _row(spec: Spec, point: Point, out: Path, reserved: set) -> dict:
     row = {**point.swept, "seed": point.seed, "point": point.key}
-    err_path = out / ERRORS / f"{point.key}.json"
+    folder = out / POINTS / point.key
     if saved(out, point, spec.experiment):  # False when there is no result.json
-        doc = json.loads((out / POINTS / point.key / "result.json").read_text())
+        doc = json.loads((folder / "result.json").read_text())
         t_path = out / TIMING / f"{point.key}.json"
         timing = json.loads(t_path.read_text()) if t_path.exists() else {"compute_s": doc["elapsed_s"]}
         times = {k: float(timing.get(k, float("nan"))) for k in TIMES}
@@ -91,10 +83,11 @@ def _row(spec: Spec, point: Point, out: Path, reserved: set) -> dict:
         for k, c in doc["checks"].items():
             row[f"check.{k}.value"] = float(c["value"])
             row[f"check.{k}.passed"] = bool(c["passed"])
-    elif err_path.exists():
-        err = json.loads(err_path.read_text())
-        row |= {"status": "failed", "error": err["error"], "traceback": err.get("traceback"),
-                "compute_s": err.get("compute_s")}
+    elif (folder / "error.json").exists():
+        err = json.loads((folder / "error.json").read_text())
+        tb = folder / "traceback.txt"
+        row |= {"status": "failed", "error": f"{err['error']}: {err['message']}",
+                "traceback": tb.read_text() if tb.exists() else None, "compute_s": err.get("elapsed_s")}
     else:
         row |= {"status": "missing", "error": "not computed (the sweep was interrupted): rerun it"}
     return row

@@ -26,32 +26,21 @@ def group_points(points: list[Point], n_threads: int, size: int | None = None) -
     return [points[i:i + size] for i in range(0, len(points), size)]
 
 
-def run_points(experiment: str, preset: str, items: list[tuple], figures: bool = False) -> dict:
+def run_points(items: list[tuple], figures: bool = False) -> dict:
     """Compute a group of points on a Dask worker, one after another in this process (so
-    the later ones reuse the first one's compiled programs). ``items``: ``(key, config,
-    seed, overrides)`` per point. Writes nothing: returns, per point, its ``key`` and what
-    :func:`biasfree.app.pipeline.run_point` made (``ran``: the result, with ``figures``
-    its figure as PNG and PDF bytes, and the compute and render times); a point that
-    raises returns its ``error``, ``traceback`` and ``compute_s`` instead and the group
-    goes on. Also the task's ``start`` and ``end`` (``time.time()``) and the ``worker``'s
-    address, from which the client tells scheduling time from compute."""
-    from ..claims import get
+    the later ones reuse the first one's compiled programs). ``items``: ``(key, planned,
+    seed)`` per point (:class:`~biasfree.claims.config.Planned`). Writes nothing: returns,
+    per point, its ``key`` and what :func:`biasfree.app.pipeline.run_point` made
+    (``ran``: the result, with ``figures`` its figure as PNG and PDF bytes, and the compute
+    and render times; or the :class:`~biasfree.app.pipeline.Crash` of a point that raised,
+    and the group goes on). Also the task's ``start`` and ``end`` (``time.time()``) and
+    the ``worker``'s address, from which the client tells scheduling time from compute."""
     from .pipeline import run_point
 
     start = time.time()
     _use_compile_cache()
-    exp = get(experiment)
-    done = []
-    for key, config, seed, overrides in items:
-        t0 = time.perf_counter()
-        try:
-            ran = run_point(exp, config, seed, preset=preset, overrides=overrides, figure=figures,
-                            render=True)
-        except Exception as e:  # noqa: BLE001 - any failure of a point is recorded, not raised
-            done.append({"key": key, "error": f"{type(e).__name__}: {e}", "traceback": format_tb(e),
-                         "compute_s": time.perf_counter() - t0})
-            continue
-        done.append({"key": key, "ran": ran})
+    done = [{"key": key, "ran": run_point(planned, seed, figure=figures, render=True)}
+            for key, planned, seed in items]
     return {"points": done, "start": start, "end": time.time(), "worker": _worker_address()}
 
 

@@ -1,14 +1,15 @@
 """What an experiment is and what it returns.
 
-An experiment reproduces one claim of the paper. Its hyperparameters are a frozen,
-validated ``Config`` dataclass (:func:`config`: each field's bounds are written in its
-annotation and checked here, once) with named ``presets`` (``tiny``: seconds, ``paper``:
-minutes); ``run(cfg, seed, progress)`` computes numbers and arrays (never plots or
-files) and returns a :class:`Result` whose :class:`Check` entries compare simulation
-with theory, each stating its claim in one sentence. Figures are drawn later from the
-result (``biasfree.claims.figure``), and results are written by ``biasfree.store``: compute
-once, plot later. Configs from presets, files and ``--set`` overrides are resolved in
-``biasfree.claims.config``.
+An experiment reproduces one claim of the paper. Its hyperparameters are a frozen
+``Config`` made by :func:`config`, a `pydantic <https://docs.pydantic.dev>`_ dataclass:
+each field's bounds are written in its annotation with `annotated_types
+<https://github.com/annotated-types>`_ and enforced by pydantic at construction, once.
+Named ``presets`` (``tiny``: seconds, ``paper``: minutes) are instances of it.
+``run(cfg, seed, progress)`` (the claim's ``run.py``) computes numbers and arrays (never
+plots or files) and returns a :class:`Result` whose :class:`Check` entries compare
+simulation with theory, each stating its claim in one sentence; ``figure(result)`` (its
+``figure.py``) draws it later. :func:`run_experiment` is the one way to run one. Configs
+from presets, files and ``--set`` overrides are resolved in ``biasfree.claims.config``.
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ import math
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from types import ModuleType
 from typing import Annotated
 
 import numpy as np
+import pydantic
+import pydantic.dataclasses
 from annotated_types import Doc, Ge, Gt, Interval, Le, Lt, MinLen, MultipleOf, Predicate, doc
 
 from ..results import Result, config_dict
@@ -36,75 +40,57 @@ def _quiet(_: str) -> None:
     pass
 
 
-@dataclass(frozen=True)
-class Experiment:
-    """A registered experiment: ``name`` (CLI name), ``claim`` (one line),
-    ``run(cfg, seed, progress) -> Result`` or the name of the module that defines it
-    (imported at the first run: a claim's ``run.py`` imports its package, not the other
-    way round), ``config`` its frozen Config dataclass,
-    ``presets`` (name -> Config: ``tiny``, ``paper``), and ``paper_claim``: which of the
-    paper's claims it tests, in one line (for the report). ``run`` is wrapped: it refuses a
-    ``cfg`` that is not a ``config`` (a clear TypeError, before any work), computes in
-    float64 (:mod:`biasfree.core.precision`) and hands back NumPy arrays."""
-
-    name: str
-    claim: str
-    run: Callable[..., Result] | str
-    config: type | None = None
-    presets: Mapping[str, object] = field(default_factory=dict)
-    paper_claim: str = ""
-
-    def __post_init__(self):
-        # experiments compute in float64 (or float32 via precision=) whatever JAX's global
-        # setting (biasfree.core.precision), and hand back NumPy arrays, so that figures drawn
-        # later, outside that setting, keep every digit (imported here: base stays JAX-free)
-        from ..core.precision import precise
-
-        run = _imported(self.run) if isinstance(self.run, str) else self.run
-        object.__setattr__(self, "run", _numpy_arrays(precise(_typed(run, self.config))))
-        if self.config is not None:
-            wrong = [k for k, v in self.presets.items() if not isinstance(v, self.config)]
-            if wrong:
-                raise TypeError(f"{self.name}: presets {wrong} are not {self.config.__qualname__} "
-                                "instances")
-
-
 # ------------------------------------------------------------------ configs
 
 
 def config(cls):
-    """``@dataclass(frozen=True)`` whose construction first checks every field's bounds,
-    written in its annotation with `annotated_types <https://github.com/annotated-types>`_:
-    ``lr: Annotated[float, Gt(0)]``, ``width: Annotated[int, Ge(2), MultipleOf(2)]``. On a
-    tuple field ``Gt``, ``Ge``, ``Lt``, ``Le``, ``Interval`` and ``MultipleOf`` bound each
-    element, ``MinLen`` the length and ``Predicate`` the whole tuple; ``doc("...")`` is the
-    reason the message gives. One ``ValueError`` names every field out of bounds; rules that
-    tie fields together stay in the class's own ``__post_init__``, which runs after."""
-    own = cls.__dict__.get("__post_init__")
+    """``cls`` as a frozen, strict pydantic dataclass: construction (and
+    ``dataclasses.replace``) checks each field's type (an int is a float, a bool is not a
+    number, a list is not a tuple) and the bounds in its annotation, written with
+    annotated_types: ``lr: Annotated[float, Gt(0)]``, ``width: Annotated[int, Ge(2),
+    MultipleOf(2)]``; a tuple's elements are bounded inside it, ``tuple[Annotated[float,
+    Gt(0)], ...]``, its length and order outside (``MinLen``, ``Predicate``); ``doc("...")``
+    is the reason the message gives. One ``ValueError`` names every field out of bounds
+    (:func:`_message`); rules that tie fields together stay in the class's own
+    ``__post_init__``, which runs after."""
+    made = pydantic.dataclasses.dataclass(frozen=True, config=pydantic.ConfigDict(strict=True))(cls)
+    init = made.__init__
 
-    def __post_init__(self):
-        bad = [f"{name}={getattr(self, name)!r} {rule}" for name, rule in violations(self)]
-        if bad:
-            raise ValueError("; ".join(bad))
-        if own is not None:
-            own(self)
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        try:
+            init(self, *args, **kwargs)
+        except pydantic.ValidationError as e:
+            raise ValueError(_message(made, e)) from None
 
-    cls.__post_init__ = __post_init__
-    return dataclass(frozen=True)(cls)
+    made.__init__ = __init__
+    made.__biasfree_config__ = True
+    return made
+
+
+def is_config(cls) -> bool:
+    """Whether ``cls`` was made by :func:`config`."""
+    return isinstance(cls, type) and getattr(cls, "__biasfree_config__", False)
 
 
 @functools.cache
-def bounds(cls) -> dict[str, tuple[tuple, bool]]:
-    """Field name -> ``(its Annotated metadata, whether its type admits None)``, for the
+def bounds(cls) -> dict[str, tuple[tuple, tuple]]:
+    """Field name -> ``(its Annotated metadata, its tuple elements' metadata)``, for the
     fields of config class ``cls`` that carry any."""
     hints = typing.get_type_hints(cls, include_extras=True)
-    return {f.name: (h.__metadata__, type(None) in typing.get_args(h.__origin__))
-            for f in dataclasses.fields(cls)
-            if typing.get_origin(h := hints.get(f.name)) is Annotated}
+    out = {}
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        outer = hint.__metadata__ if typing.get_origin(hint) is Annotated else ()
+        args = typing.get_args(hint.__origin__ if outer else hint)
+        inner = args[0].__metadata__ if args and typing.get_origin(args[0]) is Annotated else ()
+        if outer or inner:
+            out[f.name] = (outer, inner)
+    return out
 
 
 def _rule(c) -> str:
-    """``> 0``, ``in [0, 1)``, ``a multiple of 2``: bound ``c`` as a message reads it."""
+    """``> 0``, ``in [0, 1)``, ``even``: bound ``c`` as a message reads it."""
     if isinstance(c, Interval):
         lo = f"[{c.ge}" if c.ge is not None else f"({c.gt}" if c.gt is not None else "(-inf"
         hi = f"{c.le}]" if c.le is not None else f"{c.lt})" if c.lt is not None else "inf)"
@@ -120,44 +106,59 @@ def _why(meta) -> str:
     return "".join(f" ({m.documentation})" for m in meta if isinstance(m, Doc))
 
 
+def _rules(meta) -> list[str]:
+    return [_rule(c) for c in meta if not isinstance(c, Doc)]
+
+
 def rules(cls) -> dict[str, str]:
     """Field name -> its bounds as ``biasfree show`` prints them (``"even (pair init splits
-    the units in two)"``), for the fields of config class ``cls`` that carry any."""
-    return {name: ", ".join(_rule(c) for c in meta if not isinstance(c, Doc)) + _why(meta)
-            for name, (meta, _) in bounds(cls).items()}
+    the units in two)"``, ``"each in [0, 1], of length >= 2"``), for the fields of config
+    class ``cls`` that carry any."""
+    return {name: ", ".join([f"each {r}" for r in _rules(inner)] + _rules(outer)) + _why(outer + inner)
+            for name, (outer, inner) in bounds(cls).items()}
 
 
-def _holds(c, v) -> bool:
-    """Whether value ``v`` keeps bound ``c`` (a tuple: each element, but for a length or a
-    predicate); a value that cannot be compared (a string, None) does not."""
-    try:
-        if isinstance(c, MinLen):
-            return len(v) >= c.min_length
-        if isinstance(c, Predicate):
-            return bool(c.func(v))
-        if isinstance(v, tuple):
-            return all(_holds(c, x) for x in v)
-        if isinstance(c, Interval):
-            return all(_holds(part, v) for part in c)
-        ops = {Gt: lambda b: v > b, Ge: lambda b: v >= b, Lt: lambda b: v < b,
-               Le: lambda b: v <= b, MultipleOf: lambda m: v % m == 0}
-        return bool(ops[type(c)](dataclasses.astuple(c)[0]))
-    except TypeError:
-        return False
+_BOUND_KEYS = {"greater_than": "gt", "greater_than_equal": "ge", "less_than": "lt",
+               "less_than_equal": "le", "multiple_of": "multiple_of", "too_short": "min_length"}
+"""pydantic's error type -> the annotated_types attribute holding the bound it broke."""
 
 
-def violations(cfg) -> list[tuple[str, str]]:
-    """``(field, "must be ...")`` for each bound of :func:`bounds` that ``cfg`` breaks."""
+def _message(cls, error: pydantic.ValidationError) -> str:
+    """pydantic's errors as one line: ``width=3 must be even (pair init splits the units
+    in two); scales[0]=-1.0 must be in (0, inf); field 'lr' expects float, got str 'a'``."""
+    hints, known = typing.get_type_hints(cls), bounds(cls)
+    errors = error.errors(include_url=False)
+    items = {e["loc"][0] for e in errors if len(e["loc"]) > 1}
     out = []
-    for name, (meta, optional) in bounds(type(cfg)).items():
-        v = getattr(cfg, name)
-        if v is None and optional:  # ``int | None`` left unset
+    for e in errors:
+        kind, loc, ctx, value = e["type"], e["loc"], e.get("ctx") or {}, e.get("input")
+        if not loc:  # the class's own __post_init__
+            out.append(str(ctx.get("error", e["msg"])))
             continue
-        for c in meta:
-            if not isinstance(c, Doc) and not _holds(c, v):
-                each = "each " if isinstance(v, tuple) and not isinstance(c, MinLen | Predicate) else ""
-                out.append((name, f"must {each}be {_rule(c)}{_why(meta)}"))
-    return out
+        name = str(loc[0]) + "".join(f"[{i}]" for i in loc[1:])
+        if kind == "too_short" and loc[0] in items:
+            continue  # pydantic counts the elements that passed: the element's error says it
+        outer, inner = known.get(loc[0], ((), ()))
+        meta = inner if len(loc) > 1 else outer
+        key = _BOUND_KEYS.get(kind)
+        broken = [c for c in meta if (key is not None and getattr(c, key, None) == ctx.get(key))
+                  or (kind == "predicate_failed" and isinstance(c, Predicate))]
+        if broken:
+            out.append(f"{name}={value!r} must be {_rule(broken[0])}{_why(outer + inner)}")
+        elif kind.endswith("_type") and loc[0] in hints:
+            hint = hints[loc[0]]
+            want = type_name(typing.get_args(hint)[0] if len(loc) > 1 else hint)
+            if typing.get_origin(hint) is tuple and len(loc) == 1:
+                want = f"a list such as [0.0, 0.5] ({want})"
+            out.append(f"field {name!r} expects {want}, got {type(value).__name__} {value!r}")
+        else:
+            out.append(f"{name}: {e['msg']}")
+    return "; ".join(out)
+
+
+def type_name(hint) -> str:
+    """``int``, ``float``, ``tuple[float, ...]``: a type annotation as a user reads it."""
+    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
 
 
 def increasing(v) -> bool:
@@ -175,59 +176,90 @@ PairWidth = Annotated[int, Ge(2), MultipleOf(2), doc("pair init splits the units
 Slope = Annotated[float, Interval(ge=0, lt=1), doc("α = 1 is the linear twin itself")]
 """A leaky slope below 1."""
 Positive = Annotated[float, Gt(0)]
-Positives = Annotated[tuple[float, ...], Interval(gt=0, lt=math.inf), MinLen(2), Predicate(increasing)]
+Positives = Annotated[tuple[Annotated[float, Interval(gt=0, lt=math.inf)], ...], MinLen(2),
+                      Predicate(increasing)]
 """At least two increasing positive numbers: an init-scale or step-size axis."""
 
 
-def _numpy_arrays(run):
-    """``run`` whose Result's ``arrays`` are NumPy arrays (as :class:`Result` documents)."""
-
-    @functools.wraps(run)
-    def wrapper(*args, **kwargs):
-        result = run(*args, **kwargs)
-        if isinstance(result, Result):
-            result = replace(result, arrays={k: np.asarray(v) for k, v in result.arrays.items()})
-        return result
-
-    return wrapper
+# ------------------------------------------------------------------ the registry's record
 
 
-def _imported(module: str):
-    """``module``'s ``run``, imported at the first call."""
+@dataclass(frozen=True)
+class Experiment:
+    """One claim, as the registry (``biasfree.claims.REGISTRY``) lists it: ``name`` (CLI
+    name), ``claim`` (one sentence), ``config`` its :func:`config` class, ``presets``
+    (name -> Config: ``tiny``, ``paper``), ``paper_claim`` (which of the paper's claims it
+    tests, in one line), ``run(cfg, seed, progress) -> Result`` and ``figure(result) ->
+    matplotlib Figure``. A claim package's record leaves ``run`` and ``figure`` out: the
+    registry binds them to its ``run.py`` and ``figure.py`` (:func:`bind`), imported at the
+    first call, so listing the claims and checking their configs loads no JAX. Run it
+    with :func:`run_experiment`."""
 
-    def run(*args, **kwargs):
-        return importlib.import_module(module).run(*args, **kwargs)
+    name: str
+    claim: str
+    config: type
+    presets: Mapping[str, object] = field(default_factory=dict)
+    paper_claim: str = ""
+    run: Callable[..., Result] | None = None
+    figure: Callable[[Result], object] | None = None
 
-    run.__doc__ = f"``{module}.run``, imported at the first call."
-    return run
+    def __post_init__(self):
+        if not is_config(self.config):
+            raise TypeError(f"{self.name}: config={self.config!r} is not a config class; make it with "
+                            "@biasfree.claims.base.config (a frozen dataclass with bounds)")
+        wrong = [k for k, v in self.presets.items() if not isinstance(v, self.config)]
+        if wrong:
+            raise TypeError(f"{self.name}: presets {wrong} are not {self.config.__qualname__} instances")
 
 
-def _typed(run, config_cls):
-    """``run`` that raises a clear TypeError unless its ``cfg`` is a ``config_cls``."""
-    if config_cls is None:
-        return run
+class _Deferred:
+    """``package``'s ``module.py``'s function ``module``, imported at the first call."""
 
-    @functools.wraps(run)
-    def wrapper(cfg, *args, **kwargs):
-        if not isinstance(cfg, config_cls):
-            raise TypeError(f"run() takes a {config_cls.__module__}.{config_cls.__qualname__}, e.g. "
-                            f"PRESETS['tiny'] or Config(...) (see `biasfree show`), got {cfg!r}")
-        return run(cfg, *args, **kwargs)
+    def __init__(self, package: ModuleType, module: str):
+        self.package, self.module = package, module
+        self.__doc__ = f"``{package.__name__}.{module}.{module}``, imported at the first call."
 
-    return wrapper
+    def __call__(self, *args, **kwargs):
+        return getattr(importlib.import_module(f"{self.package.__name__}.{self.module}"), self.module)(
+            *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<{self.package.__name__}.{self.module}.{self.module}>"
+
+    def __reduce__(self):  # a module is pickled as its import (a sweep sends records to workers)
+        return _deferred, (self.package.__name__, self.module)
+
+
+def _deferred(package: str, module: str) -> _Deferred:
+    return _Deferred(importlib.import_module(package), module)
+
+
+def bind(package: ModuleType) -> Experiment:
+    """A claim package's ``EXPERIMENT`` with ``run`` and ``figure`` (where it leaves them
+    out) its ``run.py``'s ``run`` and ``figure.py``'s ``figure``."""
+    exp = package.EXPERIMENT
+    return replace(exp, run=exp.run or _Deferred(package, "run"),
+                   figure=exp.figure or _Deferred(package, "figure"))
 
 
 def run_experiment(exp: Experiment, cfg, seed: int = 0, progress: Progress = _quiet, *,
-                   preset: str = "custom", overrides: Mapping | None = None) -> Result:
-    """Run ``exp`` from ``cfg`` and return its Result with what ``result.json`` stores: the
-    effective config, the ``preset`` it started from, the ``overrides`` recorded and the
-    experiment's ``claim`` and ``paper_claim``. The one entry point for the CLI and sweeps.
-    ``seed`` is an integer in ``[0, 2**31)`` (:func:`biasfree._validate.seed`)."""
+                   preset: str = "custom", overrides: Mapping | None = None,
+                   recorded: dict | None = None) -> Result:
+    """Run ``exp`` from ``cfg`` (an ``exp.config``; a TypeError before any work otherwise)
+    in float64 (:mod:`biasfree.core.precision`) and return its Result with NumPy arrays
+    and what ``result.json`` stores: the effective config (``recorded``, computed here if
+    not given), the ``preset`` it started from, the ``overrides`` recorded and the
+    experiment's ``claim`` and ``paper_claim``. The one entry point for the CLI and sweeps
+    (:mod:`biasfree.app.pipeline`). ``seed`` is an integer in ``[0, 2**31)``
+    (:func:`biasfree._validate.seed`)."""
     from .._validate import seed as check_seed
+    from ..core.precision import precise
 
-    result = exp.run(cfg, check_seed(seed), progress)
-    return replace(result, config=config_dict(cfg), preset=preset,
+    if not isinstance(cfg, exp.config):
+        raise TypeError(f"run() takes a {exp.config.__module__}.{exp.config.__qualname__}, e.g. "
+                        f"PRESETS['tiny'] or Config(...) (see `biasfree show`), got {cfg!r}")
+    result = precise(exp.run)(cfg, check_seed(seed), progress)
+    return replace(result, arrays={k: np.asarray(v) for k, v in result.arrays.items()},
+                   config=config_dict(cfg) if recorded is None else recorded, preset=preset,
                    overrides=config_dict(dict(overrides or {})), claim=exp.claim,
                    paper_claim=exp.paper_claim)
-
-

@@ -1,14 +1,13 @@
 """An experiment's effective config: a named preset, then a TOML file, then ``--set``.
 
-Every experiment has a frozen ``Config`` dataclass (hyperparameters only, validated in
-``__post_init__``) and named ``presets`` of it (``tiny``, ``paper``).
-:func:`resolve_config` starts from a preset and applies overrides, field by field:
+Every experiment has a frozen ``Config`` (hyperparameters only, made by
+:func:`biasfree.claims.base.config`) and named ``presets`` of it (``tiny``, ``paper``).
+:func:`resolve_config` starts from a preset and applies overrides:
 
 - values arrive as TOML literals (``--set width=200``, ``--set alphas=[0.0, 0.5]``,
   ``--set lr=0.01``; :func:`parse_set`) or from a TOML file (:func:`read_config_file`);
-- each is coerced to its field's type (lists become tuples, ints become floats where the
-  field is a float; a bool is never a number) and the new config is validated by its own
-  ``__post_init__``.
+- lists become tuples, and the config class checks and coerces every value once (ints
+  become floats where the field is a float; a bool is never a number), bounds included.
 
 Every mistake raises :class:`ConfigError` naming the problem and the fix; an unknown
 field lists the valid ones with their types and defaults.
@@ -23,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..results import config_dict
-from .base import Experiment, rules
+from .base import Experiment, rules, type_name
 
 DEFAULT_PRESET = "paper"
 
@@ -42,12 +41,8 @@ def type_hints(config_cls) -> dict[str, object]:
     return {f.name: hints.get(f.name, object) for f in dataclasses.fields(config_cls)}
 
 
-def type_name(hint) -> str:
-    """``int``, ``float``, ``tuple[float, ...]``: a type annotation as a user reads it."""
-    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
-
-
 def field_default(f: dataclasses.Field):
+    """``f``'s default (its factory's value), or ``dataclasses.MISSING``."""
     if f.default is not dataclasses.MISSING:
         return f.default
     if f.default_factory is not dataclasses.MISSING:
@@ -74,55 +69,6 @@ def unknown_field_error(name: str, unknown, lines) -> ConfigError:
     return ConfigError(f"{name} has no field {', '.join(map(repr, unknown))}. Valid fields "
                        f"(name: type = default):\n{_describe(lines)}\n"
                        f"(see `biasfree show {name}`)")
-
-
-def _element_type(hint, name: str, default):
-    """Element type of a tuple field: from ``tuple[T, ...]``, else from the default's
-    elements (all ints -> int, any float -> float), else no coercion."""
-    args = typing.get_args(hint)
-    if args and (len(args) == 1 or args[-1] is Ellipsis):
-        return args[0]
-    items = default if isinstance(default, tuple) else ()
-    if items and all(isinstance(x, int) and not isinstance(x, bool) for x in items):
-        return int
-    if items and all(isinstance(x, int | float) and not isinstance(x, bool) for x in items):
-        return float
-    return None
-
-
-def _coerce(value, hint, name: str, default):
-    """``value`` (parsed TOML) as field ``name`` of type ``hint``, or a ConfigError."""
-    origin = typing.get_origin(hint) or hint
-    want = type_name(hint)
-
-    def bad():
-        return ConfigError(f"field {name!r} expects {want}, got {type(value).__name__} {value!r}")
-
-    if origin is tuple or (hint is object and isinstance(default, tuple)):
-        if not isinstance(value, list | tuple):
-            raise ConfigError(f"field {name!r} expects a list such as [0.0, 0.5], got "
-                              f"{type(value).__name__} {value!r}")
-        elem = _element_type(hint, name, default)
-        if elem is None or elem is typing.Any:
-            return tuple(value)
-        return tuple(_coerce(v, elem, f"{name}[{i}]", None) for i, v in enumerate(value))
-    if origin is bool:
-        if not isinstance(value, bool):
-            raise bad()
-        return value
-    if origin is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise bad()
-        return float(value)
-    if origin is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise bad()
-        return value
-    if origin is str:
-        if not isinstance(value, str):
-            raise bad()
-        return value
-    return value  # an annotation we cannot check: the config's own validation decides
 
 
 # ------------------------------------------------------------------ parsing
@@ -221,17 +167,9 @@ def unknown_scopes(names: Iterable[str], *sources: Mapping[str, object]) -> list
 # ------------------------------------------------------------------ resolving
 
 
-def _config_class(exp: Experiment) -> type:
-    if exp.config is None:
-        raise ConfigError(f"experiment {exp.name!r} defines no Config: give its Experiment a "
-                          "config= dataclass and presets=")
-    return exp.config
-
-
 def preset_config(exp: Experiment, preset: str | None = None):
     """The config of ``exp``'s named ``preset`` (default ``paper``)."""
     preset = preset or DEFAULT_PRESET
-    _config_class(exp)
     try:
         return exp.presets[preset]
     except KeyError:
@@ -239,54 +177,61 @@ def preset_config(exp: Experiment, preset: str | None = None):
                           f"{', '.join(exp.presets) or '(none defined)'}") from None
 
 
-def check_overrides(exp: Experiment, overrides: Mapping[str, object] | None) -> dict:
-    """``overrides`` (field -> parsed value) coerced to ``exp``'s field types; a
-    :class:`ConfigError` for an unknown field (listing the valid ones) or a wrong type."""
-    overrides = dict(overrides or {})
-    fields = {f.name: f for f in dataclasses.fields(_config_class(exp))}
-    unknown = [k for k in overrides if k not in fields]
-    if unknown:
-        raise unknown_field_error(exp.name, unknown, field_lines(exp.config))
-    hints = type_hints(exp.config)
-    return {k: _coerce(v, hints[k], k, field_default(fields[k])) for k, v in overrides.items()}
+def _tuples(value):
+    """TOML's lists as tuples (a config's sequences are tuples), nested ones too."""
+    return tuple(map(_tuples, value)) if isinstance(value, list) else value
 
 
 def resolve_config(exp: Experiment, preset: str | None = None,
                    overrides: Mapping[str, object] | None = None):
     """``exp``'s ``preset`` config (default ``paper``) with ``overrides`` (field -> parsed
-    value) applied and validated. Raises :class:`ConfigError` on an unknown preset or
-    field, a value of the wrong type, or one the config's own ``__post_init__`` rejects."""
+    value) applied: each value is checked and coerced once, by the config class itself
+    (:func:`~.base.config`: an int becomes a float where the field is one, a bool is never
+    a number). Raises :class:`ConfigError` on an unknown preset or field (listing the
+    valid ones), a value of the wrong type or out of bounds, or one the config's own
+    ``__post_init__`` rejects."""
     base = preset_config(exp, preset)
-    values = check_overrides(exp, overrides)
-    if not values:
+    overrides = dict(overrides or {})
+    unknown = [k for k in overrides if k not in {f.name for f in dataclasses.fields(exp.config)}]
+    if unknown:
+        raise unknown_field_error(exp.name, unknown, field_lines(exp.config))
+    if not overrides:
         return base
     try:
-        return dataclasses.replace(base, **values)
+        return dataclasses.replace(base, **{k: _tuples(v) for k, v in overrides.items()})
     except (ValueError, TypeError) as e:
         raise ConfigError(f"invalid config for {exp.name}: {e}") from None
-
-
-def recorded_overrides(exp: Experiment, overrides: Mapping[str, object] | None) -> dict:
-    """``overrides`` as ``result.json`` records them: coerced, JSON-able."""
-    return config_dict(check_overrides(exp, overrides))
 
 
 @dataclasses.dataclass(frozen=True)
 class Planned:
     """One experiment ready to run: its resolved ``config``, the ``preset`` it started
-    from and the ``overrides`` applied (as ``result.json`` records them)."""
+    from, the ``overrides`` applied and ``recorded``, the config as ``result.json`` stores
+    it (:func:`~biasfree.results.config_dict`, computed once: it is also the key a saved
+    result is reused by). ``overrides`` are recorded as the config holds them (coerced)."""
 
     experiment: Experiment
     config: object
     preset: str
     overrides: dict
+    recorded: dict
+
+
+def planned(exp: Experiment, preset: str | None = None,
+            overrides: Mapping[str, object] | None = None) -> Planned:
+    """``exp`` resolved (:func:`resolve_config`) and ready to run."""
+    preset = preset or DEFAULT_PRESET
+    cfg = resolve_config(exp, preset, overrides)
+    recorded = config_dict(cfg)
+    return Planned(exp, cfg, preset, {k: recorded[k] for k in overrides or {}}, recorded)
 
 
 def plan(experiments: Iterable[Experiment], preset: str | None = None,
          file_doc: Mapping[str, object] | None = None,
          sets: Mapping[str, object] | None = None, known: Iterable[str] | None = None
          ) -> list[Planned]:
-    """Resolve every experiment's config before anything runs, so bad input fails at once.
+    """Resolve every experiment's config before anything runs, so bad input fails at once
+    (and before JAX loads: configs are light).
 
     ``preset``: the command line's ``--preset`` (wins over the file's ``preset`` key;
     default ``paper``); ``file_doc``: a config file (:func:`read_config_file`);
@@ -301,12 +246,7 @@ def plan(experiments: Iterable[Experiment], preset: str | None = None,
     sets = dict(sets or {})
     names = [e.name for e in experiments]
     check_scopes(names, known if known is not None else names, file_doc, sets)
-    out = []
-    for exp in experiments:
-        overrides = overrides_for(exp.name, file_doc, sets)
-        cfg = resolve_config(exp, preset, overrides)
-        out.append(Planned(exp, cfg, preset, recorded_overrides(exp, overrides)))
-    return out
+    return [planned(exp, preset, overrides_for(exp.name, file_doc, sets)) for exp in experiments]
 
 
 def check_scopes(names: Iterable[str], known: Iterable[str], file_doc: Mapping[str, object],
@@ -331,8 +271,6 @@ def check_scopes(names: Iterable[str], known: Iterable[str], file_doc: Mapping[s
 def field_rows(exp: Experiment) -> list[tuple[str, str, object, dict[str, object], str]]:
     """``(name, type, Config() default, {preset: value}, bounds)`` for each field of ``exp``
     (bounds as :func:`~.base.rules` writes them; ``""`` for a field without any)."""
-    if exp.config is None:
-        return []
     hints, bounds = type_hints(exp.config), rules(exp.config)
     return [(f.name, type_name(hints[f.name]), field_default(f),
              {p: getattr(c, f.name) for p, c in exp.presets.items()}, bounds.get(f.name, ""))

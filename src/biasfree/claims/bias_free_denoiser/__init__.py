@@ -69,7 +69,7 @@ class Config:
     n_train: Annotated[int, Ge(10)] = 300
     n_test: Annotated[int, Ge(1)] = 300
     sigma_train_max: Positive = 0.2
-    sigmas_test: Annotated[tuple[float, ...], Gt(0), MinLen(3), Predicate(increasing)] = (
+    sigmas_test: Annotated[tuple[Annotated[float, Gt(0)], ...], MinLen(3), Predicate(increasing)] = (
         0.05, 0.1, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0)
     channels: Annotated[int, Ge(1)] = 8
     depth: Annotated[int, Ge(2)] = 3
@@ -105,4 +105,4 @@ PRESETS = {
     "paper": Config(),
 }
 
-EXPERIMENT = Experiment("bias-free-denoiser", CLAIM, f"{__name__}.run", Config, PRESETS, PAPER_CLAIM)
+EXPERIMENT = Experiment("bias-free-denoiser", CLAIM, Config, PRESETS, PAPER_CLAIM)

@@ -24,7 +24,7 @@ def _finding(result: Result, name: str) -> str:
 
 
 def _errors(ax, A, result):
-    s, smax = A["sigmas"], float(A["sigma_train_max"])
+    s, smax = A["sigmas"], result.config["sigma_train_max"]
     ax.axvspan(0, smax, color="0.9", label=f"training noise range (σ ≤ {smax:g})")
     ax.plot(s, A["error_bias_free"], "o-", color="C2", lw=2, label="bias-free")
     ax.plot(s, A["error_biased"], "s--", color="C3", lw=2, label="biased (same init, same GD)")
@@ -40,7 +40,7 @@ def _errors(ax, A, result):
 
 
 def _dimension(ax, A, result):
-    s, smax = A["sigmas"], float(A["sigma_train_max"])
+    s, smax = A["sigmas"], result.config["sigma_train_max"]
     D = A["dim_frobenius_dimension"]
     med = np.median(D, axis=1)
     ax.axvspan(0, smax, color="0.9")

@@ -182,7 +182,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
         metrics[f"dimension_median_sigma_{s:g}"] = float(d)
     j0 = sig.size - 1  # the examples panel: the first image at the largest σ
     arrays = {
-        "sigmas": sig, "sigma_train_max": np.asarray(cfg.sigma_train_max), "alpha": np.asarray(a),
+        "sigmas": sig,
         "error_bias_free": err["bias-free"], "error_biased": err["biased"],
         **{f"dim_{k}": v for k, v in dims.items()}, "bias_fraction_biased": bias_frac,
         "t_deep": np.asarray(deep["bias-free"].t),

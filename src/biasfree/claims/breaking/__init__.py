@@ -71,4 +71,4 @@ PRESETS = {
     "paper": Config(),
 }
 
-EXPERIMENT = Experiment("breaking", CLAIM, f"{__name__}.run", Config, PRESETS, PAPER_CLAIM)
+EXPERIMENT = Experiment("breaking", CLAIM, Config, PRESETS, PAPER_CLAIM)

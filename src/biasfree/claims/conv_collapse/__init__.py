@@ -76,13 +76,13 @@ class Config:
     teacher_kernel: Annotated[int, Ge(1)] = 5
     channels: PairWidth = 8
     kernel: Annotated[int, Ge(1)] = 3
-    alphas: Annotated[tuple[float, ...], Interval(ge=0, le=1), MinLen(2)] = (0.0, 0.5, 1.0)
+    alphas: Annotated[tuple[Annotated[float, Interval(ge=0, le=1)], ...], MinLen(2)] = (0.0, 0.5, 1.0)
     scale: Positive = 1e-3
     lr: Positive = 0.02
     t_max: Positive = 30.0
     n_records: Annotated[int, Ge(10), doc("to follow a learning curve")] = 41
-    sweep_channels: Annotated[tuple[int, ...], Ge(1), MinLen(2)] = (2, 4, 8)
-    sweep_scales: Annotated[tuple[float, ...], Interval(gt=0, lt=math.inf), MinLen(2)] = (
+    sweep_channels: Annotated[tuple[Annotated[int, Ge(1)], ...], MinLen(2)] = (2, 4, 8)
+    sweep_scales: Annotated[tuple[Annotated[float, Interval(gt=0, lt=math.inf)], ...], MinLen(2)] = (
         1e-4, 1e-3, 1e-2, 1e-1)
     sweep_inits: Annotated[int, Ge(1)] = 2
 
@@ -103,4 +103,4 @@ PRESETS = {
     "paper": Config(),
 }
 
-EXPERIMENT = Experiment("conv-collapse", CLAIM, f"{__name__}.run", Config, PRESETS, PAPER_CLAIM)
+EXPERIMENT = Experiment("conv-collapse", CLAIM, Config, PRESETS, PAPER_CLAIM)

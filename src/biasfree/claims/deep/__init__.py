@@ -57,19 +57,19 @@ class Config:
     ``sine_scale`` init std, ``sine_lr``, ``sine_t_max``."""
 
     d: int = 8
-    s: Annotated[tuple[float, ...], Gt(0), MinLen(2), Predicate(decreasing)] = (2.0, 1.2, 0.6)
+    s: Annotated[tuple[Annotated[float, Gt(0)], ...], MinLen(2), Predicate(decreasing)] = (2.0, 1.2, 0.6)
     n: int = 200
     width: PairWidth = 16
-    depths: Annotated[tuple[int, ...], Ge(3), MinLen(1), doc("depth 2 is leaky-collapse")] = (3, 4)
+    depths: Annotated[tuple[Annotated[int, Ge(3)], ...], MinLen(1), doc("depth 2 is leaky-collapse")] = (3, 4)
     a0: Positive = 1e-3
-    random_scales: Annotated[tuple[float, ...], Gt(0)] = (0.03, 0.06)
+    random_scales: tuple[Annotated[float, Gt(0)], ...] = (0.03, 0.06)
     lr: Positive = 0.02
     horizon: Positive = 2.5
     n_records: Annotated[int, Ge(1)] = 300
     sine_d: int = 4
     sine_n: int = 200
     sine_width: int = 64
-    sine_depths: Annotated[tuple[int, ...], Ge(2)] = (2, 3, 4)
+    sine_depths: tuple[Annotated[int, Ge(2)], ...] = (2, 3, 4)
     sine_scale: Positive = 0.05
     sine_lr: Positive = 0.02
     sine_t_max: Positive = 400.0
@@ -96,4 +96,4 @@ PRESETS = {
     "paper": Config(),
 }
 
-EXPERIMENT = Experiment("deep", CLAIM, f"{__name__}.run", Config, PRESETS, PAPER_CLAIM)
+EXPERIMENT = Experiment("deep", CLAIM, Config, PRESETS, PAPER_CLAIM)

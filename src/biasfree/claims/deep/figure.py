@@ -39,7 +39,7 @@ def _legend(ax) -> None:
 
 def figure(result: Result):
     A = result.arrays
-    depths = [int(L) for L in A["depths"]]
+    depths = list(result.config["depths"])
     s, plateaus = A["s"], A["plateaus"]
     rows = len(depths) + 1
     fig = plt.figure(figsize=(16, 3.7 * rows + 1.0), layout="constrained")

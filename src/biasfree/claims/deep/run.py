@@ -196,7 +196,7 @@ def _checks(cfg: Config, teacher: dict, sine: dict) -> dict:
 def _teacher_summary(cfg: Config, teacher: dict) -> tuple[dict, dict]:
     s = teacher["s"]
     metrics = {f"s_{i + 1}": float(v) for i, v in enumerate(s)}
-    arrays = {"s": s, "plateaus": teacher["plateaus"], "depths": np.asarray(cfg.depths)}
+    arrays = {"s": s, "plateaus": teacher["plateaus"]}
     for L, D in teacher["depths"].items():
         lam, M = D["lam"], D["members"]
         for i in range(s.size):

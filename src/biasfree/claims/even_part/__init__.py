@@ -70,4 +70,4 @@ PRESETS = {
     "paper": Config(),
 }
 
-EXPERIMENT = Experiment("even-part", CLAIM, f"{__name__}.run", Config, PRESETS, PAPER_CLAIM)
+EXPERIMENT = Experiment("even-part", CLAIM, Config, PRESETS, PAPER_CLAIM)

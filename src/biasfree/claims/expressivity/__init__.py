@@ -75,4 +75,4 @@ PRESETS = {
                     steps=10_000, n_records=200, grid=81),
 }
 
-EXPERIMENT = Experiment("expressivity", CLAIM, f"{__name__}.run", Config, PRESETS, PAPER_CLAIM)
+EXPERIMENT = Experiment("expressivity", CLAIM, Config, PRESETS, PAPER_CLAIM)

@@ -49,7 +49,7 @@ class Config:
     noise: Annotated[float, Ge(0)] = 0.5
     n_test: Annotated[int, Ge(100)] = 20000
     width: PairWidth = 100
-    alphas: Annotated[tuple[float, ...], Interval(ge=0, lt=1), MinLen(1),
+    alphas: Annotated[tuple[Annotated[float, Interval(ge=0, lt=1)], ...], MinLen(1),
                       doc("α = 1 is the linear twin itself")] = (0.0, 0.5)
     scale: Positive = 1e-3
     lr: Positive = 0.02
@@ -64,4 +64,4 @@ PRESETS = {
     "paper": Config(),
 }
 
-EXPERIMENT = Experiment("generalisation", CLAIM, f"{__name__}.run", Config, PRESETS, PAPER_CLAIM)
+EXPERIMENT = Experiment("generalisation", CLAIM, Config, PRESETS, PAPER_CLAIM)

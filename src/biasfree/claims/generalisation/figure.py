@@ -38,7 +38,7 @@ def figure(result: Result):
             ax[2].loglog(ct[1:], gap_p[1:] + 1e-17, ls, lw=0.8, color="0.6")
         ax[2].loglog(ct[1:], 0.5 * A["even_energy_random"][i, 1:] / L["random"][i, 0], ":", lw=1.2,
                      **kw)
-    ax[1].axhline(0.5 * float(A["noise"]) ** 2, color="k", lw=0.8, ls="-.", label="σ²/2")
+    ax[1].axhline(0.5 * result.config["noise"] ** 2, color="k", lw=0.8, ls="-.", label="σ²/2")
     ax[0].plot([], [], "k:", label="linear twin (pair)")
     ax[1].plot([], [], "ko", ms=3, mfc="none", label="½(||β(t) - T||² + σ²), gradient flow")
     ax[2].plot([], [], color="0.6", label="pair init (round-off)")

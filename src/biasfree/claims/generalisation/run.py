@@ -118,8 +118,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
                "pair_population_loss_gd_vs_flow_over_R0": gd_vs_flow}
     for a in alphas:
         metrics |= _alpha_metrics(runs, nets, final, t, a)
-    arrays = {"alphas": alphas, "t": t, "t_flow": t_flow, "population_loss_flow": pop_flow,
-              "noise": np.asarray(cfg.noise)}
+    arrays = {"alphas": alphas, "t": t, "t_flow": t_flow, "population_loss_flow": pop_flow}
     for i in INITS:
         for tw, suffix in ((False, ""), (True, "_twin")):
             arrays[f"loss_{i}{suffix}"] = np.stack([nets[i, a, tw]["loss"] for a in alphas])

@@ -65,12 +65,13 @@ class Config:
     d: Annotated[int, Ge(1)] = 20
     n: int = 1000
     width: PairWidth = 100
-    alphas: Annotated[tuple[float, ...], Interval(ge=0, le=1), MinLen(2)] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+    alphas: Annotated[tuple[Annotated[float, Interval(ge=0, le=1)], ...], MinLen(2)] = (
+        0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
     random_scale: Positive = 1e-6
     lr: Positive = 2.5e-3
     horizon: Annotated[float, Gt(1), doc("past the slowest half time")] = 1.5
     n_records: Annotated[int, Ge(20), doc("to locate a half time")] = 200
-    sweep_scales: Annotated[tuple[float, ...], Interval(gt=0, lt=math.inf), MinLen(2)] = (
+    sweep_scales: Annotated[tuple[Annotated[float, Interval(gt=0, lt=math.inf)], ...], MinLen(2)] = (
         1e-8, 10**-6.5, 1e-5, 10**-3.5, 1e-2)
     sweep_lr: Positive = 0.01
     a0: Positive = 1e-3
@@ -92,4 +93,4 @@ PRESETS = {
     "paper": Config(),
 }
 
-EXPERIMENT = Experiment("leaky-collapse", CLAIM, f"{__name__}.run", Config, PRESETS, PAPER_CLAIM)
+EXPERIMENT = Experiment("leaky-collapse", CLAIM, Config, PRESETS, PAPER_CLAIM)

@@ -14,7 +14,7 @@ from ...theory import raw_init_half_time_ratio
 
 
 def _curves(ax, A, result):
-    alphas, t, lr = A["alphas"], A["t"], float(A["lr"])
+    alphas, t, lr = A["alphas"], A["t"], result.config["lr"]
     cs = slope_factor(alphas)
     L0 = A["loss"][:, :1]
     colors = plt.cm.viridis(np.linspace(0, 0.9, len(alphas)))
@@ -60,7 +60,7 @@ def _log_correction(ax, A, result):
     ax.errorbar(scales, meas, yerr=tol, fmt="o", color="tab:blue", capsize=3,
                 label="measured (derived tolerance)")
     i0 = int(np.argmin(A["alphas"]))
-    ax.plot([float(A["random_scale"])], [A["ratios"][i0]], "*", color="tab:orange", ms=12,
+    ax.plot([result.config["random_scale"]], [A["ratios"][i0]], "*", color="tab:orange", ms=12,
             label="panels (a)–(c)")
     ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
     ax.set(xlabel="init std σ (same raw init for α and α = 1)",
@@ -97,7 +97,7 @@ def _step_error(ax, A, result):
                     color=colors[i], lw=1.5)
         ax.semilogy(cs[i] * t_fl, np.abs(A["proof_loss_flow"][i] - A["proof_closed_flow"][i]) / L0
                     + 1e-18, ":", color=colors[i], lw=1.2)
-    ax.plot([], [], "k-", label=f"GD (η = {float(A['identity_lr']):g}) vs flow closed form:\n"
+    ax.plot([], [], "k-", label=f"GD (η = {result.config['identity_lr']:g}) vs flow closed form:\n"
                                 "step-size error, O(η c s), not theory error")
     ax.plot([], [], "k:", label="gradient flow (diffrax) vs closed form:\nsolver tolerance")
     ax.set(xlabel="rescaled time (1+α) t / 2", ylabel="|L - L_closed form| / L(0)",

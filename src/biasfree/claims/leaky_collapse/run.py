@@ -274,13 +274,11 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
         metrics[f"sweep_ratio_scale_{sc:.1e}"] = float(m)
         metrics[f"sweep_ratio_predicted_scale_{sc:.1e}"] = float(p)
 
-    arrays = {"alphas": alphas, "t": main["t"], "lr": np.asarray(cfg.lr), "loss": main["loss"],
+    arrays = {"alphas": alphas, "t": main["t"], "loss": main["loss"],
               "loss_pred": main["pred"], "L_inf": np.asarray(L_inf), "s": np.asarray(s),
               "t_half": main["t_half"], "ratios": ratios, "ratios_pred": ratios_pred,
-              "random_scale": np.asarray(cfg.random_scale),
               **{f"sweep_{k}": np.asarray(v) for k, v in sweep.items()},
-              **{f"proof_{k}": np.asarray(v) for k, v in proof.items()},
-              "identity_lr": np.asarray(cfg.identity_lr)}
+              **{f"proof_{k}": np.asarray(v) for k, v in proof.items()}}
     notes = (f"Whitened inputs, s = {s:.4f}; one Gaussian init (std {cfg.random_scale:g}, effective "
              f"strength a0 = {main['a0']:.3g}) shared by every α; GD step η = {cfg.lr:g}, "
              f"{main['steps']} steps. Predictions: linear twins on the {cfg.d}-point moment set "

@@ -67,9 +67,9 @@ class Config:
     d: Annotated[int, Ge(1)] = 10
     n: int = 200
     scales: Positives = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
-    widths: Annotated[tuple[int, ...], Ge(2), MultipleOf(2), MinLen(2), Predicate(increasing),
+    widths: Annotated[tuple[Annotated[int, Ge(2), MultipleOf(2)], ...], MinLen(2), Predicate(increasing),
                       doc("the pair control splits each in two")] = (24, 50, 100, 200, 400)
-    alphas: Annotated[tuple[float, ...], Interval(ge=0, lt=1), MinLen(1),
+    alphas: Annotated[tuple[Annotated[float, Interval(ge=0, lt=1)], ...], MinLen(1),
                       doc("a linear net (α = 1) is its own twin")] = (0.0, 0.5)
     n_inits: Annotated[int, Ge(2), doc("the spread over inits; 8 for the paper preset")] = 8
     lr: Positive = 0.05
@@ -89,4 +89,4 @@ PRESETS = {
     "paper": Config(),
 }
 
-EXPERIMENT = Experiment("linearity-map", CLAIM, f"{__name__}.run", Config, PRESETS, PAPER_CLAIM)
+EXPERIMENT = Experiment("linearity-map", CLAIM, Config, PRESETS, PAPER_CLAIM)

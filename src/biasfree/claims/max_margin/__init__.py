@@ -51,7 +51,7 @@ class Config:
     n: Annotated[int, Ge(2)] = 20
     margin: Annotated[float, Ge(0)] = 0.1
     width: PairWidth = 64
-    alphas: Annotated[tuple[float, ...], Interval(ge=0, lt=1), MinLen(1)] = (0.0, 0.5)
+    alphas: Annotated[tuple[Annotated[float, Interval(ge=0, lt=1)], ...], MinLen(1)] = (0.0, 0.5)
     scale: Positive = 0.01
     lr: Positive = 4.0
     steps: Annotated[int, Ge(1)] = 300_000
@@ -67,4 +67,4 @@ PRESETS = {
     "paper": Config(),
 }
 
-EXPERIMENT = Experiment("max-margin", CLAIM, f"{__name__}.run", Config, PRESETS, PAPER_CLAIM)
+EXPERIMENT = Experiment("max-margin", CLAIM, Config, PRESETS, PAPER_CLAIM)

@@ -77,4 +77,4 @@ PRESETS = {
     "paper": Config(),
 }
 
-EXPERIMENT = Experiment("orthogonal-inputs", CLAIM, f"{__name__}.run", Config, PRESETS, PAPER_CLAIM)
+EXPERIMENT = Experiment("orthogonal-inputs", CLAIM, Config, PRESETS, PAPER_CLAIM)

@@ -65,4 +65,4 @@ PRESETS = {
     "paper": Config(),
 }
 
-EXPERIMENT = Experiment("real-data", CLAIM, f"{__name__}.run", Config, PRESETS, PAPER_CLAIM)
+EXPERIMENT = Experiment("real-data", CLAIM, Config, PRESETS, PAPER_CLAIM)

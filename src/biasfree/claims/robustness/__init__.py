@@ -83,4 +83,4 @@ PRESETS = {
     "paper": Config(),
 }
 
-EXPERIMENT = Experiment("robustness", CLAIM, f"{__name__}.run", Config, PRESETS, PAPER_CLAIM)
+EXPERIMENT = Experiment("robustness", CLAIM, Config, PRESETS, PAPER_CLAIM)

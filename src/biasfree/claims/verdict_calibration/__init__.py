@@ -90,24 +90,24 @@ class Config:
 
     d: Annotated[int, Ge(1)] = 8
     n: Annotated[int, Ge(1)] = 100
-    scales: Annotated[tuple[float, ...], Gt(0), Predicate(increasing)] = (1e-4, 1e-3, 1e-2, 1e-1)
+    scales: Annotated[tuple[Annotated[float, Gt(0)], ...], Predicate(increasing)] = (1e-4, 1e-3, 1e-2, 1e-1)
     torch_default: bool = True
-    widths: Annotated[tuple[int, ...], Ge(1), MinLen(2), Predicate(increasing)] = (8, 32, 128, 512)
-    asymmetries: Annotated[tuple[float, ...], Interval(ge=0, le=1), MinLen(1)] = (0.0, 1.0)
-    depths: Annotated[tuple[int, ...], Interval(ge=2, le=3), MinLen(1)] = (2, 3)
+    widths: Annotated[tuple[Annotated[int, Ge(1)], ...], MinLen(2), Predicate(increasing)] = (8, 32, 128, 512)
+    asymmetries: Annotated[tuple[Annotated[float, Interval(ge=0, le=1)], ...], MinLen(1)] = (0.0, 1.0)
+    depths: Annotated[tuple[Annotated[int, Interval(ge=2, le=3)], ...], MinLen(1)] = (2, 3)
     biases: Annotated[tuple[bool, ...], MinLen(1)] = (False, True)
     max_steps: Annotated[int, Ge(1)] = 20_000
     share_compiles: bool = False
     families: Annotated[tuple[str, ...], Predicate(known_families), doc("names from FAMILIES")] = FAMILIES
-    family_widths: Annotated[tuple[int, ...], Ge(2), MultipleOf(2), MinLen(1)] = (8, 32, 128)
-    trained_scales: Annotated[tuple[float, ...], Gt(0), MinLen(1)] = (1e-3, 1e-2)
-    trained_fractions: Annotated[tuple[float, ...], Interval(gt=0, le=1), MinLen(1)] = (0.3, 1.0)
-    pair_scales: Annotated[tuple[float, ...], Gt(0), MinLen(1)] = (0.3, 1.0)
-    depth3_scales: Annotated[tuple[float, ...], Gt(0), MinLen(1)] = (0.03, 0.1, 0.3)
+    family_widths: Annotated[tuple[Annotated[int, Ge(2), MultipleOf(2)], ...], MinLen(1)] = (8, 32, 128)
+    trained_scales: Annotated[tuple[Annotated[float, Gt(0)], ...], MinLen(1)] = (1e-3, 1e-2)
+    trained_fractions: Annotated[tuple[Annotated[float, Interval(gt=0, le=1)], ...], MinLen(1)] = (0.3, 1.0)
+    pair_scales: Annotated[tuple[Annotated[float, Gt(0)], ...], MinLen(1)] = (0.3, 1.0)
+    depth3_scales: Annotated[tuple[Annotated[float, Gt(0)], ...], MinLen(1)] = (0.03, 0.1, 0.3)
     decay_scale: Annotated[float, Gt(0)] = 1e-3
-    decays: Annotated[tuple[float, ...], Gt(0), MinLen(1)] = (1e-3, 1e-2, 1e-1)
-    conv_scales: Annotated[tuple[float, ...], Gt(0), MinLen(1)] = (1e-3, 1e-2, 1e-1)
-    conv_channels: Annotated[tuple[int, ...], Ge(1), MinLen(1)] = (4, 16)
+    decays: Annotated[tuple[Annotated[float, Gt(0)], ...], MinLen(1)] = (1e-3, 1e-2, 1e-1)
+    conv_scales: Annotated[tuple[Annotated[float, Gt(0)], ...], MinLen(1)] = (1e-3, 1e-2, 1e-1)
+    conv_channels: Annotated[tuple[Annotated[int, Ge(1)], ...], MinLen(1)] = (4, 16)
     conv_length: Annotated[int, Ge(2)] = 16
     conv_image: Annotated[int, Ge(2)] = 8
     conv_kernel: Annotated[int, Ge(1)] = 3
@@ -132,4 +132,4 @@ PRESETS = {
     "paper": Config(),
 }
 
-EXPERIMENT = Experiment("verdict-calibration", CLAIM, f"{__name__}.run", Config, PRESETS, PAPER_CLAIM)
+EXPERIMENT = Experiment("verdict-calibration", CLAIM, Config, PRESETS, PAPER_CLAIM)
