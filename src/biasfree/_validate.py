@@ -8,6 +8,12 @@ value converted (a float ``np.ndarray``, a ``float`` or an ``int``) or raises
 with the argument's name and say what to pass instead, e.g.
 ``"a0=-0.1 must be >= 0: a mode strength is a product of weights' norms"``.
 
+A public function may be called on traced values (inside the caller's ``jit``, ``grad`` or
+``vmap``), where only shapes are known: the array and number checks here then check the
+shape alone and return the tracer as it is. Callers never test for tracers themselves,
+and the unchecked internals that the public functions call (and that run under ``jit``)
+hold no checks at all.
+
 Why not jaxtyping + beartype (decided for issue 13, measured with jaxtyping 0.3.11 and
 beartype 0.23.1): their messages name the parameter and the expected shape but never the
 fix; they check shapes and dtypes only, while most bad inputs the fuzz found are values
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +38,12 @@ SEED_MAX = 2**31
 
 def _is_bool(x) -> bool:
     return isinstance(x, bool | np.bool_) or (isinstance(x, np.ndarray) and x.dtype == bool)
+
+
+def _tracer(x) -> bool:
+    """True if ``x`` is a JAX tracer (JAX not imported: it cannot be one, and stays unloaded)."""
+    jax = sys.modules.get("jax")
+    return jax is not None and isinstance(x, jax.core.Tracer)
 
 
 def _numeric(name: str, x, what: str = "a number or an array of numbers") -> np.ndarray:
@@ -80,8 +93,10 @@ def array_args(*names: str):
 def finite_array(name: str, x, *, ndim: int | tuple[int, ...] | None = None,
                  shape: tuple[int | None, ...] | None = None, nonempty: bool = True) -> np.ndarray:
     """``x`` as a finite float array; ``ndim`` the allowed number(s) of axes, ``shape`` the
-    required shape (``None`` entries free), ``nonempty`` refuse zero-size arrays."""
-    a = _numeric(name, x, "an array of real numbers")
+    required shape (``None`` entries free), ``nonempty`` refuse zero-size arrays. A traced
+    ``x`` gets the shape checks only and is returned as it is."""
+    is_traced = _tracer(x)
+    a = x if is_traced else _numeric(name, x, "an array of real numbers")
     if ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
         if a.ndim not in allowed:
@@ -94,13 +109,18 @@ def finite_array(name: str, x, *, ndim: int | tuple[int, ...] | None = None,
             raise ValueError(f"{name} must have shape {want}, got {a.shape}")
     if nonempty and a.size == 0:
         raise ValueError(f"{name} is empty (shape {a.shape}): pass at least one value")
-    if not np.all(np.isfinite(a)):
+    if not is_traced and not np.all(np.isfinite(a)):
         raise ValueError(f"{name} contains NaN or infinite values: pass finite numbers")
     return a
 
 
 def real(name: str, x, *, scalar: bool = False):
-    """``x`` as finite float(s): a ``float`` if ``scalar``, else a float array."""
+    """``x`` as finite float(s): a ``float`` if ``scalar``, else a float array (a traced ``x``:
+    its shape checked, returned as it is)."""
+    if _tracer(x):
+        if scalar and np.ndim(x) != 0:
+            raise TypeError(f"{name} must be a single number, got an array of shape {np.shape(x)}")
+        return x
     a = _numeric(name, x, "a real number" if scalar else "a real number or an array of them")
     if scalar and a.ndim != 0:
         raise TypeError(f"{name} must be a single number, got an array of shape {a.shape}")
@@ -111,7 +131,7 @@ def real(name: str, x, *, scalar: bool = False):
 
 def _bound(name, x, scalar, ok, rule, why):
     a = real(name, x, scalar=scalar)
-    if not np.all(ok(np.asarray(a))):
+    if not _tracer(a) and not np.all(ok(np.asarray(a))):
         shown = x if np.ndim(x) == 0 else f"{np.asarray(x, float).ravel()[:4]}..."
         raise ValueError(f"{name}={shown!r} must be {rule}" + (f": {why}" if why else ""))
     return a
@@ -125,11 +145,6 @@ def positive(name: str, x, *, scalar: bool = False, why: str = ""):
 def nonnegative(name: str, x, *, scalar: bool = False, why: str = ""):
     """``x`` finite and >= 0."""
     return _bound(name, x, scalar, lambda a: a >= 0, ">= 0", why)
-
-
-def unit_interval(name: str, x, *, scalar: bool = False, why: str = ""):
-    """``x`` finite and in [0, 1]."""
-    return _bound(name, x, scalar, lambda a: (a >= 0) & (a <= 1), "in [0, 1]", why)
 
 
 def times(name: str, t, *, ndim: int | tuple[int, ...] | None = None) -> np.ndarray:
@@ -159,9 +174,9 @@ def integer(name: str, x, minimum: int | None = None, maximum: int | None = None
 
 def slope(x, name: str = "alpha", *, array_ok: bool = False):
     """A leaky slope α in [0, 1] (0 ReLU, 1 linear): a ``float``, or with ``array_ok`` a float
-    array of slopes (an ensemble). Traced values (inside a caller's ``jit``/``vmap``) pass
-    unchecked: only their shape is known there."""
-    if traced(x):
+    array of slopes (an ensemble). The one check of α everywhere. Traced values (inside a
+    caller's ``jit``/``vmap``) pass unchecked: only their shape is known there."""
+    if _tracer(x):
         return x
     a = _numeric(name, x, "a leaky slope α in [0, 1] (a number)")
     if a.ndim and not array_ok:

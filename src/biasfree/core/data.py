@@ -129,11 +129,10 @@ def check_covariance(cov, d: int) -> np.ndarray:
 @precise
 def symmetrize(X, Y=None):
     """Append the mirror images: ``X -> [X; -X]`` and ``Y -> [Y; -Y]`` (§2.1)."""
-    if not validate.traced(X, Y):
-        if Y is None:
-            validate.finite_array("X", X, ndim=2)
-        else:
-            validate.data(X, Y)
+    if Y is None:
+        validate.finite_array("X", X, ndim=2)
+    else:
+        validate.data(X, Y)
     Xs = jnp.concatenate([X, -X], axis=0)
     if Y is None:
         return Xs
@@ -144,11 +143,10 @@ def symmetrize(X, Y=None):
 @precise
 def asymmetric_half(X, Y):
     """Drop the mirror half made by :func:`symmetrize` (first N/2 rows kept)."""
-    if not validate.traced(X, Y):
-        validate.data(X, Y)
-        if np.shape(X)[0] % 2:
-            raise ValueError(f"X has {np.shape(X)[0]} rows: a symmetrised set has an even number "
-                             "(the first half and its mirrors)")
+    validate.data(X, Y)
+    if np.shape(X)[0] % 2:
+        raise ValueError(f"X has {np.shape(X)[0]} rows: a symmetrised set has an even number "
+                         "(the first half and its mirrors)")
     n = X.shape[0] // 2
     return X[:n], Y[:n]
 
@@ -163,8 +161,7 @@ def label_data(key, X, margin: float = 0.0):
     Returns ``(X_kept, Y (N, 1), w*)``.
     """
     validate.key(key)
-    if not validate.traced(X):
-        X = jnp.asarray(validate.finite_array("X", X, ndim=2))
+    X = jnp.asarray(validate.finite_array("X", X, ndim=2))
     margin = validate.nonnegative("margin", margin, scalar=True)
     w = normal(key, (X.shape[1],))
     w = w / jnp.linalg.norm(w)

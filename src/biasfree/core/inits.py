@@ -47,7 +47,7 @@ def init_gaussian(key, widths: tuple[int, ...], scale=1.0, *, bias: bool = False
     validate.key(key)
     scales = _layer_scales(scale, len(w) - 1)
     validate.flag("bias", bias)
-    if bias_scale is not None and not validate.traced(bias_scale):
+    if bias_scale is not None:
         bias_scale = validate.nonnegative("bias_scale", bias_scale, scalar=True)
     keys = jax.random.split(key, 2 * (len(w) - 1))
     layers = []
@@ -77,6 +77,11 @@ def pair_up(params: Params) -> Params:
     if has_bias(params):
         raise ValueError("params: pair_up needs a bias-free network: pairs with biases are not odd "
                          "(drop b)")
+    return _pair_up(params)
+
+
+def _pair_up(params: Params) -> Params:
+    """:func:`pair_up` unchecked."""
     L = len(params)
     out = []
     for i, layer in enumerate(params):
@@ -105,7 +110,7 @@ def init_pairs(key, widths: tuple[int, ...], scale=1.0) -> Params:
         raise ValueError(f"widths: pair init needs even hidden widths, got {w[1:-1]}; make each "
                          "hidden width even")
     half = (w[0],) + tuple(n // 2 for n in w[1:-1]) + (w[-1],)
-    return pair_up(init_gaussian(key, half, scale))
+    return _pair_up(init_gaussian(key, half, scale))
 
 
 @precise
@@ -127,11 +132,10 @@ def init_rank_one(key, d: int, width: int, scale: float, *, direction=None,
     p = validate.integer("p", p, 1)
     if width < 2 or width % 2:
         raise ValueError(f"width={width}: rank-one balanced init needs an even width >= 2")
-    if not validate.traced(scale):
-        scale = validate.positive("scale", scale, scalar=True,
-                                  why="the rank-one init scale is the raw mode strength a_0")
+    scale = validate.positive("scale", scale, scalar=True,
+                              why="the rank-one init scale is the raw mode strength a_0")
     for name, vec in (("direction", direction), ("out_direction", out_direction)):
-        if vec is not None and not validate.traced(vec):
+        if vec is not None:
             validate.finite_array(name, vec, ndim=1)
     k1, k2, k3 = jax.random.split(key, 3)
     r = normal(k1, (d,)) if direction is None else jnp.asarray(direction, float)
@@ -262,10 +266,10 @@ def init_conv(key, in_shape, channels, kernel, p: int = 1, scale=1.0, *, padding
             raise ValueError(f"channels: pair init needs even hidden channel counts, got {ch[1:]}")
         half = init_conv(key, in_shape, (ch[0],) + tuple(c // 2 for c in ch[1:]), ks, p, scale,
                          padding=padding, readout=readout)
-        return pair_up(half)
+        return _pair_up(half)
     scales = _layer_scales(scale, len(ch))
     validate.flag("bias", bias)
-    if bias_scale is not None and not validate.traced(bias_scale):
+    if bias_scale is not None:
         bias_scale = validate.nonnegative("bias_scale", bias_scale, scalar=True)
     shapes, shape = [], spatial  # (weight shape, bias shape) of each layer; checked before drawing
     for i, (c_in, c_out) in enumerate(zip(ch[:-1], ch[1:], strict=True)):

@@ -202,13 +202,10 @@ class _Matrices(Sequence):
 def scale_params(params: Params, factor) -> Params:
     """Every weight and bias times ``factor``: one number, or one per member (K,) (see
     :meth:`AbstractLayer.scaled`; then ``params`` may carry a leading ensemble axis)."""
-    if not validate.traced(factor):
-        f = validate.real("factor", factor)
-        if f.ndim > 1:
-            raise ValueError(f"factor must be one number or one per member, shape (K,); got shape {f.shape}")
-        factor = f if f.ndim else factor
-    if np.ndim(factor) == 0:
+    f = validate.real("factor", factor)
+    if np.ndim(f) > 1:
+        raise ValueError(f"factor must be one number or one per member, shape (K,); got shape {f.shape}")
+    factor = f if np.ndim(f) else factor
+    if np.ndim(factor) == 0 or not is_net(params):  # one factor per member: params may be batched
         check_net(params)
-    elif not is_net(params):
-        check_net(params)  # raises the TypeError naming params
     return tuple(layer.scaled(factor) for layer in params)

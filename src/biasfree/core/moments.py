@@ -68,8 +68,7 @@ def whiten(X, rank=None, tol: float = 1e-12) -> Whitened:
     a symmetric set stays symmetric (the map is linear). Returns a :class:`Whitened`:
     the pair ``(X M, M)`` plus the eigenvalues and the counts.
     """
-    if not validate.traced(X):
-        X = validate.finite_array("X", X, ndim=2)
+    X = validate.finite_array("X", X, ndim=2)
     tol = validate.nonnegative("tol", tol, scalar=True)
     X = jnp.asarray(X)
     d = X.shape[1]
@@ -109,16 +108,14 @@ def whiten(X, rank=None, tol: float = 1e-12) -> Whitened:
 @precise
 def input_covariance(X) -> Array:
     """``Σ_xx = <x xᵀ> = XᵀX / N``, shape (d, d)."""
-    if not validate.traced(X):
-        X = jnp.asarray(validate.finite_array("X", X, ndim=2))
+    X = jnp.asarray(validate.finite_array("X", X, ndim=2))
     return X.T @ X / X.shape[0]
 
 
 @precise
 def cross_covariance(X, Y) -> Array:
     """``Σ_yx = <y xᵀ> = YᵀX / N``, shape (p, d)."""
-    if not validate.traced(X, Y):
-        X, Y = (jnp.asarray(a) for a in validate.data(X, Y))
+    X, Y = (jnp.asarray(a) for a in validate.data(X, Y))
     return Y.T @ X / X.shape[0]
 
 

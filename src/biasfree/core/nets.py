@@ -23,7 +23,7 @@ import numpy as np
 from .. import _validate as validate
 from .layers import Params, check_net, is_net
 from .precision import precise
-from .twin import slope_factor
+from .twin import _slope_factor
 
 Array = jax.Array
 
@@ -35,28 +35,29 @@ def leaky_relu(z, alpha):
     Written as ``z if z > 0 else α z`` so that autodiff gives ``σ_α'(0) = α``, PyTorch's
     convention (``jnp.maximum`` would give (1 + α)/2 there; docs/theory.md §0).
     """
-    check_alpha(alpha)
+    validate.slope(alpha, array_ok=True)
     if not isinstance(z, jax.Array | np.ndarray):
         z = jnp.asarray(validate.real("z", z))
+    return _leaky_relu(z, alpha)
+
+
+def _leaky_relu(z, alpha):
+    """:func:`leaky_relu` unchecked (the internals' and the compiled loops' version)."""
     return jnp.where(z > 0, z, alpha * z)
 
 
-def check_alpha(alpha) -> None:
-    """Raise ``ValueError`` unless every α in ``alpha`` lies in [0, 1] (``TypeError`` for a
-    string, a bool, None or a complex number). Traced values pass (shape only)."""
-    validate.slope(alpha, array_ok=True)
-
-
-def _check_apply(params, X, alpha):
-    """Checks for :func:`forward` and friends; returns ``X`` as an array (lists and tuples
-    arrive as NumPy arrays already, by ``validate.array_args``; another array-like becomes
-    one too, so that it takes the NumPy inputs' path: a NumPy ``X Wᵀ`` of NumPy weights runs
+def _check_apply(params, X, alpha, x_name: str = "X", *, required: bool = True):
+    """The one check of a network, its inputs and its slope, for :func:`forward` and every
+    public function that applies a net (``x_name``: the inputs' name in messages; with
+    ``required=False`` X may be None). Returns ``X`` as an array (lists and tuples arrive
+    as NumPy arrays already, by ``validate.array_args``; another array-like becomes one
+    too, so that it takes the NumPy inputs' path: a NumPy ``X Wᵀ`` of NumPy weights runs
     on NumPy's BLAS, a JAX one in XLA, and the two may round differently)."""
-    if X is None:
-        raise TypeError("X=None: pass the inputs, an array of shape (N, d)")
-    check_net(params, X=X)
-    check_alpha(alpha)
-    return X if isinstance(X, jax.Array | np.ndarray) else np.asarray(X, dtype=float)
+    if X is None and required:
+        raise TypeError(f"{x_name}=None: pass the inputs, an array of shape (N, d)")
+    check_net(params, X=X, x_name=x_name)
+    validate.slope(alpha, array_ok=True)
+    return X if X is None or isinstance(X, jax.Array | np.ndarray) else np.asarray(X, dtype=float)
 
 
 def depth(params: Params) -> int:
@@ -87,10 +88,9 @@ def has_bias(params: Params) -> bool:
 @precise
 def hidden(params: Params, X: Array, alpha) -> list[Array]:
     """Post-activations ``h_l = σ_α(W_l h_{l-1} + b_l)`` for l = 1..L-1, each (N, n_l)."""
-    X = _check_apply(params, X, alpha)
-    H, out = X, []
+    H, out = _check_apply(params, X, alpha), []
     for layer in params[:-1]:
-        H = leaky_relu(layer.apply(H), alpha)
+        H = _leaky_relu(layer.apply(H), alpha)
         out.append(H)
     return out
 
@@ -99,10 +99,14 @@ def hidden(params: Params, X: Array, alpha) -> list[Array]:
 @precise
 def forward(params: Params, X: Array, alpha) -> Array:
     """Network output ``f(X)`` of shape (N, p) for inputs ``X`` (N, d), slope ``alpha``."""
-    X = _check_apply(params, X, alpha)
+    return _forward(params, _check_apply(params, X, alpha), alpha)
+
+
+def _forward(params: Params, X, alpha):
+    """:func:`forward` unchecked."""
     H = X
     for layer in params[:-1]:
-        H = leaky_relu(layer.apply(H), alpha)
+        H = _leaky_relu(layer.apply(H), alpha)
     return params[-1].apply(H)
 
 
@@ -113,8 +117,12 @@ def odd_part(params: Params, X: Array, alpha) -> Array:
 
     For a two-layer bias-free net this equals ``c (Wᵀv)ᵀ x`` exactly (docs/theory.md §1.2).
     """
-    X = _check_apply(params, X, alpha)
-    return 0.5 * (forward(params, X, alpha) - forward(params, -X, alpha))
+    return _odd_part(params, _check_apply(params, X, alpha), alpha)
+
+
+def _odd_part(params: Params, X, alpha):
+    """:func:`odd_part` unchecked."""
+    return 0.5 * (_forward(params, X, alpha) - _forward(params, -X, alpha))
 
 
 @validate.array_args("X")
@@ -124,8 +132,12 @@ def even_part(params: Params, X: Array, alpha) -> Array:
 
     For a two-layer bias-free net: ``(1 - c) Σ_k v_k |w_kᵀ x|`` (docs/theory.md §1.2).
     """
-    X = _check_apply(params, X, alpha)
-    return 0.5 * (forward(params, X, alpha) + forward(params, -X, alpha))
+    return _even_part(params, _check_apply(params, X, alpha), alpha)
+
+
+def _even_part(params: Params, X, alpha):
+    """:func:`even_part` unchecked."""
+    return 0.5 * (_forward(params, X, alpha) + _forward(params, -X, alpha))
 
 
 def beta_eff_is_exact(params: Params) -> bool:
@@ -143,20 +155,24 @@ def beta_eff(params: Params, alpha, X: Array | None = None, *, pinv_X: Array | N
     ``β_eff = argmin_β Σ_n ||f_odd(x_n) - βᵀ x_n||² = X⁺ f_odd(X)`` on the rows of ``X``
     (required; ``pinv_X`` = X⁺ may be passed to avoid recomputing it).
     """
-    check_net(params, X=X)
-    check_alpha(alpha)
+    _check_apply(params, X, alpha, required=False)
     if pinv_X is not None and X is not None and np.shape(pinv_X) != (X.shape[1], X.shape[0]):
         raise ValueError(f"pinv_X must be X⁺ of shape ({X.shape[1]}, {X.shape[0]}) for X of shape "
                          f"{X.shape}, got {np.shape(pinv_X)}; leave it out to compute it")
-    if beta_eff_is_exact(params):
-        return slope_factor(alpha) * params[0].matrix.T @ params[1].matrix.T
-    if X is None:
+    if X is None and not beta_eff_is_exact(params):
         raise ValueError(
             "beta_eff of a network deeper than two layers (or with biases) is a "
             "least-squares fit of its odd part: pass inputs X of shape (N, d)"
         )
+    return _beta_eff(params, alpha, X, pinv_X)
+
+
+def _beta_eff(params: Params, alpha, X=None, pinv_X=None):
+    """:func:`beta_eff` unchecked."""
+    if beta_eff_is_exact(params):
+        return _slope_factor(alpha) * params[0].matrix.T @ params[1].matrix.T
     P = jnp.linalg.pinv(X) if pinv_X is None else pinv_X
-    return P @ odd_part(params, X, alpha)
+    return P @ _odd_part(params, X, alpha)
 
 
 @precise

@@ -19,6 +19,11 @@ from .layers import Params, scale_params
 def slope_factor(alpha):
     """``c = (1 + α) / 2`` for the leaky slope ``alpha`` = α in [0, 1] (one or an array)."""
     validate.slope(alpha, array_ok=True)
+    return _slope_factor(alpha)
+
+
+def _slope_factor(alpha):
+    """:func:`slope_factor` unchecked."""
     return (1.0 + alpha) / 2.0
 
 

@@ -22,8 +22,8 @@ import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
 from .. import _validate as validate
-from ..core.layers import Layer, Params, check_net
-from ..core.nets import check_alpha, forward, leaky_relu
+from ..core.layers import Layer, Params
+from ..core.nets import _check_apply, _forward, _leaky_relu
 from ..core.precision import precise
 
 LOSSES = ("mse", "logistic")
@@ -37,10 +37,7 @@ def check_labels(Y, loss: str, name: str = "Y") -> None:
 
 def _check_targets(Y, n_rows: int, p: int, loss: str, name: str = "Y"):
     """``Y`` (n_rows, p) finite (values unchecked when traced), labels ±1 for logistic."""
-    if not validate.traced(Y):
-        Y = validate.finite_array(name, Y, ndim=2)
-    elif np.ndim(Y) != 2:
-        raise ValueError(f"{name} must be 2-D (N, p), got shape {np.shape(Y)}")
+    validate.finite_array(name, Y, ndim=2)
     if np.shape(Y) != (n_rows, p):
         raise ValueError(f"{name} has shape {np.shape(Y)} but params gives outputs of shape ({n_rows}, {p}): "
                          "one target row of p values per input, and a net with as many outputs as Y "
@@ -54,13 +51,17 @@ def loss_value(F, Y, loss: str = "mse"):
     ``loss="mse"``: ``(1/(2N)) Σ_n ||y_n - f(x_n)||²``; ``loss="logistic"`` (labels ±1):
     ``(1/N) Σ_n Σ_j log(1 + exp(-y_nj f_j(x_n)))``."""
     validate.choice("loss", loss, LOSSES)
-    if not validate.traced(F, Y):
-        F = validate.finite_array("F", F, ndim=(1, 2))
-        Y = validate.finite_array("Y", Y, ndim=(1, 2))
+    F = validate.finite_array("F", F, ndim=(1, 2))
+    Y = validate.finite_array("Y", Y, ndim=(1, 2))
     if np.shape(F) != np.shape(Y):
         raise ValueError(f"F has shape {np.shape(F)} but Y has {np.shape(Y)}: outputs and targets "
                          "must match row for row")
     check_labels(Y, loss)
+    return _loss_value(F, Y, loss)
+
+
+def _loss_value(F, Y, loss: str):
+    """:func:`loss_value` unchecked."""
     if loss == "mse":
         return 0.5 * jnp.mean(jnp.sum((Y - F) ** 2, axis=-1))
     return jnp.mean(jnp.sum(jax.nn.softplus(-Y * F), axis=-1))
@@ -71,10 +72,7 @@ def check_run_args(params, X, Y, alpha, loss, *, mirrored=False, x_name="X") -> 
     a known ``loss``, inputs ``X`` for the net, slope ``alpha``, targets ``Y`` of one row
     per input (twice ``X``'s rows when ``mirrored``: X is X₊). Returns the output count p."""
     validate.choice("loss", loss, LOSSES)
-    if X is None:
-        raise TypeError(f"{x_name}=None: pass the inputs, an array of shape (N, d)")
-    check_net(params, X=X, x_name=x_name)
-    check_alpha(alpha)
+    _check_apply(params, X, alpha, x_name)
     p = params[-1].n_out
     _check_targets(Y, np.shape(X)[0] * (2 if mirrored else 1), p, loss)
     return p
@@ -83,21 +81,20 @@ def check_run_args(params, X, Y, alpha, loss, *, mirrored=False, x_name="X") -> 
 def _check_objective(params, X, Y, alpha, weight_decay, loss, mirrored=False):
     """Checks of :func:`objective` (``mirrored``: ``X`` is X_half, ``Y`` has twice its rows)."""
     check_run_args(params, X, Y, alpha, loss, mirrored=mirrored, x_name="X_half" if mirrored else "X")
-    if not validate.traced(weight_decay):
-        validate.nonnegative("weight_decay", weight_decay, scalar=True, why="λ of (λ/2)||θ||²")
+    validate.nonnegative("weight_decay", weight_decay, scalar=True, why="λ of (λ/2)||θ||²")
 
 
-@precise
 def sq_norm(params: Params):
-    """``Σ ||θ||²`` over every array of ``params``."""
+    """``Σ ||θ||²`` over every array of ``params`` (internal: the objectives' penalty)."""
     return sum(jnp.sum(a**2) for a in jax.tree_util.tree_leaves(params))
 
 
+@validate.array_args("X", "Y")
 @precise
 def objective(params: Params, X, Y, alpha, weight_decay=0.0, loss: str = "mse"):
     """``L(θ) + (λ/2) ||θ||²`` with λ = ``weight_decay``, slope ``alpha``."""
     _check_objective(params, X, Y, alpha, weight_decay, loss)
-    return loss_value(forward(params, X, alpha), Y, loss) + 0.5 * weight_decay * sq_norm(params)
+    return _loss_value(_forward(params, X, alpha), Y, loss) + 0.5 * weight_decay * sq_norm(params)
 
 
 @validate.array_args("X_half")
@@ -111,8 +108,12 @@ def forward_mirrored(params: Params, X_half, alpha):
     """
     if X_half is None:
         raise TypeError("X_half=None: pass the positive half X₊ of the inputs, an array of shape (n, d)")
-    check_net(params, X=X_half, x_name="X_half")
-    check_alpha(alpha)
+    _check_apply(params, X_half, alpha, "X_half")
+    return _forward_mirrored(params, X_half, alpha)
+
+
+def _forward_mirrored(params: Params, X_half, alpha):
+    """:func:`forward_mirrored` unchecked."""
     first = params[0]
     if (len(params) == 2 and all(isinstance(la, Layer) for la in params)
             and first.b is None and params[1].b is None):
@@ -122,7 +123,7 @@ def forward_mirrored(params: Params, X_half, alpha):
     H = Z if first.bias is None else Z + first.bias
     if len(params) == 1:
         return H
-    return forward(params[1:], leaky_relu(H, alpha), alpha)
+    return _forward(params[1:], _leaky_relu(H, alpha), alpha)
 
 
 @jax.custom_jvp
@@ -140,7 +141,7 @@ def _two_layer_mirrored(W1, W2, X_half, alpha):
     ``relu(A)·dW₂`` (an element of the Clarke subdifferential, as any choice there is);
     keeping ``α`` there too costs a second (n, width) pass, 5-10% of every step.
     """
-    e = (1 - alpha) * (leaky_relu(X_half @ W1.T, 0.0) @ W2.T)
+    e = (1 - alpha) * (_leaky_relu(X_half @ W1.T, 0.0) @ W2.T)
     o = X_half @ (W2 @ W1).T
     return jnp.concatenate([alpha * o + e, e - o], axis=0)
 
@@ -155,7 +156,7 @@ def _two_layer_mirrored_jvp(primals, tangents):
     W1, W2, X, alpha = primals
     dW1, dW2, dX, dalpha = (None if isinstance(t, SymbolicZero) else t for t in tangents)
     A = X @ W1.T
-    R = leaky_relu(A, 0.0)
+    R = _leaky_relu(A, 0.0)
     Rv = R @ W2.T
     u = (W2 @ W1).T  # (d, p): the odd part is f_odd(x) = c uᵀx
     o = X @ u
@@ -183,5 +184,5 @@ def objective_mirrored(params: Params, X_half, Y, alpha, weight_decay=0.0, loss:
     """:func:`objective` on the mirrored inputs ``[X₊; -X₊]`` given ``X_half`` = X₊
     (n, d) and all targets ``Y`` (2n, p) in the same row order (see module doc)."""
     _check_objective(params, X_half, Y, alpha, weight_decay, loss, mirrored=True)
-    F = forward_mirrored(params, X_half, alpha)
-    return loss_value(F, Y, loss) + 0.5 * weight_decay * sq_norm(params)
+    F = _forward_mirrored(params, X_half, alpha)
+    return _loss_value(F, Y, loss) + 0.5 * weight_decay * sq_norm(params)

@@ -22,9 +22,9 @@ import numpy as np
 from .. import _validate as validate
 from ..core.data import Dataset
 from ..core.layers import Params, check_net, is_net
-from ..core.nets import beta_eff_is_exact, forward
-from .losses import LOSSES, check_labels, forward_mirrored, loss_value, sq_norm
-from .trajectory import Trajectory, observe
+from ..core.nets import _forward, beta_eff_is_exact
+from .losses import LOSSES, _forward_mirrored, _loss_value, check_labels, sq_norm
+from .trajectory import Trajectory, _observe
 
 SPACINGS = ("linear", "log")
 
@@ -89,9 +89,7 @@ def check_params_data(params: Params, data: Dataset, loss: str, batched: bool = 
     ``batched`` every leaf of ``params`` carries a leading ensemble axis."""
     check_dataset(data)
     one = params
-    if batched:
-        if not is_net(params):
-            check_net(params)  # raises the TypeError naming params
+    if batched and is_net(params):  # not a net: check_net below raises the TypeError naming params
         if any(la.batch_ndim != 1 for la in params):
             raise ValueError("params: with batched_params=True every weight needs one leading ensemble "
                              "axis (B, n_out, n_in) for W, (B, C_out, C_in, *k) for a conv kernel, e.g. "
@@ -128,8 +126,8 @@ def _objective_and_loss(params, X, Y, alpha, weight_decay, loss, mirrored):
     """``(J(θ), L(θ))``: the objective and, as auxiliary output, the data loss; with
     ``mirrored`` X is X₊ and :func:`~biasfree.dynamics.losses.forward_mirrored` halves the first
     layer's products (the same numbers as :func:`~biasfree.dynamics.losses.objective_mirrored`)."""
-    F = forward_mirrored(params, X, alpha) if mirrored else forward(params, X, alpha)
-    L = loss_value(F, Y, loss)
+    F = _forward_mirrored(params, X, alpha) if mirrored else _forward(params, X, alpha)
+    L = _loss_value(F, Y, loss)
     return L + 0.5 * weight_decay * sq_norm(params), L
 
 
@@ -148,7 +146,7 @@ def record(params, arrays, alpha, loss, pinv_X, keep_params=False, mirrored=Fals
     leaves = jax.tree_util.tree_leaves(params)
     ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in leaves]))
     safe = jax.tree_util.tree_map(lambda a: jnp.where(ok, a, 0.0), params)
-    obs = observe(safe, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored=mirrored)
+    obs = _observe(safe, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored)
     obs = jax.tree_util.tree_map(lambda v: jnp.where(ok, v, jnp.nan), obs)
     obs["path"] = params if keep_params else None
     return obs

@@ -22,9 +22,9 @@ import numpy as np
 from .. import _validate as validate
 from ..core.conv import Conv, PooledDense
 from ..core.layers import Params, check_net
-from ..core.nets import beta_eff, beta_eff_is_exact, even_part, forward
+from ..core.nets import _beta_eff, _check_apply, _even_part, _forward, beta_eff_is_exact
 from ..core.precision import precise
-from .losses import _check_targets, check_run_args, forward_mirrored, loss_value
+from .losses import _check_targets, _forward_mirrored, _loss_value, check_run_args
 
 Array = jax.Array
 
@@ -108,6 +108,11 @@ def conserved_quantities(params: Params) -> tuple[Array, ...]:
     layer the unit is an output channel (its kernel and bias in, every weight reading the
     channel out), the group that the rescaling symmetry moves together (docs/theory.md §7)."""
     check_net(params)
+    return _conserved(params)
+
+
+def _conserved(params: Params) -> tuple:
+    """:func:`conserved_quantities` unchecked."""
     out = []
     for inc, outg in zip(params[:-1], params[1:], strict=True):
         q = _sq_in(inc)
@@ -135,6 +140,7 @@ def _sq_out(layer, units: int):
     return q if q.shape[0] == units else jnp.sum(jnp.reshape(q, (units, -1)), axis=1)
 
 
+@validate.array_args("X", "Y", "X_test", "Y_test", "pinv_X")
 @precise
 def observe(params: Params, X, Y, alpha, loss: str, X_test=None, Y_test=None,
             pinv_X=None, mirrored: bool = False) -> dict:
@@ -153,28 +159,34 @@ def observe(params: Params, X, Y, alpha, loss: str, X_test=None, Y_test=None,
     round-off.
     """
     _check_observe(params, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored)
+    return _observe(params, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored)
+
+
+def _observe(params: Params, X, Y, alpha, loss: str, X_test=None, Y_test=None, pinv_X=None,
+             mirrored: bool = False) -> dict:
+    """:func:`observe` unchecked (what the compiled loops record)."""
     if mirrored:
-        F = forward_mirrored(params, X, alpha)
+        F = _forward_mirrored(params, X, alpha)
         n = X.shape[0]
         fe = 0.5 * (F[:n] + F[n:])
         if beta_eff_is_exact(params):
-            beta = beta_eff(params, alpha)
+            beta = _beta_eff(params, alpha)
         else:
             P = jnp.linalg.pinv(X) if pinv_X is None else pinv_X
             beta = P @ (0.5 * (F[:n] - F[n:]))
     else:
-        F = forward(params, X, alpha)
-        beta = beta_eff(params, alpha, X, pinv_X=pinv_X)
-        fe = even_part(params, X, alpha)
+        F = _forward(params, X, alpha)
+        beta = _beta_eff(params, alpha, X, pinv_X)
+        fe = _even_part(params, X, alpha)
     obs = {
-        "loss": loss_value(F, Y, loss),
+        "loss": _loss_value(F, Y, loss),
         "beta": beta,
         "even_energy": jnp.mean(jnp.sum(fe**2, axis=-1)),
         "singular_values": tuple(jnp.linalg.svd(layer.matrix, compute_uv=False) for layer in params),
-        "conserved": conserved_quantities(params),
+        "conserved": _conserved(params),
     }
     obs["test_loss"] = (None if X_test is None
-                        else loss_value(forward(params, X_test, alpha), Y_test, loss))
+                        else _loss_value(_forward(params, X_test, alpha), Y_test, loss))
     return obs
 
 
@@ -184,11 +196,10 @@ def _check_observe(params, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored) 
     if (X_test is None) != (Y_test is None):
         raise ValueError("X_test, Y_test: give both (the held-out set) or neither")
     if X_test is not None:
-        check_net(params, X=X_test, x_name="X_test")
+        _check_apply(params, X_test, alpha, "X_test")
         _check_targets(Y_test, np.shape(X_test)[0], p, loss, "Y_test")
     if pinv_X is not None:
-        if not validate.traced(pinv_X):
-            pinv_X = validate.finite_array("pinv_X", pinv_X, ndim=2)
+        validate.finite_array("pinv_X", pinv_X, ndim=2)
         want = (np.shape(X)[1], np.shape(X)[0])
         if np.shape(pinv_X) != want:
             raise ValueError(f"pinv_X has shape {np.shape(pinv_X)}; it must be X⁺ of shape {want} "

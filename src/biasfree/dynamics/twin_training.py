@@ -35,9 +35,9 @@ import numpy as np
 from .. import _validate as validate
 from ..core.data import mirrored_half
 from ..core.layers import Params
-from ..core.nets import even_part, forward
+from ..core.nets import _even_part, _forward
 from ..core.precision import precise
-from .losses import loss_value
+from .losses import _loss_value
 from .run import grad_fn
 
 
@@ -84,8 +84,8 @@ def _chunk(state, k0, n, X, Y, Xg, alpha, lr, twin_lr, decay, twin_decay, loss, 
 @partial(jax.jit, static_argnames=("loss",))
 def _observe(p, q, X, Y, alpha, loss):
     """(L(θ), L̃(θ̃), <||f_even||²>) at one record."""
-    return (loss_value(forward(p, X, alpha), Y, loss), loss_value(forward(q, X, 1.0), Y, loss),
-            jnp.mean(jnp.sum(even_part(p, X, alpha) ** 2, axis=1)))
+    return (_loss_value(_forward(p, X, alpha), Y, loss), _loss_value(_forward(q, X, 1.0), Y, loss),
+            jnp.mean(jnp.sum(_even_part(p, X, alpha) ** 2, axis=1)))
 
 
 @precise
@@ -161,7 +161,7 @@ def gaps_batched(params: Params, twin: Params, X, Y, *, alpha: float, lr, time_s
     last, lr = np.asarray(steps, int), np.asarray(lr, float)
     K, B = int(np.max(last)), X.shape[0]
     compact = jax.default_backend() == "cpu" if compact is None else compact
-    loss0 = jax.vmap(lambda p, x, y: loss_value(forward(p, x, alpha), y, "mse"))(params, X, Y)
+    loss0 = jax.vmap(lambda p, x, y: _loss_value(_forward(p, x, alpha), y, "mse"))(params, X, Y)
     state = jax.tree_util.tree_map(np.array, (params, twin, np.full(B, -1.0), np.zeros(B, int)))  # copies
     for k0 in range(0, K + 1, chunk):
         live = np.nonzero(last >= k0)[0] if compact else np.arange(B)

@@ -25,8 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
-from ..core.layers import Params, check_net
-from ..core.nets import check_alpha, forward
+from ..core.layers import Params
+from ..core.nets import _check_apply, forward
 from ..core.precision import precise
 
 Function = Callable
@@ -38,8 +38,7 @@ Function = Callable
 @precise
 def net_function(params: Params, alpha) -> Function:
     """The network as a function ``X -> forward(params, X, alpha)``."""
-    check_net(params)
-    check_alpha(alpha)
+    _check_apply(params, None, alpha, required=False)
     return lambda X: forward(params, jnp.asarray(X), alpha)
 
 

@@ -51,8 +51,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
-from ..core.layers import Params, check_net
-from ..core.nets import check_alpha, effective_rank, even_part, forward, has_bias, odd_part
+from ..core.layers import Params
+from ..core.nets import _check_apply, _even_part, _forward, _odd_part, effective_rank, has_bias
 from ..core.precision import precise
 
 DEFAULT_LAMBDAS = (0.1, 3.0, 7.0)
@@ -173,7 +173,7 @@ def jacobians(params: Params, X, alpha) -> jax.Array:
     """``J(x_n)`` (N, p, d) of ``forward(params, ·, alpha)`` at the rows of X: forward mode
     when d ≤ p, reverse mode otherwise (the cheaper), vmapped over the inputs."""
     def f(x):
-        return forward(params, x[None, :], alpha)[0]
+        return _forward(params, x[None, :], alpha)[0]
     d, p = X.shape[1], params[-1].n_out
     return jax.vmap(jax.jacfwd(f) if d <= p else jax.jacrev(f))(X)
 
@@ -185,11 +185,11 @@ def _measure(params: Params, X, alpha, lam):
     f(λX) and G(λX) (1 + #λ, N, p) (slice 0: λ = 1), J, f − Jx, f_odd, f_even."""
     N = X.shape[0]
     XL = (jnp.concatenate([jnp.ones(1, X.dtype), lam])[:, None, None] * X[None]).reshape(-1, X.shape[1])
-    FL = forward(params, XL, alpha).reshape(lam.size + 1, N, -1)
+    FL = _forward(params, XL, alpha).reshape(lam.size + 1, N, -1)
     GL = _abs_forward(params, XL).reshape(lam.size + 1, N, -1)
     J = jacobians(params, X, alpha)
-    return (FL, GL, J, FL[0] - jnp.einsum("npd,nd->np", J, X), odd_part(params, X, alpha),
-            even_part(params, X, alpha))
+    return (FL, GL, J, FL[0] - jnp.einsum("npd,nd->np", J, X), _odd_part(params, X, alpha),
+            _even_part(params, X, alpha))
 
 
 @precise
@@ -205,8 +205,7 @@ def local_linear(params: Params, X, alpha, *, lambdas=DEFAULT_LAMBDAS,
     returned: more than ``max_entries`` is refused (pass fewer inputs, or raise the cap).
     One compiled program per net structure and input shape.
     """
-    check_net(params, X=X)
-    check_alpha(alpha)
+    _check_apply(params, X, alpha)
     lam = validate.positive("lambdas", lambdas, why="positive homogeneity is about f(λx), λ > 0")
     if lam.ndim != 1 or lam.size == 0:
         raise ValueError(f"lambdas={lambdas!r} must be a non-empty list of positive numbers")

@@ -26,20 +26,19 @@ from ..core.inits import pair_up
 from ..core.layers import Layer, Params, check_net, scale_params
 from ..core.nets import has_bias
 from ..core.precision import precise
-from ..core.twin import linear_twin, slope_factor
+from ..core.twin import _slope_factor, linear_twin
 from .modes import half_time, linear_loss, mode_strength
 
 
 def _c(alpha):
-    a = v.unit_interval("alpha", alpha, why="the leaky slope: 0 for ReLU, 1 for a linear network, "
-                                            "or a value in between for leaky ReLU")
-    return float(slope_factor(a)) if a.ndim == 0 else slope_factor(a)
+    """c = (1 + α)/2 of the slope(s) ``alpha``, checked: a float for one slope."""
+    a = v.slope(alpha, array_ok=True)
+    return float(_slope_factor(a)) if np.ndim(a) == 0 else _slope_factor(a)
 
 
 def _c1(alpha) -> float:
     """c for one slope (the weight maps take a single α)."""
-    v.real("alpha", alpha, scalar=True)
-    return float(_c(alpha))
+    return float(_slope_factor(v.slope(alpha)))
 
 
 def _two_layer(params: Params, what: str) -> None:

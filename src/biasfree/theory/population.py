@@ -125,7 +125,7 @@ def population_even_energy(W, v, alpha) -> float:
     v = chk.finite_array("v", v, ndim=1)
     if v.shape != (W.shape[0],):
         raise ValueError(f"v must have one output weight per row of W ({W.shape[0]}), got shape {v.shape}")
-    c = float(slope_factor(chk.unit_interval("alpha", alpha, scalar=True)))
+    c = float(slope_factor(chk.slope(alpha)))
     nw = np.linalg.norm(W, axis=1)
     G, denom = W @ W.T, np.outer(nw, nw)
     rho = np.clip(np.divide(G, denom, out=np.zeros_like(G), where=denom > 0), -1.0, 1.0)
@@ -144,7 +144,7 @@ def population_loss_two_layer(params: Params, T, noise: float, alpha) -> tuple[f
         raise ValueError("params: population_loss_two_layer needs a two-layer bias-free net with "
                          "one output (p = 1)")
     W, v = np.asarray(params[0].matrix, float), np.asarray(params[1].matrix, float)[0]
-    alpha = chk.unit_interval("alpha", alpha, scalar=True)
+    alpha = chk.slope(alpha)
     T = chk.finite_array("T", T, ndim=(1, 2))
     if T.size != W.shape[1]:
         raise ValueError(f"T must hold d = {W.shape[1]} teacher weights (shape (1, d)), got shape {T.shape}")

@@ -175,7 +175,7 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
     N, d = X.shape
     check_net(params, bias_free=True, d=d, p_out=Y.shape[1])
     t = np.atleast_1d(v.times("t", t, ndim=(0, 1)))
-    alpha = v.unit_interval("alpha", alpha, scalar=True, why="the leaky slope: 0 ReLU, 1 linear")
+    alpha = v.slope(alpha)
     symmetry_tol = v.nonnegative("symmetry_tol", symmetry_tol, scalar=True)
     notes, exact = [], True
     lin, t_lin, lam = params, t, _check_decay(weight_decay)

@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate as v
-from ..core.layers import Layer, Params, check_net
+from ..core.layers import Layer, Params, check_net, is_net
 from .inits import imbalance
 from .modes import _check_decay, _check_y_power
 
@@ -145,11 +145,12 @@ def _gram(t, Q0, S, lam_decay: float) -> np.ndarray:
     return out
 
 
-def _check_net(params: Params, Sigma_yx, tol: float):
-    check_net(params)
+def _riccati_args(params: Params, Sigma_yx, tol: float):
+    """The checks of :func:`unaligned_product`: ``(W_1, W_2, Σ_yx)``."""
+    Ws = check_net(params, bias_free=is_net(params) and len(params) == 2)
     if len(params) != 2:
         raise ValueError(f"the Riccati solution is for two-layer nets, got depth {len(params)}")
-    W1, W2 = check_net(params, depth=2, bias_free=True)
+    W1, W2 = Ws
     S = v.finite_array("Sigma_yx", Sigma_yx, ndim=2)
     if S.shape != (W2.shape[0], W1.shape[1]):
         raise ValueError(f"Sigma_yx must have shape (p, d) = {(W2.shape[0], W1.shape[1])} to match params "
@@ -167,7 +168,7 @@ def unaligned_product(t, params: Params, Sigma_yx, *, weight_decay: float = 0.0,
     balanced to ``balance_tol``), ``Sigma_yx`` (p, d) = YᵀX/N, ``weight_decay`` λ.
     ``β_eff(t) = P(t)ᵀ``.
     """
-    W1, W2, S = _check_net(params, Sigma_yx, balance_tol)
+    W1, W2, S = _riccati_args(params, Sigma_yx, balance_tol)
     d = W1.shape[1]
     t = np.atleast_1d(v.times("t", t, ndim=(0, 1)))
     M = _gram(t, np.concatenate([W1.T, W2], axis=0), S, _check_decay(weight_decay))

@@ -75,6 +75,6 @@ def raw_init_half_time_ratio(s, a0, alpha):
     ``≈ 1 + ln(1/c) / ln(s/a_0)``: above 1, tending to 1 only logarithmically as the
     init shrinks. ``s`` singular value, ``a0`` effective strength, ``alpha`` slope α.
     """
-    alpha = v.unit_interval("alpha", alpha, why="the leaky slope: 0 ReLU, 1 linear")
+    alpha = v.slope(alpha, array_ok=True)
     a0 = v.real("a0", a0)
     return half_loss_time(s, slope_factor(alpha) * a0) / half_loss_time(s, a0)
