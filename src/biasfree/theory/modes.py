@@ -33,8 +33,8 @@ class Modes(NamedTuple):
 
     ``U`` (p, r) output directions u_i, ``s`` (r,) singular values (descending),
     ``V`` (d, r) input directions v_i, ``y_power`` = tr<y yᵀ> = ``Σ_n ||y_n||² / N``,
-    ``whitened`` whether ``XᵀX/N = I`` to 1e-10 (the closed forms need it); with
-    ``whiten=True`` also ``lam_max`` λ_max(Σ_xx) and ``B`` (p, d) the least-squares map
+    ``whitened`` whether ``XᵀX/N = I`` to 1e-10 (the closed forms need it), ``lam_max``
+    λ_max(Σ_xx); with ``whiten=True`` also ``B`` (p, d) the least-squares map
     ``Σ_yx Σ_xx⁺``. ``linear_fraction`` Σ s_i² / y_power: with ``whiten=True`` the share of
     the target's power a linear map captures.
     """
@@ -74,12 +74,13 @@ def data_modes(X, Y, rank_tol: float = 1e-10, *, whiten: bool = False) -> Modes:
     rank_tol = v.nonnegative("rank_tol", rank_tol, scalar=True)
     N = X.shape[0]
     S = Y.T @ X / N
-    lam_max, B = float("nan"), None
+    B = None
+    lam, W = np.linalg.eigh(X.T @ X / N)
+    lam_max = float(lam.max())
     if whiten:
-        lam, W = np.linalg.eigh(X.T @ X / N)
         keep = lam > 1e-12 * lam.max()
         B = S @ (W[:, keep] / lam[keep]) @ W[:, keep].T
-        S, lam_max = S @ (W[:, keep] / np.sqrt(lam[keep])) @ W[:, keep].T, float(lam.max())
+        S = S @ (W[:, keep] / np.sqrt(lam[keep])) @ W[:, keep].T
     U, s, Vt = np.linalg.svd(S, full_matrices=False)
     r = int(np.sum(s > rank_tol * max(s[0], 1e-300))) if s.size else 0
     return Modes(U[:, :r], s[:r], Vt[:r].T, float(np.mean(np.sum(Y**2, axis=1))), is_whitened(X), lam_max, B)

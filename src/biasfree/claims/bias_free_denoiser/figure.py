@@ -75,7 +75,7 @@ def _local_linear(ax, A, result):
 
 def _two_layer(ax, A, result):
     M = result.metrics
-    c = float(slope_factor(A["alpha"]))
+    c = float(slope_factor(result.config["alpha"]))
     ct = c * A["t_two"]
     ax.semilogx(ct[1:], A["loss_two"][0, 1:], color="C0", lw=2.5, label="ReLU conv net, random small init")
     ax.semilogx(ct[1:], A["loss_two_twin"][0, 1:], "k:", lw=1.5, label="its linear conv twin")
