@@ -22,7 +22,7 @@ import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
 from .. import _validate as validate
-from ..core.layers import Layer, Params, check_net
+from ..core.layers import Params, check_net, is_dense
 from ..core.nets import check_alpha, forward, leaky_relu
 from ..core.precision import precise
 
@@ -114,7 +114,7 @@ def forward_mirrored(params: Params, X_half, alpha):
     check_net(params, X=X_half, x_name="X_half")
     check_alpha(alpha)
     first = params[0]
-    if (len(params) == 2 and all(isinstance(la, Layer) for la in params)
+    if (len(params) == 2 and is_dense(params)
             and first.b is None and params[1].b is None):
         return _two_layer_mirrored(first.W, params[1].W, X_half, alpha)
     A = first.linear(X_half)  # any layer, a convolution included (docs/theory.md §7)
