@@ -67,32 +67,16 @@ class AbstractLayer(abc.ABC):
         the layer (``name``) and the fix; none by default."""
         return None
 
-    @property
-    def weight(self) -> Array:
-        """The weights in torch's layout: output units (channels), inputs, any kernel axes, after
-        leading ensemble axes; ``matrix`` unless the layer stores them otherwise."""
-        return self.matrix
-
-    @property
-    def n_in(self) -> int:
-        return int(np.shape(self.matrix)[-1])
-
-    @property
-    def n_out(self) -> int:
-        return int(np.shape(self.matrix)[-2])
-
-    @property
-    def has_bias(self) -> bool:
-        return self.bias is not None
-
-    @property
-    def kind(self) -> str:
-        """The layer type's name (``"Layer"``, ``"Conv"``, ...), as weight files store it."""
-        return type(self).__name__
-
     def spec(self) -> dict | None:
-        """What a weight file stores beside the weight to rebuild the layer; ``None``: no stored form."""
+        """What a weight file stores beside the weight to rebuild the layer; ``None``: none."""
         return None
+
+    weight = property(lambda self: self.matrix, doc="The weights in torch's layout: output units "
+                      "(channels), inputs, any kernel axes; ``matrix`` unless stored otherwise.")
+    n_in = property(lambda self: int(np.shape(self.matrix)[-1]))
+    n_out = property(lambda self: int(np.shape(self.matrix)[-2]))
+    has_bias = property(lambda self: self.bias is not None)
+    kind = property(lambda self: type(self).__name__, doc="The type's name, as weight files store it.")
 
 
 def static(default):
@@ -121,17 +105,12 @@ class WeightLayer(AbstractLayer):
     (one per output unit or channel, or ``None``) and :func:`static` fields; made with
     :func:`layer_type`. Scaling, pairing, bias removal and the stored form are derived here."""
 
-    _weight: str
+    _weight: str  # the weight field's name, and the static fields': set by layer_type
     _static: tuple[str, ...] = ()
 
     weight = property(lambda self: getattr(self, self._weight), doc="``W``, ``K`` or ``V``.")
-
     bias = property(lambda self: self.b, doc="``b``, or ``None``.")
-
-    @property
-    def batch_ndim(self) -> int:
-        """Number of leading ensemble axes of the weight."""
-        return np.ndim(self.weight) - 2
+    batch_ndim = property(lambda self: np.ndim(self.weight) - 2, doc="Number of leading ensemble axes.")
 
     def with_weight(self, weight) -> WeightLayer:
         """The same layer type and static fields with another weight array (and the same ``b``)."""
@@ -224,9 +203,8 @@ def check_net(params, name: str = "params", *, X=None, x_name: str = "X", depth:
 
     sizes = []  # (n_out, n_in) of each layer, from static shapes (no Toeplitz matrix)
     for i, layer in enumerate(params):
-        for field, leaf in zip(_fields(layer), jax.tree_util.tree_leaves(layer), strict=False):
-            if not traced:
-                validate.finite_array(f"{name}[{i}].{field}", leaf)
+        for path, leaf in [] if traced else jax.tree_util.tree_leaves_with_path(layer):
+            validate.finite_array(f"{name}[{i}]{jax.tree_util.keystr(path)}", leaf)  # params[0].W
         layer.check(f"{name}[{i}]")
         n_out, n_in = layer.n_out, layer.n_in
         if sizes and n_in != sizes[-1][0]:
@@ -255,15 +233,6 @@ def check_net(params, name: str = "params", *, X=None, x_name: str = "X", depth:
         raise ValueError(f"{x_name} has {np.shape(X)[1]} columns but {name} takes inputs of dimension "
                          f"d = {sizes[0][1]}: pass X of shape (N, {sizes[0][1]})")
     return Ws
-
-
-def _fields(layer) -> list[str]:
-    """Names of a dataclass layer's array fields, in pytree-leaf order (None fields skipped);
-    for any other pytree layer, ``leaf0``, ``leaf1``, ... in leaf order."""
-    if not dataclasses.is_dataclass(layer):
-        return [f"leaf{j}" for j in range(len(jax.tree_util.tree_leaves(layer)))]
-    return [f.name for f in dataclasses.fields(layer)
-            if not f.metadata.get("static") and getattr(layer, f.name) is not None]
 
 
 class _Matrices(Sequence):
