@@ -95,22 +95,15 @@ class Conv(WeightLayer):
         validate.choice("padding", self.padding, PADDINGS)
 
     # --- shapes (static: no array is touched) ---
-    @property
-    def kernel_shape(self) -> tuple[int, ...]:
-        return tuple(int(k) for k in np.shape(self.K)[-len(self.in_shape):])
-
-    @property
-    def batch_ndim(self) -> int:
-        """Number of leading ensemble axes of ``K``."""
-        return np.ndim(self.K) - 2 - len(self.in_shape)
-
-    @property
-    def c_in(self) -> int:
-        return int(np.shape(self.K)[-1 - len(self.in_shape)])
-
-    @property
-    def c_out(self) -> int:
-        return int(np.shape(self.K)[-2 - len(self.in_shape)])
+    kernel_shape = property(lambda self: tuple(int(k) for k in np.shape(self.K)[-len(self.in_shape):]))
+    batch_ndim = property(lambda self: np.ndim(self.K) - 2 - len(self.in_shape),
+                          doc="Number of leading ensemble axes of ``K``.")
+    c_in = property(lambda self: int(np.shape(self.K)[-1 - len(self.in_shape)]))
+    c_out = property(lambda self: int(np.shape(self.K)[-2 - len(self.in_shape)]))
+    in_layout = property(lambda self: (self.c_in,) + self.in_shape, doc="(C_in, *in_shape).")
+    out_layout = property(lambda self: (self.c_out,) + self.out_shape, doc="(C_out, *out_shape).")
+    n_in = property(lambda self: self.c_in * math.prod(self.in_shape))
+    n_out = property(lambda self: self.c_out * math.prod(self.out_shape))
 
     @property
     def out_shape(self) -> tuple[int, ...]:
@@ -118,24 +111,6 @@ class Conv(WeightLayer):
         if self.padding == "same":
             return self.in_shape
         return tuple(n - k + 1 for n, k in zip(self.in_shape, self.kernel_shape, strict=True))
-
-    @property
-    def in_layout(self) -> tuple[int, ...]:
-        """(C_in, *in_shape): how the flat input is read."""
-        return (self.c_in,) + self.in_shape
-
-    @property
-    def out_layout(self) -> tuple[int, ...]:
-        """(C_out, *out_shape): how the flat output is laid out."""
-        return (self.c_out,) + self.out_shape
-
-    @property
-    def n_in(self) -> int:
-        return self.c_in * math.prod(self.in_shape)
-
-    @property
-    def n_out(self) -> int:
-        return self.c_out * math.prod(self.out_shape)
 
     # --- the linear map ---
     def linear(self, H: Array) -> Array:
@@ -188,17 +163,9 @@ class PooledDense(WeightLayer):
     def __post_init__(self):
         object.__setattr__(self, "in_shape", spatial_shape(self.in_shape))
 
-    @property
-    def in_layout(self) -> tuple[int, ...]:
-        return (int(np.shape(self.V)[-1]),) + self.in_shape
-
-    @property
-    def n_in(self) -> int:
-        return math.prod(self.in_layout)
-
-    @property
-    def n_out(self) -> int:
-        return int(np.shape(self.V)[-2])
+    in_layout = property(lambda self: (int(np.shape(self.V)[-1]),) + self.in_shape, doc="(C, *in_shape).")
+    n_in = property(lambda self: math.prod(self.in_layout))
+    n_out = property(lambda self: int(np.shape(self.V)[-2]))
 
     def linear(self, H: Array) -> Array:
         S = math.prod(self.in_shape)
