@@ -1,11 +1,16 @@
 """The layer protocol, the one linear-twin map, the one symmetry measure, the one label check."""
 
+import json
+
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import biasfree as bf
 from biasfree import _validate as validate
-from biasfree.core.layers import AbstractLayer, check_net, scale_params
+from biasfree.core.conv import drop_zero_biases, from_spec
+from biasfree.core.layers import AbstractLayer, check_net, is_dense, scale_params
 from biasfree.core.nets import effective_rank
 from biasfree.core.symmetry import asymmetry, is_symmetric, mirror_violation
 from biasfree.core.twin import linear_twin, slope_factor
@@ -85,3 +90,32 @@ def test_the_label_check_names_the_argument_and_the_fix():
     message = r"^y: a margin needs labels y = ±1 \(each -1 or \+1\), but y holds e.g. \[0.0\].*2y - 1"
     with pytest.raises(ValueError, match=message):
         validate.labels("y", np.array([1.0, 0.0]), "a margin", "")
+
+
+def test_every_layer_type_flattens_w_then_b_and_derives_the_rest_from_its_weight():
+    rng = np.random.default_rng(4)
+    dense = bf.Layer(rng.normal(size=(3, 2)), rng.normal(size=3))
+    conv = bf.Conv(rng.normal(size=(2, 1, 3)), np.zeros(2), (5,), "valid")
+    pool = bf.PooledDense(rng.normal(size=(1, 2)), None, (3,))
+    paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path((dense, conv, pool))]
+    assert paths == ["[0].W", "[0].b", "[1].K", "[1].b", "[2].V"]
+    for layer in (dense, conv, pool):
+        assert isinstance(layer, AbstractLayer) and layer.weight is jax.tree_util.tree_leaves(layer)[0]
+        back = from_spec(json.loads(json.dumps(layer.spec())), layer.weight)  # a weight file's round trip
+        assert jax.tree_util.tree_structure(back) == jax.tree_util.tree_structure(layer.without_bias())
+        assert back.weight is layer.weight and back.bias is None
+        w2 = 2 * layer.weight
+        moved = layer.with_weight(w2)
+        assert moved.weight is w2 and moved.b is layer.b and moved.spec() == layer.spec()
+    assert [la.spec() for la in (dense, conv, pool)] == [
+        {"type": "Layer"}, {"type": "Conv", "in_shape": [5], "padding": "valid"},
+        {"type": "PooledDense", "in_shape": [3]}]
+    with pytest.raises(ValueError, match="unknown layer type 'Dense'"):
+        from_spec({"type": "Dense"}, dense.W)
+    # the zero conv bias is dropped, the nonzero dense one kept
+    kept, dropped = drop_zero_biases((dense, conv, pool))
+    assert dropped == 1 and kept[0] is dense and kept[1].b is None and kept[1].K is conv.K
+    # a middle dense layer pairs as the block [[W, −W], [−W, W]]: copies and sign flips, bitwise
+    np.testing.assert_array_equal(dense.paired(outputs=True, inputs=True).W,
+                                  jnp.block([[dense.W, -dense.W], [-dense.W, dense.W]]))
+    assert is_dense((dense, dense)) and not is_dense((conv, dense)) and not is_dense(dense)

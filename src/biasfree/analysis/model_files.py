@@ -28,9 +28,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
-from ..core.conv import Conv, PooledDense, spatial_shape
+from ..core.conv import from_spec, spatial_shape
 from ..core.inits import from_arrays
-from ..core.layers import Layer, Params, check_net
+from ..core.layers import Params, check_net, is_dense
 from ..core.nets import has_bias
 from ..core.precision import precise
 from .model import Model, refuse
@@ -107,15 +107,10 @@ def _torch_specs(entries, in_shape, padding, source) -> list[dict]:
 
 def build_layer(name: str, A, spec: dict, source: str):
     """The layer of weight ``name`` (array ``A``) that ``spec``, an entry of :data:`LAYERS_KEY`, describes."""
-    kind = spec.get("type")
-    W = jnp.asarray(A, dtype=float)
-    if kind == "Layer":
-        return Layer(W)
-    if kind == "Conv":
-        return Conv(W, None, tuple(spec["in_shape"]), spec["padding"])
-    if kind == "PooledDense":
-        return PooledDense(W, None, tuple(spec["in_shape"]))
-    raise ValueError(f"{source}: '{name}' has unknown layer type {kind!r} in {LAYERS_KEY}")
+    try:
+        return from_spec(spec, jnp.asarray(A, dtype=float))
+    except ValueError as e:
+        raise ValueError(f"{source}: '{name}' in {LAYERS_KEY}: {e}") from None
 
 
 @precise
@@ -157,7 +152,7 @@ def from_state_dict(mapping: Mapping, alpha=None, *, source: str = "state dict",
                    "cannot be told from a state dict: use biasfree.from_torch)"))
     if alpha is not None:
         alpha = validate.slope(alpha)
-    dense = all(isinstance(b, Layer) for b in built)
+    dense = is_dense(built)
     params = from_arrays([A for _, A in entries]) if dense else tuple(built)
     return Model(params, alpha, source, tuple(n for n, _ in entries))
 
@@ -240,14 +235,6 @@ def torch_names(n_layers: int) -> tuple[str, ...]:
     return tuple(f"{2 * i}.weight" for i in range(n_layers))
 
 
-def _spec(layer) -> dict:
-    if isinstance(layer, Conv):
-        return {"type": "Conv", "in_shape": list(layer.in_shape), "padding": layer.padding}
-    if isinstance(layer, PooledDense):
-        return {"type": "PooledDense", "in_shape": list(layer.in_shape)}
-    return {"type": "Layer"}
-
-
 @precise
 def save_model(params: Params, path, *, alpha=None, metadata: Mapping | None = None) -> Path:
     """Write bias-free ``params`` to ``.safetensors`` (metadata: ``alpha`` and
@@ -258,8 +245,9 @@ def save_model(params: Params, path, *, alpha=None, metadata: Mapping | None = N
     check_net(params)
     if has_bias(params):
         raise ValueError("params: save_model writes bias-free nets only (drop b)")
-    if not all(isinstance(layer, Layer | Conv | PooledDense) for layer in params):
-        kinds = sorted({type(layer).__name__ for layer in params} - {"Layer", "Conv", "PooledDense"})
+    specs = [layer.spec() for layer in params]
+    if None in specs:
+        kinds = sorted({layer.kind for layer, s in zip(params, specs, strict=True) if s is None})
         raise ValueError(f"params: save_model writes Layer, Conv and PooledDense layers, not {kinds}")
     if any(layer.batch_ndim for layer in params):
         raise ValueError("params: save_model writes one net, not an ensemble (leading member axes): "
@@ -271,14 +259,13 @@ def save_model(params: Params, path, *, alpha=None, metadata: Mapping | None = N
     if metadata is not None and not isinstance(metadata, Mapping):
         raise TypeError(f"metadata must be a mapping of names to strings, got {type(metadata).__name__}")
     path = Path(path)
-    weight = {Layer: "W", Conv: "K", PooledDense: "V"}
-    arrays = {n: np.ascontiguousarray(np.asarray(getattr(layer, weight[type(layer)]), dtype=np.float64))
+    arrays = {n: np.ascontiguousarray(np.asarray(layer.weight, dtype=np.float64))
               for n, layer in zip(torch_names(len(params)), params, strict=True)}
     meta = {str(k): str(v) for k, v in (metadata or {}).items()}
     if alpha is not None:
         meta["alpha"] = repr(float(alpha))
-    if not all(isinstance(layer, Layer) for layer in params):
-        meta[LAYERS_KEY] = json.dumps([_spec(layer) for layer in params])
+    if not is_dense(params):
+        meta[LAYERS_KEY] = json.dumps(specs)
     from ..store import atomic_write
 
     if path.suffix == ".safetensors":

@@ -22,13 +22,13 @@ dense map: ``z = V · mean_s h[:, s] (+ b)``, matrix ``V ⊗ 1ᵀ/S``. Pooling i
 the layer, so no σ_α sits between pooling and readout (σ_α of a mean is not the mean of
 σ_α): use it as the readout of a conv net.
 
-Both are pytrees (``jax.tree_util.register_dataclass``): the arrays are leaves, the shapes
-and padding static, so ``jit``, ``vmap`` and ``grad`` see only the weights.
+Both are :class:`~.layers.WeightLayer` s (frozen dataclass pytrees): the arrays are leaves,
+the shapes and padding static, so ``jit``, ``vmap`` and ``grad`` see only the weights; their
+weights are in torch's layout, so scaling and channel pairing are the dense layer's.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from functools import partial
 
@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
-from .layers import AbstractLayer
+from .layers import Layer, WeightLayer, layer_type, static
 
 Array = jax.Array
 PADDINGS = ("same", "valid")
@@ -74,13 +74,8 @@ def _toeplitz(K, in_shape, padding, batch_ndim):
     return one(K)
 
 
-def _bcast(factor, ndim: int):
-    """``factor`` shaped to multiply an array with ``ndim`` trailing per-member axes."""
-    return factor if np.ndim(factor) == 0 else jnp.reshape(factor, np.shape(factor) + (1,) * ndim)
-
-
-@dataclasses.dataclass(frozen=True)
-class Conv:
+@layer_type
+class Conv(WeightLayer):
     """Stride-1 convolution (module doc), a layer of the net family.
 
     ``K`` kernel (C_out, C_in, k) for 1-D or (C_out, C_in, k_1, k_2) for 2-D (any leading
@@ -92,30 +87,23 @@ class Conv:
 
     K: Array
     b: Array | None = None
-    in_shape: tuple[int, ...] = dataclasses.field(default=(), metadata={"static": True})
-    padding: str = dataclasses.field(default="same", metadata={"static": True})
+    in_shape: tuple[int, ...] = static(())
+    padding: str = static("same")
 
     def __post_init__(self):
         object.__setattr__(self, "in_shape", spatial_shape(self.in_shape))
         validate.choice("padding", self.padding, PADDINGS)
 
     # --- shapes (static: no array is touched) ---
-    @property
-    def kernel_shape(self) -> tuple[int, ...]:
-        return tuple(int(k) for k in np.shape(self.K)[-len(self.in_shape):])
-
-    @property
-    def batch_ndim(self) -> int:
-        """Number of leading ensemble axes of ``K``."""
-        return np.ndim(self.K) - 2 - len(self.in_shape)
-
-    @property
-    def c_in(self) -> int:
-        return int(np.shape(self.K)[-1 - len(self.in_shape)])
-
-    @property
-    def c_out(self) -> int:
-        return int(np.shape(self.K)[-2 - len(self.in_shape)])
+    kernel_shape = property(lambda self: tuple(int(k) for k in np.shape(self.K)[-len(self.in_shape):]))
+    batch_ndim = property(lambda self: np.ndim(self.K) - 2 - len(self.in_shape),
+                          doc="Number of leading ensemble axes of ``K``.")
+    c_in = property(lambda self: int(np.shape(self.K)[-1 - len(self.in_shape)]))
+    c_out = property(lambda self: int(np.shape(self.K)[-2 - len(self.in_shape)]))
+    in_layout = property(lambda self: (self.c_in,) + self.in_shape, doc="(C_in, *in_shape).")
+    out_layout = property(lambda self: (self.c_out,) + self.out_shape, doc="(C_out, *out_shape).")
+    n_in = property(lambda self: self.c_in * math.prod(self.in_shape))
+    n_out = property(lambda self: self.c_out * math.prod(self.out_shape))
 
     @property
     def out_shape(self) -> tuple[int, ...]:
@@ -124,33 +112,11 @@ class Conv:
             return self.in_shape
         return tuple(n - k + 1 for n, k in zip(self.in_shape, self.kernel_shape, strict=True))
 
-    @property
-    def in_layout(self) -> tuple[int, ...]:
-        """(C_in, *in_shape): how the flat input is read."""
-        return (self.c_in,) + self.in_shape
-
-    @property
-    def out_layout(self) -> tuple[int, ...]:
-        """(C_out, *out_shape): how the flat output is laid out."""
-        return (self.c_out,) + self.out_shape
-
-    @property
-    def n_in(self) -> int:
-        return self.c_in * math.prod(self.in_shape)
-
-    @property
-    def n_out(self) -> int:
-        return self.c_out * math.prod(self.out_shape)
-
-    has_bias = property(lambda self: self.b is not None)
-
     # --- the linear map ---
     def linear(self, H: Array) -> Array:
         """``H Aᵀ`` without the bias: (N, n_in) -> (N, n_out), by ``lax.conv_general_dilated``
         (one member: ``K`` without ensemble axes)."""
         return _conv_flat(H, self.K, self.in_shape, self.padding)
-
-    apply = AbstractLayer.apply
 
     @property
     def matrix(self) -> Array:
@@ -165,24 +131,24 @@ class Conv:
             return None
         return jnp.repeat(jnp.asarray(self.b), math.prod(self.out_shape), axis=-1)
 
-    def scaled(self, factor) -> Conv:
-        """Kernel and bias times ``factor``: one number, or (K,) for K members."""
-        return dataclasses.replace(self, K=_bcast(factor, 2 + len(self.in_shape)) * self.K,
-                                   b=None if self.b is None else _bcast(factor, 1) * self.b)
+    def check(self, name: str) -> None:
+        """Kernel axes for ``in_shape``, an output position, one bias per output channel."""
+        nd = len(self.in_shape)
+        if np.ndim(self.K) != 2 + nd:
+            raise ValueError(f"{name}.K must be (C_out, C_in{', k' * nd}) for a {nd}-D convolution on "
+                             f"in_shape={self.in_shape}, got shape {np.shape(self.K)}")
+        if self.padding == "valid" and any(k > n for k, n in zip(self.kernel_shape, self.in_shape,
+                                                                  strict=True)):
+            raise ValueError(f"{name}: kernel {self.kernel_shape} is larger than its input "
+                             f"{self.in_shape} with padding='valid' (no output position); use a "
+                             "smaller kernel or padding='same'")
+        if self.b is not None and np.shape(self.b) != (self.c_out,):
+            raise ValueError(f"{name}.b must be one bias per output channel, shape ({self.c_out},), "
+                             f"got {np.shape(self.b)}")
 
-    def paired(self, outputs: bool, inputs: bool) -> Conv:
-        """Channels doubled with sign-flipped partners (docs/theory.md §2.3, §7): outputs
-        ``[K; −K]``, inputs ``[K, −K]``, both ``[[K, −K], [−K, K]]`` (bias-free only)."""
-        K, ax = self.K, self.batch_ndim
-        if inputs:
-            K = jnp.concatenate([K, -K], axis=ax + 1)
-        if outputs:
-            K = jnp.concatenate([K, -K], axis=ax)
-        return dataclasses.replace(self, K=K, b=None)
 
-
-@dataclasses.dataclass(frozen=True)
-class PooledDense:
+@layer_type
+class PooledDense(WeightLayer):
     """Global average pooling over the spatial positions, then a dense map (module doc).
 
     ``V`` (n_out, C) (leading ensemble axes allowed), ``b`` (n_out,) or ``None``,
@@ -192,37 +158,18 @@ class PooledDense:
 
     V: Array
     b: Array | None = None
-    in_shape: tuple[int, ...] = dataclasses.field(default=(), metadata={"static": True})
+    in_shape: tuple[int, ...] = static(())
 
     def __post_init__(self):
         object.__setattr__(self, "in_shape", spatial_shape(self.in_shape))
 
-    @property
-    def batch_ndim(self) -> int:
-        return np.ndim(self.V) - 2
-
-    @property
-    def in_layout(self) -> tuple[int, ...]:
-        return (int(np.shape(self.V)[-1]),) + self.in_shape
-
-    out_layout = None
-
-    @property
-    def n_in(self) -> int:
-        return math.prod(self.in_layout)
-
-    @property
-    def n_out(self) -> int:
-        return int(np.shape(self.V)[-2])
-
-    has_bias = AbstractLayer.has_bias
-    bias = property(lambda self: self.b, doc="``b`` (n_out,), or ``None``.")
+    in_layout = property(lambda self: (int(np.shape(self.V)[-1]),) + self.in_shape, doc="(C, *in_shape).")
+    n_in = property(lambda self: math.prod(self.in_layout))
+    n_out = property(lambda self: int(np.shape(self.V)[-2]))
 
     def linear(self, H: Array) -> Array:
         S = math.prod(self.in_shape)
         return jnp.mean(jnp.reshape(H, (H.shape[0], -1, S)), axis=-1) @ self.V.T
-
-    apply = AbstractLayer.apply
 
     @property
     def matrix(self) -> Array:
@@ -230,41 +177,30 @@ class PooledDense:
         S = math.prod(self.in_shape)
         return jnp.repeat(jnp.asarray(self.V), S, axis=-1) / S
 
-    def scaled(self, factor) -> PooledDense:
-        return dataclasses.replace(self, V=_bcast(factor, 2) * self.V,
-                                   b=None if self.b is None else _bcast(factor, 1) * self.b)
-
     def paired(self, outputs: bool, inputs: bool) -> PooledDense:
         """Input channels doubled as ``[V, −V]`` (a readout; ``outputs`` is refused)."""
         if outputs:
             raise ValueError("pair_up: a PooledDense layer can only be the readout (the last layer)")
-        return dataclasses.replace(self, V=jnp.concatenate([self.V, -self.V], axis=-1), b=None)
+        return super().paired(False, inputs)
+
+    def check(self, name: str) -> None:
+        if np.ndim(self.V) != 2:
+            raise ValueError(f"{name}.V must be (n_out, C), got shape {np.shape(self.V)}")
 
 
-for _cls, _data in ((Conv, ["K", "b"]), (PooledDense, ["V", "b"])):
-    jax.tree_util.register_dataclass(_cls, data_fields=_data, meta_fields=["in_shape", "padding"]
-                                     if _cls is Conv else ["in_shape"])
-    AbstractLayer.register(_cls)
+KINDS = {cls.__name__: cls for cls in (Layer, Conv, PooledDense)}
+"""The layer types a weight file may name (:meth:`~.layers.WeightLayer.spec`)."""
 
 
-def check_layer(layer, name: str) -> None:
-    """Shape checks of a conv-family layer, each error naming the layer and the fix
-    (values are checked by :func:`~biasfree.core.layers.check_net`)."""
-    if isinstance(layer, Conv):
-        nd = len(layer.in_shape)
-        if np.ndim(layer.K) != 2 + nd:
-            raise ValueError(f"{name}.K must be (C_out, C_in{', k' * nd}) for a {nd}-D convolution on "
-                             f"in_shape={layer.in_shape}, got shape {np.shape(layer.K)}")
-        if layer.padding == "valid" and any(k > n for k, n in zip(layer.kernel_shape, layer.in_shape,
-                                                                   strict=True)):
-            raise ValueError(f"{name}: kernel {layer.kernel_shape} is larger than its input "
-                             f"{layer.in_shape} with padding='valid' (no output position); use a "
-                             "smaller kernel or padding='same'")
-        if layer.b is not None and np.shape(layer.b) != (layer.c_out,):
-            raise ValueError(f"{name}.b must be one bias per output channel, shape ({layer.c_out},), "
-                             f"got {np.shape(layer.b)}")
-    elif isinstance(layer, PooledDense) and np.ndim(layer.V) != 2:
-        raise ValueError(f"{name}.V must be (n_out, C), got shape {np.shape(layer.V)}")
+def from_spec(spec: dict, weight) -> WeightLayer:
+    """The bias-free layer that ``spec`` (as :meth:`~.layers.WeightLayer.spec` gives it:
+    ``{"type": "Conv", "in_shape": [8, 8], "padding": "same"}``, ...) describes, with ``weight``;
+    other keys of ``spec`` are ignored."""
+    cls = KINDS.get(spec.get("type"))
+    if cls is None:
+        raise ValueError(f"unknown layer type {spec.get('type')!r}: name one of {', '.join(KINDS)}")
+    shape = {k: tuple(spec[k]) if isinstance(spec[k], list) else spec[k] for k in cls._static if k in spec}
+    return cls(weight, None, **shape)
 
 
 def is_conv(params) -> bool:
@@ -280,8 +216,7 @@ def drop_zero_biases(params) -> tuple[tuple, int]:
     for layer in params:
         b = layer.bias
         if b is not None and not np.any(np.asarray(b)):
-            layer = (layer._replace(b=None) if hasattr(layer, "_replace")
-                     else dataclasses.replace(layer, b=None))
+            layer = layer.without_bias()
             dropped += 1
         out.append(layer)
     return tuple(out), dropped

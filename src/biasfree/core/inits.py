@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
-from .conv import Conv, PooledDense, check_layer
+from .conv import Conv, PooledDense
 from .draws import normal
 from .layers import Layer, Params, check_net
 from .nets import has_bias, widths
@@ -82,21 +82,8 @@ def pair_up(params: Params) -> Params:
 
 def _pair_up(params: Params) -> Params:
     """:func:`pair_up` unchecked."""
-    L = len(params)
-    out = []
-    for i, layer in enumerate(params):
-        if not isinstance(layer, Layer):  # conv layers: channels paired (k, −k), docs/theory.md §7
-            out.append(layer.paired(outputs=i < L - 1, inputs=i > 0))
-            continue
-        W = layer.matrix
-        if i == 0:
-            W2 = jnp.concatenate([W, -W], axis=0)
-        elif i == L - 1:
-            W2 = jnp.concatenate([W, -W], axis=1)
-        else:
-            W2 = jnp.block([[W, -W], [-W, W]])
-        out.append(Layer(W2))
-    return tuple(out)
+    L = len(params)  # channels of a conv layer pair the same way (docs/theory.md §7)
+    return tuple(layer.paired(outputs=i < L - 1, inputs=i > 0) for i, layer in enumerate(params))
 
 
 @precise
@@ -274,7 +261,7 @@ def init_conv(key, in_shape, channels, kernel, p: int = 1, scale=1.0, *, padding
     shapes, shape = [], spatial  # (weight shape, bias shape) of each layer; checked before drawing
     for i, (c_in, c_out) in enumerate(zip(ch[:-1], ch[1:], strict=True)):
         layer = Conv(np.zeros((c_out, c_in) + ks), None, shape, padding)
-        check_layer(layer, f"conv layer {i}")  # e.g. a kernel larger than its input
+        layer.check(f"conv layer {i}")  # e.g. a kernel larger than its input
         shapes.append(((c_out, c_in) + ks, (c_out,)))
         shape = layer.out_shape
     shapes.append(((p, ch[-1] if readout == "pool" else ch[-1] * int(np.prod(shape))), (p,)))

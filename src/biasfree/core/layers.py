@@ -1,21 +1,24 @@
-"""The layer protocol, its dense implementation, and the one network check.
+"""The layer protocol, the dense layer, and the one network check.
 
 A network is a tuple of layers (docs/theory.md §0); layer l maps hidden states ``H``
 (N, n_{l-1}) to pre-activations ``Z = H Aᵀ + b`` (N, n_l), where ``A`` (n_l, n_{l-1}) is
 the layer's bias-free linear map, its :attr:`~AbstractLayer.matrix`. Dense theory applies
 to any layer through ``.matrix``. A new layer type (e.g. a convolution, whose matrix is
-Toeplitz) is one new module: a pytree that subclasses (or registers with)
-:class:`AbstractLayer` and provides what it lists. Layers are recognised by type, never by
-their attributes.
+Toeplitz) is one new module: a pytree that subclasses :class:`AbstractLayer` and provides
+what it lists. The layers of this package (:class:`Layer`; ``Conv``, ``PooledDense`` in
+:mod:`.conv`) are :class:`WeightLayer` s: frozen dataclass pytrees of one weight array, a
+bias and static shape fields, from which scaling, pairing, bias removal and the stored
+form follow once for all. Layers are recognised by type, never by their attributes.
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
@@ -26,10 +29,11 @@ Array = jax.Array
 
 class AbstractLayer(abc.ABC):
     """What a layer provides: ``matrix`` (n_out, n_in), ``bias`` ((n_out,) or None),
-    ``n_in``, ``n_out``, ``apply(H)`` the pre-activations, ``linear(H)`` the same without
-    the bias, ``scaled(factor)``, and ``batch_ndim`` (the number of leading ensemble
-    axes of its weights). Layers that read or write a (C, *spatial) layout (convolutions,
-    :mod:`.conv`) also give ``in_layout`` / ``out_layout``; ``None`` means flat."""
+    ``linear(H)`` the pre-activations without the bias, ``scaled(factor)``; from these
+    ``n_in``, ``n_out``, ``has_bias`` and ``apply(H)`` the pre-activations. Layers that read
+    or write a (C, *spatial) layout (convolutions, :mod:`.conv`) also give ``in_layout`` /
+    ``out_layout``; ``None`` means flat. ``check(name)`` raises on a malformed layer; ``weight``
+    is the weights in torch's layout (the matrix, unless stored otherwise)."""
 
     in_layout = out_layout = None
 
@@ -45,7 +49,7 @@ class AbstractLayer(abc.ABC):
 
     def apply(self, H: Array) -> Array:
         """Pre-activations ``H Aᵀ + b`` of a batch ``H`` (N, n_in), shape (N, n_out): :meth:`linear`
-        plus the bias, for every layer type here (a registered class sets ``apply = AbstractLayer.apply``)."""
+        plus the bias."""
         Z, b = self.linear(H), self.bias
         return Z if b is None else Z + b
 
@@ -58,20 +62,89 @@ class AbstractLayer(abc.ABC):
         """The layer with weights and bias times ``factor``; a factor of shape (K,) makes a
         batch of K layers (or scales a batch of K layers member by member)."""
 
-    @property
-    def n_in(self) -> int:
-        return int(np.shape(self.matrix)[-1])
+    def check(self, name: str) -> None:
+        """Shape checks of one (unbatched) layer beyond :func:`check_net`'s, each error naming
+        the layer (``name``) and the fix; none by default."""
+        return None
 
-    @property
-    def n_out(self) -> int:
-        return int(np.shape(self.matrix)[-2])
+    def spec(self) -> dict | None:
+        """What a weight file stores beside the weight to rebuild the layer; ``None``: none."""
+        return None
 
-    @property
-    def has_bias(self) -> bool:
-        return self.bias is not None
+    weight = property(lambda self: self.matrix, doc="The weights in torch's layout: output units "
+                      "(channels), inputs, any kernel axes; ``matrix`` unless stored otherwise.")
+    n_in = property(lambda self: int(np.shape(self.matrix)[-1]))
+    n_out = property(lambda self: int(np.shape(self.matrix)[-2]))
+    has_bias = property(lambda self: self.bias is not None)
+    kind = property(lambda self: type(self).__name__, doc="The type's name, as weight files store it.")
 
 
-class Layer(NamedTuple):
+def static(default):
+    """A :func:`layer_type` field that is not an array: part of the pytree's structure."""
+    return dataclasses.field(default=default, metadata={"static": True})
+
+
+def layer_type(cls):
+    """Class decorator: ``cls`` (a :class:`WeightLayer`) as a frozen dataclass pytree whose
+    array fields (the weight, then ``b``) are leaves and whose :func:`static` fields are not."""
+    cls = jax.tree_util.register_dataclass(dataclasses.dataclass(frozen=True)(cls))
+    fields = dataclasses.fields(cls)
+    cls._weight, cls._static = fields[0].name, tuple(f.name for f in fields if f.metadata.get("static"))
+    return cls
+
+
+def _per_member(factor, ndim: int):
+    """``factor`` shaped to multiply arrays with ``ndim`` axes per member: a number as it is,
+    (K,) as (K, 1, ..., 1)."""
+    return factor if np.ndim(factor) == 0 else factor[(...,) + (None,) * ndim]
+
+
+class WeightLayer(AbstractLayer):
+    """A layer stored as one weight array in torch's layout (its first field: output units or
+    channels, then inputs, then any kernel axes, after leading ensemble axes), a bias ``b``
+    (one per output unit or channel, or ``None``) and :func:`static` fields; made with
+    :func:`layer_type`. Scaling, pairing, bias removal and the stored form are derived here."""
+
+    _weight: str  # the weight field's name, and the static fields': set by layer_type
+    _static: tuple[str, ...] = ()
+
+    weight = property(lambda self: getattr(self, self._weight), doc="``W``, ``K`` or ``V``.")
+    bias = property(lambda self: self.b, doc="``b``, or ``None``.")
+    batch_ndim = property(lambda self: np.ndim(self.weight) - 2, doc="Number of leading ensemble axes.")
+
+    def with_weight(self, weight) -> WeightLayer:
+        """The same layer type and static fields with another weight array (and the same ``b``)."""
+        return dataclasses.replace(self, **{self._weight: weight})
+
+    def without_bias(self) -> WeightLayer:
+        """The layer with ``b = None``: its bias-free map."""
+        return dataclasses.replace(self, b=None)
+
+    def scaled(self, factor) -> WeightLayer:
+        """Weight and bias times ``factor``: one number, or (K,) for K members."""
+        w = _per_member(factor, np.ndim(self.weight) - self.batch_ndim) * self.weight
+        return dataclasses.replace(self, **{self._weight: w},
+                                   b=None if self.b is None else _per_member(factor, 1) * self.b)
+
+    def paired(self, outputs: bool, inputs: bool) -> WeightLayer:
+        """Units (channels) doubled with sign-flipped partners, bias dropped (docs/theory.md
+        §2.3, §7): outputs ``[W; −W]``, inputs ``[W, −W]``, both ``[[W, −W], [−W, W]]``."""
+        w, ax = self.weight, self.batch_ndim
+        if inputs:
+            w = jnp.concatenate([w, -w], axis=ax + 1)
+        if outputs:
+            w = jnp.concatenate([w, -w], axis=ax)
+        return dataclasses.replace(self, **{self._weight: w}, b=None)
+
+    def spec(self) -> dict:
+        """What a weight file stores beside the weight to rebuild the layer
+        (:func:`~biasfree.core.conv.from_spec`): ``{"type": kind}`` and the static fields."""
+        return {"type": self.kind} | {k: list(v) if isinstance(v, tuple) else v
+                                      for k in self._static for v in [getattr(self, k)]}
+
+
+@layer_type
+class Layer(WeightLayer):
     """The dense layer: weight ``W`` of shape (n_out, n_in), bias ``b`` of shape (n_out,) or
     ``None`` for a bias-free layer. Its ``matrix`` is ``W``."""
 
@@ -79,24 +152,15 @@ class Layer(NamedTuple):
     b: Array | None = None
 
     matrix = property(lambda self: self.W, doc="``W``, the layer's linear map (n_out, n_in).")
-    bias = property(lambda self: self.b, doc="``b``, or ``None``.")
-    n_in, n_out, has_bias = AbstractLayer.n_in, AbstractLayer.n_out, AbstractLayer.has_bias
-    apply = AbstractLayer.apply
-
-    in_layout = out_layout = None  # flat: a dense layer reads and writes any layout
-
-    batch_ndim = property(lambda self: np.ndim(self.W) - 2, doc="Number of leading ensemble axes.")
 
     def linear(self, H: Array) -> Array:
         """``H Wᵀ``, the bias left out."""
         return H @ self.W.T
 
-    def scaled(self, factor) -> Layer:
-        fw, fb = (factor, factor) if np.ndim(factor) == 0 else (factor[..., None, None], factor[..., None])
-        return Layer(fw * self.W, None if self.b is None else fb * self.b)
+    def check(self, name: str) -> None:
+        if np.ndim(self.W) != 2:
+            raise ValueError(f"{name}.W must be 2-D (n_out, n_in), got shape {np.shape(self.W)}")
 
-
-AbstractLayer.register(Layer)  # a NamedTuple cannot subclass an ABC; registering is by type too
 
 Params = tuple[AbstractLayer, ...]
 
@@ -107,6 +171,11 @@ def is_net(params) -> bool:
             and all(isinstance(layer, AbstractLayer) for layer in params))
 
 
+def is_dense(params) -> bool:
+    """True for a net of dense :class:`Layer` s only (the two-layer fast paths read ``W``)."""
+    return is_net(params) and all(isinstance(layer, Layer) for layer in params)
+
+
 def check_net(params, name: str = "params", *, X=None, x_name: str = "X", depth: int | None = None,
               bias_free: bool = False, d: int | None = None, p_out: int | None = None) -> list:
     """Check a network at a public entry and return its layers' matrices (float arrays,
@@ -114,8 +183,8 @@ def check_net(params, name: str = "params", *, X=None, x_name: str = "X", depth:
 
     ``params`` a non-empty tuple of layers whose weights are finite and whose sizes chain
     (``n_in`` of a layer = ``n_out`` of the one before, read from static shapes; a conv
-    layer's (channels, *spatial) input must match a conv layer's output before it; conv
-    shapes are checked by :func:`biasfree.core.conv.check_layer`), biases ``None`` or
+    layer's (channels, *spatial) input must match a conv layer's output before it; each
+    layer's own shape rules by its :meth:`~AbstractLayer.check`), biases ``None`` or
     finite (n_out,) vectors; optionally exactly ``depth`` layers, no biases
     (``bias_free``), input dimension ``d``, output dimension ``p_out``, and inputs ``X``
     (N, d) of the net's input dimension. Traced arguments get the shape checks only (values
@@ -132,17 +201,11 @@ def check_net(params, name: str = "params", *, X=None, x_name: str = "X", depth:
             raise ValueError(f"{what} must be {ndim}-D {shape}, got shape {np.shape(x)}")
         return x
 
-    sizes, checked = [], []  # (n_out, n_in) of each layer, from static shapes (no Toeplitz matrix)
+    sizes = []  # (n_out, n_in) of each layer, from static shapes (no Toeplitz matrix)
     for i, layer in enumerate(params):
-        if isinstance(layer, Layer):
-            checked.append(Layer(array(f"{name}[{i}].W", layer.W, 2, "(n_out, n_in)"), layer.b))
-        else:
-            checked.append(layer)
-            from .conv import check_layer  # the conv module builds on this one
-            check_layer(layer, f"{name}[{i}]")
-            for field, leaf in zip(_fields(layer), jax.tree_util.tree_leaves(layer), strict=False):
-                if not traced:
-                    validate.finite_array(f"{name}[{i}].{field}", leaf)
+        for path, leaf in [] if traced else jax.tree_util.tree_leaves_with_path(layer):
+            validate.finite_array(f"{name}[{i}]{jax.tree_util.keystr(path)}", leaf)  # params[0].W
+        layer.check(f"{name}[{i}]")
         n_out, n_in = layer.n_out, layer.n_in
         if sizes and n_in != sizes[-1][0]:
             raise ValueError(f"{name}: layer {i} takes {n_in} inputs but layer {i - 1} has "
@@ -152,11 +215,11 @@ def check_net(params, name: str = "params", *, X=None, x_name: str = "X", depth:
             raise ValueError(f"{name}: layer {i} reads (channels, *spatial) = {tuple(layer.in_layout)} "
                              f"but layer {i - 1} gives {tuple(prev)}; match its input channels and "
                              "spatial shape to the previous layer's output")
-        b = layer.b if isinstance(layer, Layer) else layer.bias
+        b = layer.bias
         if b is not None and np.shape(array(f"{name}[{i}].b", b, 1, "(n_out,)")) != (n_out,):
             raise ValueError(f"{name}[{i}].b must have shape ({n_out},), got {np.shape(b)}")
         sizes.append((n_out, n_in))
-    Ws = _Matrices(checked)
+    Ws = _Matrices(params, traced)
     if depth is not None and len(sizes) != depth:
         raise ValueError(f"{name} has {len(sizes)} layers; this needs exactly {depth}")
     if bias_free and any(layer.has_bias for layer in params):
@@ -172,21 +235,12 @@ def check_net(params, name: str = "params", *, X=None, x_name: str = "X", depth:
     return Ws
 
 
-def _fields(layer) -> list[str]:
-    """Names of a dataclass layer's array fields, in pytree-leaf order (None fields skipped);
-    for any other pytree layer, ``leaf0``, ``leaf1``, ... in leaf order."""
-    import dataclasses
-    if not dataclasses.is_dataclass(layer):
-        return [f"leaf{j}" for j in range(len(jax.tree_util.tree_leaves(layer)))]
-    return [f.name for f in dataclasses.fields(layer)
-            if not f.metadata.get("static") and getattr(layer, f.name) is not None]
-
-
 class _Matrices(Sequence):
-    """The layers' matrices, each built on first access (a conv's Toeplitz matrix can be large)."""
+    """The layers' matrices as float arrays, each built on first access (a conv's Toeplitz
+    matrix can be large); traced ones as they are."""
 
-    def __init__(self, layers):
-        self._layers = tuple(layers)
+    def __init__(self, layers, traced: bool):
+        self._layers, self._traced = tuple(layers), traced
 
     def __len__(self) -> int:
         return len(self._layers)
@@ -194,8 +248,8 @@ class _Matrices(Sequence):
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(len(self))[i]]
-        layer = self._layers[i]
-        return layer.W if isinstance(layer, Layer) else np.asarray(layer.matrix, dtype=float)
+        A = self._layers[i].matrix
+        return A if self._traced else np.array(A, dtype=float)  # a copy, as the check made
 
 
 @precise

@@ -22,7 +22,7 @@ import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
 from .. import _validate as validate
-from ..core.layers import Layer, Params
+from ..core.layers import Params, is_dense
 from ..core.nets import _check_apply, _forward, _leaky_relu
 from ..core.precision import precise
 
@@ -115,7 +115,7 @@ def forward_mirrored(params: Params, X_half, alpha):
 def _forward_mirrored(params: Params, X_half, alpha):
     """:func:`forward_mirrored` unchecked."""
     first = params[0]
-    if (len(params) == 2 and all(isinstance(la, Layer) for la in params)
+    if (len(params) == 2 and is_dense(params)
             and first.b is None and params[1].b is None):
         return _two_layer_mirrored(first.W, params[1].W, X_half, alpha)
     A = first.linear(X_half)  # any layer, a convolution included (docs/theory.md §7)

@@ -20,7 +20,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
-from ..core.conv import Conv, PooledDense
 from ..core.layers import Params, check_net
 from ..core.nets import _beta_eff, _check_apply, _even_part, _forward, beta_eff_is_exact
 from ..core.precision import precise
@@ -124,19 +123,17 @@ def _conserved(params: Params) -> tuple:
 
 
 def _sq_in(layer):
-    """Per hidden unit (a conv's output channel), the squared norm of its incoming weights."""
-    if isinstance(layer, Conv):
-        return jnp.sum(layer.K**2, axis=tuple(range(1, np.ndim(layer.K))))
-    W = layer.V if isinstance(layer, PooledDense) else layer.matrix
-    return jnp.sum(W**2, axis=1)
+    """Per hidden unit (a conv's output channel), the squared norm of its incoming weights:
+    the weight (torch's layout: units, inputs, kernel) summed over all but its first axis."""
+    w = layer.weight
+    return jnp.sum(w**2, axis=tuple(range(1, np.ndim(w))))
 
 
 def _sq_out(layer, units: int):
     """Per unit of the previous layer (``units`` of them: a conv's channels), the squared
     norm of the weights that read it (for a dense layer after a conv, its channel's columns)."""
-    if isinstance(layer, Conv):
-        return jnp.sum(layer.K**2, axis=(0,) + tuple(range(2, np.ndim(layer.K))))
-    q = jnp.sum((layer.V if isinstance(layer, PooledDense) else layer.matrix) ** 2, axis=0)
+    w = layer.weight
+    q = jnp.sum(w**2, axis=(0,) + tuple(range(2, np.ndim(w))))
     return q if q.shape[0] == units else jnp.sum(jnp.reshape(q, (units, -1)), axis=1)
 
 

@@ -3,9 +3,6 @@ measurements and the checks that compare them with theory."""
 
 from __future__ import annotations
 
-import dataclasses
-import math
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -68,16 +65,13 @@ def padded(params, units: int):
     gradients (σ_α(0) = 0, no bias), so it stays zero and the net's run is unchanged. It
     lets runs with different C share one compiled ensemble call."""
     first, last = params
-    extra = units - (first.c_out if isinstance(first, Conv) else first.W.shape[0])
+    w = first.weight  # torch's layout: units (channels) first
+    extra = units - w.shape[0]
     if extra == 0:
         return params
-    if isinstance(first, Conv):
-        first = dataclasses.replace(first, K=jnp.pad(first.K, ((0, extra),) + ((0, 0),) * (first.K.ndim - 1)))
-        per = math.prod(first.out_shape)
-    else:
-        first = first._replace(W=jnp.pad(first.W, ((0, extra), (0, 0))))
-        per = 1
-    return first, last._replace(W=jnp.pad(last.W, ((0, 0), (0, extra * per))))
+    first = first.with_weight(jnp.pad(w, ((0, extra),) + ((0, 0),) * (w.ndim - 1)))
+    per = first.n_out // units  # positions per unit: 1 for a dense layer
+    return first, last.with_weight(jnp.pad(last.weight, ((0, 0), (0, extra * per))))
 
 
 def sweep_members(cfg: Config, key, p: int, alpha: float) -> tuple[Members, list, list]:
