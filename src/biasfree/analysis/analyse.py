@@ -26,16 +26,17 @@ import numpy as np
 from .. import _validate as validate
 from .. import theory
 from ..core import nets
+from ..core.blocks import outputs, outputs_and_mirror
 from ..core.data import Dataset, check_data
 from ..core.layers import Params, scale_params
-from ..core.nets import depth, even_part, forward, has_bias, widths
+from ..core.nets import depth, has_bias, widths
 from ..core.precision import precise
 from ..core.real_data import RealData, load_data
-from ..core.symmetry import asymmetry, mirror_violation
+from ..core.symmetry import asymmetry, is_symmetric, max_row_norm, mirror_violation
 from ..core.twin import slope_factor
 from ..dynamics import GDConfig
 from ..dynamics.twin_training import relative_movement, row_alignment, train_with_twin
-from ..expressivity.decomposition import net_function, odd_nonlinearity
+from ..expressivity.decomposition import Decomposition, OddFit, odd_fit_of
 from ..expressivity.floors import dataset_floor
 from ..expressivity.local_linear import MAX_ENTRIES, Identities, local_linear
 from . import regime as rg
@@ -62,6 +63,7 @@ class _Split:
     odd_nonlinear: float
     odd_fraction_nonlinear: float
     beta: np.ndarray
+    outputs: np.ndarray | None = None  # f(X), kept for the loss at init
 
     @property
     def even_fraction(self) -> float:
@@ -75,9 +77,11 @@ def _energy(A) -> float:
 
 def _split(params: Params, X, alpha) -> _Split:
     """Energies of f, of f_even, of the best linear fit of f_odd and of its remainder."""
-    fit = odd_nonlinearity(net_function(params, alpha), X)
-    return _Split(_energy(forward(params, X, alpha)), _energy(even_part(params, X, alpha)),
-                  _energy(np.asarray(X) @ fit.beta), fit.residual, fit.fraction, fit.beta)
+    F, Fm = outputs_and_mirror(params, X, alpha)  # in row blocks: no N × width array
+    beta, res, dec = odd_fit_of(X, Decomposition(F, 0.5 * (F - Fm), 0.5 * (F + Fm)))
+    fit = OddFit(beta, float(np.mean(res)), dec.odd_energy)
+    return _Split(_energy(F), _energy(dec.even), _energy(np.asarray(X) @ fit.beta), fit.residual,
+                  fit.fraction, fit.beta, F)
 
 
 def _data_arrays(data):
@@ -109,7 +113,7 @@ def _paired(params: Params) -> bool:
         return False
     Z = np.hstack([np.asarray(params[0].matrix, float), np.asarray(params[1].matrix, float).T])
     scale = float(np.max(np.linalg.norm(Z, axis=1)))
-    return scale > 0 and mirror_violation(Z) <= ROUND_OFF * scale
+    return scale > 0 and is_symmetric(Z, tol=ROUND_OFF * scale)
 
 
 def _local(params: Params, X, alpha) -> LocalReport | None:
@@ -179,8 +183,7 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_
     lam = np.linalg.eigvalsh(X.T @ X / X.shape[0])
     modes = rg.data_modes(X, Y)
     asym = asymmetry(X, Y)
-    mv = mirror_violation(X, Y) / max(float(np.max(np.linalg.norm(np.hstack([X, Y]), axis=1))),
-                                               1e-300)
+    mv = mirror_violation(X, Y) / max(max_row_norm(X, Y), 1e-300)
     # mv <= ROUND_OFF also bounds asym: asym <= mv² max||z||² / <||z||²> <= N mv² <= ROUND_OFF for N <= 1e10
     symmetric = mv <= ROUND_OFF
     x_scale = max(float(np.max(np.linalg.norm(X, axis=1))), 1e-300)
@@ -208,14 +211,14 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, t_
                                  odd_nonlinear_of_odd=sp.odd_fraction_nonlinear, nonlinear_fraction=nonlin,
                                  paired=net_rep.paired, depth=L,
                                  output_ratio=np.sqrt(sp.energy / modes.power) if modes.power else np.nan)
-    loss0 = 0.5 * _energy(Y - np.asarray(forward(params, X, a)))
+    loss0 = 0.5 * _energy(Y - sp.outputs)
     floor = dsf.value if dsf is not None and mv_x <= ROUND_OFF else None  # exact only then (§1.3)
     facts = vd.Facts(L, a, biased, mv_x, even_t, modes.linear_fraction, ratio, function, floor, loss0)
     if biased:
         return Analysis(data_rep, net_rep, None, vd.combine(function, vd.judge_predicted(
             facts, paired=False, t0_gap=0.0, growth_gap=0.0)), reg, local)
     cfg = _train_config(train, params, modes, c, beta, a)
-    pred = _predict(params, a, X, Y, modes, beta, cfg, t_max, n_times, sp, loss0, floor)
+    pred = _predict(params, a, X, Y, modes, beta, cfg, t_max, n_times, sp, loss0, floor, net_rep.paired)
     if cfg is None:
         training = vd.judge_predicted(facts, paired=net_rep.paired, t0_gap=pred.t0_gap,
                                       growth_gap=pred.growth_gap,
@@ -248,7 +251,7 @@ def _train_config(train, params, modes, c, beta, a) -> GDConfig | None:
     return GDConfig(alpha=a, lr=lr, steps=int(min(rg.MAX_STEPS, max(1, np.ceil(T / lr)))), n_records=201)
 
 
-def _predict(params, a, X, Y, modes, beta, cfg, t_max, n_times, sp, loss0, floor) -> Prediction:
+def _predict(params, a, X, Y, modes, beta, cfg, t_max, n_times, sp, loss0, floor, paired) -> Prediction:
     L = depth(params)
     ws, ks = _twin_scales(L, a)
     twin = scale_params(params, ws)
@@ -272,10 +275,10 @@ def _predict(params, a, X, Y, modes, beta, cfg, t_max, n_times, sp, loss0, floor
                 f"the net with σ_α replaced by its odd part c z, weights × c^((L-1)/L) = {ws:.4g}, "
                 f"time × c^(2(L-1)/L) = {ks:.4g}; " + curve.note)
     L0 = max(loss0, 1e-300)
-    twin0 = 0.5 * _energy(Y - np.asarray(forward(twin, X, 1.0)))
+    twin0 = 0.5 * _energy(Y - outputs(twin, X, 1.0))
     g = (rg.growth_even_energy(params, X, Y, float(slope_factor(a)), modes.B)
          if L == 2 and a != 1.0 and modes.linear_fraction > PAPER_LEVEL else rg.GrowthEstimate(0, 0, 0, 1))
-    if _paired(params):  # a unit and its mirror cancel in f_even, remainder and all: κ = 0, no interval
+    if paired:  # a unit and its mirror cancel in f_even, remainder and all: κ = 0, no interval
         g = rg.GrowthEstimate(g.energy, g.energy, g.energy, g.gain)
     return Prediction(twin, ws, ks, curve.reference, bool(exact), note, np.asarray(t),
                       np.asarray(curve.loss), loss0, theory.linear_floor(X, Y), floor, None,
