@@ -20,7 +20,7 @@ import jax
 import numpy as np
 import pytest
 from roundoff import EPS, chain_length, forward_gap, gamma, loss_eval_gap, trajectory_gap
-from scipy.integrate import quad, solve_ivp
+from scipy.integrate import DOP853, quad, solve_ivp
 
 import biasfree as bf
 from biasfree import theory as th
@@ -307,21 +307,21 @@ def test_riccati_aligned_is_the_logistic_and_limits():
 def test_riccati_matches_independent_ode_with_and_without_decay():
     S, params = _random_problem(1)
     ts = np.linspace(0, 25, 11)
-    sols = []  # each solve_ivp result, for its step count
+    solvers = []  # each DOP853 solver linear_net_ode steps, for its step count
 
     def counted(*args, **kwargs):
-        sols.append(solve_ivp(*args, **kwargs))
-        return sols[-1]
+        solvers.append(DOP853(*args, **kwargs))
+        return solvers[-1]
 
     for lam in (0.0, 0.2):
         exact = th.unaligned_product(ts, params, S, weight_decay=lam)
-        with mock.patch("biasfree.theory.reference.solve_ivp", counted):
+        with mock.patch("biasfree.theory.reference.DOP853", counted):
             ode = th.linear_net_ode(params, np.eye(4), S, ts, weight_decay=lam)
         # solver error (not round-off): linear_net_ode runs DOP853 at rtol 1e-11, atol 1e-14;
         # local errors <= rtol|θ| + atol per step add up (at most linearly: the flow contracts
         # onto the fixed point) over its K steps, K <= nfev / 12 (12 stages a step, rejected
         # steps included): K · (1e-11 · max|S| + 1e-14), |P| <= |S| along the way
-        K = sols[-1].nfev / 12
+        K = solvers[-1].nfev / 12
         assert np.max(np.abs(exact - ode)) <= K * (1e-11 * np.max(np.abs(S)) + 1e-14)
 
 

@@ -28,17 +28,18 @@ import numpy as np
 from .. import _validate as validate
 from .. import theory
 from ..core import nets
+from ..core.blocks import outputs, outputs_and_mirror
 from ..core.conv import drop_zero_biases, is_conv
 from ..core.data import Dataset, check_data
 from ..core.layers import Params, scale_params
-from ..core.nets import depth, even_part, forward, has_bias, widths
+from ..core.nets import depth, forward, has_bias, widths
 from ..core.precision import precise
 from ..core.real_data import RealData, load_data
-from ..core.symmetry import asymmetry, mirror_violation
+from ..core.symmetry import asymmetry, max_row_norm, mirror_violation
 from ..core.twin import slope_factor, twin_scales
 from ..dynamics import GDConfig
 from ..dynamics.twin_training import relative_movement, row_alignment, train_with_twin
-from ..expressivity.decomposition import net_function, odd_nonlinearity
+from ..expressivity.decomposition import Decomposition, OddFit, odd_fit_of
 from ..expressivity.floors import dataset_floor
 from ..expressivity.local_linear import MAX_ENTRIES, Identities, local_linear
 from . import regime as rg
@@ -66,6 +67,7 @@ class _Split:
     odd_nonlinear: float
     odd_fraction_nonlinear: float
     beta: np.ndarray
+    outputs: np.ndarray | None = None  # f(X), kept for the loss at init
 
     @property
     def even_fraction(self) -> float:
@@ -79,9 +81,11 @@ def _energy(A) -> float:
 
 def _split(params: Params, X, alpha) -> _Split:
     """Energies of f, of f_even, of the best linear fit of f_odd and of its remainder."""
-    fit = odd_nonlinearity(net_function(params, alpha), X)
-    return _Split(_energy(forward(params, X, alpha)), _energy(even_part(params, X, alpha)),
-                  _energy(np.asarray(X) @ fit.beta), fit.residual, fit.fraction, fit.beta)
+    F, Fm = outputs_and_mirror(params, X, alpha)  # in row blocks: no N × width array
+    beta, res, dec = odd_fit_of(X, Decomposition(F, 0.5 * (F - Fm), 0.5 * (F + Fm)))
+    fit = OddFit(beta, float(np.mean(res)), dec.odd_energy)
+    return _Split(_energy(F), _energy(dec.even), _energy(np.asarray(X) @ fit.beta), fit.residual,
+                  fit.fraction, fit.beta, F)
 
 
 def _data_arrays(data):
@@ -139,7 +143,7 @@ def _context(X, Y, a, source) -> _Context:
     lam = np.linalg.eigvalsh(X.T @ X / X.shape[0])
     modes = theory.data_modes(X, Y, 0.0, whiten=True)
     asym = asymmetry(X, Y)
-    mv = mirror_violation(X, Y) / max(float(np.max(np.linalg.norm(np.hstack([X, Y]), axis=1))), 1e-300)
+    mv = mirror_violation(X, Y) / max(max_row_norm(X, Y), 1e-300)
     # mv <= ROUND_OFF also bounds asym: asym <= mv² max||z||² / <||z||²> <= N mv² <= ROUND_OFF for N <= 1e10
     x_scale = max(float(np.max(np.linalg.norm(X, axis=1))), 1e-300)
     mv_x = mirror_violation(X) / x_scale  # the inputs alone: the target's parity is judged apart
@@ -191,7 +195,7 @@ def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -
                                  odd_nonlinear_of_odd=sp.odd_fraction_nonlinear, nonlinear_fraction=nonlin,
                                  structure=structure, depth=L, kind=kind,
                                  output_ratio=np.sqrt(sp.energy / modes.y_power) if modes.y_power else np.nan)
-    loss0 = 0.5 * _energy(Y - np.asarray(forward(params, X, a)))
+    loss0 = 0.5 * _energy(Y - sp.outputs)
     regime = Regime(init_gain=gain, s1=s1, init_ratio=ratio, small_init=ratio <= vd.SMALL_INIT)
     return _State(net, function, regime, loss0, sp, structure)
 
@@ -342,7 +346,7 @@ def _history(start, params, a, X, Y, ctx: _Context, cfg, t_max, n_times, budget,
     if cfg is None:
         return History(st.net, pred, _predicted(facts, pred, kind), st.regime)
     tr, reg = _train(start, pred, a, X, Y, cfg, ctx.modes, st.loss0, st.regime, budget, progress)
-    f_given, f_rerun = np.asarray(forward(params, X, a)), np.asarray(forward(tr.params, X, a))
+    f_given, f_rerun = outputs(params, X, a), outputs(tr.params, X, a)
     match = _energy(f_rerun - f_given) / max(_energy(f_given), 1e-300)
     judged = vd.judge_measured(facts, gap=tr.gap_to_twin, step=tr.gap_step, t=tr.gap_time,
                                steps_run=tr.steps_run, steps_asked=cfg.steps, movement=reg.movement[0],
@@ -391,7 +395,7 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times) ->
                 f"the net with σ_α replaced by its odd part c z, weights × c^((L-1)/L) = {ws:.4g}, "
                 f"time × c^(2(L-1)/L) = {ks:.4g}; " + curve.note)
     L0 = max(loss0, 1e-300)
-    twin0 = 0.5 * _energy(Y - np.asarray(forward(twin, X, 1.0)))
+    twin0 = 0.5 * _energy(Y - outputs(twin, X, 1.0))
     g = (rg.growth_even_energy(params, X, Y, st.net.c, modes.B)
          if L == 2 and a != 1.0 and modes.linear_fraction > PAPER_LEVEL else rg.GrowthEstimate(0, 0, 0, 1))
     if st.structure == PAIRS:  # a unit and its mirror cancel in f_even, remainder and all: κ = 0

@@ -20,6 +20,8 @@ MODE_CUT = 1e-2
 """Modes weaker than this fraction of the strongest are left out of horizons and estimates."""
 MAX_STEPS = 200_000
 """Cap on the default number of GD steps of ``analyse(train=True)``."""
+BLOCK_ENTRIES = 2**22
+"""Numbers per temporary block of :func:`growth_even_energy` (32 MiB in float64)."""
 
 
 def init_gain(params: Params, lam_max: float) -> float:
@@ -96,15 +98,18 @@ def growth_even_energy(params: Params, X, Y, c: float, B) -> GrowthEstimate:
     ``s_k = (I − o_io_iᵀ) v_k(0) + (z_ki/g) o_i``; since ||a + b| − |a|| ≤ |b| the even part
     moves by at most ``b(x) = (1 − c) Σ_k [g|u_ki||r_k·x| + ‖s_k‖(g|u_ki||ρ_i·x| + |r_k·x|)]``
     at each x, so (Minkowski) ``√<f_even²> ∈ √E_i ± δ_i``, ``δ_i = √<b²>`` on the data.
-    Modes below ``MODE_CUT`` of σ_1 are left out; antisymmetric pairs give κ = 0."""
+    Modes below ``MODE_CUT`` of σ_1 are left out; antisymmetric pairs give κ = 0.
+
+    Memory O(N d + m (d + p)): ``r_k·x = w_k·x − (w_k·ρ_i + z_ki/g) ρ_i·x`` is taken from
+    ``H = X W_1ᵀ``, computed once in row blocks of at most :data:`BLOCK_ENTRIES` numbers, and
+    ``ρ_iᵀ Σ_xx ρ_i`` as ``<(ρ_i·x)²>``; round-off apart, the formulas above."""
     X, Y = np.asarray(X, float), np.asarray(Y, float)
     W1, W2 = np.asarray(params[0].matrix, float), np.asarray(params[1].matrix, float)
     N = X.shape[0]
-    Sxx, Syx = X.T @ X / N, Y.T @ X / N
-    O, sig, R = np.linalg.svd(Syx, full_matrices=False)
+    O, sig, R = np.linalg.svd(Y.T @ X / N, full_matrices=False)
     if sig.size == 0 or sig[0] == 0.0:
         return GrowthEstimate(0.0, 0.0, 0.0, float("inf"))
-    E, delta, gains = [], [], []
+    modes = []  # per mode: (ρ, the weights of E, a_k = w_k·ρ + z_k/g, Σ_k weights of |r_k·x|, of |ρ·x|)
     for i in np.nonzero(sig >= MODE_CUT * sig[0])[0]:
         o, r = O[:, i], R[i]
         u, z = 0.5 * (W2.T @ o + W1 @ r), 0.5 * (W2.T @ o - W1 @ r)
@@ -113,20 +118,28 @@ def growth_even_energy(params: Params, X, Y, c: float, B) -> GrowthEstimate:
             continue
         kappa = (1.0 - c) / c * float(np.sum(u * np.abs(u))) / den
         A = float(o @ B @ r)
-        E.append(0.25 * kappa**2 * A**2 * float(r @ Sxx @ r))
         g = max(1.0, float(np.sqrt(abs(A) / (2.0 * c * den))))
-        rest_w = W1 - np.outer(W1 @ r + z / g, r)  # rows r_k
-        rest_v = W2.T - np.outer(W2.T @ o - z / g, o)  # rows s_k
-        rx = np.abs(X @ rest_w.T)  # (N, m): |r_k·x|
-        grown = g * np.abs(np.outer(X @ r, u))  # |g u_k ρ·x|
-        b = (1.0 - c) * (rx @ (g * np.abs(u)) + (grown + rx) @ np.linalg.norm(rest_v, axis=1))
-        delta.append(float(np.sqrt(np.mean(b**2))))
-        gains.append(g)
-    if not E:
+        s_norm = np.linalg.norm(W2.T - np.outer(W2.T @ o - z / g, o), axis=1)  # ||s_k||
+        # b(x) = (1 − c) [Σ_k (g|u_k| + ||s_k||) |r_k·x| + g |ρ·x| Σ_k |u_k| ||s_k||]
+        modes.append((r, 0.25 * kappa**2 * A**2, W1 @ r + z / g, g * np.abs(u) + s_norm,
+                      g * float(np.abs(u) @ s_norm), g))
+    if not modes:
         return GrowthEstimate(0.0, 0.0, 0.0, float("inf"))
-    root, d = np.sqrt(np.asarray(E)), np.asarray(delta)
+    Rho = np.stack([mode[0] for mode in modes], axis=1)  # (d, modes)
+    proj, b2 = np.zeros(len(modes)), np.zeros(len(modes))  # Σ_n (ρ·x_n)², Σ_n b(x_n)²
+    step = max(1, BLOCK_ENTRIES // max(W1.shape[0], 1))
+    for j in range(0, N, step):
+        Xb = X[j:j + step]
+        H, P = Xb @ W1.T, Xb @ Rho  # (n, m): w_k·x; (n, modes): ρ·x
+        proj += np.sum(P**2, axis=0)
+        for i, (_, _, a, wr, wg, _) in enumerate(modes):
+            rx = np.abs(H - np.outer(P[:, i], a))  # |r_k·x|
+            b = (1.0 - c) * (rx @ wr + wg * np.abs(P[:, i]))
+            b2[i] += float(b @ b)
+    E = np.array([mode[1] for mode in modes]) * proj / N
+    root, d = np.sqrt(E), np.sqrt(b2 / N)
     return GrowthEstimate(float(np.sum(E)), float(np.sum(np.maximum(root - d, 0.0) ** 2)),
-                          float(np.sum((root + d) ** 2)), float(min(gains)))
+                          float(np.sum((root + d) ** 2)), float(min(mode[5] for mode in modes)))
 
 
 def learned_directions(B, s_cut: float = MODE_CUT) -> np.ndarray:

@@ -148,7 +148,11 @@ def odd_nonlinearity(f: Function, X, *, per_point: bool = False) -> OddFit:
 
 def odd_fit(f: Function, X, per_point: bool) -> tuple[np.ndarray, np.ndarray, Decomposition]:
     """``(β, ||f_odd(x_n) - βᵀx_n||² (N,), decompose(f, X))``: β the least-squares fit of f_odd."""
-    dec = decompose(f, X, per_point=per_point)
+    return odd_fit_of(X, decompose(f, X, per_point=per_point))
+
+
+def odd_fit_of(X, dec: Decomposition) -> tuple[np.ndarray, np.ndarray, Decomposition]:
+    """:func:`odd_fit` from a decomposition ``dec`` of f at the rows of ``X`` already made."""
     beta = np.linalg.lstsq(X, dec.odd, rcond=None)[0]
     return beta, np.sum((dec.odd - X @ beta) ** 2, axis=1), dec
 

@@ -1,0 +1,114 @@
+"""Wall time and peak memory of ``bf.analyse(model, data)`` (no training) at three sizes.
+
+Workload: a two-layer ReLU net (α = 0) at a default-like init, ``W_l ~ N(0, 1/fan_in)``,
+on pixel-like inputs (non-negative smooth blobs inside a zero border, like raw digits) with
+one-hot labels of 10 classes:
+
+- small:  64 → 256 → 10 on 5,000 inputs (8×8 images);
+- medium: 784 → 1024 → 10 on 20,000 inputs (28×28);
+- large:  784 → 2048 → 10 on 60,000 inputs (28×28, MNIST's size).
+
+Each size runs on the raw (asymmetric) inputs and on a mirrored set ``[X; -X]``, ``[Y; -Y]``
+of the same N (the symmetric case, where the exact floor and twin checks apply). Each arm
+runs in a fresh subprocess, so its peak RSS (``ru_maxrss``) is its own; the data and net are
+built there first, and the RSS just before ``analyse`` is reported beside the peak. Time is
+one call (after ``import biasfree.analysis``; JAX compiles what it runs inside it).
+
+Asymmetric inputs cost most in ``asymmetry``, an exact nearest-mirror search over all pairs
+(O(N²·(d + p)) time, O(N·(d + p)) memory; :mod:`biasfree.core.symmetry`).
+
+Run: ``make bench`` (or ``.venv/bin/python benchmarks/bench_analyse.py [--sizes small,medium]
+[--data raw,mirrored] [--json FILE]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SIZES = {"small": (64, 256, 5_000), "medium": (784, 1024, 20_000), "large": (784, 2048, 60_000)}
+DATA = ("raw", "mirrored")
+P = 10
+
+
+def problem(d: int, m: int, n: int, kind: str, seed: int = 0):
+    """``(params, X, Y)``: the net and data of one arm (module doc)."""
+    import numpy as np
+
+    from biasfree import Layer
+
+    rng = np.random.default_rng(seed)
+    side = int(round(np.sqrt(d)))
+    grid = np.stack(np.meshgrid(np.arange(side), np.arange(side), indexing="ij"), -1).reshape(-1, 2)
+    centres = rng.uniform(side * 0.2, side * 0.8, size=(24, 2))
+    blobs = np.exp(-np.sum((grid[None] - centres[:, None]) ** 2, axis=-1) / (0.08 * side**2))
+    border = np.all((grid >= side // 7) & (grid < side - side // 7), axis=1)
+    n_raw = n // 2 if kind == "mirrored" else n
+    A = rng.normal(size=(n_raw, blobs.shape[0]))
+    X = np.maximum(A @ blobs, 0.0) * border
+    X /= np.sqrt(np.mean(np.sum(X**2, axis=1)) / d)  # pixels of unit mean square
+    Y = np.eye(P)[np.argmax(A @ rng.normal(size=(blobs.shape[0], P)), axis=1)]
+    if kind == "mirrored":
+        X, Y = np.vstack([X, -X]), np.vstack([Y, -Y])
+    params = (Layer(rng.normal(size=(m, d)) / np.sqrt(d)), Layer(rng.normal(size=(P, m)) / np.sqrt(m)))
+    return params, X, Y
+
+
+def one(size: str, kind: str) -> dict:
+    """Build and analyse one arm in this process; its numbers as a dict."""
+    import biasfree as bf
+
+    d, m, n = SIZES[size]
+    params, X, Y = problem(d, m, n, kind)
+    analyse = bf.analyse  # the lazy import of biasfree.analysis, outside the timing
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    t0 = time.perf_counter()
+    res = analyse(params, (X, Y), alpha=0.0)
+    wall = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"size": size, "data": kind, "d": d, "width": m, "n": n, "wall_s": wall,
+            "peak_rss_mib": peak, "rss_before_mib": before, "symmetric": bool(res.data.symmetric),
+            "asymmetry": float(res.data.asymmetry), "verdict": str(res.verdict.level)}
+
+
+def main(sizes: list[str], kinds: list[str], json_path: str | None) -> list[dict]:
+    rows = []
+    print(f"{'size':8} {'net':>16} {'N':>7} {'data':9} {'wall s':>8} {'peak MiB':>9} {'before':>7}")
+    for size in sizes:
+        for kind in kinds:
+            out = subprocess.run([sys.executable, __file__, "--one", size, kind], capture_output=True,
+                                 text=True)
+            if out.returncode != 0:
+                print(f"{size}/{kind} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
+                raise SystemExit(out.returncode)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            rows.append(r)
+            net = f"{r['d']}→{r['width']}→{P}"
+            print(f"{size:8} {net:>16} {r['n']:>7} {kind:9} {r['wall_s']:8.1f} {r['peak_rss_mib']:9.0f} "
+                  f"{r['rss_before_mib']:7.0f}", flush=True)
+    if json_path:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_path).write_text(json.dumps(rows, indent=2) + "\n")
+    return rows
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default=",".join(SIZES), help=f"comma-separated, of {', '.join(SIZES)}")
+    ap.add_argument("--data", default=",".join(DATA), help=f"comma-separated, of {', '.join(DATA)}")
+    ap.add_argument("--json", metavar="FILE", help="write the rows to FILE")
+    ap.add_argument("--one", nargs=2, metavar=("SIZE", "DATA"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(one(*args.one)))
+    else:
+        sizes, kinds = args.sizes.split(","), args.data.split(",")
+        for name, got, allowed in (("--sizes", sizes, SIZES), ("--data", kinds, DATA)):
+            if bad := [g for g in got if g not in allowed]:
+                ap.error(f"{name}: unknown {bad}; choose from {', '.join(allowed)}")
+        main(sizes, kinds, args.json)
