@@ -28,11 +28,11 @@ import numpy as np
 from .. import _validate as validate
 from .. import theory
 from ..core import nets
-from ..core.blocks import outputs, outputs_and_mirror
+from ..core.blocks import BLOCK_ENTRIES, outputs, outputs_and_mirror
 from ..core.conv import drop_zero_biases, is_conv
 from ..core.data import Dataset, check_data
 from ..core.layers import Params, scale_params
-from ..core.nets import depth, forward, has_bias, widths
+from ..core.nets import _forward, depth, has_bias, widths
 from ..core.precision import precise
 from ..core.real_data import RealData, load_data
 from ..core.symmetry import asymmetry, max_row_norm, mirror_violation
@@ -208,20 +208,24 @@ def _facts(st: _State, ctx: _Context, params, X, Y, a, pred: Prediction | None) 
                     _gradient_norm(params, X, Y, a) / ref, st.structure, is_conv(params))
 
 
-def _gradient_norm(params: Params, X, Y, a, chunk: int = 4096) -> float:
-    """‖∇_θ L(θ)‖·‖θ‖ for L = (1/2N) Σ_n ||y_n − f(x_n)||², the gradient summed over row chunks."""
-    N = X.shape[0]
+@jax.jit
+@jax.grad
+def _block_gradient(params: Params, Xb, Yb, a, N):
+    """∇_θ of one row block's share (1/2N) Σ_{n in block} ||y_n − f(x_n)||² of the loss."""
+    return 0.5 * jnp.sum((Yb - _forward(params, Xb, a)) ** 2) / N
 
-    def part(p, Xc, Yc):
-        return 0.5 * jnp.sum((Yc - forward(p, Xc, a)) ** 2) / N
 
-    grad = jax.grad(part)
-    total = None
-    for i in range(0, N, chunk):
-        g = grad(params, jnp.asarray(X[i:i + chunk]), jnp.asarray(Y[i:i + chunk]))
-        total = g if total is None else jax.tree_util.tree_map(jnp.add, total, g)
-    sq = sum(float(jnp.sum(leaf ** 2)) for leaf in jax.tree_util.tree_leaves(total))
-    size = sum(float(jnp.sum(jnp.asarray(leaf, float) ** 2)) for leaf in jax.tree_util.tree_leaves(params))
+def _gradient_norm(params: Params, X, Y, a) -> float:
+    """‖∇_θ L(θ)‖·‖θ‖ for L = (1/2N) Σ_n ||y_n − f(x_n)||², the gradient summed over the row
+    blocks of :mod:`biasfree.core.blocks` (no N × width array)."""
+    N, leaves = X.shape[0], jax.tree_util.tree_leaves
+    step = max(1, BLOCK_ENTRIES // max(layer.n_out for layer in params))
+    grad = _block_gradient(params, X[:step], Y[:step], a, N)
+    for i in range(step, N, step):  # accumulated: one params-sized gradient held at a time
+        part = _block_gradient(params, X[i:i + step], Y[i:i + step], a, N)
+        grad = jax.tree_util.tree_map(jnp.add, grad, part)
+    sq = sum(float(jnp.sum(g**2)) for g in leaves(grad))
+    size = sum(float(np.sum(np.asarray(leaf, float) ** 2)) for leaf in leaves(params))
     return float(np.sqrt(sq * size))
 
 

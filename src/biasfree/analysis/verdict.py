@@ -229,9 +229,9 @@ def _structural(f: Facts) -> tuple[list[Evidence], list[str], list[str]]:
     fails, notes = [], []
     if f.has_bias:
         fails.append("nonzero biases: the net has no linear twin (§5)")
-    if f.alpha == 1.0:
-        pass
-    elif not ev[0].passed and not f.nothing_to_learn:
+    if f.alpha == 1.0:  # a linear net is its own twin on any data
+        return ev, fails, notes + ([f.learns_nothing()] if f.nothing_to_learn else [])
+    if not ev[0].passed and not f.nothing_to_learn:
         fails.append(f"asymmetric inputs with a linear part to learn: {ev[0].line()}; the twin argument "
                      "needs every -x (symmetrise with biasfree.symmetrize) (§2.1, §5)")
     elif ev[0].passed:
