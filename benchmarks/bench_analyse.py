@@ -14,8 +14,9 @@ runs in a fresh subprocess, so its peak RSS (``ru_maxrss``) is its own; the data
 built there first, and the RSS just before ``analyse`` is reported beside the peak. Time is
 one call (after ``import biasfree.analysis``; JAX compiles what it runs inside it).
 
-Asymmetric inputs cost most in ``asymmetry``, an exact nearest-mirror search over all pairs
-(O(N²·(d + p)) time, O(N·(d + p)) memory; :mod:`biasfree.core.symmetry`).
+At medium and large the predicted curve's ODE is stiff (raw pixels) and stops at
+``analyse``'s ``CURVE_BUDGET``; the asymmetry is averaged over ``ASYMMETRY_POINTS`` points
+(docs/performance.md gives the numbers and these limits).
 
 Run: ``make bench`` (or ``.venv/bin/python benchmarks/bench_analyse.py [--sizes small,medium]
 [--data raw,mirrored] [--json FILE]``).

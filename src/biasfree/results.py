@@ -64,7 +64,8 @@ def at_least(value, threshold, claim: str, *, unit: str = "") -> Check:
 
 @dataclass(frozen=True)
 class Result:
-    """Everything one run produced: ``config`` (the effective config, a JSON-able dict),
+    """Everything one run produced: ``config`` (the effective config, a JSON-able dict,
+    filled in once by :func:`biasfree.claims.base.run_experiment`: a claim's run passes ``{}``),
     ``metrics`` (name -> number), ``checks`` (name -> Check), ``arrays`` (name ->
     ndarray, for the figure and ``arrays.npz``), ``notes`` (free text for the report),
     ``preset`` the named preset the config started from (``"custom"`` for a config built

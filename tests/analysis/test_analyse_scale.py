@@ -101,7 +101,7 @@ def test_the_ode_without_stored_states_is_solve_ivp_at_t_eval(monkeypatch):
     P = reference.linear_net_ode(tuple(Layer(W) for W in Ws), X.T @ X / 50, Y.T @ X / 50, t)
     seen = []  # the states the solver interpolates, as solve_ivp(t_eval) would return them
 
-    def keep(field, theta0, ts, rtol, atol, reduce):
+    def keep(field, theta0, ts, rtol, atol, reduce, time_budget=None):
         sol = solve_ivp(field, (0.0, ts[-1]), theta0, method="DOP853", t_eval=ts, rtol=rtol, atol=atol)
         seen.append(np.stack([reduce(y) for y in sol.y.T]))
         return list(seen[-1])
@@ -110,3 +110,45 @@ def test_the_ode_without_stored_states_is_solve_ivp_at_t_eval(monkeypatch):
     P_ivp = reference.linear_net_ode(tuple(Layer(W) for W in Ws), X.T @ X / 50, Y.T @ X / 50, t)
     # the same DOP853 steps and dense output in the same order, the same numbers to the bit
     np.testing.assert_array_equal(P, P_ivp)
+
+
+def test_a_time_budget_cuts_the_curve_where_it_ran_out(monkeypatch):
+    Ws = (Layer(0.3 * _rng.normal(size=(6, 4))), Layer(0.3 * _rng.normal(size=(2, 6))))
+    X, Y = _rng.normal(size=(50, 4)), _rng.normal(size=(50, 2))
+    t = np.r_[np.linspace(0, 40, 81), 1.5]  # unsorted, one time twice
+    full = reference.linear_net_ode(Ws, X.T @ X / 50, Y.T @ X / 50, t)
+    clock = iter(range(10**6))  # a clock that ticks one second per reading: the cut is deterministic
+    monkeypatch.setattr(reference.time, "monotonic", lambda: float(next(clock)))
+    cut = reference.linear_net_ode(Ws, X.T @ X / 50, Y.T @ X / 50, t, time_budget=4.0)
+    keep = t <= np.sort(t)[len(cut) - 1]
+    assert 0 < len(cut) < t.size and keep.sum() == len(cut)
+    np.testing.assert_array_equal(cut, full[keep])  # the same steps, stopped early: the same bits
+    clock = iter(range(10**6))
+    curve = bf.theory.reference_curve(Ws, X, Y, t, alpha=0.3, time_budget=4.0)
+    assert "CUT SHORT" in curve.note and 0 < curve.t.size == curve.loss.size < t.size
+    assert bf.theory.reference_curve(Ws, X, Y, t, alpha=0.3).t.size == t.size  # no budget: the whole
+    with pytest.raises(ValueError, match="time_budget"):
+        reference.linear_net_ode(Ws, X.T @ X / 50, Y.T @ X / 50, t, time_budget=0.0)
+
+
+def test_analyse_cuts_a_stiff_curve_at_its_budget_and_says_so(monkeypatch):
+    from biasfree.analysis import analyse as an
+    from biasfree.analysis.figure import figure
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40, 4)) * np.array([5.0, 1.0, 0.3, 0.1])  # not whitened: the ODE path
+    X, Y = bf.symmetrize(X, X @ rng.normal(size=(4, 2)))
+    net = bf.init_gaussian(jax.random.PRNGKey(0), (4, 12, 2), 0.1)
+    whole = bf.analyse(net, (X, Y), alpha=0.2)
+    clock = iter(range(10**6))  # one second per reading: the budget of 3 s ends after a step or two
+    monkeypatch.setattr(reference.time, "monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr(an, "CURVE_BUDGET", 3.0)
+    cut = bf.analyse(net, (X, Y), alpha=0.2)
+    assert 0 < cut.prediction.t.size == cut.prediction.loss.size < whole.prediction.t.size
+    assert "CUT SHORT" in cut.prediction.note
+    np.testing.assert_array_equal(cut.prediction.loss, whole.prediction.loss[:cut.prediction.t.size])
+    assert cut.verdict.level == whole.verdict.level  # the verdict does not rest on the curve
+    figure(cut)  # a figure of the shorter curve draws
+    clock = iter(range(10**6))
+    trained = bf.analyse(net, (X, Y), alpha=0.2, train=bf.GDConfig(lr=0.01, steps=200, n_records=21))
+    assert np.isfinite(trained.prediction.trained.gap_to_prediction)  # over the times the curve reached

@@ -111,3 +111,17 @@ def test_twenty_thousand_points_in_784_dimensions_need_no_pairwise_array():
     np.testing.assert_array_equal(idx, np.r_[np.arange(10_000, 20_000), np.arange(10_000)])
     assert dist.max() < 1e-8  # 1e-10 √(2·784) χ-ish: about 4e-9
     assert sym.mirror_violation(_rng.normal(size=(20_000, 784))) > 1.0  # asymmetric: the sort pairing
+
+
+def test_asymmetry_over_sampled_points_is_their_mean_nearest_mirror():
+    Z = np.abs(_rng.normal(size=(200, 5)))  # one-sided: every point is searched for its mirror
+    dist = sym.nearest_mirror(Z)[0]
+    power = np.mean(np.sum(Z**2, axis=1))
+    rows = np.unique(np.linspace(0, 199, 40).round().astype(int))
+    est = sym.asymmetry(Z[:, :3], Z[:, 3:], points=40)
+    # the same distances (each computed directly as ||z_n + z_m||, rounded the same way): only
+    # the means' sums differ in order, γ_200 relative
+    assert abs(est - np.mean(dist[rows] ** 2) / power) <= 4 * gamma(200) * est
+    assert sym.asymmetry(Z[:, :3], Z[:, 3:], points=200) == sym.asymmetry(Z[:, :3], Z[:, 3:])  # all N
+    with pytest.raises(ValueError, match="points"):
+        sym.asymmetry(Z, points=0)

@@ -53,6 +53,13 @@ LOCAL_INPUTS = 64
 """The local linear analysis (§8) looks at most at this many inputs, evenly spaced rows."""
 DEFAULT_TIME_BUDGET = 120.0
 """Seconds of training ``analyse(train=...)`` allows itself unless told otherwise."""
+ASYMMETRY_POINTS = 2000
+"""The data's asymmetry (reported, not judged) is averaged over at most this many evenly
+spaced points, each one's nearest mirror sought among all N: O(N·D) per point."""
+CURVE_BUDGET = 20.0
+"""Seconds the predicted curve's ODE may take (or ``time_budget`` if less): the twin's flow is
+stiff on ill-conditioned inputs (raw pixels: thousands of steps), and the verdict does not
+rest on the curve. A curve cut short ends where the budget ran out and its note says so."""
 __all__ = ["Analysis", "analyse"]
 
 
@@ -142,7 +149,7 @@ class _Context:
 def _context(X, Y, a, source) -> _Context:
     lam = np.linalg.eigvalsh(X.T @ X / X.shape[0])
     modes = theory.data_modes(X, Y, 0.0, whiten=True)
-    asym = asymmetry(X, Y)
+    asym = asymmetry(X, Y, points=ASYMMETRY_POINTS)
     mv = mirror_violation(X, Y) / max(max_row_norm(X, Y), 1e-300)
     # mv <= ROUND_OFF also bounds asym: asym <= mv² max||z||² / <||z||²> <= N mv² <= ROUND_OFF for N <= 1e10
     x_scale = max(float(np.max(np.linalg.norm(X, axis=1))), 1e-300)
@@ -154,7 +161,7 @@ def _context(X, Y, a, source) -> _Context:
                         input_rank=int(np.sum(lam > 1e-12 * lam.max())), whitened=theory.is_whitened(X),
                         source=source, mirror_violation=mv, modes=modes.s,
                         linear_fraction=modes.linear_fraction, target_even_fraction=even_t,
-                        mirror_violation_inputs=mv_x)
+                        mirror_violation_inputs=mv_x, asymmetry_points=min(X.shape[0], ASYMMETRY_POINTS))
     floor = dsf.value if dsf is not None and mv_x <= ROUND_OFF else None  # exact only then (§1.3)
     return _Context(report, modes, mv, mv_x, even_t, floor)
 
@@ -263,7 +270,8 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, in
     here, and ``train`` (if given) is the training config to rerun from ``init`` beside the
     twin; without ``train`` the run from ``init`` is predicted. ``t_max``: horizon of the
     predicted curve without training (default: from the data's modes, bounded), on
-    ``n_times`` points. ``time_budget``: seconds of training at most (None: no limit);
+    ``n_times`` points. ``time_budget``: seconds of training at most (None: no limit), and of
+    the predicted curve's ODE (at most :data:`CURVE_BUDGET`; a curve cut short says so);
     ``progress(k, K)`` is called as training goes. Biases that are exactly zero are
     dropped (the net computes the bias-free map); nonzero ones are kept and named.
     """
@@ -301,7 +309,8 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, in
         training = vd.judge_predicted(facts, t0_gap=0.0, growth_gap=0.0)
         return Analysis(ctx.report, now.net, None, vd.combine(now.function, training), now.regime, local)
     measure_now = cfg is not None and start is None
-    pred = _predict(params, a, X, Y, ctx, now, cfg if measure_now else None, t_max, n_times)
+    budget = CURVE_BUDGET if time_budget is None else min(CURVE_BUDGET, time_budget)
+    pred = _predict(params, a, X, Y, ctx, now, cfg if measure_now else None, t_max, n_times, budget)
     facts = _facts(now, ctx, params, X, Y, a, pred)
     reg, trained_function, history = (dataclasses.replace(now.regime, relative_gradient=facts.grad_rel),
                                       None, None)
@@ -345,7 +354,8 @@ def _history(start, params, a, X, Y, ctx: _Context, cfg, t_max, n_times, budget,
     if st.net.has_bias:
         return History(st.net, None, vd.judge_predicted(_facts(st, ctx, start, X, Y, a, None), t0_gap=0.0,
                                                        growth_gap=0.0, kind=kind), st.regime)
-    pred = _predict(start, a, X, Y, ctx, st, cfg, t_max, n_times)
+    pred = _predict(start, a, X, Y, ctx, st, cfg, t_max, n_times, CURVE_BUDGET if budget is None
+                    else min(CURVE_BUDGET, budget))
     facts = _facts(st, ctx, start, X, Y, a, pred)
     if cfg is None:
         return History(st.net, pred, _predicted(facts, pred, kind), st.regime)
@@ -375,7 +385,7 @@ def _train_config(train, params, modes, c, beta, a) -> GDConfig | None:
     return GDConfig(alpha=a, lr=lr, steps=int(min(rg.MAX_STEPS, max(1, np.ceil(T / lr)))), n_records=201)
 
 
-def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times) -> Prediction:
+def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, budget) -> Prediction:
     L, modes, sp, loss0 = depth(params), ctx.modes, st.split, st.loss0
     ws, ks = twin_scales(a, L)
     twin = scale_params(params, ws)
@@ -387,14 +397,14 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times) ->
                       if t_max is None else (float(t_max), False))
         t = np.linspace(0.0, T, n_times)
     if L == 2 or a == 1.0:
-        curve = theory.reference_curve(params, X, Y, t, alpha=a)
+        curve = theory.reference_curve(params, X, Y, t, alpha=a, time_budget=budget)
         note = curve.note
         # the twin map is exact only with a zero even part on mirror-symmetric data (as a
         # multiset): reference_curve measures both and says so in curve.exact
         exact = a == 1.0 or (curve.exact and sp.even <= 1e-24 * max(sp.energy, 1e-300))
     else:
         exact = False
-        curve = theory.reference_curve(twin, X, Y, ks * t, alpha=1.0)
+        curve = theory.reference_curve(twin, X, Y, ks * t, alpha=1.0, time_budget=budget)
         note = (f"APPROXIMATE: depth {L} > 2 has no exact linear twin (docs/theory.md §4.1); the twin is "
                 f"the net with σ_α replaced by its odd part c z, weights × c^((L-1)/L) = {ws:.4g}, "
                 f"time × c^(2(L-1)/L) = {ks:.4g}; " + curve.note)
@@ -405,7 +415,8 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times) ->
     if st.structure == PAIRS:  # a unit and its mirror cancel in f_even, remainder and all: κ = 0
         g = rg.GrowthEstimate(g.energy, g.energy, g.energy, g.gain)
     return Prediction(twin=twin, weight_scale=ws, time_scale=ks, reference=curve.reference, exact=bool(exact),
-                      note=note, t=np.asarray(t), loss=np.asarray(curve.loss), loss0_net=loss0,
+                      note=note, t=np.asarray(t)[:len(curve.loss)], loss=np.asarray(curve.loss),
+                      loss0_net=loss0,
                       linear_floor=theory.linear_floor(X, Y), two_layer_floor=ctx.floor,
                       t0_gap=abs(loss0 - twin0) / L0, growth_gap=0.5 * g.energy / L0, horizon_floored=floored,
                       growth_gap_low=0.5 * g.low / L0, growth_gap_high=0.5 * g.high / L0, twin_loss0=twin0)
@@ -419,12 +430,12 @@ def _train(params, pred: Prediction, a, X, Y, cfg: GDConfig, modes, loss0, reg: 
     # (the paper's L(0)), the zero function's loss for a net that already fits (a trained net)
     L0 = max(loss0, 0.5 * modes.y_power, 1e-300)
     t = cfg.lr * run.k.astype(float)
-    predicted = np.interp(t, pred.t, pred.loss)
+    predicted = np.interp(t, pred.t, pred.loss, right=np.nan)  # nan past a curve cut short
     sp = _split(run.params, X, a)
     dirs = rg.learned_directions(modes.B)
     tr = Training(config=cfg, t=t, loss=run.loss, twin_loss=run.twin_loss, predicted=predicted,
                   even_energy=run.even_energy, gap_to_twin=run.gap_max / L0,
-                  gap_to_prediction=float(np.max(np.abs(run.loss - predicted)) / L0),
+                  gap_to_prediction=float(np.nanmax(np.abs(run.loss - predicted)) / L0),
                   final_even_fraction=sp.even_fraction,
                   final_odd_nonlinear_fraction=sp.odd_fraction_nonlinear,
                   final_odd_linear_energy=sp.odd_linear, final_odd_nonlinear_energy=sp.odd_nonlinear,

@@ -30,7 +30,7 @@ import numpy as np
 from .. import _validate as validate
 from ..core.conv import from_spec, spatial_shape
 from ..core.inits import from_arrays
-from ..core.layers import Params, check_net, is_dense
+from ..core.layers import Params, is_dense, takes_net
 from ..core.nets import has_bias
 from ..core.precision import precise
 from .model import Model, refuse
@@ -236,13 +236,13 @@ def torch_names(n_layers: int) -> tuple[str, ...]:
 
 
 @precise
+@takes_net()
 def save_model(params: Params, path, *, alpha=None, metadata: Mapping | None = None) -> Path:
     """Write bias-free ``params`` to ``.safetensors`` (metadata: ``alpha`` and
     ``metadata``, strings) or ``.npz`` (``alpha`` as a scalar entry), names
     :func:`torch_names`, float64, no pickle. A net with conv layers also stores each
     layer's type, ``in_shape`` and ``padding`` under :data:`LAYERS_KEY` (module doc);
     :func:`load_model` reads it back bitwise."""
-    check_net(params)
     if has_bias(params):
         raise ValueError("params: save_model writes bias-free nets only (drop b)")
     specs = [layer.spec() for layer in params]

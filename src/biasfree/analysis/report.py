@@ -24,7 +24,9 @@ LOSS_UNIT = "half mean squared error, L = (1/2N) sum_n ||y_n - f(x_n)||^2"
 @dataclass(frozen=True)
 class DataReport:
     """``n`` points, ``d`` inputs, ``p`` outputs; ``asymmetry`` (0 exactly for a
-    symmetric set), ``mirror_violation`` (:func:`biasfree.core.symmetry.mirror_violation` of
+    symmetric set; :func:`biasfree.core.symmetry.asymmetry`, averaged over
+    ``asymmetry_points`` evenly spaced points: an estimate when fewer than n),
+    ``mirror_violation`` (:func:`biasfree.core.symmetry.mirror_violation` of
     ``[X, Y]`` relative to the largest row norm: 0 exactly when every point's mirror is
     present as often as the point), ``symmetric`` (both ≤ 1e-10: symmetric as a
     multiset), ``input_rank`` (directions of XᵀX/N above 1e-12 of the largest),
@@ -45,6 +47,7 @@ class DataReport:
     linear_fraction: float = float("nan")
     target_even_fraction: float = float("nan")
     mirror_violation_inputs: float = 0.0
+    asymmetry_points: int = 0
 
 
 @dataclass(frozen=True)

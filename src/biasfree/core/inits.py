@@ -17,7 +17,7 @@ import numpy as np
 from .. import _validate as validate
 from .conv import Conv, PooledDense
 from .draws import normal
-from .layers import Layer, Params, check_net
+from .layers import Layer, Params, takes_net
 from .nets import has_bias, widths
 from .precision import precise
 
@@ -62,6 +62,7 @@ def init_gaussian(key, widths: tuple[int, ...], scale=1.0, *, bias: bool = False
 
 
 @precise
+@takes_net()
 def pair_up(params: Params) -> Params:
     """Antisymmetric pairs built from a bias-free net (docs/theory.md §2.3).
 
@@ -73,7 +74,6 @@ def pair_up(params: Params) -> Params:
     ``f = (2c)^{L-1} W_L ... W_1 x`` at init, c = (1 + α)/2; f stays linear under training
     on symmetric data only for L = 2 (§4.1).
     """
-    check_net(params)
     if has_bias(params):
         raise ValueError("params: pair_up needs a bias-free network: pairs with biases are not odd "
                          "(drop b)")
@@ -183,11 +183,11 @@ def from_arrays(weights, biases=None) -> Params:
     return tuple(layers)
 
 
+@takes_net()
 def pad_hidden(params: Params, width: int) -> Params:
     """Bias-free ``params`` with every hidden layer zero-padded to ``width`` units: the
     same function, and zero units stay zero under gradient descent (their incoming and
     outgoing gradients both vanish). ``width`` must be at least every hidden width."""
-    check_net(params)
     width = validate.integer("width", width, 1)
     if has_bias(params):
         raise ValueError("params: pad_hidden needs a bias-free network (drop b)")

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
+import inspect
 from collections.abc import Sequence
 
 import jax
@@ -233,6 +235,21 @@ def check_net(params, name: str = "params", *, X=None, x_name: str = "X", depth:
         raise ValueError(f"{x_name} has {np.shape(X)[1]} columns but {name} takes inputs of dimension "
                          f"d = {sizes[0][1]}: pass X of shape (N, {sizes[0][1]})")
     return Ws
+
+
+def takes_net(*, bias_free: bool = False, arg: str = "params"):
+    """Decorate a public function with a net argument ``arg``: the body runs after
+    :func:`check_net` has checked it (no biases allowed when ``bias_free``), so the check is
+    declared once, at the boundary (``fn.__wrapped__`` is the unchecked body)."""
+    def wrap(fn):
+        index = list(inspect.signature(fn).parameters).index(arg)
+
+        @functools.wraps(fn)
+        def checked(*args, **kwargs):
+            check_net(kwargs[arg] if arg in kwargs else args[index], arg, bias_free=bias_free)
+            return fn(*args, **kwargs)
+        return checked
+    return wrap
 
 
 class _Matrices(Sequence):

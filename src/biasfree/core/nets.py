@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
-from .layers import Params, check_net, is_net
+from .layers import Params, check_net, is_net, takes_net
 from .precision import precise
 from .twin import _slope_factor
 
@@ -176,9 +176,9 @@ def _beta_eff(params: Params, alpha, X=None, pinv_X=None):
 
 
 @precise
+@takes_net()
 def end_to_end_linear(params: Params) -> Array:
     """Product ``W_L ... W_1`` of shape (p, d): the map a linear (α = 1) net computes."""
-    check_net(params)
     P = params[0].matrix
     for layer in params[1:]:
         P = layer.matrix @ P

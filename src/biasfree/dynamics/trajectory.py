@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
-from ..core.layers import Params, check_net
+from ..core.layers import Params, takes_net
 from ..core.nets import _beta_eff, _check_apply, _even_part, _forward, beta_eff_is_exact
 from ..core.precision import precise
 from .losses import _check_targets, _forward_mirrored, _loss_value, check_run_args
@@ -102,11 +102,11 @@ jax.tree_util.register_dataclass(
 
 
 @precise
+@takes_net()
 def conserved_quantities(params: Params) -> tuple[Array, ...]:
     """Per hidden unit, ``||incoming||² - ||outgoing||²`` (docs/theory.md §4.2). For a conv
     layer the unit is an output channel (its kernel and bias in, every weight reading the
     channel out), the group that the rescaling symmetry moves together (docs/theory.md §7)."""
-    check_net(params)
     return _conserved(params)
 
 

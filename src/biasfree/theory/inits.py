@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate as v
-from ..core.layers import Layer, Params, check_net
+from ..core.layers import Layer, Params, takes_net
 
 
 def _basis(basis, n: int, r: int, what: str) -> np.ndarray:
@@ -84,10 +84,10 @@ def balanced_init(P0, width: int, *, basis=None) -> Params:
     return (Layer(R @ (rs[:, None] * Bt[:k])), Layer((A[:, :k] * rs) @ R.T))
 
 
+@takes_net(bias_free=True)
 def imbalance(params: Params) -> float:
     """``max_l ||W_l W_lᵀ - W_{l+1}ᵀ W_{l+1}||_F / (||W_l||_F² + ||W_{l+1}||_F²)``:
     0 for a balanced net (relative, so it is scale-free)."""
-    check_net(params, bias_free=True)
     worst = 0.0
     for a, b in zip(params[:-1], params[1:], strict=True):
         Wa, Wb = np.asarray(a.matrix, float), np.asarray(b.matrix, float)

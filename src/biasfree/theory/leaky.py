@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import _validate as v
 from ..core.inits import pair_up
-from ..core.layers import Layer, Params, check_net, scale_params
+from ..core.layers import Layer, Params, scale_params, takes_net
 from ..core.nets import has_bias
 from ..core.precision import precise
 from ..core.twin import _slope_factor, linear_twin
@@ -42,7 +42,7 @@ def _c1(alpha) -> float:
 
 
 def _two_layer(params: Params, what: str) -> None:
-    check_net(params)
+    """The maps' shape rule, on a net :func:`~biasfree.core.layers.takes_net` has checked."""
     if len(params) != 2 or has_bias(params):
         raise ValueError(f"params: {what} holds for two-layer bias-free nets only (got depth "
                          f"{len(params)}{', with biases' if has_bias(params) else ''}); deeper "
@@ -50,6 +50,7 @@ def _two_layer(params: Params, what: str) -> None:
 
 
 @precise
+@takes_net()
 def leaky_to_linear(params: Params, alpha) -> Params:
     """Linear twin of a two-layer leaky net: ``(W_1', W_2') = √c (W_1, W_2)``, c = (1+α)/2.
 
@@ -63,6 +64,7 @@ def leaky_to_linear(params: Params, alpha) -> Params:
 
 
 @precise
+@takes_net()
 def linear_to_leaky(params: Params, alpha) -> Params:
     """Inverse of :func:`leaky_to_linear`: ``(W_1, W_2) = (W_1', W_2') / √c``."""
     _two_layer(params, "the leaky-linear map")
@@ -90,6 +92,7 @@ def linear_decay_to_leaky(weight_decay, alpha):
 
 
 @precise
+@takes_net()
 def pair_to_linear(params: Params, alpha, *, tol: float = 1e-12) -> Params:
     """Width-2m antisymmetric-pair net -> width-m linear net ``√(1 + α) (W, v)`` (§2.3).
 
@@ -113,6 +116,7 @@ def pair_to_linear(params: Params, alpha, *, tol: float = 1e-12) -> Params:
 
 
 @precise
+@takes_net()
 def linear_to_pair(params: Params, alpha) -> Params:
     """Width-m linear net ``(W', v')`` -> the width-2m pair net ``pair_up((W', v') / √(1+α))``
     that it follows (inverse of :func:`pair_to_linear`); ``alpha`` the pair net's slope."""

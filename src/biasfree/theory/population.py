@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate as chk
-from ..core.layers import Params, check_net
+from ..core.layers import Params, takes_net
 from ..core.twin import slope_factor
 
 
@@ -133,12 +133,12 @@ def population_even_energy(W, v, alpha) -> float:
     return (1.0 - c) ** 2 * float(v @ K @ v)
 
 
+@takes_net()
 def population_loss_two_layer(params: Params, T, noise: float, alpha) -> tuple[float, float]:
     """``(R, ½ E f_even²)`` with ``R = R(β_eff) + ½ E f_even²`` for a two-layer
     bias-free net ``params`` (scalar output) with slope ``alpha`` and inputs
     ``x ~ N(0, I)``, teacher ``y = T x + ε`` (``T`` (1, d)), noise std σ = ``noise``;
     ``β_eff = c W_1ᵀ W_2ᵀ``."""
-    check_net(params)
     noise = _noise(noise)
     if len(params) != 2 or params[1].matrix.shape[0] != 1 or any(layer.has_bias for layer in params):
         raise ValueError("params: population_loss_two_layer needs a two-layer bias-free net with "

@@ -27,6 +27,7 @@ The linear net's gradient flow uses only ``Σ_xx = XᵀX/N``, ``Σ_yx = YᵀX/N`
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +35,7 @@ from scipy.integrate import DOP853
 
 from .. import _validate as v
 from ..core.blocks import outputs_and_mirror
-from ..core.layers import Params, check_net
+from ..core.layers import Params, check_net, takes_net
 from ..core.symmetry import max_row_norm, mirror_violation
 from ..core.twin import slope_factor
 from .inits import imbalance
@@ -101,16 +102,22 @@ def _product(Ws):
     return P
 
 
+@takes_net(bias_free=True)
 def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
-                   rtol: float = 1e-11, atol: float = 1e-14) -> np.ndarray:
+                   rtol: float = 1e-11, atol: float = 1e-14, time_budget: float | None = None) -> np.ndarray:
     """Products ``P(t) = W_L(t) ⋯ W_1(t)`` (T, p, d) of a bias-free *linear* net under
     gradient flow ``dW_l/dt = -(W_L⋯W_{l+1})ᵀ (P Σ_xx - Σ_yx) (W_{l-1}⋯W_1)ᵀ - λ W_l``.
 
     ``params`` the initial net (any depth), ``Sxx`` = Σ_xx (d, d), ``Syx`` = Σ_yx (p, d),
     ``t`` times (T,) ≥ 0, ``weight_decay`` λ, ``rtol``/``atol`` of
-    ``scipy.integrate.solve_ivp`` (DOP853). Memory O(parameters + T·p·d).
+    ``scipy.integrate.solve_ivp`` (DOP853). Memory O(parameters + T·p·d). ``time_budget``:
+    seconds the integration may run (None: no limit); past it the solver stops after its
+    current step and only the times reached are returned, ``P`` for ``t[t <= t_reached]``
+    in order. The flow is stiff for ill-conditioned Σ_xx (the step is limited by
+    λ_max(Σ_xx) Σ_l Π_{j≠l} ||W_j||², the horizon by the slowest mode), so raw pixel
+    inputs can need thousands of steps.
     """
-    Ws = check_net(params, bias_free=True)
+    Ws = [layer.matrix for layer in params]
     lam = _check_decay(weight_decay)
     d, p = Ws[0].shape[1], Ws[-1].shape[0]
     Sxx = v.finite_array("Sxx", Sxx, ndim=2)
@@ -123,6 +130,8 @@ def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
         raise ValueError("Sxx must be a second-moment matrix XᵀX/N: symmetric, positive semi-definite")
     rtol = v.positive("rtol", rtol, scalar=True)
     atol = v.positive("atol", atol, scalar=True)
+    if time_budget is not None:
+        time_budget = v.positive("time_budget", time_budget, scalar=True, why="seconds of the ODE")
     shapes = [np.shape(layer.matrix) for layer in params]
     sizes = [int(np.prod(s)) for s in shapes]
     splits = np.cumsum(sizes)[:-1]
@@ -146,18 +155,21 @@ def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
     if ts[-1] == 0.0:
         Ps = _product(unpack(theta0))[None]
     else:
-        Ps = np.stack(_integrate(field, theta0, ts, rtol, atol, lambda y: _product(unpack(y))))
-    return Ps[inverse.ravel()]
+        Ps = np.stack(_integrate(field, theta0, ts, rtol, atol, lambda y: _product(unpack(y)), time_budget))
+    inverse = inverse.ravel()
+    return Ps[inverse[inverse < len(Ps)]]
 
 
-def _integrate(field, theta0, ts, rtol, atol, reduce) -> list:
+def _integrate(field, theta0, ts, rtol, atol, reduce, time_budget=None) -> list:
     """``[reduce(θ(t)) for t in ts]`` (ts sorted, ts[-1] > 0) for ``dθ/dt = field(t, θ)``, θ(0) =
     ``theta0``: the steps and dense output of ``solve_ivp(..., method="DOP853", t_eval=ts)``, the
     same numbers, but each state reduced as soon as it is interpolated instead of all T states
-    kept (T × the parameters: 1.3 GB for a 784→1024→10 net at T = 201)."""
+    kept (T × the parameters: 1.3 GB for a 784→1024→10 net at T = 201). Past ``time_budget``
+    seconds it stops after the current step: the list then holds the first times only."""
     solver = DOP853(field, 0.0, theta0, float(ts[-1]), rtol=rtol, atol=atol)
     out, i = [], 0
-    while i < ts.size:
+    deadline = None if time_budget is None else time.monotonic() + time_budget
+    while i < ts.size and (deadline is None or not out or time.monotonic() < deadline):
         message = solver.step()
         if solver.status == "failed":
             raise RuntimeError(f"solve_ivp failed: {message}; loosen rtol/atol")
@@ -171,7 +183,8 @@ def _integrate(field, theta0, ts, rtol, atol, reduce) -> list:
 
 
 def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float = 0.0,
-                    method: str = "auto", symmetry_tol: float = 1e-9) -> Curve:
+                    method: str = "auto", symmetry_tol: float = 1e-9,
+                    time_budget: float | None = None) -> Curve:
     """Predicted gradient-flow curve of ``params`` (slope ``alpha``) on data ``X`` (N, d),
     ``Y`` (N, p) at times ``t`` (T,), weight decay λ = ``weight_decay``.
 
@@ -185,6 +198,8 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
     largest row norm of ``[X, Y]``). The returned :class:`Curve` says which reference was
     used, what was measured, and is marked ``APPROXIMATE`` (``exact=False``) when a
     precondition failed. Biases are refused (the twin maps are for bias-free nets).
+    ``time_budget``: seconds the ODE may run (None: no limit; :func:`linear_net_ode`); a curve
+    cut short holds the times reached only (``t`` shorter than asked) and its note says so.
     """
     method = v.choice("method", method, ("auto",) + REFERENCES)
     X, Y = v.data(X, Y)
@@ -193,6 +208,8 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
     t = np.atleast_1d(v.times("t", t, ndim=(0, 1)))
     alpha = v.slope(alpha)
     symmetry_tol = v.nonnegative("symmetry_tol", symmetry_tol, scalar=True)
+    if time_budget is not None:
+        time_budget = v.positive("time_budget", time_budget, scalar=True, why="seconds of the ODE")
     notes, exact = [], True
     lin, t_lin, lam = params, t, _check_decay(weight_decay)
     if alpha != 1.0:
@@ -236,9 +253,15 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
                      f"{WHITENING_TOL:g}), balanced two-layer init (imbalance {gap:.1e} <= "
                      f"{BALANCE_TOL:g})")
     else:
-        P = linear_net_ode(lin, Sxx, Syx, t_lin, weight_decay=lam)
+        P = linear_net_ode(lin, Sxx, Syx, t_lin, weight_decay=lam, time_budget=time_budget)
         ref = "ode"
         notes.append("numerical: linear-network gradient flow integrated by solve_ivp (DOP853)")
+        if len(P) < t.size:  # the budget ran out: P holds the times up to the last one reached
+            keep = t_lin <= np.sort(t_lin)[len(P) - 1]
+            notes.append(f"CUT SHORT: the ODE's time_budget of {time_budget:g} s ran out at t = "
+                         f"{float(np.max(t[keep])):.4g} of {float(np.max(t)):.4g} (stiff: ill-conditioned "
+                         "inputs); call theory.reference_curve without time_budget for the whole curve")
+            t = t[keep]
     loss = moment_loss(P, Sxx, Syx, y_power)
     return Curve(t=t, loss=np.asarray(loss), beta=np.transpose(P, (0, 2, 1)), reference=ref,
                  alpha=alpha, note="; ".join(notes), exact=exact)

@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate as v
-from ..core.layers import Layer, Params, check_net, is_net
+from ..core.layers import Layer, Params, takes_net
 from .inits import imbalance
 from .modes import _check_decay, _check_y_power
 
@@ -147,10 +147,9 @@ def _gram(t, Q0, S, lam_decay: float) -> np.ndarray:
 
 def _riccati_args(params: Params, Sigma_yx, tol: float):
     """The checks of :func:`unaligned_product`: ``(W_1, W_2, Σ_yx)``."""
-    Ws = check_net(params, bias_free=is_net(params) and len(params) == 2)
     if len(params) != 2:
         raise ValueError(f"the Riccati solution is for two-layer nets, got depth {len(params)}")
-    W1, W2 = Ws
+    W1, W2 = (np.asarray(layer.matrix, float) for layer in params)
     S = v.finite_array("Sigma_yx", Sigma_yx, ndim=2)
     if S.shape != (W2.shape[0], W1.shape[1]):
         raise ValueError(f"Sigma_yx must have shape (p, d) = {(W2.shape[0], W1.shape[1])} to match params "
@@ -159,6 +158,7 @@ def _riccati_args(params: Params, Sigma_yx, tol: float):
     return W1, W2, S
 
 
+@takes_net(bias_free=True)
 def unaligned_product(t, params: Params, Sigma_yx, *, weight_decay: float = 0.0,
                       balance_tol: float = 1e-10) -> np.ndarray:
     """Product ``P(t) = W_2(t) W_1(t)`` (T, p, d) of a two-layer linear net under gradient

@@ -21,12 +21,13 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate as v
-from ..core.layers import Params, check_net
+from ..core.layers import Params, takes_net
 from ..core.nets import depth
 from ..core.twin import slope_factor
 from .modes import _broadcast
 
 
+@takes_net(bias_free=True)
 def effective_strength(params: Params, r, q=None) -> float:
     """``a_0 = ¼ ||W_1 r + W_2ᵀ q||²``: the strength at which a small two-layer init
     enters the logistic of mode ``(q, r)`` (see the module docstring).
@@ -35,7 +36,6 @@ def effective_strength(params: Params, r, q=None) -> float:
     the unit input direction of the mode, ``q`` (p,) its unit output direction
     (default: the only one, p = 1). Accurate while ``a_0 ≪ s``.
     """
-    check_net(params, bias_free=True)
     if depth(params) != 2:
         raise ValueError(f"effective_strength is derived for two-layer nets; got depth {depth(params)}")
     W1, W2 = (np.asarray(layer.matrix, dtype=float) for layer in params)

@@ -34,7 +34,7 @@ def _collapse(ax, A, result, prefix: str, title: str):
 def _gaps(ax, A, result):
     alphas, t = A["alphas"], A["t"]
     cs = slope_factor(alphas)
-    lr = float(A["lr"])
+    lr = float(result.config["lr"])
     leaky = [i for i, a in enumerate(alphas) if a < 1]
     for prefix, ls, color in (("digits", "-", "tab:blue"), ("teacher", ":", "tab:orange")):
         L, Lt = A[f"{prefix}_loss"], A[f"{prefix}_twin_loss"]

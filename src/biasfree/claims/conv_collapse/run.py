@@ -15,7 +15,7 @@ from ...core.layers import scale_params
 from ...core.real_data import load_data
 from ...core.twin import linear_twin, slope_factor
 from ...dynamics.twin_training import PairedRun, train_with_twin
-from ...results import Result, at_most, config_dict
+from ...results import Result, at_most
 from ..base import Progress, _quiet
 from ..checks import PAPER_LEVEL, ROUND_OFF
 from . import FRACTION, Config
@@ -235,7 +235,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
 
     t = cfg.lr * np.asarray(runs_d[f"α={a_min:g}"].k, float)
     arrays = {"alphas": alphas, "t": t, "paper_level": np.asarray(PAPER_LEVEL),
-              "round_off": np.asarray(ROUND_OFF), "lr": np.asarray(cfg.lr), **arrays_d, **arrays_t,
+              "round_off": np.asarray(ROUND_OFF), **arrays_d, **arrays_t,
               "sweep_channels": np.array([C for k, C, _, _ in rows_c if k == "conv"]),
               "sweep_scales": np.array([s for k, _, s, _ in rows_s if k == "conv"]),
               "gaps_channels_conv": gaps_c[0::2], "gaps_channels_dense": gaps_c[1::2],
@@ -251,4 +251,4 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
              f"through the compiled loop ({cfg.n_records} records are only the drawn curves). "
              f"Sweeps on digits at α = {a_min:g}, {cfg.sweep_inits} init(s) per setting; the dense net "
              "beside each conv net has width C (one hidden unit per channel).")
-    return Result("conv-collapse", seed, config_dict(cfg), metrics, checks, arrays, notes)
+    return Result("conv-collapse", seed, {}, metrics, checks, arrays, notes)

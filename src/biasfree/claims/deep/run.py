@@ -14,7 +14,7 @@ from ...core.nets import effective_rank
 from ...dynamics import GDConfig
 from ...dynamics.ensemble import Member, gd_members
 from ...expressivity.decomposition import net_function, odd_nonlinearity
-from ...results import Result, at_least, at_most, config_dict
+from ...results import Result, at_least, at_most
 from ..base import Progress, _quiet
 from ..checks import ROUND_OFF, crossing_time
 from . import MEMBERS, PAIRS, Config
@@ -146,7 +146,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     m2, a2 = _sine_summary(sine)
     metrics |= m2
     arrays |= a2
-    return Result("deep", seed, config_dict(cfg), metrics, _checks(cfg, teacher, sine), arrays,
+    return Result("deep", seed, {}, metrics, _checks(cfg, teacher, sine), arrays,
                   _notes(cfg, metrics))
 
 

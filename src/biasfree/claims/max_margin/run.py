@@ -13,7 +13,7 @@ from ...core.inits import init_gaussian, init_pairs
 from ...core.layers import scale_params
 from ...dynamics import GDConfig
 from ...dynamics.ensemble import Member, gd_members
-from ...results import Result, at_least, at_most, config_dict
+from ...results import Result, at_least, at_most
 from ...theory.margin import KKT_TOL, cosine, hard_margin_svm, kkt_residual, margin_ratio
 from ..base import Progress, _quiet
 from ..checks import twin_identity
@@ -109,4 +109,4 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
              f"logistic GD η = {cfg.lr:g} for {cfg.steps} steps (t = {t[-1]:g}). Random init: "
              + ", ".join(f"α={a:g} cos {dirs[member_name('random', a)]['cos'][-1]:.5f}"
                          for a in cfg.alphas) + ".")
-    return Result("max-margin", seed, config_dict(cfg), metrics, checks, arrays, notes)
+    return Result("max-margin", seed, {}, metrics, checks, arrays, notes)

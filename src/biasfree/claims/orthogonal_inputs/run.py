@@ -12,7 +12,7 @@ from ...core.inits import balanced_units
 from ...core.nets import forward
 from ...dynamics import GDConfig, record_steps
 from ...dynamics.ensemble import Member, gd_members
-from ...results import Result, at_most, config_dict
+from ...results import Result, at_most
 from ...theory.orthogonal import aligned_halves_init, alignment_directions, half_net_modes, half_targets
 from ..base import Progress, _quiet
 from ..checks import ROUND_OFF
@@ -194,7 +194,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     H = _half_nets(cfg, P, R["full"][1], R["aligned"][1], ks, t)
     align = _alignment(cfg, P, R)
     G = _gaps(cfg, P, R, H)
-    return Result("orthogonal-inputs", seed, config_dict(cfg), _metrics(P, R, H, G, align),
+    return Result("orthogonal-inputs", seed, {}, _metrics(P, R, H, G, align),
                   _checks(cfg, H, align), _arrays(cfg, P, R, H, G, align, t), _notes(cfg, H, G))
 
 

@@ -16,7 +16,7 @@ _TINY = 1e-32
 def figure(result: Result):
     A, M = result.arrays, result.metrics
     t, L, Lw = A["t"], A["loss"], A["twin_loss"]
-    c = float(slope_factor(A["alpha"]))
+    c = float(slope_factor(result.config["alpha"]))
     ct = c * t
     fig, ax = plt.subplots(1, 3, figsize=(17, 4.6))
     names = [str(n) for n in A["members"]]

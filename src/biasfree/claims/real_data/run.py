@@ -17,7 +17,7 @@ from ...core.twin import slope_factor
 from ...dynamics import GDConfig
 from ...dynamics.ensemble import Member, Runs, gd_members
 from ...expressivity.decomposition import net_function, odd_nonlinearity
-from ...results import Result, at_most, config_dict
+from ...results import Result, at_most
 from ..base import Progress, _quiet
 from ..checks import PAPER_LEVEL, twin_identity
 from . import EPS, Config
@@ -124,14 +124,14 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
               "splits": np.array([splits[n][:3] for n in names]),
               "accuracy": np.array([acc[n] for n in names]),
               "twin_accuracy": np.array([acc_twin[n] for n in names]),
-              "gap": np.array([runs.twin_gap(n) for n in names]), "alpha": np.asarray(a),
+              "gap": np.array([runs.twin_gap(n) for n in names]),
               "linear_floor": np.asarray(lin_floor), "eigenvalues": w.eigenvalues}
     n_img = raw.X.shape[0]
     notes = (f"digits: {n_img} images ({n_img - labels_t.size} train, symmetrised to {X.shape[0]} points; "
              f"{labels_t.size} held out), whitened to d = {d} ({w.dropped} null directions dropped); width "
              f"{cfg.width}, α = {a:g}, init std {cfg.scale:g}, GD η = {cfg.lr:g} for {steps} steps. "
              f"Members: {', '.join(names)}; each beside its linear twin. Prediction: {curve.note}.")
-    return Result("real-data", seed, config_dict(cfg), metrics, checks, arrays, notes)
+    return Result("real-data", seed, {}, metrics, checks, arrays, notes)
 
 
 def _metrics(runs: Runs, randoms: list[str], splits, acc, acc_twin, lin_floor) -> dict[str, float]:

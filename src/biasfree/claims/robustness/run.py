@@ -16,7 +16,7 @@ from ...core.targets import linear_target, make_dataset
 from ...core.twin import slope_factor
 from ...dynamics import FlowConfig, GDConfig, flow_ensemble
 from ...dynamics.ensemble import Member, gd_members
-from ...results import Result, at_least, at_most, config_dict
+from ...results import Result, at_least, at_most
 from ...theory import decayed_solution
 from ..base import Progress, _quiet
 from ..checks import PAPER_LEVEL, ROUND_OFF, loglog_slope, twin_identity
@@ -103,7 +103,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     order = loglog_slope(lr["lrs"], lr["gap_flow"]["pair"])
     growth = lr["gap_flow"]["pair"][1:] / lr["gap_flow"]["pair"][:-1]
     checks = _checks(wd, big, lr, order, growth)
-    return Result("robustness", seed, config_dict(cfg), _metrics(cfg, wd, big, lr, order),
+    return Result("robustness", seed, {}, _metrics(cfg, wd, big, lr, order),
                   checks, _arrays(cfg, wd, big, lr), _notes(cfg, wd, big, order))
 
 

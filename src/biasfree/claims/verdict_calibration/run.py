@@ -12,7 +12,7 @@ from ...core.data import symmetrize
 from ...core.layers import Layer
 from ...core.moments import whiten
 from ...core.targets import sine_target
-from ...results import Result, at_most, config_dict
+from ...results import Result, at_most
 from ..base import Progress, _quiet
 from . import STRUCTURAL, Config, families
 from .evaluate import evaluate, measure, truth_setup
@@ -168,7 +168,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
               "steps": steps, "widths": np.asarray(cfg.widths), "depths": np.asarray(cfg.depths),
               "biases": np.asarray(cfg.biases), "asymmetries": np.asarray(cfg.asymmetries, float),
               "columns": np.asarray(cols), "paper_level": np.asarray(vd.PAPER_LEVEL), **f_arrays}
-    return Result("verdict-calibration", seed, config_dict(cfg), metrics, checks, arrays, notes)
+    return Result("verdict-calibration", seed, {}, metrics, checks, arrays, notes)
 
 
 def _where(at, cfg: Config, cols) -> str:
