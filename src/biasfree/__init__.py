@@ -58,6 +58,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "dynamics.gd": ("GDConfig", "gd", "record_steps"),
     "dynamics.optimisers": ("train",),
     "dynamics.optimiser_twin": ("optimiser_twin",),
+    "analysis.optax_training": ("OptaxConfig",),
     "dynamics.trajectory": ("Trajectory", "conserved_quantities", "observe"),
 }
 """Module (under ``biasfree``) -> the public names it defines."""
@@ -122,6 +123,7 @@ __all__ = [
     "load_sweep", "loss_value",
     "make_dataset", "margin", "Member", "Model", "moment_data", "net_function", "NetFit", "objective",
     "objective_mirrored", "observe", "odd_floor", "odd_nonlinearity", "odd_part", "OddFit", "one_hot",
+    "OptaxConfig",
     "pair_up", "Params", "PooledDense", "parse_spec", "participation_ratio", "precise", "PRECISIONS",
     "product_target",
     "ray_moments",

@@ -21,18 +21,16 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
 from .. import theory
 from ..core import nets
-from ..core.blocks import BLOCK_ENTRIES, outputs, outputs_and_mirror
+from ..core.blocks import outputs, outputs_and_mirror
 from ..core.conv import drop_zero_biases, is_conv
 from ..core.data import Dataset, check_data
 from ..core.layers import Params, scale_params
-from ..core.nets import _forward, depth, has_bias, widths
+from ..core.nets import depth, has_bias, widths
 from ..core.precision import precise
 from ..core.real_data import RealData, load_data
 from ..core.symmetry import asymmetry, max_row_norm, mirror_violation
@@ -45,6 +43,7 @@ from ..expressivity.local_linear import MAX_ENTRIES, Identities, local_linear
 from . import regime as rg
 from . import verdict as vd
 from .interop import Model, as_model
+from .optax_training import OptaxConfig, as_optax_config, train_optax, with_degree
 from .report import Analysis, DataReport, History, LocalReport, NetReport, Prediction, Regime, Training
 from .structure import PAIRS, exact_structure
 from .verdict import PAPER_LEVEL, ROUND_OFF
@@ -212,28 +211,7 @@ def _facts(st: _State, ctx: _Context, params, X, Y, a, pred: Prediction | None) 
     return vd.Facts(st.net.depth, a, st.net.has_bias, ctx.mv_x, ctx.even_t, ctx.modes.linear_fraction,
                     st.regime.init_ratio, st.function, ctx.floor, st.loss0,
                     float("nan") if pred is None else pred.twin_loss0, ref,
-                    _gradient_norm(params, X, Y, a) / ref, st.structure, is_conv(params))
-
-
-@jax.jit
-@jax.grad
-def _block_gradient(params: Params, Xb, Yb, a, N):
-    """∇_θ of one row block's share (1/2N) Σ_{n in block} ||y_n − f(x_n)||² of the loss."""
-    return 0.5 * jnp.sum((Yb - _forward(params, Xb, a)) ** 2) / N
-
-
-def _gradient_norm(params: Params, X, Y, a) -> float:
-    """‖∇_θ L(θ)‖·‖θ‖ for L = (1/2N) Σ_n ||y_n − f(x_n)||², the gradient summed over the row
-    blocks of :mod:`biasfree.core.blocks` (no N × width array)."""
-    N, leaves = X.shape[0], jax.tree_util.tree_leaves
-    step = max(1, BLOCK_ENTRIES // max(layer.n_out for layer in params))
-    grad = _block_gradient(params, X[:step], Y[:step], a, N)
-    for i in range(step, N, step):  # accumulated: one params-sized gradient held at a time
-        part = _block_gradient(params, X[i:i + step], Y[i:i + step], a, N)
-        grad = jax.tree_util.tree_map(jnp.add, grad, part)
-    sq = sum(float(jnp.sum(g**2)) for g in leaves(grad))
-    size = sum(float(np.sum(np.asarray(leaf, float) ** 2)) for leaf in leaves(params))
-    return float(np.sqrt(sq * size))
+                    rg.gradient_norm(params, X, Y, a) / ref, st.structure, is_conv(params))
 
 
 def _start(init, a: float, params: Params) -> Params:
@@ -275,8 +253,9 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, in
     ``progress(k, K)`` is called as training goes. Biases that are exactly zero are
     dropped (the net computes the bias-free map); nonzero ones are kept and named.
     """
-    if train is not None and not isinstance(train, GDConfig | bool):
-        raise TypeError(f"train={train!r} must be a biasfree.GDConfig, True (default training) or None")
+    if train is not None and not isinstance(train, GDConfig | bool) and as_optax_config(train) is None:
+        raise TypeError(f"train={train!r} must be a biasfree.GDConfig, True (default training), an optax "
+                        "optimiser, a biasfree.OptaxConfig(optimiser, steps=...) or None")
     if t_max is not None:
         t_max = validate.positive("t_max", t_max, scalar=True, why="the horizon of the predicted curve")
     n_times = validate.integer("n_times", n_times, 2)
@@ -299,6 +278,8 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, in
         raise ValueError(f"the net maps {w[0]} inputs to {w[-1]} outputs but the data have "
                          f"X {X.shape} and Y {Y.shape}")
     start = None if init is None else _start(init, a, params)
+    if (opt := as_optax_config(train)) is not None:  # κ measured (or refused) before any compute
+        train = with_degree(opt, a, len(params))
 
     ctx = _context(X, Y, a, source)
     now = _state(params, X, Y, a, ctx)
@@ -317,10 +298,7 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, in
     if measure_now:
         tr, reg = _train(params, pred, a, X, Y, cfg, ctx.modes, now.loss0, reg, time_budget, progress)
         pred = dataclasses.replace(pred, trained=tr)
-        training = vd.judge_measured(facts, gap=tr.gap_to_twin, step=tr.gap_step, t=tr.gap_time,
-                                     steps_run=tr.steps_run, steps_asked=cfg.steps, movement=reg.movement[0],
-                                     alignment=reg.alignment, alignment0=reg.alignment0,
-                                     exact_structure=facts.exact)
+        training = _judged(facts, tr, reg)
         trained_function = _trained_function(tr, a, ctx, "function after training")
     else:
         training = _predicted(facts, pred)
@@ -362,10 +340,7 @@ def _history(start, params, a, X, Y, ctx: _Context, cfg, t_max, n_times, budget,
     tr, reg = _train(start, pred, a, X, Y, cfg, ctx.modes, st.loss0, st.regime, budget, progress)
     f_given, f_rerun = outputs(params, X, a), outputs(tr.params, X, a)
     match = _energy(f_rerun - f_given) / max(_energy(f_given), 1e-300)
-    judged = vd.judge_measured(facts, gap=tr.gap_to_twin, step=tr.gap_step, t=tr.gap_time,
-                               steps_run=tr.steps_run, steps_asked=cfg.steps, movement=reg.movement[0],
-                               alignment=reg.alignment, alignment0=reg.alignment0,
-                               exact_structure=facts.exact, kind=kind)
+    judged = _judged(facts, tr, reg, kind)
     same = ("reproduces it" if match <= vd.PAPER_LEVEL
             else "does NOT reproduce it: other steps, data or seed?")
     note = (f"the rerun from the init ends {match:.3g} (of <f²>) from the given net ({same}; "
@@ -374,9 +349,21 @@ def _history(start, params, a, X, Y, ctx: _Context, cfg, t_max, n_times, budget,
     return History(st.net, dataclasses.replace(pred, trained=tr), judged, reg, match)
 
 
-def _train_config(train, params, modes, c, beta, a) -> GDConfig | None:
+def _judged(facts: vd.Facts, tr: Training, reg: Regime, kind: str = "training, measured") -> vd.Judgement:
+    j = vd.judge_measured(facts, gap=tr.gap_to_twin, step=tr.gap_step, t=tr.gap_time, steps_run=tr.steps_run,
+                             steps_asked=tr.config.steps, movement=reg.movement[0], alignment=reg.alignment,
+                             alignment0=reg.alignment0, exact_structure=facts.exact, kind=kind,
+                             trainer=tr.optimiser, over="every step" if tr.t.size == tr.config.steps + 1
+                             or isinstance(tr.config, GDConfig) else f"{tr.t.size} evenly spaced steps")
+    note = getattr(tr.config, "twin_note", "")
+    return dataclasses.replace(j, notes=j.notes + (f"twin optimiser: {note}",)) if note else j
+
+
+def _train_config(train, params, modes, c, beta, a) -> GDConfig | OptaxConfig | None:
     if train is None or train is False:
         return None
+    if (opt := as_optax_config(train)) is not None:
+        return opt
     if isinstance(train, GDConfig):
         return dataclasses.replace(train, alpha=a)
     lr = rg.default_lr(params, modes, c)
@@ -390,7 +377,7 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, bu
     ws, ks = twin_scales(a, L)
     twin = scale_params(params, ws)
     floored = False
-    if cfg is not None:
+    if isinstance(cfg, GDConfig):
         t = cfg.lr * np.unique(np.linspace(0, cfg.steps, min(cfg.n_records, cfg.steps + 1)).round())
     else:
         T, floored = (rg.default_t_max(modes, float(np.linalg.norm(st.net.beta_eff, 2)), ks, depth=L)
@@ -422,25 +409,31 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, bu
                       growth_gap_low=0.5 * g.low / L0, growth_gap_high=0.5 * g.high / L0, twin_loss0=twin0)
 
 
-def _train(params, pred: Prediction, a, X, Y, cfg: GDConfig, modes, loss0, reg: Regime, budget, progress):
-    run = train_with_twin(params, pred.twin, X, Y, alpha=a, lr=cfg.lr, time_scale=pred.time_scale,
-                          steps=cfg.steps, n_records=cfg.n_records, loss=cfg.loss,
-                          weight_decay=cfg.weight_decay, time_budget=budget, progress=progress)
+def _train(params, pred: Prediction, a, X, Y, cfg, modes, loss0, reg: Regime, budget, progress):
     # gaps relative to L₀ = max(L(θ₀), ½<||y||²>): L(θ₀) for an init that has learned nothing yet
     # (the paper's L(0)), the zero function's loss for a net that already fits (a trained net)
     L0 = max(loss0, 0.5 * modes.y_power, 1e-300)
-    t = cfg.lr * run.k.astype(float)
-    predicted = np.interp(t, pred.t, pred.loss, right=np.nan)  # nan past a curve cut short
+    if isinstance(cfg, OptaxConfig):  # no flow curve to compare with: the prediction is for GD
+        run = train_optax(params, pred.twin, a, X, Y, cfg, L0)
+        t, predicted, trainer = run.t, np.full(run.t.shape, np.nan), f"{cfg.label} (κ = {run.kappa:g})"
+    else:
+        run = train_with_twin(params, pred.twin, X, Y, alpha=a, lr=cfg.lr, time_scale=pred.time_scale,
+                              steps=cfg.steps, n_records=cfg.n_records, loss=cfg.loss,
+                              weight_decay=cfg.weight_decay, time_budget=budget, progress=progress)
+        t, trainer = cfg.lr * run.k.astype(float), "GD"
+        predicted = np.interp(t, pred.t, pred.loss, right=np.nan)  # nan past a curve cut short
     sp = _split(run.params, X, a)
     dirs = rg.learned_directions(modes.B)
+    off = np.abs(run.loss - predicted)
+    off = off[np.isfinite(off)]  # no prediction past a curve cut short, nor for an optax run
     tr = Training(config=cfg, t=t, loss=run.loss, twin_loss=run.twin_loss, predicted=predicted,
                   even_energy=run.even_energy, gap_to_twin=run.gap_max / L0,
-                  gap_to_prediction=float(np.nanmax(np.abs(run.loss - predicted)) / L0),
+                  gap_to_prediction=float(off.max()) / L0 if off.size else np.nan,
                   final_even_fraction=sp.even_fraction,
                   final_odd_nonlinear_fraction=sp.odd_fraction_nonlinear,
                   final_odd_linear_energy=sp.odd_linear, final_odd_nonlinear_energy=sp.odd_nonlinear,
                   final_even_energy=sp.even, params=run.params, gap_step=run.gap_step,
-                  gap_time=cfg.lr * run.gap_step, steps_run=run.steps)
+                  gap_time=float(np.interp(run.gap_step, run.k, t)), steps_run=run.steps, optimiser=trainer)
     move = relative_movement(params, run.params)
     reg = dataclasses.replace(reg, movement=move, rich=move[0] >= vd.RICH_MOVEMENT,
                               alignment0=row_alignment(params[0].matrix, dirs),

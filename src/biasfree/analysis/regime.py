@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
+from ..core.blocks import BLOCK_ENTRIES as ROWS_ENTRIES
 from ..core.layers import Params
+from ..core.nets import _forward
 from ..theory.modes import Modes
 
 MODE_CUT = 1e-2
@@ -150,3 +154,24 @@ def learned_directions(B, s_cut: float = MODE_CUT) -> np.ndarray:
     _, sv, Vt = np.linalg.svd(B, full_matrices=False)
     keep = sv >= s_cut * sv[0] if sv.size and sv[0] > 0 else np.zeros(sv.size, bool)
     return Vt[keep].T
+
+
+@jax.jit
+@jax.grad
+def _block_gradient(params: Params, Xb, Yb, a, N):
+    """∇_θ of one row block's share (1/2N) Σ_{n in block} ||y_n − f(x_n)||² of the loss."""
+    return 0.5 * jnp.sum((Yb - _forward(params, Xb, a)) ** 2) / N
+
+
+def gradient_norm(params: Params, X, Y, a) -> float:
+    """‖∇_θ L(θ)‖·‖θ‖ for L = (1/2N) Σ_n ||y_n − f(x_n)||², the gradient summed over the row
+    blocks of :mod:`biasfree.core.blocks` (no N × width array)."""
+    N, leaves = X.shape[0], jax.tree_util.tree_leaves
+    step = max(1, ROWS_ENTRIES // max(layer.n_out for layer in params))
+    grad = _block_gradient(params, X[:step], Y[:step], a, N)
+    for i in range(step, N, step):  # accumulated: one params-sized gradient held at a time
+        part = _block_gradient(params, X[i:i + step], Y[i:i + step], a, N)
+        grad = jax.tree_util.tree_map(jnp.add, grad, part)
+    sq = sum(float(jnp.sum(g**2)) for g in leaves(grad))
+    size = sum(float(np.sum(np.asarray(leaf, float) ** 2)) for leaf in leaves(params))
+    return float(np.sqrt(sq * size))

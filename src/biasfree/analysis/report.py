@@ -102,7 +102,9 @@ class Regime:
 
 @dataclass(frozen=True)
 class Training:
-    """The net trained by GD (``config``) beside its linear twin (:mod:`biasfree.dynamics.twin_training`):
+    """The net trained by GD or an optax optimiser (``config``: a GDConfig or an
+    :class:`~biasfree.analysis.optax_training.OptaxConfig`; ``optimiser`` names it, with κ)
+    beside its linear twin (:mod:`biasfree.dynamics.twin_training`, :mod:`.optax_training`):
     ``t`` (R,) record times t = ηk, ``loss``, ``twin_loss``, ``predicted`` (the
     gradient-flow prediction at ``t``), ``even_energy``; ``gap_to_twin`` max over *every*
     step of |L − L_twin| / L(0), reached at step ``gap_step`` (time ``gap_time``);
@@ -111,7 +113,7 @@ class Training:
     stopped it); the trained net's ``final_even_fraction``, ``final_odd_nonlinear_fraction``,
     ``final_odd_linear_energy``, ``final_odd_nonlinear_energy``, ``final_even_energy``; ``params``."""
 
-    config: GDConfig
+    config: object
     t: np.ndarray
     loss: np.ndarray
     twin_loss: np.ndarray
@@ -128,6 +130,7 @@ class Training:
     gap_step: int = 0
     gap_time: float = 0.0
     steps_run: int = 0
+    optimiser: str = "GD"
 
 
 @dataclass(frozen=True)
@@ -271,7 +274,8 @@ def _prediction_json(p: Prediction) -> dict:
     if p.trained is not None:
         tr = {f.name: getattr(p.trained, f.name) for f in fields(Training)
               if f.name not in ("params", "config")}
-        tr["config"] = asdict(p.trained.config)
+        cfg = p.trained.config
+        tr["config"] = asdict(cfg) if isinstance(cfg, GDConfig) else cfg.record()
         doc["trained"] = tr
     return doc
 

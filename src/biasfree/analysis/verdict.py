@@ -320,14 +320,17 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
 
 def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int, steps_asked: int,
                    movement: float, alignment: float, alignment0: float, exact_structure: bool,
-                   kind: str = "training, measured") -> Judgement:
+                   kind: str = "training, measured", trainer: str = "GD",
+                   over: str = "every step") -> Judgement:
     """The training measured (§6.3): ``gap`` = max over every GD step k of |L(θ_k) −
     L_twin(k)| / L(0), reached at ``step`` (time ``t``); ``movement`` the first layer's
     relative movement, ``alignment``/``alignment0`` the first-layer rows' energy share in
-    the learned input directions after/before training (reported, not judged)."""
+    the learned input directions after/before training (reported, not judged); ``trainer``
+    the optimiser (with its degree κ) that trained both and ``over`` the steps the maximum is
+    taken over, both named in the evidence."""
     ev, fails, notes = _structural(f)
     context = fails[:]  # the theory does not cover these cases, but the measured gap decides
-    ev.append(evidence("trained gap to the twin, max over every step (fraction of L(0))", gap,
+    ev.append(evidence(f"trained gap to the twin under {trainer}, max over {over} (fraction of L(0))", gap,
                        PAPER_LEVEL, f"the paper's 0.3%; maximum at step {step} (t = {t:.4g})"))
     rich = evidence("first-layer movement ‖W₁(T)−W₁(0)‖/‖W₁(0)‖", movement, RICH_MOVEMENT,
                     "rich learning: the weights left their init (§6.3)", op=">=")

@@ -273,8 +273,13 @@ def analyse(
                                                      "unless the file stores it)")] = None,
     train: Annotated[bool, typer.Option("--train", help="also train beside the twin with the default "
                                                         "step and horizon (from the data's scale)")] = False,
-    train_steps: Annotated[int, typer.Option(help="also train K GD steps beside the twin (0: no)")] = 0,
-    lr: Annotated[float | None, typer.Option(help="GD step η (default: ¼ of the estimated stability limit "
+    train_steps: Annotated[int, typer.Option(help="also train K steps beside the twin (0: no)")] = 0,
+    optimiser: Annotated[str, typer.Option(help="with --train-steps: gd or an optax one (sgd, momentum, "
+                                                "nesterov, adam, rmsprop, sign_sgd, lion, muon), its twin "
+                                                "by biasfree.optimiser_twin (ε scaled)")] = "gd",
+    batch_size: Annotated[int | None, typer.Option(help="with --optimiser: points per step, drawn as "
+                                                        "mirror pairs (default: full batch)")] = None,
+    lr: Annotated[float | None, typer.Option(help="step η (default: ¼ of the estimated stability limit "
                                                   "with --train, 0.01 with --train-steps)")] = None,
     n_records: Annotated[int, typer.Option(help="points of the stored training curves (the gap is "
                                                 "measured at every step whatever this is)")] = 201,
@@ -300,6 +305,7 @@ def analyse(
     from ..analysis import interop, report
     from ..analysis.analyse import analyse as analyse_model
     from ..analysis.figure import figure
+    from ..analysis.optax_training import NAMED, OptaxConfig
     from ..core.real_data import load_data
     from ..dynamics import GDConfig
 
@@ -311,8 +317,19 @@ def analyse(
         m, start = (None if f is None else interop.load_model(f, alpha, **interop.conv_spec(in_shape))
                     for f in (model, init))
         d = load_data(data)
-        cfg = (GDConfig(lr=0.01 if lr is None else lr, steps=train_steps, n_records=n_records)
-               if train_steps else None)
+        if (optimiser != "gd" or batch_size is not None) and not train_steps:
+            raise ValueError("--optimiser and --batch-size go with --train-steps K (e.g. --optimiser adam "
+                             "--lr 1e-3 --train-steps 2000)")
+        if optimiser == "gd" and batch_size is not None:
+            raise ValueError("--batch-size needs an --optimiser (sgd for plain minibatch SGD)")
+        if optimiser != "gd":
+            if optimiser not in NAMED:
+                raise ValueError(f"--optimiser {optimiser!r}: choose gd or one of {', '.join(NAMED)}")
+            cfg = OptaxConfig(NAMED[optimiser](0.01 if lr is None else lr), steps=train_steps,
+                              batch_size=batch_size, name=optimiser)
+        else:
+            cfg = (GDConfig(lr=0.01 if lr is None else lr, steps=train_steps, n_records=n_records)
+                   if train_steps else None)
         with Progress(TextColumn("training beside the twin"), rp.BarColumn(), rp.MofNCompleteColumn(),
                       TimeElapsedColumn(), console=err, transient=True) as bar:
             task = bar.add_task("train", total=None)

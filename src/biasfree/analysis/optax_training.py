@@ -1,0 +1,187 @@
+"""``analyse(train=...)`` under any optax optimiser: the net and its linear twin trained in
+lockstep, the twin's optimiser from :func:`~biasfree.dynamics.optimiser_twin.optimiser_twin`
+(docs/theory.md §9), the gap measured at every step (or at ``n_records`` steps for long runs).
+
+The twin is exact for a two-layer pair net on symmetric data with full or mirrored batches
+when the optimiser's update is homogeneous of degree κ in the gradients (a factory
+``rho -> optimiser`` makes constants such as Adam's ε exact); elsewhere the gap is what
+it measures. Unlike GD there is no gradient-flow curve to compare with: Adam's steps are
+not a time discretisation of the flow, so ``predicted`` is NaN.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+import optax
+
+from .. import _validate as validate
+from ..core.data import Dataset
+from ..core.layers import Layer
+from ..dynamics.gd import record_steps
+from ..dynamics.optimiser_twin import (
+    PROBE_RHOS,
+    _name,
+    _probe,
+    _updates,
+    measure_degree,
+    optimiser_twin,
+    twin_scale,
+)
+from ..dynamics.optimisers import train
+
+EVERY_STEP_MAX = 5000
+"""Runs of up to this many steps are recorded at every step (the gap's maximum over every
+step); longer ones at ``OptaxConfig.n_records`` evenly spaced steps."""
+
+
+NAMED: dict[str, Callable[[float], Callable]] = {
+    "sgd": lambda lr: lambda rho: optax.sgd(lr),
+    "momentum": lambda lr: lambda rho: optax.sgd(lr, momentum=0.9),
+    "nesterov": lambda lr: lambda rho: optax.sgd(lr, momentum=0.9, nesterov=True),
+    "adam": lambda lr: lambda rho: optax.adam(lr, eps=1e-8 * rho),
+    "rmsprop": lambda lr: lambda rho: optax.rmsprop(lr, eps=1e-8 * rho),
+    "sign_sgd": lambda lr: lambda rho: optax.sign_sgd(lr),
+    "lion": lambda lr: lambda rho: optax.lion(lr),
+    "muon": lambda lr: lambda rho: optax.contrib.muon(lr, eps=1e-8 * rho),
+}
+"""The CLI's ``--optimiser`` names: each a factory of the step η returning a factory of ρ
+(Adam's, RMSProp's and Muon's ε scaled by ρ, so that the twin is exact; optax defaults
+otherwise: momentum 0.9, Adam's β = (0.9, 0.999))."""
+
+
+@dataclass(frozen=True)
+class OptaxConfig:
+    """Training by ``optimiser`` for ``analyse(train=...)``: an ``optax.GradientTransformation``
+    or a factory ``rho -> GradientTransformation`` (exact twins for ε-type constants,
+    :func:`~biasfree.dynamics.optimiser_twin.optimiser_twin`); ``steps`` K; ``batch_size``
+    None (full batch) or points per step, drawn as mirror pairs when ``mirrored_batches``
+    (the inputs must then be laid out ``[X₊; −X₊]``) with the PRNG seed ``seed``; ``degree``
+    κ (None: measured); ``name`` for the verdict (default: the optimiser's); ``n_records``
+    stored records when K > :data:`EVERY_STEP_MAX` (else every step); ``twin_note`` how κ was
+    found (set by :func:`with_degree`)."""
+
+    optimiser: object
+    steps: int = 1000
+    batch_size: int | None = None
+    mirrored_batches: bool = True
+    seed: int = 0
+    degree: float | None = None
+    name: str | None = None
+    n_records: int = 1001
+    twin_note: str = ""
+
+    def __post_init__(self):
+        opt = self.optimiser
+        if not (hasattr(opt, "init") and hasattr(opt, "update")):
+            validate.callable_("optimiser", opt)
+        object.__setattr__(self, "steps", validate.integer("steps", self.steps, 1))
+        if self.batch_size is not None:
+            object.__setattr__(self, "batch_size", validate.integer("batch_size", self.batch_size, 1))
+        validate.flag("mirrored_batches", self.mirrored_batches)
+        object.__setattr__(self, "seed", validate.seed(self.seed))
+        if self.degree is not None:
+            object.__setattr__(self, "degree", validate.real("degree", self.degree, scalar=True))
+        object.__setattr__(self, "n_records", validate.integer("n_records", self.n_records, 2))
+
+    @property
+    def label(self) -> str:
+        return self.name or _name(self.optimiser)
+
+    @property
+    def factory(self) -> bool:
+        return not (hasattr(self.optimiser, "init") and hasattr(self.optimiser, "update"))
+
+    def make(self, rho: float):
+        """The optimiser for gradients ×ρ (a plain optimiser: itself)."""
+        return self.optimiser(rho) if self.factory else self.optimiser
+
+    def record(self) -> dict:
+        """What ``analysis.json`` stores (the optimiser by name)."""
+        return {"optimiser": self.label, "steps": self.steps, "batch_size": self.batch_size,
+                "mirrored_batches": self.mirrored_batches, "seed": self.seed, "degree": self.degree}
+
+
+def as_optax_config(train) -> OptaxConfig | None:
+    """``train`` as an :class:`OptaxConfig` when it is one, an optax optimiser (K = 1000 steps,
+    full batch) or a factory ``rho -> optimiser``; None otherwise."""
+    if isinstance(train, OptaxConfig):
+        return train
+    if hasattr(train, "init") and hasattr(train, "update"):
+        return OptaxConfig(train)
+    return None
+
+
+@dataclass(frozen=True)
+class OptaxRun:
+    """Both runs at the record steps ``k``: ``loss``, ``twin_loss``, ``even_energy``, ``t``
+    (η k when η is known, else k), the net's final ``params``, the twin optimiser's degree
+    ``kappa``, ``gap_max`` max |L − L_twin| / L₀ over the records, at step ``gap_step``; ``steps``
+    run."""
+
+    k: np.ndarray
+    t: np.ndarray
+    loss: np.ndarray
+    twin_loss: np.ndarray
+    even_energy: np.ndarray
+    params: object
+    kappa: float
+    gap_max: float
+    gap_step: int
+    steps: int
+
+
+def with_degree(cfg: OptaxConfig, alpha: float, depth: int) -> OptaxConfig:
+    """``cfg`` with κ and ``twin_note`` set: κ measured
+    (:func:`~biasfree.dynamics.optimiser_twin.measure_degree`) unless given. A plain
+    optimiser that is not homogeneous (Adam with its ε = 1e-8 fixed) gets the κ of its
+    updates on unit-size gradients, where ε is negligible, rounded to an integer, and the
+    note says the twin is then approximate; a factory that is not homogeneous is refused
+    (its ρ-scaling is wrong)."""
+    if cfg.degree is not None:
+        return dataclasses.replace(cfg, twin_note=f"κ = {cfg.degree:g} as given")
+    rho = 1.0 / twin_scale(alpha, depth)
+    try:
+        kappa = measure_degree(cfg.make, PROBE_RHOS + ((rho,) if rho != 1.0 else ()), name=cfg.label)
+        note = f"κ = {kappa:g} measured: the twin optimiser is exact (docs/theory.md §9)"
+    except ValueError as e:
+        if cfg.factory:
+            raise
+        steps = _probe(np.random.default_rng(1), _PROBE, 1.0)
+        with jax.enable_x64(True):
+            u1, u3 = _updates(cfg.optimiser, steps, 1.0), _updates(cfg.optimiser, steps, 3.0)
+        norm = [np.sqrt(sum(float(np.sum(x**2)) for step in u for x in step)) for u in (u1, u3)]
+        kappa = float(round(np.log(norm[1] / norm[0]) / np.log(3.0)))
+        note = (f"APPROXIMATE twin: {cfg.label} is not homogeneous ({str(e).split('(')[1].split(';')[0]}), "
+                f"κ = {kappa:g} from unit-size gradients; the measured gap includes the constant's effect "
+                "(pass a factory, e.g. lambda rho: optax.adam(lr, eps=1e-8 * rho), for an exact twin)")
+    return dataclasses.replace(cfg, degree=kappa, twin_note=note)
+
+
+_PROBE = tuple(Layer(np.ones(s)) for s in ((6, 3), (2, 6)))
+
+
+def train_optax(params, twin, alpha: float, X, Y, cfg: OptaxConfig, L0: float) -> OptaxRun:
+    """``params`` (slope ``alpha``) under ``cfg.optimiser`` beside ``twin`` (α = 1) under its
+    twin optimiser of degree ``cfg.degree`` (:func:`with_degree`), on the same batches; the gap
+    relative to ``L0``."""
+    kappa = cfg.degree
+    twin_opt = optimiser_twin(cfg.optimiser, alpha, len(params), kappa)
+    R = cfg.steps + 1 if cfg.steps <= EVERY_STEP_MAX else cfg.n_records
+    key = None if cfg.batch_size is None else jax.random.PRNGKey(cfg.seed)
+    data = Dataset(X, Y)
+    kw = dict(steps=cfg.steps, batch_size=cfg.batch_size, mirrored_batches=cfg.mirrored_batches, key=key,
+              n_records=R)
+    net = train(params, data, cfg.make(1.0), alpha=alpha, **kw)
+    tw = train(twin, data, twin_opt, alpha=1.0, **kw)
+    loss, twin_loss = np.asarray(net.loss), np.asarray(tw.loss)
+    gaps = np.abs(loss - twin_loss) / L0
+    i = int(np.argmax(gaps))
+    k = record_steps(cfg.steps, R, "linear")
+    return OptaxRun(k=k, t=np.asarray(net.t), loss=loss, twin_loss=twin_loss,
+                    even_energy=np.asarray(net.even_energy), params=net.params, kappa=float(kappa),
+                    gap_max=float(gaps[i]), gap_step=int(k[i]), steps=cfg.steps)

@@ -1,0 +1,89 @@
+"""`analyse(train=...)` under an optax optimiser: the net trained beside the twin that
+`optimiser_twin` builds, the gap measured at every step, the verdict naming the optimiser
+and κ; both sides of each rule (docs/theory.md §9)."""
+
+import json
+
+import jax
+import numpy as np
+import optax
+import pytest
+from typer.testing import CliRunner
+
+import biasfree as bf
+from biasfree.analysis import verdict as vd
+from biasfree.app.cli import app
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 4))
+    X, Y = bf.symmetrize(X, X @ rng.normal(size=(4, 2)))
+    return np.asarray(X), np.asarray(Y)
+
+
+def _adam(rho):  # ε scaled with the gradients: an exact twin (§9.2)
+    return optax.adam(1e-2, eps=1e-8 * rho)
+
+
+PAIR = bf.pair_up(bf.init_gaussian(jax.random.PRNGKey(0), (4, 8, 2), 0.1))
+
+
+def test_a_pair_net_under_adam_is_exactly_on_its_twin_and_the_verdict_names_adam_and_kappa(data):
+    res = bf.analyse(PAIR, data, alpha=0.0, train=bf.OptaxConfig(_adam, steps=300, name="adam"))
+    tr = res.prediction.trained
+    assert tr.t.size == 301 and tr.steps_run == 300  # every step recorded
+    # the exact identity holds to round-off; the verdict's threshold is ROUND_OFF
+    assert tr.gap_to_twin <= vd.ROUND_OFF and res.verdict.training.level == vd.EXACT
+    ev = res.verdict.training.evidence[-2]
+    assert "adam (κ = 0)" in ev.name and "every step" in ev.name
+    assert any("κ = 0 measured" in n for n in res.verdict.training.notes)
+    doc = json.loads(json.dumps(res.to_json()))
+    assert doc["prediction"]["trained"]["config"]["optimiser"] == "adam"
+    assert doc["prediction"]["trained"]["config"]["degree"] == 0.0
+
+
+def test_the_wrong_degree_puts_the_twin_off_and_the_verdict_says_not(data):
+    # control: κ = 1 (GD's scale c) for Adam: the twin moves c^{1/2} too slowly
+    res = bf.analyse(PAIR, data, alpha=0.0, train=bf.OptaxConfig(_adam, steps=300, degree=1.0, name="adam"))
+    assert res.prediction.trained.gap_to_twin > vd.PAPER_LEVEL and res.verdict.training.level == vd.NOT
+    assert "adam (κ = 1)" in res.verdict.training.evidence[-2].name
+
+
+def test_a_plain_adam_runs_with_an_approximate_twin_and_says_so(data):
+    res = bf.analyse(PAIR, data, alpha=0.0, train=optax.adam(1e-2))
+    note = " ".join(res.verdict.training.notes)
+    assert "APPROXIMATE twin" in note and "κ = 0" in note
+    assert np.isfinite(res.prediction.trained.gap_to_twin)
+
+
+def test_bad_optimisers_are_refused_before_any_training(data, monkeypatch):
+    from biasfree.analysis import optax_training
+
+    def never(*a, **k):
+        raise AssertionError("trained")
+
+    monkeypatch.setattr(optax_training, "train", never)
+    with pytest.raises(ValueError, match="not homogeneous"):  # a factory that ignores ρ: ε unscaled
+        bf.analyse(PAIR, data, alpha=0.0, train=bf.OptaxConfig(lambda rho: optax.adam(1e-2), steps=10))
+    with pytest.raises(TypeError, match="OptaxConfig"):
+        bf.analyse(PAIR, data, alpha=0.0, train="adam")
+    with pytest.raises(ValueError, match="steps"):
+        bf.OptaxConfig(_adam, steps=0)
+
+
+def test_the_cli_trains_with_an_optimiser_and_refuses_bad_names(data, tmp_path):
+    model, d = tmp_path / "m.safetensors", tmp_path / "d.npz"
+    bf.save_model(PAIR, model, alpha=0.0)
+    np.savez(d, X=data[0], Y=data[1])
+    runner = CliRunner()
+    res = runner.invoke(app, ["analyse", str(model), "--data", str(d), "--optimiser", "adam", "--lr", "1e-2",
+                              "--train-steps", "50", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "o" / "analysis.json").read_text())
+    assert doc["prediction"]["trained"]["optimiser"] == "adam (κ = 0)"
+    for args in (["--optimiser", "adamx", "--train-steps", "5"], ["--optimiser", "adam"],
+                 ["--batch-size", "4", "--train-steps", "5"]):
+        res = runner.invoke(app, ["analyse", str(model), "--data", str(d), *args, "--out", str(tmp_path / "x")])
+        assert res.exit_code == 2 and "error" in res.output, (args, res.output)
