@@ -85,5 +85,6 @@ def test_the_cli_trains_with_an_optimiser_and_refuses_bad_names(data, tmp_path):
     assert doc["prediction"]["trained"]["optimiser"] == "adam (κ = 0)"
     for args in (["--optimiser", "adamx", "--train-steps", "5"], ["--optimiser", "adam"],
                  ["--batch-size", "4", "--train-steps", "5"]):
-        res = runner.invoke(app, ["analyse", str(model), "--data", str(d), *args, "--out", str(tmp_path / "x")])
+        res = runner.invoke(app, ["analyse", str(model), "--data", str(d), *args,
+                                  "--out", str(tmp_path / "x")])
         assert res.exit_code == 2 and "error" in res.output, (args, res.output)
