@@ -87,7 +87,7 @@ $(BENCHSTAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[bench,sweep]' '$(TORCH_PIN)'
 	touch $@ $(STAMP)
 
-bench: $(BENCHSTAMP)  ## engine timings side by side (ours vs PyTorch, symmetric, ensembles, memory); sweep overhead; analyse at three sizes
+bench: $(BENCHSTAMP)  ## engine timings side by side (ours vs PyTorch, symmetric, ensembles, memory, optax SGD/Adam); sweep overhead; analyse at three sizes
 	$(BIN)/python benchmarks/bench_engine.py --json results/bench_engine.json
 	$(BIN)/python benchmarks/bench_sweep.py --json results/bench_sweep.json
 	$(BIN)/python benchmarks/bench_analyse.py --json results/bench_analyse.json

@@ -20,7 +20,12 @@ points, full-batch GD, float64, the same weights and data in every arm.
    loop (``Conv2d(bias=False) → ReLU → Flatten → Linear(bias=False)``, the same init, loss
    and step, float64, ``torch.set_num_threads`` = the cores XLA uses), with the gap of the
    final weights and losses against a derived round-off bound (:func:`conv_roundoff_bound`):
-   the two compute the same thing.
+   the two compute the same thing;
+7. an optimiser arm, ``bf.train`` (the optax path) on the headline problem: ``optax.sgd(η)``
+   against ``bf.gd`` at the same η and steps (time ratio, goal ≤ 1.1, final loss bitwise),
+   and ``optax.adam`` against a ``torch.optim.Adam`` loop (same ε, same init) at float64 and
+   float32, the final losses' relative gap beside a first-order round-off estimate
+   (:func:`adam_roundoff_bound`).
 
 Each arm is compiled and run once before it is timed; arms alternate and each ratio uses
 the fastest of its repeats, which keeps ratios honest on a shared machine. Members of
@@ -51,6 +56,7 @@ from pathlib import Path  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+import optax  # noqa: E402
 
 import biasfree as bf  # noqa: E402
 
@@ -117,8 +123,9 @@ def step_cost(data, params) -> tuple[float, float]:
 # ------------------------------------------------------------------ PyTorch reference
 
 
-def torch_arm(data, params, steps, lr, dtype: str):
-    """The same GD in a plain PyTorch loop; returns (run, final loss of one run)."""
+def torch_arm(data, params, steps, lr, dtype: str, optim: str = "SGD", **opt_kw):
+    """The same training in a plain PyTorch loop, ``torch.optim.<optim>(lr=lr, **opt_kw)``
+    (plain SGD is our GD); ``run()`` trains from ``params`` and returns the final loss."""
     import torch
 
     tdt = {"float64": torch.float64, "float32": torch.float32}[dtype]
@@ -134,7 +141,7 @@ def torch_arm(data, params, steps, lr, dtype: str):
         with torch.no_grad():
             net[0].weight.copy_(torch.tensor(W1))
             net[2].weight.copy_(torch.tensor(W2))
-        opt = torch.optim.SGD(net.parameters(), lr=lr)
+        opt = getattr(torch.optim, optim)(net.parameters(), lr=lr, **opt_kw)
         for _ in range(steps):
             opt.zero_grad(set_to_none=True)
             loss = 0.5 * ((net(X) - Y) ** 2).sum(dim=1).mean()
@@ -258,9 +265,9 @@ def conv_roundoff_bound(mags: list, final: dict, lr: float) -> tuple[float, floa
     return B, B_loss
 
 
-def gamma(k: int) -> float:
-    """``γ_k = kε/(1 − kε)`` in float64 (Higham's bound on a sum of k products)."""
-    eps = float(np.finfo(np.float64).eps)
+def gamma(k: int, dtype=np.float64) -> float:
+    """``γ_k = kε/(1 − kε)`` in ``dtype`` (Higham's bound on a sum of k products)."""
+    eps = float(np.finfo(dtype).eps)
     return k * eps / (1 - k * eps)
 
 
@@ -291,6 +298,95 @@ def conv_arm(steps: int, repeat: int) -> tuple[float, str]:
             f"faster; final loss {float(ours.loss[0]):.4g} -> {L_t:.6g}; max|Δθ| {dtheta:.2g} (bound "
             f"{B:.2g}), |Δloss| {dloss:.2g} (bound {B_loss:.2g}): {ok} the round-off bound")
     return tt["torch"] / tt["ours"], line
+
+
+# ------------------------------------------------------------------ optimiser arm: bf.train (optax)
+
+ADAM = {"lr": 1e-3, "eps": 1e-8}
+"""Adam of the optimiser arm: ``optax.adam(lr, eps=eps)`` and ``torch.optim.Adam(lr=lr,
+eps=eps)``, both with β = (0.9, 0.999), ε added to √v̂ (the same update rule)."""
+
+
+def adam_response(data, params, steps: int, adam, rel: float = 1e-7) -> float:
+    """``(|ΔL_init| + |ΔL_data|) / rel``: how far our float64 run under ``adam`` (one optax object,
+    so one compiled program) ends in loss from where it ends unperturbed when
+    the init, then the data (X₊ and Y₊, mirrored again), are scaled entrywise by
+    ``1 ± rel`` (random signs) for the whole run. :func:`adam_roundoff_bound` scales it."""
+    rng = np.random.default_rng(0)
+
+    def jiggle(a):
+        return np.asarray(a) * (1 + rel * rng.choice([-1.0, 1.0], size=np.shape(a)))
+
+    def final(p, d):
+        return float(bf.train(p, d, adam, steps=steps, n_records=2).loss[-1])
+
+    half = np.asarray(data.Y).shape[0] // 2
+    moved_data = bf.Dataset(*bf.symmetrize(jiggle(data.inputs), jiggle(np.asarray(data.Y)[:half])))
+    base = final(params, data)
+    by_init = final(jax.tree_util.tree_map(jiggle, params), data)
+    return (abs(by_init - base) + abs(final(params, moved_data) - base)) / rel
+
+
+def adam_roundoff_bound(loss: float, response: float, steps: int, k: int, dtype) -> float:
+    """A first-order estimate of how far two correct ``steps``-step Adam runs in ``dtype``
+    (any summation order) may end apart in loss: each computed step is an exact step from
+    weights and data perturbed entrywise by at most 2γ_k relative (Higham §3.5; Adam's own
+    few operations an entry add O(ε), inside γ_k), and such a perturbation at any step moves
+    the final loss by at most the run's measured response to the same relative perturbation
+    kept for the whole run (:func:`adam_response`): ``steps · 2γ_k · response + 2γ_k·|L|``.
+    Adam is not contractive (it divides by √v̂, so small gradients get steps of size η), so
+    the response, not a contraction factor, carries the amplification; first order only."""
+    g = 2 * gamma(k, dtype)
+    return steps * g * response + g * abs(loss)
+
+
+def optimiser_arm(data, params, cfg: bf.GDConfig, repeat: int, torch_ok: bool) -> tuple[dict, list[str]]:
+    """``bf.train`` (optax) on the headline problem: ``optax.sgd`` against ``bf.gd`` at the
+    same η and steps (``train_sgd_vs_gd``: time ratio train/gd, goal ≤ 1.1), and, with torch,
+    ``optax.adam`` against a ``torch.optim.Adam`` loop at float64 and float32
+    (``adam_vs_torch_f64``/``_f32``: torch/ours), final losses against
+    :func:`adam_roundoff_bound`. Returns (ratios and measured gaps, report lines)."""
+    out, lines = {}, []
+    steps = cfg.steps
+    sgd = optax.sgd(cfg.lr)
+
+    def train_sgd():
+        return bf.train(params, data, sgd, steps=steps, n_records=2).loss
+
+    t = race({"gd": lambda: bf.gd(params, data, cfg).loss, "train": train_sgd}, repeat)
+    out["train_sgd_vs_gd"] = t["train"] / t["gd"]
+    L_tr, L_gd = float(train_sgd()[-1]), float(bf.gd(params, data, cfg).loss[-1])
+    same = "bitwise" if L_tr == L_gd else f"relative gap {abs(L_tr - L_gd) / abs(L_gd):.2g}"
+    lines.append(f"[optax] train(optax.sgd({cfg.lr})) {t['train']:.2f}s vs gd {t['gd']:.2f}s, {steps} steps "
+                 f"-> {out['train_sgd_vs_gd']:.3f} of gd's time (goal <= 1.1); final loss {L_tr:.17g} vs "
+                 f"{L_gd:.17g}: {same}")
+    if not torch_ok:
+        return out, lines
+
+    import torch
+
+    adam = optax.adam(ADAM["lr"], eps=ADAM["eps"])
+    d, width = params[0].W.shape[1], params[0].W.shape[0]
+    N = np.asarray(data.Y).shape[0]
+    k = d + width + N + 4  # z = W₁x, readout, − y, W₂ᵀr, the sum over points, ×1/N, Adam's update
+    response = adam_response(data, params, steps, adam)  # also compiles ours at float64
+    for dt, key in (("float64", "adam_vs_torch_f64"), ("float32", "adam_vs_torch_f32")):
+        def ours(dt=dt):
+            return bf.train(params, data, adam, steps=steps, n_records=2, precision=dt).loss
+
+        run_t = torch_arm(data, params, steps, ADAM["lr"], dt, "Adam", eps=ADAM["eps"])
+        L_ours, L_t = float(ours()[-1]), run_t()  # also the warm-ups
+        tt = race({"ours": ours, "torch": run_t}, max(1, repeat - 1), warm=False)
+        out[key] = tt["torch"] / tt["ours"]
+        gap = abs(L_ours - L_t) / abs(L_t)
+        bound = adam_roundoff_bound(L_t, response, steps, k, np.dtype(dt)) / abs(L_t)
+        out[key.replace("vs_torch", "loss_gap")] = gap
+        lines.append(f"[optax] adam(lr={ADAM['lr']}, eps={ADAM['eps']}) {dt}: ours {tt['ours']:.2f}s, "
+                     f"torch.optim.Adam loop {tt['torch']:.2f}s ({torch.get_num_threads()} threads) -> ours "
+                     f"{out[key]:.2f}x faster; final loss ours {L_ours:.12g} vs torch {L_t:.12g}: "
+                     f"relative gap {gap:.2g}, round-off estimate {bound:.2g} (response {response:.3g}, "
+                     f"k {k}): {'within' if gap <= bound else 'OUTSIDE'}")
+    return out, lines
 
 
 def main(quick: bool, json_path: str | None, rss: bool) -> dict:
@@ -347,6 +443,11 @@ def main(quick: bool, json_path: str | None, rss: bool) -> dict:
         out["vs_torch_conv_f64"], line = conv_arm(300, max(1, repeat - 1))  # a few hundred steps
         print(line)
 
+    # -- 7. bf.train (optax): SGD against gd, Adam against torch.optim.Adam
+    opt_out, opt_lines = optimiser_arm(data, params, cfg, repeat, torch is not None)
+    out.update(opt_out)
+    print("\n".join(opt_lines))
+
     # -- 3. ensembles vs sequential runs
     B = 6
     alphas = np.linspace(0.0, 1.0, B)
@@ -388,7 +489,7 @@ def main(quick: bool, json_path: str | None, rss: bool) -> dict:
               f"{wall:.0f}s ({status})")
         out["headline_peak_rss_mib"] = peak
 
-    print("ratios:", json.dumps({k: round(v, 3) for k, v in out.items()}))
+    print("ratios:", json.dumps({k: float(f"{v:.4g}") for k, v in out.items()}))  # the gaps are ~1e-16
     if json_path:
         Path(json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(json_path).write_text(json.dumps(out, indent=2) + "\n")
