@@ -61,7 +61,7 @@ from __future__ import annotations
 import math
 from typing import Annotated
 
-from annotated_types import Ge, Gt, Interval, MinLen, Predicate, doc
+from annotated_types import Ge, Gt, Interval, MinLen, MultipleOf, Predicate, doc
 
 from ..base import Experiment, PairWidth, Positive, Slope, config, decreasing
 
@@ -122,7 +122,7 @@ class Config:
     lr_lion: Positive = 0.003
     lr_muon: Positive = 0.01
     decay: Annotated[float, Ge(0)] = 0.01
-    batch_size: PairWidth = 8
+    batch_size: Annotated[int, Ge(2), MultipleOf(2), doc("mirrored batches hold whole pairs (x, −x)")] = 8
     batch_sizes: Annotated[tuple[Annotated[int, Ge(2)], ...], MinLen(1)] = (4, 8, 16, 32)
     sweep_scales: _Scales = (1e-1, 1e-2, 1e-3)
     sweep_widths: _Counts = (8, 32, 128)

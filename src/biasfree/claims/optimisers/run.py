@@ -236,7 +236,10 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
         if name == "adam":  # ε left unscaled (degree 0 given: nothing refuses it), measured
             unscaled = optax.chain(o.net, optax.scale(prob.a))
             tw = prob.run(linear_twin(prob.pair, cfg.alpha), unscaled, 1.0)
-            ident["adam_unscaled_eps"] = {"gap": _gap(pair_run["loss"], tw.loss)}
+            dl = np.abs(pair_run["loss"] - np.asarray(tw.loss))  # against the same net run's bound
+            ident["adam_unscaled_eps"] = {"gap": _gap(pair_run["loss"], tw.loss),
+                                          "bound": ident[name]["bound"],
+                                          "ratio": float(np.max(dl / (2 * pair_run["bound_loss"])))}
         if name in BATCHED:
             progress(f"{LABELS[name]}: minibatches")
             key = jax.random.fold_in(k_batch, BATCHED.index(name))
