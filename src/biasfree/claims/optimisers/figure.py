@@ -52,21 +52,20 @@ def _identities(ax, result: Result):
 def _random_init(ax, result: Result):
     a, cfg = result.arrays, result.config
     scales, widths = np.asarray(cfg["sweep_scales"], float), list(cfg["sweep_widths"])
-    styles = ["-", "--", ":"]
+    shown = sorted({0, len(widths) - 1})  # the narrowest (dashed) and widest (solid): readable
+    styles = {0: "--", len(widths) - 1: "-"}
     for i, n in enumerate(str(x) for x in a["sweep_names"]):
         G = a["sweep_gap"][i]  # (width, scale, init)
-        for w in range(len(widths)):
-            ax.loglog(scales, G[w].mean(axis=-1), styles[w % 3], marker="o", color=COLORS[n],
-                      label=f"{LABELS[n]}" if w == len(widths) - 1 else None)
-            if G.shape[-1] > 1:
-                ax.fill_between(scales, G[w].min(axis=-1), G[w].max(axis=-1), color=COLORS[n], alpha=0.1)
-    for w, width in enumerate(widths):
-        ax.plot([], [], styles[w % 3], color="0.3", label=f"width {width}")
+        for w in shown:
+            ax.loglog(scales, G[w].mean(axis=-1), styles[w], marker="o", color=COLORS[n],
+                      label=LABELS[n] if w == shown[-1] else None)
+    for w in shown:
+        ax.plot([], [], styles[w], color="0.3", label=f"width {widths[w]}")
     ax.axhline(PAPER_LEVEL, color="k", lw=0.8, ls="-.", label="paper's 0.3% (reference)")
     n_inits = int(cfg["sweep_inits"])
     ax.set(xlabel="init std σ (Gaussian, not paired)", ylabel="max |L − L_twin| / L(0)  (fraction of L(0))",
            title=f"(b) random small init: gap to the twin, measured\n(mean over {n_inits} init"
-                 f"{'s, band min–max' if n_inits > 1 else ''}; {cfg['sweep_steps']} steps)")
+                 f"{'s' if n_inits > 1 else ''}; {cfg['sweep_steps']} steps; widths {widths}: metrics)")
     ax.legend(fontsize=7, ncol=2)
 
 
@@ -103,7 +102,8 @@ def _stages(ax, result: Result):
     s = ", ".join(f"{v:.2g}" for v in a["modes_s"])
     ax.set(xlabel="optimiser step k", ylabel="training loss L / L(0)", ylim=(0, 1.05),
            title=f"(d) stage-like learning from small random init (measured)\nteacher s = ({s}); "
-                 "plateau: mode i ≥ 0.9 s_i while mode i+1 ≤ 0.1 s_(i+1)")
+                 "plateau:\n"
+                 "mode i ≥ 0.9 s_i while mode i+1 ≤ 0.1 s_(i+1)")
     ax.legend(fontsize=7, loc="lower left")
 
 
