@@ -31,6 +31,7 @@ from . import (
     leaky_collapse,
     linearity_map,
     max_margin,
+    optimisers,
     orthogonal_inputs,
     real_data,
     robustness,
@@ -43,7 +44,7 @@ HEADLINE = "leaky-collapse"
 
 REGISTRY: dict[str, Experiment] = {e.name: e for e in map(bind, (
     leaky_collapse, bias_free_denoiser, breaking, conv_collapse, deep, even_part, expressivity,
-    generalisation, linearity_map, max_margin, orthogonal_inputs, real_data, robustness,
+    generalisation, linearity_map, max_margin, optimisers, orthogonal_inputs, real_data, robustness,
     verdict_calibration))}
 """Experiment name -> its record, the headline first (tests add toys to it)."""
 
