@@ -108,29 +108,5 @@ def _installed_version() -> str:
 
 __version__ = _installed_version()
 
-__all__ = [
-    "abs_target", "analyse", "Analysis", "asymmetric_half", "asymmetry", "beta_eff", "Characterisation",
-    "characterise", "check_data", "conserved_quantities", "Conv", "cross_covariance", "current_precision",
-    "Dataset", "dataset_floor", "DatasetFloor", "decompose", "Decomposition", "depth", "depth3_example",
-    "DivergenceError",
-    "FlowStallError", "LossSpikeWarning", "SPIKE_FACTOR", "end_to_end_linear", "even_part", "fit_net",
-    "Floor", "flow", "flow_ensemble",
-    "FlowConfig", "forward", "forward_mirrored", "from_arrays", "from_equinox", "from_state_dict",
-    "from_torch", "gaussian_inputs", "gd", "gd_ensemble", "gd_members", "GDConfig", "hidden",
-    "homogeneity_gap", "homogeneous_floor", "init_conv", "init_gaussian", "init_pairs", "init_rank_one",
-    "input_covariance", "is_positively_homogeneous", "is_symmetric", "label_data", "Layer",
-    "leaky_relu", "linear_target", "linear_twin", "load_data", "local_linear", "LocalLinear", "load_model",
-    "load_sweep", "loss_value",
-    "make_dataset", "margin", "Member", "Model", "moment_data", "net_function", "NetFit", "objective",
-    "objective_mirrored", "observe", "odd_floor", "odd_nonlinearity", "odd_part", "OddFit", "one_hot",
-    "OptaxConfig",
-    "pair_up", "Params", "PooledDense", "parse_spec", "participation_ratio", "precise", "PRECISIONS",
-    "product_target",
-    "ray_moments",
-    "read_spec", "RealData", "record_steps", "record_times", "run_sweep", "Runs", "save_analysis",
-    "save_model", "scale_params", "sine_target", "slope_factor", "symmetrize", "teacher_matrix", "theory",
-    "train", "Trajectory",
-    "two_layer_floor", "TwoLayerFloor", "UnsupportedModelError", "use_precision", "whiten", "Whitened",
-    "widths", "xor_target",
-]
-__all__ += ["__version__"]
+__all__ = [*_HOME, *_SUBMODULES, "__version__"]
+"""Every public name: those of :data:`_EXPORTS` and :data:`_SUBMODULES`."""
