@@ -95,13 +95,14 @@ def run(
     Exit status: 0 all checks passed, 1 a check failed, 2 bad input (nothing run),
     3 an experiment crashed (its traceback in OUT/NAME/traceback.txt; the others run)."""
     from .. import _validate as validate
-    from ..claims import check_name, get, known
+    from ..claims import HEADLINE, get, known
     from ..claims.config import ConfigError, parse_sets, plan, read_config_file
 
     with _refusing(TypeError, ValueError, KeyError):  # configs are light: all before JAX loads
         validate.seed(seed, "--seed")
         validate.writable_folder("--out", out)
-        chosen = [get(n) for n in map(check_name, _experiment_names(names))]
+        names = list(names or [HEADLINE])  # "all": every experiment; each named one once
+        chosen = [get(n) for n in (known() if "all" in names else dict.fromkeys(names))]
         file_doc = read_config_file(config) if config is not None else {}
         overrides = parse_sets(sets)
     with _refusing(ConfigError):
@@ -155,16 +156,6 @@ def run(
         raise typer.Exit(3)
     if failed:
         raise typer.Exit(1)
-
-
-def _experiment_names(names: list[str] | None) -> list[str]:
-    """The experiments named (``all``: every one; none: the headline), each once."""
-    from .. import claims as experiments
-
-    names = list(names or [experiments.HEADLINE])
-    if "all" in names:
-        return list(experiments.known())
-    return list(dict.fromkeys(names))
 
 
 @app.command()

@@ -25,6 +25,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .. import store
+
 DEFAULT_PRESET = "paper"  # as biasfree.claims.config.DEFAULT_PRESET
 SPEC_KEYS = ("experiment", "preset", "seeds", "grid", "fixed")
 
@@ -58,14 +60,6 @@ class Point:
     seed: int
     swept: dict
     planned: object
-
-    @property
-    def config(self):
-        return self.planned.config
-
-    @property
-    def overrides(self) -> dict:
-        return self.planned.overrides
 
     def label(self) -> str:
         return ", ".join([f"{k}={v!r}" for k, v in self.swept.items()] + [f"seed={self.seed}"])
@@ -121,8 +115,6 @@ def point_key(experiment: str, config: Mapping, seed: int) -> str:
     """The folder name of a point: a hash of the experiment, the effective ``config`` (as
     ``result.json`` stores it), the seed and the biasfree version
     (:func:`biasfree.store.run_key`)."""
-    from .. import store
-
     doc = json.dumps(store.run_key(experiment, dict(config), seed), sort_keys=True)
     return hashlib.sha256(doc.encode()).hexdigest()[:16]
 

@@ -22,6 +22,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import store
+
 if TYPE_CHECKING:
     import pandas
 
@@ -37,16 +39,7 @@ COLUMNS = ("seed", "point", "status", "error", "traceback", "elapsed_s", *TIMES,
 
 def saved(out: Path, point: Point, experiment: str) -> bool:
     """Whether ``point`` has a complete, matching result under ``out/points``."""
-    from .. import store
-
     return store.reusable(out / POINTS / point.key, experiment, point.planned.recorded, point.seed)[0]
-
-
-def _write_json(path: Path, doc: dict) -> None:
-    from .. import store
-
-    data = json.dumps(doc, indent=2, default=repr).encode()
-    store.atomic_write(path, lambda fh: fh.write(data))
 
 
 def save_point(out: Path, point: Point, ran: Ran | Crash, sched_s: float) -> None:
@@ -62,9 +55,9 @@ def save_point(out: Path, point: Point, ran: Ran | Crash, sched_s: float) -> Non
     t0 = time.perf_counter()
     save(ran, out / POINTS, name=point.key, elapsed_s=ran.compute_s)
     if not isinstance(ran, Crash):
-        io_s = ran.render_s + time.perf_counter() - t0
-        _write_json(out / TIMING / f"{point.key}.json",
-                    {"compute_s": ran.compute_s, "io_s": io_s, "sched_s": sched_s})
+        data = json.dumps({"compute_s": ran.compute_s, "io_s": ran.render_s + time.perf_counter() - t0,
+                           "sched_s": sched_s}, indent=2, default=repr).encode()
+        store.atomic_write(out / TIMING / f"{point.key}.json", lambda fh: fh.write(data))
 
 
 def _row(spec: Spec, point: Point, out: Path, reserved: set) -> dict:
@@ -102,8 +95,6 @@ def table_frame(spec: Spec, points: list[Point], out) -> pandas.DataFrame:
     ``DataFrame.attrs`` holds the experiment, preset, grid, fixed overrides and seeds."""
     import pandas as pd
 
-    from .. import store
-
     out = Path(out)
     reserved = set(spec.grid) | set(spec.fixed) | set(COLUMNS)
     df = pd.DataFrame([_row(spec, p, out, reserved) for p in points])
@@ -118,8 +109,6 @@ def table_frame(spec: Spec, points: list[Point], out) -> pandas.DataFrame:
 
 def write_table(spec: Spec, points: list[Point], out) -> Path:
     """Write ``out/table.parquet`` atomically; returns its path."""
-    from .. import store
-
     df = table_frame(spec, points, out)
     path = Path(out) / TABLE
     store.atomic_write(path, lambda fh: df.to_parquet(fh, index=False))
