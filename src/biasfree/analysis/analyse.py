@@ -59,6 +59,8 @@ CURVE_BUDGET = 20.0
 """Seconds the predicted curve's ODE may take (or ``time_budget`` if less): the twin's flow is
 stiff on ill-conditioned inputs (raw pixels: thousands of steps), and the verdict does not
 rest on the curve. A curve cut short ends where the budget ran out and its note says so."""
+PREDICTED = "training, predicted (not measured)"
+"""The kind of the answer on training when it is predicted (measured: ``"training, measured"``)."""
 __all__ = ["Analysis", "analyse"]
 
 
@@ -285,33 +287,38 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, in
     now = _state(params, X, Y, a, ctx)
     local = _local(params, X, a)
     cfg = _train_config(train, params, ctx.modes, now.net.c, now.net.beta_eff, a)
+    pred, training, reg = _training(params, now, ctx, X, Y, a, cfg if start is None else None, t_max, n_times,
+                                    time_budget, progress, gradient=True)
     if now.net.has_bias:
-        facts = _facts(now, ctx, params, X, Y, a, None)
-        training = vd.judge_predicted(facts, t0_gap=0.0, growth_gap=0.0)
-        return Analysis(ctx.report, now.net, None, vd.combine(now.function, training), now.regime, local)
-    measure_now = cfg is not None and start is None
-    budget = CURVE_BUDGET if time_budget is None else min(CURVE_BUDGET, time_budget)
-    pred = _predict(params, a, X, Y, ctx, now, cfg if measure_now else None, t_max, n_times, budget)
-    facts = _facts(now, ctx, params, X, Y, a, pred)
-    reg, trained_function, history = (dataclasses.replace(now.regime, relative_gradient=facts.grad_rel),
-                                      None, None)
-    if measure_now:
-        tr, reg = _train(params, pred, a, X, Y, cfg, ctx.modes, now.loss0, reg, time_budget, progress)
-        pred = dataclasses.replace(pred, trained=tr)
-        training = _judged(facts, tr, reg)
-        trained_function = _trained_function(tr, a, ctx, "function after training")
-    else:
-        training = _predicted(facts, pred)
-    if start is not None:
-        history = _history(start, params, a, X, Y, ctx, cfg, t_max, n_times, time_budget, progress)
+        return Analysis(ctx.report, now.net, None, vd.combine(now.function, training), reg, local)
+    trained_function = (None if pred.trained is None
+                        else _trained_function(pred.trained, a, ctx, "function after training"))
+    history = None if start is None else _history(start, params, a, X, Y, ctx, cfg, t_max, n_times,
+                                                  time_budget, progress)
     verdict = vd.combine(now.function, training, trained_function,
                          None if history is None else history.judgement)
     return Analysis(ctx.report, now.net, pred, verdict, reg, local, history)
 
 
-def _predicted(facts: vd.Facts, pred: Prediction, kind: str = "training, predicted (not measured)"):
-    return vd.judge_predicted(facts, t0_gap=pred.t0_gap, growth_gap=pred.growth_gap,
-                              growth_range=(pred.growth_gap_low, pred.growth_gap_high), kind=kind)
+def _training(params, st: _State, ctx: _Context, X, Y, a, cfg, t_max, n_times, budget, progress,
+              kind: str | None = None, gradient: bool = False) -> tuple:
+    """Training from ``params`` (measured ``st``) beside its twin: measured with ``cfg`` (the
+    prediction then holds it as ``trained``), else predicted; ``(prediction, its judgement,
+    the regime)``, the regime with the relative gradient if ``gradient``. A net with biases
+    has no twin: no prediction, and the judgement rests on its structure alone."""
+    if st.net.has_bias:
+        facts = _facts(st, ctx, params, X, Y, a, None)
+        return None, vd.judge_predicted(facts, t0_gap=0.0, growth_gap=0.0, kind=kind or PREDICTED), st.regime
+    curve_budget = CURVE_BUDGET if budget is None else min(CURVE_BUDGET, budget)
+    pred = _predict(params, a, X, Y, ctx, st, cfg, t_max, n_times, curve_budget)
+    facts = _facts(st, ctx, params, X, Y, a, pred)
+    reg = dataclasses.replace(st.regime, relative_gradient=facts.grad_rel) if gradient else st.regime
+    if cfg is None:
+        return pred, vd.judge_predicted(facts, t0_gap=pred.t0_gap, growth_gap=pred.growth_gap,
+                                        growth_range=(pred.growth_gap_low, pred.growth_gap_high),
+                                        kind=kind or PREDICTED), reg
+    tr, reg = _train(params, pred, a, X, Y, cfg, ctx.modes, st.loss0, reg, budget, progress)
+    return dataclasses.replace(pred, trained=tr), _judged(facts, tr, reg, kind or "training, measured"), reg
 
 
 def _trained_function(tr: Training, a, ctx: _Context, kind: str) -> vd.Judgement:
@@ -329,27 +336,21 @@ def _history(start, params, a, X, Y, ctx: _Context, cfg, t_max, n_times, budget,
     predicted), and how close the rerun ends to the given net."""
     st = _state(start, X, Y, a, ctx, kind="the init's function")
     kind = "how the net got here: training from the init, " + ("measured" if cfg else "predicted")
-    if st.net.has_bias:
-        return History(st.net, None, vd.judge_predicted(_facts(st, ctx, start, X, Y, a, None), t0_gap=0.0,
-                                                       growth_gap=0.0, kind=kind), st.regime)
-    pred = _predict(start, a, X, Y, ctx, st, cfg, t_max, n_times, CURVE_BUDGET if budget is None
-                    else min(CURVE_BUDGET, budget))
-    facts = _facts(st, ctx, start, X, Y, a, pred)
-    if cfg is None:
-        return History(st.net, pred, _predicted(facts, pred, kind), st.regime)
-    tr, reg = _train(start, pred, a, X, Y, cfg, ctx.modes, st.loss0, st.regime, budget, progress)
+    pred, judged, reg = _training(start, st, ctx, X, Y, a, cfg, t_max, n_times, budget, progress, kind)
+    if pred is None or pred.trained is None:
+        return History(st.net, pred, judged, reg)
+    tr = pred.trained
     f_given, f_rerun = outputs(params, X, a), outputs(tr.params, X, a)
     match = _energy(f_rerun - f_given) / max(_energy(f_given), 1e-300)
-    judged = _judged(facts, tr, reg, kind)
     same = ("reproduces it" if match <= vd.PAPER_LEVEL
             else "does NOT reproduce it: other steps, data or seed?")
     note = (f"the rerun from the init ends {match:.3g} (of <f²>) from the given net ({same}; "
             "reported, not judged)")
     judged = dataclasses.replace(judged, notes=judged.notes + (note,))
-    return History(st.net, dataclasses.replace(pred, trained=tr), judged, reg, match)
+    return History(st.net, pred, judged, reg, match)
 
 
-def _judged(facts: vd.Facts, tr: Training, reg: Regime, kind: str = "training, measured") -> vd.Judgement:
+def _judged(facts: vd.Facts, tr: Training, reg: Regime, kind: str) -> vd.Judgement:
     j = vd.judge_measured(facts, gap=tr.gap_to_twin, step=tr.gap_step, t=tr.gap_time, steps_run=tr.steps_run,
                              steps_asked=tr.config.steps, movement=reg.movement[0], alignment=reg.alignment,
                              alignment0=reg.alignment0, exact_structure=facts.exact, kind=kind,
