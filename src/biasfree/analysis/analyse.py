@@ -136,14 +136,11 @@ def _local(params: Params, X, alpha) -> LocalReport | None:
 
 @dataclass(frozen=True)
 class _Context:
-    """What the data say, measured once: the report, the modes, the exact floor, the
-    mirror violations (of [X, Y], of X alone) and the target's even share."""
+    """What the data say, measured once: the report (with the mirror violations and the
+    target's even share), the modes and the exact floor."""
 
     report: DataReport
     modes: theory.Modes
-    mv: float
-    mv_x: float
-    even_t: float
     floor: float | None
 
 
@@ -164,7 +161,7 @@ def _context(X, Y, a, source) -> _Context:
                         linear_fraction=modes.linear_fraction, target_even_fraction=even_t,
                         mirror_violation_inputs=mv_x, asymmetry_points=min(X.shape[0], ASYMMETRY_POINTS))
     floor = dsf.value if dsf is not None and mv_x <= ROUND_OFF else None  # exact only then (§1.3)
-    return _Context(report, modes, mv, mv_x, even_t, floor)
+    return _Context(report, modes, floor)
 
 
 @dataclass(frozen=True)
@@ -210,8 +207,9 @@ def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -
 
 def _facts(st: _State, ctx: _Context, params, X, Y, a, pred: Prediction | None) -> vd.Facts:
     ref = max(0.5 * ctx.modes.y_power, 1e-300)
-    return vd.Facts(st.net.depth, a, st.net.has_bias, ctx.mv_x, ctx.even_t, ctx.modes.linear_fraction,
-                    st.regime.init_ratio, st.function, ctx.floor, st.loss0,
+    d = ctx.report
+    return vd.Facts(st.net.depth, a, st.net.has_bias, d.mirror_violation_inputs, d.target_even_fraction,
+                    d.linear_fraction, st.regime.init_ratio, st.function, ctx.floor, st.loss0,
                     float("nan") if pred is None else pred.twin_loss0, ref,
                     rg.gradient_norm(params, X, Y, a) / ref, st.structure, is_conv(params))
 

@@ -136,10 +136,7 @@ def as_model(model, alpha=None) -> Model:
         raise TypeError(
             f"cannot read a model of type {type(model).__name__}: give a torch.nn.Sequential, an "
             "equinox.nn.MLP, a .safetensors/.npz path, or biasfree params (biasfree.from_arrays)")
-    if alpha is not None:
-        if m.alpha is not None and abs(m.alpha - alpha) > 1e-12:
-            raise ValueError(f"alpha={alpha} contradicts the model's own slope α = {m.alpha:g} "
-                             f"({m.source}); leave alpha out")
-        if m.alpha is None:
-            m = Model(m.params, alpha, m.source, m.names)
-    return m
+    if alpha is not None and m.alpha is not None and abs(m.alpha - alpha) > 1e-12:
+        raise ValueError(f"alpha={alpha} contradicts the model's own slope α = {m.alpha:g} "
+                         f"({m.source}); leave alpha out")
+    return m if m.alpha is not None or alpha is None else Model(m.params, alpha, m.source, m.names)
