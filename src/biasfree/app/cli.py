@@ -23,6 +23,8 @@ from rich.markup import escape
 from rich.progress import Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .. import _validate as validate
+
 app = typer.Typer(add_completion=False, no_args_is_help=False,
                   help="When are bias-free ReLU networks effectively linear networks?")
 err = Console(stderr=True)
@@ -94,7 +96,6 @@ def run(
 
     Exit status: 0 all checks passed, 1 a check failed, 2 bad input (nothing run),
     3 an experiment crashed (its traceback in OUT/NAME/traceback.txt; the others run)."""
-    from .. import _validate as validate
     from ..claims import HEADLINE, get, known
     from ..claims.config import ConfigError, parse_sets, plan, read_config_file
 
@@ -231,8 +232,6 @@ def report(out: Annotated[Path, typer.Option(help="results folder")] = Path("res
     """Write OUT/index.html: every figure and check from the saved results. A result that
     cannot be read is left out with a warning naming its file (and marked on the page);
     the command then exits 1 after writing the page for the rest."""
-    from .. import _validate as validate
-
     with _refusing():
         validate.results_folder("--out", out)
     from .report import write_report
@@ -287,8 +286,6 @@ def analyse(
     function, its training (predicted, or measured with --train / --train-steps) and, with
     --init, how it got here. Not judged: its local linearity (§8) at up to 64 inputs. Writes
     OUT/analysis.json, twin.safetensors, figure.png; exits 0 whatever the verdict, 2 on bad input."""
-    from .. import _validate as validate
-
     with _refusing():  # before JAX loads
         for name, path in (("MODEL", model), ("--init", init)):
             path is None or validate.existing_file(name, path)
@@ -313,14 +310,12 @@ def analyse(
                              "--lr 1e-3 --train-steps 2000)")
         if optimiser == "gd" and batch_size is not None:
             raise ValueError("--batch-size needs an --optimiser (sgd for plain minibatch SGD)")
-        if optimiser != "gd":
-            if optimiser not in NAMED:
-                raise ValueError(f"--optimiser {optimiser!r}: choose gd or one of {', '.join(NAMED)}")
-            cfg = OptaxConfig(NAMED[optimiser](0.01 if lr is None else lr), steps=train_steps,
-                              batch_size=batch_size, name=optimiser)
-        else:
-            cfg = (GDConfig(lr=0.01 if lr is None else lr, steps=train_steps, n_records=n_records)
-                   if train_steps else None)
+        if optimiser not in ("gd", *NAMED):
+            raise ValueError(f"--optimiser {optimiser!r}: choose gd or one of {', '.join(NAMED)}")
+        step = 0.01 if lr is None else lr  # an optimiser other than gd comes with train_steps (above)
+        cfg = (None if not train_steps else GDConfig(lr=step, steps=train_steps, n_records=n_records)
+               if optimiser == "gd" else OptaxConfig(NAMED[optimiser](step), steps=train_steps,
+                                                     batch_size=batch_size, name=optimiser))
         with Progress(TextColumn("training beside the twin"), rp.BarColumn(), rp.MofNCompleteColumn(),
                       TimeElapsedColumn(), console=err, transient=True) as bar:
             task = bar.add_task("train", total=None)
@@ -376,8 +371,6 @@ def sweep(
     biasfree.load_sweep) and OUT/summary.png; exits 1 if a point failed (its crash
     record, as `biasfree run` writes it, in OUT/points/KEY/, and in the table), 2 if no
     worker joins within --worker-timeout."""
-    from .. import _validate as validate
-
     out = out if out is not None else Path("results") / "sweeps" / spec.stem
     with _refusing():  # before Dask, JAX or any experiment loads
         validate.existing_file("SPEC", spec)
