@@ -245,13 +245,9 @@ def key(x, name: str = "key"):
 
     if traced(x):
         return x
-    ok = False
-    if isinstance(x, jax.Array | np.ndarray):
-        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-            ok = x.ndim == 0
-        else:
-            ok = x.dtype == np.uint32 and x.shape == (2,)
-    if not ok:
+    arr = isinstance(x, jax.Array | np.ndarray)
+    if not (arr and (x.ndim == 0 if jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+                     else x.dtype == np.uint32 and x.shape == (2,))):
         raise TypeError(f"{name}={x!r} must be a JAX random key: pass jax.random.PRNGKey(seed) "
                         "(an integer seed is not a key)")
     return x
@@ -317,7 +313,6 @@ def writable_folder(name: str, path) -> Path:
     if path.exists() and not path.is_dir():
         raise ValueError(f"{name}={str(path)!r} is a file, not a folder: choose a folder path")
     created = []
-    probe = None
     try:
         for parent in (*reversed(path.parents), path):
             if not parent.exists():

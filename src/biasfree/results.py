@@ -37,9 +37,7 @@ class Check:
     @property
     def passed(self) -> bool:
         v = float(self.value)
-        if not math.isfinite(v):
-            return False
-        return v <= self.threshold if self.op == "<=" else v >= self.threshold
+        return math.isfinite(v) and (v <= self.threshold if self.op == "<=" else v >= self.threshold)
 
     def line(self) -> str:
         """``name = value (op threshold: ok|FAILS)``."""

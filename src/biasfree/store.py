@@ -34,10 +34,8 @@ RESULT_KEYS = ("experiment", "size", "seed", "config", "metrics", "checks", "ver
 
 def versions() -> dict[str, str]:
     """Versions of Python and the libraries a result depends on."""
-    out = {"python": platform.python_version()}
-    for pkg in ("biasfree", "jax", "jaxlib", "diffrax", "numpy", "scipy", "matplotlib"):
-        out[pkg] = versions_of(pkg)
-    return out
+    return {"python": platform.python_version()} | {pkg: versions_of(pkg) for pkg in (
+        "biasfree", "jax", "jaxlib", "diffrax", "numpy", "scipy", "matplotlib")}
 
 
 def versions_of(pkg: str) -> str:
@@ -104,8 +102,8 @@ def _pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # alive, someone else's
+        pass
     return True
 
 
