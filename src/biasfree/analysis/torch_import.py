@@ -314,11 +314,8 @@ def from_torch(module, *, in_shape=None) -> Model:
     if len(walk.layers) < 2:
         what = "Linear layer(s)" if kinds <= {"Layer"} else "layer(s) with weights"
         raise refuse("torch model", f"{len(walk.layers)} {what}", "Give at least two (one hidden layer).")
-    alpha = one_slope(walk.slopes, "torch model")
-    names = tuple(layer["name"] for layer in walk.layers)
-    source = f"torch:{type(module).__name__}"
-    if kinds == {"Layer"}:
-        return Model(from_arrays([layer["W"] for layer in walk.layers]), alpha, source, names)
-    layers = tuple(build_layer(layer["name"], layer["W"], layer, source) for layer in walk.layers)
-    return Model(layers, alpha, source, names)
+    alpha, source = one_slope(walk.slopes, "torch model"), f"torch:{type(module).__name__}"
+    params = (from_arrays([layer["W"] for layer in walk.layers]) if kinds == {"Layer"} else
+              tuple(build_layer(layer["name"], layer["W"], layer, source) for layer in walk.layers))
+    return Model(params, alpha, source, tuple(layer["name"] for layer in walk.layers))
 
