@@ -75,10 +75,9 @@ def judgement_json(j: Judgement | None) -> dict | None:
 
 
 def judgement(kind: str, level: str, reasons, ev, notes=(), summary: str = "") -> Judgement:
-    head = f"{kind}: {level}"
     body = "; ".join(reasons) if reasons else summary
     return Judgement(level, kind, tuple(reasons), tuple(ev), tuple(notes),
-                     head + (f" — {body}" if body else ""))
+                     f"{kind}: {level}" + (f" — {body}" if body else ""))
 
 
 def worst(*levels: str) -> str:
