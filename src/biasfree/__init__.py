@@ -11,7 +11,7 @@ round-off only in double precision.
 The package's top level is lazy (PEP 562): ``import biasfree`` loads no JAX; each public
 name below imports its module on first use (``bf.gd``, ``from biasfree import gd``), so
 the command line can refuse bad arguments before the engine loads. ``__all__`` and
-``dir(biasfree)`` list the same names as ever.
+``dir(biasfree)`` list every public name, loaded or not.
 """
 
 from __future__ import annotations
@@ -108,5 +108,4 @@ def _installed_version() -> str:
 
 __version__ = _installed_version()
 
-__all__ = [*_HOME, *_SUBMODULES, "__version__"]
-"""Every public name: those of :data:`_EXPORTS` and :data:`_SUBMODULES`."""
+__all__ = [*_HOME, *_SUBMODULES, "__version__"]  # every name of _EXPORTS and _SUBMODULES

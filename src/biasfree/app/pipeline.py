@@ -69,10 +69,9 @@ class Crash:
 def crash(planned, seed: int, error: BaseException, tb: str, elapsed_s: float | None) -> Crash:
     """The :class:`Crash` of ``planned`` at ``seed``: ``error`` raised after ``elapsed_s``
     seconds (None: unknown, its worker died), ``tb`` its traceback."""
-    doc = {"experiment": planned.experiment.name, "seed": seed, "preset": planned.preset,
-           "overrides": planned.overrides, "config": planned.recorded, "error": type(error).__name__,
-           "message": str(error), "elapsed_s": elapsed_s, "exit_code": CRASH_EXIT}
-    return Crash(doc, tb)
+    return Crash({"experiment": planned.experiment.name, "seed": seed, "preset": planned.preset,
+                  "overrides": planned.overrides, "config": planned.recorded, "error": type(error).__name__,
+                  "message": str(error), "elapsed_s": elapsed_s, "exit_code": CRASH_EXIT}, tb)
 
 
 def run_point(planned, seed: int, progress: Callable[[str], None] | None = None, *,
