@@ -51,6 +51,21 @@ def test_the_wrong_degree_puts_the_twin_off_and_the_verdict_says_not(data):
     assert "adam (κ = 1)" in res.verdict.training.evidence[-2].name
 
 
+def test_the_gap_is_in_units_of_L0_once_as_under_gd(data):
+    # A random (unpaired) init leaves a real gap; Y × 10 puts L₀ = max(L(θ₀), ½<|y|²>) near 50,
+    # far from 1, so a gap divided by L₀ twice (a past bug) would read 50× too small. The two
+    # sides are the same floats divided once: equal to a few ulps (rtol 1e-12).
+    X, Y = data
+    Y = 10.0 * Y
+    net = bf.init_gaussian(jax.random.PRNGKey(1), (4, 8, 2), 0.1)
+    for train in (bf.OptaxConfig(_adam, steps=100, name="adam"), bf.GDConfig(lr=0.05, steps=100)):
+        tr = bf.analyse(net, (X, Y), alpha=0.0, train=train).prediction.trained
+        L0 = max(float(tr.loss[0]), 0.5 * float(np.mean(np.sum(Y**2, axis=1))))
+        assert L0 > 10.0
+        expected = float(np.max(np.abs(tr.loss - tr.twin_loss))) / L0
+        assert tr.gap_to_twin == pytest.approx(expected, rel=1e-12), type(train).__name__
+
+
 def test_a_plain_adam_runs_with_an_approximate_twin_and_says_so(data):
     res = bf.analyse(PAIR, data, alpha=0.0, train=optax.adam(1e-2))
     note = " ".join(res.verdict.training.notes)

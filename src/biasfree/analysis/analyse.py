@@ -413,7 +413,7 @@ def _train(params, pred: Prediction, a, X, Y, cfg, modes, loss0, reg: Regime, bu
     # (the paper's L(0)), the zero function's loss for a net that already fits (a trained net)
     L0 = max(loss0, 0.5 * modes.y_power, 1e-300)
     if isinstance(cfg, OptaxConfig):  # no flow curve to compare with: the prediction is for GD
-        run = train_optax(params, pred.twin, a, X, Y, cfg, L0)
+        run = train_optax(params, pred.twin, a, X, Y, cfg)
         t, predicted, trainer = run.t, np.full(run.t.shape, np.nan), f"{cfg.label} (κ = {run.kappa:g})"
     else:
         run = train_with_twin(params, pred.twin, X, Y, alpha=a, lr=cfg.lr, time_scale=pred.time_scale,

@@ -120,8 +120,8 @@ def as_optax_config(train) -> OptaxConfig | None:
 class OptaxRun:
     """Both runs at the record steps ``k``: ``loss``, ``twin_loss``, ``even_energy``, ``t``
     (η k when η is known, else k), the net's final ``params``, the twin optimiser's degree
-    ``kappa``, ``gap_max`` max |L − L_twin| / L₀ over the records, at step ``gap_step``; ``steps``
-    run."""
+    ``kappa``, ``gap_max`` max |L − L_twin| over the records (loss units, as
+    :class:`~biasfree.dynamics.twin_training.PairedRun`'s), at step ``gap_step``; ``steps`` run."""
 
     k: np.ndarray
     t: np.ndarray
@@ -165,10 +165,10 @@ def with_degree(cfg: OptaxConfig, alpha: float, depth: int) -> OptaxConfig:
 _PROBE = tuple(Layer(np.ones(s)) for s in ((6, 3), (2, 6)))
 
 
-def train_optax(params, twin, alpha: float, X, Y, cfg: OptaxConfig, L0: float) -> OptaxRun:
+def train_optax(params, twin, alpha: float, X, Y, cfg: OptaxConfig) -> OptaxRun:
     """``params`` (slope ``alpha``) under ``cfg.optimiser`` beside ``twin`` (α = 1) under its
     twin optimiser of degree ``cfg.degree`` (:func:`with_degree`), on the same batches; the gap
-    relative to ``L0``."""
+    in loss units (the caller divides by its reference loss)."""
     kappa = cfg.degree
     twin_opt = optimiser_twin(cfg.optimiser, alpha, len(params), kappa)
     R = cfg.steps + 1 if cfg.steps <= EVERY_STEP_MAX else cfg.n_records
@@ -179,7 +179,7 @@ def train_optax(params, twin, alpha: float, X, Y, cfg: OptaxConfig, L0: float) -
     net = train(params, data, cfg.make(1.0), alpha=alpha, **kw)
     tw = train(twin, data, twin_opt, alpha=1.0, **kw)
     loss, twin_loss = np.asarray(net.loss), np.asarray(tw.loss)
-    gaps = np.abs(loss - twin_loss) / L0
+    gaps = np.abs(loss - twin_loss)
     i = int(np.argmax(gaps))
     k = record_steps(cfg.steps, R, "linear")
     return OptaxRun(k=k, t=np.asarray(net.t), loss=loss, twin_loss=twin_loss,
