@@ -86,7 +86,6 @@ def _errors(params, test, noise, sigmas, alpha):
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
-    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
     a, sig = cfg.alpha, np.asarray(cfg.sigmas_test, dtype=float)
     k_deep, k_two, k_pair = jax.random.split(jax.random.PRNGKey(seed), 3)
     progress("data: digits, training noise σ ~ U[0, σ_max], held-out images and noise directions")

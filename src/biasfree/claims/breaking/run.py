@@ -1,5 +1,4 @@
-"""The run of :mod:`biasfree.claims.breaking` (its claim, config and presets): the
-measurements and the checks that compare them with theory."""
+"""The run of :mod:`biasfree.claims.breaking`: its measurements and their checks against theory."""
 
 from __future__ import annotations
 
@@ -46,7 +45,6 @@ def _nets(key, cfg: Config) -> dict:
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
-    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
     c = float(slope_factor(cfg.alpha))
     k_data, k_init = jax.random.split(jax.random.PRNGKey(seed))
 

@@ -1,5 +1,4 @@
-"""The run of :mod:`biasfree.claims.conv_collapse` (its claim, config and presets): the
-measurements and the checks that compare them with theory."""
+"""The run of :mod:`biasfree.claims.conv_collapse`: its measurements and their checks against theory."""
 
 from __future__ import annotations
 

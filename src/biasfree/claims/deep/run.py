@@ -1,5 +1,4 @@
-"""The run of :mod:`biasfree.claims.deep` (its claim, config and presets): the
-measurements and the checks that compare them with theory."""
+"""The run of :mod:`biasfree.claims.deep`: its measurements and their checks against theory."""
 
 from __future__ import annotations
 
@@ -137,7 +136,6 @@ def _sine_part(cfg: Config, rng, progress) -> dict:
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
-    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
     rng = np.random.default_rng(seed)
     teacher = _teacher_part(cfg, rng, progress)
     sine = _sine_part(cfg, rng, progress)

@@ -1,5 +1,4 @@
-"""The run of :mod:`biasfree.claims.generalisation` (its claim, config and presets): the
-measurements and the checks that compare them with theory."""
+"""The run of :mod:`biasfree.claims.generalisation`: its measurements and their checks against theory."""
 
 from __future__ import annotations
 
@@ -69,7 +68,6 @@ def _flow_reference(members: dict[str, Member], data: Dataset, T, t, cfg: Config
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
-    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
     k_teacher, k_data, k_init = jax.random.split(jax.random.PRNGKey(seed), 3)
     alphas = np.asarray(cfg.alphas, float)
 

@@ -1,5 +1,4 @@
-"""The run of :mod:`biasfree.claims.linearity_map` (its claim, config and presets): the
-measurements and the checks that compare them with theory."""
+"""The run of :mod:`biasfree.claims.linearity_map`: its measurements and their checks against theory."""
 
 from __future__ import annotations
 

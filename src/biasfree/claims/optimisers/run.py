@@ -212,7 +212,6 @@ def _stages(tr, k, modes) -> dict:
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
-    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
     k_data, k_sweep, k_batch, k_modes, k_mi = jax.random.split(jax.random.PRNGKey(seed), 5)
     prob = _Problem(cfg, k_data)
     make = factories(cfg)

@@ -1,5 +1,4 @@
-"""The run of :mod:`biasfree.claims.orthogonal_inputs` (its claim, config and presets): the
-measurements and the checks that compare them with theory."""
+"""The run of :mod:`biasfree.claims.orthogonal_inputs`: its measurements and their checks against theory."""
 
 from __future__ import annotations
 
@@ -182,7 +181,6 @@ def _loss(F, data: Dataset):  # mean half squared error along a path of outputs 
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
-    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
     progress("data and initialisations")
     P = _problem(cfg, np.random.default_rng(seed))
     steps = int(np.ceil(cfg.t_max / cfg.lr))

@@ -1,5 +1,4 @@
-"""The run of :mod:`biasfree.claims.robustness` (its claim, config and presets): the
-measurements and the checks that compare them with theory."""
+"""The run of :mod:`biasfree.claims.robustness`: its measurements and their checks against theory."""
 
 from __future__ import annotations
 
@@ -91,7 +90,6 @@ def _learning_rates(cfg: Config, units: dict, data: Dataset, progress: Progress)
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
-    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
     progress("data and initialisations")
     data, units = _setup(jax.random.PRNGKey(seed), cfg)
     progress("weight decay: leaky nets against twins with decay λ/c")

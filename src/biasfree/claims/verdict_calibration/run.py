@@ -1,5 +1,4 @@
-"""The run of :mod:`biasfree.claims.verdict_calibration` (its claim, config and presets): the
-measurements and the checks that compare them with theory."""
+"""The run of :mod:`biasfree.claims.verdict_calibration`: its measurements and their checks against theory."""
 
 from __future__ import annotations
 
