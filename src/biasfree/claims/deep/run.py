@@ -140,10 +140,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     teacher = _teacher_part(cfg, rng, progress)
     sine = _sine_part(cfg, rng, progress)
     progress("checks")
-    metrics, arrays = _teacher_summary(cfg, teacher)
-    m2, a2 = _sine_summary(sine)
-    metrics |= m2
-    arrays |= a2
+    metrics, arrays = (a | b for a, b in zip(_teacher_summary(teacher), _sine_summary(sine), strict=True))
     return Result("deep", seed, {}, metrics, _checks(cfg, teacher, sine), arrays,
                   _notes(cfg, metrics))
 
@@ -191,7 +188,7 @@ def _checks(cfg: Config, teacher: dict, sine: dict) -> dict:
     }
 
 
-def _teacher_summary(cfg: Config, teacher: dict) -> tuple[dict, dict]:
+def _teacher_summary(teacher: dict) -> tuple[dict, dict]:
     s = teacher["s"]
     metrics = {f"s_{i + 1}": float(v) for i, v in enumerate(s)}
     arrays = {"s": s, "plateaus": teacher["plateaus"]}
