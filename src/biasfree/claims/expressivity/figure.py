@@ -40,12 +40,9 @@ def _curves(ax, a, name):
     ax.axhline(train_floor, color="k", lw=1.0, ls=":",
                label="2-layer bound on the training set (exact, odd part)")
     ax.axhline(hom, color="0.45", lw=1.0, ls="--", label="any-depth bias-free floor")
-    top = max(1.15, 1.1 * floor)
-    ax.set_ylim(0.0, top)
-    ax.set_xscale("log")
-    ax.set_xlim(t_start, t_end * 2.2)
+    ax.set(ylim=(0.0, max(1.15, 1.1 * floor)), xscale="log", xlim=(t_start, t_end * 2.2),
+           ylabel="loss / loss of f = 0  (½·MSE / ½E y²)")
     ax.set_xlabel("t = η k (dots: test loss at the end)", fontsize=8)
-    ax.set_ylabel("loss / loss of f = 0  (½·MSE / ½E y²)")
     ax.set_title(TITLES[name], fontsize=9)
 
 
