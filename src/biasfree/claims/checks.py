@@ -1,7 +1,6 @@
 """Helpers shared by several experiments: the one twin-identity check, crossing times,
 power-law fits, and the two tolerances every experiment uses. (Leaky nets beside their
-linear twins are :func:`biasfree.dynamics.ensemble.gd_members` with ``Member(..., twin=True)``.)
-(Not an experiment: the registry skips modules whose names start with ``_``.)"""
+linear twins are :func:`biasfree.dynamics.ensemble.gd_members` with ``Member(..., twin=True)``.)"""
 
 from __future__ import annotations
 

@@ -25,7 +25,6 @@ EPS = float(np.finfo(np.float64).eps)
 REL = 1e-7
 """Relative size of the jiggle (random signs) of init and data that measures a run's response."""
 MOMENTUM = 0.9
-LOSS_FRAC = "fraction of L(0)"
 
 
 def _gamma(k: int) -> float:

@@ -43,12 +43,9 @@ def _gaussian(rng, widths, scale, bias):
 
 
 def _torch_default(rng, widths, bias):
-    layers = []
-    for i, o in zip(widths[:-1], widths[1:], strict=True):
-        bound = 1.0 / np.sqrt(i)
-        layers.append(Layer(rng.uniform(-bound, bound, (o, i)),
-                            rng.uniform(-bound, bound, o) if bias else None))
-    return tuple(layers)
+    """nn.Linear's default init: weights and biases U(±1/√fan_in)."""
+    return tuple(Layer(rng.uniform(-b, b, (o, i)), rng.uniform(-b, b, o) if bias else None)
+                 for i, o, b in zip(widths[:-1], widths[1:], 1.0 / np.sqrt(widths[:-1]), strict=True))
 
 
 def _pad(params, m: int):
@@ -85,10 +82,8 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     _, w = sine_target(jax.random.PRNGKey(seed), cfg.d)
     cols = [f"{s:g}" for s in cfg.scales] + (["torch"] if cfg.torch_default else [])
     shape = (len(cfg.depths), len(cfg.biases), len(cfg.asymmetries), len(cfg.widths), len(cols))
-    pred = np.zeros(shape, bool)
-    undecided = np.zeros(shape, bool)
+    pred, undecided, structural = (np.zeros(shape, bool) for _ in range(3))
     level = np.zeros(shape, int)
-    structural = np.zeros(shape, bool)
     interval = np.zeros(shape + (3,))
     points, where = [], []
     for ia, asym in enumerate(cfg.asymmetries):
