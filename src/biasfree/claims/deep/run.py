@@ -7,7 +7,6 @@ import numpy as np
 from ... import theory
 from ...core.data import Dataset, symmetrize
 from ...core.inits import pad_hidden, pair_up
-from ...core.layers import Layer
 from ...core.moments import whiten
 from ...core.nets import effective_rank
 from ...dynamics import GDConfig
@@ -15,13 +14,8 @@ from ...dynamics.ensemble import Member, gd_members
 from ...expressivity.decomposition import net_function, odd_nonlinearity
 from ...results import Result, at_least, at_most
 from ..base import Progress, _quiet
-from ..checks import ROUND_OFF, crossing_time
+from ..checks import ROUND_OFF, crossing_time, numpy_gaussian
 from . import MEMBERS, PAIRS, Config
-
-
-def _gaussian_net(rng, widths, scale):
-    return tuple(Layer(scale * rng.normal(size=(b, a))) for a, b in zip(widths[:-1], widths[1:],
-                                                                         strict=True))
 
 
 def _teacher_data(cfg: Config, rng) -> Dataset:
@@ -40,10 +34,10 @@ def _teacher_members(cfg: Config, rng, modes, L: int, scale: float) -> dict[str,
     H, p = cfg.width, modes.s.size
     lr_lin = cfg.lr * theory.deep_pair_time_factor(L)
     aligned = theory.aligned_init(modes.U, modes.V, cfg.a0, depth=L, width=H // 2)
-    half = _gaussian_net(rng, (cfg.d,) + (H // 2,) * (L - 1) + (p,), scale)
+    half = numpy_gaussian(rng, (cfg.d,) + (H // 2,) * (L - 1) + (p,), scale)
     return {"linear_aligned": Member(pad_hidden(aligned, H), alpha=1.0, lr=lr_lin),
             "relu_pair_aligned": Member(theory.deep_linear_to_pair(aligned), alpha=0.0),
-            "relu_gaussian": Member(_gaussian_net(rng, (cfg.d,) + (H,) * (L - 1) + (p,), scale), alpha=0.0),
+            "relu_gaussian": Member(numpy_gaussian(rng, (cfg.d,) + (H,) * (L - 1) + (p,), scale), alpha=0.0),
             "relu_pair_random": Member(pair_up(half), alpha=0.0),
             "linear_twin_of_pair_random": Member(pad_hidden(theory.deep_pair_half_to_linear(half), H),
                                                  alpha=1.0, lr=lr_lin)}
@@ -121,7 +115,7 @@ def _sine_part(cfg: Config, rng, progress) -> dict:
     X, Y = symmetrize(X, (z + np.sin(4.0 * z))[:, None])
     data = Dataset(np.asarray(X), np.asarray(Y))
     progress(f"sine target, depths {cfg.sine_depths}")
-    nets = {L: _gaussian_net(rng, (cfg.sine_d,) + (cfg.sine_width,) * (L - 1) + (1,), cfg.sine_scale)
+    nets = {L: numpy_gaussian(rng, (cfg.sine_d,) + (cfg.sine_width,) * (L - 1) + (1,), cfg.sine_scale)
             for L in cfg.sine_depths}
     runs = gd_members({f"depth_{L}": Member(p, alpha=0.0) for L, p in nets.items()}, data,
                       GDConfig(lr=cfg.sine_lr, steps=int(np.ceil(cfg.sine_t_max / cfg.sine_lr)),

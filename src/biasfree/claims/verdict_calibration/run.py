@@ -13,6 +13,7 @@ from ...core.moments import whiten
 from ...core.targets import sine_target
 from ...results import Result, at_most
 from ..base import Progress, _quiet
+from ..checks import numpy_gaussian
 from . import STRUCTURAL, Config, families
 from .evaluate import evaluate, measure, truth_setup
 from .summary import summarise
@@ -33,13 +34,6 @@ def _data(rng, w, cfg: Config, asym: float):
         Xs[cfg.n:cfg.n + k] = rng.normal(size=(k, cfg.d))
     Xw = np.asarray(whiten(Xs)[0])
     return Xw, target(Xw)
-
-
-def _gaussian(rng, widths, scale, bias):
-    """N(0, scale²) weights (and biases): :func:`biasfree.init_gaussian`'s law, drawn by NumPy
-    (no compiled random call per shape)."""
-    return tuple(Layer(scale * rng.normal(size=(o, i)), scale * rng.normal(size=o) if bias else None)
-                 for i, o in zip(widths[:-1], widths[1:], strict=True))
 
 
 def _torch_default(rng, widths, bias):
@@ -95,7 +89,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
                     widths = (cfg.d,) + (m,) * (L - 1) + (1,)
                     for js, col in enumerate(cols):
                         params = (_torch_default(rng, widths, bias) if col == "torch"
-                                  else _gaussian(rng, widths, float(col), bias))
+                                  else numpy_gaussian(rng, widths, float(col), bias))
                         a = analyse(params, (X, Y), alpha=0.0, t_max=1.0, n_times=2)
                         t = a.verdict.training
                         at = (iL, ib, ia, iw, js)
@@ -144,9 +138,9 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     }
     progress("families: trained, pairs at large init, conv, depth 3, weight decay")
     Xf, Yf = _data(np.random.default_rng([seed, 99]), w, cfg, 0.0)
-    built = families.build(cfg, seed, Xf, Yf, _gaussian, lambda p, X, Y: truth_setup(p, X, Y, cfg.max_steps))
-    fams = evaluate(built, cfg.max_steps, progress)
-    f_checks, f_metrics, f_arrays, f_notes = summarise(fams)
+    built = families.build(cfg, seed, Xf, Yf, numpy_gaussian,
+                           lambda p, X, Y: truth_setup(p, X, Y, cfg.max_steps))
+    f_checks, f_metrics, f_arrays, f_notes = summarise(evaluate(built, cfg.max_steps, progress))
     checks |= f_checks
     metrics = {"agreement": agree, "points": int(np.sum(full)), "decided": int(np.sum(decided)),
                "undecided": int(np.sum(undecided & full)), "paper_level": vd.PAPER_LEVEL,
