@@ -61,11 +61,10 @@ def _large_init(cfg: Config, units: dict, data: Dataset) -> dict:
 
 def _flow(units: dict, scale: float, data: Dataset, cfg: FlowConfig) -> dict:
     """Gradient flow of each unit-scale init at std ``scale``, one compiled call, by name."""
-    names = list(units)
     stacked = jax.tree_util.tree_map(lambda *a: scale * np.stack([np.asarray(x) for x in a]),
                                      *units.values())
     tr = flow_ensemble(stacked, data, cfg)
-    return {k: tr.member(i) for i, k in enumerate(names)}
+    return {k: tr.member(i) for i, k in enumerate(units)}
 
 
 def _learning_rates(cfg: Config, units: dict, data: Dataset, progress: Progress) -> dict:
@@ -74,8 +73,7 @@ def _learning_rates(cfg: Config, units: dict, data: Dataset, progress: Progress)
     flow = _flow(units, cfg.small_scale, data, FlowConfig(
         alpha=cfg.alpha, t_max=cfg.t_max, n_records=cfg.n_records, rtol=cfg.rtol, atol=cfg.atol))
     L_flow = {k: np.asarray(tr.loss) for k, tr in flow.items()}
-    gap_flow = {k: np.empty(len(lrs)) for k in units}
-    twin_dev = {k: np.empty(len(lrs)) for k in units}
+    gap_flow, twin_dev = ({k: np.empty(len(lrs)) for k in units} for _ in range(2))
     loss_gd = {k: np.empty((len(lrs), cfg.n_records)) for k in units}
     for i, eta in enumerate(lrs):
         progress(f"large learning rate: GD at η = {eta:g}")
