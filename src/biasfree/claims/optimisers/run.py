@@ -101,15 +101,11 @@ class _Problem:
         T = np.asarray(teacher_matrix(k_t, cfg.d, cfg.teacher_s))  # U diag(s) Vᵀ, Haar-random U, V
         self.Xp = np.asarray(jax.random.normal(k_x, (cfg.n, cfg.d)))
         self.Yp = self.Xp @ T.T
-        self.data = self.dataset(self.Xp, self.Yp)
+        self.data = Dataset(*symmetrize(self.Xp, self.Yp))
         p = len(cfg.teacher_s)
         self.pair = pair_up(init_gaussian(k_p, (cfg.d, cfg.width // 2, p), cfg.scale))
         self.records = cfg.steps + 1
         self.c, self.a = float(slope_factor(cfg.alpha)), twin_scale(cfg.alpha)
-
-    @staticmethod
-    def dataset(Xp, Yp) -> Dataset:
-        return Dataset(*symmetrize(Xp, Yp))
 
     def run(self, params, opt, alpha, data=None, steps=None, **kw):
         return train(params, self.data if data is None else data, opt, steps=steps or self.cfg.steps,
@@ -150,8 +146,8 @@ class _Problem:
 
         moved = jax.tree_util.tree_map(jiggle, params)
         by_init = self.run(moved, o.net, self.cfg.alpha, steps=steps, **kw)
-        by_data = self.run(params, o.net, self.cfg.alpha, data=self.dataset(jiggle(self.Xp), jiggle(self.Yp)),
-                           steps=steps, **kw)
+        by_data = self.run(params, o.net, self.cfg.alpha, steps=steps,
+                           data=Dataset(*symmetrize(jiggle(self.Xp), jiggle(self.Yp))), **kw)
         g = 2 * _gamma(_chain_length(params, 2 * self.cfg.n))
         out = {}
         for name, ref, a, b in (("loss", base["loss"], by_init.loss, by_data.loss),

@@ -62,10 +62,9 @@ def _truths(points, max_steps: int, pad_to, progress: Progress):
     the horizon, for ``points`` [(params, X, Y)]: each net and its twin padded to width
     ``pad_to(m)`` (:func:`_pad`), the nets of one shape run as one batch (:func:`~.evaluate.measure`)."""
     setups = [truth_setup(p, X, Y, max_steps) for p, X, Y in points]
-    runs = []
-    for (p, X, Y), (twin, ks, lr, steps, _) in zip(points, setups, strict=True):
-        m = pad_to(np.shape(p[0].W)[0])
-        runs.append((_pad(p, m), _pad(twin, m), X, Y, lr, steps, ks, 0.0))
+    runs = [(_pad(p, m), _pad(twin, m), X, Y, lr, steps, ks, 0.0)
+            for (p, X, Y), (twin, ks, lr, steps, _) in zip(points, setups, strict=True)
+            for m in [pad_to(np.shape(p[0].W)[0])]]
     return measure(runs, progress), np.array([s[3] for s in setups]), np.array([s[4] for s in setups])
 
 
