@@ -11,11 +11,11 @@ from roundoff import chain_length, trajectory_gap
 
 from biasfree import pair_up
 from biasfree.analysis import verdict as vd
-from biasfree.claims.checks import ROUND_OFF
+from biasfree.claims.checks import ROUND_OFF, numpy_gaussian
 from biasfree.claims.verdict_calibration import Config
 from biasfree.claims.verdict_calibration.evaluate import Family, _answer, measure, truth_setup
 from biasfree.claims.verdict_calibration.families import conv_data, reference_loss
-from biasfree.claims.verdict_calibration.run import _gaussian, _pad
+from biasfree.claims.verdict_calibration.run import _pad
 from biasfree.claims.verdict_calibration.summary import summarise
 from biasfree.dynamics.twin_training import train_with_twin
 
@@ -28,7 +28,7 @@ def test_zero_padded_units_train_exactly_like_the_unpadded_net():
     X = np.vstack([X, -X])
     Y = np.sin(X[:, :1])
     for widths, bias in (((3, 5, 1), False), ((3, 4, 4, 1), True)):
-        net = _gaussian(rng, widths, 0.3, bias)
+        net = numpy_gaussian(rng, widths, 0.3, bias)
         big = _pad(net, 9)
         runs = [train_with_twin(p, p, X, Y, alpha=0.0, lr=0.05, time_scale=1.0, steps=50, n_records=3)
                 for p in (net, big)]
@@ -106,7 +106,7 @@ def test_pairs_at_large_init_measure_exact_and_a_random_net_does_not():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(10, 3))
     X, Y = np.vstack([X, -X]), np.vstack([np.sin(X[:, :1]), -np.sin(X[:, :1])])
-    nets = [pair_up(_gaussian(rng, (3, 4, 1), 1.0, False)), _gaussian(rng, (3, 8, 1), 1.0, False)]
+    nets = [pair_up(numpy_gaussian(rng, (3, 4, 1), 1.0, False)), numpy_gaussian(rng, (3, 8, 1), 1.0, False)]
     runs = []
     for p in nets:
         twin, ks, lr, steps, _ = truth_setup(p, X, Y, 200)

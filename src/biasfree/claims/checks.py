@@ -1,7 +1,7 @@
 """Helpers shared by several experiments: the one twin-identity check, crossing times,
-power-law fits, and the two tolerances every experiment uses. (Leaky nets beside their
-linear twins are :func:`biasfree.dynamics.ensemble.gd_members` with ``Member(..., twin=True)``.)
-(Not an experiment: the registry skips modules whose names start with ``_``.)"""
+power-law fits, Gaussian nets drawn by NumPy, and the two tolerances every experiment uses.
+(Leaky nets beside their linear twins are :func:`biasfree.dynamics.ensemble.gd_members` with
+``Member(..., twin=True)``.)"""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 from scipy.interpolate import CubicSpline
 from scipy.optimize import brentq
 
+from ..core.layers import Layer
 from ..dynamics.ensemble import Runs
 from ..results import Check, at_most
 
@@ -35,6 +36,13 @@ def crossing_time(t, a, level):
         return float("nan")
     spline = CubicSpline(t, a - level)
     return float(brentq(spline, t[i - 1], t[i], xtol=1e-14))
+
+
+def numpy_gaussian(rng, widths, scale, bias=False):
+    """N(0, scale²) weights (and biases) of a net of layer ``widths``: :func:`biasfree.init_gaussian`'s
+    law, drawn by NumPy's ``rng`` (no compiled random call per shape)."""
+    return tuple(Layer(scale * rng.normal(size=(o, i)), scale * rng.normal(size=o) if bias else None)
+                 for i, o in zip(widths[:-1], widths[1:], strict=True))
 
 
 def twin_identity(runs: Runs, names, what: str, *, test: bool = False) -> Check:

@@ -53,21 +53,15 @@ def field_default(f: dataclasses.Field):
 def field_lines(config_cls) -> tuple[tuple[str, str, str], ...]:
     """``(name, type, default)`` as text for each field: ``("width", "int", "200")``."""
     hints = type_hints(config_cls)
-    rows = []
-    for f in dataclasses.fields(config_cls):
-        d = field_default(f)
-        rows.append((f.name, type_name(hints[f.name]), "(required)" if d is dataclasses.MISSING
-                     else repr(d)))
-    return tuple(rows)
-
-
-def _describe(lines) -> str:
-    return "\n".join(f"  {n}: {t} = {d}" for n, t, d in lines)
+    return tuple((f.name, type_name(hints[f.name]),
+                  "(required)" if (d := field_default(f)) is dataclasses.MISSING else repr(d))
+                 for f in dataclasses.fields(config_cls))
 
 
 def unknown_field_error(name: str, unknown, lines) -> ConfigError:
+    rows = "\n".join(f"  {n}: {t} = {d}" for n, t, d in lines)
     return ConfigError(f"{name} has no field {', '.join(map(repr, unknown))}. Valid fields "
-                       f"(name: type = default):\n{_describe(lines)}\n"
+                       f"(name: type = default):\n{rows}\n"
                        f"(see `biasfree show {name}`)")
 
 
@@ -155,13 +149,9 @@ def unknown_scopes(names: Iterable[str], *sources: Mapping[str, object]) -> list
     """Names used as ``[NAME]`` tables or ``NAME.FIELD`` keys that are not among
     ``names`` (most likely a typo)."""
     names = set(names)
-    bad = []
-    for src in sources:
-        for key, value in src.items():
-            scope = key if isinstance(value, dict) else key.rpartition(".")[0]
-            if scope and scope not in names:
-                bad.append(scope)
-    return sorted(set(bad))
+    scopes = {key if isinstance(value, dict) else key.rpartition(".")[0]
+              for src in sources for key, value in src.items()}
+    return sorted(s for s in scopes if s and s not in names)
 
 
 # ------------------------------------------------------------------ resolving

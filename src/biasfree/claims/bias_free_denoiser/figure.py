@@ -29,8 +29,7 @@ def _errors(ax, A, result):
     ax.plot(s, A["error_bias_free"], "o-", color="C2", lw=2, label="bias-free")
     ax.plot(s, A["error_biased"], "s--", color="C3", lw=2, label="biased (same init, same GD)")
     ax.axhline(1.0, color="k", lw=0.8, ls=":", label="no denoising (output error = input error)")
-    ax.set_yscale("log")
-    ax.set(xlabel="noise std σ (pixels in [0, 1])", ylabel="held-out output MSE / input MSE",
+    ax.set(yscale="log", xlabel="noise std σ (pixels in [0, 1])", ylabel="held-out output MSE / input MSE",
            xlim=(0, s[-1] * 1.03))
     ratio = result.metrics["bf_over_biased_error_largest_sigma"]
     ax.set_title(f"(a) Beyond the training noise, bias-free denoises better\n"

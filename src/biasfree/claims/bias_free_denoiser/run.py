@@ -77,25 +77,19 @@ def span_least_squares(noisy, clean, kernel: int):
 
 def _errors(params, test, noise, sigmas, alpha):
     """Output MSE over input MSE of the net on the held-out images at each σ, (S,)."""
-    out = []
-    for s in sigmas:
-        Z = test + s * noise
-        out.append(float(np.mean((np.asarray(forward(params, Z, alpha)) - test) ** 2)
-                         / np.mean((Z - test) ** 2)))
-    return np.array(out)
+    return np.array([float(np.mean((np.asarray(forward(params, Z, alpha)) - test) ** 2)
+                           / np.mean((Z - test) ** 2)) for Z in (test + s * noise for s in sigmas)])
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
-    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
     a, sig = cfg.alpha, np.asarray(cfg.sigmas_test, dtype=float)
     k_deep, k_two, k_pair = jax.random.split(jax.random.PRNGKey(seed), 3)
     progress("data: digits, training noise σ ~ U[0, σ_max], held-out images and noise directions")
     clean, noisy, test, noise = _data(cfg, seed)
 
     progress(f"GD: bias-free and biased {cfg.depth}-layer conv denoisers ({cfg.steps} steps)")
-    bf_init = _conv_net(k_deep, cfg, bias=False)
-    b_init = _conv_net(k_deep, cfg, bias=True)
-    deep = gd_members({"bias-free": Member(bf_init, a), "biased": Member(b_init, a)},
+    deep = gd_members({"bias-free": Member(_conv_net(k_deep, cfg, bias=False), a),
+                       "biased": Member(_conv_net(k_deep, cfg, bias=True), a)},
                       Dataset(noisy, clean), GDConfig(lr=cfg.lr, steps=cfg.steps, n_records=2))
     # only the first and last records: each record costs an SVD of every layer's Toeplitz matrix
     nets = {n: deep[n].params for n in ("bias-free", "biased")}

@@ -45,9 +45,8 @@ def figure(result: Result):
     ax.bar(x + 0.2, np.maximum(below, BAR_FLOOR), 0.4, color="tab:red",
            label="fraction below the floor at the end")
     ax.axhline(3e-3, color="k", lw=0.8, ls="--", label="0.3%")
-    ax.set_yscale("log")
     ax.set_xticks(x, [k.replace("_", "\n") for k in cases], fontsize=8)
-    ax.set(title=f"(c) at the end (α={float(a['alpha']):g}, c={c:g})", ylim=(BAR_FLOOR, 10),
+    ax.set(yscale="log", title=f"(c) at the end (α={float(a['alpha']):g}, c={c:g})", ylim=(BAR_FLOOR, 10),
            ylabel="fraction")
     ax.legend(fontsize=7, loc="center right")
     claim_title(fig, result)

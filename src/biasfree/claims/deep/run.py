@@ -1,5 +1,4 @@
-"""The run of :mod:`biasfree.claims.deep` (its claim, config and presets): the
-measurements and the checks that compare them with theory."""
+"""The run of :mod:`biasfree.claims.deep`: its measurements and their checks against theory."""
 
 from __future__ import annotations
 
@@ -8,7 +7,6 @@ import numpy as np
 from ... import theory
 from ...core.data import Dataset, symmetrize
 from ...core.inits import pad_hidden, pair_up
-from ...core.layers import Layer
 from ...core.moments import whiten
 from ...core.nets import effective_rank
 from ...dynamics import GDConfig
@@ -16,13 +14,8 @@ from ...dynamics.ensemble import Member, gd_members
 from ...expressivity.decomposition import net_function, odd_nonlinearity
 from ...results import Result, at_least, at_most
 from ..base import Progress, _quiet
-from ..checks import ROUND_OFF, crossing_time
+from ..checks import ROUND_OFF, crossing_time, numpy_gaussian
 from . import MEMBERS, PAIRS, Config
-
-
-def _gaussian_net(rng, widths, scale):
-    return tuple(Layer(scale * rng.normal(size=(b, a))) for a, b in zip(widths[:-1], widths[1:],
-                                                                         strict=True))
 
 
 def _teacher_data(cfg: Config, rng) -> Dataset:
@@ -41,10 +34,10 @@ def _teacher_members(cfg: Config, rng, modes, L: int, scale: float) -> dict[str,
     H, p = cfg.width, modes.s.size
     lr_lin = cfg.lr * theory.deep_pair_time_factor(L)
     aligned = theory.aligned_init(modes.U, modes.V, cfg.a0, depth=L, width=H // 2)
-    half = _gaussian_net(rng, (cfg.d,) + (H // 2,) * (L - 1) + (p,), scale)
+    half = numpy_gaussian(rng, (cfg.d,) + (H // 2,) * (L - 1) + (p,), scale)
     return {"linear_aligned": Member(pad_hidden(aligned, H), alpha=1.0, lr=lr_lin),
             "relu_pair_aligned": Member(theory.deep_linear_to_pair(aligned), alpha=0.0),
-            "relu_gaussian": Member(_gaussian_net(rng, (cfg.d,) + (H,) * (L - 1) + (p,), scale), alpha=0.0),
+            "relu_gaussian": Member(numpy_gaussian(rng, (cfg.d,) + (H,) * (L - 1) + (p,), scale), alpha=0.0),
             "relu_pair_random": Member(pair_up(half), alpha=0.0),
             "linear_twin_of_pair_random": Member(pad_hidden(theory.deep_pair_half_to_linear(half), H),
                                                  alpha=1.0, lr=lr_lin)}
@@ -122,7 +115,7 @@ def _sine_part(cfg: Config, rng, progress) -> dict:
     X, Y = symmetrize(X, (z + np.sin(4.0 * z))[:, None])
     data = Dataset(np.asarray(X), np.asarray(Y))
     progress(f"sine target, depths {cfg.sine_depths}")
-    nets = {L: _gaussian_net(rng, (cfg.sine_d,) + (cfg.sine_width,) * (L - 1) + (1,), cfg.sine_scale)
+    nets = {L: numpy_gaussian(rng, (cfg.sine_d,) + (cfg.sine_width,) * (L - 1) + (1,), cfg.sine_scale)
             for L in cfg.sine_depths}
     runs = gd_members({f"depth_{L}": Member(p, alpha=0.0) for L, p in nets.items()}, data,
                       GDConfig(lr=cfg.sine_lr, steps=int(np.ceil(cfg.sine_t_max / cfg.sine_lr)),
@@ -137,15 +130,11 @@ def _sine_part(cfg: Config, rng, progress) -> dict:
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
-    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
     rng = np.random.default_rng(seed)
     teacher = _teacher_part(cfg, rng, progress)
     sine = _sine_part(cfg, rng, progress)
     progress("checks")
-    metrics, arrays = _teacher_summary(cfg, teacher)
-    m2, a2 = _sine_summary(sine)
-    metrics |= m2
-    arrays |= a2
+    metrics, arrays = (a | b for a, b in zip(_teacher_summary(teacher), _sine_summary(sine), strict=True))
     return Result("deep", seed, {}, metrics, _checks(cfg, teacher, sine), arrays,
                   _notes(cfg, metrics))
 
@@ -193,7 +182,7 @@ def _checks(cfg: Config, teacher: dict, sine: dict) -> dict:
     }
 
 
-def _teacher_summary(cfg: Config, teacher: dict) -> tuple[dict, dict]:
+def _teacher_summary(teacher: dict) -> tuple[dict, dict]:
     s = teacher["s"]
     metrics = {f"s_{i + 1}": float(v) for i, v in enumerate(s)}
     arrays = {"s": s, "plateaus": teacher["plateaus"]}

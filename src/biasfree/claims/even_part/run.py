@@ -1,5 +1,4 @@
-"""The run of :mod:`biasfree.claims.even_part` (its claim, config and presets): the
-measurements and the checks that compare them with theory."""
+"""The run of :mod:`biasfree.claims.even_part`: its measurements and their checks against theory."""
 
 from __future__ import annotations
 
@@ -84,7 +83,6 @@ def _scale_metrics(D: dict, E: dict, E0_expected, scales) -> dict[str, float]:
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
-    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
     c = float(slope_factor(cfg.alpha))
     scales = np.asarray(cfg.scales, dtype=float)
     k_data, k_init, k_study = jax.random.split(jax.random.PRNGKey(seed), 3)

@@ -14,11 +14,8 @@ import numpy as np
 
 from ..._figure import claim_title
 from ...results import Result
+from . import ARCH_LABELS, ARCHS, TARGETS
 
-TARGETS = ("x1x2x3", "sine", "even")
-ARCHS = ("two_layer", "depth3", "biased")
-LABELS = {"two_layer": "2-layer bias-free", "depth3": "3-layer bias-free",
-          "biased": "2-layer with biases"}
 COLORS = {"two_layer": "tab:blue", "depth3": "tab:orange", "biased": "tab:green"}
 TITLES = {"x1x2x3": "y = x1 x2 x3 (odd)", "sine": "y = wᵀx + sin(4wᵀx) (odd)",
           "even": "y = (||x||² - d)/√(2d) (even): training dips below the floor, test does not"}
@@ -29,7 +26,7 @@ def _curves(ax, a, name):
     t_start = np.inf
     for arch in ARCHS:
         t, tr = a[f"t_{arch}_{name}"][1:], a[f"train_{arch}_{name}"][1:]  # t > 0 (log axis)
-        ax.plot(t, tr, color=COLORS[arch], lw=1.5, label=f"{LABELS[arch]}: training loss")
+        ax.plot(t, tr, color=COLORS[arch], lw=1.5, label=f"{ARCH_LABELS[arch]}: training loss")
         t_end, t_start = max(t_end, float(t[-1])), min(t_start, float(t[0]))
     for i, arch in enumerate(ARCHS):
         test, se = a[f"test_{arch}_{name}"]
@@ -40,12 +37,9 @@ def _curves(ax, a, name):
     ax.axhline(train_floor, color="k", lw=1.0, ls=":",
                label="2-layer bound on the training set (exact, odd part)")
     ax.axhline(hom, color="0.45", lw=1.0, ls="--", label="any-depth bias-free floor")
-    top = max(1.15, 1.1 * floor)
-    ax.set_ylim(0.0, top)
-    ax.set_xscale("log")
-    ax.set_xlim(t_start, t_end * 2.2)
+    ax.set(ylim=(0.0, max(1.15, 1.1 * floor)), xscale="log", xlim=(t_start, t_end * 2.2),
+           ylabel="loss / loss of f = 0  (½·MSE / ½E y²)")
     ax.set_xlabel("t = η k (dots: test loss at the end)", fontsize=8)
-    ax.set_ylabel("loss / loss of f = 0  (½·MSE / ½E y²)")
     ax.set_title(TITLES[name], fontsize=9)
 
 
@@ -54,7 +48,7 @@ def _slices(axes, a, name):
     ext = (g[0], g[-1], g[0], g[-1])
     target = a[f"slice_target_{name}"]
     lim = float(np.max(np.abs(target)))
-    panels = [("target", target)] + [(LABELS[arch], a[f"slice_{arch}_{name}"]) for arch in ARCHS]
+    panels = [("target", target)] + [(ARCH_LABELS[arch], a[f"slice_{arch}_{name}"]) for arch in ARCHS]
     im = None
     for ax, (title, Z) in zip(axes, panels, strict=True):
         im = ax.imshow(Z.T, origin="lower", extent=ext, cmap="RdBu_r", vmin=-lim, vmax=lim,

@@ -1,5 +1,4 @@
-"""The run of :mod:`biasfree.claims.expressivity` (its claim, config and presets): the
-measurements and the checks that compare them with theory."""
+"""The run of :mod:`biasfree.claims.expressivity`: its measurements and their checks against theory."""
 
 from __future__ import annotations
 
@@ -129,7 +128,6 @@ def _fit(data: Dataset, key, widths, gd_cfg, cfg: Config, biased: bool, X_test, 
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
-    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
     keys = jax.random.split(jax.random.PRNGKey(seed), 5)
     targets, w = _targets(keys[0], cfg.d)
     X0 = gaussian_inputs(keys[1], cfg.n_train, cfg.d)

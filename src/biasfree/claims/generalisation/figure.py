@@ -48,10 +48,9 @@ def figure(result: Result):
               title="(b) test loss (dashed: random init)")
     ax[2].set(xlabel="rescaled time (1+α) t / 2", ylabel="|L - L_twin| / L(0)", ylim=(1e-17, 1),
               title="(c) gap to the linear twin")
-    for a_ in ax:
-        a_.legend(fontsize=7)
     x0 = action_start(cs[0] * t, L["pair"], Lt["pair"])
     for a_ in ax:
+        a_.legend(fontsize=7)
         a_.set_xlim(x0, float(cs[-1] * t[-1]) * 1.05)
     claim_title(fig, result)
     fig.tight_layout()

@@ -1,5 +1,4 @@
-"""The run of :mod:`biasfree.claims.generalisation` (its claim, config and presets): the
-measurements and the checks that compare them with theory."""
+"""The run of :mod:`biasfree.claims.generalisation`: its measurements and their checks against theory."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ import numpy as np
 from ... import theory
 from ...core.data import Dataset
 from ...core.inits import init_gaussian, init_pairs
-from ...core.layers import Params
 from ...core.nets import forward
 from ...core.targets import linear_target, make_dataset, teacher_matrix
 from ...core.twin import slope_factor
@@ -20,11 +18,6 @@ from ...theory import population_loss_linear
 from ..base import Progress, _quiet
 from ..checks import twin_identity
 from . import INITS, SIGMAS, Config
-
-
-def _test_losses(params: Params, X, Y, alpha) -> np.ndarray:
-    """Per-point test losses ``½ (y - f(x))²`` (n_test,)."""
-    return 0.5 * (np.asarray(Y)[:, 0] - np.asarray(forward(params, X, alpha))[:, 0]) ** 2
 
 
 def _name(init: str, alpha: float) -> str:
@@ -52,7 +45,7 @@ def _random_population_gap(runs: Runs, T, data: Dataset, cfg: Config) -> dict[fl
     for a in cfg.alphas:
         p = runs[_name("random", a)].params
         R, half_even2 = theory.population_loss_two_layer(p, T, cfg.noise, a)
-        ell = _test_losses(p, data.X_test, data.Y_test, a)
+        ell = 0.5 * (np.asarray(data.Y_test)[:, 0] - np.asarray(forward(p, data.X_test, a))[:, 0]) ** 2
         out[a] = (abs(ell.mean() - R) / (SIGMAS * ell.std() / np.sqrt(cfg.n_test)), half_even2, R)
     return out
 
@@ -69,7 +62,6 @@ def _flow_reference(members: dict[str, Member], data: Dataset, T, t, cfg: Config
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
-    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
     k_teacher, k_data, k_init = jax.random.split(jax.random.PRNGKey(seed), 3)
     alphas = np.asarray(cfg.alphas, float)
 

@@ -18,10 +18,7 @@ def _edges(centres):
 
 def scale_width_axes(ax, scales, widths) -> None:
     """Log-log axes of init std (x) × width (y) whose limits are the cells' outer edges."""
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(_edges(scales)[[0, -1]])
-    ax.set_ylim(_edges(widths)[[0, -1]])
+    ax.set(xscale="log", yscale="log", xlim=_edges(scales)[[0, -1]], ylim=_edges(widths)[[0, -1]])
     ax.set_yticks(widths, [str(int(w)) for w in widths])
     ax.minorticks_off()
 
@@ -50,8 +47,7 @@ def _map(ax, gap, scales, widths, level, s, norm, title):
     ax.plot(sl, s / sl**2, ":", color="tab:green", lw=1.5)
     scale_width_axes(ax, scales, widths)
     ax.set_xticks(scales, [f"{x:g}" for x in scales])
-    ax.set_xlabel("init std σ (per weight)")
-    ax.set_ylabel("width m (hidden units)")
+    ax.set(xlabel="init std σ (per weight)", ylabel="width m (hidden units)")
     ax.set_title(title, fontsize=9)
     return mesh
 
@@ -92,12 +88,9 @@ def figure(result):
         fit = np.exp(np.mean(np.log(med0) - p * np.log(widths))) * widths.astype(float) ** p
         ax.plot(widths, fit, "k--", lw=1, label=f"fit ∝ m^{p:.2f}")
         ax.axhline(level, color="tab:cyan", lw=1.5, label="paper: 0.3% of L(0)")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        ax.set(xscale="log", yscale="log", xlabel="width m", ylabel="max gap to linear twin / L(0)")
         ax.set_xticks(widths, [str(int(w)) for w in widths])
         ax.minorticks_off()
-        ax.set_xlabel("width m")
-        ax.set_ylabel("max gap to linear twin / L(0)")
         ax.set_title(f"rich limit (σ = {scales[0]:g}), α = {al:g}: gap vs width", fontsize=9)
         ax.legend(fontsize=7, loc="best")
     cbar = fig.colorbar(mesh, ax=axes[:, : ncol - 1], shrink=0.85)

@@ -1,5 +1,4 @@
-"""The run of :mod:`biasfree.claims.max_margin` (its claim, config and presets): the
-measurements and the checks that compare them with theory."""
+"""The run of :mod:`biasfree.claims.max_margin`: its measurements and their checks against theory."""
 
 from __future__ import annotations
 
@@ -50,7 +49,6 @@ def _directions(runs, w_svm, X, y) -> dict[str, dict]:
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
-    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
 
     progress("separable symmetric data, hard-margin SVM")
     key = jax.random.PRNGKey(seed)

@@ -12,19 +12,19 @@ from ... import theory
 from ...core.data import Dataset, symmetrize
 from ...core.inits import init_gaussian, pair_up
 from ...core.moments import whiten
+from ...core.targets import teacher_matrix
 from ...core.twin import linear_twin, slope_factor
 from ...dynamics.optimiser_twin import PROBE_RHOS, measure_degree, optimiser_twin, twin_scale
 from ...dynamics.optimisers import train
 from ...results import Result, at_most
 from ..base import Progress, _quiet
 from ..checks import crossing_time
-from . import BATCHED, IDENTITY, LABELS, MODES, SWEEP, Config
+from . import BATCHED, IDENTITY, LABELS, MEASURED, MODES, SWEEP, Config
 
 EPS = float(np.finfo(np.float64).eps)
 REL = 1e-7
 """Relative size of the jiggle (random signs) of init and data that measures a run's response."""
 MOMENTUM = 0.9
-LOSS_FRAC = "fraction of L(0)"
 
 
 def _gamma(k: int) -> float:
@@ -98,18 +98,14 @@ class _Problem:
     def __init__(self, cfg: Config, key):
         k_x, k_t, k_p = jax.random.split(key, 3)
         self.cfg = cfg
-        T = np.asarray(theory_teacher(k_t, cfg.d, cfg.teacher_s))
+        T = np.asarray(teacher_matrix(k_t, cfg.d, cfg.teacher_s))  # U diag(s) Vᵀ, Haar-random U, V
         self.Xp = np.asarray(jax.random.normal(k_x, (cfg.n, cfg.d)))
         self.Yp = self.Xp @ T.T
-        self.data = self.dataset(self.Xp, self.Yp)
+        self.data = Dataset(*symmetrize(self.Xp, self.Yp))
         p = len(cfg.teacher_s)
         self.pair = pair_up(init_gaussian(k_p, (cfg.d, cfg.width // 2, p), cfg.scale))
         self.records = cfg.steps + 1
         self.c, self.a = float(slope_factor(cfg.alpha)), twin_scale(cfg.alpha)
-
-    @staticmethod
-    def dataset(Xp, Yp) -> Dataset:
-        return Dataset(*symmetrize(Xp, Yp))
 
     def run(self, params, opt, alpha, data=None, steps=None, **kw):
         return train(params, self.data if data is None else data, opt, steps=steps or self.cfg.steps,
@@ -150,8 +146,8 @@ class _Problem:
 
         moved = jax.tree_util.tree_map(jiggle, params)
         by_init = self.run(moved, o.net, self.cfg.alpha, steps=steps, **kw)
-        by_data = self.run(params, o.net, self.cfg.alpha, data=self.dataset(jiggle(self.Xp), jiggle(self.Yp)),
-                           steps=steps, **kw)
+        by_data = self.run(params, o.net, self.cfg.alpha, steps=steps,
+                           data=Dataset(*symmetrize(jiggle(self.Xp), jiggle(self.Yp))), **kw)
         g = 2 * _gamma(_chain_length(params, 2 * self.cfg.n))
         out = {}
         for name, ref, a, b in (("loss", base["loss"], by_init.loss, by_data.loss),
@@ -159,13 +155,6 @@ class _Problem:
             resp = np.abs(np.asarray(a) - ref) + np.abs(np.asarray(b) - ref)
             out[f"bound_{name}"] = steps * g * resp / REL + g * np.abs(ref)
         return out
-
-
-def theory_teacher(key, d: int, s) -> np.ndarray:
-    """``T = U diag(s) Vᵀ`` (p, d), Haar-random U, V (:func:`biasfree.core.targets.teacher_matrix`)."""
-    from ...core.targets import teacher_matrix
-
-    return np.asarray(teacher_matrix(key, d, s))
 
 
 def _identity(run: dict) -> dict:
@@ -191,7 +180,7 @@ def _gap(net_loss, twin_loss) -> float:
 def _modes_data(cfg: Config, key):
     """Whitened symmetric Gaussian inputs, targets ``T x_raw``, ``T = U diag(modes_s) Vᵀ``."""
     k_x, k_t = jax.random.split(key)
-    T = theory_teacher(k_t, cfg.modes_d, cfg.modes_s)
+    T = np.asarray(teacher_matrix(k_t, cfg.modes_d, cfg.modes_s))
     X_raw = np.asarray(jax.random.normal(k_x, (cfg.modes_n, cfg.modes_d)))
     X_raw, Y = symmetrize(X_raw, X_raw @ T.T)
     X, _ = whiten(X_raw)
@@ -218,16 +207,13 @@ def _stages(tr, k, modes) -> dict:
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
-    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
     k_data, k_sweep, k_batch, k_modes, k_mi = jax.random.split(jax.random.PRNGKey(seed), 5)
     prob = _Problem(cfg, k_data)
     make = factories(cfg)
     mdata, modes = _modes_data(cfg, k_modes)
-    p_modes = modes.s.size
-    m_init = init_gaussian(k_mi, (cfg.modes_d, cfg.modes_width, p_modes), cfg.modes_scale)
-    names = ("sgd", "momentum", "nesterov", "adam", "sign_sgd", "lion", "adamw", "muon")
+    m_init = init_gaussian(k_mi, (cfg.modes_d, cfg.modes_width, modes.s.size), cfg.modes_scale)
     ident, kappa, sweep, batches, stages = {}, {}, {}, {}, {}
-    for name in names:  # all of one optimiser's runs together: its programs stay compiled
+    for name in make:  # all of one optimiser's runs together: its programs stay compiled
         progress(f"{LABELS[name]}: pair net and twin")
         o = _Opt(name, make[name], cfg.alpha)
         kappa[name] = o.kappa
@@ -273,20 +259,14 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
 
 
 def _result(cfg, seed, prob, modes, ident, kappa, sweep, batches, stages) -> Result:
-    checks = {}
-    for name in IDENTITY:
-        r = ident[name]
-        how = LABELS[name]
-        checks[f"{name}_pair_identity"] = at_most(
-            r["ratio"], 1.0,
-            f"Under {how} the pair net and its twin (√c·θ under optimiser_twin, κ = "
-            f"{kappa[name.removeprefix('mirrored_')]:g}) agree at every step in loss and final weights "
-            "within the round-off bound derived from the run's conditioning (module doc; value: the "
-            "largest gap ÷ bound).", unit="multiples of the round-off bound")
-    metrics = {"c": prob.c}
-    for name, r in ident.items():
-        metrics |= {f"{name}_{k}": v for k, v in r.items()}
-    metrics |= {f"{n}_kappa": v for n, v in kappa.items()}
+    checks = {f"{name}_pair_identity": at_most(
+        ident[name]["ratio"], 1.0,
+        f"Under {LABELS[name]} the pair net and its twin (√c·θ under optimiser_twin, κ = "
+        f"{kappa[name.removeprefix('mirrored_')]:g}) agree at every step in loss and final weights "
+        "within the round-off bound derived from the run's conditioning (module doc; value: the "
+        "largest gap ÷ bound).", unit="multiples of the round-off bound") for name in IDENTITY}
+    metrics = {"c": prob.c, **{f"{name}_{k}": v for name, r in ident.items() for k, v in r.items()},
+               **{f"{n}_kappa": v for n, v in kappa.items()}}
     for (name, width, scale, s), (g, learnt) in sweep.items():
         metrics[f"random_{name}_width{width}_scale{scale:g}_init{s}_gap"] = g
         metrics[f"random_{name}_width{width}_scale{scale:g}_init{s}_final_loss_fraction"] = learnt
@@ -300,15 +280,12 @@ def _result(cfg, seed, prob, modes, ident, kappa, sweep, batches, stages) -> Res
                 metrics[f"stages_{name}_{who}_half_step_mode{i + 1}"] = float(t)
 
     W, S, I = cfg.sweep_widths, cfg.sweep_scales, cfg.sweep_inits
+    shown = IDENTITY + MEASURED
     arrays = {
-        "identity_names": np.asarray(IDENTITY + ("muon", "adam_unscaled_eps")),
-        "identity_gap": np.asarray([ident[n]["gap"] for n in IDENTITY + ("muon", "adam_unscaled_eps")]),
-        "identity_bound": np.asarray([ident[n].get("bound", np.nan) for n in IDENTITY + ("muon",
-                                                                                       "adam_unscaled_eps")]),
-        "identity_ratio": np.asarray([ident[n].get("ratio", np.nan) for n in IDENTITY + ("muon",
-                                                                                       "adam_unscaled_eps")]),
-        "control_gap": np.asarray([ident[n].get("control_gap", np.nan) for n in IDENTITY + ("muon",
-                                                                                          "adam_unscaled_eps")]),
+        "identity_names": np.asarray(shown),
+        **{f"identity_{k}": np.asarray([ident[n].get(k, np.nan) for n in shown])
+           for k in ("gap", "bound", "ratio")},
+        "control_gap": np.asarray([ident[n].get("control_gap", np.nan) for n in shown]),
         "sweep_names": np.asarray(SWEEP),
         "sweep_gap": np.asarray([[[[sweep[n, w, s, i][0] for i in range(I)] for s in S] for w in W]
                                  for n in SWEEP]),
@@ -317,10 +294,8 @@ def _result(cfg, seed, prob, modes, ident, kappa, sweep, batches, stages) -> Res
                                  for n in BATCHED]),
         "modes_names": np.asarray(MODES), "modes_s": np.asarray(modes.s),
         "modes_k": stages[MODES[0]]["k"],
-        "modes_loss": np.asarray([[stages[n][w]["loss"] for w in ("relu", "twin")] for n in MODES]),
-        "modes_a": np.asarray([[stages[n][w]["a"] for w in ("relu", "twin")] for n in MODES]),
-        "modes_t_half": np.asarray([[stages[n][w]["t_half"] for w in ("relu", "twin")] for n in MODES]),
-        "modes_plateaus": np.asarray([[stages[n][w]["plateaus"] for w in ("relu", "twin")] for n in MODES]),
+        **{f"modes_{k}": np.asarray([[stages[n][w][k] for w in ("relu", "twin")] for n in MODES])
+           for k in ("loss", "a", "t_half", "plateaus")},
     }
     mu = ident["muon"]
     notes = (

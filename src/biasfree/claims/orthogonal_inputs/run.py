@@ -1,5 +1,4 @@
-"""The run of :mod:`biasfree.claims.orthogonal_inputs` (its claim, config and presets): the
-measurements and the checks that compare them with theory."""
+"""The run of :mod:`biasfree.claims.orthogonal_inputs`: its measurements and their checks against theory."""
 
 from __future__ import annotations
 
@@ -45,7 +44,7 @@ def _quantiles(a, mask):
 
 def _problem(cfg: Config, rng) -> dict:
     """Directions Q, odd target o, even part e (ranked with |o|: Σ|o|e > 0), a mixed even
-    part (|e_i| > |o_i| for about 1/3 of pairs), the three data sets, and the inits."""
+    part (|e_i| > |o_i| for about 1/3 of pairs), the three data sets, the inits and β* = Qo/||o||."""
     n, d, m = cfg.n, cfg.d, cfg.width
     Q, _ = np.linalg.qr(rng.normal(size=(d, n)))
     o = rng.choice([-1.0, 1.0], size=n) * (0.5 + rng.uniform(size=n))
@@ -59,7 +58,7 @@ def _problem(cfg: Config, rng) -> dict:
     mags = np.abs(rng.normal(size=(2, m // 2))) + 0.1  # a±(0) = the random init's, in expectation
     mags *= np.sqrt(m * d * cfg.scale**2 / 2 / np.sum(mags**2, axis=1, keepdims=True))
     inits["aligned"] = aligned_halves_init(Q, o, e, mags)
-    return dict(Q=Q, o=o, e=e, targets=targets, inits=inits,
+    return dict(Q=Q, o=o, e=e, targets=targets, inits=inits, beta_star=Q @ o / np.linalg.norm(o),
                 data={k: orthogonal_data(Q, *y) for k, y in targets.items()})
 
 
@@ -182,7 +181,6 @@ def _loss(F, data: Dataset):  # mean half squared error along a path of outputs 
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
-    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
     progress("data and initialisations")
     P = _problem(cfg, np.random.default_rng(seed))
     steps = int(np.ceil(cfg.t_max / cfg.lr))
@@ -253,8 +251,7 @@ def _checks(cfg: Config, H: dict, align: dict) -> dict:
 
 
 def _metrics(P: dict, R: dict, H: dict, G: dict, align: dict) -> dict:
-    Q, o = P["Q"], P["o"]
-    beta_star = Q @ o / np.linalg.norm(o)
+    Q, beta_star = P["Q"], P["beta_star"]
     s_odd = G["s_odd"]  # the ReLU twin's rate is 2c s_odd = s_odd
     D_mix = align["mixed"]["D"]
 
@@ -294,8 +291,7 @@ def _metrics(P: dict, R: dict, H: dict, G: dict, align: dict) -> dict:
 
 
 def _arrays(cfg: Config, P: dict, R: dict, H: dict, G: dict, align: dict, t) -> dict:
-    s_pm, o = H["s_pm"], P["o"]
-    beta_star = P["Q"] @ o / np.linalg.norm(o)
+    s_pm, o, beta_star = H["s_pm"], P["o"], P["beta_star"]
     arrays = {
         "t": t, "loss_full": G["L_full"], "loss_aligned": G["L_al"], "loss_half_nets": G["L_pred"],
         "loss_odd": G["L_odd"], "loss_odd_twin": G["L_twin"],

@@ -45,9 +45,8 @@ def figure(result: Result):
     for k, (name, col) in enumerate(zip(("odd, linear (βᵀx)", "odd, nonlinear", "even"),
                                         ("C2", "C3", "C4"), strict=True)):
         ax[2].bar(x + (k - 1) * 0.27, S[:, k], 0.27, color=col, label=name)
-    ax[2].set_yscale("log")
     ax[2].set_xticks(x, names)
-    ax[2].set(ylabel="energy <||·||²> on the training set", ylim=(1e-33, 1e6),
+    ax[2].set(yscale="log", ylabel="energy <||·||²> on the training set", ylim=(1e-33, 1e6),
               title=f"(c) trained nets: odd/even split (bars at {_TINY:g}: round-off)")
     ax[2].legend(fontsize=7, loc="upper center", ncol=3)
     claim_title(fig, result, f"Random-init gap {100 * M['random_gap_to_twin_median']:.2g}% of L(0) "

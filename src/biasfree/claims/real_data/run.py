@@ -1,5 +1,4 @@
-"""The run of :mod:`biasfree.claims.real_data` (its claim, config and presets): the
-measurements and the checks that compare them with theory."""
+"""The run of :mod:`biasfree.claims.real_data`: its measurements and their checks against theory."""
 
 from __future__ import annotations
 
@@ -69,7 +68,6 @@ def _predictions(members: dict[str, Member], data: Dataset, t, cfg: Config):
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
-    """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``."""
     a = cfg.alpha
 
     progress("data: digits, held-out split, symmetrise, whiten(rank='auto')")

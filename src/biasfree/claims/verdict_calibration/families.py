@@ -133,19 +133,15 @@ def conv(cfg: Config, key, X, Y, shape: tuple[int, ...]) -> list[Point]:
 def build(cfg: Config, seed: int, X, Y, gaussian, setup) -> dict[str, list[Point]]:
     """Every family of ``cfg.families`` (the symmetric data ``X``, ``Y`` of the grid for the
     dense ones; its own signals for each conv family), drawn from ``seed``."""
-    out = {}
+    out, dense = {}, {"pairs-large-init": pairs, "depth3": depth3, "weight-decay": weight_decay}
     for i, name in enumerate(FAMILIES):
         if name not in cfg.families:
             continue
         rng = np.random.default_rng([seed, 100 + i])
         if name == "trained":
             out[name] = trained(cfg, rng, X, Y, gaussian, setup)
-        elif name == "pairs-large-init":
-            out[name] = pairs(cfg, rng, X, Y, gaussian)
-        elif name == "depth3":
-            out[name] = depth3(cfg, rng, X, Y, gaussian)
-        elif name == "weight-decay":
-            out[name] = weight_decay(cfg, rng, X, Y, gaussian)
+        elif name in dense:
+            out[name] = dense[name](cfg, rng, X, Y, gaussian)
         else:
             shape = (cfg.conv_length,) if name == "conv1d" else (cfg.conv_image, cfg.conv_image)
             Xc, Yc = conv_data(rng, shape, cfg.conv_n, cfg.conv_kernel)

@@ -1,5 +1,4 @@
-"""The run of :mod:`biasfree.claims.verdict_calibration` (its claim, config and presets): the
-measurements and the checks that compare them with theory."""
+"""The run of :mod:`biasfree.claims.verdict_calibration`: its measurements and their checks against theory."""
 
 from __future__ import annotations
 
@@ -14,6 +13,7 @@ from ...core.moments import whiten
 from ...core.targets import sine_target
 from ...results import Result, at_most
 from ..base import Progress, _quiet
+from ..checks import numpy_gaussian
 from . import STRUCTURAL, Config, families
 from .evaluate import evaluate, measure, truth_setup
 from .summary import summarise
@@ -36,20 +36,10 @@ def _data(rng, w, cfg: Config, asym: float):
     return Xw, target(Xw)
 
 
-def _gaussian(rng, widths, scale, bias):
-    """N(0, scale²) weights (and biases): :func:`biasfree.init_gaussian`'s law, drawn by NumPy
-    (no compiled random call per shape)."""
-    return tuple(Layer(scale * rng.normal(size=(o, i)), scale * rng.normal(size=o) if bias else None)
-                 for i, o in zip(widths[:-1], widths[1:], strict=True))
-
-
 def _torch_default(rng, widths, bias):
-    layers = []
-    for i, o in zip(widths[:-1], widths[1:], strict=True):
-        bound = 1.0 / np.sqrt(i)
-        layers.append(Layer(rng.uniform(-bound, bound, (o, i)),
-                            rng.uniform(-bound, bound, o) if bias else None))
-    return tuple(layers)
+    """nn.Linear's default init: weights and biases U(±1/√fan_in)."""
+    return tuple(Layer(rng.uniform(-b, b, (o, i)), rng.uniform(-b, b, o) if bias else None)
+                 for i, o, b in zip(widths[:-1], widths[1:], 1.0 / np.sqrt(widths[:-1]), strict=True))
 
 
 def _pad(params, m: int):
@@ -72,10 +62,9 @@ def _truths(points, max_steps: int, pad_to, progress: Progress):
     the horizon, for ``points`` [(params, X, Y)]: each net and its twin padded to width
     ``pad_to(m)`` (:func:`_pad`), the nets of one shape run as one batch (:func:`~.evaluate.measure`)."""
     setups = [truth_setup(p, X, Y, max_steps) for p, X, Y in points]
-    runs = []
-    for (p, X, Y), (twin, ks, lr, steps, _) in zip(points, setups, strict=True):
-        m = pad_to(np.shape(p[0].W)[0])
-        runs.append((_pad(p, m), _pad(twin, m), X, Y, lr, steps, ks, 0.0))
+    runs = [(_pad(p, m), _pad(twin, m), X, Y, lr, steps, ks, 0.0)
+            for (p, X, Y), (twin, ks, lr, steps, _) in zip(points, setups, strict=True)
+            for m in [pad_to(np.shape(p[0].W)[0])]]
     return measure(runs, progress), np.array([s[3] for s in setups]), np.array([s[4] for s in setups])
 
 
@@ -86,10 +75,8 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     _, w = sine_target(jax.random.PRNGKey(seed), cfg.d)
     cols = [f"{s:g}" for s in cfg.scales] + (["torch"] if cfg.torch_default else [])
     shape = (len(cfg.depths), len(cfg.biases), len(cfg.asymmetries), len(cfg.widths), len(cols))
-    pred = np.zeros(shape, bool)
-    undecided = np.zeros(shape, bool)
+    pred, undecided, structural = (np.zeros(shape, bool) for _ in range(3))
     level = np.zeros(shape, int)
-    structural = np.zeros(shape, bool)
     interval = np.zeros(shape + (3,))
     points, where = [], []
     for ia, asym in enumerate(cfg.asymmetries):
@@ -101,7 +88,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
                     widths = (cfg.d,) + (m,) * (L - 1) + (1,)
                     for js, col in enumerate(cols):
                         params = (_torch_default(rng, widths, bias) if col == "torch"
-                                  else _gaussian(rng, widths, float(col), bias))
+                                  else numpy_gaussian(rng, widths, float(col), bias))
                         a = analyse(params, (X, Y), alpha=0.0, t_max=1.0, n_times=2)
                         t = a.verdict.training
                         at = (iL, ib, ia, iw, js)
@@ -150,9 +137,9 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     }
     progress("families: trained, pairs at large init, conv, depth 3, weight decay")
     Xf, Yf = _data(np.random.default_rng([seed, 99]), w, cfg, 0.0)
-    built = families.build(cfg, seed, Xf, Yf, _gaussian, lambda p, X, Y: truth_setup(p, X, Y, cfg.max_steps))
-    fams = evaluate(built, cfg.max_steps, progress)
-    f_checks, f_metrics, f_arrays, f_notes = summarise(fams)
+    built = families.build(cfg, seed, Xf, Yf, numpy_gaussian,
+                           lambda p, X, Y: truth_setup(p, X, Y, cfg.max_steps))
+    f_checks, f_metrics, f_arrays, f_notes = summarise(evaluate(built, cfg.max_steps, progress))
     checks |= f_checks
     metrics = {"agreement": agree, "points": int(np.sum(full)), "decided": int(np.sum(decided)),
                "undecided": int(np.sum(undecided & full)), "paper_level": vd.PAPER_LEVEL,
