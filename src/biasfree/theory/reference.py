@@ -27,6 +27,7 @@ The linear net's gradient flow uses only ``Σ_xx = XᵀX/N``, ``Σ_yx = YᵀX/N`
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 
@@ -96,10 +97,7 @@ def moment_loss(P, Sxx, Syx, y_power: float):
 
 
 def _product(Ws):
-    P = Ws[0]
-    for W in Ws[1:]:
-        P = W @ P
-    return P
+    return functools.reduce(lambda P, W: W @ P, Ws)
 
 
 @takes_net(bias_free=True)
@@ -133,8 +131,7 @@ def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
     if time_budget is not None:
         time_budget = v.positive("time_budget", time_budget, scalar=True, why="seconds of the ODE")
     shapes = [np.shape(layer.matrix) for layer in params]
-    sizes = [int(np.prod(s)) for s in shapes]
-    splits = np.cumsum(sizes)[:-1]
+    splits = np.cumsum([int(np.prod(s)) for s in shapes])[:-1]
 
     def unpack(theta):
         return [c.reshape(s) for c, s in zip(np.split(theta, splits), shapes, strict=True)]
