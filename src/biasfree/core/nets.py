@@ -104,10 +104,14 @@ def forward(params: Params, X: Array, alpha) -> Array:
 
 def _forward(params: Params, X, alpha):
     """:func:`forward` unchecked."""
-    H = X
-    for layer in params[:-1]:
-        H = _leaky_relu(layer.apply(H), alpha)
-    return params[-1].apply(H)
+    return _rest(params, params[0].apply(X), alpha)
+
+
+def _rest(params: Params, Z, alpha):
+    """The net after its first layer's pre-activations ``Z``."""
+    for layer in params[1:]:
+        Z = layer.apply(_leaky_relu(Z, alpha))
+    return Z
 
 
 @validate.array_args("X")
