@@ -50,15 +50,10 @@ def init_gaussian(key, widths: tuple[int, ...], scale=1.0, *, bias: bool = False
     if bias_scale is not None:
         bias_scale = validate.nonnegative("bias_scale", bias_scale, scalar=True)
     keys = jax.random.split(key, 2 * (len(w) - 1))
-    layers = []
-    for i, (n_in, n_out) in enumerate(zip(w[:-1], w[1:], strict=True)):
-        W = scales[i] * normal(keys[2 * i], (n_out, n_in))
-        b = None
-        if bias:
-            bs = scales[i] if bias_scale is None else float(bias_scale)
-            b = bs * normal(keys[2 * i + 1], (n_out,))
-        layers.append(Layer(W, b))
-    return tuple(layers)
+    bs = scales if bias_scale is None else (float(bias_scale),) * len(scales)
+    return tuple(Layer(scales[i] * normal(keys[2 * i], (n_out, n_in)),
+                       bs[i] * normal(keys[2 * i + 1], (n_out,)) if bias else None)
+                 for i, (n_in, n_out) in enumerate(zip(w[:-1], w[1:], strict=True)))
 
 
 @precise
@@ -126,19 +121,15 @@ def init_rank_one(key, d: int, width: int, scale: float, *, direction=None,
             validate.finite_array(name, vec, ndim=1)
     k1, k2, k3 = jax.random.split(key, 3)
     r = normal(k1, (d,)) if direction is None else jnp.asarray(direction, float)
-    if out_direction is None:
-        q = jnp.ones((1,)) if p == 1 else normal(k3, (p,))
-    else:
-        q = jnp.asarray(out_direction, float)
+    q = ((jnp.ones((1,)) if p == 1 else normal(k3, (p,))) if out_direction is None
+         else jnp.asarray(out_direction, float))
     for name, vec, n in (("direction", r, d), ("out_direction", q, p)):
         traced = validate.traced(vec)  # under jit only the shape is known
         if vec.shape != (n,) or (not traced and not float(jnp.linalg.norm(vec)) > 0):
             raise ValueError(f"{name} must be a non-zero vector of shape ({n},), got shape "
                              f"{vec.shape}")
     r, q = r / jnp.linalg.norm(r), q / jnp.linalg.norm(q)
-    m = width // 2
-    mags = jnp.abs(normal(k2, (2, m))) + 0.1
-    pos, neg = mags[0], mags[1]
+    pos, neg = jnp.abs(normal(k2, (2, width // 2))) + 0.1
     neg = neg * jnp.sqrt(jnp.sum(pos**2) / jnp.sum(neg**2))  # Σ v|v| = 0
     v = jnp.concatenate([pos, -neg])
     v = v * jnp.sqrt(scale / jnp.sum(v**2))  # Σ v² = a_0
