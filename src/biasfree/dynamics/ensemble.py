@@ -92,8 +92,7 @@ class Runs:
         a, b = self[name], self.twin(name)
         if test and a.test_loss is None:
             raise ValueError(f"member {name!r} has no test loss: train on a Dataset with X_test, Y_test")
-        L, Lt = (np.asarray(a.test_loss), np.asarray(b.test_loss)) if test else (np.asarray(a.loss),
-                                                                               np.asarray(b.loss))
+        L, Lt = (np.asarray(r.test_loss if test else r.loss) for r in (a, b))
         return float(np.max(np.abs(L - Lt)) / L[0])
 
 

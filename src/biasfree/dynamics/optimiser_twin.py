@@ -70,9 +70,7 @@ def _probe(rng, params, scale):
     def draw(shape):
         return scale * rng.choice([-1.0, 1.0], size=shape) * 10.0 ** rng.uniform(-6, 0, size=shape)
 
-    leaves, tree = jax.tree_util.tree_flatten(params)
-    return [(jax.tree_util.tree_unflatten(tree, [draw(np.shape(x)) for x in leaves]),
-             jax.tree_util.tree_unflatten(tree, [draw(np.shape(x)) for x in leaves]))
+    return [tuple(jax.tree_util.tree_map(lambda x: draw(np.shape(x)), params) for _ in range(2))
             for _ in range(PROBE_STEPS)]
 
 

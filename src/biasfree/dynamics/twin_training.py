@@ -189,12 +189,11 @@ def gaps_batched(params: Params, twin: Params, X, Y, *, alpha: float, lr, time_s
 def relative_movement(before: Params, after: Params) -> tuple[float, ...]:
     """Per layer ``‖A_l(T) − A_l(0)‖_F / ‖A_l(0)‖_F``, A_l the layer's matrix (∞ for a layer that
     started at 0)."""
-    out = []
-    for a, b in zip(before, after, strict=True):
-        n0 = float(np.linalg.norm(np.asarray(a.matrix)))
-        d = float(np.linalg.norm(np.asarray(b.matrix) - np.asarray(a.matrix)))
-        out.append(d / n0 if n0 > 0 else float("inf"))
-    return tuple(out)
+    def one(a, b):
+        A = np.asarray(a.matrix)
+        n0 = float(np.linalg.norm(A))
+        return float(np.linalg.norm(np.asarray(b.matrix) - A)) / n0 if n0 > 0 else float("inf")
+    return tuple(one(a, b) for a, b in zip(before, after, strict=True))
 
 
 def row_alignment(W1, directions) -> float:
