@@ -16,6 +16,8 @@ Everything here is a pure function of arrays; α may be a traced value, so ensem
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -183,10 +185,7 @@ def _beta_eff(params: Params, alpha, X=None, pinv_X=None):
 @takes_net()
 def end_to_end_linear(params: Params) -> Array:
     """Product ``W_L ... W_1`` of shape (p, d): the map a linear (α = 1) net computes."""
-    P = params[0].matrix
-    for layer in params[1:]:
-        P = layer.matrix @ P
-    return P
+    return functools.reduce(lambda P, layer: layer.matrix @ P, params[1:], params[0].matrix)
 
 
 def effective_rank(sv) -> np.ndarray:

@@ -160,8 +160,7 @@ def load_data(path_or_name, *, target: str = "onehot", symmetrize_data: bool | N
     if symmetrize_data is not None:
         validate.flag("symmetrize_data", symmetrize_data)
     seed = validate.seed(seed)
-    if n is not None:
-        n = validate.integer("n", n, 1)
+    n = None if n is None else validate.integer("n", n, 1)
     if isinstance(y_columns, bool) or not isinstance(y_columns, int) or y_columns < 1:
         raise ValueError(f"y_columns={y_columns!r} must be an integer >= 1")
     key = str(path_or_name)

@@ -48,10 +48,8 @@ def _excess(z, kappa):
 def _integral(lo, hi, kappa):
     """``∫_lo^hi (1 + e^{-ζ})^κ dζ = (hi - lo) + ∫ ((1 + e^{-ζ})^κ - 1) dζ``."""
     a, b = min(lo, _XI_FLAT), min(hi, _XI_FLAT)
-    extra = 0.0
-    if b > a:
-        extra = quad(_excess, a, b, args=(kappa,), epsabs=0.0, epsrel=1e-13, limit=200)[0]
-    return (hi - lo) + extra
+    return (hi - lo) + (quad(_excess, a, b, args=(kappa,), epsabs=0.0, epsrel=1e-13, limit=200)[0] if b > a
+                        else 0.0)
 
 
 def _logit_path(t, s: float, a0: float, L: int):

@@ -149,10 +149,8 @@ def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
     t = np.atleast_1d(v.times("t", t, ndim=(0, 1)))
     ts, inverse = np.unique(t, return_inverse=True)
     theta0 = np.concatenate([np.asarray(layer.matrix, float).ravel() for layer in params])
-    if ts[-1] == 0.0:
-        Ps = _product(unpack(theta0))[None]
-    else:
-        Ps = np.stack(_integrate(field, theta0, ts, rtol, atol, lambda y: _product(unpack(y)), time_budget))
+    Ps = (_product(unpack(theta0))[None] if ts[-1] == 0.0 else
+          np.stack(_integrate(field, theta0, ts, rtol, atol, lambda y: _product(unpack(y)), time_budget)))
     inverse = inverse.ravel()
     return Ps[inverse[inverse < len(Ps)]]
 
