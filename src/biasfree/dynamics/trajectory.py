@@ -152,7 +152,19 @@ def observe(params: Params, X, Y, alpha, loss: str, X_test=None, Y_test=None,
     least-squares ``β_eff = X₊⁺ f_odd(X₊)``: the same numbers as the general path, to
     round-off.
     """
-    _check_observe(params, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored)
+    validate.flag("mirrored", mirrored)
+    p = check_run_args(params, X, Y, alpha, loss, mirrored=mirrored)
+    if (X_test is None) != (Y_test is None):
+        raise ValueError("X_test, Y_test: give both (the held-out set) or neither")
+    if X_test is not None:
+        _check_apply(params, X_test, alpha, "X_test")
+        _check_targets(Y_test, np.shape(X_test)[0], p, loss, "Y_test")
+    if pinv_X is not None:
+        validate.finite_array("pinv_X", pinv_X, ndim=2)
+        want = (np.shape(X)[1], np.shape(X)[0])
+        if np.shape(pinv_X) != want:
+            raise ValueError(f"pinv_X has shape {np.shape(pinv_X)}; it must be X⁺ of shape {want} "
+                             "(np.linalg.pinv(X)), or None")
     return _observe(params, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored)
 
 
@@ -176,19 +188,3 @@ def _observe(params: Params, X, Y, alpha, loss: str, X_test=None, Y_test=None, p
             "singular_values": tuple(jnp.linalg.svd(layer.matrix, compute_uv=False) for layer in params),
             "conserved": _conserved(params), "test_loss": None if X_test is None
             else _loss_value(_forward(params, X_test, alpha), Y_test, loss)}
-
-
-def _check_observe(params, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored) -> None:
-    validate.flag("mirrored", mirrored)
-    p = check_run_args(params, X, Y, alpha, loss, mirrored=mirrored)
-    if (X_test is None) != (Y_test is None):
-        raise ValueError("X_test, Y_test: give both (the held-out set) or neither")
-    if X_test is not None:
-        _check_apply(params, X_test, alpha, "X_test")
-        _check_targets(Y_test, np.shape(X_test)[0], p, loss, "Y_test")
-    if pinv_X is not None:
-        validate.finite_array("pinv_X", pinv_X, ndim=2)
-        want = (np.shape(X)[1], np.shape(X)[0])
-        if np.shape(pinv_X) != want:
-            raise ValueError(f"pinv_X has shape {np.shape(pinv_X)}; it must be X⁺ of shape {want} "
-                             "(np.linalg.pinv(X)), or None")

@@ -174,16 +174,15 @@ def gaps_batched(params: Params, twin: Params, X, Y, *, alpha: float, lr, time_s
             full[idx] = np.asarray(part)
         if progress is not None:
             progress(min(k0 + chunk, K + 1), K + 1)
-    p, q, gmax, kmax = state
-    L0 = np.asarray(loss0)
+    gmax, kmax = state[2:]
     ok = np.isfinite(gmax)  # a NaN loss never beats the running maximum: look at the weights too
-    for leaf in jax.tree_util.tree_leaves((p, q)):
+    for leaf in jax.tree_util.tree_leaves(state[:2]):
         ok &= np.all(np.isfinite(leaf.reshape(B, -1)), axis=1)
     if not np.all(ok):
         bad = np.nonzero(~ok)[0]
         raise FloatingPointError(f"gradient descent diverged for batch members {bad.tolist()} (lr "
                                  f"{lr[bad].tolist()}): the step is too large")
-    return gmax, kmax, L0
+    return gmax, kmax, np.asarray(loss0)
 
 
 def relative_movement(before: Params, after: Params) -> tuple[float, ...]:
