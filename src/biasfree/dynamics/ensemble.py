@@ -132,7 +132,6 @@ def gd_members(members: Mapping[str, Member], data: Dataset, cfg: GDConfig) -> R
         tr = gd_ensemble(params, data, cfg, alpha=np.array([m.alpha for m in ms], dtype=float),
                          lr=np.array([cfg.lr if m.lr is None else m.lr for m in ms], dtype=float),
                          weight_decay=np.array([m.weight_decay for m in ms], dtype=float))
-        for i, k in enumerate(keys):
-            out[k] = tr.member(i)
+        out |= {k: tr.member(i) for i, k in enumerate(keys)}
     return Runs({n: out[(n, False)] for n in members},
                 {n: out[(n, True)] for n, m in members.items() if m.twin})

@@ -102,29 +102,25 @@ def train_with_twin(params: Params, twin: Params, X, Y, *, alpha: float, lr: flo
     bounds = np.unique(np.linspace(0, steps, max(2, min(n_records, steps + 1))).round().astype(int))
     state = (params, twin, jnp.asarray(-1.0), jnp.asarray(0))
     rec = [tuple(float(v) for v in _observe(params, twin, X, Y, float(alpha), loss))]
-    ks = [0]
     args = (X, Y, Xg, float(alpha), float(lr), float(lr * time_scale), float(weight_decay),
             float(weight_decay / time_scale))
     start = time.monotonic()
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         state, obs = _chunk(state, int(a), int(b - a), *args, loss=loss, mirrored=half is not None)
         rec.append(tuple(float(v) for v in obs))
-        ks.append(int(b))
         if progress is not None:
             progress(int(b), steps)
         if time_budget is not None and time.monotonic() - start > time_budget:
             break
     p, q, gmax, kmax = state
-    Lp, Lq, E = map(np.asarray, zip(*rec, strict=True))
+    ks, (Lp, Lq, E) = [int(k) for k in bounds[:len(rec)]], map(np.asarray, zip(*rec, strict=True))
     if not (np.all(np.isfinite(Lp)) and np.all(np.isfinite(Lq))):
         bad = int(np.argmax(~(np.isfinite(Lp) & np.isfinite(Lq))))
         raise FloatingPointError(f"gradient descent diverged by step {ks[bad]} with lr={lr:g}: the step is "
                                  f"too large (GD is stable only for lr < 2/λ_max(Hessian)); "
                                  f"try lr={lr / 4:g}")
     # the loop measured steps 0..K-1 before each update; step K is the last record
-    gap, step = float(gmax), int(kmax)
-    if abs(Lp[-1] - Lq[-1]) > gap:
-        gap, step = float(abs(Lp[-1] - Lq[-1])), ks[-1]
+    gap, step = max((float(gmax), int(kmax)), (float(abs(Lp[-1] - Lq[-1])), ks[-1]), key=lambda g: g[0])
     return PairedRun(ks[-1], np.asarray(ks), Lp, Lq, E, gap, step, p, q)
 
 
