@@ -228,9 +228,8 @@ def _ray_floors(target, X, cov, radial, per_point):
 
     A, B, err = ray_moments(both, Z / norms, L=L, radial=radial, name="target")
     p = A.shape[1] // 2
-    even, even_err = _ray_residual(A[:, :p], B[:, :p], err, m2)
-    full, full_err = _ray_residual(A[:, p:], B[:, p:], err, m2)
-    return (even, even_err), (full, full_err), np.sum(A[:, p:], axis=1)
+    return (_ray_residual(A[:, :p], B[:, :p], err, m2), _ray_residual(A[:, p:], B[:, p:], err, m2),
+            np.sum(A[:, p:], axis=1))
 
 
 @precise

@@ -218,12 +218,11 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
         mv = mirror_violation(X, Y)
         mv_rel = mv / max(max_row_norm(X, Y), 1e-300)
         head = f"leaky net mapped to its linear twin (c = {slope_factor(alpha):g}); "
+        exact = not (e_rel > EVEN_TOL or mv_rel > symmetry_tol)
         if e_rel > EVEN_TOL:
-            exact = False
             notes.append(head + f"APPROXIMATE: even-part energy {e0:.3g} at init ({e_rel:.3g} of the "
                                 "output energy; docs/theory.md §2.6)")
         elif mv_rel > symmetry_tol:
-            exact = False
             notes.append(head + f"APPROXIMATE: even part zero at init but the data are not "
                                 f"mirror-symmetric (mirror violation {mv:.3g}, {mv_rel:.3g} of the "
                                 f"largest row norm > symmetry_tol={symmetry_tol:g}), so the even "
