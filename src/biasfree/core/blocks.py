@@ -17,18 +17,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .layers import Params
-from .nets import _check_apply, _leaky_relu
+from .nets import _check_apply, _forward, _rest
 from .precision import precise
 
 BLOCK_ENTRIES = 2**22
 """Numbers of the widest layer per row block (32 MiB in float64)."""
-
-
-def _rest(params, Z, alpha):
-    """The net after its first layer's pre-activations ``Z``."""
-    for layer in params[1:]:
-        Z = layer.apply(_leaky_relu(Z, alpha))
-    return Z
 
 
 @jax.jit
@@ -39,9 +32,7 @@ def _pair(params, Xb, alpha):
     return _rest(params, Z, alpha), _rest(params, Zm, alpha)
 
 
-@jax.jit
-def _one(params, Xb, alpha):
-    return _rest(params, params[0].apply(Xb), alpha)
+_one = jax.jit(lambda params, Xb, alpha: (_forward(params, Xb, alpha),))
 
 
 def _blocks(fn, params, X, alpha, n_out: int):
@@ -54,8 +45,7 @@ def _blocks(fn, params, X, alpha, n_out: int):
     outs = [np.empty((N, params[-1].n_out), dtype=X.dtype) for _ in range(n_out)]
     a = jnp.asarray(alpha, X.dtype)
     for i in range(0, N, step):
-        res = fn(tuple(params), X[i:i + step], a)
-        for out, r in zip(outs, res if n_out > 1 else (res,), strict=True):
+        for out, r in zip(outs, fn(tuple(params), X[i:i + step], a), strict=True):
             out[i:i + step] = np.asarray(r)
     return outs
 
@@ -72,5 +62,4 @@ def outputs_and_mirror(params: Params, X, alpha) -> tuple[np.ndarray, np.ndarray
     """``(f(X), f(-X))``, each (N, p), computed in row blocks sharing the first layer's
     product when it has no bias (module doc); ``f_odd = (f(X) − f(−X))/2``,
     ``f_even = (f(X) + f(−X))/2``."""
-    F, Fm = _blocks(_pair, params, X, alpha, 2)
-    return F, Fm
+    return tuple(_blocks(_pair, params, X, alpha, 2))

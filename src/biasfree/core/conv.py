@@ -212,11 +212,5 @@ def is_conv(params) -> bool:
 def drop_zero_biases(params) -> tuple[tuple, int]:
     """``params`` with every bias that is exactly zero removed (such a layer computes the
     bias-free map), and how many were removed. Nonzero biases are kept."""
-    out, dropped = [], 0
-    for layer in params:
-        b = layer.bias
-        if b is not None and not np.any(np.asarray(b)):
-            layer = layer.without_bias()
-            dropped += 1
-        out.append(layer)
-    return tuple(out), dropped
+    zero = [layer.bias is not None and not np.any(np.asarray(layer.bias)) for layer in params]
+    return tuple(la.without_bias() if z else la for la, z in zip(params, zero, strict=True)), sum(zero)

@@ -58,9 +58,7 @@ class Dataset:
         inputs = X[: X.shape[0] // 2] if mirrored else X
         if mirrored and isinstance(inputs, np.ndarray):
             inputs = inputs.copy()  # let the full array go
-        for name, value in (("inputs", inputs), ("Y", Y), ("X_test", X_test), ("Y_test", Y_test),
-                            ("mirrored", mirrored)):
-            object.__setattr__(self, name, value)
+        _fill(self, inputs, Y, X_test, Y_test, mirrored)
 
     @property
     def X(self) -> Array:
@@ -76,11 +74,6 @@ class Dataset:
     def has_test(self) -> bool:
         return self.X_test is not None
 
-    @property
-    def arrays(self) -> tuple:
-        """``(X, Y, X_test, Y_test)`` with the full training inputs."""
-        return (self.X, self.Y, self.X_test, self.Y_test)
-
 
 def mirrored_half(X) -> np.ndarray | None:
     """X₊ when the rows of ``X`` (N, d) are exactly ``[X₊; -X₊]`` (bitwise; N even), else None."""
@@ -89,20 +82,16 @@ def mirrored_half(X) -> np.ndarray | None:
     return X[:n] if X.shape[0] == 2 * n and n and np.array_equal(X[n:], -X[:n]) else None
 
 
-def _dataset_flatten(ds: Dataset):
-    return (ds.inputs, ds.Y, ds.X_test, ds.Y_test), ds.mirrored
-
-
-def _dataset_unflatten(mirrored, children) -> Dataset:
-    ds = object.__new__(Dataset)
-    for name, value in zip(("inputs", "Y", "X_test", "Y_test"), children, strict=True):
+def _fill(ds: Dataset, *values) -> Dataset:
+    """Set the frozen fields ``inputs, Y, X_test, Y_test, mirrored`` of ``ds``."""
+    for name, value in zip(("inputs", "Y", "X_test", "Y_test", "mirrored"), values, strict=True):
         object.__setattr__(ds, name, value)
-    object.__setattr__(ds, "mirrored", mirrored)
     return ds
 
 
 # A pytree, so that jit/vmap take a Dataset and precision casts reach its arrays.
-jax.tree_util.register_pytree_node(Dataset, _dataset_flatten, _dataset_unflatten)
+jax.tree_util.register_pytree_node(Dataset, lambda ds: ((ds.inputs, ds.Y, ds.X_test, ds.Y_test), ds.mirrored),
+                                   lambda mirrored, arrays: _fill(object.__new__(Dataset), *arrays, mirrored))
 
 
 @precise
@@ -131,12 +120,9 @@ def symmetrize(X, Y=None):
     """Append the mirror images: ``X -> [X; -X]`` and ``Y -> [Y; -Y]`` (§2.1)."""
     if Y is None:
         validate.finite_array("X", X, ndim=2)
-    else:
-        validate.data(X, Y)
-    Xs = jnp.concatenate([X, -X], axis=0)
-    if Y is None:
-        return Xs
-    return Xs, jnp.concatenate([Y, -Y], axis=0)
+        return jnp.concatenate([X, -X], axis=0)
+    validate.data(X, Y)
+    return jnp.concatenate([X, -X], axis=0), jnp.concatenate([Y, -Y], axis=0)
 
 
 @validate.array_args("X", "Y")

@@ -8,6 +8,7 @@ equal its linear twin; :func:`from_arrays` wraps given matrices, :func:`pad_hidd
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 import jax
@@ -47,18 +48,12 @@ def init_gaussian(key, widths: tuple[int, ...], scale=1.0, *, bias: bool = False
     validate.key(key)
     scales = _layer_scales(scale, len(w) - 1)
     validate.flag("bias", bias)
-    if bias_scale is not None:
-        bias_scale = validate.nonnegative("bias_scale", bias_scale, scalar=True)
+    bias_scale = None if bias_scale is None else validate.nonnegative("bias_scale", bias_scale, scalar=True)
     keys = jax.random.split(key, 2 * (len(w) - 1))
-    layers = []
-    for i, (n_in, n_out) in enumerate(zip(w[:-1], w[1:], strict=True)):
-        W = scales[i] * normal(keys[2 * i], (n_out, n_in))
-        b = None
-        if bias:
-            bs = scales[i] if bias_scale is None else float(bias_scale)
-            b = bs * normal(keys[2 * i + 1], (n_out,))
-        layers.append(Layer(W, b))
-    return tuple(layers)
+    bs = scales if bias_scale is None else (float(bias_scale),) * len(scales)
+    return tuple(Layer(scales[i] * normal(keys[2 * i], (n_out, n_in)),
+                       bs[i] * normal(keys[2 * i + 1], (n_out,)) if bias else None)
+                 for i, (n_in, n_out) in enumerate(zip(w[:-1], w[1:], strict=True)))
 
 
 @precise
@@ -126,19 +121,15 @@ def init_rank_one(key, d: int, width: int, scale: float, *, direction=None,
             validate.finite_array(name, vec, ndim=1)
     k1, k2, k3 = jax.random.split(key, 3)
     r = normal(k1, (d,)) if direction is None else jnp.asarray(direction, float)
-    if out_direction is None:
-        q = jnp.ones((1,)) if p == 1 else normal(k3, (p,))
-    else:
-        q = jnp.asarray(out_direction, float)
+    q = ((jnp.ones((1,)) if p == 1 else normal(k3, (p,))) if out_direction is None
+         else jnp.asarray(out_direction, float))
     for name, vec, n in (("direction", r, d), ("out_direction", q, p)):
         traced = validate.traced(vec)  # under jit only the shape is known
         if vec.shape != (n,) or (not traced and not float(jnp.linalg.norm(vec)) > 0):
             raise ValueError(f"{name} must be a non-zero vector of shape ({n},), got shape "
                              f"{vec.shape}")
     r, q = r / jnp.linalg.norm(r), q / jnp.linalg.norm(q)
-    m = width // 2
-    mags = jnp.abs(normal(k2, (2, m))) + 0.1
-    pos, neg = mags[0], mags[1]
+    pos, neg = jnp.abs(normal(k2, (2, width // 2))) + 0.1
     neg = neg * jnp.sqrt(jnp.sum(pos**2) / jnp.sum(neg**2))  # Σ v|v| = 0
     v = jnp.concatenate([pos, -neg])
     v = v * jnp.sqrt(scale / jnp.sum(v**2))  # Σ v² = a_0
@@ -194,13 +185,10 @@ def pad_hidden(params: Params, width: int) -> Params:
     if any(w > width for w in widths(params)[1:-1]):
         raise ValueError(f"width={width} is below a hidden width {widths(params)[1:-1]}: pad to at "
                          "least the widest layer")
-    out = []
-    for i, layer in enumerate(params):
-        W = np.asarray(layer.matrix)
-        P = np.zeros((width if i < len(params) - 1 else W.shape[0], width if i > 0 else W.shape[1]))
-        P[: W.shape[0], : W.shape[1]] = W
-        out.append(Layer(P))
-    return tuple(out)
+    L = len(params)  # zero rows under every layer but the last, zero columns beside all but the first
+    return tuple(Layer(np.pad(np.asarray(la.matrix, dtype=float), ((0, width - la.n_out if i < L - 1 else 0),
+                                                                   (0, width - la.n_in if i else 0))))
+                 for i, la in enumerate(params))
 
 
 def balanced_units(W, signs) -> Params:
@@ -256,24 +244,18 @@ def init_conv(key, in_shape, channels, kernel, p: int = 1, scale=1.0, *, padding
         return _pair_up(half)
     scales = _layer_scales(scale, len(ch))
     validate.flag("bias", bias)
-    if bias_scale is not None:
-        bias_scale = validate.nonnegative("bias_scale", bias_scale, scalar=True)
-    shapes, shape = [], spatial  # (weight shape, bias shape) of each layer; checked before drawing
+    bias_scale = None if bias_scale is None else validate.nonnegative("bias_scale", bias_scale, scalar=True)
+    layers, shape = [], spatial  # with zero weights, checked before drawing
     for i, (c_in, c_out) in enumerate(zip(ch[:-1], ch[1:], strict=True)):
-        layer = Conv(np.zeros((c_out, c_in) + ks), None, shape, padding)
-        layer.check(f"conv layer {i}")  # e.g. a kernel larger than its input
-        shapes.append(((c_out, c_in) + ks, (c_out,)))
-        shape = layer.out_shape
-    shapes.append(((p, ch[-1] if readout == "pool" else ch[-1] * int(np.prod(shape))), (p,)))
-    bs = [s if bias_scale is None else bias_scale for s in scales]
-    draws = _normals(key, tuple(shapes), jnp.stack([jnp.asarray(s, float) for s in scales + tuple(bs)]),
-                     bias)
-    layers, shape = [], spatial
-    for Kb in draws[:-1]:
-        layers.append(Conv(*Kb, shape, padding))
+        layers.append(Conv(np.zeros((c_out, c_in) + ks), None, shape, padding))
+        layers[-1].check(f"conv layer {i}")  # e.g. a kernel larger than its input
         shape = layers[-1].out_shape
-    layers.append(PooledDense(*draws[-1], shape) if readout == "pool" else Layer(*draws[-1]))
-    return tuple(layers)
+    layers.append(PooledDense(np.zeros((p, ch[-1])), None, shape) if readout == "pool"
+                  else Layer(np.zeros((p, ch[-1] * int(np.prod(shape))))))
+    bs = [s if bias_scale is None else bias_scale for s in scales]
+    draws = _normals(key, tuple((np.shape(la.weight), np.shape(la.weight)[:1]) for la in layers),
+                     jnp.stack([jnp.asarray(s, float) for s in scales + tuple(bs)]), bias)
+    return tuple(replace(la, **{la._weight: w, "b": b}) for la, (w, b) in zip(layers, draws, strict=True))
 
 
 @partial(jax.jit, static_argnames=("shapes", "bias"))

@@ -98,10 +98,7 @@ def whiten(X, rank=None, tol: float = 1e-12) -> Whitened:
             raise ValueError(
                 f"rank={r} keeps {r - (d - n_null)} null directions (variance <= {tol:g} × "
                 f"the largest), which cannot be whitened; use rank <= {d - n_null} or 'auto'")
-    if r == d:
-        M = (evecs / jnp.sqrt(evals)) @ evecs.T
-    else:
-        M = evecs[:, :r] / jnp.sqrt(evals[:r])
+    M = (evecs / jnp.sqrt(evals)) @ evecs.T if r == d else evecs[:, :r] / jnp.sqrt(evals[:r])
     return Whitened(np.asarray(X @ M), np.asarray(M), lam)  # a tuple subclass: precise leaves it as is
 
 

@@ -16,6 +16,8 @@ Everything here is a pure function of arrays; α may be a traced value, so ensem
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -104,10 +106,14 @@ def forward(params: Params, X: Array, alpha) -> Array:
 
 def _forward(params: Params, X, alpha):
     """:func:`forward` unchecked."""
-    H = X
-    for layer in params[:-1]:
-        H = _leaky_relu(layer.apply(H), alpha)
-    return params[-1].apply(H)
+    return _rest(params, params[0].apply(X), alpha)
+
+
+def _rest(params: Params, Z, alpha):
+    """The net after its first layer's pre-activations ``Z``."""
+    for layer in params[1:]:
+        Z = layer.apply(_leaky_relu(Z, alpha))
+    return Z
 
 
 @validate.array_args("X")
@@ -179,10 +185,7 @@ def _beta_eff(params: Params, alpha, X=None, pinv_X=None):
 @takes_net()
 def end_to_end_linear(params: Params) -> Array:
     """Product ``W_L ... W_1`` of shape (p, d): the map a linear (α = 1) net computes."""
-    P = params[0].matrix
-    for layer in params[1:]:
-        P = layer.matrix @ P
-    return P
+    return functools.reduce(lambda P, layer: layer.matrix @ P, params[1:], params[0].matrix)
 
 
 def effective_rank(sv) -> np.ndarray:

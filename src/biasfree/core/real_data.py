@@ -99,12 +99,9 @@ def _bundled(name: str, target: str):
     X = np.asarray(bunch.data, dtype=float) * scale
     y = np.asarray(bunch.target)
     if kind == "regression":
-        Y = y.astype(float)[:, None]
-        return X, Y, "value", f"{name}: {X.shape[0]} samples, {X.shape[1]} features, regression"
-    if target == "onehot":
-        Y = one_hot(y.astype(int))
-    else:
-        Y = y.astype(float)[:, None]
+        return (X, y.astype(float)[:, None], "value",
+                f"{name}: {X.shape[0]} samples, {X.shape[1]} features, regression")
+    Y = one_hot(y.astype(int)) if target == "onehot" else y.astype(float)[:, None]
     desc = (f"{name}: {X.shape[0]} samples, {X.shape[1]} features"
             + (" (pixels / 16, in [0, 1])" if name == "digits" else "")
             + f", {int(y.max()) + 1} classes, {'one-hot' if target == 'onehot' else 'class index'}"
@@ -163,8 +160,7 @@ def load_data(path_or_name, *, target: str = "onehot", symmetrize_data: bool | N
     if symmetrize_data is not None:
         validate.flag("symmetrize_data", symmetrize_data)
     seed = validate.seed(seed)
-    if n is not None:
-        n = validate.integer("n", n, 1)
+    n = None if n is None else validate.integer("n", n, 1)
     if isinstance(y_columns, bool) or not isinstance(y_columns, int) or y_columns < 1:
         raise ValueError(f"y_columns={y_columns!r} must be an integer >= 1")
     key = str(path_or_name)

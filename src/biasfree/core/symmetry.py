@@ -246,8 +246,7 @@ def asymmetry(X, Y=None, *, points: int | None = None) -> float:
     """
     Z = _points(X, Y)
     N = Z.shape[0]
-    if points is not None:
-        points = validate.integer("points", points, 1)
+    points = None if points is None else validate.integer("points", points, 1)
     step = max(1, BLOCK_ENTRIES // Z.shape[1])  # ||z_n||² in row blocks: no squared copy of Z
     power = float(np.mean(np.concatenate([np.sum(Z[i:i + step] ** 2, axis=1)
                                           for i in range(0, Z.shape[0], step)])))

@@ -24,12 +24,15 @@ Array = jax.Array
 Target = Callable[[Array], Array]
 
 
-def _check_columns(name: str, X, need: int) -> None:
-    """A target built for input coordinates up to ``need - 1`` refuses narrower inputs (JAX
-    would clamp the index and return a plausible, wrong value)."""
-    if np.ndim(X) != 2 or np.shape(X)[1] < need:
-        raise ValueError(f"{name}: this target reads input coordinate {need - 1} but X has shape "
-                         f"{np.shape(X)}; pass inputs (N, d) with d >= {need}")
+def _reads(name: str, need: int, fn) -> Target:
+    """The target ``fn``, built for input coordinates up to ``need - 1``, refusing narrower inputs
+    (JAX would clamp the index and return a plausible, wrong value)."""
+    def f(X):
+        if np.ndim(X) != 2 or np.shape(X)[1] < need:
+            raise ValueError(f"{name}: this target reads input coordinate {need - 1} but X has shape "
+                             f"{np.shape(X)}; pass inputs (N, d) with d >= {need}")
+        return fn(X)
+    return f
 
 
 def target_values(target, X):
@@ -50,12 +53,7 @@ def target_values(target, X):
 def linear_target(T) -> Target:
     """``y = T x`` for a matrix ``T`` of shape (p, d)."""
     T = jnp.asarray(validate.finite_array("T", T, ndim=2), dtype=float)
-
-    def f(X):
-        _check_columns("T", X, T.shape[1])
-        return X @ T.T
-
-    return f
+    return _reads("T", T.shape[1], lambda X: X @ T.T)
 
 
 @precise
@@ -89,11 +87,10 @@ def sine_target(key, d: int, freq: float = 4.0) -> tuple[Target, Array]:
     w = jax.random.uniform(key, (d,), minval=-0.5, maxval=0.5)
 
     def f(X):
-        _check_columns("sine_target", X, d)
         z = X @ w
         return (z + jnp.sin(freq * z))[:, None]
 
-    return f, w
+    return _reads("sine_target", d, f), w
 
 
 def product_target(indices=(0, 1, 2)) -> Target:
@@ -104,34 +101,19 @@ def product_target(indices=(0, 1, 2)) -> Target:
     if not ints:
         raise ValueError("indices is empty: give at least one input coordinate, e.g. (0, 1, 2)")
     idx = jnp.asarray(ints)
-
-    def f(X):
-        _check_columns("indices", X, max(ints) + 1)
-        return jnp.prod(X[:, idx], axis=1, keepdims=True)
-
-    return f
+    return _reads("indices", max(ints) + 1, lambda X: jnp.prod(X[:, idx], axis=1, keepdims=True))
 
 
 def abs_target(index: int = 0) -> Target:
     """``y = |x_i|``: even and positively 1-homogeneous."""
     index = validate.integer("index", index, 0)
-
-    def f(X):
-        _check_columns("index", X, index + 1)
-        return jnp.abs(X[:, index : index + 1])
-
-    return f
+    return _reads("index", index + 1, lambda X: jnp.abs(X[:, index : index + 1]))
 
 
 def xor_target(i: int = 0, j: int = 1) -> Target:
     """``y = sign(x_i) sign(x_j)``: the even, XOR-like target."""
     i, j = validate.integer("i", i, 0), validate.integer("j", j, 0)
-
-    def f(X):
-        _check_columns("i, j", X, max(i, j) + 1)
-        return (jnp.sign(X[:, i]) * jnp.sign(X[:, j]))[:, None]
-
-    return f
+    return _reads("i, j", max(i, j) + 1, lambda X: (jnp.sign(X[:, i]) * jnp.sign(X[:, j]))[:, None])
 
 
 @precise

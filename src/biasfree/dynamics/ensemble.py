@@ -92,8 +92,7 @@ class Runs:
         a, b = self[name], self.twin(name)
         if test and a.test_loss is None:
             raise ValueError(f"member {name!r} has no test loss: train on a Dataset with X_test, Y_test")
-        L, Lt = (np.asarray(a.test_loss), np.asarray(b.test_loss)) if test else (np.asarray(a.loss),
-                                                                               np.asarray(b.loss))
+        L, Lt = (np.asarray(r.test_loss if test else r.loss) for r in (a, b))
         return float(np.max(np.abs(L - Lt)) / L[0])
 
 
@@ -133,7 +132,6 @@ def gd_members(members: Mapping[str, Member], data: Dataset, cfg: GDConfig) -> R
         tr = gd_ensemble(params, data, cfg, alpha=np.array([m.alpha for m in ms], dtype=float),
                          lr=np.array([cfg.lr if m.lr is None else m.lr for m in ms], dtype=float),
                          weight_decay=np.array([m.weight_decay for m in ms], dtype=float))
-        for i, k in enumerate(keys):
-            out[k] = tr.member(i)
+        out |= {k: tr.member(i) for i, k in enumerate(keys)}
     return Runs({n: out[(n, False)] for n in members},
                 {n: out[(n, True)] for n, m in members.items() if m.twin})

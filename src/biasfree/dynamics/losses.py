@@ -23,7 +23,7 @@ from jax.custom_derivatives import SymbolicZero
 
 from .. import _validate as validate
 from ..core.layers import Params, is_dense
-from ..core.nets import _check_apply, _forward, _leaky_relu
+from ..core.nets import _check_apply, _forward, _leaky_relu, _rest
 from ..core.precision import precise
 
 LOSSES = ("mse", "logistic")
@@ -78,6 +78,13 @@ def check_run_args(params, X, Y, alpha, loss, *, mirrored=False, x_name="X") -> 
     return p
 
 
+def _objective_and_loss(params, X, Y, alpha, weight_decay, loss, mirrored=False):
+    """``(J(θ), L(θ))``: the objective and, as auxiliary output, the data loss; with
+    ``mirrored`` X is X₊ and :func:`forward_mirrored` halves the first layer's products."""
+    L = _loss_value(_forward_mirrored(params, X, alpha) if mirrored else _forward(params, X, alpha), Y, loss)
+    return L + 0.5 * weight_decay * sq_norm(params), L
+
+
 def _check_objective(params, X, Y, alpha, weight_decay, loss, mirrored=False):
     """Checks of :func:`objective` (``mirrored``: ``X`` is X_half, ``Y`` has twice its rows)."""
     check_run_args(params, X, Y, alpha, loss, mirrored=mirrored, x_name="X_half" if mirrored else "X")
@@ -94,7 +101,7 @@ def sq_norm(params: Params):
 def objective(params: Params, X, Y, alpha, weight_decay=0.0, loss: str = "mse"):
     """``L(θ) + (λ/2) ||θ||²`` with λ = ``weight_decay``, slope ``alpha``."""
     _check_objective(params, X, Y, alpha, weight_decay, loss)
-    return _loss_value(_forward(params, X, alpha), Y, loss) + 0.5 * weight_decay * sq_norm(params)
+    return _objective_and_loss(params, X, Y, alpha, weight_decay, loss)[0]
 
 
 @validate.array_args("X_half")
@@ -120,10 +127,7 @@ def _forward_mirrored(params: Params, X_half, alpha):
         return _two_layer_mirrored(first.W, params[1].W, X_half, alpha)
     A = first.linear(X_half)  # any layer, a convolution included (docs/theory.md §7)
     Z = jnp.concatenate([A, -A], axis=0)
-    H = Z if first.bias is None else Z + first.bias
-    if len(params) == 1:
-        return H
-    return _forward(params[1:], _leaky_relu(H, alpha), alpha)
+    return _rest(params, Z if first.bias is None else Z + first.bias, alpha)
 
 
 @jax.custom_jvp
@@ -184,5 +188,4 @@ def objective_mirrored(params: Params, X_half, Y, alpha, weight_decay=0.0, loss:
     """:func:`objective` on the mirrored inputs ``[X₊; -X₊]`` given ``X_half`` = X₊
     (n, d) and all targets ``Y`` (2n, p) in the same row order (see module doc)."""
     _check_objective(params, X_half, Y, alpha, weight_decay, loss, mirrored=True)
-    F = _forward_mirrored(params, X_half, alpha)
-    return _loss_value(F, Y, loss) + 0.5 * weight_decay * sq_norm(params)
+    return _objective_and_loss(params, X_half, Y, alpha, weight_decay, loss, mirrored=True)[0]

@@ -38,7 +38,7 @@ import optax
 
 from .. import _validate as validate
 from ..core.inits import from_arrays
-from ..core.twin import slope_factor
+from ..core.twin import twin_scales
 
 HOMOGENEITY_RTOL = 1e-9
 """Largest relative deviation ``max|u_ρ − ρ^κ u_1| / max|ρ^κ u_1|`` (per leaf) accepted as
@@ -55,9 +55,7 @@ acts on a whole matrix (Muon's ε next to ‖M‖_F, a clipping threshold) shows
 
 def twin_scale(alpha, depth: int = 2) -> float:
     """``a = c^{(L−1)/L}``: the twin's weights are ``a·θ`` (§4.1's odd-part twin; √c at L = 2)."""
-    alpha = validate.slope(alpha, "alpha")
-    depth = validate.integer("depth", depth, 2)
-    return float(slope_factor(alpha)) ** ((depth - 1) / depth)
+    return twin_scales(validate.slope(alpha, "alpha"), depth).weight
 
 
 def _name(opt) -> str:
@@ -70,9 +68,7 @@ def _probe(rng, params, scale):
     def draw(shape):
         return scale * rng.choice([-1.0, 1.0], size=shape) * 10.0 ** rng.uniform(-6, 0, size=shape)
 
-    leaves, tree = jax.tree_util.tree_flatten(params)
-    return [(jax.tree_util.tree_unflatten(tree, [draw(np.shape(x)) for x in leaves]),
-             jax.tree_util.tree_unflatten(tree, [draw(np.shape(x)) for x in leaves]))
+    return [tuple(jax.tree_util.tree_map(lambda x: draw(np.shape(x)), params) for _ in range(2))
             for _ in range(PROBE_STEPS)]
 
 

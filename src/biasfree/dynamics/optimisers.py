@@ -188,8 +188,7 @@ def _train_core(*args, optimiser, **kwargs):
         while len(_COMPILED) > CACHE_SIZE:
             _COMPILED.popitem(last=False)
     _COMPILED.move_to_end(key)
-    fn = hit[1]
-    return fn(*args, **kwargs)
+    return hit[1](*args, **kwargs)
 
 
 @precise

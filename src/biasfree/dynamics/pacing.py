@@ -53,17 +53,9 @@ class PacedPID(diffrax.AbstractAdaptiveStepSizeController):
     max_steps: int = eqx.field(static=True)
     window: int = eqx.field(static=True)
 
-    @property
-    def rtol(self):
-        return self.pid.rtol
-
-    @property
-    def atol(self):
-        return self.pid.atol
-
-    @property
-    def norm(self):
-        return self.pid.norm
+    rtol = property(lambda self: self.pid.rtol)
+    atol = property(lambda self: self.pid.atol)
+    norm = property(lambda self: self.pid.norm)
 
     def wrap(self, direction):
         return eqx.tree_at(lambda s: s.pid, self, self.pid.wrap(direction))

@@ -22,8 +22,8 @@ import numpy as np
 from .. import _validate as validate
 from ..core.data import Dataset
 from ..core.layers import Params, check_net, is_net
-from ..core.nets import _forward, beta_eff_is_exact
-from .losses import LOSSES, _forward_mirrored, _loss_value, check_labels, sq_norm
+from ..core.nets import beta_eff_is_exact
+from .losses import LOSSES, _objective_and_loss, check_labels
 from .trajectory import Trajectory, _observe
 
 SPACINGS = ("linear", "log")
@@ -120,15 +120,6 @@ def arrays(data: Dataset) -> tuple:
     """``(X or X₊, Y, X_test, Y_test)``: the arrays the compiled engine takes; with
     ``data.mirrored`` the first is the positive half X₊ only."""
     return (data.inputs, data.Y, data.X_test, data.Y_test)
-
-
-def _objective_and_loss(params, X, Y, alpha, weight_decay, loss, mirrored):
-    """``(J(θ), L(θ))``: the objective and, as auxiliary output, the data loss; with
-    ``mirrored`` X is X₊ and :func:`~biasfree.dynamics.losses.forward_mirrored` halves the first
-    layer's products (the same numbers as :func:`~biasfree.dynamics.losses.objective_mirrored`)."""
-    F = _forward_mirrored(params, X, alpha) if mirrored else _forward(params, X, alpha)
-    L = _loss_value(F, Y, loss)
-    return L + 0.5 * weight_decay * sq_norm(params), L
 
 
 def grad_fn(mirrored: bool):

@@ -112,14 +112,11 @@ def conserved_quantities(params: Params) -> tuple[Array, ...]:
 
 def _conserved(params: Params) -> tuple:
     """:func:`conserved_quantities` unchecked."""
-    out = []
-    for inc, outg in zip(params[:-1], params[1:], strict=True):
+    def unit(inc, outg):
         q = _sq_in(inc)
         q = q - _sq_out(outg, q.shape[0])
-        if inc.b is not None:
-            q = q + inc.b**2
-        out.append(q)
-    return tuple(out)
+        return q if inc.b is None else q + inc.b**2
+    return tuple(unit(inc, outg) for inc, outg in zip(params[:-1], params[1:], strict=True))
 
 
 def _sq_in(layer):
@@ -155,7 +152,19 @@ def observe(params: Params, X, Y, alpha, loss: str, X_test=None, Y_test=None,
     least-squares ``β_eff = X₊⁺ f_odd(X₊)``: the same numbers as the general path, to
     round-off.
     """
-    _check_observe(params, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored)
+    validate.flag("mirrored", mirrored)
+    p = check_run_args(params, X, Y, alpha, loss, mirrored=mirrored)
+    if (X_test is None) != (Y_test is None):
+        raise ValueError("X_test, Y_test: give both (the held-out set) or neither")
+    if X_test is not None:
+        _check_apply(params, X_test, alpha, "X_test")
+        _check_targets(Y_test, np.shape(X_test)[0], p, loss, "Y_test")
+    if pinv_X is not None:
+        validate.finite_array("pinv_X", pinv_X, ndim=2)
+        want = (np.shape(X)[1], np.shape(X)[0])
+        if np.shape(pinv_X) != want:
+            raise ValueError(f"pinv_X has shape {np.shape(pinv_X)}; it must be X⁺ of shape {want} "
+                             "(np.linalg.pinv(X)), or None")
     return _observe(params, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored)
 
 
@@ -175,29 +184,7 @@ def _observe(params: Params, X, Y, alpha, loss: str, X_test=None, Y_test=None, p
         F = _forward(params, X, alpha)
         beta = _beta_eff(params, alpha, X, pinv_X)
         fe = _even_part(params, X, alpha)
-    obs = {
-        "loss": _loss_value(F, Y, loss),
-        "beta": beta,
-        "even_energy": jnp.mean(jnp.sum(fe**2, axis=-1)),
-        "singular_values": tuple(jnp.linalg.svd(layer.matrix, compute_uv=False) for layer in params),
-        "conserved": _conserved(params),
-    }
-    obs["test_loss"] = (None if X_test is None
-                        else _loss_value(_forward(params, X_test, alpha), Y_test, loss))
-    return obs
-
-
-def _check_observe(params, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored) -> None:
-    validate.flag("mirrored", mirrored)
-    p = check_run_args(params, X, Y, alpha, loss, mirrored=mirrored)
-    if (X_test is None) != (Y_test is None):
-        raise ValueError("X_test, Y_test: give both (the held-out set) or neither")
-    if X_test is not None:
-        _check_apply(params, X_test, alpha, "X_test")
-        _check_targets(Y_test, np.shape(X_test)[0], p, loss, "Y_test")
-    if pinv_X is not None:
-        validate.finite_array("pinv_X", pinv_X, ndim=2)
-        want = (np.shape(X)[1], np.shape(X)[0])
-        if np.shape(pinv_X) != want:
-            raise ValueError(f"pinv_X has shape {np.shape(pinv_X)}; it must be X⁺ of shape {want} "
-                             "(np.linalg.pinv(X)), or None")
+    return {"loss": _loss_value(F, Y, loss), "beta": beta, "even_energy": jnp.mean(jnp.sum(fe**2, axis=-1)),
+            "singular_values": tuple(jnp.linalg.svd(layer.matrix, compute_uv=False) for layer in params),
+            "conserved": _conserved(params), "test_loss": None if X_test is None
+            else _loss_value(_forward(params, X_test, alpha), Y_test, loss)}

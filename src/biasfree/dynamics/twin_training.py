@@ -102,29 +102,25 @@ def train_with_twin(params: Params, twin: Params, X, Y, *, alpha: float, lr: flo
     bounds = np.unique(np.linspace(0, steps, max(2, min(n_records, steps + 1))).round().astype(int))
     state = (params, twin, jnp.asarray(-1.0), jnp.asarray(0))
     rec = [tuple(float(v) for v in _observe(params, twin, X, Y, float(alpha), loss))]
-    ks = [0]
     args = (X, Y, Xg, float(alpha), float(lr), float(lr * time_scale), float(weight_decay),
             float(weight_decay / time_scale))
     start = time.monotonic()
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         state, obs = _chunk(state, int(a), int(b - a), *args, loss=loss, mirrored=half is not None)
         rec.append(tuple(float(v) for v in obs))
-        ks.append(int(b))
         if progress is not None:
             progress(int(b), steps)
         if time_budget is not None and time.monotonic() - start > time_budget:
             break
     p, q, gmax, kmax = state
-    Lp, Lq, E = map(np.asarray, zip(*rec, strict=True))
+    ks, (Lp, Lq, E) = [int(k) for k in bounds[:len(rec)]], map(np.asarray, zip(*rec, strict=True))
     if not (np.all(np.isfinite(Lp)) and np.all(np.isfinite(Lq))):
         bad = int(np.argmax(~(np.isfinite(Lp) & np.isfinite(Lq))))
         raise FloatingPointError(f"gradient descent diverged by step {ks[bad]} with lr={lr:g}: the step is "
                                  f"too large (GD is stable only for lr < 2/λ_max(Hessian)); "
                                  f"try lr={lr / 4:g}")
     # the loop measured steps 0..K-1 before each update; step K is the last record
-    gap, step = float(gmax), int(kmax)
-    if abs(Lp[-1] - Lq[-1]) > gap:
-        gap, step = float(abs(Lp[-1] - Lq[-1])), ks[-1]
+    gap, step = max((float(gmax), int(kmax)), (float(abs(Lp[-1] - Lq[-1])), ks[-1]), key=lambda g: g[0])
     return PairedRun(ks[-1], np.asarray(ks), Lp, Lq, E, gap, step, p, q)
 
 
@@ -174,27 +170,25 @@ def gaps_batched(params: Params, twin: Params, X, Y, *, alpha: float, lr, time_s
             full[idx] = np.asarray(part)
         if progress is not None:
             progress(min(k0 + chunk, K + 1), K + 1)
-    p, q, gmax, kmax = state
-    L0 = np.asarray(loss0)
+    gmax, kmax = state[2:]
     ok = np.isfinite(gmax)  # a NaN loss never beats the running maximum: look at the weights too
-    for leaf in jax.tree_util.tree_leaves((p, q)):
+    for leaf in jax.tree_util.tree_leaves(state[:2]):
         ok &= np.all(np.isfinite(leaf.reshape(B, -1)), axis=1)
     if not np.all(ok):
         bad = np.nonzero(~ok)[0]
         raise FloatingPointError(f"gradient descent diverged for batch members {bad.tolist()} (lr "
                                  f"{lr[bad].tolist()}): the step is too large")
-    return gmax, kmax, L0
+    return gmax, kmax, np.asarray(loss0)
 
 
 def relative_movement(before: Params, after: Params) -> tuple[float, ...]:
     """Per layer ``‖A_l(T) − A_l(0)‖_F / ‖A_l(0)‖_F``, A_l the layer's matrix (∞ for a layer that
     started at 0)."""
-    out = []
-    for a, b in zip(before, after, strict=True):
-        n0 = float(np.linalg.norm(np.asarray(a.matrix)))
-        d = float(np.linalg.norm(np.asarray(b.matrix) - np.asarray(a.matrix)))
-        out.append(d / n0 if n0 > 0 else float("inf"))
-    return tuple(out)
+    def one(a, b):
+        A = np.asarray(a.matrix)
+        n0 = float(np.linalg.norm(A))
+        return float(np.linalg.norm(np.asarray(b.matrix) - A)) / n0 if n0 > 0 else float("inf")
+    return tuple(one(a, b) for a, b in zip(before, after, strict=True))
 
 
 def row_alignment(W1, directions) -> float:

@@ -54,10 +54,8 @@ def evaluate(f: Function, X, *, per_point: bool = False, name: str = "f") -> np.
     validate.flag("per_point", per_point)
     X = validate.finite_array("X", X, ndim=2)
     try:
-        if per_point:
-            F = np.array([np.atleast_1d(np.asarray(f(x), dtype=float)) for x in X])
-        else:
-            F = np.asarray(f(X), dtype=float)
+        F = (np.array([np.atleast_1d(np.asarray(f(x), dtype=float)) for x in X]) if per_point
+             else np.asarray(f(X), dtype=float))
     except (TypeError, ValueError) as e:
         if "convert" not in str(e) and "sequence" not in str(e) and "inhomogeneous" not in str(e):
             raise  # the function's own error

@@ -29,7 +29,7 @@ from .. import _validate as validate
 from ..core.data import check_covariance
 from ..core.precision import precise
 from ..core.symmetry import mirror_violation, nearest_mirror
-from .decomposition import Function, compiled, evaluate, odd_fit
+from .decomposition import Decomposition, Function, compiled, evaluate, odd_fit, odd_fit_of
 
 
 @dataclass(frozen=True)
@@ -228,9 +228,8 @@ def _ray_floors(target, X, cov, radial, per_point):
 
     A, B, err = ray_moments(both, Z / norms, L=L, radial=radial, name="target")
     p = A.shape[1] // 2
-    even, even_err = _ray_residual(A[:, :p], B[:, :p], err, m2)
-    full, full_err = _ray_residual(A[:, p:], B[:, p:], err, m2)
-    return (even, even_err), (full, full_err), np.sum(A[:, p:], axis=1)
+    return (_ray_residual(A[:, :p], B[:, :p], err, m2), _ray_residual(A[:, p:], B[:, p:], err, m2),
+            np.sum(A[:, p:], axis=1))
 
 
 @precise
@@ -348,10 +347,9 @@ def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
             f"X is not symmetric: row {int(np.argmax(dist))} has no mirror -x within {tol}; "
             "build the set with biasfree.symmetrize (the exact floor needs every pair)"
         )
-    Yo, Ye = 0.5 * (Y - Y[partner]), 0.5 * (Y + Y[partner])
-    beta = np.linalg.lstsq(X, Yo, rcond=None)[0]
-    odd = float(0.5 * np.mean(np.sum((Yo - X @ beta) ** 2, axis=1)))
-    even = float(0.5 * np.mean(np.sum(Ye**2, axis=1)))
+    dec = Decomposition(Y, 0.5 * (Y - Y[partner]), 0.5 * (Y + Y[partner]))
+    odd = float(0.5 * np.mean(odd_fit_of(X, dec)[1]))
+    even = float(0.5 * np.mean(np.sum(dec.even**2, axis=1)))
     value = odd + even if float(alpha) == 1.0 else odd
     violation = mirror_violation(X)
     exact = violation <= tol

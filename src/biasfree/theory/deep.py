@@ -48,10 +48,8 @@ def _excess(z, kappa):
 def _integral(lo, hi, kappa):
     """``∫_lo^hi (1 + e^{-ζ})^κ dζ = (hi - lo) + ∫ ((1 + e^{-ζ})^κ - 1) dζ``."""
     a, b = min(lo, _XI_FLAT), min(hi, _XI_FLAT)
-    extra = 0.0
-    if b > a:
-        extra = quad(_excess, a, b, args=(kappa,), epsabs=0.0, epsrel=1e-13, limit=200)[0]
-    return (hi - lo) + extra
+    return (hi - lo) + (quad(_excess, a, b, args=(kappa,), epsabs=0.0, epsrel=1e-13, limit=200)[0] if b > a
+                        else 0.0)
 
 
 def _logit_path(t, s: float, a0: float, L: int):
@@ -70,19 +68,16 @@ def _logit_path(t, s: float, a0: float, L: int):
         if tj < t_prev:  # only t = 0 can be below; restart from the initial point
             xi_prev, t_prev = xi0, 0.0
 
-        if xi_prev >= _XI_FLAT:  # integrand is 1 to e^{-60}: t is linear in ξ
-            xi_prev, t_prev = xi_prev + rate * (tj - t_prev), tj
-            out[j] = xi_prev
-            continue
-
-        def g(xi, base=xi_prev, t0=t_prev, target=tj):
-            return t0 + _integral(base, xi, kappa) / rate - target
-
         hi = xi_prev + rate * (tj - t_prev)  # integrand >= 1, so g(hi) >= 0 up to round-off
-        while g(hi) < 0:
-            hi += 1e-9 * (1.0 + abs(hi))
-        xi_prev = brentq(g, xi_prev, hi, xtol=1e-14, rtol=1e-15, maxiter=500)
-        t_prev = tj
+        if xi_prev < _XI_FLAT:  # beyond, the integrand is 1 to e^{-60}: t is linear in ξ (hi)
+
+            def g(xi, base=xi_prev, t0=t_prev, target=tj):
+                return t0 + _integral(base, xi, kappa) / rate - target
+
+            while g(hi) < 0:
+                hi += 1e-9 * (1.0 + abs(hi))
+            hi = brentq(g, xi_prev, hi, xtol=1e-14, rtol=1e-15, maxiter=500)
+        xi_prev, t_prev = hi, tj
         out[j] = xi_prev
     return out
 
@@ -120,8 +115,7 @@ def deep_mode_strength(t, s, a0, depth: int):
     if _check_depth(depth) == 2:
         t, s, a0 = _check_deep(t, s, a0)
         return logistic(t[..., None] if s.ndim else t, s, a0)
-    s_arr = np.asarray(s, dtype=float)
-    return s_arr * expit(deep_logit(t, s, a0, depth))
+    return np.asarray(s, dtype=float) * expit(deep_logit(t, s, a0, depth))
 
 
 def deep_loss(t, s, a0, depth: int, y_power: float):

@@ -88,9 +88,7 @@ def balanced_init(P0, width: int, *, basis=None) -> Params:
 def imbalance(params: Params) -> float:
     """``max_l ||W_l W_lᵀ - W_{l+1}ᵀ W_{l+1}||_F / (||W_l||_F² + ||W_{l+1}||_F²)``:
     0 for a balanced net (relative, so it is scale-free)."""
-    worst = 0.0
-    for a, b in zip(params[:-1], params[1:], strict=True):
-        Wa, Wb = np.asarray(a.matrix, float), np.asarray(b.matrix, float)
-        gap = np.linalg.norm(Wa @ Wa.T - Wb.T @ Wb)
-        worst = max(worst, gap / max(np.sum(Wa**2) + np.sum(Wb**2), 1e-300))
-    return float(worst)
+    def gap(Wa, Wb):
+        return np.linalg.norm(Wa @ Wa.T - Wb.T @ Wb) / max(np.sum(Wa**2) + np.sum(Wb**2), 1e-300)
+    Ws = [np.asarray(layer.matrix, float) for layer in params]
+    return float(max([0.0] + [gap(Wa, Wb) for Wa, Wb in zip(Ws[:-1], Ws[1:], strict=True)]))

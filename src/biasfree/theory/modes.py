@@ -76,14 +76,14 @@ def data_modes(X, Y, rank_tol: float = 1e-10, *, whiten: bool = False) -> Modes:
     S = Y.T @ X / N
     B = None
     lam, W = np.linalg.eigh(X.T @ X / N)
-    lam_max = float(lam.max())
     if whiten:
         keep = lam > 1e-12 * lam.max()
         B = S @ (W[:, keep] / lam[keep]) @ W[:, keep].T
         S = S @ (W[:, keep] / np.sqrt(lam[keep])) @ W[:, keep].T
     U, s, Vt = np.linalg.svd(S, full_matrices=False)
     r = int(np.sum(s > rank_tol * max(s[0], 1e-300))) if s.size else 0
-    return Modes(U[:, :r], s[:r], Vt[:r].T, float(np.mean(np.sum(Y**2, axis=1))), is_whitened(X), lam_max, B)
+    return Modes(U[:, :r], s[:r], Vt[:r].T, float(np.mean(np.sum(Y**2, axis=1))), is_whitened(X),
+                 float(lam.max()), B)
 
 
 def mode_projections(beta, modes: Modes) -> np.ndarray:

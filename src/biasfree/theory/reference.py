@@ -27,6 +27,7 @@ The linear net's gradient flow uses only ``Σ_xx = XᵀX/N``, ``Σ_yx = YᵀX/N`
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 
@@ -96,10 +97,7 @@ def moment_loss(P, Sxx, Syx, y_power: float):
 
 
 def _product(Ws):
-    P = Ws[0]
-    for W in Ws[1:]:
-        P = W @ P
-    return P
+    return functools.reduce(lambda P, W: W @ P, Ws)
 
 
 @takes_net(bias_free=True)
@@ -133,8 +131,7 @@ def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
     if time_budget is not None:
         time_budget = v.positive("time_budget", time_budget, scalar=True, why="seconds of the ODE")
     shapes = [np.shape(layer.matrix) for layer in params]
-    sizes = [int(np.prod(s)) for s in shapes]
-    splits = np.cumsum(sizes)[:-1]
+    splits = np.cumsum([int(np.prod(s)) for s in shapes])[:-1]
 
     def unpack(theta):
         return [c.reshape(s) for c, s in zip(np.split(theta, splits), shapes, strict=True)]
@@ -152,10 +149,8 @@ def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
     t = np.atleast_1d(v.times("t", t, ndim=(0, 1)))
     ts, inverse = np.unique(t, return_inverse=True)
     theta0 = np.concatenate([np.asarray(layer.matrix, float).ravel() for layer in params])
-    if ts[-1] == 0.0:
-        Ps = _product(unpack(theta0))[None]
-    else:
-        Ps = np.stack(_integrate(field, theta0, ts, rtol, atol, lambda y: _product(unpack(y)), time_budget))
+    Ps = (_product(unpack(theta0))[None] if ts[-1] == 0.0 else
+          np.stack(_integrate(field, theta0, ts, rtol, atol, lambda y: _product(unpack(y)), time_budget)))
     inverse = inverse.ravel()
     return Ps[inverse[inverse < len(Ps)]]
 
@@ -223,12 +218,11 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
         mv = mirror_violation(X, Y)
         mv_rel = mv / max(max_row_norm(X, Y), 1e-300)
         head = f"leaky net mapped to its linear twin (c = {slope_factor(alpha):g}); "
+        exact = not (e_rel > EVEN_TOL or mv_rel > symmetry_tol)
         if e_rel > EVEN_TOL:
-            exact = False
             notes.append(head + f"APPROXIMATE: even-part energy {e0:.3g} at init ({e_rel:.3g} of the "
                                 "output energy; docs/theory.md §2.6)")
         elif mv_rel > symmetry_tol:
-            exact = False
             notes.append(head + f"APPROXIMATE: even part zero at init but the data are not "
                                 f"mirror-symmetric (mirror violation {mv:.3g}, {mv_rel:.3g} of the "
                                 f"largest row norm > symmetry_tol={symmetry_tol:g}), so the even "

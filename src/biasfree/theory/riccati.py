@@ -51,11 +51,8 @@ _MAX_EXPONENT = 100.0
 
 def _F(Sigma_yx, weight_decay: float):
     S = np.asarray(Sigma_yx, dtype=float)
-    p, d = S.shape
-    F = np.zeros((d + p, d + p))
-    F[:d, d:] = S.T
-    F[d:, :d] = S
-    return F - weight_decay * np.eye(d + p)
+    F = np.block([[np.zeros((S.shape[1],) * 2), S.T], [S, np.zeros((S.shape[0],) * 2)]])
+    return F - weight_decay * np.eye(F.shape[0])
 
 
 def _factor(M, n: int):
@@ -85,18 +82,14 @@ def _step(lam, O, Q0, t: float):
         # ε absolute, which φ̃^{-1/2} ~ t^{-1/2} would amplify when t is small, e.g. a
         # round-off-length step after a restart.)
         G = (Et * D)[:, None] * Z
-        Mt = G @ np.linalg.solve(np.eye(Z.shape[1]) + A.T @ A, G.T)
-        return O @ Mt @ O.T
+        return O @ (G @ np.linalg.solve(np.eye(Z.shape[1]) + A.T @ A, G.T)) @ O.T
     # A (I + AᵀA)^{-1} Aᵀ = Q_A Q_Aᵀ with [A; I] = [Q_A; Q_I] R. A is graded (rows differ
     # by e^{λt}); Householder QR with rows sorted by decreasing norm is row-wise stable.
     order = np.argsort(-np.linalg.norm(A, axis=1), kind="stable")
     Qs, _ = np.linalg.qr(np.concatenate([A[order], np.eye(A.shape[1])], axis=0))
-    QA = np.empty_like(A)
-    QA[order] = Qs[: A.shape[0]]
-    core = QA @ QA.T
+    QA = Qs[: A.shape[0]][np.argsort(order)]
     scale = Et / np.sqrt(phit)
-    Mt = scale[:, None] * core * scale[None, :]
-    return O @ Mt @ O.T
+    return O @ (scale[:, None] * (QA @ QA.T) * scale[None, :]) @ O.T
 
 
 def riccati_gram(t, Q0, Sigma_yx, *, weight_decay: float = 0.0,
@@ -145,19 +138,6 @@ def _gram(t, Q0, S, lam_decay: float) -> np.ndarray:
     return out
 
 
-def _riccati_args(params: Params, Sigma_yx, tol: float):
-    """The checks of :func:`unaligned_product`: ``(W_1, W_2, Σ_yx)``."""
-    if len(params) != 2:
-        raise ValueError(f"the Riccati solution is for two-layer nets, got depth {len(params)}")
-    W1, W2 = (np.asarray(layer.matrix, float) for layer in params)
-    S = v.finite_array("Sigma_yx", Sigma_yx, ndim=2)
-    if S.shape != (W2.shape[0], W1.shape[1]):
-        raise ValueError(f"Sigma_yx must have shape (p, d) = {(W2.shape[0], W1.shape[1])} to match params "
-                         f"(W_1 (n, d), W_2 (p, n)), got {S.shape}")
-    _check_balanced("init", imbalance(params), tol)
-    return W1, W2, S
-
-
 @takes_net(bias_free=True)
 def unaligned_product(t, params: Params, Sigma_yx, *, weight_decay: float = 0.0,
                       balance_tol: float = 1e-10) -> np.ndarray:
@@ -168,8 +148,14 @@ def unaligned_product(t, params: Params, Sigma_yx, *, weight_decay: float = 0.0,
     balanced to ``balance_tol``), ``Sigma_yx`` (p, d) = YᵀX/N, ``weight_decay`` λ.
     ``β_eff(t) = P(t)ᵀ``.
     """
-    W1, W2, S = _riccati_args(params, Sigma_yx, balance_tol)
-    d = W1.shape[1]
+    if len(params) != 2:
+        raise ValueError(f"the Riccati solution is for two-layer nets, got depth {len(params)}")
+    W1, W2 = (np.asarray(layer.matrix, float) for layer in params)
+    S, d = v.finite_array("Sigma_yx", Sigma_yx, ndim=2), W1.shape[1]
+    if S.shape != (W2.shape[0], d):
+        raise ValueError(f"Sigma_yx must have shape (p, d) = {(W2.shape[0], d)} to match params "
+                         f"(W_1 (n, d), W_2 (p, n)), got {S.shape}")
+    _check_balanced("init", imbalance(params), balance_tol)
     t = np.atleast_1d(v.times("t", t, ndim=(0, 1)))
     M = _gram(t, np.concatenate([W1.T, W2], axis=0), S, _check_decay(weight_decay))
     return M[:, d:, :d]
