@@ -82,6 +82,8 @@ def test_bad_optimisers_are_refused_before_any_training(data, monkeypatch):
     monkeypatch.setattr(optax_training, "train", never)
     with pytest.raises(ValueError, match="not homogeneous"):  # a factory that ignores ρ: ε unscaled
         bf.analyse(PAIR, data, alpha=0.0, train=bf.OptaxConfig(lambda rho: optax.adam(1e-2), steps=10))
+    with pytest.raises(ValueError, match="zero updates"):  # a plain optimiser with η = 0: no κ to read
+        bf.analyse(PAIR, data, alpha=0.0, train=optax.sgd(0.0))
     with pytest.raises(TypeError, match="OptaxConfig"):
         bf.analyse(PAIR, data, alpha=0.0, train="adam")
     with pytest.raises(ValueError, match="steps"):

@@ -253,7 +253,8 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, in
     ``progress(k, K)`` is called as training goes. Biases that are exactly zero are
     dropped (the net computes the bias-free map); nonzero ones are kept and named.
     """
-    if train is not None and not isinstance(train, GDConfig | bool) and as_optax_config(train) is None:
+    opt = as_optax_config(train)
+    if train is not None and not isinstance(train, GDConfig | bool) and opt is None:
         raise TypeError(f"train={train!r} must be a biasfree.GDConfig, True (default training), an optax "
                         "optimiser, a biasfree.OptaxConfig(optimiser, steps=...) or None")
     if t_max is not None:
@@ -278,7 +279,7 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, in
         raise ValueError(f"the net maps {w[0]} inputs to {w[-1]} outputs but the data have "
                          f"X {X.shape} and Y {Y.shape}")
     start = None if init is None else _start(init, a, params)
-    if (opt := as_optax_config(train)) is not None:  # κ measured (or refused) before any compute
+    if opt is not None:  # κ measured (or refused) before any compute
         train = with_degree(opt, a, len(params))
 
     ctx = _context(X, Y, a, source)

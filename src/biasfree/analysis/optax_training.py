@@ -24,6 +24,7 @@ from ..core.data import Dataset
 from ..core.layers import Layer
 from ..dynamics.gd import record_steps
 from ..dynamics.optimiser_twin import (
+    HOMOGENEITY_RTOL,
     PROBE_RHOS,
     _name,
     _probe,
@@ -76,9 +77,8 @@ class OptaxConfig:
     twin_note: str = ""
 
     def __post_init__(self):
-        opt = self.optimiser
-        if not (hasattr(opt, "init") and hasattr(opt, "update")):
-            validate.callable_("optimiser", opt)
+        if self.factory:
+            validate.callable_("optimiser", self.optimiser)
         object.__setattr__(self, "steps", validate.integer("steps", self.steps, 1))
         if self.batch_size is not None:
             object.__setattr__(self, "batch_size", validate.integer("batch_size", self.batch_size, 1))
@@ -94,7 +94,7 @@ class OptaxConfig:
 
     @property
     def factory(self) -> bool:
-        return not (hasattr(self.optimiser, "init") and hasattr(self.optimiser, "update"))
+        return not _is_transformation(self.optimiser)
 
     def make(self, rho: float):
         """The optimiser for gradients ×ρ (a plain optimiser: itself)."""
@@ -111,9 +111,14 @@ def as_optax_config(train) -> OptaxConfig | None:
     full batch) or a factory ``rho -> optimiser``; None otherwise."""
     if isinstance(train, OptaxConfig):
         return train
-    if hasattr(train, "init") and hasattr(train, "update"):
+    if _is_transformation(train):
         return OptaxConfig(train)
     return None
+
+
+def _is_transformation(obj) -> bool:
+    """Whether ``obj`` is an optax ``GradientTransformation`` (has ``init`` and ``update``)."""
+    return hasattr(obj, "init") and hasattr(obj, "update")
 
 
 @dataclass(frozen=True)
@@ -148,16 +153,19 @@ def with_degree(cfg: OptaxConfig, alpha: float, depth: int) -> OptaxConfig:
     try:
         kappa = measure_degree(cfg.make, PROBE_RHOS + ((rho,) if rho != 1.0 else ()), name=cfg.label)
         note = f"κ = {kappa:g} measured: the twin optimiser is exact (docs/theory.md §9)"
-    except ValueError as e:
+    except ValueError:
         if cfg.factory:
             raise
         steps = _probe(np.random.default_rng(1), _PROBE, 1.0)
         with jax.enable_x64(True):
             u1, u3 = _updates(cfg.optimiser, steps, 1.0), _updates(cfg.optimiser, steps, 3.0)
         norm = [np.sqrt(sum(float(np.sum(x**2)) for step in u for x in step)) for u in (u1, u3)]
+        if not (np.all(np.isfinite(norm)) and min(norm) > 0):
+            raise  # zero or non-finite updates: no κ to read off, and measure_degree's message says so
         kappa = float(round(np.log(norm[1] / norm[0]) / np.log(3.0)))
-        note = (f"APPROXIMATE twin: {cfg.label} is not homogeneous ({str(e).split('(')[1].split(';')[0]}), "
-                f"κ = {kappa:g} from unit-size gradients; the measured gap includes the constant's effect "
+        note = (f"APPROXIMATE twin: {cfg.label} is not homogeneous in the gradients within round-off "
+                f"(tolerance {HOMOGENEITY_RTOL:g}), κ = {kappa:g} from unit-size gradients; the measured gap "
+                "includes the constant's effect "
                 "(pass a factory, e.g. lambda rho: optax.adam(lr, eps=1e-8 * rho), for an exact twin)")
     return dataclasses.replace(cfg, degree=kappa, twin_note=note)
 
