@@ -95,7 +95,9 @@ def test_tiny_measured_parts(tiny):
     for name in ("sgd", "adam"):
         for b in cfg.batch_sizes:
             assert m[f"batches_{name}_random_{b}_gap"] > 1e-3
-            assert m[f"batches_{name}_mirrored_{b}_gap"] < 1e-12
+            # mirrored: at round-off, within the bound derived for the same optimiser's mirrored run
+            # (its per-run conditioning; the check's own 2 × bound convention)
+            assert m[f"batches_{name}_mirrored_{b}_gap"] <= 2 * m[f"mirrored_{name}_bound"]
     p = len(cfg.modes_s)
     for who in ("relu", "twin"):
         t = [m[f"stages_sgd_{who}_half_step_mode{i + 1}"] for i in range(p)]
