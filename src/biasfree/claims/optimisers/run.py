@@ -4,6 +4,8 @@ measured random-init, minibatch and stage-like-learning parts (module doc there)
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import numpy as np
 import optax
@@ -62,13 +64,11 @@ def _jitted(make):
     """``make`` with each ρ's optimiser built once and its ``init`` and ``update`` jitted: the
     κ probe of :func:`measure_degree` then compiles Muon's Newton–Schulz once per ρ instead of
     dispatching it op by op (about 60 s eagerly on 2 loaded cores; the same arithmetic)."""
-    cache = {}
 
+    @functools.cache
     def build(rho):
-        if rho not in cache:
-            opt = make(rho)
-            cache[rho] = optax.GradientTransformation(jax.jit(opt.init), jax.jit(opt.update))
-        return cache[rho]
+        opt = make(rho)
+        return optax.GradientTransformation(jax.jit(opt.init), jax.jit(opt.update))
     return build
 
 
@@ -81,7 +81,6 @@ class _Opt:
 
     def __init__(self, name: str, make, alpha: float):
         rho = 1.0 / twin_scale(alpha)
-        self.name = name
         self.kappa = measure_degree(_jitted(make) if name == "muon" else make,
                                     PROBE_RHOS + ((rho,) if rho != 1.0 else ()), name=name)
         self.net = make(1.0)
