@@ -32,15 +32,9 @@ prediction rests on the theory, the measured gap is at most its interval's high 
 agreement (over the decided points) and the confusion table (rows linear, undecided, not)
 are metrics; the notes list the disagreements and every undecided point's interval.
 
-Families beyond the grid (:mod:`.families`), each with its own confusion table (rows the
-verdict levels, columns the measured truth linear / not; :mod:`.summary`): nets given already
-trained (truth: training continued; and, where analyse takes ``init=``, "trained-history":
-the gap measured on the way from the init), antisymmetric pairs at large init (exact), 1-D
-and 2-D conv nets (with each net's measured gap over the predicted high end: no bound for
-conv nets, §7.4), depth-3 nets, and nets trained with weight decay. Per family: no false
-"linear"; the pair family measured exact to round-off and never called "not" on evidence.
-Every truth is the gap at every GD step relative to L₀ = max(L(θ₀), ½⟨‖y‖²⟩), the zero
-function's loss for a trained net whose L(θ₀) is near 0.
+Families beyond the grid (:mod:`.families`: nets given already trained, antisymmetric pairs
+at large init, 1-D and 2-D conv nets, depth-3 nets, nets trained with weight decay), each
+with its own confusion table and checks (:mod:`.summary`).
 """
 
 from __future__ import annotations
