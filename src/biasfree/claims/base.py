@@ -1,15 +1,9 @@
-"""What an experiment is and what it returns.
-
-An experiment reproduces one claim of the paper. Its hyperparameters are a frozen
-``Config`` made by :func:`config`, a `pydantic <https://docs.pydantic.dev>`_ dataclass:
-each field's bounds are written in its annotation with `annotated_types
-<https://github.com/annotated-types>`_ and enforced by pydantic at construction, once.
-Named ``presets`` (``tiny``: seconds, ``paper``: minutes) are instances of it.
-``run(cfg, seed, progress)`` (the claim's ``run.py``) computes numbers and arrays (never
-plots or files) and returns a :class:`Result` whose :class:`Check` entries compare
-simulation with theory, each stating its claim in one sentence; ``figure(result)`` (its
-``figure.py``) draws it later. :func:`run_experiment` is the one way to run one. Configs
-from presets, files and ``--set`` overrides are resolved in ``biasfree.claims.config``.
+"""What an experiment is and what it returns: its frozen ``Config`` class (:func:`config`,
+bounds checked by pydantic at construction), its registry record (:class:`Experiment`) and
+:func:`run_experiment`, the one way to run one. ``run(cfg, seed, progress)`` computes numbers
+and arrays (never plots or files) and returns a :class:`Result` whose :class:`Check` entries
+compare simulation with theory, each stating its claim in one sentence; ``figure(result)``
+draws it later. Configs from presets, files and ``--set`` are resolved in ``biasfree.claims.config``.
 """
 
 from __future__ import annotations
@@ -32,7 +26,7 @@ from annotated_types import Doc, Ge, Gt, Interval, Le, Lt, MinLen, MultipleOf, P
 from ..results import Result, config_dict
 
 SIZES = ("tiny", "paper")
-"""The preset names every experiment defines (``--preset``)."""
+"""The preset names every experiment defines (``--preset``; ``tiny``: seconds, ``paper``: minutes)."""
 Progress = Callable[[str], None]
 
 
