@@ -27,13 +27,11 @@ rescaling (scale 1 instead of c^{(1+κ)/2}, ε and decay unscaled: Adam at step 
 η√c, SGD at η instead of ηc), or, for the minibatch checks, the same batch size drawn at
 random instead of in mirror pairs (net and twin on the same random batches).
 
-**Muon** (``optax.contrib.muon``, ε ×ρ) is exact in exact arithmetic (Newton–Schulz is
-X·p(XᵀX), which commutes with the signed permutations of the pairing) but the pair
-manifold repels under it once the gradients are small: the round-off seed of f_even grows
-~1.1–1.2× per step (§9.4). Its gap, its bound and its final ⟨f_even²⟩ are *measured*, not
-checked: the first-order bound assumes a stable map, and the jiggled-init run that sizes it
-grows in the same unstable direction, so the bound says nothing there. Adam with ε left
-unscaled (``degree=0`` given) is measured too.
+**Muon** (``optax.contrib.muon``, ε ×ρ) is exact in exact arithmetic, but the pair manifold
+repels under it once the gradients are small (§9.2, §9.4). Its gap, its bound and its final
+⟨f_even²⟩ are *measured*, not checked: the first-order bound assumes a stable map, and the
+jiggled-init run that sizes it grows in the same unstable direction, so the bound says
+nothing there. Adam with ε left unscaled (``degree=0`` given) is measured too.
 
 **Measured, not checked (no threshold from theory):**
 
