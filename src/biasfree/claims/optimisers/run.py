@@ -38,11 +38,7 @@ def _chain_length(params, n_points: int) -> int:
     """The longest chain of sums behind one gradient entry of a bias-free layered net: the
     forward sums (fan-ins), the backward ones (fan-outs), the sum over ``n_points`` and 4
     for the residual, 1/N, ½ and the decay (tests/roundoff.py's ``chain_length``)."""
-    k = n_points + 4
-    for layer in params:
-        n_out, n_in = np.shape(layer.W)[-2:]
-        k += n_in + n_out
-    return k
+    return n_points + 4 + sum(sum(np.shape(layer.W)[-2:]) for layer in params)
 
 
 def factories(cfg: Config) -> dict:
@@ -191,11 +187,9 @@ def count_plateaus(a, s) -> int:
     """Intermediate plateaus (module doc): modes i, i+1 with a_{i+1} ≤ 0.1 s_{i+1} at the
     first record where a_i ≥ 0.9 s_i. ``a`` (records, p) mode strengths, ``s`` (p,) targets."""
     r = np.asarray(a) / np.asarray(s)
-    n = 0
-    for i in range(r.shape[1] - 1):
-        done = np.nonzero(r[:, i] >= 0.9)[0]
-        n += bool(done.size) and bool(r[done[0], i + 1] <= 0.1)
-    return n
+    done = r >= 0.9
+    first = np.argmax(done, axis=0)  # the first record where mode i is learnt (if any)
+    return int(sum(done[:, i].any() and r[first[i], i + 1] <= 0.1 for i in range(r.shape[1] - 1)))
 
 
 def _stages(tr, k, modes) -> dict:
