@@ -126,8 +126,7 @@ def proof_runs(cfg: Config, white, raw, s, r, s_raw, r_raw, y_power, keys):
         return jax.vmap(lambda f: scale_params(unit, f))(jnp.sqrt(jnp.asarray(a0_raw)))
 
     p_r1 = rank_one(r, cfg.a0 / cs)
-    half = init_gaussian(k_pair, (cfg.d, cfg.width // 2, 1), cfg.random_scale)
-    pair = pair_up(half)
+    pair = pair_up(init_gaussian(k_pair, (cfg.d, cfg.width // 2, 1), cfg.random_scale))
     members = {f"rank-one α={a:g}": Member(jax.tree_util.tree_map(lambda x, i=i: x[i], p_r1), a, twin=True)
                for i, a in enumerate(alphas)}
     members |= {f"pair α={a:g}": Member(pair, a, twin=True) for a in alphas}
