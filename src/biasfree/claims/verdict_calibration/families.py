@@ -27,10 +27,9 @@ from . import FAMILIES, Config
 @dataclass(frozen=True)
 class Point:
     """One net of a family: ``label`` where it sits (``key`` the same for a metric name),
-    ``params`` the net given to analyse
-    and the truth run's start, data ``X``, ``Y``, ``decay`` the truth run's weight decay λ;
-    trained nets also carry ``init`` (the weights training started from) and
-    ``history_gap`` (the gap to the twin measured on the way, fraction of L₀)."""
+    ``params`` the net given to analyse and the truth run's start, data ``X``, ``Y``,
+    ``decay`` the truth run's weight decay λ; trained nets also carry ``init`` (the weights
+    training started from) and ``history_gap`` (the gap to the twin measured on the way, fraction of L₀)."""
 
     label: str
     key: str
