@@ -97,8 +97,7 @@ class _Problem:
         self.Xp = np.asarray(jax.random.normal(k_x, (cfg.n, cfg.d)))
         self.Yp = self.Xp @ T.T
         self.data = Dataset(*symmetrize(self.Xp, self.Yp))
-        p = len(cfg.teacher_s)
-        self.pair = pair_up(init_gaussian(k_p, (cfg.d, cfg.width // 2, p), cfg.scale))
+        self.pair = pair_up(init_gaussian(k_p, (cfg.d, cfg.width // 2, len(cfg.teacher_s)), cfg.scale))
         self.records = cfg.steps + 1
         self.c, self.a = float(slope_factor(cfg.alpha)), twin_scale(cfg.alpha)
 
