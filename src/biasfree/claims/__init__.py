@@ -5,9 +5,8 @@ Each package ``biasfree.claims.<name>/`` holds one claim: ``__init__.py`` its fr
 :class:`~biasfree.claims.base.Experiment`), ``run.py`` its ``run(cfg, seed, progress)``
 and ``figure.py`` its ``figure(result)``. :data:`REGISTRY` lists the packages explicitly,
 the headline (``leaky-collapse``) first: adding an experiment means adding a folder and
-a line below. The packages import no JAX (their ``run.py`` and ``figure.py`` are
-imported at the first run or figure), so listing the experiments and checking a
-command line's configs is quick. To run one from Python with overrides::
+a line below. The packages import no JAX (their ``run.py`` and ``figure.py`` are imported
+at the first call: :func:`~.base.bind`). To run one from Python with overrides::
 
     exp = get("leaky-collapse")
     cfg = resolve_config(exp, "tiny", {"width": 40})

@@ -1,15 +1,9 @@
-"""What an experiment is and what it returns.
-
-An experiment reproduces one claim of the paper. Its hyperparameters are a frozen
-``Config`` made by :func:`config`, a `pydantic <https://docs.pydantic.dev>`_ dataclass:
-each field's bounds are written in its annotation with `annotated_types
-<https://github.com/annotated-types>`_ and enforced by pydantic at construction, once.
-Named ``presets`` (``tiny``: seconds, ``paper``: minutes) are instances of it.
-``run(cfg, seed, progress)`` (the claim's ``run.py``) computes numbers and arrays (never
-plots or files) and returns a :class:`Result` whose :class:`Check` entries compare
-simulation with theory, each stating its claim in one sentence; ``figure(result)`` (its
-``figure.py``) draws it later. :func:`run_experiment` is the one way to run one. Configs
-from presets, files and ``--set`` overrides are resolved in ``biasfree.claims.config``.
+"""What an experiment is and what it returns: its frozen ``Config`` class (:func:`config`,
+bounds checked by pydantic at construction), its registry record (:class:`Experiment`) and
+:func:`run_experiment`, the one way to run one. ``run(cfg, seed, progress)`` computes numbers
+and arrays (never plots or files) and returns a :class:`Result` whose :class:`Check` entries
+compare simulation with theory, each stating its claim in one sentence; ``figure(result)``
+draws it later. Configs from presets, files and ``--set`` are resolved in ``biasfree.claims.config``.
 """
 
 from __future__ import annotations
@@ -32,7 +26,7 @@ from annotated_types import Doc, Ge, Gt, Interval, Le, Lt, MinLen, MultipleOf, P
 from ..results import Result, config_dict
 
 SIZES = ("tiny", "paper")
-"""The preset names every experiment defines (``--preset``)."""
+"""The preset names every experiment defines (``--preset``; ``tiny``: seconds, ``paper``: minutes)."""
 Progress = Callable[[str], None]
 
 
@@ -212,34 +206,27 @@ class Experiment:
             raise TypeError(f"{self.name}: presets {wrong} are not {self.config.__qualname__} instances")
 
 
+@dataclass(frozen=True)
 class _Deferred:
-    """``package``'s ``module.py``'s function ``module``, imported at the first call."""
+    """The function ``module`` of module ``package.module``, imported at the first call (it
+    pickles as these two names: a sweep sends records to workers)."""
 
-    def __init__(self, package: ModuleType, module: str):
-        self.package, self.module = package, module
-        self.__doc__ = f"``{package.__name__}.{module}.{module}``, imported at the first call."
+    package: str
+    module: str
 
     def __call__(self, *args, **kwargs):
-        return getattr(importlib.import_module(f"{self.package.__name__}.{self.module}"), self.module)(
-            *args, **kwargs)
+        return getattr(importlib.import_module(f"{self.package}.{self.module}"), self.module)(*args, **kwargs)
 
     def __repr__(self) -> str:
-        return f"<{self.package.__name__}.{self.module}.{self.module}>"
-
-    def __reduce__(self):  # a module is pickled as its import (a sweep sends records to workers)
-        return _deferred, (self.package.__name__, self.module)
-
-
-def _deferred(package: str, module: str) -> _Deferred:
-    return _Deferred(importlib.import_module(package), module)
+        return f"<{self.package}.{self.module}.{self.module}>"
 
 
 def bind(package: ModuleType) -> Experiment:
     """A claim package's ``EXPERIMENT`` with ``run`` and ``figure`` (where it leaves them
     out) its ``run.py``'s ``run`` and ``figure.py``'s ``figure``."""
     exp = package.EXPERIMENT
-    return replace(exp, run=exp.run or _Deferred(package, "run"),
-                   figure=exp.figure or _Deferred(package, "figure"))
+    return replace(exp, run=exp.run or _Deferred(package.__name__, "run"),
+                   figure=exp.figure or _Deferred(package.__name__, "figure"))
 
 
 def run_experiment(exp: Experiment, cfg, seed: int = 0, progress: Progress = _quiet, *,

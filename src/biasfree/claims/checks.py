@@ -1,7 +1,5 @@
-"""Helpers shared by several experiments: the one twin-identity check, crossing times,
-power-law fits, Gaussian nets drawn by NumPy, and the two tolerances every experiment uses.
-(Leaky nets beside their linear twins are :func:`biasfree.dynamics.ensemble.gd_members` with
-``Member(..., twin=True)``.)"""
+"""Helpers and tolerances shared by several experiments. (Leaky nets beside their linear
+twins are :func:`biasfree.dynamics.ensemble.gd_members` with ``Member(..., twin=True)``.)"""
 
 from __future__ import annotations
 

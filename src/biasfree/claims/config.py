@@ -1,16 +1,10 @@
 """An experiment's effective config: a named preset, then a TOML file, then ``--set``.
 
-Every experiment has a frozen ``Config`` (hyperparameters only, made by
-:func:`biasfree.claims.base.config`) and named ``presets`` of it (``tiny``, ``paper``).
-:func:`resolve_config` starts from a preset and applies overrides:
-
-- values arrive as TOML literals (``--set width=200``, ``--set alphas=[0.0, 0.5]``,
-  ``--set lr=0.01``; :func:`parse_set`) or from a TOML file (:func:`read_config_file`);
-- lists become tuples, and the config class checks and coerces every value once (ints
-  become floats where the field is a float; a bool is never a number), bounds included.
-
-Every mistake raises :class:`ConfigError` naming the problem and the fix; an unknown
-field lists the valid ones with their types and defaults.
+:func:`resolve_config` starts from one of an experiment's ``presets`` (``tiny``, ``paper``) of
+its frozen ``Config`` (:func:`biasfree.claims.base.config`) and applies overrides: TOML
+literals from ``--set`` (:func:`parse_set`) or a TOML file (:func:`read_config_file`).
+Every mistake raises :class:`ConfigError` naming the problem and the fix; an unknown field
+lists the valid ones with their types and defaults.
 """
 
 from __future__ import annotations
@@ -175,9 +169,9 @@ def _tuples(value):
 def resolve_config(exp: Experiment, preset: str | None = None,
                    overrides: Mapping[str, object] | None = None):
     """``exp``'s ``preset`` config (default ``paper``) with ``overrides`` (field -> parsed
-    value) applied: each value is checked and coerced once, by the config class itself
-    (:func:`~.base.config`: an int becomes a float where the field is one, a bool is never
-    a number). Raises :class:`ConfigError` on an unknown preset or field (listing the
+    value) applied: lists become tuples, then each value is checked and coerced once, by the
+    config class itself (:func:`~.base.config`: an int becomes a float where the field is one,
+    a bool is never a number). Raises :class:`ConfigError` on an unknown preset or field (listing the
     valid ones), a value of the wrong type or out of bounds, or one the config's own
     ``__post_init__`` rejects."""
     base = preset_config(exp, preset)

@@ -13,20 +13,18 @@ from ..._figure import action_end, action_start, claim_title
 from ...results import Result
 from . import MEMBERS
 
-_STYLE = {"linear_aligned": ("k", "-"), "relu_pair_aligned": ("tab:red", "-"),
-          "relu_gaussian": ("tab:blue", "-"), "relu_pair_random": ("tab:green", "-"),
-          "linear_twin_of_pair_random": ("tab:green", ":")}
-_LABEL = {"linear_aligned": "deep linear, aligned init (at λt)",
-          "relu_pair_aligned": "ReLU pair net mapped from it",
-          "relu_gaussian": "ReLU, small Gaussian init",
-          "relu_pair_random": "ReLU pair net, random halves",
-          "linear_twin_of_pair_random": "its deep linear twin (at λt)"}
+_STYLE = {"linear_aligned": ("k", "-", "deep linear, aligned init (at λt)"),
+          "relu_pair_aligned": ("tab:red", "-", "ReLU pair net mapped from it"),
+          "relu_gaussian": ("tab:blue", "-", "ReLU, small Gaussian init"),
+          "relu_pair_random": ("tab:green", "-", "ReLU pair net, random halves"),
+          "linear_twin_of_pair_random": ("tab:green", ":", "its deep linear twin (at λt)")}
+"""Member -> (colour, line style, legend label)."""
 _LAYER_LS = ("-", "--", ":", "-.")
 
 
 def _legend(ax) -> None:
     """One legend for every panel: members by colour, then what the line styles mean."""
-    handles = [Line2D([], [], color=c, ls=ls, lw=2, label=_LABEL[m]) for m, (c, ls) in _STYLE.items()]
+    handles = [Line2D([], [], color=c, ls=ls, lw=2, label=label) for c, ls, label in _STYLE.values()]
     handles += [Line2D([], [], color="y", ls="--", lw=1.5, label="§3.3 deep linear closed form at λt"),
                 Line2D([], [], color="0.6", ls="--", lw=1, label="(a) plateaus of §3.4")]
     handles += [Line2D([], [], color="0.3", ls=ls, label=f"(b) mode {i + 1}  /  (c) layer {i + 1}")
@@ -53,7 +51,7 @@ def figure(result: Result):
         a_flow = A[f"L{L}_a_flow"]
         xlim = (action_start(t, *loss.values()), action_end(t, *loss.values(), frac=1e-3))
         for name in MEMBERS:
-            col, ls = _STYLE[name]
+            col, ls, _ = _STYLE[name]
             ax[0].loglog(t[1:], loss[name][1:], color=col, ls=ls, lw=1.8)
         ax[0].loglog(t[1:], 0.5 * np.sum((s - a_flow[1:]) ** 2, axis=-1), "y--", lw=1.2)
         for Lk in plateaus[:-1]:
@@ -73,7 +71,7 @@ def figure(result: Result):
         ax[2].set(xlabel="t (η k)", ylabel="effective rank exp(H(σ/Σσ))",
                   title=f"(c) depth {L}: per-layer effective rank")
         for name in ("relu_pair_aligned", "relu_gaussian", "relu_pair_random"):
-            col, _ = _STYLE[name]
+            col = _STYLE[name][0]
             frac = np.clip(odd_nl[name] / np.maximum(odd_e[name], 1e-300), 1e-17, None)
             ax[3].loglog(t[1:], frac[1:], color=col, lw=1.5)
             ax[3].loglog(t[1:], np.clip(even[name][1:] / np.maximum(odd_e[name][1:], 1e-300), 1e-17,

@@ -48,7 +48,7 @@ def half_loss_crossing(t, loss, floor):
 
 
 def ratio_tolerance(c, t_lin, slope_twin, gap, L0, lr, s):
-    """Derived bound on ``|c t½(α)/t½(1) - prediction|``.
+    """Derived bound on ``|c t½(α)/t½(1) - prediction|`` (elementwise over arrays).
 
     Two terms: the leaky curve lies within ``gap·L0`` of its twin, which moves its
     half-loss time by at most ``gap·L0 / |dL/dt|`` at the crossing (``slope_twin`` in
@@ -105,15 +105,11 @@ def init_scale_sweep(cfg: Config, white, moments, unit, s, r, L_inf):
     # every scale's twin in one call, the program of `linear` (same shapes): one compile fewer
     # than a call per scale, and the same numbers (bitwise, at the tiny and paper presets)
     twins = linear_twins(batch, moments, gd_cfg, np.full(len(scales), a_min))
-    measured, tol = np.empty(len(scales)), np.empty(len(scales))
-    for i, twin in enumerate(twins):
-        t_leaky = half_loss_crossing(t, L_leaky[i], L_inf)[0]
-        t_lin = half_loss_crossing(t, L_lin[i], L_inf)[0]
-        slope = half_loss_crossing(t, twin, L_inf)[1]
-        gap = float(np.max(np.abs(L_leaky[i] - twin)) / L_leaky[i, 0])
-        measured[i] = c * t_leaky / t_lin
-        tol[i] = ratio_tolerance(c, t_lin, slope, gap, L_leaky[i, 0], cfg.sweep_lr, s)
-    return dict(scales=scales, a0=a0, measured=measured, predicted=predicted, tol=tol, alpha=a_min)
+    t_leaky, t_lin = (np.array([half_loss_crossing(t, L, L_inf)[0] for L in Ls]) for Ls in (L_leaky, L_lin))
+    slope = np.array([half_loss_crossing(t, twin, L_inf)[1] for twin in twins])
+    gap = np.max(np.abs(L_leaky - twins), axis=1) / L_leaky[:, 0]
+    tol = ratio_tolerance(c, t_lin, slope, gap, L_leaky[:, 0], cfg.sweep_lr, s)
+    return dict(scales=scales, a0=a0, measured=c * t_leaky / t_lin, predicted=predicted, tol=tol, alpha=a_min)
 
 
 def proof_runs(cfg: Config, white, raw, s, r, s_raw, r_raw, y_power, keys):
@@ -130,8 +126,7 @@ def proof_runs(cfg: Config, white, raw, s, r, s_raw, r_raw, y_power, keys):
         return jax.vmap(lambda f: scale_params(unit, f))(jnp.sqrt(jnp.asarray(a0_raw)))
 
     p_r1 = rank_one(r, cfg.a0 / cs)
-    half = init_gaussian(k_pair, (cfg.d, cfg.width // 2, 1), cfg.random_scale)
-    pair = pair_up(half)
+    pair = pair_up(init_gaussian(k_pair, (cfg.d, cfg.width // 2, 1), cfg.random_scale))
     members = {f"rank-one α={a:g}": Member(jax.tree_util.tree_map(lambda x, i=i: x[i], p_r1), a, twin=True)
                for i, a in enumerate(alphas)}
     members |= {f"pair α={a:g}": Member(pair, a, twin=True) for a in alphas}
@@ -195,8 +190,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     gaps = np.max(np.abs(main["loss"] - main["pred"]), axis=1) / L0[:, 0]
     ratios = cs * main["t_half"] / main["t_half"][i_lin]
     ratios_pred = theory.raw_init_half_time_ratio(s, main["a0"], alphas)
-    tols = np.array([ratio_tolerance(c, main["t_half"][i_lin], sl, g, L0[i, 0], cfg.lr, s)
-                     for i, (c, sl, g) in enumerate(zip(cs, main["pred_slope"], gaps, strict=True))])
+    tols = ratio_tolerance(cs, main["t_half"][i_lin], main["pred_slope"], gaps, L0[:, 0], cfg.lr, s)
     sweep_excess = np.abs(sweep["measured"] - sweep["predicted"]) / sweep["tol"]
     t_half_th = np.asarray(theory.half_time(s, cfg.a0)) / cs
     L0_id = float(proof["closed"][0, 0])

@@ -27,33 +27,27 @@ rescaling (scale 1 instead of c^{(1+κ)/2}, ε and decay unscaled: Adam at step 
 η√c, SGD at η instead of ηc), or, for the minibatch checks, the same batch size drawn at
 random instead of in mirror pairs (net and twin on the same random batches).
 
-**Muon** (``optax.contrib.muon``, ε ×ρ) is exact in exact arithmetic (Newton–Schulz is
-X·p(XᵀX), which commutes with the signed permutations of the pairing) but the pair
-manifold repels under it once the gradients are small: the round-off seed of f_even grows
-~1.1–1.2× per step (§9.4). Its gap, its bound and its final ⟨f_even²⟩ are *measured*, not
-checked: the first-order bound assumes a stable map, and the jiggled-init run that sizes it
-grows in the same unstable direction, so the bound says nothing there. Adam with ε left
-unscaled (``degree=0`` given) is measured too.
+**Muon** (``optax.contrib.muon``, ε ×ρ) is exact in exact arithmetic, but the pair manifold
+repels under it once the gradients are small (§9.2, §9.4). Its gap, its bound and its final
+⟨f_even²⟩ are *measured*, not checked: the first-order bound assumes a stable map, and the
+jiggled-init run that sizes it grows in the same unstable direction, so the bound says
+nothing there. Adam with ε left unscaled (``degree=0`` given) is measured too.
 
 **Measured, not checked (no threshold from theory):**
 
 - *Random small init* (Gaussian, not paired): ``D = max_k |L(θ_k) − L_twin(θ'_k)| / L(θ_0)``
   over every recorded step, net vs √c·θ under the twin optimiser, for SGD, momentum, Adam,
-  Lion and Muon, per init std (``sweep_scales``), width (``sweep_widths``) and init
-  (``sweep_inits``, keys ``fold_in``).
-- *Minibatches*: D from the pair init, SGD and Adam, mirrored vs random batches, per batch
-  size (``batch_sizes``).
-- *Stage-like learning* on a second data set: whitened symmetric Gaussian inputs (d =
-  ``modes_d``), a linear teacher ``U diag(modes_s) Vᵀ`` with well-separated strengths, a
-  ReLU net from small Gaussian init (width ``modes_width``, std ``modes_scale``) and its
-  twin, under GD, Adam and Muon, ``modes_steps`` steps, ``modes_records`` evenly spaced records. Mode strength
-  ``a_i(k) = u_iᵀ β_eff(k)ᵀ v_i`` (β_eff the least-squares linear fit of the net's
+  Lion and Muon, per init std, width and init (keys ``fold_in``).
+- *Minibatches*: D from the pair init, SGD and Adam, mirrored vs random batches, per batch size.
+- *Stage-like learning* on a second data set: whitened symmetric Gaussian inputs, a linear
+  teacher ``U diag(modes_s) Vᵀ`` with well-separated strengths, a ReLU net from small
+  Gaussian init and its twin, under GD, Adam and Muon (sizes: the ``modes_*`` fields). Mode
+  strength ``a_i(k) = u_iᵀ β_eff(k)ᵀ v_i`` (β_eff the least-squares linear fit of the net's
   outputs; modes from the sample's Σ_yx, strengths s_i, decreasing). *Half time* of mode i:
   the first step at which a_i reaches s_i/2 (cubic spline through the records). *Plateau
   rule*: an intermediate plateau lies between modes i and i+1 when, at the first record
   where a_i ≥ 0.9 s_i, a_{i+1} ≤ 0.1 s_{i+1} still (mode i is learnt before mode i+1
-  starts); the count is over i = 1…p−1 (at most p − 1; the initial plateau before mode 1 is
-  not counted).
+  starts); the count is over i = 1…p−1 (the initial plateau before mode 1 is not counted).
 """
 
 from __future__ import annotations

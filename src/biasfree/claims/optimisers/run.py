@@ -4,6 +4,8 @@ measured random-init, minibatch and stage-like-learning parts (module doc there)
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import numpy as np
 import optax
@@ -36,11 +38,7 @@ def _chain_length(params, n_points: int) -> int:
     """The longest chain of sums behind one gradient entry of a bias-free layered net: the
     forward sums (fan-ins), the backward ones (fan-outs), the sum over ``n_points`` and 4
     for the residual, 1/N, ½ and the decay (tests/roundoff.py's ``chain_length``)."""
-    k = n_points + 4
-    for layer in params:
-        n_out, n_in = np.shape(layer.W)[-2:]
-        k += n_in + n_out
-    return k
+    return n_points + 4 + sum(sum(np.shape(layer.W)[-2:]) for layer in params)
 
 
 def factories(cfg: Config) -> dict:
@@ -62,13 +60,11 @@ def _jitted(make):
     """``make`` with each ρ's optimiser built once and its ``init`` and ``update`` jitted: the
     κ probe of :func:`measure_degree` then compiles Muon's Newton–Schulz once per ρ instead of
     dispatching it op by op (about 60 s eagerly on 2 loaded cores; the same arithmetic)."""
-    cache = {}
 
+    @functools.cache
     def build(rho):
-        if rho not in cache:
-            opt = make(rho)
-            cache[rho] = optax.GradientTransformation(jax.jit(opt.init), jax.jit(opt.update))
-        return cache[rho]
+        opt = make(rho)
+        return optax.GradientTransformation(jax.jit(opt.init), jax.jit(opt.update))
     return build
 
 
@@ -81,7 +77,6 @@ class _Opt:
 
     def __init__(self, name: str, make, alpha: float):
         rho = 1.0 / twin_scale(alpha)
-        self.name = name
         self.kappa = measure_degree(_jitted(make) if name == "muon" else make,
                                     PROBE_RHOS + ((rho,) if rho != 1.0 else ()), name=name)
         self.net = make(1.0)
@@ -102,8 +97,7 @@ class _Problem:
         self.Xp = np.asarray(jax.random.normal(k_x, (cfg.n, cfg.d)))
         self.Yp = self.Xp @ T.T
         self.data = Dataset(*symmetrize(self.Xp, self.Yp))
-        p = len(cfg.teacher_s)
-        self.pair = pair_up(init_gaussian(k_p, (cfg.d, cfg.width // 2, p), cfg.scale))
+        self.pair = pair_up(init_gaussian(k_p, (cfg.d, cfg.width // 2, len(cfg.teacher_s)), cfg.scale))
         self.records = cfg.steps + 1
         self.c, self.a = float(slope_factor(cfg.alpha)), twin_scale(cfg.alpha)
 
@@ -192,11 +186,9 @@ def count_plateaus(a, s) -> int:
     """Intermediate plateaus (module doc): modes i, i+1 with a_{i+1} ≤ 0.1 s_{i+1} at the
     first record where a_i ≥ 0.9 s_i. ``a`` (records, p) mode strengths, ``s`` (p,) targets."""
     r = np.asarray(a) / np.asarray(s)
-    n = 0
-    for i in range(r.shape[1] - 1):
-        done = np.nonzero(r[:, i] >= 0.9)[0]
-        n += bool(done.size) and bool(r[done[0], i + 1] <= 0.1)
-    return n
+    done = r >= 0.9
+    first = np.argmax(done, axis=0)  # the first record where mode i is learnt (if any)
+    return int(sum(done[:, i].any() and r[first[i], i + 1] <= 0.1 for i in range(r.shape[1] - 1)))
 
 
 def _stages(tr, k, modes) -> dict:

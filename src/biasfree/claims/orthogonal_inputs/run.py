@@ -68,7 +68,7 @@ def _outputs(path, X, alpha):
 
 
 def _runs(cfg: Config, P: dict, steps: int) -> dict:
-    """GD with parameters kept at every record; returns (path, outputs, slope) by run name."""
+    """GD with parameters kept at every record; returns (path, outputs) by run name."""
     gd = GDConfig(lr=cfg.lr, steps=steps, n_records=cfg.n_records, keep_params=True)
     I, D = P["inits"], P["data"]
     full = gd_members({"random": Member(I["random"]), "aligned": Member(I["aligned"])}, D["full"], gd)

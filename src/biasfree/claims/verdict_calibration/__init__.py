@@ -6,17 +6,17 @@ width m, data asymmetry, depth 2 and 3, biases on and off) :func:`biasfree.analy
 called *without* training, and its training answer (``verdict.training``: the twin
 theory's assumptions and the predicted gap with its interval, §6.4) is read as "linear"
 when it is *exactly* or *effectively linear*, "undecided" when the interval straddles 0.3%,
-else "not linear". The truth is measured: the net and its linear twin
-(the bias-free weights × the twin scale, step × k_t: what a user would predict from the
-twin) trained by the same GD, with the gap
+else "not linear". The truth is measured: the net and its linear twin (the bias-free weights
+× the twin scale, step × k_t: what a user would predict from the twin) trained by the same
+GD, with the gap
 
     D = max over every step k of |L(θ_k) − L_twin(θ̃_k)| / L₀,   L₀ = max(L(θ₀), ½⟨‖y‖²⟩)
 
 (:func:`~biasfree.dynamics.twin_training.train_with_twin`; L₀ is L(0) for an init, the zero
-function's loss for a trained net); "linear" when D ≤ 0.3% (the paper's
-level). The step is analyse's default (a quarter of the estimated stability limit), the
-run analyse's default horizon, at most ``max_steps`` steps. The truth runs of one net shape
-(depth, biases, width; conv layers) go as one batch through one vmapped loop
+function's loss for a trained net); "linear" when D ≤ 0.3% (the paper's level). The step is
+analyse's default (a quarter of the estimated stability limit), the run analyse's default
+horizon, at most ``max_steps`` steps. The truth runs of one net shape (depth, biases, width;
+conv layers) go as one batch through one vmapped loop
 (:func:`~biasfree.dynamics.twin_training.gaps_batched`): on a GPU a batch of 10 costs about
 one run.
 
@@ -25,22 +25,15 @@ Data: the paper's (Gaussian inputs and their negatives, whitened; odd target
 by fresh independent draws (a = 1: no point has its mirror). The PyTorch column is
 nn.Linear's default init, U(±1/√fan_in) for weights and biases.
 
-Checks (counts, not tuned rates): the verdict never calls "linear" a point whose measured
-gap exceeds 0.3% (false "linear"); every point refused for a structural reason (biases,
-asymmetric inputs, depth > 2, init not small: §6.4) is measured off its twin; wherever the
-prediction rests on the theory, the measured gap is at most its interval's high end. The
-agreement (over the decided points) and the confusion table (rows linear, undecided, not)
+Checks (counts, not tuned rates): no false "linear" (measured gap > 0.3%), no structural
+refusal (biases, asymmetric inputs, depth > 2, init not small: §6.4) measured on its twin, and
+the measured gap at most the interval's high end wherever the prediction rests on the theory.
+The agreement (over the decided points) and the confusion table (rows linear, undecided, not)
 are metrics; the notes list the disagreements and every undecided point's interval.
 
-Families beyond the grid (:mod:`.families`), each with its own confusion table (rows the
-verdict levels, columns the measured truth linear / not; :mod:`.summary`): nets given already
-trained (truth: training continued; and, where analyse takes ``init=``, "trained-history":
-the gap measured on the way from the init), antisymmetric pairs at large init (exact), 1-D
-and 2-D conv nets (with each net's measured gap over the predicted high end: no bound for
-conv nets, §7.4), depth-3 nets, and nets trained with weight decay. Per family: no false
-"linear"; the pair family measured exact to round-off and never called "not" on evidence.
-Every truth is the gap at every GD step relative to L₀ = max(L(θ₀), ½⟨‖y‖²⟩), the zero
-function's loss for a trained net whose L(θ₀) is near 0.
+Families beyond the grid (:mod:`.families`: nets given already trained, antisymmetric pairs
+at large init, 1-D and 2-D conv nets, depth-3 nets, nets trained with weight decay), each
+with its own confusion table and checks (:mod:`.summary`).
 """
 
 from __future__ import annotations

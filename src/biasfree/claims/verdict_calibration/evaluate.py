@@ -85,10 +85,9 @@ def measure(runs, progress: Progress = _quiet) -> np.ndarray:
 class Family:
     """One family's verdicts and truths, per point: ``labels`` (``keys`` for metric names);
     ``level`` (index into :data:`~biasfree.analysis.verdict.LEVELS`) of analyse's training
-    answer; ``assumption``
-    a "not" resting only on :data:`ASSUMPTIONS`; ``high_end`` the predicted gap's high end
-    (NaN without a prediction); ``gap`` the measured gap (fraction of L₀); ``full`` the truth
-    run reached its horizon; ``steps`` run."""
+    answer; ``assumption`` a "not" resting only on :data:`ASSUMPTIONS`; ``high_end`` the
+    predicted gap's high end (NaN without a prediction); ``gap`` the measured gap (fraction
+    of L₀); ``full`` the truth run reached its horizon; ``steps`` run."""
 
     name: str
     labels: tuple[str, ...]

@@ -1,25 +1,11 @@
 """verdict-calibration's families beyond the grid: nets whose verdict the grid does not
 exercise, each with its own confusion table (docs/theory.md §6).
 
-Each family is a list of :class:`Point`: a net handed to :func:`biasfree.analyse` as it is
-(``params``), on its data, and the truth run that decides whether it is linear: the net
-beside its twin (weights × the twin scale, step × k_t, weight decay λ/k_t; §2.4, §2.7) from
-``params``, with analyse's default step and horizon (at most ``max_steps``), gap measured at
-every GD step (:func:`~biasfree.dynamics.twin_training.gaps_batched`).
-
-- **trained**: a two-layer net trained by GD from a small init on the symmetric data for a
-  fraction of its horizon, then given to analyse. Two truths: the gap when training
-  *continues* from the trained weights (what analyse's training answer predicts), and the gap
-  measured *on the way* from the init (``history_gap``: what ``analyse(..., init=...)``
-  answers, where analyse has ``init=``).
-- **pairs-large-init**: antisymmetric pairs (:func:`~biasfree.pair_up`) at large init: exactly
-  their twin at any scale (§2.3), truth at round-off.
-- **conv1d**, **conv2d**: two-layer bias-free conv nets (dense readout) on symmetrised Gaussian
-  signals (1-D, or 2-D images) with a scalar conv teacher ``y = Σ_s φ((κ⋆x)_s) / √S``,
-  φ(u) = u + sin 4u (§7); the twin is the linear conv net (§7.1).
-- **depth3**: depth-3 bias-free nets on the symmetric data (no exact twin, §4.1).
-- **weight-decay**: two-layer nets whose truth run has weight decay λ (the twin's λ/c, §2.7);
-  analyse sees the init alone, as everywhere in this experiment.
+Each family (one function below) is a list of :class:`Point`: a net handed to
+:func:`biasfree.analyse` as it is (``params``), on its data, and the truth run that decides
+whether it is linear: the net beside its twin (weights × the twin scale, step × k_t, weight
+decay λ/k_t; §2.4, §2.7) from ``params``, with analyse's default step and horizon (at most
+``max_steps``), gap measured at every GD step (:func:`~biasfree.dynamics.twin_training.gaps_batched`).
 """
 
 from __future__ import annotations
@@ -41,10 +27,9 @@ from . import FAMILIES, Config
 @dataclass(frozen=True)
 class Point:
     """One net of a family: ``label`` where it sits (``key`` the same for a metric name),
-    ``params`` the net given to analyse
-    and the truth run's start, data ``X``, ``Y``, ``decay`` the truth run's weight decay λ;
-    trained nets also carry ``init`` (the weights training started from) and
-    ``history_gap`` (the gap to the twin measured on the way, fraction of L₀)."""
+    ``params`` the net given to analyse and the truth run's start, data ``X``, ``Y``,
+    ``decay`` the truth run's weight decay λ; trained nets also carry ``init`` (the weights
+    training started from) and ``history_gap`` (the gap to the twin measured on the way, fraction of L₀)."""
 
     label: str
     key: str
@@ -70,8 +55,10 @@ def _numpy(params: Params) -> Params:
 
 def trained(cfg: Config, rng, X, Y, gaussian, setup) -> list[Point]:
     """Two-layer nets trained from N(0, σ²) (``trained_scales``) for ``trained_fractions`` of
-    analyse's default horizon (``setup``: the truth setup of the init), beside the init's twin
-    (the gap on the way is the history truth)."""
+    analyse's default horizon (``setup``: the truth setup of the init), beside the init's twin.
+    Two truths: training *continued* from the trained weights (what analyse's training answer
+    predicts), and the gap on the way from the init (``history_gap``: what
+    ``analyse(..., init=...)`` answers)."""
     out = []
     for m in cfg.family_widths:
         for s in cfg.trained_scales:
@@ -88,20 +75,23 @@ def trained(cfg: Config, rng, X, Y, gaussian, setup) -> list[Point]:
 
 def pairs(cfg: Config, rng, X, Y, gaussian) -> list[Point]:
     """Antisymmetric pairs of width m (m/2 Gaussian units of std σ, each with its sign-flipped
-    partner) for σ in ``pair_scales``: f_even ≡ 0 along GD on symmetric data (§2.3)."""
+    partner) for σ in ``pair_scales``: f_even ≡ 0 along GD on symmetric data, so they are
+    exactly their twin at any scale (§2.3), truth at round-off."""
     return [Point(f"width {m}, σ {s:g}", f"w{m}_std{s:.0e}",
                   _numpy(pair_up(gaussian(rng, (cfg.d, m // 2, 1), s, False))), X, Y)
             for m in cfg.family_widths for s in cfg.pair_scales]
 
 
 def depth3(cfg: Config, rng, X, Y, gaussian) -> list[Point]:
-    """Depth-3 bias-free nets (both hidden layers of width m) of std σ in ``depth3_scales``."""
+    """Depth-3 bias-free nets (both hidden layers of width m) of std σ in ``depth3_scales``
+    (no exact twin, §4.1)."""
     return [Point(f"width {m}, σ {s:g}", f"w{m}_std{s:.0e}", gaussian(rng, (cfg.d, m, m, 1), s, False), X, Y)
             for m in cfg.family_widths for s in cfg.depth3_scales]
 
 
 def weight_decay(cfg: Config, rng, X, Y, gaussian) -> list[Point]:
-    """Two-layer nets of std ``decay_scale`` whose truth runs with weight decay λ in ``decays``."""
+    """Two-layer nets of std ``decay_scale`` whose truth runs with weight decay λ in ``decays``
+    (the twin's λ/c, §2.7); analyse sees the init alone."""
     return [Point(f"width {m}, λ {lam:g}", f"w{m}_decay{lam:.0e}",
                   gaussian(rng, (cfg.d, m, 1), cfg.decay_scale, False), X, Y, decay=float(lam))
             for m in cfg.family_widths for lam in cfg.decays]
@@ -122,7 +112,8 @@ def conv_data(rng, shape: tuple[int, ...], n: int, kernel: int):
 
 def conv(cfg: Config, key, X, Y, shape: tuple[int, ...]) -> list[Point]:
     """Two-layer conv nets (1 → C channels, ``conv_kernel`` wide, dense readout to every
-    position) of std σ in ``conv_scales``, C in ``conv_channels`` (:func:`~biasfree.init_conv`)."""
+    position) of std σ in ``conv_scales``, C in ``conv_channels`` (:func:`~biasfree.init_conv`);
+    the twin is the linear conv net (§7.1)."""
     settings = [(C, s) for C in cfg.conv_channels for s in cfg.conv_scales]
     keys = jax.random.split(key, len(settings))
     return [Point(f"C {C}, σ {s:g}", f"C{C}_std{s:.0e}",

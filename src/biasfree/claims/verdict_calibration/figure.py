@@ -25,8 +25,6 @@ def figure(result):
     depths, biases, asyms = a["depths"], a["biases"], a["asymmetries"]
     widths, cols = a["widths"], a["columns"]
     level_of_paper = float(a["paper_level"])
-    panels = [(iL, ib, ia) for iL in range(len(depths)) for ib in range(len(biases))
-              for ia in range(len(asyms))]
     ncol = len(asyms) * len(biases)
     nrow = len(depths)
     names = [str(n) for n in a["family_names"]] if "family_names" in a else []
@@ -37,7 +35,7 @@ def figure(result):
     axes = top.subplots(nrow, ncol, squeeze=False)
     cmap = ListedColormap(_COLOURS)
     truth = gap <= level_of_paper
-    for iL, ib, ia in panels:
+    for iL, ib, ia in np.ndindex(nrow, len(biases), len(asyms)):
         ax = axes[iL, ib * len(asyms) + ia]
         ax.pcolormesh(np.arange(len(cols) + 1) - 0.5, np.arange(len(widths) + 1) - 0.5,
                       level[iL, ib, ia], cmap=cmap, vmin=-0.5, vmax=len(LEVELS) - 0.5)
@@ -47,19 +45,17 @@ def figure(result):
         if np.sum(np.isfinite(G)) >= 3 and np.nanmin(G) < lg < np.nanmax(G):
             ax.contour(np.arange(len(cols)), np.arange(len(widths)), G, levels=[lg], colors="k",
                        linestyles="solid", linewidths=2.0)
-        for i in range(len(widths)):
-            for j in range(len(cols)):
-                done = full[iL, ib, ia, i, j]
-                at = (iL, ib, ia, i, j)
-                wrong = done and not undecided[at] and pred[at] != truth[at]
-                said = (f"\n[{100 * a['interval'][at][0]:.2g}–{100 * a['interval'][at][2]:.2g}]%"
-                        if undecided[at] and "interval" in a else "")
-                ax.text(j, i, f"{100 * gap[at]:.2g}%" + ("" if done else "\n(cut)") + said,
-                        ha="center", va="center", fontsize=7 if len(cols) < 5 else 6,
-                        fontweight="bold" if wrong else "normal",
-                        color="k" if done else "0.45")
-                if wrong:
-                    ax.plot(j, i, "o", ms=26, mfc="none", mec="tab:red", mew=2)
+        for i, j in np.ndindex(len(widths), len(cols)):
+            at = (iL, ib, ia, i, j)
+            done = full[at]
+            wrong = done and not undecided[at] and pred[at] != truth[at]
+            said = (f"\n[{100 * a['interval'][at][0]:.2g}–{100 * a['interval'][at][2]:.2g}]%"
+                    if undecided[at] and "interval" in a else "")
+            ax.text(j, i, f"{100 * gap[at]:.2g}%" + ("" if done else "\n(cut)") + said,
+                    ha="center", va="center", fontsize=7 if len(cols) < 5 else 6,
+                    fontweight="bold" if wrong else "normal", color="k" if done else "0.45")
+            if wrong:
+                ax.plot(j, i, "o", ms=26, mfc="none", mec="tab:red", mew=2)
         ax.set_xticks(range(len(cols)), list(cols), fontsize=8)
         ax.set_yticks(range(len(widths)), [str(int(w)) for w in widths], fontsize=8)
         ax.set_xlabel("init std σ (torch: PyTorch default)", fontsize=8)
@@ -129,14 +125,13 @@ def _families(sub, result, names):
         truth = a[f"family_{s}_gap"] <= float(a["paper_level"])
         assumed = full & a[f"family_{s}_assumption"]  # "not" on a failed assumption only
         on_assumption = [int(np.sum(assumed & truth)), int(np.sum(assumed & ~truth))]
-        for i in range(len(LEVELS)):
-            for j in range(2):
-                if judged:
-                    why = (f"\n({on_assumption[j]} on a failed\nassumption)" if LEVELS[i] == LEVELS[-1]
-                           and on_assumption[j] else "")
-                    ax.text(j, i, f"{int(T[i, j])}{why}", ha="center", va="center", fontsize=7 if why else 9,
-                            fontweight="bold" if T[i, j] else "normal")
-        if not judged:
+        if judged:
+            for i, j in np.ndindex(len(LEVELS), 2):
+                why = (f"\n({on_assumption[j]} on a failed\nassumption)" if LEVELS[i] == LEVELS[-1]
+                       and on_assumption[j] else "")
+                ax.text(j, i, f"{int(T[i, j])}{why}", ha="center", va="center", fontsize=7 if why else 9,
+                        fontweight="bold" if T[i, j] else "normal")
+        else:
             gaps = ", ".join(f"{100 * g:.2g}%" for g in a[f"family_{s}_gap"])
             ax.text(0.5, 2, f"no verdict:\nanalyse has\nno init= here.\nmeasured on\nthe way:\n{gaps}",
                     ha="center", va="center", fontsize=7)

@@ -15,7 +15,7 @@ from ...results import Result, at_most
 from ..base import Progress, _quiet
 from ..checks import numpy_gaussian
 from . import STRUCTURAL, Config, families
-from .evaluate import evaluate, measure, truth_setup
+from .evaluate import LINEAR, evaluate, measure, truth_setup
 from .summary import summarise
 
 
@@ -57,14 +57,14 @@ def _pad(params, m: int):
     return tuple(out)
 
 
-def _truths(points, max_steps: int, pad_to, progress: Progress):
+def _truths(points, max_steps: int, pad: int | None, progress: Progress):
     """Measured gaps D (fraction of L₀) to the twins, the steps run and whether they reached
-    the horizon, for ``points`` [(params, X, Y)]: each net and its twin padded to width
-    ``pad_to(m)`` (:func:`_pad`), the nets of one shape run as one batch (:func:`~.evaluate.measure`)."""
+    the horizon, for ``points`` [(params, X, Y)]: each net and its twin padded to width ``pad``
+    (:func:`_pad`; None: its own), the nets of one shape run as one batch (:func:`~.evaluate.measure`)."""
     setups = [truth_setup(p, X, Y, max_steps) for p, X, Y in points]
     runs = [(_pad(p, m), _pad(twin, m), X, Y, lr, steps, ks, 0.0)
             for (p, X, Y), (twin, ks, lr, steps, _) in zip(points, setups, strict=True)
-            for m in [pad_to(np.shape(p[0].W)[0])]]
+            for m in [pad or np.shape(p[0].W)[0]]]
     return measure(runs, progress), np.array([s[3] for s in setups]), np.array([s[4] for s in setups])
 
 
@@ -75,7 +75,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     _, w = sine_target(jax.random.PRNGKey(seed), cfg.d)
     cols = [f"{s:g}" for s in cfg.scales] + (["torch"] if cfg.torch_default else [])
     shape = (len(cfg.depths), len(cfg.biases), len(cfg.asymmetries), len(cfg.widths), len(cols))
-    pred, undecided, structural = (np.zeros(shape, bool) for _ in range(3))
+    structural = np.zeros(shape, bool)
     level = np.zeros(shape, int)
     interval = np.zeros(shape + (3,))
     points, where = [], []
@@ -93,18 +93,15 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
                         t = a.verdict.training
                         at = (iL, ib, ia, iw, js)
                         level[at] = vd.LEVELS.index(t.level)
-                        pred[at] = t.level in (vd.EXACT, vd.EFFECTIVE)
-                        undecided[at] = t.level == vd.UNDECIDED
                         structural[at] = any(r.startswith(STRUCTURAL) for r in t.reasons)
-                        if a.prediction is not None:
-                            p = a.prediction
-                            interval[at] = (max(p.t0_gap, p.growth_gap_low), max(p.t0_gap, p.growth_gap),
-                                            max(p.t0_gap, p.growth_gap_high))
+                        if (p := a.prediction) is not None:
+                            interval[at] = [max(p.t0_gap, g) for g in (p.growth_gap_low, p.growth_gap,
+                                                                        p.growth_gap_high)]
                         points.append((params, X, Y))
                         where.append(at)
-    widest = max(cfg.widths)
-    flat = _truths(points, cfg.max_steps, (lambda m: widest) if cfg.share_compiles else (lambda m: m),
-                   progress)
+    pred = np.isin(level, [vd.LEVELS.index(v) for v in LINEAR])
+    undecided = level == vd.LEVELS.index(vd.UNDECIDED)
+    flat = _truths(points, cfg.max_steps, max(cfg.widths) if cfg.share_compiles else None, progress)
     gap, steps, full = (np.zeros(shape, v.dtype) for v in flat)
     for i, at in enumerate(where):
         gap[at], steps[at], full[at] = flat[0][i], flat[1][i], flat[2][i]

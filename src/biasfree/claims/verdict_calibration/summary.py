@@ -4,14 +4,10 @@ Per family: the confusion table (rows the verdict levels, columns the measured t
 not, over the points whose truth run reached its horizon) in ``metrics`` as
 ``<family>_<level>_<linear|not>``, with its points, decided, undecided and false "linear"
 counts; conv points also give the measured gap over the predicted interval's high end (the
-prediction is not a bound for conv nets, §7.4: this ratio is the calibration). Checks that
-hold whatever the verdict's wording, before and after issue 31's rewrite of ``analyse``:
-
-- per family, no false "linear": no net called exactly or effectively linear measures more
-  than 0.3% of L₀ off its twin;
-- the exact family (antisymmetric pairs at large init) measures its twin to round-off at
-  every step, and is never called "not" on evidence (its "not" may rest only on a failed
-  assumption of the small-init theory, which issue 31 turns into "undecided").
+prediction is not a bound for conv nets, §7.4: this ratio is the calibration). Checks: per
+family, no false "linear" (a net called exactly or effectively linear more than 0.3% of L₀
+off its twin); the exact family (pairs at large init) at its twin to round-off at every
+step, and never called "not" on evidence, only on a failed assumption (:data:`~.evaluate.ASSUMPTIONS`).
 """
 
 from __future__ import annotations
