@@ -1,8 +1,5 @@
-"""Figure of the conv experiment: the collapse onto the linear conv twin on both data sets,
-the gap against the paper's 0.3%, the pair-channel identity, and the random-init gap
-against the number of channels and the init scale beside the dense net. Every gap is the
-maximum over every GD step (the run carries it through its compiled loop); the drawn curves
-are its records."""
+"""Figure of the conv experiment, one panel per comparison of the package docstring. Every
+gap is the maximum over every GD step; the drawn curves are its records."""
 
 from __future__ import annotations
 
