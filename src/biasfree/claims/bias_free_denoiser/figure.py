@@ -1,10 +1,7 @@
-"""Figure of the bias-free denoiser experiment, two rows of panels a reader decodes at
-screen width: (a) error against noise level for the bias-free and biased denoisers
-(training range shaded), (b) the Jacobian's effective dimension against noise, (c) the
-identity f(y) = J(y)·y and the biased net's bias term, (d) the two-layer denoiser beside
-its linear twin and the least-squares filters, (e) examples with one adaptive filter (a
-row of J). Each panel's title names the claim, the measured number in its unit and the
-verdict: ✓ for a self-check, "holds" / "does NOT hold" for a claim that is measured."""
+"""Figure of the bias-free denoiser experiment, two rows: one panel (a)–(d) per comparison of
+the package docstring, (e) examples with one adaptive filter (a row of J). Each panel's title
+names the claim, the measured number in its unit and the verdict: ✓ for a self-check,
+"holds" / "does NOT hold" for a claim that is measured."""
 
 from __future__ import annotations
 
