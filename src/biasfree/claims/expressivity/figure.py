@@ -1,11 +1,8 @@
-"""Figure of the ``expressivity`` experiment, drawn only from ``result.arrays``.
-
-One row per target: training loss (½·MSE) over the loss of f = 0 against time for the
-three nets, with the population two-layer floor (± its standard error), the exact floor
-of the training set and the 1-homogeneous (any-depth) floor, in the same ratio; final
-test losses with error
-bars at the right; then 2-D slices (x1, x2; x3 = 1) of the target and of each net.
-"""
+"""Figure of the ``expressivity`` experiment, drawn only from ``result.arrays``: one row per
+target, training loss (½·MSE) over the loss of f = 0 against time for the three nets, with
+the population two-layer floor (± its standard error), the exact floor of the training set
+and the 1-homogeneous (any-depth) floor in the same ratio, final test losses with error bars
+at the right; then 2-D slices (x1, x2; x3 = 1) of the target and of each net."""
 
 from __future__ import annotations
 
