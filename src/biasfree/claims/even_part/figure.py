@@ -9,11 +9,11 @@ from matplotlib.ticker import NullFormatter
 
 from ..._figure import action_end, claim_title
 from ...results import Result
+from . import INITS
 
 FLOOR = 1e-34  # plotting floor for quantities that are exactly zero up to round-off
 LABELS = {"pair": "antisymmetric pairs", "rank_one": "rank-one balanced", "random": "random Gaussian"}
 COLORS = {"pair": "tab:blue", "rank_one": "tab:green", "random": "tab:red"}
-INITS = ("pair", "rank_one", "random")
 
 
 def figure(result: Result):

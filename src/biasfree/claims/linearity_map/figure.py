@@ -74,11 +74,8 @@ def figure(result):
                  f"biased (same weights + biases of std σ), α = {al:g}: ≤ 0.3% in "
                  f"{m[f'biased_cells_below_paper_level_{tag}']:.0%} of cells")
         ax = axes[i, -1]
-        for g, name, colour in ((a["gap"][i], "bias-free", "tab:blue"),
-                                (a["gap_biased"][i] if biased else None, "biased", "tab:red")):
-            if g is None:
-                continue
-            rich = g[:, 0]  # smallest σ: (W, U)
+        for g, name, colour in zip(gaps, ("bias-free", "biased"), ("tab:blue", "tab:red"), strict=False):
+            rich = g[i][:, 0]  # smallest σ: (W, U)
             for k in range(rich.shape[1]):
                 ax.plot(widths, rich[:, k], "o", color=colour, ms=2.5, alpha=0.35)
             ax.plot(widths, np.median(rich, axis=1), "-", color=colour, lw=2,
