@@ -112,10 +112,8 @@ def figure(result: Result):
     grid = fig.add_gridspec(2, 3, height_ratios=[1, 1])
     ax = [fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[0, 2]),
           fig.add_subplot(grid[1, 0:2]), fig.add_subplot(grid[1, 2])]
-    _errors(ax[0], A, result)
-    _dimension(ax[1], A, result)
-    _local_linear(ax[2], A, result)
-    _two_layer(ax[3], A, result)
+    for draw, a in zip((_errors, _dimension, _local_linear, _two_layer), ax, strict=False):
+        draw(a, A, result)
     _examples(ax[4], A)
     for a in ax:
         a.title.set_fontsize(9.5)

@@ -76,8 +76,7 @@ def figure(result):
         ax = axes[i, -1]
         for g, name, colour in zip(gaps, ("bias-free", "biased"), ("tab:blue", "tab:red"), strict=False):
             rich = g[i][:, 0]  # smallest σ: (W, U)
-            for k in range(rich.shape[1]):
-                ax.plot(widths, rich[:, k], "o", color=colour, ms=2.5, alpha=0.35)
+            ax.plot(widths, rich, "o", color=colour, ms=2.5, alpha=0.35)  # one dot series per init
             ax.plot(widths, np.median(rich, axis=1), "-", color=colour, lw=2,
                     label=f"{name}: median over {rich.shape[1]} inits")
         p = m[f"width_exponent_rich_{tag}"]
