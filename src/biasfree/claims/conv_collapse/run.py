@@ -86,15 +86,13 @@ def sweep_members(cfg: Config, key, p: int, alpha: float) -> tuple[Members, list
     settings += [(cfg.channels, s, by_s) for s in cfg.sweep_scales]
     for C, sigma, rows in settings:
         for kind in ("conv", "dense"):
-            names = []
-            for i, k in enumerate(keys):
-                name = f"{kind} C={C} σ={sigma:.1e} #{i}"
+            names = [f"{kind} C={C} σ={sigma:.1e} #{i}" for i in range(cfg.sweep_inits)]
+            for name, k in zip(names, keys, strict=True):
                 if name not in members:
                     unit = (init_conv(k, DIGITS_SHAPE, (1, int(C)), cfg.kernel, p, 1.0) if kind == "conv"
                             else init_gaussian(k, (DIGITS_SHAPE[0] * DIGITS_SHAPE[1], int(C), p), 1.0))
                     net = scale_params(unit, float(sigma))
                     members[name] = (padded(net, c_max) if rows is by_c else net, alpha)
-                names.append(name)
             rows.append((kind, int(C), float(sigma), names))
     return members, by_c, by_s
 
