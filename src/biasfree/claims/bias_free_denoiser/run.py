@@ -122,9 +122,8 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
 
     progress("checks")
     i_in = max(int(np.sum(sig <= cfg.sigma_train_max)) - 1, 0)  # the largest test σ in the training range
-    # Self-checks are the identities the theory makes exact (round-off bounds). The BF-CNN claims
-    # and the random-init gap are measured and reported against their criteria, not checked: at
-    # this scale they are findings (they hold or not), not properties of the code (docs §8.8).
+    # Self-checks: the exact identities (round-off bounds). The BF-CNN claims and the random-init gap
+    # are findings at this scale, reported against their criteria, not checked (docs/theory.md §8.8).
     checks = {
         "bias_free_euler_identity": at_most(
             ll["bias-free"].euler_ratio, 1.0,
