@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from .results import Result  # noqa: E402
 
-__all__ = ["action_end", "action_start", "claim_title", "mark", "measured", "plt"]
+__all__ = ["action_end", "action_start", "claim_title", "mark", "plt"]
 
 
 def mark(result: Result, *checks: str) -> str:
@@ -25,14 +25,6 @@ def mark(result: Result, *checks: str) -> str:
         raise KeyError(f"{result.experiment} has no check {', '.join(missing)}: the figure and the "
                        f"run disagree (checks: {', '.join(result.checks)})")
     return " ✓" if all(result.checks[c].passed for c in checks) else " ✗ FAILED"
-
-
-def measured(value: float, criterion: float, op: str = "<=") -> str:
-    """A panel title's note for a claim that is measured, not checked: ``"0.77 (criterion <= 1):
-    holds (measured, not a self-check)"``, or ``does NOT hold``; it never reads as a check's ✓."""
-    holds = value <= criterion if op == "<=" else value >= criterion
-    verdict = "holds" if holds else "does NOT hold"
-    return f"{value:.3g} (criterion {op} {criterion:.3g}): {verdict} (measured, not a self-check)"
 
 
 def claim_title(fig, result: Result, detail: str = "", fontsize: float = 11) -> None:
@@ -49,18 +41,22 @@ def claim_title(fig, result: Result, detail: str = "", fontsize: float = 11) -> 
                  fontsize=fontsize, color="k" if result.passed else "tab:red")
 
 
+def _far(t, curves, frac: float, end: int):
+    """For each row of ``curves`` (reshaped to ``t``'s length) that moves at all: the indices
+    where it is more than ``frac`` of its total change away from its value at index ``end``."""
+    for y in curves:
+        for row in np.asarray(y, float).reshape(-1, t.size):
+            span = np.nanmax(row) - np.nanmin(row)
+            if span > 0:
+                yield np.nonzero(np.abs(row - row[end]) > frac * span)[0]
+
+
 def action_end(t, *curves, frac: float = 0.01, margin: float = 1.25) -> float:
     """A time axis's useful end: ``margin`` × the last time any curve is still more than
     ``frac`` of its total change away from its final value (``t[-1]`` at most)."""
     t = np.asarray(t, float)
-    last = float(t[1] if t.size > 1 else t[0])
-    for y in curves:
-        y = np.asarray(y, float).reshape(-1, t.size)
-        for row in y:
-            span = np.nanmax(row) - np.nanmin(row)
-            away = np.nonzero(np.abs(row - row[-1]) > frac * span)[0] if span > 0 else []
-            if len(away):
-                last = max(last, float(t[min(away[-1] + 1, t.size - 1)]))
+    last = max([float(t[1] if t.size > 1 else t[0])]
+               + [float(t[min(away[-1] + 1, t.size - 1)]) for away in _far(t, curves, frac, -1) if away.size])
     return min(float(t[-1]), margin * last)
 
 
@@ -68,14 +64,7 @@ def action_start(t, *curves, frac: float = 0.01, factor: float = 0.3) -> float:
     """A log time axis's useful start: ``factor`` × the first positive time any curve has
     moved ``frac`` of its total change from its first value."""
     t = np.asarray(t, float)
-    first = float(t[-1])
-    for y in curves:
-        y = np.asarray(y, float).reshape(-1, t.size)
-        for row in y:
-            span = np.nanmax(row) - np.nanmin(row)
-            moved = np.nonzero((np.abs(row - row[0]) > frac * span) & (t > 0))[0] if span > 0 \
-                else []
-            if len(moved):
-                first = min(first, float(t[moved[0]]))
+    moved = [m[t[m] > 0] for m in _far(t, curves, frac, 0)]
+    first = min([float(t[-1])] + [float(t[m[0]]) for m in moved if m.size])
     positive = t[t > 0]
     return max(float(positive[0]) if positive.size else first, factor * first)

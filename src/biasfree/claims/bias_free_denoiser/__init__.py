@@ -31,10 +31,9 @@ What is compared with what:
   paper's dense 0.3% (reported, not a self-check: theory gives no conv threshold, §7.4); a
   pair-channel init is the twin to round-off (checked). Both are compared with the
   **least-squares linear filter of the architecture**: the twin computes
-  ``Σ_c T(K₂,c) T(K₁,c) = Σ_{u,v} Θ_uv T(e_u) T(e_v)`` with ``Θ = Σ_c K₂,c K₁,cᵀ``
-  (k²×k², rank ≤ C₂), so for C₂ ≥ k² its reachable filters are exactly the span of the
-  k⁴ matrices ``T(e_u) T(e_v)``, and the best one is a linear least-squares fit
-  (``linear_floor``). Reported, not checked: how close the trained net's linear part
+  ``Σ_c T(K₂,c) T(K₁,c) = Σ_{u,v} Θ_uv T(e_u) T(e_v)``, which for C₂ ≥ k² reaches the whole
+  span of the k⁴ matrices ``T(e_u) T(e_v)`` (docs/theory.md §7.5), so the best one is a
+  linear least-squares fit. Reported, not checked: how close the trained net's linear part
   c·W₂A comes to that filter and its loss to that floor; the unrestricted linear
   (Wiener-type) filter's loss is given for reference.
 """

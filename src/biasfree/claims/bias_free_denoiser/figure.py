@@ -1,10 +1,7 @@
-"""Figure of the bias-free denoiser experiment, two rows of panels a reader decodes at
-screen width: (a) error against noise level for the bias-free and biased denoisers
-(training range shaded), (b) the Jacobian's effective dimension against noise, (c) the
-identity f(y) = J(y)·y and the biased net's bias term, (d) the two-layer denoiser beside
-its linear twin and the least-squares filters, (e) examples with one adaptive filter (a
-row of J). Each panel's title names the claim, the measured number in its unit and the
-verdict: ✓ for a self-check, "holds" / "does NOT hold" for a claim that is measured."""
+"""Figure of the bias-free denoiser experiment, two rows: one panel (a)–(d) per comparison of
+the package docstring, (e) examples with one adaptive filter (a row of J). Each panel's title
+names the claim, the measured number in its unit and the verdict: ✓ for a self-check,
+"holds" / "does NOT hold" for a claim that is measured."""
 
 from __future__ import annotations
 
@@ -115,10 +112,8 @@ def figure(result: Result):
     grid = fig.add_gridspec(2, 3, height_ratios=[1, 1])
     ax = [fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[0, 2]),
           fig.add_subplot(grid[1, 0:2]), fig.add_subplot(grid[1, 2])]
-    _errors(ax[0], A, result)
-    _dimension(ax[1], A, result)
-    _local_linear(ax[2], A, result)
-    _two_layer(ax[3], A, result)
+    for draw, a in zip((_errors, _dimension, _local_linear, _two_layer), ax, strict=False):
+        draw(a, A, result)
     _examples(ax[4], A)
     for a in ax:
         a.title.set_fontsize(9.5)

@@ -1,5 +1,4 @@
-"""The run of :mod:`biasfree.claims.bias_free_denoiser` (its claim, config and presets): the
-measurements and the checks that compare them with theory and with the BF-CNN claims."""
+"""The run of :mod:`biasfree.claims.bias_free_denoiser`: its measurements and their checks against theory."""
 
 from __future__ import annotations
 
@@ -41,12 +40,11 @@ def _data(cfg: Config, seed: int):
 
 def _conv_net(key, cfg: Config, bias: bool) -> Params:
     """1 → C → … → C → 1 channels, k×k 'same' kernels ~ N(0, 2/(C_in k²)) (He), biases 0."""
-    ch = (1,) + (cfg.channels,) * (cfg.depth - 1) + (1,)
+    ch, k = (1,) + (cfg.channels,) * (cfg.depth - 1) + (1,), cfg.kernel
     keys = jax.random.split(key, cfg.depth)
-    return tuple(Conv(np.sqrt(2.0 / (ci * cfg.kernel**2)) * normal(k, (co, ci, cfg.kernel,
-                                                                               cfg.kernel)),
+    return tuple(Conv(np.sqrt(2.0 / (ci * k**2)) * normal(kl, (co, ci, k, k)),
                       jnp.zeros(co) if bias else None, SHAPE)
-                 for k, ci, co in zip(keys, ch[:-1], ch[1:], strict=True))
+                 for kl, ci, co in zip(keys, ch[:-1], ch[1:], strict=True))
 
 
 def _two_layer(key, cfg: Config, channels: int) -> Params:
@@ -124,9 +122,8 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
 
     progress("checks")
     i_in = max(int(np.sum(sig <= cfg.sigma_train_max)) - 1, 0)  # the largest test σ in the training range
-    # Self-checks are the identities the theory makes exact (round-off bounds). The BF-CNN claims
-    # and the random-init gap are measured and reported against their criteria, not checked: at
-    # this scale they are findings (they hold or not), not properties of the code (docs §8.8).
+    # Self-checks: the exact identities (round-off bounds). The BF-CNN claims and the random-init gap
+    # are findings at this scale, reported against their criteria, not checked (docs/theory.md §8.8).
     checks = {
         "bias_free_euler_identity": at_most(
             ll["bias-free"].euler_ratio, 1.0,

@@ -15,20 +15,15 @@ What is compared with what:
 
 - **Collapse.** From one small random init shared by every α, each leaky net against its
   linear conv twin (√c·init, α = 1, step η c): the gap
-  ``D = max_{k=0..K} |L(θ_k) − L_twin(θ̃_k)| / L(θ_0)`` over every GD step k, carried through
-  the compiled loop of :func:`~biasfree.dynamics.twin_training.train_with_twin` (the
-  ``n_records`` records are only the drawn curves), against the dense headline's "below 0.3%"
-  (:data:`~biasfree.claims.checks.PAPER_LEVEL`).
-  It is *measured* and shown beside 0.3%, not checked: the paper's 0.3% is its claim for
-  dense nets at its setting, and theory gives no threshold for conv nets (§7.4).
+  ``D = max_{k=0..K} |L(θ_k) − L_twin(θ̃_k)| / L(θ_0)`` over every GD step k (not only the
+  ``n_records`` drawn records), *measured* beside the paper's dense 0.3%, not checked: theory
+  gives no threshold for conv nets (§7.4).
 - **Pair channels** (k, −k) with readouts (v, −v): the net *is* its linear twin on
-  symmetric data, to round-off, at every GD step (§7.2).
+  symmetric data, to round-off, at every GD step (§7.2; checked).
 - **Random init, swept** (digits, α = min(alphas)): the gap against the number of channels
   C and against the init std σ, beside a dense two-layer net of width C (one hidden unit
   per channel: as many learnt first-layer filters) from the same σ on the same data. The
   gap at t = 0 is exactly ½⟨f_even²⟩ (§1.3), checked for every random run.
-
-The checks are the exact statements: pair channels equal the twin, and the t = 0 identity.
 """
 
 from __future__ import annotations

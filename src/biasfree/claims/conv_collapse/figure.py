@@ -1,8 +1,5 @@
-"""Figure of the conv experiment: the collapse onto the linear conv twin on both data sets,
-the gap against the paper's 0.3%, the pair-channel identity, and the random-init gap
-against the number of channels and the init scale beside the dense net. Every gap is the
-maximum over every GD step (the run carries it through its compiled loop); the drawn curves
-are its records."""
+"""Figure of the conv experiment, one panel per comparison of the package docstring. Every
+gap is the maximum over every GD step; the drawn curves are its records."""
 
 from __future__ import annotations
 
@@ -76,8 +73,7 @@ def _sweep(ax, A, x, conv, dense, xlabel, title, logx):
     plot = ax.loglog if logx else ax.semilogy
     for G, color, label in ((conv, "tab:blue", "conv net (C channels, dense readout)"),
                             (dense, "tab:orange", "dense net, width C")):
-        for j in range(G.shape[1]):
-            plot(x, G[:, j], "o", color=color, alpha=0.5, ms=5)
+        plot(x, G, "o", color=color, alpha=0.5, ms=5)  # one dot series per init
         plot(x, np.median(G, axis=1), "-", color=color, lw=2, label=label + " (median; dots: inits)")
     ax.axhline(float(A["paper_level"]), color="tab:red", ls="--", lw=1.2, label="paper (dense): 0.3%")
     low = min(float(np.min(conv)), float(np.min(dense)), float(A["paper_level"]))

@@ -9,11 +9,11 @@ from matplotlib.ticker import NullFormatter
 
 from ..._figure import action_end, claim_title
 from ...results import Result
+from . import INITS
 
 FLOOR = 1e-34  # plotting floor for quantities that are exactly zero up to round-off
 LABELS = {"pair": "antisymmetric pairs", "rank_one": "rank-one balanced", "random": "random Gaussian"}
 COLORS = {"pair": "tab:blue", "rank_one": "tab:green", "random": "tab:red"}
-INITS = ("pair", "rank_one", "random")
 
 
 def figure(result: Result):
@@ -29,10 +29,9 @@ def figure(result: Result):
     shades = plt.cm.Reds(np.linspace(0.35, 1.0, len(scales)))
     for j, sc in enumerate(scales):
         ax.semilogy(t, np.maximum(E[rand, j], FLOOR), color=shades[j], label=f"random σ={sc:g}")
-    ax.semilogy(t, np.maximum(E[row["pair"], -1], FLOOR), color=COLORS["pair"], ls="--",
-                label=f"pairs σ={scales[-1]:g}")
-    ax.semilogy(t, np.maximum(E[row["rank_one"], -1], FLOOR), color=COLORS["rank_one"], ls=":",
-                label=f"rank-one σ={scales[-1]:g}")
+    for init, ls, label in (("pair", "--", "pairs"), ("rank_one", ":", "rank-one")):
+        ax.semilogy(t, np.maximum(E[row[init], -1], FLOOR), color=COLORS[init], ls=ls,
+                    label=f"{label} σ={scales[-1]:g}")
     ax.set_ylim(FLOOR, 2 * max(np.max(E), 1e-30))
     ax.set(xlabel="time t = η k", ylabel="<f_even²> / <y²>", title="(a) even part during training")
     ax.legend(fontsize=7)

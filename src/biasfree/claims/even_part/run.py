@@ -18,8 +18,6 @@ from ..base import Progress, _quiet
 from ..checks import PAPER_LEVEL, ROUND_OFF, loglog_slope, twin_identity
 from . import INITS, Config
 
-# ---------------------------------------------------------------- steps
-
 
 def _name(init: str, scale: float) -> str:
     return f"{init} σ={scale:g}"

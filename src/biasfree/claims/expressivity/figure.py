@@ -1,11 +1,8 @@
-"""Figure of the ``expressivity`` experiment, drawn only from ``result.arrays``.
-
-One row per target: training loss (½·MSE) over the loss of f = 0 against time for the
-three nets, with the population two-layer floor (± its standard error), the exact floor
-of the training set and the 1-homogeneous (any-depth) floor, in the same ratio; final
-test losses with error
-bars at the right; then 2-D slices (x1, x2; x3 = 1) of the target and of each net.
-"""
+"""Figure of the ``expressivity`` experiment, drawn only from ``result.arrays``: one row per
+target, training loss (½·MSE) over the loss of f = 0 against time for the three nets, with
+the population two-layer floor (± its standard error), the exact floor of the training set
+and the 1-homogeneous (any-depth) floor in the same ratio, final test losses with error bars
+at the right; then 2-D slices (x1, x2; x3 = 1) of the target and of each net."""
 
 from __future__ import annotations
 
@@ -22,8 +19,7 @@ TITLES = {"x1x2x3": "y = x1 x2 x3 (odd)", "sine": "y = wᵀx + sin(4wᵀx) (odd)
 
 def _curves(ax, a, name):
     floor, floor_se, hom, _, train_floor = a[f"floor_{name}"]
-    t_end = 0.0
-    t_start = np.inf
+    t_end, t_start = 0.0, np.inf
     for arch in ARCHS:
         t, tr = a[f"t_{arch}_{name}"][1:], a[f"train_{arch}_{name}"][1:]  # t > 0 (log axis)
         ax.plot(t, tr, color=COLORS[arch], lw=1.5, label=f"{ARCH_LABELS[arch]}: training loss")
@@ -49,17 +45,14 @@ def _slices(axes, a, name):
     target = a[f"slice_target_{name}"]
     lim = float(np.max(np.abs(target)))
     panels = [("target", target)] + [(ARCH_LABELS[arch], a[f"slice_{arch}_{name}"]) for arch in ARCHS]
-    im = None
     for ax, (title, Z) in zip(axes, panels, strict=True):
         im = ax.imshow(Z.T, origin="lower", extent=ext, cmap="RdBu_r", vmin=-lim, vmax=lim,
                        aspect="equal")
         ax.set_title(title, fontsize=8)
-        ax.set_xticks([g[0], 0, g[-1]])
-        ax.set_yticks([g[0], 0, g[-1]])
+        ax.set(xticks=[g[0], 0, g[-1]], yticks=[g[0], 0, g[-1]])
         ax.tick_params(labelsize=7)
-    axes[0].set_ylabel("x2 (x3 = 1)", fontsize=8)
-    for ax in axes:
         ax.set_xlabel("x1", fontsize=8)
+    axes[0].set_ylabel("x2 (x3 = 1)", fontsize=8)
     return im
 
 

@@ -22,6 +22,8 @@ from ...theory.floors import (
 from ..base import Progress, _quiet
 from . import ARCH_LABELS, Config
 
+_Z, _ABS_Z = "z (standard errors)", "|z| (standard errors)"  # the units of the statistical checks
+
 
 def _z(a, se_a, b, se_b) -> float:
     """``(a - b) / sqrt(se_a² + se_b²)``: the difference in combined standard errors
@@ -48,19 +50,16 @@ def _floor_checks(name, fl, sample, exact_F, exact_H, cfg) -> dict:
     checks = {f"{name}_floor_matches_closed_form": at_most(
         abs(_z(fl.total.value, fl.total.error, exact_F, 0.0)), z,
         f"The Monte-Carlo two-layer floor of {name} agrees with its Gaussian closed form within "
-        f"{z:g} standard errors (|z|).",
-        unit="|z| (standard errors)")}
+        f"{z:g} standard errors (|z|).", unit=_ABS_Z)}
     if exact_H is not None:
         checks[f"{name}_homogeneous_floor_matches_closed_form"] = at_most(
             abs(_z(fl.any_depth.value, fl.any_depth.error, exact_H, 0.0)), z,
             f"The ray-quadrature 1-homogeneous floor of {name} agrees with its closed form within "
-            f"{z:g} standard errors (|z|).",
-            unit="|z| (standard errors)")
+            f"{z:g} standard errors (|z|).", unit=_ABS_Z)
     checks[f"{name}_train_set_floor_consistent"] = at_most(
         abs(_z(sample.value, sample.error, fl.odd.value, fl.odd.error)), z,
         f"The exact odd floor of the {cfg.n_train}-draw training set differs from the population "
-        f"one by at most {z:g} combined standard errors (the finite-sample gap).",
-        unit="|z| (standard errors)")
+        f"one by at most {z:g} combined standard errors (the finite-sample gap).", unit=_ABS_Z)
     return checks
 
 
@@ -81,31 +80,26 @@ def _net_checks(name, fits, fl, dsf, z) -> dict:
         f"{name}_two_layer_test_not_below_floor": at_least(
             _z(t2, s2, F, se_F), -z,
             f"The trained two-layer bias-free net's test loss on {name} is not below the "
-            f"population two-layer floor by more than {z:g} standard errors (z).",
-            unit="z (standard errors)"),
+            f"population two-layer floor by more than {z:g} standard errors (z).", unit=_Z),
         f"{name}_biased_below_two_layer_floor": at_least(
             _z(F, se_F, tb, sb), z,
             f"The two-layer net with biases beats the bias-free two-layer floor on {name} by at "
-            f"least {z:g} standard errors (z).",
-            unit="z (standard errors)"),
+            f"least {z:g} standard errors (z).", unit=_Z),
     }
     if name == "even":
         checks["even_depth3_not_below_two_layer_floor"] = at_least(
             _z(t3, s3, F, se_F), -z,
             "On the even target the depth-3 bias-free net does not beat the two-layer floor (it "
-            f"is also the 1-homogeneous floor of every depth) by more than {z:g} SE (z).",
-            unit="z (standard errors)")
+            f"is also the 1-homogeneous floor of every depth) by more than {z:g} SE (z).", unit=_Z)
     else:
         checks[f"{name}_depth3_below_two_layer_floor"] = at_least(
             _z(F, se_F, t3, s3), z,
             f"The depth-3 bias-free net's test loss on {name} is below the two-layer floor by at "
-            f"least {z:g} standard errors (z): depth expresses odd nonlinearity.",
-            unit="z (standard errors)")
+            f"least {z:g} standard errors (z): depth expresses odd nonlinearity.", unit=_Z)
         checks[f"{name}_depth3_test_above_homogeneous_floor"] = at_least(
             _z(t3, s3, H, se_H), -z,
             f"The depth-3 bias-free net's test loss on {name} is not below the 1-homogeneous "
-            f"floor of every depth by more than {z:g} standard errors (z).",
-            unit="z (standard errors)")
+            f"floor of every depth by more than {z:g} standard errors (z).", unit=_Z)
     return checks
 
 

@@ -16,9 +16,8 @@ def figure(result: Result):
     A = result.arrays
     alphas, t = A["alphas"], A["t"]
     cs = slope_factor(alphas)
-    n_a = len(alphas)
     L, Lt = {k: A[f"loss_{k}"] for k in KINDS}, {k: A[f"test_loss_{k}"] for k in KINDS}
-    colors = plt.cm.viridis(np.linspace(0, 0.8, n_a))
+    colors = plt.cm.viridis(np.linspace(0, 0.8, len(alphas)))
     fig, ax = plt.subplots(1, 3, figsize=(16, 4.4))
     for i, a in enumerate(alphas):
         ct = cs[i] * t

@@ -31,10 +31,9 @@ width, not one per seed.
   how far biases carry the net from it (biases let it fit the target's odd nonlinear
   part, which no bias-free two-layer net can, §1.2).
 
-Checks exist only where theory gives a threshold: the exact t = 0 identity
-``L(0) - L_twin(0) = ½<f_even(0)²>`` (§1.3) and the pair control, both to round-off.
-The fitted exponents of D in width and σ, and where the 0.3% contour lies, are
-measurements: metrics, not checks.
+The one check is the pair control, to round-off (on symmetric data only). The t = 0
+identity ``L(0) - L_twin(0) = ½<f_even(0)²>`` (§1.3, exact at fixed θ), the fitted
+exponents of D in width and σ, and where the 0.3% contour lies are metrics.
 """
 
 from __future__ import annotations

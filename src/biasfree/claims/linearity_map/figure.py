@@ -74,13 +74,9 @@ def figure(result):
                  f"biased (same weights + biases of std σ), α = {al:g}: ≤ 0.3% in "
                  f"{m[f'biased_cells_below_paper_level_{tag}']:.0%} of cells")
         ax = axes[i, -1]
-        for g, name, colour in ((a["gap"][i], "bias-free", "tab:blue"),
-                                (a["gap_biased"][i] if biased else None, "biased", "tab:red")):
-            if g is None:
-                continue
-            rich = g[:, 0]  # smallest σ: (W, U)
-            for k in range(rich.shape[1]):
-                ax.plot(widths, rich[:, k], "o", color=colour, ms=2.5, alpha=0.35)
+        for g, name, colour in zip(gaps, ("bias-free", "biased"), ("tab:blue", "tab:red"), strict=False):
+            rich = g[i][:, 0]  # smallest σ: (W, U)
+            ax.plot(widths, rich, "o", color=colour, ms=2.5, alpha=0.35)  # one dot series per init
             ax.plot(widths, np.median(rich, axis=1), "-", color=colour, lw=2,
                     label=f"{name}: median over {rich.shape[1]} inits")
         p = m[f"width_exponent_rich_{tag}"]

@@ -39,16 +39,11 @@ def _draw(key, cfg: Config) -> dict:
     compiled random call for the whole map instead of one per width and array."""
     U, d = cfg.n_inits, cfg.d
     per_width = [[(U, m, d), (U, 1, m), (m // 2, d), (1, m // 2), (U, m), (U, 1)] for m in cfg.widths]
-    total = sum(int(np.prod(sh)) for shs in per_width for sh in shs)
-    flat = np.asarray(normal(key, (total,)))
-    out, at = {}, 0
+    sizes = [int(np.prod(sh)) for shs in per_width for sh in shs]
+    flat = iter(np.split(np.asarray(normal(key, (sum(sizes),))), np.cumsum(sizes)[:-1]))
+    out = {}
     for m, shs in zip(cfg.widths, per_width, strict=True):
-        parts = []
-        for sh in shs:
-            n = int(np.prod(sh))
-            parts.append(flat[at:at + n].reshape(sh))
-            at += n
-        W1, W2, A, v, b1, b2 = parts
+        W1, W2, A, v, b1, b2 = (next(flat).reshape(sh) for sh in shs)
         pair = pair_up((Layer(A), Layer(v)))
         out[m] = (np.concatenate([W1, np.asarray(pair[0].W)[None]]),
                   np.concatenate([W2, np.asarray(pair[1].W)[None]]), b1, b2)
@@ -58,7 +53,7 @@ def _draw(key, cfg: Config) -> dict:
 def _members(draws, cfg: Config, width: int, s: float):
     """The bias-free, biased and pair members of one width: parameters (NumPy, leading
     axis), slopes and steps. Bias-free order: (α, σ, init), the pair control last per
-    (α, σ); biased: (α, σ, init)."""
+    (α, σ); biased: (α, σ, init), the bias-free members where ``keep``."""
     U = cfg.n_inits
     W1, W2, b1, b2 = draws[width]
     scales = np.asarray(cfg.scales, dtype=float)
@@ -69,9 +64,9 @@ def _members(draws, cfg: Config, width: int, s: float):
             Layer(np.tile(W2, (A * S, 1, 1)) * sig[:, None, None]))
     alpha = np.repeat(alphas, S * (U + 1))
     lr = cfg.lr / np.maximum(1.0, sig**2 * width / s)
-    out = {"free": (free, alpha, lr)}
+    keep = np.tile(np.r_[np.ones(U, bool), False], A * S)  # the biased members: no pair control
+    out = {"free": (free, alpha, lr), "keep": keep}
     if cfg.biased:
-        keep = np.tile(np.r_[np.ones(U, bool), False], A * S)  # no pair control
         sb = sig[keep]
         out["biased"] = ((Layer(free[0].W[keep], np.tile(b1, (A * S, 1)) * sb[:, None]),
                           Layer(free[1].W[keep], np.tile(b2, (A * S, 1)) * sb[:, None])),
@@ -100,8 +95,7 @@ def _width_run(draws, cfg: Config, width: int, data: Dataset, moments, s: float)
     if cfg.biased:
         bparams, balpha, blr = members["biased"]
         biased = gd_ensemble(bparams, data, gd_cfg, alpha=balpha, lr=blr)
-        Lb = np.asarray(biased.loss)
-        keep = np.tile(np.r_[np.ones(cfg.n_inits, bool), False], len(cfg.alphas) * len(cfg.scales))
+        Lb, keep = np.asarray(biased.loss), members["keep"]
         out["D_biased"] = np.max(np.abs(Lb - L_twin[keep]), axis=1) / Lb[:, 0]
         out["L_final_biased_over_twin"] = Lb[:, -1] / L_twin[keep, -1]
     return out

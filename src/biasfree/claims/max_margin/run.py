@@ -49,7 +49,6 @@ def _directions(runs, w_svm, X, y) -> dict[str, dict]:
 
 
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
-
     progress("separable symmetric data, hard-margin SVM")
     key = jax.random.PRNGKey(seed)
     X0, pair, gauss = _setup(key, cfg)

@@ -73,16 +73,14 @@ def _learning_rates(cfg: Config, units: dict, data: Dataset, progress: Progress)
     flow = _flow(units, cfg.small_scale, data, FlowConfig(
         alpha=cfg.alpha, t_max=cfg.t_max, n_records=cfg.n_records, rtol=cfg.rtol, atol=cfg.atol))
     L_flow = {k: np.asarray(tr.loss) for k, tr in flow.items()}
-    gap_flow, twin_dev = ({k: np.empty(len(lrs)) for k in units} for _ in range(2))
-    loss_gd = {k: np.empty((len(lrs), cfg.n_records)) for k in units}
-    for i, eta in enumerate(lrs):
+    per_lr = []
+    for eta in lrs:
         progress(f"large learning rate: GD at η = {eta:g}")
-        runs = gd_members(_members(units, cfg.small_scale, cfg.alpha), data,
-                          GDConfig(lr=float(eta), steps=int(round(cfg.t_max / eta)), n_records=cfg.n_records))
-        for k in units:
-            loss_gd[k][i] = np.asarray(runs[k].loss)
-            gap_flow[k][i] = np.max(np.abs(loss_gd[k][i] - L_flow[k])) / L_flow[k][0]
-            twin_dev[k][i] = runs.twin_gap(k)
+        per_lr.append(gd_members(_members(units, cfg.small_scale, cfg.alpha), data, GDConfig(
+            lr=float(eta), steps=int(round(cfg.t_max / eta)), n_records=cfg.n_records)))
+    loss_gd = {k: np.stack([np.asarray(runs[k].loss) for runs in per_lr]) for k in units}
+    gap_flow = {k: np.max(np.abs(loss_gd[k] - L_flow[k]), axis=1) / L_flow[k][0] for k in units}
+    twin_dev = {k: np.array([runs.twin_gap(k) for runs in per_lr]) for k in units}
     return dict(lrs=lrs, flow=flow, L_flow=L_flow, gap_flow=gap_flow, twin_dev=twin_dev,
                 loss_gd=loss_gd)
 
