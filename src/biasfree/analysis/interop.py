@@ -1,20 +1,11 @@
 """Your own model: PyTorch, equinox and weight files in, as a bias-free network (no pickle).
 
-Every adapter returns a :class:`~.model.Model` (:mod:`.model`): the parameters in this
-package's convention and the leaky slope α read from the model,
-
-    f(x) = A_L σ_α(A_{L-1} σ_α( ... σ_α(A_1 x))),   σ_α(z) = max(z, α z),
-
-A_l each layer's linear map (``W_l`` (n_l, n_{l-1}) as in PyTorch's and equinox's
-``Linear.weight``, or a convolution's Toeplitz operator). The adapters:
-:func:`~.torch_import.from_torch` (dense and conv ``nn.Sequential`` stacks,
-:mod:`.torch_import`), :func:`from_equinox` (here), :func:`~.model_files.from_state_dict`,
+Every adapter returns a :class:`~.model.Model` (:mod:`.model`: the net family it supports,
+:data:`~.model.SUPPORTED`, its convention, and the refusal naming the layer of anything
+else). The adapters: :func:`~.torch_import.from_torch` (dense and conv ``nn.Sequential``
+stacks, :mod:`.torch_import`), :func:`from_equinox` (here), :func:`~.model_files.from_state_dict`,
 :func:`~.model_files.load_model` and :func:`~.model_files.save_model` (names -> arrays and
 weight files, :mod:`.model_files`), and :func:`as_model`, any of them by the input's type.
-
-Supported: bias-free layers with one activation between consecutive layers, ReLU (α = 0),
-LeakyReLU (α in [0, 1]) or none (α = 1), the same everywhere, none after the last layer.
-Anything else is refused with an error naming the layer.
 """
 
 from __future__ import annotations
