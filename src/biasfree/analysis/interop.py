@@ -89,17 +89,14 @@ def from_equinox(mlp) -> Model:
             raise refuse(f"layers[{i}] (Linear)", "has a bias", f"Build the MLP with {flag}=False.")
         W = np.asarray(lin.weight, dtype=float)
         weights.append(W if W.ndim == 2 else W.reshape(-1, 1))
-    if mlp.out_size == "scalar":
-        weights[-1] = weights[-1].reshape(1, -1)
-    slopes = []
-    for i in range(mlp.depth):
-        where = f"activation after layers[{i}]"
-        slopes.append((where, _probe_slope(member(mlp.activation, i), int(mlp.width_size), where)))
-    p = 1 if mlp.out_size == "scalar" else int(mlp.out_size)
     final = mlp.final_activation
     if mlp.out_size == "scalar":
+        weights[-1] = weights[-1].reshape(1, -1)
         final = eqx.filter_vmap(lambda: mlp.final_activation, axis_size=1)()
-    if _probe_slope(final, p, "final_activation") != 1.0:
+    wheres = [f"activation after layers[{i}]" for i in range(mlp.depth)]
+    slopes = [(w, _probe_slope(member(mlp.activation, i), int(mlp.width_size), w))
+              for i, w in enumerate(wheres)]
+    if _probe_slope(final, weights[-1].shape[0], "final_activation") != 1.0:
         raise refuse("final_activation", "is not the identity", "The output layer must be linear.")
     alpha = one_slope(slopes, "equinox MLP")
     return Model(from_arrays(weights), alpha, "equinox:MLP",
