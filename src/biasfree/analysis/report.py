@@ -254,10 +254,8 @@ def _jsonable(v):
         return {k: _jsonable(x) for k, x in v.items()}
     if isinstance(v, list | tuple):
         return [_jsonable(x) for x in v]
-    if isinstance(v, np.ndarray):
+    if isinstance(v, np.ndarray | np.generic):
         return _jsonable(v.tolist())
-    if isinstance(v, np.generic):
-        return _jsonable(v.item())
     if isinstance(v, float) and not np.isfinite(v):
         return None
     return v
