@@ -241,12 +241,11 @@ def traced(*trees) -> bool:
 def key(x, name: str = "key"):
     """A JAX PRNG key: ``jax.random.PRNGKey(seed)`` (uint32 (2,)) or ``jax.random.key(seed)``."""
     import jax
-    import jax.numpy as jnp
 
     if traced(x):
         return x
     arr = isinstance(x, jax.Array | np.ndarray)
-    if not (arr and (x.ndim == 0 if jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+    if not (arr and (x.ndim == 0 if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
                      else x.dtype == np.uint32 and x.shape == (2,))):
         raise TypeError(f"{name}={x!r} must be a JAX random key: pass jax.random.PRNGKey(seed) "
                         "(an integer seed is not a key)")
