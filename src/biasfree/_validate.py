@@ -102,11 +102,10 @@ def finite_array(name: str, x, *, ndim: int | tuple[int, ...] | None = None,
         if a.ndim not in allowed:
             want = " or ".join(f"{k}-D" for k in allowed)
             raise ValueError(f"{name} must be {want}, got shape {a.shape}")
-    if shape is not None:
-        if a.ndim != len(shape) or any(s is not None and s != n for s, n in zip(shape, a.shape,
-                                                                                 strict=True)):
-            want = "(" + ", ".join("·" if s is None else str(s) for s in shape) + ")"
-            raise ValueError(f"{name} must have shape {want}, got {a.shape}")
+    if shape is not None and (a.ndim != len(shape)
+                              or any(s not in (None, n) for s, n in zip(shape, a.shape, strict=True))):
+        want = "(" + ", ".join("·" if s is None else str(s) for s in shape) + ")"
+        raise ValueError(f"{name} must have shape {want}, got {a.shape}")
     if nonempty and a.size == 0:
         raise ValueError(f"{name} is empty (shape {a.shape}): pass at least one value")
     if not is_traced and not np.all(np.isfinite(a)):
