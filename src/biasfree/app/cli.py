@@ -1,10 +1,10 @@
 """Command line: ``biasfree list | show NAME | run [NAME…|all] | report | analyse | sweep``.
 
-Progress and logs go to stderr (Rich); the paths written go to stdout, one a line; each
-command's help gives its exit statuses (``run``'s: docs/cli.md, "Exit status"). Arguments,
-paths and configs are checked before JAX or any experiment's run or figure module is
-imported, so bad input (exit 2) is refused at once (this module imports only Typer, Rich
-and NumPy; the configs, pydantic).
+Progress and logs go to stderr (Rich); the paths written go to stdout, one a line. Bad
+input exits 2, refused at once: arguments, paths and configs are checked before JAX or any
+experiment's run or figure module is imported (this module imports only Typer, Rich and
+NumPy; the configs, pydantic). The other exit statuses: each command's help (``run``'s:
+docs/cli.md, "Exit status").
 """
 
 from __future__ import annotations
