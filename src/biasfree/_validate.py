@@ -24,6 +24,7 @@ shape as their only precondition.
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import os
 import sys
@@ -321,10 +322,8 @@ def writable_folder(name: str, path) -> Path:
         probe.unlink()
     except OSError as e:
         for p in reversed(created):
-            try:
+            with contextlib.suppress(OSError):
                 p.rmdir()
-            except OSError:
-                pass
         reason = e.strerror or str(e)
         raise ValueError(f"{name}={str(path)!r} is not a writable folder ({reason}): choose a folder "
                          "you can create and write to") from None
