@@ -17,6 +17,7 @@ the command line can refuse bad arguments before the engine loads. ``__all__`` a
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import sys
 import types
 
@@ -97,15 +98,9 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 
-def _installed_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("biasfree")
-    except PackageNotFoundError:  # a source tree that was never installed
-        return "0+unknown"
-
-
-__version__ = _installed_version()
+try:
+    __version__ = importlib.metadata.version("biasfree")
+except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [*_HOME, *_SUBMODULES, "__version__"]  # every name of _EXPORTS and _SUBMODULES

@@ -24,6 +24,7 @@ shape as their only precondition.
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import os
 import sys
@@ -102,11 +103,10 @@ def finite_array(name: str, x, *, ndim: int | tuple[int, ...] | None = None,
         if a.ndim not in allowed:
             want = " or ".join(f"{k}-D" for k in allowed)
             raise ValueError(f"{name} must be {want}, got shape {a.shape}")
-    if shape is not None:
-        if a.ndim != len(shape) or any(s is not None and s != n for s, n in zip(shape, a.shape,
-                                                                                 strict=True)):
-            want = "(" + ", ".join("·" if s is None else str(s) for s in shape) + ")"
-            raise ValueError(f"{name} must have shape {want}, got {a.shape}")
+    if shape is not None and (a.ndim != len(shape)
+                              or any(s not in (None, n) for s, n in zip(shape, a.shape, strict=True))):
+        want = "(" + ", ".join("·" if s is None else str(s) for s in shape) + ")"
+        raise ValueError(f"{name} must have shape {want}, got {a.shape}")
     if nonempty and a.size == 0:
         raise ValueError(f"{name} is empty (shape {a.shape}): pass at least one value")
     if not is_traced and not np.all(np.isfinite(a)):
@@ -241,12 +241,11 @@ def traced(*trees) -> bool:
 def key(x, name: str = "key"):
     """A JAX PRNG key: ``jax.random.PRNGKey(seed)`` (uint32 (2,)) or ``jax.random.key(seed)``."""
     import jax
-    import jax.numpy as jnp
 
     if traced(x):
         return x
     arr = isinstance(x, jax.Array | np.ndarray)
-    if not (arr and (x.ndim == 0 if jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+    if not (arr and (x.ndim == 0 if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
                      else x.dtype == np.uint32 and x.shape == (2,))):
         raise TypeError(f"{name}={x!r} must be a JAX random key: pass jax.random.PRNGKey(seed) "
                         "(an integer seed is not a key)")
@@ -323,10 +322,8 @@ def writable_folder(name: str, path) -> Path:
         probe.unlink()
     except OSError as e:
         for p in reversed(created):
-            try:
+            with contextlib.suppress(OSError):
                 p.rmdir()
-            except OSError:
-                pass
         reason = e.strerror or str(e)
         raise ValueError(f"{name}={str(path)!r} is not a writable folder ({reason}): choose a folder "
                          "you can create and write to") from None

@@ -97,16 +97,15 @@ def _split(params: Params, X, alpha) -> _Split:
 
 
 def _data_arrays(data):
+    if isinstance(data, str) or hasattr(data, "__fspath__"):
+        try:
+            data = load_data(data)
+        except ValueError as e:
+            raise ValueError(f"data: {e}") from None
     if isinstance(data, RealData):
         return data.X, data.Y, data.source
     if isinstance(data, Dataset):
         return np.asarray(data.X), np.asarray(data.Y), "Dataset"
-    if isinstance(data, str) or hasattr(data, "__fspath__"):
-        try:
-            d = load_data(data)
-        except ValueError as e:
-            raise ValueError(f"data: {e}") from None
-        return d.X, d.Y, d.source
     if isinstance(data, tuple) and len(data) == 2:
         return data[0], data[1], "arrays"
     raise TypeError(f"data: give (X, Y), a biasfree Dataset, a load_data result, a file or a data "

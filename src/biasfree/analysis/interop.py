@@ -1,20 +1,11 @@
 """Your own model: PyTorch, equinox and weight files in, as a bias-free network (no pickle).
 
-Every adapter returns a :class:`~.model.Model` (:mod:`.model`): the parameters in this
-package's convention and the leaky slope α read from the model,
-
-    f(x) = A_L σ_α(A_{L-1} σ_α( ... σ_α(A_1 x))),   σ_α(z) = max(z, α z),
-
-A_l each layer's linear map (``W_l`` (n_l, n_{l-1}) as in PyTorch's and equinox's
-``Linear.weight``, or a convolution's Toeplitz operator). The adapters:
-:func:`~.torch_import.from_torch` (dense and conv ``nn.Sequential`` stacks,
-:mod:`.torch_import`), :func:`from_equinox` (here), :func:`~.model_files.from_state_dict`,
+Every adapter returns a :class:`~.model.Model` (:mod:`.model`: the net family it supports,
+:data:`~.model.SUPPORTED`, its convention, and the refusal naming the layer of anything
+else). The adapters: :func:`~.torch_import.from_torch` (dense and conv ``nn.Sequential``
+stacks, :mod:`.torch_import`), :func:`from_equinox` (here), :func:`~.model_files.from_state_dict`,
 :func:`~.model_files.load_model` and :func:`~.model_files.save_model` (names -> arrays and
 weight files, :mod:`.model_files`), and :func:`as_model`, any of them by the input's type.
-
-Supported: bias-free layers with one activation between consecutive layers, ReLU (α = 0),
-LeakyReLU (α in [0, 1]) or none (α = 1), the same everywhere, none after the last layer.
-Anything else is refused with an error naming the layer.
 """
 
 from __future__ import annotations
@@ -98,17 +89,14 @@ def from_equinox(mlp) -> Model:
             raise refuse(f"layers[{i}] (Linear)", "has a bias", f"Build the MLP with {flag}=False.")
         W = np.asarray(lin.weight, dtype=float)
         weights.append(W if W.ndim == 2 else W.reshape(-1, 1))
-    if mlp.out_size == "scalar":
-        weights[-1] = weights[-1].reshape(1, -1)
-    slopes = []
-    for i in range(mlp.depth):
-        where = f"activation after layers[{i}]"
-        slopes.append((where, _probe_slope(member(mlp.activation, i), int(mlp.width_size), where)))
-    p = 1 if mlp.out_size == "scalar" else int(mlp.out_size)
     final = mlp.final_activation
     if mlp.out_size == "scalar":
+        weights[-1] = weights[-1].reshape(1, -1)
         final = eqx.filter_vmap(lambda: mlp.final_activation, axis_size=1)()
-    if _probe_slope(final, p, "final_activation") != 1.0:
+    wheres = [f"activation after layers[{i}]" for i in range(mlp.depth)]
+    slopes = [(w, _probe_slope(member(mlp.activation, i), int(mlp.width_size), w))
+              for i, w in enumerate(wheres)]
+    if _probe_slope(final, weights[-1].shape[0], "final_activation") != 1.0:
         raise refuse("final_activation", "is not the identity", "The output layer must be linear.")
     alpha = one_slope(slopes, "equinox MLP")
     return Model(from_arrays(weights), alpha, "equinox:MLP",

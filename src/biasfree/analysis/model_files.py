@@ -1,20 +1,12 @@
 """Weight files and state dicts: names -> arrays in PyTorch's naming, in and out, no pickle.
 
 :func:`from_state_dict` and :func:`load_model` read a bias-free net from names -> arrays
-(``"0.weight"``, ``"2.weight"``, ... in natural order; a ``.safetensors`` file read with
-``safetensors.numpy``, or an ``.npz`` with ``allow_pickle=False``); :func:`save_model`
-writes one. What maps to what:
-
-- a 2-axis ``*.weight`` (out, in) -> a dense :class:`~biasfree.core.layers.Layer`;
-- a 3- or 4-axis ``*.weight`` (C_out, C_in, k[, k]) of a torch ``Conv1d/Conv2d`` state
-  dict -> a :class:`~biasfree.core.conv.Conv` when ``in_shape`` (the input's spatial
-  shape) is given, with ``padding`` ("same" or "valid", one for all or one per conv);
-  the first dense layer after the convolutions reads their flat channel-major output
-  (``nn.Flatten``);
-- a file written by :func:`save_model` stores every layer's type (``Layer``, ``Conv``,
-  ``PooledDense``), ``in_shape`` and ``padding`` as JSON under :data:`LAYERS_KEY` (the
-  safetensors metadata, or a string entry of the ``.npz``), so conv nets round-trip
-  bitwise; the slope α under ``"alpha"``.
+(``"0.weight"``, ``"2.weight"``, ...: dense and torch ``Conv1d``/``Conv2d`` weights, mapped
+as :func:`from_state_dict` says; a ``.safetensors`` file read with ``safetensors.numpy``, or
+an ``.npz`` with ``allow_pickle=False``); :func:`save_model` writes one, with every layer's
+type, ``in_shape`` and ``padding`` as JSON under :data:`LAYERS_KEY` (the safetensors
+metadata, or a string entry of the ``.npz``), so conv nets round-trip bitwise, and the
+slope α under ``"alpha"``.
 """
 
 from __future__ import annotations
@@ -73,7 +65,7 @@ def _entries(mapping: Mapping, convs: bool) -> list[tuple[str, np.ndarray]]:
 
 
 def _torch_specs(entries, in_shape, padding, source) -> list[dict]:
-    """Layer specs of a torch conv state dict (module doc): spatial shapes propagated."""
+    """Layer specs of a torch conv state dict (:func:`from_state_dict`): spatial shapes propagated."""
     spatial = spatial_shape(in_shape)
     n_conv = sum(A.ndim > 2 for _, A in entries)
     if n_conv == 0:
@@ -123,7 +115,8 @@ def from_state_dict(mapping: Mapping, alpha=None, *, source: str = "state dict",
     (so ``"10.weight"`` comes after ``"2.weight"``): 2-axis ones (n_out, n_in) as in
     ``torch.nn.Linear``; with ``in_shape`` (the input's spatial shape, (length,) or (H, W))
     also 3/4-axis ``Conv1d``/``Conv2d`` kernels with ``padding`` ("same"/"valid", one or
-    one per conv), the first Linear after them reading their flattened output. ``layers``:
+    one per conv), the first Linear after them reading their output flattened channel-major
+    (``nn.Flatten``). ``layers``:
     the layer specs of :data:`LAYERS_KEY` (as :func:`load_model` reads them). Shapes must
     chain. Refused, naming the entry: a bias (``*.bias``), a conv kernel without
     ``in_shape``, and any other entry (e.g. a normalisation layer's ``running_mean``).

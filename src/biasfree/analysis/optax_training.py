@@ -2,11 +2,9 @@
 lockstep, the twin's optimiser from :func:`~biasfree.dynamics.optimiser_twin.optimiser_twin`
 (docs/theory.md §9), the gap measured at every step (or at ``n_records`` steps for long runs).
 
-The twin is exact for a two-layer pair net on symmetric data with full or mirrored batches
-when the optimiser's update is homogeneous of degree κ in the gradients (a factory
-``rho -> optimiser`` makes constants such as Adam's ε exact); elsewhere the gap is what
-it measures. Unlike GD there is no gradient-flow curve to compare with: Adam's steps are
-not a time discretisation of the flow, so ``predicted`` is NaN.
+Where the twin is exact: docs/theory.md §9.4; elsewhere the gap is what it measures. Unlike
+GD there is no gradient-flow curve to compare with: Adam's steps are not a time
+discretisation of the flow, so ``predicted`` is NaN.
 """
 
 from __future__ import annotations

@@ -91,18 +91,14 @@ class GrowthEstimate:
 def growth_even_energy(params: Params, X, Y, c: float, B) -> GrowthEstimate:
     """First-order estimate of <f_even²> at the learning transition of a two-layer net
     ``params`` from small init, slope factor ``c``, on inputs X, targets Y, ``B`` (p, d)
-    the least-squares map, with its interval (derivation: docs/theory.md §6.4).
+    the least-squares map, with its interval (derivation and symbols: docs/theory.md §6.4).
 
-    Along each singular pair (σ_i, o_i, ρ_i) of Σ_yx: ``u_ki = (o_i·v_k + ρ_i·w_k)/2``
-    grows as g = e^{cσ_i t}, ``z_ki = (o_i·v_k − ρ_i·w_k)/2`` decays as 1/g, the rest stays;
-    ``κ_i = ((1 − c)/c) Σ_k u_ki|u_ki| / Σ_k u_ki²``, ``A_i = o_iᵀ B ρ_i``; the estimate is
-    ``E_i = ¼ κ_i² A_i² ρ_iᵀ Σ_xx ρ_i``, summed over i. At the transition (odd amplitude
-    A_i/2: ``g_i² = |A_i| / (2c Σ_k u_ki²)``, at least 1) unit k is ``w_k = g u_ki ρ_i + r_k``,
-    ``v_k = g u_ki o_i + s_k`` with the remainder ``r_k = (I − ρ_iρ_iᵀ) w_k(0) − (z_ki/g) ρ_i``,
-    ``s_k = (I − o_io_iᵀ) v_k(0) + (z_ki/g) o_i``; since ||a + b| − |a|| ≤ |b| the even part
-    moves by at most ``b(x) = (1 − c) Σ_k [g|u_ki||r_k·x| + ‖s_k‖(g|u_ki||ρ_i·x| + |r_k·x|)]``
-    at each x, so (Minkowski) ``√<f_even²> ∈ √E_i ± δ_i``, ``δ_i = √<b²>`` on the data.
-    Modes below ``MODE_CUT`` of σ_1 are left out; antisymmetric pairs give κ = 0.
+    Per singular pair (σ_i, o_i, ρ_i) of Σ_yx, unit k = (w_k, v_k): ``E_i = ¼ κ_i² A_i² ρ_iᵀ
+    Σ_xx ρ_i``, ``κ_i = ((1 − c)/c) Σ_k u_ki|u_ki| / Σ_k u_ki²``, ``u_ki = (o_i·v_k + ρ_i·w_k)/2``,
+    ``A_i = o_iᵀ B ρ_i``; ``energy = Σ_i E_i``, ``low = Σ_i max(√E_i − δ_i, 0)²``, ``high =
+    Σ_i (√E_i + δ_i)²`` with ``δ_i = √<b²>``, b(x) §6.4's bound on the remainder's effect at
+    the transition ``g_i² = |A_i| / (2c Σ_k u_ki²)`` (at least 1). Modes below ``MODE_CUT``
+    of σ_1 are left out; antisymmetric pairs give κ = 0.
 
     Memory O(N d + m (d + p)): ``r_k·x = w_k·x − (w_k·ρ_i + z_ki/g) ρ_i·x`` is taken from
     ``H = X W_1ᵀ``, computed once in row blocks of at most :data:`BLOCK_ENTRIES` numbers, and

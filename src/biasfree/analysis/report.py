@@ -254,10 +254,8 @@ def _jsonable(v):
         return {k: _jsonable(x) for k, x in v.items()}
     if isinstance(v, list | tuple):
         return [_jsonable(x) for x in v]
-    if isinstance(v, np.ndarray):
+    if isinstance(v, np.ndarray | np.generic):
         return _jsonable(v.tolist())
-    if isinstance(v, np.generic):
-        return _jsonable(v.item())
     if isinstance(v, float) and not np.isfinite(v):
         return None
     return v
@@ -291,7 +289,7 @@ def save_analysis(analysis: Analysis, out_dir, figure=None) -> list:
         raise TypeError(f"figure={figure!r} must be a matplotlib Figure (or None)")
     out = validate.writable_folder("out_dir", out_dir)
     doc = analysis.to_json()
-    paths = []
+    paths = [out / "analysis.json"]
     if analysis.prediction is not None:
         p = analysis.prediction
         twin = save_model(p.twin, out / "twin.safetensors", alpha=1.0,
@@ -301,6 +299,5 @@ def save_analysis(analysis: Analysis, out_dir, figure=None) -> list:
         paths.append(twin)
     doc["versions"] = versions()
     blob = json.dumps(doc, indent=2, allow_nan=False).encode()
-    atomic_write(out / "analysis.json", lambda fh: fh.write(blob))
-    paths.insert(0, out / "analysis.json")
+    atomic_write(paths[0], lambda fh: fh.write(blob))
     return paths + (save_figure(figure, out / "figure") if figure is not None else [])

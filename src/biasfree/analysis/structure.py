@@ -53,6 +53,4 @@ def exact_structure(params: Params) -> str | None:
     """The name of the exact structure of ``params`` (:data:`PAIRS`, :data:`RANK_ONE`), or None."""
     if any(layer.has_bias for layer in params):
         return None
-    if paired(params):
-        return PAIRS
-    return RANK_ONE if rank_one_zero_even(params) else None
+    return PAIRS if paired(params) else RANK_ONE if rank_one_zero_even(params) else None

@@ -20,10 +20,6 @@ flattened):
   inputs, ``K[:, i] ← s_i K[:, i]`` or ``W[:, j] ← s_j W[:, j]`` (through an activation only
   when s ≥ 0, since σ_α(s z) = s σ_α(z) needs s ≥ 0). A shift (β ≠ 0 or ``running_mean``
   ≠ 0) is a bias and is refused, and so is training mode (batch statistics).
-
-The model's input is the flat vector ``x = Flatten(x_img)`` of a (C, *in_shape) image.
-Everything else is refused with an :class:`~.model.UnsupportedModelError` (or TypeError)
-naming the layer and the fix, before the conversion finishes.
 """
 
 from __future__ import annotations
@@ -257,14 +253,13 @@ def from_torch(module, *, in_shape=None) -> Model:
 
     ``in_shape``: the input's spatial shape, ``(length,)`` for ``Conv1d`` or ``(H, W)`` for
     ``Conv2d``; needed (and only allowed) when the net has a convolution or pooling; the
-    model then reads flat inputs ``x_img.reshape(N, -1)`` of (N, C, *in_shape) images. A
-    dense net takes ``Linear`` layers with ``ReLU`` (α = 0), ``LeakyReLU`` (α =
-    ``negative_slope``), ``Identity`` or nothing (α = 1) between them. Refuses, naming the
-    layer by its index and type in the Sequential: a bias, any other module (Tanh, GELU,
-    dropout, max pooling), a conv's stride, dilation, groups or padding outside the module
-    doc, a kernel larger than a 'valid' input, mismatched channels, a batch norm with a
-    shift or in training mode, two activations in a row, an activation before the first or
-    after the last weight layer, and different slopes in different places.
+    model then reads flat inputs ``x_img.reshape(N, -1)`` of (N, C, *in_shape) images.
+    Refuses (:class:`~.model.UnsupportedModelError`), naming the layer by its index and type
+    in the Sequential and the fix: a bias, any other module (Tanh, GELU, dropout, max
+    pooling), a conv's stride, dilation, groups or padding outside the module doc, a kernel
+    larger than a 'valid' input, mismatched channels, a batch norm with a shift or in
+    training mode, two activations in a row, an activation before the first or after the
+    last weight layer, and different slopes in different places.
     """
     try:
         import torch.nn as nn

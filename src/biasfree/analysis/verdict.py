@@ -2,14 +2,9 @@
 
 Three questions are kept apart: (i) the function the net computes now (measured); (ii)
 what training from the given weights does (predicted, or measured with ``train=``); (iii)
-how the net got here, when the weights training started from are given (``init=``).
-The headline ``level`` answers the question asked (§6). "Not effectively linear" rests on
-positive evidence only: a measured gap or nonlinearity above its threshold, or a structure
-proven to leave the twin (nonzero biases, asymmetric inputs or an even target). Where an
-assumption of the theory fails and nothing was measured, the answer is :data:`UNDECIDED`
-and names the call that measures it. Each answer lists its :class:`Evidence`: the measured
-value, its threshold and what passing means. docs/theory.md §6 defines every level and
-threshold and gives the reasoning for each.
+how the net got here (``init=``). docs/theory.md §6 defines every level and threshold, why
+"not effectively linear" rests on positive evidence only, and when a failed assumption of
+the theory leaves a prediction :data:`UNDECIDED`.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Command line: ``biasfree list | show NAME | run [NAME…|all] | report | analyse | sweep``.
 
-Progress and logs go to stderr (Rich); the paths written go to stdout, one a line.
-``run`` exits with 0 if every check passed, 1 a check failed, 2 bad
-input (unknown experiment, preset or field, a bad value, an unreadable config file, an
-unwritable ``--out``), 3 an experiment crashed (raised an exception: a bug, not a
-result; its traceback is in ``OUT/NAME/traceback.txt``, and the other experiments still
-run). Arguments, paths and configs are checked before JAX or any experiment's run or
-figure module is imported, so bad input is refused at once (this module imports only
-Typer, Rich and NumPy; the configs, pydantic).
+Progress and logs go to stderr (Rich); the paths written go to stdout, one a line. Bad
+input exits 2, refused at once: arguments, paths and configs are checked before JAX or any
+experiment's run or figure module is imported (this module imports only Typer, Rich and
+NumPy; the configs, pydantic). The other exit statuses: each command's help (``run``'s:
+docs/cli.md, "Exit status").
 """
 
 from __future__ import annotations

@@ -11,10 +11,8 @@ a seed and draws its figure; an exception inside either is caught and returned a
   name), ``message``, ``elapsed_s`` (seconds it ran before it raised; null when its
   worker died), ``exit_code`` (3, what ``biasfree run`` exits with) and ``versions``.
 
-``biasfree run`` saves under ``OUT/<experiment>/``; a sweep's Dask worker calls
-:func:`run_point` with ``render=True`` (the figure comes back as PNG and PDF bytes:
-workers write nothing) and the sweep's client saves the point under
-``DIR/points/<key>/``, crash or result alike.
+A sweep's Dask worker calls :func:`run_point` with ``render=True`` (it writes nothing) and
+the sweep's client saves the point under ``DIR/points/<key>/``, crash or result alike.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
-"""One static HTML page from saved results, in the order a reader thinks.
+"""One static HTML page from saved results, in the order a reader thinks (:func:`ordered`).
 
-The headline experiment comes first, then the others in registry order (results not
-in the registry last, by name). A table of contents links every experiment with its
-verdict; each experiment is a card: what it claims and which of the paper's claims it
-tests (as its ``result.json`` stores them), its verdict (n of m checks passed), the
-config it ran with (the preset and every field that differs from it, so that a check
-failed at a user's own settings is not read as the preset failing), its figure, its
-checks (claim sentence, value, threshold, unit), its notes, and its metrics folded away.
+A table of contents links every experiment with its verdict; each experiment is a card:
+what it claims and which of the paper's claims it tests (as its ``result.json`` stores
+them), its verdict (n of m checks passed), the config it ran with (the preset and every
+field that differs from it, so that a check failed at a user's own settings is not read
+as the preset failing), its figure, its checks (claim sentence, value, threshold, unit),
+its notes, and its metrics folded away.
 
 Figures are embedded as base64 PNG so the page opens anywhere, offline. A result that
 cannot be read (a truncated ``result.json``, a corrupted ``arrays.npz``) is left out of

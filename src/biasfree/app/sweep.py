@@ -1,18 +1,14 @@
 """Sweeps: one experiment over a grid of config overrides × seeds, on Dask distributed
-(the spec and its points: :mod:`biasfree.app.sweep_spec`; docs/sweeps.md for use).
+(the spec and its points: :mod:`biasfree.app.sweep_spec`; the files, each written atomically
+by this process, the client: :mod:`biasfree.app.sweep_table`; docs/sweeps.md for use).
 
-Each point is stored once under ``DIR/points/<key>/`` (:func:`point_key`: a rerun skips
-the points already computed, whatever spec they came from), written only by this
-process, the client, each atomically: a kill at any moment leaves complete points only
-(layout: :mod:`biasfree.app.sweep_table`). Each point runs as ``biasfree run`` runs an
-experiment (:func:`biasfree.app.pipeline.run_point`), and one that raises is saved as the
-same crash record (``error.json`` and ``traceback.txt`` in its folder). Points go to the workers in groups of
-consecutive points, one Dask task per group (:func:`run_points`), so the scheduling round
-trip is paid once per group and compiled programs once per worker and shape. A point
-that raises is recorded and the sweep goes on; a task whose worker
-dies is retried ``retries`` times, then rerun one point per task, so only the point that
-kills its worker is recorded as failed; a cluster with no worker is :class:`NoWorkers`
-after ``worker_timeout_s``.
+Each point is stored once under ``DIR/points/<key>/`` (:func:`point_key`: a rerun skips the
+points already computed, whatever spec they came from) and runs as ``biasfree run`` runs an
+experiment (:func:`biasfree.app.pipeline.run_point`; one that raises is saved as the same
+crash record). Points go to the workers in groups of consecutive points, one Dask task per
+group (:func:`run_points`), so the scheduling round trip is paid once per group and compiled
+programs once per worker and shape; a task whose worker dies is retried (:data:`RETRIES`),
+then rerun one point per task, so only the point that kills its worker is recorded as failed.
 """
 
 from __future__ import annotations

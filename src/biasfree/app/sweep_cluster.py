@@ -1,13 +1,6 @@
-"""The Dask side of a sweep: which cluster it runs on, waiting for workers, and what
-happens to the workers while it runs.
-
-A sweep runs on any ``dask.distributed.Client``: one the caller made (for example on a
-dask-jobqueue ``SLURMCluster``), one connected to a scheduler address (``dask
-scheduler`` and ``dask worker`` started by hand), or a ``LocalCluster`` of
-single-threaded worker processes made here. Either way it waits a bounded time for
-the first worker (:class:`NoWorkers` after it), and :class:`WorkerWatch` turns what the
-scheduler sees (workers leaving, joining, tasks rescheduled) into log lines naming the
-points concerned.
+"""The Dask side of a sweep: which cluster it runs on (:func:`dask_client`: the caller's
+client, a scheduler's address or a local cluster made here), waiting a bounded time for
+workers (:func:`wait_for_workers`), and what happens to them while it runs (:class:`WorkerWatch`).
 """
 
 from __future__ import annotations

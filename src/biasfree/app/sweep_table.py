@@ -45,9 +45,8 @@ def saved(out: Path, point: Point, experiment: str) -> bool:
 def save_point(out: Path, point: Point, ran: Ran | Crash, sched_s: float) -> None:
     """Write a computed point, or its crash record, as ``biasfree run`` does
     (:func:`biasfree.app.pipeline.save`, a result's ``elapsed_s`` its compute time)
-    atomically under ``out/points/<key>/``, then a result's timing: ``compute_s``,
-    ``sched_s``, and ``io_s`` its ``render_s`` (the figure, on the worker) plus the save
-    measured here."""
+    atomically under ``out/points/<key>/``, then a result's ``timing/<key>.json`` (module
+    doc; ``io_s`` the worker's ``render_s`` plus the save measured here)."""
     import time
 
     from .pipeline import Crash, save
