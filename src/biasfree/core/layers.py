@@ -6,9 +6,7 @@ the layer's bias-free linear map, its :attr:`~AbstractLayer.matrix`. Dense theor
 to any layer through ``.matrix``. A new layer type (e.g. a convolution, whose matrix is
 Toeplitz) is one new module: a pytree that subclasses :class:`AbstractLayer` and provides
 what it lists. The layers of this package (:class:`Layer`; ``Conv``, ``PooledDense`` in
-:mod:`.conv`) are :class:`WeightLayer` s: frozen dataclass pytrees of one weight array, a
-bias and static shape fields, from which scaling, pairing, bias removal and the stored
-form follow once for all. Layers are recognised by type, never by their attributes.
+:mod:`.conv`) are :class:`WeightLayer` s. Layers are recognised by type, never by their attributes.
 """
 
 from __future__ import annotations
@@ -263,8 +261,6 @@ class _Matrices(Sequence):
         return len(self._layers)
 
     def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(len(self))[i]]
         A = self._layers[i].matrix
         return A if self._traced else np.array(A, dtype=float)  # a copy, as the check made
 
