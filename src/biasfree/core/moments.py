@@ -32,16 +32,8 @@ class Whitened(tuple):
 
     X = property(lambda self: self[0], doc="The whitened inputs ``X M`` (N, r).")
     M = property(lambda self: self[1], doc="The whitening map ``M`` (d, r).")
-
-    @property
-    def rank(self) -> int:
-        """Number of directions kept, r (the columns of the whitened inputs)."""
-        return int(self[1].shape[1])
-
-    @property
-    def dropped(self) -> int:
-        """Number of input directions dropped, ``d - r``."""
-        return int(self[1].shape[0] - self[1].shape[1])
+    rank = property(lambda self: int(self.M.shape[1]), doc="Directions kept, r (the columns of ``X``).")
+    dropped = property(lambda self: int(self.M.shape[0] - self.M.shape[1]), doc="Directions dropped, d - r.")
 
     @property
     def kept_variance(self) -> float:
