@@ -60,9 +60,8 @@ def whiten(X, rank=None, tol: float = 1e-12) -> Whitened:
     a symmetric set stays symmetric (the map is linear). Returns a :class:`Whitened`:
     the pair ``(X M, M)`` plus the eigenvalues and the counts.
     """
-    X = validate.finite_array("X", X, ndim=2)
+    X = jnp.asarray(validate.finite_array("X", X, ndim=2))
     tol = validate.nonnegative("tol", tol, scalar=True)
-    X = jnp.asarray(X)
     d = X.shape[1]
     S = X.T @ X / X.shape[0]
     evals, evecs = jnp.linalg.eigh(S)
