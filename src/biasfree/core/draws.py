@@ -35,10 +35,9 @@ def normal(key, shape: tuple[int, ...], dtype=float) -> jax.Array:
     (the same counters and formula, compiled for another length, so equal up to the last bits
     that two compilations may round differently; bit for bit on this machine's XLA).
 
-    Drawn as a flat vector of :func:`flat_length` entries, cut to the first
-    ``prod(shape)`` and reshaped (module doc). Inside a caller's ``jit`` or ``vmap``
-    (``key`` traced), with non-partitionable threefry or for more than MAX_SIZE numbers,
-    it is ``jax.random.normal`` itself.
+    A cut :func:`flat_length` draw (module doc); inside a caller's ``jit`` or ``vmap`` (``key``
+    traced), with non-partitionable threefry or for more than MAX_SIZE numbers,
+    ``jax.random.normal`` itself.
     """
     shape = tuple(int(s) for s in shape)
     size = math.prod(shape)

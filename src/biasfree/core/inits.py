@@ -1,9 +1,8 @@
 """Initialisations: the networks the experiments start from, each a pure function of a key.
 
-Widths are ``(d, n_1, ..., n_{L-1}, p)`` (docs/theory.md §0); ``scale`` sets the weights'
-size (small: the rich regime, large: lazy). The antisymmetric pairs (:func:`pair_up`,
-§2.3), the rank-one zero-even init (§2.5) and balanced units (§4.2) make the leaky net
-equal its linear twin; :func:`from_arrays` wraps given matrices, :func:`pad_hidden` widens.
+Widths are ``(d, n_1, ..., n_{L-1}, p)`` (docs/theory.md §0). The antisymmetric pairs
+(:func:`pair_up`, §2.3), the rank-one zero-even init (§2.5) and balanced units (§4.2) make
+the leaky net equal its linear twin.
 """
 
 from __future__ import annotations

@@ -6,9 +6,7 @@ the layer's bias-free linear map, its :attr:`~AbstractLayer.matrix`. Dense theor
 to any layer through ``.matrix``. A new layer type (e.g. a convolution, whose matrix is
 Toeplitz) is one new module: a pytree that subclasses :class:`AbstractLayer` and provides
 what it lists. The layers of this package (:class:`Layer`; ``Conv``, ``PooledDense`` in
-:mod:`.conv`) are :class:`WeightLayer` s: frozen dataclass pytrees of one weight array, a
-bias and static shape fields, from which scaling, pairing, bias removal and the stored
-form follow once for all. Layers are recognised by type, never by their attributes.
+:mod:`.conv`) are :class:`WeightLayer` s. Layers are recognised by type, never by their attributes.
 """
 
 from __future__ import annotations
@@ -203,15 +201,14 @@ def check_net(params, name: str = "params", *, X=None, x_name: str = "X", depth:
             raise ValueError(f"{what} must be {ndim}-D {shape}, got shape {np.shape(x)}")
         return x
 
-    sizes = []  # (n_out, n_in) of each layer, from static shapes (no Toeplitz matrix)
     for i, layer in enumerate(params):
         for path, leaf in [] if traced else jax.tree_util.tree_leaves_with_path(layer):
             validate.finite_array(f"{name}[{i}]{jax.tree_util.keystr(path)}", leaf)  # params[0].W
         layer.check(f"{name}[{i}]")
-        n_out, n_in = layer.n_out, layer.n_in
-        if sizes and n_in != sizes[-1][0]:
+        n_out, n_in = layer.n_out, layer.n_in  # static shapes: no Toeplitz matrix is built
+        if i and n_in != params[i - 1].n_out:
             raise ValueError(f"{name}: layer {i} takes {n_in} inputs but layer {i - 1} has "
-                             f"{sizes[-1][0]} outputs; consecutive widths must agree")
+                             f"{params[i - 1].n_out} outputs; consecutive widths must agree")
         prev = params[i - 1].out_layout if i else None
         if prev is not None and layer.in_layout is not None and tuple(prev) != tuple(layer.in_layout):
             raise ValueError(f"{name}: layer {i} reads (channels, *spatial) = {tuple(layer.in_layout)} "
@@ -220,21 +217,20 @@ def check_net(params, name: str = "params", *, X=None, x_name: str = "X", depth:
         b = layer.bias
         if b is not None and np.shape(array(f"{name}[{i}].b", b, 1, "(n_out,)")) != (n_out,):
             raise ValueError(f"{name}[{i}].b must have shape ({n_out},), got {np.shape(b)}")
-        sizes.append((n_out, n_in))
-    Ws = _Matrices(params, traced)
-    if depth is not None and len(sizes) != depth:
-        raise ValueError(f"{name} has {len(sizes)} layers; this needs exactly {depth}")
+    d_in, p = params[0].n_in, params[-1].n_out
+    if depth is not None and len(params) != depth:
+        raise ValueError(f"{name} has {len(params)} layers; this needs exactly {depth}")
     if bias_free and any(layer.has_bias for layer in params):
         raise ValueError(f"{name} has biases; this result holds for bias-free nets only (drop b)")
-    if d is not None and sizes[0][1] != d:
-        raise ValueError(f"{name} takes inputs of dimension {sizes[0][1]} but the data have "
+    if d is not None and d_in != d:
+        raise ValueError(f"{name} takes inputs of dimension {d_in} but the data have "
                          f"d = {d}; build the net for the data")
-    if p_out is not None and sizes[-1][0] != p_out:
-        raise ValueError(f"{name} has {sizes[-1][0]} outputs but the targets have p = {p_out}")
-    if X is not None and array(x_name, X, 2, "(N, d)").shape[1] != sizes[0][1]:
+    if p_out is not None and p != p_out:
+        raise ValueError(f"{name} has {p} outputs but the targets have p = {p_out}")
+    if X is not None and array(x_name, X, 2, "(N, d)").shape[1] != d_in:
         raise ValueError(f"{x_name} has {np.shape(X)[1]} columns but {name} takes inputs of dimension "
-                         f"d = {sizes[0][1]}: pass X of shape (N, {sizes[0][1]})")
-    return Ws
+                         f"d = {d_in}: pass X of shape (N, {d_in})")
+    return _Matrices(params, traced)
 
 
 def takes_net(*, bias_free: bool = False, arg: str = "params"):
@@ -263,8 +259,6 @@ class _Matrices(Sequence):
         return len(self._layers)
 
     def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(len(self))[i]]
         A = self._layers[i].matrix
         return A if self._traced else np.array(A, dtype=float)  # a copy, as the check made
 

@@ -32,16 +32,8 @@ class Whitened(tuple):
 
     X = property(lambda self: self[0], doc="The whitened inputs ``X M`` (N, r).")
     M = property(lambda self: self[1], doc="The whitening map ``M`` (d, r).")
-
-    @property
-    def rank(self) -> int:
-        """Number of directions kept, r (the columns of the whitened inputs)."""
-        return int(self[1].shape[1])
-
-    @property
-    def dropped(self) -> int:
-        """Number of input directions dropped, ``d - r``."""
-        return int(self[1].shape[0] - self[1].shape[1])
+    rank = property(lambda self: int(self.M.shape[1]), doc="Directions kept, r (the columns of ``X``).")
+    dropped = property(lambda self: int(self.M.shape[0] - self.M.shape[1]), doc="Directions dropped, d - r.")
 
     @property
     def kept_variance(self) -> float:
@@ -68,9 +60,8 @@ def whiten(X, rank=None, tol: float = 1e-12) -> Whitened:
     a symmetric set stays symmetric (the map is linear). Returns a :class:`Whitened`:
     the pair ``(X M, M)`` plus the eigenvalues and the counts.
     """
-    X = validate.finite_array("X", X, ndim=2)
+    X = jnp.asarray(validate.finite_array("X", X, ndim=2))
     tol = validate.nonnegative("tol", tol, scalar=True)
-    X = jnp.asarray(X)
     d = X.shape[1]
     S = X.T @ X / X.shape[0]
     evals, evecs = jnp.linalg.eigh(S)

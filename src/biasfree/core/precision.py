@@ -15,12 +15,12 @@ Choose per call with the keyword ``precision=`` of any wrapped function
 context manager ``with bf.use_precision("float32"): ...``. Floating-point array arguments
 (JAX or NumPy, also inside tuples, ``Params`` and ``Dataset``) are cast to the chosen
 precision on the way in. Wrapped functions called from inside another inherit its
-precision; called on traced values (inside someone else's ``jit``), they run as traced.
+precision; called on traced values (inside the caller's ``jit``/``grad``), they run as
+traced and return tracers.
 
 Results are NumPy arrays of the chosen dtype (:func:`to_numpy`, at the outermost call):
 with ``jax_enable_x64`` off in the caller's program, JAX arithmetic on a float64 JAX
 array would be done in float32, while NumPy arithmetic on the result keeps every digit.
-Functions called on traced values (inside the caller's ``jit``/``grad``) return tracers.
 """
 
 from __future__ import annotations
@@ -75,9 +75,7 @@ def _cast(x, dtype: np.dtype):
 def to_numpy(out):
     """``out`` with every JAX array (in tuples, dicts, registered pytrees such as
     Trajectory and Dataset, and the fields of result dataclasses) replaced by a NumPy
-    array of the same dtype. A float64 JAX array handed to a user would lose its
-    precision under their own arithmetic with JAX's defaults (``tr.loss * 2`` is float32
-    when ``jax_enable_x64`` is off); a NumPy array keeps it. Random keys stay JAX."""
+    array of the same dtype (why: module doc). Random keys stay JAX."""
 
     def leaf(a):
         if isinstance(a, jax.Array):

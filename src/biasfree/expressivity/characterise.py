@@ -60,12 +60,10 @@ def characterise(target: Function, X, *, alpha=0.0, cov=None, radial=None, tol: 
                  z: float = 3.0, per_point: bool = False) -> Characterisation:
     """Say whether two-layer bias-free nets approximate ``target`` and what is out of reach.
 
-    Floors as in :func:`two_layer_floor` from the sample ``X`` of a radially
-    symmetric law. A part is out of reach when its relative floor exceeds
-    ``tol + z · se``. Approximable targets (§1.4) are linear + ``||x|| h(x/||x||)``
-    with h even (for α < 1). A part is within reach when its floor plus ``z`` standard
-    errors is at most ``tol``; when neither holds for some part (a floor whose standard
-    error is comparable to its value: too few samples), the verdict is "undetermined".
+    ``target``, ``X`` (a sample of a radially symmetric law), ``alpha``, ``cov``, ``radial``,
+    ``per_point``: as in :func:`two_layer_floor`; each part's relative floor is judged against
+    ``tol`` with ``z`` standard errors of margin (the rules: :class:`Characterisation`).
+    Approximable targets (§1.4) are linear + ``||x|| h(x/||x||)`` with h even (for α < 1).
     A floor above the target's own power (impossible: f = 0 reaches the power) by more
     than ``z`` standard errors is also "undetermined" (heavy tails or too few samples).
     """
@@ -93,5 +91,3 @@ def characterise(target: Function, X, *, alpha=0.0, cov=None, radial=None, tol: 
     verdict = {True: "reachable", False: "unreachable", None: "undetermined"}[reachable]
     return Characterisation(reachable, total.distance, total.normalised, total.normalised_se,
                             out, fl, verdict, reason)
-
-

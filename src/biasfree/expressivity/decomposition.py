@@ -3,16 +3,9 @@
 Conventions (§0): inputs ``X`` (N, d), outputs (N, p). A *function* here is any
 callable mapping a batch ``X`` (N, d) to (N,) or (N, p): a network
 (``net_function(params, alpha)``), a target from :mod:`biasfree.core.data`, or plain
-Python (``per_point=True`` for a function of one point x).
-
-- Decomposition (§1.2): ``f_odd(x) = (f(x) - f(-x))/2``, ``f_even(x) = (f(x) + f(-x))/2``;
-  for a two-layer bias-free net ``f_odd`` is linear and ``f_even`` positively 1-homogeneous.
-- :func:`odd_nonlinearity`: relative energy of the odd part outside its best linear
-  fit (round-off for two layers, positive for deeper nets that use their depth).
-- :func:`homogeneity_gap`: violation of ``f(λx) = λ f(x)``, λ > 0; zero for bias-free
-  nets of every depth.
-
-What a *target* needs that two-layer nets lack (the floors) is in :mod:`biasfree.expressivity.floors`.
+Python (``per_point=True`` for a function of one point x). For a two-layer bias-free net
+``f_odd`` is linear and ``f_even`` positively 1-homogeneous (§1.2). What a *target* needs
+that two-layer nets lack (the floors) is in :mod:`biasfree.expressivity.floors`.
 """
 
 from __future__ import annotations
@@ -96,15 +89,10 @@ class Decomposition:
     odd: np.ndarray
     even: np.ndarray
 
-    @property
-    def odd_energy(self) -> float:
-        """``<||f_odd||²>`` over the rows."""
-        return float(np.mean(np.sum(self.odd**2, axis=1)))
-
-    @property
-    def even_energy(self) -> float:
-        """``<||f_even||²>`` over the rows."""
-        return float(np.mean(np.sum(self.even**2, axis=1)))
+    odd_energy = property(lambda self: float(np.mean(np.sum(self.odd**2, axis=1))),
+                          doc="``<||f_odd||²>`` over the rows.")
+    even_energy = property(lambda self: float(np.mean(np.sum(self.even**2, axis=1))),
+                           doc="``<||f_even||²>`` over the rows.")
 
 
 @precise

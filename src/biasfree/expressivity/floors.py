@@ -3,17 +3,10 @@
 Errors are in the loss unit ½E||y - f||² (§0); ``power = ½E||y||²`` is the loss of f = 0
 and ``F / power`` the unit-free normalised floor. Inputs ``X`` (N, d) are a sample of a
 law symmetric about 0, targets are callables as in :mod:`biasfree.expressivity.decomposition`.
-
-- Odd floor (§1.3): ``F_odd = min_β ½E||y_odd - βᵀx||²``, what no linear map fits.
-- Even floor (§1.4), x = r u radially symmetric: ``F_even = ½ E_u[E_r||g(ru)||² -
-  ||E_r[r g(ru)]||² / E r²]`` with g = y_even; inner expectations by adaptive quadrature
-  over r (``scipy.integrate.quad_vec``), the outer one by Monte Carlo with a standard
-  error. With g = y it is the floor of bias-free nets of every depth (:func:`homogeneous_floor`).
-- With unlimited width and α < 1, ``F_odd + F_even`` is the two-layer floor; for α = 1
-  the whole even part is out of reach (:func:`two_layer_floor`).
-- On a finite *symmetric* training set the odd floor is exact (:func:`dataset_floor`).
-- :func:`~biasfree.expressivity.characterise.characterise` turns the floors into a verdict;
-  closed forms for Gaussian inputs are in :mod:`biasfree.theory.floors`.
+The floors, each defined in its docstring: :func:`odd_floor` (§1.3), :func:`homogeneous_floor`
+(§1.4), their sum :func:`two_layer_floor`, and :func:`dataset_floor` (exact on a symmetric
+training set); :func:`~biasfree.expressivity.characterise.characterise` turns them into a
+verdict; closed forms for Gaussian inputs are in :mod:`biasfree.theory.floors`.
 """
 
 from __future__ import annotations
@@ -333,10 +326,8 @@ def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
     where ``Y_odd(x) = (Y(x) - Y(-x))/2`` pairs each row with its mirror (found within
     ``tol``). ``alpha`` = 1 adds the even energy (a linear net has no even part).
 
-    Before calling the bound exact it verifies that X is symmetric as a *multiset*
-    (:func:`~biasfree.core.symmetry.mirror_violation` <= ``tol``); a set where every x has a
-    mirror but some x is repeated more often than its mirror gets ``exact=False`` and an
-    APPROXIMATE note with the measured violation.
+    The bound is called exact only when X is symmetric as a *multiset*
+    (:func:`~biasfree.core.symmetry.mirror_violation` <= ``tol``; else APPROXIMATE: :class:`DatasetFloor`).
     """
     alpha = validate.slope(alpha)
     X, Y = validate.data(X, Y)

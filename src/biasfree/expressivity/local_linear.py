@@ -7,13 +7,7 @@ filters the net applies at x. With biases, ``f(x) = J(x) x + b(x)``: ``b(x)`` is
 *bias term*. :func:`local_linear` measures all of it on the rows of ``X`` through the layer
 protocol (:class:`~biasfree.core.layers.AbstractLayer`: ``matrix``, ``bias``, ``apply``)
 and :func:`~biasfree.core.nets.forward` only, so any layer type that implements the
-protocol is covered unchanged:
-
-- the homogeneity gap ``f(λx) − λ f(x)`` and the Euler residual ``f(x) − J(x) x``, each
-  against its own round-off bound (derivation below), elementwise;
-- the bias term's energy fraction ``<||b||²>/<||f||²>``;
-- J's singular spectrum at each input and three effective dimensions;
-- the odd/even split of f on X as fractions of ``<||f||²>``.
+protocol is covered unchanged.
 
 **Round-off bounds** (Higham, *Accuracy and Stability*, §3.1–3.5; u = the dtype's machine
 epsilon, 2.2e-16 in float64, twice the unit round-off as in ``tests/roundoff.py``;
@@ -201,7 +195,7 @@ def local_linear(params: Params, X, alpha, *, lambdas=DEFAULT_LAMBDAS,
     Measures ``f(λx) − λ f(x)`` for λ in ``lambdas`` (> 0), ``f(x) − J(x) x`` with
     ``J`` from ``jax.jacfwd``/``jacrev`` (vmapped), each against its round-off bound (module
     doc); the bias term; J's singular values and effective dimensions; the odd/even split
-    (module doc and :class:`LocalLinear`). The Jacobians hold N·p·d numbers and are
+    (:class:`LocalLinear`). The Jacobians hold N·p·d numbers and are
     returned: more than ``max_entries`` is refused (pass fewer inputs, or raise the cap).
     One compiled program per net structure and input shape.
     """
