@@ -165,6 +165,6 @@ def flow(params: Params, data: Dataset, cfg: FlowConfig) -> Trajectory:
     final, obs, stats = _flow_core(params, run.arrays(data), cfg.alpha, cfg.weight_decay, ts, cfg.loss,
                                    run.pinv(params, data), cfg.rtol, cfg.atol, cfg.solver,
                                    cfg.max_steps, cfg.keep_params, data.mirrored)
-    traj = run.to_traj(ts, final, obs, stats, "flow")
+    traj = Trajectory(t=ts, params=final, stats=stats, method="flow", **obs)
     check_flow(traj, cfg, data)
     return traj

@@ -229,6 +229,6 @@ def train(params: Params, data: Dataset, optimiser, *, steps: int, alpha: float 
                              mirrored_batches=cfg.mirrored_batches)
     t = jnp.asarray(ks * (1.0 if eta is None else eta), dtype=obs["loss"].dtype)
     stats = {"steps": jnp.asarray(cfg.steps), "lr": jnp.asarray(np.nan if eta is None else eta)}
-    traj = run.to_traj(t, final, obs, stats, "optax")
+    traj = Trajectory(t=t, params=final, stats=stats, method="optax", **obs)
     check_finite(traj, np.nan if eta is None else eta, "training")
     return traj
