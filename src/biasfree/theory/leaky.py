@@ -1,19 +1,15 @@
 """Leaky-ReLU nets as linear nets: the exact maps and closed-form curves (§2.3–2.5, §3.2).
 
-Slope α, ``c = (1 + α)/2``. A two-layer bias-free leaky net whose even part stays
-zero on the data (``f_even ≡ 0``: antisymmetric-pair init or rank-one zero-even init
-on symmetric data, docs/theory.md §2.3, §2.5) computes ``f(x) = c W_2 W_1 x`` and
+Slope α, ``c = (1 + α)/2``. A two-layer bias-free leaky net whose even part stays zero on
+the data (``f_even ≡ 0``: antisymmetric-pair or rank-one zero-even init on symmetric data,
+docs/theory.md §2.3, §2.5) computes ``f(x) = c W_2 W_1 x`` and
 
     (W_1', W_2') = √c (W_1, W_2)   follows the linear net's gradient flow in   t' = c t,
 
-with weight decay ``λ' = λ / c`` (§2.4, §2.7). So ReLU (c = 1/2) learns twice as slowly
-as its linear twin. The pair form (§2.3): a width-2m pair net built from (W, v)
-(``W_1 = [W; -W]``, ``W_2 = [v, -v]``) equals the width-m linear net at
-``√(1 + α) (W, v)`` trained with learning rate ``η c`` — step for step, so the
-gradient-flow times relate by the same ``t' = c t``.
-
-The closed forms for leaky nets are the linear ones (:mod:`.modes`) evaluated at
-``c t`` from the effective strength ``ã_0 = c a_0`` (a_0 the raw product's strength).
+with weight decay ``λ' = λ / c`` (§2.4, §2.7). The pair form (§2.3): the width-2m pair net
+of (W, v) equals the width-m linear net at ``√(1 + α) (W, v)`` trained with step ``η c``.
+The closed forms for leaky nets are the linear ones (:mod:`.modes`) at time ``c t`` from
+``ã_0 = c a_0`` (a_0 the raw product's strength).
 """
 
 from __future__ import annotations
