@@ -43,8 +43,7 @@ def _who(bad: np.ndarray) -> str:
 def check_finite(traj: Trajectory, lrs, what: str):
     """Raise :class:`DivergenceError` when the loss is non-finite or grew 1e8-fold."""
     L = np.asarray(traj.loss).reshape(-1, np.shape(traj.loss)[-1])
-    L0 = np.abs(L[:, :1]) + 1e-300
-    bad = ~np.isfinite(L) | (L > 1e8 * np.maximum(L0, 1.0))
+    bad = ~np.isfinite(L) | (L > 1e8 * np.maximum(np.abs(L[:, :1]), 1.0))
     if bad.any():
         i = int(np.nonzero(bad.any(axis=1))[0][0])
         j = int(np.argmax(bad[i]))

@@ -2,9 +2,7 @@
 
 An adaptive Runge–Kutta method (:data:`SOLVERS`) with PID step control and the early
 stall check of :class:`~biasfree.dynamics.pacing.PacedPID`, saved at the record times in
-``[0, t_max]``, on the same time axis as gradient descent (``t = η k``). A solve that
-cannot reach ``t_max`` raises a :class:`~biasfree.dynamics.diagnosis.FlowStallError`
-naming the cause (a ReLU kink, or a stiff or slow flow) and a fix.
+``[0, t_max]``, on the same time axis as gradient descent (``t = η k``).
 """
 
 from __future__ import annotations

@@ -52,6 +52,10 @@ def twin_scale(alpha, depth: int = 2) -> float:
     return twin_scales(validate.slope(alpha, "alpha"), depth).weight
 
 
+def _name(opt) -> str:
+    return getattr(opt, "__qualname__", None) or type(opt).__name__
+
+
 def _probe(rng, params, scale):
     """``PROBE_STEPS`` gradients and weights shaped like ``params``: ``scale`` times
     log-uniform magnitudes 1e-6…1, random signs."""
@@ -140,7 +144,7 @@ def optimiser_twin(opt, alpha, depth: int = 2, degree: float | None = None, *, p
     rho = 1.0 / a
     if degree is None:
         rhos = PROBE_RHOS + ((rho,) if rho != 1.0 else ())
-        degree = measure_degree(make, rhos, probe, getattr(opt, "__qualname__", None) or type(opt).__name__)
+        degree = measure_degree(make, rhos, probe, _name(opt))
     else:
         degree = validate.real("degree", degree, scalar=True)
     inner = make(rho)
