@@ -142,7 +142,7 @@ def gd_ensemble(params: Params, data: Dataset, cfg: GDConfig, *, alpha=None, lr=
                            jnp.asarray(np.diff(ks)), cfg.loss, run.pinv(params, data),
                            cfg.keep_params, data.mirrored, lay, n_dev)
     t = v["lr"][:, None] * jnp.asarray(ks)[None, :]
-    traj = run.to_traj(t, final, obs, {"steps": jnp.full((B,), cfg.steps)}, "gd")
+    traj = Trajectory(t=t, params=final, stats={"steps": jnp.full((B,), cfg.steps)}, method="gd", **obs)
     check_finite(traj, v["lr"], "gradient descent")
     check_spike(traj, v["lr"])
     return traj
@@ -165,6 +165,7 @@ def flow_ensemble(params: Params, data: Dataset, cfg: FlowConfig, *, alpha=None,
     final, obs, stats = _flow_batch(params, run.arrays(data), v["alpha"], v["weight_decay"], ts,
                                     cfg.loss, run.pinv(params, data), cfg.rtol, cfg.atol, cfg.solver,
                                     cfg.max_steps, cfg.keep_params, data.mirrored, lay, n_dev)
-    traj = run.to_traj(jnp.broadcast_to(ts, (B,) + ts.shape), final, obs, stats, "flow")
+    traj = Trajectory(t=jnp.broadcast_to(ts, (B,) + ts.shape), params=final, stats=stats, method="flow",
+                      **obs)
     check_flow(traj, cfg, data, v["alpha"], v["weight_decay"])
     return traj

@@ -1,11 +1,7 @@
-"""Why a run failed or misleads, said in its error: divergence, loss spikes, flow stalls.
-
-- :class:`DivergenceError`: gradient descent's loss left every bounded region.
-- :class:`LossSpikeWarning`: the loss rose above ``SPIKE_FACTOR · L(0)`` between two
-  records and came back (``Trajectory.loss_max`` holds the peak).
-- :class:`FlowStallError`: the adaptive solver could not reach ``t_max``; the message
-  tells a ReLU kink (the hidden pre-activation nearest 0, relative to its scale, below
-  :data:`KINK_REL`) from a stiff or slow flow, and names the fix that works for each.
+"""Why a run failed or misleads, said in its error: divergence (:class:`DivergenceError`),
+loss spikes between records (:class:`LossSpikeWarning`) and flow stalls
+(:class:`FlowStallError`, which tells a ReLU kink, :data:`KINK_REL`, from a stiff or slow
+flow and names the fix that works for each).
 """
 
 from __future__ import annotations
@@ -47,8 +43,7 @@ def _who(bad: np.ndarray) -> str:
 def check_finite(traj: Trajectory, lrs, what: str):
     """Raise :class:`DivergenceError` when the loss is non-finite or grew 1e8-fold."""
     L = np.asarray(traj.loss).reshape(-1, np.shape(traj.loss)[-1])
-    L0 = np.abs(L[:, :1]) + 1e-300
-    bad = ~np.isfinite(L) | (L > 1e8 * np.maximum(L0, 1.0))
+    bad = ~np.isfinite(L) | (L > 1e8 * np.maximum(np.abs(L[:, :1]), 1.0))
     if bad.any():
         i = int(np.nonzero(bad.any(axis=1))[0][0])
         j = int(np.argmax(bad[i]))

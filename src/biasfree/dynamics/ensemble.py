@@ -1,12 +1,10 @@
 """Named ensembles: many gradient-descent runs, each a named :class:`Member`, trained in
 as few compiled calls as their shapes allow, with their linear twins on request.
 
-A member is one net: its parameters, slope α, step η and weight decay λ. With
-``twin=True`` the ensemble also trains its *linear twin* (docs/theory.md §2.4, §2.7):
-the net ``√c·params`` with α = 1, step ``η c`` and decay ``λ/c``, c = (1 + α)/2, for
-the same number of steps, so twin record j is at twin time ``c t_j``. A leaky net
-whose even part stays zero (antisymmetric-pair or rank-one zero-even init on symmetric
-data) has exactly its twin's loss; a small random init has it approximately.
+With ``twin=True`` a member's *linear twin* (:meth:`Member.linear_twin`, docs/theory.md
+§2.4, §2.7) runs the same number of steps, so twin record j is at twin time ``c t_j``. Its
+loss is the member's exactly when the even part stays zero (pair or rank-one init on
+symmetric data), approximately from a small random init.
 
 Members are looked up by name, never by position::
 

@@ -2,9 +2,7 @@
 
 An adaptive Runge–Kutta method (:data:`SOLVERS`) with PID step control and the early
 stall check of :class:`~biasfree.dynamics.pacing.PacedPID`, saved at the record times in
-``[0, t_max]``, on the same time axis as gradient descent (``t = η k``). A solve that
-cannot reach ``t_max`` raises a :class:`~biasfree.dynamics.diagnosis.FlowStallError`
-naming the cause (a ReLU kink, or a stiff or slow flow) and a fix.
+``[0, t_max]``, on the same time axis as gradient descent (``t = η k``).
 """
 
 from __future__ import annotations
@@ -165,6 +163,6 @@ def flow(params: Params, data: Dataset, cfg: FlowConfig) -> Trajectory:
     final, obs, stats = _flow_core(params, run.arrays(data), cfg.alpha, cfg.weight_decay, ts, cfg.loss,
                                    run.pinv(params, data), cfg.rtol, cfg.atol, cfg.solver,
                                    cfg.max_steps, cfg.keep_params, data.mirrored)
-    traj = run.to_traj(ts, final, obs, stats, "flow")
+    traj = Trajectory(t=ts, params=final, stats=stats, method="flow", **obs)
     check_flow(traj, cfg, data)
     return traj

@@ -96,7 +96,8 @@ def gd(params: Params, data: Dataset, cfg: GDConfig) -> Trajectory:
     final, obs = _gd_core(params, run.arrays(data), cfg.alpha, cfg.lr, cfg.weight_decay,
                           jnp.asarray(np.diff(ks)), cfg.loss, run.pinv(params, data),
                           cfg.keep_params, data.mirrored)
-    traj = run.to_traj(jnp.asarray(cfg.lr * ks), final, obs, {"steps": jnp.asarray(cfg.steps)}, "gd")
+    traj = Trajectory(t=jnp.asarray(cfg.lr * ks), params=final, stats={"steps": jnp.asarray(cfg.steps)},
+                      method="gd", **obs)
     check_finite(traj, cfg.lr, "gradient descent")
     check_spike(traj, cfg.lr)
     return traj

@@ -5,13 +5,10 @@
 Both satisfy ``ℓ(-y, -f) = ℓ(y, f)``, the property behind the pair identity (§2.3, §2.8).
 The objective adds weight decay ``(λ/2) Σ ||θ||²`` over every weight and bias.
 
-Mirrored inputs ``X = [X₊; -X₊]`` (symmetric data, §0 "Symmetric inputs, computed
-once"): one product ``A = X₊W₁ᵀ`` serves both halves, the pre-activations being
-``[A; -A] + b₁``. :func:`forward_mirrored` computes ``f`` this way and
-:func:`objective_mirrored` differentiates through it, so ``jax.grad`` does one
-``X₊``-sized product each way instead of two ``X``-sized ones; two-layer bias-free nets
-also share one nonlinearity (:func:`_two_layer_mirrored`). The values equal the general
-path's to round-off, the convention ``σ_α'(0) = α`` included.
+Mirrored inputs ``X = [X₊; -X₊]`` (§0 "Symmetric inputs, computed once"):
+:func:`forward_mirrored` computes ``f`` from one product ``A = X₊W₁ᵀ`` (pre-activations
+``[A; -A] + b₁``) and :func:`objective_mirrored` differentiates through it, equal to the
+general path to round-off, the convention ``σ_α'(0) = α`` included.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The linear twin's optimiser: the map of docs/theory.md §9 from an optax optimiser
 training a bias-free net to the one that trains its linear twin in lockstep.
 
-A pair net θ on symmetric data (docs/theory.md §2.3) and its twin θ' = a·θ (every layer
-scaled by ``a = c^{(L−1)/L}``, c = (1 + α)/2; ``a = √c`` for depth L = 2, which is
-:func:`~biasfree.core.twin.linear_twin`) have gradients ``g' = ρ·g`` with ``ρ = 1/a``. If
-the optimiser is homogeneous of degree κ under that rescaling,
+A pair net θ on symmetric data and its twin θ' = a·θ (every layer scaled by
+``a = c^{(L−1)/L}``, c = (1 + α)/2; ``a = √c`` for depth L = 2, which is
+:func:`~biasfree.core.twin.linear_twin`) have gradients ``g' = ρ·g`` with ``ρ = 1/a`` (§9.1).
+If the optimiser is homogeneous of degree κ under that rescaling,
 
     h_ρ(ρ g_1, …, ρ g_k; θ_k/ρ) = ρ^κ · h_1(g_1, …, g_k; θ_k),
 
@@ -13,18 +13,12 @@ then ``u' = a·u`` (θ'_k = a·θ_k at every step) for the twin optimiser
     twin = optax.chain(h_ρ, optax.scale(a^{1+κ}))      (L = 2: scale c^{(1+κ)/2}).
 
 Here ``h_ρ`` is ``opt`` itself, or ``opt(ρ)`` when ``opt`` is a *factory*: a function of ρ
-that builds the optimiser for gradients ×ρ and weights ×1/ρ. A constant with the units of a
-gradient (Adam's ε, Muon's ε) scales by ρ, one with those of a squared gradient (Adam's
-``eps_root``) by ρ², and a decoupled weight decay λ (u ∋ −η λ θ) by ρ^{1+κ}:
-``lambda rho: optax.adamw(η, eps=1e-8 * rho, weight_decay=1e-4 * rho)``. A plain
-GradientTransformation cannot be rescaled from outside (its constants are closed over), so
-only a factory makes such an optimiser's twin exact.
-
-``degree=None`` measures κ: fresh states, K probe steps of gradients and weights whose
-entries span 1e-12…1e3 (so that an additive constant shows at some scale), each at ρ = 1
-and at three other ρ (the twin's among them when α < 1). The update must scale as ρ^κ
-within ``HOMOGENEITY_RTOL``, else the twin would not be exact and the call refuses, naming
-the optimiser and the measured ratios.
+that builds the optimiser for gradients ×ρ and weights ×1/ρ, its constants rescaled as §9.2
+says (ε ×ρ, eps_root ×ρ², a decoupled decay ×ρ^{1+κ}), e.g.
+``lambda rho: optax.adamw(η, eps=1e-8 * rho, weight_decay=1e-4 * rho)``; a plain
+GradientTransformation's constants are closed over, so only a factory makes such an
+optimiser's twin exact. ``degree=None`` measures κ (:func:`measure_degree`; §9.2 "Measuring
+κ") and refuses an update that is not ρ^κ-homogeneous within :data:`HOMOGENEITY_RTOL`.
 """
 
 from __future__ import annotations

@@ -7,17 +7,15 @@ optimiser's update ``u_k = h(g_1, …, g_k; θ_k)``:
 
     θ_{k+1} = θ_k + u_k,   (u_k, s_{k+1}) = optimiser.update(g_k, s_k, θ_k),  s_0 = optimiser.init(θ_0).
 
-Compiled once per optimiser with ``jit`` and ``lax.scan`` over record intervals
-(``lax.fori_loop`` inside), like :func:`~biasfree.dynamics.gd.gd`, whose gradient and
-record code it shares: ``train(..., optax.sgd(η))`` runs the same operations as ``gd``
-(``p + (−η)·g`` is ``p − η·g`` exactly in IEEE arithmetic), so the two agree bitwise.
+Compiled once per optimiser like :func:`~biasfree.dynamics.gd.gd`, whose gradient and
+record code it shares (``optax.sgd(η)`` runs the same operations: ``p + (−η)·g`` is
+``p − η·g`` in IEEE arithmetic, so the two agree bitwise).
 
 Batches: ``mirrored_batches`` draws ``batch_size/2`` mirror pairs ``(x₊, −x₊)`` per step
-(inputs in the layout ``[X₊; −X₊]``), so every batch is itself symmetric and the pair
-identity of docs/theory.md §2.3 holds step by step; otherwise ``batch_size`` points are
-drawn at random. Both draw without replacement within a step, independently across
-steps, from ``fold_in(key, k)``: the batches depend on ``key`` and k only, not on the
-records.
+(inputs in the layout ``[X₊; −X₊]``), each batch itself symmetric (docs/theory.md §9.3);
+otherwise ``batch_size`` points are drawn at random. Both draw without replacement within
+a step, independently across steps, from ``fold_in(key, k)``: the batches depend on ``key``
+and k only, not on the records.
 """
 
 from __future__ import annotations
@@ -229,6 +227,6 @@ def train(params: Params, data: Dataset, optimiser, *, steps: int, alpha: float 
                              mirrored_batches=cfg.mirrored_batches)
     t = jnp.asarray(ks * (1.0 if eta is None else eta), dtype=obs["loss"].dtype)
     stats = {"steps": jnp.asarray(cfg.steps), "lr": jnp.asarray(np.nan if eta is None else eta)}
-    traj = run.to_traj(t, final, obs, stats, "optax")
+    traj = Trajectory(t=t, params=final, stats=stats, method="optax", **obs)
     check_finite(traj, np.nan if eta is None else eta, "training")
     return traj

@@ -1,27 +1,23 @@
 """A step-size controller for gradient flow that notices a stall early.
 
-diffrax's :class:`~diffrax.PIDController` accepts or rejects each step from the local
-error estimate. On a ReLU kink (α < 1, a pre-activation ``z = 0`` on a data point) the
-vector field is discontinuous; a flow that slides along the kink makes the error of every
-step of order ``|jump|·Δt``, so the controller keeps ``Δt ~ rtol`` and the solver crawls,
-spending the whole ``max_steps`` budget (200 000 steps by default) before it gives up.
-
-:class:`PacedPID` wraps the PID controller and, every ``window`` solver steps (accepted
-or rejected, as ``max_steps`` counts them), projects the steps still needed from the
-pace of that window::
+On a ReLU kink (α < 1) a flow that slides along the kink makes the error of every step of
+order ``|jump|·Δt``, so diffrax's PID controller keeps ``Δt ~ rtol`` and the solver crawls
+through the whole ``max_steps`` budget (docs/theory.md §3.5, "Sliding on a kink").
+:class:`PacedPID` wraps the PID controller and, every ``window`` solver steps (accepted or
+rejected, as ``max_steps`` counts them), projects the steps still needed from the pace of
+that window::
 
     pace = (t - t_window_start) / window,      need = (t_end - t) / pace.
 
 When ``need > STALL_MARGIN · (max_steps - n)`` (n the steps taken so far), the budget
-cannot reach ``t_end`` at this pace even if the pace grew tenfold, and the solve ends with
-``diffrax.RESULTS.dt_min_reached`` at once instead of after the whole budget. On the
-ReLU-kink case of the tests that is after 2 000 of the default 200 000 steps.
+cannot reach ``t_end`` even if the pace grew tenfold, and the solve ends with
+``diffrax.RESULTS.dt_min_reached`` at once instead of after the whole budget (on the
+tests' ReLU-kink case, after 2 000 of the default 200 000 steps).
 
-What it can get wrong: a flow that later speeds up by more than ``STALL_MARGIN`` (a
-stiff transient followed by slow dynamics) can be stopped although its budget would
-have sufficed. The check compares need with budget, so a larger ``max_steps`` always
-lets such a flow run; with the default budget a flow is stopped only if it needs over
-2 000 000 steps at its current pace.
+What it can get wrong: a flow that later speeds up by more than ``STALL_MARGIN`` (a stiff
+transient followed by slow dynamics) can be stopped although its budget would have
+sufficed. A larger ``max_steps`` always lets such a flow run; with the default budget a
+flow is stopped only if it needs over 2 000 000 steps at its current pace.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """What one training run shares, by gradient descent or by gradient flow (docs/theory.md §0).
 
-The objective ``J(θ) = L(θ) + (λ/2)||θ||²`` and its gradient, the settings both configs
-hold (:class:`RunConfig`), the argument checks of a run, and the observables recorded
-at each record (:func:`~biasfree.dynamics.trajectory.observe`) gathered into a
-:class:`~biasfree.dynamics.trajectory.Trajectory` on the time axis ``t = η k``.
-
-Symmetric data: when ``data.mirrored`` (inputs ``[X₊; -X₊]``, see :class:`Dataset`), the
-gradient is that of :func:`~biasfree.dynamics.losses.objective_mirrored`, which computes the
-first layer's product once for both halves: the same trajectory to round-off at about
-half the cost.
+The objective ``J(θ) = L(θ) + (λ/2)||θ||²`` and its gradient (through
+:func:`~biasfree.dynamics.losses.objective_mirrored`'s path when ``data.mirrored``), the
+settings both configs hold (:class:`RunConfig`), the argument checks of a run, and the
+observables recorded at each record (:func:`~biasfree.dynamics.trajectory.observe`) on
+the time axis ``t = η k``.
 """
 
 from __future__ import annotations
@@ -24,7 +20,7 @@ from ..core.data import Dataset
 from ..core.layers import Params, check_net, is_net
 from ..core.nets import beta_eff_is_exact
 from .losses import LOSSES, _objective_and_loss, check_labels
-from .trajectory import Trajectory, _observe
+from .trajectory import _observe
 
 SPACINGS = ("linear", "log")
 
@@ -141,9 +137,3 @@ def record(params, arrays, alpha, loss, pinv_X, keep_params=False, mirrored=Fals
     obs = jax.tree_util.tree_map(lambda v: jnp.where(ok, v, jnp.nan), obs)
     obs["path"] = params if keep_params else None
     return obs
-
-
-def to_traj(t, final, obs, stats, method) -> Trajectory:
-    """The :class:`Trajectory` at times ``t``: ``obs`` holds one array per recorded field (the
-    observables of :func:`record`, ``path`` and ``loss_max``), ``final`` the last parameters."""
-    return Trajectory(t=t, params=final, stats=stats, method=method, **obs)

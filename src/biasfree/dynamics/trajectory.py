@@ -111,27 +111,20 @@ def conserved_quantities(params: Params) -> tuple[Array, ...]:
 
 
 def _conserved(params: Params) -> tuple:
-    """:func:`conserved_quantities` unchecked."""
-    def unit(inc, outg):
-        q = _sq_in(inc)
-        q = q - _sq_out(outg, q.shape[0])
-        return q if inc.b is None else q + inc.b**2
-    return tuple(unit(inc, outg) for inc, outg in zip(params[:-1], params[1:], strict=True))
-
-
-def _sq_in(layer):
-    """Per hidden unit (a conv's output channel), the squared norm of its incoming weights:
-    the weight (torch's layout: units, inputs, kernel) summed over all but its first axis."""
-    w = layer.weight
-    return jnp.sum(w**2, axis=tuple(range(1, np.ndim(w))))
-
-
-def _sq_out(layer, units: int):
-    """Per unit of the previous layer (``units`` of them: a conv's channels), the squared
-    norm of the weights that read it (for a dense layer after a conv, its channel's columns)."""
-    w = layer.weight
-    q = jnp.sum(w**2, axis=(0,) + tuple(range(2, np.ndim(w))))
-    return q if q.shape[0] == units else jnp.sum(jnp.reshape(q, (units, -1)), axis=1)
+    """:func:`conserved_quantities` unchecked. Per hidden unit (a conv's output channel): the
+    squared norm of its incoming weight (torch's layout: units, inputs, kernel; summed over all
+    but the first axis), minus that of the weights reading it (for a dense layer after a conv,
+    its channel's columns), plus its bias squared."""
+    out = []
+    for inc, outg in zip(params[:-1], params[1:], strict=True):
+        w, u = inc.weight, outg.weight
+        q = jnp.sum(w**2, axis=tuple(range(1, np.ndim(w))))
+        q_out = jnp.sum(u**2, axis=(0,) + tuple(range(2, np.ndim(u))))
+        if q_out.shape[0] != q.shape[0]:
+            q_out = jnp.sum(jnp.reshape(q_out, (q.shape[0], -1)), axis=1)
+        q = q - q_out
+        out.append(q if inc.b is None else q + inc.b**2)
+    return tuple(out)
 
 
 @validate.array_args("X", "Y", "X_test", "Y_test", "pinv_X")

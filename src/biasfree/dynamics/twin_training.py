@@ -14,11 +14,8 @@ run goes in ``n_records − 1`` compiled chunks; between chunks ``progress(k, K)
 called and the ``time_budget`` (seconds) is checked, so a run stops within one chunk
 of its budget and says how many steps it ran.
 
-Mirrored inputs: when the rows of X are exactly ``[X₊; -X₊]`` (:func:`~biasfree.core.data.mirrored_half`),
-both gradients go through :func:`~biasfree.dynamics.losses.objective_mirrored`'s path (one
-first-layer product for both halves), the same numbers to round-off.
-:func:`gaps_batched` runs a batch of such pairs of one shape in one vmapped loop, each
-with its own data, step and step count (the grid of ``verdict-calibration``).
+Inputs whose rows are exactly ``[X₊; -X₊]`` (:func:`~biasfree.core.data.mirrored_half`) take
+:func:`~biasfree.dynamics.losses.objective_mirrored`'s path, the same numbers to round-off.
 """
 
 from __future__ import annotations

@@ -1,19 +1,15 @@
 """Leaky-ReLU nets as linear nets: the exact maps and closed-form curves (§2.3–2.5, §3.2).
 
-Slope α, ``c = (1 + α)/2``. A two-layer bias-free leaky net whose even part stays
-zero on the data (``f_even ≡ 0``: antisymmetric-pair init or rank-one zero-even init
-on symmetric data, docs/theory.md §2.3, §2.5) computes ``f(x) = c W_2 W_1 x`` and
+Slope α, ``c = (1 + α)/2``. A two-layer bias-free leaky net whose even part stays zero on
+the data (``f_even ≡ 0``: antisymmetric-pair or rank-one zero-even init on symmetric data,
+docs/theory.md §2.3, §2.5) computes ``f(x) = c W_2 W_1 x`` and
 
     (W_1', W_2') = √c (W_1, W_2)   follows the linear net's gradient flow in   t' = c t,
 
-with weight decay ``λ' = λ / c`` (§2.4, §2.7). So ReLU (c = 1/2) learns twice as slowly
-as its linear twin. The pair form (§2.3): a width-2m pair net built from (W, v)
-(``W_1 = [W; -W]``, ``W_2 = [v, -v]``) equals the width-m linear net at
-``√(1 + α) (W, v)`` trained with learning rate ``η c`` — step for step, so the
-gradient-flow times relate by the same ``t' = c t``.
-
-The closed forms for leaky nets are the linear ones (:mod:`.modes`) evaluated at
-``c t`` from the effective strength ``ã_0 = c a_0`` (a_0 the raw product's strength).
+with weight decay ``λ' = λ / c`` (§2.4, §2.7). The pair form (§2.3): the width-2m pair net
+of (W, v) equals the width-m linear net at ``√(1 + α) (W, v)`` trained with step ``η c``.
+The closed forms for leaky nets are the linear ones (:mod:`.modes`) at time ``c t`` from
+``ã_0 = c a_0`` (a_0 the raw product's strength).
 """
 
 from __future__ import annotations
@@ -36,11 +32,6 @@ def _c(alpha):
     return float(_slope_factor(a)) if np.ndim(a) == 0 else _slope_factor(a)
 
 
-def _c1(alpha) -> float:
-    """c for one slope (the weight maps take a single α)."""
-    return float(_slope_factor(v.slope(alpha)))
-
-
 def _two_layer(params: Params, what: str) -> None:
     """The maps' shape rule, on a net :func:`~biasfree.core.layers.takes_net` has checked."""
     if len(params) != 2 or has_bias(params):
@@ -59,7 +50,7 @@ def leaky_to_linear(params: Params, alpha) -> Params:
     weight decay ``λ / c`` (:func:`leaky_decay_to_linear`).
     """
     _two_layer(params, "the leaky-linear map")
-    _c1(alpha)  # one slope, checked with this module's message
+    v.slope(alpha)  # the weight maps take one slope
     return linear_twin(params, alpha)
 
 
@@ -68,7 +59,7 @@ def leaky_to_linear(params: Params, alpha) -> Params:
 def linear_to_leaky(params: Params, alpha) -> Params:
     """Inverse of :func:`leaky_to_linear`: ``(W_1, W_2) = (W_1', W_2') / √c``."""
     _two_layer(params, "the leaky-linear map")
-    return scale_params(params, 1.0 / np.sqrt(_c1(alpha)))
+    return scale_params(params, 1.0 / np.sqrt(_c(v.slope(alpha))))
 
 
 def leaky_time_to_linear(t, alpha):
@@ -110,7 +101,7 @@ def pair_to_linear(params: Params, alpha, *, tol: float = 1e-12) -> Params:
             or np.max(np.abs(W2[:, :m] + W2[:, m:])) > tol * scale):
         raise ValueError("params are not an antisymmetric-pair net ([W; -W], [v, -v]); build "
                          "one with biasfree.pair_up or biasfree.theory.linear_to_pair")
-    _c1(alpha)
+    v.slope(alpha)
     k = np.sqrt(1.0 + float(alpha))
     return (Layer(jnp.asarray(k * W1[:m])), Layer(jnp.asarray(k * W2[:, :m])))
 
@@ -121,7 +112,7 @@ def linear_to_pair(params: Params, alpha) -> Params:
     """Width-m linear net ``(W', v')`` -> the width-2m pair net ``pair_up((W', v') / √(1+α))``
     that it follows (inverse of :func:`pair_to_linear`); ``alpha`` the pair net's slope."""
     _two_layer(params, "the pair map")
-    _c1(alpha)
+    v.slope(alpha)
     return pair_up(scale_params(params, 1.0 / np.sqrt(1.0 + float(alpha))))
 
 

@@ -10,9 +10,8 @@ loss tends to on separable data (Soudry et al. 2018; Ji & Telgarsky 2019; docs/t
 §2.8). Its geometric margin is ``1 / ||w_svm||``.
 
 The problem is convex, so ``w`` is optimal iff it is feasible and stationary (KKT):
-``w = Σ_{active} μ_i y_i x_i`` with ``μ_i >= 0`` over the constraints with margin 1.
-:func:`hard_margin_svm` solves the QP with ``scipy.optimize.minimize(method="SLSQP")``;
-:func:`kkt_residual` certifies any ``w`` (``scipy.optimize.nnls`` finds μ).
+``w = Σ_{active} μ_i y_i x_i`` with ``μ_i >= 0`` over the constraints with margin 1
+(:func:`kkt_residual` certifies any ``w`` so).
 """
 
 from __future__ import annotations

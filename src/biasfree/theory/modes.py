@@ -8,13 +8,9 @@ and each mode strength ``a_i = u_iᵀ W_2 W_1 v_i`` obeys the logistic equation
 
     da_i/dt = 2 a_i (s_i - λ - a_i),   a_i(0) = a_i0,
 
-(λ the weight decay, 0 by default), whose solution is :func:`mode_strength`. The loss is
-
-    L(t) = 1/2 Σ_i (s_i - a_i(t))² + L_∞,   L_∞ = 1/2 (tr<y yᵀ> - Σ_i s_i²),
-
-``L_∞`` being what no linear map explains (:func:`final_loss`). From small init the
-modes are learned one by one and the loss rests on the plateaus of :func:`plateaus`.
-Time is gradient-flow time ``t = η k`` throughout.
+(λ the weight decay, 0 by default), whose solution is :func:`mode_strength`; the loss is
+:func:`linear_loss`, its floor :func:`final_loss`, the plateaus of stage-like learning from
+small init :func:`plateaus`. Time is gradient-flow time ``t = η k`` throughout.
 """
 
 from __future__ import annotations

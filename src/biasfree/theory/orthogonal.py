@@ -1,31 +1,23 @@
-"""Two-layer ReLU on orthogonal inputs and their negatives (the setting of Boursier et al.
-2022, made symmetric).
+"""Two-layer ReLU on orthogonal inputs and their negatives (docs/theory.md §2.9; the setting
+of Boursier et al. 2022, made symmetric).
 
 n orthonormal directions q_i (columns of ``Q``, d ≥ n), inputs ``±ρ q_i`` with ρ = √n,
 N = 2n points (:func:`biasfree.core.data.orthogonal_data`), targets y_i at ``+ρ q_i`` and
 y'_i at ``-ρ q_i``: odd part ``o_i = (y_i - y'_i)/2``, even part ``e_i = (y_i + y'_i)/2``.
-Each ReLU unit k (w_k, v_k) sees pair i only through ``w_ki = q_iᵀ w_k`` and is active on
-exactly one of ``±ρ q_i``; gradient flow reads
+A unit k sees pair i only through ``w_ki = q_iᵀ w_k``; gradient flow reads
+``dw_ki/dt = v_k (ρ/N) y_i`` (w_ki > 0), ``-v_k (ρ/N) y'_i`` (w_ki < 0).
 
-    dw_ki/dt = v_k (ρ/N) y_i   (w_ki > 0),      dw_ki/dt = -v_k (ρ/N) y'_i   (w_ki < 0),
-
-with targets replaced by residuals once the net has learned something.
-
-1. *Early alignment* (:func:`alignment_directions`): with f ≈ 0 and balanced units (sign v_k
-   fixed), in ``τ = ∫|v_k| dt`` each coordinate moves at a constant velocity set by its
-   side, so the direction of w_k tends to a computable limit D_k.
+1. *Early alignment* (:func:`alignment_directions`): with f ≈ 0 and balanced units (sign
+   v_k fixed), the direction of w_k tends to a computable limit D_k.
 2. *Independent half-nets* (:func:`half_targets`, :func:`aligned_halves_init`): if
-   |o_i| > |e_i| for every pair, units with v_k > 0 end on the positive-target points
-   ``p_i = s_i ρ q_i`` (s_i = sign o_i, targets ``t⁺_i = |o_i| + e_i``) and units with
-   v_k < 0 on ``-p_i`` (``t⁻_i = e_i - |o_i|``). The net is then exactly two independent
-   two-layer linear nets with ``Σ_xx = σ² I``, σ² = ρ²/N, singular values
-   ``s± = ρ||t±||/N``: the strength ``ã = σ² a`` of a half follows the two-layer logistic
-   and, under GD, the exact map of :func:`~biasfree.theory.gd_mode_strength`.
-3. *An empty half.* If no unit has v_k < 0 (or none v_k > 0), that half-net has no units:
-   it is a linear net at zero init, and ``ã = 0`` is a fixed point of both the logistic and
-   the GD map, so its curve is ``ã(t) = 0`` (f is then of one sign everywhere and its
-   targets of the other sign are never approached). :func:`aligned_halves_init` needs
-   ``m >= 1`` units per half; a random init may have none in one (chance 2^(1-m)).
+   |o_i| > |e_i| for every pair, units with v_k > 0 end on ``p_i = s_i ρ q_i`` (s_i = sign
+   o_i, targets ``t⁺_i = |o_i| + e_i``) and units with v_k < 0 on ``-p_i``
+   (``t⁻_i = e_i - |o_i|``): exactly two two-layer linear nets with ``Σ_xx = σ² I``,
+   σ² = ρ²/N, singular values ``s± = ρ||t±||/N``, whose strength ``ã = σ² a`` follows the
+   logistic and, under GD, the exact map of :func:`~biasfree.theory.gd_mode_strength`.
+3. *An empty half*: with no unit of one sign of v_k, that half-net is a linear net at zero
+   init and ``ã(t) = 0``; :func:`aligned_halves_init` needs ``m >= 1`` units per half (a
+   random init has none in one with chance 2^(1-m)).
 """
 
 from __future__ import annotations

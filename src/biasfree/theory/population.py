@@ -3,22 +3,15 @@
 Inputs ``x ~ N(0, Σ)`` in d dimensions; the network computes (or, for a leaky net
 with zero even part, its odd part is) the linear map ``f(x) = βᵀ x``, ``β`` (d, p) —
 e.g. ``Trajectory.beta`` or ``Curve.beta``. The loss is the mean half squared error
-``R(β) = E ½ ||y - βᵀx||²``.
+``R(β) = E ½ ||y - βᵀx||²`` (each function gives its formula), for a linear teacher
+``y = T x + ε`` or the paper's sine teacher ``y = wᵀx + sin(k wᵀx) + ε`` (p = 1),
+``ε ~ N(0, σ² I_p)``.
 
-Linear teacher ``y = T x + ε``, ``ε ~ N(0, σ² I_p)``:
-
-    R(β) = ½ tr((T - βᵀ) Σ (T - βᵀ)ᵀ) + ½ p σ².
-
-Sine teacher (the paper's) ``y = wᵀx + sin(k wᵀx) + ε``, p = 1. With
-``z = wᵀx ~ N(0, τ²)``, ``τ² = wᵀΣw``, and the Gaussian identities (ζ ~ N(0, 1))
-``E sin(a ζ) = 0``, ``E[ζ sin(a ζ)] = a e^{-a²/2}``, ``E sin²(a ζ) = (1 - e^{-2a²})/2``,
-and ``E[x g(z)] = Σw E[z g(z)] / τ²`` (Stein), with ``δ = w - β``:
-
-    R(β) = ½ [δᵀΣδ + 2 k e^{-k²τ²/2} δᵀΣw + (1 - e^{-2k²τ²})/2 + σ²].
-
-The best linear map is ``β* = (1 + k e^{-k²τ²/2}) w`` and its residual,
-``½ [(1 - e^{-2k²τ²})/2 - k² τ² e^{-k²τ²} + σ²]``, is what no linear map — hence no
-two-layer bias-free net, on the odd target (docs/theory.md §1.3) — can remove.
+The sine forms follow, with ``z = wᵀx ~ N(0, τ²)``, ``τ² = wᵀΣw``, from the Gaussian
+identities (ζ ~ N(0, 1)) ``E sin(a ζ) = 0``, ``E[ζ sin(a ζ)] = a e^{-a²/2}``,
+``E sin²(a ζ) = (1 - e^{-2a²})/2`` and ``E[x g(z)] = Σw E[z g(z)] / τ²`` (Stein). The
+floor :func:`sine_linear_floor` is what no linear map — hence no two-layer bias-free net,
+on the odd target (docs/theory.md §1.3) — can remove.
 
 A two-layer bias-free net whose even part is not zero, ``x ~ N(0, I)``: odd and even
 parts are orthogonal, so ``R = R(β_eff) + ½ E f_even²`` with

@@ -5,24 +5,13 @@ A :class:`Curve` records what was predicted and *which reference* produced it:
 - ``"riccati"`` — exact closed form (:mod:`.riccati`): two layers, whitened inputs
   (``XᵀX/N = I``), balanced init (aligned or not). Covers the logistic modes of §3.1.
 - ``"ode"`` — the small equivalent linear network integrated numerically by
-  ``scipy.integrate.solve_ivp`` (DOP853) from the data's second moments alone:
-  any depth, any input covariance, any init, weight decay.
+  ``scipy.integrate.solve_ivp`` (DOP853) from the data's second moments ``Σ_xx``, ``Σ_yx``
+  and ``tr Σ_yy`` alone (:func:`linear_net_ode`, :func:`moment_loss`): any depth, any input
+  covariance, any init, weight decay.
 
-Both work on the *linear twin*: a two-layer leaky net (slope α, c = (1 + α)/2) is
-replaced by ``√c (W_1, W_2)`` run to time ``c t`` with decay ``λ/c`` (docs/theory.md §2.4,
-§2.7). That step is exact only while the leaky net's even part stays zero on the data,
-which needs both a zero-even init (pair or rank-one) *and* mirror-symmetric data (each
-point's mirror present as often as the point): on asymmetric data the even part of a
-pair init is zero at t = 0 but grows. :func:`reference_curve` measures both (and the
-whitening and balance the Riccati form needs) and states them in ``Curve.note``; a
-curve resting on a violated precondition is marked ``APPROXIMATE`` there and has
-``exact`` False.
-
-The linear net's gradient flow uses only ``Σ_xx = XᵀX/N``, ``Σ_yx = YᵀX/N`` and
-``tr Σ_yy``: with ``P = W_L ⋯ W_1`` and ``G = P Σ_xx - Σ_yx``,
-
-    L(P) = ½ tr Σ_yy - tr(P Σ_xy) + ½ tr(P Σ_xx Pᵀ),
-    dW_l/dt = -(W_L ⋯ W_{l+1})ᵀ G (W_{l-1} ⋯ W_1)ᵀ - λ W_l.
+Both work on the *linear twin* of a two-layer leaky net (docs/theory.md §2.4, §2.7), exact
+only while its even part stays zero on the data; :func:`reference_curve` measures that and
+marks a curve resting on a violated precondition ``APPROXIMATE`` (``exact`` False).
 """
 
 from __future__ import annotations

@@ -1,19 +1,15 @@
 """Small *random* init: the mode that grows, its effective strength, half-loss times,
 and the log correction of a leaky net started from the same raw init (§2.4, §3.1).
 
-Two-layer linear net ``f(x) = W_2 W_1 x`` on whitened inputs, one mode ``(q, s, r)``
-of ``Σ_yx``. While the weights are small, ``u = W_1 r`` and ``v = W_2ᵀ q`` obey
-``du/dt = s v``, ``dv/dt = s u``: the sum ``u + v`` grows as ``e^{st}``, the difference
-decays, so the mode strength ``a = qᵀ W_2 W_1 r = vᵀu`` becomes
-``a(t) ≈ ¼ ||u_0 + v_0||² e^{2st}``. From then on the growing pair is balanced and
-aligned and ``a`` follows the logistic of §3.1 from the *effective* strength
+Two-layer linear net ``f(x) = W_2 W_1 x`` on whitened inputs, one mode ``(q, s, r)`` of
+``Σ_yx``: whatever the (small, unaligned, unbalanced) init, the mode enters the logistic
+of §3.1 from the *effective* strength (derived in docs/theory.md §3.1, "Small random init")
 
-    a_0 = ¼ ||W_1(0) r + W_2(0)ᵀ q||²,
+    a_0 = ¼ ||W_1(0) r + W_2(0)ᵀ q||².
 
-whatever the (small, unaligned, unbalanced) init. A leaky net with slope α runs like
-its twin ``√c·init`` (c = (1 + α)/2, §2.4), whose effective strength is ``c a_0``, at
-time ``c t``: so from the *same raw* init its rescaled half time is later by about
-``ln(1/c)/(2s)``, independent of the init scale.
+A leaky net with slope α runs like its twin ``√c·init`` (c = (1 + α)/2, §2.4), whose
+effective strength is ``c a_0``, at time ``c t``: so from the *same raw* init its rescaled
+half time is later by about ``ln(1/c)/(2s)``, independent of the init scale.
 """
 
 from __future__ import annotations
