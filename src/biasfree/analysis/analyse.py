@@ -365,10 +365,9 @@ def _train_config(train, params, modes, c, beta, a) -> GDConfig | OptaxConfig | 
         return opt
     if isinstance(train, GDConfig):
         return dataclasses.replace(train, alpha=a)
-    lr = rg.default_lr(params, modes, c)
-    T, _ = rg.default_t_max(modes, float(np.linalg.norm(beta, 2)), twin_scales(a, len(params)).time,
-                            depth=len(params))
-    return GDConfig(alpha=a, lr=lr, steps=int(min(rg.MAX_STEPS, max(1, np.ceil(T / lr)))), n_records=201)
+    lr, steps, _ = rg.default_steps(params, modes, c, float(np.linalg.norm(beta, 2)),
+                                    twin_scales(a, len(params)).time)
+    return GDConfig(alpha=a, lr=lr, steps=steps, n_records=201)
 
 
 def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, budget) -> Prediction:

@@ -54,12 +54,13 @@ class DataReport:
 class NetReport:
     """``depth`` L, ``widths`` (d, n_1, ..., p), slope ``alpha``, ``c`` = (1+α)/2,
     ``has_bias``; on the data: ``output_energy`` <||f||²>, ``even_fraction``,
-    ``odd_nonlinear_fraction``, ``nonlinear_fraction`` (module doc), the energies
-    ``even_energy`` <||f_even||²>, ``odd_linear_energy`` <||β_effᵀx||²> and
-    ``odd_nonlinear_energy``, ``beta_eff`` (d, p), per-layer ``effective_ranks`` (entropy
-    effective rank, Roy & Vetterli 2007) and ``singular_values``; ``paired`` (depth 2:
-    every hidden unit (w, v) has its (−w, −v), to 1e-10 relative); ``structure`` the exact
-    structure that keeps f_even ≡ 0 under training (:mod:`biasfree.analysis.structure`) or None."""
+    ``odd_nonlinear_fraction``, ``nonlinear_fraction`` (defined in the module doc of
+    :mod:`biasfree.analysis.analyse`), the energies ``even_energy`` <||f_even||²>,
+    ``odd_linear_energy`` <||β_effᵀx||²> and ``odd_nonlinear_energy``, ``beta_eff`` (d, p),
+    per-layer ``effective_ranks`` (entropy effective rank, Roy & Vetterli 2007) and
+    ``singular_values``; ``paired`` (depth 2: every hidden unit (w, v) has its (−w, −v), to
+    1e-10 relative); ``structure`` the exact structure that keeps f_even ≡ 0 under training
+    (:mod:`biasfree.analysis.structure`) or None."""
 
     depth: int
     widths: tuple[int, ...]

@@ -42,18 +42,14 @@ def _bias_free(layer):
 
 def truth_setup(params, X, Y, max_steps: int):
     """The truth run of one net: the twin of its bias-free weights (× c^((L−1)/L)), the step
-    factor k_t = c^(2(L−1)/L), analyse's default step and horizon (at most ``max_steps``
-    steps), and whether the steps reach the horizon: ``(twin, k_t, lr, steps, full)``."""
-    L = len(params)
-    c = float(slope_factor(0.0))
-    ws, ks = twin_scales(0.0, L)
+    factor k_t = c^(2(L−1)/L), analyse's default schedule
+    (:func:`~biasfree.analysis.regime.default_steps`, at most ``max_steps`` steps), and whether
+    the steps reach the horizon: ``(twin, k_t, lr, steps, full)``."""
+    ws, ks = twin_scales(0.0, len(params))
     free = tuple(_bias_free(la) for la in params)
-    modes = theory.data_modes(X, Y, 0.0, whiten=True)
-    lr = rg.default_lr(free, modes, c)
     a0 = float(np.linalg.norm(odd_nonlinearity(net_function(free, 0.0), X).beta, 2))
-    T, _ = rg.default_t_max(modes, a0, ks, depth=L)
-    need = int(max(1, np.ceil(T / lr)))
-    steps = min(max_steps, need)
+    modes = theory.data_modes(X, Y, 0.0, whiten=True)
+    lr, steps, need = rg.default_steps(free, modes, float(slope_factor(0.0)), a0, ks, max_steps)
     return scale_params(free, ws), ks, lr, steps, steps == need
 
 
