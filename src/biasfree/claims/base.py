@@ -206,27 +206,34 @@ class Experiment:
             raise TypeError(f"{self.name}: presets {wrong} are not {self.config.__qualname__} instances")
 
 
-@dataclass(frozen=True)
 class _Deferred:
-    """The function ``module`` of module ``package.module``, imported at the first call (it
-    pickles as these two names: a sweep sends records to workers)."""
+    """``package``'s ``module.py``'s function ``module``, imported at the first call."""
 
-    package: str
-    module: str
+    def __init__(self, package: ModuleType, module: str):
+        self.package, self.module = package, module
+        self.__doc__ = f"``{package.__name__}.{module}.{module}``, imported at the first call."
 
     def __call__(self, *args, **kwargs):
-        return getattr(importlib.import_module(f"{self.package}.{self.module}"), self.module)(*args, **kwargs)
+        return getattr(importlib.import_module(f"{self.package.__name__}.{self.module}"), self.module)(
+            *args, **kwargs)
 
     def __repr__(self) -> str:
-        return f"<{self.package}.{self.module}.{self.module}>"
+        return f"<{self.package.__name__}.{self.module}.{self.module}>"
+
+    def __reduce__(self):  # a module is pickled as its import (a sweep sends records to workers)
+        return _deferred, (self.package.__name__, self.module)
+
+
+def _deferred(package: str, module: str) -> _Deferred:
+    return _Deferred(importlib.import_module(package), module)
 
 
 def bind(package: ModuleType) -> Experiment:
     """A claim package's ``EXPERIMENT`` with ``run`` and ``figure`` (where it leaves them
     out) its ``run.py``'s ``run`` and ``figure.py``'s ``figure``."""
     exp = package.EXPERIMENT
-    return replace(exp, run=exp.run or _Deferred(package.__name__, "run"),
-                   figure=exp.figure or _Deferred(package.__name__, "figure"))
+    return replace(exp, run=exp.run or _Deferred(package, "run"),
+                   figure=exp.figure or _Deferred(package, "figure"))
 
 
 def run_experiment(exp: Experiment, cfg, seed: int = 0, progress: Progress = _quiet, *,
