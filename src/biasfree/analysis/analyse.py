@@ -349,12 +349,13 @@ def _history(start, params, a, X, Y, ctx: _Context, cfg, t_max, n_times, budget,
 
 
 def _judged(facts: vd.Facts, tr: Training, reg: Regime, kind: str) -> vd.Judgement:
+    note = getattr(tr.config, "twin_note", "")  # with_degree's: how κ was found, APPROXIMATE if inexact
     j = vd.judge_measured(facts, gap=tr.gap_to_twin, step=tr.gap_step, t=tr.gap_time, steps_run=tr.steps_run,
                              steps_asked=tr.config.steps, movement=reg.movement[0], alignment=reg.alignment,
                              alignment0=reg.alignment0, exact_structure=facts.exact, kind=kind,
                              trainer=tr.optimiser, over="every step" if tr.t.size == tr.config.steps + 1
-                             or isinstance(tr.config, GDConfig) else f"{tr.t.size} evenly spaced steps")
-    note = getattr(tr.config, "twin_note", "")
+                             or isinstance(tr.config, GDConfig) else f"{tr.t.size} evenly spaced steps",
+                             approximate=note if note.startswith("APPROXIMATE") else "")
     return dataclasses.replace(j, notes=j.notes + (f"twin optimiser: {note}",)) if note else j
 
 
