@@ -46,3 +46,11 @@ def test_a_gap_to_an_approximate_twin_is_undecided_where_the_exact_twin_says_not
     j = plain.verdict.training
     assert j.level == vd.UNDECIDED, j.text
     assert "approximate twin" in j.text and "factory" in j.text and "> 0.3%" in j.text
+
+
+def test_an_optax_run_reports_progress_around_its_two_compiled_runs(data):
+    seen = []
+    pair = bf.pair_up(bf.init_gaussian(jax.random.PRNGKey(0), (4, 8, 2), 0.1))
+    bf.analyse(pair, data, alpha=0.0, train=bf.OptaxConfig(_adam, steps=20, name="adam"),
+               progress=lambda k, n: seen.append((k, n)))
+    assert seen == [(0, 40), (20, 40), (40, 40)]

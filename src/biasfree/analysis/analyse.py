@@ -247,10 +247,12 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, in
     here, and ``train`` (if given) is the training config to rerun from ``init`` beside the
     twin; without ``train`` the run from ``init`` is predicted. ``t_max``: horizon of the
     predicted curve without training (default: from the data's modes, bounded), on
-    ``n_times`` points. ``time_budget``: seconds of training at most (None: no limit), and of
-    the predicted curve's ODE (at most :data:`CURVE_BUDGET`; a curve cut short says so);
-    ``progress(k, K)`` is called as training goes. Biases that are exactly zero are
-    dropped (the net computes the bias-free map); nonzero ones are kept and named.
+    ``n_times`` points. ``time_budget``: seconds of GD training at most (None: no limit; an
+    optax run is bounded by its steps instead), and of the predicted curve's ODE (at most
+    :data:`CURVE_BUDGET`; a curve cut short says so); ``progress(k, K)`` is called as training
+    goes (for an optax run: before, between and after the net's and the twin's runs). Biases
+    that are exactly zero are dropped (the net computes the bias-free map); nonzero ones are
+    kept and named.
     """
     opt = as_optax_config(train)
     if train is not None and not isinstance(train, GDConfig | bool) and opt is None:
@@ -413,7 +415,7 @@ def _train(params, pred: Prediction, a, X, Y, cfg, modes, loss0, reg: Regime, bu
     # (the paper's L(0)), the zero function's loss for a net that already fits (a trained net)
     L0 = max(loss0, 0.5 * modes.y_power, 1e-300)
     if isinstance(cfg, OptaxConfig):  # no flow curve to compare with: the prediction is for GD
-        run = train_optax(params, pred.twin, a, X, Y, cfg)
+        run = train_optax(params, pred.twin, a, X, Y, cfg, progress)  # bounded by cfg.steps, no budget
         t, predicted, trainer = run.t, np.full(run.t.shape, np.nan), f"{cfg.label} (κ = {run.kappa:g})"
     else:
         run = train_with_twin(params, pred.twin, X, Y, alpha=a, lr=cfg.lr, time_scale=pred.time_scale,

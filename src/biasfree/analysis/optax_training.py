@@ -171,10 +171,12 @@ def with_degree(cfg: OptaxConfig, alpha: float, depth: int) -> OptaxConfig:
 _PROBE = tuple(Layer(np.ones(s)) for s in ((6, 3), (2, 6)))
 
 
-def train_optax(params, twin, alpha: float, X, Y, cfg: OptaxConfig) -> OptaxRun:
+def train_optax(params, twin, alpha: float, X, Y, cfg: OptaxConfig, progress=None) -> OptaxRun:
     """``params`` (slope ``alpha``) under ``cfg.optimiser`` beside ``twin`` (α = 1) under its
     twin optimiser of degree ``cfg.degree`` (:func:`with_degree`), on the same batches; the gap
-    in loss units (the caller divides by its reference loss)."""
+    in loss units (the caller divides by its reference loss). Each run is one compiled loop of
+    ``cfg.steps`` steps, so its time is bounded by them (no time budget applies); ``progress(k,
+    2K)`` is called before, between and after the two runs."""
     kappa = cfg.degree
     twin_opt = optimiser_twin(cfg.optimiser, alpha, len(params), kappa)
     R = cfg.steps + 1 if cfg.steps <= EVERY_STEP_MAX else cfg.n_records
@@ -182,8 +184,12 @@ def train_optax(params, twin, alpha: float, X, Y, cfg: OptaxConfig) -> OptaxRun:
     data = Dataset(X, Y)
     kw = dict(steps=cfg.steps, batch_size=cfg.batch_size, mirrored_batches=cfg.mirrored_batches, key=key,
               n_records=R)
+    report = progress or (lambda k, n: None)
+    report(0, 2 * cfg.steps)
     net = train(params, data, cfg.make(1.0), alpha=alpha, **kw)
+    report(cfg.steps, 2 * cfg.steps)
     tw = train(twin, data, twin_opt, alpha=1.0, **kw)
+    report(2 * cfg.steps, 2 * cfg.steps)
     loss, twin_loss = np.asarray(net.loss), np.asarray(tw.loss)
     gaps = np.abs(loss - twin_loss)
     i = int(np.argmax(gaps))
