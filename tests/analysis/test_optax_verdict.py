@@ -32,8 +32,8 @@ def test_a_sampled_gap_names_its_records_in_the_evidence_and_the_answer(data, mo
     assert res.prediction.trained.t.size == 11 and j.level == vd.EXACT
     assert "11 evenly spaced steps" in j.evidence[-2].name and "11 evenly spaced steps" in j.text
     assert "every step" not in j.text
-    full = bf.analyse(pair, data, alpha=0.0, train=bf.OptaxConfig(_adam, steps=5, name="adam")).verdict.training
-    assert "at every step" in full.text  # 5 steps <= 10: every step recorded, and said
+    full = bf.analyse(pair, data, alpha=0.0, train=bf.OptaxConfig(_adam, steps=5, name="adam"))
+    assert "at every step" in full.verdict.training.text  # 5 steps <= 10: every step recorded, and said
 
 
 def test_a_gap_to_an_approximate_twin_is_undecided_where_the_exact_twin_says_not(data):
