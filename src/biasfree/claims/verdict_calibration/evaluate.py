@@ -5,7 +5,6 @@ that sets one against the other (docs/theory.md §6)."""
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from dataclasses import dataclass
 
 import jax
@@ -30,11 +29,6 @@ ASSUMPTIONS = ("depth", "init not small", "a convolutional")
 an init not small, a conv net), not on evidence of a departure: issue 31's verdict answers
 "undecided" there (§6.1), so a "not" resting on them alone is no claim that the net is off
 its twin."""
-
-HAS_INIT = "init" in inspect.signature(analyse).parameters
-"""Whether :func:`analyse` takes ``init=`` (the weights training started from; issue 31):
-without it the trained family's history truth has no verdict to meet, and is only reported."""
-
 
 def _bias_free(layer):
     return Layer(layer.W) if isinstance(layer, Layer) else dataclasses.replace(layer, b=None)
@@ -121,15 +115,14 @@ def _answer(judgement, prediction):
     return level, assumption, high
 
 
-def verdict(point: Point, history: bool = False):
-    """analyse's training answer for ``point.params`` from the net alone (``history``: the
-    answer to how it got here, from ``point.init``; needs :data:`HAS_INIT`): ``(level index,
-    assumption-only "not", predicted high end)``."""
-    if history:
-        a = analyse(point.params, (point.X, point.Y), alpha=0.0, init=point.init, t_max=1.0, n_times=2)
-        return _answer(a.history.judgement, a.history.prediction)
-    a = analyse(point.params, (point.X, point.Y), alpha=0.0, t_max=1.0, n_times=2)
-    return _answer(a.verdict.training, a.prediction)
+def verdict(point: Point):
+    """analyse's answers for ``point.params``, each ``(level index, assumption-only "not",
+    predicted high end)``: on training from the net alone, and (None without ``point.init``)
+    on how it got here from ``point.init``, both from one call (the first does not depend on
+    the init)."""
+    a = analyse(point.params, (point.X, point.Y), alpha=0.0, init=point.init, t_max=1.0, n_times=2)
+    return (_answer(a.verdict.training, a.prediction),
+            None if a.history is None else _answer(a.history.judgement, a.history.prediction))
 
 
 def _family(name, points, answers, gap, full, steps) -> Family:
@@ -141,13 +134,12 @@ def _family(name, points, answers, gap, full, steps) -> Family:
 
 def evaluate(families: dict[str, list[Point]], max_steps: int, progress: Progress = _quiet) -> list[Family]:
     """Verdicts and measured truths of every family (all truth runs batched together by shape);
-    the trained family also gives "trained-history" (history truths, and their verdicts where
-    analyse has ``init=``; else every level is :data:`~biasfree.analysis.verdict.UNDECIDED`
-    with ``full`` False: no verdict, no table)."""
+    the trained family also gives "trained-history" (the gaps measured on the way from the init,
+    and analyse's answers with ``init=``)."""
     runs, owners, answers = [], [], {}
     for name, points in families.items():
         progress(f"verdicts: {name} ({len(points)} nets)")
-        answers[name] = [verdict(p) for p in points]
+        answers[name] = [verdict(p) for p in points]  # (training answer, history answer or None)
         for j, p in enumerate(points):
             twin, ks, lr, steps, full = truth_setup(p.params, p.X, p.Y, max_steps)
             runs.append((p.params, twin, p.X, p.Y, lr, steps, ks, p.decay))
@@ -156,11 +148,9 @@ def evaluate(families: dict[str, list[Point]], max_steps: int, progress: Progres
     out = []
     for name, points in families.items():
         mine = [i for i, o in enumerate(owners) if o[0] == name]
-        out.append(_family(name, points, answers[name], gaps[mine], [owners[i][2] for i in mine],
-                           [runs[i][5] for i in mine]))
+        out.append(_family(name, points, [v[0] for v in answers[name]], gaps[mine],
+                           [owners[i][2] for i in mine], [runs[i][5] for i in mine]))
         if name == "trained" and points:
-            none = (vd.LEVELS.index(vd.UNDECIDED), False, np.nan)
-            hist = [verdict(p, history=True) if HAS_INIT else none for p in points]
-            out.append(_family("trained-history", points, hist, [p.history_gap for p in points],
-                               [HAS_INIT] * len(points), [0] * len(points)))
+            out.append(_family("trained-history", points, [v[1] for v in answers[name]],
+                               [p.history_gap for p in points], [True] * len(points), [0] * len(points)))
     return out

@@ -118,29 +118,22 @@ def _families(sub, result, names):
     for k, (ax, name) in enumerate(zip(axes, names, strict=False)):
         s = slug(name)
         T, full = a[f"family_{s}_table"], a[f"family_{s}_full"]
-        judged = bool(a[f"family_{s}_judged"])
-        rgb = [[plt.matplotlib.colors.to_rgb(_cell_colour(i, j, T[i, j]) if judged else "white")
-                for j in range(2)] for i in range(len(LEVELS))]
+        rgb = [[plt.matplotlib.colors.to_rgb(_cell_colour(i, j, T[i, j])) for j in range(2)]
+               for i in range(len(LEVELS))]
         ax.imshow(rgb, aspect="auto")
         truth = a[f"family_{s}_gap"] <= float(a["paper_level"])
         assumed = full & a[f"family_{s}_assumption"]  # "not" on a failed assumption only
         on_assumption = [int(np.sum(assumed & truth)), int(np.sum(assumed & ~truth))]
-        if judged:
-            for i, j in np.ndindex(len(LEVELS), 2):
-                why = (f"\n({on_assumption[j]} on a failed\nassumption)" if LEVELS[i] == LEVELS[-1]
-                       and on_assumption[j] else "")
-                ax.text(j, i, f"{int(T[i, j])}{why}", ha="center", va="center", fontsize=7 if why else 9,
-                        fontweight="bold" if T[i, j] else "normal")
-        else:
-            gaps = ", ".join(f"{100 * g:.2g}%" for g in a[f"family_{s}_gap"])
-            ax.text(0.5, 2, f"no verdict:\nanalyse has\nno init= here.\nmeasured on\nthe way:\n{gaps}",
-                    ha="center", va="center", fontsize=7)
+        for i, j in np.ndindex(len(LEVELS), 2):
+            why = (f"\n({on_assumption[j]} on a failed\nassumption)" if LEVELS[i] == LEVELS[-1]
+                   and on_assumption[j] else "")
+            ax.text(j, i, f"{int(T[i, j])}{why}", ha="center", va="center", fontsize=7 if why else 9,
+                    fontweight="bold" if T[i, j] else "normal")
         ax.set_xticks([0, 1], ["measured\n≤ 0.3%", "measured\n> 0.3%"], fontsize=7)
         ax.set_yticks(range(len(LEVELS)), LEVEL_KEYS if k == 0 else [""] * len(LEVELS), fontsize=7)
         check = f"no_false_linear_{s}"
         ok = mark(result, check) if check in result.checks else ""
-        count = (f"{int(np.sum(full))} with a truth, {int(np.sum(~full))} cut" if judged
-                 else f"{len(full)} measured, no verdict")
+        count = f"{int(np.sum(full))} with a truth, {int(np.sum(~full))} cut"
         ax.set_title(f"{name}{ok}\n{count}", fontsize=8)
     ax = axes[-1]
     for name, marker in (("conv1d", "o"), ("conv2d", "s")):

@@ -17,7 +17,7 @@ import numpy as np
 from ...analysis import verdict as vd
 from ...results import Check, at_most
 from ..checks import ROUND_OFF
-from .evaluate import HAS_INIT, Family
+from .evaluate import Family
 
 LEVEL_KEYS = ("exact", "effective", "undecided", "odd_linear", "not")
 """Metric names of :data:`~biasfree.analysis.verdict.LEVELS`, in order."""
@@ -38,8 +38,6 @@ def slug(name: str) -> str:
 
 def _checks(f: Family) -> dict[str, Check]:
     s = slug(f.name)
-    if f.name == "trained-history" and not HAS_INIT:
-        return {}  # no verdict to check: analyse has no init= yet (the truths are reported)
     out = {f"no_false_linear_{s}": at_most(
         f.false_linear, 0, f"{WHAT[f.name]}: analyse never calls 'linear' (exactly or effectively) a net "
         "whose gap to its twin, measured at every GD step, exceeds 0.3% of L₀.", unit="nets")}
@@ -77,9 +75,6 @@ def _metrics(f: Family) -> dict[str, float]:
 
 
 def _note(f: Family) -> str:
-    if f.name == "trained-history" and not HAS_INIT:
-        return ("trained-history: analyse has no init= here, so the gaps measured on the way from the init "
-                f"are reported, not judged: {', '.join(f'{100 * g:.3g}%' for g in f.gap)}.")
     rows = [f"{lab}: {vd.LEVELS[lv]}{' (failed assumption)' if a else ''}, measured "
             f"{100 * g:.3g}%{'' if full else ' (cut: no truth)'}"
             + (f", predicted high end {100 * h:.3g}%" if np.isfinite(h) else "")
@@ -97,7 +92,6 @@ def summarise(families: list[Family]):
         s = slug(f.name)
         arrays |= {f"family_{s}_table": f.table(), f"family_{s}_gap": f.gap,
                    f"family_{s}_high_end": f.high_end, f"family_{s}_level": f.level,
-                   f"family_{s}_full": f.full, f"family_{s}_assumption": f.assumption,
-                   f"family_{s}_judged": np.asarray(f.name != "trained-history" or HAS_INIT)}
+                   f"family_{s}_full": f.full, f"family_{s}_assumption": f.assumption}
         notes.append(_note(f))
     return checks, metrics, arrays, " Families: " + " ".join(notes) if notes else ""
