@@ -118,3 +118,19 @@ def test_pairs_at_large_init_measure_exact_and_a_random_net_does_not():
     assert gap[0] <= ROUND_OFF and gap[1] > 1e-3
     L0 = 0.5 * np.mean(np.sum(Y**2, axis=1))
     assert reference_loss(1e-9, Y) == L0 and reference_loss(2 * L0, Y) == 2 * L0  # a trained net: ½<|y|²>
+
+
+def test_the_truth_runs_use_analyses_default_schedule():
+    # one rule (regime.default_steps) for analyse(train=True) and the calibration's truth runs:
+    # η comes from the same code on the same inputs (bitwise); the step count ⌈T/η⌉ has inputs
+    # that differ by round-off (a₀ from β_eff there, from the odd fit's β here, ~1e-15 relative),
+    # and T/η = 101.60 sits 0.4 from an integer here, so both round up to 102
+    import biasfree as bf
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(30, 3))
+    X, Y = np.vstack([X, -X]), np.vstack([X, -X]) @ rng.normal(size=(3, 1))
+    net = numpy_gaussian(rng, (3, 6, 1), 0.1, False)
+    _, _, lr, steps, full = truth_setup(net, X, Y, max_steps=10**6)
+    cfg = bf.analyse(net, (X, Y), alpha=0.0, train=True).prediction.trained.config
+    assert full and cfg.lr == lr and cfg.steps == steps
