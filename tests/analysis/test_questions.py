@@ -119,9 +119,12 @@ def test_zero_biases_are_dropped_and_nonzero_ones_are_a_proven_departure(data, t
     assert small.verdict.training.reasons[0].startswith("nonzero biases")
 
 
-def test_the_relative_gradient_norm_is_the_gradient_times_the_weights_over_the_zero_loss(data):
+def test_the_relative_gradient_norm_is_the_gradient_times_the_weights_over_the_zero_loss(data, monkeypatch):
+    from biasfree.analysis import regime as rg
+
     X, Y = data
     net = _init(3, 0.3)
+    monkeypatch.setattr(rg, "BLOCK_ENTRIES", 300)  # 3 rows of width 100 a block: 67 blocks of N = 200
     res = bf.analyse(net, (X, Y), alpha=0.0)
     assert any(n.startswith("relative gradient norm") for n in res.verdict.training.notes)
     g = jax.grad(lambda q: 0.5 * jax.numpy.mean(jax.numpy.sum((Y - bf.forward(q, X, 0.0)) ** 2, 1)))(net)

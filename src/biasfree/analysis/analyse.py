@@ -288,7 +288,7 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, in
     local = _local(params, X, a)
     cfg = _train_config(train, params, ctx.modes, now.net.c, now.net.beta_eff, a)
     pred, training, reg = _training(params, now, ctx, X, Y, a, cfg if start is None else None, t_max, n_times,
-                                    time_budget, progress, gradient=True)
+                                    time_budget, progress)
     if now.net.has_bias:
         return Analysis(ctx.report, now.net, None, vd.combine(now.function, training), reg, local)
     trained_function = (None if pred.trained is None
@@ -301,18 +301,18 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, in
 
 
 def _training(params, st: _State, ctx: _Context, X, Y, a, cfg, t_max, n_times, budget, progress,
-              kind: str | None = None, gradient: bool = False) -> tuple:
+              kind: str | None = None) -> tuple:
     """Training from ``params`` (measured ``st``) beside its twin: measured with ``cfg`` (the
     prediction then holds it as ``trained``), else predicted; ``(prediction, its judgement,
-    the regime)``, the regime with the relative gradient if ``gradient``. A net with biases
-    has no twin: no prediction, and the judgement rests on its structure alone."""
+    the regime with the relative gradient)``. A net with biases has no twin: no prediction,
+    and the judgement rests on its structure alone."""
     if st.net.has_bias:
         facts = _facts(st, ctx, params, X, Y, a, None)
         return None, vd.judge_predicted(facts, t0_gap=0.0, growth_gap=0.0, kind=kind or PREDICTED), st.regime
     curve_budget = CURVE_BUDGET if budget is None else min(CURVE_BUDGET, budget)
     pred = _predict(params, a, X, Y, ctx, st, cfg, t_max, n_times, curve_budget)
     facts = _facts(st, ctx, params, X, Y, a, pred)
-    reg = dataclasses.replace(st.regime, relative_gradient=facts.grad_rel) if gradient else st.regime
+    reg = dataclasses.replace(st.regime, relative_gradient=facts.grad_rel)
     if cfg is None:
         return pred, vd.judge_predicted(facts, t0_gap=pred.t0_gap, growth_gap=pred.growth_gap,
                                         growth_range=(pred.growth_gap_low, pred.growth_gap_high),

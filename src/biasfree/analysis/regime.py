@@ -15,7 +15,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.blocks import BLOCK_ENTRIES as ROWS_ENTRIES
 from ..core.layers import Params
 from ..core.nets import _forward
 from ..theory.modes import Modes
@@ -25,7 +24,8 @@ MODE_CUT = 1e-2
 MAX_STEPS = 200_000
 """Cap on the default number of GD steps of ``analyse(train=True)``."""
 BLOCK_ENTRIES = 2**22
-"""Numbers per temporary block of :func:`growth_even_energy` (32 MiB in float64)."""
+"""Numbers per temporary block of :func:`growth_even_energy` and :func:`gradient_norm` (32 MiB
+in float64)."""
 
 
 def init_gain(params: Params, lam_max: float) -> float:
@@ -174,7 +174,7 @@ def gradient_norm(params: Params, X, Y, a) -> float:
     """‖∇_θ L(θ)‖·‖θ‖ for L = (1/2N) Σ_n ||y_n − f(x_n)||², the gradient summed over the row
     blocks of :mod:`biasfree.core.blocks` (no N × width array)."""
     N, leaves = X.shape[0], jax.tree_util.tree_leaves
-    step = max(1, ROWS_ENTRIES // max(layer.n_out for layer in params))
+    step = max(1, BLOCK_ENTRIES // max(layer.n_out for layer in params))
     grad = _block_gradient(params, X[:step], Y[:step], a, N)
     for i in range(step, N, step):  # accumulated: one params-sized gradient held at a time
         part = _block_gradient(params, X[i:i + step], Y[i:i + step], a, N)
