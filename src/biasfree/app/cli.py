@@ -299,9 +299,6 @@ def analyse(
             raise ValueError("give --train (default steps) or --train-steps K, not both")
         if train and lr is not None:
             raise ValueError("--lr goes with --train-steps K (--train picks its own step from the data)")
-        m, start = (None if f is None else interop.load_model(f, alpha, **interop.conv_spec(in_shape))
-                    for f in (model, init))
-        d = load_data(data)
         if (optimiser != "gd" or batch_size is not None) and not train_steps:
             raise ValueError("--optimiser and --batch-size go with --train-steps K (e.g. --optimiser adam "
                              "--lr 1e-3 --train-steps 2000)")
@@ -309,6 +306,9 @@ def analyse(
             raise ValueError("--batch-size needs an --optimiser (sgd for plain minibatch SGD)")
         if optimiser not in ("gd", *NAMED):
             raise ValueError(f"--optimiser {optimiser!r}: choose gd or one of {', '.join(NAMED)}")
+        m, start = (None if f is None else interop.load_model(f, alpha, **interop.conv_spec(in_shape))
+                    for f in (model, init))
+        d = load_data(data)
         step = 0.01 if lr is None else lr  # an optimiser other than gd comes with train_steps (above)
         cfg = (None if not train_steps else GDConfig(lr=step, steps=train_steps, n_records=n_records)
                if optimiser == "gd" else OptaxConfig(NAMED[optimiser](step), steps=train_steps,
