@@ -24,6 +24,12 @@ from .families import Point, reference_loss
 LINEAR = (vd.EXACT, vd.EFFECTIVE)
 """The levels that call a net's training linear."""
 
+
+def called_linear(level) -> np.ndarray:
+    """Whether each answer (an index into :data:`~biasfree.analysis.verdict.LEVELS`) is in :data:`LINEAR`."""
+    return np.isin(level, [vd.LEVELS.index(v) for v in LINEAR])
+
+
 ASSUMPTIONS = ("depth", "init not small", "a convolutional")
 """Reasons that refuse the prediction because an assumption of the theory fails (depth > 2,
 an init not small, a conv net), not on evidence of a departure: issue 31's verdict answers
@@ -91,7 +97,7 @@ class Family:
 
     @property
     def linear(self) -> np.ndarray:
-        return np.isin(self.level, [vd.LEVELS.index(v) for v in LINEAR])
+        return called_linear(self.level)
 
     @property
     def false_linear(self) -> int:

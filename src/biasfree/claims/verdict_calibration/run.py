@@ -15,7 +15,7 @@ from ...results import Result, at_most
 from ..base import Progress, _quiet
 from ..checks import numpy_gaussian
 from . import STRUCTURAL, Config, families
-from .evaluate import LINEAR, evaluate, measure, truth_setup
+from .evaluate import called_linear, evaluate, measure, truth_setup
 from .summary import summarise
 
 
@@ -99,7 +99,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
                                                                         p.growth_gap_high)]
                         points.append((params, X, Y))
                         where.append(at)
-    pred = np.isin(level, [vd.LEVELS.index(v) for v in LINEAR])
+    pred = called_linear(level)
     undecided = level == vd.LEVELS.index(vd.UNDECIDED)
     flat = _truths(points, cfg.max_steps, max(cfg.widths) if cfg.share_compiles else None, progress)
     gap, steps, full = (np.zeros(shape, v.dtype) for v in flat)
