@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 import biasfree as bf
 from biasfree.analysis import verdict as vd
+from biasfree.analysis.optax_training import NAMED, OptaxConfig, with_degree
 from biasfree.app.cli import app
 
 
@@ -71,6 +72,17 @@ def test_a_plain_adam_runs_with_an_approximate_twin_and_says_so(data):
     note = " ".join(res.verdict.training.notes)
     assert "APPROXIMATE twin" in note and "κ = 0" in note
     assert np.isfinite(res.prediction.trained.gap_to_twin)
+
+
+@pytest.mark.parametrize("name", list(NAMED))
+def test_every_named_optimiser_gets_an_exact_kappa(name):
+    """The CLI's ``--optimiser`` names (and the optimisers claim's table): each factory rescales
+    its constants with gradient units (docs/theory.md §9.2: RMSProp's ε inside the square root
+    ×ρ², Lion's and AdamW's default decoupled decay ×ρ), so κ is measured exactly and the
+    twin is exact, never the APPROXIMATE fallback (nor refused, as a factory that misses one)."""
+    cfg = with_degree(OptaxConfig(NAMED[name](1e-3)), 0.0, 2)
+    assert cfg.degree == (1.0 if name in ("sgd", "momentum", "nesterov") else 0.0)
+    assert "measured: the twin optimiser is exact" in cfg.twin_note and "APPROXIMATE" not in cfg.twin_note
 
 
 def test_bad_optimisers_are_refused_before_any_training(data, monkeypatch):

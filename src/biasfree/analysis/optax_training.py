@@ -38,19 +38,24 @@ EVERY_STEP_MAX = 5000
 step); longer ones at ``OptaxConfig.n_records`` evenly spaced steps."""
 
 
-NAMED: dict[str, Callable[[float], Callable]] = {
+NAMED: dict[str, Callable[..., Callable]] = {
     "sgd": lambda lr: lambda rho: optax.sgd(lr),
     "momentum": lambda lr: lambda rho: optax.sgd(lr, momentum=0.9),
     "nesterov": lambda lr: lambda rho: optax.sgd(lr, momentum=0.9, nesterov=True),
     "adam": lambda lr: lambda rho: optax.adam(lr, eps=1e-8 * rho),
-    "rmsprop": lambda lr: lambda rho: optax.rmsprop(lr, eps=1e-8 * rho),
+    "rmsprop": lambda lr: lambda rho: optax.rmsprop(lr, eps=1e-8 * rho**2),
     "sign_sgd": lambda lr: lambda rho: optax.sign_sgd(lr),
-    "lion": lambda lr: lambda rho: optax.lion(lr),
+    "lion": lambda lr, weight_decay=1e-3: lambda rho: optax.lion(lr, weight_decay=weight_decay * rho),
+    "adamw": lambda lr, weight_decay=1e-4: lambda rho: optax.adamw(lr, eps=1e-8 * rho,
+                                                                   weight_decay=weight_decay * rho),
     "muon": lambda lr: lambda rho: optax.contrib.muon(lr, eps=1e-8 * rho),
 }
-"""The CLI's ``--optimiser`` names: each a factory of the step η returning a factory of ρ
-(Adam's, RMSProp's and Muon's ε scaled by ρ, so that the twin is exact; optax defaults
-otherwise: momentum 0.9, Adam's β = (0.9, 0.999))."""
+"""The optimisers by name (the CLI's ``--optimiser``, the optimisers claim's table): each a
+factory of the step η (Lion and AdamW also of ``weight_decay``, default optax's) returning a
+factory of ρ whose constants with gradient units are rescaled so that the twin is exact
+(docs/theory.md §9.2): ε ×ρ (Adam, AdamW, Muon), RMSProp's ε inside the square root ×ρ²,
+the decoupled decay ×ρ^{1+κ} = ×ρ (κ = 0); optax defaults otherwise (momentum 0.9, Adam's
+β = (0.9, 0.999))."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import numpy as np
 import optax
 
 from ... import theory
+from ...analysis.optax_training import NAMED
 from ...core.data import Dataset, symmetrize
 from ...core.inits import init_gaussian, pair_up
 from ...core.moments import whiten
@@ -26,7 +27,6 @@ from . import BATCHED, IDENTITY, LABELS, MEASURED, MODES, SWEEP, Config
 EPS = float(np.finfo(np.float64).eps)
 REL = 1e-7
 """Relative size of the jiggle (random signs) of init and data that measures a run's response."""
-MOMENTUM = 0.9
 
 
 def _gamma(k: int) -> float:
@@ -42,18 +42,14 @@ def _chain_length(params, n_points: int) -> int:
 
 
 def factories(cfg: Config) -> dict:
-    """Each optimiser as a factory ``rho -> GradientTransformation`` for gradients ×ρ and
-    weights ×1/ρ: ε ×ρ, decoupled decay ×ρ^{1+κ} (κ = 0 for Adam, AdamW, Lion, Muon)."""
-    return {
-        "sgd": lambda rho: optax.sgd(cfg.lr_sgd),
-        "momentum": lambda rho: optax.sgd(cfg.lr_momentum, momentum=MOMENTUM),
-        "nesterov": lambda rho: optax.sgd(cfg.lr_momentum, momentum=MOMENTUM, nesterov=True),
-        "adam": lambda rho: optax.adam(cfg.lr_adam, eps=1e-8 * rho),
-        "sign_sgd": lambda rho: optax.sign_sgd(cfg.lr_sign),
-        "lion": lambda rho: optax.lion(cfg.lr_lion, weight_decay=cfg.decay * rho),
-        "adamw": lambda rho: optax.adamw(cfg.lr_adam, eps=1e-8 * rho, weight_decay=cfg.decay * rho),
-        "muon": lambda rho: optax.contrib.muon(cfg.lr_muon, eps=1e-8 * rho),
-    }
+    """Each optimiser of the claim, in its order, as a factory ``rho -> GradientTransformation``
+    for gradients ×ρ and weights ×1/ρ: the CLI's :data:`~biasfree.analysis.optax_training.NAMED`
+    (ε ×ρ, decoupled decay ×ρ^{1+κ}; κ = 0 for Adam, AdamW, Lion, Muon) at the config's steps
+    and, for Lion and AdamW, its ``decay``."""
+    steps = {"sgd": cfg.lr_sgd, "momentum": cfg.lr_momentum, "nesterov": cfg.lr_momentum, "adam": cfg.lr_adam,
+             "sign_sgd": cfg.lr_sign, "lion": cfg.lr_lion, "adamw": cfg.lr_adam, "muon": cfg.lr_muon}
+    return {name: NAMED[name](lr, weight_decay=cfg.decay) if name in ("lion", "adamw") else NAMED[name](lr)
+            for name, lr in steps.items()}
 
 
 def _jitted(make):
