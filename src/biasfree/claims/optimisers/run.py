@@ -4,8 +4,6 @@ measured random-init, minibatch and stage-like-learning parts (module doc there)
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import numpy as np
 import optax
@@ -52,18 +50,6 @@ def factories(cfg: Config) -> dict:
             for name, lr in steps.items()}
 
 
-def _jitted(make):
-    """``make`` with each ρ's optimiser built once and its ``init`` and ``update`` jitted: the
-    κ probe of :func:`measure_degree` then compiles Muon's Newton–Schulz once per ρ instead of
-    dispatching it op by op (about 60 s eagerly on 2 loaded cores; the same arithmetic)."""
-
-    @functools.cache
-    def build(rho):
-        opt = make(rho)
-        return optax.GradientTransformation(jax.jit(opt.init), jax.jit(opt.update))
-    return build
-
-
 class _Opt:
     """One optimiser's two programs: the net's ``make(1)`` and the twin's
     ``optimiser_twin(make, α)`` with κ measured by :func:`measure_degree` (the function that
@@ -73,8 +59,7 @@ class _Opt:
 
     def __init__(self, name: str, make, alpha: float):
         rho = 1.0 / twin_scale(alpha)
-        self.kappa = measure_degree(_jitted(make) if name == "muon" else make,
-                                    PROBE_RHOS + ((rho,) if rho != 1.0 else ()), name=name)
+        self.kappa = measure_degree(make, PROBE_RHOS + ((rho,) if rho != 1.0 else ()), name=name)
         self.net = make(1.0)
         self.twin = optimiser_twin(make, alpha, degree=self.kappa)
 
