@@ -23,13 +23,12 @@ from ..core.layers import Layer
 from ..dynamics.gd import record_steps
 from ..dynamics.optimiser_twin import (
     HOMOGENEITY_RTOL,
-    PROBE_RHOS,
     _name,
     _probe,
     _updates,
     measure_degree,
     optimiser_twin,
-    twin_scale,
+    probe_rhos,
 )
 from ..dynamics.optimisers import train
 
@@ -152,9 +151,8 @@ def with_degree(cfg: OptaxConfig, alpha: float, depth: int) -> OptaxConfig:
     (its ρ-scaling is wrong)."""
     if cfg.degree is not None:
         return dataclasses.replace(cfg, twin_note=f"κ = {cfg.degree:g} as given")
-    rho = 1.0 / twin_scale(alpha, depth)
     try:
-        kappa = measure_degree(cfg.make, PROBE_RHOS + ((rho,) if rho != 1.0 else ()), name=cfg.label)
+        kappa = measure_degree(cfg.make, probe_rhos(alpha, depth), name=cfg.label)
         note = f"κ = {kappa:g} measured: the twin optimiser is exact (docs/theory.md §9)"
     except ValueError:
         if cfg.factory:

@@ -52,6 +52,14 @@ def twin_scale(alpha, depth: int = 2) -> float:
     return twin_scales(validate.slope(alpha, "alpha"), depth).weight
 
 
+def probe_rhos(alpha, depth: int = 2) -> tuple:
+    """The ρ at which :func:`measure_degree` checks κ for the twin of a net of slope ``alpha``
+    and depth L: :data:`PROBE_RHOS` and the twin's own ``ρ = 1/a`` (:func:`twin_scale`; none
+    more when ρ = 1)."""
+    rho = 1.0 / twin_scale(alpha, depth)
+    return PROBE_RHOS + ((rho,) if rho != 1.0 else ())
+
+
 def _name(opt) -> str:
     return getattr(opt, "__qualname__", None) or type(opt).__name__
 
@@ -153,8 +161,7 @@ def optimiser_twin(opt, alpha, depth: int = 2, degree: float | None = None, *, p
     a = twin_scale(alpha, depth)
     rho = 1.0 / a
     if degree is None:
-        rhos = PROBE_RHOS + ((rho,) if rho != 1.0 else ())
-        degree = measure_degree(make, rhos, probe, _name(opt))
+        degree = measure_degree(make, probe_rhos(alpha, depth), probe, _name(opt))
     else:
         degree = validate.real("degree", degree, scalar=True)
     inner = make(rho)

@@ -15,7 +15,7 @@ from ...core.inits import init_gaussian, pair_up
 from ...core.moments import whiten
 from ...core.targets import teacher_matrix
 from ...core.twin import linear_twin, slope_factor
-from ...dynamics.optimiser_twin import PROBE_RHOS, measure_degree, optimiser_twin, twin_scale
+from ...dynamics.optimiser_twin import measure_degree, optimiser_twin, probe_rhos, twin_scale
 from ...dynamics.optimisers import train
 from ...results import Result, at_most
 from ..base import Progress, _quiet
@@ -58,8 +58,7 @@ class _Opt:
     instead of c^{(1+κ)/2}, constants unscaled): the naive twin, and no new program."""
 
     def __init__(self, name: str, make, alpha: float):
-        rho = 1.0 / twin_scale(alpha)
-        self.kappa = measure_degree(make, PROBE_RHOS + ((rho,) if rho != 1.0 else ()), name=name)
+        self.kappa = measure_degree(make, probe_rhos(alpha), name=name)
         self.net = make(1.0)
         self.twin = optimiser_twin(make, alpha, degree=self.kappa)
 
