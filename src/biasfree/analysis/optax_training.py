@@ -10,6 +10,7 @@ discretisation of the flow, so ``predicted`` is NaN.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -19,13 +20,11 @@ import optax
 
 from .. import _validate as validate
 from ..core.data import Dataset
-from ..core.layers import Layer
 from ..dynamics.gd import record_steps
 from ..dynamics.optimiser_twin import (
     HOMOGENEITY_RTOL,
+    NotHomogeneousError,
     _name,
-    _probe,
-    _updates,
     measure_degree,
     optimiser_twin,
     probe_rhos,
@@ -146,7 +145,8 @@ def with_degree(cfg: OptaxConfig, alpha: float, depth: int) -> OptaxConfig:
     """``cfg`` with κ and ``twin_note`` set: κ measured
     (:func:`~biasfree.dynamics.optimiser_twin.measure_degree`) unless given. A plain
     optimiser that is not homogeneous (Adam with its ε = 1e-8 fixed) gets the κ of its
-    updates on unit-size gradients, where ε is negligible, rounded to an integer, and the
+    updates on unit-size gradients, where ε is negligible (the refusal's κ at probe scale 1,
+    ρ = 3), rounded to an integer, and the
     note says the twin is then approximate; a factory that is not homogeneous is refused
     (its ρ-scaling is wrong)."""
     if cfg.degree is not None:
@@ -154,24 +154,16 @@ def with_degree(cfg: OptaxConfig, alpha: float, depth: int) -> OptaxConfig:
     try:
         kappa = measure_degree(cfg.make, probe_rhos(alpha, depth), name=cfg.label)
         note = f"κ = {kappa:g} measured: the twin optimiser is exact (docs/theory.md §9)"
-    except ValueError:
-        if cfg.factory:
+    except NotHomogeneousError as refused:
+        kappa = refused.kappas[1.0, 3.0]  # unit-size gradients (ε negligible), ρ = 3
+        if cfg.factory or not math.isfinite(kappa):
             raise
-        steps = _probe(np.random.default_rng(1), _PROBE, 1.0)
-        with jax.enable_x64(True):
-            u1, u3 = _updates(cfg.optimiser, steps, 1.0), _updates(cfg.optimiser, steps, 3.0)
-        norm = [np.sqrt(sum(float(np.sum(x**2)) for step in u for x in step)) for u in (u1, u3)]
-        if not (np.all(np.isfinite(norm)) and min(norm) > 0):
-            raise  # zero or non-finite updates: no κ to read off, and measure_degree's message says so
-        kappa = float(round(np.log(norm[1] / norm[0]) / np.log(3.0)))
+        kappa = float(round(kappa))
         note = (f"APPROXIMATE twin: {cfg.label} is not homogeneous in the gradients within round-off "
                 f"(tolerance {HOMOGENEITY_RTOL:g}), κ = {kappa:g} from unit-size gradients; the measured gap "
                 "includes the constant's effect "
                 "(pass a factory, e.g. lambda rho: optax.adam(lr, eps=1e-8 * rho), for an exact twin)")
     return dataclasses.replace(cfg, degree=kappa, twin_note=note)
-
-
-_PROBE = tuple(Layer(np.ones(s)) for s in ((6, 3), (2, 6)))
 
 
 def train_optax(params, twin, alpha: float, X, Y, cfg: OptaxConfig) -> OptaxRun:

@@ -47,6 +47,16 @@ PROBE_SCALES = (1e-12, 1e-8, 1e-4, 1.0, 1e4)
 acts on a whole matrix (Muon's ε next to ‖M‖_F, a clipping threshold) shows at one of them."""
 
 
+class NotHomogeneousError(ValueError):
+    """:func:`measure_degree`'s refusal: no one κ fits within :data:`HOMOGENEITY_RTOL`.
+    ``kappas`` holds the κ measured per (probe scale, ρ), from the norms of the updates
+    (``log(‖u_ρ‖/‖u_1‖)/log ρ``), for a caller that accepts an approximate twin."""
+
+    def __init__(self, message: str, kappas: dict):
+        super().__init__(message)
+        self.kappas = kappas
+
+
 def twin_scale(alpha, depth: int = 2) -> float:
     """``a = c^{(L−1)/L}``: the twin's weights are ``a·θ`` (§4.1's odd-part twin; √c at L = 2)."""
     return twin_scales(validate.slope(alpha, "alpha"), depth).weight
@@ -88,7 +98,8 @@ def _updates(opt, steps, rho):
 def measure_degree(make: Callable, rhos, probe=None, name: str = "optimiser") -> float:
     """κ with ``make(ρ)`` fed (ρ g, θ/ρ) = ``ρ^κ ×`` ``make(1)`` fed (g, θ) (module doc),
     at every ρ in ``rhos`` and every probe scale; ``ValueError`` (naming ``name`` and the
-    measured κ and deviations) when no one κ fits within :data:`HOMOGENEITY_RTOL`.
+    measured κ and deviations; :class:`NotHomogeneousError`, carrying κ per (scale, ρ)) when
+    no one κ fits within :data:`HOMOGENEITY_RTOL`.
     ``probe`` a params tree of the shapes to test on. Each ``make(ρ)`` is built once and its
     ``init`` and ``update`` jitted: one compiled program per ρ, reused across the probe scales
     (Muon's Newton–Schulz dispatched op by op would cost seconds)."""
@@ -128,12 +139,13 @@ def measure_degree(make: Callable, rhos, probe=None, name: str = "optimiser") ->
         worst = sorted(devs, key=devs.get, reverse=True)[:3]
         ratios = "; ".join(f"gradients ~{s:g}, ρ={r:.4g}: u_ρ/u_1 ≈ ρ^{kappas[s, r]:.6g}, deviation "
                            f"{devs[s, r]:.2g}" for s, r in worst)
-        raise ValueError(
+        raise NotHomogeneousError(
             f"optimiser_twin: {name} is not homogeneous in the gradients within round-off (tolerance "
             f"{HOMOGENEITY_RTOL:g}; measured κ from {ks.min():.6g} to {ks.max():.6g}; worst: {ratios}), so "
             "no rescaled copy of it trains the twin exactly. A constant such as Adam's ε or a decoupled "
             "weight decay breaks it: pass a factory lambda rho: optax.adam(lr, eps=1e-8 * rho) (ε ×ρ, "
-            "eps_root ×ρ², decoupled decay ×ρ^(1+κ)), or pass degree=κ to accept an approximate twin")
+            "eps_root ×ρ², decoupled decay ×ρ^(1+κ)), or pass degree=κ to accept an approximate twin",
+            kappas)
     return float(np.mean(ks))
 
 
