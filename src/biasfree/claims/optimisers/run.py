@@ -13,6 +13,7 @@ from ...analysis.optax_training import NAMED
 from ...core.data import Dataset, symmetrize
 from ...core.inits import init_gaussian, pair_up
 from ...core.moments import whiten
+from ...core.precision import chain_length, gamma
 from ...core.targets import teacher_matrix
 from ...core.twin import linear_twin, slope_factor
 from ...dynamics.optimiser_twin import measure_degree, optimiser_twin, probe_rhos, twin_scale
@@ -22,21 +23,8 @@ from ..base import Progress, _quiet
 from ..checks import crossing_time
 from . import BATCHED, IDENTITY, LABELS, MEASURED, MODES, SWEEP, Config
 
-EPS = float(np.finfo(np.float64).eps)
 REL = 1e-7
 """Relative size of the jiggle (random signs) of init and data that measures a run's response."""
-
-
-def _gamma(k: int) -> float:
-    """``γ_k = k ε / (1 − k ε)``: relative error bound of a sum of k products (Higham §3.1)."""
-    return k * EPS / (1 - k * EPS)
-
-
-def _chain_length(params, n_points: int) -> int:
-    """The longest chain of sums behind one gradient entry of a bias-free layered net: the
-    forward sums (fan-ins), the backward ones (fan-outs), the sum over ``n_points`` and 4
-    for the residual, 1/N, ½ and the decay (tests/roundoff.py's ``chain_length``)."""
-    return n_points + 4 + sum(sum(np.shape(layer.W)[-2:]) for layer in params)
 
 
 def factories(cfg: Config) -> dict:
@@ -122,7 +110,7 @@ class _Problem:
         by_init = self.run(moved, o.net, self.cfg.alpha, steps=steps, **kw)
         by_data = self.run(params, o.net, self.cfg.alpha, steps=steps,
                            data=Dataset(*symmetrize(jiggle(self.Xp), jiggle(self.Yp))), **kw)
-        g = 2 * _gamma(_chain_length(params, 2 * self.cfg.n))
+        g = 2 * gamma(chain_length(params, 2 * self.cfg.n))
         out = {}
         for name, ref, a, b in (("loss", base["loss"], by_init.loss, by_data.loss),
                                 ("params", base["params"], _flat(by_init.params), _flat(by_data.params))):
