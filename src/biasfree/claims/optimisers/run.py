@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-import optax
 
 from ... import theory
 from ...analysis.optax_training import NAMED
@@ -180,7 +179,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
         pair_run = prob.lockstep(o, prob.pair, control=name != "muon")
         ident[name] = _identity(pair_run)
         if name == "adam":  # ε left unscaled (degree 0 given: nothing refuses it), measured
-            unscaled = optax.chain(o.net, optax.scale(prob.a))
+            unscaled = optimiser_twin(o.net, cfg.alpha, degree=0)
             tw = prob.run(linear_twin(prob.pair, cfg.alpha), unscaled, 1.0)
             dl = np.abs(pair_run["loss"] - np.asarray(tw.loss))  # against the same net run's bound
             ident["adam_unscaled_eps"] = {"gap": _gap(pair_run["loss"], tw.loss),
