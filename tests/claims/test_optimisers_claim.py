@@ -85,9 +85,10 @@ def test_tiny_pair_identities_hold_and_controls_miss(tiny):
 @pytest.mark.numerics
 def test_tiny_measured_parts(tiny):
     """Measured, not checked (module doc): Muon leaves its twin (f_even grown far above
-    round-off), unscaled-ε Adam misses the bound, random batches miss by far while mirrored
-    ones stay at round-off, and GD learns the well-separated teacher stage by stage (half
-    times in the order of the strengths, p − 1 plateaus) for the ReLU net and its twin."""
+    round-off), unscaled-ε Adam misses the bound, random batches miss by far, and GD learns
+    the well-separated teacher stage by stage (half times in the order of the strengths,
+    p − 1 plateaus) for the ReLU net and its twin. (The tiny sweep's one batch size is the
+    checked mirrored_* runs' own, whose results it reuses: their round-off is the check's.)"""
     m, cfg = tiny.metrics, PRESETS["tiny"]
     assert "muon_pair_identity" not in tiny.checks
     assert m["muon_ratio"] > 1 and m["muon_even_final"] > 1e-12
@@ -95,9 +96,6 @@ def test_tiny_measured_parts(tiny):
     for name in ("sgd", "adam"):
         for b in cfg.batch_sizes:
             assert m[f"batches_{name}_random_{b}_gap"] > 1e-3
-            # mirrored: at round-off, within the bound derived for the same optimiser's mirrored run
-            # (its per-run conditioning; the check's own 2 × bound convention)
-            assert m[f"batches_{name}_mirrored_{b}_gap"] <= 2 * m[f"mirrored_{name}_bound"]
     p = len(cfg.modes_s)
     for who in ("relu", "twin"):
         t = [m[f"stages_sgd_{who}_half_step_mode{i + 1}"] for i in range(p)]

@@ -188,9 +188,13 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
         if name in BATCHED:
             progress(f"{LABELS[name]}: minibatches")
             key = jax.random.fold_in(k_batch, BATCHED.index(name))
-            ident[f"mirrored_{name}"] = _identity(prob.lockstep(o, prob.pair, batch_size=cfg.batch_size,
-                                                                key=key))
+            checked = prob.lockstep(o, prob.pair, batch_size=cfg.batch_size, key=key)
+            ident[f"mirrored_{name}"] = _identity(checked)
             for b in cfg.batch_sizes:
+                if b == cfg.batch_size:  # the checked run and its random-batch control: the same runs
+                    batches[name, b, True] = _gap(checked["loss"], checked["twin_loss"])
+                    batches[name, b, False] = _gap(checked["control_net_loss"], checked["control_loss"])
+                    continue
                 for mirrored in (True, False):
                     r = prob.lockstep(o, prob.pair, control=False, bound=False, batch_size=b, key=key,
                                       mirrored_batches=mirrored)
