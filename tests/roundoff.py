@@ -4,18 +4,16 @@ x86-64 CPU and BLAS (the kernels differ in blocking, FMA use and summation order
 The standard forward error of a computed dot product of length k (Higham, *Accuracy and
 Stability of Numerical Algorithms*, §3.1) is ``|fl(xᵀy) - xᵀy| <= γ_k |x|ᵀ|y|`` with
 ``γ_k = k ε / (1 - k ε)``, whatever the order of the sum: two computations of the same
-product by different kernels differ by at most twice that.
+product by different kernels differ by at most twice that. ``gamma`` and ``chain_length``
+live in :mod:`biasfree.core.precision` (the package's own round-off bounds use them too).
 """
 
 import numpy as np
 
+from biasfree.core.precision import chain_length, gamma  # the tests import both from here
+
 EPS = float(np.finfo(np.float64).eps)
 EPS32 = float(np.finfo(np.float32).eps)  # for the bounds of float32 runs (``eps=EPS32``)
-
-
-def gamma(k: int, eps: float = EPS) -> float:
-    """``γ_k = k ε / (1 - k ε)``: the relative error bound of a sum of k products (ε = ``eps``)."""
-    return k * eps / (1 - k * eps)
 
 
 def matmul_gap(A, B) -> np.ndarray:
@@ -86,18 +84,6 @@ def flow_error_bound(traj, rtol: float, atol: float) -> float:
     trees = [traj.params] + ([traj.path] if traj.path is not None else [])
     theta = max(float(np.max(np.abs(np.asarray(x)))) for t in trees for x in jax.tree_util.tree_leaves(t))
     return n * (rtol * theta + atol)
-
-
-def chain_length(params, n_points: int = 0) -> int:
-    """``k`` for :func:`gamma` in one gradient (or Jacobian, HVP) of a layered net: the
-    longest chain of sums an entry goes through, bounded by the forward sums (each layer's
-    fan-in, + 1 with a bias), the backward ones (each fan-out, + 1), the sum over
-    ``n_points`` data points and 4 for the residual, the 1/N, the ½ and the weight decay."""
-    k = n_points + 4
-    for layer in params:
-        n_out, n_in = np.shape(layer.W)[-2:]
-        k += n_in + n_out + 2 * (getattr(layer, "b", None) is not None)
-    return k
 
 
 def abs_twin(params):

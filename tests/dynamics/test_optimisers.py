@@ -13,7 +13,14 @@ import pytest
 from roundoff import EPS, chain_length, gamma
 
 import biasfree as bf
-from biasfree.dynamics.optimiser_twin import HOMOGENEITY_RTOL, measure_degree, twin_scale
+from biasfree.dynamics.optimiser_twin import (
+    HOMOGENEITY_RTOL,
+    PROBE_SCALES,
+    NotHomogeneousError,
+    measure_degree,
+    probe_rhos,
+    twin_scale,
+)
 
 pytestmark = pytest.mark.numerics
 
@@ -242,9 +249,12 @@ def test_optimiser_twin_scales_and_degrees():
 ])
 def test_optimiser_twin_refuses_inhomogeneous_updates(opt, why):
     """An update that is not homogeneous within round-off has no exact twin: refused with
-    the measured κ range and deviations, and the fix."""
-    with pytest.raises(ValueError, match=r"not homogeneous.*measured κ from .* deviation .*factory"):
+    the measured κ range and deviations, and the fix; the refusal (a ValueError) carries the
+    κ measured at every probe scale and ρ (what analyse's approximate twin reads)."""
+    fix = r"not homogeneous.*measured κ from .* deviation .*factory"
+    with pytest.raises(NotHomogeneousError, match=fix) as refused:
         bf.optimiser_twin(opt, 0.0)
+    assert set(refused.value.kappas) == {(s, r) for s in PROBE_SCALES for r in probe_rhos(0.0)}
     assert HOMOGENEITY_RTOL < 1e-6
 
 

@@ -10,6 +10,7 @@ discretisation of the flow, so ``predicted`` is NaN.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -19,17 +20,14 @@ import optax
 
 from .. import _validate as validate
 from ..core.data import Dataset
-from ..core.layers import Layer
 from ..dynamics.gd import record_steps
 from ..dynamics.optimiser_twin import (
     HOMOGENEITY_RTOL,
-    PROBE_RHOS,
+    NotHomogeneousError,
     _name,
-    _probe,
-    _updates,
     measure_degree,
     optimiser_twin,
-    twin_scale,
+    probe_rhos,
 )
 from ..dynamics.optimisers import train
 
@@ -38,19 +36,24 @@ EVERY_STEP_MAX = 5000
 step); longer ones at ``OptaxConfig.n_records`` evenly spaced steps."""
 
 
-NAMED: dict[str, Callable[[float], Callable]] = {
+NAMED: dict[str, Callable[..., Callable]] = {
     "sgd": lambda lr: lambda rho: optax.sgd(lr),
     "momentum": lambda lr: lambda rho: optax.sgd(lr, momentum=0.9),
     "nesterov": lambda lr: lambda rho: optax.sgd(lr, momentum=0.9, nesterov=True),
     "adam": lambda lr: lambda rho: optax.adam(lr, eps=1e-8 * rho),
-    "rmsprop": lambda lr: lambda rho: optax.rmsprop(lr, eps=1e-8 * rho),
+    "rmsprop": lambda lr: lambda rho: optax.rmsprop(lr, eps=1e-8 * rho**2),
     "sign_sgd": lambda lr: lambda rho: optax.sign_sgd(lr),
-    "lion": lambda lr: lambda rho: optax.lion(lr),
+    "lion": lambda lr, weight_decay=1e-3: lambda rho: optax.lion(lr, weight_decay=weight_decay * rho),
+    "adamw": lambda lr, weight_decay=1e-4: lambda rho: optax.adamw(lr, eps=1e-8 * rho,
+                                                                   weight_decay=weight_decay * rho),
     "muon": lambda lr: lambda rho: optax.contrib.muon(lr, eps=1e-8 * rho),
 }
-"""The CLI's ``--optimiser`` names: each a factory of the step η returning a factory of ρ
-(Adam's, RMSProp's and Muon's ε scaled by ρ, so that the twin is exact; optax defaults
-otherwise: momentum 0.9, Adam's β = (0.9, 0.999))."""
+"""The optimisers by name (the CLI's ``--optimiser``, the optimisers claim's table): each a
+factory of the step η (Lion and AdamW also of ``weight_decay``, default optax's) returning a
+factory of ρ whose constants with gradient units are rescaled so that the twin is exact
+(docs/theory.md §9.2): ε ×ρ (Adam, AdamW, Muon), RMSProp's ε inside the square root ×ρ²,
+the decoupled decay ×ρ^{1+κ} = ×ρ (κ = 0); optax defaults otherwise (momentum 0.9, Adam's
+β = (0.9, 0.999))."""
 
 
 @dataclass(frozen=True)
@@ -142,33 +145,25 @@ def with_degree(cfg: OptaxConfig, alpha: float, depth: int) -> OptaxConfig:
     """``cfg`` with κ and ``twin_note`` set: κ measured
     (:func:`~biasfree.dynamics.optimiser_twin.measure_degree`) unless given. A plain
     optimiser that is not homogeneous (Adam with its ε = 1e-8 fixed) gets the κ of its
-    updates on unit-size gradients, where ε is negligible, rounded to an integer, and the
+    updates on unit-size gradients, where ε is negligible (the refusal's κ at probe scale 1,
+    ρ = 3), rounded to an integer, and the
     note says the twin is then approximate; a factory that is not homogeneous is refused
     (its ρ-scaling is wrong)."""
     if cfg.degree is not None:
         return dataclasses.replace(cfg, twin_note=f"κ = {cfg.degree:g} as given")
-    rho = 1.0 / twin_scale(alpha, depth)
     try:
-        kappa = measure_degree(cfg.make, PROBE_RHOS + ((rho,) if rho != 1.0 else ()), name=cfg.label)
+        kappa = measure_degree(cfg.make, probe_rhos(alpha, depth), name=cfg.label)
         note = f"κ = {kappa:g} measured: the twin optimiser is exact (docs/theory.md §9)"
-    except ValueError:
-        if cfg.factory:
+    except NotHomogeneousError as refused:
+        kappa = refused.kappas[1.0, 3.0]  # unit-size gradients (ε negligible), ρ = 3
+        if cfg.factory or not math.isfinite(kappa):
             raise
-        steps = _probe(np.random.default_rng(1), _PROBE, 1.0)
-        with jax.enable_x64(True):
-            u1, u3 = _updates(cfg.optimiser, steps, 1.0), _updates(cfg.optimiser, steps, 3.0)
-        norm = [np.sqrt(sum(float(np.sum(x**2)) for step in u for x in step)) for u in (u1, u3)]
-        if not (np.all(np.isfinite(norm)) and min(norm) > 0):
-            raise  # zero or non-finite updates: no κ to read off, and measure_degree's message says so
-        kappa = float(round(np.log(norm[1] / norm[0]) / np.log(3.0)))
+        kappa = float(round(kappa))
         note = (f"APPROXIMATE twin: {cfg.label} is not homogeneous in the gradients within round-off "
                 f"(tolerance {HOMOGENEITY_RTOL:g}), κ = {kappa:g} from unit-size gradients; the measured gap "
                 "includes the constant's effect "
                 "(pass a factory, e.g. lambda rho: optax.adam(lr, eps=1e-8 * rho), for an exact twin)")
     return dataclasses.replace(cfg, degree=kappa, twin_note=note)
-
-
-_PROBE = tuple(Layer(np.ones(s)) for s in ((6, 3), (2, 6)))
 
 
 def train_optax(params, twin, alpha: float, X, Y, cfg: OptaxConfig, progress=None) -> OptaxRun:

@@ -128,3 +128,23 @@ def precise(fn):
 def eps(name: str | None = None) -> float:
     """Unit round-off of ``name`` (default: the current precision): 2^-53 or 2^-24."""
     return float(np.finfo(np.dtype(check_precision(name or current_precision()))).eps) / 2
+
+
+def gamma(k: int, eps: float = float(np.finfo(np.float64).eps)) -> float:
+    """``γ_k = k ε / (1 − k ε)``: the relative error bound of a computed sum of k products,
+    whatever its order (Higham, *Accuracy and Stability*, §3.1), with ``eps`` = ε the
+    dtype's machine epsilon (default float64's, 2.2e-16: twice the unit round-off
+    :func:`eps`, so the bound is conservative by 2)."""
+    return k * eps / (1 - k * eps)
+
+
+def chain_length(params, n_points: int = 0) -> int:
+    """``k`` for :func:`gamma` in one gradient (or Jacobian, HVP) of a layered net: the
+    longest chain of sums an entry goes through, bounded by the forward sums (each layer's
+    fan-in, + 1 with a bias), the backward ones (each fan-out, + 1), the sum over
+    ``n_points`` data points and 4 for the residual, the 1/N, the ½ and the weight decay."""
+    k = n_points + 4
+    for layer in params:
+        n_out, n_in = np.shape(layer.W)[-2:]
+        k += n_in + n_out + 2 * (getattr(layer, "b", None) is not None)
+    return k

@@ -47,9 +47,27 @@ PROBE_SCALES = (1e-12, 1e-8, 1e-4, 1.0, 1e4)
 acts on a whole matrix (Muon's ε next to ‖M‖_F, a clipping threshold) shows at one of them."""
 
 
+class NotHomogeneousError(ValueError):
+    """:func:`measure_degree`'s refusal: no one κ fits within :data:`HOMOGENEITY_RTOL`.
+    ``kappas`` holds the κ measured per (probe scale, ρ), from the norms of the updates
+    (``log(‖u_ρ‖/‖u_1‖)/log ρ``), for a caller that accepts an approximate twin."""
+
+    def __init__(self, message: str, kappas: dict):
+        super().__init__(message)
+        self.kappas = kappas
+
+
 def twin_scale(alpha, depth: int = 2) -> float:
     """``a = c^{(L−1)/L}``: the twin's weights are ``a·θ`` (§4.1's odd-part twin; √c at L = 2)."""
     return twin_scales(validate.slope(alpha, "alpha"), depth).weight
+
+
+def probe_rhos(alpha, depth: int = 2) -> tuple:
+    """The ρ at which :func:`measure_degree` checks κ for the twin of a net of slope ``alpha``
+    and depth L: :data:`PROBE_RHOS` and the twin's own ``ρ = 1/a`` (:func:`twin_scale`; none
+    more when ρ = 1)."""
+    rho = 1.0 / twin_scale(alpha, depth)
+    return PROBE_RHOS + ((rho,) if rho != 1.0 else ())
 
 
 def _name(opt) -> str:
@@ -80,24 +98,35 @@ def _updates(opt, steps, rho):
 def measure_degree(make: Callable, rhos, probe=None, name: str = "optimiser") -> float:
     """κ with ``make(ρ)`` fed (ρ g, θ/ρ) = ``ρ^κ ×`` ``make(1)`` fed (g, θ) (module doc),
     at every ρ in ``rhos`` and every probe scale; ``ValueError`` (naming ``name`` and the
-    measured κ and deviations) when no one κ fits within :data:`HOMOGENEITY_RTOL`.
-    ``probe`` a params tree of the shapes to test on."""
+    measured κ and deviations; :class:`NotHomogeneousError`, carrying κ per (scale, ρ)) when
+    no one κ fits within :data:`HOMOGENEITY_RTOL`.
+    ``probe`` a params tree of the shapes to test on. Each ``make(ρ)`` is built once and its
+    ``init`` and ``update`` jitted: one compiled program per ρ, reused across the probe scales
+    (Muon's Newton–Schulz dispatched op by op would cost seconds)."""
     if probe is None:  # a two-layer bias-free net's shapes: Muon's matrices, Adam's leaves
         r = np.random.default_rng(0)
         probe = from_arrays([r.normal(size=(6, 3)), r.normal(size=(2, 6))])
     rng = np.random.default_rng(1)
     kappas, devs = {}, {}
+    built = {}
+
+    def compiled(rho):  # make(ρ) built once, its init and update jitted: one program per ρ for all scales
+        if rho not in built:
+            opt = make(rho)
+            built[rho] = optax.GradientTransformation(jax.jit(opt.init), jax.jit(opt.update))
+        return built[rho]
+
     with jax.enable_x64(True):
         for scale in PROBE_SCALES:
             steps = _probe(rng, probe, scale)
-            base = _updates(make(1.0), steps, 1.0)
+            base = _updates(compiled(1.0), steps, 1.0)
             flat = np.concatenate([x.ravel() for step in base for x in step])
             if not np.all(np.isfinite(flat)) or np.max(np.abs(flat)) == 0:
                 what = "zero" if np.all(np.isfinite(flat)) else "non-finite"
                 raise ValueError(f"optimiser_twin: {name} gives {what} updates on probe gradients of size "
                                  f"{scale:g}; pass degree=κ if you know it")
             for rho in rhos:
-                got = _updates(make(rho), steps, rho)
+                got = _updates(compiled(rho), steps, rho)
                 num = math.sqrt(sum(float(np.sum(x**2)) for step in got for x in step))
                 k = math.log(num / float(np.sqrt(np.sum(flat**2)))) / math.log(rho)
                 k = float(round(k)) if abs(k - round(k)) * abs(math.log(rho)) < HOMOGENEITY_RTOL else k
@@ -110,12 +139,13 @@ def measure_degree(make: Callable, rhos, probe=None, name: str = "optimiser") ->
         worst = sorted(devs, key=devs.get, reverse=True)[:3]
         ratios = "; ".join(f"gradients ~{s:g}, ρ={r:.4g}: u_ρ/u_1 ≈ ρ^{kappas[s, r]:.6g}, deviation "
                            f"{devs[s, r]:.2g}" for s, r in worst)
-        raise ValueError(
+        raise NotHomogeneousError(
             f"optimiser_twin: {name} is not homogeneous in the gradients within round-off (tolerance "
             f"{HOMOGENEITY_RTOL:g}; measured κ from {ks.min():.6g} to {ks.max():.6g}; worst: {ratios}), so "
             "no rescaled copy of it trains the twin exactly. A constant such as Adam's ε or a decoupled "
             "weight decay breaks it: pass a factory lambda rho: optax.adam(lr, eps=1e-8 * rho) (ε ×ρ, "
-            "eps_root ×ρ², decoupled decay ×ρ^(1+κ)), or pass degree=κ to accept an approximate twin")
+            "eps_root ×ρ², decoupled decay ×ρ^(1+κ)), or pass degree=κ to accept an approximate twin",
+            kappas)
     return float(np.mean(ks))
 
 
@@ -143,8 +173,7 @@ def optimiser_twin(opt, alpha, depth: int = 2, degree: float | None = None, *, p
     a = twin_scale(alpha, depth)
     rho = 1.0 / a
     if degree is None:
-        rhos = PROBE_RHOS + ((rho,) if rho != 1.0 else ())
-        degree = measure_degree(make, rhos, probe, _name(opt))
+        degree = measure_degree(make, probe_rhos(alpha, depth), probe, _name(opt))
     else:
         degree = validate.real("degree", degree, scalar=True)
     inner = make(rho)

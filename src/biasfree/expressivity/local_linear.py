@@ -11,7 +11,8 @@ protocol is covered unchanged.
 
 **Round-off bounds** (Higham, *Accuracy and Stability*, §3.1–3.5; u = the dtype's machine
 epsilon, 2.2e-16 in float64, twice the unit round-off as in ``tests/roundoff.py``;
-``γ_k = k u/(1 − k u)``). Write ``z_l = A_l h_{l−1} + b_l``, ``h_l = σ_α(z_l)``. A computed
+``γ_k = k u/(1 − k u)``, :func:`~biasfree.core.precision.gamma`). Write
+``z_l = A_l h_{l−1} + b_l``, ``h_l = σ_α(z_l)``. A computed
 sum of k products errs by at most ``γ_k |A||h|`` whatever its order (direct sums: dense
 products and direct convolutions; an FFT convolution is not covered); ``σ_α`` is
 1-Lipschitz elementwise and costs one rounding (α z); adding b costs one. By induction
@@ -47,7 +48,7 @@ import numpy as np
 from .. import _validate as validate
 from ..core.layers import Params
 from ..core.nets import _check_apply, _even_part, _forward, _odd_part, effective_rank, has_bias
-from ..core.precision import precise
+from ..core.precision import gamma, precise
 
 DEFAULT_LAMBDAS = (0.1, 3.0, 7.0)
 """Default scales λ: no power of two, for which fl(λx) is exact and the check could pass bitwise."""
@@ -141,10 +142,6 @@ def participation_ratio(sv) -> np.ndarray:
     return np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
 
 
-def _gamma(k: int, u: float) -> float:
-    return k * u / (1.0 - k * u)
-
-
 def _abs_forward(params: Params, X) -> jax.Array:
     """``G(x)`` on the rows of X (N, p): the forward pass with |A_l|, |b_l|, |x| and no σ."""
     G = jnp.abs(X)
@@ -222,8 +219,8 @@ def local_linear(params: Params, X, alpha, *, lambdas=DEFAULT_LAMBDAS,
     scale = float(np.max(np.abs(F)))
     lam_ = lam[:, None, None]
     gap = FL - lam_ * F  # (λ, N, p)
-    hom_bound = _gamma(K + 3, u) * (GL + lam_ * G)
-    euler_bound = _gamma(3 * K + d + 2, u) * G
+    hom_bound = gamma(K + 3, u) * (GL + lam_ * G)
+    euler_bound = gamma(3 * K + d + 2, u) * G
     energy = float(np.mean(np.sum(F**2, axis=1)))
 
     def rel(x):  # an amplitude relative to the output's scale

@@ -4,68 +4,37 @@ measured random-init, minibatch and stage-like-learning parts (module doc there)
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import numpy as np
-import optax
 
 from ... import theory
+from ...analysis.optax_training import NAMED
 from ...core.data import Dataset, symmetrize
 from ...core.inits import init_gaussian, pair_up
 from ...core.moments import whiten
+from ...core.precision import chain_length, gamma
 from ...core.targets import teacher_matrix
 from ...core.twin import linear_twin, slope_factor
-from ...dynamics.optimiser_twin import PROBE_RHOS, measure_degree, optimiser_twin, twin_scale
+from ...dynamics.optimiser_twin import measure_degree, optimiser_twin, probe_rhos, twin_scale
 from ...dynamics.optimisers import train
 from ...results import Result, at_most
 from ..base import Progress, _quiet
 from ..checks import crossing_time
 from . import BATCHED, IDENTITY, LABELS, MEASURED, MODES, SWEEP, Config
 
-EPS = float(np.finfo(np.float64).eps)
 REL = 1e-7
 """Relative size of the jiggle (random signs) of init and data that measures a run's response."""
-MOMENTUM = 0.9
-
-
-def _gamma(k: int) -> float:
-    """``γ_k = k ε / (1 − k ε)``: relative error bound of a sum of k products (Higham §3.1)."""
-    return k * EPS / (1 - k * EPS)
-
-
-def _chain_length(params, n_points: int) -> int:
-    """The longest chain of sums behind one gradient entry of a bias-free layered net: the
-    forward sums (fan-ins), the backward ones (fan-outs), the sum over ``n_points`` and 4
-    for the residual, 1/N, ½ and the decay (tests/roundoff.py's ``chain_length``)."""
-    return n_points + 4 + sum(sum(np.shape(layer.W)[-2:]) for layer in params)
 
 
 def factories(cfg: Config) -> dict:
-    """Each optimiser as a factory ``rho -> GradientTransformation`` for gradients ×ρ and
-    weights ×1/ρ: ε ×ρ, decoupled decay ×ρ^{1+κ} (κ = 0 for Adam, AdamW, Lion, Muon)."""
-    return {
-        "sgd": lambda rho: optax.sgd(cfg.lr_sgd),
-        "momentum": lambda rho: optax.sgd(cfg.lr_momentum, momentum=MOMENTUM),
-        "nesterov": lambda rho: optax.sgd(cfg.lr_momentum, momentum=MOMENTUM, nesterov=True),
-        "adam": lambda rho: optax.adam(cfg.lr_adam, eps=1e-8 * rho),
-        "sign_sgd": lambda rho: optax.sign_sgd(cfg.lr_sign),
-        "lion": lambda rho: optax.lion(cfg.lr_lion, weight_decay=cfg.decay * rho),
-        "adamw": lambda rho: optax.adamw(cfg.lr_adam, eps=1e-8 * rho, weight_decay=cfg.decay * rho),
-        "muon": lambda rho: optax.contrib.muon(cfg.lr_muon, eps=1e-8 * rho),
-    }
-
-
-def _jitted(make):
-    """``make`` with each ρ's optimiser built once and its ``init`` and ``update`` jitted: the
-    κ probe of :func:`measure_degree` then compiles Muon's Newton–Schulz once per ρ instead of
-    dispatching it op by op (about 60 s eagerly on 2 loaded cores; the same arithmetic)."""
-
-    @functools.cache
-    def build(rho):
-        opt = make(rho)
-        return optax.GradientTransformation(jax.jit(opt.init), jax.jit(opt.update))
-    return build
+    """Each optimiser of the claim, in its order, as a factory ``rho -> GradientTransformation``
+    for gradients ×ρ and weights ×1/ρ: the CLI's :data:`~biasfree.analysis.optax_training.NAMED`
+    (ε ×ρ, decoupled decay ×ρ^{1+κ}; κ = 0 for Adam, AdamW, Lion, Muon) at the config's steps
+    and, for Lion and AdamW, its ``decay``."""
+    steps = {"sgd": cfg.lr_sgd, "momentum": cfg.lr_momentum, "nesterov": cfg.lr_momentum, "adam": cfg.lr_adam,
+             "sign_sgd": cfg.lr_sign, "lion": cfg.lr_lion, "adamw": cfg.lr_adam, "muon": cfg.lr_muon}
+    return {name: NAMED[name](lr, weight_decay=cfg.decay) if name in ("lion", "adamw") else NAMED[name](lr)
+            for name, lr in steps.items()}
 
 
 class _Opt:
@@ -76,9 +45,7 @@ class _Opt:
     instead of c^{(1+κ)/2}, constants unscaled): the naive twin, and no new program."""
 
     def __init__(self, name: str, make, alpha: float):
-        rho = 1.0 / twin_scale(alpha)
-        self.kappa = measure_degree(_jitted(make) if name == "muon" else make,
-                                    PROBE_RHOS + ((rho,) if rho != 1.0 else ()), name=name)
+        self.kappa = measure_degree(make, probe_rhos(alpha), name=name)
         self.net = make(1.0)
         self.twin = optimiser_twin(make, alpha, degree=self.kappa)
 
@@ -142,7 +109,7 @@ class _Problem:
         by_init = self.run(moved, o.net, self.cfg.alpha, steps=steps, **kw)
         by_data = self.run(params, o.net, self.cfg.alpha, steps=steps,
                            data=Dataset(*symmetrize(jiggle(self.Xp), jiggle(self.Yp))), **kw)
-        g = 2 * _gamma(_chain_length(params, 2 * self.cfg.n))
+        g = 2 * gamma(chain_length(params, 2 * self.cfg.n))
         out = {}
         for name, ref, a, b in (("loss", base["loss"], by_init.loss, by_data.loss),
                                 ("params", base["params"], _flat(by_init.params), _flat(by_data.params))):
@@ -212,7 +179,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
         pair_run = prob.lockstep(o, prob.pair, control=name != "muon")
         ident[name] = _identity(pair_run)
         if name == "adam":  # ε left unscaled (degree 0 given: nothing refuses it), measured
-            unscaled = optax.chain(o.net, optax.scale(prob.a))
+            unscaled = optimiser_twin(o.net, cfg.alpha, degree=0)
             tw = prob.run(linear_twin(prob.pair, cfg.alpha), unscaled, 1.0)
             dl = np.abs(pair_run["loss"] - np.asarray(tw.loss))  # against the same net run's bound
             ident["adam_unscaled_eps"] = {"gap": _gap(pair_run["loss"], tw.loss),
@@ -221,9 +188,13 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
         if name in BATCHED:
             progress(f"{LABELS[name]}: minibatches")
             key = jax.random.fold_in(k_batch, BATCHED.index(name))
-            ident[f"mirrored_{name}"] = _identity(prob.lockstep(o, prob.pair, batch_size=cfg.batch_size,
-                                                                key=key))
+            checked = prob.lockstep(o, prob.pair, batch_size=cfg.batch_size, key=key)
+            ident[f"mirrored_{name}"] = _identity(checked)
             for b in cfg.batch_sizes:
+                if b == cfg.batch_size:  # the checked run and its random-batch control: the same runs
+                    batches[name, b, True] = _gap(checked["loss"], checked["twin_loss"])
+                    batches[name, b, False] = _gap(checked["control_net_loss"], checked["control_loss"])
+                    continue
                 for mirrored in (True, False):
                     r = prob.lockstep(o, prob.pair, control=False, bound=False, batch_size=b, key=key,
                                       mirrored_batches=mirrored)
