@@ -263,7 +263,7 @@ def analyse(
     train_steps: Annotated[int, typer.Option(help="also train K steps beside the twin (0: no)")] = 0,
     optimiser: Annotated[str, typer.Option(help="with --train-steps: gd or an optax one (sgd, momentum, "
                                                 "nesterov, adam, adamw, rmsprop, sign_sgd, lion, muon), its "
-                                                "twin by biasfree.optimiser_twin (ε and decay scaled)")] = "gd",
+                                                "twin by biasfree.optimiser_twin (ε, decay scaled)")] = "gd",
     batch_size: Annotated[int | None, typer.Option(help="with --optimiser: points per step, drawn as "
                                                         "mirror pairs (default: full batch)")] = None,
     lr: Annotated[float | None, typer.Option(help="step η (default: ¼ of the estimated stability limit "
