@@ -23,6 +23,7 @@ from ..core.data import Dataset
 from ..dynamics.gd import record_steps
 from ..dynamics.optimiser_twin import (
     HOMOGENEITY_RTOL,
+    PROBE_RHOS,
     NotHomogeneousError,
     _name,
     measure_degree,
@@ -145,17 +146,16 @@ def with_degree(cfg: OptaxConfig, alpha: float, depth: int) -> OptaxConfig:
     """``cfg`` with κ and ``twin_note`` set: κ measured
     (:func:`~biasfree.dynamics.optimiser_twin.measure_degree`) unless given. A plain
     optimiser that is not homogeneous (Adam with its ε = 1e-8 fixed) gets the κ of its
-    updates on unit-size gradients, where ε is negligible (the refusal's κ at probe scale 1,
-    ρ = 3), rounded to an integer, and the
-    note says the twin is then approximate; a factory that is not homogeneous is refused
-    (its ρ-scaling is wrong)."""
+    updates on unit-size gradients, where ε is negligible (the refusal's κ at probe scale 1
+    and the first of :data:`PROBE_RHOS`), rounded to an integer, and the note says the twin is
+    then approximate; a factory that is not homogeneous is refused (its ρ-scaling is wrong)."""
     if cfg.degree is not None:
         return dataclasses.replace(cfg, twin_note=f"κ = {cfg.degree:g} as given")
     try:
         kappa = measure_degree(cfg.make, probe_rhos(alpha, depth), name=cfg.label)
         note = f"κ = {kappa:g} measured: the twin optimiser is exact (docs/theory.md §9)"
     except NotHomogeneousError as refused:
-        kappa = refused.kappas[1.0, 3.0]  # unit-size gradients (ε negligible), ρ = 3
+        kappa = refused.kappas[1.0, PROBE_RHOS[0]]  # unit-size gradients (ε negligible), ρ = 3
         if cfg.factory or not math.isfinite(kappa):
             raise
         kappa = float(round(kappa))
