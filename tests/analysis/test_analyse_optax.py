@@ -12,6 +12,7 @@ from roundoff import EPS, chain_length, loss_eval_gap
 from typer.testing import CliRunner
 
 import biasfree as bf
+from biasfree.analysis import optax_training
 from biasfree.analysis import verdict as vd
 from biasfree.analysis.optax_training import NAMED, OptaxConfig, with_degree
 from biasfree.app.cli import app
@@ -93,7 +94,6 @@ def test_every_named_optimiser_gets_an_exact_kappa(name):
 
 
 def test_bad_optimisers_are_refused_before_any_training(data, monkeypatch):
-    from biasfree.analysis import optax_training
 
     def never(*a, **k):
         raise AssertionError("trained")
@@ -124,3 +124,35 @@ def test_the_cli_trains_with_an_optimiser_and_refuses_bad_names(data, tmp_path):
         res = runner.invoke(app, ["analyse", str(model), "--data", str(d), *args,
                                   "--out", str(tmp_path / "x")])
         assert res.exit_code == 2 and "error" in res.output, (args, res.output)
+
+
+def test_a_sampled_gap_names_its_records_in_the_evidence_and_the_answer(data, monkeypatch):
+    monkeypatch.setattr(optax_training, "EVERY_STEP_MAX", 10)  # 50 steps > 10: 11 records
+    pair = bf.pair_up(bf.init_gaussian(jax.random.PRNGKey(0), (4, 8, 2), 0.1))
+    res = bf.analyse(pair, data, alpha=0.0, train=bf.OptaxConfig(_adam, steps=50, n_records=11, name="adam"))
+    j = res.verdict.training
+    assert res.prediction.trained.t.size == 11 and j.level == vd.EXACT
+    assert "11 evenly spaced steps" in j.evidence[-2].name and "11 evenly spaced steps" in j.text
+    assert "every step" not in j.text
+    full = bf.analyse(pair, data, alpha=0.0, train=bf.OptaxConfig(_adam, steps=5, name="adam"))
+    assert "at every step" in full.verdict.training.text  # 5 steps <= 10: every step recorded, and said
+
+
+def test_a_gap_to_an_approximate_twin_is_undecided_where_the_exact_twin_says_not(data):
+    net = bf.init_gaussian(jax.random.PRNGKey(1), (4, 8, 2), 0.3)  # random, not small: a real gap
+    exact = bf.analyse(net, data, alpha=0.0, train=bf.OptaxConfig(_adam, steps=200, name="adam"))
+    plain = bf.analyse(net, data, alpha=0.0, train=bf.OptaxConfig(optax.adam(1e-2), steps=200, name="adam"))
+    for res in (exact, plain):  # both sides of the threshold rule are on the same side: above 0.3%
+        assert res.prediction.trained.gap_to_twin > vd.PAPER_LEVEL
+    assert exact.verdict.training.level == vd.NOT
+    j = plain.verdict.training
+    assert j.level == vd.UNDECIDED, j.text
+    assert "approximate twin" in j.text and "factory" in j.text and "> 0.3%" in j.text
+
+
+def test_an_optax_run_reports_progress_around_its_two_compiled_runs(data):
+    seen = []
+    pair = bf.pair_up(bf.init_gaussian(jax.random.PRNGKey(0), (4, 8, 2), 0.1))
+    bf.analyse(pair, data, alpha=0.0, train=bf.OptaxConfig(_adam, steps=20, name="adam"),
+               progress=lambda k, n: seen.append((k, n)))
+    assert seen == [(0, 40), (20, 40), (40, 40)]
