@@ -94,7 +94,6 @@ def test_every_named_optimiser_gets_an_exact_kappa(name):
 
 
 def test_bad_optimisers_are_refused_before_any_training(data, monkeypatch):
-
     def never(*a, **k):
         raise AssertionError("trained")
 
