@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import queue
 import time
+import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING
 from .sweep_cluster import WORKER_ENV, WORKER_TIMEOUT_S, NoWorkers, dask_client, wait_for_workers
 from .sweep_spec import Point, Spec, SpecError, parse_spec, plan_points, point_key, read_spec
 from .sweep_table import load_sweep, save_point, saved, write_table
-from .sweep_tasks import MAX_GROUP, format_tb, group_points, run_points
+from .sweep_tasks import MAX_GROUP, group_points, run_points
 
 if TYPE_CHECKING:
     from .pipeline import Crash
@@ -218,8 +219,9 @@ def _collect(tasks: _Tasks, out: Path, counts: Counts, failed: list, progress, l
                     for p in group:
                         tasks.submit([p])
                 else:  # its worker died: the crash record has no elapsed time
-                    p = group[0]
-                    ran = crash(p.planned, p.seed, exc, format_tb(exc, fut.traceback(timeout=60)), None)
+                    p, tb = group[0], fut.traceback(timeout=60) or exc.__traceback__
+                    text = "".join(traceback.format_exception(type(exc), exc, tb))
+                    ran = crash(p.planned, p.seed, exc, text, None)
                     save_point(out, p, ran, 0.0)
                     _failed(p, ran, counts, failed, log)
             fut.release()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import os
 import time
-import traceback
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -42,11 +41,6 @@ def run_points(items: list[tuple], figures: bool = False) -> dict:
     done = [{"key": key, "ran": run_point(planned, seed, figure=figures, render=True)}
             for key, planned, seed in items]
     return {"points": done, "start": start, "end": time.time(), "worker": _worker_address()}
-
-
-def format_tb(exc: BaseException, tb=None) -> str:
-    """A traceback as text (``tb``: a traceback object, e.g. from a Dask future)."""
-    return "".join(traceback.format_exception(type(exc), exc, tb if tb is not None else exc.__traceback__))
 
 
 def _use_compile_cache() -> None:
