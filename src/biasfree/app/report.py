@@ -117,20 +117,17 @@ def _config_line(res: Result) -> str:
 
 def _checks_table(res: Result) -> str:
     units = any(c.unit for c in res.checks.values())  # results saved before units had none
-    rows = []
-    for k, c in res.checks.items():
-        ok = c.passed
-        op = "≤" if c.op == "<=" else "≥"
-        rows.append(
-            f'<tr class="{"pass" if ok else "fail"}" id="{anchor(res.experiment)}--{html.escape(k)}">'
-            f"<td class=name><code>{_breakable(k)}</code></td>"
-            f"<td>{html.escape(c.claim)}</td><td class=num>{c.value:.3g}</td>"
-            f"<td class=num>{op} {c.threshold:.3g}</td>"
-            + (f"<td>{html.escape(c.unit)}</td>" if units else "") +
-            f'<td class="{"ok" if ok else "bad"}">{"pass" if ok else "FAIL"}</td></tr>')
+    rows = "".join(
+        f'<tr class="{"pass" if c.passed else "fail"}" id="{anchor(res.experiment)}--{html.escape(k)}">'
+        f"<td class=name><code>{_breakable(k)}</code></td>"
+        f"<td>{html.escape(c.claim)}</td><td class=num>{c.value:.3g}</td>"
+        f"<td class=num>{'≤' if c.op == '<=' else '≥'} {c.threshold:.3g}</td>"
+        + (f"<td>{html.escape(c.unit)}</td>" if units else "") +
+        f'<td class="{"ok" if c.passed else "bad"}">{"pass" if c.passed else "FAIL"}</td></tr>'
+        for k, c in res.checks.items())
     return ("<table class=checks><tr><th>check</th><th>what passing shows</th><th>value</th>"
             "<th>threshold</th>" + ("<th>unit</th>" if units else "") + "<th>result</th></tr>"
-            + "".join(rows) + "</table>")
+            + rows + "</table>")
 
 
 def claims_of(res: Result) -> tuple[str, str]:
