@@ -55,7 +55,6 @@ def atomic_write(path: Path, write) -> None:
     os.close(fd)
     try:
         _write_file(Path(tmp), write)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be shared
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -144,6 +143,7 @@ def _write_file(path: Path, write) -> None:
         write(fh)
         fh.flush()
         os.fsync(fh.fileno())
+    os.chmod(path, 0o644)  # mkstemp makes 0600, open() 0666 less the umask; results are shared
 
 
 def save(result: Result, out_dir, elapsed_s: float, figure=None, *, name: str | None = None
@@ -217,7 +217,6 @@ def write_folder(out_dir, name: str, writers: dict) -> list[Path]:
     try:
         for f, write in writers.items():
             _write_file(tmp / f, write)
-            os.chmod(tmp / f, 0o644)
         os.chmod(tmp, 0o755)  # mkdtemp makes 0700; results are meant to be shared
         _fsync_dir(tmp)
         if folder.exists():
