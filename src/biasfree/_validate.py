@@ -313,10 +313,8 @@ def writable_folder(name: str, path) -> Path:
         raise ValueError(f"{name}={str(path)!r} is a file, not a folder: choose a folder path")
     created = []
     try:
-        for parent in (*reversed(path.parents), path):
-            if not parent.exists():
-                parent.mkdir()
-                created.append(parent)
+        created = [p for p in (*reversed(path.parents), path) if not p.exists()]
+        path.mkdir(parents=True, exist_ok=True)
         probe = path / f".biasfree-write-test-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
