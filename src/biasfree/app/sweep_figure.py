@@ -115,15 +115,14 @@ def done_line(df) -> str:
     return f"{int(status.get('done', 0))} of {len(df)} points done" + "".join(f", {e}" for e in extra)
 
 
-def _slices(done, skip=("alphas",)):
-    """The done rows grouped by every swept field but the seed and ``skip``:
-    ``[(label, rows)]``."""
-    grid = [g for g in done.attrs.get("grid", []) if g not in skip]
+def _slices(done):
+    """The done rows grouped by every swept field but the seed and ``alphas`` (pandas >= 2
+    names each group by a tuple, also for one field): ``[(label, rows)]``."""
+    grid = [g for g in done.attrs.get("grid", []) if g != "alphas"]
     if not grid:
         return [("", done)]
-    keys = [done[g].map(_hashable) for g in grid]
-    return [(", ".join(f"{g}={v}" for g, v in zip(grid, k if len(grid) > 1 else [k], strict=True)), rows)
-            for k, rows in done.groupby(keys if len(keys) > 1 else keys[0], sort=False)]
+    return [(", ".join(f"{g}={v}" for g, v in zip(grid, k, strict=True)), rows)
+            for k, rows in done.groupby([done[g].map(_hashable) for g in grid], sort=False)]
 
 
 def _slice_gaps(rows, points_dir):
