@@ -189,15 +189,15 @@ def slope(x, name: str = "alpha", *, array_ok: bool = False):
     return float(a) if a.ndim == 0 else a
 
 
-def layer_widths(x, name: str = "widths", *, min_len: int = 3) -> tuple[int, ...]:
-    """Layer sizes ``(d, n_1, ..., p)``: a sequence of at least ``min_len`` whole numbers >= 1
+def layer_widths(x) -> tuple[int, ...]:
+    """Layer sizes ``(d, n_1, ..., p)``: a sequence of at least 3 whole numbers >= 1
     (4.0 is 4; 4.5, True and "4" are refused, never rounded)."""
     if isinstance(x, str | bytes) or not isinstance(x, tuple | list | np.ndarray):
-        raise TypeError(f"{name}={x!r} must be a tuple of layer sizes (d, n_1, ..., p), "
+        raise TypeError(f"widths={x!r} must be a tuple of layer sizes (d, n_1, ..., p), "
                         f"not {type(x).__name__}")
-    w = tuple(integer(f"{name}[{i}]", n, 1) for i, n in enumerate(x))
-    if len(w) < min_len:
-        raise ValueError(f"{name}={x!r}: give (d, n_1, ..., p) with at least one hidden layer "
+    w = tuple(integer(f"widths[{i}]", n, 1) for i, n in enumerate(x))
+    if len(w) < 3:
+        raise ValueError(f"widths={x!r}: give (d, n_1, ..., p) with at least one hidden layer "
                          "(depth L >= 2) and every size >= 1")
     return w
 
@@ -238,7 +238,7 @@ def traced(*trees) -> bool:
     return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(trees))
 
 
-def key(x, name: str = "key"):
+def key(x):
     """A JAX PRNG key: ``jax.random.PRNGKey(seed)`` (uint32 (2,)) or ``jax.random.key(seed)``."""
     import jax
 
@@ -247,33 +247,32 @@ def key(x, name: str = "key"):
     arr = isinstance(x, jax.Array | np.ndarray)
     if not (arr and (x.ndim == 0 if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
                      else x.dtype == np.uint32 and x.shape == (2,))):
-        raise TypeError(f"{name}={x!r} must be a JAX random key: pass jax.random.PRNGKey(seed) "
+        raise TypeError(f"key={x!r} must be a JAX random key: pass jax.random.PRNGKey(seed) "
                         "(an integer seed is not a key)")
     return x
 
 
-def data(X, Y, *, x_name: str = "X", y_name: str = "Y", y_1d: bool = True):
+def data(X, Y, *, y_1d: bool = True):
     """Inputs ``X`` (N, d) and targets ``Y`` (N, p): finite, non-empty, the same number of
     rows; a 1-D Y is read as (N, 1) if ``y_1d``, else refused. Returned as float arrays
     (traced arguments get the shape checks only and are returned as they are)."""
     if not traced(X, Y):
-        X = _numeric(x_name, X, "an array of inputs (N, d)")
-        Y = _numeric(y_name, Y, "an array of targets (N, p)")
+        X = _numeric("X", X, "an array of inputs (N, d)")
+        Y = _numeric("Y", Y, "an array of targets (N, p)")
         if Y.ndim == 1 and y_1d:
             Y = Y[:, None]
     xs, ys = np.shape(X), np.shape(Y)
     if len(xs) != 2:
-        raise ValueError(f"inputs {x_name} must have shape (N, d), got {xs}; reshape 1-D x to (N, 1)")
+        raise ValueError(f"inputs X must have shape (N, d), got {xs}; reshape 1-D x to (N, 1)")
     if len(ys) != 2:
-        raise ValueError(f"targets {y_name} must have shape (N, p), got {ys}; use {y_name}[:, None] "
-                         "for p = 1")
+        raise ValueError(f"targets Y must have shape (N, p), got {ys}; use Y[:, None] for p = 1")
     if 0 in (xs[0], xs[1], ys[1]):
-        raise ValueError(f"{x_name}, {y_name}: the data set is empty ({x_name} {xs}, {y_name} {ys}): "
+        raise ValueError(f"X, Y: the data set is empty (X {xs}, Y {ys}): "
                          "give at least one row, one input and one target column")
     if xs[0] != ys[0]:
-        raise ValueError(f"{x_name} has {xs[0]} rows but {y_name} has {ys[0]}: one target per input")
+        raise ValueError(f"X has {xs[0]} rows but Y has {ys[0]}: one target per input")
     if not traced(X, Y):
-        for name, A in ((x_name, X), (y_name, Y)):
+        for name, A in (("X", X), ("Y", Y)):
             bad = ~np.isfinite(A)
             if bad.any():
                 raise ValueError(f"{name} holds {int(bad.sum())} NaN/inf values (first in row "
