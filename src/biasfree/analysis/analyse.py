@@ -415,8 +415,8 @@ def _train(params, pred: Prediction, a, X, Y, cfg, modes, loss0, reg: Regime, bu
     # (the paper's L(0)), the zero function's loss for a net that already fits (a trained net)
     L0 = max(loss0, 0.5 * modes.y_power, 1e-300)
     if isinstance(cfg, OptaxConfig):  # no flow curve to compare with: the prediction is for GD
-        run = train_optax(params, pred.twin, a, X, Y, cfg, progress)  # bounded by cfg.steps, no budget
-        t, predicted, trainer = run.t, np.full(run.t.shape, np.nan), f"{cfg.label} (κ = {run.kappa:g})"
+        run, t = train_optax(params, pred.twin, a, X, Y, cfg, progress)  # bounded by cfg.steps, no budget
+        predicted, trainer = np.full(t.shape, np.nan), f"{cfg.label} (κ = {cfg.degree:g})"
     else:
         run = train_with_twin(params, pred.twin, X, Y, alpha=a, lr=cfg.lr, time_scale=pred.time_scale,
                               steps=cfg.steps, n_records=cfg.n_records, loss=cfg.loss,

@@ -31,6 +31,7 @@ from ..dynamics.optimiser_twin import (
     probe_rhos,
 )
 from ..dynamics.optimisers import train
+from ..dynamics.twin_training import PairedRun
 
 EVERY_STEP_MAX = 5000
 """Runs of up to this many steps are recorded at every step (the gap's maximum over every
@@ -123,25 +124,6 @@ def _is_transformation(obj) -> bool:
     return hasattr(obj, "init") and hasattr(obj, "update")
 
 
-@dataclass(frozen=True)
-class OptaxRun:
-    """Both runs at the record steps ``k``: ``loss``, ``twin_loss``, ``even_energy``, ``t``
-    (η k when η is known, else k), the net's final ``params``, the twin optimiser's degree
-    ``kappa``, ``gap_max`` max |L − L_twin| over the records (loss units, as
-    :class:`~biasfree.dynamics.twin_training.PairedRun`'s), at step ``gap_step``; ``steps`` run."""
-
-    k: np.ndarray
-    t: np.ndarray
-    loss: np.ndarray
-    twin_loss: np.ndarray
-    even_energy: np.ndarray
-    params: object
-    kappa: float
-    gap_max: float
-    gap_step: int
-    steps: int
-
-
 def with_degree(cfg: OptaxConfig, alpha: float, depth: int) -> OptaxConfig:
     """``cfg`` with κ and ``twin_note`` set: κ measured
     (:func:`~biasfree.dynamics.optimiser_twin.measure_degree`) unless given. A plain
@@ -166,14 +148,16 @@ def with_degree(cfg: OptaxConfig, alpha: float, depth: int) -> OptaxConfig:
     return dataclasses.replace(cfg, degree=kappa, twin_note=note)
 
 
-def train_optax(params, twin, alpha: float, X, Y, cfg: OptaxConfig, progress=None) -> OptaxRun:
+def train_optax(params, twin, alpha: float, X, Y, cfg: OptaxConfig,
+                progress=None) -> tuple[PairedRun, np.ndarray]:
     """``params`` (slope ``alpha``) under ``cfg.optimiser`` beside ``twin`` (α = 1) under its
-    twin optimiser of degree ``cfg.degree`` (:func:`with_degree`), on the same batches; the gap
-    in loss units (the caller divides by its reference loss). Each run is one compiled loop of
-    ``cfg.steps`` steps, so its time is bounded by them (no time budget applies); ``progress(k,
-    2K)`` is called before, between and after the two runs."""
-    kappa = cfg.degree
-    twin_opt = optimiser_twin(cfg.optimiser, alpha, len(params), kappa)
+    twin optimiser of degree ``cfg.degree`` (:func:`with_degree`), on the same batches:
+    ``(run, t)``, the record times ``t`` (η k when η is known, else k) and ``run`` as GD's
+    :class:`~biasfree.dynamics.twin_training.PairedRun`, its gap in loss units (the caller
+    divides by its reference loss) and the maximum over the records.
+    Each run is one compiled loop of ``cfg.steps`` steps, so its time is bounded by them (no
+    time budget applies); ``progress(k, 2K)`` is called before, between and after the two runs."""
+    twin_opt = optimiser_twin(cfg.optimiser, alpha, len(params), cfg.degree)
     R = cfg.steps + 1 if cfg.steps <= EVERY_STEP_MAX else cfg.n_records
     key = None if cfg.batch_size is None else jax.random.PRNGKey(cfg.seed)
     data = Dataset(X, Y)
@@ -189,6 +173,6 @@ def train_optax(params, twin, alpha: float, X, Y, cfg: OptaxConfig, progress=Non
     gaps = np.abs(loss - twin_loss)
     i = int(np.argmax(gaps))
     k = record_steps(cfg.steps, R, "linear")
-    return OptaxRun(k=k, t=np.asarray(net.t), loss=loss, twin_loss=twin_loss,
-                    even_energy=np.asarray(net.even_energy), params=net.params, kappa=float(kappa),
-                    gap_max=float(gaps[i]), gap_step=int(k[i]), steps=cfg.steps)
+    run = PairedRun(cfg.steps, k, loss, twin_loss, np.asarray(net.even_energy), float(gaps[i]), int(k[i]),
+                    net.params, tw.params)
+    return run, np.asarray(net.t)
