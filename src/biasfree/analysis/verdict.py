@@ -41,12 +41,9 @@ RICH_MOVEMENT = 1.0
 """Relative first-layer movement ‖W₁(T) − W₁(0)‖/‖W₁(0)‖ from which training is called rich (§6.3)."""
 
 
-Evidence = Check
-"""One deciding number: :class:`biasfree.results.Check` with its ``name``; ``claim`` says
-what passing means, with its docs/theory.md section."""
-
-
 def evidence(name: str, value: float, threshold: float, meaning: str, op: str = "<=") -> Check:
+    """One deciding number: :class:`biasfree.results.Check` with its ``name``; ``claim`` says
+    what passing means, with its docs/theory.md section."""
     return Check(float(value), float(threshold), meaning, op, name=name)
 
 
@@ -60,7 +57,7 @@ class Judgement:
     level: str
     kind: str
     reasons: tuple[str, ...]
-    evidence: tuple[Evidence, ...]
+    evidence: tuple[Check, ...]
     notes: tuple[str, ...]
     text: str
 
@@ -74,10 +71,6 @@ def judgement(kind: str, level: str, reasons, ev, notes=(), summary: str = "") -
     body = "; ".join(reasons) if reasons else summary
     return Judgement(level, kind, tuple(reasons), tuple(ev), tuple(notes),
                      f"{kind}: {level}" + (f" — {body}" if body else ""))
-
-
-def worst(*levels: str) -> str:
-    return max(levels, key=LEVELS.index)
 
 
 @dataclass(frozen=True)
@@ -117,7 +110,7 @@ def combine(function: Judgement, training: Judgement | None,
         deciding = [function, training]
         question = "the function now and what training from the given weights would do"
     deciding = [j for j in deciding if j is not None]
-    level = worst(*(j.level for j in deciding))
+    level = max((j.level for j in deciding), key=LEVELS.index)  # the worst
     fails = tuple(r for j in deciding for r in j.reasons)
     shown = [j for j in (function, training, trained_function, history) if j is not None]
     text = f"{level.upper()}. " + " | ".join(j.text for j in shown)
@@ -210,13 +203,8 @@ class Facts:
         return (not self.has_bias and self.function.level == EXACT and self.mirror_violation <= ROUND_OFF
                 and (self.alpha == 1.0 or self.target_even_fraction <= ROUND_OFF_ENERGY))
 
-    def stationary(self) -> str:
-        return (f"relative gradient norm ‖∇L‖·‖θ‖/(½<||y||²>) = {self.grad_rel:.3g}"
-                + (" (a stationary point to round-off: continued GD leaves the net where it is)"
-                   if self.grad_rel <= ROUND_OFF else ""))
 
-
-def _structural(f: Facts) -> tuple[list[Evidence], list[str], list[str]]:
+def _structural(f: Facts) -> tuple[list[Check], list[str], list[str]]:
     """Evidence, proven departures from the twin (positive evidence for "not") and notes that
     the prediction and the measurement share."""
     ev = [evidence("mirror violation of the inputs X (relative)", f.mirror_violation, NEAR_SYMMETRIC,
@@ -258,7 +246,9 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
     (fractions of L(θ)) decides: effectively linear when its high end is ≤ 0.3%, not when
     its low end is above, else undecided."""
     ev, fails, notes = _structural(f)
-    notes.append(f.stationary() + " (reported, not judged)")
+    notes.append(f"relative gradient norm ‖∇L‖·‖θ‖/(½<||y||²>) = {f.grad_rel:.3g}"
+                 + (" (a stationary point to round-off: continued GD leaves the net where it is)"
+                    if f.grad_rel <= ROUND_OFF else "") + " (reported, not judged)")
     if fails:
         return judgement(kind, NOT, fails, ev, notes)
     if f.alpha == 1.0:
