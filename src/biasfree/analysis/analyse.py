@@ -174,7 +174,6 @@ class _State:
     regime: Regime
     loss0: float
     split: _Split
-    structure: str | None
 
 
 def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -> _State:
@@ -201,7 +200,7 @@ def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -
                                  output_ratio=np.sqrt(sp.energy / modes.y_power) if modes.y_power else np.nan)
     loss0 = 0.5 * _energy(Y - sp.outputs)
     regime = Regime(init_gain=gain, s1=s1, init_ratio=ratio, small_init=ratio <= vd.SMALL_INIT)
-    return _State(net, function, regime, loss0, sp, structure)
+    return _State(net, function, regime, loss0, sp)
 
 
 def _facts(st: _State, ctx: _Context, params, X, Y, a, pred: Prediction | None) -> vd.Facts:
@@ -210,7 +209,7 @@ def _facts(st: _State, ctx: _Context, params, X, Y, a, pred: Prediction | None) 
     return vd.Facts(st.net.depth, a, st.net.has_bias, d.mirror_violation_inputs, d.target_even_fraction,
                     d.linear_fraction, st.regime.init_ratio, st.function, ctx.floor, st.loss0,
                     float("nan") if pred is None else pred.twin_loss0, ref,
-                    rg.gradient_norm(params, X, Y, a) / ref, st.structure, is_conv(params))
+                    rg.gradient_norm(params, X, Y, a) / ref, st.net.structure, is_conv(params))
 
 
 def _start(init, a: float, params: Params) -> Params:
@@ -400,7 +399,7 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, bu
     twin0 = 0.5 * _energy(Y - outputs(twin, X, 1.0))
     g = (rg.growth_even_energy(params, X, Y, st.net.c, modes.B)
          if L == 2 and a != 1.0 and modes.linear_fraction > PAPER_LEVEL else rg.GrowthEstimate(0, 0, 0, 1))
-    if st.structure == PAIRS:  # a unit and its mirror cancel in f_even, remainder and all: κ = 0
+    if st.net.structure == PAIRS:  # a unit and its mirror cancel in f_even, remainder and all: κ = 0
         g = rg.GrowthEstimate(g.energy, g.energy, g.energy, g.gain)
     return Prediction(twin=twin, weight_scale=ws, time_scale=ks, reference=curve.reference, exact=bool(exact),
                       note=note, t=np.asarray(t)[:len(curve.loss)], loss=np.asarray(curve.loss),
