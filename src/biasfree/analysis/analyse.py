@@ -37,7 +37,7 @@ from ..core.symmetry import asymmetry, max_row_norm, mirror_violation
 from ..core.twin import slope_factor, twin_scales
 from ..dynamics import GDConfig
 from ..dynamics.twin_training import relative_movement, row_alignment, train_with_twin
-from ..expressivity.decomposition import Decomposition, OddFit, odd_fit_of
+from ..expressivity.decomposition import Decomposition, OddFit, energy, odd_fit_of
 from ..expressivity.floors import dataset_floor
 from ..expressivity.local_linear import MAX_ENTRIES, Identities, local_linear
 from . import regime as rg
@@ -82,17 +82,12 @@ class _Split:
         return self.even / self.energy if self.energy else 0.0
 
 
-def _energy(A) -> float:
-    """``<||a_n||²>``: the mean over the rows a_n of A of their squared norm."""
-    return float(np.mean(np.sum(np.asarray(A) ** 2, axis=1)))
-
-
 def _split(params: Params, X, alpha) -> _Split:
     """Energies of f, of f_even, of the best linear fit of f_odd and of its remainder."""
     F, Fm = outputs_and_mirror(params, X, alpha)  # in row blocks: no N × width array
     beta, res, dec = odd_fit_of(X, Decomposition(F, 0.5 * (F - Fm), 0.5 * (F + Fm)))
     fit = OddFit(beta, float(np.mean(res)), dec.odd_energy)
-    return _Split(_energy(F), _energy(dec.even), _energy(np.asarray(X) @ fit.beta), fit.residual,
+    return _Split(energy(F), energy(dec.even), energy(np.asarray(X) @ fit.beta), fit.residual,
                   fit.fraction, fit.beta, F)
 
 
@@ -198,7 +193,7 @@ def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -
                                  odd_nonlinear_of_odd=sp.odd_fraction_nonlinear, nonlinear_fraction=nonlin,
                                  structure=structure, depth=L, kind=kind,
                                  output_ratio=np.sqrt(sp.energy / modes.y_power) if modes.y_power else np.nan)
-    loss0 = 0.5 * _energy(Y - sp.outputs)
+    loss0 = 0.5 * energy(Y - sp.outputs)
     regime = Regime(init_gain=gain, s1=s1, init_ratio=ratio, small_init=ratio <= vd.SMALL_INIT)
     return _State(net, function, regime, loss0, sp)
 
@@ -340,7 +335,7 @@ def _history(start, params, a, X, Y, ctx: _Context, cfg, t_max, n_times, budget,
         return History(st.net, pred, judged, reg)
     tr = pred.trained
     f_given, f_rerun = outputs(params, X, a), outputs(tr.params, X, a)
-    match = _energy(f_rerun - f_given) / max(_energy(f_given), 1e-300)
+    match = energy(f_rerun - f_given) / max(energy(f_given), 1e-300)
     same = ("reproduces it" if match <= vd.PAPER_LEVEL
             else "does NOT reproduce it: other steps, data or seed?")
     note = (f"the rerun from the init ends {match:.3g} (of <f²>) from the given net ({same}; "
@@ -396,7 +391,7 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, bu
                 f"the net with σ_α replaced by its odd part c z, weights × c^((L-1)/L) = {ws:.4g}, "
                 f"time × c^(2(L-1)/L) = {ks:.4g}; " + curve.note)
     L0 = max(loss0, 1e-300)
-    twin0 = 0.5 * _energy(Y - outputs(twin, X, 1.0))
+    twin0 = 0.5 * energy(Y - outputs(twin, X, 1.0))
     g = (rg.growth_even_energy(params, X, Y, st.net.c, modes.B)
          if L == 2 and a != 1.0 and modes.linear_fraction > PAPER_LEVEL else rg.GrowthEstimate(0, 0, 0, 1))
     if st.net.structure == PAIRS:  # a unit and its mirror cancel in f_even, remainder and all: κ = 0

@@ -80,6 +80,11 @@ def compiled(f: Function, X_probe) -> Function:
         return f
 
 
+def energy(A) -> float:
+    """``<||a_n||²>``: the mean over the rows a_n of A (N, p) of their squared norm."""
+    return float(np.mean(np.sum(np.asarray(A) ** 2, axis=1)))
+
+
 @dataclass(frozen=True)
 class Decomposition:
     """``values = odd + even`` on the rows of X, each (N, p): ``odd = (f(x) - f(-x))/2``,
@@ -89,10 +94,8 @@ class Decomposition:
     odd: np.ndarray
     even: np.ndarray
 
-    odd_energy = property(lambda self: float(np.mean(np.sum(self.odd**2, axis=1))),
-                          doc="``<||f_odd||²>`` over the rows.")
-    even_energy = property(lambda self: float(np.mean(np.sum(self.even**2, axis=1))),
-                           doc="``<||f_even||²>`` over the rows.")
+    odd_energy = property(lambda self: energy(self.odd), doc="``<||f_odd||²>`` over the rows.")
+    even_energy = property(lambda self: energy(self.even), doc="``<||f_even||²>`` over the rows.")
 
 
 @precise

@@ -22,7 +22,7 @@ from .. import _validate as validate
 from ..core.data import check_covariance
 from ..core.precision import precise
 from ..core.symmetry import mirror_violation, nearest_mirror
-from .decomposition import Decomposition, Function, compiled, evaluate, odd_fit, odd_fit_of
+from .decomposition import Decomposition, Function, compiled, energy, evaluate, odd_fit, odd_fit_of
 
 
 @dataclass(frozen=True)
@@ -340,7 +340,7 @@ def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
         )
     dec = Decomposition(Y, 0.5 * (Y - Y[partner]), 0.5 * (Y + Y[partner]))
     odd = float(0.5 * np.mean(odd_fit_of(X, dec)[1]))
-    even = float(0.5 * np.mean(np.sum(dec.even**2, axis=1)))
+    even = 0.5 * dec.even_energy
     value = odd + even if float(alpha) == 1.0 else odd
     violation = mirror_violation(X)
     exact = violation <= tol
@@ -350,5 +350,5 @@ def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
             f"(multiset mirror violation {violation:.3g}); odd and even functions are not orthogonal "
             "on this set, so a net can go below this value. Symmetrise the set (biasfree.symmetrize) "
             "for an exact bound")
-    return DatasetFloor(value, odd, even, float(0.5 * np.mean(np.sum(Y**2, axis=1))), bool(exact),
+    return DatasetFloor(value, odd, even, 0.5 * energy(Y), bool(exact),
                         float(violation), note)

@@ -49,6 +49,7 @@ from .. import _validate as validate
 from ..core.layers import Params
 from ..core.nets import _check_apply, _even_part, _forward, _odd_part, effective_rank, has_bias
 from ..core.precision import gamma, precise
+from .decomposition import energy
 
 DEFAULT_LAMBDAS = (0.1, 3.0, 7.0)
 """Default scales λ: no power of two, for which fl(λx) is exact and the check could pass bitwise."""
@@ -221,14 +222,14 @@ def local_linear(params: Params, X, alpha, *, lambdas=DEFAULT_LAMBDAS,
     gap = FL - lam_ * F  # (λ, N, p)
     hom_bound = gamma(K + 3, u) * (GL + lam_ * G)
     euler_bound = gamma(3 * K + d + 2, u) * G
-    energy = float(np.mean(np.sum(F**2, axis=1)))
+    power = energy(F)
 
     def rel(x):  # an amplitude relative to the output's scale
         return x / scale if scale > 0 else (0.0 if x == 0 else float("inf"))
 
     def frac(A):  # an energy relative to <||f||²>
-        e = float(np.mean(np.sum(A**2, axis=1)))
-        return e / energy if energy > 0 else (0.0 if e == 0 else float("inf"))
+        e = energy(A)
+        return e / power if power > 0 else (0.0 if e == 0 else float("inf"))
 
     return LocalLinear(
         n_inputs=N, lambdas=lam, has_bias=has_bias(params), scale=scale,
