@@ -160,15 +160,14 @@ def _context(X, Y, a, source) -> _Context:
 
 @dataclass(frozen=True)
 class _State:
-    """One net measured on the data: its report, the function-now judgement, its regime,
-    L(θ), the odd/even split and the facts both training answers weigh (twin loss and
-    gradient filled in by :func:`_facts`)."""
+    """One net measured on the data: its report (the odd/even split included), the
+    function-now judgement, its regime and L(θ); :func:`_facts` adds the twin's loss and the
+    gradient, for the facts both training answers weigh."""
 
     net: NetReport
     function: vd.Judgement
     regime: Regime
     loss0: float
-    split: _Split
 
 
 def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -> _State:
@@ -195,7 +194,7 @@ def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -
                                  output_ratio=np.sqrt(sp.energy / modes.y_power) if modes.y_power else np.nan)
     loss0 = 0.5 * energy(Y - sp.outputs)
     regime = Regime(init_gain=gain, s1=s1, init_ratio=ratio, small_init=ratio <= vd.SMALL_INIT)
-    return _State(net, function, regime, loss0, sp)
+    return _State(net, function, regime, loss0)
 
 
 def _facts(st: _State, ctx: _Context, params, X, Y, a, pred: Prediction | None) -> vd.Facts:
@@ -368,14 +367,14 @@ def _train_config(train, params, modes, c, beta, a) -> GDConfig | OptaxConfig | 
 
 
 def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, budget) -> Prediction:
-    L, modes, sp, loss0 = depth(params), ctx.modes, st.split, st.loss0
+    L, modes, net, loss0 = depth(params), ctx.modes, st.net, st.loss0
     ws, ks = twin_scales(a, L)
     twin = scale_params(params, ws)
     floored = False
     if isinstance(cfg, GDConfig):
         t = cfg.lr * np.unique(np.linspace(0, cfg.steps, min(cfg.n_records, cfg.steps + 1)).round())
     else:
-        T, floored = (rg.default_t_max(modes, float(np.linalg.norm(st.net.beta_eff, 2)), ks, depth=L)
+        T, floored = (rg.default_t_max(modes, float(np.linalg.norm(net.beta_eff, 2)), ks, depth=L)
                       if t_max is None else (float(t_max), False))
         t = np.linspace(0.0, T, n_times)
     if L == 2 or a == 1.0:
@@ -383,7 +382,7 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, bu
         note = curve.note
         # the twin map is exact only with a zero even part on mirror-symmetric data (as a
         # multiset): reference_curve measures both and says so in curve.exact
-        exact = a == 1.0 or (curve.exact and sp.even <= 1e-24 * max(sp.energy, 1e-300))
+        exact = a == 1.0 or (curve.exact and net.even_energy <= 1e-24 * max(net.output_energy, 1e-300))
     else:
         exact = False
         curve = theory.reference_curve(twin, X, Y, ks * t, alpha=1.0, time_budget=budget)
@@ -392,9 +391,9 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, bu
                 f"time × c^(2(L-1)/L) = {ks:.4g}; " + curve.note)
     L0 = max(loss0, 1e-300)
     twin0 = 0.5 * energy(Y - outputs(twin, X, 1.0))
-    g = (rg.growth_even_energy(params, X, Y, st.net.c, modes.B)
+    g = (rg.growth_even_energy(params, X, Y, net.c, modes.B)
          if L == 2 and a != 1.0 and modes.linear_fraction > PAPER_LEVEL else rg.GrowthEstimate(0, 0, 0, 1))
-    if st.net.structure == PAIRS:  # a unit and its mirror cancel in f_even, remainder and all: κ = 0
+    if net.structure == PAIRS:  # a unit and its mirror cancel in f_even, remainder and all: κ = 0
         g = rg.GrowthEstimate(g.energy, g.energy, g.energy, g.gain)
     return Prediction(twin=twin, weight_scale=ws, time_scale=ks, reference=curve.reference, exact=bool(exact),
                       note=note, t=np.asarray(t)[:len(curve.loss)], loss=np.asarray(curve.loss),
