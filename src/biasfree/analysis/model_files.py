@@ -25,6 +25,7 @@ from ..core.inits import from_arrays
 from ..core.layers import Params, is_dense, takes_net
 from ..core.nets import has_bias
 from ..core.precision import precise
+from ..store import atomic_write
 from .model import Model, refuse
 
 LAYERS_KEY = "biasfree.layers"
@@ -259,8 +260,6 @@ def save_model(params: Params, path, *, alpha=None, metadata: Mapping | None = N
         meta["alpha"] = repr(float(alpha))
     if not is_dense(params):
         meta[LAYERS_KEY] = json.dumps(specs)
-    from ..store import atomic_write
-
     if path.suffix == ".safetensors":
         from safetensors.numpy import save
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..core.layers import Params
 from ..core.nets import _forward
+from ..theory import deep_half_time
 from ..theory.modes import Modes
 
 MODE_CUT = 1e-2
@@ -68,8 +69,6 @@ def default_t_max(modes: Modes, a0: float, time_scale: float, horizon: float = 3
     if depth == 2:
         half = np.log(np.maximum(s / a0 - 1.0, np.e)) / (2.0 * s)
     else:
-        from ..theory import deep_half_time
-
         half = np.array([deep_half_time(si, min(ai, si / 4), depth) for si, ai in zip(s, a0, strict=True)])
     return float(horizon * np.max(half) / time_scale), floored
 
