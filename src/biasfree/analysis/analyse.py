@@ -35,7 +35,7 @@ from ..core.precision import precise
 from ..core.real_data import RealData, load_data
 from ..core.symmetry import asymmetry, max_row_norm, mirror_violation
 from ..core.twin import slope_factor, twin_scales
-from ..dynamics import GDConfig
+from ..dynamics import GDConfig, record_steps
 from ..dynamics.twin_training import relative_movement, row_alignment, train_with_twin
 from ..expressivity.decomposition import Decomposition, OddFit, energy, odd_fit_of
 from ..expressivity.floors import dataset_floor
@@ -372,7 +372,7 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, bu
     twin = scale_params(params, ws)
     floored = False
     if isinstance(cfg, GDConfig):
-        t = cfg.lr * np.unique(np.linspace(0, cfg.steps, min(cfg.n_records, cfg.steps + 1)).round())
+        t = cfg.lr * record_steps(cfg.steps, cfg.n_records)  # the steps train_with_twin records
     else:
         T, floored = (rg.default_t_max(modes, float(np.linalg.norm(net.beta_eff, 2)), ks, depth=L)
                       if t_max is None else (float(t_max), False))
