@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..core.blocks import BLOCK_ENTRIES  # per temporary block of growth_even_energy, gradient_norm
 from ..core.layers import Params
 from ..core.nets import _forward
 from ..theory import deep_half_time
@@ -24,9 +25,6 @@ MODE_CUT = 1e-2
 """Modes weaker than this fraction of the strongest are left out of horizons and estimates."""
 MAX_STEPS = 200_000
 """Cap on the default number of GD steps of ``analyse(train=True)``."""
-BLOCK_ENTRIES = 2**22
-"""Numbers per temporary block of :func:`growth_even_energy` and :func:`gradient_norm` (32 MiB
-in float64)."""
 
 
 def init_gain(params: Params, lam_max: float) -> float:
