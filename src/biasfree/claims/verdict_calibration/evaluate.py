@@ -4,7 +4,6 @@ that sets one against the other (docs/theory.md §6)."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import jax
@@ -14,7 +13,7 @@ from ... import theory
 from ...analysis import regime as rg
 from ...analysis import verdict as vd
 from ...analysis.analyse import analyse
-from ...core.layers import Layer, scale_params
+from ...core.layers import scale_params
 from ...core.twin import slope_factor, twin_scales
 from ...dynamics.twin_training import gaps_batched
 from ...expressivity.decomposition import net_function, odd_nonlinearity
@@ -36,9 +35,6 @@ an init not small, a conv net), not on evidence of a departure: issue 31's verdi
 "undecided" there (§6.1), so a "not" resting on them alone is no claim that the net is off
 its twin."""
 
-def _bias_free(layer):
-    return Layer(layer.W) if isinstance(layer, Layer) else dataclasses.replace(layer, b=None)
-
 
 def truth_setup(params, X, Y, max_steps: int):
     """The truth run of one net: the twin of its bias-free weights (× c^((L−1)/L)), the step
@@ -46,16 +42,11 @@ def truth_setup(params, X, Y, max_steps: int):
     (:func:`~biasfree.analysis.regime.default_steps`, at most ``max_steps`` steps), and whether
     the steps reach the horizon: ``(twin, k_t, lr, steps, full)``."""
     ws, ks = twin_scales(0.0, len(params))
-    free = tuple(_bias_free(la) for la in params)
+    free = tuple(la.without_bias() for la in params)
     a0 = float(np.linalg.norm(odd_nonlinearity(net_function(free, 0.0), X).beta, 2))
     modes = theory.data_modes(X, Y, 0.0, whiten=True)
     lr, steps, need = rg.default_steps(free, modes, float(slope_factor(0.0)), a0, ks, max_steps)
     return scale_params(free, ws), ks, lr, steps, steps == need
-
-
-def _key(params, X, Y, time_scale) -> tuple:
-    leaves, tree = jax.tree_util.tree_flatten(tuple(params))  # conv shapes and padding are in tree
-    return tree, tuple(np.shape(x) for x in leaves), np.shape(X), np.shape(Y), time_scale
 
 
 def measure(runs, progress: Progress = _quiet) -> np.ndarray:
@@ -63,8 +54,10 @@ def measure(runs, progress: Progress = _quiet) -> np.ndarray:
     ``(params, twin, X, Y, lr, steps, time_scale, decay)``: runs of one shape, data shape and step
     factor go as one batch through one vmapped loop (:func:`gaps_batched`), each with its decay."""
     groups: dict = {}
-    for i, r in enumerate(runs):
-        groups.setdefault(_key(r[0], r[2], r[3], r[6]), []).append(i)
+    for i, (params, _, X, Y, _, _, time_scale, _) in enumerate(runs):
+        leaves, tree = jax.tree_util.tree_flatten(tuple(params))  # conv shapes and padding are in tree
+        key = (tree, tuple(np.shape(x) for x in leaves), np.shape(X), np.shape(Y), time_scale)
+        groups.setdefault(key, []).append(i)
     gap = np.zeros(len(runs))
     for key, idx in groups.items():
         progress(f"truth: {len(idx)} nets of shapes {key[1]}, {max(runs[i][5] for i in idx)} steps at most")
