@@ -21,6 +21,7 @@ from ...core.data import symmetrize
 from ...core.inits import init_conv, pair_up
 from ...core.layers import Params
 from ...dynamics.twin_training import train_with_twin
+from ..checks import numpy_gaussian
 from . import FAMILIES, Config
 
 
@@ -53,7 +54,7 @@ def _numpy(params: Params) -> Params:
     return jax.tree_util.tree_map(np.asarray, params)
 
 
-def trained(cfg: Config, rng, X, Y, gaussian, setup) -> list[Point]:
+def trained(cfg: Config, rng, X, Y, setup) -> list[Point]:
     """Two-layer nets trained from N(0, σ²) (``trained_scales``) for ``trained_fractions`` of
     analyse's default horizon (``setup``: the truth setup of the init), beside the init's twin.
     Two truths: training *continued* from the trained weights (what analyse's training answer
@@ -62,7 +63,7 @@ def trained(cfg: Config, rng, X, Y, gaussian, setup) -> list[Point]:
     out = []
     for m in cfg.family_widths:
         for s in cfg.trained_scales:
-            init = gaussian(rng, (cfg.d, m, 1), s, False)
+            init = numpy_gaussian(rng, (cfg.d, m, 1), s)
             twin, ks, lr, steps, _ = setup(init, X, Y)
             for frac in cfg.trained_fractions:
                 k = max(1, int(round(frac * steps)))
@@ -73,27 +74,27 @@ def trained(cfg: Config, rng, X, Y, gaussian, setup) -> list[Point]:
     return out
 
 
-def pairs(cfg: Config, rng, X, Y, gaussian) -> list[Point]:
+def pairs(cfg: Config, rng, X, Y) -> list[Point]:
     """Antisymmetric pairs of width m (m/2 Gaussian units of std σ, each with its sign-flipped
     partner) for σ in ``pair_scales``: f_even ≡ 0 along GD on symmetric data, so they are
     exactly their twin at any scale (§2.3), truth at round-off."""
     return [Point(f"width {m}, σ {s:g}", f"w{m}_std{s:.0e}",
-                  _numpy(pair_up(gaussian(rng, (cfg.d, m // 2, 1), s, False))), X, Y)
+                  _numpy(pair_up(numpy_gaussian(rng, (cfg.d, m // 2, 1), s))), X, Y)
             for m in cfg.family_widths for s in cfg.pair_scales]
 
 
-def depth3(cfg: Config, rng, X, Y, gaussian) -> list[Point]:
+def depth3(cfg: Config, rng, X, Y) -> list[Point]:
     """Depth-3 bias-free nets (both hidden layers of width m) of std σ in ``depth3_scales``
     (no exact twin, §4.1)."""
-    return [Point(f"width {m}, σ {s:g}", f"w{m}_std{s:.0e}", gaussian(rng, (cfg.d, m, m, 1), s, False), X, Y)
+    return [Point(f"width {m}, σ {s:g}", f"w{m}_std{s:.0e}", numpy_gaussian(rng, (cfg.d, m, m, 1), s), X, Y)
             for m in cfg.family_widths for s in cfg.depth3_scales]
 
 
-def weight_decay(cfg: Config, rng, X, Y, gaussian) -> list[Point]:
+def weight_decay(cfg: Config, rng, X, Y) -> list[Point]:
     """Two-layer nets of std ``decay_scale`` whose truth runs with weight decay λ in ``decays``
     (the twin's λ/c, §2.7); analyse sees the init alone."""
     return [Point(f"width {m}, λ {lam:g}", f"w{m}_decay{lam:.0e}",
-                  gaussian(rng, (cfg.d, m, 1), cfg.decay_scale, False), X, Y, decay=float(lam))
+                  numpy_gaussian(rng, (cfg.d, m, 1), cfg.decay_scale), X, Y, decay=float(lam))
             for m in cfg.family_widths for lam in cfg.decays]
 
 
@@ -121,7 +122,7 @@ def conv(cfg: Config, key, X, Y, shape: tuple[int, ...]) -> list[Point]:
             for k, (C, s) in zip(keys, settings, strict=True)]
 
 
-def build(cfg: Config, seed: int, X, Y, gaussian, setup) -> dict[str, list[Point]]:
+def build(cfg: Config, seed: int, X, Y, setup) -> dict[str, list[Point]]:
     """Every family of ``cfg.families`` (the symmetric data ``X``, ``Y`` of the grid for the
     dense ones; its own signals for each conv family), drawn from ``seed``."""
     out, dense = {}, {"pairs-large-init": pairs, "depth3": depth3, "weight-decay": weight_decay}
@@ -130,9 +131,9 @@ def build(cfg: Config, seed: int, X, Y, gaussian, setup) -> dict[str, list[Point
             continue
         rng = np.random.default_rng([seed, 100 + i])
         if name == "trained":
-            out[name] = trained(cfg, rng, X, Y, gaussian, setup)
+            out[name] = trained(cfg, rng, X, Y, setup)
         elif name in dense:
-            out[name] = dense[name](cfg, rng, X, Y, gaussian)
+            out[name] = dense[name](cfg, rng, X, Y)
         else:
             shape = (cfg.conv_length,) if name == "conv1d" else (cfg.conv_image, cfg.conv_image)
             Xc, Yc = conv_data(rng, shape, cfg.conv_n, cfg.conv_kernel)

@@ -134,8 +134,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     }
     progress("families: trained, pairs at large init, conv, depth 3, weight decay")
     Xf, Yf = _data(np.random.default_rng([seed, 99]), w, cfg, 0.0)
-    built = families.build(cfg, seed, Xf, Yf, numpy_gaussian,
-                           lambda p, X, Y: truth_setup(p, X, Y, cfg.max_steps))
+    built = families.build(cfg, seed, Xf, Yf, lambda p, X, Y: truth_setup(p, X, Y, cfg.max_steps))
     f_checks, f_metrics, f_arrays, f_notes = summarise(evaluate(built, cfg.max_steps, progress))
     checks |= f_checks
     metrics = {"agreement": agree, "points": int(np.sum(full)), "decided": int(np.sum(decided)),
