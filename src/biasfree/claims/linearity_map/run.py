@@ -101,27 +101,23 @@ def _width_run(draws, cfg: Config, width: int, data: Dataset, moments, s: float)
     return out
 
 
-def _exponents(D, widths, scales):
-    """Fitted power laws of the median gap over inits, ``D`` (W, S, U): in width at the
-    smallest σ (rich limit), and in σ on the rich side (two smallest σ, median over
-    widths) and on the lazy side (two largest σ, median over widths)."""
+def _gap_metrics(D, widths, scales):
+    """From the gaps ``D`` (W, S, U), by their median over inits: fitted power laws in width
+    at the smallest σ (rich limit), and in σ on the rich side (two smallest σ, median over
+    widths) and on the lazy side (two largest σ, median over widths); and where the paper's
+    0.3% holds: the fraction of (σ, m) cells whose median is below it, the smallest width at
+    which it holds at the smallest σ (NaN: none), and the largest σ at which it holds at the
+    largest width (NaN: none)."""
     med = np.median(D, axis=-1)
     rich = [loglog_slope(scales[:2], med[i, :2]) for i in range(len(widths))]
     lazy = [loglog_slope(scales[-2:], med[i, -2:]) for i in range(len(widths))]
-    return {"width_exponent_rich": loglog_slope(widths, med[:, 0]),
-            "scale_exponent_rich": float(np.median(rich)),
-            "scale_exponent_lazy": float(np.median(lazy))}
-
-
-def _contour_metrics(D, widths, scales):
-    """Where the paper's 0.3% holds, from ``D`` (W, S, U): the fraction of (σ, m) cells
-    whose median is below it, the smallest width at which it holds at the smallest σ
-    (NaN: none), and the largest σ at which it holds at the largest width (NaN: none)."""
-    med = np.median(D, axis=-1)
     ok = med <= PAPER_LEVEL
     w_ok = np.nonzero(ok[:, 0])[0]
     s_ok = np.nonzero(ok[-1])[0]
-    return {"cells_below_paper_level": float(np.mean(ok)),
+    return {"width_exponent_rich": loglog_slope(widths, med[:, 0]),
+            "scale_exponent_rich": float(np.median(rich)),
+            "scale_exponent_lazy": float(np.median(lazy)),
+            "cells_below_paper_level": float(np.mean(ok)),
             "min_width_below_paper_level": float(widths[w_ok[0]]) if w_ok.size else float("nan"),
             "max_scale_below_paper_level": float(scales[s_ok[-1]]) if s_ok.size else float("nan"),
             "inits_below_paper_level": float(np.mean(D <= PAPER_LEVEL))}
@@ -174,8 +170,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     for ia, a in enumerate(alphas):
         for prefix, gaps in kinds.items():
             tag = f"alpha_{a:g}"
-            metrics |= {f"{prefix}{k}_{tag}": v for k, v in (
-                _exponents(gaps[ia], widths, scales) | _contour_metrics(gaps[ia], widths, scales)).items()}
+            metrics |= {f"{prefix}{k}_{tag}": v for k, v in _gap_metrics(gaps[ia], widths, scales).items()}
             metrics[f"{prefix}median_gap_rich_max_width_{tag}"] = float(np.median(gaps[ia, -1, 0]))
             metrics[f"{prefix}max_gap_rich_max_width_{tag}"] = float(np.max(gaps[ia, -1, 0]))
     notes = (f"Whitened Gaussian inputs (d = {cfg.d}, {2 * cfg.n} points), target wᵀx + sin(4wᵀx), "
