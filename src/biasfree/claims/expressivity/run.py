@@ -114,13 +114,6 @@ def _targets(key, d: int) -> tuple[dict, np.ndarray]:
             "even": (radial_square_target(d), 0.5, radial_square_floor(d), radial_square_floor(d))}, w
 
 
-def _fit(data: Dataset, key, widths, gd_cfg, cfg: Config, biased: bool, X_test, y_test):
-    """Train one net (:func:`fit_net`); its held-out loss ``<½||y - f||²>`` ± SE."""
-    fit = fit_net(data, key, widths, gd_cfg, gain=cfg.gain, bias=biased)
-    ell = 0.5 * np.sum((y_test - np.asarray(forward(fit.params, X_test, 0.0))) ** 2, axis=1)
-    return fit, float(np.mean(ell)), float(np.std(ell, ddof=1) / np.sqrt(ell.size))
-
-
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     keys = jax.random.split(jax.random.PRNGKey(seed), 5)
     targets, w = _targets(keys[0], cfg.d)
@@ -162,7 +155,10 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
         fits = {}
         for arch, wid in widths.items():
             progress(f"{name}: training {ARCH_LABELS[arch]}")
-            fit, test_loss, se_test = _fit(data, keys[4], wid, gd_cfg, cfg, arch == "biased", X_test, y_test)
+            fit = fit_net(data, keys[4], wid, gd_cfg, gain=cfg.gain, bias=arch == "biased")
+            # its held-out loss <½||y - f||²> ± SE
+            ell = 0.5 * np.sum((y_test - np.asarray(forward(fit.params, X_test, 0.0))) ** 2, axis=1)
+            test_loss, se_test = float(np.mean(ell)), float(np.std(ell, ddof=1) / np.sqrt(ell.size))
             curve = np.asarray(fit.trajectory.loss)
             fits[arch] = (test_loss, se_test, curve)
             arrays[f"t_{arch}_{name}"] = np.asarray(fit.trajectory.t)
