@@ -23,13 +23,6 @@ def _name(init: str, scale: float) -> str:
     return f"{init} σ={scale:g}"
 
 
-def _data(key, cfg: Config) -> Dataset:
-    """Symmetric Gaussian inputs (N = 2n), targets ``y = s rᵀx`` with a random unit r
-    (:func:`teacher_matrix` with one singular value s)."""
-    k_data, k_teacher = jax.random.split(key)
-    return make_dataset(k_data, linear_target(teacher_matrix(k_teacher, cfg.d, [cfg.s])), cfg.n, cfg.d)
-
-
 def _members(key, cfg: Config) -> dict[str, Member]:
     """The three inits at every scale σ, each with its linear twin. One key per init, so
     the directions are shared across scales (init weights are σ times one unit draw)."""
@@ -86,7 +79,9 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     k_data, k_init, k_study = jax.random.split(jax.random.PRNGKey(seed), 3)
 
     progress("data")
-    data = _data(k_data, cfg)
+    # symmetric Gaussian inputs (N = 2n), targets y = s rᵀx with a random unit r (one singular value s)
+    k_x, k_teacher = jax.random.split(k_data)
+    data = make_dataset(k_x, linear_target(teacher_matrix(k_teacher, cfg.d, [cfg.s])), cfg.n, cfg.d)
     X, Y = np.asarray(data.X), np.asarray(data.Y)
     s = float(np.linalg.norm(np.asarray(cross_covariance(X, Y))))
     y_power = float(np.mean(Y**2))
