@@ -59,19 +59,14 @@ def _large_init(cfg: Config, units: dict, data: Dataset) -> dict:
     return dict(runs=runs, t0_gap=t0_gap)
 
 
-def _flow(units: dict, scale: float, data: Dataset, cfg: FlowConfig) -> dict:
-    """Gradient flow of each unit-scale init at std ``scale``, one compiled call, by name."""
-    stacked = jax.tree_util.tree_map(lambda *a: scale * np.stack([np.asarray(x) for x in a]),
-                                     *units.values())
-    tr = flow_ensemble(stacked, data, cfg)
-    return {k: tr.member(i) for i, k in enumerate(units)}
-
-
 def _learning_rates(cfg: Config, units: dict, data: Dataset, progress: Progress) -> dict:
     """Small init: GD at every η against gradient flow (same times t = η k) and against twins."""
     lrs = np.asarray(cfg.lrs, dtype=float)
-    flow = _flow(units, cfg.small_scale, data, FlowConfig(
-        alpha=cfg.alpha, t_max=cfg.t_max, n_records=cfg.n_records, rtol=cfg.rtol, atol=cfg.atol))
+    stacked = jax.tree_util.tree_map(lambda *a: cfg.small_scale * np.stack([np.asarray(x) for x in a]),
+                                     *units.values())  # every init at std small_scale: one compiled flow
+    tr = flow_ensemble(stacked, data, FlowConfig(alpha=cfg.alpha, t_max=cfg.t_max, n_records=cfg.n_records,
+                                                 rtol=cfg.rtol, atol=cfg.atol))
+    flow = {k: tr.member(i) for i, k in enumerate(units)}
     L_flow = {k: np.asarray(tr.loss) for k, tr in flow.items()}
     per_lr = []
     for eta in lrs:
