@@ -73,12 +73,6 @@ def span_least_squares(noisy, clean, kernel: int):
     return Ms, 0.5 * float(np.mean(np.sum((clean - noisy @ Ms.T) ** 2, axis=1)))
 
 
-def _errors(params, test, noise, sigmas, alpha):
-    """Output MSE over input MSE of the net on the held-out images at each σ, (S,)."""
-    return np.array([float(np.mean((np.asarray(forward(params, Z, alpha)) - test) ** 2)
-                           / np.mean((Z - test) ** 2)) for Z in (test + s * noise for s in sigmas)])
-
-
 def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     a, sig = cfg.alpha, np.asarray(cfg.sigmas_test, dtype=float)
     k_deep, k_two, k_pair = jax.random.split(jax.random.PRNGKey(seed), 3)
@@ -91,7 +85,9 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
                       Dataset(noisy, clean), GDConfig(lr=cfg.lr, steps=cfg.steps, n_records=2))
     # only the first and last records: each record costs an SVD of every layer's Toeplitz matrix
     nets = {n: deep[n].params for n in ("bias-free", "biased")}
-    err = {n: _errors(p, test, noise, sig, a) for n, p in nets.items()}
+    # each net's output MSE over input MSE on the held-out images at each σ, (S,)
+    err = {n: np.array([float(np.mean((np.asarray(forward(p, Z, a)) - test) ** 2) / np.mean((Z - test) ** 2))
+                        for Z in (test + s * noise for s in sig)]) for n, p in nets.items()}
 
     progress("local linear analysis at noisy held-out images")
     nj = cfg.n_jacobian_images
