@@ -29,19 +29,14 @@ from ..core.data import orthonormal_columns
 from ..core.layers import Layer, Params
 
 
-def _pair(o, e):
-    o = validate.finite_array("o", o, ndim=1)
-    e = validate.finite_array("e", e, ndim=1)
-    if o.shape != e.shape:
-        raise ValueError(f"o and e must have one entry per pair i, same shape; got {o.shape} and {e.shape}")
-    return o, e
-
-
 def half_targets(o, e):
     """``(s, t⁺, t⁻)``: ``s_i = sign o_i``, ``t⁺_i = |o_i| + e_i`` at the point ``s_i ρ q_i``
     and ``t⁻_i = e_i - |o_i|`` at ``-s_i ρ q_i`` (the odd part ``o`` flips sign with x, the
     even part ``e`` does not); t⁺ > 0 > t⁻ when |e_i| < |o_i|."""
-    o, e = _pair(o, e)
+    o = validate.finite_array("o", o, ndim=1)
+    e = validate.finite_array("e", e, ndim=1)
+    if o.shape != e.shape:
+        raise ValueError(f"o and e must have one entry per pair i, same shape; got {o.shape} and {e.shape}")
     return np.sign(o), np.abs(o) + e, e - np.abs(o)
 
 
