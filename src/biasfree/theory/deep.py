@@ -36,10 +36,6 @@ from .modes import _check_y_power, _modes, final_loss, logistic
 _XI_FLAT = 60.0  # beyond ξ = 60 the integrand differs from 1 by < e^{-60}
 
 
-def _check_depth(depth: int) -> int:
-    return v.integer("depth", depth, 2)  # the number of weight matrices
-
-
 def _excess(z, kappa):
     """``(1 + e^{-z})^κ - 1``, computed without cancellation."""
     return np.expm1(kappa * np.logaddexp(0.0, -z))
@@ -94,7 +90,7 @@ def deep_logit(t, s, a0, depth: int):
     """Logit ``ξ_i(t) = ln(a_i / (s_i - a_i))`` of every mode of a depth-``depth`` linear net
     (see module doc): ``t`` (T,), ``s`` singular values, ``a0`` initial strengths
     (0 < a0 < s), broadcast with modes on the last axis. Returns (T,) or (T, r)."""
-    L = _check_depth(depth)
+    L = v.integer("depth", depth, 2)
     t, s, a0 = _check_deep(t, s, a0)
     flat_t = t.ravel()
     if L == 2:
@@ -112,7 +108,7 @@ def deep_mode_strength(t, s, a0, depth: int):
     initial strengths (0 < a0 < s; broadcast, modes on the last axis), ``depth`` L ≥ 2.
     L = 2: the closed-form logistic; L > 2: quadrature of t(a) and root finding.
     """
-    if _check_depth(depth) == 2:
+    if v.integer("depth", depth, 2) == 2:
         t, s, a0 = _check_deep(t, s, a0)
         return logistic(t[..., None] if s.ndim else t, s, a0)
     return np.asarray(s, dtype=float) * expit(deep_logit(t, s, a0, depth))
@@ -133,7 +129,7 @@ def deep_time_to(a, s, a0, depth: int):
     """``t(a) = ∫_{a0}^{a} du / (L u^{2-2/L} (s - u))`` (§3.3): when a mode of strength
     ``a0`` reaches ``a`` (a0 ≤ a < s). ``s``, ``a0`` scalars, ``depth`` L; ``a`` scalar or
     array."""
-    L = _check_depth(depth)
+    L = v.integer("depth", depth, 2)
     _, s, a0 = _check_deep(0.0, s, a0)
     if s.ndim:
         raise TypeError(f"s and a0 must be single numbers here (got shape {s.shape}); use "
@@ -171,7 +167,7 @@ def deep_pair_time_factor(depth: int, alpha=0.0) -> float:
     time ``λ t``. ``depth`` L ≥ 2, ``alpha`` the slope; λ_2 = c (the two-layer twin),
     ReLU: λ_3 = 2^{-4/3}, λ_4 = 2^{-3/2}. For α < 1 and L > 2 the middle blocks lose the
     pair form, so this is a would-be map, exact only for α = 1."""
-    return twin_scales(alpha, _check_depth(depth)).time
+    return twin_scales(alpha, v.integer("depth", depth, 2)).time
 
 
 def _scale_layers(params: Params, end: float, mid: float) -> Params:
@@ -208,7 +204,7 @@ def deep_gd_mode_strength(steps, s, a0, depth: int, lr: float) -> np.ndarray:
     :func:`~biasfree.theory.gd_mode_strength`). ``steps`` sorted non-negative integers
     (T,), ``s`` singular values (r,) or scalar, ``a0`` initial strengths (broadcast),
     ``depth`` L, ``lr`` η. Returns ``a`` at ``steps``: (T, r), or (T,) for scalar s."""
-    L = _check_depth(depth)
+    L = v.integer("depth", depth, 2)
     steps = np.asarray(steps)
     if steps.ndim != 1 or np.any(steps != np.round(steps)) or np.any(np.diff(steps) < 0) or steps[0] < 0:
         raise ValueError("steps must be a sorted 1-D array of non-negative whole numbers of GD steps")
