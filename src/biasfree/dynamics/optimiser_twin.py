@@ -23,6 +23,7 @@ optimiser's twin exact. ``degree=None`` measures κ (:func:`measure_degree`; §9
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -108,13 +109,11 @@ def measure_degree(make: Callable, rhos, probe=None, name: str = "optimiser") ->
         probe = from_arrays([r.normal(size=(6, 3)), r.normal(size=(2, 6))])
     rng = np.random.default_rng(1)
     kappas, devs = {}, {}
-    built = {}
 
+    @functools.cache
     def compiled(rho):  # make(ρ) built once, its init and update jitted: one program per ρ for all scales
-        if rho not in built:
-            opt = make(rho)
-            built[rho] = optax.GradientTransformation(jax.jit(opt.init), jax.jit(opt.update))
-        return built[rho]
+        opt = make(rho)
+        return optax.GradientTransformation(jax.jit(opt.init), jax.jit(opt.update))
 
     with jax.enable_x64(True):
         for scale in PROBE_SCALES:
