@@ -94,11 +94,6 @@ class Runs:
         return float(np.max(np.abs(L - Lt)) / L[0])
 
 
-def _shape_key(params: Params) -> tuple:
-    leaves, tree = jax.tree_util.tree_flatten(tuple(params))  # conv shapes and padding are in tree
-    return tree, tuple(np.shape(x) for x in leaves)
-
-
 def gd_members(members: Mapping[str, Member], data: Dataset, cfg: GDConfig) -> Runs:
     """Gradient descent of every named member (and of the twins asked for) with the
     shared settings of ``cfg`` (steps, records, loss). Members whose parameters have the
@@ -121,7 +116,8 @@ def gd_members(members: Mapping[str, Member], data: Dataset, cfg: GDConfig) -> R
              for name, m in members.items() if m.twin}
     groups: dict[tuple, list] = {}
     for key, m in jobs.items():
-        groups.setdefault(_shape_key(m.params), []).append(key)
+        leaves, tree = jax.tree_util.tree_flatten(tuple(m.params))  # conv shapes and padding are in tree
+        groups.setdefault((tree, tuple(np.shape(x) for x in leaves)), []).append(key)
     out: dict[tuple, Trajectory] = {}
     for keys in groups.values():
         ms = [jobs[k] for k in keys]
