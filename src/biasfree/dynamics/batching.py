@@ -79,16 +79,18 @@ def _gd_batch(params, data, alpha, lr, weight_decay, segments, loss, pinv_X, kee
                          layout, n_dev)
 
 
-@partial(jax.jit, static_argnames=FLOW_STATIC + ("layout", "n_dev"))
+@partial(jax.jit, static_argnames=FLOW_STATIC + ("layout",))
 def _flow_batch(params, data, alpha, weight_decay, ts, loss, pinv_X, rtol, atol, solver, max_steps,
-                keep_params=False, mirrored=False, layout="map", n_dev=1):
+                keep_params=False, mirrored=False, layout="map"):
     def one(m, sh):
         (p, a, w), (dat, t, pinv, rt, at) = m, sh
         return flow_solve(p, dat, a, w, t, loss, pinv, rt, at, solver, max_steps,
                           keep_params, mirrored)
 
-    return _over_members(one, (params, alpha, weight_decay), (data, ts, pinv_X, rtol, atol),
-                         layout, n_dev)
+    # one device: diffrax solves spread over host devices by shard_map hung (idle CPUs)
+    # in the leaky-collapse experiment; cause not isolated (equinox's runtime checks use
+    # host callbacks, a likely suspect). GD's loop is pure XLA and spreads.
+    return _over_members(one, (params, alpha, weight_decay), (data, ts, pinv_X, rtol, atol), layout, 1)
 
 
 def _batch(params, data, cfg, batched_params, layout, **vectors):
@@ -157,14 +159,9 @@ def flow_ensemble(params: Params, data: Dataset, cfg: FlowConfig, *, alpha=None,
     B, params, v = _batch(params, data, cfg, batched_params, layout, alpha=alpha,
                           weight_decay=weight_decay)
     ts = jnp.asarray(record_times(cfg.t_max, cfg.n_records, cfg.spacing))
-    lay, _ = _layout(layout)
-    # one device: diffrax solves spread over host devices by shard_map hung (idle CPUs)
-    # in the leaky-collapse experiment; cause not isolated (equinox's runtime checks use
-    # host callbacks, a likely suspect). GD's loop is pure XLA and spreads.
-    n_dev = 1
     final, obs, stats = _flow_batch(params, run.arrays(data), v["alpha"], v["weight_decay"], ts,
                                     cfg.loss, run.pinv(params, data), cfg.rtol, cfg.atol, cfg.solver,
-                                    cfg.max_steps, cfg.keep_params, data.mirrored, lay, n_dev)
+                                    cfg.max_steps, cfg.keep_params, data.mirrored, _layout(layout)[0])
     traj = Trajectory(t=jnp.broadcast_to(ts, (B,) + ts.shape), params=final, stats=stats, method="flow",
                       **obs)
     check_flow(traj, cfg, data, v["alpha"], v["weight_decay"])
