@@ -61,9 +61,6 @@ def _logit_path(t, s: float, a0: float, L: int):
         if tj == t_prev:
             out[j] = xi_prev
             continue
-        if tj < t_prev:  # only t = 0 can be below; restart from the initial point
-            xi_prev, t_prev = xi0, 0.0
-
         hi = xi_prev + rate * (tj - t_prev)  # integrand >= 1, so g(hi) >= 0 up to round-off
         if xi_prev < _XI_FLAT:  # beyond, the integrand is 1 to e^{-60}: t is linear in ξ (hi)
 
