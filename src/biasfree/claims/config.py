@@ -29,12 +29,6 @@ class ConfigError(ValueError):
 # ------------------------------------------------------------------ fields
 
 
-def type_hints(config_cls) -> dict[str, object]:
-    """Field name -> type annotation (evaluated) of a config dataclass."""
-    hints = typing.get_type_hints(config_cls)
-    return {f.name: hints.get(f.name, object) for f in dataclasses.fields(config_cls)}
-
-
 def field_default(f: dataclasses.Field):
     """``f``'s default (its factory's value), or ``dataclasses.MISSING``."""
     if f.default is not dataclasses.MISSING:
@@ -46,7 +40,7 @@ def field_default(f: dataclasses.Field):
 
 def field_lines(config_cls) -> tuple[tuple[str, str, str], ...]:
     """``(name, type, default)`` as text for each field: ``("width", "int", "200")``."""
-    hints = type_hints(config_cls)
+    hints = typing.get_type_hints(config_cls)
     return tuple((f.name, type_name(hints[f.name]),
                   "(required)" if (d := field_default(f)) is dataclasses.MISSING else repr(d))
                  for f in dataclasses.fields(config_cls))
@@ -255,7 +249,7 @@ def check_scopes(names: Iterable[str], known: Iterable[str], file_doc: Mapping[s
 def field_rows(exp: Experiment) -> list[tuple[str, str, object, dict[str, object], str]]:
     """``(name, type, Config() default, {preset: value}, bounds)`` for each field of ``exp``
     (bounds as :func:`~.base.rules` writes them; ``""`` for a field without any)."""
-    hints, bounds = type_hints(exp.config), rules(exp.config)
+    hints, bounds = typing.get_type_hints(exp.config), rules(exp.config)
     return [(f.name, type_name(hints[f.name]), field_default(f),
              {p: getattr(c, f.name) for p, c in exp.presets.items()}, bounds.get(f.name, ""))
             for f in dataclasses.fields(exp.config)]
