@@ -46,34 +46,23 @@ def field_lines(config_cls) -> tuple[tuple[str, str, str], ...]:
                  for f in dataclasses.fields(config_cls))
 
 
-def unknown_field_error(name: str, unknown, lines) -> ConfigError:
-    rows = "\n".join(f"  {n}: {t} = {d}" for n, t, d in lines)
-    return ConfigError(f"{name} has no field {', '.join(map(repr, unknown))}. Valid fields "
-                       f"(name: type = default):\n{rows}\n"
-                       f"(see `biasfree show {name}`)")
-
-
 # ------------------------------------------------------------------ parsing
-
-
-def parse_value(text: str, what: str = "value"):
-    """A TOML literal: ``40``, ``0.01``, ``[0.0, 1.0]``, ``"sine"``, ``true``."""
-    try:
-        return tomllib.loads("x = " + text)["x"]
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(
-            f"{what}: {text!r} is not a TOML value ({e}); write numbers as 40 or 0.01, lists "
-            "as [0.0, 0.5, 1.0] (quote the whole argument in the shell), strings as \"text\"") from None
 
 
 def parse_set(item: str) -> tuple[str, object]:
     """``"FIELD=VALUE"`` (or ``"NAME.FIELD=VALUE"``, for experiment NAME only) ->
-    ``(key, value)`` with VALUE parsed as a TOML literal."""
+    ``(key, value)`` with VALUE parsed as a TOML literal: ``40``, ``0.01``, ``[0.0, 1.0]``,
+    ``"sine"``, ``true``."""
     key, eq, text = item.partition("=")
-    key = key.strip()
-    if not eq or not key or not text.strip():
+    key, text = key.strip(), text.strip()
+    if not eq or not key or not text:
         raise ConfigError(f"--set expects FIELD=VALUE (e.g. --set width=200), got {item!r}")
-    value = parse_value(text.strip(), f"--set {key}")
+    try:
+        value = tomllib.loads("x = " + text)["x"]
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(
+            f"--set {key}: {text!r} is not a TOML value ({e}); write numbers as 40 or 0.01, lists "
+            "as [0.0, 0.5, 1.0] (quote the whole argument in the shell), strings as \"text\"") from None
     if isinstance(value, dict):
         raise ConfigError(f"--set {key}: a table is not a field value; give a number, a list, "
                           "a string or a boolean")
@@ -145,16 +134,6 @@ def unknown_scopes(names: Iterable[str], *sources: Mapping[str, object]) -> list
 # ------------------------------------------------------------------ resolving
 
 
-def preset_config(exp: Experiment, preset: str | None = None):
-    """The config of ``exp``'s named ``preset`` (default ``paper``)."""
-    preset = preset or DEFAULT_PRESET
-    try:
-        return exp.presets[preset]
-    except KeyError:
-        raise ConfigError(f"unknown preset {preset!r} for {exp.name}; choose one of "
-                          f"{', '.join(exp.presets) or '(none defined)'}") from None
-
-
 def _tuples(value):
     """TOML's lists as tuples (a config's sequences are tuples), nested ones too."""
     return tuple(map(_tuples, value)) if isinstance(value, list) else value
@@ -168,11 +147,17 @@ def resolve_config(exp: Experiment, preset: str | None = None,
     a bool is never a number). Raises :class:`ConfigError` on an unknown preset or field (listing the
     valid ones), a value of the wrong type or out of bounds, or one the config's own
     ``__post_init__`` rejects."""
-    base = preset_config(exp, preset)
+    preset = preset or DEFAULT_PRESET
+    if preset not in exp.presets:
+        raise ConfigError(f"unknown preset {preset!r} for {exp.name}; choose one of "
+                          f"{', '.join(exp.presets) or '(none defined)'}")
+    base = exp.presets[preset]
     overrides = dict(overrides or {})
     unknown = [k for k in overrides if k not in {f.name for f in dataclasses.fields(exp.config)}]
     if unknown:
-        raise unknown_field_error(exp.name, unknown, field_lines(exp.config))
+        rows = "\n".join(f"  {n}: {t} = {d}" for n, t, d in field_lines(exp.config))
+        raise ConfigError(f"{exp.name} has no field {', '.join(map(repr, unknown))}. Valid fields "
+                          f"(name: type = default):\n{rows}\n(see `biasfree show {exp.name}`)")
     if not overrides:
         return base
     try:
