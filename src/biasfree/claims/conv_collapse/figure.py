@@ -11,7 +11,7 @@ from ...core.twin import slope_factor
 from ...results import Result
 
 
-def _collapse(ax, A, result, prefix: str, title: str):
+def _collapse(ax, A, prefix: str, title: str):
     alphas, t = A["alphas"], A["t"]
     cs = slope_factor(alphas)
     colors = plt.cm.viridis(np.linspace(0, 0.9, len(alphas)))
@@ -50,13 +50,10 @@ def _gaps(ax, A, result):
 
 
 def _identities(ax, A, result):
-    labels, values = [], []
-    for prefix in ("digits", "teacher"):
-        for a, g in zip([a for a in A["alphas"] if a < 1], A[f"{prefix}_pair_gap"], strict=True):
-            labels.append(f"pair {prefix}\nα={a:g}: max over\nGD steps |L − L_twin|")
-            values.append(g)
+    labels = [f"pair {prefix}\nα={a:g}: max over\nGD steps |L − L_twin|"
+              for prefix in ("digits", "teacher") for a in A["alphas"] if a < 1]
     labels.append("all random inits:\n|L(0) − L_twin(0)\n− ½⟨f_even²⟩|")
-    values.append(result.metrics["initial_identity_error_max"])
+    values = [*A["digits_pair_gap"], *A["teacher_pair_gap"], result.metrics["initial_identity_error_max"]]
     x = np.arange(len(values))
     ax.semilogy(x, np.maximum(values, 1e-18), "o", ms=9)
     ax.axhline(float(A["round_off"]), color="tab:red", ls="--", lw=1, label="round-off budget 1e-10")
@@ -87,8 +84,8 @@ def _sweep(ax, A, x, conv, dense, xlabel, title, logx):
 def figure(result: Result):
     A = result.arrays
     fig, ax = plt.subplots(2, 3, figsize=(16, 10))
-    _collapse(ax[0, 0], A, result, "digits", "(a) symmetrised 8×8 digits, 2-D conv")
-    _collapse(ax[0, 1], A, result, "teacher", "(b) Gaussian signals, teacher φ(κ⋆x), 1-D conv")
+    _collapse(ax[0, 0], A, "digits", "(a) symmetrised 8×8 digits, 2-D conv")
+    _collapse(ax[0, 1], A, "teacher", "(b) Gaussian signals, teacher φ(κ⋆x), 1-D conv")
     _gaps(ax[0, 2], A, result)
     _identities(ax[1, 0], A, result)
     a, C, s = float(A["sweep_alpha"]), int(A["channels"]), float(A["scale"])
