@@ -314,3 +314,21 @@ def test_point_key_is_content_addressed():
 def test_load_sweep_names_the_fix_when_there_is_no_table(tmp_path):
     with pytest.raises(FileNotFoundError, match="biasfree sweep"):
         load_sweep(Path(tmp_path))
+
+
+def test_summary_legend_keeps_each_fields_own_type():
+    """A line's label names each other swept field as it was given: width=40 stays an int
+    beside lr=0.01 (an array of the two would have read width=40.0)."""
+    import pandas as pd
+
+    from biasfree._figure import plt
+    from biasfree.app.sweep_figure import summary_figure
+
+    rows = [{"alpha": a, "width": 40, "lr": lr, "seed": 0, "status": "done", "gap": a + lr}
+            for a in (0.0, 0.5) for lr in (0.01, 0.1)]
+    df = pd.DataFrame(rows)
+    df.attrs["grid"] = ["alpha", "width", "lr"]
+    fig = summary_figure(df)
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    plt.close(fig)
+    assert labels == ["width=40, lr=0.01", "width=40, lr=0.1"]

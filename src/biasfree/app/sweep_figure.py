@@ -84,7 +84,7 @@ def summary_figure(df, ncols: int = 4):
             stats = g.groupby(x_name)[metric].agg(["median", "min", "max"])
             stats = stats.loc[[v for v in xs if v in stats.index]]
             x = [pos[v] for v in stats.index]
-            name = ", ".join(f"{o}={v}" for o, v in zip(others, np.atleast_1d(label), strict=False))
+            name = ", ".join(f"{o}={v}" for o, v in zip(others, label, strict=True))  # label: a tuple
             ax.plot(x, stats["median"], "o-", color=colour, ms=3.5, lw=1.3, label=name or None)
             ax.fill_between(x, stats["min"], stats["max"], color=colour, alpha=0.2, lw=0)
         ax.set_title(metric, fontsize=8)
