@@ -93,6 +93,14 @@ def test_state_dict_refuses_what_is_not_a_bias_free_linear_layer(mapping, match)
         bf.from_state_dict(mapping, alpha=0.0)
 
 
+@pytest.mark.parametrize("mapping", [{0: _W0, 1: _W2}, {0: _W0, "2.weight": _W2},
+                                     {None: _W0, "2.weight": _W2}])
+def test_state_dict_keys_that_are_not_names_are_refused_by_name(mapping):
+    """All-int keys once failed in the natural sort, mixed keys in JAX's key sort: neither said why."""
+    with pytest.raises(TypeError, match="mapping keys must be weight names such as '0.weight', got"):
+        bf.from_state_dict(mapping, alpha=0.0)
+
+
 @pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
 def test_files_round_trip_with_alpha(tmp_path, suffix):
     params = bf.from_arrays(_weights())

@@ -42,8 +42,6 @@ def _entries(mapping: Mapping, convs: bool) -> list[tuple[str, np.ndarray]]:
     """The weights of ``mapping`` in natural name order; everything else refused."""
     entries = []
     for name in sorted(mapping, key=_natural):
-        if not isinstance(name, str):
-            raise TypeError(f"mapping keys must be weight names such as '0.weight', got {name!r}")
         A = validate.finite_array(f"mapping[{name!r}]", mapping[name], nonempty=False)
         leaf = name.rsplit(".", 1)[-1]
         if leaf == "bias" or leaf.endswith("_bias"):
@@ -106,9 +104,8 @@ def build_layer(name: str, A, spec: dict, source: str):
         raise ValueError(f"{source}: '{name}' in {LAYERS_KEY}: {e}") from None
 
 
-@precise
 def from_state_dict(mapping: Mapping, alpha=None, *, source: str = "state dict", in_shape=None,
-                    padding="same", layers=None) -> Model:
+                    padding="same", layers=None, precision: str | None = None) -> Model:
     """A :class:`~.model.Model` from names -> arrays in PyTorch's naming, slope ``alpha``.
 
     Weights are the entries whose names end in ``weight`` (``"0.weight"``,
@@ -122,10 +119,19 @@ def from_state_dict(mapping: Mapping, alpha=None, *, source: str = "state dict",
     chain. Refused, naming the entry: a bias (``*.bias``), a conv kernel without
     ``in_shape``, and any other entry (e.g. a normalisation layer's ``running_mean``).
     ``alpha`` (0 ReLU, 1 linear) is not stored in a state dict: give it (None leaves it
-    unknown).
+    unknown). Runs at ``precision`` "float64" (default) or "float32"
+    (:mod:`biasfree.core.precision`).
     """
     if not isinstance(mapping, Mapping):
         raise TypeError(f"from_state_dict takes a mapping of names to arrays, got {type(mapping).__name__}")
+    bad = [name for name in mapping if not isinstance(name, str)]  # before JAX sorts the keys to cast
+    if bad:
+        raise TypeError(f"mapping keys must be weight names such as '0.weight', got {bad[0]!r}")
+    return _from_state_dict(mapping, alpha, source, in_shape, padding, layers, precision=precision)
+
+
+@precise
+def _from_state_dict(mapping, alpha, source, in_shape, padding, layers) -> Model:
     entries = _entries(mapping, convs=in_shape is not None or layers is not None)
     if len(entries) < 2:
         raise refuse(source, f"{len(entries)} weight matrices", "Give at least two.")
