@@ -15,6 +15,9 @@ ROUND_OFF = 1e-10
 """Round-off budget for an exact identity, relative: ε = 2.2e-16 per operation, grown
 by at most the step count (~10³–10⁴) and a factor ~10 of conditioning: ≤ 1e-10."""
 
+FRACTION = "fraction of L(0)"
+"""The unit of a loss gap measured against the initial loss L(0)."""
+
 PAPER_LEVEL = 3e-3
 """The paper's error level for small random init ("errors below 0.3%"): the resolution
 at which it calls a leaky curve equal to the linear one."""
@@ -58,4 +61,4 @@ def twin_identity(runs: Runs, names, what: str, *, test: bool = False) -> Check:
                    f"{what} follow their linear twins (√c·init, step η c, decay λ/c) to round-off "
                    f"(max over {len(names)} members and every record of |L - L_twin| / L(0){losses}; "
                    "§2.3–2.5).",
-                   unit="fraction of L(0)")
+                   unit=FRACTION)

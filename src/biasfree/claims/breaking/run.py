@@ -16,7 +16,7 @@ from ...dynamics import GDConfig
 from ...dynamics.ensemble import Member, Runs, gd_members
 from ...results import Result, at_least
 from ..base import Progress, _quiet
-from ..checks import PAPER_LEVEL, ROUND_OFF, twin_identity
+from ..checks import FRACTION, PAPER_LEVEL, ROUND_OFF, twin_identity
 from . import CASES, Config
 
 
@@ -81,7 +81,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
             D[case], PAPER_LEVEL,
             f"From the same pair init, {how}, the net leaves its linear twin's curve by at "
             "least the paper's 0.3% of L(0).",
-            unit="fraction of L(0)")
+            unit=FRACTION)
         checks[f"{case}_beat_linear_floor"] = at_least(
             below[case], PAPER_LEVEL,
             f"{how[0].upper() + how[1:]}, the net ends at least 0.3% below the best linear "

@@ -42,8 +42,6 @@ PAPER_CLAIM = ("Claim 2 beyond dense layers (issue 21): the two-layer argument n
                "layer, so a bias-free conv net on symmetric data learns like a linear conv net, time × "
                "(1+α)/2.")
 
-FRACTION = "fraction of L(0)"
-
 
 @config
 class Config:

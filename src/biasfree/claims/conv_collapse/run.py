@@ -16,8 +16,8 @@ from ...core.twin import linear_twin, slope_factor
 from ...dynamics.twin_training import PairedRun, train_with_twin
 from ...results import Result, at_most
 from ..base import Progress, _quiet
-from ..checks import PAPER_LEVEL, ROUND_OFF
-from . import FRACTION, Config
+from ..checks import FRACTION, PAPER_LEVEL, ROUND_OFF
+from . import Config
 
 DIGITS_SHAPE = (8, 8)
 EPS = float(np.finfo(float).eps)

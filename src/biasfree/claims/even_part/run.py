@@ -15,7 +15,7 @@ from ...dynamics import GDConfig
 from ...dynamics.ensemble import Member, gd_members
 from ...results import Result, at_least, at_most
 from ..base import Progress, _quiet
-from ..checks import PAPER_LEVEL, ROUND_OFF, loglog_slope, twin_identity
+from ..checks import FRACTION, PAPER_LEVEL, ROUND_OFF, loglog_slope, twin_identity
 from . import INITS, Config
 
 
@@ -118,7 +118,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
             D["random"][-1] - D["random"][0], PAPER_LEVEL,
             "From random Gaussian init the largest scale deviates from the linear twin by at "
             "least the paper's 0.3% of L(0) more than the smallest scale does (lazy regime).",
-            unit="fraction of L(0)"),
+            unit=FRACTION),
     }
     metrics = {"s": s, "y_power": y_power, "c": c, "steps": steps, "t_max": steps * cfg.lr,
                "t_half_smallest_scale": t_half,

@@ -37,8 +37,6 @@ CLAIM = ("Two-layer bias-free leaky ReLU nets on symmetric data learn like linea
 PAPER_CLAIM = ("Claim 2: on symmetric data a two-layer bias-free (leaky) ReLU net learns like a linear"
                " net with time rescaled by (1+α)/2, with closed-form learning curves.")
 
-FRACTION = "fraction of L(0)"
-
 
 @config
 class Config:

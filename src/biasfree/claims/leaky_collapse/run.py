@@ -20,8 +20,8 @@ from ...dynamics import FlowConfig, GDConfig, flow_ensemble, gd_ensemble
 from ...dynamics.ensemble import Member, gd_members
 from ...results import Result, at_most
 from ..base import Progress, _quiet
-from ..checks import PAPER_LEVEL, ROUND_OFF, crossing_time
-from . import FRACTION, Config
+from ..checks import FRACTION, PAPER_LEVEL, ROUND_OFF, crossing_time
+from . import Config
 
 # ------------------------------------------------------------------ measurements
 

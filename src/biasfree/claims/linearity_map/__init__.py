@@ -49,8 +49,6 @@ CLAIM = ("Where two-layer bias-free nets are effectively linear: the gap to the 
 PAPER_CLAIM = ("Claim 2's accuracy (\"errors below 0.3%\" from small random init) mapped over init "
                "scale, width and α instead of tested at one point.")
 
-FRACTION = "fraction of L(0)"
-
 
 @config
 class Config:

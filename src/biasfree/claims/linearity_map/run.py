@@ -16,8 +16,8 @@ from ...core.twin import linear_twin, slope_factor
 from ...dynamics import GDConfig, gd_ensemble
 from ...results import Result, at_most
 from ..base import Progress, _quiet
-from ..checks import PAPER_LEVEL, ROUND_OFF, loglog_slope
-from . import FRACTION, Config
+from ..checks import FRACTION, PAPER_LEVEL, ROUND_OFF, loglog_slope
+from . import Config
 
 
 def _data(key, cfg: Config):

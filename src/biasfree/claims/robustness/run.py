@@ -18,7 +18,7 @@ from ...dynamics.ensemble import Member, gd_members
 from ...results import Result, at_least, at_most
 from ...theory import decayed_solution
 from ..base import Progress, _quiet
-from ..checks import PAPER_LEVEL, ROUND_OFF, loglog_slope, twin_identity
+from ..checks import FRACTION, PAPER_LEVEL, ROUND_OFF, loglog_slope, twin_identity
 from . import INITS, Config
 
 
@@ -112,7 +112,7 @@ def _checks(wd, big, lr, order) -> dict:
             big["t0_gap"]["random"], PAPER_LEVEL,
             "At large random init the even part alone puts the leaky net at least the "
             "paper's 0.3% of L(0) off its linear twin at t = 0 (lazy regime, §5).",
-            unit="fraction of L(0)"),
+            unit=FRACTION),
         "gd_leaves_flow_more_as_lr_grows": at_least(
             float(np.min(gap[1:] / gap[:-1])), 1.0,
             "The pair-init net's max gap between GD and gradient flow at equal times t = η k "
@@ -127,7 +127,7 @@ def _checks(wd, big, lr, order) -> dict:
             float(np.max(lr["twin_dev"]["pair"])), ROUND_OFF,
             "At every learning rate, the largest included, the pair-init leaky GD equals its "
             "linear twin's GD (step η c) to round-off (§2.3 is exact for GD).",
-            unit="fraction of L(0)"),
+            unit=FRACTION),
     }
 
 
