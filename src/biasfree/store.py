@@ -1,6 +1,7 @@
 """Results on disk: ``DIR/NAME/result.json``, ``arrays.npz``, ``figure.png``/``.pdf``
-(or, for an experiment that crashed, ``DIR/NAME/error.json`` and ``traceback.txt``), and
-every file the package writes, each atomically (:func:`atomic_write`, :func:`save_figure`).
+(or, for an experiment that crashed, ``DIR/NAME/error.json`` and ``traceback.txt``, with
+the last result there kept in ``DIR/NAME/previous/``), and every file the package writes,
+each atomically (:func:`atomic_write`, :func:`save_figure`).
 
 An experiment's folder is replaced as a unit: its files are written into a temporary
 folder beside it (``DIR/.NAME.tmp-PID-*``), which is then renamed into place (the old
@@ -63,6 +64,8 @@ def atomic_write(path: Path, write) -> None:
 
 
 FIGURE_EXTS = ("png", "pdf")
+PREVIOUS = "previous"
+"""The subfolder of a crash record that keeps the result the crashed rerun would have replaced."""
 
 
 def write_figure(fig, fh, ext: str, dpi: int = 130) -> None:
@@ -169,11 +172,17 @@ def save_crash(out_dir, name: str, doc: dict, traceback_text: str) -> list[Path]
     """Record that experiment ``name`` raised instead of returning a result: ``doc`` (the
     experiment, seed, preset, overrides, config and the exception, JSON-able) as
     ``out_dir/<name>/error.json`` and the full traceback as ``traceback.txt``, replacing
-    the folder as a unit like :func:`save` (an older result there is gone: it no longer
-    matches what was asked). Returns the paths written."""
+    the folder as a unit like :func:`save`. The last result there (the folder's, or the
+    one an earlier crash kept) is copied into ``<name>/previous/`` first, so a rerun that
+    crashes loses nothing (``load(out_dir / name / "previous")`` reads it). Returns the
+    paths written, the traceback last."""
     text = json.dumps({**doc, "versions": versions()}, indent=2, allow_nan=True,
                       default=str).encode()
-    return write_folder(out_dir, name, {"error.json": lambda fh: fh.write(text),
+    folder = Path(out_dir) / name
+    last = folder if (folder / "result.json").exists() else folder / PREVIOUS
+    kept = sorted(last.iterdir()) if (last / "result.json").exists() else []
+    writers = {f"{PREVIOUS}/{f.name}": lambda fh, f=f: fh.write(f.read_bytes()) for f in kept if f.is_file()}
+    return write_folder(out_dir, name, {**writers, "error.json": lambda fh: fh.write(text),
                                         "traceback.txt": lambda fh: fh.write(traceback_text.encode())})
 
 
@@ -216,6 +225,9 @@ def write_folder(out_dir, name: str, writers: dict) -> list[Path]:
     old = None
     try:
         for f, write in writers.items():
+            if (tmp / f).parent != tmp:  # a subfolder such as previous/, shared like the folder
+                (tmp / f).parent.mkdir(exist_ok=True)
+                os.chmod((tmp / f).parent, 0o755)
             _write_file(tmp / f, write)
         os.chmod(tmp, 0o755)  # mkdtemp makes 0700; results are meant to be shared
         _fsync_dir(tmp)

@@ -42,7 +42,7 @@ class ToyConfig:
 def _toy(name: str, calls: list) -> Experiment:
     def run(cfg: ToyConfig, seed: int = 0, progress=None) -> Result:
         calls.append((name, seed))
-        if name == "toy-crash":
+        if name == "toy-crash" or cfg.width == 13:  # width 13: a config that crashes any toy
             raise ZeroDivisionError("a bug inside the experiment\nsecond line of the message")
         return Result(name, seed, config_dict(cfg), {"width": float(cfg.width)},
                       {"ok": at_most(0.0, 1.0, "Zero is at most one, so this toy check passes.")},
@@ -206,6 +206,24 @@ def test_a_crash_exits_3_records_the_traceback_and_the_others_run(toy, tmp_path)
     res = cli("run", "toy-crash", "--preset", "tiny", "--seed", "7", "--set", "width=4",
               "--out", tmp_path)
     assert res.exit_code == 3 and [n for n, _ in toy].count("toy-crash") == 2
+
+
+def test_a_crashed_rerun_keeps_the_last_result_in_previous(toy, tmp_path):
+    assert cli("run", "toy", "--preset", "tiny", "--out", tmp_path).exit_code == 0
+    folder = tmp_path / "toy"
+    good = {p.name: p.read_bytes() for p in folder.iterdir()}
+    for _ in range(2):  # a crash over a crash keeps the same last result
+        res = cli("run", "toy", "--preset", "tiny", "--set", "width=13", "--out", tmp_path)
+        assert res.exit_code == 3, res.output
+        assert "its last result kept in" in " ".join(res.output.split())
+        assert sorted(p.name for p in folder.iterdir()) == ["error.json", "previous", "traceback.txt"]
+        assert {p.name: p.read_bytes() for p in (folder / "previous").iterdir()} == good
+    assert store.load(folder / "previous").metrics == {"width": 2.0}
+    assert [d["experiment"] for d in store.load_crashes(tmp_path)] == ["toy"]  # still a crash record
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # written atomically
+    # a good rerun replaces the folder as a unit: no crash record, no previous/
+    assert cli("run", "toy", "--preset", "tiny", "--out", tmp_path).exit_code == 0
+    assert sorted(p.name for p in folder.iterdir()) == sorted(good)
 
 
 # ------------------------------------------------------------------ report

@@ -134,7 +134,9 @@ def run(
                 bar.update(task, description="[bold red]crashed[/]", total=1, completed=1)
                 err.print(f"[red]error:[/] {n} crashed (seed {seed}, preset {p.preset}, "
                           f"overrides {escape(str(p.overrides or 'none'))}): "
-                          f"{escape(ran.line())}; traceback in {escape(str(paths[-1]))}",
+                          f"{escape(ran.line())}; traceback in {escape(str(paths[-1]))}"
+                          + (f"; its last result kept in {escape(str(paths[0].parent))}"
+                             if paths[0].parent.name == store.PREVIOUS else ""),
                           soft_wrap=True)
                 continue
             result = ran.result
