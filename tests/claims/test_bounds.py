@@ -4,6 +4,7 @@ field's rule is checked once, at construction (by pydantic), and every violation
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Annotated
 
 import pytest
@@ -44,10 +45,11 @@ def test_defaults_pass_and_the_class_stays_a_frozen_dataclass():
     ({"width": 0}, "width=0 must be >= 2 (pair init"),
     ({"alpha": 1.0}, "alpha=1.0 must be in [0, 1) (α = 1 is the linear twin itself)"),
     ({"lr": 0.0}, "lr=0.0 must be > 0"),
-    ({"lr": float("nan")}, "lr=nan must be > 0"),  # NaN fails every comparison
+    ({"lr": float("nan")}, "lr=nan must be finite (no NaN or inf)"),  # refused for every float field
+    ({"free": float("inf")}, "free=inf must be finite (no NaN or inf)"),  # unbounded fields too
     ({"scales": (1e-2, 1e-3)}, "scales=(0.01, 0.001) must be increasing"),
     ({"scales": (-1.0, 1.0)}, "scales[0]=-1.0 must be in (0, inf)"),
-    ({"scales": (1.0, float("inf"))}, "scales[1]=inf must be in (0, inf)"),
+    ({"scales": (1.0, float("inf"))}, "scales[1]=inf must be finite (no NaN or inf)"),
     ({"scales": (1.0,)}, "scales=(1.0,) must be of length >= 2"),
     ({"n": 3}, "n=3 must be >= 20 (None: all)"),
     ({"steps": 11}, "steps=11 must be in [1, 10]"),
@@ -71,7 +73,7 @@ def test_every_violation_is_named_at_once_and_before_the_class_rules():
 
 
 def test_optional_field_unset_passes_and_unbounded_fields_are_not_checked():
-    assert Toy(n=None, free=float("-inf")).free == float("-inf")
+    assert Toy(n=None, free=-1e300).free == -1e300
     assert "free" not in rules(Toy) and rules(Toy)["n"] == ">= 20 (None: all)"
     assert rules(Toy)["scales"] == "each in (0, inf), of length >= 2, increasing"
 
@@ -91,6 +93,24 @@ def test_a_predicate_reads_as_its_function_name():
     assert rules(Axis) == {"x": "of length >= 1, increasing"}
     with pytest.raises(ValueError, match=r"x=\(2.0, 1.0\) must be increasing"):
         Axis(x=(2.0, 1.0))
+
+
+@pytest.mark.parametrize("name, field, value, message", [
+    ("leaky-collapse", "lr", float("inf"), "lr=inf must be finite"),
+    ("breaking", "freq", float("nan"), "freq=nan must be finite"),
+    ("breaking", "alpha", 2.0, "alpha=2.0 must be in [0, 1] (0 ReLU, 1 linear)"),
+    ("even-part", "alpha", 5.0, "alpha=5.0 must be in [0, 1]"),
+    ("robustness", "d", 0, "d=0 must be >= 1"),
+    ("real-data", "n_images", 5000, "n_images=5000 must be <= 1797"),
+    ("real-data", "n_records", 1, "n_records=1 must be >= 2"),
+    ("deep", "sine_width", 0, "sine_width=0 must be >= 1"),
+    ("leaky-collapse", "alphas", (1.0, 1.0), "at least one α < 1"),
+])
+def test_values_that_crashed_a_run_are_refused_by_its_config(name, field, value, message):
+    """Each of these once passed the config and crashed the run (exit 3, not 2)."""
+    exp = get(name)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        dataclasses.replace(exp.presets["tiny"], **{field: value})
 
 
 @pytest.mark.parametrize("name", NAMES)

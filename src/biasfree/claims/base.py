@@ -40,14 +40,15 @@ def _quiet(_: str) -> None:
 def config(cls):
     """``cls`` as a frozen, strict pydantic dataclass: construction (and
     ``dataclasses.replace``) checks each field's type (an int is a float, a bool is not a
-    number, a list is not a tuple) and the bounds in its annotation, written with
+    number, a list is not a tuple; NaN and inf are refused) and the bounds in its annotation, written with
     annotated_types: ``lr: Annotated[float, Gt(0)]``, ``width: Annotated[int, Ge(2),
     MultipleOf(2)]``; a tuple's elements are bounded inside it, ``tuple[Annotated[float,
     Gt(0)], ...]``, its length and order outside (``MinLen``, ``Predicate``); ``doc("...")``
     is the reason the message gives. One ``ValueError`` names every field out of bounds
     (:func:`_message`); rules that tie fields together stay in the class's own
     ``__post_init__``, which runs after."""
-    made = pydantic.dataclasses.dataclass(frozen=True, config=pydantic.ConfigDict(strict=True))(cls)
+    made = pydantic.dataclasses.dataclass(  # every float finite: no NaN or inf reaches a run
+        frozen=True, config=pydantic.ConfigDict(strict=True, allow_inf_nan=False))(cls)
     init = made.__init__
 
     @functools.wraps(init)
@@ -139,6 +140,8 @@ def _message(cls, error: pydantic.ValidationError) -> str:
                   or (kind == "predicate_failed" and isinstance(c, Predicate))]
         if broken:
             out.append(f"{name}={value!r} must be {_rule(broken[0])}{_why(outer + inner)}")
+        elif kind == "finite_number":
+            out.append(f"{name}={value!r} must be finite (no NaN or inf)")
         elif kind.endswith("_type") and loc[0] in hints:
             hint = hints[loc[0]]
             want = type_name(typing.get_args(hint)[0] if len(loc) > 1 else hint)
@@ -169,6 +172,8 @@ PairWidth = Annotated[int, Ge(2), MultipleOf(2), doc("pair init splits the units
 """Hidden units of a net that a pair init (or a pair run) splits in two: even, >= 2."""
 Slope = Annotated[float, Interval(ge=0, lt=1), doc("α = 1 is the linear twin itself")]
 """A leaky slope below 1."""
+Alpha = Annotated[float, Interval(ge=0, le=1), doc("0 ReLU, 1 linear")]
+"""A leaky slope of the family, 1 included."""
 Positive = Annotated[float, Gt(0)]
 Positives = Annotated[tuple[Annotated[float, Interval(gt=0, lt=math.inf)], ...], MinLen(2),
                       Predicate(increasing)]

@@ -32,7 +32,7 @@ from typing import Annotated
 
 from annotated_types import Ge
 
-from ..base import Experiment, PairWidth, Positive, config
+from ..base import Alpha, Experiment, PairWidth, Positive, config
 
 CLAIM = ("Biases, asymmetric data or an even target make a ReLU net leave the linear curve and beat "
          "the linear floor; the bias-free symmetric control cannot.")
@@ -53,7 +53,7 @@ class Config:
     n: int = 200
     freq: float = 4.0
     width: PairWidth = 64
-    alpha: float = 0.0
+    alpha: Alpha = 0.0
     scale: Positive = 0.05
     bias_scale: Positive = 0.05
     lr: Positive = 0.05

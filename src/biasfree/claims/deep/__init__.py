@@ -68,7 +68,7 @@ class Config:
     n_records: Annotated[int, Ge(1)] = 300
     sine_d: int = 4
     sine_n: int = 200
-    sine_width: int = 64
+    sine_width: Annotated[int, Ge(1)] = 64
     sine_depths: tuple[Annotated[int, Ge(2)], ...] = (2, 3, 4)
     sine_scale: Positive = 0.05
     sine_lr: Positive = 0.02

@@ -25,7 +25,7 @@ from typing import Annotated
 
 from annotated_types import Ge
 
-from ..base import Experiment, PairWidth, Positive, Positives, config
+from ..base import Alpha, Experiment, PairWidth, Positive, Positives, config
 
 CLAIM = ("Pair and rank-one inits keep f_even = 0 exactly; small random init leaves a width-set even "
          "part, and large init a growing one.")
@@ -48,7 +48,7 @@ class Config:
     n: int = 200
     s: Positive = 1.0
     width: PairWidth = 32
-    alpha: float = 0.0
+    alpha: Alpha = 0.0
     scales: Positives = (1e-4, 1e-3, 1e-2, 3e-2, 0.1, 0.2, 0.3)
     lr: Positive = 0.05
     horizon: Positive = 2.5

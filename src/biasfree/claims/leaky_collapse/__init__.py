@@ -81,7 +81,7 @@ class Config:
     def __post_init__(self):
         if self.n < self.d:
             raise ValueError(f"need n >= d (got d={self.d}, n={self.n})")
-        if 1.0 not in self.alphas:
+        if 1.0 not in self.alphas or min(self.alphas) == 1.0:
             raise ValueError("alphas must include 1.0 (the linear net) and at least one α < 1")
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
-from annotated_types import Ge, Interval, doc
+from annotated_types import Ge, Interval, Le, doc
 
 from ..base import Experiment, PairWidth, Positive, Slope, config
 
@@ -48,7 +48,7 @@ class Config:
     inits, ``lr`` GD step η, ``t_max`` run length, ``n_records`` log-spaced records,
     ``flow_records`` times at which the gradient-flow prediction is evaluated."""
 
-    n_images: Annotated[int | None, Ge(20), doc("None: all 1797")] = None
+    n_images: Annotated[int | None, Ge(20), Le(1797), doc("None: all 1797, the digits there are")] = None
     test_fraction: Annotated[float, Interval(gt=0, lt=1)] = 0.25
     width: PairWidth = 200
     alpha: Slope = 0.0
@@ -56,8 +56,8 @@ class Config:
     n_random: Annotated[int, Ge(1)] = 2
     lr: Positive = 0.2
     t_max: Positive = 150.0
-    n_records: int = 151
-    flow_records: int = 41
+    n_records: Annotated[int, Ge(2)] = 151
+    flow_records: Annotated[int, Ge(2)] = 41
 
 
 PRESETS = {

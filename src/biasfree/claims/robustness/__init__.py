@@ -24,7 +24,7 @@ from typing import Annotated
 
 from annotated_types import Ge
 
-from ..base import Experiment, PairWidth, Positive, Positives, config
+from ..base import Alpha, Experiment, PairWidth, Positive, Positives, config
 
 CLAIM = ("Weight decay maps to λ/c exactly for pairs; large init and large steps break the random-init"
          " equivalence, never the pair identity.")
@@ -45,11 +45,11 @@ class Config:
     that GD records sit exactly on the flow's record times), ``rtol``/``atol`` the
     gradient-flow tolerances."""
 
-    d: int = 5
-    n: int = 200
+    d: Annotated[int, Ge(1)] = 5
+    n: Annotated[int, Ge(1)] = 200
     s: Positive = 1.0
     width: PairWidth = 32
-    alpha: float = 0.0
+    alpha: Alpha = 0.0
     small_scale: Positive = 1e-3
     large_scale: float = 0.3
     weight_decay: float = 0.1
