@@ -332,3 +332,20 @@ def test_summary_legend_keeps_each_fields_own_type():
     labels = fig.axes[0].get_legend_handles_labels()[1]
     plt.close(fig)
     assert labels == ["width=40, lr=0.01", "width=40, lr=0.1"]
+
+
+@pytest.mark.parametrize("address", ["myhost", "http://127.0.0.1:8787"])
+def test_a_scheduler_that_is_not_an_address_is_refused_with_the_form_to_use(tmp_path, address):
+    (tmp_path / "spec.toml").write_text(spec_text(SPEC))
+    res = runner.invoke(app, ["sweep", str(tmp_path / "spec.toml"), "--scheduler", address,
+                              "--out", str(tmp_path / "out")])
+    assert res.exit_code == 2, res.output
+    assert "tcp://HOST:8786" in " ".join(res.output.split()) and "Traceback" not in res.output
+
+
+def test_run_sweep_checks_its_spec_and_out_before_any_point_runs(tmp_path):
+    with pytest.raises(TypeError, match="must be a Spec: biasfree.read_spec"):
+        run_sweep(str(tmp_path / "sweep.toml"), tmp_path / "out")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match="out=.* is a file, not a folder"):
+        run_sweep(parse_spec(SPEC), tmp_path / "file", workers=1)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 # The experiments, the store and Dask are imported where used: `import biasfree` (which
 # exports load_sweep) must not load every experiment.
+from .. import _validate as validate
 from .sweep_cluster import WORKER_ENV, WORKER_TIMEOUT_S, NoWorkers, dask_client, wait_for_workers
 from .sweep_spec import Point, Spec, SpecError, parse_spec, plan_points, point_key, read_spec
 from .sweep_table import load_sweep, save_point, saved, write_table
@@ -135,7 +136,10 @@ def run_sweep(spec: Spec, out, *, workers: int | None = None, scheduler: str | N
     user should read (skips, the dashboard, workers lost and joined, retries, failures).
     A failed point does not stop the sweep. On Ctrl-C the saved points stay and the
     pending tasks are cancelled."""
-    out = Path(out)
+    if not isinstance(spec, Spec):
+        raise TypeError(f"spec={spec!r} must be a Spec: biasfree.read_spec(path) reads a file, "
+                        "biasfree.parse_spec(dict) a table")
+    out = validate.writable_folder("out", out)  # before any point runs
     t0 = time.perf_counter()
     phases = {}
     points = plan_points(spec)

@@ -49,9 +49,11 @@ def dask_client(workers: int | None = None, scheduler: str | None = None, client
     if scheduler is not None:
         try:
             made = Client(scheduler, timeout="10s")
-        except OSError as e:
-            raise ConnectionError(f"no Dask scheduler answers at {scheduler} ({e}); start one with "
-                                  "`dask scheduler` and workers with `dask worker ADDRESS`") from None
+        except (OSError, ValueError) as e:  # ValueError: not an address ('myhost', 'http://…')
+            raise ConnectionError(f"no Dask scheduler answers at {scheduler} ({e}); give its address "
+                                  "as tcp://HOST:8786 (the scheduler's port, not the dashboard's), or "
+                                  "start one with `dask scheduler` and workers with "
+                                  "`dask worker ADDRESS`") from None
     else:
         n = workers or os.cpu_count() or 1
         if n < 1:
