@@ -771,6 +771,30 @@ def test_deep_gd_mode_strength_is_first_order_in_the_step():
     assert 0.45 <= errs[1] / errs[0] <= 0.55
 
 
+@pytest.mark.parametrize("args, error, match", [
+    (([0, 10**9], 1.0, 1e-3, 3, 0.1), ValueError, "at most 1e\\+07"),  # was a 10⁹-step Python loop
+    (([0, 5], -1.0, 1e-3, 3, 0.1), ValueError, "s=-1.0 must be >= 0"),
+    (([0, 5], np.nan, 1e-3, 3, 0.1), ValueError, "s=nan must be finite"),
+    (([0, 5], 1.0, -1e-3, 3, 0.1), ValueError, "a0=-0.001 must be >= 0"),
+    (([0, 5], "a", 1e-3, 3, 0.1), TypeError, "s='a' must be a real number"),
+    (([0, 50], 1.0, 1e-3, 3, 100.0), ValueError, "lr=100.0 is too large"),  # was a NaN returned
+])
+def test_deep_gd_mode_strength_refuses_what_the_two_layer_map_refuses(args, error, match):
+    with np.errstate(all="ignore"), pytest.raises(error, match=match):
+        th.deep_gd_mode_strength(*args)
+
+
+@pytest.mark.parametrize("fn, arg", [(th.deep_linear_to_pair, "linear"),
+                                     (th.deep_pair_half_to_linear, "half")])
+def test_deep_pair_maps_check_their_net(fn, arg):
+    """Both once took anything: a string failed inside, NaN passed through, biases were dropped."""
+    with pytest.raises(TypeError, match=f"{arg} must be a non-empty tuple of biasfree Layer"):
+        fn("net", 0.0)
+    biased = bf.init_gaussian(jax.random.PRNGKey(0), (2, 3, 3, 1), 0.1, bias=True)
+    with pytest.raises(ValueError, match=f"{arg} has biases"):
+        fn(biased, 0.0)
+
+
 def test_deep_gd_mode_strength_at_depth_two_is_the_two_layer_map():
     ks = np.array([0, 3, 50, 400])
     # at L = 2 the deep map's a^{(L-2)/L} is a^0 = 1 exactly and (·)^L is (·)^2: the same

@@ -29,9 +29,9 @@ from scipy.special import expit, logit
 
 from .. import _validate as v
 from ..core.inits import pair_up
-from ..core.layers import Layer, Params
+from ..core.layers import Layer, Params, takes_net
 from ..core.twin import twin_scales
-from .modes import _check_y_power, _modes, final_loss, logistic
+from .modes import _check_y_power, _modes, final_loss, gd_steps, logistic
 
 _XI_FLAT = 60.0  # beyond ξ = 60 the integrand differs from 1 by < e^{-60}
 
@@ -173,6 +173,7 @@ def _scale_layers(params: Params, end: float, mid: float) -> Params:
                  for i, layer in enumerate(params))
 
 
+@takes_net(bias_free=True, arg="half")
 def deep_pair_half_to_linear(half: Params, alpha=0.0) -> Params:
     """The deep linear net ``(√(2λ) W_1, 2√λ A_l, √(2λ) W_L)`` that the pair net
     ``pair_up(half)`` would follow in time λt (λ from :func:`deep_pair_time_factor`);
@@ -182,6 +183,7 @@ def deep_pair_half_to_linear(half: Params, alpha=0.0) -> Params:
     return _scale_layers(half, np.sqrt(2 * lam), 2 * np.sqrt(lam))
 
 
+@takes_net(bias_free=True, arg="linear")
 def deep_linear_to_pair(linear: Params, alpha=0.0) -> Params:
     """The pair net whose would-be linear twin is the deep linear net ``linear``: inverse
     of :func:`deep_pair_half_to_linear` on the half net (first and last layers scaled by
@@ -202,16 +204,17 @@ def deep_gd_mode_strength(steps, s, a0, depth: int, lr: float) -> np.ndarray:
     (T,), ``s`` singular values (r,) or scalar, ``a0`` initial strengths (broadcast),
     ``depth`` L, ``lr`` η. Returns ``a`` at ``steps``: (T, r), or (T,) for scalar s."""
     L = v.integer("depth", depth, 2)
-    steps = np.asarray(steps)
-    if steps.ndim != 1 or np.any(steps != np.round(steps)) or np.any(np.diff(steps) < 0) or steps[0] < 0:
-        raise ValueError("steps must be a sorted 1-D array of non-negative whole numbers of GD steps")
+    steps = gd_steps(steps)
     lr = v.positive("lr", lr, scalar=True, why="a GD step size η > 0")
-    s = np.asarray(s, float)
-    a = np.broadcast_to(np.asarray(a0, float), s.shape).copy()
+    s = v.nonnegative("s", s, why="singular values of Σ_yx")
+    a = np.broadcast_to(v.nonnegative("a0", a0, why="initial mode strengths"), s.shape).copy()
     out, k = np.empty(steps.shape + s.shape), 0
-    for i, target in enumerate(steps.astype(np.int64)):
+    for i, target in enumerate(steps):
         for _ in range(target - k):
             a = a * (1.0 + lr * (s - a) * a ** ((L - 2) / L)) ** L
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"lr={lr!r} is too large: GD on these modes diverges; stable steps need "
+                             f"roughly lr < 1/s_max = {1 / max(float(np.max(s)), 1e-300):.3g}")
         k = target
         out[i] = a
     return out

@@ -230,6 +230,20 @@ def plateaus(s, y_power: float):
 _MAX_GD_STEPS = 10**7
 
 
+def gd_steps(steps) -> np.ndarray:
+    """``steps`` checked for a GD map iterated step by step: sorted non-negative whole numbers
+    (T,), at most :data:`_MAX_GD_STEPS`; returned as int64."""
+    raw = v.finite_array("steps", steps, ndim=1)
+    if np.any(raw != np.round(raw)):
+        raise TypeError("steps must be whole numbers of GD steps (got fractions); pass integers")
+    if np.any(np.diff(raw) < 0) or raw[0] < 0:
+        raise ValueError("steps must be a sorted 1-D array of non-negative integers")
+    if raw[-1] > _MAX_GD_STEPS:
+        raise ValueError(f"steps go up to {raw[-1]:.3g}; the map is iterated step by step, so at most "
+                         f"{_MAX_GD_STEPS:.0e}: beyond, use the flow's (deep_)mode_strength at t = η k")
+    return raw.astype(np.int64)
+
+
 def gd_mode_strength(steps, s, a0, lr: float):
     """Exact gradient-descent map of an aligned balanced mode, whitened inputs.
 
@@ -239,15 +253,7 @@ def gd_mode_strength(steps, s, a0, lr: float):
     net with pair or rank-one init follows it with ``lr = η c`` from ``ã_0 = c a0_raw``.
     Returns ``a_k`` at the integer ``steps`` (sorted, shape (T,)).
     """
-    raw = v.finite_array("steps", steps, ndim=1)
-    if np.any(raw != np.round(raw)):
-        raise TypeError("steps must be whole numbers of GD steps (got fractions); pass integers")
-    if np.any(np.diff(raw) < 0) or raw[0] < 0:
-        raise ValueError("steps must be a sorted 1-D array of non-negative integers")
-    if raw[-1] > _MAX_GD_STEPS:
-        raise ValueError(f"steps go up to {raw[-1]:.3g}; the map is iterated step by step, so at most "
-                         f"{_MAX_GD_STEPS:.0e}: beyond, use mode_strength at t = lr * steps")
-    steps = raw.astype(np.int64)
+    steps = gd_steps(steps)
     s = v.nonnegative("s", s, scalar=True, why="a singular value of Σ_yx")
     a0 = v.nonnegative("a0", a0, scalar=True, why="an initial mode strength")
     lr = v.positive("lr", lr, scalar=True, why="a GD step size η > 0")
