@@ -202,11 +202,15 @@ def layer_widths(x) -> tuple[int, ...]:
     return w
 
 
-def callable_(name: str, f):
-    """``f`` callable, else ``TypeError``."""
+OPTIMISER = ("an optax.GradientTransformation, e.g. optax.adam(1e-3), or a factory of one from "
+             "the learning-rate scale ρ, e.g. lambda rho: optax.adam(1e-3 * rho)")
+"""What an optimiser argument may be, as :func:`callable_` says it."""
+
+
+def callable_(name: str, f, what: str = "a function of the inputs X (N, d) -> (N,) or (N, p)"):
+    """``f`` callable, else ``TypeError`` saying it must be ``what``."""
     if not callable(f):
-        raise TypeError(f"{name}={f!r} must be a function of the inputs X (N, d) -> (N,) or (N, p), "
-                        f"not {type(f).__name__}")
+        raise TypeError(f"{name}={f!r} must be {what}, not {type(f).__name__}")
     return f
 
 

@@ -323,3 +323,10 @@ def test_compiled_loops_are_bounded(sym, monkeypatch):
     bf.train(pair, data, opts[2], steps=2, alpha=0.0, n_records=2)  # the same optimiser again: no retrace
     (fn,) = [entry[1] for entry in optimisers._COMPILED.values() if entry[0] == opts[2]]
     assert fn._cache_size() == 1
+
+
+@pytest.mark.parametrize("make", [lambda: bf.optimiser_twin("adam", 0.0), lambda: bf.OptaxConfig("adam")])
+def test_an_optimiser_named_by_a_string_is_refused_with_what_to_pass(make):
+    """The message once asked for 'a function of the inputs X', the targets' wording."""
+    with pytest.raises(TypeError, match=r"='adam' must be an optax.GradientTransformation, e.g. optax.adam"):
+        make()

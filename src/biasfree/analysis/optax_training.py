@@ -81,7 +81,7 @@ class OptaxConfig:
 
     def __post_init__(self):
         if self.factory:
-            validate.callable_("optimiser", self.optimiser)
+            validate.callable_("optimiser", self.optimiser, validate.OPTIMISER)
         object.__setattr__(self, "steps", validate.integer("steps", self.steps, 1))
         if self.batch_size is not None:
             object.__setattr__(self, "batch_size", validate.integer("batch_size", self.batch_size, 1))

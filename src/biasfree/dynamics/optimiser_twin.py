@@ -167,7 +167,7 @@ def optimiser_twin(opt, alpha, depth: int = 2, degree: float | None = None, *, p
     """
     factory = not (hasattr(opt, "init") and hasattr(opt, "update"))
     if factory:
-        validate.callable_("opt", opt)
+        validate.callable_("opt", opt, validate.OPTIMISER)
     make = opt if factory else (lambda rho: opt)
     a = twin_scale(alpha, depth)
     rho = 1.0 / a
