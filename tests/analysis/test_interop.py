@@ -101,6 +101,14 @@ def test_state_dict_keys_that_are_not_names_are_refused_by_name(mapping):
         bf.from_state_dict(mapping, alpha=0.0)
 
 
+@pytest.mark.parametrize("padding", [1, 0, None])
+def test_state_dict_conv_padding_as_torch_numbers_is_refused_with_the_names_to_use(padding):
+    """torch writes padding as a number; it was "'int' object is not iterable"."""
+    conv = {"0.weight": np.ones((2, 1, 3)), "1.weight": np.ones((1, 16))}
+    with pytest.raises(TypeError, match=f"padding={padding!r}: give 'same' or 'valid'"):
+        bf.from_state_dict(conv, alpha=0.0, in_shape=(8,), padding=padding)
+
+
 @pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
 def test_files_round_trip_with_alpha(tmp_path, suffix):
     params = bf.from_arrays(_weights())

@@ -70,6 +70,9 @@ def _torch_specs(entries, in_shape, padding, source) -> list[dict]:
     if n_conv == 0:
         raise ValueError(f"{source}: in_shape={in_shape!r} is the spatial shape of a conv net's input, but "
                          "it has no convolution (only Linear weights): leave it out")
+    if not isinstance(padding, str | list | tuple):
+        raise TypeError(f"padding={padding!r}: give 'same' or 'valid' (torch's padding=(k-1)//2 for "
+                        "an odd kernel k is 'same', padding=0 is 'valid'), or one per convolution")
     pads = [padding] * n_conv if isinstance(padding, str) else list(padding)
     if len(pads) != n_conv:
         raise ValueError(f"padding={padding!r}: give one padding ('same' or 'valid') or one per "
