@@ -230,6 +230,9 @@ def test_bad_value_of_a_real_experiment_shows_its_validation(tmp_path):
     bad.write_text("width = = 3\n")
     res = cli("run", "generalisation", "--config", bad, "--out", tmp_path)
     assert res.exit_code == 2 and f"config file {bad} is not valid TOML" in res.output, res.output
+    bad.write_bytes(b"# \xe9tude\nwidth = 40\n")  # Latin-1: once a bare codec message
+    res = cli("run", "generalisation", "--config", bad, "--out", tmp_path)
+    assert res.exit_code == 2 and f"config file {bad} is not UTF-8 text" in " ".join(res.output.split())
 
 
 def test_show_prints_claim_fields_and_presets():

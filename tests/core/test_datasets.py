@@ -103,3 +103,10 @@ def test_files_round_trip(tmp_path):
         bf.load_data(tmp_path / "bad.npz")
     with pytest.raises(FileNotFoundError):
         bf.load_data(tmp_path / "missing.csv")
+    # Excel's "CSV UTF-8" starts with a byte-order mark: without a header it once made the
+    # first row unreadable as numbers, so that row was dropped as if it were a header
+    (tmp_path / "bom.csv").write_text("\n".join(lines[1:]) + "\n", encoding="utf-8-sig")
+    np.testing.assert_array_equal(bf.load_data(tmp_path / "bom.csv", y_columns=2).X, X)
+    (tmp_path / "latin1.csv").write_bytes(b"\xe9,y\n1,2\n")
+    with pytest.raises(ValueError, match="latin1.csv is not UTF-8 text .*save it as UTF-8"):
+        bf.load_data(tmp_path / "latin1.csv")

@@ -99,6 +99,9 @@ def read_toml(path, what: str, error: type[Exception]) -> dict:
             return tomllib.load(fh)
     except OSError as e:
         raise error(f"cannot read {what} {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:  # TOML is UTF-8
+        raise error(f"{what} {path} is not UTF-8 text (byte {e.start}: {e.reason}); save it as UTF-8") \
+            from None
     except tomllib.TOMLDecodeError as e:
         raise error(f"{what} {path} is not valid TOML: {e}") from None
 

@@ -120,8 +120,12 @@ def _read_npz(path: Path):
 
 
 def _read_csv(path: Path, y_columns: int):
-    with open(path, newline="") as fh:
-        rows = [r for r in csv.reader(fh) if r and any(c.strip() for c in r)]
+    try:  # utf-8-sig: a byte-order mark (Excel's "CSV UTF-8") is not part of the first cell
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            rows = [r for r in csv.reader(fh) if r and any(c.strip() for c in r)]
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path} is not UTF-8 text (byte {e.start}: {e.reason}); save it as UTF-8") \
+            from None
     if not rows:
         raise ValueError(f"{path} is empty")
     try:
