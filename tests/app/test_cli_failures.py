@@ -226,6 +226,15 @@ def test_a_crashed_rerun_keeps_the_last_result_in_previous(toy, tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == sorted(good)
 
 
+def test_a_saved_result_with_damaged_arrays_is_rerun_not_a_traceback(toy, tmp_path):
+    assert cli("run", "toy", "--preset", "tiny", "--out", tmp_path).exit_code == 0
+    (tmp_path / "toy" / "arrays.npz").write_bytes(b"PK\x03\x04 not a zip")
+    res = cli("run", "toy", "--preset", "tiny", "--out", tmp_path)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "rerunning: arrays.npz unreadable" in " ".join(res.output.split())
+    assert [n for n, _ in toy] == ["toy", "toy"] and store.load(tmp_path / "toy").passed
+
+
 # ------------------------------------------------------------------ report
 
 

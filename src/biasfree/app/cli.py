@@ -119,11 +119,16 @@ def run(
             if (folder / "result.json").exists():
                 same, why = store.reusable(folder, n, p.recorded, seed)
                 if same and not force:
-                    bar.console.print(f"[bold]{n}[/] skipped: {escape(why)} (--force reruns it)",
-                                      soft_wrap=True)
-                    if not store.load(folder).passed:
-                        failed.append(n)
-                    continue
+                    try:
+                        passed = store.load(folder).passed
+                    except store.CorruptResult as e:  # e.g. a damaged arrays.npz: computed again
+                        same, why = False, f"{e.path.name} unreadable ({e.reason})"
+                    else:
+                        bar.console.print(f"[bold]{n}[/] skipped: {escape(why)} (--force reruns it)",
+                                          soft_wrap=True)
+                        if not passed:
+                            failed.append(n)
+                        continue
                 bar.console.print(f"[bold]{n}[/] rerunning: {escape('--force' if same else why)}",
                                   soft_wrap=True)
             task = bar.add_task("starting", exp=n, total=None)
