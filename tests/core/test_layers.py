@@ -36,6 +36,14 @@ def test_an_object_with_a_w_attribute_is_not_a_layer():
         check_net((Duck(), Duck()))
 
 
+def test_a_layer_built_from_a_list_is_refused_at_the_boundary_with_the_fix():
+    """check_net once read the list's numbers as leaves and passed it; forward then failed
+    inside with "'list' object has no attribute 'T'"."""
+    net = (bf.Layer([[1.0, 2.0, 3.0]] * 4), bf.Layer(np.ones((2, 4))))
+    with pytest.raises(TypeError, match=r"params\[0\]\.W is a list: build the layer from an array"):
+        bf.forward(net, np.ones((5, 3)), 0.3)
+
+
 def test_check_net_returns_the_matrices_and_checks_depth_bias_and_sizes():
     Ws = check_net(NET)
     assert [W.shape for W in Ws] == [(4, 3), (2, 4)]

@@ -176,6 +176,11 @@ def is_dense(params) -> bool:
     return is_net(params) and all(isinstance(layer, Layer) for layer in params)
 
 
+def _listed(x) -> bool:
+    """A list or tuple: one leaf when checking a layer's arrays, not a container of numbers."""
+    return isinstance(x, list | tuple)
+
+
 def check_net(params, name: str = "params", *, X=None, x_name: str = "X", depth: int | None = None,
               bias_free: bool = False, d: int | None = None, p_out: int | None = None) -> list:
     """Check a network at a public entry and return its layers' matrices (float arrays,
@@ -202,8 +207,12 @@ def check_net(params, name: str = "params", *, X=None, x_name: str = "X", depth:
         return x
 
     for i, layer in enumerate(params):
-        for path, leaf in [] if traced else jax.tree_util.tree_leaves_with_path(layer):
-            validate.finite_array(f"{name}[{i}]{jax.tree_util.keystr(path)}", leaf)  # params[0].W
+        for path, leaf in [] if traced else jax.tree_util.tree_leaves_with_path(layer, is_leaf=_listed):
+            where = f"{name}[{i}]{jax.tree_util.keystr(path)}"  # params[0].W
+            if _listed(leaf):  # the layer computes with it as it is: H @ W.T needs an array
+                raise TypeError(f"{where} is a {type(leaf).__name__}: build the layer from an array, "
+                                "e.g. Layer(np.asarray(W)), or use biasfree.from_arrays")
+            validate.finite_array(where, leaf)
         layer.check(f"{name}[{i}]")
         n_out, n_in = layer.n_out, layer.n_in  # static shapes: no Toeplitz matrix is built
         if i and n_in != params[i - 1].n_out:
