@@ -386,3 +386,14 @@ def test_effective_rank_counts_equal_singular_values():
     # ulps (libm: <= 1 ulp) of ln 3 ~ 1.1, then exp: rel. error <= (γ_3 + 3ε)·h + ε ~ 1.3e-15
     np.testing.assert_allclose(nets.effective_rank([[2.0, 2.0, 2.0, 0.0], [5.0, 0.0, 0.0, 0.0]]),
                                [3.0, 1.0], rtol=(gamma(3) + 3 * EPS) * np.log(3) + 2 * EPS)
+
+
+@pytest.mark.parametrize("alpha", [[0.3, 0.2], np.zeros(4), np.zeros((16, 1))])
+def test_one_net_takes_one_slope(alpha):
+    """An array α once broadcast: over the hidden units (length 4 = width), over the rows
+    (16 × 1), or failed inside NumPy or JAX with a shape error."""
+    net, X = bf.from_arrays([np.ones((4, 3)), np.ones((1, 4))]), np.ones((16, 3))
+    for call in (lambda: bf.forward(net, X, alpha), lambda: bf.net_function(net, alpha)(X),
+                 lambda: bf.odd_part(net, X, alpha)):
+        with pytest.raises(TypeError, match="alpha must be a single slope"):
+            call()

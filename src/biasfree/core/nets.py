@@ -58,7 +58,7 @@ def _check_apply(params, X, alpha, x_name: str = "X", *, required: bool = True):
     if X is None and required:
         raise TypeError(f"{x_name}=None: pass the inputs, an array of shape (N, d)")
     check_net(params, X=X, x_name=x_name)
-    validate.slope(alpha, array_ok=True)
+    validate.slope(alpha)  # one net, one slope (an array would broadcast over units or rows)
     return X if X is None or isinstance(X, jax.Array | np.ndarray) else np.asarray(X, dtype=float)
 
 
