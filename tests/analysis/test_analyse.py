@@ -263,6 +263,10 @@ def test_bad_input_is_refused_before_any_computation():
         bf.analyse(bf.Model(_net(0, (4, 6, 2)), None, "test"), (X, Y))
     with pytest.raises(TypeError, match="GDConfig"):
         bf.analyse(_net(0, (4, 6, 2)), (X, Y), alpha=0.0, train="yes")
+    with pytest.raises(TypeError, match=r"progress='x' must be a function called as progress\(k, K\)"):
+        bf.analyse(_net(0, (4, 6, 2)), (X, Y), alpha=0.0, train=True, progress="x")  # once after training
+    with pytest.raises(FileNotFoundError, match="^init: "):
+        bf.analyse(_net(0, (4, 6, 2)), (X, Y), alpha=0.0, init="missing.npz")
 
 
 def test_floors_refuse_an_input_law_that_is_not_symmetric():

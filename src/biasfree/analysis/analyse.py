@@ -210,7 +210,7 @@ def _start(init, a: float, params: Params) -> Params:
     """The weights training started from, read like the model, of the same architecture."""
     try:
         m = as_model(init, a)
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, OSError) as e:  # OSError: a file that is not there
         raise type(e)(f"init: {e}") from None
     start, _ = drop_zero_biases(m.params)
     same = (len(start) == len(params) and widths(start) == widths(params)
@@ -256,6 +256,8 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, in
     n_times = validate.integer("n_times", n_times, 2)
     if time_budget is not None:
         time_budget = validate.positive("time_budget", time_budget, scalar=True, why="seconds of training")
+    if progress is not None:
+        validate.callable_("progress", progress, "a function called as progress(k, K): k of K steps done")
     m: Model = as_model(model, alpha)
     if m.alpha is None:
         raise ValueError(f"the slope α of {m.source} is unknown (weight files do not store the "
