@@ -188,3 +188,10 @@ def test_bad_input_errors_name_the_layer_and_fix():
         bf.init_conv(jax.random.PRNGKey(0), (4, 4), (1, 3), 3, pairs=True)
     with pytest.raises(ValueError, match="bias-free"):
         bf.pair_up(bf.init_conv(jax.random.PRNGKey(0), (4, 4), (1, 2), 3, bias=True))
+
+
+@pytest.mark.parametrize("kernel", [3.0, None, "3"])
+def test_init_conv_refuses_a_kernel_that_is_not_sizes(kernel):
+    """A float or None once failed inside with "'float' object is not iterable"."""
+    with pytest.raises(TypeError, match=f"kernel={kernel!r} must be an integer, or one per spatial axis"):
+        bf.init_conv(jax.random.PRNGKey(0), (8,), (1, 2), kernel)

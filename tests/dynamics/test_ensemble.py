@@ -120,3 +120,11 @@ def _twin_gap_bound(runs, name, member, data, cfg, test=False) -> float:
         total = total + trajectory_gap(lambda p, one=one: np.asarray(getattr(bf.gd(p, data, one), key)),
                                        m.params, cfg.steps, chain_length(m.params, data.X.shape[0]))
     return float(np.max(total) / np.asarray(getattr(runs[name], key))[0])
+
+
+@pytest.mark.parametrize("lr", [None, "0.1", -0.1])
+def test_a_members_twin_needs_a_step(lr):
+    """Member.lr defaults to None: linear_twin(m.lr) once failed on None * float."""
+    m = bf.Member(bf.from_arrays([np.ones((4, 3)), np.ones((1, 4))]), alpha=0.3)
+    with pytest.raises((TypeError, ValueError), match="^lr="):
+        m.linear_twin(lr)

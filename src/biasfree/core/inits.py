@@ -229,6 +229,9 @@ def init_conv(key, in_shape, channels, kernel, p: int = 1, scale=1.0, *, padding
     validate.flag("pairs", pairs)
     p = validate.integer("p", p, 1)
     spatial = tuple(in_shape) if isinstance(in_shape, tuple | list) else (in_shape,)
+    if not isinstance(kernel, int | np.integer | tuple | list):
+        raise TypeError(f"kernel={kernel!r} must be an integer, or one per spatial axis of in_shape "
+                        f"(e.g. 3 or (3, 3)), not {type(kernel).__name__}")
     ks = (kernel,) * len(spatial) if isinstance(kernel, int | np.integer) else tuple(kernel)
     ks = tuple(validate.integer("kernel", k, 1) for k in ks)
     if len(ks) != len(spatial):

@@ -55,6 +55,7 @@ class Member:
     def linear_twin(self, lr: float) -> Member:
         """The twin: ``√c·params``, α = 1, step ``η c``, decay ``λ/c`` (§2.4, §2.7)."""
         c = float(slope_factor(self.alpha))
+        lr = validate.positive("lr", lr, scalar=True, why="the member's GD step η (e.g. cfg.lr)")
         return Member(linear_twin(self.params, self.alpha), 1.0, lr * c, self.weight_decay / c)
 
 
