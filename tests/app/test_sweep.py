@@ -285,6 +285,16 @@ def test_bad_spec_exits_2_before_any_work(tmp_path, change, message):
     assert not out.exists() or not any(out.iterdir()), "nothing may run or be written before a valid spec"
 
 
+def test_parse_spec_refuses_what_is_not_a_spec_document():
+    """Text, None, NumPy integers and sets once failed inside (iteration, json's encoder)."""
+    for doc in (None, 'experiment = "deep"'):
+        with pytest.raises(TypeError, match="must be a dict of a spec's keys"):
+            parse_spec(doc)
+    for grid in ({"width": [np.int64(6), np.int64(8)]}, {"width": {6, 8}}):
+        with pytest.raises(SpecError, match="holds a value a spec cannot store .* use plain numbers"):
+            parse_spec({**SPEC, "grid": grid})
+
+
 def test_unknown_spec_key_and_field_in_both_tables_are_errors():
     with pytest.raises(SpecError, match="unknown key.*'seed'"):
         parse_spec({**SPEC, "seed": 3})

@@ -68,6 +68,9 @@ class Point:
 def parse_spec(doc: Mapping, source: str = "spec") -> Spec:
     """A :class:`Spec` from a TOML document (a dict); :class:`SpecError` names what is
     wrong and how to write it."""
+    if not isinstance(doc, Mapping):
+        raise TypeError(f"{source} must be a dict of a spec's keys ({', '.join(SPEC_KEYS)}), got "
+                        f"{type(doc).__name__}; biasfree.read_spec(path) reads a spec file")
     unknown = [k for k in doc if k not in SPEC_KEYS]
     if unknown:
         raise SpecError(f"{source}: unknown key(s) {', '.join(map(repr, unknown))}; a spec has "
@@ -91,6 +94,12 @@ def parse_spec(doc: Mapping, source: str = "spec") -> Spec:
     for table, what in ((grid, "grid"), (fixed, "fixed")):
         if not isinstance(table, dict):
             raise SpecError(f"{source}: [{what}] must be a table of FIELD = VALUE lines")
+    for k, v in (*grid.items(), *fixed.items()):
+        try:  # a point's key and the sweep's table store the values as JSON
+            json.dumps(v)
+        except TypeError as e:
+            raise SpecError(f"{source}: {k} = {v!r} holds a value a spec cannot store ({e}); use plain "
+                            "numbers, strings and lists (e.g. int(x) for a NumPy integer)") from None
     for k, values in grid.items():
         if not isinstance(values, list) or not values:
             raise SpecError(f"{source}: grid.{k} must be a non-empty list of values, such as "
