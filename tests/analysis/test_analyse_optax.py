@@ -125,6 +125,21 @@ def test_the_cli_trains_with_an_optimiser_and_refuses_bad_names(data, tmp_path):
         assert res.exit_code == 2 and "error" in res.output, (args, res.output)
 
 
+def test_the_cli_trains_on_random_batches_of_a_file_that_is_not_mirrored(tmp_path):
+    """A user's data file is taken as given: mirror-pair batches need [X; -X], so the CLI
+    once refused --batch-size with a fix ('mirrored_batches=False') it had no option for."""
+    model, d = tmp_path / "m.safetensors", tmp_path / "d.npz"
+    bf.save_model(PAIR, model, alpha=0.0)
+    rng = np.random.default_rng(3)
+    np.savez(d, X=rng.normal(size=(20, 4)), Y=rng.normal(size=(20, 2)))
+    args = ["analyse", str(model), "--data", str(d), "--optimiser", "sgd", "--batch-size", "4",
+            "--train-steps", "5", "--out", str(tmp_path / "o")]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2 and "--random-batches" in res.output, res.output
+    res = CliRunner().invoke(app, [*args, "--random-batches"])
+    assert res.exit_code == 0, res.output
+
+
 def test_a_sampled_gap_names_its_records_in_the_evidence_and_the_answer(data, monkeypatch):
     monkeypatch.setattr(optax_training, "EVERY_STEP_MAX", 10)  # 50 steps > 10: 11 records
     pair = bf.pair_up(bf.init_gaussian(jax.random.PRNGKey(0), (4, 8, 2), 0.1))

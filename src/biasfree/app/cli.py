@@ -273,6 +273,9 @@ def analyse(
                                                 "twin by biasfree.optimiser_twin (ε, decay scaled)")] = "gd",
     batch_size: Annotated[int | None, typer.Option(help="with --optimiser: points per step, drawn as "
                                                         "mirror pairs (default: full batch)")] = None,
+    random_batches: Annotated[bool, typer.Option("--random-batches", help="with --batch-size: plain "
+                                                 "random batches, not mirror pairs (which need data "
+                                                 "stored as [X; -X])")] = False,
     lr: Annotated[float | None, typer.Option(help="step η (default: ¼ of the estimated stability limit "
                                                   "with --train, 0.01 with --train-steps)")] = None,
     n_records: Annotated[int, typer.Option(help="points of the stored training curves (the gap is "
@@ -311,6 +314,8 @@ def analyse(
                              "--lr 1e-3 --train-steps 2000)")
         if optimiser == "gd" and batch_size is not None:
             raise ValueError("--batch-size needs an --optimiser (sgd for plain minibatch SGD)")
+        if random_batches and batch_size is None:
+            raise ValueError("--random-batches goes with --batch-size B")
         if optimiser not in ("gd", *NAMED):
             raise ValueError(f"--optimiser {optimiser!r}: choose gd or one of {', '.join(NAMED)}")
         m, start = (None if f is None else interop.load_model(f, alpha, **interop.conv_spec(in_shape))
@@ -319,7 +324,8 @@ def analyse(
         step = 0.01 if lr is None else lr  # an optimiser other than gd comes with train_steps (above)
         cfg = (None if not train_steps else GDConfig(lr=step, steps=train_steps, n_records=n_records)
                if optimiser == "gd" else OptaxConfig(NAMED[optimiser](step), steps=train_steps,
-                                                     batch_size=batch_size, name=optimiser))
+                                                     batch_size=batch_size, name=optimiser,
+                                                     mirrored_batches=not random_batches))
         with Progress(TextColumn("training beside the twin"), rp.BarColumn(), rp.MofNCompleteColumn(),
                       TimeElapsedColumn(), console=err, transient=True) as bar:
             task = bar.add_task("train", total=None)

@@ -83,8 +83,8 @@ def _check_batches(cfg: _TrainSettings, data: Dataset, key) -> None:
     if cfg.mirrored_batches:
         if not (data.mirrored or mirrored_half(np.asarray(data.X)) is not None):
             raise ValueError("mirrored_batches=True needs symmetric inputs in the layout [X₊; -X₊] "
-                             "(build them with bf.symmetrize(X, Y)); pass mirrored_batches=False for "
-                             "plain random batches")
+                             "(build them with bf.symmetrize(X, Y)); pass mirrored_batches=False "
+                             "(biasfree analyse: --random-batches) for plain random batches")
         if b % 2:
             raise ValueError(f"batch_size={b}: mirrored batches hold whole pairs (x, -x); pass an even "
                              f"batch_size such as {b + 1 if b + 1 <= N else b - 1}")
