@@ -343,6 +343,17 @@ def existing_file(name: str, path) -> Path:
     return path
 
 
+def npz_archive(path: Path) -> Path:
+    """``path`` an ``.npz`` (a zip of ``.npy`` arrays): NumPy reads any other file as a pickle
+    and, with pickles refused, says so, which misleads (nothing is ever unpickled)."""
+    import zipfile
+
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path} is not an .npz archive (a zip of .npy arrays): save one with "
+                         "numpy.savez, or check the file's name and format")
+    return path
+
+
 def results_folder(name: str, path) -> Path:
     """An existing folder of results that can be written to (a report goes in it)."""
     path = _path(name, path)

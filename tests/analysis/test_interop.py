@@ -109,6 +109,20 @@ def test_state_dict_conv_padding_as_torch_numbers_is_refused_with_the_names_to_u
         bf.from_state_dict(conv, alpha=0.0, in_shape=(8,), padding=padding)
 
 
+def test_a_file_named_npz_that_is_not_one_is_not_called_a_pickle(tmp_path):
+    """NumPy reads a non-zip file as a pickle and, refused, talked of 'pickled (object) data'
+    and allow_pickle: wrong, and a push toward unsafe loading."""
+    bad = tmp_path / "model.npz"
+    bad.write_text("not an archive")
+    for load in (lambda: bf.load_model(bad, alpha=0.0), lambda: bf.load_data(bad)):
+        with pytest.raises(ValueError, match="is not an .npz archive") as err:
+            load()
+        assert "pickle" not in str(err.value)
+    np.savez(bad, **{"0.weight": _W0, "1.weight": _W2, "biasfree.layers": np.array('["a", "b"]')})
+    with pytest.raises(ValueError, match="biasfree.layers must be a JSON list of layer objects"):
+        bf.load_model(bad, alpha=0.0)  # once AttributeError: 'str' object has no attribute 'get'
+
+
 @pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
 def test_files_round_trip_with_alpha(tmp_path, suffix):
     params = bf.from_arrays(_weights())

@@ -195,6 +195,7 @@ def load_model(path, alpha=None, *, in_shape=None, padding="same") -> Model:
                                  "alpha= to override it") from None
         layers = meta.get(LAYERS_KEY)
     elif path.suffix == ".npz":
+        validate.npz_archive(path)
         try:
             with np.load(path, allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
@@ -212,6 +213,9 @@ def load_model(path, alpha=None, *, in_shape=None, padding="same") -> Model:
             layers = json.loads(layers)
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: {LAYERS_KEY} is not JSON ({e})") from None
+        if not isinstance(layers, list) or not all(isinstance(spec, dict) for spec in layers):
+            raise ValueError(f"{path}: {LAYERS_KEY} must be a JSON list of layer objects such as "
+                             '{"type": "Layer"}, one per weight; save the net with biasfree.save_model')
         if in_shape is not None:
             raise ValueError(f"{path} stores its layers' shapes ({LAYERS_KEY}): leave in_shape out")
     a = stored if alpha is None else alpha

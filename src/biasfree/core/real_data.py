@@ -110,7 +110,7 @@ def _bundled(name: str, target: str):
 
 
 def _read_npz(path: Path):
-    with np.load(path, allow_pickle=False) as z:
+    with np.load(validate.npz_archive(path), allow_pickle=False) as z:
         missing = [k for k in ("X", "Y") if k not in z.files]
         if missing:
             raise ValueError(f"{path} holds arrays {z.files}; a data file needs 'X' (N, d) and "
