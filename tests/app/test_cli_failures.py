@@ -238,6 +238,13 @@ def test_a_saved_result_with_damaged_arrays_is_rerun_not_a_traceback(toy, tmp_pa
 # ------------------------------------------------------------------ report
 
 
+def test_report_on_one_experiments_folder_names_the_folder_to_give(toy, tmp_path):
+    assert cli("run", "toy", "--preset", "tiny", "--out", tmp_path).exit_code == 0
+    res = cli("report", "--out", tmp_path / "toy")
+    assert res.exit_code == 2, res.output  # it once said "run `biasfree run all` first"
+    assert f"one experiment's folder; give the folder that holds it: --out {tmp_path}" in res.output
+
+
 def test_report_skips_a_truncated_result_names_it_and_exits_1(toy, tmp_path):
     assert cli("run", "toy", "toy-b", "--preset", "tiny", "--out", tmp_path).exit_code == 0
     bad = tmp_path / "toy-b" / "result.json"

@@ -218,6 +218,9 @@ def render(out_dir, skipped: list | None = None) -> str:
     results = ordered(load_all(out_dir, skipped))
     crashed = load_crashes(out_dir)
     if not results and not skipped and not crashed:
+        if any((out_dir / f).exists() for f in ("result.json", "error.json")):  # one experiment's own
+            raise FileNotFoundError(f"{out_dir} is one experiment's folder; give the folder that holds "
+                                    f"it: --out {out_dir.parent}")
         raise FileNotFoundError(f"no results under {out_dir}: run `biasfree run all` first")
     n_pass = sum(c.passed for r, _ in results for c in r.checks.values())
     n_all = sum(len(r.checks) for r, _ in results)
