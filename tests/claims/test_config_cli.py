@@ -221,6 +221,14 @@ def test_bad_input_exits_2_with_the_message(toy, tmp_path, args, message):
     assert not toy and not (tmp_path / "toy").exists()
 
 
+def test_an_unscoped_field_some_experiments_lack_names_them_and_the_scoped_form(tmp_path):
+    res = cli("run", "all", "--set", "width=40", "--out", tmp_path)
+    assert res.exit_code == 2, res.output  # it once named only the first lacking one, with no way out
+    text = " ".join(res.output.split())
+    assert "'width' is not a field of bias-free-denoiser, conv-collapse" in text
+    assert "scope it to one: NAME.FIELD=VALUE" in text
+
+
 def test_bad_value_of_a_real_experiment_shows_its_validation(tmp_path):
     res = cli("run", "generalisation", "--set", "width=3", "--out", tmp_path)
     assert res.exit_code == 2 and "width=3 must be even" in res.output, res.output

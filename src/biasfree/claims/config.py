@@ -212,6 +212,16 @@ def plan(experiments: Iterable[Experiment], preset: str | None = None,
     sets = dict(sets or {})
     names = [e.name for e in experiments]
     check_scopes(names, known if known is not None else names, file_doc, sets)
+    if len(experiments) > 1:  # an unscoped FIELD reaches every experiment run
+        unscoped = [k for k in sets if "." not in k] + [k for k, v in file_doc.items()
+                                                         if not isinstance(v, dict)]
+        for k in unscoped:
+            lacking = [e.name for e in experiments
+                       if e.config is None or k not in {f.name for f in dataclasses.fields(e.config)}]
+            if lacking:
+                raise ConfigError(f"{k!r} is not a field of {', '.join(lacking)}, and a FIELD=VALUE without "
+                                  "a NAME. applies to every experiment run; scope it to one: "
+                                  "NAME.FIELD=VALUE (--set) or a [NAME] table")
     return [planned(exp, preset, overrides_for(exp.name, file_doc, sets)) for exp in experiments]
 
 
