@@ -109,6 +109,13 @@ def test_state_dict_conv_padding_as_torch_numbers_is_refused_with_the_names_to_u
         bf.from_state_dict(conv, alpha=0.0, in_shape=(8,), padding=padding)
 
 
+def test_save_model_refuses_a_path_under_a_file_naming_it(tmp_path):
+    (tmp_path / "f").write_text("")
+    with pytest.raises(ValueError, match="path.parent=.* is a file, not a folder"):  # was FileExistsError
+        bf.save_model(bf.from_arrays([_W0, _W2]), tmp_path / "f" / "m.npz")
+    assert bf.save_model(bf.from_arrays([_W0, _W2]), tmp_path / "new" / "m.npz").exists()  # made
+
+
 def test_a_file_named_npz_that_is_not_one_is_not_called_a_pickle(tmp_path):
     """NumPy reads a non-zip file as a pickle and, refused, talked of 'pickled (object) data'
     and allow_pickle: wrong, and a push toward unsafe loading."""

@@ -266,6 +266,9 @@ def save_model(params: Params, path, *, alpha=None, metadata: Mapping | None = N
     if metadata is not None and not isinstance(metadata, Mapping):
         raise TypeError(f"metadata must be a mapping of names to strings, got {type(metadata).__name__}")
     path = Path(path)
+    if path.suffix not in (".safetensors", ".npz"):
+        raise ValueError(f"path={str(path)!r}: choose a .safetensors or .npz file name")
+    validate.writable_folder("path.parent", path.parent)  # before any work; created if missing
     arrays = {n: np.ascontiguousarray(np.asarray(layer.weight, dtype=np.float64))
               for n, layer in zip(torch_names(len(params)), params, strict=True)}
     meta = {str(k): str(v) for k, v in (metadata or {}).items()}
@@ -278,11 +281,9 @@ def save_model(params: Params, path, *, alpha=None, metadata: Mapping | None = N
 
         blob = save(arrays, metadata=meta or None)
         atomic_write(path, lambda fh: fh.write(blob))
-    elif path.suffix == ".npz":
+    else:
         extra = {} if alpha is None else {"alpha": np.asarray(float(alpha))}
         if LAYERS_KEY in meta:
             extra[LAYERS_KEY] = np.asarray(meta[LAYERS_KEY])
         atomic_write(path, lambda fh: np.savez(fh, **arrays, **extra))
-    else:
-        raise ValueError(f"path={str(path)!r}: choose a .safetensors or .npz file name")
     return path
