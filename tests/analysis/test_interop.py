@@ -203,6 +203,8 @@ def test_torch_refusals_name_the_layer():
         (nn.Sequential(L(4, 3), nn.ReLU(), L(3, 3), nn.LeakyReLU(0.1), L(3, 1)), "mixed slopes"),
         (nn.Sequential(L(4, 3), nn.ReLU(), L(3, 1), nn.ReLU()), r"layer 3.*after the last Linear"),
         (nn.Sequential(L(4, 3), nn.LeakyReLU(1.5), L(3, 1)), r"layer 1 \(LeakyReLU\).*outside"),
+        # complex weights: their imaginary part was dropped, with only torch's warning
+        (nn.Sequential(L(4, 3), nn.ReLU(), L(3, 1)).to(torch.complex64), "'0.weight': holds complex"),
     ]
     for module, match in bad:
         with pytest.raises(bf.UnsupportedModelError, match=match):

@@ -269,6 +269,9 @@ def from_torch(module, *, in_shape=None) -> Model:
         raise TypeError(
             f"from_torch takes a torch.nn.Sequential, got {type(module).__name__}; for another "
             "module pass module.state_dict() to biasfree.from_state_dict(mapping, alpha)")
+    complex_ = next((n for n, t in module.state_dict().items() if t.is_complex()), None)
+    if complex_ is not None:  # .double() would drop the imaginary part with only a warning
+        raise refuse(f"'{complex_}'", "holds complex numbers", "Give a real net (float32 or float64).")
     mods = list(_flatten(module))
     spatial_kinds = (nn.modules.conv._ConvNd, nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.BatchNorm2d)
     spatial_net = next((f"layer {n} ({type(m).__name__})" for n, m in mods if isinstance(m, spatial_kinds)),
