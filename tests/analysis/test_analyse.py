@@ -267,6 +267,12 @@ def test_bad_input_is_refused_before_any_computation():
         bf.analyse(_net(0, (4, 6, 2)), (X, Y), alpha=0.0, train=True, progress="x")  # once after training
     with pytest.raises(FileNotFoundError, match="^init: "):
         bf.analyse(_net(0, (4, 6, 2)), (X, Y), alpha=0.0, init="missing.npz")
+    # degenerate data: all-zero Y once crashed inside ("t contains NaN"), X scaled by 1e200 in
+    # eigvalsh ("Eigenvalues did not converge"), and all-zero X read as a net that learns an even part
+    for XY, match in (((X, 0 * Y), "Y is all zero"), ((0 * X, Y), "X is all zero"),
+                      ((1e200 * X, Y), "whose squares overflow float64; rescale it")):
+        with pytest.raises(ValueError, match=match):
+            bf.analyse(_net(0, (4, 6, 2)), XY, alpha=0.0)
 
 
 def test_floors_refuse_an_input_law_that_is_not_symmetric():

@@ -267,6 +267,13 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, in
     X, Y, source = _data_arrays(data)
     check_data(X, Y)
     X, Y = np.asarray(X, float), np.asarray(Y, float)
+    for name, A, zero in (("X", X, "every net outputs 0 on it, so nothing can be learnt"),
+                          ("Y", Y, "the zero function fits it: nothing to learn or to judge")):
+        if not np.any(A):
+            raise ValueError(f"data: {name} is all zero ({zero}); check the data")
+        if not np.isfinite(np.einsum("ij,ij->", A, A)):  # second moments overflow float64
+            raise ValueError(f"data: {name} reaches {np.max(np.abs(A)):.3g}, whose squares overflow float64; "
+                             f"rescale it (e.g. {name} / {name}.std())")
     if isinstance(train, GDConfig) and train.loss == "logistic":
         validate.labels("data", Y, "the logistic loss (train.loss='logistic')",
                         " or train with loss='mse'")
