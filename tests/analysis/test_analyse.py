@@ -347,7 +347,10 @@ def test_cli_analyse_bad_input_exits_2(tmp_path):
     res = runner.invoke(app, ["analyse", str(ok), "--out", str(tmp_path)])  # α unknown
     assert res.exit_code == 2 and "alpha" in res.output
     res = runner.invoke(app, ["analyse", str(ok), "--alpha", "0", "--data", "nope", "--out", str(tmp_path)])
-    assert res.exit_code == 2 and "unknown data" in res.output
+    assert res.exit_code == 2 and "--data nope: unknown data" in res.output  # not the API's path_or_name
+    res = runner.invoke(app, ["analyse", str(ok), "--alpha", "0", "--train-steps", "-1",
+                              "--out", str(tmp_path)])
+    assert res.exit_code == 2 and "--train-steps" in res.output  # not the API's steps=-1
 
 
 def test_torch_default_init_is_analysed_honestly(tmp_path):

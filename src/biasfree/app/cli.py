@@ -267,18 +267,18 @@ def analyse(
                                                      "unless the file stores it)")] = None,
     train: Annotated[bool, typer.Option("--train", help="also train beside the twin with the default "
                                                         "step and horizon (from the data's scale)")] = False,
-    train_steps: Annotated[int, typer.Option(help="also train K steps beside the twin (0: no)")] = 0,
+    train_steps: Annotated[int, typer.Option(min=0, help="also train K steps beside the twin (0: no)")] = 0,
     optimiser: Annotated[str, typer.Option(help="with --train-steps: gd or an optax one (sgd, momentum, "
                                                 "nesterov, adam, adamw, rmsprop, sign_sgd, lion, muon), its "
                                                 "twin by biasfree.optimiser_twin (ε, decay scaled)")] = "gd",
-    batch_size: Annotated[int | None, typer.Option(help="with --optimiser: points per step, drawn as "
+    batch_size: Annotated[int | None, typer.Option(min=1, help="with --optimiser: points per step, drawn as "
                                                         "mirror pairs (default: full batch)")] = None,
     random_batches: Annotated[bool, typer.Option("--random-batches", help="with --batch-size: plain "
                                                  "random batches, not mirror pairs (which need data "
                                                  "stored as [X; -X])")] = False,
     lr: Annotated[float | None, typer.Option(help="step η (default: ¼ of the estimated stability limit "
                                                   "with --train, 0.01 with --train-steps)")] = None,
-    n_records: Annotated[int, typer.Option(help="points of the stored training curves (the gap is "
+    n_records: Annotated[int, typer.Option(min=2, help="points of the stored training curves (the gap is "
                                                 "measured at every step whatever this is)")] = 201,
     time_budget: Annotated[float, typer.Option(help="seconds of training at most (then it stops)")] = 120.0,
     t_max: Annotated[float | None, typer.Option(help="horizon of the predicted curve without "
@@ -320,7 +320,10 @@ def analyse(
             raise ValueError(f"--optimiser {optimiser!r}: choose gd or one of {', '.join(NAMED)}")
         m, start = (None if f is None else interop.load_model(f, alpha, **interop.conv_spec(in_shape))
                     for f in (model, init))
-        d = load_data(data)
+        try:
+            d = load_data(data)
+        except (ValueError, TypeError) as e:
+            raise type(e)(f"--data {data}: {str(e).removeprefix('path_or_name: ')}") from None
         step = 0.01 if lr is None else lr  # an optimiser other than gd comes with train_steps (above)
         cfg = (None if not train_steps else GDConfig(lr=step, steps=train_steps, n_records=n_records)
                if optimiser == "gd" else OptaxConfig(NAMED[optimiser](step), steps=train_steps,
