@@ -309,12 +309,12 @@ def _path(name: str, path) -> Path:
 def writable_folder(name: str, path) -> Path:
     """A folder that exists or can be created, and into which a file can be written:
     created (with its parents) and probed with a temporary file now, so a bad path is
-    refused before any computation. Folders created for the probe are removed again if
-    it fails."""
+    refused before any computation. The folders created for the probe are removed again,
+    so a command refused later leaves nothing behind; whatever writes there creates them."""
     path = _path(name, path)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{name}={str(path)!r} is a file, not a folder: choose a folder path")
-    created = []
+    created, error = [], None
     try:
         created = [p for p in (*reversed(path.parents), path) if not p.exists()]
         path.mkdir(parents=True, exist_ok=True)
@@ -322,12 +322,13 @@ def writable_folder(name: str, path) -> Path:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as e:
-        for p in reversed(created):
-            with contextlib.suppress(OSError):
-                p.rmdir()
-        reason = e.strerror or str(e)
-        raise ValueError(f"{name}={str(path)!r} is not a writable folder ({reason}): choose a folder "
-                         "you can create and write to") from None
+        error = e
+    for p in reversed(created):
+        with contextlib.suppress(OSError):
+            p.rmdir()
+    if error is not None:
+        raise ValueError(f"{name}={str(path)!r} is not a writable folder ({error.strerror or error}): "
+                         "choose a folder you can create and write to") from None
     return path
 
 

@@ -192,6 +192,7 @@ def test_torch_sequential_converts_exactly_and_reads_alpha(tmp_path):
     np.testing.assert_array_equal(np.asarray(again(X)), np.asarray(bf.from_torch(cases[0][0])(X)))
 
 
+@pytest.mark.filterwarnings("ignore:Complex modules:UserWarning")  # torch's, on building the complex net
 def test_torch_refusals_name_the_layer():
     torch = pytest.importorskip("torch")
     nn = torch.nn

@@ -80,6 +80,16 @@ def test_bad_out_exits_2_before_running_anything(toy, out, why):
     assert time.perf_counter() - t0 < 5.0
 
 
+def test_a_refused_command_leaves_no_out_folder_behind(toy, tmp_path):
+    out = tmp_path / "new" / "results"
+    for args in (["run", "no-such-experiment"], ["run", "toy", "--set", "nonsense=1"]):
+        res = cli(*args, "--out", out)
+        assert res.exit_code == 2 and toy == [], res.output
+        assert not (tmp_path / "new").exists()  # the probe's folders were removed again
+    assert cli("run", "toy", "--preset", "tiny", "--out", out).exit_code == 0  # the save makes them
+    assert (out / "toy" / "result.json").exists()
+
+
 @pytest.mark.parametrize("seed, why", [("-1", ">= 0"), (str(2**31), "<= 2147483647")])
 def test_bad_seed_exits_2_before_running_anything(toy, tmp_path, seed, why):
     res = cli("run", "toy", "--preset", "tiny", "--seed", seed, "--out", tmp_path / "r")

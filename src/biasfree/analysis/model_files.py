@@ -268,7 +268,7 @@ def save_model(params: Params, path, *, alpha=None, metadata: Mapping | None = N
     path = Path(path)
     if path.suffix not in (".safetensors", ".npz"):
         raise ValueError(f"path={str(path)!r}: choose a .safetensors or .npz file name")
-    validate.writable_folder("path.parent", path.parent)  # before any work; created if missing
+    validate.writable_folder("path.parent", path.parent)  # before any work (the write creates it)
     arrays = {n: np.ascontiguousarray(np.asarray(layer.weight, dtype=np.float64))
               for n, layer in zip(torch_names(len(params)), params, strict=True)}
     meta = {str(k): str(v) for k, v in (metadata or {}).items()}

@@ -155,6 +155,7 @@ def run_sweep(spec: Spec, out, *, workers: int | None = None, scheduler: str | N
         local = None if scheduler is not None or client is not None else \
             min(workers or os.cpu_count() or 1, len(todo))
         t0 = time.perf_counter()
+        out.mkdir(parents=True, exist_ok=True)  # the compile cache's parent (validation made none)
         with dask_client(local, scheduler, client, log, out / ".jax-cache") as c:
             n_threads = wait_for_workers(c, worker_timeout_s)
             t1 = time.perf_counter()
