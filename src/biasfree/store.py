@@ -268,7 +268,17 @@ def _read_doc(path: Path) -> dict:
     missing = [k for k in RESULT_KEYS if k not in doc]
     if missing:
         raise CorruptResult(path, f"missing keys {missing}: not a complete biasfree result")
+    wrong = [f"{k} is {type(doc[k]).__name__}, not {t.__name__}" for k, t in _DOC_TYPES.items()
+             if k in doc and not isinstance(doc[k], t)]
+    if wrong:  # a hand-edited file: each page and table reads these as their types
+        raise CorruptResult(path, f"malformed ({'; '.join(wrong)})")
     return doc
+
+
+_DOC_TYPES = {"experiment": str, "seed": int, "config": dict, "metrics": dict, "checks": dict,
+              "versions": dict, "notes": str, "preset": str, "overrides": dict, "claim": str,
+              "paper_claim": str}
+"""The type of each key of ``result.json`` that a reader relies on."""
 
 
 def load(folder) -> Result:

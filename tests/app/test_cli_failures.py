@@ -255,6 +255,20 @@ def test_report_on_one_experiments_folder_names_the_folder_to_give(toy, tmp_path
     assert f"one experiment's folder; give the folder that holds it: --out {tmp_path}" in res.output
 
 
+@pytest.mark.parametrize("key, value, why", [("config", [1], "config is list, not dict"),
+                                             ("experiment", 3, "experiment is int, not str"),
+                                             ("notes", 5, "notes is int, not str"),
+                                             ("versions", "x", "versions is str, not dict")])
+def test_report_skips_a_hand_edited_result_of_the_wrong_types(toy, tmp_path, key, value, why):
+    """Each of these was a traceback (AttributeError, TypeError) inside the page's rendering."""
+    assert cli("run", "toy", "toy-b", "--preset", "tiny", "--out", tmp_path).exit_code == 0
+    path = tmp_path / "toy-b" / "result.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), key: value}))
+    res = cli("report", "--out", tmp_path)
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert f"malformed ({why})" in " ".join(res.output.split())
+
+
 def test_report_skips_a_truncated_result_names_it_and_exits_1(toy, tmp_path):
     assert cli("run", "toy", "toy-b", "--preset", "tiny", "--out", tmp_path).exit_code == 0
     bad = tmp_path / "toy-b" / "result.json"
