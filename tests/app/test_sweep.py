@@ -273,6 +273,8 @@ def write_spec(folder: Path, doc: dict) -> Path:
     ({"experiment": "no-such-experiment"}, "unknown experiment"),
     ({"grid": {"width": 6}}, "must be a non-empty list"),
     ({"seeds": []}, "seeds must be a non-empty list"),
+    ({"experiment": "leaky-collapse", "grid": {"alphas": [0.0, 1.0]}, "fixed": {}},
+     "a list-valued field needs a list of lists, e.g. alphas = [[0.0, 1.0]"),
 ])
 def test_bad_spec_exits_2_before_any_work(tmp_path, change, message):
     path = tmp_path / "spec.toml"

@@ -103,6 +103,9 @@ def test_files_round_trip(tmp_path):
         bf.load_data(tmp_path / "bad.npz")
     with pytest.raises(FileNotFoundError):
         bf.load_data(tmp_path / "missing.csv")
+    (tmp_path / "dir.npz").mkdir()
+    with pytest.raises(ValueError, match="is a folder, not a file"):  # was IsADirectoryError
+        bf.load_data(tmp_path / "dir.npz")
     # Excel's "CSV UTF-8" starts with a byte-order mark: without a header it once made the
     # first row unreadable as numbers, so that row was dropped as if it were a header
     (tmp_path / "bom.csv").write_text("\n".join(lines[1:]) + "\n", encoding="utf-8-sig")

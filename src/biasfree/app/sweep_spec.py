@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -147,6 +148,11 @@ def plan_points(spec: Spec) -> list[Point]:
             p = planned(exp, spec.preset, {**spec.fixed, **swept})
         except ConfigError as e:
             where = ", ".join(f"{k}={v!r}" for k, v in swept.items())
-            raise SpecError(f"{e}" + (f" (at grid point {where})" if where else "")) from None
+            hints = typing.get_type_hints(exp.config)  # a list-valued field swept value by value:
+            lists = [k for k, v in swept.items() if typing.get_origin(hints.get(k)) is tuple
+                     and not isinstance(v, list)]
+            hint = (f"; [grid] takes one value per point, so a list-valued field needs a list of lists, "
+                    f"e.g. {lists[0]} = [[0.0, 1.0], [0.5, 1.0]], or one list under [fixed]") if lists else ""
+            raise SpecError(f"{e}" + (f" (at grid point {where})" if where else "") + hint) from None
         points += [Point(point_key(exp.name, p.recorded, seed), seed, swept, p) for seed in spec.seeds]
     return points

@@ -175,6 +175,8 @@ def load_data(path_or_name, *, target: str = "onehot", symmetrize_data: bool | N
     elif path.suffix == ".npz" or path.suffix == ".csv":
         if not path.exists():
             raise FileNotFoundError(f"data file {path} does not exist")
+        if not path.is_file():
+            raise ValueError(f"data file {path} is a folder, not a file: give the file's path")
         X, Y = _read_npz(path) if path.suffix == ".npz" else _read_csv(path, y_columns)
         kind, default_sym, source = "given", False, str(path)
         desc = f"{path.name}: {X.shape[0]} rows, {X.shape[1]} inputs, {Y.shape[1]} targets"
