@@ -287,6 +287,15 @@ def test_bad_spec_exits_2_before_any_work(tmp_path, change, message):
     assert not out.exists() or not any(out.iterdir()), "nothing may run or be written before a valid spec"
 
 
+def test_read_spec_and_load_sweep_name_a_path_that_is_not_one():
+    from biasfree import read_spec
+
+    with pytest.raises(TypeError, match="sweep spec: path=None must be a path"):  # was pathlib's
+        read_spec(None)
+    with pytest.raises(TypeError, match="out=None must be a sweep's folder"):
+        load_sweep(None)
+
+
 def test_parse_spec_refuses_what_is_not_a_spec_document():
     """Text, None, NumPy integers and sets once failed inside (iteration, json's encoder)."""
     for doc in (None, 'experiment = "deep"'):

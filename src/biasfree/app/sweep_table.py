@@ -19,6 +19,7 @@ atomically, :mod:`biasfree.store`):
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -109,6 +110,8 @@ def table_frame(spec: Spec, points: list[Point], out) -> pandas.DataFrame:
 def write_table(spec: Spec, points: list[Point], out) -> Path:
     """Write ``out/table.parquet`` atomically; returns its path."""
     df = table_frame(spec, points, out)
+    if not isinstance(out, str | os.PathLike):
+        raise TypeError(f"out={out!r} must be a sweep's folder (a path)")
     path = Path(out) / TABLE
     store.atomic_write(path, lambda fh: df.to_parquet(fh, index=False))
     return path
@@ -121,6 +124,8 @@ def load_sweep(out) -> pandas.DataFrame:
         import pandas as pd
     except ImportError:
         raise ImportError("load_sweep needs pandas and pyarrow: pip install 'biasfree[sweep]'") from None
+    if not isinstance(out, str | os.PathLike):
+        raise TypeError(f"out={out!r} must be a sweep's folder (a path)")
     path = Path(out) / TABLE
     if not path.exists():
         raise FileNotFoundError(f"no {TABLE} in {out}: run `biasfree sweep SPEC.toml --out {out}` first")

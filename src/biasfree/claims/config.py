@@ -10,6 +10,7 @@ lists the valid ones with their types and defaults.
 from __future__ import annotations
 
 import dataclasses
+import os
 import tomllib
 import typing
 from collections.abc import Iterable, Mapping
@@ -93,6 +94,8 @@ def read_config_file(path) -> dict:
 def read_toml(path, what: str, error: type[Exception]) -> dict:
     """The TOML file at ``path`` as a dict; an unreadable file or bad TOML raises ``error``
     naming ``what`` it is (``"config file"``, ``"sweep spec"``), the path and the cause."""
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"{what}: path={path!r} must be a path to a TOML file")
     path = Path(path)
     try:
         with path.open("rb") as fh:
