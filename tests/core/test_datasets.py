@@ -103,6 +103,9 @@ def test_files_round_trip(tmp_path):
         bf.load_data(tmp_path / "bad.npz")
     with pytest.raises(FileNotFoundError):
         bf.load_data(tmp_path / "missing.csv")
+    np.savez(tmp_path / "str.npz", X=np.array([["a"]]), Y=np.ones((1, 1)))
+    with pytest.raises(ValueError, match="str.npz: X and Y must hold real numbers"):
+        bf.load_data(tmp_path / "str.npz")
     (tmp_path / "dir.npz").mkdir()
     with pytest.raises(ValueError, match="is a folder, not a file"):  # was IsADirectoryError
         bf.load_data(tmp_path / "dir.npz")

@@ -115,7 +115,10 @@ def _read_npz(path: Path):
         if missing:
             raise ValueError(f"{path} holds arrays {z.files}; a data file needs 'X' (N, d) and "
                              f"'Y' (N, p): missing {missing}")
-        X, Y = np.asarray(z["X"], dtype=float), np.asarray(z["Y"], dtype=float)
+        try:
+            X, Y = np.asarray(z["X"], dtype=float), np.asarray(z["Y"], dtype=float)
+        except (TypeError, ValueError) as e:  # strings, complex: not real numbers
+            raise ValueError(f"{path}: X and Y must hold real numbers ({e})") from None
     return X, (Y[:, None] if Y.ndim == 1 else Y)
 
 
