@@ -103,9 +103,10 @@ def test_files_round_trip(tmp_path):
         bf.load_data(tmp_path / "bad.npz")
     with pytest.raises(FileNotFoundError):
         bf.load_data(tmp_path / "missing.csv")
-    np.savez(tmp_path / "str.npz", X=np.array([["a"]]), Y=np.ones((1, 1)))
-    with pytest.raises(ValueError, match="str.npz: X and Y must hold real numbers"):
-        bf.load_data(tmp_path / "str.npz")
+    for name, X_bad in (("str", np.array([["a"]])), ("complex", np.ones((1, 1)) * 1j)):
+        np.savez(tmp_path / f"{name}.npz", X=X_bad, Y=np.ones((1, 1)))
+        with pytest.raises(ValueError, match=f"{name}.npz: X and Y must hold real numbers"):
+            bf.load_data(tmp_path / f"{name}.npz")  # complex: its imaginary part was dropped
     (tmp_path / "dir.npz").mkdir()
     with pytest.raises(ValueError, match="is a folder, not a file"):  # was IsADirectoryError
         bf.load_data(tmp_path / "dir.npz")
