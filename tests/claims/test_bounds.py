@@ -105,6 +105,8 @@ def test_a_predicate_reads_as_its_function_name():
     ("real-data", "n_records", 1, "n_records=1 must be >= 2"),
     ("deep", "sine_width", 0, "sine_width=0 must be >= 1"),
     ("leaky-collapse", "alphas", (1.0, 1.0), "at least one α < 1"),
+    ("real-data", "test_fraction", 0.999, "both the training and the held-out set need"),
+    ("even-part", "study_seeds", -1, "study_seeds=-1 must be >= 0"),
 ])
 def test_values_that_crashed_a_run_are_refused_by_its_config(name, field, value, message):
     """Each of these once passed the config and crashed the run (exit 3, not 2)."""

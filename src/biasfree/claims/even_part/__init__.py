@@ -54,7 +54,7 @@ class Config:
     horizon: Positive = 2.5
     n_records: Annotated[int, Ge(1)] = 301
     study_widths: tuple[int, ...] = (16, 32, 64, 128, 256)
-    study_seeds: int = 16
+    study_seeds: Annotated[int, Ge(0)] = 16
 
     def __post_init__(self):
         if self.n < self.d:

@@ -59,6 +59,13 @@ class Config:
     n_records: Annotated[int, Ge(2)] = 151
     flow_records: Annotated[int, Ge(2)] = 41
 
+    def __post_init__(self):
+        n = 1797 if self.n_images is None else self.n_images
+        n_test = round(self.test_fraction * n)  # as the run splits
+        if not 1 <= n_test <= n - 1:
+            raise ValueError(f"test_fraction={self.test_fraction} of {n} images holds out {n_test}: "
+                             "both the training and the held-out set need at least one image")
+
 
 PRESETS = {
     "tiny": Config(n_images=300, width=40, n_random=2, t_max=120.0, n_records=101, flow_records=21),
