@@ -110,8 +110,6 @@ def table_frame(spec: Spec, points: list[Point], out) -> pandas.DataFrame:
 def write_table(spec: Spec, points: list[Point], out) -> Path:
     """Write ``out/table.parquet`` atomically; returns its path."""
     df = table_frame(spec, points, out)
-    if not isinstance(out, str | os.PathLike):
-        raise TypeError(f"out={out!r} must be a sweep's folder (a path)")
     path = Path(out) / TABLE
     store.atomic_write(path, lambda fh: df.to_parquet(fh, index=False))
     return path
