@@ -72,7 +72,7 @@ def summary_figure(df, ncols: int = 4):
     # fixed margins in inches, not constrained_layout: every panel is alike (a title of one
     # line, 7-pt ticks), and constrained_layout took a large share of a many-panel summary's
     # time (docs/performance.md, "Sweeps")
-    w, h = 3.6 * min(ncols, n), 2.7 * nrows + 0.9
+    w, h = max(3.6 * min(ncols, n), 7.2), 2.7 * nrows + 0.9  # at least the two-line title's width
     fig, axes = plt.subplots(nrows, min(ncols, n), figsize=(w, h), squeeze=False,
                              gridspec_kw={"left": 0.55 / w, "right": 1 - 0.15 / w, "bottom": 0.45 / h,
                                           "top": 1 - 0.95 / h, "wspace": 0.3, "hspace": 0.55})
