@@ -8,7 +8,7 @@ min_β <||f_odd − βᵀx||²>/<||f_odd||²>``, ``nonlinear_fraction`` the squa
 to the nearest linear map over <||f||²>); the regime (§6.3); the prediction from the
 *linear twin* (§2.4; depth L > 2: the approximate odd-part twin, §4.1), its learning curve,
 the floors and a predicted gap (§6.4); optionally the net trained by GD beside its twin
-(:mod:`biasfree.dynamics.twin_training`). Losses are the package's half mean squared error
+(:func:`biasfree.dynamics.trainer.train` with ``twin``). Losses are the package's half mean squared error
 ``L = (1/2N) Σ_n ||y_n − f(x_n)||²``. The verdict: :mod:`biasfree.analysis.verdict` (§6).
 Beside it, reported and not judged: the local linear analysis of the net as given (§8:
 homogeneity, Euler's f(x) = J(x)x, the bias term, J's effective dimension) at up to
@@ -35,15 +35,16 @@ from ..core.precision import precise
 from ..core.real_data import RealData, load_data
 from ..core.symmetry import asymmetry, max_row_norm, mirror_violation
 from ..core.twin import slope_factor, twin_scales
-from ..dynamics import GDConfig, record_steps
-from ..dynamics.twin_training import relative_movement, row_alignment, train_with_twin
+from ..dynamics import GDConfig, TrainConfig, record_steps
+from ..dynamics.trainer import _train as train_run
+from ..dynamics.twin_training import PairedRun, relative_movement, row_alignment
 from ..expressivity.decomposition import Decomposition, OddFit, energy, odd_fit_of
 from ..expressivity.floors import dataset_floor
 from ..expressivity.local_linear import MAX_ENTRIES, Identities, local_linear
 from . import regime as rg
 from . import verdict as vd
 from .interop import Model, as_model
-from .optax_training import OptaxConfig, as_optax_config, train_optax, with_degree
+from .optax_training import as_train_config, with_degree
 from .report import Analysis, DataReport, History, LocalReport, NetReport, Prediction, Regime, Training
 from .structure import PAIRS, exact_structure
 from .verdict import PAPER_LEVEL, ROUND_OFF
@@ -223,7 +224,7 @@ def _start(init, a: float, params: Params) -> Params:
 
 
 @precise
-def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, init=None,
+def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None, init=None,
             t_max: float | None = None, n_times: int = 201, time_budget: float | None = DEFAULT_TIME_BUDGET,
             progress: Callable[[int, int], None] | None = None) -> Analysis:
     """Analyse a bias-free (leaky) ReLU net on data: is it effectively linear? (module doc)
@@ -232,25 +233,24 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, in
     path, a :class:`~biasfree.analysis.interop.Model` or a params tuple (:mod:`biasfree.analysis.interop`).
     ``data``: ``(X, Y)``, a Dataset, a :func:`~biasfree.load_data` result, a file or a
     bundled name. ``alpha``: the slope α, needed when the model does not state it.
-    ``train``: a :class:`~biasfree.GDConfig` (its ``alpha`` is replaced by the model's;
-    ``n_records`` sets only the stored curve, the gap is measured at every step), or
-    True for a default one (step a quarter of the stability limit, steps to the default
+    ``train``: a :class:`~biasfree.dynamics.trainer.TrainConfig` (gradient descent, e.g.
+    ``GDConfig(lr=..., steps=...)``, or any optax optimiser, e.g.
+    ``TrainConfig(optimiser=optax.adam(1e-3), steps=500)``; its ``alpha`` is replaced by the
+    model's; ``n_records`` sets only the stored curve, the gap is measured at every step), an
+    optax optimiser or a factory ``rho -> optimiser`` (1000 steps), or True for a default GD
+    (step a quarter of the stability limit, steps to the default
     horizon, at most ``regime.MAX_STEPS``). ``init``: the weights training started from
     (any form ``model`` takes, same architecture): then the question is how the net got
     here, and ``train`` (if given) is the training config to rerun from ``init`` beside the
     twin; without ``train`` the run from ``init`` is predicted. ``t_max``: horizon of the
     predicted curve without training (default: from the data's modes, bounded), on
-    ``n_times`` points. ``time_budget``: seconds of GD training at most (None: no limit; an
-    optax run is bounded by its steps instead), and of the predicted curve's ODE (at most
-    :data:`CURVE_BUDGET`; a curve cut short says so); ``progress(k, K)`` is called as training
-    goes (for an optax run: before, between and after the net's and the twin's runs). Biases
+    ``n_times`` points. ``time_budget``: seconds of training at most (None: no limit), and of
+    the predicted curve's ODE (at most :data:`CURVE_BUDGET`; a curve cut short says so);
+    ``progress(k, K)`` is called as training goes. Biases
     that are exactly zero are dropped (the net computes the bias-free map); nonzero ones are
     kept and named.
     """
-    opt = as_optax_config(train)
-    if train is not None and not isinstance(train, GDConfig | bool) and opt is None:
-        raise TypeError(f"train={train!r} must be a biasfree.GDConfig, True (default training), an optax "
-                        "optimiser, a biasfree.OptaxConfig(optimiser, steps=...) or None")
+    given = as_train_config(train)  # refuses any other kind of value
     if t_max is not None:
         t_max = validate.positive("t_max", t_max, scalar=True, why="the horizon of the predicted curve")
     n_times = validate.integer("n_times", n_times, 2)
@@ -274,7 +274,7 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, in
         if not np.isfinite(np.einsum("ij,ij->", A, A)):  # second moments overflow float64
             raise ValueError(f"data: {name} reaches {np.max(np.abs(A)):.3g}, whose squares overflow float64; "
                              f"rescale it (e.g. {name} / {name}.std())")
-    if isinstance(train, GDConfig) and train.loss == "logistic":
+    if given is not None and given.loss == "logistic":
         validate.labels("data", Y, "the logistic loss (train.loss='logistic')",
                         " or train with loss='mse'")
     w = widths(params)
@@ -282,28 +282,30 @@ def analyse(model, data, *, alpha=None, train: GDConfig | bool | None = None, in
         raise ValueError(f"the net maps {w[0]} inputs to {w[-1]} outputs but the data have "
                          f"X {X.shape} and Y {Y.shape}")
     start = None if init is None else _start(init, a, params)
-    if opt is not None:  # κ measured (or refused) before any compute
-        train = with_degree(opt, a, len(params))
+    note = ""
+    if given is not None and not given.gd:  # κ measured (or refused) before any compute
+        given, note = with_degree(given, a, len(params))
+    train = given if given is not None else bool(train)
 
     ctx = _context(X, Y, a, source)
     now = _state(params, X, Y, a, ctx)
     local = _local(params, X, a)
     cfg = _train_config(train, params, ctx.modes, now.net.c, now.net.beta_eff, a)
     pred, training, reg = _training(params, now, ctx, X, Y, a, cfg if start is None else None, t_max, n_times,
-                                    time_budget, progress)
+                                    time_budget, progress, note=note)
     if now.net.has_bias:
         return Analysis(ctx.report, now.net, None, vd.combine(now.function, training), reg, local)
     trained_function = (None if pred.trained is None
                         else _trained_function(pred.trained, a, ctx, "function after training"))
     history = None if start is None else _history(start, params, a, X, Y, ctx, cfg, t_max, n_times,
-                                                  time_budget, progress)
+                                                  time_budget, progress, note)
     verdict = vd.combine(now.function, training, trained_function,
                          None if history is None else history.judgement)
     return Analysis(ctx.report, now.net, pred, verdict, reg, local, history)
 
 
 def _training(params, st: _State, ctx: _Context, X, Y, a, cfg, t_max, n_times, budget, progress,
-              kind: str | None = None) -> tuple:
+              kind: str | None = None, note: str = "") -> tuple:
     """Training from ``params`` (measured ``st``) beside its twin: measured with ``cfg`` (the
     prediction then holds it as ``trained``), else predicted; ``(prediction, its judgement,
     the regime with the relative gradient)``. A net with biases has no twin: no prediction,
@@ -320,7 +322,8 @@ def _training(params, st: _State, ctx: _Context, X, Y, a, cfg, t_max, n_times, b
                                         growth_range=(pred.growth_gap_low, pred.growth_gap_high),
                                         kind=kind or PREDICTED), reg
     tr, reg = _train(params, pred, a, X, Y, cfg, ctx.modes, st.loss0, reg, budget, progress)
-    return dataclasses.replace(pred, trained=tr), _judged(facts, tr, reg, kind or "training, measured"), reg
+    judged = _judged(facts, tr, reg, kind or "training, measured", note)
+    return dataclasses.replace(pred, trained=tr), judged, reg
 
 
 def _trained_function(tr: Training, a, ctx: _Context, kind: str) -> vd.Judgement:
@@ -333,12 +336,12 @@ def _trained_function(tr: Training, a, ctx: _Context, kind: str) -> vd.Judgement
                              output_ratio=np.sqrt(total / ctx.modes.y_power))
 
 
-def _history(start, params, a, X, Y, ctx: _Context, cfg, t_max, n_times, budget, progress) -> History:
+def _history(start, params, a, X, Y, ctx: _Context, cfg, t_max, n_times, budget, progress, note) -> History:
     """Question (iii): training from ``start`` beside its twin (measured with ``cfg``, else
     predicted), and how close the rerun ends to the given net."""
     st = _state(start, X, Y, a, ctx, kind="the init's function")
     kind = "how the net got here: training from the init, " + ("measured" if cfg else "predicted")
-    pred, judged, reg = _training(start, st, ctx, X, Y, a, cfg, t_max, n_times, budget, progress, kind)
+    pred, judged, reg = _training(start, st, ctx, X, Y, a, cfg, t_max, n_times, budget, progress, kind, note)
     if pred is None or pred.trained is None:
         return History(st.net, pred, judged, reg)
     tr = pred.trained
@@ -352,23 +355,21 @@ def _history(start, params, a, X, Y, ctx: _Context, cfg, t_max, n_times, budget,
     return History(st.net, pred, judged, reg, match)
 
 
-def _judged(facts: vd.Facts, tr: Training, reg: Regime, kind: str) -> vd.Judgement:
-    note = getattr(tr.config, "twin_note", "")  # with_degree's: how κ was found, APPROXIMATE if inexact
+def _judged(facts: vd.Facts, tr: Training, reg: Regime, kind: str, note: str) -> vd.Judgement:
+    """The measured answer; ``note`` is :func:`~.optax_training.with_degree`'s (how κ was found,
+    APPROXIMATE when the twin optimiser is inexact), empty for GD."""
     j = vd.judge_measured(facts, gap=tr.gap_to_twin, step=tr.gap_step, t=tr.gap_time, steps_run=tr.steps_run,
                              steps_asked=tr.config.steps, movement=reg.movement[0], alignment=reg.alignment,
                              alignment0=reg.alignment0, exact_structure=facts.exact, kind=kind,
-                             trainer=tr.optimiser, over="every step" if tr.t.size == tr.config.steps + 1
-                             or isinstance(tr.config, GDConfig) else f"{tr.t.size} evenly spaced steps",
+                             trainer=tr.optimiser, over="every step",
                              approximate=note if note.startswith("APPROXIMATE") else "")
     return dataclasses.replace(j, notes=j.notes + (f"twin optimiser: {note}",)) if note else j
 
 
-def _train_config(train, params, modes, c, beta, a) -> GDConfig | OptaxConfig | None:
+def _train_config(train, params, modes, c, beta, a) -> TrainConfig | None:
     if train is None or train is False:
         return None
-    if (opt := as_optax_config(train)) is not None:
-        return opt
-    if isinstance(train, GDConfig):
+    if isinstance(train, TrainConfig):
         return dataclasses.replace(train, alpha=a)
     lr, steps, _ = rg.default_steps(params, modes, c, float(np.linalg.norm(beta, 2)),
                                     twin_scales(a, len(params)).time)
@@ -380,8 +381,8 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, bu
     ws, ks = twin_scales(a, L)
     twin = scale_params(params, ws)
     floored = False
-    if isinstance(cfg, GDConfig):
-        t = cfg.lr * record_steps(cfg.steps, cfg.n_records)  # the steps train_with_twin records
+    if cfg is not None and cfg.gd:
+        t = cfg.lr * record_steps(cfg.steps, cfg.n_records)  # the steps the trainer records
     else:
         T, floored = (rg.default_t_max(modes, float(np.linalg.norm(net.beta_eff, 2)), ks, depth=L)
                       if t_max is None else (float(t_max), False))
@@ -416,15 +417,14 @@ def _train(params, pred: Prediction, a, X, Y, cfg, modes, loss0, reg: Regime, bu
     # gaps relative to L₀ = max(L(θ₀), ½<||y||²>): L(θ₀) for an init that has learned nothing yet
     # (the paper's L(0)), the zero function's loss for a net that already fits (a trained net)
     L0 = max(loss0, 0.5 * modes.y_power, 1e-300)
-    if isinstance(cfg, OptaxConfig):  # no flow curve to compare with: the prediction is for GD
-        run, t = train_optax(params, pred.twin, a, X, Y, cfg, progress)  # bounded by cfg.steps, no budget
-        predicted, trainer = np.full(t.shape, np.nan), f"{cfg.label} (κ = {cfg.degree:g})"
-    else:
-        run = train_with_twin(params, pred.twin, X, Y, alpha=a, lr=cfg.lr, time_scale=pred.time_scale,
-                              steps=cfg.steps, n_records=cfg.n_records, loss=cfg.loss,
-                              weight_decay=cfg.weight_decay, time_budget=budget, progress=progress)
-        t, trainer = cfg.lr * run.k.astype(float), "GD"
-        predicted = np.interp(t, pred.t, pred.loss, right=np.nan)  # nan past a curve cut short
+    traj = train_run(params, Dataset(X, Y), cfg, twin=pred.twin, observables="loss", time_budget=budget,
+                     progress=progress)
+    run = PairedRun.of(traj, record_steps(cfg.steps, cfg.n_records))
+    t = np.asarray(traj.t, dtype=float)
+    if cfg.gd:
+        trainer, predicted = "GD", np.interp(t, pred.t, pred.loss, right=np.nan)  # nan past a curve cut short
+    else:  # no flow curve to compare with: the prediction is for GD
+        trainer, predicted = f"{cfg.label} (κ = {cfg.degree:g})", np.full(t.shape, np.nan)
     sp = _split(run.params, X, a)
     dirs = rg.learned_directions(modes.B)
     off = np.abs(run.loss - predicted)

@@ -12,7 +12,6 @@ import numpy as np
 
 from .. import _validate as validate
 from ..core.layers import Params
-from ..dynamics import GDConfig
 from ..expressivity.local_linear import Identities, dimension_line
 from ..store import atomic_write, save_figure, versions
 from .interop import save_model
@@ -103,8 +102,8 @@ class Regime:
 
 @dataclass(frozen=True)
 class Training:
-    """The net trained by GD or an optax optimiser (``config``: a GDConfig or an
-    :class:`~biasfree.analysis.optax_training.OptaxConfig`; ``optimiser`` names it, with κ)
+    """The net trained by GD or an optax optimiser (``config``: its
+    :class:`~biasfree.dynamics.trainer.TrainConfig`; ``optimiser`` names it, with κ)
     beside its linear twin (:mod:`biasfree.dynamics.twin_training`, :mod:`.optax_training`):
     ``t`` (R,) record times t = ηk, ``loss``, ``twin_loss``, ``predicted`` (the
     gradient-flow prediction at ``t``), ``even_energy``; ``gap_to_twin`` max over *every*
@@ -274,7 +273,7 @@ def _prediction_json(p: Prediction) -> dict:
         tr = {f.name: getattr(p.trained, f.name) for f in fields(Training)
               if f.name not in ("params", "config")}
         cfg = p.trained.config
-        tr["config"] = asdict(cfg) if isinstance(cfg, GDConfig) else cfg.record()
+        tr["config"] = asdict(cfg) if cfg.gd else cfg.record()
         doc["trained"] = tr
     return doc
 

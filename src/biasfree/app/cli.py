@@ -300,9 +300,9 @@ def analyse(
     from ..analysis import interop, report
     from ..analysis.analyse import analyse as analyse_model
     from ..analysis.figure import figure
-    from ..analysis.optax_training import NAMED, OptaxConfig
+    from ..analysis.optax_training import NAMED
     from ..core.real_data import load_data
-    from ..dynamics import GDConfig
+    from ..dynamics import GDConfig, TrainConfig
 
     with _refusing(ValueError, TypeError, FileNotFoundError, ImportError):
         if train and train_steps:
@@ -326,9 +326,9 @@ def analyse(
             raise type(e)(f"--data {data}: {str(e).removeprefix('path_or_name: ')}") from None
         step = 0.01 if lr is None else lr  # an optimiser other than gd comes with train_steps (above)
         cfg = (None if not train_steps else GDConfig(lr=step, steps=train_steps, n_records=n_records)
-               if optimiser == "gd" else OptaxConfig(NAMED[optimiser](step), steps=train_steps,
-                                                     batch_size=batch_size, name=optimiser,
-                                                     mirrored_batches=not random_batches))
+               if optimiser == "gd" else TrainConfig(
+                   optimiser=NAMED[optimiser](step), steps=train_steps, batch_size=batch_size, name=optimiser,
+                   n_records=n_records, mirrored_batches=not random_batches))
         with Progress(TextColumn("training beside the twin"), rp.BarColumn(), rp.MofNCompleteColumn(),
                       TimeElapsedColumn(), console=err, transient=True) as bar:
             task = bar.add_task("train", total=None)

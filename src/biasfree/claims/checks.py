@@ -1,5 +1,5 @@
 """Helpers and tolerances shared by several experiments. (Leaky nets beside their linear
-twins are :func:`biasfree.dynamics.ensemble.gd_members` with ``Member(..., twin=True)``.)"""
+twins are :func:`biasfree.dynamics.trainer.train` with ``Member(..., twin=True)``.)"""
 
 from __future__ import annotations
 

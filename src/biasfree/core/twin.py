@@ -50,5 +50,18 @@ class TwinScales(NamedTuple):
 def twin_scales(alpha, depth: int = 2) -> TwinScales:
     """The one twin-scale map (:class:`TwinScales`) for slope ``alpha`` and ``depth`` L ≥ 2."""
     c = float(slope_factor(alpha))
-    L = validate.integer("depth", depth, 2)
+    return _twin_scales(c, validate.integer("depth", depth, 2))
+
+
+def _twin_scales(c, L: int) -> TwinScales:
+    """:func:`twin_scales` unchecked, from c = (1 + α)/2 (one, or an array of them)."""
     return TwinScales(c ** ((L - 1) / L), c ** (2 * (L - 1) / L))
+
+
+def _twin_params(params: Params, alpha, depth: int) -> Params:
+    """The twin's weights, unchecked: :func:`linear_twin`'s ``√c·params`` at depth 2, the odd-part
+    twin's ``c^{(L−1)/L}·params`` beyond (§4.1); ``alpha`` one slope, or one per member (K,)
+    for ``params`` with a leading member axis."""
+    c = _slope_factor(np.asarray(alpha, dtype=float))
+    factor = np.sqrt(c) if depth == 2 else _twin_scales(c, depth).weight
+    return tuple(layer.scaled(factor) for layer in params)

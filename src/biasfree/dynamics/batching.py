@@ -1,4 +1,5 @@
-"""Ensembles: many gradient-descent or gradient-flow runs in one compiled call.
+"""Ensembles: how many runs share the machine in one compiled call, and gradient flow's
+ensemble (the discrete-time ensembles are :func:`~biasfree.dynamics.trainer.train`'s).
 
 The members differ in their parameters (a leading axis B) and in α, η and λ (arrays of
 length B); the data are shared. How B members share the machine, ``layout`` (timed by
@@ -29,9 +30,7 @@ from ..core.data import Dataset
 from ..core.layers import Params
 from ..core.precision import precise
 from . import run
-from .diagnosis import check_finite, check_spike
 from .flow import FLOW_STATIC, FlowConfig, check_flow, flow_solve, record_times
-from .gd import GD_STATIC, GDConfig, gd_run, record_steps
 from .trajectory import Trajectory
 
 LAYOUTS = ("auto", "map", "vmap")
@@ -66,17 +65,6 @@ def _over_members(fn, members, shared, layout: str, n_dev: int):
     out = jax.shard_map(body, mesh=mesh, in_specs=(spec, jax.sharding.PartitionSpec()),
                         out_specs=spec, check_vma=False)(members, shared)
     return jax.tree_util.tree_map(lambda a: a[:B], out) if pad else out
-
-
-@partial(jax.jit, static_argnames=GD_STATIC + ("layout", "n_dev"))
-def _gd_batch(params, data, alpha, lr, weight_decay, segments, loss, pinv_X, keep_params=False,
-              mirrored=False, layout="map", n_dev=1):
-    def one(m, sh):
-        (p, a, e, w), (dat, seg, pinv) = m, sh
-        return gd_run(p, dat, a, e, w, seg, loss, pinv, keep_params, mirrored)
-
-    return _over_members(one, (params, alpha, lr, weight_decay), (data, segments, pinv_X),
-                         layout, n_dev)
 
 
 @partial(jax.jit, static_argnames=FLOW_STATIC + ("layout",))
@@ -124,37 +112,15 @@ def _batch(params, data, cfg, batched_params, layout, **vectors):
 
 
 @precise
-def gd_ensemble(params: Params, data: Dataset, cfg: GDConfig, *, alpha=None, lr=None,
-                weight_decay=None, batched_params: bool = True, layout: str | None = None) -> Trajectory:
-    """Many gradient-descent runs in one compiled call.
-
-    ``params`` carry a leading ensemble axis B if ``batched_params`` (e.g. from
-    ``jax.vmap(init)(keys)``), else are shared. ``alpha``, ``lr``, ``weight_decay``:
-    arrays of length B (or scalars) overriding ``cfg``. Returns a Trajectory whose
-    every array has a leading axis B (``t`` is (B, T): ``t = η_b k``). ``layout``:
-    "auto" (default), "map" or "vmap", how the members share the machine (module doc);
-    on a CPU with several host devices "map" runs members in parallel.
-    """
-    run.check_cfg(cfg, GDConfig)
-    B, params, v = _batch(params, data, cfg, batched_params, layout, alpha=alpha, lr=lr,
-                          weight_decay=weight_decay)
-    ks = record_steps(cfg.steps, cfg.n_records, cfg.spacing)
-    lay, n_dev = _layout(layout)
-    final, obs = _gd_batch(params, run.arrays(data), v["alpha"], v["lr"], v["weight_decay"],
-                           jnp.asarray(np.diff(ks)), cfg.loss, run.pinv(params, data),
-                           cfg.keep_params, data.mirrored, lay, n_dev)
-    t = v["lr"][:, None] * jnp.asarray(ks)[None, :]
-    traj = Trajectory(t=t, params=final, stats={"steps": jnp.full((B,), cfg.steps)}, method="gd", **obs)
-    check_finite(traj, v["lr"], "gradient descent")
-    check_spike(traj, v["lr"])
-    return traj
-
-
-@precise
 def flow_ensemble(params: Params, data: Dataset, cfg: FlowConfig, *, alpha=None,
                   weight_decay=None, batched_params: bool = True, layout: str | None = None) -> Trajectory:
-    """Many gradient-flow solves in one compiled call (see :func:`gd_ensemble` for the
-    batching rules and ``layout``). With "map" each member takes its own adaptive steps."""
+    """Many gradient-flow solves in one compiled call.
+
+    ``params`` carry a leading ensemble axis B if ``batched_params`` (e.g. from
+    ``jax.vmap(init)(keys)``), else are shared. ``alpha``, ``weight_decay``: arrays of length B
+    (or scalars) overriding ``cfg``. Returns a Trajectory whose every array has a leading axis
+    B. ``layout``: "auto" (default), "map" or "vmap", how the members share the machine (module
+    doc). With "map" each member takes its own adaptive steps."""
     run.check_cfg(cfg, FlowConfig)
     B, params, v = _batch(params, data, cfg, batched_params, layout, alpha=alpha,
                           weight_decay=weight_decay)

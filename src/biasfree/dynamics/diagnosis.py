@@ -71,7 +71,7 @@ def check_spike(traj: Trajectory, lrs) -> None:
             f"{np.nanmax(L[i]):.3g}) with lr={lr:g}; "
             f"the step overshoots (more than {SPIKE_FACTOR:g}·L(0)). Lower lr (e.g. lr={lr / 4:g}) "
             "for a run that follows gradient flow; Trajectory.loss_max holds the peak.",
-            LossSpikeWarning, stacklevel=4)  # the caller of gd, past the precision wrapper
+            LossSpikeWarning, stacklevel=6)  # the caller of train, past its precision wrapper
 
 
 def nearest_kink(params, X, alpha):

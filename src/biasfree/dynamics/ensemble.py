@@ -1,5 +1,6 @@
-"""Named ensembles: many gradient-descent runs, each a named :class:`Member`, trained in
-as few compiled calls as their shapes allow, with their linear twins on request.
+"""Named ensembles: many gradient-descent runs, each a named :class:`Member`, trained by
+:func:`~biasfree.dynamics.trainer.train` in as few compiled calls as their shapes allow, with
+their linear twins on request.
 
 With ``twin=True`` a member's *linear twin* (:meth:`Member.linear_twin`, docs/theory.md
 §2.4, §2.7) runs the same number of steps, so twin record j is at twin time ``c t_j``. Its
@@ -8,8 +9,8 @@ symmetric data), approximately from a small random init.
 
 Members are looked up by name, never by position::
 
-    runs = gd_members({"relu": Member(p, alpha=0.0, twin=True),
-                       "linear": Member(p, alpha=1.0)}, data, GDConfig(lr=0.02, steps=500))
+    runs = train({"relu": Member(p, alpha=0.0, twin=True),
+                  "linear": Member(p, alpha=1.0)}, data, GDConfig(lr=0.02, steps=500))
     runs["relu"].loss, runs.twin("relu").loss, runs.twin_gap("relu")
 """
 
@@ -27,8 +28,6 @@ from ..core.layers import Params, check_net
 from ..core.nets import widths
 from ..core.twin import linear_twin, slope_factor
 from . import run
-from .batching import gd_ensemble
-from .gd import GDConfig
 from .trajectory import Trajectory
 
 
@@ -95,21 +94,25 @@ class Runs:
         return float(np.max(np.abs(L - Lt)) / L[0])
 
 
-def gd_members(members: Mapping[str, Member], data: Dataset, cfg: GDConfig) -> Runs:
-    """Gradient descent of every named member (and of the twins asked for) with the
-    shared settings of ``cfg`` (steps, records, loss). Members whose parameters have the
-    same shapes share one compiled ensemble call (:func:`~biasfree.dynamics.batching.gd_ensemble`);
-    each gets its own α, η and λ. Returns :class:`Runs` keyed by the same names."""
-    if not isinstance(members, Mapping):
-        raise TypeError(f"members must be a dict of names to Member records, got {type(members).__name__}")
+def train_members(members: Mapping[str, Member], data: Dataset, cfg, *, layout: str | None = None) -> Runs:
+    """Gradient descent of every named member (and of the twins asked for) with the shared
+    settings of ``cfg`` (a :class:`~biasfree.dynamics.trainer.GDConfig`: steps, records, loss);
+    :func:`~biasfree.dynamics.trainer.train` with a mapping of members calls this. Members whose
+    parameters have the same shapes share one compiled ensemble run; each gets its own α, η and
+    λ; a twin (:meth:`Member.linear_twin`) is one more member, recorded on its own time axis
+    ``c t``. Returns :class:`Runs` keyed by the same names."""
+    from .trainer import _train
+
     if not members:
-        raise ValueError("members: gd_members needs at least one member")
-    run.check_dataset(data)
-    run.check_cfg(cfg, GDConfig)
+        raise ValueError("members: train needs at least one member")
     bad = [k for k, m in members.items() if not isinstance(m, Member)]
     if bad:
         raise TypeError(f"members {bad} are not biasfree.Member records: wrap each net as "
                         "Member(params, ...)")
+    if not cfg.gd:
+        raise ValueError("members: named members train by gradient descent (each its own η); pass a "
+                         "GDConfig, or train each net with train(params, data, optimiser)")
+    run.check_dataset(data)
     for name, m in members.items():
         run.check_ends(f"members[{name!r}]", widths(m.params), data, "build the net for the data")
     jobs = {(name, False): m for name, m in members.items()}
@@ -124,9 +127,10 @@ def gd_members(members: Mapping[str, Member], data: Dataset, cfg: GDConfig) -> R
         ms = [jobs[k] for k in keys]
         params = jax.tree_util.tree_map(lambda *a: np.stack([np.asarray(x) for x in a]),
                                         *[m.params for m in ms])
-        tr = gd_ensemble(params, data, cfg, alpha=np.array([m.alpha for m in ms], dtype=float),
-                         lr=np.array([cfg.lr if m.lr is None else m.lr for m in ms], dtype=float),
-                         weight_decay=np.array([m.weight_decay for m in ms], dtype=float))
+        vectors = {"alpha": np.array([m.alpha for m in ms], dtype=float),
+                   "lr": np.array([cfg.lr if m.lr is None else m.lr for m in ms], dtype=float),
+                   "weight_decay": np.array([m.weight_decay for m in ms], dtype=float)}
+        tr = _train(params, data, cfg, vectors, batched=True, layout=layout)
         out |= {k: tr.member(i) for i, k in enumerate(keys)}
     return Runs({n: out[(n, False)] for n in members},
                 {n: out[(n, True)] for n, m in members.items() if m.twin})

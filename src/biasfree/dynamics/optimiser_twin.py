@@ -33,7 +33,7 @@ import optax
 
 from .. import _validate as validate
 from ..core.inits import from_arrays
-from ..core.twin import twin_scales
+from ..core.twin import _slope_factor, _twin_scales, twin_scales
 
 HOMOGENEITY_RTOL = 1e-9
 """Largest relative deviation ``max|u_ρ − ρ^κ u_1| / max|ρ^κ u_1|`` (per leaf) accepted as
@@ -67,7 +67,11 @@ def probe_rhos(alpha, depth: int = 2) -> tuple:
     """The ρ at which :func:`measure_degree` checks κ for the twin of a net of slope ``alpha``
     and depth L: :data:`PROBE_RHOS` and the twin's own ``ρ = 1/a`` (:func:`twin_scale`; none
     more when ρ = 1)."""
-    rho = 1.0 / twin_scale(alpha, depth)
+    return _probe_rhos(1.0 / twin_scale(alpha, depth))
+
+
+def _probe_rhos(rho: float) -> tuple:
+    """:data:`PROBE_RHOS` and the twin's own ρ (none more when ρ = 1)."""
     return PROBE_RHOS + ((rho,) if rho != 1.0 else ())
 
 
@@ -168,13 +172,21 @@ def optimiser_twin(opt, alpha, depth: int = 2, degree: float | None = None, *, p
     factory = not (hasattr(opt, "init") and hasattr(opt, "update"))
     if factory:
         validate.callable_("opt", opt, validate.OPTIMISER)
+    alpha = validate.slope(alpha, "alpha")
+    depth = validate.integer("depth", depth, 2)
+    if degree is not None:
+        degree = validate.real("degree", degree, scalar=True)
+    return _optimiser_twin(opt, alpha, depth, degree, probe)
+
+
+def _optimiser_twin(opt, alpha: float, depth: int, degree: float | None, probe=None):
+    """:func:`optimiser_twin` once its arguments are checked (what the trainer calls)."""
+    factory = not (hasattr(opt, "init") and hasattr(opt, "update"))
     make = opt if factory else (lambda rho: opt)
-    a = twin_scale(alpha, depth)
+    a = _twin_scales(_slope_factor(alpha), depth).weight
     rho = 1.0 / a
     if degree is None:
-        degree = measure_degree(make, probe_rhos(alpha, depth), probe, _name(opt))
-    else:
-        degree = validate.real("degree", degree, scalar=True)
+        degree = measure_degree(make, _probe_rhos(rho), probe, _name(opt))
     inner = make(rho)
     if not (hasattr(inner, "init") and hasattr(inner, "update")):
         raise TypeError(f"opt: the factory returned {type(inner).__name__}; it must return an "

@@ -18,8 +18,8 @@ import numpy as np
 from .. import _validate as validate
 from ..core.data import Dataset
 from ..core.layers import Params, check_net, is_net
-from ..core.nets import beta_eff_is_exact
-from .losses import LOSSES, _objective_and_loss, check_labels
+from ..core.nets import _even_part, _forward, beta_eff_is_exact
+from .losses import LOSSES, _forward_mirrored, _loss_value, _objective_and_loss, check_labels
 from .trajectory import _observe
 
 SPACINGS = ("linear", "log")
@@ -125,14 +125,42 @@ def grad_fn(mirrored: bool):
     return lambda p, X, Y, a, w, loss: g(p, X, Y, a, w, loss, mirrored)
 
 
+def loss_fn(mirrored: bool):
+    """``L(θ)`` as a function of ``(params, X, Y, alpha, loss)`` (``mirrored``: X is X₊)."""
+    return lambda p, X, Y, a, loss: _loss_value(
+        _forward_mirrored(p, X, a) if mirrored else _forward(p, X, a), Y, loss)
+
+
+def _finite(params):
+    """``(ok, safe)``: whether every weight is finite, and the weights with a non-finite θ
+    replaced by zeros (a diverged step's record is NaN, computed on zeros: no SVD of NaNs)."""
+    leaves = jax.tree_util.tree_leaves(params)
+    ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in leaves]))
+    return ok, jax.tree_util.tree_map(lambda a: jnp.where(ok, a, 0.0), params)
+
+
+def record_losses(params, arrays, alpha, loss, mirrored=False):
+    """The light record: the loss, the test loss and ``<||f_even||²>`` (no β, SVD or conserved
+    quantities), NaN at a non-finite θ."""
+    X, Y, X_test, Y_test = arrays
+    ok, safe = _finite(params)
+    if mirrored:
+        F = _forward_mirrored(safe, X, alpha)
+        n = X.shape[0]
+        fe = 0.5 * (F[:n] + F[n:])
+    else:
+        F, fe = _forward(safe, X, alpha), _even_part(safe, X, alpha)
+    obs = {"loss": _loss_value(F, Y, loss), "even_energy": jnp.mean(jnp.sum(fe**2, axis=-1)),
+           "test_loss": None if X_test is None else _loss_value(_forward(safe, X_test, alpha), Y_test, loss)}
+    return jax.tree_util.tree_map(lambda v: jnp.where(ok, v, jnp.nan), obs)
+
+
 def record(params, arrays, alpha, loss, pinv_X, keep_params=False, mirrored=False):
     """Observables at θ; a θ with a NaN/inf entry (a diverged GD step, a record the flow
     never reached) is replaced by zeros before any SVD (LAPACK would print "DLASCL
     illegal value") and its observables are NaN."""
     X, Y, X_test, Y_test = arrays
-    leaves = jax.tree_util.tree_leaves(params)
-    ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in leaves]))
-    safe = jax.tree_util.tree_map(lambda a: jnp.where(ok, a, 0.0), params)
+    ok, safe = _finite(params)
     obs = _observe(safe, X, Y, alpha, loss, X_test, Y_test, pinv_X, mirrored)
     obs = jax.tree_util.tree_map(lambda v: jnp.where(ok, v, jnp.nan), obs)
     obs["path"] = params if keep_params else None

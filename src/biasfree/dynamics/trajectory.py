@@ -38,7 +38,7 @@ class Trajectory:
     ``t`` (T,), ``loss`` (T,), ``test_loss`` (T,) or None, ``beta`` (T, d, p),
     ``even_energy`` (T,), ``singular_values`` tuple of (T, k_l), ``conserved`` tuple of
     (T, n_l), ``params`` the final parameters, ``stats`` solver counters,
-    ``method`` "gd", "flow" or "optax" (:func:`~biasfree.dynamics.optimisers.train`),
+    ``method`` "gd", "flow" or "optax" (:func:`~biasfree.dynamics.trainer.train`),
     ``path`` the parameters at every record (leaves (T, ...)) when the config asked
     ``keep_params``, else None.
 
@@ -47,6 +47,12 @@ class Trajectory:
     compiled loop, so a spike between two records shows here even when ``loss`` hides
     it (GD warns with :class:`~biasfree.dynamics.diagnosis.LossSpikeWarning` above
     ``SPIKE_FACTOR · L(0)``); for gradient flow, the largest recorded loss.
+
+    A run trained with ``twin`` (:func:`~biasfree.dynamics.trainer.train`) also holds ``twin``,
+    its linear twin's trajectory (record j at the net's time ``t_j``), and ``twin_gap``, the
+    largest ``|L(θ_k) − L̃(θ̃_k)|`` over *every* step k = 0..K (loss units, full training data),
+    reached at step ``twin_gap_step``. A run recorded with ``observables="loss"`` has ``beta``,
+    ``singular_values`` and ``conserved`` None.
     """
 
     t: Array
@@ -61,6 +67,9 @@ class Trajectory:
     method: str = "gd"
     path: Params | None = None
     loss_max: Array | None = None
+    twin: Trajectory | None = None
+    twin_gap: Array | None = None
+    twin_gap_step: Array | None = None
 
     def member(self, i: int) -> Trajectory:
         """Member ``i`` of an ensemble trajectory."""
@@ -96,7 +105,7 @@ class Trajectory:
 jax.tree_util.register_dataclass(
     Trajectory,
     data_fields=["t", "loss", "test_loss", "beta", "even_energy", "singular_values",
-                 "conserved", "params", "stats", "path", "loss_max"],
+                 "conserved", "params", "stats", "path", "loss_max", "twin", "twin_gap", "twin_gap_step"],
     meta_fields=["method"],
 )
 

@@ -16,7 +16,7 @@ from ..core.data import Dataset
 from ..core.inits import from_arrays, init_gaussian, pair_up
 from ..core.layers import Params
 from ..core.precision import precise
-from ..dynamics import GDConfig, gd, gd_ensemble
+from ..dynamics import GDConfig, train
 from ..dynamics.run import check_cfg, check_dataset, check_ends
 from ..dynamics.trajectory import Trajectory
 from .floors import DatasetFloor, dataset_floor
@@ -98,7 +98,7 @@ def fit_net(data: Dataset, key, widths, cfg: GDConfig, *, init: str = "random", 
 
     ``data`` a symmetric :class:`Dataset` (``Y`` the target on ``X``, mirror rows
     included); ``cfg`` a :class:`GDConfig` with MSE loss; init as in
-    :func:`init_batch`. Restarts run in one compiled ``gd_ensemble`` call (one: ``gd``); the
+    :func:`init_batch`. Restarts run in one compiled ensemble (one: a single run); the
     one with the lowest final training loss is returned with the exact two-layer
     floor of the training set (:func:`biasfree.expressivity.floors.dataset_floor`), so
     ``train_loss < floor.value`` shows the net uses more than a two-layer net can.
@@ -111,10 +111,10 @@ def fit_net(data: Dataset, key, widths, cfg: GDConfig, *, init: str = "random", 
     check_ends(f"widths={widths!r}", widths, data, "give widths (d, ..., p)")
     params = init_batch(key, widths, init=init, gain=gain, bias=bias, restarts=restarts)
     if restarts == 1:  # plain gd compiles faster than a one-member ensemble
-        member = gd(jax.tree_util.tree_map(lambda a: a[0], params), data, cfg)
+        member = train(jax.tree_util.tree_map(lambda a: a[0], params), data, cfg)
         final = np.asarray(member.loss)[-1:]
     else:
-        traj = gd_ensemble(params, data, cfg)
+        traj = train(params, data, cfg, batched=True)
         final = np.asarray(traj.loss)[:, -1]
         member = traj.member(int(np.argmin(final)))
     test = None if member.test_loss is None else float(np.asarray(member.test_loss)[-1])

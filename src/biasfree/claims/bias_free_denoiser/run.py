@@ -15,8 +15,7 @@ from ...core.layers import Params
 from ...core.nets import forward
 from ...core.real_data import load_data
 from ...core.twin import slope_factor
-from ...dynamics import GDConfig
-from ...dynamics.ensemble import Member, gd_members
+from ...dynamics import GDConfig, Member, train
 from ...expressivity.local_linear import local_linear
 from ...results import Result, at_most
 from ..base import Progress, _quiet
@@ -80,7 +79,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     clean, noisy, test, noise = _data(cfg, seed)
 
     progress(f"GD: bias-free and biased {cfg.depth}-layer conv denoisers ({cfg.steps} steps)")
-    deep = gd_members({"bias-free": Member(_conv_net(k_deep, cfg, bias=False), a),
+    deep = train({"bias-free": Member(_conv_net(k_deep, cfg, bias=False), a),
                        "biased": Member(_conv_net(k_deep, cfg, bias=True), a)},
                       Dataset(noisy, clean), GDConfig(lr=cfg.lr, steps=cfg.steps, n_records=2))
     # only the first and last records: each record costs an SVD of every layer's Toeplitz matrix
@@ -103,7 +102,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     data2 = Dataset(*symmetrize(noisy, clean))
     members = {"random": Member(_two_layer(k_two, cfg, cfg.twin_channels), a, twin=True),
                "pair": Member(pair_up(_two_layer(k_pair, cfg, cfg.twin_channels // 2)), a, twin=True)}
-    two = gd_members(members, data2, GDConfig(lr=cfg.twin_lr, steps=cfg.twin_steps,
+    two = train(members, data2, GDConfig(lr=cfg.twin_lr, steps=cfg.twin_steps,
                                               n_records=cfg.n_records, spacing="log"))
     c = float(slope_factor(a))
     M_ls, L_ls = span_least_squares(noisy, clean, cfg.kernel)

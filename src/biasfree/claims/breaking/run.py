@@ -12,8 +12,7 @@ from ...core.inits import init_gaussian, init_pairs
 from ...core.layers import Layer
 from ...core.targets import abs_target, make_dataset, sine_target
 from ...core.twin import slope_factor
-from ...dynamics import GDConfig
-from ...dynamics.ensemble import Member, Runs, gd_members
+from ...dynamics import GDConfig, Member, Runs, train
 from ...results import Result, at_least
 from ..base import Progress, _quiet
 from ..checks import FRACTION, PAPER_LEVEL, ROUND_OFF, twin_identity
@@ -57,7 +56,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     per_case = {}
     for case in CASES:  # each case on its own data: one named member and its twin per call
         progress(f"{case.replace('_', ' ')}: GD and linear twin")
-        per_case[case] = gd_members({case: Member(nets[case], cfg.alpha, twin=True)}, datasets[case], gd_cfg)
+        per_case[case] = train({case: Member(nets[case], cfg.alpha, twin=True)}, datasets[case], gd_cfg)
     runs = Runs({k: r[k] for k, r in per_case.items()}, {k: r.twin(k) for k, r in per_case.items()})
 
     progress("checks")

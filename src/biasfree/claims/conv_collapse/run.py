@@ -12,8 +12,9 @@ from ...core.draws import normal
 from ...core.inits import init_conv, init_gaussian
 from ...core.layers import scale_params
 from ...core.real_data import load_data
-from ...core.twin import linear_twin, slope_factor
-from ...dynamics.twin_training import PairedRun, train_with_twin
+from ...core.twin import linear_twin
+from ...dynamics import GDConfig, record_steps, train
+from ...dynamics.twin_training import PairedRun
 from ...results import Result, at_most
 from ..base import Progress, _quiet
 from ..checks import FRACTION, PAPER_LEVEL, ROUND_OFF
@@ -98,14 +99,15 @@ def beside_twins(members: Members, data: Dataset, lr: float, steps: int, n_recor
                  progress: Progress = _quiet) -> dict[str, PairedRun]:
     """Each member ``(params, α)`` trained by ``steps`` GD steps of size ``lr`` beside its
     linear conv twin (√c·params, α = 1, step η c, c = (1+α)/2; §7.2) in one compiled loop
-    (:func:`~biasfree.dynamics.twin_training.train_with_twin`), which carries the largest
+    (:func:`~biasfree.dynamics.trainer.train` with ``twin``), which carries the largest
     |L(θ_k) − L_twin(θ̃_k)| over every step k = 0..K: the gap does not depend on the
     ``n_records`` stored curve points. Members of one shape share one compilation."""
     out = {}
     for name, (params, alpha) in members.items():
         progress(f"  {name}")
-        out[name] = train_with_twin(params, linear_twin(params, alpha), data.X, data.Y, alpha=alpha, lr=lr,
-                                    time_scale=float(slope_factor(alpha)), steps=steps, n_records=n_records)
+        cfg = GDConfig(lr=lr, steps=steps, alpha=alpha, n_records=n_records)
+        run = train(params, data, cfg, twin=linear_twin(params, alpha), observables="loss")
+        out[name] = PairedRun.of(run, record_steps(steps, n_records))
     return out
 
 

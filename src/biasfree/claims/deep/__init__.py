@@ -7,7 +7,7 @@ its blocks to stay antisymmetric it would be the deep linear net in time ``λ t`
 ``λ_L = c^{2(L-1)/L}`` (§4.1). They do not (the middle layers grow a symmetric part, so
 f_odd becomes nonlinear and learns faster), so the comparison is measured, not exact.
 
-Members by name (one :func:`~biasfree.gd_members` call per depth, log-spaced records):
+Members by name (one :func:`~biasfree.train` call per depth, log-spaced records):
 ``linear_aligned`` the deep linear net from balanced mode-aligned init
 (``theory.aligned_init``), step ηλ, its records at linear time λt; ``relu_pair_aligned``
 the ReLU pair net mapped from it (``theory.deep_linear_to_pair``, same function), step η;

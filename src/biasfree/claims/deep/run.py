@@ -9,8 +9,7 @@ from ...core.data import Dataset, symmetrize
 from ...core.inits import pad_hidden, pair_up
 from ...core.moments import whiten
 from ...core.nets import effective_rank
-from ...dynamics import GDConfig
-from ...dynamics.ensemble import Member, gd_members
+from ...dynamics import GDConfig, Member, train
 from ...expressivity.decomposition import net_function, odd_nonlinearity
 from ...results import Result, at_least, at_most
 from ..base import Progress, _quiet
@@ -83,7 +82,7 @@ def _teacher_depth(cfg: Config, rng, data: Dataset, modes, plateaus, L: int, sca
     members = _teacher_members(cfg, rng, modes, L, scale)
     t_half_th = np.array([float(theory.deep_half_time(si, cfg.a0, L)) for si in s])
     steps = int(np.ceil(cfg.horizon * t_half_th[-1] / lam / cfg.lr))  # horizon in ReLU time
-    runs = gd_members(members, data, GDConfig(lr=cfg.lr, steps=steps, n_records=cfg.n_records,
+    runs = train(members, data, GDConfig(lr=cfg.lr, steps=steps, n_records=cfg.n_records,
                                               spacing="log"))
     t = np.asarray(runs["relu_pair_aligned"].t)  # ReLU time; linear members sit at λ t
     ks = np.rint(t / cfg.lr).astype(np.int64)
@@ -117,7 +116,7 @@ def _sine_part(cfg: Config, rng, progress) -> dict:
     progress(f"sine target, depths {cfg.sine_depths}")
     nets = {L: numpy_gaussian(rng, (cfg.sine_d,) + (cfg.sine_width,) * (L - 1) + (1,), cfg.sine_scale)
             for L in cfg.sine_depths}
-    runs = gd_members({f"depth_{L}": Member(p, alpha=0.0) for L, p in nets.items()}, data,
+    runs = train({f"depth_{L}": Member(p, alpha=0.0) for L, p in nets.items()}, data,
                       GDConfig(lr=cfg.sine_lr, steps=int(np.ceil(cfg.sine_t_max / cfg.sine_lr)),
                                n_records=cfg.n_records, spacing="log"))
     out = {"floor": theory.linear_floor(data.X, data.Y), "y_power": float(np.mean(np.asarray(Y) ** 2)),

@@ -11,8 +11,7 @@ from ...core.inits import init_gaussian, init_pairs, init_rank_one
 from ...core.moments import cross_covariance
 from ...core.targets import linear_target, make_dataset, teacher_matrix
 from ...core.twin import slope_factor
-from ...dynamics import GDConfig
-from ...dynamics.ensemble import Member, gd_members
+from ...dynamics import GDConfig, Member, train
 from ...results import Result, at_least, at_most
 from ..base import Progress, _quiet
 from ..checks import FRACTION, PAPER_LEVEL, ROUND_OFF, loglog_slope, twin_identity
@@ -42,7 +41,7 @@ def _width_study(key, data: Dataset, cfg: Config, gd_cfg: GDConfig, progress):
     for i, w in enumerate(cfg.study_widths):
         progress(f"width study: width {w}")
         keys = jax.random.split(jax.random.fold_in(key, w), cfg.study_seeds)
-        runs = gd_members({f"seed {j}": Member(init_gaussian(k, (cfg.d, w, 1), cfg.scales[0]), cfg.alpha,
+        runs = train({f"seed {j}": Member(init_gaussian(k, (cfg.d, w, 1), cfg.scales[0]), cfg.alpha,
                                                twin=True) for j, k in enumerate(keys)}, data, gd_cfg)
         D0[i] = [runs.twin_gap(name) for name in runs]
     med = np.median(D0, axis=1)
@@ -90,7 +89,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     gd_cfg = GDConfig(lr=cfg.lr, steps=steps, n_records=cfg.n_records)
 
     progress("three inits × scales, with linear twins")
-    runs = gd_members(_members(k_init, cfg), data, gd_cfg)
+    runs = train(_members(k_init, cfg), data, gd_cfg)
 
     progress("checks")
     # (init, scale) tables: D the twin gap, E <f_even²> / <y²> over time, L and L_twin the losses

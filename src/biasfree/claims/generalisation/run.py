@@ -11,8 +11,7 @@ from ...core.inits import init_gaussian, init_pairs
 from ...core.nets import forward
 from ...core.targets import linear_target, make_dataset, teacher_matrix
 from ...core.twin import slope_factor
-from ...dynamics import GDConfig
-from ...dynamics.ensemble import Member, Runs, gd_members
+from ...dynamics import GDConfig, Member, Runs, train
 from ...results import Result, at_most
 from ...theory import population_loss_linear
 from ..base import Progress, _quiet
@@ -72,7 +71,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     progress("GD: pair and random inits for every α, and their linear twins")
     members = _members(k_init, cfg)
     steps = int(np.ceil(cfg.t_max / cfg.lr))
-    runs = gd_members(members, data, GDConfig(lr=cfg.lr, steps=steps, n_records=cfg.n_records,
+    runs = train(members, data, GDConfig(lr=cfg.lr, steps=steps, n_records=cfg.n_records,
                                               spacing="log"))
     t = np.asarray(runs[_name("pair", alphas[0])].t)
     nets = {(i, a, tw): _curves(runs, _name(i, a), tw) for i in INITS for a in alphas for tw in (False, True)}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,8 +18,7 @@ from ...core.layers import scale_params
 from ...core.moments import cross_covariance, input_covariance, moment_data, whiten
 from ...core.targets import sine_target
 from ...core.twin import linear_twin, slope_factor
-from ...dynamics import FlowConfig, GDConfig, flow_ensemble, gd_ensemble
-from ...dynamics.ensemble import Member, gd_members
+from ...dynamics import FlowConfig, GDConfig, Member, flow_ensemble, train
 from ...results import Result, at_most
 from ..base import Progress, _quiet
 from ..checks import FRACTION, PAPER_LEVEL, ROUND_OFF, crossing_time
@@ -64,8 +65,8 @@ def linear_twins(params, moments, cfg: GDConfig, alphas):
     trained with step ``η c_b`` on ``moments`` (a :class:`~biasfree.core.moments.MomentData`):
     their loss on the full set, (B, T)."""
     alphas = np.asarray(alphas, dtype=float)
-    tr = gd_ensemble(linear_twin(params, alphas), moments.data, cfg, alpha=np.ones(len(alphas)),
-                     lr=cfg.lr * slope_factor(alphas))
+    tr = train(linear_twin(params, alphas), moments.data, cfg, alpha=np.ones(len(alphas)),
+               lr=cfg.lr * slope_factor(alphas), batched=True)
     return np.asarray(tr.loss) + moments.loss_offset
 
 
@@ -77,7 +78,7 @@ def paper_curves(cfg: Config, white, moments, params, s, r, L_inf):
     t_slowest = float(np.max(theory.half_loss_time(s, cs * a0) / cs))
     gd_cfg = GDConfig(lr=cfg.lr, steps=int(np.ceil(cfg.horizon * t_slowest / cfg.lr)),
                       n_records=cfg.n_records)
-    nets = gd_ensemble(params, white, gd_cfg, alpha=alphas, batched_params=False)
+    nets = train(params, white, gd_cfg, alpha=alphas)
     loss, pred = np.asarray(nets.loss), linear_twins(params, moments, gd_cfg, alphas)
     t = np.asarray(nets.t[0])
     t_half = np.array([half_loss_crossing(t, L, L_inf)[0] for L in loss])
@@ -98,8 +99,8 @@ def init_scale_sweep(cfg: Config, white, moments, unit, s, r, L_inf):
     gd_cfg = GDConfig(lr=cfg.sweep_lr, steps=int(np.ceil(1.25 * t_slowest / cfg.sweep_lr)),
                       n_records=2 * cfg.n_records)
     batch = jax.vmap(lambda f: scale_params(unit, f))(jnp.asarray(scales))
-    leaky = gd_ensemble(batch, white, gd_cfg, alpha=a_min)
-    linear = gd_ensemble(batch, moments.data, gd_cfg, alpha=1.0)
+    leaky = train(batch, white, replace(gd_cfg, alpha=a_min), batched=True)
+    linear = train(batch, moments.data, replace(gd_cfg, alpha=1.0), batched=True)
     t = np.asarray(leaky.t[0])
     L_leaky, L_lin = np.asarray(leaky.loss), np.asarray(linear.loss) + moments.loss_offset
     # every scale's twin in one call, the program of `linear` (same shapes): one compile fewer
@@ -130,10 +131,10 @@ def proof_runs(cfg: Config, white, raw, s, r, s_raw, r_raw, y_power, keys):
     members = {f"rank-one α={a:g}": Member(jax.tree_util.tree_map(lambda x, i=i: x[i], p_r1), a, twin=True)
                for i, a in enumerate(alphas)}
     members |= {f"pair α={a:g}": Member(pair, a, twin=True) for a in alphas}
-    runs = gd_members(members, white, gd_cfg)  # each beside its library-built linear twin
+    runs = train(members, white, gd_cfg)  # each beside its library-built linear twin
     fl = flow_ensemble(p_r1, white, FlowConfig(t_max=gd_cfg.t_max, n_records=cfg.n_records,
                                                rtol=cfg.rtol, atol=cfg.atol), alpha=alphas)
-    gd_raw = gd_ensemble(rank_one(r_raw, cfg.a0 / cs), raw, gd_cfg, alpha=alphas)
+    gd_raw = train(rank_one(r_raw, cfg.a0 / cs), raw, gd_cfg, alpha=alphas, batched=True)
     r1_loss, r1_beta = (np.stack([np.asarray(getattr(runs[f"rank-one α={a:g}"], k)) for a in alphas])
                         for k in ("loss", "beta"))
 

@@ -13,7 +13,7 @@ from ...core.layers import Layer
 from ...core.moments import cross_covariance, moment_data, whiten
 from ...core.targets import sine_target
 from ...core.twin import linear_twin, slope_factor
-from ...dynamics import GDConfig, gd_ensemble
+from ...dynamics import GDConfig, train
 from ...results import Result, at_most
 from ..base import Progress, _quiet
 from ..checks import FRACTION, PAPER_LEVEL, ROUND_OFF, loglog_slope
@@ -83,9 +83,9 @@ def _width_run(draws, cfg: Config, width: int, data: Dataset, moments, s: float)
     t_half = float(theory.leaky_half_time(s, width * cfg.scales[0] ** 2, min(cfg.alphas)))
     steps = int(np.ceil(cfg.horizon * t_half / cfg.lr))
     gd_cfg = GDConfig(lr=cfg.lr, steps=steps, n_records=cfg.n_records)
-    nets = gd_ensemble(params, data, gd_cfg, alpha=alpha, lr=lr)
-    twins = gd_ensemble(linear_twin(params, alpha),
-                        moments.data, gd_cfg, alpha=np.ones_like(alpha), lr=lr * c)
+    nets = train(params, data, gd_cfg, alpha=alpha, lr=lr, batched=True)
+    twins = train(linear_twin(params, alpha), moments.data, gd_cfg, alpha=np.ones_like(alpha), lr=lr * c,
+                  batched=True)
     L = np.asarray(nets.loss)
     L_twin = np.asarray(twins.loss) + moments.loss_offset
     E = np.asarray(nets.even_energy)
@@ -94,7 +94,7 @@ def _width_run(draws, cfg: Config, width: int, data: Dataset, moments, s: float)
            "even0": 0.5 * E[:, 0] / L[:, 0], "steps": steps, "lr": lr}
     if cfg.biased:
         bparams, balpha, blr = members["biased"]
-        biased = gd_ensemble(bparams, data, gd_cfg, alpha=balpha, lr=blr)
+        biased = train(bparams, data, gd_cfg, alpha=balpha, lr=blr, batched=True)
         Lb, keep = np.asarray(biased.loss), members["keep"]
         out["D_biased"] = np.max(np.abs(Lb - L_twin[keep]), axis=1) / Lb[:, 0]
         out["L_final_biased_over_twin"] = Lb[:, -1] / L_twin[keep, -1]

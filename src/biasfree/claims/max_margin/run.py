@@ -10,8 +10,7 @@ import numpy as np
 from ...core.data import Dataset, gaussian_inputs, label_data, symmetrize
 from ...core.inits import init_gaussian, init_pairs
 from ...core.layers import scale_params
-from ...dynamics import GDConfig
-from ...dynamics.ensemble import Member, gd_members
+from ...dynamics import GDConfig, Member, train
 from ...results import Result, at_least, at_most
 from ...theory.margin import KKT_TOL, cosine, hard_margin_svm, kkt_residual, margin_ratio
 from ..base import Progress, _quiet
@@ -61,7 +60,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     cos_teacher = cosine(np.asarray(w_teacher), w_svm)
 
     progress("logistic GD: pair and random init, with linear twins")
-    runs = gd_members(_members(cfg, pair, gauss), data,
+    runs = train(_members(cfg, pair, gauss), data,
                       GDConfig(lr=cfg.lr, steps=cfg.steps, loss="logistic", spacing="log",
                                n_records=cfg.n_records))
 

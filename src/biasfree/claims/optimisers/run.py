@@ -16,7 +16,7 @@ from ...core.precision import chain_length, gamma
 from ...core.targets import teacher_matrix
 from ...core.twin import linear_twin, slope_factor
 from ...dynamics.optimiser_twin import measure_degree, optimiser_twin, probe_rhos, twin_scale
-from ...dynamics.optimisers import train
+from ...dynamics.trainer import train
 from ...results import Result, at_most
 from ..base import Progress, _quiet
 from ..checks import crossing_time

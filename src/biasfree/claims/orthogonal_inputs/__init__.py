@@ -19,7 +19,7 @@ experiment checks:
    for one half; that half is predicted by the zero curve, and exactly
    ``ã⁻ = (σ²/ρ) Σ_i f(-p_i) t⁻_i/||t⁻|| <= 0`` at every step (checked, never raises).
 
-Runs (named members of one :func:`~biasfree.gd_members` call per data set): ``full``
+Runs (named members of one :func:`~biasfree.train` call per data set): ``full``
 target from small random balanced init (``random``) and from the aligned half-net init
 (``aligned``); ``odd`` target alone from the same random init, with its linear twin
 (``√c·init``, step ηc, c = 1/2); ``mixed`` target (some pairs with same-sign targets)

@@ -9,8 +9,7 @@ from ... import theory
 from ...core.data import Dataset, orthogonal_data
 from ...core.inits import balanced_units
 from ...core.nets import forward
-from ...dynamics import GDConfig, record_steps
-from ...dynamics.ensemble import Member, gd_members
+from ...dynamics import GDConfig, Member, record_steps, train
 from ...results import Result, at_most
 from ...theory.orthogonal import aligned_halves_init, alignment_directions, half_net_modes, half_targets
 from ..base import Progress, _quiet
@@ -71,9 +70,9 @@ def _runs(cfg: Config, P: dict, steps: int) -> dict:
     """GD with parameters kept at every record; returns (path, outputs) by run name."""
     gd = GDConfig(lr=cfg.lr, steps=steps, n_records=cfg.n_records, keep_params=True)
     I, D = P["inits"], P["data"]
-    full = gd_members({"random": Member(I["random"]), "aligned": Member(I["aligned"])}, D["full"], gd)
-    odd = gd_members({"random": Member(I["random"], twin=True)}, D["odd"], gd)
-    mixed = gd_members({"random": Member(I["random"]), "random_b": Member(I["random_b"])}, D["mixed"], gd)
+    full = train({"random": Member(I["random"]), "aligned": Member(I["aligned"])}, D["full"], gd)
+    odd = train({"random": Member(I["random"], twin=True)}, D["odd"], gd)
+    mixed = train({"random": Member(I["random"]), "random_b": Member(I["random_b"])}, D["mixed"], gd)
     trs = {"full": (full["random"], D["full"], 0.0), "aligned": (full["aligned"], D["full"], 0.0),
            "odd": (odd["random"], D["odd"], 0.0), "odd_twin": (odd.twin("random"), D["odd"], 1.0),
            "mixed": (mixed["random"], D["mixed"], 0.0), "mixed_b": (mixed["random_b"], D["mixed"], 0.0)}

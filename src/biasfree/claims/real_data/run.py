@@ -13,8 +13,7 @@ from ...core.moments import whiten
 from ...core.nets import even_part, forward
 from ...core.real_data import load_data
 from ...core.twin import slope_factor
-from ...dynamics import GDConfig
-from ...dynamics.ensemble import Member, Runs, gd_members
+from ...dynamics import GDConfig, Member, Runs, train
 from ...expressivity.decomposition import net_function, odd_nonlinearity
 from ...results import Result, at_most
 from ..base import Progress, _quiet
@@ -81,7 +80,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     progress(f"GD: pair init and {cfg.n_random} random inits, and their linear twins")
     members = _members(jax.random.PRNGKey(seed), cfg, d, Y.shape[1])
     steps = int(np.ceil(cfg.t_max / cfg.lr))
-    runs = gd_members(members, data, GDConfig(lr=cfg.lr, steps=steps, n_records=cfg.n_records,
+    runs = train(members, data, GDConfig(lr=cfg.lr, steps=steps, n_records=cfg.n_records,
                                               spacing="log"))
     names, randoms = list(members), [n for n in members if n != "pair"]
     t = np.asarray(runs["pair"].t)

@@ -13,8 +13,7 @@ from ...core.layers import scale_params
 from ...core.moments import cross_covariance, input_covariance
 from ...core.targets import linear_target, make_dataset
 from ...core.twin import slope_factor
-from ...dynamics import FlowConfig, GDConfig, flow_ensemble
-from ...dynamics.ensemble import Member, gd_members
+from ...dynamics import FlowConfig, GDConfig, Member, flow_ensemble, train
 from ...results import Result, at_least, at_most
 from ...theory import decayed_solution
 from ..base import Progress, _quiet
@@ -41,7 +40,7 @@ def _members(units: dict, scale: float, alpha: float, weight_decay: float = 0.0)
 def _weight_decay(cfg: Config, units: dict, data: Dataset) -> dict:
     """Decay λ: runs against twins with decay λ/c, and where β_eff ends against β*(λ/c), β*(λ)."""
     c = float(slope_factor(cfg.alpha))
-    runs = gd_members(_members(units, cfg.small_scale, cfg.alpha, cfg.weight_decay), data,
+    runs = train(_members(units, cfg.small_scale, cfg.alpha, cfg.weight_decay), data,
                       GDConfig(lr=cfg.lr, steps=cfg.steps, n_records=cfg.n_records))
     Sxx = np.asarray(input_covariance(data.X))
     sxy = np.asarray(cross_covariance(data.X, data.Y))[0]
@@ -53,7 +52,7 @@ def _weight_decay(cfg: Config, units: dict, data: Dataset) -> dict:
 
 def _large_init(cfg: Config, units: dict, data: Dataset) -> dict:
     """Large init σ: runs against twins, and the t = 0 gap ½<f_even(0)²>/L(0)."""
-    runs = gd_members(_members(units, cfg.large_scale, cfg.alpha), data,
+    runs = train(_members(units, cfg.large_scale, cfg.alpha), data,
                       GDConfig(lr=cfg.lr, steps=cfg.large_steps, n_records=cfg.n_records))
     t0_gap = {k: 0.5 * float(runs[k].even_energy[0] / runs[k].loss[0]) for k in runs}
     return dict(runs=runs, t0_gap=t0_gap)
@@ -71,7 +70,7 @@ def _learning_rates(cfg: Config, units: dict, data: Dataset, progress: Progress)
     per_lr = []
     for eta in lrs:
         progress(f"large learning rate: GD at η = {eta:g}")
-        per_lr.append(gd_members(_members(units, cfg.small_scale, cfg.alpha), data, GDConfig(
+        per_lr.append(train(_members(units, cfg.small_scale, cfg.alpha), data, GDConfig(
             lr=float(eta), steps=int(round(cfg.t_max / eta)), n_records=cfg.n_records)))
     loss_gd = {k: np.stack([np.asarray(runs[k].loss) for runs in per_lr]) for k in units}
     gap_flow = {k: np.max(np.abs(loss_gd[k] - L_flow[k]), axis=1) / L_flow[k][0] for k in units}

@@ -13,9 +13,10 @@ from ... import theory
 from ...analysis import regime as rg
 from ...analysis import verdict as vd
 from ...analysis.analyse import analyse
+from ...core.data import Dataset
 from ...core.layers import scale_params
 from ...core.twin import slope_factor, twin_scales
-from ...dynamics.twin_training import gaps_batched
+from ...dynamics.trainer import GDConfig, _train
 from ...expressivity.decomposition import net_function, odd_nonlinearity
 from ..base import Progress, _quiet
 from .families import Point, reference_loss
@@ -51,22 +52,28 @@ def truth_setup(params, X, Y, max_steps: int):
 
 def measure(runs, progress: Progress = _quiet) -> np.ndarray:
     """Gaps to the twins (fraction of :func:`~.families.reference_loss`) for ``runs``, a list of
-    ``(params, twin, X, Y, lr, steps, time_scale, decay)``: runs of one shape, data shape and step
-    factor go as one batch through one vmapped loop (:func:`gaps_batched`), each with its decay."""
+    ``(params, twin, X, Y, lr, steps, time_scale, decay)``: runs of one shape, one data set and
+    one step factor go as one ensemble through the trainer's loop
+    (:func:`~biasfree.dynamics.trainer.train` with ``twin``; each member with its own η, λ and
+    step count, the gap over every one of its steps), the twin's step η·k_t and decay λ/k_t."""
     groups: dict = {}
     for i, (params, _, X, Y, _, _, time_scale, _) in enumerate(runs):
         leaves, tree = jax.tree_util.tree_flatten(tuple(params))  # conv shapes and padding are in tree
-        key = (tree, tuple(np.shape(x) for x in leaves), np.shape(X), np.shape(Y), time_scale)
+        data = (np.shape(X), np.shape(Y), hash(np.asarray(X).tobytes()), hash(np.asarray(Y).tobytes()))
+        key = (tree, tuple(np.shape(x) for x in leaves), data, time_scale)
         groups.setdefault(key, []).append(i)
     gap = np.zeros(len(runs))
     for key, idx in groups.items():
         progress(f"truth: {len(idx)} nets of shapes {key[1]}, {max(runs[i][5] for i in idx)} steps at most")
         stack = [jax.tree_util.tree_map(lambda *a: np.stack(a), *[runs[i][j] for i in idx]) for j in (0, 1)]
-        Ys = np.stack([runs[i][3] for i in idx])
-        g, _, L0 = gaps_batched(stack[0], stack[1], np.stack([runs[i][2] for i in idx]), Ys, alpha=0.0,
-                                lr=[runs[i][4] for i in idx], time_scale=key[4],
-                                steps=[runs[i][5] for i in idx], weight_decay=[runs[i][7] for i in idx])
-        gap[idx] = g / np.maximum(reference_loss(L0, Ys), 1e-300)
+        X, Y = runs[idx[0]][2], runs[idx[0]][3]
+        vectors = {"alpha": np.zeros(len(idx)), "lr": np.array([runs[i][4] for i in idx], float),
+                   "weight_decay": np.array([runs[i][7] for i in idx], float)}
+        steps = np.array([[runs[i][5]] for i in idx])
+        traj = _train(stack[0], Dataset(X, Y), GDConfig(lr=1.0, steps=int(steps.max())), vectors,
+                      twin=stack[1], batched=True, observables="loss", segments=steps)
+        L0 = np.asarray(traj.loss)[:, 0]
+        gap[idx] = np.asarray(traj.twin_gap) / np.maximum(reference_loss(L0, np.asarray(Y)[None]), 1e-300)
     return gap
 
 

@@ -17,10 +17,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...core.conv import Conv
-from ...core.data import symmetrize
+from ...core.data import Dataset, symmetrize
 from ...core.inits import init_conv, pair_up
 from ...core.layers import Params
-from ...dynamics.twin_training import train_with_twin
+from ...dynamics.trainer import GDConfig, train
 from ..checks import numpy_gaussian
 from . import FAMILIES, Config
 
@@ -64,13 +64,14 @@ def trained(cfg: Config, rng, X, Y, setup) -> list[Point]:
     for m in cfg.family_widths:
         for s in cfg.trained_scales:
             init = numpy_gaussian(rng, (cfg.d, m, 1), s)
-            twin, ks, lr, steps, _ = setup(init, X, Y)
+            twin, _, lr, steps, _ = setup(init, X, Y)
             for frac in cfg.trained_fractions:
                 k = max(1, int(round(frac * steps)))
-                run = train_with_twin(init, twin, X, Y, alpha=0.0, lr=lr, time_scale=ks, steps=k, n_records=2)
+                run = train(init, Dataset(X, Y), GDConfig(lr=lr, steps=k, n_records=2), twin=twin,
+                            observables="loss")
                 out.append(Point(f"width {m}, σ {s:g}, {k} steps ({frac:.0%} of the horizon)",
                                  f"w{m}_std{s:.0e}_steps{k}", _numpy(run.params), X, Y, init=init,
-                                 history_gap=float(run.gap_max / reference_loss(run.loss[0], Y))))
+                                 history_gap=float(run.twin_gap / reference_loss(run.loss[0], Y))))
     return out
 
 
