@@ -7,10 +7,17 @@ build, and with nitpicky mode so does a cross-reference (``:func:``, ``:class:``
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import importlib
 import importlib.metadata
+import inspect
+import sys
 import types
+import typing
 
+from sphinx.ext.autodoc.mock import mock
+from sphinx.util.inspect import stringify_signature
 from sphinx.util.nodes import make_refnode
 
 project = "biasfree"
@@ -39,6 +46,10 @@ nitpicky = True
 autodoc_default_options = {"members": True, "ignore-module-all": True}
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
+# defaults as written in the source (``progress=_quiet``), not their repr
+# (``<function _quiet at 0x...>``), which is no Python: Sphinx could not parse such a
+# signature and would split it at every comma, breaking its type hints' links
+autodoc_preserve_defaults = True
 
 # Optional extras that autodoc must not need: a module imports them inside functions today,
 # and a top-level import added later should not make the docs build need torch's 4 GB wheel.
@@ -122,8 +133,9 @@ def _lookup(target: str, modname: str | None, classname: str | None):
     return _MISSING
 
 
-def _documented_name(env, obj) -> str | None:
-    """Where ``obj`` is documented (a key of the Python domain's objects), or None."""
+def _documented_name(env, obj, last: str) -> str | None:
+    """Where ``obj`` (named ``last`` in the reference) is documented (a key of the Python
+    domain's objects), or None."""
     objects = env.get_domain("py").objects
     if isinstance(obj, types.ModuleType):
         name = obj.__name__
@@ -132,12 +144,12 @@ def _documented_name(env, obj) -> str | None:
     if isinstance(module, str) and isinstance(qualname, str):
         name = f"{module}.{qualname}"
         return name if name in objects else None
-    # data (a constant, a type alias): the one documented object that *is* it. Numbers and
-    # strings are left out: equal values may be one object, so identity says nothing
-    if obj is None or isinstance(obj, int | float | complex | str | bytes | bool):
-        return None
+    # data (a constant, a type alias): the one documented object that *is* it, under the same
+    # name for numbers and strings (equal values may be one object: identity alone says nothing)
+    value = obj is None or isinstance(obj, int | float | complex | str | bytes | bool)
     found = [name for name, entry in objects.items()
-             if entry.objtype in ("data", "attribute") and _import_path(name) is obj]
+             if entry.objtype in ("data", "attribute") and (not value or name.rsplit(".", 1)[-1] == last)
+             and _import_path(name) is obj]
     return found[0] if len(found) == 1 else None
 
 
@@ -147,12 +159,95 @@ def _resolve_reexport(app, env, node, contnode):
     obj = _lookup(node["reftarget"], node.get("py:module"), node.get("py:class"))
     if obj is _MISSING:
         return None
-    name = _documented_name(env, obj)
+    name = _documented_name(env, obj, node["reftarget"].rsplit(".", 1)[-1])
     if name is None:
         return None
     entry = env.get_domain("py").objects[name]
     return make_refnode(app.builder, node["refdoc"], entry.docname, entry.node_id, contnode, name)
 
 
+# -- type hints under TYPE_CHECKING -------------------------------------------------------------
+# A module may import a name for its hints only (``if TYPE_CHECKING: from .sweep_spec import
+# Point``, to avoid an import cycle). autodoc evaluates hints at run time, where that name is
+# missing, and renders a bare ``Point`` that Sphinx cannot place (two classes are named Point).
+# Before autodoc reads a signature, the module's guarded imports are run in its namespace (the
+# optional extras mocked, as autodoc imports modules), so the hint evaluates to the class it
+# means. An import that fails here is skipped and the hint stays a string.
+
+_GUARDED_DONE: set[str] = set()
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _run_guarded_imports(app, obj, bound_method) -> None:
+    modname = getattr(obj, "__module__", None)
+    if not isinstance(modname, str) or not modname.startswith("biasfree") or modname in _GUARDED_DONE:
+        return
+    _GUARDED_DONE.add(modname)
+    module = sys.modules.get(modname)
+    try:
+        tree = ast.parse(inspect.getsource(module))
+    except (TypeError, OSError):
+        return
+    for node in tree.body:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for stmt in node.body:
+                if isinstance(stmt, ast.Import | ast.ImportFrom):
+                    code = compile(ast.Module(body=[stmt], type_ignores=[]), module.__file__, "exec")
+                    try:
+                        with mock(app.config.autodoc_mock_imports):  # as autodoc imports
+                            exec(code, module.__dict__)
+                    except ImportError:
+                        pass
+
+
+# -- dataclass fields with a default factory ------------------------------------------------------
+# A dataclass's generated ``__init__`` shows such a field's default as ``<factory>``, which is
+# no Python (the signature would not parse; see autodoc_preserve_defaults): the factory's call
+# is shown instead, ``grid: dict = dict()`` (``...`` for a lambda).
+
+
+# -- Typer's parameter metadata ------------------------------------------------------------------
+# The command-line functions annotate parameters with Typer's ``Annotated[Path,
+# typer.Option(help=...)]``, whose metadata renders as ``<typer.models.OptionInfo object at
+# 0x...>``: no Python, so the signature would not parse. Such a signature is shown with its
+# hints' Annotated metadata dropped (``out: Path = Path("results")``); docs/cli.md documents
+# the options themselves.
+
+
+def _plain_hints(obj, signature):
+    try:
+        sig = inspect.signature(obj)
+        hints = typing.get_type_hints(obj, include_extras=False)
+    except Exception:
+        return signature
+    params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in sig.parameters.values()]
+    return stringify_signature(sig.replace(parameters=params), show_return_annotation=False)
+
+
+def _parseable_signature(app, what, name, obj, options, signature, return_annotation):
+    if not signature:
+        return None
+    if " object at 0x" in signature:
+        signature = _plain_hints(obj, signature)
+    if "<factory>" in signature and dataclasses.is_dataclass(obj):
+        signature = _factory_defaults(obj, signature)
+    return signature, return_annotation
+
+
+def _factory_defaults(obj, signature):
+    for f in dataclasses.fields(obj):
+        if f.init and f.default_factory is not dataclasses.MISSING:
+            name = getattr(f.default_factory, "__qualname__", "")
+            call = f"{name}()" if name.replace(".", "").isidentifier() else "..."  # a lambda: ...
+            signature = signature.replace("<factory>", call, 1)
+    return signature
+
+
 def setup(app):
     app.connect("missing-reference", _resolve_reexport)
+    app.connect("autodoc-process-signature", _parseable_signature)
+    app.connect("autodoc-before-process-signature", _run_guarded_imports)
