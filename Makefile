@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEVSTAMP := $(VENV)/.installed-dev
 
-.PHONY: run test test-portable test-readme lint bench clean report-shot
+.PHONY: run test test-portable test-readme lint bench clean report-shot docs
 
 # compiled programs persist in .jax_cache/ (JAX's compilation cache, ignored by git): make run,
 # make test and the processes they start share it. Every program is kept, even those that
@@ -81,6 +81,22 @@ report-shot: $(STAMP)  ## $(RESULTS)/index.html, then a headless-Chromium screen
 	if [ $$rc -ne 0 ] || [ ! -s $(SHOT) ]; then echo "report-shot: chromium failed (exit $$rc)" >&2; exit 1; fi
 	@echo $(SHOT)
 
+DOCSSTAMP := $(VENV)/.installed-docs
+
+$(DOCSSTAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[docs]'
+	touch $@ $(STAMP)
+
+# the site from docs/*.md and every module's docstrings (docs/conf.py), strict as in CI: a
+# warning fails the build (-W; --keep-going lists them all first) and so does a cross-reference
+# with no target (-n, nitpicky). -E reads every page afresh: an incremental build would skip the
+# pages that did not change, and with them their warnings.
+DOCS_OUT ?= docs/_build/html
+
+docs: $(DOCSSTAMP)  ## docs site -> docs/_build/html (strict: a broken reference fails)
+	$(BIN)/sphinx-build -E -W --keep-going -n -b html docs $(DOCS_OUT)
+	@echo $(DOCS_OUT)/index.html
+
 BENCHSTAMP := $(VENV)/.installed-bench
 
 $(BENCHSTAMP): pyproject.toml | $(BIN)/python
@@ -93,4 +109,4 @@ bench: $(BENCHSTAMP)  ## engine timings side by side (ours vs PyTorch, symmetric
 	$(BIN)/python benchmarks/bench_analyse.py --json results/bench_analyse.json
 
 clean:
-	rm -rf $(VENV) results .pytest_cache .jax_cache
+	rm -rf $(VENV) results .pytest_cache .jax_cache docs/_build

@@ -24,6 +24,7 @@ from ..core.precision import precise
 
 SUPPORTED = ("bias-free linear layers (Linear; Conv1d/Conv2d, stride 1) with ReLU, LeakyReLU(negative_slope "
              "in [0, 1]) or no activation between them, one slope for the whole net")
+"""What the adapters read, as every refusal states it."""
 
 
 class UnsupportedModelError(ValueError):

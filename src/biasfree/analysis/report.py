@@ -107,8 +107,8 @@ class Training:
     beside its linear twin (:mod:`biasfree.dynamics.twin_training`, :mod:`.optax_training`):
     ``t`` (R,) record times t = ηk, ``loss``, ``twin_loss``, ``predicted`` (the
     gradient-flow prediction at ``t``), ``even_energy``; ``gap_to_twin`` max over *every*
-    step of |L − L_twin| / L(0), reached at step ``gap_step`` (time ``gap_time``);
-    ``gap_to_prediction`` max over the records of |L − L_pred| / L(0) (holds GD's O(η)
+    step of ``|L − L_twin| / L(0)``, reached at step ``gap_step`` (time ``gap_time``);
+    ``gap_to_prediction`` max over the records of ``|L − L_pred| / L(0)`` (holds GD's O(η)
     step error: reported, not judged); ``steps_run`` (< config.steps when the time budget
     stopped it); the trained net's ``final_even_fraction``, ``final_odd_nonlinear_fraction``,
     ``final_odd_linear_energy``, ``final_odd_nonlinear_energy``, ``final_even_energy``; ``params``."""
@@ -141,7 +141,7 @@ class Prediction:
     two-layer net with zero even part, or α = 1), ``note``; ``t`` (T,), ``loss`` (T,)
     predicted; ``loss0_net`` the net's own L(0), ``linear_floor`` (the twin's limit),
     ``two_layer_floor`` (exact on symmetric data, §1.3, else None), all in loss units;
-    ``t0_gap`` |L(0) − L_twin(0)|/L(0), ``growth_gap`` the estimated trained even part
+    ``t0_gap`` ``|L(0) − L_twin(0)|/L(0)``, ``growth_gap`` the estimated trained even part
     ½<f_even²>/L(0) (§6.4, depth 2) and ``growth_gap_low``/``growth_gap_high`` its interval
     (the init's remainder bounded, §6.4); ``horizon_floored`` (Σ_yx ≈ 0 set the horizon);
     optional ``trained``; ``twin_loss0`` the twin's loss at t = 0."""
@@ -216,7 +216,7 @@ class LocalReport(Identities):
 
 @dataclass(frozen=True)
 class Analysis:
-    """What :func:`analyse` found: ``data``, ``net``, ``regime``, ``prediction`` (None for
+    """What :func:`~biasfree.analyse` found: ``data``, ``net``, ``regime``, ``prediction`` (None for
     a net with biases, which has no linear twin), the ``verdict`` and ``local``, the local
     linear analysis (reported, not judged; None when one Jacobian is too large to form)."""
 

@@ -6,7 +6,7 @@ step size (docs/theory.md §2.3, §2.5):
   multiset, every hidden unit (w, v) has its (−w, −v) (any first layer whose matrix has
   these rows, conv pair channels included, §7);
 - rank-one zero-even (dense first layer): w_k = u_k r and W₂[:, k] = u_k q for one unit
-  vector u with Σ_k u_k|u_k| = 0, so f_even = (1−c) q Σ_k u_k|u_k| |r·x| = 0; the flow
+  vector u with ``Σ_k u_k|u_k| = 0``, so ``f_even = (1−c) q Σ_k u_k|u_k| |r·x| = 0``; the flow
   moves r and q and rescales every u_k by one factor, so the structure stays.
 
 Both are tested to :data:`~biasfree.analysis.verdict.ROUND_OFF` relative to the weights' scale.
@@ -22,7 +22,9 @@ from ..core.symmetry import is_symmetric
 from .verdict import ROUND_OFF
 
 PAIRS = "antisymmetric pairs"
+"""The antisymmetric-pair structure's name (module doc)."""
 RANK_ONE = "rank-one zero-even units"
+"""The rank-one zero-even structure's name (module doc)."""
 
 
 def paired(params: Params) -> bool:
@@ -37,7 +39,7 @@ def paired(params: Params) -> bool:
 def rank_one_zero_even(params: Params) -> bool:
     """Depth 2, dense first layer: W₂ = q uᵀ and W₁ = u rᵀ for one unit vector u (the top
     right singular vector of W₂), each to ROUND_OFF of its norm (Frobenius), and
-    |Σ_k u_k|u_k|| ≤ ROUND_OFF (so f_even = (1−c) q Σ_k u_k|u_k| |r·x|·‖…‖ = 0)."""
+    ``|Σ_k u_k|u_k|| ≤ ROUND_OFF`` (so ``f_even = (1−c) q Σ_k u_k|u_k| |r·x|·‖…‖ = 0``)."""
     if len(params) != 2 or is_conv(params):
         return False
     W, V = np.asarray(params[0].matrix, float), np.asarray(params[1].matrix, float)

@@ -253,7 +253,7 @@ def from_torch(module, *, in_shape=None) -> Model:
 
     ``in_shape``: the input's spatial shape, ``(length,)`` for ``Conv1d`` or ``(H, W)`` for
     ``Conv2d``; needed (and only allowed) when the net has a convolution or pooling; the
-    model then reads flat inputs ``x_img.reshape(N, -1)`` of (N, C, *in_shape) images.
+    model then reads flat inputs ``x_img.reshape(N, -1)`` of ``(N, C, *in_shape)`` images.
     Refuses (:class:`~.model.UnsupportedModelError`), naming the layer by its index and type
     in the Sequential and the fix: a bias, any other module (Tanh, GELU, dropout, max
     pooling), a conv's stride, dilation, groups or padding outside the module doc, a kernel

@@ -14,10 +14,15 @@ from dataclasses import asdict, dataclass
 from ..results import Check
 
 EXACT = "exactly linear"
+"""A level of :data:`LEVELS` (docs/theory.md §6.1)."""
 EFFECTIVE = "effectively linear"
+"""A level of :data:`LEVELS` (docs/theory.md §6.1)."""
 UNDECIDED = "undecided"
+"""A level of :data:`LEVELS` (docs/theory.md §6.1)."""
 ODD_LINEAR = "linear odd part, nonlinear function"
+"""A level of :data:`LEVELS` (docs/theory.md §6.1)."""
 NOT = "not effectively linear"
+"""A level of :data:`LEVELS` (docs/theory.md §6.1)."""
 LEVELS = (EXACT, EFFECTIVE, UNDECIDED, ODD_LINEAR, NOT)
 """From best to worst (docs/theory.md §6.1). :data:`UNDECIDED` is a prediction's when an
 assumption of the theory fails, or the interval of its predicted gap straddles the
@@ -307,8 +312,8 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
                    movement: float, alignment: float, alignment0: float, exact_structure: bool,
                    kind: str = "training, measured", trainer: str = "GD",
                    over: str = "every step", approximate: str = "") -> Judgement:
-    """The training measured (§6.3): ``gap`` = max over every GD step k of |L(θ_k) −
-    L_twin(k)| / L(0), reached at ``step`` (time ``t``); ``movement`` the first layer's
+    """The training measured (§6.3): ``gap`` = max over every GD step k of ``|L(θ_k) −
+    L_twin(k)| / L(0)``, reached at ``step`` (time ``t``); ``movement`` the first layer's
     relative movement, ``alignment``/``alignment0`` the first-layer rows' energy share in
     the learned input directions after/before training (reported, not judged); ``trainer``
     the optimiser (with its degree κ) that trained both and ``over`` the steps the maximum is

@@ -1,7 +1,7 @@
 """What an experiment is and what it returns: its frozen ``Config`` class (:func:`config`,
 bounds checked by pydantic at construction), its registry record (:class:`Experiment`) and
 :func:`run_experiment`, the one way to run one. ``run(cfg, seed, progress)`` computes numbers
-and arrays (never plots or files) and returns a :class:`Result` whose :class:`Check` entries
+and arrays (never plots or files) and returns a :class:`Result` whose :class:`~biasfree.results.Check` entries
 compare simulation with theory, each stating its claim in one sentence; ``figure(result)``
 draws it later. Configs from presets, files and ``--set`` are resolved in ``biasfree.claims.config``.
 """
@@ -45,7 +45,7 @@ def config(cls):
     MultipleOf(2)]``; a tuple's elements are bounded inside it, ``tuple[Annotated[float,
     Gt(0)], ...]``, its length and order outside (``MinLen``, ``Predicate``); ``doc("...")``
     is the reason the message gives. One ``ValueError`` names every field out of bounds
-    (:func:`_message`); rules that tie fields together stay in the class's own
+    (``_message``); rules that tie fields together stay in the class's own
     ``__post_init__``, which runs after."""
     made = pydantic.dataclasses.dataclass(  # every float finite: no NaN or inf reaches a run
         frozen=True, config=pydantic.ConfigDict(strict=True, allow_inf_nan=False))(cls)
@@ -175,6 +175,7 @@ Slope = Annotated[float, Interval(ge=0, lt=1), doc("α = 1 is the linear twin it
 Alpha = Annotated[float, Interval(ge=0, le=1), doc("0 ReLU, 1 linear")]
 """A leaky slope of the family, 1 included."""
 Positive = Annotated[float, Gt(0)]
+"""A positive number."""
 Positives = Annotated[tuple[Annotated[float, Interval(gt=0, lt=math.inf)], ...], MinLen(2),
                       Predicate(increasing)]
 """At least two increasing positive numbers: an init-scale or step-size axis."""

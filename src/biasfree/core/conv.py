@@ -100,8 +100,8 @@ class Conv(WeightLayer):
                           doc="Number of leading ensemble axes of ``K``.")
     c_in = property(lambda self: int(np.shape(self.K)[-1 - len(self.in_shape)]))
     c_out = property(lambda self: int(np.shape(self.K)[-2 - len(self.in_shape)]))
-    in_layout = property(lambda self: (self.c_in,) + self.in_shape, doc="(C_in, *in_shape).")
-    out_layout = property(lambda self: (self.c_out,) + self.out_shape, doc="(C_out, *out_shape).")
+    in_layout = property(lambda self: (self.c_in,) + self.in_shape, doc="``(C_in, *in_shape)``.")
+    out_layout = property(lambda self: (self.c_out,) + self.out_shape, doc="``(C_out, *out_shape)``.")
     n_in = property(lambda self: self.c_in * math.prod(self.in_shape))
     n_out = property(lambda self: self.c_out * math.prod(self.out_shape))
 
@@ -163,7 +163,7 @@ class PooledDense(WeightLayer):
     def __post_init__(self):
         object.__setattr__(self, "in_shape", spatial_shape(self.in_shape))
 
-    in_layout = property(lambda self: (int(np.shape(self.V)[-1]),) + self.in_shape, doc="(C, *in_shape).")
+    in_layout = property(lambda self: (int(np.shape(self.V)[-1]),) + self.in_shape, doc="``(C, *in_shape)``.")
     n_in = property(lambda self: math.prod(self.in_layout))
     n_out = property(lambda self: int(np.shape(self.V)[-2]))
 

@@ -31,7 +31,7 @@ class AbstractLayer(abc.ABC):
     """What a layer provides: ``matrix`` (n_out, n_in), ``bias`` ((n_out,) or None),
     ``linear(H)`` the pre-activations without the bias, ``scaled(factor)``; from these
     ``n_in``, ``n_out``, ``has_bias`` and ``apply(H)`` the pre-activations. Layers that read
-    or write a (C, *spatial) layout (convolutions, :mod:`.conv`) also give ``in_layout`` /
+    or write a ``(C, *spatial)`` layout (convolutions, :mod:`.conv`) also give ``in_layout`` /
     ``out_layout``; ``None`` means flat. ``check(name)`` raises on a malformed layer; ``weight``
     is the weights in torch's layout (the matrix, unless stored otherwise)."""
 
@@ -63,8 +63,9 @@ class AbstractLayer(abc.ABC):
         batch of K layers (or scales a batch of K layers member by member)."""
 
     def check(self, name: str) -> None:
-        """Shape checks of one (unbatched) layer beyond :func:`check_net`'s, each error naming
-        the layer (``name``) and the fix; none by default."""
+        """Shape checks of one (unbatched) layer beyond
+        :func:`~biasfree.core.layers.check_net`'s, each error naming the layer (``name``) and
+        the fix; none by default."""
         return None
 
     def spec(self) -> dict | None:
@@ -163,6 +164,7 @@ class Layer(WeightLayer):
 
 
 Params = tuple[AbstractLayer, ...]
+"""A network: its layers, first to last (a plain pytree)."""
 
 
 def is_net(params) -> bool:
@@ -188,7 +190,7 @@ def check_net(params, name: str = "params", *, X=None, x_name: str = "X", depth:
 
     ``params`` a non-empty tuple of layers whose weights are finite and whose sizes chain
     (``n_in`` of a layer = ``n_out`` of the one before, read from static shapes; a conv
-    layer's (channels, *spatial) input must match a conv layer's output before it; each
+    layer's ``(channels, *spatial)`` input must match a conv layer's output before it; each
     layer's own shape rules by its :meth:`~AbstractLayer.check`), biases ``None`` or
     finite (n_out,) vectors; optionally exactly ``depth`` layers, no biases
     (``bias_free``), input dimension ``d``, output dimension ``p_out``, and inputs ``X``

@@ -9,7 +9,7 @@ Conventions (docs/theory.md §0). Inputs ``X`` have shape (N, d); outputs have s
 with the leaky ReLU ``σ_α(z) = max(z, α z)``, α in [0, 1] (0 is ReLU, 1 is the
 identity, i.e. a linear network). One code path serves every slope.
 
-Parameters are plain pytrees: a tuple of layers (:mod:`.layers`; inits in :mod:`.inits`).
+Parameters are plain pytrees: a tuple of layers (:mod:`.layers`; inits in :mod:`~biasfree.core.inits`).
 Everything here is a pure function of arrays; α may be a traced value, so ensembles over α
 ``vmap``. Also the entropy effective rank of a layer's singular values.
 """

@@ -37,6 +37,7 @@ import numpy as np
 from .._validate import traced
 
 PRECISIONS = ("float64", "float32")
+"""The precisions a public function runs at, the default first."""
 
 _default = contextvars.ContextVar("biasfree_precision", default="float64")
 _active = contextvars.ContextVar("biasfree_active_precision", default=None)

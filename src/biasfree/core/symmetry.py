@@ -113,7 +113,7 @@ def _keep_nearest(Z, rows, cand, dist, idx) -> None:
 def _window_search(Z, todo, u, dist, idx) -> np.ndarray:
     """Search the rows ``todo`` among the points m with ``|z_mj + z_nj| <= u_n`` on the
     coordinate j of widest spread (every mirror within u_n is there); returns the rows whose
-    window holds more than :data:`WINDOW_MAX` points, left for :func:`_gram_search`."""
+    window holds more than :data:`WINDOW_MAX` points, left for ``_gram_search``."""
     N, D = Z.shape
     j = int(np.argmax(np.ptp(Z, axis=0)))
     s_idx = np.argsort(Z[:, j], kind="stable")
@@ -179,7 +179,7 @@ def nearest_mirror(Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     Exact up to the rounding of ``||z_n + z_m||`` itself, except where more than
     :data:`CANDIDATES_MAX` rows tie with the nearest within the Gram matrix's round-off
-    ``E_n`` (:func:`_gram_search`): then the distance returned is within ``2 E_n`` of the
+    ``E_n`` (``_gram_search``): then the distance returned is within ``2 E_n`` of the
     least, in squares. Ties go to the smallest index (a row at distance 0: its sort partner).
     O(N·D) memory; time O(N·D log N) when every point has its mirror nearby (within a
     window of :data:`WINDOW_MAX` points on one coordinate), up to O(N²·D) otherwise.

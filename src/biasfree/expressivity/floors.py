@@ -82,7 +82,7 @@ def check_symmetric_law(X) -> None:
     Every floor here assumes p(x) = p(-x) (§1.3: odd and even functions orthogonal), so
     every odd moment vanishes. Test the first and third moments of each coordinate,
     ``z = |mean(x_j^k)| / (std(x_j^k)/√N)`` for k = 1, 3: under a symmetric law each z is
-    asymptotically |N(0, 1)|, so with the Bonferroni bound over the 2d tests a symmetric
+    asymptotically ``|N(0, 1)|``, so with the Bonferroni bound over the 2d tests a symmetric
     law is refused with probability at most :data:`SYMMETRY_FALSE_ALARM`. A symmetrised
     sample (every x with its -x) has z = 0 exactly."""
     N, d = X.shape

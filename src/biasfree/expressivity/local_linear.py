@@ -18,7 +18,7 @@ products and direct convolutions; an FFT convolution is not covered); ``σ_α`` 
 1-Lipschitz elementwise and costs one rounding (α z); adding b costs one. By induction
 the computed output errs by at most ``γ_K G(x)``, elementwise, where
 
-    G(x) = |A_L| (… |A_2| (|A_1| |x| + |b_1|) + |b_2| …) + |b_L|      (the absolute forward pass)
+    ``G(x) = |A_L| (… |A_2| (|A_1| |x| + |b_1|) + |b_2| …) + |b_L|``      (the absolute forward pass)
     K = Σ_l (n_{l−1} + n_l + 2)
 
 (``n_{l−1}`` terms per forward product, ``n_l`` per reverse-mode product, + 2 for α z and
@@ -62,10 +62,10 @@ class Identities:
     """The identities of a bias-free net, each against its round-off bound (module doc):
     what :class:`LocalLinear` and ``analyse``'s report share.
 
-    Amplitudes are relative to the largest output |f_i(x_n)|. ``homogeneity_gap``: max
-    over n, λ, i of |f_i(λx_n) − λ f_i(x_n)| / λ; ``homogeneity_bound`` the same
+    Amplitudes are relative to the largest output ``|f_i(x_n)|``. ``homogeneity_gap``: max
+    over n, λ, i of ``|f_i(λx_n) − λ f_i(x_n)| / λ``; ``homogeneity_bound`` the same
     normalisation of its round-off bound; ``homogeneity_ratio``: max elementwise
-    |gap| / bound (≤ 1: homogeneous to round-off, ``homogeneous``). ``euler_residual``,
+    ``|gap| / bound`` (≤ 1: homogeneous to round-off, ``homogeneous``). ``euler_residual``,
     ``euler_bound``, ``euler_ratio``, ``euler_holds``: the same for f(x) − J(x)x.
     ``bias_fraction`` <||f − Jx||²>/<||f||²> (round-off without biases, ``has_bias``
     False). ``odd_fraction``, ``even_fraction``: <||f_odd||²>/<||f||²> and
@@ -108,7 +108,7 @@ def dimension_line(median: float, max_dimension: int) -> str:
 @dataclass(frozen=True)
 class LocalLinear(Identities):
     """What :func:`local_linear` measured on the rows of X (N inputs, p outputs, d inputs):
-    the :class:`Identities` (relative to ``scale`` = max |f_i(x_n)|), and ``n_inputs`` N,
+    the :class:`Identities` (relative to ``scale`` = ``max |f_i(x_n)|``), and ``n_inputs`` N,
     ``lambdas`` the scales used, ``bias_term`` (N, p) f(x) − J(x)x, ``jacobians``
     (N, p, d), ``singular_values`` (N, min(p, d)) descending; effective dimensions per
     input (N,): ``effective_rank`` (entropy of σ/Σσ, Roy & Vetterli 2007),

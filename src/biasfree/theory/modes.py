@@ -232,7 +232,7 @@ _MAX_GD_STEPS = 10**7
 
 def gd_steps(steps) -> np.ndarray:
     """``steps`` checked for a GD map iterated step by step: sorted non-negative whole numbers
-    (T,), at most :data:`_MAX_GD_STEPS`; returned as int64."""
+    (T,), at most ``_MAX_GD_STEPS``; returned as int64."""
     raw = v.finite_array("steps", steps, ndim=1)
     if np.any(raw != np.round(raw)):
         raise TypeError("steps must be whole numbers of GD steps (got fractions); pass integers")

@@ -10,7 +10,7 @@ A unit k sees pair i only through ``w_ki = q_iᵀ w_k``; gradient flow reads
 1. *Early alignment* (:func:`alignment_directions`): with f ≈ 0 and balanced units (sign
    v_k fixed), the direction of w_k tends to a computable limit D_k.
 2. *Independent half-nets* (:func:`half_targets`, :func:`aligned_halves_init`): if
-   |o_i| > |e_i| for every pair, units with v_k > 0 end on ``p_i = s_i ρ q_i`` (s_i = sign
+   ``|o_i| > |e_i|`` for every pair, units with v_k > 0 end on ``p_i = s_i ρ q_i`` (s_i = sign
    o_i, targets ``t⁺_i = |o_i| + e_i``) and units with v_k < 0 on ``-p_i``
    (``t⁻_i = e_i - |o_i|``): exactly two two-layer linear nets with ``Σ_xx = σ² I``,
    σ² = ρ²/N, singular values ``s± = ρ||t±||/N``, whose strength ``ã = σ² a`` follows the
@@ -32,7 +32,7 @@ from ..core.layers import Layer, Params
 def half_targets(o, e):
     """``(s, t⁺, t⁻)``: ``s_i = sign o_i``, ``t⁺_i = |o_i| + e_i`` at the point ``s_i ρ q_i``
     and ``t⁻_i = e_i - |o_i|`` at ``-s_i ρ q_i`` (the odd part ``o`` flips sign with x, the
-    even part ``e`` does not); t⁺ > 0 > t⁻ when |e_i| < |o_i|."""
+    even part ``e`` does not); t⁺ > 0 > t⁻ when ``|e_i| < |o_i|``."""
     o = validate.finite_array("o", o, ndim=1)
     e = validate.finite_array("e", e, ndim=1)
     if o.shape != e.shape:

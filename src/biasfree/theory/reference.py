@@ -34,6 +34,7 @@ from .modes import _check_decay, whitening_error
 from .riccati import unaligned_product
 
 REFERENCES = ("riccati", "ode")
+"""The reference curves: the exact Riccati solution, or the integrated ODE."""
 WHITENING_TOL = 1e-10
 """``max |XᵀX/N - I|`` up to which inputs count as whitened (the Riccati form's precondition)."""
 BALANCE_TOL = 1e-10

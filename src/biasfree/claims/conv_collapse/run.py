@@ -100,7 +100,7 @@ def beside_twins(members: Members, data: Dataset, lr: float, steps: int, n_recor
     """Each member ``(params, α)`` trained by ``steps`` GD steps of size ``lr`` beside its
     linear conv twin (√c·params, α = 1, step η c, c = (1+α)/2; §7.2) in one compiled loop
     (:func:`~biasfree.dynamics.trainer.train` with ``twin``), which carries the largest
-    |L(θ_k) − L_twin(θ̃_k)| over every step k = 0..K: the gap does not depend on the
+    ``|L(θ_k) − L_twin(θ̃_k)|`` over every step k = 0..K: the gap does not depend on the
     ``n_records`` stored curve points. Members of one shape share one compilation."""
     out = {}
     for name, (params, alpha) in members.items():

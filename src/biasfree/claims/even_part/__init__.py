@@ -5,7 +5,7 @@ odd part and an even part ``f_even(x) = (1 - c) Σ_k v_k |w_kᵀx|`` (c = (1 + �
 ``f_even ≡ 0`` along training the net *is* its linear twin (``√c·init``, step ``η c``).
 The deviation is
 
-    D = max_t |L_leaky(t) - L_lin(c t)| / L_leaky(0),
+    ``D = max_t |L_leaky(t) - L_lin(c t)| / L_leaky(0)``,
 
 record j of each run at leaky time t and twin time c t. Three inits at several scales σ
 (per-weight std), symmetric Gaussian inputs, linear teacher ``y = s rᵀx``:

@@ -7,7 +7,7 @@ even part stays zero *is* its linear twin: ``√c·init`` trained with step ``η
 the paper's "errors below 0.3%" is a statement at one point. This experiment maps the
 gap
 
-    D = max_t |L(t) - L_twin(c t)| / L(0)
+    ``D = max_t |L(t) - L_twin(c t)| / L(0)``
 
 over a grid: init std σ (``scales``, rich σ²m ≪ s to lazy σ²m ≫ s), width m
 (``widths``), slope α (``alphas``), ``n_inits`` Gaussian inits per cell. Data: the

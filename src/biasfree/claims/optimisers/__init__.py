@@ -84,8 +84,11 @@ LABELS = {"sgd": "SGD (GD)", "momentum": "momentum", "nesterov": "Nesterov", "ad
           "adam_unscaled_eps": "Adam, ε unscaled"}
 
 _Scales = Annotated[tuple[Annotated[float, Interval(gt=0, lt=math.inf)], ...], MinLen(1)]
+"""At least one positive, finite number (init scales)."""
 _Strengths = Annotated[tuple[Annotated[float, Gt(0)], ...], MinLen(1), Predicate(decreasing)]
+"""At least one positive number, strictly decreasing (singular values)."""
 _Counts = Annotated[tuple[Annotated[int, Ge(1)], ...], MinLen(1)]
+"""At least one whole number, each at least 1 (widths)."""
 
 
 @config

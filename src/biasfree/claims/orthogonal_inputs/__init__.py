@@ -9,7 +9,7 @@ experiment checks:
 
 1. *Early alignment*: from small balanced init each unit's direction tends to a
    computable ``D_k`` (:func:`~biasfree.theory.orthogonal.alignment_directions`).
-2. *Independent half-nets*: if |o_i| > |e_i| for every pair, the units with v_k > 0
+2. *Independent half-nets*: if ``|o_i| > |e_i|`` for every pair, the units with v_k > 0
    learn the points ``p_i = s_i ρ q_i`` (targets ``t⁺_i = |o_i| + e_i``), those with
    v_k < 0 the points ``-p_i`` (``t⁻_i = e_i - |o_i|``): two linear nets with
    ``s± = ρ||t±||/N``, the strength following the logistic ``d(σ²a)/dt = 2 σ²a (s± - σ²a)``
@@ -41,7 +41,7 @@ PAPER_CLAIM = ("Claim 4 (consequences): known ReLU behaviour on orthogonal input
                "Boursier et al. 2022) is explained by independent linear half-nets.")
 
 ALIGN = {"full": "full", "odd": "odd", "mixed": "mixed", "mixed_b": "mixed"}
-"""The runs of :func:`_runs` whose units' alignment is checked, with their data sets."""
+"""The runs of ``_runs`` whose units' alignment is checked, with their data sets."""
 
 
 @config
@@ -49,7 +49,7 @@ class Config:
     """``n`` orthogonal directions (2n points), ``d`` ≥ n input size, ``width`` units,
     ``scale`` std of the random init's input weights (output ``|v_k| = ||w_k||``),
     ``even_ratio`` κ < 1: ``e_i = κ |o_i| u_i`` with u_i from -1/2 to 1 in the rank
-    order of |o_i| (so |e_i| < |o_i|, the half-net directions differ from β*, and by
+    order of ``|o_i|`` (so ``|e_i| < |o_i|``, the half-net directions differ from β*, and by
     Chebyshev's sum inequality ``Σ|o_i|e_i ≥ κ/4 Σ o_i² > 0``: the positive half is faster),
     ``lr`` GD step η, ``t_max`` run length (gradient-flow time), ``n_records`` records
     (GD runs in that many segments), ``early`` the early phase: records where

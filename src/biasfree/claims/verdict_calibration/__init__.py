@@ -10,7 +10,7 @@ else "not linear". The truth is measured: the net and its linear twin (the bias-
 × the twin scale, step × k_t: what a user would predict from the twin) trained by the same
 GD, with the gap
 
-    D = max over every step k of |L(θ_k) − L_twin(θ̃_k)| / L₀,   L₀ = max(L(θ₀), ½⟨‖y‖²⟩)
+    ``D = max over every step k of |L(θ_k) − L_twin(θ̃_k)| / L₀,   L₀ = max(L(θ₀), ½⟨‖y‖²⟩)``
 
 (:func:`~biasfree.dynamics.twin_training.train_with_twin`; L₀ is L(0) for an init, the zero
 function's loss for a trained net); "linear" when D ≤ 0.3% (the paper's level). The step is
@@ -60,6 +60,7 @@ FAMILIES = ("trained", "pairs-large-init", "conv1d", "conv2d", "depth3", "weight
 
 
 def known_families(names) -> bool:
+    """Names of :data:`FAMILIES`, each once: a ``Predicate`` for the ``families`` field."""
     return all(n in FAMILIES for n in names) and len(set(names)) == len(names)
 
 
@@ -70,7 +71,7 @@ class Config:
     as a last column, ``widths`` hidden widths (increasing), ``asymmetries`` fractions of
     the mirror half replaced by fresh draws, ``depths`` from {2, 3}, ``biases`` from
     {False, True}, ``max_steps`` cap on each truth run's GD steps; ``share_compiles`` pads
-    every net to the widest with zero units (:func:`_pad`, exact) so that one batch and one
+    every net to the widest with zero units (``_pad``, exact) so that one batch and one
     compiled loop serve every width of a (depth, biases) pair: fewer compilations, dearer
     steps for the small nets (on a CPU; on a GPU a step costs about the same to width 512).
 
@@ -79,7 +80,7 @@ class Config:
     ``trained_scales`` for ``trained_fractions`` of the default horizon; ``pair_scales``;
     ``depth3_scales``; ``decays`` λ from std ``decay_scale``; conv nets of ``conv_channels``
     channels (kernel ``conv_kernel``) from stds ``conv_scales`` on ``conv_n`` signals of
-    length ``conv_length`` (1-D) or ``conv_image``² images (2-D)."""
+    length ``conv_length`` (1-D) or ``conv_image`` × ``conv_image`` images (2-D)."""
 
     d: Annotated[int, Ge(1)] = 8
     n: Annotated[int, Ge(1)] = 100

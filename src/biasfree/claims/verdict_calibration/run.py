@@ -60,7 +60,7 @@ def _pad(params, m: int):
 def _truths(points, max_steps: int, pad: int | None, progress: Progress):
     """Measured gaps D (fraction of L₀) to the twins, the steps run and whether they reached
     the horizon, for ``points`` [(params, X, Y)]: each net and its twin padded to width ``pad``
-    (:func:`_pad`; None: its own), the nets of one shape run as one batch (:func:`~.evaluate.measure`)."""
+    (``_pad``; None: its own), the nets of one shape run as one batch (:func:`~.evaluate.measure`)."""
     setups = [truth_setup(p, X, Y, max_steps) for p, X, Y in points]
     runs = [(_pad(p, m), _pad(twin, m), X, Y, lr, steps, ks, 0.0)
             for (p, X, Y), (twin, ks, lr, steps, _) in zip(points, setups, strict=True)
