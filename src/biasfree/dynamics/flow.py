@@ -26,6 +26,8 @@ from .trajectory import Trajectory
 
 SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8,
            "kvaerno5": diffrax.Kvaerno5}
+"""The solvers :class:`FlowConfig` takes by name: diffrax's explicit Runge–Kutta methods (Tsit5,
+Dopri5, Dopri8) and the implicit Kvaerno5 for stiff flows."""
 
 
 @dataclass(frozen=True, kw_only=True)

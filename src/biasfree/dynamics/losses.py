@@ -2,6 +2,7 @@
 
 - MSE: ``L = (1/(2N)) Σ_n ||y_n - f(x_n)||²``.
 - Logistic, labels y in {-1, +1}: ``L = (1/N) Σ_n log(1 + exp(-y_n f(x_n)))``.
+
 Both satisfy ``ℓ(-y, -f) = ℓ(y, f)``, the property behind the pair identity (§2.3, §2.8).
 The objective adds weight decay ``(λ/2) Σ ||θ||²`` over every weight and bias.
 

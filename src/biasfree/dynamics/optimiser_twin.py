@@ -43,6 +43,8 @@ O(1) deviations where the probe's entries match its size (Adam's ε = 1e-8 unsca
 
 PROBE_STEPS = 3
 PROBE_RHOS = (3.0, 1.0 / 7.0)
+"""The gradient scales ρ at which :func:`measure_degree` checks ``u_ρ = ρ^κ u_1`` (besides the
+twin's own ρ): one above 1 and one below, neither a power of the other."""
 PROBE_SCALES = (1e-12, 1e-8, 1e-4, 1.0, 1e4)
 """Leaf-level magnitudes of the probe (times entries spread over 1e-6…1): a constant that
 acts on a whole matrix (Muon's ε next to ‖M‖_F, a clipping threshold) shows at one of them."""

@@ -4,7 +4,7 @@ Every trajectory, simulated by gradient descent or gradient flow, lives on the
 gradient-flow time axis ``t = η k`` (docs/theory.md §0). Recorded at each time:
 
 - ``loss``: the data loss (without the weight-decay term); ``test_loss`` on held-out data;
-- ``beta``: ``β_eff`` (d, p), the linear map of the odd part (:func:`nets.beta_eff`);
+- ``beta``: ``β_eff`` (d, p), the linear map of the odd part (:func:`~biasfree.core.nets.beta_eff`);
 - ``even_energy``: ``<||f_even(x)||²>`` over the training inputs (docs/theory.md §2.6);
 - ``singular_values``: per layer, the singular values of ``W_l``;
 - ``conserved``: per hidden layer l, per unit k,

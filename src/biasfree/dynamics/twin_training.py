@@ -20,7 +20,7 @@ from .trajectory import Trajectory
 @dataclass(frozen=True)
 class PairedRun:
     """``steps`` run (≤ asked), ``k`` (R,) record steps, ``loss``/``twin_loss``/``even_energy``
-    (R,) at them; ``gap_max`` max over every step of |L − L̃| (loss units, not divided by
+    (R,) at them; ``gap_max`` max over every step of ``|L − L̃|`` (loss units, not divided by
     L(0)) at step ``gap_step``; ``params``/``twin`` the final weights."""
 
     steps: int
