@@ -77,8 +77,9 @@ def with_degree(cfg: TrainConfig, alpha: float, depth: int) -> tuple[TrainConfig
     (:func:`~biasfree.dynamics.optimiser_twin.measure_degree`) unless given. A plain
     optimiser that is not homogeneous (Adam with its ε = 1e-8 fixed) gets the κ of its
     updates on unit-size gradients, where ε is negligible (the refusal's κ at probe scale 1
-    and the first of :data:`~biasfree.dynamics.optimiser_twin.PROBE_RHOS`), rounded to an integer, and the note says the twin is
-    then approximate; a factory that is not homogeneous is refused (its ρ-scaling is wrong)."""
+    and the first of :data:`~biasfree.dynamics.optimiser_twin.PROBE_RHOS`), rounded to an integer,
+    and the note says the twin is then approximate; a factory that is not homogeneous is refused
+    (its ρ-scaling is wrong)."""
     if cfg.degree is not None:
         return cfg, f"κ = {cfg.degree:g} as given"
     try:

@@ -104,7 +104,7 @@ class Regime:
 class Training:
     """The net trained by GD or an optax optimiser (``config``: its
     :class:`~biasfree.dynamics.trainer.TrainConfig`; ``optimiser`` names it, with κ)
-    beside its linear twin (:mod:`biasfree.dynamics.twin_training`, :mod:`.optax_training`):
+    beside its linear twin (:func:`~biasfree.dynamics.trainer.train` with ``twin``):
     ``t`` (R,) record times t = ηk, ``loss``, ``twin_loss``, ``predicted`` (the
     gradient-flow prediction at ``t``), ``even_energy``; ``gap_to_twin`` max over *every*
     step of ``|L − L_twin| / L(0)``, reached at step ``gap_step`` (time ``gap_time``);

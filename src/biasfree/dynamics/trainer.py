@@ -15,7 +15,7 @@ program from each member's η, so an ensemble's members may each have their own 
 With ``twin`` the linear twin θ̃ (α = 1, weights × c^{(L−1)/L}, §2.4, §4.1) takes its own steps
 on the *same* batches, under the twin optimiser (GD: step η·k_t and decay λ/k_t, §2.7; any
 other optimiser: :func:`~biasfree.dynamics.optimiser_twin.optimiser_twin`), and the loop
-carries
+carries::
 
     gap = max_{k = 0..K} |L(θ_k) − L̃(θ̃_k)|       (loss units, full training data)
 
@@ -28,7 +28,7 @@ carried through it. Records lie on the gradient-flow time axis ``t = η k``. Wit
 or ``time_budget`` the same program runs in chunks of records, ``progress(k, K)`` between
 them; a run out of budget stops within one chunk and says how many steps it ran.
 
-Symmetric inputs stored as ``[X₊; −X₊]`` (:attr:`Dataset.mirrored`) take
+Symmetric inputs stored as ``[X₊; −X₊]`` (:attr:`~biasfree.core.data.Dataset.mirrored`) take
 :func:`~biasfree.dynamics.losses.objective_mirrored`'s path (one X₊-sized product each way).
 Minibatches: ``mirrored_batches`` draws ``batch_size/2`` mirror pairs per step, each batch itself
 symmetric (§9.3); otherwise ``batch_size`` points at random; both without replacement within

@@ -68,7 +68,8 @@ def layer_scales(widths, gain: float) -> tuple[float, ...]:
 @precise
 def init_batch(key, widths, *, init: str = "random", gain: float = 0.5, bias: bool = False,
                restarts: int = 1) -> Params:
-    """``restarts`` initial nets stacked on a leading axis (for :func:`gd_ensemble`).
+    """``restarts`` initial nets stacked on a leading axis (for
+    :func:`~biasfree.dynamics.trainer.train` with ``batched=True``).
 
     ``init``: "random" (Gaussian, std ``gain/sqrt(n_in)`` per layer, biases too if
     ``bias``) or "pairs" (a Gaussian net of half the hidden widths, then

@@ -7,7 +7,7 @@ update is homogeneous of degree κ in the gradients (constants such as Adam's ε
 ρ: a *factory* ``rho -> optimiser``) then trains the twin in lockstep when chained with
 ``optax.scale(c^{(1+κ)/2})``: :func:`~biasfree.dynamics.optimiser_twin.optimiser_twin`,
 κ measured by :func:`~biasfree.dynamics.optimiser_twin.measure_degree`. Every run is
-:func:`~biasfree.dynamics.optimisers.train` in float64, explicit PRNG keys.
+:func:`~biasfree.dynamics.trainer.train` in float64, explicit PRNG keys.
 
 **Checked (exact, §9.2–9.3).** For SGD, heavy-ball momentum, Nesterov, Adam (ε ×ρ), sign
 descent, Lion (decoupled decay ×ρ), AdamW (ε and decay ×ρ), and SGD and Adam on mirrored

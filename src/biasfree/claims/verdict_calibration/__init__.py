@@ -12,13 +12,13 @@ GD, with the gap
 
     ``D = max over every step k of |L(θ_k) − L_twin(θ̃_k)| / L₀,   L₀ = max(L(θ₀), ½⟨‖y‖²⟩)``
 
-(:func:`~biasfree.dynamics.twin_training.train_with_twin`; L₀ is L(0) for an init, the zero
+(:func:`~biasfree.dynamics.trainer.train` with ``twin``; L₀ is L(0) for an init, the zero
 function's loss for a trained net); "linear" when D ≤ 0.3% (the paper's level). The step is
 analyse's default (a quarter of the estimated stability limit), the run analyse's default
 horizon, at most ``max_steps`` steps. The truth runs of one net shape (depth, biases, width;
-conv layers) go as one batch through one vmapped loop
-(:func:`~biasfree.dynamics.twin_training.gaps_batched`): on a GPU a batch of 10 costs about
-one run.
+conv layers) go as one ensemble through the trainer's one loop, each member with its own step
+count: on a CPU each member runs only its own steps ("map" layout), on a GPU a batch of 10 costs
+about one run.
 
 Data: the paper's (Gaussian inputs and their negatives, whitened; odd target
 ``wᵀx + sin(4wᵀx)``). Asymmetry a ∈ [0, 1]: that fraction of the mirror half is replaced

@@ -5,7 +5,7 @@ Each family (one function below) is a list of :class:`Point`: a net handed to
 :func:`biasfree.analyse` as it is (``params``), on its data, and the truth run that decides
 whether it is linear: the net beside its twin (weights × the twin scale, step × k_t, weight
 decay λ/k_t; §2.4, §2.7) from ``params``, with analyse's default step and horizon (at most
-``max_steps``), gap measured at every GD step (:func:`~biasfree.dynamics.twin_training.gaps_batched`).
+``max_steps``), gap measured at every GD step (:func:`~biasfree.dynamics.trainer.train` with ``twin``).
 """
 
 from __future__ import annotations
