@@ -28,7 +28,7 @@ carried through it. Records lie on the gradient-flow time axis ``t = η k``. Wit
 or ``time_budget`` the same program runs in chunks of records, ``progress(k, K)`` between
 them; a run out of budget stops within one chunk and says how many steps it ran.
 
-Symmetric inputs stored as ``[X₊; −X₊]`` (:attr:`~biasfree.core.data.Dataset.mirrored`) take
+Symmetric inputs stored as ``[X₊; −X₊]`` (``Dataset.mirrored``) take
 :func:`~biasfree.dynamics.losses.objective_mirrored`'s path (one X₊-sized product each way).
 Minibatches: ``mirrored_batches`` draws ``batch_size/2`` mirror pairs per step, each batch itself
 symmetric (§9.3); otherwise ``batch_size`` points at random; both without replacement within
@@ -602,7 +602,7 @@ def _train(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, 
     if twin is True:  # weights × c^((L−1)/L): √c at depth 2 (§2.4), the odd-part twin beyond (§4.1)
         twin_params = _twin_params(params, vec["alpha"], depth)
     elif twin is not False and twin is not None:
-        check_net(twin, "twin")
+        check_net(jax.tree_util.tree_map(lambda x: x[0], twin) if batched else twin, "twin")
         twin_params = twin
     if twin_params is not None and not cfg.gd and np.ptp(vec["alpha"]) > 0:
         raise ValueError("twin: an optax optimiser's twin depends on α; train members of one α together")
