@@ -22,7 +22,8 @@ points, full-batch GD, float64, the same weights and data in every arm.
    final weights and losses against a derived round-off bound (:func:`conv_roundoff_bound`):
    the two compute the same thing;
 7. an optimiser arm, ``bf.train`` (the optax path) on the headline problem: ``optax.sgd(η)``
-   against ``bf.gd`` at the same η and steps (time ratio, goal ≤ 1.1, final loss bitwise),
+   against gradient descent (``bf.train(params, data, bf.GDConfig(...))``, the loop's own
+   ``optax.sgd``) at the same η and steps (time ratio, goal ≤ 1.1, final loss bitwise),
    and ``optax.adam`` against a ``torch.optim.Adam`` loop (same ε, same init) at float64 and
    float32, the final losses' relative gap beside a first-order round-off estimate
    (:func:`adam_roundoff_bound`).
@@ -284,8 +285,8 @@ def conv_arm(steps: int, repeat: int) -> tuple[float, str]:
     cfg = bf.GDConfig(alpha=0.0, lr=lr, steps=steps, n_records=2)
     run_t = conv_torch(data, params, steps, lr)
     run_t()  # warm-up; ours is compiled by race's warm-up
-    tt = race({"ours": lambda: bf.gd(params, data, cfg).loss, "torch": run_t}, repeat)
-    ours = bf.gd(params, data, cfg)
+    tt = race({"ours": lambda: bf.train(params, data, cfg).loss, "torch": run_t}, repeat)
+    ours = bf.train(params, data, cfg)
     L_t, K_t, W_t, mags, final = conv_torch(data, params, steps, lr, record=True)()
     dtheta = max(float(np.max(np.abs(np.asarray(ours.params[0].K) - K_t))),
                  float(np.max(np.abs(np.asarray(ours.params[1].W) - W_t))))
@@ -341,8 +342,9 @@ def adam_roundoff_bound(loss: float, response: float, steps: int, k: int, dtype)
 
 
 def optimiser_arm(data, params, cfg: bf.GDConfig, repeat: int, torch_ok: bool) -> tuple[dict, list[str]]:
-    """``bf.train`` (optax) on the headline problem: ``optax.sgd`` against ``bf.gd`` at the
-    same η and steps (``train_sgd_vs_gd``: time ratio train/gd, goal ≤ 1.1), and, with torch,
+    """``bf.train`` (optax) on the headline problem: ``optax.sgd`` against GD (``bf.train`` with
+    the GDConfig) at the same η and steps (``train_sgd_vs_gd``: time ratio train/gd, goal ≤ 1.1),
+    and, with torch,
     ``optax.adam`` against a ``torch.optim.Adam`` loop at float64 and float32
     (``adam_vs_torch_f64``/``_f32``: torch/ours), final losses against
     :func:`adam_roundoff_bound`. Returns (ratios and measured gaps, report lines)."""
@@ -353,9 +355,9 @@ def optimiser_arm(data, params, cfg: bf.GDConfig, repeat: int, torch_ok: bool) -
     def train_sgd():
         return bf.train(params, data, sgd, steps=steps, n_records=2).loss
 
-    t = race({"gd": lambda: bf.gd(params, data, cfg).loss, "train": train_sgd}, repeat)
+    t = race({"gd": lambda: bf.train(params, data, cfg).loss, "train": train_sgd}, repeat)
     out["train_sgd_vs_gd"] = t["train"] / t["gd"]
-    L_tr, L_gd = float(train_sgd()[-1]), float(bf.gd(params, data, cfg).loss[-1])
+    L_tr, L_gd = float(train_sgd()[-1]), float(bf.train(params, data, cfg).loss[-1])
     same = "bitwise" if L_tr == L_gd else f"relative gap {abs(L_tr - L_gd) / abs(L_gd):.2g}"
     lines.append(f"[optax] train(optax.sgd({cfg.lr})) {t['train']:.2f}s vs gd {t['gd']:.2f}s, {steps} steps "
                  f"-> {out['train_sgd_vs_gd']:.3f} of gd's time (goal <= 1.1); final loss {L_tr:.17g} vs "
@@ -403,9 +405,9 @@ def main(quick: bool, json_path: str | None, rss: bool) -> dict:
 
     # -- 2. symmetric fast path vs general path (and our float32)
     # the matmul rate is an arm of the same race, so that both see the same machine load
-    t = race({"sym": lambda: bf.gd(params, data, cfg).loss,
-              "gen": lambda: bf.gd(params, general, cfg).loss,
-              "sym32": lambda: bf.gd(params, data, cfg, precision="float32").loss,
+    t = race({"sym": lambda: bf.train(params, data, cfg).loss,
+              "gen": lambda: bf.train(params, general, cfg).loss,
+              "sym32": lambda: bf.train(params, data, cfg, precision="float32").loss,
               "matmul": matmul_arm()}, repeat)
     out["symmetric_speedup"] = t["gen"] / t["sym"]
     print(f"[symmetric] GD {steps} steps, N=1024, d=20, width 500, float64: fast path "
@@ -432,10 +434,10 @@ def main(quick: bool, json_path: str | None, rss: bool) -> dict:
             run_t = torch_arm(data, params, steps, lr, dt)
             L_torch = run_t()  # also its warm-up; ours is compiled above (sym, sym32)
             def ours_fn(dt=dt):
-                return bf.gd(params, data, cfg, precision=dt).loss
+                return bf.train(params, data, cfg, precision=dt).loss
 
             tt = race({"ours": ours_fn, "torch": run_t}, max(1, repeat - 1), warm=False)
-            L_ours = float(bf.gd(params, data, cfg, precision=dt).loss[-1])
+            L_ours = float(bf.train(params, data, cfg, precision=dt).loss[-1])
             out[key] = tt["torch"] / tt["ours"]
             print(f"[torch] {dt}: ours {tt['ours']:.2f}s, PyTorch loop {tt['torch']:.2f}s "
                   f"({torch.get_num_threads()} threads) -> ours {out[key]:.2f}x faster; final "
@@ -462,12 +464,12 @@ def main(quick: bool, json_path: str | None, rss: bool) -> dict:
         cfgs = [bf.GDConfig(alpha=float(a), lr=lr, steps=n_steps, n_records=2) for a in alphas]
 
         def sequential(dat=dat, members=members, cfgs=cfgs):
-            return [bf.gd(p, dat, c).loss for p, c in zip(members, cfgs, strict=True)]
+            return [bf.train(p, dat, c).loss for p, c in zip(members, cfgs, strict=True)]
 
-        te = race({"ens": lambda dat=dat, batch=batch, ecfg=ecfg: bf.gd_ensemble(
-                       batch, dat, ecfg, alpha=alphas).loss,
-                   "vmap": lambda dat=dat, batch=batch, ecfg=ecfg: bf.gd_ensemble(
-                       batch, dat, ecfg, alpha=alphas, layout="vmap").loss,
+        te = race({"ens": lambda dat=dat, batch=batch, ecfg=ecfg: bf.train(
+                       batch, dat, ecfg, alpha=alphas, batched=True).loss,
+                   "vmap": lambda dat=dat, batch=batch, ecfg=ecfg: bf.train(
+                       batch, dat, ecfg, alpha=alphas, batched=True, layout="vmap").loss,
                    "seq": sequential}, repeat)
         out["ensemble_vs_sequential" + label] = te["seq"] / te["ens"]
         print(f"[ensemble{label}] B={B} slopes, d={d}, width {width}, N={2 * n_half}, {n_steps} "

@@ -163,11 +163,11 @@ def test_gd_trajectory_matches_general(loss):
     params = _net(np.random.default_rng(3), (D, 6, 1))
     for alpha in (0.0, 0.3, 1.0):
         cfg = bf.GDConfig(alpha=alpha, lr=0.05, steps=300, loss=loss, weight_decay=1e-2, n_records=11)
-        a, b = bf.gd(params, fast, cfg), bf.gd(params, general, cfg)
+        a, b = bf.train(params, fast, cfg), bf.train(params, general, cfg)
         # T = 300 steps, each within 2γ_k·3 relative of the other path (chain length k,
         # 3 for the mirrored formula), carried to the records by the run's measured
         # sensitivity (roundoff.trajectory_gap; ~1e-11 here, where a wrong fast path is O(1e-2))
-        gap = trajectory_gap(lambda p, cfg=cfg: _observed(bf.gd(p, general, cfg)), params, cfg.steps,
+        gap = trajectory_gap(lambda p, cfg=cfg: _observed(bf.train(p, general, cfg)), params, cfg.steps,
                              chain_length(params, 2 * N_HALF), factor=3)
         for name, e in gap.items():
             got, want = (_leaves(a.params), _leaves(b.params)) if name == "params" else \
@@ -194,14 +194,14 @@ def test_deep_gd_and_flow_match_general():
     general = bf.Dataset(general.X, general.Y, Xt, Yt, mirror=False)
     params = _net(rng, (D, 4, 4, 1))
     cfg = bf.GDConfig(alpha=0.3, lr=0.05, steps=200, weight_decay=1e-2, n_records=5)
-    a, b = bf.gd(params, fast, cfg), bf.gd(params, general, cfg)
+    a, b = bf.train(params, fast, cfg), bf.train(params, general, cfg)
     # as in the test above: T·2γ_k·3 relative per step, carried by the measured sensitivity;
     # the least-squares β_eff goes through X₊⁺ (fast) or X⁺ (general): the sensitivity run
     # includes it, and its own round-off is inside the final-evaluation term 2γ_k|β|·κ(X)
     # with κ(X) the inputs' condition number (N = 24, d = 3: O(1))
     kappa = float(np.linalg.cond(np.asarray(general.X)))
     names = ("loss", "test_loss", "beta", "even_energy")
-    gap = trajectory_gap(lambda p: _observed(bf.gd(p, general, cfg), names, with_params=False),
+    gap = trajectory_gap(lambda p: _observed(bf.train(p, general, cfg), names, with_params=False),
                          params, cfg.steps, chain_length(params, 2 * N_HALF), factor=3)
     for name, e in gap.items():
         e = e + 2 * gamma(2 * N_HALF) * kappa * np.abs(np.asarray(getattr(b, name)))

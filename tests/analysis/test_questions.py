@@ -36,7 +36,7 @@ def trained(data):
     """A 10→100→1 ReLU net trained by full-batch GD from std 1e-3: the issue's first case."""
     X, Y = data
     cfg = bf.GDConfig(alpha=0.0, lr=0.05, steps=4000)
-    return bf.gd(_init(), bf.Dataset(X, Y), cfg).params, cfg
+    return bf.train(_init(), bf.Dataset(X, Y), cfg).params, cfg
 
 
 def test_a_converged_trained_net_is_effectively_linear_not_an_init(data, trained):
@@ -57,7 +57,7 @@ def test_a_half_trained_net_with_large_weights_is_undecided_not_not(data):
     X, Y = data
     # width 400: the even part (≈ 1/width, §2.6) keeps the exact t = 0 gap below 0.3%
     cfg = bf.GDConfig(alpha=0.0, lr=0.05, steps=300)
-    params = bf.gd(_init(widths=(D, 400, 1)), bf.Dataset(X, Y), cfg).params
+    params = bf.train(_init(widths=(D, 400, 1)), bf.Dataset(X, Y), cfg).params
     res = bf.analyse(params, (X, Y), alpha=0.0)
     t = res.verdict.training
     assert not _ev(t, "converged").passed and res.regime.init_ratio > vd.SMALL_INIT
@@ -163,7 +163,7 @@ def test_init_asks_how_the_net_got_here(data, trained):
     gap = h.prediction.trained.gap_to_twin
     assert h.judgement.level == vd.NOT and gap > vd.PAPER_LEVEL and f"{100 * gap:.3g}%" in h.judgement.text
     assert h.prediction.trained.steps_run == cfg.steps and v.level == vd.NOT
-    # the rerun (net beside twin, one compiled loop) is not gd's code path, so the two runs differ
+    # the rerun (net beside twin, one compiled program) is not the lone run's program, so the two differ
     # by round-off: ε ≈ 1.1e-16 per step, grown at most by the 4000 steps and a factor ~10³ of the
     # transition's instability, gives weights relatively ≲ 1e-9 apart, so f is ≲ 1e-9 off and
     # its energy ≲ 1e-18 of <f²>; 1e-8 leaves room and is still far below the note's 0.3%
@@ -171,7 +171,7 @@ def test_init_asks_how_the_net_got_here(data, trained):
     assert res.to_json()["history"]["match"] == h.match
     # the other side: pairs trained from their init stay on the twin to round-off at every step
     start = bf.pair_up(_init(5, 1e-3, (D, 50, 1)))
-    net = bf.gd(start, bf.Dataset(X, Y), cfg).params
+    net = bf.train(start, bf.Dataset(X, Y), cfg).params
     exact = bf.analyse(net, (X, Y), alpha=0.0, init=start, train=cfg).verdict
     assert exact.history.level == vd.EXACT and exact.level == vd.EXACT
     # without a training config the run from the init is predicted (small init: the interval)

@@ -28,9 +28,9 @@ def test_import_leaves_jax_x64_as_it_was():
     (the one such check: tests/core/test_precision.py relies on it)."""
     code = ("import jax; before = jax.config.jax_enable_x64; import biasfree as bf; "
             "assert jax.config.jax_enable_x64 == before, 'import changed jax_enable_x64'; "
-            "import numpy as np; bf.gd(bf.init_gaussian(jax.random.PRNGKey(0), (2, 2, 1), 0.1), "
+            "import numpy as np; bf.train(bf.init_gaussian(jax.random.PRNGKey(0), (2, 2, 1), 0.1), "
             "bf.Dataset(np.ones((2, 2)), np.ones((2, 1))), bf.GDConfig(steps=2)); "
-            "assert jax.config.jax_enable_x64 == before, 'gd changed jax_enable_x64'; print(before)")
+            "assert jax.config.jax_enable_x64 == before, 'train changed jax_enable_x64'; print(before)")
     # a bare environment, but the session's compiled-program cache and import path
     kept = {k: v for k, v in os.environ.items()
             if k.startswith(("JAX_COMPILATION", "JAX_PERSISTENT")) or k == "PYTHONPATH"}

@@ -125,7 +125,7 @@ def _readme_snippet(marker: str) -> int:
 
 
 def test_readme_tour_prints_what_its_comment_says(runs):
-    rc, stdout, stderr = runs[_readme_snippet("bf.gd_members")]
+    rc, stdout, stderr = runs[_readme_snippet('runs.twin_gap("relu")')]  # the tour, by its last line
     assert rc == 0, stderr[-3000:]
     relu, pairs = (float(x) for x in stdout.split())
     # pairs: exact identity (§2.3), so only round-off of 1000 float64 GD steps on a net of

@@ -53,7 +53,7 @@ def test_zero_padding_leaves_the_run_unchanged(kind):
     # the padded units add exact zeros to each sum, but the kernels may sum in another order: γ_n
     assert np.max(np.abs(np.asarray(bf.forward(big, data.X, 0.0)) - F)) <= 2 * gamma(n) * np.max(np.abs(F))
     cfg = bf.GDConfig(alpha=0.0, lr=0.05, steps=50, n_records=6)
-    a, b = bf.gd(net, data, cfg), bf.gd(big, data, cfg)
+    a, b = bf.train(net, data, cfg), bf.train(big, data, cfg)
     L = np.asarray(a.loss)
     assert np.max(np.abs(np.asarray(b.loss) - L)) <= 50 * gamma(n) * L[0]  # K γ_n L(0)
     first = np.asarray(b.params[0].K if kind == "conv" else b.params[0].W)

@@ -98,7 +98,7 @@ def test_aligned_halves_init_learns_as_two_linear_nets():
     # |v| = ||w|| by construction: a d-term norm on each side, 2 γ_{d+1}
     np.testing.assert_allclose(np.abs(net[1].W[0]), np.linalg.norm(net[0].W, axis=1), rtol=2 * gamma(d + 1))
     s_plus, s_minus, sig2 = half_net_modes(o, e)
-    tr = bf.gd(net, data, bf.GDConfig(lr=0.05, steps=400, n_records=5))
+    tr = bf.train(net, data, bf.GDConfig(lr=0.05, steps=400, n_records=5))
     s_half, tp, _ = half_targets(o, e)
     pos = np.where(s_half > 0, np.arange(n), np.arange(n) + n)
     f = np.asarray(bf.forward(tr.params, data.X, 0.0))[pos, 0]
@@ -108,7 +108,7 @@ def test_aligned_halves_init_learns_as_two_linear_nets():
     # (400 steps, γ of the gradient's chain length; the map's 8 roundings a step), plus the
     # readout f·t̂ (γ_{N}). A net off its half-net map (a unit crossing sides) is off by O(a).
     def net_run(p):
-        fp = np.asarray(bf.forward(bf.gd(p, data, bf.GDConfig(lr=0.05, steps=400, n_records=2)).params,
+        fp = np.asarray(bf.forward(bf.train(p, data, bf.GDConfig(lr=0.05, steps=400, n_records=2)).params,
                                    data.X, 0.0))[pos, 0]
         return np.asarray(sig2 * (fp @ tp / np.linalg.norm(tp)) / np.sqrt(n))
     a0_map = np.asarray(sig2 * np.sum((1e-2 * mags[0]) ** 2))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from roundoff import chain_length, trajectory_gap
 
-from biasfree import pair_up
+from biasfree import Dataset, GDConfig, pair_up, train
 from biasfree.analysis import verdict as vd
 from biasfree.claims.checks import ROUND_OFF, numpy_gaussian
 from biasfree.claims.verdict_calibration import Config
@@ -17,7 +17,6 @@ from biasfree.claims.verdict_calibration.evaluate import Family, _answer, measur
 from biasfree.claims.verdict_calibration.families import conv_data, reference_loss
 from biasfree.claims.verdict_calibration.run import _pad
 from biasfree.claims.verdict_calibration.summary import summarise
-from biasfree.dynamics.twin_training import train_with_twin
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 
@@ -30,17 +29,16 @@ def test_zero_padded_units_train_exactly_like_the_unpadded_net():
     for widths, bias in (((3, 5, 1), False), ((3, 4, 4, 1), True)):
         net = numpy_gaussian(rng, widths, 0.3, bias)
         big = _pad(net, 9)
-        runs = [train_with_twin(p, p, X, Y, alpha=0.0, lr=0.05, time_scale=1.0, steps=50, n_records=3)
-                for p in (net, big)]
+        cfg = GDConfig(alpha=0.0, lr=0.05, steps=50, n_records=3)
+        runs = [train(p, Dataset(X, Y), cfg, twin=p, observables="loss") for p in (net, big)]
         # the padded units add exact zeros to every sum: the same numbers up to summation order:
         # trajectory_gap over the 50 steps at γ of the padded net's chain length (factor 3: the
         # mirrored path), × the run's measured sensitivity; a padded unit that moved is O(L) off
-        def run(p):
-            return np.asarray(train_with_twin(p, p, X, Y, alpha=0.0, lr=0.05, time_scale=1.0, steps=50,
-                                              n_records=3).loss)
+        def run(p, cfg=cfg):
+            return np.asarray(train(p, Dataset(X, Y), cfg, twin=p, observables="loss").loss)
         tol = trajectory_gap(run, big, 50, chain_length(big, X.shape[0]), factor=3)
         np.testing.assert_array_less(np.abs(runs[1].loss - runs[0].loss), tol + 1e-300)
-        assert runs[1].gap_step == runs[0].gap_step
+        assert runs[1].twin_gap_step == runs[0].twin_gap_step
         assert np.all(np.asarray(runs[1].params[0].W)[widths[1]:] == 0.0)  # still zero
 
 

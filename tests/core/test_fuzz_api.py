@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import biasfree as bf
 from biasfree import margin as mg
 from biasfree.core.layers import Layer
-from biasfree.dynamics.ensemble import Member, gd_members
+from biasfree.dynamics.ensemble import Member
 from biasfree.theory import decay as dc
 from biasfree.theory import orthogonal as og
 
@@ -199,8 +199,9 @@ SPECS = [
     # ensemble
     (Member, dict(params=NET, alpha=0.0, lr=0.1), {"params": "net", "alpha": "unit", "lr": "positive?",
                                                     "weight_decay": "nonneg"}),
-    (gd_members, dict(members={"a": Member(NET)}, data=DATA, cfg=CFG),
-     {"members": "members", "data": "dataset", "cfg": "cfg"}),
+    # named members: train(members, data, cfg) (None is a valid optimiser: gradient descent)
+    (bf.train, dict(params={"a": Member(NET)}, data=DATA, optimiser=CFG),
+     {"params": "members", "data": "dataset", "optimiser": "cfg?"}),
     # margin
     (mg.hard_margin_svm, dict(X=XL, y=YL), {"X": "X", "y": "labels"}),
     (mg.kkt_residual, dict(X=XL, y=YL, w=np.ones(D)), {"X": "X", "y": "labels", "w": "vector"}),

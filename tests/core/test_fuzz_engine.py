@@ -1,6 +1,6 @@
 """Property-based fuzz of the training engine's public API (issue 13 item 6): bad inputs get a clear error.
 
-The pattern of ``tests/core/test_fuzz_api.py``: gd, flow, gd_ensemble, flow_ensemble, GDConfig,
+The pattern of ``tests/core/test_fuzz_api.py``: train (one run, an ensemble), flow, flow_ensemble, GDConfig,
 FlowConfig, record_steps, record_times, loss_value, objective, objective_mirrored,
 forward_mirrored, observe, conserved_quantities and the Trajectory methods are called from a
 valid base call (checked to succeed), with one argument replaced by a bad value drawn by
@@ -32,8 +32,8 @@ NET = bf.init_gaussian(jax.random.PRNGKey(0), (D, 4, P), 0.5)
 DATA = bf.Dataset(X, Y)
 CFG = bf.GDConfig(lr=0.05, steps=3, n_records=2)
 FCFG = bf.FlowConfig(t_max=0.05, n_records=2, rtol=1e-4, atol=1e-6)
-TRAJ = bf.gd(NET, DATA, CFG)
-ENS = bf.gd_ensemble(NET, DATA, CFG, alpha=[0.0, 1.0], batched_params=False)
+TRAJ = bf.train(NET, DATA, CFG)
+ENS = bf.train(NET, DATA, CFG, alpha=[0.0, 1.0])
 
 NAN, INF = float("nan"), float("inf")
 _junk = st.sampled_from([None, "0.5", b"1", {"a": 1}, True, 1 + 2j, [[1.0], [1.0, 2.0]]])
@@ -104,16 +104,19 @@ _GD = {"alpha": "unit", "loss": "loss", "weight_decay": "nonneg", "n_records": "
        "keep_params": "bool"}
 _ENS = {"params": "netX", "data": "dataset", "cfg": "cfg", "alpha": "unit?", "weight_decay": "nonneg?",
         "batched_params": "bool", "layout": "layout?"}
+# train's third argument is its config (None is valid there: gradient descent, given steps and lr)
+_TRAIN_ENS = {"params": "netX", "data": "dataset", "optimiser": "cfg?", "alpha": "unit?",
+              "weight_decay": "nonneg?", "batched": "bool", "layout": "layout?", "lr": "positive?"}
 
 # (function, valid base keyword arguments, {argument: kind})
 SPECS = [
     (bf.GDConfig, dict(), {**_GD, "lr": "positive", "steps": "int1"}),
     (bf.FlowConfig, dict(), {**_GD, "t_max": "positive", "rtol": "positive", "atol": "positive",
                              "solver": "solver", "max_steps": "int1"}),
-    (bf.gd, dict(params=NET, data=DATA, cfg=CFG), {"params": "netX", "data": "dataset", "cfg": "cfg"}),
+    (bf.train, dict(params=NET, data=DATA, optimiser=CFG),
+     {"params": "netX", "data": "dataset", "optimiser": "cfg?"}),
     (bf.flow, dict(params=NET, data=DATA, cfg=FCFG), {"params": "netX", "data": "dataset", "cfg": "cfg"}),
-    (bf.gd_ensemble, dict(params=NET, data=DATA, cfg=CFG, alpha=[0.0, 0.5], batched_params=False),
-     {**_ENS, "lr": "positive?"}),
+    (bf.train, dict(params=NET, data=DATA, optimiser=CFG, alpha=[0.0, 0.5]), _TRAIN_ENS),
     (bf.flow_ensemble, dict(params=NET, data=DATA, cfg=FCFG, alpha=[0.0, 0.5], batched_params=False), _ENS),
     (bf.record_steps, dict(steps=10, n_records=3), {"steps": "int1", "n_records": "int2",
                                                     "spacing": "spacing"}),
@@ -181,8 +184,8 @@ def test_bad_argument_gets_a_clear_error(fn, base, arg, kind, data):
 def test_ensembles_refuse_members_of_unequal_number():
     net2 = jax.vmap(lambda k: bf.init_gaussian(k, (D, 4, P), 0.5))(jax.random.split(jax.random.PRNGKey(1), 2))
     with pytest.raises(ValueError, match=r"ensemble sizes disagree: \{'alpha': 3, 'params': 2\}"):
-        bf.gd_ensemble(net2, DATA, CFG, alpha=[0.0, 0.5, 1.0])
-    with pytest.raises(ValueError, match="params: with batched_params=True every weight needs one leading"):
-        bf.gd_ensemble(NET, DATA, CFG, alpha=[0.0, 0.5])
+        bf.train(net2, DATA, CFG, alpha=[0.0, 0.5, 1.0], batched=True)
+    with pytest.raises(ValueError, match="params: with batched=True every weight needs one leading"):
+        bf.train(NET, DATA, CFG, alpha=[0.0, 0.5], batched=True)
     with pytest.raises(ValueError, match="alpha must be a scalar or a 1-D array"):
         bf.flow_ensemble(NET, DATA, FCFG, alpha=np.zeros((2, 2)), batched_params=False)

@@ -32,8 +32,8 @@ def _workload():
     data = bf.make_dataset(key, target, 20, 4, n_test=7, whitened=True)
     params = bf.init_gaussian(jax.random.PRNGKey(1), (4, 6, 1), 0.3)
     cfg = bf.GDConfig(alpha=0.3, lr=0.05, steps=50, weight_decay=1e-3, n_records=3)
-    tr = bf.gd(params, data, cfg)
-    ens = bf.gd_ensemble(params, data, cfg, alpha=[0.0, 0.5], batched_params=False)
+    tr = bf.train(params, data, cfg)
+    ens = bf.train(params, data, cfg, alpha=[0.0, 0.5])
     fl = bf.flow(params, data, bf.FlowConfig(alpha=0.3, t_max=0.5, n_records=2))
     return data, params, tr, ens, fl
 
@@ -81,16 +81,16 @@ def test_float32_on_request_and_identities_at_float32_round_off():
     cfg = bf.GDConfig(alpha=0.0, lr=0.05, steps=200, n_records=5)
     lin_cfg = bf.GDConfig(alpha=1.0, lr=0.05 * 0.5, steps=200, n_records=5)
     half = bf.init_gaussian(jax.random.PRNGKey(2), (4, 3, 1), 0.3, precision="float32")
-    pair = bf.gd(bf.pair_up(half), data, cfg, precision="float32")
-    lin = bf.gd(bf.scale_params(half, 1.0), data, lin_cfg, precision="float32")
+    pair = bf.train(bf.pair_up(half), data, cfg, precision="float32")
+    lin = bf.train(bf.scale_params(half, 1.0), data, lin_cfg, precision="float32")
     assert pair.loss.dtype == np.float32
-    pair64 = bf.gd(bf.pair_up(half), data, cfg)
+    pair64 = bf.train(bf.pair_up(half), data, cfg)
     assert pair64.loss.dtype == np.float64
     k = chain_length(bf.pair_up(half), data.X.shape[0])
 
     def gap(init, c):
-        run = bf.gd(init, data, dataclasses.replace(c, keep_params=True))
-        return (trajectory_gap(lambda p: bf.gd(p, data, c).loss, init, c.steps, k, eps=EPS32)
+        run = bf.train(init, data, dataclasses.replace(c, keep_params=True))
+        return (trajectory_gap(lambda p: bf.train(p, data, c).loss, init, c.steps, k, eps=EPS32)
                 + loss_eval_gap(run.path, data.X, data.Y, run.loss, k, eps=EPS32))
 
     g_pair, g_lin = gap(bf.pair_up(half), cfg), gap(bf.scale_params(half, 1.0), lin_cfg)
@@ -98,13 +98,13 @@ def test_float32_on_request_and_identities_at_float32_round_off():
     assert np.all(np.abs(pair.loss - pair64.loss) <= g_pair)
     # the bound can fail: the twin at the pair's own step η (time scale off by 1/c = 2) strays
     # more than 10x the bound
-    wrong = bf.gd(bf.scale_params(half, 1.0), data, dataclasses.replace(lin_cfg, lr=cfg.lr),
-                  precision="float32")
+    wrong = bf.train(bf.scale_params(half, 1.0), data, dataclasses.replace(lin_cfg, lr=cfg.lr),
+                     precision="float32")
     assert np.max(g_pair + g_lin) < 0.1 * np.max(np.abs(wrong.loss - pair.loss))
 
 
 def test_bad_precision_names_the_choices():
     with pytest.raises(ValueError, match="float64"):
-        bf.gd(None, None, None, precision="float16")
+        bf.train(None, None, None, precision="float16")
     with pytest.raises(ValueError, match="float32"), bf.use_precision("double"):
         pass

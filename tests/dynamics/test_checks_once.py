@@ -50,7 +50,8 @@ def test_counter_sees_the_validators(problem):
     fires would make the tests below pass vacuously)."""
     params, data = problem
     seen = count_checks(lambda: (layers.check_net(params), validate.slope(0.5),
-                                 validate.finite_array("x", np.ones(2)), core_data.check_data(data.X, data.Y)))
+                                 validate.finite_array("x", np.ones(2)),
+                                 core_data.check_data(data.X, data.Y)))
     assert seen["check_net"] == 1 and seen["slope"] == 1 and seen["check_data"] == 1
     assert seen["finite_array"] >= 1
 

@@ -42,8 +42,8 @@ def test_pair_channels_train_like_the_linear_conv_twin(sym_data, alpha):
     pair = bf.init_conv(jax.random.PRNGKey(1), (LENGTH,), (1, C), 3, scale=0.3, pairs=True)
     c, eta = bf.slope_factor(alpha), 0.05
     cfg = bf.GDConfig(alpha=alpha, lr=eta, steps=STEPS, n_records=31)
-    leaky = bf.gd(pair, sym_data, cfg)
-    twin = bf.gd(bf.linear_twin(pair, alpha), sym_data, dataclasses.replace(cfg, alpha=1.0, lr=eta * c))
+    leaky = bf.train(pair, sym_data, cfg)
+    twin = bf.train(bf.linear_twin(pair, alpha), sym_data, dataclasses.replace(cfg, alpha=1.0, lr=eta * c))
     L = np.asarray(leaky.loss)
     assert L[-1] < 0.5 * L[0]  # it learns, so agreement is not trivial
     bound = STEPS * gamma(_n(pair)) * L[0]  # K γ_n × the loss scale (module doc)
@@ -68,7 +68,7 @@ def test_mirrored_path_equals_general_path(sym_data):
     full = bf.Dataset(sym_data.X, sym_data.Y, mirror=False)
     assert sym_data.mirrored and not full.mirrored
     cfg = bf.GDConfig(alpha=0.2, lr=0.05, steps=100, n_records=11)
-    a, b = bf.gd(net, sym_data, cfg), bf.gd(net, full, cfg)
+    a, b = bf.train(net, sym_data, cfg), bf.train(net, full, cfg)
     L = np.asarray(a.loss)
     assert np.max(np.abs(L - np.asarray(b.loss))) <= 100 * gamma(_n(net)) * L[0]  # K γ_n L(0)
     assert np.max(np.abs(np.asarray(a.params[0].K) - np.asarray(b.params[0].K))) <= \
@@ -76,21 +76,21 @@ def test_mirrored_path_equals_general_path(sym_data):
 
 
 def test_conv_ensemble_equals_single_runs(sym_data):
-    """gd_ensemble over a leading axis of conv kernels (from jax.vmap(init_conv)) and over
-    α: each member equals its own gd run, to round-off."""
+    """train(batched=True) over a leading axis of conv kernels (from jax.vmap(init_conv)) and
+    over α: each member equals its own single run, to round-off."""
     keys = jax.random.split(jax.random.PRNGKey(3), 2)
     batch = jax.vmap(lambda k: bf.init_conv(k, (LENGTH,), (1, C), 3, scale=0.5))(keys)
     assert batch[0].K.shape == (2, C, 1, 3) and batch[0].batch_ndim == 1
     cfg = bf.GDConfig(alpha=0.0, lr=0.05, steps=50, n_records=6)
     alphas = np.array([0.0, 0.5])
-    ens = bf.gd_ensemble(batch, sym_data, cfg, alpha=alphas, layout="map")
+    ens = bf.train(batch, sym_data, cfg, alpha=alphas, batched=True, layout="map")
     for i in range(2):
         one = jax.tree_util.tree_map(lambda x, i=i: x[i], batch)
-        single = bf.gd(one, sym_data, dataclasses.replace(cfg, alpha=float(alphas[i])))
+        single = bf.train(one, sym_data, dataclasses.replace(cfg, alpha=float(alphas[i])))
         L = np.asarray(single.loss)
         assert np.max(np.abs(np.asarray(ens.loss[i]) - L)) <= 50 * gamma(_n(one)) * L[0]  # K γ_n L(0)
     with pytest.raises(ValueError, match="leading ensemble axis"):
-        bf.gd_ensemble(one, sym_data, cfg)
+        bf.train(one, sym_data, cfg, batched=True)
 
 
 def test_flow_conserves_per_channel_balance(sym_data):

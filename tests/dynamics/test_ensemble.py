@@ -6,7 +6,7 @@ import pytest
 from roundoff import EPS, chain_length, gamma, trajectory_gap
 
 import biasfree as bf
-from biasfree.dynamics.ensemble import Member, gd_members
+from biasfree.dynamics.ensemble import Member
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 
@@ -21,18 +21,18 @@ def data():
 
 def test_members_equal_their_single_runs_and_keep_their_names(data):
     """Each named member, grouped by shape into one compiled call, follows the same
-    trajectory as its own gd() run (round-off: same arithmetic, batched)."""
+    trajectory as its own single train() run (round-off: same arithmetic, batched)."""
     wide = bf.init_gaussian(jax.random.PRNGKey(1), (4, 6, 1), 0.3)
     narrow = bf.init_gaussian(jax.random.PRNGKey(2), (4, 3, 1), 0.3)
     members = {"relu": Member(wide, alpha=0.0), "leaky_fast": Member(wide, alpha=0.4, lr=0.05),
                "linear_decay": Member(narrow, alpha=1.0, weight_decay=0.1)}
     cfg = bf.GDConfig(lr=0.02, steps=300, n_records=11)
-    runs = gd_members(members, data, cfg)
+    runs = bf.train(members, data, cfg)
     assert list(runs) == list(members)
     for name, m in members.items():
         one = bf.GDConfig(alpha=m.alpha, lr=m.lr or cfg.lr, steps=300, n_records=11,
                           weight_decay=m.weight_decay)
-        single = bf.gd(m.params, data, one)
+        single = bf.train(m.params, data, one)
         # The batched and the unbatched kernel do the same float64 operations, but may sum
         # in another order: each step's sums (at most k = N = 80 terms: data points;
         # widths and d are smaller) differ by <= 2 γ_k relative (tests/roundoff.py), a
@@ -55,7 +55,7 @@ def _loss_condition(params, data, cfg, loss, rel=1e-7):
     rng = np.random.default_rng(0)
     moved = jax.tree_util.tree_map(lambda a: a * (1 + rel * rng.choice([-1.0, 1.0], size=a.shape)), params)
     loss = np.asarray(loss)
-    return float(np.max(np.abs(np.asarray(bf.gd(moved, data, cfg).loss) - loss) / loss)) / rel
+    return float(np.max(np.abs(np.asarray(bf.train(moved, data, cfg).loss) - loss) / loss)) / rel
 
 
 def test_pair_member_equals_its_twin_and_errors_name_the_member(data):
@@ -64,7 +64,7 @@ def test_pair_member_equals_its_twin_and_errors_name_the_member(data):
     pair = bf.pair_up(bf.init_gaussian(jax.random.PRNGKey(3), (4, 3, 1), 0.3))
     member = Member(pair, alpha=0.2, twin=True, weight_decay=0.05)
     cfg = bf.GDConfig(lr=0.03, steps=300, n_records=11)
-    runs = gd_members({"pair": member, "plain": Member(pair, alpha=0.2)}, data, cfg)
+    runs = bf.train({"pair": member, "plain": Member(pair, alpha=0.2)}, data, cfg)
     # antisymmetric pairs on symmetric data: exactly the twin (§2.3-2.4, §2.7), so the gap
     # is the round-off of two 300-step runs (the pair net and its linear twin, k the longer
     # chain): roundoff.trajectory_gap of each, relative to L(0) as twin_gap is; ~1e-12 here,
@@ -88,9 +88,9 @@ def test_bad_members_are_refused():
     with pytest.raises(ValueError, match="lr"):
         Member(p, lr=-1.0)
     with pytest.raises(TypeError, match="Member"):
-        gd_members({"x": p}, bf.Dataset(np.ones((2, 2)), np.ones((2, 1))), bf.GDConfig())
+        bf.train({"x": p}, bf.Dataset(np.ones((2, 2)), np.ones((2, 1))), bf.GDConfig())
     with pytest.raises(ValueError, match="at least one"):
-        gd_members({}, bf.Dataset(np.ones((2, 2)), np.ones((2, 1))), bf.GDConfig())
+        bf.train({}, bf.Dataset(np.ones((2, 2)), np.ones((2, 1))), bf.GDConfig())
 
 
 def test_twin_gap_of_the_held_out_loss(data):
@@ -101,7 +101,7 @@ def test_twin_gap_of_the_held_out_loss(data):
     held = bf.Dataset(data.X, data.Y, Xt, Xt @ np.array([[1.0], [-0.5], [0.2], [0.0]]))
     net = bf.init_gaussian(jax.random.PRNGKey(6), (4, 6, 1), 0.3)
     member, cfg = Member(bf.pair_up(net), alpha=0.0, twin=True), bf.GDConfig(lr=0.03, steps=300, n_records=11)
-    runs = gd_members({"pair": member, "random": Member(net, alpha=0.0, twin=True)}, held, cfg)
+    runs = bf.train({"pair": member, "random": Member(net, alpha=0.0, twin=True)}, held, cfg)
     # round-off of two 300-step runs, as in the test above
     bound = _twin_gap_bound(runs, "pair", member, held, cfg, test=True)
     assert runs.twin_gap("pair", test=True) <= bound < 1e-9
@@ -111,13 +111,13 @@ def test_twin_gap_of_the_held_out_loss(data):
 def _twin_gap_bound(runs, name, member, data, cfg, test=False) -> float:
     """Round-off bound on ``runs.twin_gap(name)``: the member's and its twin's recorded
     losses each within roundoff.trajectory_gap of their exact values (each rerun alone
-    through bf.gd from its init: the same arithmetic, unbatched), summed, over L(0)."""
+    through bf.train from its init: the same arithmetic, unbatched), summed, over L(0)."""
     key = "test_loss" if test else "loss"
     total = 0.0
     for m in (member, member.linear_twin(cfg.lr)):
         one = bf.GDConfig(alpha=m.alpha, lr=m.lr or cfg.lr, steps=cfg.steps, n_records=cfg.n_records,
                           weight_decay=m.weight_decay)
-        total = total + trajectory_gap(lambda p, one=one: np.asarray(getattr(bf.gd(p, data, one), key)),
+        total = total + trajectory_gap(lambda p, one=one: np.asarray(getattr(bf.train(p, data, one), key)),
                                        m.params, cfg.steps, chain_length(m.params, data.X.shape[0]))
     return float(np.max(total) / np.asarray(getattr(runs[name], key))[0])
 

@@ -39,15 +39,15 @@ def _singles(data, batch, alphas, lrs, wds, steps):
         p = jax.tree_util.tree_map(lambda a, i=i: a[i], batch)
         cfg = bf.GDConfig(alpha=float(alphas[i]), lr=float(lrs[i]), weight_decay=float(wds[i]),
                           steps=steps, n_records=4)
-        out.append(bf.gd(p, data, cfg))
+        out.append(bf.train(p, data, cfg))
     return out
 
 
 @pytest.mark.parametrize("layout", ["map", "vmap"])
-def test_gd_ensemble_members_are_single_runs(layout):
+def test_ensemble_members_are_single_runs(layout):
     data, batch, alphas, lrs, wds = _setup()
     cfg = bf.GDConfig(steps=100, n_records=4)
-    ens = bf.gd_ensemble(batch, data, cfg, alpha=alphas, lr=lrs, weight_decay=wds, layout=layout)
+    ens = bf.train(batch, data, cfg, alpha=alphas, lr=lrs, weight_decay=wds, batched=True, layout=layout)
     for i, one in enumerate(_singles(data, batch, alphas, lrs, wds, 100)):
         if layout == "map":
             np.testing.assert_array_equal(ens.loss[i], one.loss)
@@ -62,7 +62,7 @@ def test_gd_ensemble_members_are_single_runs(layout):
                                 steps=100, n_records=4)
 
             def run(q, cfg_i=cfg_i):
-                r = bf.gd(q, data, cfg_i)
+                r = bf.train(q, data, cfg_i)
                 return {"loss": np.asarray(r.loss), "beta": np.asarray(r.beta)}
             tol = trajectory_gap(run, p, 100, chain_length(p, 2 * N_HALF), factor=3)
             np.testing.assert_array_less(np.abs(ens.loss[i] - one.loss), tol["loss"] + 1e-300)
@@ -72,7 +72,7 @@ def test_gd_ensemble_members_are_single_runs(layout):
 def test_bad_layout_names_the_choices():
     data, batch, alphas, _, _ = _setup()
     with pytest.raises(ValueError, match="map"):
-        bf.gd_ensemble(batch, data, bf.GDConfig(steps=2, n_records=2), alpha=alphas, layout="packed")
+        bf.train(batch, data, bf.GDConfig(steps=2, n_records=2), alpha=alphas, batched=True, layout="packed")
 
 
 _TWO_DEVICES = """
@@ -81,8 +81,8 @@ import biasfree as bf
 from tests.dynamics.test_ensemble_layouts import _setup, _singles, B
 assert len(jax.devices()) == 2, jax.devices()
 data, batch, alphas, lrs, wds = _setup()
-ens = bf.gd_ensemble(batch, data, bf.GDConfig(steps=100, n_records=4), alpha=alphas, lr=lrs,
-                     weight_decay=wds, layout="map")
+ens = bf.train(batch, data, bf.GDConfig(steps=100, n_records=4), alpha=alphas, lr=lrs,
+               weight_decay=wds, batched=True, layout="map")
 for i, one in enumerate(_singles(data, batch, alphas, lrs, wds, 100)):
     np.testing.assert_array_equal(ens.loss[i], one.loss)
     np.testing.assert_array_equal(ens.params[0].W[i], one.params[0].W)

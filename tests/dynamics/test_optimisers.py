@@ -123,7 +123,7 @@ def test_train_sgd_equals_gd_bitwise(sym, mirror, weight_decay):
     mirrored fast path and on the general one."""
     data, pair = _data(sym, mirror=mirror), _pair()
     cfg = bf.GDConfig(alpha=0.0, lr=0.05, steps=300, n_records=N_REC, weight_decay=weight_decay)
-    a = bf.gd(pair, data, cfg)
+    a = bf.train(pair, data, cfg)
     b = bf.train(pair, data, optax.sgd(0.05), steps=300, alpha=0.0, n_records=N_REC, lr=0.05,
                  weight_decay=weight_decay)
     assert data.mirrored == mirror
@@ -287,7 +287,6 @@ def test_train_refuses_bad_input(sym):
     key = jax.random.PRNGKey(0)
     cases = [
         (dict(optimiser="adam"), TypeError, "optax.GradientTransformation"),
-        (dict(batch_size=8), ValueError, "key: minibatches are random"),
         (dict(key=key), ValueError, "full-batch training draws nothing"),
         (dict(batch_size=7, key=key), ValueError, "even batch_size"),
         (dict(batch_size=41, key=key), ValueError, "exceeds the 40 training points"),
@@ -299,6 +298,12 @@ def test_train_refuses_bad_input(sym):
         args = dict(optimiser=opt, steps=5, alpha=0.0) | kw
         with pytest.raises(err, match=msg):
             bf.train(pair, data, args.pop("optimiser"), **args)
+    # minibatches without a key draw from PRNGKey(seed) (once they needed a key): the same run
+    seeded = bf.train(pair, data, opt, steps=5, alpha=0.0, batch_size=8, seed=1, n_records=2)
+    keyed = bf.train(pair, data, opt, steps=5, alpha=0.0, batch_size=8, key=jax.random.PRNGKey(1),
+                     n_records=2)
+    for x, y in zip(_leaves((seeded.loss, seeded.params)), _leaves((keyed.loss, keyed.params)), strict=True):
+        assert np.array_equal(x, y)
     X, Y = sym
     lopsided = bf.Dataset(X, Y)  # no mirror half
     with pytest.raises(ValueError, match=r"mirrored_batches=True needs symmetric inputs"):
@@ -307,25 +312,28 @@ def test_train_refuses_bad_input(sym):
 
 
 def test_compiled_loops_are_bounded(sym, monkeypatch):
-    """One compiled loop per optimiser object, the least recently used dropped: a session
-    that builds optimisers afresh must not keep every program (each holds ~150 memory maps;
-    keeping them all ran a long session out of maps)."""
-    from biasfree.dynamics import optimisers
+    """One compiled loop per optimiser object (trainer._compiled, keyed by the program's spec),
+    the least recently used dropped: a session that builds optimisers afresh must not keep
+    every program (each holds ~150 memory maps; keeping them all ran a long session out of
+    maps)."""
+    from biasfree.dynamics import trainer
 
-    monkeypatch.setattr(optimisers, "CACHE_SIZE", 2)
+    monkeypatch.setattr(trainer, "CACHE_SIZE", 2)
     data, pair = _data(sym), _pair()
     opts = [optax.sgd(0.01 * (i + 1)) for i in range(3)]
     for opt in opts:
         bf.train(pair, data, opt, steps=2, alpha=0.0, n_records=2)
-    assert len(optimisers._COMPILED) <= 2
-    kept = [entry[0] for entry in optimisers._COMPILED.values()]
+    assert len(trainer._COMPILED) <= 2
+    kept = [entry[0].optimiser for entry in trainer._COMPILED.values()]
     assert opts[0] not in kept and opts[2] in kept  # found by equality: precise rebuilds the tuple
     bf.train(pair, data, opts[2], steps=2, alpha=0.0, n_records=2)  # the same optimiser again: no retrace
-    (fn,) = [entry[1] for entry in optimisers._COMPILED.values() if entry[0] == opts[2]]
+    assert len(trainer._COMPILED) <= 2
+    (fn,) = [entry[1] for entry in trainer._COMPILED.values() if entry[0].optimiser == opts[2]]
     assert fn._cache_size() == 1
 
 
-@pytest.mark.parametrize("make", [lambda: bf.optimiser_twin("adam", 0.0), lambda: bf.OptaxConfig("adam")])
+@pytest.mark.parametrize("make", [lambda: bf.optimiser_twin("adam", 0.0),
+                                  lambda: bf.TrainConfig(optimiser="adam")])
 def test_an_optimiser_named_by_a_string_is_refused_with_what_to_pass(make):
     """The message once asked for 'a function of the inputs X', the targets' wording."""
     with pytest.raises(TypeError, match=r"='adam' must be an optax.GradientTransformation, e.g. optax.adam"):

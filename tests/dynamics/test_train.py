@@ -79,11 +79,11 @@ def _mapped_linear_run(half, data, alpha, eta, steps, factor, lr_factor, weight_
     cfg = bf.GDConfig(alpha=1.0, lr=lr_factor * eta, steps=steps, loss=loss,
                       weight_decay=wd_factor * weight_decay, n_records=N_REC)
     init = bf.scale_params(half, factor)
-    return bf.gd(init, data, cfg), init, cfg
+    return bf.train(init, data, cfg), init, cfg
 
 
 def _curves(p, data, cfg):
-    tr = bf.gd(p, data, cfg)
+    tr = bf.train(p, data, cfg)
     return {"loss": np.asarray(tr.loss), "beta": np.asarray(tr.beta)}
 
 
@@ -98,7 +98,7 @@ def _assert_same_run(leaky, linear, data, leaky_init, leaky_cfg, linear_init, li
     bound = {name: gaps[0][name] + gaps[1][name] for name in gaps[0]}
     if leaky_cfg.loss == "mse":  # near an exact fit the loss's own evaluation is not relative
         for tr, init, c in ((leaky, leaky_init, leaky_cfg), (linear, linear_init, linear_cfg)):
-            path = bf.gd(init, data, dataclasses.replace(c, keep_params=True)).path
+            path = bf.train(init, data, dataclasses.replace(c, keep_params=True)).path
             bound["loss"] = bound["loss"] + loss_eval_gap(path, data.X, data.Y, tr.loss, k)
     for name, e in bound.items():
         diff = np.abs(np.asarray(getattr(leaky, name)) - np.asarray(getattr(linear, name)))
@@ -118,7 +118,7 @@ def test_pair_init_gd_equals_mapped_linear_net(sym_data, alpha):
     half = _net(np.random.default_rng(2), (D, 4, P), 0.1)
     c = bf.slope_factor(alpha)
     lcfg = bf.GDConfig(alpha=alpha, lr=eta, steps=steps, n_records=N_REC)
-    leaky = bf.gd(bf.pair_up(half), sym_data, lcfg)
+    leaky = bf.train(bf.pair_up(half), sym_data, lcfg)
     linear, linit, cfg = _mapped_linear_run(half, sym_data, alpha, eta, steps, np.sqrt(1 + alpha), c)
     # the runs learn (so agreement is not trivial): loss drops by > 1e3
     assert float(leaky.loss[-1]) < 1e-3 * float(leaky.loss[0])
@@ -130,13 +130,13 @@ def test_pair_init_gd_equals_mapped_linear_net(sym_data, alpha):
     # half of the pair net = the twin's W1 / sqrt(1+α); each within the summed trajectory_gap
     # of the two runs (the pairing: of the pair run alone)
     def pair_final(p):
-        tr = bf.gd(p, sym_data, lcfg)
+        tr = bf.train(p, sym_data, lcfg)
         W1 = np.asarray(tr.params[0].W)
         return {"map": np.asarray(bf.beta_eff(tr.params, alpha)), "pairing": W1[4:] + W1[:4],
                 "half": np.sqrt(1 + alpha) * W1[:4]}
 
     def twin_final(p):
-        tr = bf.gd(p, sym_data, cfg)
+        tr = bf.train(p, sym_data, cfg)
         return {"map": np.asarray(bf.end_to_end_linear(tr.params).T), "half": np.asarray(tr.params[0].W)}
 
     k = chain_length(bf.pair_up(half), sym_data.X.shape[0])
@@ -160,7 +160,7 @@ def test_deep_pair_init_computes_scaled_product_and_stays_odd(sym_data, alpha):
     pair = bf.pair_up(half)
     c = bf.slope_factor(alpha)
     cfg = bf.GDConfig(alpha=alpha, lr=0.05, steps=1500, n_records=N_REC)
-    traj = bf.gd(pair, sym_data, cfg)
+    traj = bf.train(pair, sym_data, cfg)
     # β_eff at init (least squares X⁺ f_odd(X) for a deep net) against the product: the
     # forward's error per column is <= 2γ_k (2c)² |X| |W₁|ᵀ|W₂|ᵀ|W₃|ᵀ (k the chain), so in
     # 2-norm <= 2γ_k (2c)² ||X||_F ||P||_F (P = |W₃||W₂||W₁|), carried by ||X⁺||₂; the
@@ -177,7 +177,7 @@ def test_deep_pair_init_computes_scaled_product_and_stays_odd(sym_data, alpha):
     M = np.asarray(traj.params[1].W)
     # swap symmetry of the middle layer, exact in real arithmetic: each block within its
     # trajectory_gap (T·2γ_k × measured sensitivity of the final weights), summed
-    g = trajectory_gap(lambda p: np.asarray(bf.gd(p, sym_data, cfg).params[1].W), pair, cfg.steps, k)
+    g = trajectory_gap(lambda p: np.asarray(bf.train(p, sym_data, cfg).params[1].W), pair, cfg.steps, k)
     for a, b in ((np.s_[:3, :3], np.s_[3:, 3:]), (np.s_[:3, 3:], np.s_[3:, :3])):
         assert np.all(np.abs(M[a] - M[b]) <= g[a] + g[b]) and np.max(g) < 1e-8
     # but not the linear pairing B = -A of the initial block [[A, -A], [-A, A]]: the
@@ -201,7 +201,7 @@ def test_rank_one_balanced_init_equals_linear_net(rank1_data, alpha, aligned):
     params = bf.init_rank_one(jax.random.PRNGKey(4), D, 4, 0.01, direction=r, out_direction=q, p=P)
     c = bf.slope_factor(alpha)
     lcfg = bf.GDConfig(alpha=alpha, lr=eta, steps=steps, n_records=N_REC)
-    leaky = bf.gd(params, rank1_data, lcfg)
+    leaky = bf.train(params, rank1_data, lcfg)
     linear, linit, cfg = _mapped_linear_run(params, rank1_data, alpha, eta, steps, np.sqrt(c), c)
     assert float(leaky.loss[-1]) < 1e-3 * float(leaky.loss[0])
     _assert_same_run(leaky, linear, rank1_data, params, lcfg, linit, cfg)
@@ -218,12 +218,13 @@ def test_weight_decay_maps_to_lambda_over_c(sym_data, alpha):
     half = _net(np.random.default_rng(2), (D, 4, P), 0.1)
     c = bf.slope_factor(alpha)
     lcfg = bf.GDConfig(alpha=alpha, lr=eta, steps=steps, weight_decay=lam, n_records=N_REC)
-    leaky = bf.gd(bf.pair_up(half), sym_data, lcfg)
+    leaky = bf.train(bf.pair_up(half), sym_data, lcfg)
     linear, linit, cfg = _mapped_linear_run(half, sym_data, alpha, eta, steps, np.sqrt(1 + alpha), c,
                                             weight_decay=lam, wd_factor=1 / c)
     _assert_same_run(leaky, linear, sym_data, bf.pair_up(half), lcfg, linit, cfg)
     # decay matters here: the run without decay ends elsewhere (so the test can fail)
-    free = bf.gd(bf.pair_up(half), sym_data, bf.GDConfig(alpha=alpha, lr=eta, steps=steps, n_records=N_REC))
+    free = bf.train(bf.pair_up(half), sym_data,
+                    bf.GDConfig(alpha=alpha, lr=eta, steps=steps, n_records=N_REC))
     assert float(jnp.max(jnp.abs(free.beta[-1] - leaky.beta[-1]))) > 1e-3
 
 
@@ -241,7 +242,7 @@ def test_logistic_pair_net_equals_mapped_linear_net(alpha):
     half = _net(np.random.default_rng(6), (D, 4, 1), 0.1)
     c = bf.slope_factor(alpha)
     lcfg = bf.GDConfig(alpha=alpha, lr=eta, steps=steps, loss="logistic", n_records=N_REC)
-    leaky = bf.gd(bf.pair_up(half), data, lcfg)
+    leaky = bf.train(bf.pair_up(half), data, lcfg)
     linear, linit, cfg = _mapped_linear_run(half, data, alpha, eta, steps, np.sqrt(1 + alpha), c,
                                             loss="logistic")
     assert float(leaky.loss[-1]) < 0.2 * float(leaky.loss[0])
@@ -268,7 +269,7 @@ def test_gd_converges_to_gradient_flow_at_first_order(sym_data, flow_setup):
     errs = []
     for eta in etas:
         cfg = bf.GDConfig(alpha=0.5, lr=float(eta), steps=int(round(2.0 / eta)), n_records=N_REC)
-        errs.append(_param_dist(bf.gd(params, sym_data, cfg).params, ref.params))
+        errs.append(_param_dist(bf.train(params, sym_data, cfg).params, ref.params))
     errs = np.array(errs)
     slope = np.polyfit(np.log(etas), np.log(errs), 1)[0]
     assert 0.9 <= slope <= 1.1, (slope, errs)
@@ -320,7 +321,7 @@ def test_gd_one_step_changes_balance_by_eta_squared_exactly(sym_data):
     eta, alpha = 0.05, 0.5
     g = jax.jit(jax.grad(bf.objective))(params, sym_data.X, sym_data.Y, alpha)  # one compile
     # steps = N_REC - 1: every record is one step apart (and the compiled loop is shared)
-    traj = bf.gd(params, sym_data, bf.GDConfig(alpha=alpha, lr=eta, steps=N_REC - 1, n_records=N_REC))
+    traj = bf.train(params, sym_data, bf.GDConfig(alpha=alpha, lr=eta, steps=N_REC - 1, n_records=N_REC))
     dQ = np.asarray(traj.conserved[0][1] - traj.conserved[0][0])
     predicted = eta**2 * (np.sum(np.asarray(g[0].W) ** 2, axis=1) - np.sum(np.asarray(g[1].W) ** 2, axis=0))
     assert np.max(np.abs(predicted)) > 1e-6  # a measurable drift, not round-off
@@ -352,7 +353,7 @@ def test_gd_drift_is_first_order_in_eta_at_fixed_time(sym_data, flow_setup):
     drifts = []
     for eta in etas:
         cfg = bf.GDConfig(alpha=0.5, lr=float(eta), steps=int(round(2.0 / eta)), n_records=N_REC)
-        drifts.append(_conserved_drift(bf.gd(params, sym_data, cfg)))
+        drifts.append(_conserved_drift(bf.train(params, sym_data, cfg)))
     slope = np.polyfit(np.log(etas), np.log(drifts), 1)[0]
     assert 0.9 <= slope <= 1.1, (slope, drifts)
     assert min(drifts) > 1e3 * max(_conserved_drift(ref), 1e-15)
@@ -366,21 +367,21 @@ def _observed(traj) -> dict:
             "params": [np.asarray(x) for x in _leaves(traj.params)]}
 
 
-def test_gd_ensemble_equals_separate_runs(sym_data):
-    """vmap over α and seeds (batched params) == gd one member at a time, to round-off."""
+def test_ensemble_equals_separate_runs(sym_data):
+    """vmap over α and seeds (batched params) == train one member at a time, to round-off."""
     alphas = np.array([0.0, 0.5, 1.0])
     nets = [_net(np.random.default_rng(10 + i), (D, 4, P), 0.3) for i in range(3)]
     batched = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *nets)
     cfg = bf.GDConfig(lr=0.05, steps=300, n_records=N_REC)
-    ens = bf.gd_ensemble(batched, sym_data, cfg, alpha=alphas)
+    ens = bf.train(batched, sym_data, cfg, alpha=alphas, batched=True)
     assert ens.loss.shape == (3, N_REC) and ens.t.shape == (3, N_REC)
     for i, (a, net) in enumerate(zip(alphas, nets, strict=True)):
         ocfg = bf.GDConfig(alpha=float(a), lr=0.05, steps=300, n_records=N_REC)
-        one, m = bf.gd(net, sym_data, ocfg), ens.member(i)
+        one, m = bf.train(net, sym_data, ocfg), ens.member(i)
         # batched vs single: the same operations, sums maybe in another order: within
         # trajectory_gap (T·2γ_k × measured sensitivity), each bound < 1e-8 (a wrong α or
         # seed per member is O(1e-2) off)
-        gap = trajectory_gap(lambda p, c=ocfg: _observed(bf.gd(p, sym_data, c)), net, 300,
+        gap = trajectory_gap(lambda p, c=ocfg: _observed(bf.train(p, sym_data, c)), net, 300,
                              chain_length(net, sym_data.X.shape[0]))
         got, want = _observed(m), _observed(one)
         for name, e in gap.items():
@@ -389,15 +390,15 @@ def test_gd_ensemble_equals_separate_runs(sym_data):
         np.testing.assert_array_equal(m.t, one.t)  # t = η k: one rounding of the same product
 
 
-def test_gd_ensemble_over_learning_rates_with_shared_params(sym_data):
+def test_ensemble_over_learning_rates_with_shared_params(sym_data):
     net = _net(np.random.default_rng(12), (D, 4, P), 0.3)
     lrs = np.array([0.01, 0.02, 0.05])  # three members, like the test above: shared compile
     cfg = bf.GDConfig(alpha=0.5, steps=300, n_records=N_REC)
-    ens = bf.gd_ensemble(net, sym_data, cfg, lr=lrs, batched_params=False)
+    ens = bf.train(net, sym_data, cfg, lr=lrs)
     for i, lr in enumerate(lrs):
         ocfg = bf.GDConfig(alpha=0.5, lr=float(lr), steps=300, n_records=N_REC)
-        one = bf.gd(net, sym_data, ocfg)
-        e = trajectory_gap(lambda p, c=ocfg: np.asarray(bf.gd(p, sym_data, c).loss), net, 300,
+        one = bf.train(net, sym_data, ocfg)
+        e = trajectory_gap(lambda p, c=ocfg: np.asarray(bf.train(p, sym_data, c).loss), net, 300,
                            chain_length(net, sym_data.X.shape[0]))  # as in the test above
         assert np.all(np.abs(np.asarray(ens.member(i).loss) - np.asarray(one.loss)) <= e) and np.max(e) < 1e-8
         # t = η k: one correctly rounded product of the same two numbers
@@ -488,8 +489,7 @@ def test_alpha_outside_unit_interval_raises(sym_data, alpha):
         bf.FlowConfig(alpha=alpha)
     net = _net(np.random.default_rng(0), (D, 4, P), 0.3)
     with pytest.raises(ValueError, match=r"alpha=.* is outside \[0, 1\]"):
-        bf.gd_ensemble(net, sym_data, bf.GDConfig(), alpha=np.array([0.0, alpha]),
-                       batched_params=False)
+        bf.train(net, sym_data, bf.GDConfig(), alpha=np.array([0.0, alpha]))
 
 
 def test_bad_config_values_raise():
@@ -498,7 +498,7 @@ def test_bad_config_values_raise():
     with pytest.raises(ValueError, match="loss='hinge': choose one of mse, logistic"):
         bf.FlowConfig(loss="hinge")
     for lr in (0.0, -0.1):
-        with pytest.raises(ValueError, match="lr=.* must be > 0: the step size"):
+        with pytest.raises(ValueError, match="lr=.* must be > 0: the step η of θ ← θ − η∇J"):
             bf.GDConfig(lr=lr)
     with pytest.raises(ValueError, match="lr=inf must be finite"):
         bf.GDConfig(lr=np.inf)
@@ -515,20 +515,20 @@ def test_bad_config_values_raise():
 def test_nonpositive_lr_in_ensemble_raises(sym_data):
     net = _net(np.random.default_rng(0), (D, 4, P), 0.3)
     with pytest.raises(ValueError, match=r"lr=.* must be > 0: every member's step size"):
-        bf.gd_ensemble(net, sym_data, bf.GDConfig(), lr=np.array([0.1, 0.0]), batched_params=False)
+        bf.train(net, sym_data, bf.GDConfig(), lr=np.array([0.1, 0.0]))
 
 
 def test_diverging_learning_rate_raises_divergence_error(sym_data):
     net = _net(np.random.default_rng(0), (D, 4, P), 0.3)
     with pytest.raises(bf.DivergenceError, match=r"diverged.*with lr=5.*try lr=1\.25"):
-        bf.gd(net, sym_data, bf.GDConfig(alpha=0.5, lr=5.0, steps=300, n_records=N_REC))
+        bf.train(net, sym_data, bf.GDConfig(alpha=0.5, lr=5.0, steps=300, n_records=N_REC))
 
 
 def test_network_data_dimension_mismatch_raises(sym_data):
     with pytest.raises(ValueError, match=r"data.X has 3 columns but params takes inputs of dimension d = 4"):
-        bf.gd(_net(np.random.default_rng(0), (4, 4, P), 0.3), sym_data, bf.GDConfig())
+        bf.train(_net(np.random.default_rng(0), (4, 4, P), 0.3), sym_data, bf.GDConfig())
     with pytest.raises(ValueError, match="params has 1 outputs but data.Y has 2 columns"):
-        bf.gd(_net(np.random.default_rng(0), (D, 4, 1), 0.3), sym_data, bf.GDConfig())
+        bf.train(_net(np.random.default_rng(0), (D, 4, 1), 0.3), sym_data, bf.GDConfig())
 
 
 def test_odd_width_pair_init_raises():
@@ -570,24 +570,24 @@ def test_keep_params_records_the_path_of_gd_and_flow(sym_data):
     final params, and record j equals a separate run of k_j steps (same arithmetic)."""
     params = _net(np.random.default_rng(7), (D, 6, P), 0.3)
     cfg = bf.GDConfig(alpha=0.2, lr=0.05, steps=40, n_records=5, keep_params=True)
-    tr = bf.gd(params, sym_data, cfg)
+    tr = bf.train(params, sym_data, cfg)
     at = lambda path, j: jax.tree_util.tree_map(lambda a: a[j], path)  # noqa: E731
     assert _param_dist(at(tr.path, 0), params) == 0.0
     assert _param_dist(at(tr.path, -1), tr.params) == 0.0
     k = int(round(float(tr.t[2]) / cfg.lr))
     pcfg = bf.GDConfig(alpha=0.2, lr=0.05, steps=k, n_records=2)
-    part = bf.gd(params, sym_data, pcfg)
+    part = bf.train(params, sym_data, pcfg)
     # another compiled loop (other segment lengths): within roundoff.trajectory_gap of the
     # k-step run (T·2γ_k × measured sensitivity), < 1e-8 (a record off by one step moves θ by ~1e-3)
-    gap = trajectory_gap(lambda p: [np.asarray(x) for x in _leaves(bf.gd(p, sym_data, pcfg).params)], params,
-                         k, chain_length(params, sym_data.X.shape[0]))
+    gap = trajectory_gap(lambda p: [np.asarray(x) for x in _leaves(bf.train(p, sym_data, pcfg).params)],
+                         params, k, chain_length(params, sym_data.X.shape[0]))
     for x, y, e in zip(_leaves(at(tr.path, 2)), _leaves(part.params), gap, strict=True):
         assert np.all(np.abs(np.asarray(x) - np.asarray(y)) <= e) and np.max(e) < 1e-8
     assert part.path is None  # keep_params off: no path stored
     fl = bf.flow(params, sym_data, bf.FlowConfig(alpha=0.2, t_max=1.0, n_records=3,
                                                  keep_params=True))
     assert _param_dist(at(fl.path, -1), fl.params) == 0.0
-    ens = bf.gd_ensemble(params, sym_data, cfg, alpha=[0.0, 1.0], batched_params=False)
+    ens = bf.train(params, sym_data, cfg, alpha=[0.0, 1.0])
     assert _leaves(ens.path)[0].shape[:2] == (2, len(ens.t[0]))
 
 
@@ -596,8 +596,7 @@ def test_more_bad_input_is_named(sym_data):
     with pytest.raises(ValueError, match="weight_decay"):
         bf.GDConfig(weight_decay=float("nan"))
     with pytest.raises(ValueError, match="weight_decay"):
-        bf.gd_ensemble(params, sym_data, bf.GDConfig(steps=2), weight_decay=[0.1, -1.0],
-                       batched_params=False)
+        bf.train(params, sym_data, bf.GDConfig(steps=2), weight_decay=[0.1, -1.0])
     with pytest.raises(TypeError, match="steps=2.5 must be a whole number"):
         bf.GDConfig(steps=2.5)
     with pytest.raises(ValueError, match="t_max"):
@@ -641,17 +640,16 @@ def test_config_fields_refuse_the_wrong_type():
 
 def test_logistic_loss_refuses_real_valued_labels(sym_data):
     net = _net(np.random.default_rng(0), (D, 4, P), 0.3)
-    for run, cfg in [(bf.gd, bf.GDConfig(loss="logistic", steps=2, n_records=2)),
+    for run, cfg in [(bf.train, bf.GDConfig(loss="logistic", steps=2, n_records=2)),
                      (bf.flow, bf.FlowConfig(loss="logistic", t_max=0.1, n_records=2))]:
         with pytest.raises(ValueError, match=r"^data.Y: the logistic loss needs labels y = ±1.*loss='mse'"):
             run(net, sym_data, cfg)
     with pytest.raises(ValueError, match="data.Y: the logistic loss"):
-        bf.gd_ensemble(net, sym_data, bf.GDConfig(loss="logistic", steps=2, n_records=2),
-                       alpha=[0.0, 1.0], batched_params=False)
+        bf.train(net, sym_data, bf.GDConfig(loss="logistic", steps=2, n_records=2), alpha=[0.0, 1.0])
     with pytest.raises(ValueError, match="^Y: the logistic loss"):
         bf.loss_value(np.zeros((4, 1)), np.array([[1.0], [0.0], [-1.0], [1.0]]), "logistic")
     labels = bf.Dataset(sym_data.X, np.sign(sym_data.Y))
-    tr = bf.gd(net, labels, bf.GDConfig(loss="logistic", lr=0.1, steps=20, n_records=2))
+    tr = bf.train(net, labels, bf.GDConfig(loss="logistic", lr=0.1, steps=20, n_records=2))
     assert float(tr.loss[-1]) < float(tr.loss[0])
 
 
@@ -666,7 +664,7 @@ def _spiking_run():
 def test_loss_spike_between_records_is_carried_and_warned():
     net, data, cfg = _spiking_run()
     with pytest.warns(bf.LossSpikeWarning, match=r"spiked to .* between records.*lr=0\.35"):
-        tr = bf.gd(net, data, cfg)
+        tr = bf.train(net, data, cfg)
     L = np.asarray(tr.loss)
     assert L[-1] < 1e-20 and np.max(L) == L[0]  # the records hide the spike
     assert float(tr.loss_max) > bf.SPIKE_FACTOR * np.max(L)
@@ -681,14 +679,14 @@ def test_loss_spike_between_records_is_carried_and_warned():
     # of the exact run (K steps of 2γ_k × the measured sensitivity of the peak to the init)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", bf.LossSpikeWarning)
-        g = trajectory_gap(lambda p: bf.gd(p, data, cfg).loss_max, net, cfg.steps, chain_length(net, 2))
+        g = trajectory_gap(lambda p: bf.train(p, data, cfg).loss_max, net, cfg.steps, chain_length(net, 2))
     # and the bound is below the gap to any other step's loss: the wrong step's peak would fail
     assert abs(float(tr.loss_max) - peak) <= 2 * float(g) < peak - runner_up
 
 
 def test_loss_max_of_a_smooth_run_is_its_first_loss(sym_data, recwarn):
     net = _net(np.random.default_rng(0), (D, 4, P), 0.3)
-    tr = bf.gd(net, sym_data, bf.GDConfig(alpha=0.3, lr=0.05, steps=200, n_records=N_REC))
+    tr = bf.train(net, sym_data, bf.GDConfig(alpha=0.3, lr=0.05, steps=200, n_records=N_REC))
     # the max is L(θ₀), computed in the loop (the gradient's forward) and by the record
     # (observe's forward): two evaluations of one loss, within roundoff.loss_eval_gap
     k = chain_length(net, sym_data.X.shape[0])
@@ -699,8 +697,7 @@ def test_loss_max_of_a_smooth_run_is_its_first_loss(sym_data, recwarn):
 
     L0 = float(np.max(np.asarray(tr.loss)))
     assert abs(float(tr.loss_max) - L0) <= gap(L0) < 1e-9 * L0  # a wrong step's loss is O(1e-2) off
-    ens = bf.gd_ensemble(net, sym_data, bf.GDConfig(lr=0.05, steps=200, n_records=N_REC),
-                         alpha=[0.0, 1.0], batched_params=False)
+    ens = bf.train(net, sym_data, bf.GDConfig(lr=0.05, steps=200, n_records=N_REC), alpha=[0.0, 1.0])
     for top, L in zip(np.asarray(ens.loss_max), np.max(np.asarray(ens.loss), axis=1), strict=True):
         assert abs(top - L) <= gap(L)
     assert not [w for w in recwarn if issubclass(w.category, bf.LossSpikeWarning)]
@@ -736,7 +733,7 @@ def test_flow_stalled_on_a_relu_kink_says_so_early_and_its_advice_works():
     # about 2|L(η) − L(η/2)| (Richardson); the loose solve's, its distance to a 3x tighter one
     loose = bf.flow(net, data, dataclasses.replace(cfg, rtol=1e-4, atol=1e-6))
     tighter = bf.flow(net, data, dataclasses.replace(cfg, rtol=1e-4 / 3, atol=1e-6 / 3))
-    gd, gd_half = (bf.gd(net, data, bf.GDConfig(alpha=0.0, lr=1e-3 / h, steps=5000 * h, n_records=3))
+    gd, gd_half = (bf.train(net, data, bf.GDConfig(alpha=0.0, lr=1e-3 / h, steps=5000 * h, n_records=3))
                    for h in (1, 2))
     assert float(loose.t[-1]) == 5.0
     L, L_gd = float(loose.loss[-1]), float(gd.loss[-1])
@@ -781,6 +778,6 @@ def test_failed_runs_print_nothing(capfd, smooth_flow):
     data = bf.Dataset(X, Y, mirror=False)
     biased = bf.init_gaussian(jax.random.PRNGKey(0), (2, 4, 1), 1.0, bias=True)
     with pytest.raises(bf.DivergenceError):
-        bf.gd(biased, data, bf.GDConfig(lr=30.0, steps=300, n_records=5))
+        bf.train(biased, data, bf.GDConfig(lr=30.0, steps=300, n_records=5))
     out, err = capfd.readouterr()
     assert "DLASCL" not in out + err and "illegal" not in out + err

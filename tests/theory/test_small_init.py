@@ -32,8 +32,8 @@ def test_linear_net_on_moment_data_follows_the_full_data_trajectory(widths):
     params = bf.init_gaussian(jax.random.PRNGKey(1), widths, 0.3)
     # keep_params for loss_eval_gap's path; every run below shares this one program per data set
     cfg = bf.GDConfig(alpha=1.0, lr=0.05, steps=400, n_records=21, keep_params=True)
-    full = bf.gd(params, bf.Dataset(X, Y), cfg)
-    mom = bf.gd(params, m.data, cfg)
+    full = bf.train(params, bf.Dataset(X, Y), cfg)
+    mom = bf.train(params, m.data, cfg)
     # equal in exact arithmetic. Round-off: the moment set reproduces Σ_xx, Σ_yx only to
     # the eigendecomposition's backward error (~d² ε ||Σ||, LAPACK's p(d) ε) and the N-term
     # sums, so each step's gradient is off by <= 2γ_k relative with k = chain_length(θ, N) +
@@ -46,7 +46,7 @@ def test_linear_net_on_moment_data_follows_the_full_data_trajectory(widths):
 
     def run(data):
         def observe(p):
-            tr = bf.gd(p, data, cfg)
+            tr = bf.train(p, data, cfg)
             return {"loss": np.asarray(tr.loss), "W": [np.asarray(layer.W) for layer in tr.params]}
         return observe
 

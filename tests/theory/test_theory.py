@@ -604,7 +604,7 @@ def test_gd_mode_strength_is_the_exact_discrete_map_of_gd():
     c = bf.slope_factor(alpha)
     params = bf.init_rank_one(key, 6, 8, a0, direction=r)
     cfg = bf.GDConfig(alpha=alpha, lr=lr, steps=steps, n_records=41)
-    traj = bf.gd(params, data, cfg)
+    traj = bf.train(params, data, cfg)
     ks = np.rint(np.asarray(traj.t) / lr).astype(int)
     a_sim = np.asarray(traj.beta)[:, :, 0] @ r
     a_th = th.gd_mode_strength(ks, modes.s[0], c * a0, lr * c)
@@ -612,7 +612,7 @@ def test_gd_mode_strength_is_the_exact_discrete_map_of_gd():
     # sensitivity), the scalar recursion (the same with k = 4: a sum and three products per
     # step), and s from the data's SVD (γ_{N+d²} s, through the recursion's measured ∂a/∂s)
     N = data.X.shape[0]
-    sim = trajectory_gap(lambda p: np.asarray(bf.gd(p, data, cfg).beta)[:, :, 0] @ r, params,
+    sim = trajectory_gap(lambda p: np.asarray(bf.train(p, data, cfg).beta)[:, :, 0] @ r, params,
                          steps, chain_length(params, N))
     rec = trajectory_gap(lambda a: th.gd_mode_strength(ks, modes.s[0], c * a, lr * c), np.array(a0), steps, 4)
     rel = 1e-7
@@ -743,15 +743,15 @@ def test_deep_pair_map_is_exact_for_the_identity_activation():
     data = bf.Dataset(X, Y)
     # keep_params for loss_eval_gap's path: every run below is this one compiled program
     cfg = bf.GDConfig(alpha=1.0, lr=0.05, steps=200, n_records=5, keep_params=True)
-    pair = bf.gd(th.deep_linear_to_pair(lin, 1.0), data, cfg)
-    padded = bf.gd(pad_hidden(lin, 8), data, cfg)
+    pair = bf.train(th.deep_linear_to_pair(lin, 1.0), data, cfg)
+    padded = bf.train(pad_hidden(lin, 8), data, cfg)
     assert float(pair.loss[-1]) < 0.5 * float(pair.loss[0])  # it did train
     # equal in exact arithmetic: each run's roundoff.trajectory_gap (200 steps · 2γ_k × its
     # measured sensitivity) plus each loss evaluation's loss_eval_gap (near-exact fits)
     k = chain_length(th.deep_linear_to_pair(lin, 1.0), X.shape[0])
     e = 0.0
     for init, tr in ((th.deep_linear_to_pair(lin, 1.0), pair), (pad_hidden(lin, 8), padded)):
-        e = e + trajectory_gap(lambda p: np.asarray(bf.gd(p, data, cfg).loss), init, cfg.steps, k)
+        e = e + trajectory_gap(lambda p: np.asarray(bf.train(p, data, cfg).loss), init, cfg.steps, k)
         e = e + loss_eval_gap(tr.path, X, Y, tr.loss, k)
     assert np.all(np.abs(np.asarray(pair.loss) - np.asarray(padded.loss)) <= e)
     assert np.max(e) < 1e-8 * float(pair.loss[0])  # a broken pair map is off by O(1e-2)

@@ -78,6 +78,10 @@ class Runs:
     def __len__(self) -> int:
         return len(self.nets)
 
+    def ordered(self, names) -> Runs:
+        """The same runs, members in the order of ``names``."""
+        return Runs({n: self.nets[n] for n in names}, {n: self.twins[n] for n in names if n in self.twins})
+
     def twin(self, name: str) -> Trajectory:
         if name not in self.twins:
             raise KeyError(f"member {name!r} was trained without its twin: pass Member(..., twin=True)")
@@ -130,7 +134,7 @@ def train_members(members: Mapping[str, Member], data: Dataset, cfg, *, layout: 
         vectors = {"alpha": np.array([m.alpha for m in ms], dtype=float),
                    "lr": np.array([cfg.lr if m.lr is None else m.lr for m in ms], dtype=float),
                    "weight_decay": np.array([m.weight_decay for m in ms], dtype=float)}
-        tr = _train(params, data, cfg, vectors, batched=True, layout=layout)
+        tr = _train(params, data, cfg, vectors, batched=True, layout=layout, checked=True)
         out |= {k: tr.member(i) for i, k in enumerate(keys)}
     return Runs({n: out[(n, False)] for n in members},
                 {n: out[(n, True)] for n, m in members.items() if m.twin})

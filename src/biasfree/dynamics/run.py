@@ -87,9 +87,9 @@ def check_params_data(params: Params, data: Dataset, loss: str, batched: bool = 
     one = params
     if batched and is_net(params):  # not a net: check_net below raises the TypeError naming params
         if any(la.batch_ndim != 1 for la in params):
-            raise ValueError("params: with batched_params=True every weight needs one leading ensemble "
+            raise ValueError("params: with batched=True every weight needs one leading ensemble "
                              "axis (B, n_out, n_in) for W, (B, C_out, C_in, *k) for a conv kernel, e.g. "
-                             "jax.vmap(init)(keys); pass batched_params=False to share one network")
+                             "jax.vmap(init)(keys); pass batched=False to share one network")
         sizes = {np.shape(x)[0] for x in jax.tree_util.tree_leaves(params)}
         if len(sizes) != 1:
             raise ValueError(f"params: the leading ensemble axes differ {sorted(sizes)}; every leaf "

@@ -37,6 +37,7 @@ a step, from ``fold_in(key, k)``.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -460,6 +461,15 @@ def _config(optimiser, kw: dict) -> TrainConfig:
     """The run's :class:`TrainConfig`: ``optimiser`` itself when it is one (keywords then set only
     per-member vectors), else built from the optimiser and the keywords."""
     given = {k: v for k, v in kw.items() if v is not None}
+    if not (optimiser is None or isinstance(optimiser, TrainConfig) or _is_transformation(optimiser)):
+        validate.callable_("optimiser", optimiser, validate.OPTIMISER + ", or a biasfree.TrainConfig")
+    for k in ("alpha", "lr", "weight_decay"):
+        if k in given:
+            try:
+                np.asarray(given[k], dtype=float)
+            except (TypeError, ValueError):
+                raise ValueError(f"{k}={given[k]!r} must be a number or a 1-D array of per-member values "
+                                 "(one per ensemble member)") from None
     if isinstance(optimiser, TrainConfig):
         clash = [k for k in given if k not in ("alpha", "lr", "weight_decay")
                  or np.ndim(given[k]) == 0]
@@ -474,15 +484,16 @@ def _config(optimiser, kw: dict) -> TrainConfig:
     return TrainConfig(optimiser=optimiser, **scalar)
 
 
-def _vectors(cfg: TrainConfig, kw: dict) -> dict:
-    """Per-member α, η, λ: the keywords' arrays (length B or 1) or the config's value."""
+def _vectors(cfg: TrainConfig, kw: dict, checked: bool = False) -> dict:
+    """Per-member α, η, λ: the keywords' arrays (length B or 1), checked unless ``checked``
+    (values of validated Member records), or the config's value."""
     rules = {"alpha": lambda v: validate.slope(v, "alpha", array_ok=True),
              "lr": lambda v: validate.positive("lr", v, why="every member's step size η"),
              "weight_decay": lambda v: validate.nonnegative("weight_decay", v, why="λ of (λ/2)||θ||²")}
     out = {}
     for k, rule in rules.items():
         v = kw.get(k)
-        v = getattr(cfg, k) if v is None or np.ndim(v) == 0 else rule(v)
+        v = getattr(cfg, k) if v is None or np.ndim(v) == 0 else v if checked else rule(v)
         v = np.asarray(np.nan if v is None else v, dtype=float)
         if v.ndim > 1 or v.size == 0:
             raise ValueError(f"{k} must be a scalar or a 1-D array of per-member values, got shape {v.shape}")
@@ -490,6 +501,17 @@ def _vectors(cfg: TrainConfig, kw: dict) -> dict:
     return out
 
 
+def _member_order(fn):
+    """Named members come back in the caller's order (the precision wrapper's tree_map sorts a
+    mapping's keys)."""
+    @functools.wraps(fn)
+    def keeping(params, *args, **kwargs):
+        out = fn(params, *args, **kwargs)
+        return out.ordered(list(params)) if isinstance(params, Mapping) else out
+    return keeping
+
+
+@_member_order
 @precise
 def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, alpha=None, lr=None,
           weight_decay=None, loss: str | None = None, batch_size: int | None = None,
@@ -558,6 +580,8 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
         time_budget = validate.positive("time_budget", time_budget, scalar=True, why="seconds of training")
     if isinstance(params, Mapping):
         from .ensemble import train_members  # named members: grouped into ensemble calls of this loop
+        if not params:
+            raise ValueError("params: an empty mapping of members; give at least one {name: Member(net)}")
         if twin is not False or batched:
             raise ValueError("train: with named members ask for twins per member (Member(..., twin=True)) "
                              "and leave twin and batched unset")
@@ -567,10 +591,11 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
 
 
 def _train(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, twin=False, batched=False,
-           layout=None, observables="all", progress=None, time_budget=None, segments=None):
+           layout=None, observables="all", progress=None, time_budget=None, segments=None, checked=False):
     """:func:`train` once the call's own arguments are checked: checks the run's net and data
     (once), builds the job and runs it. ``segments`` (B, R−1): each member's own steps between
-    records (an ensemble whose members run different step counts; internal)."""
+    records (an ensemble whose members run different step counts; internal); ``checked``: the
+    per-member values in ``kw`` were validated already (Member records)."""
     run.check_params_data(params, data, cfg.loss, batched=batched)
     _check_batches(cfg, data)
     if cfg.batch_size is not None:
@@ -578,7 +603,7 @@ def _train(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, 
     elif key is not None:
         raise ValueError("key: full-batch training draws nothing; pass batch_size for minibatches "
                          "or leave key=None")
-    vec = _vectors(cfg, kw or {})
+    vec = _vectors(cfg, kw or {}, checked)
     sizes = {k: v.size for k, v in vec.items() if v.ndim > 0}
     if batched:
         sizes["params"] = jax.tree_util.tree_leaves(params)[0].shape[0]
