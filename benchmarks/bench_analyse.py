@@ -41,7 +41,7 @@ def problem(d: int, m: int, n: int, kind: str, seed: int = 0):
     """``(params, X, Y)``: the net and data of one arm (module doc)."""
     import numpy as np
 
-    from biasfree import Layer
+    from biasfree.nets import Layer
 
     rng = np.random.default_rng(seed)
     side = int(round(np.sqrt(d)))

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from roundoff import chain_length, loss_eval_gap, trajectory_gap
 
-from biasfree import Layer
 from biasfree.dynamics.twin_training import gaps_batched, mirrored_half, train_with_twin
+from biasfree.nets import Layer
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 

@@ -136,7 +136,7 @@ def test_homogeneity():
 
 def test_depth3_example_exact_values():
     g = depth3_example()
-    assert bf.widths(g) == (2, 4, 2, 1) and not any(layer.b is not None for layer in g)
+    assert bf.nets.widths(g) == (2, 4, 2, 1) and not any(layer.b is not None for layer in g)
     out = np.asarray(forward(g, np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), 0.0))[:, 0]
     assert out.tolist() == [1.0, 0.0, 0.0]  # linear would force g(1,1) = g(1,0) + g(0,1) = 1
     X = _rng(3).normal(size=(200, 2))
@@ -208,7 +208,7 @@ def test_x1x2x3_any_depth_floor_is_two_sevenths():
 
 def test_abs_target_is_even_and_homogeneous():
     X = _rng(7).normal(size=(500, 4))
-    f = bf.abs_target(0)
+    f = bf.data.abs_target(0)
     ev = floors.homogeneous_floor(f, X, even_only=True)
     # |x₁| is even and 1-homogeneous: 0 up to the quadrature's bound and 4γ_N of the power
     assert abs(ev.value) <= ev.quad_error + 4 * gamma(X.shape[0]) * ev.power
@@ -362,8 +362,8 @@ def test_trained_two_layer_net_stays_at_floor_on_x1x2x3():
     with probability ~1e-6 (asymptotically): 0.092 for n = 1000.
     """
     n = 1000
-    X = bf.symmetrize(bf.gaussian_inputs(jax.random.PRNGKey(2), n, 3))
-    data = bf.Dataset(X, bf.product_target()(X))
+    X = bf.symmetrize(bf.data.gaussian_inputs(jax.random.PRNGKey(2), n, 3))
+    data = bf.Dataset(X, bf.data.product_target()(X))
     fit = fit_net(data, jax.random.PRNGKey(3), (3, 20, 1), bf.GDConfig(lr=0.05, steps=600, n_records=30))
     eps = 3 * stats.chi2(3).isf(1e-6) / n
     power = fit.floor.power
@@ -379,8 +379,8 @@ def test_trained_two_layer_net_stays_at_floor_on_x1x2x3():
 
 def test_depth3_net_beats_the_two_layer_floor_on_an_odd_target():
     n = 150
-    X = bf.symmetrize(bf.gaussian_inputs(jax.random.PRNGKey(4), n, 3))
-    data = bf.Dataset(X, bf.product_target()(X))
+    X = bf.symmetrize(bf.data.gaussian_inputs(jax.random.PRNGKey(4), n, 3))
+    data = bf.Dataset(X, bf.data.product_target()(X))
     fit = fit_net(data, jax.random.PRNGKey(5), (3, 16, 16, 1), bf.GDConfig(lr=0.05, steps=800, n_records=10),
                   gain=1.0, restarts=2)
     # exact comparison on the training set, no tolerance needed: no two-layer bias-free

@@ -381,7 +381,7 @@ def sweep(
     Every point is validated before any task starts (exit 2 on a bad spec). Points are
     saved once, under OUT/points/<hash of experiment, config, seed, version>/; a rerun
     computes only the missing ones. Writes OUT/table.parquet (load it with
-    biasfree.load_sweep) and OUT/summary.png; exits 1 if a point failed (its crash
+    biasfree.experiments.load_sweep) and OUT/summary.png; exits 1 if a point failed (its crash
     record, as `biasfree run` writes it, in OUT/points/KEY/, and in the table), 2 if no
     worker joins within --worker-timeout."""
     out = out if out is not None else Path("results") / "sweeps" / spec.stem
