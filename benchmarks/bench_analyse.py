@@ -66,7 +66,7 @@ def one(size: str, kind: str) -> dict:
 
     d, m, n = SIZES[size]
     params, X, Y = problem(d, m, n, kind)
-    analyse = bf.analyse  # the lazy import of biasfree.analysis, outside the timing
+    analyse = bf.analyse
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     t0 = time.perf_counter()
     res = analyse(params, (X, Y), alpha=0.0)
