@@ -16,9 +16,9 @@ from scipy import stats
 
 import biasfree as bf
 from biasfree.core.nets import forward
-from biasfree.expressivity import characterise as verdict
 from biasfree.expressivity import decomposition as ex
 from biasfree.expressivity import floors
+from biasfree.expressivity.characterise import EVEN_PART_LINEAR, ODD_PART, characterise
 from biasfree.expressivity.depth_separation import depth3_example, fit_net, init_batch
 from biasfree.theory import floors as closed
 
@@ -174,7 +174,7 @@ def test_linear_target_has_zero_floor_and_is_reachable():
     # power); a target the homogeneous fit misses gives O(1e-2) and more
     ad = fl.any_depth
     assert ad.normalised <= (ad.quad_error + 4 * gamma(X.shape[0]) * ad.power) / ad.power
-    ch = verdict.characterise(lambda X: X @ T.T, X)
+    ch = characterise(lambda X: X @ T.T, X)
     # distance = √(2 floor): the odd part's exact least-squares floor (_odd_fit_tol), even part 0
     assert ch.reachable and ch.out_of_reach == () and ch.distance <= np.sqrt(2 * _odd_fit_tol(X, X @ T.T))
 
@@ -188,8 +188,8 @@ def test_x1x2x3_floor_is_one_and_odd_part_out_of_reach():
     assert 0.995 <= fl.total.normalised <= 1.0
     assert abs(fl.total.value - 0.5) <= Z * fl.total.error and fl.total.se <= 0.025  # ½E y² = ½
     assert fl.even.value == 0.0  # odd target: no even part at all
-    ch = verdict.characterise(x1x2x3, X)
-    assert not ch.reachable and ch.out_of_reach == (verdict.ODD_PART,)
+    ch = characterise(x1x2x3, X)
+    assert not ch.reachable and ch.out_of_reach == (ODD_PART,)
     assert "out of reach" in ch.summary()
 
 
@@ -212,15 +212,15 @@ def test_abs_target_is_even_and_homogeneous():
     ev = floors.homogeneous_floor(f, X, even_only=True)
     # |x₁| is even and 1-homogeneous: 0 up to the quadrature's bound and 4γ_N of the power
     assert abs(ev.value) <= ev.quad_error + 4 * gamma(X.shape[0]) * ev.power
-    ch = verdict.characterise(f, X)
+    ch = characterise(f, X)
     # total = odd (|x₁| has none: the exact-fit bound) + even (ray quadrature: its quad_error and
     # 4γ_N of the power), relative to the power; a target out of reach gives O(0.1)
     tot = floors.two_layer_floor(f, X).total
     rel_tol = (tot.quad_error + 4 * gamma(X.shape[0]) * tot.power + _odd_fit_tol(X, f(X))) / tot.power
     assert ch.reachable and ch.relative_floor <= rel_tol
     # a linear net (alpha = 1) has no even part: |x1| is entirely out of its reach
-    lin = verdict.characterise(f, X, alpha=1.0)
-    assert lin.out_of_reach == (verdict.EVEN_PART_LINEAR,)
+    lin = characterise(f, X, alpha=1.0)
+    assert lin.out_of_reach == (EVEN_PART_LINEAR,)
     # y odd part is 0 exactly (|x| is even to the bit), y = y_even: a ratio of two N-term means
     assert lin.relative_floor == pytest.approx(1.0, rel=2 * gamma(X.shape[0]) + 2 * EPS)
 
