@@ -41,7 +41,7 @@ def problem(d: int, m: int, n: int, kind: str, seed: int = 0):
     """``(params, X, Y)``: the net and data of one arm (module doc)."""
     import numpy as np
 
-    from biasfree import Layer
+    from biasfree.nets import Layer
 
     rng = np.random.default_rng(seed)
     side = int(round(np.sqrt(d)))
@@ -66,7 +66,7 @@ def one(size: str, kind: str) -> dict:
 
     d, m, n = SIZES[size]
     params, X, Y = problem(d, m, n, kind)
-    analyse = bf.analyse  # the lazy import of biasfree.analysis, outside the timing
+    analyse = bf.analyse
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     t0 = time.perf_counter()
     res = analyse(params, (X, Y), alpha=0.0)

@@ -38,8 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from biasfree import load_sweep, parse_spec, read_spec, run_sweep
 from biasfree.app.sweep_cluster import COMPILE_CACHE, WORKER_ENV
+from biasfree.experiments import load_sweep, parse_spec, read_spec, run_sweep
 
 TRIVIAL = {"experiment": "orthogonal-inputs", "preset": "tiny",
            "fixed": {"n": 3, "d": 4, "t_max": 20.0, "n_records": 41, "width": 6}}

@@ -17,13 +17,13 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "biasfree"
 
 LAYERS = {
     "_validate": 0, "results": 0,
-    "core": 1,
+    "core": 1, "data": 1, "nets": 1, "precision": 1,
     "dynamics": 2, "theory": 2,
     "expressivity": 3,
     "store": 4, "_figure": 4,
-    "analysis": 5,
+    "analysis": 5, "models": 5,
     "claims": 6,
-    "app": 7,
+    "app": 7, "experiments": 7,
 }
 """Top-level module or folder -> its layer: an import may reach its own unit or a lower
 layer only (docs/development.md, "Layout")."""

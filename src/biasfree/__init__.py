@@ -5,102 +5,149 @@ gradient flow, closed-form theory, expressivity analysis and self-checking
 experiments for Zhang, Saxe & Latham (TMLR 2025). biasfree computes in float64 by
 default, without touching JAX's global settings (``jax_enable_x64`` stays as it was):
 each public function runs under ``jax.enable_x64`` at its ``precision`` ("float64", or
-"float32" on request; see :mod:`biasfree.core.precision`). The identities it checks hold to
+"float32" on request; see :mod:`biasfree.precision`). The identities it checks hold to
 round-off only in double precision.
 
-The package's top level is lazy (PEP 562): ``import biasfree`` loads no JAX; each public
-name below imports its module on first use (``bf.gd``, ``from biasfree import gd``), so
-the command line can refuse bad arguments before the engine loads. ``__all__`` and
-``dir(biasfree)`` list every public name, loaded or not.
+The top level holds the entry points a user calls (``__all__``, docs/api.md); the rest
+lives in named submodules: :mod:`biasfree.data`, :mod:`biasfree.nets`,
+:mod:`biasfree.dynamics`, :mod:`biasfree.theory` (and its :mod:`~biasfree.margin`),
+:mod:`biasfree.expressivity`, :mod:`biasfree.models`, :mod:`biasfree.experiments`,
+:mod:`biasfree.precision`. The names that were top level before 0.2 still resolve here,
+with a ``DeprecationWarning`` naming their new place (:data:`_MOVED`).
 """
-
-from __future__ import annotations
 
 import importlib
 import importlib.metadata
-import sys
-import types
+import warnings
 
-_SUBMODULES = {"margin": "theory.margin", "theory": "theory"}
-"""Public submodules (name -> module), reached as ``biasfree.theory``, ``biasfree.margin``."""
+# analysis: a user's model and data -> a graded verdict
+from .analysis.analyse import analyse as analyse
+from .analysis.report import Analysis as Analysis
+from .analysis.report import save_analysis as save_analysis
 
-_EXPORTS: dict[str, tuple[str, ...]] = {
-    "analysis.analyse": ("analyse",),
-    "analysis.report": ("Analysis", "save_analysis"),
-    "core.data": ("Dataset", "asymmetric_half", "check_data", "gaussian_inputs", "label_data",
-        "symmetrize"),
-    "core.moments": ("Whitened", "cross_covariance", "input_covariance", "moment_data", "whiten"),
-    "core.targets": ("abs_target", "linear_target", "make_dataset", "product_target", "sine_target",
-        "teacher_matrix", "xor_target"),
-    "core.symmetry": ("asymmetry", "is_symmetric"),
-    "core.real_data": ("RealData", "load_data", "one_hot"),
-    "expressivity.depth_separation": ("NetFit", "depth3_example", "fit_net"),
-    "dynamics.ensemble": ("Member", "Runs"),
-    "dynamics.legacy": ("gd", "gd_ensemble", "gd_members"),
-    "expressivity.decomposition": ("Decomposition", "OddFit", "decompose", "homogeneity_gap",
-        "is_positively_homogeneous", "net_function", "odd_nonlinearity"),
-    "expressivity.characterise": ("Characterisation", "characterise"),
-    "expressivity.local_linear": ("LocalLinear", "local_linear", "participation_ratio"),
-    "expressivity.floors": ("DatasetFloor", "Floor", "TwoLayerFloor", "dataset_floor", "homogeneous_floor",
-        "odd_floor", "ray_moments", "two_layer_floor"),
-    "analysis.interop": ("Model", "UnsupportedModelError", "from_equinox", "from_state_dict", "from_torch",
-        "load_model", "save_model"),
-    "dynamics.losses": ("forward_mirrored", "loss_value", "objective", "objective_mirrored"),
-    "core.layers": ("Layer", "Params", "scale_params"),
-    "core.inits": ("from_arrays", "init_conv", "init_gaussian", "init_pairs", "init_rank_one", "pair_up"),
-    "core.conv": ("Conv", "PooledDense"),
-    "core.nets": ("beta_eff", "depth", "end_to_end_linear", "even_part", "forward", "hidden", "leaky_relu",
-        "odd_part", "widths"),
-    "core.twin": ("linear_twin", "slope_factor"),
-    "core.precision": ("PRECISIONS", "current_precision", "precise", "use_precision"),
-    "app.sweep": ("load_sweep", "parse_spec", "read_spec", "run_sweep"),
-    "dynamics.batching": ("flow_ensemble",),
-    "dynamics.diagnosis": ("SPIKE_FACTOR", "DivergenceError", "FlowStallError", "LossSpikeWarning"),
-    "dynamics.flow": ("FlowConfig", "flow", "record_times"),
-    "dynamics.trainer": ("GDConfig", "TrainConfig", "record_steps", "train"),
-    "dynamics.optimiser_twin": ("optimiser_twin",),
-    "analysis.optax_training": ("OptaxConfig",),
-    "dynamics.trajectory": ("Trajectory", "conserved_quantities", "observe"),
-}
-"""Module (under ``biasfree``) -> the public names it defines."""
+# training: gradient descent, gradient flow, any optax optimiser, ensembles
+from .dynamics import DivergenceError as DivergenceError
+from .dynamics import FlowConfig as FlowConfig
+from .dynamics import GDConfig as GDConfig
+from .dynamics import Member as Member
+from .dynamics import Runs as Runs
+from .dynamics import TrainConfig as TrainConfig
+from .dynamics import Trajectory as Trajectory
+from .dynamics import flow as flow
+from .dynamics import flow_ensemble as flow_ensemble
+from .dynamics import optimiser_twin as optimiser_twin
+from .dynamics import train as train
 
-_HOME = {name: mod for mod, names in _EXPORTS.items() for name in names}
+# nets: the bias-free family, its inits and its linear twin
+from .nets import beta_eff as beta_eff
+from .nets import forward as forward
+from .nets import from_arrays as from_arrays
+from .nets import init_conv as init_conv
+from .nets import init_gaussian as init_gaussian
+from .nets import init_pairs as init_pairs
+from .nets import init_rank_one as init_rank_one
+from .nets import linear_twin as linear_twin
+from .nets import pair_up as pair_up
 
+# data: symmetric data sets, targets, real data
+from .data import Dataset as Dataset
+from .data import linear_target as linear_target
+from .data import load_data as load_data
+from .data import make_dataset as make_dataset
+from .data import sine_target as sine_target
+from .data import symmetrize as symmetrize
 
-def __getattr__(name: str):
-    """Import the module that defines ``name`` and bind every public name of it here."""
-    if name in _SUBMODULES:
-        return importlib.import_module(f"{__name__}.{_SUBMODULES[name]}")
-    mod = _HOME.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(f"{__name__}.{mod}")
-    globals().update({n: getattr(module, n) for n in _EXPORTS[mod]})
-    return globals()[name]
+# models: PyTorch, equinox and weight files in and out
+from .models import Model as Model
+from .models import from_torch as from_torch
+from .models import load_model as load_model
+from .models import save_model as save_model
 
+# experiments and precision
+from .experiments import run as run
+from .experiments import sweep as sweep
+from .precision import use_precision as use_precision
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
-
-class _Package(types.ModuleType):
-    """Keeps a public function bound over the submodule of the same name
-    (``biasfree.analyse`` is the function; the module stays ``sys.modules["biasfree.analyse"]``):
-    importing a submodule sets it as an attribute of the package, which would shadow the
-    function once the module loads."""
-
-    def __setattr__(self, name: str, value) -> None:
-        if isinstance(value, types.ModuleType) and name in _HOME:
-            return  # __getattr__ binds the function on first use
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
-
+# submodules
+from . import data as data
+from . import dynamics as dynamics
+from . import expressivity as expressivity
+from . import nets as nets
+from . import theory as theory
+from .theory import margin as margin
 
 try:
     __version__ = importlib.metadata.version("biasfree")
 except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = [*_HOME, *_SUBMODULES, "__version__"]  # every name of _EXPORTS and _SUBMODULES
+__all__ = [
+    # analysis
+    "analyse", "Analysis", "save_analysis",
+    # training
+    "train", "TrainConfig", "flow", "FlowConfig", "GDConfig", "Trajectory", "Member", "Runs", "flow_ensemble",
+    "DivergenceError",
+    # nets
+    "init_gaussian", "init_pairs", "pair_up", "init_rank_one", "init_conv", "from_arrays", "forward",
+    "linear_twin", "optimiser_twin", "beta_eff",
+    # data
+    "Dataset", "make_dataset", "symmetrize", "load_data", "sine_target", "linear_target",
+    # models
+    "load_model", "save_model", "from_torch", "Model",
+    # experiments and precision
+    "run", "sweep", "use_precision",
+    # submodules
+    "data", "dynamics", "expressivity", "margin", "nets", "theory",
+    "__version__",
+]
+
+_MOVED: dict[str, str] = {
+    **dict.fromkeys((
+        "RealData", "Whitened", "abs_target", "asymmetric_half", "asymmetry", "check_data",
+        "cross_covariance", "gaussian_inputs", "input_covariance", "is_symmetric", "label_data",
+        "moment_data", "one_hot", "product_target", "teacher_matrix", "whiten", "xor_target"), "data"),
+    **dict.fromkeys((
+        "Conv", "Layer", "Params", "PooledDense", "depth", "end_to_end_linear", "even_part", "hidden",
+        "leaky_relu", "odd_part", "scale_params", "slope_factor", "widths"), "nets"),
+    **dict.fromkeys((
+        "Characterisation", "DatasetFloor", "Decomposition", "Floor", "LocalLinear", "NetFit", "OddFit",
+        "TwoLayerFloor", "characterise", "dataset_floor", "decompose", "depth3_example", "fit_net",
+        "homogeneity_gap", "homogeneous_floor", "is_positively_homogeneous", "local_linear", "net_function",
+        "odd_floor", "odd_nonlinearity", "participation_ratio", "ray_moments", "two_layer_floor"),
+        "expressivity"),
+    **dict.fromkeys(("SPIKE_FACTOR", "FlowStallError", "LossSpikeWarning", "record_steps", "record_times"),
+                    "dynamics"),
+    **dict.fromkeys(("forward_mirrored", "loss_value", "objective", "objective_mirrored"), "dynamics.losses"),
+    **dict.fromkeys(("conserved_quantities", "observe"), "dynamics.trajectory"),
+    **dict.fromkeys(("UnsupportedModelError", "from_equinox", "from_state_dict"), "models"),
+    **dict.fromkeys(("PRECISIONS", "current_precision", "precise"), "precision"),
+    **dict.fromkeys(("load_sweep", "parse_spec", "read_spec", "run_sweep"), "experiments"),
+}
+"""Names that were top level before 0.2 -> the module (under ``biasfree``) they live in now.
+Each still resolves here for one release, with a ``DeprecationWarning`` naming that place."""
+
+_HINTS = {"run_sweep": "; biasfree.sweep also takes a spec file's path"}
+
+_KEPT = {"gd": "dynamics", "gd_ensemble": "dynamics", "gd_members": "dynamics",
+         "OptaxConfig": "analysis.optax_training"}
+"""Names kept out of ``__all__`` that resolve here without a warning from this module (their
+own deprecation is their functions')."""
+
+
+def __getattr__(name: str):
+    """A name moved out of the top level (:data:`_MOVED`), with a ``DeprecationWarning``
+    pointing at the caller's line; the three of :data:`_KEPT`, silently."""
+    home = _MOVED.get(name)
+    if home is not None:
+        warnings.warn(f"biasfree.{name} is deprecated: use biasfree.{home}.{name} (moved from the top "
+                      f"level in 0.2{_HINTS.get(name, '')})", DeprecationWarning, stacklevel=2)
+    else:
+        home = _KEPT.get(name)
+        if home is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+
+
+def __dir__() -> list[str]:
+    """``__all__`` and the module's dunder names: what a user should reach for."""
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__") and n.endswith("__"))})

@@ -36,7 +36,7 @@ def _net(seed, widths, scale=0.1, bias=False):
 def _kaiming_uniform(seed, widths):
     """PyTorch's default nn.Linear init, U(±1/√fan_in), built without torch."""
     rng = np.random.default_rng(seed)
-    return tuple(bf.Layer(rng.uniform(-1, 1, size=(o, i)) / np.sqrt(i))
+    return tuple(bf.nets.Layer(rng.uniform(-1, 1, size=(o, i)) / np.sqrt(i))
                  for i, o in zip(widths[:-1], widths[1:], strict=True))
 
 
@@ -52,8 +52,8 @@ def _odd_linear_tol(Ws, X):
     forward_gap e(x) of it, and a backward-stable lstsq (Higham §20) misses an exact fit by
     ``4γ_{Nd}(||X||₂||β|| + ||F_odd||)``; squared over ``||F_odd||²``. A nonlinear odd part
     (depth 3) gives O(0.01–1)."""
-    F = 0.5 * (np.asarray(bf.forward(tuple(bf.Layer(W) for W in Ws), X, 0.0))
-               - np.asarray(bf.forward(tuple(bf.Layer(W) for W in Ws), -X, 0.0)))
+    F = 0.5 * (np.asarray(bf.forward(tuple(bf.nets.Layer(W) for W in Ws), X, 0.0))
+               - np.asarray(bf.forward(tuple(bf.nets.Layer(W) for W in Ws), -X, 0.0)))
     e = forward_gap(Ws, X)
     return (np.linalg.norm(e) + lstsq_residual_gap(X, F)) ** 2 / np.sum(F**2)
 
@@ -243,7 +243,7 @@ def test_time_budget_stops_training_and_says_so():
     # spent at once, so the run stops after its first chunk, and progress said where
     from biasfree.dynamics.trainer import _chunks
 
-    first = int(bf.record_steps(10_000, 101)[_chunks(100, True)[0][1]])
+    first = int(bf.dynamics.record_steps(10_000, 101)[_chunks(100, True)[0][1]])
     assert first == 500 and tr.steps_run == first < tr.config.steps and calls == [(first, 10_000)]
     assert any("time budget" in n for n in res.verdict.training.notes)
 
@@ -282,11 +282,11 @@ def test_bad_input_is_refused_before_any_computation():
 
 def test_floors_refuse_an_input_law_that_is_not_symmetric():
     X = np.random.default_rng(0).normal(size=(300, 3))
-    for fn in (bf.two_layer_floor, bf.characterise):
+    for fn in (bf.expressivity.two_layer_floor, bf.expressivity.characterise):
         with pytest.raises(ValueError, match="not a sample of a law symmetric about 0"):
             fn(lambda Z: Z[:, :1], X + 1.0)
     # a symmetrised sample has every odd moment exactly 0
-    assert bf.characterise(lambda Z: Z[:, :1], np.vstack([X, -X]) + 0.0).verdict == "reachable"
+    assert bf.expressivity.characterise(lambda Z: Z[:, :1], np.vstack([X, -X]) + 0.0).verdict == "reachable"
 
 
 # ------------------------------------------------------------- the command line
@@ -384,6 +384,6 @@ def test_torch_default_init_is_analysed_honestly(tmp_path):
     res = runner.invoke(app, ["analyse", str(tmp_path / "b.safetensors"), "--alpha", "0",
                               "--out", str(tmp_path / "B")])
     assert res.exit_code == 2 and "layer 0" in res.output
-    with pytest.raises(bf.UnsupportedModelError, match=r"layer 1 \(Tanh\)"):
+    with pytest.raises(bf.models.UnsupportedModelError, match=r"layer 1 \(Tanh\)"):
         bf.analyse(nn.Sequential(nn.Linear(64, 32, bias=False), nn.Tanh(), nn.Linear(32, 10, bias=False)),
                    "digits")

@@ -8,11 +8,11 @@ from roundoff import EPS, forward_gap, gamma
 from scipy.integrate import solve_ivp
 
 import biasfree as bf
-from biasfree import Layer
 from biasfree.analysis import regime as rg
 from biasfree.analysis.structure import paired as _paired
 from biasfree.core import blocks
 from biasfree.core.nets import forward
+from biasfree.nets import Layer
 from biasfree.theory import reference
 
 _rng = np.random.default_rng(5)

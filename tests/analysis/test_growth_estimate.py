@@ -4,9 +4,10 @@ nets built at the learning transition of the linear flow, and the Minkowski boun
 import numpy as np
 import pytest
 
-from biasfree import Layer, theory
+from biasfree import theory
 from biasfree.analysis import regime as rg
 from biasfree.core.nets import even_part
+from biasfree.nets import Layer
 
 EPS = float(np.finfo(float).eps)
 C = 0.5  # ReLU

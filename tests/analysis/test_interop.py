@@ -32,10 +32,10 @@ def _X(d, n=40, seed=0):
 def test_equinox_mlp_converts_exactly(act, alpha):
     mlp = eqx.nn.MLP(5, 3, 8, 2, activation=act, use_bias=False, use_final_bias=False,
                      key=jax.random.PRNGKey(0))
-    model = bf.from_equinox(mlp)
+    model = bf.models.from_equinox(mlp)
     # α read off the activation (a probe and a ratio): two roundings, 2ε α (exact 0 for ReLU)
     assert model.alpha == pytest.approx(alpha, rel=2 * EPS, abs=0)
-    assert bf.widths(model.params) == (5, 8, 8, 3)
+    assert bf.nets.widths(model.params) == (5, 8, 8, 3)
     X = _X(5)
     # the same float64 products, summed by other kernels (vmap of matvecs vs one matmul):
     # within forward_gap; plus 2ε α|z| per layer if α itself is 2ε off (bounded by the same
@@ -47,15 +47,15 @@ def test_equinox_mlp_converts_exactly(act, alpha):
 
 def test_equinox_refuses_bias_and_other_activations():
     key = jax.random.PRNGKey(0)
-    with pytest.raises(bf.UnsupportedModelError, match=r"layers\[0\].*bias.*use_bias=False"):
-        bf.from_equinox(eqx.nn.MLP(5, 3, 8, 2, key=key))
-    with pytest.raises(bf.UnsupportedModelError, match=r"layers\[2\].*bias.*use_final_bias=False"):
-        bf.from_equinox(eqx.nn.MLP(5, 3, 8, 2, use_bias=False, key=key))
-    with pytest.raises(bf.UnsupportedModelError, match=r"activation after layers\[0\].*tanh"):
-        bf.from_equinox(eqx.nn.MLP(5, 3, 8, 2, activation=jax.nn.tanh, use_bias=False,
+    with pytest.raises(bf.models.UnsupportedModelError, match=r"layers\[0\].*bias.*use_bias=False"):
+        bf.models.from_equinox(eqx.nn.MLP(5, 3, 8, 2, key=key))
+    with pytest.raises(bf.models.UnsupportedModelError, match=r"layers\[2\].*bias.*use_final_bias=False"):
+        bf.models.from_equinox(eqx.nn.MLP(5, 3, 8, 2, use_bias=False, key=key))
+    with pytest.raises(bf.models.UnsupportedModelError, match=r"activation after layers\[0\].*tanh"):
+        bf.models.from_equinox(eqx.nn.MLP(5, 3, 8, 2, activation=jax.nn.tanh, use_bias=False,
                                    use_final_bias=False, key=key))
-    with pytest.raises(bf.UnsupportedModelError, match="final_activation"):
-        bf.from_equinox(eqx.nn.MLP(5, 3, 8, 2, final_activation=jax.nn.relu, use_bias=False,
+    with pytest.raises(bf.models.UnsupportedModelError, match="final_activation"):
+        bf.models.from_equinox(eqx.nn.MLP(5, 3, 8, 2, final_activation=jax.nn.relu, use_bias=False,
                                    use_final_bias=False, key=key))
 
 
@@ -71,12 +71,12 @@ def test_state_dict_orders_names_naturally_and_checks_shapes():
     Ws = _weights(shapes=[(4, 3)] + [(4, 4)] * 10 + [(2, 4)])
     names = [f"{2 * i}.weight" for i in range(len(Ws))]  # "10.weight" sorts before "2.weight" as text
     mapping = dict(sorted(zip(names, Ws, strict=True)))
-    model = bf.from_state_dict(mapping, alpha=0.0)
+    model = bf.models.from_state_dict(mapping, alpha=0.0)
     assert model.names == tuple(names)
     X = _X(3)
     np.testing.assert_array_equal(np.asarray(model(X)), np.asarray(bf.forward(bf.from_arrays(Ws), X, 0.0)))
     with pytest.raises(ValueError, match="does not take the"):
-        bf.from_state_dict({"0.weight": Ws[0], "2.weight": Ws[0]}, alpha=0.0)
+        bf.models.from_state_dict({"0.weight": Ws[0], "2.weight": Ws[0]}, alpha=0.0)
 
 
 _W0, _W2 = np.ones((3, 2)), np.ones((1, 3))
@@ -89,8 +89,8 @@ _W0, _W2 = np.ones((3, 2)), np.ones((1, 3))
     ({"0.weight": _W0, "1.running_mean": np.ones(3), "2.weight": _W2}, "'1.running_mean'"),
 ])
 def test_state_dict_refuses_what_is_not_a_bias_free_linear_layer(mapping, match):
-    with pytest.raises(bf.UnsupportedModelError, match=match):
-        bf.from_state_dict(mapping, alpha=0.0)
+    with pytest.raises(bf.models.UnsupportedModelError, match=match):
+        bf.models.from_state_dict(mapping, alpha=0.0)
 
 
 @pytest.mark.parametrize("mapping", [{0: _W0, 1: _W2}, {0: _W0, "2.weight": _W2},
@@ -98,7 +98,7 @@ def test_state_dict_refuses_what_is_not_a_bias_free_linear_layer(mapping, match)
 def test_state_dict_keys_that_are_not_names_are_refused_by_name(mapping):
     """All-int keys once failed in the natural sort, mixed keys in JAX's key sort: neither said why."""
     with pytest.raises(TypeError, match="mapping keys must be weight names such as '0.weight', got"):
-        bf.from_state_dict(mapping, alpha=0.0)
+        bf.models.from_state_dict(mapping, alpha=0.0)
 
 
 @pytest.mark.parametrize("padding", [1, 0, None])
@@ -106,7 +106,7 @@ def test_state_dict_conv_padding_as_torch_numbers_is_refused_with_the_names_to_u
     """torch writes padding as a number; it was "'int' object is not iterable"."""
     conv = {"0.weight": np.ones((2, 1, 3)), "1.weight": np.ones((1, 16))}
     with pytest.raises(TypeError, match=f"padding={padding!r}: give 'same' or 'valid'"):
-        bf.from_state_dict(conv, alpha=0.0, in_shape=(8,), padding=padding)
+        bf.models.from_state_dict(conv, alpha=0.0, in_shape=(8,), padding=padding)
 
 
 def test_save_model_refuses_a_path_under_a_file_naming_it(tmp_path):
@@ -208,7 +208,7 @@ def test_torch_refusals_name_the_layer():
         (nn.Sequential(L(4, 3), nn.ReLU(), L(3, 1)).to(torch.complex64), "'0.weight': holds complex"),
     ]
     for module, match in bad:
-        with pytest.raises(bf.UnsupportedModelError, match=match):
+        with pytest.raises(bf.models.UnsupportedModelError, match=match):
             bf.from_torch(module)
     with pytest.raises(TypeError, match="Sequential"):
         bf.from_torch(L(4, 3))

@@ -103,12 +103,12 @@ def test_conv1d_leaky_even_kernel_and_pooled_readout_equal_torch():
                            nn.Flatten(), nn.Linear(3 * 7, 2, bias=False)).double()
     imgs = _images(15, (2, 9))
     model = bf.from_torch(module, in_shape=9)
-    assert model.alpha == pytest.approx(0.2) and bf.widths(model.params) == (18, 36, 21, 2)
+    assert model.alpha == pytest.approx(0.2) and bf.nets.widths(model.params) == (18, 36, 21, 2)
     _check_equal(model, module, imgs)
     pooled = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1, bias=False), nn.ReLU(),
                            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3, bias=False)).double()
     model = bf.from_torch(pooled, in_shape=(5, 4))
-    assert isinstance(model.params[1], bf.PooledDense) and model.params[1].in_shape == (5, 4)
+    assert isinstance(model.params[1], bf.nets.PooledDense) and model.params[1].in_shape == (5, 4)
     # the pooled readout averages S = 20 positions too: its matrix V ⊗ 1ᵀ/S has the same products
     _check_equal(model, pooled, _images(10, (1, 5, 4)), extra=2)
 
@@ -150,7 +150,7 @@ def test_dense_batch_norm_folds_and_dense_nets_are_unchanged():
     module = nn.Sequential(nn.Linear(5, 6, bias=False), _bn(6, 1, 0), nn.ReLU(),
                            nn.Linear(6, 2, bias=False)).double().eval()
     model = bf.from_torch(module)
-    assert all(isinstance(layer, bf.Layer) for layer in model.params)
+    assert all(isinstance(layer, bf.nets.Layer) for layer in model.params)
     _check_equal(model, module, _images(10, (5,)), extra=5)
 
 
@@ -192,7 +192,7 @@ def test_conv_net_goes_through_analyse_api_and_cli(tmp_path, trained):
     assert saved["verdict"]["level"] == res.verdict.level and saved["net"]["widths"] == [36, 108, 2]
     assert saved["local_linear"]["euler_ratio"] <= 1.0
     twin = bf.load_model(out / "twin.safetensors")  # the conv twin, saved with its layer types
-    assert isinstance(twin.params[0], bf.Conv) and twin.alpha == 1.0
+    assert isinstance(twin.params[0], bf.nets.Conv) and twin.alpha == 1.0
 
 
 # ------------------------------------------------------------------ files
@@ -220,7 +220,7 @@ def test_torch_conv_state_dict_loads_with_in_shape(tmp_path):
 
     module = _conv2d_net(seed=7, padding="valid")
     save_file(module.state_dict(), str(tmp_path / "m.safetensors"))
-    with pytest.raises(bf.UnsupportedModelError, match=r"'0.weight'.*convolution.*in_shape"):
+    with pytest.raises(bf.models.UnsupportedModelError, match=r"'0.weight'.*convolution.*in_shape"):
         bf.load_model(tmp_path / "m.safetensors", alpha=0.0)
     model = bf.load_model(tmp_path / "m.safetensors", alpha=0.0, in_shape=(6, 6), padding="valid")
     direct = bf.from_torch(module, in_shape=(6, 6))
@@ -317,14 +317,15 @@ def _bn_shift(kind):
     ([nn.ReLU(), C2(1, 2, 3, padding=1), nn.ReLU(), *HEAD], r"layer 0.*before the first Conv2d"),
 ])
 def test_conv_refusals_name_the_layer_and_the_fix(mods, match):
-    with pytest.raises(bf.UnsupportedModelError, match=match):
+    with pytest.raises(bf.models.UnsupportedModelError, match=match):
         bf.from_torch(nn.Sequential(*mods), in_shape=(4, 4))
 
 
 def test_negative_batch_norm_scale_before_an_activation_and_in_shape_misuse():
     bn = _bn(2, 2, 0, negative=True)
     seq = nn.Sequential(C2(1, 2, 3, padding=1), nn.ReLU(), bn, nn.ReLU(), *HEAD)
-    with pytest.raises(bf.UnsupportedModelError, match=r"layer 2 \(BatchNorm2d\): has a negative scale"):
+    with pytest.raises(bf.models.UnsupportedModelError,
+                       match=r"layer 2 \(BatchNorm2d\): has a negative scale"):
         bf.from_torch(seq, in_shape=(4, 4))
     conv = nn.Sequential(C2(1, 2, 3, padding=1), nn.ReLU(), *HEAD)
     with pytest.raises(ValueError, match=r"layer 0 \(Conv2d\) needs the input's spatial shape"):

@@ -96,7 +96,7 @@ def test_pairs_are_exactly_linear_at_any_init_scale(data, scale):
     # answer goes (the net is no longer linear to round-off)
     W = np.asarray(pairs[0].W).copy()
     W[0, 0] += 1e-3 * scale
-    broken = bf.analyse((bf.Layer(W), pairs[1]), (X, Y), alpha=0.0)
+    broken = bf.analyse((bf.nets.Layer(W), pairs[1]), (X, Y), alpha=0.0)
     assert broken.net.structure is None and broken.verdict.level != vd.EXACT
 
 
@@ -192,14 +192,14 @@ def test_a_stationary_point_says_continued_gd_leaves_it_where_it_is(data):
     own β the residual, hence the gradient, is round-off: a stationary point."""
     X, Y = data
     beta = np.linalg.lstsq(X, Y, rcond=None)[0][:, 0]
-    half = (bf.Layer(beta[None, :]), bf.Layer(np.ones((1, 1))))  # α = 0: f = vᵀW x = βᵀx
+    half = (bf.nets.Layer(beta[None, :]), bf.nets.Layer(np.ones((1, 1))))  # α = 0: f = vᵀW x = βᵀx
     res = bf.analyse(bf.pair_up(half), (X, Y), alpha=0.0)
     # ‖∇L‖ ≈ ‖Xᵀ r‖/N with r the rounding of f − y, |r| ≲ 10 ε ‖y‖∞: far below ROUND_OFF = 1e-10
     assert res.regime.relative_gradient <= vd.ROUND_OFF
     notes = res.verdict.training.notes
     assert any("stationary point" in n and "leaves the net where it is" in n for n in notes)
     assert res.verdict.level == vd.EXACT
-    moved = bf.analyse(bf.pair_up((bf.Layer(2 * beta[None, :]), half[1])), (X, Y), alpha=0.0)  # twice β
+    moved = bf.analyse(bf.pair_up((bf.nets.Layer(2 * beta[None, :]), half[1])), (X, Y), alpha=0.0)  # twice β
     # at 2β the residual is −βᵀx, a whole target's worth: ‖∇L‖·‖θ‖/(½<y²>) is O(1) (8.6 here:
     # ‖∇_W L‖ ≈ ‖Σ_xx β‖ against ‖θ‖ ≈ 2‖β‖ and ½<y²> = ½βᵀΣ_xxβ); 0.1 only asks "not stationary"
     assert moved.regime.relative_gradient > 0.1

@@ -28,7 +28,7 @@ TEXTS = {page: page.read_text(encoding="utf-8") for page in PAGES}
 ALL_SNIPPETS = [(page.relative_to(ROOT).as_posix(), code) for page, text in TEXTS.items()
                 for code in re.findall(r"```python\n(.*?)```", text, re.S)]
 # needs a SLURM batch system (dask-jobqueue submits jobs): the one snippet that cannot run here;
-# its names are checked instead (read_spec, run_sweep(client=...) exist and the spec file is real)
+# its names are checked instead (bf.sweep(client=...) exists and the spec file is real)
 NEEDS_CLUSTER = [code for _, code in ALL_SNIPPETS if "SLURMCluster" in code]
 SNIPPETS = [(page, code) for page, code in ALL_SNIPPETS if code not in NEEDS_CLUSTER]
 CODES = [code for _, code in SNIPPETS]
@@ -85,10 +85,13 @@ def test_relative_links_name_files_that_exist(page):
 def test_cluster_snippet_names_what_exists(code):
     import inspect
 
-    from biasfree import read_spec, run_sweep
+    import biasfree as bf
+    from biasfree.experiments import read_spec
 
-    assert "client" in inspect.signature(run_sweep).parameters and callable(read_spec)
-    for spec in re.findall(r'read_spec\("([^"]+)"\)', code):
+    assert "client" in inspect.signature(bf.sweep).parameters
+    specs = re.findall(r'bf\.sweep\("([^"]+)"', code)
+    assert specs, code
+    for spec in specs:
         read_spec(ROOT / spec)
 
 

@@ -21,12 +21,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from biasfree import load_sweep
 from biasfree.app.cli import app
 from biasfree.app.sweep import WORKER_ENV, Counts, SpecError, parse_spec, plan_points, run_sweep
 from biasfree.app.sweep_cluster import COMPILE_CACHE
 from biasfree.app.sweep_table import TIMES, saved
 from biasfree.claims import get, resolve_config, run_experiment
+from biasfree.experiments import load_sweep
 
 distributed = pytest.importorskip("distributed", reason="the [sweep] extra (make test installs it)")
 
@@ -288,7 +288,7 @@ def test_bad_spec_exits_2_before_any_work(tmp_path, change, message):
 
 
 def test_read_spec_and_load_sweep_name_a_path_that_is_not_one():
-    from biasfree import read_spec
+    from biasfree.experiments import read_spec
 
     with pytest.raises(TypeError, match="sweep spec: path=None must be a path"):  # was pathlib's
         read_spec(None)
@@ -314,7 +314,7 @@ def test_unknown_spec_key_and_field_in_both_tables_are_errors():
 
 
 def test_a_spec_file_that_is_not_toml_or_not_readable_is_a_spec_error(tmp_path):
-    from biasfree import read_spec
+    from biasfree.experiments import read_spec
 
     bad = tmp_path / "bad.toml"
     bad.write_text("grid = = 3\n")
@@ -365,7 +365,7 @@ def test_a_scheduler_that_is_not_an_address_is_refused_with_the_form_to_use(tmp_
 
 
 def test_run_sweep_checks_its_spec_and_out_before_any_point_runs(tmp_path):
-    with pytest.raises(TypeError, match="must be a Spec: biasfree.read_spec"):
+    with pytest.raises(TypeError, match="must be a Spec: biasfree.experiments.read_spec"):
         run_sweep(str(tmp_path / "sweep.toml"), tmp_path / "out")
     (tmp_path / "file").write_text("")
     with pytest.raises(ValueError, match="out=.* is a file, not a folder"):

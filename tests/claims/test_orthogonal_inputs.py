@@ -163,7 +163,7 @@ def test_an_init_whose_output_weights_share_one_sign_has_an_empty_half(sign):
     P = oi_run._problem(cfg, np.random.default_rng(0))
     W = np.asarray(P["inits"]["random"][0].W)
     P["inits"]["random"] = balanced_units(W, np.full(cfg.width, sign))  # the degenerate init
-    ks = bf.record_steps(int(cfg.t_max / cfg.lr), cfg.n_records)
+    ks = bf.dynamics.record_steps(int(cfg.t_max / cfg.lr), cfg.n_records)
     data = P["data"]["full"]
     X, y = np.asarray(data.X), np.asarray(data.Y)[:, 0]
     F_full = _numpy_gd(P["inits"]["random"], X, y, cfg.lr, ks)

@@ -32,10 +32,10 @@ def test_config_rejects_bad_values(kw, match):
 def test_pipeline_whitens_training_set_and_maps_test_set_alike():
     raw = bf.load_data("digits", symmetrize_data=False, n=PRESETS["tiny"].n_images, seed=0)
     Xs, Ys = (np.asarray(a) for a in bf.symmetrize(raw.X, raw.Y))
-    w = bf.whiten(Xs, rank="auto")
+    w = bf.data.whiten(Xs, rank="auto")
     X, M = np.asarray(w.X), np.asarray(w.M)
     assert w.dropped >= 3  # at least the three pixels that are zero in every digit
-    assert bf.asymmetry(X, Ys) == 0.0  # a linear map keeps the mirror pairs exact
+    assert bf.data.asymmetry(X, Ys) == 0.0  # a linear map keeps the mirror pairs exact
     kappa = w.eigenvalues[0] / w.eigenvalues[w.rank - 1]
     # round-off of an eigendecomposition of condition κ: 100 ε κ
     assert np.max(np.abs(X.T @ X / X.shape[0] - np.eye(w.rank))) <= 100 * np.finfo(float).eps * kappa

@@ -26,7 +26,7 @@ CASES = [((9,), 3, "same"), ((9,), 4, "same"), ((9,), 3, "valid"), ((6, 5), (3, 
 def _conv(rng, in_shape, kernel, padding, c_in=2, c_out=3, bias=False):
     ks = (kernel,) * len(in_shape) if isinstance(kernel, int) else kernel
     K = rng.normal(size=(c_out, c_in) + ks)
-    return bf.Conv(K, rng.normal(size=c_out) if bias else None, in_shape, padding)
+    return bf.nets.Conv(K, rng.normal(size=c_out) if bias else None, in_shape, padding)
 
 
 def _oracle(layer, H):
@@ -78,7 +78,7 @@ def test_bias_is_per_channel_and_torch_layout():
 
 def test_pooled_readout_is_mean_then_dense():
     rng = np.random.default_rng(2)
-    pool = bf.PooledDense(rng.normal(size=(2, 3)), None, (4, 5))
+    pool = bf.nets.PooledDense(rng.normal(size=(2, 3)), None, (4, 5))
     H = rng.normal(size=(6, pool.n_in))
     direct = H.reshape(6, 3, 20).mean(axis=2) @ np.asarray(pool.V).T
     # sums of 20 then of 3 products, in other orders: within 2 γ_{60} |H||M|ᵀ
@@ -90,8 +90,8 @@ def test_pooled_readout_is_mean_then_dense():
 def _conv_net(rng, in_shape=(6, 6), c=3, p=2, readout="dense", bias=False):
     conv = _conv(rng, in_shape, 3, "same", c_in=2, c_out=c, bias=bias)
     if readout == "pool":
-        return (conv, bf.PooledDense(rng.normal(size=(p, c)), None, in_shape))
-    return (conv, bf.Layer(rng.normal(size=(p, conv.n_out))))
+        return (conv, bf.nets.PooledDense(rng.normal(size=(p, c)), None, in_shape))
+    return (conv, bf.nets.Layer(rng.normal(size=(p, conv.n_out))))
 
 
 @pytest.mark.parametrize("readout", ["dense", "pool"])
@@ -102,12 +102,12 @@ def test_odd_part_is_c_W2_A_x(alpha, readout):
     net = _conv_net(rng, readout=readout)
     X = rng.normal(size=(7, net[0].n_in))
     A, W2 = np.asarray(net[0].matrix), np.asarray(net[1].matrix)
-    c = bf.slope_factor(alpha)
+    c = bf.nets.slope_factor(alpha)
     want = c * X @ (W2 @ A).T
     # each of the three computations sums n_in then n_h products: ≤ (γ_{n_in} + γ_{n_h})|W₂||A||x|
     # each; f_odd subtracts two of them, so 3× that bounds the difference
     bound = 3 * (gamma(A.shape[1]) + gamma(A.shape[0])) * (np.abs(X) @ (np.abs(W2) @ np.abs(A)).T)
-    assert np.all(np.abs(np.asarray(bf.odd_part(net, X, alpha)) - want) <= bound)
+    assert np.all(np.abs(np.asarray(bf.nets.odd_part(net, X, alpha)) - want) <= bound)
     # beta_eff is c AᵀW₂ᵀ for a two-layer bias-free net, through .matrix: two products of n_h
     # terms (XLA's and NumPy's kernels sum in different orders) and one scaling by c, each
     # within γ_{n_h+1} c|A|ᵀ|W₂|ᵀ of the exact value, so 2γ_{n_h+1} apart
@@ -128,10 +128,10 @@ def test_pair_channels_make_the_net_linear(readout):
     Ap, W2p = np.asarray(pair[0].matrix), np.asarray(pair[1].matrix)
     H = np.abs(X) @ np.abs(Ap).T
     for alpha in (0.0, 0.4):
-        c = bf.slope_factor(alpha)
+        c = bf.nets.slope_factor(alpha)
         # f(x) + f(-x) cancels sums of 2n_h terms of size |W₂ᵖ||σ(Aᵖx)|; Aᵖ(-x) = -(Aᵖx) exactly
         bound = 2 * gamma(Ap.shape[0]) * (H @ np.abs(W2p).T)
-        assert np.all(np.abs(np.asarray(bf.even_part(pair, X, alpha))) <= bound)
+        assert np.all(np.abs(np.asarray(bf.nets.even_part(pair, X, alpha))) <= bound)
         want = 2 * c * X @ (W2 @ A).T
         bound = 3 * (gamma(Ap.shape[1]) + gamma(Ap.shape[0])) * (H @ np.abs(W2p).T)
         assert np.all(np.abs(np.asarray(bf.forward(pair, X, alpha)) - want) <= bound)
@@ -142,7 +142,7 @@ def test_init_conv_shapes_pairs_and_twin():
     net = bf.init_conv(key, (8, 8), (1, 4), 3, p=2, scale=0.5)
     assert [type(la).__name__ for la in net] == ["Conv", "Layer"]
     assert net[0].K.shape == (4, 1, 3, 3) and net[1].W.shape == (2, 4 * 64)
-    assert bf.widths(net) == (64, 256, 2)
+    assert bf.nets.widths(net) == (64, 256, 2)
     valid = bf.init_conv(key, (9,), (2, 3, 4), 4, padding="valid", readout="pool", bias=True)
     assert [la.out_layout for la in valid[:2]] == [(3, 6), (4, 3)] and valid[2].V.shape == (1, 4)
     assert valid[0].b.shape == (3,)
@@ -151,11 +151,11 @@ def test_init_conv_shapes_pairs_and_twin():
     np.testing.assert_array_equal(pairs[1].W[:, 128:], -pairs[1].W[:, :128])
     # linear twin: the same architecture, every weight times √c (exact: one product each)
     twin = bf.linear_twin(net, 0.2)
-    assert type(twin[0]) is bf.Conv and twin[0].in_shape == (8, 8)
+    assert type(twin[0]) is bf.nets.Conv and twin[0].in_shape == (8, 8)
     np.testing.assert_array_equal(twin[0].K, np.sqrt(0.6) * np.asarray(net[0].K))
     batch = bf.linear_twin(net, np.array([0.0, 1.0]))  # one twin per slope, on a leading axis
     assert batch[0].K.shape == (2, 4, 1, 3, 3) and batch[0].matrix.shape == (2, 256, 64)
-    np.testing.assert_array_equal(bf.scale_params(net, 2.0)[0].K, 2.0 * np.asarray(net[0].K))
+    np.testing.assert_array_equal(bf.nets.scale_params(net, 2.0)[0].K, 2.0 * np.asarray(net[0].K))
 
 
 def test_bad_input_errors_name_the_layer_and_fix():
@@ -163,27 +163,28 @@ def test_bad_input_errors_name_the_layer_and_fix():
     with pytest.raises(ValueError, match=r"conv layer 0: kernel \(5, 5\) is larger than its input "
                                          r"\(4, 4\) with padding='valid'.*padding='same'"):
         bf.init_conv(jax.random.PRNGKey(0), (4, 4), (1, 2), 5, padding="valid")
-    big = bf.Conv(rng.normal(size=(2, 1, 5)), None, (4,), "valid")
+    big = bf.nets.Conv(rng.normal(size=(2, 1, 5)), None, (4,), "valid")
     with pytest.raises(ValueError, match=r"params\[0\]: kernel \(5,\) is larger than its input"):
-        check_net((big, bf.Layer(np.ones((1, 2)))))
+        check_net((big, bf.nets.Layer(np.ones((1, 2)))))
     a = _conv(rng, (4, 4), 3, "same", c_in=1, c_out=2)
-    b = bf.Conv(rng.normal(size=(2, 8, 3)), None, (4,), "same")  # 32 inputs, like a's 32 outputs
+    b = bf.nets.Conv(rng.normal(size=(2, 8, 3)), None, (4,), "same")  # 32 inputs, like a's 32 outputs
     with pytest.raises(ValueError, match=r"layer 1 reads \(channels, \*spatial\) = \(8, 4\) but "
                                          r"layer 0 gives \(2, 4, 4\); match its input channels"):
-        check_net((a, b, bf.Layer(np.ones((1, 8)))))
+        check_net((a, b, bf.nets.Layer(np.ones((1, 8)))))
     c = _conv(rng, (4, 4), 3, "same", c_in=1, c_out=3)
     with pytest.raises(ValueError, match="layer 1 takes 32 inputs but layer 0 has 48 outputs"):
-        check_net((c, bf.Layer(np.ones((1, 32)))))
+        check_net((c, bf.nets.Layer(np.ones((1, 32)))))
     K = rng.normal(size=(2, 1, 3, 3))
     K[0, 0, 1, 1] = np.nan
     with pytest.raises(ValueError, match=r"params\[0\]\.K"):
-        check_net((bf.Conv(K, None, (4, 4)), bf.Layer(np.ones((1, 32)))))
+        check_net((bf.nets.Conv(K, None, (4, 4)), bf.nets.Layer(np.ones((1, 32)))))
     with pytest.raises(ValueError, match=r"one bias per output channel, shape \(2,\)"):
-        check_net((bf.Conv(rng.normal(size=(2, 1, 3, 3)), np.ones(32), (4, 4)), bf.Layer(np.ones((1, 32)))))
+        check_net((bf.nets.Conv(rng.normal(size=(2, 1, 3, 3)), np.ones(32), (4, 4)),
+                   bf.nets.Layer(np.ones((1, 32)))))
     with pytest.raises(ValueError, match="padding"):
-        bf.Conv(rng.normal(size=(2, 1, 3)), None, (4,), "full")
+        bf.nets.Conv(rng.normal(size=(2, 1, 3)), None, (4,), "full")
     with pytest.raises(ValueError, match="in_shape"):
-        bf.Conv(rng.normal(size=(2, 1, 3)), None, (4, 4, 4))
+        bf.nets.Conv(rng.normal(size=(2, 1, 3)), None, (4, 4, 4))
     with pytest.raises(ValueError, match="pair init needs even hidden channel counts"):
         bf.init_conv(jax.random.PRNGKey(0), (4, 4), (1, 3), 3, pairs=True)
     with pytest.raises(ValueError, match="bias-free"):

@@ -22,7 +22,7 @@ def test_digits_default_is_symmetrised_one_hot(digits):
     assert digits.symmetrised and digits.target == "onehot"
     np.testing.assert_array_equal(X[1797:], -X[:1797])
     np.testing.assert_array_equal(np.abs(Y).sum(axis=1), np.ones(2 * 1797))  # one-hot rows
-    assert digits.asymmetry == 0.0 and bf.is_symmetric(X, Y)
+    assert digits.asymmetry == 0.0 and bf.data.is_symmetric(X, Y)
     assert digits.raw_asymmetry > 1.0  # raw pixels lie on one side of the origin
     assert 0.0 <= X.min() + 1.0 and X.max() <= 1.0  # pixels / 16
 
@@ -39,29 +39,29 @@ def test_regression_target_and_subset():
 
 def test_whiten_rank_deficient_digits(digits):
     with pytest.raises(ValueError, match=r"rank-deficient.*rank='auto'"):
-        bf.whiten(digits.X)
-    w = bf.whiten(digits.X, rank="auto")
+        bf.data.whiten(digits.X)
+    w = bf.data.whiten(digits.X, rank="auto")
     assert w.dropped == 3 and w.rank == 61 and w.X.shape == (digits.X.shape[0], 61)
     # kept block's condition m/λ_61 ~ 7e6, N + d = 3658 terms: 4 γ_{N+d} κ ≈ 2e-5 (whiten_gap);
     # measured 2e-11; a wrong map or a dropped 1/√λ is off by O(1)
     Xw = np.asarray(w.X)
     np.testing.assert_allclose(Xw.T @ Xw / Xw.shape[0], np.eye(61), rtol=0, atol=whiten_gap(digits.X, 61))
-    assert bf.is_symmetric(w.X, digits.Y)
+    assert bf.data.is_symmetric(w.X, digits.Y)
     Xw, M = w  # unpacks as the old pair: X M, here by NumPy's BLAS, there by XLA's kernel
     np.testing.assert_array_less(np.abs(np.asarray(Xw) - digits.X @ np.asarray(M)),
                                  matmul_gap(digits.X, M) + np.finfo(float).tiny)
-    p = bf.whiten(digits.X, rank=30)
+    p = bf.data.whiten(digits.X, rank=30)
     assert p.rank == 30 and p.dropped == 34 and 0.9 < p.kept_variance < 1.0
     Xp = np.asarray(p.X)
     # top 30 directions: κ ~ 600, bound 4 γ_{N+d} κ ≈ 2e-9 (whiten_gap); measured 3e-14
     np.testing.assert_allclose(Xp.T @ Xp / Xp.shape[0], np.eye(30), rtol=0, atol=whiten_gap(digits.X, 30))
     with pytest.raises(ValueError, match="null directions"):
-        bf.whiten(digits.X, rank=64)
+        bf.data.whiten(digits.X, rank=64)
 
 
 def test_whiten_full_rank_is_unchanged_by_auto():
     X = bf.symmetrize(np.random.default_rng(0).normal(size=(50, 4)))
-    a, b = bf.whiten(X), bf.whiten(X, rank="auto")
+    a, b = bf.data.whiten(X), bf.data.whiten(X, rank="auto")
     assert b.dropped == 0
     # same Σ^{-1/2}, by the same code path (rank='auto' with nothing dropped is rank=None)
     np.testing.assert_array_equal(np.asarray(a.M), np.asarray(b.M))
@@ -75,12 +75,12 @@ def test_asymmetry_is_zero_exactly_for_mirrored_sets_and_its_stated_value():
     rng = np.random.default_rng(0)
     X, Y = rng.normal(size=(30, 3)), rng.normal(size=(30, 1))
     Xs, Ys = bf.symmetrize(X, Y)
-    assert bf.asymmetry(Xs, Ys) == 0.0
+    assert bf.data.asymmetry(Xs, Ys) == 0.0
     # two points z1 = (1, 0), z2 = (3, 0): mirrors -z1, -z2 are nearest to z1 at distances
     # 2 and 4, so A = ((4 + 16) / 2) / ((1 + 9) / 2) = 2
     # sums, squares, roots and one ratio of small integers: a few roundings of <= ε each
-    assert bf.asymmetry(np.array([[1.0], [3.0]]), np.zeros((2, 1))) == pytest.approx(2.0, rel=8 * EPS)
-    half = bf.asymmetry(X, Y)
+    assert bf.data.asymmetry(np.array([[1.0], [3.0]]), np.zeros((2, 1))) == pytest.approx(2.0, rel=8 * EPS)
+    half = bf.data.asymmetry(X, Y)
     assert half > 0.3  # no mirrors at all: of order 1
 
 

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import biasfree as bf
+from biasfree import expressivity as ex
 from biasfree import margin as mg
 from biasfree.core.layers import Layer
 from biasfree.dynamics.ensemble import Member
@@ -128,68 +129,70 @@ SPECS = [
     (bf.init_rank_one, dict(key=KEY, d=D, width=4, scale=0.1),
      {"key": "key", "d": "int1", "width": "int1", "scale": "positive"}),
     (bf.forward, dict(params=NET, X=X, alpha=0.3), {"params": "netX", "X": "Xnet", "alpha": "unit"}),
-    (bf.odd_part, dict(params=NET, X=X, alpha=0.3), {"params": "netX", "X": "Xnet", "alpha": "unit"}),
-    (bf.even_part, dict(params=NET, X=X, alpha=0.3), {"params": "netX", "X": "Xnet", "alpha": "unit"}),
-    (bf.hidden, dict(params=NET, X=X, alpha=0.3), {"params": "netX", "X": "Xnet", "alpha": "unit"}),
+    (bf.nets.odd_part, dict(params=NET, X=X, alpha=0.3), {"params": "netX", "X": "Xnet", "alpha": "unit"}),
+    (bf.nets.even_part, dict(params=NET, X=X, alpha=0.3), {"params": "netX", "X": "Xnet", "alpha": "unit"}),
+    (bf.nets.hidden, dict(params=NET, X=X, alpha=0.3), {"params": "netX", "X": "Xnet", "alpha": "unit"}),
     (bf.beta_eff, dict(params=NET, alpha=0.3, X=X), {"params": "netX", "alpha": "unit"}),
-    (bf.end_to_end_linear, dict(params=NET), {"params": "net"}),
+    (bf.nets.end_to_end_linear, dict(params=NET), {"params": "net"}),
     (bf.pair_up, dict(params=NET), {"params": "net"}),
-    (bf.scale_params, dict(params=NET, factor=2.0), {"params": "net", "factor": "real"}),
+    (bf.nets.scale_params, dict(params=NET, factor=2.0), {"params": "net", "factor": "real"}),
     (bf.from_arrays, dict(weights=[np.ones((4, D)), np.ones((P, 4))], biases=None),
      {"weights": "matrix", "biases": "matrix?"}),
-    (bf.slope_factor, dict(alpha=0.3), {"alpha": "unit"}),
-    (bf.leaky_relu, dict(z=np.ones(3), alpha=0.3), {"alpha": "unit"}),
+    (bf.nets.slope_factor, dict(alpha=0.3), {"alpha": "unit"}),
+    (bf.nets.leaky_relu, dict(z=np.ones(3), alpha=0.3), {"alpha": "unit"}),
     # data
-    (bf.gaussian_inputs, dict(key=KEY, n=5, d=D, cov=None),
+    (bf.data.gaussian_inputs, dict(key=KEY, n=5, d=D, cov=None),
      {"key": "key", "n": "int1", "d": "int1", "cov": "cov?"}),
     (bf.symmetrize, dict(X=X0, Y=Y[:N // 2]), {"X": "Xalone", "Y": "Y?"}),
-    (bf.asymmetric_half, dict(X=X, Y=Y), {"X": "X", "Y": "Y"}),
-    (bf.is_symmetric, dict(X=X, Y=Y, tol=1e-9), {"X": "X", "Y": "Y?", "tol": "nonneg"}),
-    (bf.whiten, dict(X=X, tol=1e-12), {"X": "Xalone", "tol": "nonneg"}),
-    (bf.input_covariance, dict(X=X), {"X": "Xalone"}),
-    (bf.cross_covariance, dict(X=X, Y=Y), {"X": "X", "Y": "Y"}),
-    (bf.check_data, dict(X=X, Y=Y), {"X": "X", "Y": "Y"}),
+    (bf.data.asymmetric_half, dict(X=X, Y=Y), {"X": "X", "Y": "Y"}),
+    (bf.data.is_symmetric, dict(X=X, Y=Y, tol=1e-9), {"X": "X", "Y": "Y?", "tol": "nonneg"}),
+    (bf.data.whiten, dict(X=X, tol=1e-12), {"X": "Xalone", "tol": "nonneg"}),
+    (bf.data.input_covariance, dict(X=X), {"X": "Xalone"}),
+    (bf.data.cross_covariance, dict(X=X, Y=Y), {"X": "X", "Y": "Y"}),
+    (bf.data.check_data, dict(X=X, Y=Y), {"X": "X", "Y": "Y"}),
     (bf.Dataset, dict(X=X, Y=Y), {"X": "X", "Y": "Y"}),
     (bf.linear_target, dict(T=np.ones((P, D))), {"T": "anymatrix"}),
-    (bf.teacher_matrix, dict(key=KEY, d=D, singular_values=[2.0, 1.0]),
+    (bf.data.teacher_matrix, dict(key=KEY, d=D, singular_values=[2.0, 1.0]),
      {"key": "key", "d": "int1", "singular_values": "nonneg"}),
     (bf.sine_target, dict(key=KEY, d=D, freq=4.0), {"key": "key", "d": "int1", "freq": "real"}),
-    (bf.product_target, dict(indices=(0, 1, 2)), {"indices": "indices"}),
-    (bf.abs_target, dict(index=0), {"index": "int0"}),
-    (bf.xor_target, dict(i=0, j=1), {"i": "int0", "j": "int0"}),
-    (bf.label_data, dict(key=KEY, X=X, margin=0.1), {"key": "key", "X": "Xalone", "margin": "nonneg"}),
+    (bf.data.product_target, dict(indices=(0, 1, 2)), {"indices": "indices"}),
+    (bf.data.abs_target, dict(index=0), {"index": "int0"}),
+    (bf.data.xor_target, dict(i=0, j=1), {"i": "int0", "j": "int0"}),
+    (bf.data.label_data, dict(key=KEY, X=X, margin=0.1), {"key": "key", "X": "Xalone", "margin": "nonneg"}),
     (bf.make_dataset, dict(key=KEY, target=bf.linear_target(np.ones((1, D))), n=6, d=D, n_test=2, noise=0.1),
      {"key": "key", "target": "callable", "n": "int1", "d": "int1", "n_test": "int0", "noise": "nonneg",
       "cov": "cov?", "symmetric": "bool", "whitened": "bool"}),
     # datasets
-    (bf.asymmetry, dict(X=X, Y=Y), {"X": "X", "Y": "Y?"}),
-    (bf.one_hot, dict(labels=np.array([0, 2, 1]), n_classes=3), {"labels": "classes", "n_classes": "int1?"}),
+    (bf.data.asymmetry, dict(X=X, Y=Y), {"X": "X", "Y": "Y?"}),
+    (bf.data.one_hot, dict(labels=np.array([0, 2, 1]), n_classes=3),
+     {"labels": "classes", "n_classes": "int1?"}),
     (bf.load_data, dict(path_or_name="iris", n=20, seed=0),
      {"path_or_name": "path", "n": "int1?", "seed": "int0", "symmetrize_data": "bool?"}),
     # expressivity
-    (bf.net_function, dict(params=NET, alpha=0.3), {"params": "net", "alpha": "unit"}),
-    (bf.decompose, dict(f=lin, X=X), {"f": "callable", "X": "Xalone", "per_point": "bool"}),
-    (bf.odd_nonlinearity, dict(f=lin, X=X), {"f": "callable", "X": "Xalone"}),
-    (bf.homogeneity_gap, dict(f=lin, X=X), {"f": "callable", "X": "Xalone", "scales": "positive",
+    (ex.net_function, dict(params=NET, alpha=0.3), {"params": "net", "alpha": "unit"}),
+    (ex.decompose, dict(f=lin, X=X), {"f": "callable", "X": "Xalone", "per_point": "bool"}),
+    (ex.odd_nonlinearity, dict(f=lin, X=X), {"f": "callable", "X": "Xalone"}),
+    (ex.homogeneity_gap, dict(f=lin, X=X), {"f": "callable", "X": "Xalone", "scales": "positive",
                                              "degree": "real"}),
-    (bf.is_positively_homogeneous, dict(f=lin, X=X), {"f": "callable", "X": "Xalone", "tol": "nonneg"}),
+    (ex.is_positively_homogeneous, dict(f=lin, X=X), {"f": "callable", "X": "Xalone", "tol": "nonneg"}),
     # floors
-    (bf.odd_floor, dict(target=lin, X=XB), {"target": "callable", "X": "Xalone", "per_point": "bool"}),
-    (bf.homogeneous_floor, dict(target=lin, X=XB), {"target": "callable", "X": "Xalone", "cov": "cov?",
+    (ex.odd_floor, dict(target=lin, X=XB), {"target": "callable", "X": "Xalone", "per_point": "bool"}),
+    (ex.homogeneous_floor, dict(target=lin, X=XB), {"target": "callable", "X": "Xalone", "cov": "cov?",
                                                      "even_only": "bool"}),
-    (bf.two_layer_floor, dict(target=lin, X=XB, alpha=0.0),
+    (ex.two_layer_floor, dict(target=lin, X=XB, alpha=0.0),
      {"target": "callable", "X": "Xalone", "alpha": "unit", "cov": "cov?"}),
-    (bf.characterise, dict(target=lin, X=XB), {"target": "callable", "X": "Xalone", "alpha": "unit",
+    (ex.characterise, dict(target=lin, X=XB), {"target": "callable", "X": "Xalone", "alpha": "unit",
                                                 "tol": "nonneg", "z": "nonneg"}),
-    (bf.dataset_floor, dict(X=X, Y=Y, alpha=0.0), {"X": "X", "Y": "Y", "alpha": "unit", "tol": "nonneg"}),
-    (bf.ray_moments, dict(g=lin, U=XB / np.linalg.norm(XB, axis=1, keepdims=True)),
+    (ex.dataset_floor, dict(X=X, Y=Y, alpha=0.0), {"X": "X", "Y": "Y", "alpha": "unit", "tol": "nonneg"}),
+    (ex.ray_moments, dict(g=lin, U=XB / np.linalg.norm(XB, axis=1, keepdims=True)),
      {"g": "callable", "U": "Xalone", "epsrel": "positive"}),
     # depth separation
-    (bf.fit_net, dict(data=DATA, key=KEY, widths=(D, 4, P), cfg=CFG),
+    (ex.fit_net, dict(data=DATA, key=KEY, widths=(D, 4, P), cfg=CFG),
      {"data": "dataset", "key": "key", "widths": "widths", "cfg": "cfg", "restarts": "int1",
       "gain": "positive"}),
     # interop
-    (bf.from_state_dict, dict(mapping={"0.weight": np.ones((4, D)), "2.weight": np.ones((1, 4))}, alpha=0.0),
+    (bf.models.from_state_dict,
+     dict(mapping={"0.weight": np.ones((4, D)), "2.weight": np.ones((1, 4))}, alpha=0.0),
      {"alpha": "unit?"}),
     (bf.Model, dict(params=NET, alpha=0.0), {"params": "net", "alpha": "unit?"}),
     (bf.load_model, dict(path="/nonexistent/x.npz"), {"path": "path"}),
@@ -277,36 +280,36 @@ def test_is_symmetric_and_dataset_floor_see_a_duplicate_without_its_mirror():
     Xs = np.asarray(bf.symmetrize(_rng.normal(size=(30, D))))
     Ys = np.sin(Xs[:, :1]) + np.abs(Xs[:, 1:2])
     Ys_odd = np.sin(Xs[:, :1])
-    assert bf.is_symmetric(Xs, Ys_odd) and bf.dataset_floor(Xs, Ys).exact
+    assert bf.data.is_symmetric(Xs, Ys_odd) and ex.dataset_floor(Xs, Ys).exact
     Xd, Yd = np.vstack([Xs, Xs[:1]]), np.vstack([Ys, Ys[:1]])
-    assert not bf.is_symmetric(Xd, np.vstack([Ys_odd, Ys_odd[:1]]))
-    assert not bf.is_symmetric(Xd)
-    fl = bf.dataset_floor(Xd, Yd)
+    assert not bf.data.is_symmetric(Xd, np.vstack([Ys_odd, Ys_odd[:1]]))
+    assert not bf.data.is_symmetric(Xd)
+    fl = ex.dataset_floor(Xd, Yd)
     assert not fl.exact and fl.violation > 0.1 and "APPROXIMATE" in fl.note
     Xm, Ym = np.vstack([Xd, -Xs[:1]]), np.vstack([Yd, bf.symmetrize(Xs[:1], Ys[:1])[1][1:]])
-    assert bf.dataset_floor(Xm, Ym).exact  # the mirror added as often: exact again
+    assert ex.dataset_floor(Xm, Ym).exact  # the mirror added as often: exact again
 
 
 def test_characterise_says_undetermined_from_too_few_samples():
     """x1x2x3 has relative floor 1 (unreachable); 5 samples gave 0.26 ± 0.2 and 'reachable'."""
-    x1x2x3 = bf.product_target((0, 1, 2))
-    few = bf.characterise(x1x2x3, np.random.default_rng(1).normal(size=(5, D)))
+    x1x2x3 = bf.data.product_target((0, 1, 2))
+    few = ex.characterise(x1x2x3, np.random.default_rng(1).normal(size=(5, D)))
     assert few.reachable is None and few.verdict == "undetermined"
     assert few.summary().startswith("undetermined: too few samples (n=5")
-    many = bf.characterise(x1x2x3, np.random.default_rng(1).normal(size=(400, D)))
+    many = ex.characterise(x1x2x3, np.random.default_rng(1).normal(size=(400, D)))
     assert many.reachable is False and many.verdict == "unreachable"
-    assert bf.characterise(lin, XB).verdict == "reachable"
+    assert ex.characterise(lin, XB).verdict == "reachable"
 
 
 def test_floors_refuse_a_target_whose_moments_diverge():
     """exp(x1²) has E y² = ∞ under N(0, I); it was 'reachable' with a relative floor 6e81."""
     with pytest.raises(ValueError, match="^target: its moments along rays x = r u do not converge"):
-        bf.characterise(lambda Z: np.exp(Z[:, :1] ** 2), XB)
+        ex.characterise(lambda Z: np.exp(Z[:, :1] ** 2), XB)
 
 
 def test_targets_refuse_inputs_narrower_than_their_coordinates():
     with pytest.raises(ValueError, match="indices"):
-        bf.product_target((0, 1, 5))(X)  # JAX would clamp index 5 to 2: x1 x2 x3 instead
+        bf.data.product_target((0, 1, 5))(X)  # JAX would clamp index 5 to 2: x1 x2 x3 instead
     with pytest.raises(ValueError, match="target must map"):
         bf.make_dataset(KEY, lambda Z: Z[:, 0], 4, D)
 
@@ -314,7 +317,7 @@ def test_targets_refuse_inputs_narrower_than_their_coordinates():
 def test_widths_are_never_rounded():
     with pytest.raises(TypeError, match=r"widths\[1\]=4.5 must be a whole number"):
         bf.init_gaussian(KEY, (D, 4.5, 1))
-    assert bf.widths(bf.init_gaussian(KEY, (D, 4.0, 1))) == (D, 4, 1)
+    assert bf.nets.widths(bf.init_gaussian(KEY, (D, 4.0, 1))) == (D, 4, 1)
 
 
 def test_analyse_refuses_logistic_loss_on_real_labels_and_flags_duplicates():

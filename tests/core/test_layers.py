@@ -16,7 +16,7 @@ from biasfree.core.symmetry import asymmetry, is_symmetric, mirror_violation
 from biasfree.core.twin import linear_twin, slope_factor
 
 _rng = np.random.default_rng(3)
-NET = (bf.Layer(_rng.normal(size=(4, 3)), _rng.normal(size=4)), bf.Layer(_rng.normal(size=(2, 4))))
+NET = (bf.nets.Layer(_rng.normal(size=(4, 3)), _rng.normal(size=4)), bf.nets.Layer(_rng.normal(size=(2, 4))))
 
 
 def test_a_dense_layer_is_a_layer_by_type_and_its_matrix_is_w():
@@ -39,7 +39,7 @@ def test_an_object_with_a_w_attribute_is_not_a_layer():
 def test_a_layer_built_from_a_list_is_refused_at_the_boundary_with_the_fix():
     """check_net once read the list's numbers as leaves and passed it; forward then failed
     inside with "'list' object has no attribute 'T'"."""
-    net = (bf.Layer([[1.0, 2.0, 3.0]] * 4), bf.Layer(np.ones((2, 4))))
+    net = (bf.nets.Layer([[1.0, 2.0, 3.0]] * 4), bf.nets.Layer(np.ones((2, 4))))
     with pytest.raises(TypeError, match=r"params\[0\]\.W is a list: build the layer from an array"):
         bf.forward(net, np.ones((5, 3)), 0.3)
 
@@ -68,7 +68,8 @@ def test_the_linear_twin_scales_every_weight_by_root_c_one_slope_or_many():
                                           single.b if single.b is not None else 0)
     assert slope_factor(0.0) == 0.5 and slope_factor(1.0) == 1.0
     # a batch of nets, one per slope, is scaled member by member
-    batch = scale_params(tuple(bf.Layer(np.stack([la.W] * 3)) for la in NET), np.sqrt(slope_factor(alphas)))
+    batch = scale_params(tuple(bf.nets.Layer(np.stack([la.W] * 3)) for la in NET),
+                         np.sqrt(slope_factor(alphas)))
     np.testing.assert_array_equal(batch[1].W, many[1].W)
     with pytest.raises(ValueError, match="outside"):
         linear_twin(NET, 1.5)
@@ -102,9 +103,9 @@ def test_the_label_check_names_the_argument_and_the_fix():
 
 def test_every_layer_type_flattens_w_then_b_and_derives_the_rest_from_its_weight():
     rng = np.random.default_rng(4)
-    dense = bf.Layer(rng.normal(size=(3, 2)), rng.normal(size=3))
-    conv = bf.Conv(rng.normal(size=(2, 1, 3)), np.zeros(2), (5,), "valid")
-    pool = bf.PooledDense(rng.normal(size=(1, 2)), None, (3,))
+    dense = bf.nets.Layer(rng.normal(size=(3, 2)), rng.normal(size=3))
+    conv = bf.nets.Conv(rng.normal(size=(2, 1, 3)), np.zeros(2), (5,), "valid")
+    pool = bf.nets.PooledDense(rng.normal(size=(1, 2)), None, (3,))
     paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path((dense, conv, pool))]
     assert paths == ["[0].W", "[0].b", "[1].K", "[1].b", "[2].V"]
     for layer in (dense, conv, pool):

@@ -70,7 +70,7 @@ def _lsq_bound(params, X, alpha):
     ||X⁺||₂·||δF||_F + γ_{Nd} κ(X) ||β||_F, with β the exact map's size ||X⁺ F||_F."""
     X = np.asarray(X, dtype=float)
     sv = np.linalg.svd(X, compute_uv=False)
-    F = np.asarray(bf.odd_part(params, X, alpha))
+    F = np.asarray(bf.nets.odd_part(params, X, alpha))
     beta = np.linalg.norm(np.linalg.pinv(X) @ F)
     return (np.linalg.norm(_bound(params, X)) / sv[-1]
             + gamma(X.shape[0] * X.shape[1]) * (sv[0] / sv[-1]) * beta)
@@ -83,19 +83,19 @@ def _lsq_bound(params, X, alpha):
 def test_leaky_relu_is_c_z_plus_one_minus_c_abs_z(alpha):
     """σ_α(z) = c z + (1 - c)|z| with c = (1 + α)/2 (§1.1)."""
     z = _rng(0).normal(size=1000) * 3.0
-    c = bf.slope_factor(alpha)
-    lhs = bf.leaky_relu(z, alpha)
+    c = bf.nets.slope_factor(alpha)
+    lhs = bf.nets.leaky_relu(z, alpha)
     rhs = c * z + (1 - c) * jnp.abs(z)
     # exact in real arithmetic; σ_α is one product (or max) and rhs c·z + (1−c)|z| three
     # roundings on terms <= |z| (c and 1 − c are exact or rounded once): <= 4ε|z|, entrywise
     np.testing.assert_array_less(np.abs(np.asarray(lhs) - np.asarray(rhs)), 4 * EPS * np.abs(z) + 1e-300)
-    assert bf.slope_factor(0.0) == 0.5 and bf.slope_factor(1.0) == 1.0
+    assert bf.nets.slope_factor(0.0) == 0.5 and bf.nets.slope_factor(1.0) == 1.0
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.3, 1.0])
 def test_leaky_relu_derivative_at_zero_is_alpha(alpha):
     """σ_α'(0) = α, PyTorch's convention; 1 for z > 0 and α for z < 0 (§0)."""
-    grad = jax.vmap(jax.grad(lambda z: bf.leaky_relu(z, alpha)))
+    grad = jax.vmap(jax.grad(lambda z: bf.nets.leaky_relu(z, alpha)))
     z = jnp.array([-2.0, -1e-300, 0.0, -0.0, 1e-300, 3.0])
     np.testing.assert_array_equal(grad(z), [alpha, alpha, alpha, alpha, 1.0, 1.0])
     # a whole net: at W x = 0 exactly, the first layer's gradient uses slope α
@@ -113,7 +113,7 @@ def test_leaky_relu_derivative_matches_torch():
         act = torch.nn.ReLU() if alpha == 0.0 else torch.nn.LeakyReLU(alpha)
         zt = torch.tensor(z, dtype=torch.float64, requires_grad=True)
         act(zt).sum().backward()
-        ours = jax.vmap(jax.grad(lambda x, a=alpha: bf.leaky_relu(x, a)))(jnp.asarray(z))
+        ours = jax.vmap(jax.grad(lambda x, a=alpha: bf.nets.leaky_relu(x, a)))(jnp.asarray(z))
         np.testing.assert_array_equal(np.asarray(ours), zt.grad.numpy())
 
 
@@ -127,9 +127,9 @@ def test_two_layer_odd_part_is_linear_and_even_part_is_abs_sum(alpha):
     params = _net(rng, (4, 7, 1))
     W, v = params[0].W, params[1].W[0]
     X = rng.normal(size=(50, 4))
-    c = bf.slope_factor(alpha)
-    odd = bf.odd_part(params, X, alpha)[:, 0]
-    even = bf.even_part(params, X, alpha)[:, 0]
+    c = bf.nets.slope_factor(alpha)
+    odd = bf.nets.odd_part(params, X, alpha)[:, 0]
+    even = bf.nets.even_part(params, X, alpha)[:, 0]
     tol = _bound(params, X)[:, 0]  # round-off of two routes to the same value (see _bound)
     assert np.all(np.abs(odd - c * X @ (W.T @ v)) <= tol)
     assert np.all(np.abs(even - (1 - c) * jnp.abs(X @ W.T) @ v) <= tol)
@@ -143,9 +143,9 @@ def test_two_layer_odd_part_is_linear_and_even_part_is_abs_sum(alpha):
 
 @jax.jit
 def _decomposition(params, X, alpha):
-    return (bf.forward(params, X, alpha), bf.odd_part(params, X, alpha),
-            bf.even_part(params, X, alpha), bf.odd_part(params, -X, alpha),
-            bf.even_part(params, -X, alpha), X @ bf.beta_eff(params, alpha))
+    return (bf.forward(params, X, alpha), bf.nets.odd_part(params, X, alpha),
+            bf.nets.even_part(params, X, alpha), bf.nets.odd_part(params, -X, alpha),
+            bf.nets.even_part(params, -X, alpha), X @ bf.beta_eff(params, alpha))
 
 
 @settings(max_examples=20, deadline=None)
@@ -199,12 +199,12 @@ def test_alpha_one_is_the_product_linear_map():
     rng = _rng(4)
     params = _net(rng, (3, 6, 5, 4, 2))
     X = rng.normal(size=(30, 3))
-    P = bf.end_to_end_linear(params)
+    P = bf.nets.end_to_end_linear(params)
     assert P.shape == (2, 3)
     # exact in real arithmetic: the same sums of products in another order (see _bound)
     tol = _bound(params, X)
     assert np.all(np.abs(np.asarray(bf.forward(params, X, 1.0)) - X @ np.asarray(P).T) <= tol)
-    assert np.all(np.abs(np.asarray(bf.even_part(params, X, 1.0))) <= tol)
+    assert np.all(np.abs(np.asarray(bf.nets.even_part(params, X, 1.0))) <= tol)
 
 
 def test_alpha_zero_is_relu():
@@ -219,7 +219,7 @@ def test_alpha_zero_is_relu():
     # two evaluations of the same biased net (XLA and NumPy kernels): roundoff.forward_gap
     Ws, bs = [layer.W for layer in params], [layer.b for layer in params]
     assert np.all(np.abs(np.asarray(bf.forward(params, X, 0.0)) - ref) <= forward_gap(Ws, X, bs))
-    hs = bf.hidden(params, X, 0.0)
+    hs = bf.nets.hidden(params, X, 0.0)
     assert [h.shape for h in hs] == [(30, 6), (30, 5)]
     assert float(jnp.min(hs[0])) >= 0.0
 
@@ -228,7 +228,7 @@ def test_init_gaussian_shapes_scales_and_errors():
     """Shapes follow widths; the scale multiplies a fixed draw (same key), per layer."""
     widths = (3, 6, 5, 2)
     unit = bf.init_gaussian(_key(6), widths, 1.0)
-    assert bf.widths(unit) == widths and bf.depth(unit) == 3
+    assert bf.nets.widths(unit) == widths and bf.nets.depth(unit) == 3
     assert all(layer.b is None for layer in unit)
     per_layer = bf.init_gaussian(_key(6), widths, [0.5, 2.0, 0.0])
     for layer, ref, s in zip(per_layer, unit, [0.5, 2.0, 0.0], strict=True):
@@ -258,7 +258,7 @@ def test_beta_eff_closed_form_equals_least_squares_route(alpha):
     assert closed.shape == lsq.shape == (4, 2)
     # f_odd is exactly linear, so the fit has zero residual: the gap is the pseudo-inverse's
     # round-off (_lsq_bound, κ(X) ~ 3 here) plus the closed form's 2γ_8 c|W_1|ᵀ|W_2|ᵀ
-    c = bf.slope_factor(alpha)
+    c = bf.nets.slope_factor(alpha)
     W1, W2 = np.abs(np.asarray(params[0].W)), np.abs(np.asarray(params[1].W))
     tol = _lsq_bound(params, X, alpha) + 2 * (gamma(8) + EPS) * c * W1.T @ W2.T
     assert np.all(np.abs(np.asarray(lsq) - np.asarray(closed)) <= tol)
@@ -280,16 +280,16 @@ def test_pair_net_computes_scaled_product(alpha, widths):
     rng = _rng(9)
     half = _net(rng, widths)
     pair = bf.pair_up(half)
-    assert bf.widths(pair) == (widths[0],) + tuple(2 * n for n in widths[1:-1]) + (widths[-1],)
+    assert bf.nets.widths(pair) == (widths[0],) + tuple(2 * n for n in widths[1:-1]) + (widths[-1],)
     X = rng.normal(size=(25, widths[0]))
     L = len(widths) - 1
-    expected = (2 * bf.slope_factor(alpha)) ** (L - 1) * X @ bf.end_to_end_linear(half).T
+    expected = (2 * bf.nets.slope_factor(alpha)) ** (L - 1) * X @ bf.nets.end_to_end_linear(half).T
     # exact in real arithmetic: two routes to the same value (_bound on the pair net, whose
     # absolute-value net dominates (2c)^{L-1}|W_L|…|W_1||x|), + ε for the power's product
     tol = _bound(pair, X) + EPS * _mag(pair, X)
     assert np.all(np.abs(np.asarray(bf.forward(pair, X, alpha)) - expected) <= tol)
-    assert np.all(np.abs(np.asarray(bf.even_part(pair, X, alpha))) <= tol)
-    beta = (2 * bf.slope_factor(alpha)) ** (L - 1) * bf.end_to_end_linear(half).T
+    assert np.all(np.abs(np.asarray(bf.nets.even_part(pair, X, alpha))) <= tol)
+    beta = (2 * bf.nets.slope_factor(alpha)) ** (L - 1) * bf.nets.end_to_end_linear(half).T
     # β_eff: the closed form (L = 2) or the least-squares fit (_lsq_bound), against the
     # product's own round-off 2γ_k (2c)^{L-1}|W_L|…|W_1| (k = Σ widths)
     k = sum(widths)
@@ -335,17 +335,17 @@ def test_rank_one_init_is_balanced_zero_even_with_strength_scale(alpha):
     # squares of size <= Σv² = a0 (the init's rescaling adds γ_4 on each side): γ_{n+4} a0
     n = W.shape[0]
     assert abs(float(jnp.sum(v * jnp.abs(v)))) <= gamma(2 * d + n + 9) * float(np.sum(V**2))
-    Q = np.asarray(bf.conserved_quantities(params)[0])
+    Q = np.asarray(bf.dynamics.trajectory.conserved_quantities(params)[0])
     assert np.all(np.abs(Q) <= gamma(2 * d + 2 + 9) * 2 * V**2 * np.sum(R**2))
     # qᵀW_2W_1r = (qᵀq)(vᵀv)(rᵀr) = a0: three products of sums, each γ_{n+d+p}, on a0
     np.testing.assert_allclose(float(q_in @ W2 @ W @ r), a0, rtol=gamma(3 * (n + d + 2) + 9))
     X = _rng(11).normal(size=(30, d))
-    c = bf.slope_factor(alpha)
+    c = bf.nets.slope_factor(alpha)
     # exact in real arithmetic: the two routes (_bound), plus the init's own error in W, W_2
     # (γ_{2d+9} relative, as above, reaching f through the absolute-value net)
     tol = _bound(params, X) + 2 * gamma(2 * d + 9) * _mag(params, X)
     assert np.all(np.abs(np.asarray(bf.forward(params, X, alpha)) - c * a0 * np.outer(X @ r, q_in)) <= tol)
-    assert np.all(np.abs(np.asarray(bf.even_part(params, X, alpha))) <= tol)
+    assert np.all(np.abs(np.asarray(bf.nets.even_part(params, X, alpha))) <= tol)
 
 
 def test_rank_one_init_errors():
@@ -361,7 +361,7 @@ def test_from_arrays_checks_shapes():
     with pytest.raises(ValueError, match="bias 1 must have shape"):
         bf.from_arrays([np.ones((4, 3)), np.ones((1, 4))], [np.ones(3), None])
     p = bf.from_arrays([np.ones((4, 3)), np.ones((1, 4))])
-    assert bf.widths(p) == (3, 4, 1)
+    assert bf.nets.widths(p) == (3, 4, 1)
 
 
 # ------------------------------------------------------------------ padding and effective rank
@@ -393,7 +393,7 @@ def test_one_net_takes_one_slope(alpha):
     """An array α once broadcast: over the hidden units (length 4 = width), over the rows
     (16 × 1), or failed inside NumPy or JAX with a shape error."""
     net, X = bf.from_arrays([np.ones((4, 3)), np.ones((1, 4))]), np.ones((16, 3))
-    for call in (lambda: bf.forward(net, X, alpha), lambda: bf.net_function(net, alpha)(X),
-                 lambda: bf.odd_part(net, X, alpha)):
+    for call in (lambda: bf.forward(net, X, alpha), lambda: bf.expressivity.net_function(net, alpha)(X),
+                 lambda: bf.nets.odd_part(net, X, alpha)):
         with pytest.raises(TypeError, match="alpha must be a single slope"):
             call()

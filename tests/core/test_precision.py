@@ -55,7 +55,7 @@ def test_float64_by_default_with_x64_off():
 @pytest.mark.numerics  # round-off bounds at float32: make test-portable reruns it
 def test_float32_on_request_and_identities_at_float32_round_off():
     with bf.use_precision("float32"):
-        assert bf.current_precision() == "float32" and eps() == U32
+        assert bf.precision.current_precision() == "float32" and eps() == U32
         key = jax.random.PRNGKey(0)
         target, _ = bf.sine_target(key, 4)
         data = bf.make_dataset(key, target, 30, 4)
@@ -71,8 +71,8 @@ def test_float32_on_request_and_identities_at_float32_round_off():
                                      + np.finfo(np.float32).tiny)
         # σ_α(z) = c z + (1 - c)|z|: two roundings on each side, 4 u |z|
         z = np.asarray(data.inputs[:, 0])
-        c = bf.slope_factor(0.3)
-        np.testing.assert_allclose(bf.leaky_relu(z, 0.3), c * z + (1 - c) * np.abs(z), rtol=0,
+        c = bf.nets.slope_factor(0.3)
+        np.testing.assert_allclose(bf.nets.leaky_relu(z, 0.3), c * z + (1 - c) * np.abs(z), rtol=0,
                                    atol=4 * U32 * np.max(np.abs(z)))
     # the pair identity: a ReLU pair net is the linear net at sqrt(1+α)(W, v) trained at
     # lr η (1+α)/2, step for step. Both float32 runs are within their trajectory_gap (K steps
@@ -82,7 +82,7 @@ def test_float32_on_request_and_identities_at_float32_round_off():
     lin_cfg = bf.GDConfig(alpha=1.0, lr=0.05 * 0.5, steps=200, n_records=5)
     half = bf.init_gaussian(jax.random.PRNGKey(2), (4, 3, 1), 0.3, precision="float32")
     pair = bf.train(bf.pair_up(half), data, cfg, precision="float32")
-    lin = bf.train(bf.scale_params(half, 1.0), data, lin_cfg, precision="float32")
+    lin = bf.train(bf.nets.scale_params(half, 1.0), data, lin_cfg, precision="float32")
     assert pair.loss.dtype == np.float32
     pair64 = bf.train(bf.pair_up(half), data, cfg)
     assert pair64.loss.dtype == np.float64
@@ -93,12 +93,12 @@ def test_float32_on_request_and_identities_at_float32_round_off():
         return (trajectory_gap(lambda p: bf.train(p, data, c).loss, init, c.steps, k, eps=EPS32)
                 + loss_eval_gap(run.path, data.X, data.Y, run.loss, k, eps=EPS32))
 
-    g_pair, g_lin = gap(bf.pair_up(half), cfg), gap(bf.scale_params(half, 1.0), lin_cfg)
+    g_pair, g_lin = gap(bf.pair_up(half), cfg), gap(bf.nets.scale_params(half, 1.0), lin_cfg)
     assert np.all(np.abs(pair.loss - lin.loss) <= g_pair + g_lin)
     assert np.all(np.abs(pair.loss - pair64.loss) <= g_pair)
     # the bound can fail: the twin at the pair's own step η (time scale off by 1/c = 2) strays
     # more than 10x the bound
-    wrong = bf.train(bf.scale_params(half, 1.0), data, dataclasses.replace(lin_cfg, lr=cfg.lr),
+    wrong = bf.train(bf.nets.scale_params(half, 1.0), data, dataclasses.replace(lin_cfg, lr=cfg.lr),
                      precision="float32")
     assert np.max(g_pair + g_lin) < 0.1 * np.max(np.abs(wrong.loss - pair.loss))
 

@@ -40,7 +40,7 @@ def test_pair_channels_train_like_the_linear_conv_twin(sym_data, alpha):
     """Pair channels: f_even ≡ 0 before and after GD, the pairing kept, and the run equals
     the linear twin's (√c · weights, α = 1) with lr × c (§7, §2.3–2.4)."""
     pair = bf.init_conv(jax.random.PRNGKey(1), (LENGTH,), (1, C), 3, scale=0.3, pairs=True)
-    c, eta = bf.slope_factor(alpha), 0.05
+    c, eta = bf.nets.slope_factor(alpha), 0.05
     cfg = bf.GDConfig(alpha=alpha, lr=eta, steps=STEPS, n_records=31)
     leaky = bf.train(pair, sym_data, cfg)
     twin = bf.train(bf.linear_twin(pair, alpha), sym_data, dataclasses.replace(cfg, alpha=1.0, lr=eta * c))
@@ -57,7 +57,7 @@ def test_pair_channels_train_like_the_linear_conv_twin(sym_data, alpha):
     E = np.asarray(leaky.even_energy)
     F = np.max(np.abs(np.asarray(bf.forward(leaky.params, sym_data.X, alpha))))
     assert E[0] <= (gamma(_n(pair)) * F) ** 2 and np.max(E) <= (STEPS * gamma(_n(pair)) * F) ** 2
-    assert np.max(np.abs(np.asarray(bf.even_part(leaky.params, sym_data.X, alpha)))) <= \
+    assert np.max(np.abs(np.asarray(bf.nets.even_part(leaky.params, sym_data.X, alpha)))) <= \
         STEPS * gamma(_n(pair)) * F
 
 

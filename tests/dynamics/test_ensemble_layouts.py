@@ -28,7 +28,7 @@ def _setup():
     X = rng.normal(size=(N_HALF, D))
     data = bf.Dataset(*bf.symmetrize(X, np.tanh(X @ rng.normal(size=(D, 1)))))
     Ws = [0.5 * rng.normal(size=(B, WIDTH, D)), 0.5 * rng.normal(size=(B, 1, WIDTH))]
-    batch = tuple(bf.Layer(jax.numpy.asarray(W)) for W in Ws)  # leading axis B
+    batch = tuple(bf.nets.Layer(jax.numpy.asarray(W)) for W in Ws)  # leading axis B
     alphas, lrs, wds = np.array([0.0, 0.3, 1.0]), np.array([0.05, 0.1, 0.02]), np.array([0.0, 1e-2, 0.0])
     return data, batch, alphas, lrs, wds
 

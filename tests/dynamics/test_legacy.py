@@ -76,7 +76,7 @@ def test_train_with_twin_warns_and_is_train_with_twin(data):
                               weight_decay=0.01)
     cfg = bf.GDConfig(alpha=0.0, lr=0.05, steps=40, n_records=5, weight_decay=0.01)
     traj = bf.train(net, bf.Dataset(X, Y), cfg, twin=twin, observables="loss")
-    new = PairedRun.of(traj, bf.record_steps(40, 5))
+    new = PairedRun.of(traj, bf.dynamics.record_steps(40, 5))
     assert isinstance(old, PairedRun)
     for field in ("steps", "gap_max", "gap_step"):
         assert getattr(old, field) == getattr(new, field), field

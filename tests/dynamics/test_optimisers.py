@@ -158,7 +158,7 @@ def test_pair_net_follows_its_twin(sym, name, alpha):
     every record and in the final weights; control: the scale of the other degree
     (c^{(1+κ')/2}, κ' = 1 − κ: Adam at step η·c, SGD at η·√c) misses by far."""
     make, kappa, steps = CASES[name]
-    c = bf.slope_factor(alpha)
+    c = bf.nets.slope_factor(alpha)
     rho = 1.0 / np.sqrt(c)
     assert measure_degree(make if not hasattr(make, "init") else (lambda r: make), (3.0, rho)) == kappa
     net, tw, bound = _lockstep(sym, make, alpha, steps)
@@ -232,7 +232,7 @@ def test_optimiser_twin_scales_and_degrees():
                                      (0.0, 3, lambda r: optax.sgd(1.0), 0.5 ** (4 / 3))):
         twin = bf.optimiser_twin(make, alpha, depth=depth)
         u, _ = twin.update(g, twin.init(g))
-        c = bf.slope_factor(alpha)
+        c = bf.nets.slope_factor(alpha)
         if want is None:  # Adam's first step is -η·sign(g)·(1 - O(ε)): scaled by √c
             np.testing.assert_allclose(u["w"], -0.01 * np.sqrt(c) * np.sign(g["w"]), rtol=1e-7)
         else:  # one multiplication each: exact to 2 ε

@@ -78,7 +78,7 @@ def _mapped_linear_run(half, data, alpha, eta, steps, factor, lr_factor, weight_
     ``wd_factor * λ``; returns (trajectory, its init, its config)."""
     cfg = bf.GDConfig(alpha=1.0, lr=lr_factor * eta, steps=steps, loss=loss,
                       weight_decay=wd_factor * weight_decay, n_records=N_REC)
-    init = bf.scale_params(half, factor)
+    init = bf.nets.scale_params(half, factor)
     return bf.train(init, data, cfg), init, cfg
 
 
@@ -116,7 +116,7 @@ def test_pair_init_gd_equals_mapped_linear_net(sym_data, alpha):
     sqrt(1+α)(W, v) with lr η(1+α)/2: loss and β_eff at 51 records over 1500 steps (§2.3)."""
     eta, steps = 0.05, 1500
     half = _net(np.random.default_rng(2), (D, 4, P), 0.1)
-    c = bf.slope_factor(alpha)
+    c = bf.nets.slope_factor(alpha)
     lcfg = bf.GDConfig(alpha=alpha, lr=eta, steps=steps, n_records=N_REC)
     leaky = bf.train(bf.pair_up(half), sym_data, lcfg)
     linear, linit, cfg = _mapped_linear_run(half, sym_data, alpha, eta, steps, np.sqrt(1 + alpha), c)
@@ -137,7 +137,7 @@ def test_pair_init_gd_equals_mapped_linear_net(sym_data, alpha):
 
     def twin_final(p):
         tr = bf.train(p, sym_data, cfg)
-        return {"map": np.asarray(bf.end_to_end_linear(tr.params).T), "half": np.asarray(tr.params[0].W)}
+        return {"map": np.asarray(bf.nets.end_to_end_linear(tr.params).T), "half": np.asarray(tr.params[0].W)}
 
     k = chain_length(bf.pair_up(half), sym_data.X.shape[0])
     gl = trajectory_gap(pair_final, bf.pair_up(half), steps, k)
@@ -158,7 +158,7 @@ def test_deep_pair_init_computes_scaled_product_and_stays_odd(sym_data, alpha):
     M = [[A, B], [B, A]] (§2.3, §4.1)."""
     half = _net(np.random.default_rng(3), (D, 3, 3, P), 0.5)
     pair = bf.pair_up(half)
-    c = bf.slope_factor(alpha)
+    c = bf.nets.slope_factor(alpha)
     cfg = bf.GDConfig(alpha=alpha, lr=0.05, steps=1500, n_records=N_REC)
     traj = bf.train(pair, sym_data, cfg)
     # β_eff at init (least squares X⁺ f_odd(X) for a deep net) against the product: the
@@ -170,7 +170,7 @@ def test_deep_pair_init_computes_scaled_product_and_stays_odd(sym_data, alpha):
     P_abs = np.linalg.norm(np.abs(half[2].W) @ np.abs(half[1].W) @ np.abs(half[0].W))
     e = 2 * gamma(k) * (2 * c) ** 2 * P_abs * (np.linalg.norm(X) * np.linalg.norm(np.linalg.pinv(X), 2)
                                               + np.linalg.cond(X))
-    beta0 = (2 * c) ** 2 * bf.end_to_end_linear(half).T
+    beta0 = (2 * c) ** 2 * bf.nets.end_to_end_linear(half).T
     assert np.max(np.abs(traj.beta[0] - beta0)) <= e < 1e-10
     assert float(traj.loss[-1]) < 1e-2 * float(traj.loss[0])  # it learned
     assert float(jnp.max(traj.even_energy)) <= 1e-28
@@ -199,7 +199,7 @@ def test_rank_one_balanced_init_equals_linear_net(rank1_data, alpha, aligned):
     r, q = (V[:, 0], U[:, 0]) if aligned else (np.array([1.0, -0.3, 0.2]), np.array([0.6, 0.8]))
     eta, steps = 0.05, 1500
     params = bf.init_rank_one(jax.random.PRNGKey(4), D, 4, 0.01, direction=r, out_direction=q, p=P)
-    c = bf.slope_factor(alpha)
+    c = bf.nets.slope_factor(alpha)
     lcfg = bf.GDConfig(alpha=alpha, lr=eta, steps=steps, n_records=N_REC)
     leaky = bf.train(params, rank1_data, lcfg)
     linear, linit, cfg = _mapped_linear_run(params, rank1_data, alpha, eta, steps, np.sqrt(c), c)
@@ -216,7 +216,7 @@ def test_weight_decay_maps_to_lambda_over_c(sym_data, alpha):
     """Pair net with decay λ == linear twin with decay λ/c and lr ηc (§2.7)."""
     eta, steps, lam = 0.05, 1500, 0.05
     half = _net(np.random.default_rng(2), (D, 4, P), 0.1)
-    c = bf.slope_factor(alpha)
+    c = bf.nets.slope_factor(alpha)
     lcfg = bf.GDConfig(alpha=alpha, lr=eta, steps=steps, weight_decay=lam, n_records=N_REC)
     leaky = bf.train(bf.pair_up(half), sym_data, lcfg)
     linear, linit, cfg = _mapped_linear_run(half, sym_data, alpha, eta, steps, np.sqrt(1 + alpha), c,
@@ -235,12 +235,12 @@ def test_weight_decay_maps_to_lambda_over_c(sym_data, alpha):
 def test_logistic_pair_net_equals_mapped_linear_net(alpha):
     """ℓ(-y,-f) = ℓ(y,f) for the logistic loss, so §2.3 holds for ±1 labels (§2.8)."""
     rng = np.random.default_rng(5)
-    X, Y, _ = bf.label_data(jax.random.PRNGKey(5), bf.symmetrize(rng.normal(size=(30, D))), 0.2)
-    assert bf.is_symmetric(X, Y)
+    X, Y, _ = bf.data.label_data(jax.random.PRNGKey(5), bf.symmetrize(rng.normal(size=(30, D))), 0.2)
+    assert bf.data.is_symmetric(X, Y)
     data = bf.Dataset(X, Y)
     eta, steps = 0.1, 1000
     half = _net(np.random.default_rng(6), (D, 4, 1), 0.1)
-    c = bf.slope_factor(alpha)
+    c = bf.nets.slope_factor(alpha)
     lcfg = bf.GDConfig(alpha=alpha, lr=eta, steps=steps, loss="logistic", n_records=N_REC)
     leaky = bf.train(bf.pair_up(half), data, lcfg)
     linear, linit, cfg = _mapped_linear_run(half, data, alpha, eta, steps, np.sqrt(1 + alpha), c,
@@ -319,7 +319,7 @@ def test_gd_one_step_changes_balance_by_eta_squared_exactly(sym_data):
     cancel by Euler's identity wᵀ∂_w L = v ∂_v L for homogeneous units (§4.2)."""
     params = _net(np.random.default_rng(8), (D, 4, P), 0.5)
     eta, alpha = 0.05, 0.5
-    g = jax.jit(jax.grad(bf.objective))(params, sym_data.X, sym_data.Y, alpha)  # one compile
+    g = jax.jit(jax.grad(bf.dynamics.losses.objective))(params, sym_data.X, sym_data.Y, alpha)  # one compile
     # steps = N_REC - 1: every record is one step apart (and the compiled loop is shared)
     traj = bf.train(params, sym_data, bf.GDConfig(alpha=alpha, lr=eta, steps=N_REC - 1, n_records=N_REC))
     dQ = np.asarray(traj.conserved[0][1] - traj.conserved[0][0])
@@ -402,7 +402,7 @@ def test_ensemble_over_learning_rates_with_shared_params(sym_data):
                            chain_length(net, sym_data.X.shape[0]))  # as in the test above
         assert np.all(np.abs(np.asarray(ens.member(i).loss) - np.asarray(one.loss)) <= e) and np.max(e) < 1e-8
         # t = η k: one correctly rounded product of the same two numbers
-        np.testing.assert_array_equal(ens.member(i).t, lr * bf.record_steps(300, N_REC))
+        np.testing.assert_array_equal(ens.member(i).t, lr * bf.dynamics.record_steps(300, N_REC))
 
 
 def test_flow_ensemble_equals_separate_runs_smooth_case(sym_data):
@@ -540,14 +540,14 @@ def test_odd_width_pair_init_raises():
 
 
 def test_record_steps_and_times():
-    ks = bf.record_steps(1000, 11)
+    ks = bf.dynamics.record_steps(1000, 11)
     np.testing.assert_array_equal(ks, np.arange(0, 1001, 100))
-    ks_log = bf.record_steps(1000, 11, "log")
+    ks_log = bf.dynamics.record_steps(1000, 11, "log")
     assert ks_log[0] == 0 and ks_log[-1] == 1000 and np.all(np.diff(ks_log) > 0)
-    ts = bf.record_times(4.0, 5)
+    ts = bf.dynamics.record_times(4.0, 5)
     # linspace: t_j = j·(t_max/(n−1)) (and an end fix-up): two roundings, <= 2ε|t_j|
     np.testing.assert_allclose(ts, [0, 1, 2, 3, 4], rtol=2 * EPS, atol=0)
-    ts_log = bf.record_times(4.0, 5, "log")
+    ts_log = bf.dynamics.record_times(4.0, 5, "log")
     # geomspace: 10^(linspace of log10 t): the exponent's error ~ε|log10 t| becomes a
     # relative error ln(10)·ε|log10 t|, plus a few roundings (log10, power, the ends): 4ε·(|ln t| + 2)
     assert ts_log[0] == 0.0 and ts_log[1] == pytest.approx(4e-4, rel=4 * EPS * (abs(np.log(4e-4)) + 2))
@@ -604,7 +604,7 @@ def test_more_bad_input_is_named(sym_data):
     with pytest.raises(ValueError, match="empty"):
         bf.Dataset(np.zeros((0, D)), np.zeros((0, P)))
     with pytest.raises(ValueError, match="positive definite"):
-        bf.gaussian_inputs(jax.random.PRNGKey(0), 5, 2, cov=[[1.0, 2.0], [2.0, 1.0]])
+        bf.data.gaussian_inputs(jax.random.PRNGKey(0), 5, 2, cov=[[1.0, 2.0], [2.0, 1.0]])
     with pytest.raises(ValueError, match="direction must be a non-zero vector of shape"):
         bf.init_rank_one(jax.random.PRNGKey(0), 3, 4, 1e-3, direction=[1.0, 0.0])
     with pytest.raises(ValueError, match="direction must be a non-zero vector"):
@@ -647,7 +647,7 @@ def test_logistic_loss_refuses_real_valued_labels(sym_data):
     with pytest.raises(ValueError, match="data.Y: the logistic loss"):
         bf.train(net, sym_data, bf.GDConfig(loss="logistic", steps=2, n_records=2), alpha=[0.0, 1.0])
     with pytest.raises(ValueError, match="^Y: the logistic loss"):
-        bf.loss_value(np.zeros((4, 1)), np.array([[1.0], [0.0], [-1.0], [1.0]]), "logistic")
+        bf.dynamics.losses.loss_value(np.zeros((4, 1)), np.array([[1.0], [0.0], [-1.0], [1.0]]), "logistic")
     labels = bf.Dataset(sym_data.X, np.sign(sym_data.Y))
     tr = bf.train(net, labels, bf.GDConfig(loss="logistic", lr=0.1, steps=20, n_records=2))
     assert float(tr.loss[-1]) < float(tr.loss[0])
@@ -663,11 +663,11 @@ def _spiking_run():
 
 def test_loss_spike_between_records_is_carried_and_warned():
     net, data, cfg = _spiking_run()
-    with pytest.warns(bf.LossSpikeWarning, match=r"spiked to .* between records.*lr=0\.35"):
+    with pytest.warns(bf.dynamics.LossSpikeWarning, match=r"spiked to .* between records.*lr=0\.35"):
         tr = bf.train(net, data, cfg)
     L = np.asarray(tr.loss)
     assert L[-1] < 1e-20 and np.max(L) == L[0]  # the records hide the spike
-    assert float(tr.loss_max) > bf.SPIKE_FACTOR * np.max(L)
+    assert float(tr.loss_max) > bf.dynamics.SPIKE_FACTOR * np.max(L)
     # the peak is the largest loss over every step: replay the steps by hand
     u, v, losses = 3.0, 0.05, []
     for _ in range(cfg.steps):
@@ -678,7 +678,7 @@ def test_loss_spike_between_records_is_carried_and_warned():
     # the replay and the engine round differently (FMA, order): each is within trajectory_gap
     # of the exact run (K steps of 2γ_k × the measured sensitivity of the peak to the init)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", bf.LossSpikeWarning)
+        warnings.simplefilter("ignore", bf.dynamics.LossSpikeWarning)
         g = trajectory_gap(lambda p: bf.train(p, data, cfg).loss_max, net, cfg.steps, chain_length(net, 2))
     # and the bound is below the gap to any other step's loss: the wrong step's peak would fail
     assert abs(float(tr.loss_max) - peak) <= 2 * float(g) < peak - runner_up
@@ -700,7 +700,7 @@ def test_loss_max_of_a_smooth_run_is_its_first_loss(sym_data, recwarn):
     ens = bf.train(net, sym_data, bf.GDConfig(lr=0.05, steps=200, n_records=N_REC), alpha=[0.0, 1.0])
     for top, L in zip(np.asarray(ens.loss_max), np.max(np.asarray(ens.loss), axis=1), strict=True):
         assert abs(top - L) <= gap(L)
-    assert not [w for w in recwarn if issubclass(w.category, bf.LossSpikeWarning)]
+    assert not [w for w in recwarn if issubclass(w.category, bf.dynamics.LossSpikeWarning)]
 
 
 def _kink_case():
@@ -718,7 +718,7 @@ def test_flow_stalled_on_a_relu_kink_says_so_early_and_its_advice_works():
     cfg = bf.FlowConfig(alpha=0.0, t_max=5.0, n_records=5)  # the default budget, 200 000 steps
     stall = (r"stalled at t = 2\.0.* on a ReLU kink: the pre-activation of layer-1 unit \d on data "
              r"point \d is .*rtol=0\.0001, atol=1e-06")
-    with pytest.raises(bf.FlowStallError, match=stall) as info:
+    with pytest.raises(bf.dynamics.FlowStallError, match=stall) as info:
         bf.flow(net, data, cfg)
     msg = str(info.value)
     assert "kvaerno5 and dopri8 included" in msg
@@ -762,7 +762,7 @@ def test_the_pace_check_lets_a_smooth_flow_use_its_budget(smooth_flow):
     assert need > 2 * stall_window(need + 1), "the case must span several pace windows"
     tight = bf.flow(net, data, dataclasses.replace(cfg, max_steps=need + 1))
     assert int(tight.stats["steps"]) == need and bool(tight.stats["ok"])
-    with pytest.raises(bf.FlowStallError, match=r"all max_steps=\d+ solver steps spent.*Raise "
+    with pytest.raises(bf.dynamics.FlowStallError, match=r"all max_steps=\d+ solver steps spent.*Raise "
                        "max_steps"):
         bf.flow(net, data, dataclasses.replace(cfg, max_steps=need // 4))
 
@@ -770,7 +770,7 @@ def test_the_pace_check_lets_a_smooth_flow_use_its_budget(smooth_flow):
 def test_failed_runs_print_nothing(capfd, smooth_flow):
     """NaN/unreached records reached LAPACK's SVD, which printed 'DLASCL illegal value'."""
     net, smooth, cfg, need = smooth_flow  # the budget-spent solve of the pace test (compiled once)
-    with pytest.raises(bf.FlowStallError) as info:
+    with pytest.raises(bf.dynamics.FlowStallError) as info:
         bf.flow(net, smooth, dataclasses.replace(cfg, max_steps=need // 4))
     assert "all max_steps" in str(info.value)  # spent before t_max: the last records unreached
     rng = np.random.default_rng(1)

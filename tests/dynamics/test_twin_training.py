@@ -8,10 +8,10 @@ import pytest
 from roundoff import chain_length, loss_eval_gap, trajectory_gap
 
 import biasfree as bf
-from biasfree import Layer
 from biasfree.core.data import mirrored_half
 from biasfree.dynamics.trainer import _train
 from biasfree.dynamics.twin_training import PairedRun
+from biasfree.nets import Layer
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them
 
@@ -39,7 +39,7 @@ def _paired(net, twin, X, Y, *, lr, steps, n_records, weight_decay=0.0) -> Paire
     """Net (α = 0) and twin trained side by side on (X, Y), as a :class:`PairedRun`."""
     cfg = bf.GDConfig(alpha=0.0, lr=lr, steps=steps, n_records=n_records, weight_decay=weight_decay)
     traj = bf.train(net, bf.Dataset(X, Y), cfg, twin=twin, observables="loss")
-    return PairedRun.of(traj, bf.record_steps(steps, n_records))
+    return PairedRun.of(traj, bf.dynamics.record_steps(steps, n_records))
 
 
 def test_mirrored_path_trains_as_the_general_path():
@@ -83,7 +83,7 @@ def test_ensemble_gaps_with_own_step_counts_equal_one_at_a_time(decay):
     def stack(ps):
         return tuple(Layer(np.stack([np.asarray(p[i].W) for p in ps])) for i in range(2))
 
-    segments = np.stack([np.diff(bf.record_steps(k, 3)) for k in steps])  # each member's own records
+    segments = np.stack([np.diff(bf.dynamics.record_steps(k, 3)) for k in steps])  # each member's own records
     vectors = {"alpha": np.zeros(3), "lr": np.asarray(lrs), "weight_decay": np.asarray(decays, float)}
     # twin=True: the trainer builds each member's twin √c·θ (α = 0: the twins above)
     ens = _train(stack(nets), bf.Dataset(X, Y), bf.GDConfig(lr=1.0, steps=max(steps)), vectors,

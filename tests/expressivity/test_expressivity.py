@@ -16,9 +16,9 @@ from scipy import stats
 
 import biasfree as bf
 from biasfree.core.nets import forward
-from biasfree.expressivity import characterise as verdict
 from biasfree.expressivity import decomposition as ex
 from biasfree.expressivity import floors
+from biasfree.expressivity.characterise import EVEN_PART_LINEAR, ODD_PART, characterise
 from biasfree.expressivity.depth_separation import depth3_example, fit_net, init_batch
 from biasfree.theory import floors as closed
 
@@ -136,7 +136,7 @@ def test_homogeneity():
 
 def test_depth3_example_exact_values():
     g = depth3_example()
-    assert bf.widths(g) == (2, 4, 2, 1) and not any(layer.b is not None for layer in g)
+    assert bf.nets.widths(g) == (2, 4, 2, 1) and not any(layer.b is not None for layer in g)
     out = np.asarray(forward(g, np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), 0.0))[:, 0]
     assert out.tolist() == [1.0, 0.0, 0.0]  # linear would force g(1,1) = g(1,0) + g(0,1) = 1
     X = _rng(3).normal(size=(200, 2))
@@ -174,7 +174,7 @@ def test_linear_target_has_zero_floor_and_is_reachable():
     # power); a target the homogeneous fit misses gives O(1e-2) and more
     ad = fl.any_depth
     assert ad.normalised <= (ad.quad_error + 4 * gamma(X.shape[0]) * ad.power) / ad.power
-    ch = verdict.characterise(lambda X: X @ T.T, X)
+    ch = characterise(lambda X: X @ T.T, X)
     # distance = √(2 floor): the odd part's exact least-squares floor (_odd_fit_tol), even part 0
     assert ch.reachable and ch.out_of_reach == () and ch.distance <= np.sqrt(2 * _odd_fit_tol(X, X @ T.T))
 
@@ -188,8 +188,8 @@ def test_x1x2x3_floor_is_one_and_odd_part_out_of_reach():
     assert 0.995 <= fl.total.normalised <= 1.0
     assert abs(fl.total.value - 0.5) <= Z * fl.total.error and fl.total.se <= 0.025  # ½E y² = ½
     assert fl.even.value == 0.0  # odd target: no even part at all
-    ch = verdict.characterise(x1x2x3, X)
-    assert not ch.reachable and ch.out_of_reach == (verdict.ODD_PART,)
+    ch = characterise(x1x2x3, X)
+    assert not ch.reachable and ch.out_of_reach == (ODD_PART,)
     assert "out of reach" in ch.summary()
 
 
@@ -208,19 +208,19 @@ def test_x1x2x3_any_depth_floor_is_two_sevenths():
 
 def test_abs_target_is_even_and_homogeneous():
     X = _rng(7).normal(size=(500, 4))
-    f = bf.abs_target(0)
+    f = bf.data.abs_target(0)
     ev = floors.homogeneous_floor(f, X, even_only=True)
     # |x₁| is even and 1-homogeneous: 0 up to the quadrature's bound and 4γ_N of the power
     assert abs(ev.value) <= ev.quad_error + 4 * gamma(X.shape[0]) * ev.power
-    ch = verdict.characterise(f, X)
+    ch = characterise(f, X)
     # total = odd (|x₁| has none: the exact-fit bound) + even (ray quadrature: its quad_error and
     # 4γ_N of the power), relative to the power; a target out of reach gives O(0.1)
     tot = floors.two_layer_floor(f, X).total
     rel_tol = (tot.quad_error + 4 * gamma(X.shape[0]) * tot.power + _odd_fit_tol(X, f(X))) / tot.power
     assert ch.reachable and ch.relative_floor <= rel_tol
     # a linear net (alpha = 1) has no even part: |x1| is entirely out of its reach
-    lin = verdict.characterise(f, X, alpha=1.0)
-    assert lin.out_of_reach == (verdict.EVEN_PART_LINEAR,)
+    lin = characterise(f, X, alpha=1.0)
+    assert lin.out_of_reach == (EVEN_PART_LINEAR,)
     # y odd part is 0 exactly (|x| is even to the bit), y = y_even: a ratio of two N-term means
     assert lin.relative_floor == pytest.approx(1.0, rel=2 * gamma(X.shape[0]) + 2 * EPS)
 
@@ -362,8 +362,8 @@ def test_trained_two_layer_net_stays_at_floor_on_x1x2x3():
     with probability ~1e-6 (asymptotically): 0.092 for n = 1000.
     """
     n = 1000
-    X = bf.symmetrize(bf.gaussian_inputs(jax.random.PRNGKey(2), n, 3))
-    data = bf.Dataset(X, bf.product_target()(X))
+    X = bf.symmetrize(bf.data.gaussian_inputs(jax.random.PRNGKey(2), n, 3))
+    data = bf.Dataset(X, bf.data.product_target()(X))
     fit = fit_net(data, jax.random.PRNGKey(3), (3, 20, 1), bf.GDConfig(lr=0.05, steps=600, n_records=30))
     eps = 3 * stats.chi2(3).isf(1e-6) / n
     power = fit.floor.power
@@ -379,8 +379,8 @@ def test_trained_two_layer_net_stays_at_floor_on_x1x2x3():
 
 def test_depth3_net_beats_the_two_layer_floor_on_an_odd_target():
     n = 150
-    X = bf.symmetrize(bf.gaussian_inputs(jax.random.PRNGKey(4), n, 3))
-    data = bf.Dataset(X, bf.product_target()(X))
+    X = bf.symmetrize(bf.data.gaussian_inputs(jax.random.PRNGKey(4), n, 3))
+    data = bf.Dataset(X, bf.data.product_target()(X))
     fit = fit_net(data, jax.random.PRNGKey(5), (3, 16, 16, 1), bf.GDConfig(lr=0.05, steps=800, n_records=10),
                   gain=1.0, restarts=2)
     # exact comparison on the training set, no tolerance needed: no two-layer bias-free

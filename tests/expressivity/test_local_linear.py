@@ -14,6 +14,7 @@ import pytest
 from roundoff import EPS, gamma
 
 import biasfree as bf
+from biasfree import expressivity as ex
 from biasfree.core.layers import AbstractLayer
 from biasfree.core.nets import hidden
 
@@ -41,7 +42,7 @@ def _closed_jacobian(net, x, alpha):
 def test_bias_free_nets_are_homogeneous_and_satisfy_euler_to_round_off(widths, alpha):
     rng = np.random.default_rng(len(widths) * 10 + int(10 * alpha))
     net, X = _net(rng, widths), rng.normal(size=(25, widths[0]))
-    r = bf.local_linear(net, X, alpha)
+    r = ex.local_linear(net, X, alpha)
     # the bounds are local_linear's derived worst cases γ_{K+3}(G(λx) + λG(x)) and γ_{3K+d+2}G(x)
     assert r.homogeneous and r.homogeneity_ratio <= 1.0, r.summary()
     assert r.euler_holds and r.euler_ratio <= 1.0, r.summary()
@@ -60,11 +61,11 @@ def test_bias_free_nets_are_homogeneous_and_satisfy_euler_to_round_off(widths, a
 def test_odd_and_even_fractions_split_the_energy_on_mirrored_inputs():
     rng = np.random.default_rng(3)
     net, Xp = _net(rng, (4, 16, 2)), rng.normal(size=(20, 4))
-    r = bf.local_linear(net, np.vstack([Xp, -Xp]), 0.0)
+    r = ex.local_linear(net, np.vstack([Xp, -Xp]), 0.0)
     # on X = [X₊; −X₊] the cross term <f_odd·f_even> vanishes exactly up to the sums' round-off
     assert abs(r.odd_fraction + r.even_fraction - 1.0) <= gamma(200)
     assert 0.05 < r.even_fraction < 0.95  # a random ReLU net: both parts are present
-    lin = bf.local_linear(net, np.vstack([Xp, -Xp]), 1.0)
+    lin = ex.local_linear(net, np.vstack([Xp, -Xp]), 1.0)
     assert lin.even_fraction <= gamma(200) ** 2 and abs(lin.odd_fraction - 1.0) <= gamma(200)
 
 
@@ -72,7 +73,7 @@ def test_odd_and_even_fractions_split_the_energy_on_mirrored_inputs():
 def test_biased_net_has_a_bias_term_far_above_round_off_and_fails_homogeneity(alpha):
     rng = np.random.default_rng(11)
     net, X = _net(rng, (4, 12, 3), bias=True), rng.normal(size=(30, 4))
-    r = bf.local_linear(net, X, alpha)
+    r = ex.local_linear(net, X, alpha)
     assert r.has_bias and not r.homogeneous and not r.euler_holds
     assert r.homogeneity_ratio > 1e6 and r.euler_ratio > 1e6, r.summary()  # O(1) biases, not round-off
     assert r.bias_fraction > 1e-3
@@ -98,7 +99,7 @@ def test_a_rank_r_projection_net_has_effective_dimension_r_under_every_measure(r
     d = 7
     Q = _orthonormal(rng, d, rank)
     net = bf.from_arrays([np.vstack([Q.T, -Q.T]), np.hstack([Q, -Q])])
-    r = bf.local_linear(net, rng.normal(size=(12, d)), 0.0)
+    r = ex.local_linear(net, rng.normal(size=(12, d)), 0.0)
     # Weyl: |σ̂_i − σ_i| ≤ δ = ‖Ĵ − QQᵀ‖_F ≤ ‖γ_K |Q||Q|ᵀ‖_F (J's round-off, here K = d + 2r);
     # Σσ̂² and Σσ̂⁴ then err by ≤ 3dδ and ≤ 15dδ, so PR = (Σσ²)²/Σσ⁴ by ≤ 25dδ for δ ≤ 1/d
     delta = gamma(d + 2 * rank) * np.linalg.norm(np.abs(Q) @ np.abs(Q).T)
@@ -115,13 +116,13 @@ def test_unequal_singular_values_give_the_participation_ratio_in_closed_form():
     s = np.array([3.0, 1.0, 0.5])
     U, V = _orthonormal(rng, 4, 3), _orthonormal(rng, 6, 3)
     net = bf.from_arrays([s[:, None] * V.T, U])
-    r = bf.local_linear(net, rng.normal(size=(5, 6)), 1.0)
+    r = ex.local_linear(net, rng.normal(size=(5, 6)), 1.0)
     pr = np.sum(s**2) ** 2 / np.sum(s**4)
     # σ̂ within δ = ‖γ_K |U||diag s||V|ᵀ‖_F of s (Weyl); PR's relative error ≤ 8δ/s_min for δ ≪ s_min
     delta = gamma(6 + 3 + 4) * np.linalg.norm(np.abs(U) @ (s[:, None] * np.abs(V).T))
     assert np.all(np.abs(r.participation_ratio - pr) <= 8 * pr * delta / s.min()) and pr < 3
     assert np.all(np.abs(r.frobenius_dimension - np.sum(s**2)) <= 4 * np.sum(s) * delta)
-    assert np.allclose(bf.participation_ratio(np.array([[2.0, 2.0, 0.0], [0.0, 0.0, 0.0]])), [2.0, 0.0],
+    assert np.allclose(ex.participation_ratio(np.array([[2.0, 2.0, 0.0], [0.0, 0.0, 0.0]])), [2.0, 0.0],
                        rtol=4 * EPS, atol=0)  # exact up to the few roundings of (8+8)²/(16+16)
 
 
@@ -165,8 +166,8 @@ def test_a_new_layer_type_goes_through_the_protocol_unchanged():
     # the dense matrix is the convolution: two sums of the same 3 taps, 2γ_3 |H||A|ᵀ apart
     A = conv.matrix
     assert np.all(np.abs(conv.apply(H) - H @ A.T) <= 2 * gamma(3) * np.abs(H) @ np.abs(A).T)
-    net = (conv, bf.Layer(rng.normal(size=(2, n))))
-    r = bf.local_linear(net, rng.normal(size=(10, n)), 0.1)
+    net = (conv, bf.nets.Layer(rng.normal(size=(2, n))))
+    r = ex.local_linear(net, rng.normal(size=(10, n)), 0.1)
     assert r.homogeneous and r.euler_holds, r.summary()  # the derived bounds, as for dense layers
 
 
@@ -174,27 +175,27 @@ def test_bad_input_is_refused_with_the_fix():
     rng = np.random.default_rng(0)
     net, X = _net(rng, (3, 4, 2)), rng.normal(size=(5, 3))
     with pytest.raises(ValueError, match="λ > 0"):
-        bf.local_linear(net, X, 0.0, lambdas=(1.0, -2.0))
+        ex.local_linear(net, X, 0.0, lambdas=(1.0, -2.0))
     with pytest.raises(ValueError, match="non-empty"):
-        bf.local_linear(net, X, 0.0, lambdas=())
+        ex.local_linear(net, X, 0.0, lambdas=())
     with pytest.raises(ValueError, match="columns"):
-        bf.local_linear(net, X[:, :2], 0.0)
+        ex.local_linear(net, X[:, :2], 0.0)
     with pytest.raises(ValueError, match="pass at most 4 inputs"):
-        bf.local_linear(net, X, 0.0, max_entries=24)
+        ex.local_linear(net, X, 0.0, max_entries=24)
     with pytest.raises(ValueError, match="empty"):
-        bf.local_linear(net, X[:0], 0.0)
+        ex.local_linear(net, X[:0], 0.0)
     with pytest.raises(ValueError, match="alpha"):
-        bf.local_linear(net, X, 1.5)
+        ex.local_linear(net, X, 1.5)
     with pytest.raises(TypeError, match="tuple of biasfree Layer"):
-        bf.local_linear([np.eye(3)], X, 0.0)
+        ex.local_linear([np.eye(3)], X, 0.0)
     with pytest.raises(ValueError, match=">= 0"):
-        bf.participation_ratio([1.0, -1.0])
+        ex.participation_ratio([1.0, -1.0])
 
 
 def test_float32_bounds_scale_with_its_epsilon():
     rng = np.random.default_rng(9)
     net, X = _net(rng, (5, 8, 7, 3)), rng.normal(size=(20, 5))
-    r32, r64 = bf.local_linear(net, X, 0.1, precision="float32"), bf.local_linear(net, X, 0.1)
+    r32, r64 = ex.local_linear(net, X, 0.1, precision="float32"), ex.local_linear(net, X, 0.1)
     assert r32.jacobians.dtype == np.float32 and r32.homogeneous and r32.euler_holds, r32.summary()
     # the same γ_k with ε = 2^-23 instead of 2^-52: the bounds grow by 2^29, up to the γ's
     # 1/(1 − kε₃₂) ≈ 1 + kε₃₂ and the magnitudes |J||x| evaluated in float32 (<= kε₃₂ relative):

@@ -130,7 +130,7 @@ def test_effective_strength_predicts_a_random_init_linear_net():
     a0 = ¼||W1 r + W2ᵀ||² says (gradient flow, so no step-size error)."""
     key = jax.random.PRNGKey(3)
     X = np.asarray(jax.random.normal(key, (200, 6)))
-    X = bf.whiten(X)[0]
+    X = bf.data.whiten(X)[0]
     w = np.array([1.0, -0.5, 0.3, 0.0, 0.2, 0.1])
     data = bf.Dataset(X, X @ w[:, None])
     s = float(np.linalg.norm(w))

@@ -79,7 +79,7 @@ def _rel_loss(traj, L_theory):
 @pytest.fixture(scope="module")
 def white():
     """Whitened symmetric data from a noisy rank-2 linear teacher; its modes."""
-    T = bf.teacher_matrix(jax.random.PRNGKey(0), D, [2.0, 1.0])
+    T = bf.data.teacher_matrix(jax.random.PRNGKey(0), D, [2.0, 1.0])
     data = bf.make_dataset(jax.random.PRNGKey(1), bf.linear_target(T), N_HALF, D, whitened=True,
                            noise=0.1)
     modes = th.data_modes(data.X, data.Y)
@@ -90,7 +90,7 @@ def white():
 @pytest.fixture(scope="module")
 def raw():
     """The same kind of data, not whitened (anisotropic input covariance)."""
-    T = bf.teacher_matrix(jax.random.PRNGKey(2), D, [2.0, 1.0])
+    T = bf.data.teacher_matrix(jax.random.PRNGKey(2), D, [2.0, 1.0])
     cov = np.diag([2.0, 1.0, 0.5, 0.25])
     data = bf.make_dataset(jax.random.PRNGKey(3), bf.linear_target(T), N_HALF, D, cov=cov,
                            noise=0.1)
@@ -470,7 +470,7 @@ def test_leaky_pair_net_matches_closed_form(white, alpha):
     twin = th.aligned_init(modes.U, modes.V, th.leaky_effective_init(a0_raw, alpha))
     pair = th.linear_to_pair(twin, alpha)
     # the raw product of the pair net carries the raw strengths a0_raw
-    raw = np.asarray(bf.end_to_end_linear(pair)).T
+    raw = np.asarray(bf.nets.end_to_end_linear(pair)).T
     # u_iᵀ P v_i through products of inner sizes <= d + p + 2·width, the twin's init and the
     # pair map (γ_6 more): γ_k relative to |u_i|ᵀ|U| diag(a)|V|ᵀ|v_i| <= √(pd) Σ_j a_j
     k = D + P + 2 * 2 * WIDTH + 6
@@ -530,7 +530,7 @@ def test_deep_linear_matches_flow(white, L):
     # L products of inner size 2 with orthonormal bases (QR: ~2ε each) and b = a0^{1/L}
     # raised back to the L-th power (L roundings): γ_{4L+4} on |W_L|…|W_1|
     tol = gamma(4 * L + 4) * _abs_net(params, np.eye(D)).T
-    assert np.all(np.abs(np.asarray(bf.end_to_end_linear(params)) - (modes.U * a0) @ modes.V.T) <= tol)
+    assert np.all(np.abs(np.asarray(bf.nets.end_to_end_linear(params)) - (modes.U * a0) @ modes.V.T) <= tol)
     traj = _flow(params, data, t_max=15.0)
     t = np.asarray(traj.t)
     assert _rel_modes(traj, modes, th.deep_mode_strength(t, modes.s, a0, L)) <= TOL_SIM
@@ -539,7 +539,7 @@ def test_deep_linear_matches_flow(white, L):
 
 def test_unaligned_balanced_init_matches_flow(white):
     data, modes = white
-    Syx = np.asarray(bf.cross_covariance(data.X, data.Y))
+    Syx = np.asarray(bf.data.cross_covariance(data.X, data.Y))
     rng = np.random.default_rng(11)
     basis, _ = np.linalg.qr(rng.normal(size=(WIDTH, 2)))
     params = th.balanced_init(0.02 * rng.normal(size=(P, D)), WIDTH, basis=basis)
@@ -601,7 +601,7 @@ def test_gd_mode_strength_is_the_exact_discrete_map_of_gd():
     modes = th.data_modes(data.X, data.Y)
     r = np.asarray(modes.V[:, 0]) * float(modes.U[0, 0])  # sign so that uᵀΣ_yx r = s, u = +1
     alpha, a0, lr, steps = 0.3, 1e-2, 0.05, 400
-    c = bf.slope_factor(alpha)
+    c = bf.nets.slope_factor(alpha)
     params = bf.init_rank_one(key, 6, 8, a0, direction=r)
     cfg = bf.GDConfig(alpha=alpha, lr=lr, steps=steps, n_records=41)
     traj = bf.train(params, data, cfg)
@@ -690,7 +690,7 @@ def test_decayed_solution_strong_decay_gives_zero_and_bad_input_raises():
 
 
 def _np_net(rng, widths, scale):
-    return tuple(bf.Layer(scale * rng.normal(size=(b, a)))
+    return tuple(bf.nets.Layer(scale * rng.normal(size=(b, a)))
                  for a, b in zip(widths[:-1], widths[1:], strict=True))
 
 
@@ -701,7 +701,7 @@ def _unpair(pair):
         W = np.asarray(layer.W)
         r = W.shape[0] if i == len(pair) - 1 else W.shape[0] // 2
         c = W.shape[1] if i == 0 else W.shape[1] // 2
-        out.append(bf.Layer(W[:r, :c]))
+        out.append(bf.nets.Layer(W[:r, :c]))
     return tuple(out)
 
 

@@ -184,7 +184,7 @@ class History:
 
 @dataclass(frozen=True)
 class LocalReport(Identities):
-    """The local linear analysis (docs/theory.md §8; :func:`biasfree.local_linear`) of the
+    """The local linear analysis (docs/theory.md §8; :func:`biasfree.expressivity.local_linear`) of the
     net as given, at ``n_used`` of the ``n_total`` inputs (``rows``, evenly spaced):
     **reported, not judged** (§6). The :class:`~biasfree.expressivity.local_linear.Identities`
     against their round-off bounds; per input ``participation_ratio`` (Σσ²)²/Σσ⁴ of J(x),

@@ -268,7 +268,7 @@ def from_torch(module, *, in_shape=None) -> Model:
     if not isinstance(module, nn.Sequential):
         raise TypeError(
             f"from_torch takes a torch.nn.Sequential, got {type(module).__name__}; for another "
-            "module pass module.state_dict() to biasfree.from_state_dict(mapping, alpha)")
+            "module pass module.state_dict() to biasfree.models.from_state_dict(mapping, alpha)")
     complex_ = next((n for n, t in module.state_dict().items() if t.is_complex()), None)
     if complex_ is not None:  # .double() would drop the imaginary part with only a warning
         raise refuse(f"'{complex_}'", "holds complex numbers", "Give a real net (float32 or float64).")

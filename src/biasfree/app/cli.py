@@ -1,10 +1,10 @@
 """Command line: ``biasfree list | show NAME | run [NAME…|all] | report | analyse | sweep``.
 
 Progress and logs go to stderr (Rich); the paths written go to stdout, one a line. Bad
-input exits 2, refused at once: arguments, paths and configs are checked before JAX or any
-experiment's run or figure module is imported (this module imports only Typer, Rich and
-NumPy; the configs, pydantic). The other exit statuses: each command's help (``run``'s:
-docs/cli.md, "Exit status").
+input exits 2, refused at once: arguments, paths and configs are checked before JAX computes
+anything or any experiment's run or figure module is imported (importing the package loads
+JAX, but its backend starts at the first computation, after ``run`` has set ``XLA_FLAGS``).
+The other exit statuses: each command's help (``run``'s: docs/cli.md, "Exit status").
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def run(
     from ..claims import HEADLINE, get, known
     from ..claims.config import ConfigError, parse_sets, plan, read_config_file
 
-    with _refusing(TypeError, ValueError, KeyError):  # configs are light: all before JAX loads
+    with _refusing(TypeError, ValueError, KeyError):  # configs are light: all before JAX runs
         validate.seed(seed, "--seed")
         validate.writable_folder("--out", out)
         names = list(names or [HEADLINE])  # "all": every experiment; each named one once
@@ -293,7 +293,7 @@ def analyse(
     function, its training (predicted, or measured with --train / --train-steps) and, with
     --init, how it got here. Not judged: its local linearity (§8) at up to 64 inputs. Writes
     OUT/analysis.json, twin.safetensors, figure.png; exits 0 whatever the verdict, 2 on bad input."""
-    with _refusing():  # before JAX loads
+    with _refusing():  # before JAX runs
         for name, path in (("MODEL", model), ("--init", init)):
             path is None or validate.existing_file(name, path)
         validate.writable_folder("--out", out)
@@ -381,11 +381,11 @@ def sweep(
     Every point is validated before any task starts (exit 2 on a bad spec). Points are
     saved once, under OUT/points/<hash of experiment, config, seed, version>/; a rerun
     computes only the missing ones. Writes OUT/table.parquet (load it with
-    biasfree.load_sweep) and OUT/summary.png; exits 1 if a point failed (its crash
+    biasfree.experiments.load_sweep) and OUT/summary.png; exits 1 if a point failed (its crash
     record, as `biasfree run` writes it, in OUT/points/KEY/, and in the table), 2 if no
     worker joins within --worker-timeout."""
     out = out if out is not None else Path("results") / "sweeps" / spec.stem
-    with _refusing():  # before Dask, JAX or any experiment loads
+    with _refusing():  # before Dask, JAX or any experiment runs
         validate.existing_file("SPEC", spec)
         validate.writable_folder("--out", out)
 

@@ -137,8 +137,13 @@ def run_sweep(spec: Spec, out, *, workers: int | None = None, scheduler: str | N
     A failed point does not stop the sweep. On Ctrl-C the saved points stay and the
     pending tasks are cancelled."""
     if not isinstance(spec, Spec):
-        raise TypeError(f"spec={spec!r} must be a Spec: biasfree.read_spec(path) reads a file, "
-                        "biasfree.parse_spec(dict) a table")
+        raise TypeError(f"spec={spec!r} must be a Spec: biasfree.experiments.read_spec(path) reads a file, "
+                        "biasfree.experiments.parse_spec(dict) a table")
+    if sum(x is not None for x in (workers, scheduler, client)) > 1:
+        raise ValueError("give one of workers (a new local cluster), scheduler (an address) or "
+                         "client (a distributed.Client), not several")
+    if workers is not None:
+        validate.integer("workers", workers, 1)
     out = validate.writable_folder("out", out)  # before any point runs
     t0 = time.perf_counter()
     phases = {}

@@ -1,4 +1,4 @@
-"""A sweep's summary figures, drawn from the table of :func:`biasfree.load_sweep`: each
+"""A sweep's summary figures, drawn from the table of :func:`biasfree.experiments.load_sweep`: each
 metric against the first swept field with the spread over seeds, and for a
 linearity-map sweep the 0.3% contour of the gap to the linear twin in every slice."""
 

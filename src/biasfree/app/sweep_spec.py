@@ -71,7 +71,7 @@ def parse_spec(doc: Mapping, source: str = "spec") -> Spec:
     wrong and how to write it."""
     if not isinstance(doc, Mapping):
         raise TypeError(f"{source} must be a dict of a spec's keys ({', '.join(SPEC_KEYS)}), got "
-                        f"{type(doc).__name__}; biasfree.read_spec(path) reads a spec file")
+                        f"{type(doc).__name__}; biasfree.experiments.read_spec(path) reads a spec file")
     unknown = [k for k in doc if k not in SPEC_KEYS]
     if unknown:
         raise SpecError(f"{source}: unknown key(s) {', '.join(map(repr, unknown))}; a spec has "

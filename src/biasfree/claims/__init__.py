@@ -15,7 +15,6 @@ at the first call: :func:`~.base.bind`). To run one from Python with overrides::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from ..results import Check, Result, at_least, at_most
@@ -37,7 +36,7 @@ from . import (
     verdict_calibration,
 )
 from .base import SIZES, Experiment, bind, run_experiment
-from .config import ConfigError, field_lines, plan, resolve_config
+from .config import ConfigError, field_lines, resolve_config
 
 HEADLINE = "leaky-collapse"
 
@@ -75,13 +74,6 @@ def declared_fields(name: str) -> tuple[tuple[str, str, str], ...]:
     return field_lines(get(name).config)
 
 
-def precheck(names: Iterable[str], preset: str | None = None,
-             file_doc: Mapping[str, object] | None = None,
-             sets: Mapping[str, object] | None = None) -> None:
-    """Deprecated: :func:`~.config.plan` itself loads no JAX now; this plans and drops it."""
-    plan([get(n) for n in names], preset, file_doc, sets, known=known())
-
-
 def figure(result: Result):
     """The matplotlib Figure of ``result``, drawn by its experiment's ``figure(result)``
     (a LookupError for an experiment the registry does not know). A result saved before
@@ -94,5 +86,5 @@ def figure(result: Result):
 
 
 __all__ = ["HEADLINE", "NAMES", "REGISTRY", "SIZES", "Check", "ConfigError", "Experiment", "Result",
-           "at_least", "at_most", "check_name", "declared_fields", "figure", "get", "known", "precheck",
+           "at_least", "at_most", "check_name", "declared_fields", "figure", "get", "known",
            "resolve_config", "run_experiment"]

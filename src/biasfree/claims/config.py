@@ -200,7 +200,7 @@ def plan(experiments: Iterable[Experiment], preset: str | None = None,
          sets: Mapping[str, object] | None = None, known: Iterable[str] | None = None
          ) -> list[Planned]:
     """Resolve every experiment's config before anything runs, so bad input fails at once
-    (and before JAX loads: configs are light).
+    (configs are light: no experiment code runs).
 
     ``preset``: the command line's ``--preset`` (wins over the file's ``preset`` key;
     default ``paper``); ``file_doc``: a config file (:func:`read_config_file`);

@@ -41,7 +41,7 @@ def decayed_solution(Sxx, sxy, decay: float) -> np.ndarray:
     lam, Q = np.linalg.eigh(Sxx)
     if not lam[0] > 0:
         raise ValueError("Sxx must be positive definite (inputs of full rank); whiten or drop "
-                         "null directions first (biasfree.whiten(X, rank='auto'))")
+                         "null directions first (biasfree.data.whiten(X, rank='auto'))")
     b = Q.T @ sxy
 
     def norm_gap(rho):

@@ -229,7 +229,7 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
         raise ValueError(f"method='riccati' needs two layers (got {len(lin)}), whitened inputs "
                          f"(max|XᵀX/N - I| = {w_err:.2e}, must be <= {WHITENING_TOL:g}) and a balanced "
                          f"init (relative imbalance {gap:.2e}, must be <= {BALANCE_TOL:g}); use "
-                         "method='ode' (or whiten X, see biasfree.whiten)")
+                         "method='ode' (or whiten X, see biasfree.data.whiten)")
     if method == "riccati" or (method == "auto" and riccati_ok):
         P = unaligned_product(t_lin, lin, Syx, weight_decay=lam)
         ref = "riccati"

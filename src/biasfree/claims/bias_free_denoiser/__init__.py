@@ -18,7 +18,7 @@ What is compared with what:
   the bias-free net's error is below the biased one's, and the bias-free net still
   denoises there (output PSNR ≥ input PSNR).
 - **BF-CNN, local linearity.** The bias-free net is 1-homogeneous, so f(y) = J(y)·y
-  exactly (docs/theory.md §8.2): checked against :func:`~biasfree.local_linear`'s derived
+  exactly (docs/theory.md §8.2): checked against :func:`~biasfree.expressivity.local_linear`'s derived
   round-off bound; the biased net's bias term f − J y is reported. The Jacobian's
   effective dimension (BF-CNN's measure Σσ_i² = ‖J‖_F², §8.4) is measured at
   ``n_jacobian_images`` held-out images, each with one fixed noise direction scaled to

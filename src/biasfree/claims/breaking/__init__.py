@@ -20,7 +20,7 @@ Runs:
 - **biases**: the same pair weights plus Gaussian hidden biases: the net is no longer
   odd, the pairing is not preserved, and it can fit the sine.
 - **asymmetric data**: bias-free, but the -x half of the inputs is dropped
-  (:func:`biasfree.asymmetric_half`; stored twice, to the other runs' row count, which
+  (:func:`biasfree.data.asymmetric_half`; stored twice, to the other runs' row count, which
   leaves the mean loss and its gradient unchanged).
 - **even target**: bias-free, symmetric data, target plus ``|x_1|``: the even part of
   the net learns it, which no linear map can.

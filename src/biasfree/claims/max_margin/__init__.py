@@ -11,7 +11,7 @@ hard-margin SVM without intercept
 (``w_svm`` and its KKT certificate: :mod:`biasfree.theory.margin`).
 
 Data: Gaussian inputs, labels ``sign(w*ᵀx)`` keeping only ``|w*ᵀx| >= margin``
-(:func:`biasfree.label_data`), then symmetrised (labels are odd in x). Members, by
+(:func:`biasfree.data.label_data`), then symmetrised (labels are odd in x). Members, by
 name: ``pair_alpha_{α}`` (antisymmetric-pair init, with its linear twin) and
 ``random_alpha_{α}`` (Gaussian init), one of each per slope. Records are log-spaced.
 """

@@ -1,0 +1,24 @@
+"""Models from outside: PyTorch, equinox and weight files in and out (no pickle).
+
+The public home of :mod:`biasfree.analysis.interop` (re-exported). Each adapter returns
+a :class:`Model` (a bias-free net, its slope α and where it came from), or raises
+:class:`UnsupportedModelError` naming the layer it cannot take: :func:`from_torch` (an
+``nn.Sequential`` of dense or conv layers), :func:`from_equinox` (an ``eqx.nn.MLP``),
+:func:`from_state_dict` (names -> arrays), :func:`load_model` and :func:`save_model`
+(``.safetensors`` or ``.npz`` files)::
+
+    import biasfree as bf
+    model = bf.load_model("net.safetensors")
+    bf.analyse(model, data)
+"""
+
+from .analysis.interop import Model as Model
+from .analysis.interop import UnsupportedModelError as UnsupportedModelError
+from .analysis.interop import from_equinox as from_equinox
+from .analysis.interop import from_state_dict as from_state_dict
+from .analysis.interop import from_torch as from_torch
+from .analysis.interop import load_model as load_model
+from .analysis.interop import save_model as save_model
+
+__all__ = ["Model", "UnsupportedModelError", "from_equinox", "from_state_dict", "from_torch", "load_model",
+           "save_model"]
