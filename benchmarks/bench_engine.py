@@ -26,7 +26,13 @@ points, full-batch GD, float64, the same weights and data in every arm.
    ``optax.sgd``) at the same η and steps (time ratio, goal ≤ 1.1, final loss bitwise),
    and ``optax.adam`` against a ``torch.optim.Adam`` loop (same ε, same init) at float64 and
    float32, the final losses' relative gap beside a first-order round-off estimate
-   (:func:`adam_roundoff_bound`).
+   (:func:`adam_roundoff_bound`);
+8. the loop a JAX user writes in ten lines (:func:`hand_loop`: ``jit`` + ``lax.scan`` +
+   ``value_and_grad`` of the half-MSE, recording the loss at every step, on the data as
+   given) against ``bf.train`` with its default records (101 records of every observable:
+   loss, β_eff, even energy, singular values, conserved quantities) on the same problem
+   (``vs_hand_loop``: hand/ours, goal ≥ 1.3), and the cost of those records over a run with 2
+   (``record_overhead``: default/2-record time − 1, goal ≤ 0.10).
 
 Each arm is compiled and run once before it is timed; arms alternate and each ratio uses
 the fastest of its repeats, which keeps ratios honest on a shared machine. Members of
@@ -46,6 +52,7 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
                                f"{os.cpu_count() or 1}").strip()
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import json  # noqa: E402
 import resource  # noqa: E402
 import subprocess  # noqa: E402
@@ -341,6 +348,44 @@ def adam_roundoff_bound(loss: float, response: float, steps: int, k: int, dtype)
     return steps * g * response + g * abs(loss)
 
 
+def hand_loop(data, params, steps: int, lr: float):
+    """The ten-line loop a JAX user writes: full-batch GD on ½·MSE of a bias-free two-layer ReLU
+    net, ``jit`` + ``lax.scan`` + ``value_and_grad``, the loss of every step stacked. Returns
+    an arm of :func:`race` (float64; the data as given, ``[X₊; −X₊]`` in full)."""
+    with jax.enable_x64(True):
+        X, Y = jnp.asarray(np.asarray(data.X)), jnp.asarray(np.asarray(data.Y))
+        W1, W2 = (jnp.asarray(np.asarray(la.W)) for la in params)
+
+        def loss(p):
+            return 0.5 * jnp.mean(jnp.sum((jax.nn.relu(X @ p[0].T) @ p[1].T - Y) ** 2, axis=1))
+
+        @jax.jit
+        def fit(p):
+            def step(p, _):
+                L, g = jax.value_and_grad(loss)(p)
+                return jax.tree_util.tree_map(lambda a, b: a - lr * b, p, g), L
+            return jax.lax.scan(step, p, None, length=steps)
+
+    def run():
+        with jax.enable_x64(True):
+            return fit((W1, W2))[1]
+    return run
+
+
+def hand_loop_arm(data, params, cfg: bf.GDConfig, repeat: int) -> tuple[dict, str]:
+    """``bf.train`` with its default records against :func:`hand_loop`, and the records' cost."""
+    default = dataclasses.replace(cfg, n_records=bf.GDConfig().n_records)
+    hand = hand_loop(data, params, cfg.steps, cfg.lr)
+    t = race({"hand": hand, "ours": lambda: bf.train(params, data, default).loss,
+              "two": lambda: bf.train(params, data, cfg).loss}, repeat)
+    L_hand, L_ours = float(hand()[-1]), float(bf.train(params, data, default).loss[-1])
+    out = {"vs_hand_loop": t["hand"] / t["ours"], "record_overhead": t["ours"] / t["two"] - 1.0}
+    return out, (f"[hand loop] jit+scan+value_and_grad {t['hand']:.2f}s, bf.train with {default.n_records} "
+                 f"records {t['ours']:.2f}s -> ours {out['vs_hand_loop']:.2f}x (goal >= 1.3); with 2 records "
+                 f"{t['two']:.2f}s: records cost {100 * out['record_overhead']:.1f}% (goal <= 10%); final "
+                 f"loss hand {L_hand:.12g} (the loss before the last step) vs ours {L_ours:.12g}")
+
+
 def optimiser_arm(data, params, cfg: bf.GDConfig, repeat: int, torch_ok: bool) -> tuple[dict, list[str]]:
     """``bf.train`` (optax) on the headline problem: ``optax.sgd`` against GD (``bf.train`` with
     the GDConfig) at the same η and steps (``train_sgd_vs_gd``: time ratio train/gd, goal ≤ 1.1),
@@ -444,6 +489,11 @@ def main(quick: bool, json_path: str | None, rss: bool) -> dict:
                   f"loss ours {L_ours:.10g} vs torch {L_torch:.10g}")
         out["vs_torch_conv_f64"], line = conv_arm(300, max(1, repeat - 1))  # a few hundred steps
         print(line)
+
+    # -- 8. the hand-written JAX loop, and what the default records cost
+    hl_out, hl_line = hand_loop_arm(data, params, cfg, repeat)
+    out.update(hl_out)
+    print(hl_line)
 
     # -- 7. bf.train (optax): SGD against gd, Adam against torch.optim.Adam
     opt_out, opt_lines = optimiser_arm(data, params, cfg, repeat, torch is not None)

@@ -28,10 +28,24 @@ def _slope_factor(alpha):
 
 
 def linear_twin(params: Params, alpha) -> Params:
-    """The linear twin ``√c · params`` (every weight and bias), c = :func:`slope_factor`.
+    """The linear twin ``√c · params`` (every weight and bias), ``c = (1 + α)/2``
+    (:func:`slope_factor`): the linear net (α = 1) whose gradient flow, in time ``c t``, a
+    two-layer leaky net with a zero even part follows exactly (docs/theory.md §2.4); with step
+    ``η c`` and weight decay ``λ/c``, its GD steps too (§2.3, §2.7).
 
-    One slope α: one net. Slopes of shape (K,): K twins on a leading ensemble axis, member
-    k scaled by ``√c_k`` (``params`` one net, or a batch of K nets, one per slope).
+    Arguments:
+
+    - ``params``: the net (a tuple of layers), or a batch of K nets (leading axis K) for K slopes.
+    - ``alpha``: the leaky slope α in [0, 1], or K slopes (shape (K,)): then K twins on a
+      leading ensemble axis, member k scaled by ``√c_k``.
+
+    Returns the twin's weights, in the layout of ``params``.
+
+    Example::
+
+        import jax, biasfree as bf
+        net = bf.pair_up(bf.init_gaussian(jax.random.PRNGKey(0), (5, 10, 1), scale=0.1))
+        twin = bf.linear_twin(net, 0.0)          # train it with α = 1 and step η/2
     """
     c = slope_factor(alpha)
     return scale_params(params, jnp.sqrt(c) if validate.traced(c) else np.sqrt(c))

@@ -1,4 +1,5 @@
-"""Why a run failed or misleads, said in its error: divergence (:class:`DivergenceError`),
+"""Why a run failed or misleads, said in its error: divergence (:class:`DivergenceError`, raised by
+the trainer, :mod:`biasfree.dynamics.trainer`, at the first step whose loss left every bound),
 loss spikes between records (:class:`LossSpikeWarning`) and flow stalls
 (:class:`FlowStallError`, which tells a ReLU kink, :data:`KINK_REL`, from a stiff or slow
 flow and names the fix that works for each).
@@ -38,23 +39,6 @@ KINK_REL = 1e-3
 def _who(bad: np.ndarray) -> str:
     """How a message names the failing members of an ensemble (nothing for one run)."""
     return "" if bad.size == 1 else f" (ensemble members {np.nonzero(bad)[0].tolist()})"
-
-
-def check_finite(traj: Trajectory, lrs, what: str):
-    """Raise :class:`DivergenceError` when the loss is non-finite or grew 1e8-fold."""
-    L = np.asarray(traj.loss).reshape(-1, np.shape(traj.loss)[-1])
-    bad = ~np.isfinite(L) | (L > 1e8 * np.maximum(np.abs(L[:, :1]), 1.0))
-    if bad.any():
-        i = int(np.nonzero(bad.any(axis=1))[0][0])
-        j = int(np.argmax(bad[i]))
-        t = float(np.asarray(traj.t).reshape(L.shape)[i, j])
-        lr = float(np.broadcast_to(np.asarray(lrs), (L.shape[0],))[i])
-        raise DivergenceError(
-            f"{what} diverged{_who(bad.any(axis=1))}: the loss reached {L[i, j]:.3g} by t={t:.4g} "
-            f"with lr={lr:g}. The step is too large for this loss landscape (GD is "
-            f"stable only for lr < 2/λ_max(Hessian)); try lr={lr / 4:g}, or use "
-            "gradient flow (biasfree.flow)."
-        )
 
 
 def check_spike(traj: Trajectory, lrs) -> None:

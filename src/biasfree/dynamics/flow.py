@@ -151,13 +151,34 @@ def check_flow(traj: Trajectory, cfg: FlowConfig, data: Dataset, alphas=None, de
 
 @precise
 def flow(params: Params, data: Dataset, cfg: FlowConfig) -> Trajectory:
-    """Integrate gradient flow ``dθ/dt = -∇J(θ)`` with diffrax (see module doc).
+    """Integrate gradient flow ``dθ/dt = −∇J(θ)``, ``J(θ) = L(θ) + (λ/2)||θ||²``, with diffrax's
+    adaptive solvers (module doc): the continuous-time path beside the discrete one of
+    :func:`~biasfree.dynamics.trainer.train`, on the same time axis.
 
-    Adaptive steps to relative/absolute tolerance ``cfg.rtol``/``cfg.atol``; records
-    at ``n_records`` times in [0, t_max]. ``stats`` holds the solver's step counts and
-    ``t_reached``. Raises :class:`~biasfree.dynamics.diagnosis.FlowStallError` when the
-    solver cannot reach ``t_max`` in ``max_steps`` steps, naming the cause (e.g. a ReLU
-    kink) and a fix that works.
+    Arguments:
+
+    - ``params``: the initial net θ(0) (a tuple of layers, e.g.
+      :func:`~biasfree.core.inits.init_gaussian`).
+    - ``data``: the :class:`~biasfree.core.data.Dataset` (inputs stored ``[X₊; −X₊]`` take the
+      mirrored fast path).
+    - ``cfg``: a :class:`FlowConfig`: slope ``alpha`` α, ``loss``, ``weight_decay`` λ, horizon
+      ``t_max``, tolerances ``rtol``/``atol``, ``solver``, ``max_steps``, ``n_records`` records at
+      ``spacing`` "linear" or "log" times in [0, t_max], ``keep_params``.
+
+    Returns a :class:`~biasfree.dynamics.trajectory.Trajectory` recorded at times ``t``;
+    ``stats`` holds the solver's step counts and ``t_reached``.
+
+    Raises :class:`~biasfree.dynamics.diagnosis.FlowStallError` when the solver cannot reach
+    ``t_max`` in ``max_steps`` steps, naming the cause (e.g. a ReLU kink) and a fix that works.
+
+    Example::
+
+        import jax, biasfree as bf
+        key = jax.random.PRNGKey(0)
+        data = bf.make_dataset(key, bf.sine_target(key, d=5)[0], n=200, d=5)
+        traj = bf.flow(bf.init_gaussian(key, (5, 20, 1), scale=0.01), data,
+                       bf.FlowConfig(alpha=0.0, t_max=20.0))
+        traj.t, traj.loss        # the learning curve at 101 times in [0, 20]
     """
     run.check_cfg(cfg, FlowConfig)
     run.check_params_data(params, data, cfg.loss)

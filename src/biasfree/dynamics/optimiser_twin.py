@@ -160,11 +160,25 @@ def optimiser_twin(opt, alpha, depth: int = 2, degree: float | None = None, *, p
     with ``ρ = 1/a``; at depth 2, ``a = √c`` and the scale is ``c^{(1+κ)/2}`` (GD: step η·c;
     Adam, sign descent, Lion, Muon: η·√c).
 
-    ``opt`` an ``optax.GradientTransformation`` or a factory ``rho -> GradientTransformation``
-    (the optimiser for gradients ×ρ and weights ×1/ρ: ε ×ρ, eps_root ×ρ², decoupled weight
-    decay ×ρ^{1+κ}); ``alpha`` slope α of the net; ``depth`` L; ``degree`` κ, or None to
-    measure it (refused when the update is not homogeneous within round-off); ``probe`` a
-    params tree of the shapes the optimiser will see (default: a small two-layer net).
+    Arguments:
+
+    - ``opt``: an ``optax.GradientTransformation``, or a factory ``rho -> GradientTransformation``
+      (the optimiser for gradients ×ρ and weights ×1/ρ: ε ×ρ, eps_root ×ρ², decoupled weight
+      decay ×ρ^{1+κ}), which makes the twin exact for optimisers with such constants.
+    - ``alpha``: the net's slope α; ``depth``: its depth L.
+    - ``degree``: κ, or None to measure it (refused when the update is not homogeneous within
+      round-off, :data:`HOMOGENEITY_RTOL`).
+    - ``probe``: a params tree of the shapes the optimiser will see (default: a small
+      two-layer net).
+
+    Returns the twin's ``optax.GradientTransformation``. ``bf.train(..., twin=True)`` builds
+    it itself; call this to run the twin on its own.
+
+    Example::
+
+        import optax, biasfree as bf
+        adam = lambda rho: optax.adam(1e-3, eps=1e-8 * rho)   # ε scales with the gradients
+        twin_opt = bf.optimiser_twin(adam, alpha=0.0)          # Adam, updates × √c (κ = 0)
 
     Exact for a two-layer pair net on symmetric data with full or mirrored batches
     (docs/theory.md §9); for L ≥ 3 this is the odd-part twin of §4.1, an approximation. A
