@@ -569,9 +569,20 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
 def _train(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, twin=False, batched=False,
            layout=None, observables="all", progress=None, time_budget=None, segments=None):
     """:func:`train` once the call's own arguments are checked: checks the run's net and data
-    (once), builds the job and runs it. ``segments`` (B, R−1): each member's own steps between
-    records (an ensemble whose members run different step counts; internal)."""
+    (once) and a given twin, then :func:`_run`."""
     run.check_params_data(params, data, cfg.loss, batched=batched)
+    if twin is not False and twin is not None and twin is not True:
+        check_net(twin, "twin")
+    return _run(params, data, cfg, kw, key=key, twin=twin, batched=batched, layout=layout,
+                observables=observables, progress=progress, time_budget=time_budget, segments=segments)
+
+
+def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, twin=False, batched=False,
+         layout=None, observables="all", progress=None, time_budget=None, segments=None):
+    """:func:`_train` with the net, the data and a given twin checked by the caller (``analyse``
+    checks its net and data once, then runs this): the settings' fit to the data and to each
+    other, the job, the run. ``segments`` (B, R−1): each member's own steps between records (an
+    ensemble whose members run different step counts; internal)."""
     _check_batches(cfg, data)
     if cfg.batch_size is not None:
         key = jax.random.PRNGKey(cfg.seed) if key is None else (validate.key(key), key)[1]
@@ -602,7 +613,6 @@ def _train(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, 
     if twin is True:  # weights × c^((L−1)/L): √c at depth 2 (§2.4), the odd-part twin beyond (§4.1)
         twin_params = _twin_params(params, vec["alpha"], depth)
     elif twin is not False and twin is not None:
-        check_net(twin, "twin")
         twin_params = twin
     if twin_params is not None and not cfg.gd and np.ptp(vec["alpha"]) > 0:
         raise ValueError("twin: an optax optimiser's twin depends on α; train members of one α together")
