@@ -474,15 +474,24 @@ def _config(optimiser, kw: dict) -> TrainConfig:
     return TrainConfig(optimiser=optimiser, **scalar)
 
 
+_VECTOR_RULES = {"alpha": lambda v: validate.slope(v, "alpha", array_ok=True),
+                 "lr": lambda v: validate.positive("lr", v, why="every member's step size η"),
+                 "weight_decay": lambda v: validate.nonnegative("weight_decay", v, why="λ of (λ/2)||θ||²")}
+
+
+def _check_vectors(kw: dict) -> dict:
+    """``kw`` with its per-member arrays of α, η, λ checked (scalars go to the config, checked there)."""
+    return {k: _VECTOR_RULES[k](v) if k in _VECTOR_RULES and v is not None and np.ndim(v) > 0 else v
+            for k, v in kw.items()}
+
+
 def _vectors(cfg: TrainConfig, kw: dict) -> dict:
-    """Per-member α, η, λ: the keywords' arrays (length B or 1) or the config's value."""
-    rules = {"alpha": lambda v: validate.slope(v, "alpha", array_ok=True),
-             "lr": lambda v: validate.positive("lr", v, why="every member's step size η"),
-             "weight_decay": lambda v: validate.nonnegative("weight_decay", v, why="λ of (λ/2)||θ||²")}
+    """Per-member α, η, λ: the keywords' arrays (length B or 1, checked by the caller) or the
+    config's value."""
     out = {}
-    for k, rule in rules.items():
+    for k in _VECTOR_RULES:
         v = kw.get(k)
-        v = getattr(cfg, k) if v is None or np.ndim(v) == 0 else rule(v)
+        v = getattr(cfg, k) if v is None or np.ndim(v) == 0 else v
         v = np.asarray(np.nan if v is None else v, dtype=float)
         if v.ndim > 1 or v.size == 0:
             raise ValueError(f"{k} must be a scalar or a 1-D array of per-member values, got shape {v.shape}")
@@ -548,6 +557,7 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
               mirrored_batches=mirrored_batches, seed=seed, n_records=n_records, spacing=spacing,
               keep_params=keep_params, degree=degree, name=name)
     cfg = _config(optimiser, kw)
+    kw = _check_vectors(kw)
     validate.flag("batched", batched)
     validate.choice("observables", observables, OBSERVABLES)
     if layout is not None:
