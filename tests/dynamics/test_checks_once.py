@@ -20,15 +20,35 @@ from biasfree.core import layers
 VALIDATORS = {"check_net": layers.check_net, "slope": validate.slope, "finite_array": validate.finite_array,
               "data": validate.data, "check_data": core_data.check_data}
 _CODES = {f.__code__: name for name, f in VALIDATORS.items()}
+CHECKED = {"check_net": "params", "data": "X", "check_data": "X", "finite_array": "x"}
+"""The argument whose identity each validator's call is keyed by: the net, the data set's inputs."""
 
 
-def count_checks(call) -> collections.Counter:
-    """How often each validator ran during ``call()``."""
-    seen: collections.Counter = collections.Counter()
+class Checks(collections.Counter):
+    """How often each validator ran (the counts), and how often on each object (``on``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.on: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+        self._alive: list = []  # the checked objects, kept so that no id is reused during the call
+
+    def twice(self, name: str) -> list[int]:
+        """The counts of the objects ``name`` checked more than once (empty: each once)."""
+        return [n for n in self.on[name].values() if n > 1]
+
+
+def count_checks(call) -> Checks:
+    """How often each validator ran during ``call()``, in all and per checked object."""
+    seen = Checks()
 
     def profile(frame, event, arg):
         if event == "call" and frame.f_code in _CODES:
-            seen[_CODES[frame.f_code]] += 1
+            name = _CODES[frame.f_code]
+            seen[name] += 1
+            if name in CHECKED:
+                obj = frame.f_locals[CHECKED[name]]
+                seen._alive.append(obj)
+                seen.on[name][id(obj)] += 1
 
     sys.setprofile(profile)
     try:
@@ -36,6 +56,12 @@ def count_checks(call) -> collections.Counter:
     finally:
         sys.setprofile(None)
     return seen
+
+
+def assert_each_once(seen: Checks) -> None:
+    """No net and no data set is validated twice in the call."""
+    for name in ("check_net", "data", "check_data"):
+        assert not seen.twice(name), (name, seen.twice(name), seen)
 
 
 @pytest.fixture(scope="module")
@@ -49,11 +75,14 @@ def test_counter_sees_the_validators(problem):
     """The counter itself: a direct call of each validator is seen once (a counter that never
     fires would make the tests below pass vacuously)."""
     params, data = problem
+    X = data.X  # a mirrored Dataset builds X on each access
     seen = count_checks(lambda: (layers.check_net(params), validate.slope(0.5),
-                                 validate.finite_array("x", np.ones(2)),
-                                 core_data.check_data(data.X, data.Y)))
+                                 validate.finite_array("x", np.ones(2)), core_data.check_data(X, data.Y)))
     assert seen["check_net"] == 1 and seen["slope"] == 1 and seen["check_data"] == 1
     assert seen["finite_array"] >= 1
+    assert seen.on["check_net"] == {id(params): 1} and seen.on["check_data"] == {id(X): 1}
+    twice = count_checks(lambda: (layers.check_net(params), layers.check_net(params)))
+    assert twice.twice("check_net") == [2]
 
 
 @pytest.mark.parametrize("kind", ["gd", "gd twin", "adam twin", "ensemble", "members"])
@@ -75,6 +104,17 @@ def test_train_checks_its_net_and_data_once(problem, kind):
     assert seen["check_net"] == 1, seen
     assert seen["slope"] == (1 if kind == "ensemble" else 0), seen  # the per-member α array, once
     assert seen["check_data"] == 0 and seen["data"] == 0, seen
+    assert_each_once(seen)
+
+
+def test_deprecated_gd_checks_its_net_once(problem):
+    """The 0.1 wrapper ``gd`` checks its config and leaves the rest to ``train``: no second check."""
+    params, data = problem
+    cfg = bf.GDConfig(lr=0.05, steps=5, n_records=2)
+    with pytest.warns(DeprecationWarning):
+        seen = count_checks(lambda: bf.gd(params, data, cfg))
+    assert seen["check_net"] == 1 and seen["slope"] == 0 and seen["data"] == 0, seen
+    assert_each_once(seen)
 
 
 def test_flow_checks_its_net_once(problem):
@@ -82,3 +122,39 @@ def test_flow_checks_its_net_once(problem):
     seen = count_checks(lambda: bf.flow(params, data, bf.FlowConfig(t_max=0.5, n_records=2)))
     assert seen["check_net"] == 1, seen
     assert seen["slope"] <= 1, seen
+    assert_each_once(seen)
+
+
+@pytest.mark.parametrize("case", ["gd", "init", "depth 3", "adam"])
+def test_analyse_checks_each_net_and_the_data_once(problem, case):
+    """analyse checks the model (and the init) and the data where they enter, then runs on
+    internals that do not check again: one check_net per net, one data check, one slope check
+    per net (the train config, built before the call, is not checked again)."""
+    params, data = problem
+    X, Y = np.asarray(data.X), np.asarray(data.Y)
+    gd = bf.GDConfig(lr=0.05, steps=20, n_records=5)
+    deep = bf.init_gaussian(jax.random.PRNGKey(1), (4, 5, 5, 1), scale=0.1)
+    init = bf.init_gaussian(jax.random.PRNGKey(2), (4, 6, 1), scale=0.01)
+    adam = bf.TrainConfig(optimiser=optax.adam(1e-3), steps=20, n_records=5, degree=0.0)
+    calls = {"gd": lambda: bf.analyse(params, (X, Y), alpha=0.0, train=gd),
+             "init": lambda: bf.analyse(params, (X, Y), alpha=0.0, train=gd, init=init),
+             "depth 3": lambda: bf.analyse(deep, (X, Y), alpha=0.3, train=gd),
+             "adam": lambda: bf.analyse(params, (X, Y), alpha=0.0, train=adam)}
+    seen = count_checks(calls[case])
+    nets = 2 if case == "init" else 1
+    assert seen["check_net"] == nets, seen
+    assert seen["slope"] <= nets, seen
+    assert seen["check_data"] == 1 and seen["data"] == 1, seen
+    assert_each_once(seen)
+
+
+def test_a_claim_checks_each_net_and_data_set_once():
+    """One claim at its tiny preset, run in-process (``biasfree run linearity-map --preset tiny``):
+    it builds and trains several nets, each checked once; no net or data set is checked twice."""
+    from biasfree.claims import REGISTRY, resolve_config, run_experiment
+
+    exp = REGISTRY["linearity-map"]
+    cfg = resolve_config(exp, "tiny", {})
+    seen = count_checks(lambda: run_experiment(exp, cfg, 0))
+    assert seen["check_net"] >= 1 and seen["data"] >= 1, seen  # it did check what it built
+    assert_each_once(seen)

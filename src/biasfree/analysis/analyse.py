@@ -26,21 +26,23 @@ import numpy as np
 from .. import _validate as validate
 from .. import theory
 from ..core import nets
-from ..core.blocks import outputs, outputs_and_mirror
+from ..core.blocks import _outputs, _outputs_and_mirror
 from ..core.conv import drop_zero_biases, is_conv
-from ..core.data import Dataset, check_data
-from ..core.layers import Params, scale_params
+from ..core.data import Dataset, _dataset, check_data
+from ..core.layers import Params, _scale_params
 from ..core.nets import depth, has_bias, widths
 from ..core.precision import precise
 from ..core.real_data import RealData, load_data
-from ..core.symmetry import asymmetry, max_row_norm, mirror_violation
-from ..core.twin import slope_factor, twin_scales
+from ..core.symmetry import _asymmetry, _mirror_violation, _stack, max_row_norm
+from ..core.twin import _slope_factor, _twin_scales
 from ..dynamics import GDConfig, TrainConfig, record_steps
-from ..dynamics.trainer import _train as train_run
+from ..dynamics.trainer import _run as train_run
 from ..dynamics.twin_training import PairedRun, relative_movement, row_alignment
 from ..expressivity.decomposition import Decomposition, OddFit, energy, odd_fit_of
-from ..expressivity.floors import dataset_floor
-from ..expressivity.local_linear import MAX_ENTRIES, Identities, local_linear
+from ..expressivity.floors import _dataset_floor
+from ..expressivity.local_linear import MAX_ENTRIES, Identities, _local_linear
+from ..theory.modes import _data_modes, _is_whitened, _linear_floor
+from ..theory.reference import _reference_curve
 from . import regime as rg
 from . import verdict as vd
 from .interop import Model, as_model
@@ -85,7 +87,7 @@ class _Split:
 
 def _split(params: Params, X, alpha) -> _Split:
     """Energies of f, of f_even, of the best linear fit of f_odd and of its remainder."""
-    F, Fm = outputs_and_mirror(params, X, alpha)  # in row blocks: no N × width array
+    F, Fm = _outputs_and_mirror(params, X, alpha)  # in row blocks: no N × width array
     beta, res, dec = odd_fit_of(X, Decomposition(F, 0.5 * (F - Fm), 0.5 * (F + Fm)))
     fit = OddFit(beta, float(np.mean(res)), dec.odd_energy)
     return _Split(energy(F), energy(dec.even), energy(np.asarray(X) @ fit.beta), fit.residual,
@@ -116,7 +118,7 @@ def _local(params: Params, X, alpha) -> LocalReport | None:
     if n == 0:
         return None
     rows = np.unique(np.linspace(0, N - 1, n).round().astype(int))
-    r = local_linear(params, X[rows], alpha)
+    r = _local_linear(params, X[rows], alpha)
     shared = {f.name: getattr(r, f.name) for f in dataclasses.fields(Identities)}
     return LocalReport(**shared, n_used=int(rows.size), n_total=N, rows=rows,
                        participation_ratio=r.participation_ratio,
@@ -141,17 +143,17 @@ class _Context:
 
 def _context(X, Y, a, source) -> _Context:
     lam = np.linalg.eigvalsh(X.T @ X / X.shape[0])
-    modes = theory.data_modes(X, Y, 0.0, whiten=True)
-    asym = asymmetry(X, Y, points=ASYMMETRY_POINTS)
-    mv = mirror_violation(X, Y) / max(max_row_norm(X, Y), 1e-300)
+    modes = _data_modes(X, Y, 0.0, whiten=True)  # X, Y checked by analyse: no check below
+    asym = _asymmetry(_stack(X, Y), ASYMMETRY_POINTS)
+    mv = _mirror_violation(X, Y) / max(max_row_norm(X, Y), 1e-300)
     # mv <= ROUND_OFF also bounds asym: asym <= mv² max||z||² / <||z||²> <= N mv² <= ROUND_OFF for N <= 1e10
     x_scale = max(float(np.max(np.linalg.norm(X, axis=1))), 1e-300)
-    mv_x = mirror_violation(X) / x_scale  # the inputs alone: the target's parity is judged apart
-    dsf = (dataset_floor(X, Y, alpha=a, tol=vd.NEAR_SYMMETRIC * x_scale) if mv_x <= vd.NEAR_SYMMETRIC
+    mv_x = _mirror_violation(X) / x_scale  # the inputs alone: the target's parity is judged apart
+    dsf = (_dataset_floor(X, Y, a, vd.NEAR_SYMMETRIC * x_scale) if mv_x <= vd.NEAR_SYMMETRIC
            else None)
     even_t = dsf.even / dsf.power if dsf is not None and dsf.power > 0 else float("nan")
     report = DataReport(n=X.shape[0], d=X.shape[1], p=Y.shape[1], asymmetry=asym, symmetric=mv <= ROUND_OFF,
-                        input_rank=int(np.sum(lam > 1e-12 * lam.max())), whitened=theory.is_whitened(X),
+                        input_rank=int(np.sum(lam > 1e-12 * lam.max())), whitened=_is_whitened(X),
                         source=source, mirror_violation=mv, modes=modes.s,
                         linear_fraction=modes.linear_fraction, target_even_fraction=even_t,
                         mirror_violation_inputs=mv_x, asymmetry_points=min(X.shape[0], ASYMMETRY_POINTS))
@@ -172,10 +174,10 @@ class _State:
 
 
 def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -> _State:
-    L, c, biased = depth(params), float(slope_factor(a)), has_bias(params)
+    L, c, biased = depth(params), float(_slope_factor(a)), has_bias(params)
     sp = _split(params, X, a)
     svs = tuple(np.linalg.svd(np.asarray(layer.matrix, float), compute_uv=False) for layer in params)
-    beta = np.asarray(nets.beta_eff(params, a)) if nets.beta_eff_is_exact(params) else sp.beta
+    beta = np.asarray(nets._beta_eff(params, a)) if nets.beta_eff_is_exact(params) else sp.beta
     nonlin = (sp.even + sp.odd_nonlinear) / sp.energy if sp.energy else 0.0
     ranks = tuple(float(nets.effective_rank(s)) if s.any() else 0.0 for s in svs)  # a zero layer: 0
     structure = exact_structure(params)
@@ -345,7 +347,7 @@ def _history(start, params, a, X, Y, ctx: _Context, cfg, t_max, n_times, budget,
     if pred is None or pred.trained is None:
         return History(st.net, pred, judged, reg)
     tr = pred.trained
-    f_given, f_rerun = outputs(params, X, a), outputs(tr.params, X, a)
+    f_given, f_rerun = _outputs(params, X, a), _outputs(tr.params, X, a)
     match = energy(f_rerun - f_given) / max(energy(f_given), 1e-300)
     same = ("reproduces it" if match <= vd.PAPER_LEVEL
             else "does NOT reproduce it: other steps, data or seed?")
@@ -370,16 +372,16 @@ def _train_config(train, params, modes, c, beta, a) -> TrainConfig | None:
     if train is None or train is False:
         return None
     if isinstance(train, TrainConfig):
-        return dataclasses.replace(train, alpha=a)
+        return train._with_alpha(a)  # α checked once, by as_model
     lr, steps, _ = rg.default_steps(params, modes, c, float(np.linalg.norm(beta, 2)),
-                                    twin_scales(a, len(params)).time)
+                                    _twin_scales(_slope_factor(a), len(params)).time)
     return GDConfig(alpha=a, lr=lr, steps=steps, n_records=201)
 
 
 def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, budget) -> Prediction:
     L, modes, net, loss0 = depth(params), ctx.modes, st.net, st.loss0
-    ws, ks = twin_scales(a, L)
-    twin = scale_params(params, ws)
+    ws, ks = _twin_scales(_slope_factor(a), L)
+    twin = _scale_params(params, ws)
     floored = False
     if cfg is not None and cfg.gd:
         t = cfg.lr * record_steps(cfg.steps, cfg.n_records)  # the steps the trainer records
@@ -388,19 +390,21 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, bu
                       if t_max is None else (float(t_max), False))
         t = np.linspace(0.0, T, n_times)
     if L == 2 or a == 1.0:
-        curve = theory.reference_curve(params, X, Y, t, alpha=a, time_budget=budget)
+        curve = _reference_curve(params, X, Y, np.atleast_1d(np.asarray(t, float)), alpha=a, weight_decay=0.0,
+                                 time_budget=budget)
         note = curve.note
         # the twin map is exact only with a zero even part on mirror-symmetric data (as a
         # multiset): reference_curve measures both and says so in curve.exact
         exact = a == 1.0 or (curve.exact and net.even_energy <= 1e-24 * max(net.output_energy, 1e-300))
     else:
         exact = False
-        curve = theory.reference_curve(twin, X, Y, ks * t, alpha=1.0, time_budget=budget)
+        curve = _reference_curve(twin, X, Y, np.atleast_1d(np.asarray(ks * t, float)), alpha=1.0,
+                                 weight_decay=0.0, time_budget=budget)
         note = (f"APPROXIMATE: depth {L} > 2 has no exact linear twin (docs/theory.md §4.1); the twin is "
                 f"the net with σ_α replaced by its odd part c z, weights × c^((L-1)/L) = {ws:.4g}, "
                 f"time × c^(2(L-1)/L) = {ks:.4g}; " + curve.note)
     L0 = max(loss0, 1e-300)
-    twin0 = 0.5 * energy(Y - outputs(twin, X, 1.0))
+    twin0 = 0.5 * energy(Y - _outputs(twin, X, 1.0))
     g = (rg.growth_even_energy(params, X, Y, net.c, modes.B)
          if L == 2 and a != 1.0 and modes.linear_fraction > PAPER_LEVEL else rg.GrowthEstimate(0, 0, 0, 1))
     if net.structure == PAIRS:  # a unit and its mirror cancel in f_even, remainder and all: κ = 0
@@ -408,7 +412,7 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, bu
     return Prediction(twin=twin, weight_scale=ws, time_scale=ks, reference=curve.reference, exact=bool(exact),
                       note=note, t=np.asarray(t)[:len(curve.loss)], loss=np.asarray(curve.loss),
                       loss0_net=loss0,
-                      linear_floor=theory.linear_floor(X, Y), two_layer_floor=ctx.floor,
+                      linear_floor=_linear_floor(X, Y), two_layer_floor=ctx.floor,
                       t0_gap=abs(loss0 - twin0) / L0, growth_gap=0.5 * g.energy / L0, horizon_floored=floored,
                       growth_gap_low=0.5 * g.low / L0, growth_gap_high=0.5 * g.high / L0, twin_loss0=twin0)
 
@@ -417,7 +421,7 @@ def _train(params, pred: Prediction, a, X, Y, cfg, modes, loss0, reg: Regime, bu
     # gaps relative to L₀ = max(L(θ₀), ½<||y||²>): L(θ₀) for an init that has learned nothing yet
     # (the paper's L(0)), the zero function's loss for a net that already fits (a trained net)
     L0 = max(loss0, 0.5 * modes.y_power, 1e-300)
-    traj = train_run(params, Dataset(X, Y), cfg, twin=pred.twin, observables="loss", time_budget=budget,
+    traj = train_run(params, _dataset(X, Y), cfg, twin=pred.twin, observables="loss", time_budget=budget,
                      progress=progress)
     run = PairedRun.of(traj, record_steps(cfg.steps, cfg.n_records))
     t = np.asarray(traj.t, dtype=float)

@@ -18,9 +18,9 @@ import numpy as np
 
 from .. import _validate as validate
 from ..core.inits import from_arrays
-from ..core.layers import is_net
+from ..core.layers import check_net, is_net
 from ..core.precision import precise
-from .model import SUPPORTED, Model, UnsupportedModelError, one_slope, refuse
+from .model import SUPPORTED, Model, UnsupportedModelError, _model, one_slope, refuse
 from .model_files import conv_spec, from_state_dict, load_model, save_model, torch_names
 from .torch_import import from_torch
 
@@ -115,7 +115,8 @@ def as_model(model, alpha=None) -> Model:
     elif isinstance(model, str | Path):
         m = load_model(model, alpha)
     elif isinstance(model, tuple) and is_net(model):
-        m = Model(model, alpha, "params")
+        check_net(model)  # α was checked above: Model(...) would check it again
+        m = _model(model, alpha, "params")
     elif type(model).__module__.startswith("torch"):
         m = from_torch(model)  # a conv net needs in_shape: from_torch's error says so
     elif type(model).__name__ == "MLP" and type(model).__module__.startswith("equinox"):
@@ -127,4 +128,4 @@ def as_model(model, alpha=None) -> Model:
     if alpha is not None and m.alpha is not None and abs(m.alpha - alpha) > 1e-12:
         raise ValueError(f"alpha={alpha} contradicts the model's own slope α = {m.alpha:g} "
                          f"({m.source}); leave alpha out")
-    return m if m.alpha is not None or alpha is None else Model(m.params, alpha, m.source, m.names)
+    return m if m.alpha is not None or alpha is None else _model(m.params, alpha, m.source, m.names)

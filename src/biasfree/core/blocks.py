@@ -36,7 +36,7 @@ _one = jax.jit(lambda params, Xb, alpha: (_forward(params, Xb, alpha),))
 
 
 def _blocks(fn, params, X, alpha, n_out: int):
-    _check_apply(params, X, alpha)
+    """The outputs of ``fn`` on the rows of ``X`` in blocks, unchecked (the callers check)."""
     X = np.asarray(X)
     X = X if np.issubdtype(X.dtype, np.floating) else X.astype(float)
     N = X.shape[0]
@@ -54,6 +54,12 @@ def _blocks(fn, params, X, alpha, n_out: int):
 def outputs(params: Params, X, alpha) -> np.ndarray:
     """``f(X)`` (N, p) of the net ``params`` (any depth and layer type) at slope ``alpha``,
     computed in row blocks (module doc)."""
+    _check_apply(params, X, alpha)
+    return _outputs(params, X, alpha)
+
+
+def _outputs(params: Params, X, alpha) -> np.ndarray:
+    """:func:`outputs` unchecked (for internals whose caller checked the net and X)."""
     return _blocks(_one, params, X, alpha, 1)[0]
 
 
@@ -62,4 +68,10 @@ def outputs_and_mirror(params: Params, X, alpha) -> tuple[np.ndarray, np.ndarray
     """``(f(X), f(-X))``, each (N, p), computed in row blocks sharing the first layer's
     product when it has no bias (module doc); ``f_odd = (f(X) − f(−X))/2``,
     ``f_even = (f(X) + f(−X))/2``."""
+    _check_apply(params, X, alpha)
+    return _outputs_and_mirror(params, X, alpha)
+
+
+def _outputs_and_mirror(params: Params, X, alpha) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`outputs_and_mirror` unchecked."""
     return tuple(_blocks(_pair, params, X, alpha, 2))

@@ -54,10 +54,7 @@ class Dataset:
             if np.shape(X_test)[1] != np.shape(X)[1] or np.shape(Y_test)[1] != np.shape(Y)[1]:
                 raise ValueError("X_test, Y_test: the test set must have the same d and p as the "
                                  "training set")
-        mirrored = bool(mirror) and mirrored_half(X) is not None
-        inputs = X[: X.shape[0] // 2] if mirrored else X
-        if mirrored and isinstance(inputs, np.ndarray):
-            inputs = inputs.copy()  # let the full array go
+        inputs, mirrored = _stored(X, mirror)
         _fill(self, inputs, Y, X_test, Y_test, mirrored)
 
     @property
@@ -80,6 +77,21 @@ def mirrored_half(X) -> np.ndarray | None:
     X = np.asarray(X)
     n = X.shape[0] // 2
     return X[:n] if X.shape[0] == 2 * n and n and np.array_equal(X[n:], -X[:n]) else None
+
+
+def _stored(X, mirror: bool) -> tuple:
+    """``(inputs, mirrored)``: what a :class:`Dataset` keeps of its inputs ``X`` (module doc)."""
+    mirrored = bool(mirror) and mirrored_half(X) is not None
+    inputs = X[: X.shape[0] // 2] if mirrored else X
+    if mirrored and isinstance(inputs, np.ndarray):
+        inputs = inputs.copy()  # let the full array go
+    return inputs, mirrored
+
+
+def _dataset(X, Y, *, mirror: bool = True) -> Dataset:
+    """``Dataset(X, Y)`` of arrays the caller has checked (:func:`check_data`), unchecked."""
+    inputs, mirrored = _stored(X, mirror)
+    return _fill(object.__new__(Dataset), inputs, Y, None, None, mirrored)
 
 
 def _fill(ds: Dataset, *values) -> Dataset:

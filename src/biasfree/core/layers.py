@@ -284,4 +284,9 @@ def scale_params(params: Params, factor) -> Params:
     factor = f if np.ndim(f) else factor
     if np.ndim(factor) == 0 or not is_net(params):  # one factor per member: params may be batched
         check_net(params)
+    return _scale_params(params, factor)
+
+
+def _scale_params(params: Params, factor) -> Params:
+    """:func:`scale_params` unchecked."""
     return tuple(layer.scaled(factor) for layer in params)

@@ -31,11 +31,21 @@ CANDIDATES_MAX = 64
 
 
 def _points(X, Y) -> np.ndarray:
-    """The rows ``z_n = [x_n, y_n]`` (N, d + p), or ``x_n`` when ``Y`` is None."""
+    """The rows ``z_n = [x_n, y_n]`` (N, d + p), or ``x_n`` when ``Y`` is None, checked."""
     if Y is None:
-        return validate.finite_array("X", X, ndim=2)
-    shape = validate.data(X, Y)[1].shape  # checked (on copies, dropped before Z is made)
-    return np.hstack([np.asarray(X, float), np.asarray(Y, float).reshape(shape)])
+        validate.finite_array("X", X, ndim=2)
+    else:
+        validate.data(X, Y)  # checked (on copies, dropped before Z is made)
+    return _stack(X, Y)
+
+
+def _stack(X, Y=None) -> np.ndarray:
+    """:func:`_points` unchecked: a float copy of ``X`` (N, d), or ``[X, Y]`` (N, d + p) with a
+    1-D ``Y`` read as (N, 1)."""
+    if Y is None:
+        return np.asarray(X).astype(float)
+    X = np.asarray(X, float)
+    return np.hstack([X, np.asarray(Y, float).reshape(X.shape[0], -1)])
 
 
 def max_row_norm(X, Y=None) -> float:
@@ -224,11 +234,21 @@ def mirror_violation(X, Y=None) -> float:
     return _violation(_points(X, Y))
 
 
+def _mirror_violation(X, Y=None) -> float:
+    """:func:`mirror_violation` of checked arrays, unchecked."""
+    return _violation(_stack(X, Y))
+
+
 def is_symmetric(X, Y=None, tol: float = 1e-9) -> bool:
     """True if :func:`mirror_violation` of the points (x, y) is at most ``tol`` (Euclidean):
     every point's mirror (-x, -y) is present as often as the point itself."""
     tol = validate.nonnegative("tol", tol, scalar=True)
-    return bool(_violation(_points(X, Y), tol) <= tol)
+    return _is_symmetric(_points(X, Y), tol)
+
+
+def _is_symmetric(Z: np.ndarray, tol: float) -> bool:
+    """:func:`is_symmetric` of the rows ``Z`` (:func:`_stack` of checked arrays), unchecked."""
+    return bool(_violation(Z, tol) <= tol)
 
 
 def asymmetry(X, Y=None, *, points: int | None = None) -> float:
@@ -245,8 +265,12 @@ def asymmetry(X, Y=None, *, points: int | None = None) -> float:
     O(points·N·D) time instead of up to O(N²·D); None (or ≥ N): every row, exact.
     """
     Z = _points(X, Y)
+    return _asymmetry(Z, None if points is None else validate.integer("points", points, 1))
+
+
+def _asymmetry(Z: np.ndarray, points: int | None = None) -> float:
+    """:func:`asymmetry` of the rows ``Z`` (:func:`_stack` of checked arrays), unchecked."""
     N = Z.shape[0]
-    points = None if points is None else validate.integer("points", points, 1)
     step = max(1, BLOCK_ENTRIES // Z.shape[1])  # ||z_n||² in row blocks: no squared copy of Z
     power = float(np.mean(np.concatenate([np.sum(Z[i:i + step] ** 2, axis=1)
                                           for i in range(0, Z.shape[0], step)])))

@@ -26,7 +26,7 @@ from .. import _validate as validate
 from ..core.data import Dataset
 from ..core.layers import Params, check_net
 from ..core.nets import widths
-from ..core.twin import linear_twin, slope_factor
+from ..core.twin import _twin_params, slope_factor
 from . import run
 from .trajectory import Trajectory
 
@@ -55,7 +55,7 @@ class Member:
         """The twin: ``√c·params``, α = 1, step ``η c``, decay ``λ/c`` (§2.4, §2.7)."""
         c = float(slope_factor(self.alpha))
         lr = validate.positive("lr", lr, scalar=True, why="the member's GD step η (e.g. cfg.lr)")
-        return Member(linear_twin(self.params, self.alpha), 1.0, lr * c, self.weight_decay / c)
+        return Member(_twin_params(self.params, self.alpha, 2), 1.0, lr * c, self.weight_decay / c)
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ def train_members(members: Mapping[str, Member], data: Dataset, cfg, *, layout: 
         vectors = {"alpha": np.array([m.alpha for m in ms], dtype=float),
                    "lr": np.array([cfg.lr if m.lr is None else m.lr for m in ms], dtype=float),
                    "weight_decay": np.array([m.weight_decay for m in ms], dtype=float)}
-        tr = _train(params, data, cfg, vectors, batched=True, layout=layout, checked=True)
+        tr = _train(params, data, cfg, vectors, batched=True, layout=layout)
         out |= {k: tr.member(i) for i, k in enumerate(keys)}
     return Runs({n: out[(n, False)] for n in members},
                 {n: out[(n, True)] for n, m in members.items() if m.twin})

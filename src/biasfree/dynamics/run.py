@@ -9,6 +9,7 @@ the time axis ``t = η k``.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import jax
@@ -48,6 +49,13 @@ class RunConfig:
         self._set_integer("n_records", 2)
         validate.choice("spacing", self.spacing, SPACINGS)
         validate.flag("keep_params", self.keep_params)
+
+    def _with_alpha(self, alpha: float):
+        """``dataclasses.replace(self, alpha=alpha)`` for a slope the caller has checked, without a
+        second check of every field (this config was checked where it was built)."""
+        out = copy.copy(self)
+        out._set("alpha", alpha)
+        return out
 
     def _set(self, name: str, value) -> None:
         """Store a validated (normalised: plain floats and ints) value on the frozen config."""

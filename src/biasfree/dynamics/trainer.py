@@ -484,16 +484,24 @@ def _config(optimiser, kw: dict) -> TrainConfig:
     return TrainConfig(optimiser=optimiser, **scalar)
 
 
-def _vectors(cfg: TrainConfig, kw: dict, checked: bool = False) -> dict:
-    """Per-member α, η, λ: the keywords' arrays (length B or 1), checked unless ``checked``
-    (values of validated Member records), or the config's value."""
-    rules = {"alpha": lambda v: validate.slope(v, "alpha", array_ok=True),
-             "lr": lambda v: validate.positive("lr", v, why="every member's step size η"),
-             "weight_decay": lambda v: validate.nonnegative("weight_decay", v, why="λ of (λ/2)||θ||²")}
+_VECTOR_RULES = {"alpha": lambda v: validate.slope(v, "alpha", array_ok=True),
+                 "lr": lambda v: validate.positive("lr", v, why="every member's step size η"),
+                 "weight_decay": lambda v: validate.nonnegative("weight_decay", v, why="λ of (λ/2)||θ||²")}
+
+
+def _check_vectors(kw: dict) -> dict:
+    """``kw`` with its per-member arrays of α, η, λ checked (scalars go to the config, checked there)."""
+    return {k: _VECTOR_RULES[k](v) if k in _VECTOR_RULES and v is not None and np.ndim(v) > 0 else v
+            for k, v in kw.items()}
+
+
+def _vectors(cfg: TrainConfig, kw: dict) -> dict:
+    """Per-member α, η, λ: the keywords' arrays (length B or 1, checked by the caller) or the
+    config's value."""
     out = {}
-    for k, rule in rules.items():
+    for k in _VECTOR_RULES:
         v = kw.get(k)
-        v = getattr(cfg, k) if v is None or np.ndim(v) == 0 else v if checked else rule(v)
+        v = getattr(cfg, k) if v is None or np.ndim(v) == 0 else v
         v = np.asarray(np.nan if v is None else v, dtype=float)
         if v.ndim > 1 or v.size == 0:
             raise ValueError(f"{k} must be a scalar or a 1-D array of per-member values, got shape {v.shape}")
@@ -570,6 +578,7 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
               mirrored_batches=mirrored_batches, seed=seed, n_records=n_records, spacing=spacing,
               keep_params=keep_params, degree=degree, name=name)
     cfg = _config(optimiser, kw)
+    kw = _check_vectors(kw)
     validate.flag("batched", batched)
     validate.choice("observables", observables, OBSERVABLES)
     if layout is not None:
@@ -591,19 +600,29 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
 
 
 def _train(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, twin=False, batched=False,
-           layout=None, observables="all", progress=None, time_budget=None, segments=None, checked=False):
+           layout=None, observables="all", progress=None, time_budget=None, segments=None):
     """:func:`train` once the call's own arguments are checked: checks the run's net and data
-    (once), builds the job and runs it. ``segments`` (B, R−1): each member's own steps between
-    records (an ensemble whose members run different step counts; internal); ``checked``: the
-    per-member values in ``kw`` were validated already (Member records)."""
+    (once) and a given twin, then :func:`_run`."""
     run.check_params_data(params, data, cfg.loss, batched=batched)
+    if twin is not False and twin is not None and twin is not True:  # an ensemble's: member by member
+        check_net(jax.tree_util.tree_map(lambda x: x[0], twin) if batched else twin, "twin")
+    return _run(params, data, cfg, kw, key=key, twin=twin, batched=batched, layout=layout,
+                observables=observables, progress=progress, time_budget=time_budget, segments=segments)
+
+
+def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, twin=False, batched=False,
+         layout=None, observables="all", progress=None, time_budget=None, segments=None):
+    """:func:`_train` with the net, the data and a given twin checked by the caller (``analyse``
+    checks its net and data once, then runs this): the settings' fit to the data and to each
+    other, the job, the run. ``segments`` (B, R−1): each member's own steps between records (an
+    ensemble whose members run different step counts; internal)."""
     _check_batches(cfg, data)
     if cfg.batch_size is not None:
         key = jax.random.PRNGKey(cfg.seed) if key is None else (validate.key(key), key)[1]
     elif key is not None:
         raise ValueError("key: full-batch training draws nothing; pass batch_size for minibatches "
                          "or leave key=None")
-    vec = _vectors(cfg, kw or {}, checked)
+    vec = _vectors(cfg, kw or {})
     sizes = {k: v.size for k, v in vec.items() if v.ndim > 0}
     if batched:
         sizes["params"] = jax.tree_util.tree_leaves(params)[0].shape[0]
@@ -627,7 +646,6 @@ def _train(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, 
     if twin is True:  # weights × c^((L−1)/L): √c at depth 2 (§2.4), the odd-part twin beyond (§4.1)
         twin_params = _twin_params(params, vec["alpha"], depth)
     elif twin is not False and twin is not None:
-        check_net(jax.tree_util.tree_map(lambda x: x[0], twin) if batched else twin, "twin")
         twin_params = twin
     if twin_params is not None and not cfg.gd and np.ptp(vec["alpha"]) > 0:
         raise ValueError("twin: an optax optimiser's twin depends on α; train members of one α together")

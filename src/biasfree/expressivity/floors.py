@@ -21,7 +21,7 @@ from scipy.integrate import quad_vec
 from .. import _validate as validate
 from ..core.data import check_covariance
 from ..core.precision import precise
-from ..core.symmetry import mirror_violation, nearest_mirror
+from ..core.symmetry import _mirror_violation, nearest_mirror
 from .decomposition import Decomposition, Function, compiled, energy, evaluate, odd_fit, odd_fit_of
 
 
@@ -331,7 +331,11 @@ def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
     """
     alpha = validate.slope(alpha)
     X, Y = validate.data(X, Y)
-    tol = validate.nonnegative("tol", tol, scalar=True)
+    return _dataset_floor(X, Y, alpha, validate.nonnegative("tol", tol, scalar=True))
+
+
+def _dataset_floor(X, Y, alpha: float, tol: float) -> DatasetFloor:
+    """:func:`dataset_floor` of checked float arrays ``X`` (N, d), ``Y`` (N, p), unchecked."""
     dist, partner = nearest_mirror(X)
     if np.max(dist) > tol:
         raise ValueError(
@@ -342,7 +346,7 @@ def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
     odd = float(0.5 * np.mean(odd_fit_of(X, dec)[1]))
     even = 0.5 * dec.even_energy
     value = odd + even if float(alpha) == 1.0 else odd
-    violation = mirror_violation(X)
+    violation = _mirror_violation(X)
     exact = violation <= tol
     note = (f"exact: X is mirror-symmetric as a multiset (mirror violation {violation:.2g} <= tol {tol:g})"
             if exact else

@@ -202,15 +202,21 @@ def local_linear(params: Params, X, alpha, *, lambdas=DEFAULT_LAMBDAS,
     if lam.ndim != 1 or lam.size == 0:
         raise ValueError(f"lambdas={lambdas!r} must be a non-empty list of positive numbers")
     max_entries = validate.integer("max_entries", max_entries, 1)
-    X = jnp.asarray(X)
-    X = X if jnp.issubdtype(X.dtype, jnp.floating) else X.astype(float)  # float: the precision's
-    lam = lam.astype(X.dtype)  # the λ the compiled program multiplies by, to the bit
-    N, d = X.shape
-    p = params[-1].n_out
+    (N, d), p = np.shape(X), params[-1].n_out
     if N * p * d > max_entries:
         raise ValueError(f"the Jacobians at {N} inputs hold N·p·d = {N}·{p}·{d} = {N * p * d} numbers, "
                          f"over max_entries = {max_entries}: pass at most {max(max_entries // (p * d), 0)} "
                          "inputs (e.g. X[:k]) or raise max_entries")
+    return _local_linear(params, X, alpha, lam)
+
+
+def _local_linear(params: Params, X, alpha, lambdas=DEFAULT_LAMBDAS) -> LocalLinear:
+    """:func:`local_linear` unchecked: the caller checked the net, ``X`` (N, d), the slope and
+    ``lambdas`` (> 0, 1-D), and that the Jacobians fit its cap."""
+    X = jnp.asarray(X)
+    X = X if jnp.issubdtype(X.dtype, jnp.floating) else X.astype(float)  # float: the precision's
+    lam = np.asarray(lambdas, float).astype(X.dtype)  # the λ the compiled program multiplies by
+    N, d = X.shape
     FL, GL, J, bias_term, odd, even = (np.asarray(a) for a in _measure(
         tuple(params), X, jnp.asarray(alpha, X.dtype), jnp.asarray(lam)))
     (F, FL), (G, GL) = (FL[0], FL[1:]), (GL[0], GL[1:])

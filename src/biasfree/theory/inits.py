@@ -88,6 +88,11 @@ def balanced_init(P0, width: int, *, basis=None) -> Params:
 def imbalance(params: Params) -> float:
     """``max_l ||W_l W_lᵀ - W_{l+1}ᵀ W_{l+1}||_F / (||W_l||_F² + ||W_{l+1}||_F²)``:
     0 for a balanced net (relative, so it is scale-free)."""
+    return _imbalance(params)
+
+
+def _imbalance(params: Params) -> float:
+    """:func:`imbalance` unchecked."""
     def gap(Wa, Wb):
         return np.linalg.norm(Wa @ Wa.T - Wb.T @ Wb) / max(np.sum(Wa**2) + np.sum(Wb**2), 1e-300)
     Ws = [np.asarray(layer.matrix, float) for layer in params]

@@ -50,12 +50,21 @@ class Modes(NamedTuple):
 
 def is_whitened(X, tol: float = 1e-10) -> bool:
     """True if ``max |XᵀX/N - I| <= tol`` for inputs ``X`` (N, d)."""
-    return bool(whitening_error(X) <= v.nonnegative("tol", tol, scalar=True))
+    return _is_whitened(v.finite_array("X", X, ndim=2), v.nonnegative("tol", tol, scalar=True))
+
+
+def _is_whitened(X, tol: float = 1e-10) -> bool:
+    """:func:`is_whitened` of a checked float array ``X``, unchecked."""
+    return bool(_whitening_error(X) <= tol)
 
 
 def whitening_error(X) -> float:
     """``max |XᵀX/N - I|`` for inputs ``X`` (N, d): 0 for whitened inputs."""
-    X = v.finite_array("X", X, ndim=2)
+    return _whitening_error(v.finite_array("X", X, ndim=2))
+
+
+def _whitening_error(X) -> float:
+    """:func:`whitening_error` of a checked float array ``X``, unchecked."""
     return float(np.max(np.abs(X.T @ X / X.shape[0] - np.eye(X.shape[1]))))
 
 
@@ -67,7 +76,11 @@ def data_modes(X, Y, rank_tol: float = 1e-10, *, whiten: bool = False) -> Modes:
     ``lam_max`` and the least-squares map ``B``. See :class:`Modes`.
     """
     X, Y = v.data(X, Y)
-    rank_tol = v.nonnegative("rank_tol", rank_tol, scalar=True)
+    return _data_modes(X, Y, v.nonnegative("rank_tol", rank_tol, scalar=True), whiten=whiten)
+
+
+def _data_modes(X, Y, rank_tol: float = 1e-10, *, whiten: bool = False) -> Modes:
+    """:func:`data_modes` of checked float arrays ``X`` (N, d), ``Y`` (N, p), unchecked."""
     N = X.shape[0]
     S = Y.T @ X / N
     B = None
@@ -78,7 +91,7 @@ def data_modes(X, Y, rank_tol: float = 1e-10, *, whiten: bool = False) -> Modes:
         S = S @ (W[:, keep] / np.sqrt(lam[keep])) @ W[:, keep].T
     U, s, Vt = np.linalg.svd(S, full_matrices=False)
     r = int(np.sum(s > rank_tol * max(s[0], 1e-300))) if s.size else 0
-    return Modes(U[:, :r], s[:r], Vt[:r].T, float(np.mean(np.sum(Y**2, axis=1))), is_whitened(X),
+    return Modes(U[:, :r], s[:r], Vt[:r].T, float(np.mean(np.sum(Y**2, axis=1))), _is_whitened(X),
                  float(lam.max()), B)
 
 
@@ -181,7 +194,12 @@ def linear_floor(X, Y, *, intercept: bool = False) -> float:
     to the global minimum. Equals :func:`final_loss` for whitened inputs. With
     ``intercept`` the fit is affine, ``B [x; 1]`` (the floor a net with biases must beat)."""
     X, Y = v.data(X, Y)
-    if v.flag("intercept", intercept):
+    return _linear_floor(X, Y, intercept=v.flag("intercept", intercept))
+
+
+def _linear_floor(X, Y, *, intercept: bool = False) -> float:
+    """:func:`linear_floor` of checked float arrays ``X`` (N, d), ``Y`` (N, p), unchecked."""
+    if intercept:
         X = np.hstack([X, np.ones((X.shape[0], 1))])
     B, *_ = np.linalg.lstsq(X, Y, rcond=None)
     return float(0.5 * np.mean(np.sum((Y - X @ B) ** 2, axis=1)))

@@ -24,14 +24,15 @@ import numpy as np
 from scipy.integrate import DOP853
 
 from .. import _validate as v
-from ..core.blocks import outputs_and_mirror
+from ..core.blocks import _outputs_and_mirror
 from ..core.layers import Params, check_net, takes_net
-from ..core.symmetry import max_row_norm, mirror_violation
-from ..core.twin import slope_factor
-from .inits import imbalance
-from .leaky import leaky_decay_to_linear, leaky_time_to_linear, leaky_to_linear
-from .modes import _check_decay, whitening_error
-from .riccati import unaligned_product
+from ..core.precision import precise
+from ..core.symmetry import _mirror_violation, max_row_norm
+from ..core.twin import _slope_factor, _twin_params
+from .inits import _imbalance
+from .leaky import _two_layer
+from .modes import _check_decay, _whitening_error
+from .riccati import _unaligned_product
 
 REFERENCES = ("riccati", "ode")
 """The reference curves: the exact Riccati solution, or the integrated ODE."""
@@ -39,6 +40,8 @@ WHITENING_TOL = 1e-10
 """``max |XᵀX/N - I|`` up to which inputs count as whitened (the Riccati form's precondition)."""
 BALANCE_TOL = 1e-10
 """Relative imbalance (:func:`~biasfree.theory.imbalance`) up to which an init counts as balanced."""
+ODE_RTOL, ODE_ATOL = 1e-11, 1e-14
+"""The default tolerances of :func:`linear_net_ode`'s ``solve_ivp`` (DOP853)."""
 EVEN_TOL = 1e-20
 """Even-part energy at init, relative to the output energy, up to which it counts as zero
 (round-off of a pair net is ~1e-32)."""
@@ -82,6 +85,11 @@ def moment_loss(P, Sxx, Syx, y_power: float):
     if P.shape[-2:] != Syx.shape:
         raise ValueError(f"P must have shape (..., p, d) = (..., {Syx.shape[0]}, {d}), got {P.shape}")
     y_power = v.nonnegative("y_power", y_power, scalar=True, why="the mean squared target tr Σ_yy")
+    return _moment_loss(P, Sxx, Syx, y_power)
+
+
+def _moment_loss(P, Sxx, Syx, y_power: float):
+    """:func:`moment_loss` of checked float arrays, unchecked."""
     fit = np.einsum("...pd,de,...pe->...", P, Sxx, P)
     return 0.5 * float(y_power) - np.einsum("...pd,pd->...", P, Syx) + 0.5 * fit
 
@@ -92,7 +100,8 @@ def _product(Ws):
 
 @takes_net(bias_free=True)
 def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
-                   rtol: float = 1e-11, atol: float = 1e-14, time_budget: float | None = None) -> np.ndarray:
+                   rtol: float = ODE_RTOL, atol: float = ODE_ATOL,
+                   time_budget: float | None = None) -> np.ndarray:
     """Products ``P(t) = W_L(t) ⋯ W_1(t)`` (T, p, d) of a bias-free *linear* net under
     gradient flow ``dW_l/dt = -(W_L⋯W_{l+1})ᵀ (P Σ_xx - Σ_yx) (W_{l-1}⋯W_1)ᵀ - λ W_l``.
 
@@ -105,9 +114,8 @@ def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
     λ_max(Σ_xx) Σ_l Π_{j≠l} ||W_j||², the horizon by the slowest mode), so raw pixel
     inputs can need thousands of steps.
     """
-    Ws = [layer.matrix for layer in params]
     lam = _check_decay(weight_decay)
-    d, p = Ws[0].shape[1], Ws[-1].shape[0]
+    d, p = params[0].matrix.shape[1], params[-1].matrix.shape[0]
     Sxx = v.finite_array("Sxx", Sxx, ndim=2)
     Syx = v.finite_array("Syx", Syx, ndim=2)
     if Sxx.shape != (d, d) or Syx.shape != (p, d):
@@ -120,6 +128,14 @@ def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
     atol = v.positive("atol", atol, scalar=True)
     if time_budget is not None:
         time_budget = v.positive("time_budget", time_budget, scalar=True, why="seconds of the ODE")
+    t = np.atleast_1d(v.times("t", t, ndim=(0, 1)))
+    return _linear_net_ode(params, Sxx, Syx, t, lam, rtol, atol, time_budget)
+
+
+def _linear_net_ode(params: Params, Sxx, Syx, t, lam: float, rtol: float = ODE_RTOL, atol: float = ODE_ATOL,
+                    time_budget: float | None = None) -> np.ndarray:
+    """:func:`linear_net_ode` unchecked: a bias-free net, float arrays ``Sxx`` (d, d) (a second-moment
+    matrix), ``Syx`` (p, d) and times ``t`` (T,) >= 0, λ = ``lam``, tolerances and budget checked."""
     shapes = [np.shape(layer.matrix) for layer in params]
     splits = np.cumsum([int(np.prod(s)) for s in shapes])[:-1]
 
@@ -136,7 +152,6 @@ def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
             grads.append((-AGB - lam * Ws[l]).ravel())
         return np.concatenate(grads)
 
-    t = np.atleast_1d(v.times("t", t, ndim=(0, 1)))
     ts, inverse = np.unique(t, return_inverse=True)
     theta0 = np.concatenate([np.asarray(layer.matrix, float).ravel() for layer in params])
     Ps = (_product(unpack(theta0))[None] if ts[-1] == 0.0 else
@@ -167,6 +182,7 @@ def _integrate(field, theta0, ts, rtol, atol, reduce, time_budget=None) -> list:
     return out
 
 
+@precise
 def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float = 0.0,
                     method: str = "auto", symmetry_tol: float = 1e-9,
                     time_budget: float | None = None) -> Curve:
@@ -188,26 +204,38 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
     """
     method = v.choice("method", method, ("auto",) + REFERENCES)
     X, Y = v.data(X, Y)
-    N, d = X.shape
-    check_net(params, bias_free=True, d=d, p_out=Y.shape[1])
+    check_net(params, bias_free=True, d=X.shape[1], p_out=Y.shape[1])
     t = np.atleast_1d(v.times("t", t, ndim=(0, 1)))
     alpha = v.slope(alpha)
     symmetry_tol = v.nonnegative("symmetry_tol", symmetry_tol, scalar=True)
     if time_budget is not None:
         time_budget = v.positive("time_budget", time_budget, scalar=True, why="seconds of the ODE")
-    notes, exact = [], True
-    lin, t_lin, lam = params, t, _check_decay(weight_decay)
+    lam = _check_decay(weight_decay)
     if alpha != 1.0:
-        lin = leaky_to_linear(params, alpha)
-        t_lin = leaky_time_to_linear(t, alpha)
-        lam = float(leaky_decay_to_linear(weight_decay, alpha))
-        F, Fm = outputs_and_mirror(params, X, alpha)  # in row blocks: no N × width array
+        _two_layer(params, "the leaky-linear map")
+    return _reference_curve(params, X, Y, t, alpha=alpha, weight_decay=lam, method=method,
+                            symmetry_tol=symmetry_tol, time_budget=time_budget)
+
+
+def _reference_curve(params: Params, X, Y, t, *, alpha: float, weight_decay: float, method: str = "auto",
+                     symmetry_tol: float = 1e-9, time_budget: float | None = None) -> Curve:
+    """:func:`reference_curve` unchecked: a bias-free net of the data's ends, float arrays ``X`` (N, d),
+    ``Y`` (N, p) and ``t`` (T,) >= 0, one slope ``alpha`` and the other arguments already checked."""
+    N = X.shape[0]
+    notes, exact = [], True
+    lin, t_lin, lam = params, t, weight_decay
+    if alpha != 1.0:
+        c = float(_slope_factor(alpha))
+        lin = _twin_params(params, alpha, 2)  # leaky_to_linear, leaky_time_to_linear, ..._decay_...
+        t_lin = c * t
+        lam = lam / c
+        F, Fm = _outputs_and_mirror(params, X, alpha)  # in row blocks: no N × width array
         e0 = float(np.mean(np.sum((0.5 * (F + Fm)) ** 2, axis=1)))
         energy = float(np.mean(np.sum(F**2, axis=1)))
         e_rel = e0 / energy if energy > 0 else 0.0
-        mv = mirror_violation(X, Y)
+        mv = _mirror_violation(X, Y)
         mv_rel = mv / max(max_row_norm(X, Y), 1e-300)
-        head = f"leaky net mapped to its linear twin (c = {slope_factor(alpha):g}); "
+        head = f"leaky net mapped to its linear twin (c = {c:g}); "
         exact = not (e_rel > EVEN_TOL or mv_rel > symmetry_tol)
         if e_rel > EVEN_TOL:
             notes.append(head + f"APPROXIMATE: even-part energy {e0:.3g} at init ({e_rel:.3g} of the "
@@ -222,8 +250,8 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
             notes.append(head + f"exact: even part zero at init (relative energy {e_rel:.1e}) and "
                                 f"mirror-symmetric data (relative violation {mv_rel:.1e})")
     Sxx, Syx, y_power = X.T @ X / N, Y.T @ X / N, float(np.sum(Y**2) / N)
-    w_err = whitening_error(X)
-    gap = imbalance(lin) if len(lin) == 2 else float("nan")
+    w_err = _whitening_error(X)
+    gap = _imbalance(lin) if len(lin) == 2 else float("nan")
     riccati_ok = len(lin) == 2 and w_err <= WHITENING_TOL and gap <= BALANCE_TOL
     if method == "riccati" and not riccati_ok:
         raise ValueError(f"method='riccati' needs two layers (got {len(lin)}), whitened inputs "
@@ -231,13 +259,13 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
                          f"init (relative imbalance {gap:.2e}, must be <= {BALANCE_TOL:g}); use "
                          "method='ode' (or whiten X, see biasfree.data.whiten)")
     if method == "riccati" or (method == "auto" and riccati_ok):
-        P = unaligned_product(t_lin, lin, Syx, weight_decay=lam)
+        P = _unaligned_product(t_lin, lin, Syx, lam)  # balanced: riccati_ok
         ref = "riccati"
         notes.append(f"exact closed form: whitened inputs (max|XᵀX/N - I| = {w_err:.1e} <= "
                      f"{WHITENING_TOL:g}), balanced two-layer init (imbalance {gap:.1e} <= "
                      f"{BALANCE_TOL:g})")
     else:
-        P = linear_net_ode(lin, Sxx, Syx, t_lin, weight_decay=lam, time_budget=time_budget)
+        P = _linear_net_ode(lin, Sxx, Syx, t_lin, lam, time_budget=time_budget)
         ref = "ode"
         notes.append("numerical: linear-network gradient flow integrated by solve_ivp (DOP853)")
         if len(P) < t.size:  # the budget ran out: P holds the times up to the last one reached
@@ -246,6 +274,6 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
                          f"{float(np.max(t[keep])):.4g} of {float(np.max(t)):.4g} (stiff: ill-conditioned "
                          "inputs); call theory.reference_curve without time_budget for the whole curve")
             t = t[keep]
-    loss = moment_loss(P, Sxx, Syx, y_power)
+    loss = _moment_loss(P, Sxx, Syx, y_power)
     return Curve(t=t, loss=np.asarray(loss), beta=np.transpose(P, (0, 2, 1)), reference=ref,
                  alpha=alpha, note="; ".join(notes), exact=exact)

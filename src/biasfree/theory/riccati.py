@@ -43,7 +43,7 @@ import numpy as np
 
 from .. import _validate as v
 from ..core.layers import Layer, Params, takes_net
-from .inits import imbalance
+from .inits import _imbalance, imbalance
 from .modes import _check_decay, _check_y_power
 
 _MAX_EXPONENT = 100.0
@@ -155,10 +155,17 @@ def unaligned_product(t, params: Params, Sigma_yx, *, weight_decay: float = 0.0,
     if S.shape != (W2.shape[0], d):
         raise ValueError(f"Sigma_yx must have shape (p, d) = {(W2.shape[0], d)} to match params "
                          f"(W_1 (n, d), W_2 (p, n)), got {S.shape}")
-    _check_balanced("init", imbalance(params), balance_tol)
+    _check_balanced("init", _imbalance(params), balance_tol)  # params checked above
     t = np.atleast_1d(v.times("t", t, ndim=(0, 1)))
-    M = _gram(t, np.concatenate([W1.T, W2], axis=0), S, _check_decay(weight_decay))
-    return M[:, d:, :d]
+    return _unaligned_product(t, params, S, _check_decay(weight_decay))
+
+
+def _unaligned_product(t, params: Params, Sigma_yx, weight_decay: float) -> np.ndarray:
+    """:func:`unaligned_product` unchecked: ``t`` (T,), a balanced two-layer net, ``Sigma_yx``
+    (p, d) and λ = ``weight_decay`` already checked."""
+    W1, W2 = (np.asarray(layer.matrix, float) for layer in params)
+    M = _gram(t, np.concatenate([W1.T, W2], axis=0), Sigma_yx, weight_decay)
+    return M[:, W1.shape[1]:, :W1.shape[1]]
 
 
 def unaligned_loss(t, params: Params, Sigma_yx, y_power: float, *, weight_decay: float = 0.0,

@@ -71,7 +71,7 @@ def measure(runs, progress: Progress = _quiet) -> np.ndarray:
                    "weight_decay": np.array([runs[i][7] for i in idx], float)}
         steps = np.array([[runs[i][5]] for i in idx])
         traj = _train(stack[0], Dataset(X, Y), GDConfig(lr=1.0, steps=int(steps.max())), vectors,
-                      twin=stack[1], batched=True, observables="loss", segments=steps, checked=True)
+                      twin=stack[1], batched=True, observables="loss", segments=steps)
         L0 = np.asarray(traj.loss)[:, 0]
         gap[idx] = np.asarray(traj.twin_gap) / np.maximum(reference_loss(L0, np.asarray(Y)[None]), 1e-300)
     return gap
