@@ -229,28 +229,48 @@ def _start(init, a: float, params: Params) -> Params:
 def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None, init=None,
             t_max: float | None = None, n_times: int = 201, time_budget: float | None = DEFAULT_TIME_BUDGET,
             progress: Callable[[int, int], None] | None = None) -> Analysis:
-    """Analyse a bias-free (leaky) ReLU net on data: is it effectively linear? (module doc)
+    """Analyse a bias-free (leaky) ReLU net on data: is it effectively linear? Three questions
+    answered apart, each with its deciding numbers (module doc; docs/verdict.md): the function
+    now; what training from these weights does beside the linear twin; and, given ``init``,
+    how the net got here.
 
-    ``model``: a torch ``nn.Sequential``, an ``eqx.nn.MLP``, a ``.safetensors``/``.npz``
-    path, a :class:`~biasfree.analysis.interop.Model` or a params tuple (:mod:`biasfree.analysis.interop`).
-    ``data``: ``(X, Y)``, a Dataset, a :func:`~biasfree.load_data` result, a file or a
-    bundled name. ``alpha``: the slope α, needed when the model does not state it.
-    ``train``: a :class:`~biasfree.dynamics.trainer.TrainConfig` (gradient descent, e.g.
-    ``GDConfig(lr=..., steps=...)``, or any optax optimiser, e.g.
-    ``TrainConfig(optimiser=optax.adam(1e-3), steps=500)``; its ``alpha`` is replaced by the
-    model's; ``n_records`` sets only the stored curve, the gap is measured at every step), an
-    optax optimiser or a factory ``rho -> optimiser`` (1000 steps), or True for a default GD
-    (step a quarter of the stability limit, steps to the default
-    horizon, at most ``regime.MAX_STEPS``). ``init``: the weights training started from
-    (any form ``model`` takes, same architecture): then the question is how the net got
-    here, and ``train`` (if given) is the training config to rerun from ``init`` beside the
-    twin; without ``train`` the run from ``init`` is predicted. ``t_max``: horizon of the
-    predicted curve without training (default: from the data's modes, bounded), on
-    ``n_times`` points. ``time_budget``: seconds of training at most (None: no limit), and of
-    the predicted curve's ODE (at most :data:`CURVE_BUDGET`; a curve cut short says so);
-    ``progress(k, K)`` is called as training goes. Biases
-    that are exactly zero are dropped (the net computes the bias-free map); nonzero ones are
-    kept and named.
+    Arguments:
+
+    - ``model``: a torch ``nn.Sequential``, an ``eqx.nn.MLP``, a ``.safetensors``/``.npz`` path,
+      a :class:`~biasfree.analysis.interop.Model` or a params tuple
+      (:mod:`biasfree.analysis.interop`). Biases that are exactly zero are dropped (the net
+      computes the bias-free map); nonzero ones are kept and named.
+    - ``data``: ``(X, Y)``, a Dataset, a :func:`~biasfree.core.real_data.load_data` result, a
+      file or a bundled name.
+    - ``alpha``: the slope α, needed when the model does not state it.
+    - ``train``: None (predict, no training), True (gradient descent at a quarter of the
+      estimated stability limit, to the default horizon, at most ``regime.MAX_STEPS`` steps), an
+      optax optimiser or a factory ``rho -> optimiser`` (1000 steps), or a
+      :class:`~biasfree.dynamics.trainer.TrainConfig` (``GDConfig(lr=..., steps=...)``, or
+      ``TrainConfig(optimiser=optax.adam(1e-3), steps=500)``): the net is trained beside its
+      twin in one loop, the gap measured at every step (``n_records`` sets only the stored
+      curve); the config's ``alpha`` is replaced by the model's.
+    - ``init``: the weights training started from (any form ``model`` takes, same
+      architecture): then the question is how the net got here, and ``train`` (if given) is
+      rerun from ``init`` beside the twin; without ``train`` that run is predicted.
+    - ``t_max``: horizon of the predicted curve without training (default: from the data's
+      modes, bounded), on ``n_times`` points.
+    - ``time_budget``: seconds of training at most (None: no limit), and of the predicted
+      curve's ODE (at most :data:`CURVE_BUDGET`; a curve cut short says so).
+    - ``progress(k, K)``: called as training goes.
+
+    Returns an :class:`~biasfree.analysis.report.Analysis`: the data, net, regime, prediction
+    and the graded ``verdict`` with its evidence.
+
+    Example::
+
+        import jax, numpy as np, biasfree as bf
+        rng = np.random.default_rng(0)
+        X = rng.normal(size=(100, 5)); X = np.concatenate([X, -X])   # symmetric inputs
+        Y = X @ rng.normal(size=(5, 1))                               # an odd (linear) target
+        net = bf.init_gaussian(jax.random.PRNGKey(0), (5, 50, 1), scale=1e-3)
+        res = bf.analyse(net, (X, Y), alpha=0.0, train=True)
+        res.verdict.level, res.verdict.training.text
     """
     given = as_train_config(train)  # refuses any other kind of value
     if t_max is not None:
