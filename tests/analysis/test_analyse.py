@@ -239,9 +239,9 @@ def test_time_budget_stops_training_and_says_so():
                      train=bf.GDConfig(lr=0.01, steps=10_000, n_records=101),
                      progress=lambda k, n: calls.append((k, n)))
     tr = res.prediction.trained
-    # the loop runs in ~20 chunks of records (trainer._chunks), the budget checked after each:
+    # the loop runs in ~20 chunks of records (loop._chunks), the budget checked after each:
     # spent at once, so the run stops after its first chunk, and progress said where
-    from biasfree.dynamics.trainer import _chunks
+    from biasfree.dynamics.loop import _chunks
 
     first = int(bf.dynamics.record_steps(10_000, 101)[_chunks(100, True)[0][1]])
     assert first == 500 and tr.steps_run == first < tr.config.steps and calls == [(first, 10_000)]

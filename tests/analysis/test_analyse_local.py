@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 import biasfree as bf
-from biasfree.analysis import analyse as an
+from biasfree.analysis import measurements
 from biasfree.app.cli import app
 
 runner = CliRunner()
@@ -34,7 +34,7 @@ def test_bias_free_net_local_linearity_is_reported_at_round_off_and_not_judged()
     X, Y = _data(50)  # 100 rows after mirroring: 64 are used
     res = bf.analyse(_net(1, (4, 12, 9, 2)), (X, Y), alpha=0.2)
     loc = res.local
-    assert loc.n_used == an.LOCAL_INPUTS == 64 and loc.n_total == 100 and not loc.judged
+    assert loc.n_used == measurements.LOCAL_INPUTS == 64 and loc.n_total == 100 and not loc.judged
     assert np.array_equal(loc.rows, np.unique(np.linspace(0, 99, 64).round().astype(int)))
     # local_linear's derived bounds (its module doc); measured ratios are far below 1 (theory §8.7)
     assert loc.homogeneity_ratio <= 1.0 and loc.euler_ratio <= 1.0
@@ -61,9 +61,9 @@ def test_biased_net_reports_its_bias_term_and_small_data_use_every_input():
 def test_jacobian_cap_reduces_the_inputs_or_skips(monkeypatch):
     X, Y = _data(50)
     net = _net(3, (4, 6, 2))
-    monkeypatch.setattr(an, "MAX_ENTRIES", 10 * 2 * 4)  # room for 10 Jacobians of 2·4 numbers
+    monkeypatch.setattr(measurements, "MAX_ENTRIES", 10 * 2 * 4)  # room for 10 Jacobians of 2·4 numbers
     assert bf.analyse(net, (X, Y), alpha=0.0).local.n_used == 10
-    monkeypatch.setattr(an, "MAX_ENTRIES", 7)  # not even one
+    monkeypatch.setattr(measurements, "MAX_ENTRIES", 7)  # not even one
     res = bf.analyse(net, (X, Y), alpha=0.0)
     assert res.local is None and res.to_json()["local_linear"] is None
 

@@ -312,11 +312,11 @@ def test_train_refuses_bad_input(sym):
 
 
 def test_compiled_loops_are_bounded(sym, monkeypatch):
-    """One compiled loop per optimiser object (trainer._compiled, keyed by the program's spec),
+    """One compiled loop per optimiser object (loop._compiled, keyed by the program's spec),
     the least recently used dropped: a session that builds optimisers afresh must not keep
     every program (each holds ~150 memory maps; keeping them all ran a long session out of
     maps)."""
-    from biasfree.dynamics import trainer
+    from biasfree.dynamics import loop as trainer
 
     monkeypatch.setattr(trainer, "CACHE_SIZE", 2)
     data, pair = _data(sym), _pair()

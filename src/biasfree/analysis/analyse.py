@@ -12,7 +12,7 @@ the floors and a predicted gap (§6.4); optionally the net trained by GD beside 
 ``L = (1/2N) Σ_n ||y_n − f(x_n)||²``. The verdict: :mod:`biasfree.analysis.verdict` (§6).
 Beside it, reported and not judged: the local linear analysis of the net as given (§8:
 homogeneity, Euler's f(x) = J(x)x, the bias term, J's effective dimension) at up to
-:data:`LOCAL_INPUTS` of the inputs.
+:data:`~biasfree.analysis.measurements.LOCAL_INPUTS` of the inputs.
 """
 
 from __future__ import annotations
@@ -26,33 +26,30 @@ import numpy as np
 from .. import _validate as validate
 from .. import theory
 from ..core import nets
-from ..core.blocks import _outputs, _outputs_and_mirror
+from ..core.blocks import _outputs
 from ..core.conv import drop_zero_biases, is_conv
-from ..core.data import Dataset, _dataset, check_data
+from ..core.data import _dataset, check_data
 from ..core.layers import Params, _scale_params
 from ..core.nets import depth, has_bias, widths
 from ..core.precision import precise
-from ..core.real_data import RealData, load_data
 from ..core.symmetry import _asymmetry, _mirror_violation, _stack, max_row_norm
 from ..core.twin import _slope_factor, _twin_scales
 from ..dynamics import GDConfig, TrainConfig, record_steps
 from ..dynamics.trainer import _run as train_run
 from ..dynamics.twin_training import PairedRun, relative_movement, row_alignment
-from ..expressivity.decomposition import Decomposition, OddFit, energy, odd_fit_of
+from ..expressivity.decomposition import energy
 from ..expressivity.floors import _dataset_floor
-from ..expressivity.local_linear import MAX_ENTRIES, Identities, _local_linear
 from ..theory.modes import _data_modes, _is_whitened, _linear_floor
 from ..theory.reference import _reference_curve
 from . import regime as rg
 from . import verdict as vd
 from .interop import Model, as_model
+from .measurements import data_arrays, local_report, split
 from .optax_training import as_train_config, with_degree
-from .report import Analysis, DataReport, History, LocalReport, NetReport, Prediction, Regime, Training
+from .report import Analysis, DataReport, History, NetReport, Prediction, Regime, Training
 from .structure import PAIRS, exact_structure
 from .verdict import PAPER_LEVEL, ROUND_OFF
 
-LOCAL_INPUTS = 64
-"""The local linear analysis (§8) looks at most at this many inputs, evenly spaced rows."""
 DEFAULT_TIME_BUDGET = 120.0
 """Seconds of training ``analyse(train=...)`` allows itself unless told otherwise."""
 ASYMMETRY_POINTS = 2000
@@ -65,67 +62,6 @@ rest on the curve. A curve cut short ends where the budget ran out and its note 
 PREDICTED = "training, predicted (not measured)"
 """The kind of the answer on training when it is predicted (measured: ``"training, measured"``)."""
 __all__ = ["Analysis", "analyse"]
-
-
-# ----------------------------------------------------------------- measurements
-
-
-@dataclass(frozen=True)
-class _Split:
-    energy: float
-    even: float
-    odd_linear: float
-    odd_nonlinear: float
-    odd_fraction_nonlinear: float
-    beta: np.ndarray
-    outputs: np.ndarray | None = None  # f(X), kept for the loss at init
-
-    @property
-    def even_fraction(self) -> float:
-        return self.even / self.energy if self.energy else 0.0
-
-
-def _split(params: Params, X, alpha) -> _Split:
-    """Energies of f, of f_even, of the best linear fit of f_odd and of its remainder."""
-    F, Fm = _outputs_and_mirror(params, X, alpha)  # in row blocks: no N × width array
-    beta, res, dec = odd_fit_of(X, Decomposition(F, 0.5 * (F - Fm), 0.5 * (F + Fm)))
-    fit = OddFit(beta, float(np.mean(res)), dec.odd_energy)
-    return _Split(energy(F), energy(dec.even), energy(np.asarray(X) @ fit.beta), fit.residual,
-                  fit.fraction, fit.beta, F)
-
-
-def _data_arrays(data):
-    if isinstance(data, str) or hasattr(data, "__fspath__"):
-        try:
-            data = load_data(data)
-        except ValueError as e:
-            raise ValueError(f"data: {e}") from None
-    if isinstance(data, RealData):
-        return data.X, data.Y, data.source
-    if isinstance(data, Dataset):
-        return np.asarray(data.X), np.asarray(data.Y), "Dataset"
-    if isinstance(data, tuple) and len(data) == 2:
-        return data[0], data[1], "arrays"
-    raise TypeError(f"data: give (X, Y), a biasfree Dataset, a load_data result, a file or a data "
-                    f"set name; got {type(data).__name__}")
-
-
-def _local(params: Params, X, alpha) -> LocalReport | None:
-    """The local linear analysis (§8) at up to :data:`LOCAL_INPUTS` evenly spaced rows of X
-    (fewer when their Jacobians would exceed ``MAX_ENTRIES`` numbers; None when one does)."""
-    N, d, p = X.shape[0], X.shape[1], params[-1].n_out
-    n = min(N, LOCAL_INPUTS, MAX_ENTRIES // (p * d))
-    if n == 0:
-        return None
-    rows = np.unique(np.linspace(0, N - 1, n).round().astype(int))
-    r = _local_linear(params, X[rows], alpha)
-    shared = {f.name: getattr(r, f.name) for f in dataclasses.fields(Identities)}
-    return LocalReport(**shared, n_used=int(rows.size), n_total=N, rows=rows,
-                       participation_ratio=r.participation_ratio,
-                       participation_ratio_median=float(np.median(r.participation_ratio)),
-                       effective_rank_median=float(np.median(r.effective_rank)),
-                       frobenius_dimension_median=float(np.median(r.frobenius_dimension)),
-                       max_dimension=int(r.singular_values.shape[1]))
 
 
 # ----------------------------------------------------------------- the call
@@ -175,7 +111,7 @@ class _State:
 
 def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -> _State:
     L, c, biased = depth(params), float(_slope_factor(a)), has_bias(params)
-    sp = _split(params, X, a)
+    sp = split(params, X, a)
     svs = tuple(np.linalg.svd(np.asarray(layer.matrix, float), compute_uv=False) for layer in params)
     beta = np.asarray(nets._beta_eff(params, a)) if nets.beta_eff_is_exact(params) else sp.beta
     nonlin = (sp.even + sp.odd_nonlinear) / sp.energy if sp.energy else 0.0
@@ -246,7 +182,7 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
     - ``train``: None (predict, no training), True (gradient descent at a quarter of the
       estimated stability limit, to the default horizon, at most ``regime.MAX_STEPS`` steps), an
       optax optimiser or a factory ``rho -> optimiser`` (1000 steps), or a
-      :class:`~biasfree.dynamics.trainer.TrainConfig` (``GDConfig(lr=..., steps=...)``, or
+      :class:`~biasfree.dynamics.train_config.TrainConfig` (``GDConfig(lr=..., steps=...)``, or
       ``TrainConfig(optimiser=optax.adam(1e-3), steps=500)``): the net is trained beside its
       twin in one loop, the gap measured at every step (``n_records`` sets only the stored
       curve); the config's ``alpha`` is replaced by the model's.
@@ -286,7 +222,7 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
                          "activation): pass alpha (0 ReLU, a in (0, 1) leaky, 1 linear)")
     a = float(m.alpha)
     params, _ = drop_zero_biases(m.params)
-    X, Y, source = _data_arrays(data)
+    X, Y, source = data_arrays(data)
     check_data(X, Y)
     X, Y = np.asarray(X, float), np.asarray(Y, float)
     for name, A, zero in (("X", X, "every net outputs 0 on it, so nothing can be learnt"),
@@ -311,7 +247,7 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
 
     ctx = _context(X, Y, a, source)
     now = _state(params, X, Y, a, ctx)
-    local = _local(params, X, a)
+    local = local_report(params, X, a)
     cfg = _train_config(train, params, ctx.modes, now.net.c, now.net.beta_eff, a)
     pred, training, reg = _training(params, now, ctx, X, Y, a, cfg if start is None else None, t_max, n_times,
                                     time_budget, progress, note=note)
@@ -449,7 +385,7 @@ def _train(params, pred: Prediction, a, X, Y, cfg, modes, loss0, reg: Regime, bu
         trainer, predicted = "GD", np.interp(t, pred.t, pred.loss, right=np.nan)  # nan past a curve cut short
     else:  # no flow curve to compare with: the prediction is for GD
         trainer, predicted = f"{cfg.label} (κ = {cfg.degree:g})", np.full(t.shape, np.nan)
-    sp = _split(run.params, X, a)
+    sp = split(run.params, X, a)
     dirs = rg.learned_directions(modes.B)
     off = np.abs(run.loss - predicted)
     off = off[np.isfinite(off)]  # no prediction past a curve cut short, nor for an optax run

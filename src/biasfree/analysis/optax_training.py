@@ -26,7 +26,7 @@ from ..dynamics.optimiser_twin import (
     measure_degree,
     probe_rhos,
 )
-from ..dynamics.trainer import TrainConfig, _is_transformation
+from ..dynamics.train_config import TrainConfig, _is_transformation
 
 NAMED: dict[str, Callable[..., Callable]] = {
     "sgd": lambda lr: lambda rho: optax.sgd(lr),
@@ -59,7 +59,7 @@ def OptaxConfig(optimiser, steps: int = 1000, batch_size: int | None = None, mir
 
 
 def as_train_config(train) -> TrainConfig | None:
-    """``train`` as a :class:`~biasfree.dynamics.trainer.TrainConfig` when it is one, an optax
+    """``train`` as a :class:`~biasfree.dynamics.train_config.TrainConfig` when it is one, an optax
     optimiser or a factory ``rho -> optimiser`` (K = 1000 steps, full batch, 201 records);
     None for None, False and True (the caller's default GD)."""
     if isinstance(train, TrainConfig):

@@ -103,7 +103,7 @@ class Regime:
 @dataclass(frozen=True)
 class Training:
     """The net trained by GD or an optax optimiser (``config``: its
-    :class:`~biasfree.dynamics.trainer.TrainConfig`; ``optimiser`` names it, with κ)
+    :class:`~biasfree.dynamics.train_config.TrainConfig`; ``optimiser`` names it, with κ)
     beside its linear twin (:func:`~biasfree.dynamics.trainer.train` with ``twin``):
     ``t`` (R,) record times t = ηk, ``loss``, ``twin_loss``, ``predicted`` (the
     gradient-flow prediction at ``t``), ``even_energy``; ``gap_to_twin`` max over *every*

@@ -1,7 +1,8 @@
 """Training: the one discrete-time loop, gradient flow, ensembles, losses and what a run records.
 
-One concept a module: :mod:`.trainer` (the one compiled loop: gradient descent and any optax
-optimiser, full batch or minibatches, ensembles, the linear twin side by side), :mod:`.flow`
+One concept a module: :mod:`.trainer` (``train``: gradient descent and any optax optimiser, full
+batch or minibatches, ensembles, the linear twin side by side), :mod:`.loop` (its one compiled
+program), :mod:`.train_config` (the one record of a discrete run), :mod:`.flow`
 (true gradient flow on diffrax, with :mod:`.pacing`, its step-size controller), :mod:`.run`
 (what both share), :mod:`.batching` (how an ensemble's members share the machine; gradient
 flow's ensemble), :mod:`.diagnosis` (divergence, spikes, stalls), :mod:`.ensemble` (named
@@ -24,8 +25,8 @@ from .legacy import gd as gd
 from .legacy import gd_ensemble as gd_ensemble
 from .legacy import gd_members as gd_members
 from .optimiser_twin import optimiser_twin as optimiser_twin
-from .trainer import GDConfig as GDConfig
-from .trainer import TrainConfig as TrainConfig
-from .trainer import record_steps as record_steps
+from .train_config import GDConfig as GDConfig
+from .train_config import TrainConfig as TrainConfig
+from .train_config import record_steps as record_steps
 from .trainer import train as train
 from .trajectory import Trajectory as Trajectory

@@ -100,7 +100,7 @@ class Runs:
 
 def train_members(members: Mapping[str, Member], data: Dataset, cfg, *, layout: str | None = None) -> Runs:
     """Gradient descent of every named member (and of the twins asked for) with the shared
-    settings of ``cfg`` (a :class:`~biasfree.dynamics.trainer.GDConfig`: steps, records, loss);
+    settings of ``cfg`` (a :class:`~biasfree.dynamics.train_config.GDConfig`: steps, records, loss);
     :func:`~biasfree.dynamics.trainer.train` with a mapping of members calls this. Members whose
     parameters have the same shapes share one compiled ensemble run; each gets its own α, η and
     λ; a twin (:meth:`Member.linear_twin`) is one more member, recorded on its own time axis

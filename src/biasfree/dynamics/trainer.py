@@ -38,17 +38,11 @@ a step, from ``fold_in(key, k)``.
 from __future__ import annotations
 
 import functools
-import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from functools import partial
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from .. import _validate as validate
 from ..core.data import Dataset, mirrored_half
@@ -56,284 +50,17 @@ from ..core.layers import check_net
 from ..core.precision import precise
 from ..core.twin import _slope_factor, _twin_params, _twin_scales
 from . import run
-from .batching import LAYOUTS, _layout, _over_members
+from .batching import LAYOUTS, _layout
 from .diagnosis import DivergenceError, check_spike
+from .loop import DIVERGED, _drive, _Job, _Spec
 from .optimiser_twin import _optimiser_twin
-from .run import SPACINGS, RunConfig
+from .train_config import GDConfig, TrainConfig, _is_transformation, optimiser_name, record_steps
 from .trajectory import Trajectory
 
 OBSERVABLES = ("all", "loss")
 """What a record holds: "all" (:func:`~biasfree.dynamics.trajectory.observe`: loss, β_eff,
 even energy, singular values, conserved quantities) or "loss" (loss, test loss and even energy
 only: no SVD per record, for long curves of large nets)."""
-
-DIVERGED = 1e8
-"""A step whose loss is not finite or exceeds ``DIVERGED · max(L(θ_0), 1)`` has diverged."""
-
-
-def _is_transformation(obj) -> bool:
-    """Whether ``obj`` is an optax ``GradientTransformation`` (has ``init`` and ``update``)."""
-    return hasattr(obj, "init") and hasattr(obj, "update")
-
-
-def optimiser_name(opt) -> str:
-    """A readable name for an optimiser: "GD" for None, a factory's or an update function's own
-    name (``def my_adam(rho): ...`` gives "my_adam"), else "optimiser" (a lambda, or optax's
-    chained transformations, which carry no name)."""
-    if opt is None:
-        return "GD"
-    fn = opt.update if _is_transformation(opt) else opt
-    head = (getattr(fn, "__qualname__", "") or "").split(".<locals>")[0]
-    return head if head and head not in ("<lambda>", "chain") else "optimiser"
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrainConfig(RunConfig):
-    """One discrete-time run (module doc): the record :func:`train` takes, and the one the
-    claims, the sweeps, ``analyse(train=...)`` and the CLI build.
-
-    ``optimiser`` None (gradient descent at step ``lr``), an ``optax.GradientTransformation``,
-    or a factory ``rho -> GradientTransformation`` (the optimiser for gradients ×ρ, whose twin
-    is then exact: :func:`~biasfree.dynamics.optimiser_twin.optimiser_twin`); ``lr`` GD's step η,
-    or for any other optimiser the η that puts record k at time ``t = η k`` (None: read from an
-    ``optax.inject_hyperparams`` optimiser, else ``t = k``); ``steps`` K; ``batch_size`` None
-    (full batch) or the points per step, as mirror pairs when ``mirrored_batches`` (inputs laid
-    out ``[X₊; −X₊]``), from the PRNG ``seed``; ``degree`` κ of the optimiser for its twin (None:
-    measured); ``name`` how results call the optimiser (None: :func:`optimiser_name`);
-    ``alpha``, ``loss``, ``weight_decay`` (λ of the coupled ``(λ/2)||θ||²``), ``n_records``,
-    ``spacing``, ``keep_params`` as in :class:`~biasfree.dynamics.run.RunConfig`.
-    """
-
-    optimiser: object = None
-    lr: float | None = None
-    steps: int = 1000
-    batch_size: int | None = None
-    mirrored_batches: bool = True
-    seed: int = 0
-    degree: float | None = None
-    name: str | None = None
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.optimiser is not None and not _is_transformation(self.optimiser):
-            validate.callable_("optimiser", self.optimiser, validate.OPTIMISER)
-        if self.optimiser is None and self.lr is None:
-            raise ValueError("lr: gradient descent (optimiser=None) needs its step η, e.g. "
-                             "TrainConfig(lr=0.01), or pass an optax optimiser")
-        if self.lr is not None:
-            self._set_positive("lr", "the step η of θ ← θ − η∇J (GD), or the η that puts record k at "
-                               "t = η k; e.g. 0.01")
-        self._set_integer("steps", 1)
-        if self.batch_size is not None:
-            self._set_integer("batch_size", 1)
-        validate.flag("mirrored_batches", self.mirrored_batches)
-        self._set("seed", validate.seed(self.seed))
-        if self.degree is not None:
-            self._set("degree", validate.real("degree", self.degree, scalar=True))
-        if self.name is not None and not isinstance(self.name, str):
-            raise TypeError(f"name={self.name!r} must be a string such as 'adam', or None")
-
-    @property
-    def gd(self) -> bool:
-        """Plain gradient descent at step ``lr`` (the loop builds ``optax.sgd``)."""
-        return self.optimiser is None
-
-    @property
-    def factory(self) -> bool:
-        """``optimiser`` is a factory of ρ (not a GradientTransformation)."""
-        return self.optimiser is not None and not _is_transformation(self.optimiser)
-
-    @property
-    def label(self) -> str:
-        return self.name or ("GD" if self.gd else optimiser_name(self.optimiser))
-
-    @property
-    def t_max(self) -> float:
-        """``η K`` (K when η is unknown)."""
-        return (self.lr or 1.0) * self.steps
-
-    def make(self, rho: float = 1.0):
-        """The optimiser for gradients ×ρ (a plain optimiser: itself; GD: ``optax.sgd(lr)``)."""
-        if self.gd:
-            return optax.sgd(self.lr)
-        return self.optimiser(rho) if self.factory else self.optimiser
-
-    def record(self) -> dict:
-        """What a saved result stores (the optimiser by name)."""
-        return {"optimiser": self.label, "lr": self.lr, "steps": self.steps, "batch_size": self.batch_size,
-                "mirrored_batches": self.mirrored_batches, "seed": self.seed, "degree": self.degree}
-
-
-@dataclass(frozen=True, kw_only=True)
-class GDConfig(TrainConfig):
-    """Full-batch gradient descent ``θ_{k+1} = θ_k − η ∇J(θ_k)``: a :class:`TrainConfig` with
-    ``optimiser=None``; ``lr`` step η (default 0.01); ``steps`` K (time t = ηK); the other
-    fields as there."""
-
-    lr: float = 0.01
-
-    def __post_init__(self):
-        if self.optimiser is not None:
-            raise ValueError("GDConfig is gradient descent: for another optimiser use "
-                             "TrainConfig(optimiser=..., steps=...)")
-        super().__post_init__()
-
-
-def record_steps(steps: int, n_records: int, spacing: str = "linear") -> np.ndarray:
-    """Distinct integer steps ``0 = k_0 < ... < k_R = steps`` at which to record."""
-    steps = validate.integer("steps", steps, 1)
-    n_records = validate.integer("n_records", n_records, 2)
-    validate.choice("spacing", spacing, SPACINGS)
-    ks = np.geomspace(1, steps, n_records - 1) if spacing == "log" else np.linspace(0, steps, n_records)
-    return np.unique(np.concatenate([[0], np.round(ks).astype(np.int64), [steps]]))
-
-
-# ----------------------------------------------------------------- the compiled program
-
-
-class _Spec(NamedTuple):
-    """The static part of a program: one compiled loop per distinct spec."""
-
-    optimiser: object  # a GradientTransformation, or None: optax.sgd(member lr) built in the trace
-    twin_optimiser: object  # likewise for the twin; unused without a twin
-    loss: str
-    keep_params: bool
-    mirrored: bool
-    batch_size: int | None
-    mirrored_batches: bool
-    twin: bool
-    light: bool  # records hold the losses and even energy only
-    ragged: bool  # every member has its own record steps (segments (B, R))
-    layout: str | None  # None: one run; else how an ensemble's members share the machine
-    n_dev: int
-    first: bool  # the chunk starts the run (builds the state, records step 0)
-
-
-def _batch_fn(arrays, spec: _Spec):
-    """``(k, key) -> (X_B, Y_B)`` for step k (module doc), or None (full batch), and whether the
-    batch's X is the positive half of mirrored inputs."""
-    if spec.batch_size is None:
-        return None, spec.mirrored
-    X, Y, b = arrays[0], arrays[1], spec.batch_size
-    if spec.mirrored_batches:
-        n = Y.shape[0] // 2
-
-        def draw(k, key):
-            i = jax.random.choice(jax.random.fold_in(key, k), n, (b // 2,), replace=False)
-            Yb = jnp.concatenate([Y[i], Y[n + i]])
-            return (X[i] if spec.mirrored else jnp.concatenate([X[i], X[n + i]])), Yb
-        return draw, spec.mirrored
-    Xfull = jnp.concatenate([X, -X]) if spec.mirrored else X
-
-    def draw(k, key):
-        i = jax.random.choice(jax.random.fold_in(key, k), Y.shape[0], (b,), replace=False)
-        return Xfull[i], Y[i]
-    return draw, False
-
-
-def _record(p, arrays, alpha, loss, pinv_X, spec: _Spec):
-    if spec.light:
-        return run.record_losses(p, arrays, alpha, loss, spec.mirrored)
-    return run.record(p, arrays, alpha, loss, pinv_X, spec.keep_params, spec.mirrored)
-
-
-def _one(m: dict, sh: dict, spec: _Spec):
-    """One member's chunk: ``m`` its own values (params or state, α, η, λ, twin's, maybe data and
-    record steps), ``sh`` what all members share. Returns ``(state, records)``."""
-    arrays = sh["data"]
-    segments = m["segments"] if spec.ragged else sh["segments"]
-    key, pinv_X = sh["key"], sh["pinv"]
-    draw, grad_mirrored = _batch_fn(arrays, spec)
-    grad = run.grad_fn(grad_mirrored)
-    alpha, decay = m["alpha"], m["decay"]
-    opt = optax.sgd(m["lr"]) if spec.optimiser is None else spec.optimiser
-    if spec.twin:
-        twin_opt = optax.sgd(m["twin_lr"]) if spec.twin_optimiser is None else spec.twin_optimiser
-
-    def losses(p, q):
-        """Full-data losses of net and twin (minibatch runs: the gap's measure)."""
-        f = run.loss_fn(spec.mirrored)
-        return f(p, arrays[0], arrays[1], alpha, spec.loss), f(q, arrays[0], arrays[1], 1.0, spec.loss)
-
-    def step(_, st):
-        Xb, Yb = (arrays[0], arrays[1]) if draw is None else draw(st["k"], key)
-        g, L = grad(st["p"], Xb, Yb, alpha, decay, spec.loss)
-        new = dict(st)
-        if spec.twin:
-            gq, Lq = grad(st["q"], Xb, Yb, 1.0, m["twin_decay"], spec.loss)
-            Lf, Lqf = (L, Lq) if draw is None else losses(st["p"], st["q"])
-            gap = jnp.abs(Lf - Lqf)
-            worse = gap > st["gap"]
-            new["gap"] = jnp.where(worse, gap, st["gap"])
-            new["gap_step"] = jnp.where(worse, st["k"], st["gap_step"])
-            u, new["sq"] = twin_opt.update(gq, st["sq"], st["q"])
-            new["q"] = optax.apply_updates(st["q"], u)
-        u, new["s"] = opt.update(g, st["s"], st["p"])
-        new["p"] = optax.apply_updates(st["p"], u)
-        new["L0"] = jnp.where(st["k"] == 0, L, st["L0"])
-        bad = ~jnp.isfinite(L) | (L > DIVERGED * jnp.maximum(jnp.abs(new["L0"]), 1.0))
-        new["bad"] = jnp.where((st["bad"] < 0) & bad, st["k"], st["bad"])
-        new["peak"] = jnp.maximum(st["peak"], L)
-        new["k"] = st["k"] + 1
-        return new
-
-    def segment(st, n):
-        st = jax.lax.fori_loop(0, n, step, st)
-        rec = {"net": _record(st["p"], arrays, alpha, spec.loss, pinv_X, spec)}
-        if spec.twin:
-            rec["twin"] = _record(st["q"], arrays, 1.0, spec.loss, pinv_X, spec)
-        return st, rec
-
-    if spec.first:  # build the state; record 0 is a segment of 0 steps, traced once inside the loop
-        p = m["params"]
-        first = (arrays[0], arrays[1]) if draw is None else draw(0, key)
-        L_type = jax.eval_shape(lambda p: grad(p, *first, alpha, decay, spec.loss)[1], p)
-        neg = jnp.full((), -jnp.inf, L_type.dtype)
-        st = {"p": p, "s": opt.init(p), "peak": neg, "L0": jnp.zeros((), L_type.dtype),
-              "bad": jnp.full((), -1, jnp.int32), "k": jnp.zeros((), jnp.int32)}
-        if spec.twin:
-            st |= {"q": m["twin"], "sq": twin_opt.init(m["twin"]), "gap": neg,
-                   "gap_step": jnp.zeros((), jnp.int32)}
-        segments = jnp.concatenate([jnp.zeros((1,), jnp.asarray(segments).dtype), segments])
-    else:
-        st = m["state"]
-    return jax.lax.scan(segment, st, segments)
-
-
-def _program(member: dict, shared: dict, spec: _Spec):
-    if spec.layout is None:
-        return _one(member, shared, spec)
-    return _over_members(lambda m, sh: _one(m, sh, spec), member, shared, spec.layout, spec.n_dev)
-
-
-_COMPILED: OrderedDict = OrderedDict()
-CACHE_SIZE = 8
-"""Programs kept. An optax optimiser is a closure, so each one is its own program; keeping every
-one leaked them all (about 150 memory maps each, Muon's more: "LLVM compilation error: Cannot
-allocate memory" in a long session). The least recently used is dropped, with its executables."""
-
-
-def _compiled(spec: _Spec):
-    """The jitted program of ``spec``, found by equality (a GradientTransformation is a
-    NamedTuple of its two functions, rebuilt by every tree_map such as the precision cast of
-    ``precise``, so not by identity); an unhashable spec is found by identity."""
-    try:
-        key = (hash(spec), spec)
-    except TypeError:
-        key = ("id", id(spec.optimiser), id(spec.twin_optimiser), spec._replace(
-            optimiser=None, twin_optimiser=None))
-    hit = _COMPILED.get(key)
-    if hit is None:
-        hit = (spec, jax.jit(partial(_program, spec=spec)))
-        _COMPILED[key] = hit
-        while len(_COMPILED) > CACHE_SIZE:
-            _COMPILED.popitem(last=False)
-    _COMPILED.move_to_end(key)
-    return hit[1]
-
-
-# ----------------------------------------------------------------- driving the program
-
 
 def _learning_rate(optimiser, params, lr):
     """η for the time axis: ``lr`` if given; else the ``learning_rate`` of an optimiser built with
@@ -353,73 +80,20 @@ def _learning_rate(optimiser, params, lr):
     return seen[0] if len(set(seen)) == 1 and seen[0] > 0 else None
 
 
-def _chunks(n_segments: int, chunked: bool) -> list[tuple[int, int]]:
-    """Record intervals per compiled call: all at once, or ~20 calls of equal length (the last
-    padded with empty intervals, so one program serves every call after the first)."""
-    if not chunked:
-        return [(0, n_segments)]
-    size = max(1, -(-n_segments // 20))
-    return [(a, a + size) for a in range(0, n_segments, size)]
-
-
-@dataclass(frozen=True)
-class _Job:
-    """A validated run: what the driver needs besides the spec."""
-
-    member: dict
-    shared: dict
-    segments: np.ndarray  # (R−1,) or (B, R−1) steps between records
-    ks: np.ndarray  # (R,) or (B, R) record steps
-    eta: np.ndarray | None  # (B,) or scalar: the time axis' η (None: t = k)
-
-
-def _drive(job: _Job, spec: _Spec, progress, time_budget):
-    """Run the program over every record interval, in chunks when asked; ``(state, records,
-    recorded)`` with ``recorded`` the number of records made (R unless the budget ran out)."""
-    seg = job.segments
-    R1 = seg.shape[-1]
-    chunked = progress is not None or time_budget is not None
-    start, recs, state = time.monotonic(), [], None
-    axis = 0 if spec.layout is None else 1  # the record axis (an ensemble's is behind its members')
-    K = int(np.max(job.ks[..., -1]))
-    for a, b in _chunks(R1, chunked):
-        part = seg[..., a:min(b, R1)]
-        pad = (b - a) - part.shape[-1]
-        if pad:
-            part = np.concatenate([part, np.zeros(part.shape[:-1] + (pad,), part.dtype)], axis=-1)
-        s = spec._replace(first=state is None)
-        member = dict(job.member)
-        if state is not None:
-            member = {k: v for k, v in member.items() if k not in ("params", "twin")}
-            member["state"] = state
-        shared = dict(job.shared)
-        if spec.ragged:
-            member["segments"] = jnp.asarray(part)
-        else:
-            shared["segments"] = jnp.asarray(part)
-        state, rec = _compiled(s)(member, shared)
-        if pad:  # drop the records of the padding's empty intervals
-            keep = part.shape[-1] - pad + (1 if s.first else 0)
-            rec = jax.tree_util.tree_map(lambda x, n=keep: jax.lax.slice_in_dim(x, 0, n, axis=axis), rec)
-        recs.append(rec)
-        done = min(b, R1)
-        if progress is not None:
-            progress(int(np.max(job.ks[..., done])), K)
-        if time_budget is not None and time.monotonic() - start > time_budget and done < R1:
-            break
-    records = jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs, axis=axis), *recs)
-    n = jax.tree_util.tree_leaves(records["net"]["loss"])[0].shape[axis]
-    return state, records, n
-
-
-def _divergence(state, job: _Job, cfg: TrainConfig, what: str) -> None:
-    """The one divergence error: the first step whose loss left every bound, and a smaller step."""
+def _divergence(state, records, n: int, job: _Job, cfg: TrainConfig, what: str) -> None:
+    """The one divergence error: the first step whose loss left every bound (the loop checks
+    steps 0..K−1; the last record, step K), and a smaller step."""
     bad = np.asarray(state["bad"]).reshape(-1)
+    L0s = np.asarray(state["L0"]).reshape(-1)
+    last = np.asarray(records["net"]["loss"]).reshape(bad.size, -1)[:, -1]
+    with np.errstate(invalid="ignore"):
+        end = ~np.isfinite(last) | (last > DIVERGED * np.maximum(np.abs(L0s), 1.0))
+    bad = np.where((bad < 0) & end, np.broadcast_to(job.ks[..., n - 1], bad.shape), bad)
     if not (bad >= 0).any():
         return
     i = int(np.nonzero(bad >= 0)[0][0])
     who = "" if bad.size == 1 else f" (ensemble members {np.nonzero(bad >= 0)[0].tolist()})"
-    L0 = float(np.asarray(state["L0"]).reshape(-1)[i])
+    L0 = float(L0s[i])
     eta = None if job.eta is None else float(np.broadcast_to(job.eta, bad.shape)[i])
     if eta is not None and np.isfinite(eta):
         fix = (f"with lr={eta:g} the step is too large for this loss landscape (GD is stable only for "
@@ -451,10 +125,6 @@ def _check_batches(cfg: TrainConfig, data: Dataset) -> None:
         if b % 2:
             raise ValueError(f"batch_size={b}: mirrored batches hold whole pairs (x, -x); pass an even "
                              f"batch_size such as {b + 1 if b + 1 <= N else b - 1}")
-
-
-_FIELDS = ("steps", "alpha", "lr", "weight_decay", "loss", "batch_size", "mirrored_batches", "seed",
-           "n_records", "spacing", "keep_params", "degree", "name")
 
 
 def _config(optimiser, kw: dict) -> TrainConfig:
@@ -681,7 +351,7 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
               "pinv": None if observables == "loss" else run.pinv(params, data)}
     job = _Job(member, shared, np.diff(ks, axis=-1), ks, eta)
     state, records, n = _drive(job, spec, progress, time_budget)
-    _divergence(state, job, cfg, "gradient descent" if cfg.gd else f"training by {cfg.label}")
+    _divergence(state, records, n, job, cfg, "gradient descent" if cfg.gd else f"training by {cfg.label}")
     return _trajectory(state, records, n, job, cfg, spec)
 
 
@@ -726,4 +396,4 @@ def _complete(obs: dict) -> dict:
     return out | obs
 
 
-__all__ = ["GDConfig", "TrainConfig", "record_steps", "train"]
+__all__ = ["GDConfig", "TrainConfig", "optimiser_name", "record_steps", "train"]

@@ -1,0 +1,83 @@
+"""What ``analyse`` measures of one net on the data, and how it reads the data it is given:
+the split of the net's function into energies (docs/theory.md §1.2: f, f_even, the best
+linear fit of f_odd and its remainder) and the local linear analysis (§8) at a few inputs."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.blocks import _outputs_and_mirror
+from ..core.data import Dataset
+from ..core.layers import Params
+from ..core.real_data import RealData, load_data
+from ..expressivity.decomposition import Decomposition, OddFit, energy, odd_fit_of
+from ..expressivity.local_linear import MAX_ENTRIES, Identities, _local_linear
+from .report import LocalReport
+
+LOCAL_INPUTS = 64
+"""The local linear analysis (§8) looks at most at this many inputs, evenly spaced rows."""
+
+
+@dataclass(frozen=True)
+class Split:
+    """Energies ⟨‖·‖²⟩ of f, f_even, the best linear fit of f_odd and its remainder; β of that fit;
+    f(X) kept for the loss."""
+
+    energy: float
+    even: float
+    odd_linear: float
+    odd_nonlinear: float
+    odd_fraction_nonlinear: float
+    beta: np.ndarray
+    outputs: np.ndarray | None = None  # f(X), kept for the loss at init
+
+    @property
+    def even_fraction(self) -> float:
+        return self.even / self.energy if self.energy else 0.0
+
+
+def split(params: Params, X, alpha) -> Split:
+    """Energies of f, of f_even, of the best linear fit of f_odd and of its remainder."""
+    F, Fm = _outputs_and_mirror(params, X, alpha)  # in row blocks: no N × width array
+    beta, res, dec = odd_fit_of(X, Decomposition(F, 0.5 * (F - Fm), 0.5 * (F + Fm)))
+    fit = OddFit(beta, float(np.mean(res)), dec.odd_energy)
+    return Split(energy(F), energy(dec.even), energy(np.asarray(X) @ fit.beta), fit.residual,
+                  fit.fraction, fit.beta, F)
+
+
+def data_arrays(data):
+    """``(X, Y, source)`` from what ``analyse`` takes as data (module doc of :mod:`.analyse`)."""
+    if isinstance(data, str) or hasattr(data, "__fspath__"):
+        try:
+            data = load_data(data)
+        except ValueError as e:
+            raise ValueError(f"data: {e}") from None
+    if isinstance(data, RealData):
+        return data.X, data.Y, data.source
+    if isinstance(data, Dataset):
+        return np.asarray(data.X), np.asarray(data.Y), "Dataset"
+    if isinstance(data, tuple) and len(data) == 2:
+        return data[0], data[1], "arrays"
+    raise TypeError(f"data: give (X, Y), a biasfree Dataset, a load_data result, a file or a data "
+                    f"set name; got {type(data).__name__}")
+
+
+def local_report(params: Params, X, alpha) -> LocalReport | None:
+    """The local linear analysis (§8) at up to :data:`LOCAL_INPUTS` evenly spaced rows of X
+    (fewer when their Jacobians would exceed ``MAX_ENTRIES`` numbers; None when one does)."""
+    N, d, p = X.shape[0], X.shape[1], params[-1].n_out
+    n = min(N, LOCAL_INPUTS, MAX_ENTRIES // (p * d))
+    if n == 0:
+        return None
+    rows = np.unique(np.linspace(0, N - 1, n).round().astype(int))
+    r = _local_linear(params, X[rows], alpha)
+    shared = {f.name: getattr(r, f.name) for f in dataclasses.fields(Identities)}
+    return LocalReport(**shared, n_used=int(rows.size), n_total=N, rows=rows,
+                       participation_ratio=r.participation_ratio,
+                       participation_ratio_median=float(np.median(r.participation_ratio)),
+                       effective_rank_median=float(np.median(r.effective_rank)),
+                       frobenius_dimension_median=float(np.median(r.frobenius_dimension)),
+                       max_dimension=int(r.singular_values.shape[1]))

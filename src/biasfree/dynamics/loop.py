@@ -1,0 +1,233 @@
+"""The compiled training program (docs/theory.md §0): the only training loop in the package.
+
+One member's run is ``lax.scan`` over record intervals with ``lax.fori_loop`` inside (module
+doc of :mod:`biasfree.dynamics.trainer`): each step draws its batch, takes the net's gradient
+and the optimiser's update (``optax.sgd`` of the member's own η for gradient descent), and, with
+a twin, the twin's on the same batch; the carry holds the running maximum of the loss, of the
+net–twin gap and where it occurred, and the first step whose loss left every bound. An
+ensemble runs members side by side (:func:`~biasfree.dynamics.batching._over_members`). The
+program is compiled once per :class:`_Spec` (kept in a small LRU) and driven in one call, or in
+chunks of records between which progress is reported and a time budget checked.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from . import run
+from .batching import _over_members
+
+DIVERGED = 1e8
+"""A step whose loss is not finite or exceeds ``DIVERGED · max(L(θ_0), 1)`` has diverged."""
+
+
+class _Spec(NamedTuple):
+    """The static part of a program: one compiled loop per distinct spec."""
+
+    optimiser: object  # a GradientTransformation, or None: optax.sgd(member lr) built in the trace
+    twin_optimiser: object  # likewise for the twin; unused without a twin
+    loss: str
+    keep_params: bool
+    mirrored: bool
+    batch_size: int | None
+    mirrored_batches: bool
+    twin: bool
+    light: bool  # records hold the losses and even energy only
+    ragged: bool  # every member has its own record steps (segments (B, R))
+    layout: str | None  # None: one run; else how an ensemble's members share the machine
+    n_dev: int
+    first: bool  # the chunk starts the run (builds the state, records step 0)
+
+
+def _batch_fn(arrays, spec: _Spec):
+    """``(k, key) -> (X_B, Y_B)`` for step k (module doc), or None (full batch), and whether the
+    batch's X is the positive half of mirrored inputs."""
+    if spec.batch_size is None:
+        return None, spec.mirrored
+    X, Y, b = arrays[0], arrays[1], spec.batch_size
+    if spec.mirrored_batches:
+        n = Y.shape[0] // 2
+
+        def draw(k, key):
+            i = jax.random.choice(jax.random.fold_in(key, k), n, (b // 2,), replace=False)
+            Yb = jnp.concatenate([Y[i], Y[n + i]])
+            return (X[i] if spec.mirrored else jnp.concatenate([X[i], X[n + i]])), Yb
+        return draw, spec.mirrored
+    Xfull = jnp.concatenate([X, -X]) if spec.mirrored else X
+
+    def draw(k, key):
+        i = jax.random.choice(jax.random.fold_in(key, k), Y.shape[0], (b,), replace=False)
+        return Xfull[i], Y[i]
+    return draw, False
+
+
+def _record(p, arrays, alpha, loss, pinv_X, spec: _Spec):
+    if spec.light:
+        return run.record_losses(p, arrays, alpha, loss, spec.mirrored)
+    return run.record(p, arrays, alpha, loss, pinv_X, spec.keep_params, spec.mirrored)
+
+
+def _one(m: dict, sh: dict, spec: _Spec):
+    """One member's chunk: ``m`` its own values (params or state, α, η, λ, twin's, maybe data and
+    record steps), ``sh`` what all members share. Returns ``(state, records)``."""
+    arrays = sh["data"]
+    segments = m["segments"] if spec.ragged else sh["segments"]
+    key, pinv_X = sh["key"], sh["pinv"]
+    draw, grad_mirrored = _batch_fn(arrays, spec)
+    grad = run.grad_fn(grad_mirrored)
+    alpha, decay = m["alpha"], m["decay"]
+    opt = optax.sgd(m["lr"]) if spec.optimiser is None else spec.optimiser
+    if spec.twin:
+        twin_opt = optax.sgd(m["twin_lr"]) if spec.twin_optimiser is None else spec.twin_optimiser
+
+    def losses(p, q):
+        """Full-data losses of net and twin (minibatch runs: the gap's measure)."""
+        f = run.loss_fn(spec.mirrored)
+        return f(p, arrays[0], arrays[1], alpha, spec.loss), f(q, arrays[0], arrays[1], 1.0, spec.loss)
+
+    def step(_, st):
+        Xb, Yb = (arrays[0], arrays[1]) if draw is None else draw(st["k"], key)
+        g, L = grad(st["p"], Xb, Yb, alpha, decay, spec.loss)
+        new = dict(st)
+        if spec.twin:
+            gq, Lq = grad(st["q"], Xb, Yb, 1.0, m["twin_decay"], spec.loss)
+            Lf, Lqf = (L, Lq) if draw is None else losses(st["p"], st["q"])
+            gap = jnp.abs(Lf - Lqf)
+            worse = gap > st["gap"]
+            new["gap"] = jnp.where(worse, gap, st["gap"])
+            new["gap_step"] = jnp.where(worse, st["k"], st["gap_step"])
+            u, new["sq"] = twin_opt.update(gq, st["sq"], st["q"])
+            new["q"] = optax.apply_updates(st["q"], u)
+        u, new["s"] = opt.update(g, st["s"], st["p"])
+        new["p"] = optax.apply_updates(st["p"], u)
+        new["L0"] = jnp.where(st["k"] == 0, L, st["L0"])
+        bad = ~jnp.isfinite(L) | (L > DIVERGED * jnp.maximum(jnp.abs(new["L0"]), 1.0))
+        new["bad"] = jnp.where((st["bad"] < 0) & bad, st["k"], st["bad"])
+        new["peak"] = jnp.maximum(st["peak"], L)
+        new["k"] = st["k"] + 1
+        return new
+
+    def segment(st, n):
+        st = jax.lax.fori_loop(0, n, step, st)
+        rec = {"net": _record(st["p"], arrays, alpha, spec.loss, pinv_X, spec)}
+        if spec.twin:
+            rec["twin"] = _record(st["q"], arrays, 1.0, spec.loss, pinv_X, spec)
+        return st, rec
+
+    if spec.first:  # build the state; record 0 is a segment of 0 steps, traced once inside the loop
+        p = m["params"]
+        first = (arrays[0], arrays[1]) if draw is None else draw(0, key)
+        L_type = jax.eval_shape(lambda p: grad(p, *first, alpha, decay, spec.loss)[1], p)
+        neg = jnp.full((), -jnp.inf, L_type.dtype)
+        st = {"p": p, "s": opt.init(p), "peak": neg, "L0": jnp.zeros((), L_type.dtype),
+              "bad": jnp.full((), -1, jnp.int32), "k": jnp.zeros((), jnp.int32)}
+        if spec.twin:
+            st |= {"q": m["twin"], "sq": twin_opt.init(m["twin"]), "gap": neg,
+                   "gap_step": jnp.zeros((), jnp.int32)}
+        segments = jnp.concatenate([jnp.zeros((1,), jnp.asarray(segments).dtype), segments])
+    else:
+        st = m["state"]
+    return jax.lax.scan(segment, st, segments)
+
+
+def _program(member: dict, shared: dict, spec: _Spec):
+    if spec.layout is None:
+        return _one(member, shared, spec)
+    return _over_members(lambda m, sh: _one(m, sh, spec), member, shared, spec.layout, spec.n_dev)
+
+
+_COMPILED: OrderedDict = OrderedDict()
+CACHE_SIZE = 8
+"""Programs kept. An optax optimiser is a closure, so each one is its own program; keeping every
+one leaked them all (about 150 memory maps each, Muon's more: "LLVM compilation error: Cannot
+allocate memory" in a long session). The least recently used is dropped, with its executables."""
+
+
+def _compiled(spec: _Spec):
+    """The jitted program of ``spec``, found by equality (a GradientTransformation is a
+    NamedTuple of its two functions, rebuilt by every tree_map such as the precision cast of
+    ``precise``, so not by identity); an unhashable spec is found by identity."""
+    try:
+        key = (hash(spec), spec)
+    except TypeError:
+        key = ("id", id(spec.optimiser), id(spec.twin_optimiser), spec._replace(
+            optimiser=None, twin_optimiser=None))
+    hit = _COMPILED.get(key)
+    if hit is None:
+        hit = (spec, jax.jit(partial(_program, spec=spec)))
+        _COMPILED[key] = hit
+        while len(_COMPILED) > CACHE_SIZE:
+            _COMPILED.popitem(last=False)
+    _COMPILED.move_to_end(key)
+    return hit[1]
+
+
+# ----------------------------------------------------------------- driving the program
+
+
+def _chunks(n_segments: int, chunked: bool) -> list[tuple[int, int]]:
+    """Record intervals per compiled call: all at once, or ~20 calls of equal length (the last
+    padded with empty intervals, so one program serves every call after the first)."""
+    if not chunked:
+        return [(0, n_segments)]
+    size = max(1, -(-n_segments // 20))
+    return [(a, a + size) for a in range(0, n_segments, size)]
+
+
+@dataclass(frozen=True)
+class _Job:
+    """A validated run: what the driver needs besides the spec."""
+
+    member: dict
+    shared: dict
+    segments: np.ndarray  # (R−1,) or (B, R−1) steps between records
+    ks: np.ndarray  # (R,) or (B, R) record steps
+    eta: np.ndarray | None  # (B,) or scalar: the time axis' η (None: t = k)
+
+
+def _drive(job: _Job, spec: _Spec, progress, time_budget):
+    """Run the program over every record interval, in chunks when asked; ``(state, records,
+    recorded)`` with ``recorded`` the number of records made (R unless the budget ran out)."""
+    seg = job.segments
+    R1 = seg.shape[-1]
+    chunked = progress is not None or time_budget is not None
+    start, recs, state = time.monotonic(), [], None
+    axis = 0 if spec.layout is None else 1  # the record axis (an ensemble's is behind its members')
+    K = int(np.max(job.ks[..., -1]))
+    for a, b in _chunks(R1, chunked):
+        part = seg[..., a:min(b, R1)]
+        pad = (b - a) - part.shape[-1]
+        if pad:
+            part = np.concatenate([part, np.zeros(part.shape[:-1] + (pad,), part.dtype)], axis=-1)
+        s = spec._replace(first=state is None)
+        member = dict(job.member)
+        if state is not None:
+            member = {k: v for k, v in member.items() if k not in ("params", "twin")}
+            member["state"] = state
+        shared = dict(job.shared)
+        if spec.ragged:
+            member["segments"] = jnp.asarray(part)
+        else:
+            shared["segments"] = jnp.asarray(part)
+        state, rec = _compiled(s)(member, shared)
+        if pad:  # drop the records of the padding's empty intervals
+            keep = part.shape[-1] - pad + (1 if s.first else 0)
+            rec = jax.tree_util.tree_map(lambda x, n=keep: jax.lax.slice_in_dim(x, 0, n, axis=axis), rec)
+        recs.append(rec)
+        done = min(b, R1)
+        if progress is not None:
+            progress(int(np.max(job.ks[..., done])), K)
+        if time_budget is not None and time.monotonic() - start > time_budget and done < R1:
+            break
+    records = jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs, axis=axis), *recs)
+    n = jax.tree_util.tree_leaves(records["net"]["loss"])[0].shape[axis]
+    return state, records, n
