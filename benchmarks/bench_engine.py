@@ -40,7 +40,7 @@ an ensemble spread over host devices, so this script asks XLA for one CPU device
 core before JAX starts (a GPU machine ignores it). ``--json FILE`` writes the ratios.
 
 Run: ``make bench`` (or ``.venv/bin/python benchmarks/bench_engine.py [--quick]
-[--json FILE]``).
+[--json FILE] [--only conv]``; ``--only conv`` runs the conv arm alone).
 """
 
 from __future__ import annotations
@@ -436,13 +436,25 @@ def optimiser_arm(data, params, cfg: bf.GDConfig, repeat: int, torch_ok: bool) -
     return out, lines
 
 
-def main(quick: bool, json_path: str | None, rss: bool) -> dict:
+def write_json(out: dict, json_path: str | None) -> None:
+    print("ratios:", json.dumps({k: float(f"{v:.4g}") for k, v in out.items()}))  # the gaps are ~1e-16
+    if json_path:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_path).write_text(json.dumps(out, indent=2) + "\n")
+
+
+def main(quick: bool, json_path: str | None, rss: bool, only: str | None = None) -> dict:
     steps = 300 if quick else 3000
     repeat = 2 if quick else 3
     lr = 0.02
     out: dict[str, float] = {}
     print(f"machine: {jax.default_backend()} backend, {len(jax.devices())} JAX device(s), "
           f"{os.cpu_count()} CPU cores; steps={steps}, best of {repeat}")
+    if only == "conv":  # the conv arm alone (item 6), at the size and repeats of the full run
+        out["vs_torch_conv_f64"], line = conv_arm(300, max(1, repeat - 1))
+        print(line)
+        write_json(out, json_path)
+        return out
 
     data, params = headline()
     general, _ = headline(mirror=False)
@@ -541,10 +553,7 @@ def main(quick: bool, json_path: str | None, rss: bool) -> dict:
               f"{wall:.0f}s ({status})")
         out["headline_peak_rss_mib"] = peak
 
-    print("ratios:", json.dumps({k: float(f"{v:.4g}") for k, v in out.items()}))  # the gaps are ~1e-16
-    if json_path:
-        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_path).write_text(json.dumps(out, indent=2) + "\n")
+    write_json(out, json_path)
     return out
 
 
@@ -553,5 +562,6 @@ if __name__ == "__main__":
     ap.add_argument("--quick", action="store_true", help="fewer steps (seconds, noisier ratios)")
     ap.add_argument("--json", metavar="FILE", help="write the ratios to FILE (stable keys)")
     ap.add_argument("--no-rss", action="store_true", help="skip the paper-size memory run")
+    ap.add_argument("--only", choices=["conv"], help="run one arm alone: conv (item 6, needs torch)")
     args = ap.parse_args()
-    main(args.quick, args.json, rss=not args.no_rss)
+    main(args.quick, args.json, rss=not args.no_rss, only=args.only)

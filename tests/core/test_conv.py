@@ -64,6 +64,35 @@ def test_apply_equals_matrix_and_scipy_correlation(in_shape, kernel, padding):
     assert set(np.unique(A[A != 0])) <= set(np.unique(np.asarray(layer.K)))
 
 
+@pytest.mark.parametrize("in_shape,kernel,padding", CASES)
+def test_gradients_equal_matrix_transpose_and_scipy_correlation(in_shape, kernel, padding):
+    """The backward pass of ``linear`` (autodiff through im2col: the patches' transpose and the
+    GEMM's): for Z = H Aᵀ and a cotangent G, ∂⟨G, Z⟩/∂H = G A, and ∂/∂K[o, i, u] is the
+    correlation of the padded input channel i with G's channel o, summed over the points."""
+    rng = np.random.default_rng(5)
+    layer = _conv(rng, in_shape, kernel, padding)
+    H = rng.normal(size=(4, layer.n_in))
+    G = rng.normal(size=(4, layer.n_out))
+    gK, gH = jax.grad(lambda K, H: (layer.with_weight(K).linear(H) * G).sum(), argnums=(0, 1))(layer.K, H)
+    A = np.asarray(layer.matrix)
+    # G A: sums of at most n_out products in any order, 2 γ_{n_out} |G||A| apart
+    assert np.all(np.abs(np.asarray(gH) - G @ A) <= matmul_gap(G, A))
+    K = np.asarray(layer.K)
+    ks, out = K.shape[2:], layer.out_layout[1:]
+    x = H.reshape((4, K.shape[1]) + layer.in_shape)
+    if padding == "same":
+        x = np.pad(x, [(0, 0), (0, 0)] + [((k - 1) // 2, k - 1 - (k - 1) // 2) for k in ks])
+    g = G.reshape((4, K.shape[0]) + out)
+
+    def corr(x, g):  # (C_out, C_in, *k): Σ_n correlate(x[n, i], g[n, o], "valid")
+        return np.array([[sum(signal.correlate(x[n, i], g[n, o], mode="valid", method="direct")
+                              for n in range(4)) for i in range(K.shape[1])] for o in range(K.shape[0])])
+
+    # each entry a sum of N·∏out products: 2 γ_{N·∏out} times the same sum on absolute values
+    bound = 2 * gamma(4 * int(np.prod(out))) * corr(np.abs(x), np.abs(g))
+    assert np.all(np.abs(np.asarray(gK) - corr(x, g)) <= bound)
+
+
 def test_bias_is_per_channel_and_torch_layout():
     """The bias b[o] is added at every position of channel o (channel-major flat layout)."""
     rng = np.random.default_rng(1)
