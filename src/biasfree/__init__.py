@@ -13,7 +13,7 @@ lives in named submodules: :mod:`biasfree.data`, :mod:`biasfree.nets`,
 :mod:`biasfree.dynamics`, :mod:`biasfree.theory` (and its :mod:`~biasfree.margin`),
 :mod:`biasfree.expressivity`, :mod:`biasfree.models`, :mod:`biasfree.experiments`,
 :mod:`biasfree.precision`. The names that were top level before 0.2 still resolve here,
-with a ``DeprecationWarning`` naming their new place (:data:`_MOVED`).
+with a ``DeprecationWarning`` naming their new place (``_MOVED``).
 """
 
 import importlib
@@ -135,7 +135,7 @@ own deprecation is their functions')."""
 
 
 def __getattr__(name: str):
-    """A name moved out of the top level (:data:`_MOVED`), with a ``DeprecationWarning``
+    """A name moved out of the top level (``_MOVED``), with a ``DeprecationWarning``
     pointing at the caller's line; the three of :data:`_KEPT`, silently."""
     home = _MOVED.get(name)
     if home is not None:

@@ -40,7 +40,7 @@ def run(name: str, *, preset: str | None = None, seed: int = 0,
 
     **Arguments:**
 
-    - ``name``: a registered experiment (:func:`names`), e.g. ``"leaky-collapse"``.
+    - ``name``: a registered experiment (``names()``), e.g. ``"leaky-collapse"``.
     - ``preset``: the config to start from, ``"tiny"`` (seconds) or ``"paper"`` (minutes;
       the default, as for ``biasfree run``).
     - ``seed``: the random seed, an integer in ``[0, 2**31)``.
@@ -57,14 +57,12 @@ def run(name: str, *, preset: str | None = None, seed: int = 0,
     unknown ``name``, a :class:`ConfigError` for an unknown preset or field or a value out
     of bounds (naming the valid ones), a ``ValueError``/``TypeError`` for a bad ``seed``.
 
-    **Example:**
+    **Example:**::
 
-    ```python
-    import biasfree as bf
+        import biasfree as bf
 
-    result = bf.run("leaky-collapse", preset="tiny", width=40)
-    print(result.passed, result.metrics)
-    ```
+        result = bf.run("leaky-collapse", preset="tiny", width=40)
+        print(result.passed, result.metrics)
     """
     plan = planned(get(name), preset, overrides)  # every refusal here, before JAX runs anything
     seed = validate.seed(seed)
@@ -111,16 +109,14 @@ def sweep(spec: str | os.PathLike | Mapping | Spec, out: str | os.PathLike, *, w
     a ``ValueError``/``TypeError`` for bad arguments or an ``out`` that is not a writable
     folder.
 
-    **Example:**
+    **Example:**::
 
-    ```python
-    import biasfree as bf
+        import biasfree as bf
 
-    spec = {"experiment": "leaky-collapse", "preset": "tiny", "seeds": [0, 1],
-            "grid": {"width": [20, 40]}}
-    outcome = bf.sweep(spec, "results/sweeps/width", workers=2)
-    table = bf.experiments.load_sweep("results/sweeps/width")
-    ```
+        spec = {"experiment": "leaky-collapse", "preset": "tiny", "seeds": [0, 1],
+                "grid": {"width": [20, 40]}}
+        outcome = bf.sweep(spec, "results/sweeps/width", workers=2)
+        table = bf.experiments.load_sweep("results/sweeps/width")
     """
     if isinstance(spec, str | os.PathLike):
         spec = read_spec(spec)

@@ -134,7 +134,7 @@ class Conv(WeightLayer):
     # --- the linear map ---
     def linear(self, H: Array) -> Array:
         """``H Aᵀ`` without the bias: (N, n_in) -> (N, n_out), by im2col and one GEMM
-        (:func:`_conv_flat`; one member: ``K`` without ensemble axes)."""
+        (``_conv_flat``; one member: ``K`` without ensemble axes)."""
         return _conv_flat(H, self.K, self.in_shape, self.padding)
 
     @property

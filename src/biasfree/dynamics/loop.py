@@ -5,8 +5,8 @@ doc of :mod:`biasfree.dynamics.trainer`): each step draws its batch, takes the n
 and the optimiser's update (``optax.sgd`` of the member's own η for gradient descent), and, with
 a twin, the twin's on the same batch; the carry holds the running maximum of the loss, of the
 net–twin gap and where it occurred, and the first step whose loss left every bound. An
-ensemble runs members side by side (:func:`~biasfree.dynamics.batching._over_members`). The
-program is compiled once per :class:`_Spec` (kept in a small LRU) and driven in one call, or in
+ensemble runs members side by side (``batching._over_members``). The
+program is compiled once per ``_Spec`` (kept in a small LRU) and driven in one call, or in
 chunks of records between which progress is reported and a time budget checked.
 """
 

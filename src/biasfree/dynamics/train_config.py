@@ -31,7 +31,7 @@ def optimiser_name(opt) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig(RunConfig):
-    """One discrete-time run (module doc): the record :func:`train` takes, and the one the
+    """One discrete-time run (module doc): the record :func:`~biasfree.dynamics.trainer.train` takes, and the one the
     claims, the sweeps, ``analyse(train=...)`` and the CLI build.
 
     ``optimiser`` None (gradient descent at step ``lr``), an ``optax.GradientTransformation``,
