@@ -31,8 +31,8 @@ def optimiser_name(opt) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig(RunConfig):
-    """One discrete-time run (module doc): the record :func:`~biasfree.dynamics.trainer.train` takes, and the one the
-    claims, the sweeps, ``analyse(train=...)`` and the CLI build.
+    """One discrete-time run (module doc): the record :func:`~biasfree.dynamics.trainer.train`
+    takes, and the one the claims, the sweeps, ``analyse(train=...)`` and the CLI build.
 
     ``optimiser`` None (gradient descent at step ``lr``), an ``optax.GradientTransformation``,
     or a factory ``rho -> GradientTransformation`` (the optimiser for gradients ×ρ, whose twin
