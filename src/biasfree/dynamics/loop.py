@@ -27,7 +27,8 @@ from . import run
 from .batching import _over_members
 
 DIVERGED = 1e8
-"""A step whose loss is not finite or exceeds ``DIVERGED · max(L(θ_0), 1)`` has diverged."""
+"""A step whose loss (the net's, or its twin's) is not finite or exceeds
+``DIVERGED · max(L(θ_0), 1)`` has diverged."""
 
 
 class _Spec(NamedTuple):
@@ -98,6 +99,9 @@ def _one(m: dict, sh: dict, spec: _Spec):
         Xb, Yb = (arrays[0], arrays[1]) if draw is None else draw(st["k"], key)
         g, L = grad(st["p"], Xb, Yb, alpha, decay, spec.loss)
         new = dict(st)
+        new["L0"] = jnp.where(st["k"] == 0, L, st["L0"])
+        bound = DIVERGED * jnp.maximum(jnp.abs(new["L0"]), 1.0)
+        bad = ~jnp.isfinite(L) | (L > bound)
         if spec.twin:
             gq, Lq = grad(st["q"], Xb, Yb, 1.0, m["twin_decay"], spec.loss)
             Lf, Lqf = (L, Lq) if draw is None else losses(st["p"], st["q"])
@@ -107,10 +111,9 @@ def _one(m: dict, sh: dict, spec: _Spec):
             new["gap_step"] = jnp.where(worse, st["k"], st["gap_step"])
             u, new["sq"] = twin_opt.update(gq, st["sq"], st["q"])
             new["q"] = optax.apply_updates(st["q"], u)
+            bad = bad | ~jnp.isfinite(Lq) | (Lq > bound)  # a twin that blows up is no twin
         u, new["s"] = opt.update(g, st["s"], st["p"])
         new["p"] = optax.apply_updates(st["p"], u)
-        new["L0"] = jnp.where(st["k"] == 0, L, st["L0"])
-        bad = ~jnp.isfinite(L) | (L > DIVERGED * jnp.maximum(jnp.abs(new["L0"]), 1.0))
         new["bad"] = jnp.where((st["bad"] < 0) & bad, st["k"], st["bad"])
         new["peak"] = jnp.maximum(st["peak"], L)
         new["k"] = st["k"] + 1

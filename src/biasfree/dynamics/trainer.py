@@ -85,9 +85,9 @@ def _divergence(state, records, n: int, job: _Job, cfg: TrainConfig, what: str) 
     steps 0..K−1; the last record, step K), and a smaller step."""
     bad = np.asarray(state["bad"]).reshape(-1)
     L0s = np.asarray(state["L0"]).reshape(-1)
-    last = np.asarray(records["net"]["loss"]).reshape(bad.size, -1)[:, -1]
+    last = [np.asarray(r["loss"]).reshape(bad.size, -1)[:, -1] for r in records.values()]  # net, twin
     with np.errstate(invalid="ignore"):
-        end = ~np.isfinite(last) | (last > DIVERGED * np.maximum(np.abs(L0s), 1.0))
+        end = np.any([~np.isfinite(x) | (x > DIVERGED * np.maximum(np.abs(L0s), 1.0)) for x in last], axis=0)
     bad = np.where((bad < 0) & end, np.broadcast_to(job.ks[..., n - 1], bad.shape), bad)
     if not (bad >= 0).any():
         return
@@ -102,8 +102,9 @@ def _divergence(state, records, n: int, job: _Job, cfg: TrainConfig, what: str) 
         fix = (f"the step of {cfg.label} is too large; build it with a quarter of its learning rate "
                "(e.g. optax.adam(2.5e-4) for optax.adam(1e-3))")
     raise DivergenceError(
-        f"{what} diverged{who} at step {int(bad[i])}: its loss left every bound (non-finite, or above "
-        f"{DIVERGED:g}·max(L(0), 1) with L(0) = {L0:.3g}); {fix}, or use gradient flow (biasfree.flow).")
+        f"{what} diverged{who} at step {int(bad[i])}: its loss (or its twin's) left every bound "
+        f"(non-finite, or above {DIVERGED:g}·max(L(0), 1) with L(0) = {L0:.3g}); {fix}, or use gradient "
+        "flow (biasfree.flow).")
 
 
 # ----------------------------------------------------------------- the public call
