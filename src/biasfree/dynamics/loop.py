@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from threadpoolctl import threadpool_limits
 
 from . import run
 from .batching import _over_members
@@ -199,7 +200,28 @@ class _Job:
 
 def _drive(job: _Job, spec: _Spec, progress, time_budget):
     """Run the program over every record interval, in chunks when asked; ``(state, records,
-    recorded)`` with ``recorded`` the number of records made (R unless the budget ran out)."""
+    recorded)`` with ``recorded`` the number of records made (R unless the budget ran out).
+
+    The BLAS behind LAPACK runs on one thread meanwhile (:data:`BLAS_THREADS`)."""
+    with threadpool_limits(BLAS_THREADS, user_api="blas"):
+        state, recs = _calls(job, spec, progress, time_budget)
+        jax.block_until_ready((state, recs))  # the program runs asynchronously: inside the limit
+    axis = 0 if spec.layout is None else 1
+    records = jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs, axis=axis), *recs)
+    n = jax.tree_util.tree_leaves(records["net"]["loss"])[0].shape[axis]
+    return state, records, n
+
+
+BLAS_THREADS = 1
+"""BLAS threads while a program runs. A record's singular values are a LAPACK call inside the
+compiled loop; with OpenBLAS's default of one thread per core its threads, spinning after each
+call, compete with XLA's own, and each record cost about 15 ms on the 2-core machine (99
+records nearly doubled a 3000-step run) against under 1 ms on one thread, with the same
+singular values bitwise (docs/performance.md, "The one training loop")."""
+
+
+def _calls(job: _Job, spec: _Spec, progress, time_budget):
+    """The compiled calls of :func:`_drive`: ``(final state, [records of each call])``."""
     seg = job.segments
     R1 = seg.shape[-1]
     chunked = progress is not None or time_budget is not None
@@ -227,10 +249,10 @@ def _drive(job: _Job, spec: _Spec, progress, time_budget):
             rec = jax.tree_util.tree_map(lambda x, n=keep: jax.lax.slice_in_dim(x, 0, n, axis=axis), rec)
         recs.append(rec)
         done = min(b, R1)
+        if chunked:  # the call runs asynchronously: wait for it before reporting or timing it
+            jax.block_until_ready(state)
         if progress is not None:
             progress(int(np.max(job.ks[..., done])), K)
         if time_budget is not None and time.monotonic() - start > time_budget and done < R1:
             break
-    records = jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs, axis=axis), *recs)
-    n = jax.tree_util.tree_leaves(records["net"]["loss"])[0].shape[axis]
-    return state, records, n
+    return state, recs
