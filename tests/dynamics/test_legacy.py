@@ -93,3 +93,22 @@ def test_optax_config_warns_and_is_a_train_config():
         old = bf.OptaxConfig(opt, steps=30, batch_size=4, seed=2, name="adam")
     assert old == bf.TrainConfig(optimiser=opt, steps=30, batch_size=4, seed=2, name="adam", n_records=201)
     assert isinstance(old, bf.TrainConfig)
+
+
+def test_train_optax_warns_and_equals_the_trainer():
+    """0.1's analysis.optax_training.train_optax: a thin wrapper of train(..., twin=...)."""
+    import jax
+    import optax
+
+    from biasfree.analysis.optax_training import train_optax
+
+    key = jax.random.PRNGKey(0)
+    data = bf.make_dataset(key, bf.sine_target(key, d=3)[0], n=20, d=3)
+    net = bf.pair_up(bf.init_gaussian(key, (3, 4, 1), scale=0.1))
+    cfg = bf.TrainConfig(optimiser=lambda rho: optax.adam(1e-3, eps=1e-8 * rho), steps=20, n_records=5)
+    twin = bf.linear_twin(net, 0.0)
+    with pytest.warns(DeprecationWarning, match=r"biasfree\.train\(params, data"):
+        run, t = train_optax(net, twin, 0.0, data.X, data.Y, cfg)
+    new = bf.train(net, bf.Dataset(data.X, data.Y), cfg, twin=twin, observables="loss")
+    assert np.array_equal(run.loss, new.loss) and np.array_equal(run.twin_loss, new.twin.loss)
+    assert run.gap_max == float(new.twin_gap) and np.array_equal(t, new.t)

@@ -95,3 +95,21 @@ def with_degree(cfg: TrainConfig, alpha: float, depth: int) -> tuple[TrainConfig
                 "includes the constant's effect "
                 "(pass a factory, e.g. lambda rho: optax.adam(lr, eps=1e-8 * rho), for an exact twin)")
     return dataclasses.replace(cfg, degree=kappa), note
+
+
+def train_optax(params, twin, alpha: float, X, Y, cfg: TrainConfig, progress=None):
+    """Deprecated: ``biasfree.train(params, Dataset(X, Y), cfg, alpha=..., twin=twin,
+    observables="loss")`` trains the net beside its twin in one loop; returns ``(run, t)`` as
+    0.1 did (:class:`~biasfree.dynamics.twin_training.PairedRun` and the record times)."""
+    import numpy as np
+
+    from ..core.data import Dataset
+    from ..dynamics.train_config import record_steps
+    from ..dynamics.trainer import train
+    from ..dynamics.twin_training import PairedRun
+
+    deprecated("train_optax(params, twin, alpha, X, Y, cfg)",
+               "biasfree.train(params, data, dataclasses.replace(cfg, alpha=alpha), twin=twin)")
+    cfg = dataclasses.replace(cfg, alpha=alpha)
+    traj = train(params, Dataset(X, Y), cfg, twin=twin, observables="loss", progress=progress)
+    return PairedRun.of(traj, record_steps(cfg.steps, cfg.n_records)), np.asarray(traj.t)

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from ..core.data import Dataset
 from ..core.layers import Params
 from .run import check_cfg
-from .trainer import GDConfig, train
+from .train_config import GDConfig
+from .trainer import train
 from .trajectory import Trajectory
 
 

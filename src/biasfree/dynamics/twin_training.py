@@ -13,7 +13,8 @@ from ..core.data import Dataset
 from ..core.layers import Params
 from ..core.twin import twin_scales
 from .legacy import deprecated
-from .trainer import GDConfig, record_steps, train
+from .train_config import GDConfig, record_steps
+from .trainer import train
 from .trajectory import Trajectory
 
 
