@@ -16,8 +16,10 @@ import dataclasses
 import math
 from collections.abc import Callable
 
+import numpy as np
 import optax
 
+from ..core.data import Dataset
 from ..dynamics.legacy import deprecated
 from ..dynamics.optimiser_twin import (
     HOMOGENEITY_RTOL,
@@ -26,7 +28,9 @@ from ..dynamics.optimiser_twin import (
     measure_degree,
     probe_rhos,
 )
-from ..dynamics.train_config import TrainConfig, _is_transformation
+from ..dynamics.train_config import TrainConfig, _is_transformation, record_steps
+from ..dynamics.trainer import train
+from ..dynamics.twin_training import PairedRun
 
 NAMED: dict[str, Callable[..., Callable]] = {
     "sgd": lambda lr: lambda rho: optax.sgd(lr),
@@ -101,13 +105,6 @@ def train_optax(params, twin, alpha: float, X, Y, cfg: TrainConfig, progress=Non
     """Deprecated: ``biasfree.train(params, Dataset(X, Y), cfg, alpha=..., twin=twin,
     observables="loss")`` trains the net beside its twin in one loop; returns ``(run, t)`` as
     0.1 did (:class:`~biasfree.dynamics.twin_training.PairedRun` and the record times)."""
-    import numpy as np
-
-    from ..core.data import Dataset
-    from ..dynamics.train_config import record_steps
-    from ..dynamics.trainer import train
-    from ..dynamics.twin_training import PairedRun
-
     deprecated("train_optax(params, twin, alpha, X, Y, cfg)",
                "biasfree.train(params, data, dataclasses.replace(cfg, alpha=alpha), twin=twin)")
     cfg = dataclasses.replace(cfg, alpha=alpha)

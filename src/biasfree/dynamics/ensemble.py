@@ -28,6 +28,7 @@ from ..core.layers import Params, check_net
 from ..core.nets import widths
 from ..core.twin import _twin_params, slope_factor
 from . import run
+from .trainer import _train
 from .trajectory import Trajectory
 
 
@@ -105,10 +106,6 @@ def train_members(members: Mapping[str, Member], data: Dataset, cfg, *, layout: 
     parameters have the same shapes share one compiled ensemble run; each gets its own α, η and
     λ; a twin (:meth:`Member.linear_twin`) is one more member, recorded on its own time axis
     ``c t``. Returns :class:`Runs` keyed by the same names."""
-    from .trainer import _train
-
-    if not members:
-        raise ValueError("members: train needs at least one member")
     bad = [k for k, m in members.items() if not isinstance(m, Member)]
     if bad:
         raise TypeError(f"members {bad} are not biasfree.Member records: wrap each net as "

@@ -7,6 +7,8 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 
+import numpy as np
+
 from ..core.data import Dataset
 from ..core.layers import Params
 from .run import check_cfg
@@ -41,8 +43,6 @@ def gd_ensemble(params: Params, data: Dataset, cfg: GDConfig, *, alpha=None, lr=
 
 def _vector(v):
     """A per-member value for :func:`train` (a scalar override becomes a length-1 array)."""
-    import numpy as np
-
     return None if v is None else np.atleast_1d(np.asarray(v, dtype=float))
 
 

@@ -21,7 +21,7 @@ carries::
 
 and the step where it occurs, so the gap does not depend on how often curves are recorded.
 
-The loop is ``jit`` of ``lax.scan`` over record intervals with ``lax.fori_loop`` inside: no
+The program itself lives in :mod:`biasfree.dynamics.loop` (the only training loop): no
 Python runs per step, only the records are stored, and the largest loss over *every* step
 (``Trajectory.loss_max``) and the first step whose loss is not finite (or grew 1e8-fold) are
 carried through it. Records lie on the gradient-flow time axis ``t = η k``. With ``progress``
@@ -61,6 +61,7 @@ OBSERVABLES = ("all", "loss")
 """What a record holds: "all" (:func:`~biasfree.dynamics.trajectory.observe`: loss, β_eff,
 even energy, singular values, conserved quantities) or "loss" (loss, test loss and even energy
 only: no SVD per record, for long curves of large nets)."""
+
 
 def _learning_rate(optimiser, params, lr):
     """η for the time axis: ``lr`` if given; else the ``learning_rate`` of an optimiser built with
@@ -161,9 +162,17 @@ _VECTOR_RULES = {"alpha": lambda v: validate.slope(v, "alpha", array_ok=True),
 
 
 def _check_vectors(kw: dict) -> dict:
-    """``kw`` with its per-member arrays of α, η, λ checked (scalars go to the config, checked there)."""
-    return {k: _VECTOR_RULES[k](v) if k in _VECTOR_RULES and v is not None and np.ndim(v) > 0 else v
-            for k, v in kw.items()}
+    """``kw`` with its per-member arrays of α, η, λ checked: 1-D, not empty, their values valid
+    (scalars go to the config, checked there)."""
+    out = dict(kw)
+    for k, rule in _VECTOR_RULES.items():
+        v = kw.get(k)
+        if v is not None and np.ndim(v) > 0:
+            if np.ndim(v) > 1 or np.size(v) == 0:
+                raise ValueError(f"{k} must be a scalar or a 1-D array of per-member values, got shape "
+                                 f"{np.shape(v)}")
+            out[k] = rule(v)
+    return out
 
 
 def _vectors(cfg: TrainConfig, kw: dict) -> dict:
@@ -173,10 +182,7 @@ def _vectors(cfg: TrainConfig, kw: dict) -> dict:
     for k in _VECTOR_RULES:
         v = kw.get(k)
         v = getattr(cfg, k) if v is None or np.ndim(v) == 0 else v
-        v = np.asarray(np.nan if v is None else v, dtype=float)
-        if v.ndim > 1 or v.size == 0:
-            raise ValueError(f"{k} must be a scalar or a 1-D array of per-member values, got shape {v.shape}")
-        out[k] = v
+        out[k] = np.asarray(np.nan if v is None else v, dtype=float)
     return out
 
 
@@ -290,7 +296,7 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
     ensemble whose members run different step counts; internal)."""
     _check_batches(cfg, data)
     if cfg.batch_size is not None:
-        key = jax.random.PRNGKey(cfg.seed) if key is None else (validate.key(key), key)[1]
+        key = jax.random.PRNGKey(cfg.seed) if key is None else validate.key(key)
     elif key is not None:
         raise ValueError("key: full-batch training draws nothing; pass batch_size for minibatches "
                          "or leave key=None")
