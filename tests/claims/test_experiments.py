@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from figure_checks import covered, texts_outside
 from filelock import FileLock, Timeout
 from toys import toy_experiment
 from typer.testing import CliRunner
@@ -255,3 +256,20 @@ def test_failed_check_is_reported_and_sets_exit_code(tmp_path, monkeypatch):
     assert res.exit_code == 1
     doc = json.loads((tmp_path / "failing" / "result.json").read_text())
     assert doc["checks"]["impossible"]["passed"] is False
+
+
+def test_headline_figure_note_and_legends_cover_no_curve(shared_out):
+    """The half-loss note of panel (a) and the legends of (a) and (f) leave every curve
+    visible (a paper run put the note on the α = 1 curve and (f)'s legend on the dotted
+    ones), and no text leaves the figure."""
+    tiny_run(shared_out, HEADLINE)
+    fig = get(HEADLINE).figure(store.load(shared_out / HEADLINE))
+    assert not texts_outside(fig)  # draws it
+    a, f = fig.axes[0], fig.axes[5]
+    curves_a = [ln for ln in a.get_lines() if len(ln.get_xdata()) > 2]  # not the step marker
+    assert len(curves_a) >= 6  # every α and its prediction
+    (note,) = [t for t in a.texts if "half loss" in t.get_text()]
+    assert covered(note.get_window_extent(), curves_a) == {}
+    assert covered(a.get_legend().get_window_extent(), curves_a) == {}
+    dotted = [ln for ln in f.get_lines() if ln.get_linestyle() == ":" and len(ln.get_xdata()) > 2]
+    assert dotted and covered(f.get_legend().get_window_extent(), f.get_lines()) == {}

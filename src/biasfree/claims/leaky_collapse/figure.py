@@ -25,13 +25,20 @@ def _curves(ax, A, result):
         ax[1].plot(cs[i] * t, A["loss"][i], color=colors[i], lw=2, label=f"α = {a:g}")
         if a < 1:
             ax[2].semilogy(cs[i] * t, gaps[i] + 1e-18, color=colors[i], lw=1.5, label=f"α = {a:g}")
-    ax[0].plot([], [], "k--", lw=0.8, label="prediction: linear twin\nfrom the effective init")
-    ax[0].axvline(A["t_half"][-1] / lr, color="0.6", lw=0.8, ls=":")
-    ax[0].text(A["t_half"][-1] / lr, 0.5 * (A["loss"].max() + A["loss"].min()),
-               f"linear net: half loss\nat step {A['t_half'][-1] / lr:.0f} ", fontsize=8, ha="right")
+    ax[0].plot([], [], "k--", lw=0.8, label="linear-twin prediction")
+    k_half = float(A["t_half"][-1] / lr)
+    ax[0].axvline(k_half, color="0.6", lw=0.8, ls=":")
+    # below and left of the linear net's half-loss point no curve passes (every α is still above
+    # half its loss before the linear net, the fastest, gets there): the note sits there
+    ax[0].annotate(f"linear net (α = 1):\nhalf loss at\nstep {k_half:.0f}",
+                   xy=(k_half, 0.5 * (A["loss"].max() + A["loss"].min())), xytext=(-10, -30),
+                   textcoords="offset points", ha="right", va="top", fontsize=8,
+                   arrowprops={"arrowstyle": "->", "color": "0.4", "lw": 0.8})
     ax[0].set(xlabel="GD step k", ylabel="training loss ½·MSE", xlim=(0, t[-1] / lr),
               title="(a) one small random init shared by every α")
-    ax[0].legend(fontsize=8)
+    # below the axes: inside, every corner but the note's holds a plateau, a drop or the floor
+    ax[0].legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=4, frameon=False,
+                 columnspacing=1.2)
     i0 = int(np.argmin(alphas))
     shift = np.log(1 / cs[i0]) / (2 * float(A["s"]))
     ax[1].set(xlabel="rescaled time (1+α) t / 2   (t = η k)", ylabel="training loss ½·MSE",
@@ -97,13 +104,14 @@ def _step_error(ax, A, result):
                     color=colors[i], lw=1.5)
         ax.semilogy(cs[i] * t_fl, np.abs(A["proof_loss_flow"][i] - A["proof_closed_flow"][i]) / L0
                     + 1e-18, ":", color=colors[i], lw=1.2)
-    ax.plot([], [], "k-", label=f"GD (η = {result.config['identity_lr']:g}) vs flow closed form:\n"
-                                "step-size error, O(η c s), not theory error")
-    ax.plot([], [], "k:", label="gradient flow (diffrax) vs closed form:\nsolver tolerance")
+    ax.plot([], [], "k-", label=f"GD (η = {result.config['identity_lr']:g}) vs the flow's closed form: "
+                                "step-size error O(η c s), not theory error")
+    ax.plot([], [], "k:", label="gradient flow (diffrax) vs the closed form: solver tolerance")
     ax.set(xlabel="rescaled time (1+α) t / 2", ylabel="|L - L_closed form| / L(0)",
            ylim=(1e-14, 1), xlim=(0, action_end(cs.min() * t, A["proof_closed"], frac=1e-4)),
            title="(f) rank-one init: GD vs gradient flow" + mark(result, "flow_matches_closed_form"))
-    ax.legend(fontsize=8, loc="lower right")
+    # below the axes: the curves span every height the panel shows, the dotted ones low down
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False)
 
 
 def figure(result: Result):
