@@ -249,7 +249,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     }
     metrics = {
         "linear_half_loss_steps": float(main["t_half"][i_lin] / cfg.lr),
-        "half_time_ratio_alpha0": float(ratios[i_min]),
+        # the smallest α's measured ratio is half_time_ratio_alpha_{α} below (one name each)
         "half_time_ratio_predicted": float(ratios_pred[i_min]),
         "prediction_gap_max": float(np.max(gaps)),
         "s": s, "y_power": y_power, "L0": float(L0[i_lin, 0]), "final_loss_theory": L_inf,
