@@ -69,9 +69,32 @@ def dask_client(workers: int | None = None, scheduler: str | None = None, client
             log(f"Dask dashboard: {made.dashboard_link}")
         yield made
     finally:
-        made.close()
+        made.close(timeout=CLOSE_TIMEOUT_S)
         if cluster is not None:
-            cluster.close()
+            _close_cluster(cluster)
+
+
+CLOSE_TIMEOUT_S = 30.0
+"""Seconds a local cluster's worker process may take to exit once asked: one that has run
+JAX takes seconds to unwind on a loaded machine, past the nanny's own 4 s, after which it
+was killed with a "Worker process still alive ... killing" warning on stderr."""
+
+
+def _close_cluster(cluster) -> None:
+    """Close a local cluster made here: each nanny asks its worker process to exit and
+    waits up to :data:`CLOSE_TIMEOUT_S` (not Dask's 4 s) before killing it, then the
+    scheduler and the cluster close."""
+    nannies = list(cluster.workers.values())
+
+    async def close_workers():
+        import asyncio
+
+        await asyncio.gather(*(n.close(timeout=CLOSE_TIMEOUT_S) for n in nannies), return_exceptions=True)
+
+    try:
+        cluster.sync(close_workers)
+    finally:
+        cluster.close(timeout=CLOSE_TIMEOUT_S)
 
 
 def _dashboard_up(client) -> bool:
