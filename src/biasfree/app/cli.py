@@ -370,6 +370,8 @@ def sweep(
     force: Annotated[bool, typer.Option("--force", help="recompute points already saved")] = False,
     figures: Annotated[bool, typer.Option("--figures", help="also draw every point's figure "
                                                             "(default: the sweep's summary only)")] = False,
+    all_panels: Annotated[bool, typer.Option("--all-panels", help="the summary draws every check and "
+                                                                   "metric (default: the first 12)")] = False,
     worker_timeout: Annotated[float, typer.Option(help="seconds to wait for a Dask worker before "
                                                        "giving up (exit 2)")] = 60.0,
     group_size: Annotated[int | None, typer.Option(help="points per Dask task (default: about 4 "
@@ -415,6 +417,7 @@ def sweep(
         try:
             outcome = run_sweep(parsed, out, workers=workers, scheduler=scheduler, force=force,
                                 figures=figures, group_size=group_size, worker_timeout_s=worker_timeout,
+                                all_panels=all_panels,
                                 progress=show, log=lambda line: bar.console.print(escape(line)))
         except (ConnectionError, ImportError) as e:
             raise _refuse(str(e)) from None

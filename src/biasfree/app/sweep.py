@@ -117,7 +117,7 @@ class _Tasks:
 
 def run_sweep(spec: Spec, out, *, workers: int | None = None, scheduler: str | None = None,
               client=None, force: bool = False, figures: bool = False,
-              group_size: int | None = None, retries: int = RETRIES,
+              group_size: int | None = None, retries: int = RETRIES, all_panels: bool = False,
               worker_timeout_s: float = WORKER_TIMEOUT_S,
               progress: Callable[[Counts], None] = lambda _: None,
               log: Callable[[str], None] = lambda _: None, poll_s: float = 0.1) -> Outcome:
@@ -132,6 +132,8 @@ def run_sweep(spec: Spec, out, *, workers: int | None = None, scheduler: str | N
     also draw each point's figure (off: the sweep's summary only). ``group_size``: points per task (default
     from the number of points and worker threads, :func:`group_points`).
     ``worker_timeout_s``: how long to wait for a worker (:class:`NoWorkers` after it).
+    ``all_panels``: the summary draws every check and metric (default: the first
+    :data:`~biasfree.app.sweep_figure.MAX_PANELS`, checks first).
     ``progress(counts)`` is called as points start and finish; ``log(line)`` with what a
     user should read (skips, the dashboard, workers lost and joined, retries, failures).
     A failed point does not stop the sweep. On Ctrl-C the saved points stay and the
@@ -180,7 +182,7 @@ def run_sweep(spec: Spec, out, *, workers: int | None = None, scheduler: str | N
     t1 = time.perf_counter()
     from .sweep_figure import write_summary  # matplotlib: only once a sweep has run
 
-    written = write_summary(out)
+    written = write_summary(out, all_panels=all_panels)
     phases |= {"table_s": t1 - t0, "figures_s": time.perf_counter() - t1}
     if counts.failed:
         log(f"{counts.failed} of {counts.total} points failed (error.json and traceback.txt in their "

@@ -4,6 +4,7 @@ linearity-map sweep the 0.3% contour of the gap to the linear twin in every slic
 
 from __future__ import annotations
 
+import textwrap
 from numbers import Real
 from pathlib import Path
 
@@ -14,15 +15,20 @@ from .._figure import plt
 from .sweep_table import COLUMNS as NON_METRICS
 from .sweep_table import CONTOURS, POINTS, SUMMARY, load_sweep
 
+MAX_PANELS = 12
+"""Panels of a summary by default: the checks first (each a claim the experiment tests,
+against its threshold), then the metrics; ``all_panels`` (``biasfree sweep --all-panels``)
+draws every one."""
 
-def write_summary(out) -> list[Path]:
-    """Write ``out/summary.png`` from the table, and for a linearity-map sweep
-    ``out/contours.png`` from the points' gap arrays; returns the paths written (none
-    when no point has a result)."""
+
+def write_summary(out, all_panels: bool = False) -> list[Path]:
+    """Write ``out/summary.png`` from the table (at most :data:`MAX_PANELS` panels unless
+    ``all_panels``), and for a linearity-map sweep ``out/contours.png`` from the points' gap
+    arrays; returns the paths written (none when no point has a result)."""
     df = load_sweep(out)
     if not (df["status"] == "done").any():
         return []
-    figures = {SUMMARY: summary_figure(df)}
+    figures = {SUMMARY: summary_figure(df, all_panels=all_panels)}
     if df.attrs.get("experiment") == "linearity-map":
         figures[CONTOURS] = contour_figure(df, Path(out) / POINTS)
     paths = []
@@ -41,6 +47,40 @@ def metric_columns(df) -> list[str]:
             and df[c].nunique(dropna=True) > 1]  # a constant says nothing against the grid
 
 
+def check_names(df) -> list[str]:
+    """The checks of a sweep table with a finite value somewhere, in the table's order."""
+    return [c[len("check."):-len(".value")] for c in df.columns
+            if c.startswith("check.") and c.endswith(".value") and np.isfinite(df[c].to_numpy(float)).any()]
+
+
+def panels(df, all_panels: bool = False, limit: int = MAX_PANELS) -> tuple[list[tuple[str, str]], int]:
+    """``([(kind, name)], hidden)``: the summary's panels, the checks first (kind "check"),
+    then every metric that varies and is not a check's own value (kind "metric"), at most
+    ``limit`` unless ``all_panels``; ``hidden`` how many were left out."""
+    checks = check_names(df)
+    items = [("check", c) for c in checks] + [("metric", m) for m in metric_columns(df) if m not in checks]
+    shown = items if all_panels else items[:limit]
+    return shown, len(items) - len(shown)
+
+
+_UNITS = (("_steps", "steps"), ("_s", "s"))  # a metric's unit where its name says it
+
+
+def readable(name: str, unit: str = "") -> str:
+    """A metric's or a check's name for a panel title: words, α and σ for ``alpha_X`` and
+    ``scale_X``, then the unit if known (``"half_loss_steps_alpha_0.5"`` ->
+    ``"half loss steps, α = 0.5 (steps)"``)."""
+    import re
+
+    if not unit:
+        stem = re.sub(r"_(alpha|scale)_[^_]+$", "", name)
+        unit = next((u for suffix, u in _UNITS if stem.endswith(suffix)), "")
+    text = re.sub(r"_alpha_([0-9.e+-]+)", r", α = \1", name)
+    text = re.sub(r"_scale_([0-9.e+-]+)", r", σ = \1", text)
+    text = re.sub(r"\balpha", "α", text.replace("_", " "))
+    return text + (f" ({unit})" if unit else "")
+
+
 def _log_ok(values) -> bool:
     v = np.asarray(values, float)
     v = v[np.isfinite(v)]
@@ -53,10 +93,11 @@ def _hashable(v):
     return v.item() if isinstance(v, np.generic) else v
 
 
-def summary_figure(df, ncols: int = 4):
-    """One panel per metric: median over seeds against the first swept field (``seed``
-    if nothing is swept), the min–max band over seeds shaded, one line per combination
-    of the other swept fields."""
+def summary_figure(df, ncols: int = 4, all_panels: bool = False):
+    """One panel per check, then per metric (:func:`panels`; at most :data:`MAX_PANELS`
+    unless ``all_panels``): median over seeds against the first swept field (``seed`` if
+    nothing is swept), the min–max band over seeds shaded, one line per combination of the
+    other swept fields; a check's panel draws its threshold and says how many points pass."""
     done = df[df["status"] == "done"].copy()
     grid = list(df.attrs.get("grid", []))
     x_name = grid[0] if grid else "seed"
@@ -66,20 +107,27 @@ def summary_figure(df, ncols: int = 4):
     numeric = all(isinstance(v, Real) and not isinstance(v, bool) for v in xs)
     xs = sorted(xs) if numeric else sorted(xs, key=str)
     pos = {v: (float(v) if numeric else i) for i, v in enumerate(xs)}
-    metrics = metric_columns(done)
-    n = max(len(metrics), 1)
+    shown, hidden = panels(done, all_panels)
+    n = max(len(shown), 1)
     nrows = int(np.ceil(n / ncols))
     # fixed margins in inches, not constrained_layout: every panel is alike (a title of one
     # line, 7-pt ticks), and constrained_layout took a large share of a many-panel summary's
     # time (docs/performance.md, "Sweeps")
-    w, h = max(3.6 * min(ncols, n), 7.2), 2.7 * nrows + 0.9  # at least the two-line title's width
+    titles = [_panel_title(done, kind, panel, df.attrs.get("check_units") or {}) for kind, panel in shown]
+    t_lines = max([t.count("\n") + 1 for t in titles] + [1])
+    sup_lines = 3 if hidden else 2
+    # margins in inches: the suptitle's lines, then the panels' titles of up to t_lines lines
+    top, gap = 0.3 + 0.19 * sup_lines + 0.13 * t_lines, 0.75 + 0.13 * t_lines
+    w = max(3.6 * min(ncols, n), 7.2)  # at least the title's width
+    h = top + 0.45 + 2.3 * nrows + gap * (nrows - 1)
     fig, axes = plt.subplots(nrows, min(ncols, n), figsize=(w, h), squeeze=False,
                              gridspec_kw={"left": 0.55 / w, "right": 1 - 0.15 / w, "bottom": 0.45 / h,
-                                          "top": 1 - 0.95 / h, "wspace": 0.3, "hspace": 0.55})
+                                          "top": 1 - top / h, "wspace": 0.3, "hspace": gap / 2.3})
     groups = list(done.groupby([done[o].map(_hashable) for o in others], sort=True)) if others \
         else [((), done)]
     colours = plt.cm.viridis(np.linspace(0, 0.9, max(len(groups), 1)))
-    for ax, metric in zip(axes.flat, metrics, strict=False):
+    for ax, (kind, panel), title in zip(axes.flat, shown, titles, strict=False):
+        metric = f"check.{panel}.value" if kind == "check" else panel
         for colour, (label, g) in zip(colours, groups, strict=False):
             stats = g.groupby(x_name)[metric].agg(["median", "min", "max"])
             stats = stats.loc[[v for v in xs if v in stats.index]]
@@ -87,7 +135,9 @@ def summary_figure(df, ncols: int = 4):
             name = ", ".join(f"{o}={v}" for o, v in zip(others, label, strict=True))  # label: a tuple
             ax.plot(x, stats["median"], "o-", color=colour, ms=3.5, lw=1.3, label=name or None)
             ax.fill_between(x, stats["min"], stats["max"], color=colour, alpha=0.2, lw=0)
-        ax.set_title(metric, fontsize=8)
+        if kind == "check":
+            _threshold(ax, done, panel, xs, pos, x_name)
+        ax.set_title(title, fontsize=8, color="tab:red" if kind == "check" and "✗" in title else "k")
         ax.tick_params(labelsize=7)
         if numeric and _log_ok(xs):
             ax.set_xscale("log")
@@ -96,16 +146,41 @@ def summary_figure(df, ncols: int = 4):
         if not numeric:
             ax.set_xticks(range(len(xs)), [str(v) for v in xs], fontsize=7)
         ax.set_xlabel(x_name, fontsize=8)
-    for ax in list(axes.flat)[len(metrics):]:
+    for ax in list(axes.flat)[len(shown):]:
         ax.axis("off")
     if others and len(groups) > 1:
         axes.flat[0].legend(fontsize=6, loc="best")
     seeds = df.attrs.get("seeds") or sorted(df["seed"].unique())
     fig.suptitle(f"sweep of {df.attrs.get('experiment', '?')} ({df.attrs.get('preset', '?')} preset): "
-                 f"{done_line(df)}\neach metric against {x_name}: line = median over {len(seeds)} seeds, "
-                 "band = min to max", fontsize=10, color="k" if len(done) == len(df) else "tab:red",
-                 y=1 - 0.1 / h)  # its two lines end above the first row's titles
+                 f"{done_line(df)}\nthe checks (red dashes: threshold), then the metrics, against {x_name}: "
+                 f"line = median over {len(seeds)} seeds, band = min to max"
+                 + (f"\n{len(shown)} of {len(shown) + hidden} panels; all_panels=True (biasfree sweep "
+                    "--all-panels) draws the rest" if hidden else ""),
+                 fontsize=10, color="k" if len(done) == len(df) else "tab:red",
+                 y=1 - 0.1 / h)  # its lines end above the first row's titles
     return fig
+
+
+def _panel_title(done, kind: str, name: str, units: dict) -> str:
+    """A panel's title, wrapped to its width: the readable name (:func:`readable`); for a
+    check "check: ..." and how many points pass."""
+    title = readable(name, units.get(name, ""))
+    if kind == "check":
+        passed = done[f"check.{name}.passed"].astype(bool)
+        n_fail = int((~passed).sum())
+        verdict = "✓ every point passes" if n_fail == 0 else f"✗ {n_fail} of {len(passed)} fail"
+        title = f"check: {title}\n{verdict}"
+    return "\n".join(textwrap.fill(part, 52) for part in title.split("\n"))
+
+
+def _threshold(ax, done, name: str, xs, pos, x_name: str) -> None:
+    """A check's threshold (the median over the points at each x) as red dashes."""
+    col = f"check.{name}.threshold"
+    if col not in done:  # a table written before thresholds were
+        return
+    med = done.groupby(x_name)[col].median()
+    med = med.loc[[v for v in xs if v in med.index]]
+    ax.plot([pos[v] for v in med.index], med.to_numpy(float), "--", color="tab:red", lw=1.0)
 
 
 def done_line(df) -> str:

@@ -36,6 +36,9 @@ TABLE, SUMMARY, CONTOURS, POINTS, TIMING = ("table.parquet", "summary.png", "con
 TIMES = ("compute_s", "io_s", "sched_s")
 COLUMNS = ("seed", "point", "status", "error", "traceback", "elapsed_s", *TIMES, "passed")
 """The table's own columns (a metric of the same name is written ``metric.NAME``)."""
+DEPRECATED_METRICS = {"half_time_ratio_alpha0": "half_time_ratio_alpha_A at the smallest α A"}
+"""Old metric name -> the one name its value has now: points saved before the rename still
+carry the old one, which the table leaves out (one column per value)."""
 
 
 def saved(out: Path, point: Point, experiment: str) -> bool:
@@ -60,7 +63,7 @@ def save_point(out: Path, point: Point, ran: Ran | Crash, sched_s: float) -> Non
         store.atomic_write(out / TIMING / f"{point.key}.json", lambda fh: fh.write(data))
 
 
-def _row(spec: Spec, point: Point, out: Path, reserved: set) -> dict:
+def _row(spec: Spec, point: Point, out: Path, reserved: set, units: dict) -> dict:
     row = {**point.swept, "seed": point.seed, "point": point.key}
     folder = out / POINTS / point.key
     if saved(out, point, spec.experiment):  # False when there is no result.json
@@ -72,10 +75,13 @@ def _row(spec: Spec, point: Point, out: Path, reserved: set) -> dict:
                 "elapsed_s": sum(v for v in times.values() if v == v),  # saved before timings: compute
                 "passed": bool(doc["passed"])}
         for k, v in doc["metrics"].items():
-            row[f"metric.{k}" if k in reserved else k] = float(v)
+            if k not in DEPRECATED_METRICS:
+                row[f"metric.{k}" if k in reserved else k] = float(v)
         for k, c in doc["checks"].items():
             row[f"check.{k}.value"] = float(c["value"])
+            row[f"check.{k}.threshold"] = float(c["threshold"])
             row[f"check.{k}.passed"] = bool(c["passed"])
+            units[k] = c.get("unit", "")
     elif (folder / "error.json").exists():
         err = json.loads((folder / "error.json").read_text())
         tb = folder / "traceback.txt"
@@ -91,18 +97,20 @@ def table_frame(spec: Spec, points: list[Point], out) -> pandas.DataFrame:
     order (seeds innermost), with the swept fields, ``seed``, ``point`` (the key),
     ``status`` ("done", "failed" or "missing"), ``error`` and ``traceback`` (failed
     points), ``compute_s``, ``io_s``, ``sched_s`` and their sum ``elapsed_s``, every
-    metric, ``check.NAME.value`` / ``check.NAME.passed`` and ``passed``.
-    ``DataFrame.attrs`` holds the experiment, preset, grid, fixed overrides and seeds."""
+    metric (not the :data:`DEPRECATED_METRICS`), ``check.NAME.value`` /
+    ``check.NAME.threshold`` / ``check.NAME.passed`` and ``passed``. ``DataFrame.attrs`` holds
+    the experiment, preset, grid, fixed overrides, seeds and ``check_units`` (check -> unit)."""
     import pandas as pd
 
     out = Path(out)
     reserved = set(spec.grid) | set(spec.fixed) | set(COLUMNS)
-    df = pd.DataFrame([_row(spec, p, out, reserved) for p in points])
+    units: dict = {}
+    df = pd.DataFrame([_row(spec, p, out, reserved, units) for p in points])
     for k in COLUMNS[2:]:
         if k not in df:
             df[k] = None
     df.attrs = {"experiment": spec.experiment, "preset": spec.preset, "grid": list(spec.grid),
-                "fixed": json.loads(json.dumps(spec.fixed)), "seeds": list(spec.seeds),
+                "fixed": json.loads(json.dumps(spec.fixed)), "seeds": list(spec.seeds), "check_units": units,
                 "biasfree": store.versions_of("biasfree")}
     return df
 
