@@ -273,3 +273,13 @@ def test_headline_figure_note_and_legends_cover_no_curve(shared_out):
     assert covered(a.get_legend().get_window_extent(), curves_a) == {}
     dotted = [ln for ln in f.get_lines() if ln.get_linestyle() == ":" and len(ln.get_xdata()) > 2]
     assert dotted and covered(f.get_legend().get_window_extent(), f.get_lines()) == {}
+
+
+def test_headline_metrics_have_one_name_each(shared_out):
+    """No two metrics differ only in underscores (half_time_ratio_alpha0 beside
+    half_time_ratio_alpha_0 was one number under two names in every sweep's summary)."""
+    tiny_run(shared_out, HEADLINE)
+    names = list(store.load(shared_out / HEADLINE).metrics)
+    squashed = [n.replace("_", "") for n in names]
+    twins = sorted(n for n in names if squashed.count(n.replace("_", "")) > 1)
+    assert not twins, twins
