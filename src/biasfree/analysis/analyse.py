@@ -306,7 +306,8 @@ def _history(start, params, a, X, Y, ctx: _Context, cfg, t_max, n_times, budget,
     predicted for gradient flow), and how close the rerun ends to the given net."""
     st = _state(start, X, Y, a, ctx, kind="the init's function")
     dyn = dyn if cfg else vd.FLOW
-    kind = f"how the net got here: training from the init by {dyn.name}, " + ("measured" if cfg else "predicted")
+    kind = (f"how the net got here: training from the init by {dyn.name}, "
+            + ("measured" if cfg else "predicted"))
     pred, judged, reg = _training(start, st, ctx, X, Y, a, cfg, t_max, n_times, budget, progress, kind, note,
                                   dyn)
     if pred is None or pred.trained is None:

@@ -94,7 +94,8 @@ def dynamics_of(given: TrainConfig | None, cfg: TrainConfig | None) -> Dynamics:
         if given is None:
             return Dynamics(f"GD at lr={cfg.lr:.3g}", "True", True, "--train")
         plain = plain_gd(cfg)  # minibatches, weight decay or another loss: not the flow of the MSE
-        extra = "" if plain else f" (batch {cfg.batch_size}, weight decay {cfg.weight_decay:g}, {cfg.loss} loss)"
+        extra = ("" if plain else
+                 f" (batch {cfg.batch_size}, weight decay {cfg.weight_decay:g}, {cfg.loss} loss)")
         return Dynamics(f"GD at lr={cfg.lr:.3g}{extra}", f"GDConfig(lr={cfg.lr:g}, steps={cfg.steps})", plain,
                         f"--train-steps {cfg.steps} --lr {cfg.lr:g}")
     name = cfg.label

@@ -145,11 +145,13 @@ class Stationarity:
     def reason(self, ref: float) -> str:
         """Why training leaves the gap where it is, in words."""
         if self.stationary:
-            return (f"stationary to round-off: relative gradients {self.grad:.2g} (net) and {self.twin_grad:.2g} "
+            return (f"stationary to round-off: relative gradients {self.grad:.2g} (net) and "
+                    f"{self.twin_grad:.2g} "
                     f"(twin) ≤ their round-off bounds {self.grad_tol:.2g} and {self.twin_grad_tol:.2g}, so "
                     "gradient flow (and GD) leaves both where they are")
         return (f"at the two-layer floor to round-off: |L − floor| = {abs(self.floor_excess):.2g} of "
-                f"½<||y||²> (≤ {self.floor_tol:.2g}), so descent keeps both losses in [floor, max(L, L_twin)]")
+                f"½<||y||²> (≤ {self.floor_tol:.2g}), so descent keeps both losses in "
+                "[floor, max(L, L_twin)]")
 
 
 def stationarity(params: Params, twin: Params, X, Y, alpha: float, ref: float,

@@ -26,7 +26,8 @@ def _deciding(j) -> list:
 def _net(analysis) -> str:
     n, d = analysis.net, analysis.data
     arrow = "→".join(str(w) for w in n.widths)
-    return (f"depth-{n.depth} net {arrow} (α = {n.alpha:g}{', biases' if n.has_bias else ''}) on {d.n} points "
+    biases = ", biases" if n.has_bias else ""
+    return (f"depth-{n.depth} net {arrow} (α = {n.alpha:g}{biases}) on {d.n} points "
             f"({d.source})")
 
 

@@ -279,7 +279,8 @@ def _stays(f: Facts, t0_gap: float, ev: list, dyn: Dynamics) -> str | None:
         return None
     bound = f.still.bound() / max(f.loss0, 1e-300)
     ev.append(evidence("gap to the twin at any later time, bound (fraction of L(θ))", bound, PAPER_LEVEL,
-                       "the gap stays at its exact t = 0 value (stationary), or within max(L, L_twin) − floor "
+                       "the gap stays at its exact t = 0 value (stationary), or within "
+                       "max(L, L_twin) − floor "
                        "(at the floor), under the paper's 0.3%"))
     if not ev[-1].passed:
         return None
@@ -309,7 +310,8 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
     dyn = dynamics
     still = f.still is not None and f.still.stationary
     notes.append(f"relative gradient norm ‖∇L‖·‖θ‖/(½<||y||²>) = {f.grad_rel:.3g}"
-                 + (f" (a stationary point to round-off, ≤ {f.still.grad_tol:.2g}: continued GD leaves the net "
+                 + (f" (a stationary point to round-off, ≤ {f.still.grad_tol:.2g}: continued GD leaves "
+                    "the net "
                     "where it is)" if still else "") + " (reported, not judged)")
     if fails:
         return judgement(kind, NOT, fails, ev, notes)
@@ -335,8 +337,9 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
     if stays:
         return judgement(kind, EFFECTIVE, [], ev, notes, stays)
     if not dyn.flow:
-        return _undecided(kind, f"no theory predicts training by {dyn.name} from these weights (only the exact "
-                          "structures and the exact t = 0 gap hold for any optimiser; the converged bound, the "
+        return _undecided(kind, f"no theory predicts training by {dyn.name} from these weights (only the "
+                          "exact structures and the exact t = 0 gap hold for any optimiser; the converged "
+                          "bound, the "
                           "floor and the growth interval are gradient flow's)", ev, notes, dyn.measure)
     if f.depth > 2:
         return _undecided(kind, f"depth {f.depth} > 2: no linear twin, deep nets develop an even part in "
@@ -412,7 +415,8 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
                              PAPER_LEVEL, "the run ended stationary or at the two-layer floor to round-off: "
                              "longer training keeps the gap within this")
             ev.append(after)
-            final = "" if not after.passed else (f"; the run ended {end.reason(f.loss_ref).split(':')[0]}, so longer training keeps the "
+            how = end.reason(f.loss_ref).split(":")[0]
+            final = "" if not after.passed else (f"; the run ended {how}, so longer training keeps the "
                      f"gap ≤ {after.value:.2g} of L(0): the answer holds past step {steps_run}")
     if steps_run < steps_asked:
         notes.append(f"stopped by the time budget after {steps_run} of {steps_asked} steps: the gap is "

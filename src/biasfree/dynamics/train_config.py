@@ -25,7 +25,8 @@ OPTAX_NAMES = {"scale_by_adam": "adam", "scale_by_rms": "rmsprop", "scale_by_lio
                "trace": "sgd with momentum", "identity": "sgd"}
 """The optimiser each of optax's core transformations makes (``optax.adam`` is
 ``chain(scale_by_adam(...), scale(-lr))``); another ``scale_by_X`` is called X."""
-_PLUMBING = {"chain", "named_chain", "partition", "with_extra_args_support", "scale", "scale_by_learning_rate",
+_PLUMBING = {"chain", "named_chain", "partition", "with_extra_args_support", "scale",
+             "scale_by_learning_rate",
              "add_decayed_weights", "inject_hyperparams", "masked", "multi_transform", "set_to_zero",
              "identity", "trace", "wrapped_transform", "apply_if_finite", "clip", "clip_by_global_norm",
              "init_empty_state", "tree_map_params"}
@@ -45,7 +46,8 @@ def _optax_parts(fn, seen: set, found: list) -> list:
             held = cell.cell_contents
         except ValueError:  # an empty cell
             continue
-        items = held.values() if isinstance(held, dict) else held if isinstance(held, tuple | list) else (held,)
+        items = (held.values() if isinstance(held, dict) else held if isinstance(held, tuple | list)
+                 else (held,))
         for item in items:  # named_chain holds (name, transformation) pairs
             item = item[1] if isinstance(item, tuple) and len(item) == 2 else item
             if callable(item) or hasattr(item, "update"):
