@@ -45,8 +45,9 @@ from . import regime as rg
 from . import verdict as vd
 from .interop import Model, as_model
 from .measurements import data_arrays, local_report, split
-from .optax_training import as_train_config, with_degree
+from .optax_training import as_train_config, dynamics_of, plain_gd, with_degree
 from .report import Analysis, DataReport, History, NetReport, Prediction, Regime, Training
+from .stationary import stationarity
 from .structure import PAIRS, exact_structure
 from .verdict import PAPER_LEVEL, ROUND_OFF
 
@@ -59,8 +60,9 @@ CURVE_BUDGET = 20.0
 """Seconds the predicted curve's ODE may take (or ``time_budget`` if less): the twin's flow is
 stiff on ill-conditioned inputs (raw pixels: thousands of steps), and the verdict does not
 rest on the curve. A curve cut short ends where the budget ran out and its note says so."""
-PREDICTED = "training, predicted (not measured)"
-"""The kind of the answer on training when it is predicted (measured: ``"training, measured"``)."""
+PREDICTED = "training by {}, predicted (not measured)"
+"""The kind of the answer on training when it is predicted, with the dynamics it is for
+(:attr:`~biasfree.analysis.verdict.Dynamics.name`; measured: ``"training by ..., measured"``)."""
 __all__ = ["Analysis", "analyse"]
 
 
@@ -139,10 +141,12 @@ def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -
 def _facts(st: _State, ctx: _Context, params, X, Y, a, pred: Prediction | None) -> vd.Facts:
     ref = max(0.5 * ctx.modes.y_power, 1e-300)
     d = ctx.report
+    still = None if pred is None else stationarity(params, pred.twin, X, Y, a, ref, ctx.floor, ctx.modes.B)
     return vd.Facts(st.net.depth, a, st.net.has_bias, d.mirror_violation_inputs, d.target_even_fraction,
                     d.linear_fraction, st.regime.init_ratio, st.function, ctx.floor, st.loss0,
                     float("nan") if pred is None else pred.twin_loss0, ref,
-                    rg.gradient_norm(params, X, Y, a) / ref, st.net.structure, is_conv(params))
+                    rg.gradient_norm(params, X, Y, a) / ref if still is None else still.grad,
+                    st.net.structure, is_conv(params), still)
 
 
 def _start(init, a: float, params: Params) -> Params:
@@ -249,28 +253,30 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
     now = _state(params, X, Y, a, ctx)
     local = local_report(params, X, a)
     cfg = _train_config(train, params, ctx.modes, now.net.c, now.net.beta_eff, a)
+    dyn = dynamics_of(given, cfg)  # what a prediction is for, and the call that measures it
     pred, training, reg = _training(params, now, ctx, X, Y, a, cfg if start is None else None, t_max, n_times,
-                                    time_budget, progress, note=note)
+                                    time_budget, progress, note=note, dyn=dyn)
     if now.net.has_bias:
         return Analysis(ctx.report, now.net, None, vd.combine(now.function, training), reg, local)
     trained_function = (None if pred.trained is None
                         else _trained_function(pred.trained, a, ctx, "function after training"))
     history = None if start is None else _history(start, params, a, X, Y, ctx, cfg, t_max, n_times,
-                                                  time_budget, progress, note)
+                                                  time_budget, progress, note, dyn)
     verdict = vd.combine(now.function, training, trained_function,
                          None if history is None else history.judgement)
     return Analysis(ctx.report, now.net, pred, verdict, reg, local, history)
 
 
 def _training(params, st: _State, ctx: _Context, X, Y, a, cfg, t_max, n_times, budget, progress,
-              kind: str | None = None, note: str = "") -> tuple:
+              kind: str | None = None, note: str = "", dyn: vd.Dynamics = vd.FLOW) -> tuple:
     """Training from ``params`` (measured ``st``) beside its twin: measured with ``cfg`` (the
     prediction then holds it as ``trained``), else predicted; ``(prediction, its judgement,
     the regime with the relative gradient)``. A net with biases has no twin: no prediction,
-    and the judgement rests on its structure alone."""
+    and the judgement rests on its structure alone. ``dyn`` the training a prediction is for."""
+    kind = kind or (PREDICTED.format(dyn.name) if cfg is None else f"training by {dyn.name}, measured")
     if st.net.has_bias:
         facts = _facts(st, ctx, params, X, Y, a, None)
-        return None, vd.judge_predicted(facts, t0_gap=0.0, growth_gap=0.0, kind=kind or PREDICTED), st.regime
+        return None, vd.judge_predicted(facts, t0_gap=0.0, growth_gap=0.0, kind=kind, dynamics=dyn), st.regime
     curve_budget = CURVE_BUDGET if budget is None else min(CURVE_BUDGET, budget)
     pred = _predict(params, a, X, Y, ctx, st, cfg, t_max, n_times, curve_budget)
     facts = _facts(st, ctx, params, X, Y, a, pred)
@@ -278,9 +284,9 @@ def _training(params, st: _State, ctx: _Context, X, Y, a, cfg, t_max, n_times, b
     if cfg is None:
         return pred, vd.judge_predicted(facts, t0_gap=pred.t0_gap, growth_gap=pred.growth_gap,
                                         growth_range=(pred.growth_gap_low, pred.growth_gap_high),
-                                        kind=kind or PREDICTED), reg
-    tr, reg = _train(params, pred, a, X, Y, cfg, ctx.modes, st.loss0, reg, budget, progress)
-    judged = _judged(facts, tr, reg, kind or "training, measured", note)
+                                        kind=kind, dynamics=dyn), reg
+    tr, reg = _train(params, pred, a, X, Y, cfg, ctx, st.loss0, reg, budget, progress)
+    judged = _judged(facts, tr, reg, kind, note)
     return dataclasses.replace(pred, trained=tr), judged, reg
 
 
@@ -294,12 +300,16 @@ def _trained_function(tr: Training, a, ctx: _Context, kind: str) -> vd.Judgement
                              output_ratio=np.sqrt(total / ctx.modes.y_power))
 
 
-def _history(start, params, a, X, Y, ctx: _Context, cfg, t_max, n_times, budget, progress, note) -> History:
+def _history(start, params, a, X, Y, ctx: _Context, cfg, t_max, n_times, budget, progress, note,
+             dyn: vd.Dynamics) -> History:
     """Question (iii): training from ``start`` beside its twin (measured with ``cfg``, else
-    predicted), and how close the rerun ends to the given net."""
+    predicted for gradient flow), and how close the rerun ends to the given net."""
     st = _state(start, X, Y, a, ctx, kind="the init's function")
-    kind = "how the net got here: training from the init, " + ("measured" if cfg else "predicted")
-    pred, judged, reg = _training(start, st, ctx, X, Y, a, cfg, t_max, n_times, budget, progress, kind, note)
+    dyn = dyn if cfg else vd.FLOW
+    kind = (f"how the net got here: training from the init by {dyn.name}, "
+            + ("measured" if cfg else "predicted"))
+    pred, judged, reg = _training(start, st, ctx, X, Y, a, cfg, t_max, n_times, budget, progress, kind, note,
+                                  dyn)
     if pred is None or pred.trained is None:
         return History(st.net, pred, judged, reg)
     tr = pred.trained
@@ -320,7 +330,8 @@ def _judged(facts: vd.Facts, tr: Training, reg: Regime, kind: str, note: str) ->
                              steps_asked=tr.config.steps, movement=reg.movement[0], alignment=reg.alignment,
                              alignment0=reg.alignment0, exact_structure=facts.exact, kind=kind,
                              trainer=tr.optimiser, over="every step",
-                             approximate=note if note.startswith("APPROXIMATE") else "")
+                             approximate=note if note.startswith("APPROXIMATE") else "", end=tr.end,
+                             scale=max(facts.loss0, facts.loss_ref))
     return dataclasses.replace(j, notes=j.notes + (f"twin optimiser: {note}",)) if note else j
 
 
@@ -373,9 +384,10 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, bu
                       growth_gap_low=0.5 * g.low / L0, growth_gap_high=0.5 * g.high / L0, twin_loss0=twin0)
 
 
-def _train(params, pred: Prediction, a, X, Y, cfg, modes, loss0, reg: Regime, budget, progress):
+def _train(params, pred: Prediction, a, X, Y, cfg, ctx: _Context, loss0, reg: Regime, budget, progress):
     # gaps relative to L₀ = max(L(θ₀), ½<||y||²>): L(θ₀) for an init that has learned nothing yet
     # (the paper's L(0)), the zero function's loss for a net that already fits (a trained net)
+    modes = ctx.modes
     L0 = max(loss0, 0.5 * modes.y_power, 1e-300)
     traj = train_run(params, _dataset(X, Y), cfg, twin=pred.twin, observables="loss", time_budget=budget,
                      progress=progress)
@@ -396,7 +408,9 @@ def _train(params, pred: Prediction, a, X, Y, cfg, modes, loss0, reg: Regime, bu
                   final_odd_nonlinear_fraction=sp.odd_fraction_nonlinear,
                   final_odd_linear_energy=sp.odd_linear, final_odd_nonlinear_energy=sp.odd_nonlinear,
                   final_even_energy=sp.even, params=run.params, gap_step=run.gap_step,
-                  gap_time=float(np.interp(run.gap_step, run.k, t)), steps_run=run.steps, optimiser=trainer)
+                  gap_time=float(np.interp(run.gap_step, run.k, t)), steps_run=run.steps, optimiser=trainer,
+                  end=None if not plain_gd(cfg) else stationarity(  # GD stays only where the MSE's flow does
+                      run.params, run.twin, X, Y, a, max(0.5 * modes.y_power, 1e-300), ctx.floor, modes.B))
     move = relative_movement(params, run.params)
     reg = dataclasses.replace(reg, movement=move, rich=move[0] >= vd.RICH_MOVEMENT,
                               alignment0=row_alignment(params[0].matrix, dirs),

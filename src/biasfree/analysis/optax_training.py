@@ -31,6 +31,7 @@ from ..dynamics.optimiser_twin import (
 from ..dynamics.train_config import TrainConfig, _is_transformation, record_steps
 from ..dynamics.trainer import train
 from ..dynamics.twin_training import PairedRun
+from .verdict import FLOW, Dynamics
 
 NAMED: dict[str, Callable[..., Callable]] = {
     "sgd": lambda lr: lambda rho: optax.sgd(lr),
@@ -74,6 +75,33 @@ def as_train_config(train) -> TrainConfig | None:
         return TrainConfig(optimiser=train, n_records=201)
     raise TypeError(f"train={train!r} must be None, True (default training), an optax optimiser, a factory "
                     "rho -> optimiser or a biasfree.TrainConfig(optimiser=..., steps=...)")
+
+
+def plain_gd(cfg: TrainConfig) -> bool:
+    """Full-batch GD on the MSE without weight decay: the discretisation of the flow that
+    :mod:`~biasfree.analysis.stationary`'s and the converged bound's arguments cover."""
+    return cfg.gd and cfg.batch_size is None and cfg.weight_decay == 0 and cfg.loss == "mse"
+
+
+def dynamics_of(given: TrainConfig | None, cfg: TrainConfig | None) -> Dynamics:
+    """The training a prediction is for, and how to measure it: gradient flow without a training
+    config (measured by ``train=True``); GD at the config's step (``train=True`` when the user
+    asked for the default, else the ``GDConfig`` given); any other optimiser by its name (its
+    twin is exact, but no closed form predicts it: measured by ``train=`` that optimiser)."""
+    if cfg is None:
+        return FLOW
+    if cfg.gd:
+        if given is None:
+            return Dynamics(f"GD at lr={cfg.lr:.3g}", "True", True, "--train")
+        plain = plain_gd(cfg)  # minibatches, weight decay or another loss: not the flow of the MSE
+        extra = ("" if plain else
+                 f" (batch {cfg.batch_size}, weight decay {cfg.weight_decay:g}, {cfg.loss} loss)")
+        return Dynamics(f"GD at lr={cfg.lr:.3g}{extra}", f"GDConfig(lr={cfg.lr:g}, steps={cfg.steps})", plain,
+                        f"--train-steps {cfg.steps} --lr {cfg.lr:g}")
+    name = cfg.label
+    cli = (f"--train-steps {cfg.steps} --optimiser {name}" + (f" --lr {cfg.lr:g}" if cfg.lr else "")
+           if name in NAMED else "")
+    return Dynamics(name, name, False, cli)
 
 
 def with_degree(cfg: TrainConfig, alpha: float, depth: int) -> tuple[TrainConfig, str]:

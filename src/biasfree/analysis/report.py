@@ -6,7 +6,7 @@ Units: losses and floors in the package's loss unit, the half mean squared error
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 
 import numpy as np
 
@@ -14,6 +14,7 @@ from .. import _validate as validate
 from ..core.layers import Params
 from ..expressivity.local_linear import Identities, dimension_line
 from ..store import atomic_write, save_figure, versions
+from . import summary as _summary
 from .interop import save_model
 from .verdict import Verdict, judgement_json
 
@@ -111,7 +112,9 @@ class Training:
     ``gap_to_prediction`` max over the records of ``|L − L_pred| / L(0)`` (holds GD's O(η)
     step error: reported, not judged); ``steps_run`` (< config.steps when the time budget
     stopped it); the trained net's ``final_even_fraction``, ``final_odd_nonlinear_fraction``,
-    ``final_odd_linear_energy``, ``final_odd_nonlinear_energy``, ``final_even_energy``; ``params``."""
+    ``final_odd_linear_energy``, ``final_odd_nonlinear_energy``, ``final_even_energy``; ``params``;
+    ``end`` where the run's last net and twin stand
+    (:class:`~biasfree.analysis.stationary.Stationarity`; None unless full-batch GD on the MSE)."""
 
     config: object
     t: np.ndarray
@@ -131,6 +134,7 @@ class Training:
     gap_time: float = 0.0
     steps_run: int = 0
     optimiser: str = "GD"
+    end: object = None
 
 
 @dataclass(frozen=True)
@@ -228,6 +232,17 @@ class Analysis:
     local: LocalReport | None = None
     history: History | None = None
 
+    def summary(self) -> str:
+        """The verdict and each answer's deciding numbers, at most 25 lines, no arrays
+        (:func:`biasfree.analysis.summary.summary`); what ``print(analysis)`` shows."""
+        return _summary.summary(self)
+
+    def __repr__(self) -> str:
+        return _summary.summary(self)
+
+    def _repr_html_(self) -> str:
+        return _summary.summary_html(self)
+
     def to_json(self) -> dict:
         """A JSON-able document with top-level keys data, net, regime, prediction, verdict and
         local_linear (reported, not judged; null when one Jacobian is too large to form)."""
@@ -254,6 +269,8 @@ def _jsonable(v):
         return {k: _jsonable(x) for k, x in v.items()}
     if isinstance(v, list | tuple):
         return [_jsonable(x) for x in v]
+    if is_dataclass(v) and not isinstance(v, type):
+        return _jsonable(asdict(v))
     if isinstance(v, np.ndarray | np.generic):
         return _jsonable(v.tolist())
     if isinstance(v, float) and not np.isfinite(v):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..results import Check
+from .stationary import Stationarity
 
 EXACT = "exactly linear"
 """A level of :data:`LEVELS` (docs/theory.md §6.1)."""
@@ -29,7 +30,32 @@ assumption of the theory fails, or the interval of its predicted gap straddles t
 threshold (§6.4), naming the call that measures the gap (:data:`MEASURE`); and a
 measurement's when its gap above 0.3% was taken against an approximate twin optimiser."""
 MEASURE = "analyse(model, data, train=True) (CLI: biasfree analyse MODEL --train)"
-"""The call that replaces a prediction by a measurement: train beside the twin."""
+"""The call that replaces a prediction by a measurement: train beside the twin (GD; a named
+optimiser's call is :attr:`Dynamics.measure`)."""
+
+
+@dataclass(frozen=True)
+class Dynamics:
+    """The training a prediction is for: ``name`` ("gradient flow", "GD at lr=0.05", or the
+    optimiser's name), ``train`` what to pass as ``train=`` to measure it ("True", a
+    ``GDConfig(...)``, the optimiser's name), ``flow`` whether gradient flow's theory covers it
+    (GD follows the flow to O(η); Adam and the other optax optimisers do not), ``cli`` the
+    CLI's options for it (empty when it has none)."""
+
+    name: str = "gradient flow"
+    train: str = "True"
+    flow: bool = True
+    cli: str = "--train"
+
+    @property
+    def measure(self) -> str:
+        """The call that measures it: :data:`MEASURE` for GD by default."""
+        cli = f" (CLI: biasfree analyse MODEL {self.cli})" if self.cli else ""
+        return f"analyse(model, data, train={self.train}){cli}"
+
+
+FLOW = Dynamics()
+"""What a prediction without a training config is for: gradient flow, measured by ``train=True``."""
 
 # The thresholds; docs/theory.md §6.2 gives each one's reason.
 PAPER_LEVEL = 3e-3
@@ -171,7 +197,9 @@ class Facts:
     ``loss0`` L(θ) of the net training starts from; ``twin_loss0`` its twin's;
     ``loss_ref`` ½<||y||²>, the loss of the zero function (L(0) of a small init);
     ``grad_rel`` ‖∇L(θ)‖·‖θ‖ / loss_ref (reported); ``structure`` the exact structure
-    (:func:`judge_function`) or None; ``conv`` the first layer is a convolution."""
+    (:func:`judge_function`) or None; ``conv`` the first layer is a convolution; ``still``
+    where the net and its twin stand (:mod:`~biasfree.analysis.stationary`: stationary or at
+    the two-layer floor to round-off) or None when not measured."""
 
     depth: int
     alpha: float
@@ -188,6 +216,7 @@ class Facts:
     grad_rel: float = float("nan")
     structure: str | None = None
     conv: bool = False
+    still: Stationarity | None = None
 
     @property
     def nothing_to_learn(self) -> bool:
@@ -233,13 +262,36 @@ def _structural(f: Facts) -> tuple[list[Check], list[str], list[str]]:
     return ev, fails, notes
 
 
-def _undecided(kind, why: str, ev, notes) -> Judgement:
-    return judgement(kind, UNDECIDED, [f"{why}; measure it: {MEASURE}"], ev, notes)
+def _undecided(kind, why: str, ev, notes, measure: str = MEASURE) -> Judgement:
+    return judgement(kind, UNDECIDED, [f"{why}; measure it: {measure}"], ev, notes)
+
+
+def _stays(f: Facts, t0_gap: float, ev: list, dyn: Dynamics) -> str | None:
+    """§6.4 from where the net stands: stationary to round-off (neither net nor twin moves
+    under gradient flow or GD) or at the two-layer floor to round-off (descent keeps both
+    losses in [floor, max(L, L_twin)]), the gap to the twin never exceeds the present one
+    (plus round-off): the summary when that decides (within 0.3%), else None. Adds the
+    evidence it weighed."""
+    if f.still is None:
+        return None
+    ev.extend(f.still.evidence("now"))
+    if not (dyn.flow and f.still.still):
+        return None
+    bound = f.still.bound() / max(f.loss0, 1e-300)
+    ev.append(evidence("gap to the twin at any later time, bound (fraction of L(θ))", bound, PAPER_LEVEL,
+                       "the gap stays at its exact t = 0 value (stationary), or within "
+                       "max(L, L_twin) − floor "
+                       "(at the floor), under the paper's 0.3%"))
+    if not ev[-1].passed:
+        return None
+    return (f"{f.still.reason(f.loss_ref)}; the gap to the twin stays ≤ {bound:.2g} of L(θ) (exact at t = 0: "
+            f"{t0_gap:.2g}; ≤ 0.3%) under {dyn.name}")
 
 
 def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
                     growth_range: tuple[float, float] | None = None,
-                    kind: str = "training, predicted (not measured)") -> Judgement:
+                    kind: str = "training by gradient flow, predicted (not measured)",
+                    dynamics: Dynamics = FLOW) -> Judgement:
     """Training predicted from the net's weights (§6.4), in this order: proven departures
     (nonzero biases, asymmetric inputs with a linear part, an even target) say "not"; α = 1
     and the exact structures on mirror-symmetric data say "exactly linear" at any scale;
@@ -249,11 +301,18 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
     layer (its growth interval is an estimate, not a bound) leave the prediction
     :data:`UNDECIDED`; else the predicted gap's interval ``max(t0_gap, growth_range)``
     (fractions of L(θ)) decides: effectively linear when its high end is ≤ 0.3%, not when
-    its low end is above, else undecided."""
+    its low end is above, else undecided. Before the init's size is weighed, a net that is
+    stationary or at the two-layer floor to round-off (``f.still``) is decided from its exact
+    t = 0 gap (:func:`_stays`). ``dynamics`` names the training predicted (:class:`Dynamics`);
+    one outside gradient flow's theory (Adam, ...) gets the structural, exact and t = 0 answers
+    only, else "undecided", naming the call that measures it."""
     ev, fails, notes = _structural(f)
+    dyn = dynamics
+    still = f.still is not None and f.still.stationary
     notes.append(f"relative gradient norm ‖∇L‖·‖θ‖/(½<||y||²>) = {f.grad_rel:.3g}"
-                 + (" (a stationary point to round-off: continued GD leaves the net where it is)"
-                    if f.grad_rel <= ROUND_OFF else "") + " (reported, not judged)")
+                 + (f" (a stationary point to round-off, ≤ {f.still.grad_tol:.2g}: continued GD leaves "
+                    "the net "
+                    "where it is)" if still else "") + " (reported, not judged)")
     if fails:
         return judgement(kind, NOT, fails, ev, notes)
     if f.alpha == 1.0:
@@ -262,10 +321,11 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
         return judgement(kind, EXACT, [], ev, notes, f"{f.structure} on mirror-symmetric data train exactly "
                          "as the twin, at any init scale and step size (§2.3, §2.5)")
     top = max(f.loss0, f.twin_loss0)
-    ev.append(evidence("converged: max(L, L_twin) now (fraction of ½<||y||²>)", top / f.loss_ref,
-                       PAPER_LEVEL, "descent keeps both losses in [0, max(L, L_twin)], so the gap to the "
-                       "twin stays below this under any continued training (§6.4)"))
-    if ev[-1].passed and f.function.level in (EXACT, EFFECTIVE):
+    if dyn.flow:
+        ev.append(evidence("converged: max(L, L_twin) now (fraction of ½<||y||²>)", top / f.loss_ref,
+                           PAPER_LEVEL, "descent keeps both losses in [0, max(L, L_twin)], so the gap to the "
+                           "twin stays below this under any continued training (§6.4)"))
+    if dyn.flow and ev[-1].passed and f.function.level in (EXACT, EFFECTIVE):
         return judgement(kind, EFFECTIVE, [], ev, notes,
                          f"converged: net and twin both at ≤ {100 * top / f.loss_ref:.2g}% of ½<||y||²>, so "
                          "continued descent keeps them within that of each other")
@@ -273,15 +333,23 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
                        "the net's loss and its twin's agree now (§6.4)"))
     if not ev[-1].passed:
         return judgement(kind, NOT, [f"measured at t = 0: {ev[-1].line()}"], ev, notes)
+    stays = _stays(f, t0_gap, ev, dyn)
+    if stays:
+        return judgement(kind, EFFECTIVE, [], ev, notes, stays)
+    if not dyn.flow:
+        return _undecided(kind, f"no theory predicts training by {dyn.name} from these weights (only the "
+                          "exact structures and the exact t = 0 gap hold for any optimiser; the converged "
+                          "bound, the "
+                          "floor and the growth interval are gradient flow's)", ev, notes, dyn.measure)
     if f.depth > 2:
         return _undecided(kind, f"depth {f.depth} > 2: no linear twin, deep nets develop an even part in "
-                          "their middle layers (§4.1), so nothing is predicted", ev, notes)
+                          "their middle layers (§4.1), so nothing is predicted", ev, notes, dyn.measure)
     if not f.nothing_to_learn:  # with no mode to learn there is no s₁ to compare the init with
         ev.append(evidence("init gain / strongest mode", f.init_ratio, SMALL_INIT,
                            "small init: every mode starts below its inflection s/2 (§3.1)"))
         if not ev[-1].passed:
             return _undecided(kind, f"init not small: {ev[-1].line()}; the twin prediction is a small-init "
-                              "theory (§3.1, §2.6)", ev, notes)
+                              "theory (§3.1, §2.6)", ev, notes, dyn.measure)
     lo_g, hi_g = (growth_gap, growth_gap) if growth_range is None else growth_range
     gap, lo, hi = max(t0_gap, growth_gap), max(t0_gap, lo_g), max(t0_gap, hi_g)
     terms = f"estimate {100 * gap:.3g}%: t = 0 term {t0_gap:.3g} exact, growth term {growth_gap:.3g}"
@@ -289,7 +357,8 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
         notes.append(f"the conv growth interval [{100 * lo:.3g}%, {100 * hi:.3g}%] is an ESTIMATE, not a "
                      f"bound ({terms}; reported, not judged)")
         return _undecided(kind, "a convolutional first layer: the growth interval of §6.4 is not a bound "
-                          "for it (verdict-calibration measured gaps above its high end, §7)", ev, notes)
+                          "for it (verdict-calibration measured gaps above its high end, §7)", ev, notes,
+                          dyn.measure)
     ev.append(evidence("predicted gap to the twin, high end (fraction of L(θ))", hi, PAPER_LEVEL,
                        "within the paper's 0.3% (§2.6) even at the interval's high end: the t = 0 "
                        "term ½<f_even²>/L(0) is exact, the growth term's interval bounds the init's "
@@ -301,7 +370,7 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
         return judgement(kind, NOT, [f"{ev[-1].line()} ({terms}); wider nets shrink it (§2.6)"], ev, notes)
     if not ev[-2].passed:
         return _undecided(kind, f"the predicted gap's interval [{100 * lo:.3g}%, {100 * hi:.3g}%] of L(θ) "
-                          f"straddles 0.3% ({terms}) (§6.4)", ev, notes)
+                          f"straddles 0.3% ({terms}) (§6.4)", ev, notes, dyn.measure)
     return judgement(kind, EFFECTIVE, [], ev, notes,
                      f"expected within {100 * hi:.2g}% of L(0) of its linear twin at the high end of "
                      f"[{100 * lo:.2g}%, {100 * hi:.2g}%] (≤ 0.3%)"
@@ -311,7 +380,8 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
 def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int, steps_asked: int,
                    movement: float, alignment: float, alignment0: float, exact_structure: bool,
                    kind: str = "training, measured", trainer: str = "GD",
-                   over: str = "every step", approximate: str = "") -> Judgement:
+                   over: str = "every step", approximate: str = "", end: Stationarity | None = None,
+                   scale: float = 1.0) -> Judgement:
     """The training measured (§6.3): ``gap`` = max over every GD step k of ``|L(θ_k) −
     L_twin(k)| / L(0)``, reached at ``step`` (time ``t``); ``movement`` the first layer's
     relative movement, ``alignment``/``alignment0`` the first-layer rows' energy share in
@@ -319,11 +389,16 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
     the optimiser (with its degree κ) that trained both and ``over`` the steps the maximum is
     taken over, both named in the evidence. ``approximate`` says why the twin's optimiser is
     only approximately the exact twin's (non-empty): a gap above 0.3% is then no evidence
-    that the net left its twin, and the answer is :data:`UNDECIDED`, naming the fix."""
+    that the net left its twin, and the answer is :data:`UNDECIDED`, naming the fix. ``end``
+    (:class:`~biasfree.analysis.stationary.Stationarity` of the run's last net and twin; gaps
+    over ``scale``, the L(0) of ``gap``): when the run ended stationary or at the two-layer floor
+    to round-off, evidence says so and that a longer run keeps the gap within its bound, so the
+    answer holds past the steps run."""
     ev, fails, notes = _structural(f)
     context = fails[:]  # the theory does not cover these cases, but the measured gap decides
-    ev.append(evidence(f"trained gap to the twin under {trainer}, max over {over} (fraction of L(0))", gap,
-                       PAPER_LEVEL, f"the paper's 0.3%; maximum at step {step} (t = {t:.4g})"))
+    measured = evidence(f"trained gap to the twin under {trainer}, max over {over} (fraction of L(0))", gap,
+                        PAPER_LEVEL, f"the paper's 0.3%; maximum at step {step} (t = {t:.4g})")
+    ev.append(measured)
     rich = evidence("first-layer movement ‖W₁(T)−W₁(0)‖/‖W₁(0)‖", movement, RICH_MOVEMENT,
                     "rich learning: the weights left their init (§6.3)", op=">=")
     ev.append(rich)
@@ -332,10 +407,21 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
                      "reported, not judged)"]
     if context:
         notes.append(f"the theory does not cover this case ({'; '.join(context)}); the measured gap decides")
+    final = ""
+    if end is not None:
+        ev.extend(end.evidence("at the run's end"))
+        if end.still:
+            after = evidence("gap to the twin after the run, bound (fraction of L(0))", end.bound() / scale,
+                             PAPER_LEVEL, "the run ended stationary or at the two-layer floor to round-off: "
+                             "longer training keeps the gap within this")
+            ev.append(after)
+            how = end.reason(f.loss_ref).split(":")[0]
+            final = "" if not after.passed else (f"; the run ended {how}, so longer training keeps the "
+                     f"gap ≤ {after.value:.2g} of L(0): the answer holds past step {steps_run}")
     if steps_run < steps_asked:
         notes.append(f"stopped by the time budget after {steps_run} of {steps_asked} steps: the gap is "
-                     "the maximum over the steps run")
-    if not ev[-2].passed:
+                     "the maximum over the steps run" + (" (and the run had ended still)" if final else ""))
+    if not measured.passed:
         why = [f"trained gap {100 * gap:.3g}% of L(0) at step {step} (t = {t:.4g}) > 0.3%"]
         if approximate:  # the gap holds the twin optimiser's own error: no evidence either way
             return judgement(kind, UNDECIDED, why + [
@@ -347,6 +433,6 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
         return judgement(kind, NOT, why + context, ev, notes)
     if exact_structure and gap <= ROUND_OFF:
         return judgement(kind, EXACT, [], ev, notes,
-                         f"on its twin to round-off at {over} ({gap:.2g} of L(0))")
+                         f"on its twin to round-off at {over} ({gap:.2g} of L(0)){final}")
     return judgement(kind, EFFECTIVE, [], ev, notes,
-                     f"within {100 * gap:.2g}% of L(0) of its twin at {over} (max at step {step})")
+                     f"within {100 * gap:.2g}% of L(0) of its twin at {over} (max at step {step}){final}")

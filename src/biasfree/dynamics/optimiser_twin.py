@@ -34,6 +34,7 @@ import optax
 from .. import _validate as validate
 from ..core.inits import from_arrays
 from ..core.twin import _slope_factor, _twin_scales, twin_scales
+from .train_config import optimiser_name
 
 HOMOGENEITY_RTOL = 1e-9
 """Largest relative deviation ``max|u_ρ − ρ^κ u_1| / max|ρ^κ u_1|`` (per leaf) accepted as
@@ -75,10 +76,6 @@ def probe_rhos(alpha, depth: int = 2) -> tuple:
 def _probe_rhos(rho: float) -> tuple:
     """:data:`PROBE_RHOS` and the twin's own ρ (none more when ρ = 1)."""
     return PROBE_RHOS + ((rho,) if rho != 1.0 else ())
-
-
-def _name(opt) -> str:
-    return getattr(opt, "__qualname__", None) or type(opt).__name__
 
 
 def _probe(rng, params, scale):
@@ -195,14 +192,15 @@ def optimiser_twin(opt, alpha, depth: int = 2, degree: float | None = None, *, p
     return _optimiser_twin(opt, alpha, depth, degree, probe)
 
 
-def _optimiser_twin(opt, alpha: float, depth: int, degree: float | None, probe=None):
-    """:func:`optimiser_twin` once its arguments are checked (what the trainer calls)."""
+def _optimiser_twin(opt, alpha: float, depth: int, degree: float | None, probe=None, name: str | None = None):
+    """:func:`optimiser_twin` once its arguments are checked (what the trainer calls, with the
+    config's ``name``; None: :func:`~biasfree.dynamics.train_config.optimiser_name`)."""
     factory = not (hasattr(opt, "init") and hasattr(opt, "update"))
     make = opt if factory else (lambda rho: opt)
     a = _twin_scales(_slope_factor(alpha), depth).weight
     rho = 1.0 / a
     if degree is None:
-        degree = measure_degree(make, _probe_rhos(rho), probe, _name(opt))
+        degree = measure_degree(make, _probe_rhos(rho), probe, name or optimiser_name(opt))
     inner = make(rho)
     if not (hasattr(inner, "init") and hasattr(inner, "update")):
         raise TypeError(f"opt: the factory returned {type(inner).__name__}; it must return an "

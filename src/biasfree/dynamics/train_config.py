@@ -18,15 +18,86 @@ def _is_transformation(obj) -> bool:
     return hasattr(obj, "init") and hasattr(obj, "update")
 
 
+OPTAX_NAMES = {"scale_by_adam": "adam", "scale_by_rms": "rmsprop", "scale_by_lion": "lion",
+               "scale_by_sign": "sign_sgd", "scale_by_rss": "adagrad", "scale_by_muon": "muon",
+               "scale_by_amsgrad": "amsgrad", "scale_by_adamax": "adamax", "scale_by_belief": "adabelief",
+               "scale_by_novograd": "novograd", "scale_by_lamb": "lamb", "scale_by_yogi": "yogi",
+               "trace": "sgd with momentum", "identity": "sgd"}
+"""The optimiser each of optax's core transformations makes (``optax.adam`` is
+``chain(scale_by_adam(...), scale(-lr))``); another ``scale_by_X`` is called X."""
+_PLUMBING = {"chain", "named_chain", "partition", "with_extra_args_support", "scale",
+             "scale_by_learning_rate",
+             "add_decayed_weights", "inject_hyperparams", "masked", "multi_transform", "set_to_zero",
+             "identity", "trace", "wrapped_transform", "apply_if_finite", "clip", "clip_by_global_norm",
+             "init_empty_state", "tree_map_params"}
+
+
+def _optax_parts(fn, seen: set, found: list) -> list:
+    """The names of the optax functions ``fn`` is built of, in the order its closures hold them."""
+    if hasattr(fn, "init") and hasattr(fn, "update"):
+        fn = fn.update
+    if id(fn) in seen or not callable(fn):
+        return found
+    seen.add(id(fn))
+    if (getattr(fn, "__module__", "") or "").startswith("optax"):
+        found.append((getattr(fn, "__qualname__", "") or "").split(".<locals>")[0])
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            held = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        items = (held.values() if isinstance(held, dict) else held if isinstance(held, tuple | list)
+                 else (held,))
+        for item in items:  # named_chain holds (name, transformation) pairs
+            item = item[1] if isinstance(item, tuple) and len(item) == 2 else item
+            if callable(item) or hasattr(item, "update"):
+                _optax_parts(item, seen, found)
+    return found
+
+
+def optax_name(opt) -> str | None:
+    """optax's own name for a transformation it built (``optax.adam(1e-3)`` → "adam",
+    ``optax.adamw`` → "adamw", ``optax.sgd(lr, momentum=0.9)`` → "sgd with momentum",
+    ``inject_hyperparams(optax.adam)(...)`` → "adam"), read from the functions its update is
+    made of (optax keeps no name on the object); None when it is not optax's."""
+    parts = _optax_parts(opt, set(), [])
+    core = [p for p in parts if p not in _PLUMBING]
+    if core:
+        name = OPTAX_NAMES.get(core[0], core[0].removeprefix("scale_by_"))
+        return "adamw" if name == "adam" and "add_decayed_weights" in parts else name
+    for marker in ("trace", "identity"):  # sgd: a trace (momentum) or nothing before scale(-lr)
+        if marker in parts:
+            return OPTAX_NAMES[marker]
+    return None
+
+
 def optimiser_name(opt) -> str:
-    """A readable name for an optimiser: "GD" for None, a factory's or an update function's own
-    name (``def my_adam(rho): ...`` gives "my_adam"), else "optimiser" (a lambda, or optax's
-    chained transformations, which carry no name)."""
+    """A readable name for an optimiser: "GD" for None; for an optax transformation optax's
+    own name (:func:`optax_name`); for a factory ``rho -> optimiser`` its own ``__name__``
+    (``def my_adam(rho): ...`` gives "my_adam", the user's choice), a lambda the optax name of
+    what it builds at ρ = 1; else the update function's own name; else "optimiser".
+    ``TrainConfig(name=...)`` overrides all of these."""
     if opt is None:
         return "GD"
-    fn = opt.update if _is_transformation(opt) else opt
+    if _is_transformation(opt):
+        fn = opt.update
+    else:
+        fn = opt
+        own = getattr(fn, "__name__", "") or ""
+        if own and own != "<lambda>" and "<locals>" not in own:
+            return own
+        try:
+            opt = fn(1.0)
+        except Exception:  # a factory that refuses ρ = 1 is refused later, with its own message
+            return "optimiser"
+        if not _is_transformation(opt):
+            return "optimiser"
+        fn = opt.update
+    name = optax_name(opt)
+    if name:
+        return name
     head = (getattr(fn, "__qualname__", "") or "").split(".<locals>")[0]
-    return head if head and head not in ("<lambda>", "chain") else "optimiser"
+    return head if head and head not in ("<lambda>", "chain", "update", "update_fn") else "optimiser"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -329,7 +329,8 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
         raise ValueError("twin: an optax optimiser's twin depends on α; train members of one α together")
     optimiser = None if cfg.gd else cfg.make(1.0)
     twin_optimiser = (None if twin_params is None or cfg.gd else
-                      _optimiser_twin(cfg.optimiser, float(np.ravel(vec["alpha"])[0]), depth, cfg.degree))
+                      _optimiser_twin(cfg.optimiser, float(np.ravel(vec["alpha"])[0]), depth, cfg.degree,
+                                      name=cfg.label))
     if cfg.gd:
         eta = vec["lr"]
     else:

@@ -1,0 +1,168 @@
+"""Is a net where training leaves it? A stationary point, or the two-layer floor, to round-off.
+
+A net trained to the best fit it can reach (a two-layer net on a nonlinear odd target sits at
+the linear least-squares fit) has large weights, so the small-init prediction does not apply;
+but from such a point gradient flow does not move, nor does its twin, and the gap between them
+stays what it is now, which is exact. Two tests say so, each against a bound on float64
+round-off (unit round-off ε = 2⁻⁵³, Higham's γ_K = Kε/(1 − Kε) for a sum of K products,
+*Accuracy and Stability of Numerical Algorithms* §3.1), worst case rather than typical, so a
+true stationary point is never missed:
+
+**Stationary.** For ``f(x) = W_L σ(⋯σ(W_1 x))``, residual ``r_n = f(x_n) − y_n``, the gradient
+of layer l is ``G_l = (1/N) Σ_n δ_{l,n} h_{l−1,n}ᵀ`` (h_0 = x, δ_L = r, δ_l = D_l W_{l+1}ᵀ δ_{l+1}).
+Every entry is a sum over the N points of products that each passed through K_f = Σ_l n_{l−1}
+forward and K_b = Σ_l n_l backward accumulations, so with K = N + K_f + K_b its computed value
+is off by at most γ_K times the sum of the products' absolute values, and f itself by
+|δf_n| ≤ γ_K P ‖x_n‖ (P = Π_l ‖W_l‖_F, since ‖|W|‖₂ ≤ ‖W‖_F and |σ(z)| ≤ |z|). By
+Cauchy–Schwarz over n,
+
+    ‖δ∇L‖ ≤ γ_K S (rms‖r‖ rms‖x‖ + P ms‖x‖),   S = (Σ_l Π_{j≠l} ‖W_j‖_F²)^{1/2}.
+
+Stored weights are themselves rounded, θ = θ* + Δ with |Δ| ≤ ε|θ*|, which adds ∇L(θ) ≈ HΔ:
+‖H‖ ≤ S² ms‖x‖ (Gauss–Newton part) + R rms‖r‖ rms‖x‖ (the residual's, R = (Σ_{l≠k}
+Π_{j≠l,k} ‖W_j‖_F²)^{1/2}), so a further ε ‖θ‖ (S² ms‖x‖ + R rms‖r‖ rms‖x‖). The sum of both,
+times ‖θ‖/(½<||y||²>), bounds the *relative* gradient ‖∇L‖·‖θ‖/(½<||y||²>) that round-off
+alone leaves at a stationary point. It scales with the weights as the gradient does, so a
+small init (whose gradient is small only because its weights are) is not stationary.
+
+**At the floor.** On mirror-symmetric inputs no two-layer net's loss goes below the floor L*
+(the odd residual of the best linear fit, §1.3), nor does its linear twin's. The computed
+``L = (1/2N) Σ‖r_n‖²`` is off by at most γ_K L + γ_K rms‖r‖ P rms‖x‖, and the computed floor
+(a least-squares residual, a minimum value and so first-order insensitive to the fit's
+error; backward stable: the data perturbed by γ_K relative) by γ_K (L* + rms‖r*‖ (‖B‖_F
+rms‖x‖ + rms‖y‖)). L − L* within their sum is the floor to round-off; then under any
+loss-nonincreasing descent both losses stay in [L*, max(L, L_twin)], so the gap to the twin
+never exceeds ``max(L, L_twin) − L*`` (the exact t = 0 gap, plus round-off).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.blocks import _outputs
+from ..core.layers import Params
+from ..expressivity.decomposition import energy
+from ..results import Check
+from .regime import gradient_norm
+
+EPS = float(np.finfo(np.float64).eps) / 2
+"""Unit round-off of float64, 2⁻⁵³."""
+
+
+def _gamma(k: int) -> float:
+    return k * EPS / (1.0 - k * EPS)
+
+
+def _norms(params: Params) -> np.ndarray:
+    return np.array([np.linalg.norm(np.asarray(layer.matrix, float)) for layer in params])
+
+
+def _rms_rows(A) -> float:
+    return float(np.sqrt(energy(A)))
+
+
+def accumulations(params: Params, n: int) -> int:
+    """K = N + Σ_l (n_{l−1} + n_l): the longest chain of sums one gradient entry goes through
+    (module doc); a conv layer counts its matrix's rows and columns."""
+    return n + sum(int(np.shape(layer.matrix)[0]) + int(np.shape(layer.matrix)[1]) for layer in params)
+
+
+def gradient_tolerance(params: Params, X, R, ref: float) -> float:
+    """The bound (module doc) on the relative gradient ‖∇L‖·‖θ‖/``ref`` that round-off leaves
+    at a stationary point of a net ``params`` on inputs X, residuals R (N, p)."""
+    w = _norms(params)
+    L = len(w)
+    others = np.array([np.prod(np.delete(w, i)) for i in range(L)])
+    pairs = [np.prod(np.delete(w, [i, k])) for i in range(L) for k in range(L) if i != k]
+    S, Rh, P = float(np.sqrt(np.sum(others**2))), float(np.sqrt(np.sum(np.square(pairs)))), float(np.prod(w))
+    rx, rr = _rms_rows(X), _rms_rows(R)
+    theta = float(np.sqrt(np.sum(w**2)))
+    evaluation = _gamma(accumulations(params, X.shape[0])) * S * (rr * rx + P * rx**2)
+    stored = EPS * theta * (S**2 * rx**2 + Rh * rr * rx)
+    return (evaluation + stored) * theta / ref
+
+
+def floor_tolerance(params: Params, X, Y, loss: float, floor: float, B, ref: float) -> float:
+    """The bound (module doc) on |L − L*|/``ref`` from round-off in L and in the floor L*."""
+    P = float(np.prod(_norms(params)))
+    k = accumulations(params, X.shape[0]) + X.shape[1]
+    rx, ry = _rms_rows(X), _rms_rows(Y)
+    b = 0.0 if B is None else float(np.linalg.norm(B))
+    return _gamma(k) * (loss + floor + np.sqrt(2 * loss) * P * rx + np.sqrt(2 * floor) * (b * rx + ry)) / ref
+
+
+@dataclass(frozen=True)
+class Stationarity:
+    """Where a net and its twin stand (module doc): ``grad``/``twin_grad`` their relative
+    gradients ‖∇L‖·‖θ‖/(½<||y||²>) with the round-off bounds ``grad_tol``/``twin_grad_tol``;
+    ``floor_excess`` (L − L*)/(½<||y||²>) with ``floor_tol`` (NaN without an exact two-layer
+    floor: inputs not mirror-symmetric, or depth > 2); ``loss``/``twin_loss`` L and L_twin."""
+
+    grad: float
+    grad_tol: float
+    twin_grad: float
+    twin_grad_tol: float
+    floor_excess: float
+    floor_tol: float
+    loss: float
+    twin_loss: float
+    floor: float
+
+    @property
+    def stationary(self) -> bool:
+        """Both gradients within round-off: gradient flow leaves both where they are."""
+        return self.grad <= self.grad_tol and self.twin_grad <= self.twin_grad_tol
+
+    @property
+    def at_floor(self) -> bool:
+        """The net's loss is the two-layer floor to round-off."""
+        return bool(np.isfinite(self.floor_excess) and abs(self.floor_excess) <= self.floor_tol)
+
+    @property
+    def still(self) -> bool:
+        return self.stationary or self.at_floor
+
+    def bound(self) -> float:
+        """The largest gap to the twin any later descent can open (loss units): exactly the
+        present one when stationary, ``max(L, L_twin) − L*`` at the floor."""
+        gap = abs(self.loss - self.twin_loss)
+        return gap if self.stationary else max(gap, max(self.loss, self.twin_loss) - self.floor)
+
+    def evidence(self, where: str) -> list[Check]:
+        """The deciding numbers, one line each: both gradients and, with a floor, the loss above it."""
+        ev = [Check(self.grad, self.grad_tol, "a stationary point to float64 round-off (the bound of "
+                    "biasfree.analysis.stationary)", name=f"relative gradient ‖∇L‖·‖θ‖/(½<||y||²>) {where}"),
+              Check(self.twin_grad, self.twin_grad_tol, "the twin is stationary to round-off too",
+                    name=f"the twin's relative gradient {where}")]
+        if np.isfinite(self.floor_excess):
+            ev.append(Check(abs(self.floor_excess), self.floor_tol, "the loss is the two-layer floor (§1.3) "
+                            "to round-off: no two-layer net, and no linear twin, goes lower",
+                            name=f"|L − two-layer floor| (fraction of ½<||y||²>) {where}"))
+        return ev
+
+    def reason(self, ref: float) -> str:
+        """Why training leaves the gap where it is, in words."""
+        if self.stationary:
+            return (f"stationary to round-off: relative gradients {self.grad:.2g} (net) and "
+                    f"{self.twin_grad:.2g} "
+                    f"(twin) ≤ their round-off bounds {self.grad_tol:.2g} and {self.twin_grad_tol:.2g}, so "
+                    "gradient flow (and GD) leaves both where they are")
+        return (f"at the two-layer floor to round-off: |L − floor| = {abs(self.floor_excess):.2g} of "
+                f"½<||y||²> (≤ {self.floor_tol:.2g}), so descent keeps both losses in "
+                "[floor, max(L, L_twin)]")
+
+
+def stationarity(params: Params, twin: Params, X, Y, alpha: float, ref: float,
+                 floor: float | None, B) -> Stationarity:
+    """:class:`Stationarity` of ``params`` (slope ``alpha``) and its linear ``twin`` on (X, Y);
+    ``ref`` = ½<||y||²>; ``floor`` the exact two-layer floor (None: not tested) for a depth-2 net."""
+    R, Rt = _outputs(params, X, alpha) - Y, _outputs(twin, X, 1.0) - Y
+    loss, twin_loss = 0.5 * energy(R), 0.5 * energy(Rt)
+    use_floor = floor is not None and len(params) == 2
+    excess = (loss - floor) / ref if use_floor else float("nan")
+    ftol = floor_tolerance(params, X, Y, loss, floor, B, ref) if use_floor else float("nan")
+    return Stationarity(gradient_norm(params, X, Y, alpha) / ref, gradient_tolerance(params, X, R, ref),
+                        gradient_norm(twin, X, Y, 1.0) / ref, gradient_tolerance(twin, X, Rt, ref),
+                        excess, ftol, loss, twin_loss, float("nan") if not use_floor else floor)
