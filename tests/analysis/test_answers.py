@@ -208,11 +208,15 @@ def _my_adam(rho):
     return optax.adam(1e-3, eps=1e-8 * rho)
 
 
+def _my_rule(rho):  # not optax's: the factory's own name is the next best
+    return optax.GradientTransformation(lambda p: (), lambda u, s, p=None: (u, s))
+
+
 @pytest.mark.parametrize(("opt", "name"), [
     (optax.adam(1e-3), "adam"), (optax.sgd(0.1), "sgd"), (optax.sgd(0.1, momentum=0.9), "sgd with momentum"),
     (optax.adamw(1e-3), "adamw"), (optax.sign_sgd(1e-3), "sign_sgd"),
     (optax.inject_hyperparams(optax.adam)(learning_rate=1e-3), "adam"),
-    (_my_adam, "_my_adam"), (lambda rho: optax.adam(1e-3, eps=1e-8 * rho), "adam"),
+    (_my_adam, "adam"), (_my_rule, "_my_rule"), (lambda rho: optax.adam(1e-3, eps=1e-8 * rho), "adam"),
     (lambda rho: optax.GradientTransformation(lambda p: (), lambda u, s, p=None: (u, s)), "optimiser")])
 def test_optimisers_have_readable_names(opt, name):
     from biasfree.dynamics.train_config import optimiser_name

@@ -72,32 +72,23 @@ def optax_name(opt) -> str | None:
 
 
 def optimiser_name(opt) -> str:
-    """A readable name for an optimiser: "GD" for None; for an optax transformation optax's
-    own name (:func:`optax_name`); for a factory ``rho -> optimiser`` its own ``__name__``
-    (``def my_adam(rho): ...`` gives "my_adam", the user's choice), a lambda the optax name of
-    what it builds at ρ = 1; else the update function's own name; else "optimiser".
-    ``TrainConfig(name=...)`` overrides all of these."""
+    """A readable name for an optimiser (issue 40): "GD" for None; else optax's own name
+    (:func:`optax_name`) of the transformation, or of what a factory ``rho -> optimiser`` builds
+    at ρ = 1; else the factory's ``__name__`` (``def my_opt(rho): ...`` gives "my_opt"); else
+    "optimiser". ``TrainConfig(name=...)`` overrides all of these."""
     if opt is None:
         return "GD"
-    if _is_transformation(opt):
-        fn = opt.update
-    else:
-        fn = opt
-        own = getattr(fn, "__name__", "") or ""
-        if own and own != "<lambda>" and "<locals>" not in own:
-            return own
+    own = ""
+    if not _is_transformation(opt):
+        own = getattr(opt, "__name__", "") or ""
+        own = "" if own == "<lambda>" or "<locals>" in own else own
         try:
-            opt = fn(1.0)
+            opt = opt(1.0)
         except Exception:  # a factory that refuses ρ = 1 is refused later, with its own message
-            return "optimiser"
+            return own or "optimiser"
         if not _is_transformation(opt):
-            return "optimiser"
-        fn = opt.update
-    name = optax_name(opt)
-    if name:
-        return name
-    head = (getattr(fn, "__qualname__", "") or "").split(".<locals>")[0]
-    return head if head and head not in ("<lambda>", "chain", "update", "update_fn") else "optimiser"
+            return own or "optimiser"
+    return optax_name(opt) or own or "optimiser"
 
 
 @dataclass(frozen=True, kw_only=True)
