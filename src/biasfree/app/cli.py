@@ -189,7 +189,10 @@ def show(name: Annotated[str, typer.Argument(help="experiment name")]) -> None:
         con.print(doc, highlight=False, markup=False, soft_wrap=True)
     table = Table(title=f"fields of {exp.name} (--set FIELD=VALUE)", title_justify="left")
     for i, col in enumerate(("field", "type", "Config() default", *exp.presets, "bounds")):
-        table.add_column(col + (" (run's default)" if col == DEFAULT_PRESET else ""), no_wrap=i < 2)
+        # fold, never cut: a value wider than its column breaks across lines (Rich's default
+        # ellipsis showed "3.1622…" and "Config…" at 80 columns)
+        table.add_column(col + (" (run's default)" if col == DEFAULT_PRESET else ""), no_wrap=i == 0,
+                         overflow="fold")
     for fname, tname, default, values, bounds in field_rows(exp):
         cells = [escape(repr(v)) if v == default else f"[bold]{escape(repr(v))}[/]"
                  for v in values.values()]
