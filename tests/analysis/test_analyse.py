@@ -346,14 +346,15 @@ def test_cli_analyse_bad_input_exits_2(tmp_path):
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "b.npz", **{"0.weight": rng.normal(size=(5, 64)), "0.bias": np.zeros(5),
                                     "2.weight": rng.normal(size=(10, 5))})
-    res = runner.invoke(app, ["analyse", str(tmp_path / "b.npz"), "--alpha", "0", "--out", str(tmp_path)])
+    res = runner.invoke(app, ["analyse", str(tmp_path / "b.npz"), "--alpha", "0", "--data", "digits",
+                              "--out", str(tmp_path)])
     assert res.exit_code == 2 and "layer 0" in res.output and "bias" in res.output
     ok = bf.save_model(_net(0, (64, 6, 10)), tmp_path / "m.npz")
-    res = runner.invoke(app, ["analyse", str(ok), "--out", str(tmp_path)])  # α unknown
+    res = runner.invoke(app, ["analyse", str(ok), "--data", "digits", "--out", str(tmp_path)])  # α unknown
     assert res.exit_code == 2 and "alpha" in res.output
     res = runner.invoke(app, ["analyse", str(ok), "--alpha", "0", "--data", "nope", "--out", str(tmp_path)])
     assert res.exit_code == 2 and "--data nope: unknown data" in res.output  # not the API's path_or_name
-    res = runner.invoke(app, ["analyse", str(ok), "--alpha", "0", "--train-steps", "-1",
+    res = runner.invoke(app, ["analyse", str(ok), "--alpha", "0", "--data", "digits", "--train-steps", "-1",
                               "--out", str(tmp_path)])
     assert res.exit_code == 2 and "--train-steps" in res.output  # not the API's steps=-1
 
@@ -381,7 +382,7 @@ def test_torch_default_init_is_analysed_honestly(tmp_path):
     assert doc["regime"]["init_ratio"] > vd.SMALL_INIT
     biased = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10, bias=False))
     save_file(biased.state_dict(), str(tmp_path / "b.safetensors"))
-    res = runner.invoke(app, ["analyse", str(tmp_path / "b.safetensors"), "--alpha", "0",
+    res = runner.invoke(app, ["analyse", str(tmp_path / "b.safetensors"), "--alpha", "0", "--data", "digits",
                               "--out", str(tmp_path / "B")])
     assert res.exit_code == 2 and "layer 0" in res.output
     with pytest.raises(bf.models.UnsupportedModelError, match=r"layer 1 \(Tanh\)"):

@@ -158,6 +158,7 @@ def test_bad_arguments_are_refused_before_any_work(tmp_path):
         (["report", "--out", str(tmp_path / "none")], "does not exist, so it holds no results"),
         (["analyse", str(tmp_path / "no.npz")], "MODEL="),
         (["analyse", str(a_file), "--out", "/proc/nope"], "--out='/proc/nope' is not a writable"),
+        (["analyse", str(a_file), "--alpha", "0", "--train"], "analyse needs --data"),
         (["sweep", str(tmp_path / "no.toml")], "SPEC="),
         (["sweep", str(a_file), "--out", str(a_file)], "is a file, not a folder"),
     ]

@@ -21,6 +21,10 @@ from rich.progress import Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from .. import _validate as validate
+from ..dynamics.train_config import TrainConfig
+
+TRAIN_STEPS = TrainConfig.__dataclass_fields__["steps"].default
+"""Steps of ``analyse --train --optimiser NAME``: those of ``biasfree.analyse(train=optimiser)``."""
 
 app = typer.Typer(add_completion=False, no_args_is_help=False,
                   help="When are bias-free ReLU networks effectively linear networks?")
@@ -185,7 +189,10 @@ def show(name: Annotated[str, typer.Argument(help="experiment name")]) -> None:
         con.print(doc, highlight=False, markup=False, soft_wrap=True)
     table = Table(title=f"fields of {exp.name} (--set FIELD=VALUE)", title_justify="left")
     for i, col in enumerate(("field", "type", "Config() default", *exp.presets, "bounds")):
-        table.add_column(col + (" (run's default)" if col == DEFAULT_PRESET else ""), no_wrap=i < 2)
+        # fold, never cut: a value wider than its column breaks across lines (Rich's default
+        # ellipsis showed "3.1622…" and "Config…" at 80 columns)
+        table.add_column(col + (" (run's default)" if col == DEFAULT_PRESET else ""), no_wrap=i == 0,
+                         overflow="fold")
     for fname, tname, default, values, bounds in field_rows(exp):
         cells = [escape(repr(v)) if v == default else f"[bold]{escape(repr(v))}[/]"
                  for v in values.values()]
@@ -261,23 +268,28 @@ def report(out: Annotated[Path, typer.Option(help="results folder")] = Path("res
 @app.command()
 def analyse(
     model: Annotated[Path, typer.Argument(help="weights: .safetensors or .npz (bias-free nets)")],
-    data: Annotated[str, typer.Option(help="a bundled data set (digits, iris, wine, breast_cancer, "
-                                           "diabetes) or a .npz (X, Y) / .csv file")] = "digits",
+    data: Annotated[str | None, typer.Option(help="required: the data the net is judged on, a .npz (X, Y) / "
+                                                  ".csv file or a bundled set (digits, iris, wine, "
+                                                  "breast_cancer, diabetes)", show_default=False)] = None,
     alpha: Annotated[float | None, typer.Option(help="leaky slope α: 0 ReLU, 1 linear (needed "
                                                      "unless the file stores it)")] = None,
     train: Annotated[bool, typer.Option("--train", help="also train beside the twin with the default "
-                                                        "step and horizon (from the data's scale)")] = False,
+                                                        "steps: GD's step and horizon from the data's scale; "
+                                                        f"{TRAIN_STEPS} steps of an --optimiser (as "
+                                                        "biasfree.analyse(train=optimiser))")] = False,
     train_steps: Annotated[int, typer.Option(min=0, help="also train K steps beside the twin (0: no)")] = 0,
-    optimiser: Annotated[str, typer.Option(help="with --train-steps: gd or an optax one (sgd, momentum, "
-                                                "nesterov, adam, adamw, rmsprop, sign_sgd, lion, muon), its "
-                                                "twin by biasfree.optimiser_twin (ε, decay scaled)")] = "gd",
+    optimiser: Annotated[str, typer.Option(help="with --train or --train-steps: gd or an optax one (sgd, "
+                                                "momentum, nesterov, adam, adamw, rmsprop, sign_sgd, lion, "
+                                                "muon), its twin by biasfree.optimiser_twin (ε, decay "
+                                                "scaled)")] = "gd",
     batch_size: Annotated[int | None, typer.Option(min=1, help="with --optimiser: points per step, drawn as "
                                                         "mirror pairs (default: full batch)")] = None,
     random_batches: Annotated[bool, typer.Option("--random-batches", help="with --batch-size: plain "
                                                  "random batches, not mirror pairs (which need data "
                                                  "stored as [X; -X])")] = False,
-    lr: Annotated[float | None, typer.Option(help="step η (default: ¼ of the estimated stability limit "
-                                                  "with --train, 0.01 with --train-steps)")] = None,
+    lr: Annotated[float | None, typer.Option(help="step η of --train-steps or of an --optimiser (default "
+                                                  "0.01; GD with --train: ¼ of the estimated stability "
+                                                  "limit)")] = None,
     n_records: Annotated[int, typer.Option(min=2, help="points of the stored training curves (the gap is "
                                                 "measured at every step whatever this is)")] = 201,
     time_budget: Annotated[float, typer.Option(help="seconds of training at most (then it stops)")] = 120.0,
@@ -297,21 +309,27 @@ def analyse(
         for name, path in (("MODEL", model), ("--init", init)):
             path is None or validate.existing_file(name, path)
         validate.writable_folder("--out", out)
+        if data is None:
+            raise ValueError("analyse needs --data: the inputs and targets the net is judged on, e.g. "
+                             "--data d.npz (arrays X (N, d) and Y (N, p)), a .csv, or a bundled set "
+                             "(--data digits: 64 inputs, 10 outputs)")
     from ..analysis import interop, report
     from ..analysis.analyse import analyse as analyse_model
     from ..analysis.figure import figure
     from ..analysis.optax_training import NAMED
     from ..core.real_data import load_data
-    from ..dynamics import GDConfig, TrainConfig
+    from ..dynamics import GDConfig
 
     with _refusing(ValueError, TypeError, FileNotFoundError, ImportError):
         if train and train_steps:
             raise ValueError("give --train (default steps) or --train-steps K, not both")
-        if train and lr is not None:
-            raise ValueError("--lr goes with --train-steps K (--train picks its own step from the data)")
-        if (optimiser != "gd" or batch_size is not None) and not train_steps:
-            raise ValueError("--optimiser and --batch-size go with --train-steps K (e.g. --optimiser adam "
-                             "--lr 1e-3 --train-steps 2000)")
+        if train and optimiser == "gd" and lr is not None:
+            raise ValueError("--lr with --train needs an --optimiser (e.g. --optimiser adam --lr 1e-3): "
+                             "--train picks GD's step from the data; for GD at step η give --train-steps K "
+                             "--lr η")
+        if (optimiser != "gd" or batch_size is not None) and not (train or train_steps):
+            raise ValueError("--optimiser and --batch-size go with --train or --train-steps K (e.g. "
+                             "--train --optimiser adam --lr 1e-3)")
         if optimiser == "gd" and batch_size is not None:
             raise ValueError("--batch-size needs an --optimiser (sgd for plain minibatch SGD)")
         if random_batches and batch_size is None:
@@ -324,11 +342,12 @@ def analyse(
             d = load_data(data)
         except (ValueError, TypeError) as e:
             raise type(e)(f"--data {data}: {str(e).removeprefix('path_or_name: ')}") from None
-        step = 0.01 if lr is None else lr  # an optimiser other than gd comes with train_steps (above)
-        cfg = (None if not train_steps else GDConfig(lr=step, steps=train_steps, n_records=n_records)
-               if optimiser == "gd" else TrainConfig(
-                   optimiser=NAMED[optimiser](step), steps=train_steps, batch_size=batch_size, name=optimiser,
-                   n_records=n_records, mirrored_batches=not random_batches))
+        step = 0.01 if lr is None else lr  # an optimiser other than gd comes with --train[-steps] (above)
+        steps = train_steps or TRAIN_STEPS  # --train with an optimiser: the API's train=optimiser
+        cfg = (TrainConfig(optimiser=NAMED[optimiser](step), steps=steps, batch_size=batch_size,
+                           name=optimiser, n_records=n_records, mirrored_batches=not random_batches)
+               if optimiser != "gd" else GDConfig(lr=step, steps=train_steps, n_records=n_records)
+               if train_steps else None)  # GD with --train: the step and horizon analyse picks
         with Progress(TextColumn("training beside the twin"), rp.BarColumn(), rp.MofNCompleteColumn(),
                       TimeElapsedColumn(), console=err, transient=True) as bar:
             task = bar.add_task("train", total=None)
