@@ -165,7 +165,7 @@ def test_the_cli_optimiser_is_named_in_the_suggestion(data, fitted):
     cfg = bf.TrainConfig(optimiser=NAMED["adam"](1e-3), steps=20, name="adam")
     res = bf.analyse(_moved(fitted, 1e-4), (X, Y), alpha=0.0, init=_moved(fitted, 1e-4, 3), train=cfg)
     t = res.verdict.training
-    assert "CLI: biasfree analyse MODEL --train-steps 20 --optimiser adam" in t.reasons[0]
+    assert "CLI: biasfree analyse MODEL --data DATA --train-steps 20 --optimiser adam" in t.reasons[0]
 
 
 # ----------------------------------------------------------------- C: the summary

@@ -29,7 +29,7 @@ LEVELS = (EXACT, EFFECTIVE, UNDECIDED, ODD_LINEAR, NOT)
 assumption of the theory fails, or the interval of its predicted gap straddles the
 threshold (§6.4), naming the call that measures the gap (:data:`MEASURE`); and a
 measurement's when its gap above 0.3% was taken against an approximate twin optimiser."""
-MEASURE = "analyse(model, data, train=True) (CLI: biasfree analyse MODEL --train)"
+MEASURE = "analyse(model, data, train=True) (CLI: biasfree analyse MODEL --data DATA --train)"
 """The call that replaces a prediction by a measurement: train beside the twin (GD; a named
 optimiser's call is :attr:`Dynamics.measure`)."""
 
@@ -50,7 +50,7 @@ class Dynamics:
     @property
     def measure(self) -> str:
         """The call that measures it: :data:`MEASURE` for GD by default."""
-        cli = f" (CLI: biasfree analyse MODEL {self.cli})" if self.cli else ""
+        cli = f" (CLI: biasfree analyse MODEL --data DATA {self.cli})" if self.cli else ""
         return f"analyse(model, data, train={self.train}){cli}"
 
 
