@@ -57,7 +57,8 @@ def test_cubic_feature_definition(problem):
     E = np.asarray(data.X).reshape(2 * S, N + 1, D + 1)
     s = 7
     z = sum(E[s, n, D] * np.outer(E[s, n, :D], E[s, N, :D]) for n in range(N)) / N
-    np.testing.assert_allclose(np.asarray(cubic_features(data.X, N))[s], z.ravel(), rtol=0, atol=10 * N * EPS * np.abs(z).max())
+    got = np.asarray(cubic_features(data.X, N))[s]
+    np.testing.assert_allclose(got, z.ravel(), rtol=0, atol=10 * N * EPS * np.abs(z).max())
 
 
 def test_forward_equals_twin_on_the_manifold(problem):

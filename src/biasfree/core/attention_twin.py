@@ -66,7 +66,8 @@ def off_twin(layer) -> float:
     layer: of its merged ``K_hᵀ Q_h``)."""
     m = _merged(layer)
     D = m.d
-    return float(max(np.max(np.abs(np.asarray(m.V[..., D, :D]))), np.max(np.abs(np.asarray(m.KQ[..., D, :D])))))
+    V, KQ = np.asarray(m.V[..., D, :D]), np.asarray(m.KQ[..., D, :D])
+    return float(max(np.max(np.abs(V)), np.max(np.abs(KQ))))
 
 
 def in_context_map(layer) -> np.ndarray:
