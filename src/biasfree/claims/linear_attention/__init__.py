@@ -27,7 +27,8 @@ crossing of the midpoint between plateaus ``L_{k−1}`` and ``L_k``) matches the
 3 propagated standard errors of ``ŝ_k``, ``â_k``; on the plateau after drop k (the geometric mean
 of the predicted k-th and (k+1)-th drop times; the end after the last) the in-context map
 ``B = Σ_h γ_h K_hᵀQ_h`` is within ``‖B − B_k‖_F/‖B_k‖_F`` ≤ (the maps' own distance at that time +
-3 sandwich standard errors of the PCR coefficients, ``√(⟨z_ii² r²⟩/S)/a_i`` with r the PCR residual) of principal component regression on the top k
+3 sandwich standard errors of the PCR
+coefficients, ``√(⟨z_ii² r²⟩/S)/a_i`` with r the PCR residual) of principal component regression on the top k
 components, ``B_k`` (:func:`~biasfree.theory.attention.pcr_map`).
 """
 

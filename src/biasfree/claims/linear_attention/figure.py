@@ -24,7 +24,8 @@ def figure(result: Result):
     ax[0].set(xlabel="t = ηk", ylabel="training loss", title="(a) merged: one drop")
     ax[0].legend(fontsize=10)
     floor = np.finfo(float).eps / 10
-    for key, col, label in (("m_rel_gd", "tab:blue", "GD"), ("m_rel_adam", "tab:green", "Adam, off-twin masked"),
+    for key, col, label in (("m_rel_gd", "tab:blue", "GD"),
+                            ("m_rel_adam", "tab:green", "Adam, off-twin masked"),
                             ("m_rel_adam_plain", "tab:red", "Adam, plain")):
         ax[1].semilogy(np.maximum(A[key], floor), color=col, lw=1.2, label=label)
     ax[1].axhline(result.metrics["merged_bound_gd"], color="0.4", ls="--", lw=1, label="bound K·γ_k")
@@ -33,7 +34,8 @@ def figure(result: Result):
     ts = A["s_t"]
     ax[2].semilogx(ts[1:], A["s_loss"][1:], color="tab:purple", lw=3, label="separate, rank-one heads")
     tt = A["s_theory_t"]
-    ax[2].semilogx(tt[1:], A["s_theory"][1:], color="tab:orange", ls=":", lw=2, label="scalar equations (§10.4)")
+    ax[2].semilogx(tt[1:], A["s_theory"][1:], color="tab:orange", ls=":", lw=2,
+                   label="scalar equations (§10.4)")
     for k, L in enumerate(A["s_plateaus"]):
         ax[2].axhline(L, color="0.6", lw=0.8, ls="--")
         ax[2].text(ts[1], L, f"PCR, top {k}", va="bottom", fontsize=9, color="0.4")

@@ -37,6 +37,12 @@ def _masked(opt):
         lambda u, p: jax.tree_util.tree_map(lambda a, m: a * m, u, twin_mask(p))))
 
 
+def _rel(a, b) -> np.ndarray:
+    """``|L_a − L_b| / L_b`` at every record."""
+    a, b = np.asarray(a.loss), np.asarray(b.loss)
+    return np.abs(a - b) / b
+
+
 def _gap(a, b) -> float:
     a, b = np.asarray(a.loss), np.asarray(b.loss)
     return float(np.max(np.abs(a - b) / b))
@@ -58,7 +64,8 @@ def _merged(cfg: Config, key, progress) -> tuple[dict, dict, dict]:
     progress("merged: attention by GD")
     r_att, t_att = _timed(lambda: train((att,), data, optax.sgd(cfg.lr), steps=cfg.steps, lr=cfg.lr, **rec))
     progress("merged: its twin on z by GD")
-    r_tw, t_tw = _timed(lambda: train(twin, zd, optax.sgd(cfg.lr), steps=cfg.steps, lr=cfg.lr, alpha=1.0, **rec))
+    r_tw, t_tw = _timed(lambda: train(twin, zd, optax.sgd(cfg.lr), steps=cfg.steps, lr=cfg.lr, alpha=1.0,
+                                      **rec))
     arec = dict(n_records=cfg.adam_steps + 1, observables="loss", steps=cfg.adam_steps)
     progress("merged: Adam, masked and plain")
     a_att = train((att,), data, _masked(optax.adam(cfg.adam_lr)), **arec)
@@ -98,16 +105,17 @@ def _merged(cfg: Config, key, progress) -> tuple[dict, dict, dict]:
              loss_after=L[-1], L_star=Ls, tol_before=tol_before, tol_after=tol_after)
     arrays = dict(m_t=np.asarray(r_att.t), m_loss=L, m_twin=np.asarray(r_tw.loss),
                   m_theory=th.merged_loss(th.sigmoid_gd(cfg.steps, s, a, u0, cfg.lr), s, a, L0),
-                  m_rel_gd=np.abs(L - np.asarray(r_tw.loss)) / np.asarray(r_tw.loss),
-                  m_rel_adam=np.abs(np.asarray(a_att.loss) - np.asarray(a_tw.loss)) / np.asarray(a_tw.loss),
-                  m_rel_adam_plain=np.abs(np.asarray(a_plain.loss) - np.asarray(a_tw.loss)) / np.asarray(a_tw.loss),
+                  m_rel_gd=_rel(r_att, r_tw), m_rel_adam=_rel(a_att, a_tw),
+                  m_rel_adam_plain=_rel(a_plain, a_tw),
                   m_fixed=np.array([L0, Ls]))
     checks = {
         "merged_lockstep_gd": at_most(m["merged_gap_gd"], m["merged_bound_gd"],
-                                      "Merged attention and its twin on z have equal losses at every GD step.",
+                                      "Merged attention and its twin on z have equal losses at every GD "
+                                      "step.",
                                       unit="relative loss"),
         "merged_lockstep_adam": at_most(m["merged_gap_adam_masked"], m["merged_bound_adam"],
-                                        "Under Adam (off-twin blocks masked) the losses are equal at every step.",
+                                        "Under Adam (off-twin blocks masked) the losses are equal at every "
+                                        "step.",
                                         unit="relative loss"),
         "merged_drop_time": at_most(abs(t_sim - t_pred), dt, "The single drop comes when the twin's sigmoid "
                                     "says, within 3 standard errors of the finite sample.", unit="time ηk"),
@@ -184,7 +192,8 @@ def _separate(cfg: Config, key, progress) -> tuple[dict, dict, dict]:
     for k in range(D):
         checks[f"sep_drop{k + 1}_time"] = at_most(
             abs(t_sim[k] - t_pred[k]), dt[k], f"Component {k + 1} reaches half its PCR coefficient "
-            "(drop {k + 1}) when its scalar equation says, within 3 standard errors of the sample.", unit="time ηk")
+            f"(drop {k + 1}) when its scalar equation says, within 3 standard errors of the sample.",
+            unit="time ηk")
         checks[f"sep_pcr{k + 1}"] = at_most(
             dist[k], tol[k], f"After drop {k + 1} the in-context map is PCR on the top {k + 1} components.",
             unit="relative Frobenius distance")
