@@ -72,6 +72,18 @@ def test_forward_equals_twin_on_the_manifold(problem):
     assert np.max(np.abs(np.asarray(bf.forward((off,), data.X, 0.0)) - g)) > 1e3 * 4 * K_SUM * EPS * scale
 
 
+@pytest.mark.parametrize("heads", [1, 2, 5])  # D + 1 > 2H: GEMMs per head; else heads folded first
+def test_forward_is_the_attention_sum(problem, heads):
+    data, _, _ = problem
+    att = init_attention(jax.random.PRNGKey(3), D, heads, N, 0.5, blocks="all")
+    E = np.asarray(data.X).reshape(2 * S, N + 1, D + 1)
+    V, KQ = np.asarray(att.V)[:, D, :], np.asarray(att.KQ)
+    terms = np.einsum("hd,snd,sne,hef,sf->shn", V, E[:, :N], E[:, :N], KQ, E[:, N]) / N  # definition
+    f = np.asarray(bf.forward((att,), data.X, 0.0))[:, 0]
+    K = N + 3 * (D + 1) + heads  # the longest chain of sums in either order
+    assert np.all(np.abs(f - terms.sum(axis=(1, 2))) <= 2 * K * EPS * np.abs(terms).sum(axis=(1, 2)))
+
+
 def test_maps_both_ways(problem):
     _, att, _ = problem
     back = twin_to_merged(merged_to_twin(att), N)

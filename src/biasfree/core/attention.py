@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
+from .draws import normal
 from .layers import AbstractLayer, static
 
 Array = jax.Array
@@ -111,11 +112,22 @@ class MergedAttention(_Attention):
 
     def linear(self, H: Array) -> Array:
         """``ŷ`` (S, 1) as ``Σ_h v_hᵀ G W_h e_q`` with ``G = (1/N) Σ_n e_n e_nᵀ`` (linear
-        attention's associativity: the N tokens are summed once, not once per head)."""
+        attention's associativity: the N tokens are summed once, not once per head; in a
+        training loop G depends on the data alone and XLA hoists it out of the loop).
+
+        Per step, plain GEMMs (XLA's CPU batched small products ran 2–5× slower,
+        docs/performance.md "Linear attention"): with few heads' worth of width
+        (D + 1 ≤ 2H) the heads are folded into ``U[d, e, f] = Σ_h v_h[d] W_h[e, f]`` first and
+        ``ŷ = Σ_{de} G_de (U e_q)_de`` costs S (D+1)³; else ``G v_h`` and ``W_h e_q`` cost
+        2 S H (D+1)²."""
         G, q, v = self._read(H)
-        Wq = jnp.einsum("hde,se->shd", self.KQ, q, precision=HIGHEST)
-        Gv = jnp.einsum("sde,he->shd", G, v, precision=HIGHEST)
-        return jnp.sum(Gv * Wq, axis=(1, 2))[:, None]
+        S, D1 = q.shape
+        if D1 <= 2 * self.heads:
+            U = jnp.einsum("hd,hef->def", v, self.KQ, precision=HIGHEST).reshape(D1 * D1, D1)
+            return jnp.sum(G.reshape(S, D1 * D1) * jnp.matmul(q, U.T, precision=HIGHEST), axis=1)[:, None]
+        Wq = jnp.matmul(q, jnp.transpose(self.KQ, (2, 0, 1)).reshape(D1, -1), precision=HIGHEST)  # S, H(D+1)
+        Gv = jnp.matmul(G.reshape(S * D1, D1), v.T, precision=HIGHEST).reshape(S, D1, -1)  # (S, D+1, H)
+        return jnp.sum(jnp.transpose(Gv, (0, 2, 1)).reshape(S, -1) * Wq, axis=1)[:, None]
 
     def check(self, name: str) -> None:
         super().check(name)
@@ -170,16 +182,24 @@ def init_attention(key, d: int, heads: int, n_ctx: int, scale: float, *, rank: i
     d, heads, n_ctx = (validate.integer(k, v, 1) for k, v in (("d", d), ("heads", heads), ("n_ctx", n_ctx)))
     scale = validate.positive("scale", scale, scalar=True, why="the init's std")
     kv, kk, kq = jax.random.split(key, 3)
-    V = scale * jax.random.normal(kv, (heads, d + 1, d + 1))
+    draw = lambda k, shape: scale * np.asarray(normal(k, shape))  # noqa: E731 (shared draws, module draws)
+    V = draw(kv, (heads, d + 1, d + 1))
     if blocks == "twin":
-        V = jnp.zeros_like(V).at[:, d, d].set(V[:, d, d])
+        V = _keep(V, (..., d, d))
     if rank is None:
-        KQ = scale * jax.random.normal(kk, (heads, d + 1, d + 1))
+        KQ = draw(kk, (heads, d + 1, d + 1))
         if blocks == "twin":
-            KQ = jnp.zeros_like(KQ).at[:, :d, :d].set(KQ[:, :d, :d])
-        return MergedAttention(V, KQ, n_ctx=n_ctx)
+            KQ = _keep(KQ, (..., slice(None, d), slice(None, d)))
+        return MergedAttention(jax.device_put(V), jax.device_put(KQ), n_ctx=n_ctx)
     rank = validate.integer("rank", rank, 1)
-    K, Q = (scale * jax.random.normal(k, (heads, rank, d + 1)) for k in (kk, kq))
+    K, Q = (draw(k, (heads, rank, d + 1)) for k in (kk, kq))
     if blocks == "twin":
-        K, Q = K.at[..., d].set(0.0), Q.at[..., d].set(0.0)
-    return SeparateAttention(V, K, Q, n_ctx=n_ctx)
+        K[..., d] = Q[..., d] = 0.0
+    return SeparateAttention(*(jax.device_put(a) for a in (V, K, Q)), n_ctx=n_ctx)
+
+
+def _keep(a: np.ndarray, index) -> np.ndarray:
+    """``a`` with every entry outside ``a[index]`` set to 0."""
+    out = np.zeros_like(a)
+    out[index] = a[index]
+    return out

@@ -15,11 +15,9 @@ of the twin's blocks, which keeps the merged model on its linear twin (§10.2).
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
-from .attention import tokens
 from .data import Dataset, check_covariance
 from .draws import normal
 from .precision import precise
@@ -34,24 +32,26 @@ def in_context_regression(key, n_seq: int, n_ctx: int, d: int, cov=None, *, mirr
     n_seq, n_ctx, d = (validate.integer(k, v, 1) for k, v in (("n_seq", n_seq), ("n_ctx", n_ctx), ("d", d)))
     validate.flag("mirror", mirror)
     kw, kx = jax.random.split(key)
-    w = normal(kw, (n_seq, d))
-    x = normal(kx, (n_seq, n_ctx + 1, d))
+    w = np.asarray(normal(kw, (n_seq, d)))  # the shared draws (biasfree.core.draws): no program per shape
+    x = np.asarray(normal(kx, (n_seq, n_ctx + 1, d)))
     if cov is not None:
-        x = x @ jnp.linalg.cholesky(jnp.asarray(check_covariance(cov, d), dtype=float)).T
-    y = jnp.einsum("snd,sd->sn", x, w)
-    labels = y.at[:, -1].set(0.0)[..., None]
-    X = jnp.reshape(jnp.concatenate([x, labels], axis=-1), (n_seq, -1))
+        x = x @ np.linalg.cholesky(np.asarray(check_covariance(cov, d), dtype=x.dtype)).T
+    y = np.einsum("snd,sd->sn", x, w)
+    labels = y.copy()
+    labels[:, -1] = 0.0
+    X = np.concatenate([x, labels[..., None]], axis=-1).reshape(n_seq, -1)
     Y = y[:, -1:]
     if mirror:
-        X = jnp.concatenate([X, _negate_labels(X, n_ctx)])
-        Y = jnp.concatenate([Y, -Y])
-    return Dataset(np.asarray(X), np.asarray(Y), mirror=False)
+        X = np.concatenate([X, _negate_labels(X, n_ctx)])
+        Y = np.concatenate([Y, -Y])
+    return Dataset(X, Y, mirror=False)
 
 
-def _negate_labels(X, n_ctx: int):
+def _negate_labels(X, n_ctx: int) -> np.ndarray:
     """The sequences with every label slot negated (exactly: a sign flip)."""
-    E = tokens(X, n_ctx)
-    return jnp.reshape(E.at[..., -1].multiply(-1.0), np.shape(X))
+    E = np.array(X).reshape(X.shape[0], n_ctx + 1, -1)
+    E[..., -1] *= -1.0
+    return E.reshape(X.shape)
 
 
 @precise
@@ -63,13 +63,15 @@ def cubic_features(X, n_ctx: int):
     X = validate.finite_array("X", X, ndim=2)
     if np.shape(X)[1] % (n_ctx + 1):
         raise ValueError(f"X has {np.shape(X)[1]} columns, not a multiple of n_ctx + 1 = {n_ctx + 1} tokens")
-    return _cubic_features(jnp.asarray(X), n_ctx)
+    return _cubic_features(X, n_ctx)
 
 
-def _cubic_features(X, n_ctx: int, per_token: float | None = None):
-    """:func:`cubic_features` unchecked; ``per_token`` replaces 1/N (a test's wrong feature)."""
-    E = tokens(X, n_ctx)
+def _cubic_features(X, n_ctx: int, per_token: float | None = None) -> np.ndarray:
+    """:func:`cubic_features` unchecked, in NumPy on the host (no program per shape: it runs
+    once per data set); ``per_token`` replaces 1/N (a test's wrong feature)."""
+    X = np.asarray(X)
+    E = X.reshape(X.shape[0], n_ctx + 1, -1)
     C, xq = E[:, :-1], E[:, -1, :-1]
-    m = jnp.einsum("sn,sni->si", C[..., -1], C[..., :-1], precision=jax.lax.Precision.HIGHEST)
+    m = np.einsum("sn,sni->si", C[..., -1], C[..., :-1])
     m = m * (1.0 / n_ctx if per_token is None else per_token)
-    return jnp.reshape(m[:, :, None] * xq[:, None, :], (X.shape[0], -1))
+    return (m[:, :, None] * xq[:, None, :]).reshape(X.shape[0], -1)

@@ -6,12 +6,11 @@ from __future__ import annotations
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 
 from ...core.attention import SeparateAttention, init_attention
-from ...core.attention_twin import in_context_map, merged_to_twin, off_twin, twin_dataset, twin_mask
+from ...core.attention_twin import merged_to_twin, off_twin, twin_dataset, twin_mask
 from ...core.icl_data import cubic_features, in_context_regression
 from ...dynamics.trainer import train
 from ...results import Result, at_least, at_most
@@ -60,19 +59,20 @@ def _merged(cfg: Config, key, progress) -> tuple[dict, dict, dict]:
     zd = twin_dataset(data, N)
     att = init_attention(ki, D, H, N, cfg.scale)
     twin = merged_to_twin(att)
-    rec = dict(n_records=cfg.steps + 1, observables="loss")
+    # GD as optimiser=None (optax.sgd of η built in the program): the no-mirror control below, of
+    # the same shapes, then reuses the attention's compiled program
+    rec = dict(n_records=cfg.steps + 1, observables="loss", steps=cfg.steps, lr=cfg.lr)
     progress("merged: attention by GD")
-    r_att, t_att = _timed(lambda: train((att,), data, optax.sgd(cfg.lr), steps=cfg.steps, lr=cfg.lr, **rec))
+    r_att, t_att = _timed(lambda: train((att,), data, None, **rec))
     progress("merged: its twin on z by GD")
-    r_tw, t_tw = _timed(lambda: train(twin, zd, optax.sgd(cfg.lr), steps=cfg.steps, lr=cfg.lr, alpha=1.0,
-                                      **rec))
+    r_tw, t_tw = _timed(lambda: train(twin, zd, None, alpha=1.0, **rec))
     arec = dict(n_records=cfg.adam_steps + 1, observables="loss", steps=cfg.adam_steps)
     progress("merged: Adam, masked and plain")
     a_att = train((att,), data, _masked(optax.adam(cfg.adam_lr)), **arec)
     a_tw = train(twin, zd, optax.adam(cfg.adam_lr), alpha=1.0, **arec)
     a_plain = train((att,), data, optax.adam(cfg.adam_lr), **arec)
-    nomirror = in_context_regression(kd, cfg.n_seq, N, D, mirror=False)
-    r_nm = train((att,), nomirror, optax.sgd(cfg.lr), steps=cfg.steps, n_records=2, observables="loss")
+    nomirror = in_context_regression(kd, 2 * cfg.n_seq, N, D, mirror=False)  # the mirrored set's shape
+    r_nm = train((att,), nomirror, None, **rec)
 
     # theory (§10.3) and its finite-sample tolerance
     I = np.eye(D)
@@ -129,9 +129,19 @@ def _merged(cfg: Config, key, progress) -> tuple[dict, dict, dict]:
 
 def _aligned(eps: float, D: int, n_ctx: int) -> SeparateAttention:
     """One rank-one head per component, ``γ = κ = ρ = eps`` on ``e_h`` (Λ diagonal)."""
-    V = jnp.zeros((D, D + 1, D + 1)).at[:, D, D].set(eps)
-    K = jnp.zeros((D, 1, D + 1)).at[jnp.arange(D), 0, jnp.arange(D)].set(eps)
-    return SeparateAttention(V, K, K, n_ctx=n_ctx)
+    V = np.zeros((D, D + 1, D + 1))
+    V[:, D, D] = eps
+    K = np.zeros((D, 1, D + 1))
+    K[np.arange(D), 0, np.arange(D)] = eps
+    return SeparateAttention(*(jax.device_put(a) for a in (V, K, K)), n_ctx=n_ctx)
+
+
+def _maps(path: SeparateAttention) -> np.ndarray:
+    """The in-context map ``B = Σ_h γ_h K_hᵀ Q_h`` (:func:`~biasfree.core.attention_twin.in_context_map`)
+    at every record of a kept path (R, D, D), on the host."""
+    V, K, Q = (np.asarray(a) for a in (path.V, path.K, path.Q))
+    D = V.shape[-1] - 1
+    return np.einsum("th,thri,thrj->tij", V[..., D, D], K[..., :D], Q[..., :D])
 
 
 def _separate(cfg: Config, key, progress) -> tuple[dict, dict, dict]:
@@ -140,7 +150,7 @@ def _separate(cfg: Config, key, progress) -> tuple[dict, dict, dict]:
     cov = np.diag(lam)
     data = in_context_regression(key, S, N, D, cov)
     progress("separate: rank-one heads by GD")
-    run = train((_aligned(cfg.sep_scale, D, N),), data, optax.sgd(cfg.sep_lr), steps=cfg.sep_steps,
+    run = train((_aligned(cfg.sep_scale, D, N),), data, None, steps=cfg.sep_steps,
                 lr=cfg.sep_lr, n_records=cfg.sep_records, spacing="log", observables="loss", keep_params=True)
     t, L = np.asarray(run.t), np.asarray(run.loss)
     _, _, s, a = th.components(cov, N)
@@ -149,30 +159,34 @@ def _separate(cfg: Config, key, progress) -> tuple[dict, dict, dict]:
     tt = cfg.sep_lr * np.arange(steps + 1)
 
     def drops(s_, a_, horizon=3 * steps):
-        """Per component, the time its strength u_k reaches half the population optimum s_k/a_k."""
-        u = th.separate_gd(horizon, s_, a_, cfg.sep_scale, cfg.sep_lr)
+        """Per component, the time its strength u_k reaches half the population optimum s_k/a_k;
+        ``s_``, ``a_`` (P, D): P variants at once (one pass of the scalar maps), (P, D) times."""
+        s_, a_ = np.broadcast_arrays(np.atleast_2d(s_), np.atleast_2d(a_))
+        u = th.separate_gd(horizon, s_.reshape(-1), a_.reshape(-1), cfg.sep_scale, cfg.sep_lr)
+        u = u.reshape(horizon + 1, *s_.shape)
         tt_ = cfg.sep_lr * np.arange(horizon + 1)
-        return np.array([th.crossing_time(tt_, -u[:, k], -0.5 * s[k] / a[k]) for k in range(D)])
+        return np.array([[th.crossing_time(tt_, -u[:, p, k], -0.5 * s[k] / a[k]) for k in range(D)]
+                         for p in range(s_.shape[0])])
 
     u_th = th.separate_gd(steps, s, a, cfg.sep_scale, cfg.sep_lr)
     L_th = th.separate_loss(u_th, cov, N)
-    t_pred = drops(s, a)
-    path = run.path[0]
-    u_sim = np.stack([in_context_map(jax.tree_util.tree_map(lambda x, j=j: x[j], path))
-                      for j in range(t.size)])
-    u_sim = np.einsum("tij,ik,jk->tk", u_sim, np.eye(D), np.eye(D))  # B_kk: Λ is diagonal
+    Bs = _maps(run.path[0])
+    u_sim = np.einsum("tkk->tk", Bs)  # B_kk: Λ is diagonal
     t_sim = np.array([th.crossing_time(t, -u_sim[:, k], -0.5 * s[k] / a[k]) for k in range(D)])
     Z, y = np.asarray(cubic_features(data.X, N))[:S], np.asarray(data.Y)[:S, 0]
     F = Z[:, [i * D + i for i in range(D)]]
     se_s, se_a = np.std(F * y[:, None], axis=0) / np.sqrt(S), np.std(F * F, axis=0) / np.sqrt(S)
-    dt = np.sqrt(sum((drops(s + SE * se_s * (np.arange(D) == i), a) - t_pred) ** 2
-                     + (drops(s, a + SE * se_a * (np.arange(D) == i)) - t_pred) ** 2 for i in range(D)))
+    one = np.eye(D)  # row i: perturb component i only
+    t_all = drops(np.concatenate([s[None], s + SE * se_s * one, s + 0 * one]),
+                  np.concatenate([a[None], a + 0 * one, a + SE * se_a * one]))
+    t_pred = t_all[0]
+    dt = np.sqrt(np.sum((t_all[1:] - t_pred) ** 2, axis=0))
     # PCR distance on each plateau
     when = [np.sqrt(t_pred[k] * t_pred[k + 1]) if k + 1 < D else t[-1] for k in range(D)]
     dist, tol = [], []
     for k, tk in enumerate(when):
         j = int(np.argmin(np.abs(t - tk)))
-        B = in_context_map(jax.tree_util.tree_map(lambda x, j=j: x[j], path))
+        B = Bs[j]
         Bk = th.pcr_map(cov, N, k + 1)
         nk = np.linalg.norm(Bk)
         dist.append(np.linalg.norm(B - Bk) / nk)
