@@ -35,6 +35,7 @@ import numpy as np
 from .. import _validate as validate
 from .draws import normal
 from .layers import AbstractLayer, static
+from .precision import precise
 
 Array = jax.Array
 HIGHEST = jax.lax.Precision.HIGHEST
@@ -167,6 +168,7 @@ class SeparateAttention(_Attention):
                                n_ctx=self.n_ctx)
 
 
+@precise
 def init_attention(key, d: int, heads: int, n_ctx: int, scale: float, *, rank: int | None = None,
                    blocks: str = "twin"):
     """A small Gaussian init, every drawn weight ``N(0, scale²)``: a :class:`MergedAttention`
