@@ -32,7 +32,10 @@ points, full-batch GD, float64, the same weights and data in every arm.
    given) against ``bf.train`` with its default records (101 records of every observable:
    loss, β_eff, even energy, singular values, conserved quantities) on the same problem
    (``vs_hand_loop``: hand/ours, goal ≥ 1.3), and the cost of those records over a run with 2
-   (``record_overhead``: default/2-record time − 1, goal ≤ 0.10).
+   (``record_overhead``: default/2-record time − 1, goal ≤ 0.10);
+9. linear attention (``attention_arm.py``): merged attention trained through its linear twin
+   on z against a PyTorch loop of the attention (``attention_twin_vs_torch_f64``, goal ≥ 3) and
+   against our engine running the attention itself, D 8, N 32, 8 heads, 80,000 sequences.
 
 Each arm is compiled and run once before it is timed; arms alternate and each ratio uses
 the fastest of its repeats, which keeps ratios honest on a shared machine. Members of
@@ -40,7 +43,7 @@ an ensemble spread over host devices, so this script asks XLA for one CPU device
 core before JAX starts (a GPU machine ignores it). ``--json FILE`` writes the ratios.
 
 Run: ``make bench`` (or ``.venv/bin/python benchmarks/bench_engine.py [--quick]
-[--json FILE] [--only conv]``; ``--only conv`` runs the conv arm alone).
+[--json FILE] [--only conv|attention]``; ``--only NAME`` runs that arm alone).
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
+from attention_arm import attention_arm  # noqa: E402  (this folder is on sys.path when run)
 
 import biasfree as bf  # noqa: E402
 
@@ -456,6 +460,18 @@ def main(quick: bool, json_path: str | None, rss: bool, only: str | None = None)
         write_json(out, json_path)
         return out
 
+    if only == "attention":  # item 9 alone
+        try:
+            import torch  # noqa: F401
+            torch_ok = True
+        except ImportError:
+            torch_ok = False
+        att_out, att_lines = attention_arm(20 if quick else 200, max(1, repeat - 1), race, gamma, torch_ok)
+        out.update(att_out)
+        print("\n".join(att_lines))
+        write_json(out, json_path)
+        return out
+
     data, params = headline()
     general, _ = headline(mirror=False)
     cfg = bf.GDConfig(alpha=0.0, lr=lr, steps=steps, n_records=2)
@@ -512,6 +528,12 @@ def main(quick: bool, json_path: str | None, rss: bool, only: str | None = None)
     out.update(opt_out)
     print("\n".join(opt_lines))
 
+    # -- 9. linear attention: the twin on z against PyTorch and against our attention
+    att_out, att_lines = attention_arm(20 if quick else 200, max(1, repeat - 1), race, gamma,
+                                       torch is not None)
+    out.update(att_out)
+    print("\n".join(att_lines))
+
     # -- 3. ensembles vs sequential runs
     B = 6
     alphas = np.linspace(0.0, 1.0, B)
@@ -562,6 +584,7 @@ if __name__ == "__main__":
     ap.add_argument("--quick", action="store_true", help="fewer steps (seconds, noisier ratios)")
     ap.add_argument("--json", metavar="FILE", help="write the ratios to FILE (stable keys)")
     ap.add_argument("--no-rss", action="store_true", help="skip the paper-size memory run")
-    ap.add_argument("--only", choices=["conv"], help="run one arm alone: conv (item 6, needs torch)")
+    ap.add_argument("--only", choices=["conv", "attention"],
+                    help="run one arm alone: conv (item 6, needs torch) or attention (item 9)")
     args = ap.parse_args()
     main(args.quick, args.json, rss=not args.no_rss, only=args.only)

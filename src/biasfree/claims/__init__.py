@@ -27,6 +27,7 @@ from . import (
     expressivity,
     generalisation,
     leaky_collapse,
+    linear_attention,
     linearity_map,
     max_margin,
     optimisers,
@@ -43,7 +44,7 @@ HEADLINE = "leaky-collapse"
 REGISTRY: dict[str, Experiment] = {e.name: e for e in map(bind, (
     leaky_collapse, bias_free_denoiser, breaking, conv_collapse, deep, even_part, expressivity,
     generalisation, linearity_map, max_margin, optimisers, orthogonal_inputs, real_data, robustness,
-    verdict_calibration))}
+    verdict_calibration, linear_attention))}
 """Experiment name -> its record, the headline first (tests add toys to it)."""
 
 NAMES: tuple[str, ...] = tuple(REGISTRY)

@@ -36,6 +36,9 @@ class AbstractLayer(abc.ABC):
     is the weights in torch's layout (the matrix, unless stored otherwise)."""
 
     in_layout = out_layout = None
+    is_linear = True
+    """Whether :meth:`linear` is a linear map of ``H`` (so ``matrix`` exists and ``f(−H)`` is
+    ``−f(H)`` through it); False for attention (:mod:`.attention`), whose output is cubic."""
 
     @property
     @abc.abstractmethod

@@ -73,8 +73,9 @@ def _batch_fn(arrays, spec: _Spec):
 
 
 def _record(p, arrays, alpha, loss, pinv_X, spec: _Spec):
-    if spec.light:
-        return run.record_losses(p, arrays, alpha, loss, spec.mirrored)
+    if spec.light:  # the losses, and the weights when asked (keep_params)
+        obs = run.record_losses(p, arrays, alpha, loss, spec.mirrored)
+        return obs | {"path": p} if spec.keep_params else obs
     return run.record(p, arrays, alpha, loss, pinv_X, spec.keep_params, spec.mirrored)
 
 

@@ -120,6 +120,8 @@ def forward_mirrored(params: Params, X_half, alpha):
 def _forward_mirrored(params: Params, X_half, alpha):
     """:func:`forward_mirrored` unchecked."""
     first = params[0]
+    if not first.is_linear:  # attention: f(−X₊) is not read off X₊'s products
+        return _forward(params, jnp.concatenate([X_half, -X_half], axis=0), alpha)
     if (len(params) == 2 and is_dense(params)
             and first.b is None and params[1].b is None):
         return _two_layer_mirrored(first.W, params[1].W, X_half, alpha)

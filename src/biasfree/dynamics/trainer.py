@@ -282,6 +282,11 @@ def _train(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, 
     """:func:`train` once the call's own arguments are checked: checks the run's net and data
     (once) and a given twin, then :func:`_run`."""
     run.check_params_data(params, data, cfg.loss, batched=batched)
+    if not all(layer.is_linear for layer in params) and (observables != "loss" or twin is not False):
+        raise ValueError("train: an attention layer is not a linear map, so neither the records of "
+                         "observables='all' (β_eff, singular values) nor twin=... apply to it; pass "
+                         "observables='loss' and train its linear twin separately "
+                         "(biasfree.core.attention_twin)")
     if twin is not False and twin is not None and twin is not True:  # an ensemble's: member by member
         check_net(jax.tree_util.tree_map(lambda x: x[0], twin) if batched else twin, "twin")
     return _run(params, data, cfg, kw, key=key, twin=twin, batched=batched, layout=layout,

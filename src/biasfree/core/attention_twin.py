@@ -1,0 +1,121 @@
+"""The exact linear twin of merged linear attention (docs/theory.md §10.2): a two-layer linear
+net on the cubic feature ``z = vec((1/N) Σ_n y_n x_n x_qᵀ)``.
+
+Split head h's weights (:class:`~.attention.MergedAttention`) into blocks, D rows/columns for
+x and one for the label y: ``W_h = [[A_h, ·], [b_hᵀ, ·]]`` (A_h (D, D), b_h (D,); the last
+column multiplies the query's label slot, 0, and is never read) and ``v_h = (u_h; γ_h)`` the
+last row of ``W_h^V`` (its other rows are never read either). Then
+
+    ŷ = Σ_h (1/N) Σ_n (u_hᵀx_n + γ_h y_n)(x_nᵀ A_h x_q + y_n b_hᵀ x_q)
+
+and with ``u_h = 0`` and ``b_h = 0`` (:func:`off_twin`) only ``γ_h (1/N) Σ_n y_n x_nᵀ A_h x_q =
+γ_h vec(A_h)·z`` remains: the prediction is ``W₂ W₁ z`` with
+
+    W₁[h, :] = vec(A_h)   (H, D²),     W₂[0, h] = γ_h   (1, H)         (:func:`merged_to_twin`),
+
+and back: ``A_h = W₁[h].reshape(D, D)``, ``W_h^V[D, D] = W₂[0, h]``, every other entry 0
+(:func:`twin_to_merged`). The loss of the attention and of the twin is then one function of
+(A, γ), so gradient descent and any optax optimiser move them identically, as long as u and
+b stay 0: on label-mirrored data (:func:`~.icl_data.in_context_regression`) their gradients
+are sums of terms odd under y → −y, which cancel pair by pair (§10.2).
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from .attention import MergedAttention, SeparateAttention
+from .data import Dataset
+from .icl_data import _cubic_features
+from .layers import Layer
+
+
+def _merged(layer) -> MergedAttention:
+    if isinstance(layer, SeparateAttention):
+        return layer.merged
+    if not isinstance(layer, MergedAttention):
+        raise TypeError(f"expected a MergedAttention or SeparateAttention layer, got {type(layer).__name__}")
+    return layer
+
+
+def _host(layer) -> tuple[np.ndarray, np.ndarray]:
+    """``(V, KQ)`` of a layer's merged form as NumPy arrays (a separate layer's ``K_hᵀ Q_h``
+    multiplied on the host: no program per shape)."""
+    if isinstance(layer, SeparateAttention):
+        K, Q = np.asarray(layer.K), np.asarray(layer.Q)
+        return np.asarray(layer.V), np.einsum("...hrd,...hre->...hde", K, Q)
+    m = _merged(layer)
+    return np.asarray(m.V), np.asarray(m.KQ)
+
+
+def merged_to_twin(layer) -> tuple[Layer, Layer]:
+    """The twin ``(Layer(W₁), Layer(W₂))`` of a merged layer (module doc; a separate layer is
+    merged first, ``W_h = K_hᵀ Q_h``): exact when :func:`off_twin` is 0."""
+    V, KQ = _host(layer)
+    H, D = V.shape[-3], V.shape[-1] - 1
+    return Layer(jax.device_put(KQ[:, :D, :D].reshape(H, D * D))), Layer(jax.device_put(V[:, D, D][None, :]))
+
+
+def twin_to_merged(twin, n_ctx: int) -> MergedAttention:
+    """The merged layer (context length ``n_ctx``) of a two-layer linear twin ``(W₁ (H, D²),
+    W₂ (1, H))``: ``A_h = W₁[h].reshape(D, D)``, ``W_h^V[D, D] = W₂[0, h]``, every other entry 0."""
+    W1, W2 = (np.asarray(layer.W) for layer in twin)
+    H, D2 = W1.shape
+    D = int(round(np.sqrt(D2)))
+    if D * D != D2 or np.shape(W2) != (1, H):
+        raise ValueError(f"twin must be (W₁ (H, D²), W₂ (1, H)), got {np.shape(W1)} and {np.shape(W2)}")
+    KQ = np.zeros((H, D + 1, D + 1), W1.dtype)
+    KQ[:, :D, :D] = np.reshape(W1, (H, D, D))
+    V = np.zeros((H, D + 1, D + 1), W1.dtype)
+    V[:, D, D] = W2[0]
+    return MergedAttention(jax.device_put(V), jax.device_put(KQ), n_ctx=n_ctx)
+
+
+def off_twin(layer) -> float:
+    """``max(|u_h|, |b_h|)`` over heads: the largest entry of the blocks that must vanish for the
+    twin identity (module doc), the value row's x-part and the key–query's label row (a separate
+    layer: of its merged ``K_hᵀ Q_h``)."""
+    V, KQ = _host(layer)
+    D = V.shape[-1] - 1
+    return float(max(np.max(np.abs(V[..., D, :D])), np.max(np.abs(KQ[..., D, :D]))))
+
+
+def in_context_map(layer) -> np.ndarray:
+    """``B = Σ_h γ_h A_h`` (D, D): on the twin's manifold the layer predicts
+    ``ŷ = Σ_ij B_ij z_ij = (1/N) Σ_n y_n x_nᵀ B x_q`` (docs/theory.md §10.3)."""
+    V, KQ = _host(layer)
+    D = V.shape[-1] - 1
+    return np.einsum("h,hij->ij", V[:, D, D], KQ[:, :D, :D])
+
+
+def twin_dataset(data: Dataset, n_ctx: int) -> Dataset:
+    """The twin's training set: the cubic features of ``data``'s sequences
+    (:func:`~.icl_data.cubic_features`) and the same targets. A label-mirrored set gives
+    ``[Z; −Z]`` exactly (each term of z changes sign), so the twin takes the mirrored path."""
+    Z = _cubic_features(data.X, n_ctx)
+    test = {} if not data.has_test else {
+        "X_test": _cubic_features(data.X_test, n_ctx), "Y_test": data.Y_test}
+    return Dataset(Z, data.Y, **test)
+
+
+def twin_mask(layer):
+    """A pytree like ``layer`` of 0/1 arrays, 1 on the entries the twin reads (``A_h`` and
+    ``γ_h``; a separate layer: the x-columns of ``K_h``, ``Q_h``). Multiplying an optimiser's
+    updates by it keeps ``u_h = b_h = 0`` exactly: Adam divides the pair sums' round-off
+    (~1e-17) by ``√v + ε`` and would move them by ~η (docs/theory.md §10.2). A net (tuple of
+    layers) gives a tuple of masks."""
+    if isinstance(layer, tuple | list):
+        return tuple(twin_mask(la) for la in layer)
+    D = layer.d
+    V = np.zeros(np.shape(layer.V), layer.V.dtype)  # NumPy constants (also in a traced update)
+    V[..., D, D] = 1.0
+    if isinstance(layer, MergedAttention):
+        KQ = np.zeros(np.shape(layer.KQ), layer.V.dtype)
+        KQ[..., :D, :D] = 1.0
+        return MergedAttention(V, KQ, n_ctx=layer.n_ctx)
+    if isinstance(layer, SeparateAttention):
+        KQ = np.zeros(np.shape(layer.K), layer.V.dtype)
+        KQ[..., :D] = 1.0
+        return SeparateAttention(V, KQ, KQ, n_ctx=layer.n_ctx)
+    raise TypeError(f"expected an attention layer, got {type(layer).__name__}")

@@ -1,0 +1,179 @@
+"""Linear attention and its exact linear twin (docs/theory.md §10): the forward identity, the
+maps both ways, lockstep training under GD and Adam with their failing controls, and the
+trainer's refusal of records that need a matrix. float64 throughout."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import biasfree as bf
+from biasfree.core.attention import MergedAttention, SeparateAttention, init_attention
+from biasfree.core.attention_twin import (
+    in_context_map,
+    merged_to_twin,
+    off_twin,
+    twin_dataset,
+    twin_mask,
+    twin_to_merged,
+)
+from biasfree.core.icl_data import _cubic_features, cubic_features, in_context_regression
+from biasfree.core.layers import Layer
+
+EPS = np.finfo(float).eps
+D, N, H, S = 3, 8, 2, 150
+STEPS = 200
+LR = 0.02
+K_SUM = N + D * D + H
+"""The longest chain of sums in one prediction (G over N tokens, z·W over D² entries, H heads)."""
+LOCKSTEP = STEPS * K_SUM * EPS / (1 - K_SUM * EPS)
+"""K steps × γ_k: each step's loss is exact for weights perturbed by γ_k relative; GD's
+logistic map carries a relative perturbation of the strength without growing it (the drop is
+a sigmoid, not a saddle crossing in the twin's coordinates), so errors add at most linearly:
+≈ 1e-12 for these sizes."""
+
+
+@pytest.fixture(scope="module")
+def problem():
+    data = in_context_regression(jax.random.PRNGKey(0), S, N, D)
+    att = init_attention(jax.random.PRNGKey(1), D, H, N, 0.05)
+    return data, att, twin_dataset(data, N)
+
+
+def test_data_layout_and_mirror(problem):
+    data, _, zd = problem
+    E = np.asarray(data.X).reshape(2 * S, N + 1, D + 1)
+    assert np.all(E[:, -1, -1] == 0.0)  # the query's label slot
+    assert np.array_equal(E[S:, :, :D], E[:S, :, :D]) and np.array_equal(E[S:, :, D], -E[:S, :, D])
+    assert np.array_equal(np.asarray(data.Y)[S:], -np.asarray(data.Y)[:S])
+    assert zd.mirrored  # z changes sign exactly under the label mirror
+
+
+def test_cubic_feature_definition(problem):
+    data, _, _ = problem
+    E = np.asarray(data.X).reshape(2 * S, N + 1, D + 1)
+    s = 7
+    z = sum(E[s, n, D] * np.outer(E[s, n, :D], E[s, N, :D]) for n in range(N)) / N
+    got = np.asarray(cubic_features(data.X, N))[s]
+    np.testing.assert_allclose(got, z.ravel(), rtol=0, atol=10 * N * EPS * np.abs(z).max())
+
+
+def test_forward_equals_twin_on_the_manifold(problem):
+    data, att, zd = problem
+    f = np.asarray(bf.forward((att,), data.X, 0.0))
+    g = np.asarray(bf.forward(merged_to_twin(att), zd.X, 1.0))
+    scale = np.max(np.abs(f))
+    assert np.max(np.abs(f - g)) <= 4 * K_SUM * EPS * scale  # two orders of the same sums
+    off = init_attention(jax.random.PRNGKey(1), D, H, N, 0.05, blocks="all")  # u, b ≠ 0
+    assert off_twin(off) > 1e-3
+    assert np.max(np.abs(np.asarray(bf.forward((off,), data.X, 0.0)) - g)) > 1e3 * 4 * K_SUM * EPS * scale
+
+
+@pytest.mark.parametrize("heads", [1, 2, 5])  # D + 1 > 2H: GEMMs per head; else heads folded first
+def test_forward_is_the_attention_sum(problem, heads):
+    data, _, _ = problem
+    att = init_attention(jax.random.PRNGKey(3), D, heads, N, 0.5, blocks="all")
+    E = np.asarray(data.X).reshape(2 * S, N + 1, D + 1)
+    V, KQ = np.asarray(att.V)[:, D, :], np.asarray(att.KQ)
+    terms = np.einsum("hd,snd,sne,hef,sf->shn", V, E[:, :N], E[:, :N], KQ, E[:, N]) / N  # definition
+    f = np.asarray(bf.forward((att,), data.X, 0.0))[:, 0]
+    K = N + 3 * (D + 1) + heads  # the longest chain of sums in either order
+    assert np.all(np.abs(f - terms.sum(axis=(1, 2))) <= 2 * K * EPS * np.abs(terms).sum(axis=(1, 2)))
+
+
+def test_maps_both_ways(problem):
+    _, att, _ = problem
+    back = twin_to_merged(merged_to_twin(att), N)
+    assert np.array_equal(np.asarray(back.KQ), np.asarray(att.KQ))
+    assert np.array_equal(np.asarray(back.V), np.asarray(att.V))
+    B = in_context_map(att)
+    W1, W2 = merged_to_twin(att)
+    np.testing.assert_allclose(B.ravel(), np.asarray(W2.W @ W1.W)[0], rtol=1e-15, atol=1e-18)
+
+
+def test_separate_is_merged_with_product(problem):
+    data, _, _ = problem
+    sep = init_attention(jax.random.PRNGKey(2), D, H, N, 0.3, rank=2, blocks="all")
+    assert isinstance(sep, SeparateAttention)
+    f = np.asarray(bf.forward((sep,), data.X, 0.0))
+    g = np.asarray(bf.forward((sep.merged,), data.X, 0.0))
+    np.testing.assert_allclose(f, g, rtol=0, atol=8 * K_SUM * EPS * np.abs(f).max())
+
+
+def _curves(att, data, zd, opt, steps=STEPS, twin_opt=None):
+    a = bf.train((att,), data, opt, steps=steps, n_records=steps + 1, observables="loss")
+    t = bf.train(merged_to_twin(att), zd, twin_opt or opt, steps=steps, n_records=steps + 1,
+                 observables="loss", alpha=1.0)
+    return np.asarray(a.loss), np.asarray(t.loss), a.params[0]
+
+
+def test_lockstep_gd(problem):
+    data, att, zd = problem
+    La, Lt, final = _curves(att, data, zd, optax.sgd(LR))
+    assert La[-1] < 0.5 * La[0]  # it learned
+    assert np.max(np.abs(La - Lt) / Lt) <= LOCKSTEP
+    assert off_twin(final) <= 1e-15  # the mirror keeps u, b at 0 (round-off of the pair sums)
+
+
+def test_without_mirror_the_blocks_drift():
+    data = in_context_regression(jax.random.PRNGKey(0), S, N, D, mirror=False)
+    att = init_attention(jax.random.PRNGKey(1), D, H, N, 0.05)
+    r = bf.train((att,), data, optax.sgd(LR), steps=STEPS, n_records=2, observables="loss")
+    assert off_twin(r.params[0]) > 1e-4  # measured 4e-3: the even terms no longer average out
+
+
+def test_lockstep_adam_on_the_manifold(problem):
+    """Adam with the off-twin blocks masked: the same Adam on (A, γ) both sides."""
+    data, att, zd = problem
+    masked = optax.chain(optax.adam(3e-3), optax.stateless(
+        lambda u, p: jax.tree_util.tree_map(lambda a, m: a * m, u, twin_mask(p))))
+    La, Lt, final = _curves(att, data, zd, masked, twin_opt=optax.adam(3e-3))
+    assert La[-1] < 0.5 * La[0]
+    assert np.max(np.abs(La - Lt) / Lt) <= LOCKSTEP
+    assert off_twin(final) == 0.0
+
+
+def test_plain_adam_leaves_the_manifold(problem):
+    """Measured, the reason for the mask: the pair sums cancel to round-off (~1e-17), Adam
+    divides by √v + ε and moves u, b by ~η, and u bᵀ is an extra head on z that grows."""
+    data, att, zd = problem
+    La, Lt, final = _curves(att, data, zd, optax.adam(3e-3))
+    assert off_twin(final) > 1e-3
+    assert np.max(np.abs(La - Lt) / Lt) > 1e3 * LOCKSTEP
+
+
+@pytest.mark.parametrize("control", ["transposed map", "z without 1/N"])
+def test_failing_controls(problem, control):
+    data, att, zd = problem
+    W1, W2 = merged_to_twin(att)
+    if control == "transposed map":
+        A = np.asarray(W1.W).reshape(H, D, D).transpose(0, 2, 1)
+        twin, zd2 = (Layer(jnp.asarray(A.reshape(H, -1))), W2), zd
+    else:
+        twin = (W1, W2)
+        zd2 = bf.Dataset(np.asarray(_cubic_features(jnp.asarray(data.X), N, per_token=1.0)), data.Y)
+    La = np.asarray(bf.train((att,), data, optax.sgd(LR), steps=STEPS, n_records=STEPS + 1,
+                             observables="loss").loss)
+    lr = LR if control == "transposed map" else LR / N**2  # a stable step for the N-fold feature
+    Lt = np.asarray(bf.train(twin, zd2, optax.sgd(lr), steps=STEPS, n_records=STEPS + 1,
+                             observables="loss", alpha=1.0).loss)
+    assert np.max(np.abs(La - Lt) / Lt) > 1e-3
+
+
+def test_trainer_refuses_matrix_records(problem):
+    data, att, _ = problem
+    with pytest.raises(ValueError, match="observables='loss'"):
+        bf.train((att,), data, optax.sgd(LR), steps=2)
+    with pytest.raises(TypeError, match="not a linear map"):
+        _ = att.matrix
+
+
+def test_shape_checks():
+    V = jnp.zeros((2, 4, 4))
+    with pytest.raises(ValueError, match="KQ"):
+        bf.train((MergedAttention(V, jnp.zeros((2, 3, 3)), n_ctx=4),),
+                 in_context_regression(jax.random.PRNGKey(0), 4, 4, 3), optax.sgd(LR), steps=1,
+                 observables="loss")
