@@ -373,7 +373,7 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, bu
                 f"the net with σ_α replaced by its odd part c z, weights × c^((L-1)/L) = {ws:.4g}, "
                 f"time × c^(2(L-1)/L) = {ks:.4g}; " + curve.note)
     L0 = max(loss0, 1e-300)
-    twin0 = 0.5 * energy(Y - X @ _product(twin).T)  # the linear twin's f(x) = W_L⋯W_1 x, a p-column product
+    twin0 = 0.5 * energy(Y - X @ _product([np.asarray(la.matrix, float) for la in twin]).T)  # f = W_L⋯W_1 x
     g = (rg.growth_even_energy(params, X, Y, net.c, modes.B)
          if L == 2 and a != 1.0 and modes.linear_fraction > PAPER_LEVEL else rg.GrowthEstimate(0, 0, 0, 1))
     if net.structure == PAIRS:  # a unit and its mirror cancel in f_even, remainder and all: κ = 0
