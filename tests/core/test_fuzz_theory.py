@@ -42,7 +42,7 @@ NET1 = bf.from_arrays([_rng.normal(size=(4, D)), _rng.normal(size=(1, 4))])
 
 # ------------------------------------------------------------ bad values by kind
 
-NONE_OK = {"cov", "width"}
+NONE_OK = {"cov", "width", "tol"}
 
 BAD_NETS = [(), [np.ones((2, 2))],
             (Layer(np.ones((4, D))), Layer(np.ones((P, 5)))),  # widths do not chain
@@ -79,6 +79,7 @@ def _bad(kind: str):
     extra = {
         "time": st.one_of(_negative, st.lists(_negative, min_size=1, max_size=3), st.just([])),
         "positive": st.one_of(_negative, st.just(0.0), st.just(-0.0)),
+        "tol": st.one_of(_negative, st.just(0.0), st.just(-0.0)),  # positive, or None: the solver's default
         "nonneg": _negative,
         "unit": st.one_of(_negative, st.floats(min_value=1.0 + 1e-9, max_value=1e6)),
         "real": st.nothing(),
@@ -157,7 +158,7 @@ SPECS = [
       "method": "method", "symmetry_tol": "nonneg"}),
     (th.linear_net_ode, dict(params=BAL, Sxx=np.eye(D), Syx=S_YX, t=[0.0, 0.5]),
      {"params": "params", "Sxx": "cov", "Syx": "matrix", "t": "time", "weight_decay": "nonneg",
-      "rtol": "positive"}),
+      "rtol": "tol", "atol": "tol", "solver": "method"}),
     (th.moment_loss, dict(P=np.zeros((P, D)), Sxx=np.eye(D), Syx=S_YX, y_power=1.0),
      {"P": "matrix", "Syx": "matrix", "y_power": "nonneg"}),
     (th.population_loss_linear, dict(beta=np.zeros((D, P)), T=np.ones((P, D)), cov=np.eye(D), noise=0.1),

@@ -316,7 +316,7 @@ def test_riccati_matches_independent_ode_with_and_without_decay():
     for lam in (0.0, 0.2):
         exact = th.unaligned_product(ts, params, S, weight_decay=lam)
         with mock.patch("biasfree.theory.reference.DOP853", counted):
-            ode = th.linear_net_ode(params, np.eye(4), S, ts, weight_decay=lam)
+            ode = th.linear_net_ode(params, np.eye(4), S, ts, weight_decay=lam, solver="dop853")
         # solver error (not round-off): linear_net_ode runs DOP853 at rtol 1e-11, atol 1e-14;
         # local errors <= rtol|θ| + atol per step add up (at most linearly: the flow contracts
         # onto the fixed point) over its K steps, K <= nfev / 12 (12 stages a step, rejected

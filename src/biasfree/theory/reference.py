@@ -4,10 +4,11 @@ A :class:`Curve` records what was predicted and *which reference* produced it:
 
 - ``"riccati"`` — exact closed form (:mod:`.riccati`): two layers, whitened inputs
   (``XᵀX/N = I``), balanced init (aligned or not). Covers the logistic modes of §3.1.
-- ``"ode"`` — the small equivalent linear network integrated numerically by
-  ``scipy.integrate.solve_ivp`` (DOP853) from the data's second moments ``Σ_xx``, ``Σ_yx``
-  and ``tr Σ_yy`` alone (:func:`linear_net_ode`, :func:`moment_loss`): any depth, any input
-  covariance, any init, weight decay.
+- ``"ode"`` — the small equivalent linear network integrated numerically from the data's
+  second moments ``Σ_xx``, ``Σ_yx`` and ``tr Σ_yy`` alone (:func:`linear_net_ode`,
+  :func:`moment_loss`): any depth, any input covariance, any init, weight decay. Two layers
+  by the stiff Rosenbrock-W solver of :mod:`.stiff` (in ``Σ_xx``'s eigenbasis, an exact
+  reduction), deeper nets by ``scipy.integrate.solve_ivp``'s DOP853.
 
 Both work on the *linear twin* of a two-layer leaky net (docs/theory.md §2.4, §2.7), exact
 only while its even part stays zero on the data; :func:`reference_curve` measures that and
@@ -31,8 +32,9 @@ from ..core.symmetry import _mirror_violation, max_row_norm
 from ..core.twin import _slope_factor, _twin_params
 from .inits import _imbalance
 from .leaky import _two_layer
-from .modes import _check_decay, _whitening_error
+from .modes import _check_decay
 from .riccati import _unaligned_product
+from .stiff import STIFF_ATOL, STIFF_RTOL, two_layer_flow
 
 REFERENCES = ("riccati", "ode")
 """The reference curves: the exact Riccati solution, or the integrated ODE."""
@@ -41,7 +43,11 @@ WHITENING_TOL = 1e-10
 BALANCE_TOL = 1e-10
 """Relative imbalance (:func:`~biasfree.theory.imbalance`) up to which an init counts as balanced."""
 ODE_RTOL, ODE_ATOL = 1e-11, 1e-14
-"""The default tolerances of :func:`linear_net_ode`'s ``solve_ivp`` (DOP853)."""
+"""The default tolerances of :func:`linear_net_ode`'s ``solve_ivp`` (DOP853); the stiff
+solver's are :data:`~.stiff.STIFF_RTOL`, :data:`~.stiff.STIFF_ATOL`."""
+SOLVERS = ("auto", "ros34pw2", "dop853")
+""":func:`linear_net_ode`'s solvers: ``"ros34pw2"`` the stiff two-layer solver of :mod:`.stiff`,
+``"dop853"`` the explicit one (any depth), ``"auto"`` the first for two layers."""
 EVEN_TOL = 1e-20
 """Even-part energy at init, relative to the output energy, up to which it counts as zero
 (round-off of a pair net is ~1e-32)."""
@@ -90,7 +96,7 @@ def moment_loss(P, Sxx, Syx, y_power: float):
 
 def _moment_loss(P, Sxx, Syx, y_power: float):
     """:func:`moment_loss` of checked float arrays, unchecked."""
-    fit = np.einsum("...pd,de,...pe->...", P, Sxx, P)
+    fit = np.einsum("...pd,...pd->...", P @ Sxx, P)  # P Σ_xx by BLAS (a 3-operand einsum loops in C)
     return 0.5 * float(y_power) - np.einsum("...pd,pd->...", P, Syx) + 0.5 * fit
 
 
@@ -100,19 +106,20 @@ def _product(Ws):
 
 @takes_net(bias_free=True)
 def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
-                   rtol: float = ODE_RTOL, atol: float = ODE_ATOL,
-                   time_budget: float | None = None) -> np.ndarray:
+                   rtol: float | None = None, atol: float | None = None,
+                   time_budget: float | None = None, solver: str = "auto") -> np.ndarray:
     """Products ``P(t) = W_L(t) ⋯ W_1(t)`` (T, p, d) of a bias-free *linear* net under
     gradient flow ``dW_l/dt = -(W_L⋯W_{l+1})ᵀ (P Σ_xx - Σ_yx) (W_{l-1}⋯W_1)ᵀ - λ W_l``.
 
     ``params`` the initial net (any depth), ``Sxx`` = Σ_xx (d, d), ``Syx`` = Σ_yx (p, d),
-    ``t`` times (T,) ≥ 0, ``weight_decay`` λ, ``rtol``/``atol`` of
-    ``scipy.integrate.solve_ivp`` (DOP853). Memory O(parameters + T·p·d). ``time_budget``:
-    seconds the integration may run (None: no limit); past it the solver stops after its
-    current step and only the times reached are returned, ``P`` for ``t[t <= t_reached]``
-    in order. The flow is stiff for ill-conditioned Σ_xx (the step is limited by
-    λ_max(Σ_xx) Σ_l Π_{j≠l} ||W_j||², the horizon by the slowest mode), so raw pixel
-    inputs can need thousands of steps.
+    ``t`` times (T,) ≥ 0, ``weight_decay`` λ, ``solver`` one of :data:`SOLVERS`, ``rtol``/``atol``
+    its tolerances (None: :data:`ODE_RTOL`/:data:`ODE_ATOL` for DOP853,
+    :data:`~.stiff.STIFF_RTOL`/:data:`~.stiff.STIFF_ATOL` for ROS34PW2). Memory O(parameters +
+    T·p·d). ``time_budget``: seconds the integration may run (None: no limit); past it the
+    solver stops after its current step and only the times reached are returned, ``P`` for
+    ``t[t <= t_reached]`` in order. The flow is stiff for ill-conditioned Σ_xx (an explicit
+    step is limited by λ_max(Σ_xx) Σ_l Π_{j≠l} ||W_j||², the horizon by the slowest mode): on
+    raw pixels DOP853 needs thousands of steps, the stiff solver (two layers) a few hundred.
     """
     lam = _check_decay(weight_decay)
     d, p = params[0].matrix.shape[1], params[-1].matrix.shape[0]
@@ -124,18 +131,31 @@ def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
     scale = max(float(np.max(np.abs(Sxx))), 1e-300)
     if np.max(np.abs(Sxx - Sxx.T)) > 1e-10 * scale or np.linalg.eigvalsh(Sxx)[0] < -1e-10 * scale:
         raise ValueError("Sxx must be a second-moment matrix XᵀX/N: symmetric, positive semi-definite")
-    rtol = v.positive("rtol", rtol, scalar=True)
-    atol = v.positive("atol", atol, scalar=True)
+    solver = v.choice("solver", solver, SOLVERS)
+    if solver == "ros34pw2" and len(params) != 2:
+        raise ValueError(f"solver='ros34pw2' integrates two-layer nets; this one has {len(params)} layers: "
+                         "use solver='dop853' (or 'auto')")
+    rtol = None if rtol is None else v.positive("rtol", rtol, scalar=True)
+    atol = None if atol is None else v.positive("atol", atol, scalar=True)
     if time_budget is not None:
         time_budget = v.positive("time_budget", time_budget, scalar=True, why="seconds of the ODE")
     t = np.atleast_1d(v.times("t", t, ndim=(0, 1)))
-    return _linear_net_ode(params, Sxx, Syx, t, lam, rtol, atol, time_budget)
+    return _linear_net_ode(params, Sxx, Syx, t, lam, rtol, atol, time_budget, solver)
 
 
-def _linear_net_ode(params: Params, Sxx, Syx, t, lam: float, rtol: float = ODE_RTOL, atol: float = ODE_ATOL,
-                    time_budget: float | None = None) -> np.ndarray:
+def _solver(params: Params, solver: str = "auto") -> str:
+    return ("ros34pw2" if len(params) == 2 else "dop853") if solver == "auto" else solver
+
+
+def _linear_net_ode(params: Params, Sxx, Syx, t, lam: float, rtol: float | None = None,
+                    atol: float | None = None, time_budget: float | None = None, solver: str = "auto",
+                    stats: dict | None = None) -> np.ndarray:
     """:func:`linear_net_ode` unchecked: a bias-free net, float arrays ``Sxx`` (d, d) (a second-moment
-    matrix), ``Syx`` (p, d) and times ``t`` (T,) >= 0, λ = ``lam``, tolerances and budget checked."""
+    matrix), ``Syx`` (p, d) and times ``t`` (T,) >= 0, λ = ``lam``, tolerances, budget and solver
+    checked; ``stats`` (a dict) receives the stiff solver's step counts."""
+    stiff = _solver(params, solver) == "ros34pw2"
+    rtol = (STIFF_RTOL if stiff else ODE_RTOL) if rtol is None else rtol
+    atol = (STIFF_ATOL if stiff else ODE_ATOL) if atol is None else atol
     shapes = [np.shape(layer.matrix) for layer in params]
     splits = np.cumsum([int(np.prod(s)) for s in shapes])[:-1]
 
@@ -154,8 +174,13 @@ def _linear_net_ode(params: Params, Sxx, Syx, t, lam: float, rtol: float = ODE_R
 
     ts, inverse = np.unique(t, return_inverse=True)
     theta0 = np.concatenate([np.asarray(layer.matrix, float).ravel() for layer in params])
-    Ps = (_product(unpack(theta0))[None] if ts[-1] == 0.0 else
-          np.stack(_integrate(field, theta0, ts, rtol, atol, lambda y: _product(unpack(y)), time_budget)))
+    if ts[-1] == 0.0:
+        Ps = _product(unpack(theta0))[None]
+    elif stiff:
+        W1, W2 = (np.asarray(layer.matrix, float) for layer in params)
+        Ps = np.stack(two_layer_flow(W1, W2, Sxx, Syx, ts, lam, rtol, atol, time_budget, stats))
+    else:
+        Ps = np.stack(_integrate(field, theta0, ts, rtol, atol, lambda y: _product(unpack(y)), time_budget))
     inverse = inverse.ravel()
     return Ps[inverse[inverse < len(Ps)]]
 
@@ -217,10 +242,25 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
                             symmetry_tol=symmetry_tol, time_budget=time_budget)
 
 
+@dataclass(frozen=True)
+class _Known:
+    """What a caller (``analyse``) has already measured on the same net and data, so that
+    :func:`_reference_curve` does not measure it again: ``Sxx`` = XᵀX/N, and for a leaky net
+    ``even`` = (<||f_even||²>, <||f||²>) at init and ``mirror`` = the mirror violation of [X, Y]
+    (absolute, relative to the largest row norm); each computed as here, the same numbers."""
+
+    Sxx: np.ndarray
+    even: tuple[float, float] | None = None
+    mirror: tuple[float, float] | None = None
+
+
 def _reference_curve(params: Params, X, Y, t, *, alpha: float, weight_decay: float, method: str = "auto",
-                     symmetry_tol: float = 1e-9, time_budget: float | None = None) -> Curve:
+                     symmetry_tol: float = 1e-9, time_budget: float | None = None,
+                     rtol: float | None = None, known: _Known | None = None) -> Curve:
     """:func:`reference_curve` unchecked: a bias-free net of the data's ends, float arrays ``X`` (N, d),
-    ``Y`` (N, p) and ``t`` (T,) >= 0, one slope ``alpha`` and the other arguments already checked."""
+    ``Y`` (N, p) and ``t`` (T,) >= 0, one slope ``alpha`` and the other arguments already checked;
+    ``rtol`` the ODE's (None: its solver's default, atol 1e-3 rtol); ``known`` what need not be
+    measured again (:class:`_Known`)."""
     N = X.shape[0]
     notes, exact = [], True
     lin, t_lin, lam = params, t, weight_decay
@@ -229,12 +269,18 @@ def _reference_curve(params: Params, X, Y, t, *, alpha: float, weight_decay: flo
         lin = _twin_params(params, alpha, 2)  # leaky_to_linear, leaky_time_to_linear, ..._decay_...
         t_lin = c * t
         lam = lam / c
-        F, Fm = _outputs_and_mirror(params, X, alpha)  # in row blocks: no N × width array
-        e0 = float(np.mean(np.sum((0.5 * (F + Fm)) ** 2, axis=1)))
-        energy = float(np.mean(np.sum(F**2, axis=1)))
+        if known is not None and known.even is not None:
+            e0, energy = known.even
+        else:
+            F, Fm = _outputs_and_mirror(params, X, alpha)  # in row blocks: no N × width array
+            e0 = float(np.mean(np.sum((0.5 * (F + Fm)) ** 2, axis=1)))
+            energy = float(np.mean(np.sum(F**2, axis=1)))
         e_rel = e0 / energy if energy > 0 else 0.0
-        mv = _mirror_violation(X, Y)
-        mv_rel = mv / max(max_row_norm(X, Y), 1e-300)
+        if known is not None and known.mirror is not None:
+            mv, mv_rel = known.mirror
+        else:
+            mv = _mirror_violation(X, Y)
+            mv_rel = mv / max(max_row_norm(X, Y), 1e-300)
         head = f"leaky net mapped to its linear twin (c = {c:g}); "
         exact = not (e_rel > EVEN_TOL or mv_rel > symmetry_tol)
         if e_rel > EVEN_TOL:
@@ -249,9 +295,12 @@ def _reference_curve(params: Params, X, Y, t, *, alpha: float, weight_decay: flo
         else:
             notes.append(head + f"exact: even part zero at init (relative energy {e_rel:.1e}) and "
                                 f"mirror-symmetric data (relative violation {mv_rel:.1e})")
-    Sxx, Syx, y_power = X.T @ X / N, Y.T @ X / N, float(np.sum(Y**2) / N)
-    w_err = _whitening_error(X)
-    gap = _imbalance(lin) if len(lin) == 2 else float("nan")
+    Sxx = X.T @ X / N if known is None else known.Sxx
+    Syx, y_power = Y.T @ X / N, float(np.sum(Y**2) / N)
+    w_err = float(np.max(np.abs(Sxx - np.eye(X.shape[1]))))  # _whitening_error(X), from Sxx
+    # the imbalance (an h × h product) matters only where the closed form could apply
+    closed = len(lin) == 2 and (w_err <= WHITENING_TOL or method == "riccati")
+    gap = _imbalance(lin) if closed else float("nan")
     riccati_ok = len(lin) == 2 and w_err <= WHITENING_TOL and gap <= BALANCE_TOL
     if method == "riccati" and not riccati_ok:
         raise ValueError(f"method='riccati' needs two layers (got {len(lin)}), whitened inputs "
@@ -265,9 +314,15 @@ def _reference_curve(params: Params, X, Y, t, *, alpha: float, weight_decay: flo
                      f"{WHITENING_TOL:g}), balanced two-layer init (imbalance {gap:.1e} <= "
                      f"{BALANCE_TOL:g})")
     else:
-        P = _linear_net_ode(lin, Sxx, Syx, t_lin, lam, time_budget=time_budget)
+        stats: dict = {}
+        rtol = rtol or (STIFF_RTOL if _solver(lin) == "ros34pw2" else ODE_RTOL)
+        P = _linear_net_ode(lin, Sxx, Syx, t_lin, lam, rtol, 1e-3 * rtol, time_budget, stats=stats)
         ref = "ode"
-        notes.append("numerical: linear-network gradient flow integrated by solve_ivp (DOP853)")
+        notes.append(f"numerical: linear-network gradient flow integrated by the stiff solver ROS34PW2 in "
+                     f"Σ_xx's eigenbasis ({stats.get('r', Sxx.shape[0])} input directions with nonzero "
+                     f"variance, all kept; {stats.get('steps', 0)} steps, rtol {rtol:g})"
+                     if _solver(lin) == "ros34pw2" else
+                     "numerical: linear-network gradient flow integrated by solve_ivp (DOP853)")
         if len(P) < t.size:  # the budget ran out: P holds the times up to the last one reached
             keep = t_lin <= np.sort(t_lin)[len(P) - 1]
             notes.append(f"CUT SHORT: the ODE's time_budget of {time_budget:g} s ran out at t = "
