@@ -157,8 +157,8 @@ def _data_ev(rep: AttentionReport) -> list:
                      "(§10.2)")]
 
 
-def _predicted(rep: AttentionReport) -> vd.Judgement:
-    kind = "training by GD or gradient flow, predicted (not measured)"
+def _predicted(rep: AttentionReport, kind: str = "training by GD or gradient flow, predicted (not measured)"
+               ) -> vd.Judgement:
     ev = _data_ev(rep)
     gap0 = abs(rep.loss0 - rep.twin_loss0) / max(rep.twin_loss0, 1e-300)
     ev.append(evidence("loss gap to the twin at t = 0, |L − L_twin|/L_twin (exact)", gap0, PAPER_LEVEL,
@@ -275,15 +275,9 @@ def analyse_attention(model, data, *, train=None, init=None, time_budget=None, p
     function = _function(rep)
     training, trained_fn, history = _predicted(rep), None, None
     if start is not None:
-        srep = _report(start, X, Y, zd, src, mirror)
-        if cfg is None:
-            history = _predicted(srep)
-        else:
-            srep = _trained(srep, start, ds, zd, cfg, time_budget, progress, X, Y)
-            history = _measured(srep, cfg, f"how the model got here: training from the init by {cfg.label}, "
-                                "measured")
+        history = _history(start, layer, X, Y, zd, src, mirror, cfg, time_budget, progress)
     elif cfg is not None:
-        rep = _trained(rep, layer, ds, zd, cfg, time_budget, progress, X, Y)
+        rep = _trained(rep, layer, ds, zd, cfg, time_budget, progress)
         training = _measured(rep, cfg, f"training by {cfg.label}, measured")
         trep = _report(rep.trained, X, Y, zd, src, mirror)
         trained_fn = _function(trep, "function after training")
@@ -292,7 +286,22 @@ def analyse_attention(model, data, *, train=None, init=None, time_budget=None, p
     return Analysis(data_rep, rep, None, dataclasses.replace(verdict, question=question))
 
 
-def _trained(rep, layer, ds, zd, cfg, budget, progress, X, Y) -> AttentionReport:
+def _history(start, layer, X, Y, zd, src, mirror, cfg, budget, progress) -> vd.Judgement:
+    """Question (iii): training from ``start`` beside its twin, measured with ``cfg`` (and how
+    close the rerun ends to the given ``layer``, reported), else predicted for GD."""
+    rep = _report(start, X, Y, zd, src, mirror)
+    how = "how the model got here: training from the init by"
+    if cfg is None:
+        return _predicted(rep, f"{how} GD or gradient flow, predicted")
+    rep = _trained(rep, start, Dataset(X, Y, mirror=False), zd, cfg, budget, progress)
+    j = _measured(rep, cfg, f"{how} {cfg.label}, measured")
+    f, g = (np.asarray(forward((m,), X, 0.0)) for m in (layer, rep.trained))
+    match = float(np.mean((g - f) ** 2) / max(np.mean(f**2), 1e-300))
+    return dataclasses.replace(j, notes=j.notes + (
+        f"the rerun from the init ends {match:.3g} (of <f²>) from the given model (reported, not judged)",))
+
+
+def _trained(rep, layer, ds, zd, cfg, budget, progress) -> AttentionReport:
     La, Lt, final = _measure(layer, ds, zd, cfg, budget, progress)
     gaps = np.abs(La - Lt) / np.maximum(Lt, 1e-300)
     k = int(np.argmax(gaps))
