@@ -182,6 +182,8 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
       a :class:`~biasfree.analysis.interop.Model` or a params tuple
       (:mod:`biasfree.analysis.interop`). Biases that are exactly zero are dropped (the net
       computes the bias-free map); nonzero ones are kept and named.
+      A linear-attention model (``MergedAttention``, ``SeparateAttention`` or a torch module
+      in :mod:`~.attention_import`'s layout) goes to :func:`~.attention.analyse_attention`.
     - ``data``: ``(X, Y)``, a Dataset, a :func:`~biasfree.core.real_data.load_data` result, a
       file or a bundled name.
     - ``alpha``: the slope α, needed when the model does not state it.
