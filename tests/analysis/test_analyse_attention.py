@@ -122,8 +122,11 @@ def test_label_mirror_violation_counts_multiplicity(data):
     assert label_mirror_violation(Xd, Yd, N) > 0.1
 
 
-def test_merged_training_measured_gd_exact_and_adam_not(data, att):
-    gd = bf.analyse(att, data, train=bf.GDConfig(lr=LR, steps=STEPS)).verdict
+def test_merged_training_measured_gd_exact_and_adam_not(data, att, tmp_path):
+    res = bf.analyse(att, data, train=bf.GDConfig(lr=LR, steps=STEPS))
+    gd = res.verdict
+    doc = json.loads(bf.save_analysis(res, tmp_path)[0].read_text())  # curves and trained layer as JSON
+    assert doc["net"]["gap"] == _ev(gd.training, "loss gap").value and len(doc["net"]["loss"]) == STEPS + 1
     assert gd.training.level == EXACT and gd.level == EXACT
     assert _ev(gd.training, "loss gap to the twin under GD").value <= LOCKSTEP
     adam = bf.analyse(att, data, train=bf.TrainConfig(optimiser=optax.adam(3e-3), steps=STEPS)).verdict
