@@ -43,6 +43,8 @@ from ..theory.modes import _data_modes, _is_whitened, _linear_floor
 from ..theory.reference import _Known, _product, _reference_curve
 from . import regime as rg
 from . import verdict as vd
+from .attention import analyse_attention
+from .attention_import import is_attention_model
 from .interop import Model, as_model
 from .measurements import data_arrays, local_report, split
 from .optax_training import as_train_config, dynamics_of, plain_gd, with_degree
@@ -187,6 +189,8 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
       a :class:`~biasfree.analysis.interop.Model` or a params tuple
       (:mod:`biasfree.analysis.interop`). Biases that are exactly zero are dropped (the net
       computes the bias-free map); nonzero ones are kept and named.
+      A linear-attention model (``MergedAttention``, ``SeparateAttention`` or a torch module
+      in :mod:`~.attention_import`'s layout) goes to :func:`~.attention.analyse_attention`.
     - ``data``: ``(X, Y)``, a Dataset, a :func:`~biasfree.core.real_data.load_data` result, a
       file or a bundled name.
     - ``alpha``: the slope α, needed when the model does not state it.
@@ -219,6 +223,9 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
         res = bf.analyse(net, (X, Y), alpha=0.0, train=True)
         res.verdict.level, res.verdict.training.text
     """
+    if is_attention_model(model):  # linear attention and its twin on z (docs/verdict.md "Attention models")
+        return analyse_attention(model, data, train=train, init=init, time_budget=time_budget,
+                                 progress=progress)
     given = as_train_config(train)  # refuses any other kind of value
     if t_max is not None:
         t_max = validate.positive("t_max", t_max, scalar=True, why="the horizon of the predicted curve")

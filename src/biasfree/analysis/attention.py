@@ -1,0 +1,311 @@
+"""``analyse`` for linear attention: is the model effectively its linear twin?
+
+The twin (docs/theory.md §10.2, :mod:`biasfree.core.attention_twin`) is a two-layer linear net
+``W₂W₁z`` on the cubic feature ``z = vec((1/N) Σ_n y_n x_n x_qᵀ)``. The same three questions
+as for dense nets (docs/verdict.md "Attention models"), each with its deciding numbers:
+
+- *function now*, decided from the structure: the twin identity needs the off-twin blocks
+  (value row ``u_h = W_h^V[D, :D]``, key–query label row ``b_h = W_h[D, :D]``; a separate model:
+  of ``K_hᵀQ_h``) to be zero; measured relative to their matrices against float64 round-off
+  (:data:`~.verdict.ROUND_OFF`), with the distance ``<(f − f_twin)²>/<f²>`` on the data.
+- *training*: a merged model with zero blocks on label-mirrored data (every sequence beside
+  its copy with y → −y, measured by :func:`label_mirror_violation`) trains exactly as its
+  twin under GD and gradient flow (the mirror keeps u, b at 0); under plain Adam it does not
+  (§10.2, §10.5), and ``train=`` measures it: the model and its twin (mapped by
+  :func:`~biasfree.core.attention_twin.merged_to_twin`) run the same optimiser in two
+  :func:`~biasfree.dynamics.trainer.train` calls, every step recorded, and the largest
+  relative loss gap ``max_k |L_k − L̃_k| / L̃_k`` is weighed against the paper's 0.3%
+  (:data:`~.verdict.PAPER_LEVEL`). A separate-key–query model trains as a depth-3 net on z
+  (§10.4), not as the twin: undecided without ``train=``, measured with it;
+- *history* (``init=``): the run from the init, measured beside its twin.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+
+from ..core.attention import SeparateAttention
+from ..core.attention_twin import in_context_map, merged_to_twin, twin_dataset
+from ..core.data import Dataset
+from ..core.nets import forward
+from ..core.symmetry import _violation, max_row_norm
+from ..dynamics import GDConfig, TrainConfig
+from ..dynamics.trainer import train as train_run
+from . import verdict as vd
+from .attention_import import as_attention
+from .measurements import data_arrays
+from .optax_training import as_train_config
+from .report import Analysis, DataReport
+from .verdict import PAPER_LEVEL, ROUND_OFF, evidence
+
+DEFAULT_STEPS = 1000
+"""Steps of ``train=True`` (GD at :func:`default_lr`)."""
+ADAM_CALL = "analyse(model, data, train=optax.adam(3e-3))"
+"""The call that measures plain Adam (docs/theory.md §10.5 measured 0.39 off-twin, 5–7% gap)."""
+
+
+@dataclass(frozen=True)
+class AttentionReport:
+    """The attention model on the data (the ``net`` of its :class:`~.report.Analysis`): ``kind``
+    "merged" or "separate" (``rank`` r), ``heads`` H, ``d`` D, ``n_ctx`` N, ``source``;
+    ``value_block`` max_h ‖u_h‖ / max_h ‖v_h‖ and ``label_block`` max_h ‖b_h‖ / max_h ‖W_h[:, :D]‖
+    (the off-twin blocks, relative); ``function_gap`` <(f − f_twin)²>/<f²> on the data;
+    ``loss0``, ``twin_loss0`` (half MSE); ``in_context_map`` B = Σ_h γ_h A_h (D, D);
+    ``label_mirror_violation`` (also the DataReport's ``mirror_violation`` here); when trained,
+    ``loss``/``twin_loss`` at every step, ``gap`` max_k |L_k − L̃_k|/L̃_k at ``gap_step``, and
+    the ``trained`` layer."""
+
+    kind: str
+    heads: int
+    d: int
+    n_ctx: int
+    rank: int | None
+    source: str
+    value_block: float
+    label_block: float
+    function_gap: float
+    loss0: float
+    twin_loss0: float
+    in_context_map: np.ndarray
+    label_mirror_violation: float
+    loss: np.ndarray | None = None
+    twin_loss: np.ndarray | None = None
+    gap: float = float("nan")
+    gap_step: int = 0
+    trained: object = None
+
+    @property
+    def on_twin(self) -> bool:
+        """Both off-twin blocks are zero to round-off."""
+        return max(self.value_block, self.label_block) <= ROUND_OFF
+
+    def title(self, n: int, source: str) -> str:
+        r = "" if self.rank is None else f", key–query rank {self.rank}"
+        return (f"{self.kind} linear attention ({self.heads} heads, D = {self.d}, N = {self.n_ctx}{r}) "
+                f"on {n} sequences ({source})")
+
+
+def label_mirror_violation(X, Y, n_ctx: int) -> float:
+    """How far the sequences are from label-mirrored, relative to the largest row of [X, Y]: the
+    sequences with the same inputs (x_1..x_N, x_q) are grouped, and within a group the labels
+    and target (y_1..y_N, y_q) must be a mirror-symmetric multiset
+    (:func:`biasfree.core.symmetry.mirror_violation`, the one measure): 0 exactly when every
+    sequence has its copy with y → −y as often as itself."""
+    X, Y = np.asarray(X, float), np.asarray(Y, float).reshape(len(X), -1)
+    E = X.reshape(X.shape[0], n_ctx + 1, -1)
+    xs = E[..., :-1].reshape(X.shape[0], -1)
+    labels = np.hstack([E[:, :-1, -1], Y])
+    _, group = np.unique(xs, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    order = np.argsort(group, kind="stable")
+    bounds = np.flatnonzero(np.diff(group[order])) + 1
+    worst = 0.0
+    for rows in np.split(order, bounds):
+        worst = max(worst, _violation(labels[rows]))
+    return worst / max(max_row_norm(X, Y), 1e-300)
+
+
+def _blocks(layer) -> tuple[float, float]:
+    m = layer.merged if isinstance(layer, SeparateAttention) else layer
+    V, KQ, D = np.asarray(m.V), np.asarray(m.KQ), layer.d
+    u = np.linalg.norm(V[:, D, :D], axis=-1).max() / max(np.linalg.norm(V[:, D, :], axis=-1).max(), 1e-300)
+    b = (np.linalg.norm(KQ[:, D, :D], axis=-1).max()
+         / max(np.linalg.norm(KQ[:, :, :D], axis=(-2, -1)).max(), 1e-300))
+    return float(u), float(b)
+
+
+def _loss(F, Y) -> float:
+    return 0.5 * float(np.mean(np.sum((np.asarray(Y) - np.asarray(F)) ** 2, axis=1)))
+
+
+def _report(layer, X, Y, zd: Dataset, source: str, mirror: float) -> AttentionReport:
+    f = np.asarray(forward((layer,), X, 0.0))
+    g = np.asarray(forward(merged_to_twin(layer), zd.X, 1.0))
+    u, b = _blocks(layer)
+    rank = layer.rank if isinstance(layer, SeparateAttention) else None
+    return AttentionReport("separate" if rank else "merged", layer.heads, layer.d, layer.n_ctx, rank, source,
+                           u, b, float(np.mean((f - g) ** 2) / max(np.mean(f**2), 1e-300)), _loss(f, Y),
+                           _loss(g, Y), in_context_map(layer), mirror)
+
+
+def _function(rep: AttentionReport, kind: str = "function now") -> vd.Judgement:
+    ev = [evidence("off-twin value row max_h ‖u_h‖ (relative to ‖v_h‖)", rep.value_block, ROUND_OFF,
+                   "the values read only the label, as the twin's γ_h (§10.2), to float64 round-off"),
+          evidence("off-twin key–query label row max_h ‖b_h‖ (relative to ‖W_h‖)", rep.label_block, ROUND_OFF,
+                   "the scores read only x, as the twin's A_h (§10.2), to float64 round-off"),
+          evidence("distance to the twin's function <(f − f_twin)²>/<f²> on the data", rep.function_gap,
+                   PAPER_LEVEL, "f is its twin's W₂W₁z to the paper's 0.3%")]
+    if rep.on_twin:
+        return vd.judgement(kind, vd.EXACT, [], ev, (), "f = W₂W₁z exactly (the off-twin blocks are zero): "
+                            "a two-layer linear net on z")
+    blocks = (f"off-twin blocks u {rep.value_block:.3g}, b {rep.label_block:.3g} of their matrices "
+              f"(> {ROUND_OFF:g})")
+    if ev[2].passed:
+        return vd.judgement(kind, vd.EFFECTIVE, [], ev, (f"{blocks}: nothing keeps the identity",),
+                            f"f within {rep.function_gap:.2g} of its twin's (≤ 0.3%), but {blocks}")
+    return vd.judgement(kind, vd.NOT, [f"{blocks}; {ev[2].line()}"], ev)
+
+
+def _data_ev(rep: AttentionReport) -> list:
+    return [evidence("label-mirror violation of the sequences (relative)", rep.label_mirror_violation,
+                     ROUND_OFF,
+                     "every sequence has its copy with y → −y, so the gradients of u, b cancel pair by pair "
+                     "(§10.2)")]
+
+
+def _predicted(rep: AttentionReport, kind: str = "training by GD or gradient flow, predicted (not measured)"
+               ) -> vd.Judgement:
+    ev = _data_ev(rep)
+    gap0 = abs(rep.loss0 - rep.twin_loss0) / max(rep.twin_loss0, 1e-300)
+    ev.append(evidence("loss gap to the twin at t = 0, |L − L_twin|/L_twin (exact)", gap0, PAPER_LEVEL,
+                       "the model's loss and its twin's agree now"))
+    gd = "analyse(model, data, train=bf.GDConfig(lr=..., steps=...))"
+    if not ev[-1].passed:
+        return vd.judgement(kind, vd.NOT, [f"measured at t = 0: {ev[-1].line()}"], ev)
+    if rep.kind == "separate":
+        return vd._undecided(kind, "separate key–query weights train as a depth-3 net on z (γ, K, Q), not as "
+                             "the merged twin (a staircase, §10.4)", ev, [], gd)
+    if not rep.on_twin:
+        return vd._undecided(kind, "the off-twin blocks are not zero: nothing keeps the identity in training",
+                             ev, [], gd)
+    if not ev[0].passed:
+        return vd._undecided(kind, "the data are not label-mirrored: the gradients of u, b are O(1/√S) and "
+                             "GD moves them (measured 4e-3 to 0.02, §10.2)", ev, [], gd)
+    return vd.judgement(kind, vd.EXACT, [], ev, (
+        "plain Adam divides the pair sums' round-off by √v + ε and moves u, b by ~η per step (measured 0.39 "
+        "off-twin, loss gap 5–7%, §10.2, §10.5)",),
+        "zero off-twin blocks on label-mirrored data: the twin identity holds at every GD step, any init "
+        f"scale and step size (§10.2); not under plain Adam: measure it with {ADAM_CALL}")
+
+
+def default_lr(zd: Dataset) -> float:
+    """GD's step for ``train=True``: a quarter of 1/max(λ_max(ZᵀZ/S), ‖ZᵀY/S‖), the twin's
+    curvature at the saddle and near the minimum (≈ 2s) in units of its feature (§10.3)."""
+    Z, Y = np.asarray(zd.X), np.asarray(zd.Y)
+    lam = float(np.linalg.eigvalsh(Z.T @ Z / len(Z))[-1])
+    return 0.25 / max(lam, float(np.linalg.norm(Z.T @ Y / len(Z))), 1e-300)
+
+
+def _config(train, zd: Dataset) -> TrainConfig | None:
+    if train is True:
+        return GDConfig(lr=default_lr(zd), steps=DEFAULT_STEPS)
+    cfg = as_train_config(train)
+    if cfg is not None and cfg.batch_size is not None:
+        raise ValueError("train: attention models are analysed with full-batch training (the trainer's "
+                         "mirrored batches pair x with −x, not y with −y): leave batch_size=None")
+    return cfg
+
+
+def _measure(layer, data: Dataset, zd: Dataset, cfg: TrainConfig, budget, progress):
+    """``(loss, twin loss, trained layer)`` at every step: the model and its twin trained in
+    lockstep by the same optimiser (the twin's run cut to the steps the model's ran)."""
+    every = dataclasses.replace(cfg, n_records=cfg.steps + 1)
+    a = train_run((layer,), data, every, observables="loss", time_budget=budget, progress=progress)
+    steps = int(a.stats["steps"])
+    twin_cfg = dataclasses.replace(every, steps=steps, n_records=steps + 1)._with_alpha(1.0)
+    t = train_run(merged_to_twin(layer), zd, twin_cfg, observables="loss")
+    La = np.asarray(a.loss)[: steps + 1]
+    return La, np.asarray(t.loss)[: La.size], jax.tree_util.tree_map(np.asarray, a.params[0])
+
+
+def _measured(rep: AttentionReport, cfg: TrainConfig, kind: str) -> vd.Judgement:
+    name = cfg.label
+    ev = _data_ev(rep)
+    ev.append(evidence(f"loss gap to the twin under {name}, max_k |L − L_twin|/L_twin over every step",
+                       rep.gap, PAPER_LEVEL, f"the paper's 0.3%; maximum at step {rep.gap_step}"))
+    if not ev[-1].passed:
+        why = f"trained gap {100 * rep.gap:.3g}% at step {rep.gap_step} > 0.3%"
+        return vd.judgement(kind, vd.NOT, [why], ev)
+    exact = rep.kind == "merged" and rep.on_twin and ev[0].passed
+    if exact and rep.gap <= ROUND_OFF:
+        return vd.judgement(kind, vd.EXACT, [], ev, (),
+                            f"on its twin to round-off at every step ({rep.gap:.2g})")
+    return vd.judgement(kind, vd.EFFECTIVE, [], ev, (),
+                        f"within {100 * rep.gap:.2g}% of its twin's loss at every step "
+                        f"(max at step {rep.gap_step})")
+
+
+def _with_n_ctx(layer, width: int):
+    D1 = layer.d + 1
+    if width % D1 or width // D1 < 2:
+        raise ValueError(f"data: X has {width} columns, not (N + 1)(D + 1) for D + 1 = {D1} (the model's "
+                         "token size) and N ≥ 1 context tokens; lay sequences out as docs/theory.md §10.1")
+    n = width // D1 - 1
+    if layer.n_ctx not in (1, n):
+        raise ValueError(f"data: X holds sequences of {n} context tokens but the model has "
+                         f"n_ctx = {layer.n_ctx}")
+    return dataclasses.replace(layer, n_ctx=n)
+
+
+def analyse_attention(model, data, *, train=None, init=None, time_budget=None, progress=None) -> Analysis:
+    """:func:`biasfree.analyse` of a linear-attention model (module doc): ``model`` a
+    :class:`~biasfree.core.attention.MergedAttention`/``SeparateAttention`` (or a one-layer
+    tuple) or a torch module in :mod:`.attention_import`'s layout; ``data`` flat sequences
+    (S, (N+1)(D+1)) with targets (S, 1), N read from the width; ``train`` None, True (GD at
+    :func:`default_lr`, :data:`DEFAULT_STEPS` steps), an optax optimiser or a TrainConfig
+    (full batch); ``init`` the weights training started from (history, measured with
+    ``train``)."""
+    X, Y, source = data_arrays(data)
+    X, Y = np.asarray(X, float), np.asarray(Y, float)
+    if X.ndim != 2 or Y.ndim != 2 or Y.shape != (X.shape[0], 1):
+        raise ValueError(f"data: attention reads X (S, (N+1)(D+1)) and Y (S, 1), got {X.shape} and {Y.shape}")
+    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(Y))):
+        raise ValueError("data: X and Y must be finite")
+    layer = _with_n_ctx(as_attention(model), X.shape[1])
+    if np.any(X.reshape(len(X), layer.n_ctx + 1, -1)[:, -1, -1]):
+        raise ValueError("data: the query's label slot (the last column of each row) must be 0 "
+                         "(docs/theory.md §10.1: the model predicts it)")
+    start = None if init is None else _with_n_ctx(as_attention(init), X.shape[1])
+    if start is not None and type(start) is not type(layer):
+        raise ValueError(f"init is a {type(start).__name__} but the model a {type(layer).__name__}")
+    ds = Dataset(X, Y, mirror=False)
+    zd = twin_dataset(ds, layer.n_ctx)
+    mirror = label_mirror_violation(X, Y, layer.n_ctx)
+    src = f"{source}; model {getattr(model, 'source', type(model).__name__)}"
+    rep = _report(layer, X, Y, zd, src, mirror)
+    cfg = _config(train, zd)
+    lam = np.linalg.eigvalsh(X.T @ X / len(X))
+    data_rep = DataReport(n=len(X), d=X.shape[1], p=1, asymmetry=float("nan"), symmetric=mirror <= ROUND_OFF,
+                          input_rank=int(np.sum(lam > 1e-12 * lam.max())), whitened=False, source=source,
+                          mirror_violation=mirror)
+    function = _function(rep)
+    training, trained_fn, history = _predicted(rep), None, None
+    if start is not None:
+        history = _history(start, layer, X, Y, zd, src, mirror, cfg, time_budget, progress)
+    elif cfg is not None:
+        rep = _trained(rep, layer, ds, zd, cfg, time_budget, progress)
+        training = _measured(rep, cfg, f"training by {cfg.label}, measured")
+        trep = _report(rep.trained, X, Y, zd, src, mirror)
+        trained_fn = _function(trep, "function after training")
+    verdict = vd.combine(function, training, trained_fn, history)
+    question = verdict.question + " (the twin: W₂W₁z, z = vec((1/N) Σ_n y_n x_n x_qᵀ), docs/theory.md §10.2)"
+    return Analysis(data_rep, rep, None, dataclasses.replace(verdict, question=question))
+
+
+def _history(start, layer, X, Y, zd, src, mirror, cfg, budget, progress) -> vd.Judgement:
+    """Question (iii): training from ``start`` beside its twin, measured with ``cfg`` (and how
+    close the rerun ends to the given ``layer``, reported), else predicted for GD."""
+    rep = _report(start, X, Y, zd, src, mirror)
+    how = "how the model got here: training from the init by"
+    if cfg is None:
+        return _predicted(rep, f"{how} GD or gradient flow, predicted")
+    rep = _trained(rep, start, Dataset(X, Y, mirror=False), zd, cfg, budget, progress)
+    j = _measured(rep, cfg, f"{how} {cfg.label}, measured")
+    f, g = (np.asarray(forward((m,), X, 0.0)) for m in (layer, rep.trained))
+    match = float(np.mean((g - f) ** 2) / max(np.mean(f**2), 1e-300))
+    return dataclasses.replace(j, notes=j.notes + (
+        f"the rerun from the init ends {match:.3g} (of <f²>) from the given model (reported, not judged)",))
+
+
+def _trained(rep, layer, ds, zd, cfg, budget, progress) -> AttentionReport:
+    La, Lt, final = _measure(layer, ds, zd, cfg, budget, progress)
+    gaps = np.abs(La - Lt) / np.maximum(Lt, 1e-300)
+    k = int(np.argmax(gaps))
+    return dataclasses.replace(rep, loss=La, twin_loss=Lt, gap=float(gaps[k]), gap_step=k, trained=final)
+
+
+__all__ = ["AttentionReport", "analyse_attention", "label_mirror_violation"]
