@@ -21,10 +21,7 @@ from rich.progress import Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from .. import _validate as validate
-from ..dynamics.train_config import TrainConfig
-
-TRAIN_STEPS = TrainConfig.__dataclass_fields__["steps"].default
-"""Steps of ``analyse --train --optimiser NAME``: those of ``biasfree.analyse(train=optimiser)``."""
+from .analyse_options import TRAIN_STEPS, train_option
 
 app = typer.Typer(add_completion=False, no_args_is_help=False,
                   help="When are bias-free ReLU networks effectively linear networks?")
@@ -316,42 +313,20 @@ def analyse(
     from ..analysis import interop, report
     from ..analysis.analyse import analyse as analyse_model
     from ..analysis.figure import figure
-    from ..analysis.optax_training import NAMED
     from ..core.real_data import load_data
-    from ..dynamics import GDConfig
 
     with _refusing(ValueError, TypeError, FileNotFoundError, ImportError):
-        if train and train_steps:
-            raise ValueError("give --train (default steps) or --train-steps K, not both")
-        if train and optimiser == "gd" and lr is not None:
-            raise ValueError("--lr with --train needs an --optimiser (e.g. --optimiser adam --lr 1e-3): "
-                             "--train picks GD's step from the data; for GD at step η give --train-steps K "
-                             "--lr η")
-        if (optimiser != "gd" or batch_size is not None) and not (train or train_steps):
-            raise ValueError("--optimiser and --batch-size go with --train or --train-steps K (e.g. "
-                             "--train --optimiser adam --lr 1e-3)")
-        if optimiser == "gd" and batch_size is not None:
-            raise ValueError("--batch-size needs an --optimiser (sgd for plain minibatch SGD)")
-        if random_batches and batch_size is None:
-            raise ValueError("--random-batches goes with --batch-size B")
-        if optimiser not in ("gd", *NAMED):
-            raise ValueError(f"--optimiser {optimiser!r}: choose gd or one of {', '.join(NAMED)}")
+        option = train_option(train, train_steps, optimiser, batch_size, random_batches, lr, n_records)
         m, start = (None if f is None else interop.load_model(f, alpha, **interop.conv_spec(in_shape))
                     for f in (model, init))
         try:
             d = load_data(data)
         except (ValueError, TypeError) as e:
             raise type(e)(f"--data {data}: {str(e).removeprefix('path_or_name: ')}") from None
-        step = 0.01 if lr is None else lr  # an optimiser other than gd comes with --train[-steps] (above)
-        steps = train_steps or TRAIN_STEPS  # --train with an optimiser: the API's train=optimiser
-        cfg = (TrainConfig(optimiser=NAMED[optimiser](step), steps=steps, batch_size=batch_size,
-                           name=optimiser, n_records=n_records, mirrored_batches=not random_batches)
-               if optimiser != "gd" else GDConfig(lr=step, steps=train_steps, n_records=n_records)
-               if train_steps else None)  # GD with --train: the step and horizon analyse picks
         with Progress(TextColumn("training beside the twin"), rp.BarColumn(), rp.MofNCompleteColumn(),
                       TimeElapsedColumn(), console=err, transient=True) as bar:
             task = bar.add_task("train", total=None)
-            result = analyse_model(m, d, train=cfg or (True if train else None), init=start, t_max=t_max,
+            result = analyse_model(m, d, train=option, init=start, t_max=t_max,
                                    time_budget=time_budget,
                                    progress=lambda k, n: bar.update(task, completed=k, total=n))
     for path in report.save_analysis(result, out, figure(result)):
