@@ -99,24 +99,41 @@ def _updates(opt, steps, rho):
     return out
 
 
+def _compiled_by_rho(make: Callable, probe) -> Callable:
+    """``rho -> GradientTransformation``: ``make(ρ)``'s ``init`` and ``update``, compiled. One
+    program for every ρ, ρ an argument of the trace, when ``make`` builds its optimiser from a
+    traced ρ (``lambda rho: optax.adam(η, eps=1e-8 * rho)`` does); for a factory that reads
+    ρ's value (``float(rho)``, ``if rho > 1``), one program per ρ, ``make(ρ)`` built once."""
+    try:
+        jax.eval_shape(lambda r: make(r).init(probe), 1.0)
+    except jax.errors.ConcretizationTypeError:  # the factory needs ρ's value
+
+        @functools.cache
+        def by_value(rho):
+            opt = make(rho)
+            return optax.GradientTransformation(jax.jit(opt.init), jax.jit(opt.update))
+        return by_value
+    init = jax.jit(lambda rho, p: make(rho).init(p))
+    update = jax.jit(lambda rho, g, s, p: make(rho).update(g, s, p))
+    return lambda rho: optax.GradientTransformation(lambda p: init(rho, p),
+                                                    lambda g, s, p=None: update(rho, g, s, p))
+
+
 def measure_degree(make: Callable, rhos, probe=None, name: str = "optimiser") -> float:
     """κ with ``make(ρ)`` fed (ρ g, θ/ρ) = ``ρ^κ ×`` ``make(1)`` fed (g, θ) (module doc),
     at every ρ in ``rhos`` and every probe scale; ``ValueError`` (naming ``name`` and the
     measured κ and deviations; :class:`NotHomogeneousError`, carrying κ per (scale, ρ)) when
     no one κ fits within :data:`HOMOGENEITY_RTOL`.
-    ``probe`` a params tree of the shapes to test on. Each ``make(ρ)`` is built once and its
-    ``init`` and ``update`` jitted: one compiled program per ρ, reused across the probe scales
-    (Muon's Newton–Schulz dispatched op by op would cost seconds)."""
+    ``probe`` a params tree of the shapes to test on. ``init`` and ``update`` are compiled
+    (:func:`_compiled_by_rho`) and reused across the probe scales (Muon's Newton–Schulz
+    dispatched op by op would cost seconds)."""
     if probe is None:  # a two-layer bias-free net's shapes: Muon's matrices, Adam's leaves
         r = np.random.default_rng(0)
         probe = from_arrays([r.normal(size=(6, 3)), r.normal(size=(2, 6))])
     rng = np.random.default_rng(1)
     kappas, devs = {}, {}
 
-    @functools.cache
-    def compiled(rho):  # make(ρ) built once, its init and update jitted: one program per ρ for all scales
-        opt = make(rho)
-        return optax.GradientTransformation(jax.jit(opt.init), jax.jit(opt.update))
+    compiled = _compiled_by_rho(make, probe)
 
     with jax.enable_x64(True):
         for scale in PROBE_SCALES:
