@@ -244,7 +244,8 @@ def test_bad_value_of_a_real_experiment_shows_its_validation(tmp_path):
 
 
 def test_show_prints_claim_fields_and_presets():
-    res = cli("show", "generalisation")
+    # a wide terminal, so no cell folds a value across lines (80 columns: tests/app/test_cli_show.py)
+    res = runner.invoke(app, ["show", "generalisation"], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     exp = get("generalisation")
     text = " ".join(res.stdout.split())

@@ -29,6 +29,7 @@ from .attention import MergedAttention, SeparateAttention
 from .data import Dataset
 from .icl_data import _cubic_features
 from .layers import Layer
+from .precision import precise
 
 
 def _merged(layer) -> MergedAttention:
@@ -49,6 +50,7 @@ def _host(layer) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(m.V), np.asarray(m.KQ)
 
 
+@precise
 def merged_to_twin(layer) -> tuple[Layer, Layer]:
     """The twin ``(Layer(W₁), Layer(W₂))`` of a merged layer (module doc; a separate layer is
     merged first, ``W_h = K_hᵀ Q_h``): exact when :func:`off_twin` is 0."""
@@ -57,6 +59,7 @@ def merged_to_twin(layer) -> tuple[Layer, Layer]:
     return Layer(jax.device_put(KQ[:, :D, :D].reshape(H, D * D))), Layer(jax.device_put(V[:, D, D][None, :]))
 
 
+@precise
 def twin_to_merged(twin, n_ctx: int) -> MergedAttention:
     """The merged layer (context length ``n_ctx``) of a two-layer linear twin ``(W₁ (H, D²),
     W₂ (1, H))``: ``A_h = W₁[h].reshape(D, D)``, ``W_h^V[D, D] = W₂[0, h]``, every other entry 0."""

@@ -44,7 +44,8 @@ CLAIM = ("Merged linear attention trained on label-mirrored in-context regressio
          "two-layer linear net on the cubic feature z (loss curves equal to round-off under GD and "
          "masked Adam) with one abrupt drop at the sigmoid's time; separate rank-one key and query "
          "learn one principal component per drop and implement principal component regression.")
-PAPER_CLAIM = ("Beyond ReLU (Zhang, Singh, Latham & Saxe 2025): merged key–query attention is a "
+PAPER_CLAIM = ("Claim of the follow-up paper, beyond ReLU (Zhang, Singh, Latham & Saxe, ICML 2025, "
+               "arXiv 2501.16265): merged key–query attention is a "
                "two-layer linear net on cubic features; separate key and query give saddle-to-saddle "
                "dynamics through principal component regression.")
 
