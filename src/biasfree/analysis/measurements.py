@@ -39,10 +39,11 @@ class Split:
         return self.even / self.energy if self.energy else 0.0
 
 
-def split(params: Params, X, alpha) -> Split:
-    """Energies of f, of f_even, of the best linear fit of f_odd and of its remainder."""
+def split(params: Params, X, alpha, fit=None) -> Split:
+    """Energies of f, of f_even, of the best linear fit of f_odd and of its remainder; ``fit``
+    the least-squares solver (:func:`~biasfree.expressivity.decomposition.odd_fit_of`)."""
     F, Fm = _outputs_and_mirror(params, X, alpha)  # in row blocks: no N × width array
-    beta, res, dec = odd_fit_of(X, Decomposition(F, 0.5 * (F - Fm), 0.5 * (F + Fm)))
+    beta, res, dec = odd_fit_of(X, Decomposition(F, 0.5 * (F - Fm), 0.5 * (F + Fm)), fit)
     fit = OddFit(beta, float(np.mean(res)), dec.odd_energy)
     return Split(energy(F), energy(dec.even), energy(np.asarray(X) @ fit.beta), fit.residual,
                   fit.fraction, fit.beta, F)
