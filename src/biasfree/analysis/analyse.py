@@ -119,11 +119,13 @@ class _State:
     function: vd.Judgement
     regime: Regime
     loss0: float
+    outputs: np.ndarray  # f(X), and ‖∇L‖·‖θ‖, from the split's one pass over the rows
+    grad: float
 
 
 def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -> _State:
     L, c, biased = depth(params), float(_slope_factor(a)), has_bias(params)
-    sp = split(params, X, a, ctx.moments.fit)
+    sp = split(params, X, a, ctx.moments.fit, Y)
     svs = tuple(np.linalg.svd(np.asarray(layer.matrix, float), compute_uv=False) for layer in params)
     beta = np.asarray(nets._beta_eff(params, a)) if nets.beta_eff_is_exact(params) else sp.beta
     nonlin = (sp.even + sp.odd_nonlinear) / sp.energy if sp.energy else 0.0
@@ -137,7 +139,7 @@ def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -
                     nonlinear_fraction=nonlin, paired=structure == PAIRS, structure=structure)
     modes = ctx.modes
     s1 = float(modes.s[0]) if modes.s.size else 0.0
-    gain = rg.init_gain(params, modes.lam_max)
+    gain = rg.init_gain(params, modes.lam_max, [s[0] if s.size else 0.0 for s in svs])
     ratio = gain / s1 if s1 > 0 else float("inf")
     function = vd.judge_function(has_bias=biased, alpha=a, even_fraction=sp.even_fraction,
                                  odd_nonlinear_of_odd=sp.odd_fraction_nonlinear, nonlinear_fraction=nonlin,
@@ -145,17 +147,18 @@ def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -
                                  output_ratio=np.sqrt(sp.energy / modes.y_power) if modes.y_power else np.nan)
     loss0 = 0.5 * energy(Y - sp.outputs)
     regime = Regime(init_gain=gain, s1=s1, init_ratio=ratio, small_init=ratio <= vd.SMALL_INIT)
-    return _State(net, function, regime, loss0)
+    return _State(net, function, regime, loss0, sp.outputs, sp.grad)
 
 
 def _facts(st: _State, ctx: _Context, params, X, Y, a, pred: Prediction | None) -> vd.Facts:
     ref = max(0.5 * ctx.modes.y_power, 1e-300)
     d = ctx.report
-    still = None if pred is None else stationarity(params, pred.twin, X, Y, a, ref, ctx.floor, ctx.modes.B)
+    still = None if pred is None else stationarity(params, pred.twin, X, Y, a, ref, ctx.floor, ctx.modes.B,
+                                                   outputs=st.outputs, grad=st.grad, Sxx=ctx.moments.Sxx)
     return vd.Facts(st.net.depth, a, st.net.has_bias, d.mirror_violation_inputs, d.target_even_fraction,
                     d.linear_fraction, st.regime.init_ratio, st.function, ctx.floor, st.loss0,
                     float("nan") if pred is None else pred.twin_loss0, ref,
-                    rg.gradient_norm(params, X, Y, a) / ref if still is None else still.grad,
+                    st.grad / ref if still is None else still.grad,
                     st.net.structure, is_conv(params), still)
 
 

@@ -27,10 +27,11 @@ MAX_STEPS = 200_000
 """Cap on the default number of GD steps of ``analyse(train=True)``."""
 
 
-def init_gain(params: Params, lam_max: float) -> float:
+def init_gain(params: Params, lam_max: float, norms=None) -> float:
     """``Π_l ‖W_l‖₂ · √λ_max(Σ_xx)``: the largest output a unit-variance input direction can
-    get at init (≈ σ²m for a two-layer Gaussian init of std σ and width m ≫ d)."""
-    norms = [np.linalg.norm(np.asarray(la.matrix, float), 2) for la in params]
+    get at init (≈ σ²m for a two-layer Gaussian init of std σ and width m ≫ d); ``norms`` the
+    ‖W_l‖₂ when the caller has them (their largest singular values)."""
+    norms = [np.linalg.norm(np.asarray(la.matrix, float), 2) for la in params] if norms is None else norms
     return float(np.prod(norms) * np.sqrt(lam_max))
 
 
