@@ -120,7 +120,7 @@ class _State:
     regime: Regime
     loss0: float
     outputs: np.ndarray  # f(X), and ‖∇L‖·‖θ‖, from the split's one pass over the rows
-    grad: float
+    grad: float | None
 
 
 def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -> _State:
@@ -158,7 +158,8 @@ def _facts(st: _State, ctx: _Context, params, X, Y, a, pred: Prediction | None) 
     return vd.Facts(st.net.depth, a, st.net.has_bias, d.mirror_violation_inputs, d.target_even_fraction,
                     d.linear_fraction, st.regime.init_ratio, st.function, ctx.floor, st.loss0,
                     float("nan") if pred is None else pred.twin_loss0, ref,
-                    st.grad / ref if still is None else still.grad,
+                    (rg.gradient_norm(params, X, Y, a) if st.grad is None else st.grad) / ref if still is None
+                    else still.grad,
                     st.net.structure, is_conv(params), still)
 
 
