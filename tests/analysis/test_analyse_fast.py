@@ -67,8 +67,8 @@ def _cases():
     net = bf.init_gaussian(__import__("jax").random.PRNGKey(0), (6, 40, 2), scale=1e-2)
     return {
         "small init, mirrored": (net, (X, Y), {"alpha": 0.0}),
-        "leaky, default init, raw": ((Layer(rng.normal(size=(30, 5)) / 2), Layer(rng.normal(size=(3, 30)) / 5)),
-                                     (Xr, Yr), {"alpha": 0.2}),
+        "leaky, default init, raw": ((Layer(rng.normal(size=(30, 5)) / 2),
+                                      Layer(rng.normal(size=(3, 30)) / 5)), (Xr, Yr), {"alpha": 0.2}),
         "depth 3": ((Layer(rng.normal(size=(20, 6)) / 3), Layer(rng.normal(size=(20, 20)) / 5),
                      Layer(rng.normal(size=(2, 20)) / 5)), (X, Y), {"alpha": 0.1}),
         "trained by GD": (net, (X, Y), {"alpha": 0.0, "train": bf.GDConfig(lr=0.05, steps=300)}),

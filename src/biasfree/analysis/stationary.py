@@ -171,7 +171,8 @@ def stationarity(params: Params, twin: Params, X, Y, alpha: float, ref: float,
     excess = (loss - floor) / ref if use_floor else float("nan")
     ftol = floor_tolerance(params, X, Y, loss, floor, B, ref) if use_floor else float("nan")
     grad = gradient_norm(params, X, Y, alpha) if grad is None else grad
-    tgrad = linear_gradient_norm(twin, Sxx, Y.T @ X / X.shape[0]) if moments else gradient_norm(twin, X, Y, 1.0)
+    tgrad = (linear_gradient_norm(twin, Sxx, Y.T @ X / X.shape[0]) if moments
+             else gradient_norm(twin, X, Y, 1.0))
     return Stationarity(grad / ref, gradient_tolerance(params, X, R, ref),
                         tgrad / ref, gradient_tolerance(twin, X, Rt, ref),
                         excess, ftol, loss, twin_loss, float("nan") if not use_floor else floor)
