@@ -39,7 +39,7 @@ from ..dynamics.trainer import _run as train_run
 from ..dynamics.twin_training import PairedRun, relative_movement, row_alignment
 from ..expressivity.decomposition import energy
 from ..expressivity.floors import _dataset_floor
-from ..theory.modes import _data_modes, _is_whitened, _linear_floor
+from ..theory.modes import _data_modes
 from ..theory.reference import _Known, _product, _reference_curve
 from . import regime as rg
 from . import verdict as vd
@@ -47,6 +47,7 @@ from .attention import analyse_attention
 from .attention_import import is_attention_model
 from .interop import Model, as_model
 from .measurements import data_arrays, local_report, split
+from .moments import Moments, linear_floor, moments
 from .optax_training import as_train_config, dynamics_of, plain_gd, with_degree
 from .report import Analysis, DataReport, History, NetReport, Prediction, Regime, Training
 from .stationary import stationarity
@@ -86,26 +87,28 @@ class _Context:
     report: DataReport
     modes: theory.Modes
     floor: float | None
+    moments: Moments
 
 
 def _context(X, Y, a, source) -> _Context:
-    lam = np.linalg.eigvalsh(X.T @ X / X.shape[0])
-    modes = _data_modes(X, Y, 0.0, whiten=True)  # X, Y checked by analyse: no check below
+    mo = moments(X)  # XᵀX/N and its eigh once; the least-squares fits from them
+    lam = mo.lam
+    modes = _data_modes(X, Y, 0.0, whiten=True, gram=(mo.Sxx, (mo.lam, mo.W)))  # X, Y checked by analyse
     asym = _asymmetry(_stack(X, Y), ASYMMETRY_POINTS)
     mv = _mirror_violation(X, Y) / max(max_row_norm(X, Y), 1e-300)
     # mv <= ROUND_OFF also bounds asym: asym <= mv² max||z||² / <||z||²> <= N mv² <= ROUND_OFF for N <= 1e10
     x_scale = max(float(np.max(np.linalg.norm(X, axis=1))), 1e-300)
     mv_x = _mirror_violation(X) / x_scale  # the inputs alone: the target's parity is judged apart
-    dsf = (_dataset_floor(X, Y, a, vd.NEAR_SYMMETRIC * x_scale) if mv_x <= vd.NEAR_SYMMETRIC
+    dsf = (_dataset_floor(X, Y, a, vd.NEAR_SYMMETRIC * x_scale, mo.fit) if mv_x <= vd.NEAR_SYMMETRIC
            else None)
     even_t = dsf.even / dsf.power if dsf is not None and dsf.power > 0 else float("nan")
     report = DataReport(n=X.shape[0], d=X.shape[1], p=Y.shape[1], asymmetry=asym, symmetric=mv <= ROUND_OFF,
-                        input_rank=int(np.sum(lam > 1e-12 * lam.max())), whitened=_is_whitened(X),
+                        input_rank=int(np.sum(lam > 1e-12 * lam.max())), whitened=modes.whitened,
                         source=source, mirror_violation=mv, modes=modes.s,
                         linear_fraction=modes.linear_fraction, target_even_fraction=even_t,
                         mirror_violation_inputs=mv_x, asymmetry_points=min(X.shape[0], ASYMMETRY_POINTS))
     floor = dsf.value if dsf is not None and mv_x <= ROUND_OFF else None  # exact only then (§1.3)
-    return _Context(report, modes, floor)
+    return _Context(report, modes, floor, mo)
 
 
 @dataclass(frozen=True)
@@ -118,11 +121,13 @@ class _State:
     function: vd.Judgement
     regime: Regime
     loss0: float
+    outputs: np.ndarray  # f(X), and ‖∇L‖·‖θ‖, from the split's one pass over the rows
+    grad: float | None
 
 
 def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -> _State:
     L, c, biased = depth(params), float(_slope_factor(a)), has_bias(params)
-    sp = split(params, X, a)
+    sp = split(params, X, a, ctx.moments.fit, Y)
     svs = tuple(np.linalg.svd(np.asarray(layer.matrix, float), compute_uv=False) for layer in params)
     beta = np.asarray(nets._beta_eff(params, a)) if nets.beta_eff_is_exact(params) else sp.beta
     nonlin = (sp.even + sp.odd_nonlinear) / sp.energy if sp.energy else 0.0
@@ -136,7 +141,7 @@ def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -
                     nonlinear_fraction=nonlin, paired=structure == PAIRS, structure=structure)
     modes = ctx.modes
     s1 = float(modes.s[0]) if modes.s.size else 0.0
-    gain = rg.init_gain(params, modes.lam_max)
+    gain = rg.init_gain(params, modes.lam_max, [s[0] if s.size else 0.0 for s in svs])
     ratio = gain / s1 if s1 > 0 else float("inf")
     function = vd.judge_function(has_bias=biased, alpha=a, even_fraction=sp.even_fraction,
                                  odd_nonlinear_of_odd=sp.odd_fraction_nonlinear, nonlinear_fraction=nonlin,
@@ -144,17 +149,19 @@ def _state(params: Params, X, Y, a, ctx: _Context, kind: str = "function now") -
                                  output_ratio=np.sqrt(sp.energy / modes.y_power) if modes.y_power else np.nan)
     loss0 = 0.5 * energy(Y - sp.outputs)
     regime = Regime(init_gain=gain, s1=s1, init_ratio=ratio, small_init=ratio <= vd.SMALL_INIT)
-    return _State(net, function, regime, loss0)
+    return _State(net, function, regime, loss0, sp.outputs, sp.grad)
 
 
 def _facts(st: _State, ctx: _Context, params, X, Y, a, pred: Prediction | None) -> vd.Facts:
     ref = max(0.5 * ctx.modes.y_power, 1e-300)
     d = ctx.report
-    still = None if pred is None else stationarity(params, pred.twin, X, Y, a, ref, ctx.floor, ctx.modes.B)
+    still = None if pred is None else stationarity(params, pred.twin, X, Y, a, ref, ctx.floor, ctx.modes.B,
+                                                   outputs=st.outputs, grad=st.grad, Sxx=ctx.moments.Sxx)
     return vd.Facts(st.net.depth, a, st.net.has_bias, d.mirror_violation_inputs, d.target_even_fraction,
                     d.linear_fraction, st.regime.init_ratio, st.function, ctx.floor, st.loss0,
                     float("nan") if pred is None else pred.twin_loss0, ref,
-                    rg.gradient_norm(params, X, Y, a) / ref if still is None else still.grad,
+                    (rg.gradient_norm(params, X, Y, a) if st.grad is None else st.grad) / ref if still is None
+                    else still.grad,
                     st.net.structure, is_conv(params), still)
 
 
@@ -372,7 +379,7 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, bu
         t = np.linspace(0.0, T, n_times)
     # what the data and net measurements already hold is not measured again (each pass over X is
     # seconds at 60,000 × 784): Σ_xx once, the even part from split, the mirror violation
-    Sxx = X.T @ X / X.shape[0]
+    Sxx = ctx.moments.Sxx
     mv_rel = ctx.report.mirror_violation
     mirror = (mv_rel * max(max_row_norm(X, Y), 1e-300), mv_rel)
     known = _Known(Sxx, (net.even_energy, net.output_energy), mirror)
@@ -399,7 +406,7 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, bu
     return Prediction(twin=twin, weight_scale=ws, time_scale=ks, reference=curve.reference, exact=bool(exact),
                       note=note, t=np.asarray(t)[:len(curve.loss)], loss=np.asarray(curve.loss),
                       loss0_net=loss0,
-                      linear_floor=_linear_floor(X, Y), two_layer_floor=ctx.floor,
+                      linear_floor=linear_floor(ctx.moments, X, Y), two_layer_floor=ctx.floor,
                       t0_gap=abs(loss0 - twin0) / L0, growth_gap=0.5 * g.energy / L0, horizon_floored=floored,
                       growth_gap_low=0.5 * g.low / L0, growth_gap_high=0.5 * g.high / L0, twin_loss0=twin0)
 
@@ -417,7 +424,7 @@ def _train(params, pred: Prediction, a, X, Y, cfg, ctx: _Context, loss0, reg: Re
         trainer, predicted = "GD", np.interp(t, pred.t, pred.loss, right=np.nan)  # nan past a curve cut short
     else:  # no flow curve to compare with: the prediction is for GD
         trainer, predicted = f"{cfg.label} (κ = {cfg.degree:g})", np.full(t.shape, np.nan)
-    sp = split(run.params, X, a)
+    sp = split(run.params, X, a, ctx.moments.fit)
     dirs = rg.learned_directions(modes.B)
     off = np.abs(run.loss - predicted)
     off = off[np.isfinite(off)]  # no prediction past a curve cut short, nor for an optax run

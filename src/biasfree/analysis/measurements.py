@@ -7,11 +7,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-from ..core.blocks import _outputs_and_mirror
+from ..core.blocks import BLOCK_ENTRIES, _outputs_and_mirror
 from ..core.data import Dataset
 from ..core.layers import Params
+from ..core.nets import _rest
 from ..core.real_data import RealData, load_data
 from ..expressivity.decomposition import Decomposition, OddFit, energy, odd_fit_of
 from ..expressivity.local_linear import MAX_ENTRIES, Identities, _local_linear
@@ -33,19 +36,61 @@ class Split:
     odd_fraction_nonlinear: float
     beta: np.ndarray
     outputs: np.ndarray | None = None  # f(X), kept for the loss at init
+    grad: float | None = None  # ‖∇_θ L‖·‖θ‖ when split was given Y (regime.gradient_norm's number)
 
     @property
     def even_fraction(self) -> float:
         return self.even / self.energy if self.energy else 0.0
 
 
-def split(params: Params, X, alpha) -> Split:
-    """Energies of f, of f_even, of the best linear fit of f_odd and of its remainder."""
-    F, Fm = _outputs_and_mirror(params, X, alpha)  # in row blocks: no N × width array
-    beta, res, dec = odd_fit_of(X, Decomposition(F, 0.5 * (F - Fm), 0.5 * (F + Fm)))
+def split(params: Params, X, alpha, fit=None, Y=None) -> Split:
+    """Energies of f, of f_even, of the best linear fit of f_odd and of its remainder; ``fit``
+    the least-squares solver (:func:`~biasfree.expressivity.decomposition.odd_fit_of`); with
+    targets ``Y`` also the gradient norm of the loss (:func:`biasfree.analysis.regime.gradient_norm`),
+    from the same pass over the rows (the first layer's product, N × width, made once a block)."""
+    grad = None
+    if Y is None:
+        F, Fm = _outputs_and_mirror(params, X, alpha)  # in row blocks: no N × width array
+    else:
+        F, Fm, grad = _outputs_mirror_gradient(params, X, Y, alpha)
+    beta, res, dec = odd_fit_of(X, Decomposition(F, 0.5 * (F - Fm), 0.5 * (F + Fm)), fit)
     fit = OddFit(beta, float(np.mean(res)), dec.odd_energy)
     return Split(energy(F), energy(dec.even), energy(np.asarray(X) @ fit.beta), fit.residual,
-                  fit.fraction, fit.beta, F)
+                  fit.fraction, fit.beta, F, grad)
+
+
+@jax.jit
+def _block(params: Params, Xb, Yb, a, N):
+    """``(f, f(−x), ∇_θ of the block's share (1/2N) Σ ||y − f(x)||²)`` on one row block, the
+    first layer's product shared as in :func:`biasfree.core.blocks.outputs_and_mirror`."""
+    first = params[0]
+
+    def share(p):
+        Z = p[0].apply(Xb)
+        F = _rest(p, Z, a)
+        Zm = -jax.lax.stop_gradient(Z) if first.bias is None else p[0].apply(-Xb)
+        return 0.5 * jnp.sum((Yb - F) ** 2) / N, (F, jax.lax.stop_gradient(_rest(p, Zm, a)))
+
+    (_, (F, Fm)), g = jax.value_and_grad(share, has_aux=True)(params)
+    return F, Fm, g
+
+
+def _outputs_mirror_gradient(params: Params, X, Y, alpha):
+    """``(f(X), f(−X), ‖∇_θ L‖·‖θ‖)`` in the row blocks of :func:`~biasfree.core.blocks._outputs`
+    and :func:`~biasfree.analysis.regime.gradient_norm` (the same blocks, the gradient summed in
+    the same order): one pass instead of three."""
+    N, leaves = X.shape[0], jax.tree_util.tree_leaves
+    step = max(1, BLOCK_ENTRIES // max(layer.n_out for layer in params))
+    p = params[-1].n_out
+    F, Fm = np.empty((N, p)), np.empty((N, p))
+    a, grad = jnp.asarray(alpha, float), None
+    for i in range(0, N, step):
+        f, fm, part = _block(tuple(params), X[i:i + step], Y[i:i + step], a, N)
+        F[i:i + step], Fm[i:i + step] = np.asarray(f), np.asarray(fm)
+        grad = part if grad is None else jax.tree_util.tree_map(jnp.add, grad, part)
+    sq = sum(float(jnp.sum(g**2)) for g in leaves(grad))
+    size = sum(float(np.sum(np.asarray(leaf, float) ** 2)) for leaf in leaves(params))
+    return F, Fm, float(np.sqrt(sq * size))
 
 
 def data_arrays(data):

@@ -27,10 +27,11 @@ MAX_STEPS = 200_000
 """Cap on the default number of GD steps of ``analyse(train=True)``."""
 
 
-def init_gain(params: Params, lam_max: float) -> float:
+def init_gain(params: Params, lam_max: float, norms=None) -> float:
     """``Π_l ‖W_l‖₂ · √λ_max(Σ_xx)``: the largest output a unit-variance input direction can
-    get at init (≈ σ²m for a two-layer Gaussian init of std σ and width m ≫ d)."""
-    norms = [np.linalg.norm(np.asarray(la.matrix, float), 2) for la in params]
+    get at init (≈ σ²m for a two-layer Gaussian init of std σ and width m ≫ d); ``norms`` the
+    ‖W_l‖₂ when the caller has them (their largest singular values)."""
+    norms = [np.linalg.norm(np.asarray(la.matrix, float), 2) for la in params] if norms is None else norms
     return float(np.prod(norms) * np.sqrt(lam_max))
 
 
@@ -134,20 +135,29 @@ def growth_even_energy(params: Params, X, Y, c: float, B) -> GrowthEstimate:
     if not modes:
         return GrowthEstimate(0.0, 0.0, 0.0, float("inf"))
     Rho = np.stack([mode[0] for mode in modes], axis=1)  # (d, modes)
+    A, WR = np.stack([mode[2] for mode in modes]), np.stack([mode[3] for mode in modes])  # (modes, m)
+    WG = np.array([mode[4] for mode in modes])
     proj, b2 = np.zeros(len(modes)), np.zeros(len(modes))  # Σ_n (ρ·x_n)², Σ_n b(x_n)²
     step = max(1, BLOCK_ENTRIES // max(W1.shape[0], 1))
     for j in range(0, N, step):
-        Xb = X[j:j + step]
-        H, P = Xb @ W1.T, Xb @ Rho  # (n, m): w_k·x; (n, modes): ρ·x
-        proj += np.sum(P**2, axis=0)
-        for i, (_, _, a, wr, wg, _) in enumerate(modes):
-            rx = np.abs(H - np.outer(P[:, i], a))  # |r_k·x|
-            b = (1.0 - c) * (rx @ wr + wg * np.abs(P[:, i]))
-            b2[i] += float(b @ b)
+        p2, bb = _growth_block(X[j:j + step], W1, Rho, A, WR, WG, 1.0 - c)
+        proj += np.asarray(p2)
+        b2 += np.asarray(bb)
     E = np.array([mode[1] for mode in modes]) * proj / N
     root, d = np.sqrt(E), np.sqrt(b2 / N)
     return GrowthEstimate(float(np.sum(E)), float(np.sum(np.maximum(root - d, 0.0) ** 2)),
                           float(np.sum((root + d) ** 2)), float(min(mode[5] for mode in modes)))
+
+
+@jax.jit
+def _growth_block(Xb, W1, Rho, A, WR, WG, one_minus_c):
+    """One row block's ``(Σ_n (ρ_i·x_n)², Σ_n b_i(x_n)²)`` per mode i of
+    :func:`growth_even_energy`: ``b_i = (1 − c)(Σ_k |w_k·x − a_ki ρ_i·x| wr_ki + wg_i |ρ_i·x|)``,
+    one fused loop over (n, modes, m) (no n × m temporary per mode)."""
+    H, P = Xb @ W1.T, Xb @ Rho  # (n, m): w_k·x; (n, modes): ρ·x
+    rx = jnp.abs(H[:, None, :] - P[:, :, None] * A[None])  # |r_k·x| (n, modes, m), fused into the sum
+    b = one_minus_c * (jnp.sum(rx * WR[None], axis=-1) + WG * jnp.abs(P))
+    return jnp.sum(P**2, axis=0), jnp.sum(b**2, axis=0)
 
 
 def learned_directions(B, s_cut: float = MODE_CUT) -> np.ndarray:

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.blocks import _outputs
-from ..core.layers import Params
+from ..core.layers import Layer, Params
 from ..expressivity.decomposition import energy
 from ..results import Check
 from .regime import gradient_norm
@@ -155,14 +155,49 @@ class Stationarity:
 
 
 def stationarity(params: Params, twin: Params, X, Y, alpha: float, ref: float,
-                 floor: float | None, B) -> Stationarity:
+                 floor: float | None, B, *, outputs=None, grad: float | None = None,
+                 Sxx=None) -> Stationarity:
     """:class:`Stationarity` of ``params`` (slope ``alpha``) and its linear ``twin`` on (X, Y);
-    ``ref`` = ½<||y||²>; ``floor`` the exact two-layer floor (None: not tested) for a depth-2 net."""
-    R, Rt = _outputs(params, X, alpha) - Y, _outputs(twin, X, 1.0) - Y
+    ``ref`` = ½<||y||²>; ``floor`` the exact two-layer floor (None: not tested) for a depth-2 net.
+    What the caller has measured is not measured again: ``outputs`` f(X) of ``params``, ``grad``
+    its :func:`~.regime.gradient_norm`; with ``Sxx`` = XᵀX/N a dense twin's outputs and gradient
+    come from its product P = W_L⋯W_1 and the moments (:func:`linear_gradient_norm`), no pass
+    through its hidden layers."""
+    R = (_outputs(params, X, alpha) if outputs is None else outputs) - Y
+    moments = Sxx is not None and all(type(la) is Layer and la.bias is None for la in twin)
+    Rt = (X @ _product(twin).T if moments else _outputs(twin, X, 1.0)) - Y
     loss, twin_loss = 0.5 * energy(R), 0.5 * energy(Rt)
     use_floor = floor is not None and len(params) == 2
     excess = (loss - floor) / ref if use_floor else float("nan")
     ftol = floor_tolerance(params, X, Y, loss, floor, B, ref) if use_floor else float("nan")
-    return Stationarity(gradient_norm(params, X, Y, alpha) / ref, gradient_tolerance(params, X, R, ref),
-                        gradient_norm(twin, X, Y, 1.0) / ref, gradient_tolerance(twin, X, Rt, ref),
+    grad = gradient_norm(params, X, Y, alpha) if grad is None else grad
+    tgrad = (linear_gradient_norm(twin, Sxx, Y.T @ X / X.shape[0]) if moments
+             else gradient_norm(twin, X, Y, 1.0))
+    return Stationarity(grad / ref, gradient_tolerance(params, X, R, ref),
+                        tgrad / ref, gradient_tolerance(twin, X, Rt, ref),
                         excess, ftol, loss, twin_loss, float("nan") if not use_floor else floor)
+
+
+def _product(params: Params) -> np.ndarray:
+    P = np.asarray(params[0].matrix, float)
+    for layer in params[1:]:
+        P = np.asarray(layer.matrix, float) @ P
+    return P
+
+
+def linear_gradient_norm(params: Params, Sxx, Syx) -> float:
+    """:func:`~.regime.gradient_norm` of a bias-free dense *linear* net from the moments: with
+    P = W_L⋯W_1 and G = P Σ_xx − Σ_yx, ``∇_{W_l} L = (W_L⋯W_{l+1})ᵀ G (W_{l−1}⋯W_1)ᵀ``. The same
+    number to round-off; its round-off is within the bound of :func:`gradient_tolerance`
+    (Σ_xx's entries are sums of N products, G's of d more: K grows by d, and
+    ``|Σ_yx| ≤ rms‖y‖ rms‖x‖ ≤ (rms‖r‖ + P rms‖x‖) rms‖x‖``, up to a factor 2 of the bound's terms,
+    which is worst case by orders of magnitude)."""
+    Ws = [np.asarray(la.matrix, float) for la in params]
+    G = _product(params) @ Sxx - Syx
+    sq = 0.0
+    for i in range(len(Ws)):  # the products around layer l; none (not an identity) at the ends
+        A = _product(params[i + 1:]).T @ G if i + 1 < len(Ws) else G
+        A = A @ _product(params[:i]).T if i else A
+        sq += float(np.sum(A**2))
+    size = sum(float(np.sum(W**2)) for W in Ws)
+    return float(np.sqrt(sq * size))

@@ -140,9 +140,11 @@ def odd_fit(f: Function, X, per_point: bool) -> tuple[np.ndarray, np.ndarray, De
     return odd_fit_of(X, decompose(f, X, per_point=per_point))
 
 
-def odd_fit_of(X, dec: Decomposition) -> tuple[np.ndarray, np.ndarray, Decomposition]:
-    """:func:`odd_fit` from a decomposition ``dec`` of f at the rows of ``X`` already made."""
-    beta = np.linalg.lstsq(X, dec.odd, rcond=None)[0]
+def odd_fit_of(X, dec: Decomposition, fit=None) -> tuple[np.ndarray, np.ndarray, Decomposition]:
+    """:func:`odd_fit` from a decomposition ``dec`` of f at the rows of ``X`` already made;
+    ``fit(X, F)`` the least-squares solver (None: ``np.linalg.lstsq``; ``analyse`` passes
+    :meth:`biasfree.analysis.moments.Moments.fit`, the same β to round-off)."""
+    beta = np.linalg.lstsq(X, dec.odd, rcond=None)[0] if fit is None else fit(X, dec.odd)
     return beta, np.sum((dec.odd - X @ beta) ** 2, axis=1), dec
 
 

@@ -334,8 +334,9 @@ def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
     return _dataset_floor(X, Y, alpha, validate.nonnegative("tol", tol, scalar=True))
 
 
-def _dataset_floor(X, Y, alpha: float, tol: float) -> DatasetFloor:
-    """:func:`dataset_floor` of checked float arrays ``X`` (N, d), ``Y`` (N, p), unchecked."""
+def _dataset_floor(X, Y, alpha: float, tol: float, fit=None) -> DatasetFloor:
+    """:func:`dataset_floor` of checked float arrays ``X`` (N, d), ``Y`` (N, p), unchecked; ``fit``
+    the least-squares solver of :func:`~.decomposition.odd_fit_of`."""
     dist, partner = nearest_mirror(X)
     if np.max(dist) > tol:
         raise ValueError(
@@ -343,7 +344,7 @@ def _dataset_floor(X, Y, alpha: float, tol: float) -> DatasetFloor:
             "build the set with biasfree.symmetrize (the exact floor needs every pair)"
         )
     dec = Decomposition(Y, 0.5 * (Y - Y[partner]), 0.5 * (Y + Y[partner]))
-    odd = float(0.5 * np.mean(odd_fit_of(X, dec)[1]))
+    odd = float(0.5 * np.mean(odd_fit_of(X, dec, fit)[1]))
     even = 0.5 * dec.even_energy
     value = odd + even if float(alpha) == 1.0 else odd
     violation = _mirror_violation(X)

@@ -79,19 +79,25 @@ def data_modes(X, Y, rank_tol: float = 1e-10, *, whiten: bool = False) -> Modes:
     return _data_modes(X, Y, v.nonnegative("rank_tol", rank_tol, scalar=True), whiten=whiten)
 
 
-def _data_modes(X, Y, rank_tol: float = 1e-10, *, whiten: bool = False) -> Modes:
-    """:func:`data_modes` of checked float arrays ``X`` (N, d), ``Y`` (N, p), unchecked."""
+def _data_modes(X, Y, rank_tol: float = 1e-10, *, whiten: bool = False, gram=None) -> Modes:
+    """:func:`data_modes` of checked float arrays ``X`` (N, d), ``Y`` (N, p), unchecked; ``gram``
+    ``(XᵀX/N, its eigh)`` when the caller has them (the same numbers, not computed again)."""
     N = X.shape[0]
     S = Y.T @ X / N
     B = None
-    lam, W = np.linalg.eigh(X.T @ X / N)
+    if gram is None:
+        Sxx = X.T @ X / N
+        lam, W = np.linalg.eigh(Sxx)
+    else:
+        Sxx, (lam, W) = gram
     if whiten:
         keep = lam > 1e-12 * lam.max()
         B = S @ (W[:, keep] / lam[keep]) @ W[:, keep].T
         S = S @ (W[:, keep] / np.sqrt(lam[keep])) @ W[:, keep].T
     U, s, Vt = np.linalg.svd(S, full_matrices=False)
     r = int(np.sum(s > rank_tol * max(s[0], 1e-300))) if s.size else 0
-    return Modes(U[:, :r], s[:r], Vt[:r].T, float(np.mean(np.sum(Y**2, axis=1))), _is_whitened(X),
+    whitened = bool(float(np.max(np.abs(Sxx - np.eye(X.shape[1])))) <= 1e-10)  # _is_whitened(X), from Σ_xx
+    return Modes(U[:, :r], s[:r], Vt[:r].T, float(np.mean(np.sum(Y**2, axis=1))), whitened,
                  float(lam.max()), B)
 
 
