@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from figure_checks import covered, texts_outside
-from filelock import FileLock, Timeout
+from tiny_runs import shared_folder, tiny_run
 from toys import toy_experiment
 from typer.testing import CliRunner
 
@@ -31,26 +31,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="session")
 def shared_out(tmp_path_factory, worker_id):
-    """One folder for the whole session: xdist workers' temp folders share a parent."""
-    base = tmp_path_factory.getbasetemp()
-    out = (base.parent if worker_id != "master" else base) / "tiny-results"
-    out.mkdir(exist_ok=True)
-    return out
-
-
-def tiny_run(out, name: str, wait: bool = True) -> dict | None:
-    """``biasfree run NAME --preset tiny --out OUT`` once per session: its exit code and output
-    (``None`` if ``wait`` is false and another worker is running it now)."""
-    record = out / f".{name}.run.json"
-    try:
-        with FileLock(str(out / f".{name}.lock"), timeout=-1 if wait else 0):
-            if not record.exists():
-                res = runner.invoke(app, ["run", name, "--preset", "tiny", "--out", str(out)])
-                record.write_text(json.dumps({"exit_code": res.exit_code, "stdout": res.stdout,
-                                              "output": res.output[-3000:]}))
-    except Timeout:
-        return None
-    return json.loads(record.read_text())
+    return shared_folder(tmp_path_factory, worker_id)
 
 
 @pytest.fixture(scope="session")

@@ -10,10 +10,12 @@ import dataclasses
 import numpy as np
 import pytest
 from roundoff import EPS
+from tiny_runs import shared_folder, tiny_run
 
+from biasfree import store
 from biasfree.claims.optimisers import IDENTITY, MODES, PRESETS, Config
 from biasfree.claims.optimisers.figure import figure
-from biasfree.claims.optimisers.run import _identity, count_plateaus, run
+from biasfree.claims.optimisers.run import _identity, count_plateaus
 
 
 @pytest.mark.parametrize("field, value, match", [
@@ -69,8 +71,12 @@ def test_identity_ratio_catches_a_gap_above_the_bound():
 
 
 @pytest.fixture(scope="module")
-def tiny():
-    return run(PRESETS["tiny"], seed=0)
+def tiny(tmp_path_factory, worker_id):
+    """The experiment's tiny result: the session's one tiny run (tests/tiny_runs.py, which
+    tests/claims/test_experiments.py checks), loaded, not computed a second time."""
+    out = shared_folder(tmp_path_factory, worker_id)
+    tiny_run(out, "optimisers")
+    return store.load(out / "optimisers")
 
 
 @pytest.mark.numerics
