@@ -221,9 +221,13 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
     k1, k2 = jax.random.split(jax.random.PRNGKey(seed))
     m1, a1, c1 = _merged(cfg, k1, progress)
     m2, a2, c2 = _separate(cfg, k2, progress)
+    off, gap = m1["merged_off_twin_adam_plain"], m1["merged_gap_adam_plain"]
+    adam = ("left the twin's manifold" if off > 0 else
+            "stayed on the twin's manifold here: the mirror pairs' gradient sums cancelled exactly, so "
+            "Adam had no round-off to divide by √v + ε (docs/theory.md §10.2: where they do not "
+            "cancel exactly it leaves)")
     notes = (f"Fast path: attention {m1['time_attention_s']:.2f} s, twin on z {m1['time_twin_s']:.2f} s "
-             f"(×{m1['fast_path_ratio']:.1f}, compile included). Plain Adam leaves the twin's manifold "
-             f"(off-twin blocks {m1['merged_off_twin_adam_plain']:.2g}, loss gap "
-             f"{m1['merged_gap_adam_plain']:.2g}); GD without the mirror: off-twin blocks "
-             f"{m1['merged_off_twin_no_mirror']:.2g}.")
+             f"(×{m1['fast_path_ratio']:.1f}, compile included; measured, not checked). Plain Adam {adam} "
+             f"(off-twin blocks {off:.2g}, loss gap {gap:.2g}; reported, not checked); GD without the "
+             f"mirror: off-twin blocks {m1['merged_off_twin_no_mirror']:.2g}.")
     return Result("linear-attention", seed, {}, m1 | m2, c1 | c2, a1 | a2, notes)
