@@ -5,8 +5,9 @@ a :class:`Model` (a bias-free net, its slope α and where it came from), or rais
 :class:`UnsupportedModelError` naming the layer it cannot take: :func:`from_torch` (an
 ``nn.Sequential`` of dense or conv layers), :func:`from_equinox` (an ``eqx.nn.MLP``),
 :func:`from_state_dict` (names -> arrays), :func:`load_model` and :func:`save_model`
-(``.safetensors`` or ``.npz`` files); linear attention: :func:`attention_from_torch` and
-:func:`attention_from_state_dict` (docs/verdict.md "Attention models")::
+(``.safetensors`` or ``.npz`` files); linear attention:
+:func:`~biasfree.analysis.attention_import.attention_from_torch` and
+:func:`~biasfree.analysis.attention_import.attention_from_state_dict` (docs/verdict.md "Attention models")::
 
     import biasfree as bf
     model = bf.load_model("net.safetensors")

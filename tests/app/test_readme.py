@@ -235,7 +235,8 @@ def test_readme_own_model_prints_what_its_comments_say(runs):
     assert rc == 0, stderr[-3000:]
     level, history, match = stdout.strip().splitlines()
     assert level == "effectively linear"
-    assert history.startswith("how the net got here: training from the init, measured: effectively linear")
+    assert history.startswith("how the net got here: training from the init by adam, measured: "
+                              "effectively linear")
     # the gap is a max over 1000 float64 Adam steps of a seeded torch init: round-off moves it by
     # far less than the two figures the page gives (0.17% measured here)
     gap = float(re.search(r"within ([\d.]+)% of L\(0\)", history).group(1))

@@ -72,7 +72,8 @@ largest weight product (tests/theory/test_stiff.py), is far below the paper's le
 the time."""
 PREDICTED = "training by {}, predicted (not measured)"
 """The kind of the answer on training when it is predicted, with the dynamics it is for
-(:attr:`~biasfree.analysis.verdict.Dynamics.name`; measured: ``"training by ..., measured"``)."""
+(``Dynamics.name``, :class:`~biasfree.analysis.verdict.Dynamics`; measured:
+``"training by ..., measured"``)."""
 __all__ = ["Analysis", "analyse"]
 
 
@@ -197,7 +198,8 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
       (:mod:`biasfree.analysis.interop`). Biases that are exactly zero are dropped (the net
       computes the bias-free map); nonzero ones are kept and named.
       A linear-attention model (``MergedAttention``, ``SeparateAttention`` or a torch module
-      in :mod:`~.attention_import`'s layout) goes to :func:`~.attention.analyse_attention`.
+      in :mod:`~biasfree.analysis.attention_import`'s layout) goes to
+      :func:`~biasfree.analysis.attention.analyse_attention`.
     - ``data``: ``(X, Y)``, a Dataset, a :func:`~biasfree.core.real_data.load_data` result, a
       file or a bundled name.
     - ``alpha``: the slope α, needed when the model does not state it.

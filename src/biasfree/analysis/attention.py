@@ -56,7 +56,7 @@ class AttentionReport:
     (the off-twin blocks, relative); ``function_gap`` <(f − f_twin)²>/<f²> on the data;
     ``loss0``, ``twin_loss0`` (half MSE); ``in_context_map`` B = Σ_h γ_h A_h (D, D);
     ``label_mirror_violation`` (also the DataReport's ``mirror_violation`` here); when trained,
-    ``loss``/``twin_loss`` at every step, ``gap`` max_k |L_k − L̃_k|/L̃_k at ``gap_step``, and
+    ``loss``/``twin_loss`` at every step, ``gap`` ``max_k |L_k − L̃_k|/L̃_k`` at ``gap_step``, and
     the ``trained`` layer."""
 
     kind: str

@@ -13,12 +13,12 @@ of layer l is ``G_l = (1/N) Σ_n δ_{l,n} h_{l−1,n}ᵀ`` (h_0 = x, δ_L = r, �
 Every entry is a sum over the N points of products that each passed through K_f = Σ_l n_{l−1}
 forward and K_b = Σ_l n_l backward accumulations, so with K = N + K_f + K_b its computed value
 is off by at most γ_K times the sum of the products' absolute values, and f itself by
-|δf_n| ≤ γ_K P ‖x_n‖ (P = Π_l ‖W_l‖_F, since ‖|W|‖₂ ≤ ‖W‖_F and |σ(z)| ≤ |z|). By
+``|δf_n| ≤ γ_K P ‖x_n‖`` (P = Π_l ‖W_l‖_F, since ``‖|W|‖₂ ≤ ‖W‖_F`` and ``|σ(z)| ≤ |z|``). By
 Cauchy–Schwarz over n,
 
     ‖δ∇L‖ ≤ γ_K S (rms‖r‖ rms‖x‖ + P ms‖x‖),   S = (Σ_l Π_{j≠l} ‖W_j‖_F²)^{1/2}.
 
-Stored weights are themselves rounded, θ = θ* + Δ with |Δ| ≤ ε|θ*|, which adds ∇L(θ) ≈ HΔ:
+Stored weights are themselves rounded, ``θ = θ* + Δ`` with ``|Δ| ≤ ε|θ*|``, which adds ∇L(θ) ≈ HΔ:
 ‖H‖ ≤ S² ms‖x‖ (Gauss–Newton part) + R rms‖r‖ rms‖x‖ (the residual's, R = (Σ_{l≠k}
 Π_{j≠l,k} ‖W_j‖_F²)^{1/2}), so a further ε ‖θ‖ (S² ms‖x‖ + R rms‖r‖ rms‖x‖). The sum of both,
 times ‖θ‖/(½<||y||²>), bounds the *relative* gradient ‖∇L‖·‖θ‖/(½<||y||²>) that round-off
@@ -85,7 +85,7 @@ def gradient_tolerance(params: Params, X, R, ref: float) -> float:
 
 
 def floor_tolerance(params: Params, X, Y, loss: float, floor: float, B, ref: float) -> float:
-    """The bound (module doc) on |L − L*|/``ref`` from round-off in L and in the floor L*."""
+    """The bound (module doc) on ``|L − L*|/ref`` from round-off in L and in the floor L*."""
     P = float(np.prod(_norms(params)))
     k = accumulations(params, X.shape[0]) + X.shape[1]
     rx, ry = _rms_rows(X), _rms_rows(Y)

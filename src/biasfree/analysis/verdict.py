@@ -303,7 +303,7 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
     (fractions of L(θ)) decides: effectively linear when its high end is ≤ 0.3%, not when
     its low end is above, else undecided. Before the init's size is weighed, a net that is
     stationary or at the two-layer floor to round-off (``f.still``) is decided from its exact
-    t = 0 gap (:func:`_stays`). ``dynamics`` names the training predicted (:class:`Dynamics`);
+    t = 0 gap (``_stays``). ``dynamics`` names the training predicted (:class:`Dynamics`);
     one outside gradient flow's theory (Adam, ...) gets the structural, exact and t = 0 answers
     only, else "undecided", naming the call that measures it."""
     ev, fails, notes = _structural(f)

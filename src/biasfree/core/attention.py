@@ -18,7 +18,7 @@ them, not to itself).
 Both are pytrees (the weights leaves, ``n_ctx`` static), so ``jit``, ``vmap`` and ``grad``
 see only the weights; :meth:`~MergedAttention.apply` takes (S, (N+1)(D+1)) to (S, 1), as
 ``Σ_h v_hᵀ G W_h e_q`` with the context's ``G = (1/N) Σ_n e_n e_nᵀ``: O(S·N·D²) once for G, then
-O(S·H·D²). They have no :attr:`matrix` (``TypeError``): the map is cubic in the tokens, and
+O(S·H·D²). They have no ``matrix`` (``TypeError``): the map is cubic in the tokens, and
 the dense theory that reads ``matrix`` does not apply. Training records their losses only
 (``bf.train(..., observables="loss")``). Inits: :func:`init_attention`; the exact linear twin
 of the merged model: :mod:`biasfree.core.attention_twin`.

@@ -2,7 +2,7 @@
 
 Shapes follow docs/theory.md §0: inputs ``X`` (N, d), targets ``Y`` (N, p). A data set is
 *symmetric* (§2.1) when for every pair (x, y) it also holds (-x, -y); targets come from
-:mod:`.targets`, whitening and second moments from :mod:`.moments`.
+:mod:`.targets`, whitening and second moments from :mod:`biasfree.core.moments`.
 """
 
 from __future__ import annotations

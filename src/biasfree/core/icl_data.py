@@ -3,7 +3,7 @@ query, a fresh task per sequence, and their label-mirrored copies.
 
 Sequence s draws a task ``w_s ~ N(0, I_D)``, N context inputs and a query ``x ~ N(0, Λ)``
 (``cov`` = Λ, identity by default), labels ``y_n = w_sᵀ x_n`` and target ``y_q = w_sᵀ x_q``.
-Stored flat as :mod:`.attention` reads it: one row ``(x_1, y_1, …, x_N, y_N, x_q, 0)`` of
+Stored flat as :mod:`biasfree.core.attention` reads it: one row ``(x_1, y_1, …, x_N, y_N, x_q, 0)`` of
 (N + 1)(D + 1) numbers, the target in ``Y`` (S, 1).
 
 *Mirror* (``mirror=True``): every sequence is followed, in a second half, by its copy with

@@ -38,7 +38,7 @@ class AbstractLayer(abc.ABC):
     in_layout = out_layout = None
     is_linear = True
     """Whether :meth:`linear` is a linear map of ``H`` (so ``matrix`` exists and ``f(−H)`` is
-    ``−f(H)`` through it); False for attention (:mod:`.attention`), whose output is cubic."""
+    ``−f(H)`` through it); False for attention (:mod:`biasfree.core.attention`), whose output is cubic."""
 
     @property
     @abc.abstractmethod

@@ -125,7 +125,7 @@ def measure_degree(make: Callable, rhos, probe=None, name: str = "optimiser") ->
     measured κ and deviations; :class:`NotHomogeneousError`, carrying κ per (scale, ρ)) when
     no one κ fits within :data:`HOMOGENEITY_RTOL`.
     ``probe`` a params tree of the shapes to test on. ``init`` and ``update`` are compiled
-    (:func:`_compiled_by_rho`) and reused across the probe scales (Muon's Newton–Schulz
+    (``_compiled_by_rho``) and reused across the probe scales (Muon's Newton–Schulz
     dispatched op by op would cost seconds)."""
     if probe is None:  # a two-layer bias-free net's shapes: Muon's matrices, Adam's leaves
         r = np.random.default_rng(0)

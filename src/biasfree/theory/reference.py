@@ -7,7 +7,7 @@ A :class:`Curve` records what was predicted and *which reference* produced it:
 - ``"ode"`` — the small equivalent linear network integrated numerically from the data's
   second moments ``Σ_xx``, ``Σ_yx`` and ``tr Σ_yy`` alone (:func:`linear_net_ode`,
   :func:`moment_loss`): any depth, any input covariance, any init, weight decay. Two layers
-  by the stiff Rosenbrock-W solver of :mod:`.stiff` (in ``Σ_xx``'s eigenbasis, an exact
+  by the stiff Rosenbrock-W solver of :mod:`biasfree.theory.stiff` (in ``Σ_xx``'s eigenbasis, an exact
   reduction), deeper nets by ``scipy.integrate.solve_ivp``'s DOP853.
 
 Both work on the *linear twin* of a two-layer leaky net (docs/theory.md §2.4, §2.7), exact
@@ -44,10 +44,11 @@ BALANCE_TOL = 1e-10
 """Relative imbalance (:func:`~biasfree.theory.imbalance`) up to which an init counts as balanced."""
 ODE_RTOL, ODE_ATOL = 1e-11, 1e-14
 """The default tolerances of :func:`linear_net_ode`'s ``solve_ivp`` (DOP853); the stiff
-solver's are :data:`~.stiff.STIFF_RTOL`, :data:`~.stiff.STIFF_ATOL`."""
+solver's are :data:`~biasfree.theory.stiff.STIFF_RTOL`, :data:`~biasfree.theory.stiff.STIFF_ATOL`."""
 SOLVERS = ("auto", "ros34pw2", "dop853")
-""":func:`linear_net_ode`'s solvers: ``"ros34pw2"`` the stiff two-layer solver of :mod:`.stiff`,
-``"dop853"`` the explicit one (any depth), ``"auto"`` the first for two layers."""
+""":func:`linear_net_ode`'s solvers: ``"ros34pw2"`` the stiff two-layer solver of
+:mod:`biasfree.theory.stiff`, ``"dop853"`` the explicit one (any depth), ``"auto"`` the first
+for two layers."""
 EVEN_TOL = 1e-20
 """Even-part energy at init, relative to the output energy, up to which it counts as zero
 (round-off of a pair net is ~1e-32)."""
@@ -114,7 +115,8 @@ def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
     ``params`` the initial net (any depth), ``Sxx`` = Σ_xx (d, d), ``Syx`` = Σ_yx (p, d),
     ``t`` times (T,) ≥ 0, ``weight_decay`` λ, ``solver`` one of :data:`SOLVERS`, ``rtol``/``atol``
     its tolerances (None: :data:`ODE_RTOL`/:data:`ODE_ATOL` for DOP853,
-    :data:`~.stiff.STIFF_RTOL`/:data:`~.stiff.STIFF_ATOL` for ROS34PW2). Memory O(parameters +
+    :data:`~biasfree.theory.stiff.STIFF_RTOL`/:data:`~biasfree.theory.stiff.STIFF_ATOL` for ROS34PW2).
+    Memory O(parameters +
     T·p·d). ``time_budget``: seconds the integration may run (None: no limit); past it the
     solver stops after its current step and only the times reached are returned, ``P`` for
     ``t[t <= t_reached]`` in order. The flow is stiff for ill-conditioned Σ_xx (an explicit
