@@ -363,3 +363,18 @@ def test_synopsis_and_excepted_lines_parse(page, text, kind, tmp_path):
 def test_make_lines_name_targets(args):
     proc = subprocess.run(["make", "-n", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_the_quick_start_quotes_the_one_timings_table():
+    """Issue 40: the README's Quick start times (``make run``, ``make test``) are those of
+    docs/performance.md's one "Timings" table, measured from a clean clone, so neither goes stale
+    alone."""
+    quick = README_TEXT[README_TEXT.index("## Quick start"):README_TEXT.index("## Install")]
+    perf = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    table = perf[perf.index("## Timings"):perf.index("### ", perf.index("## Timings"))]
+    for target in ("run", "test"):
+        quoted = re.search(rf"make {target} +#[^\n]*?\((\d+) s\)", quick)
+        row = re.search(rf"^\| `make {target}` \| \*\*(\d+) s\*\*", table, re.M)
+        assert quoted and row, f"make {target}: no time in the README's Quick start or in the Timings table"
+        assert quoted.group(1) == row.group(1), (f"make {target}: README {quoted.group(1)} s, "
+                                                 f"table {row.group(1)} s")
