@@ -27,8 +27,9 @@ crossing of the midpoint between plateaus ``L_{k−1}`` and ``L_k``) matches the
 3 propagated standard errors of ``ŝ_k``, ``â_k``; on the plateau after drop k (the geometric mean
 of the predicted k-th and (k+1)-th drop times; the end after the last) the in-context map
 ``B = Σ_h γ_h K_hᵀQ_h`` is within ``‖B − B_k‖_F/‖B_k‖_F`` ≤ (the maps' own distance at that time +
-3 sandwich standard errors of the PCR
-coefficients, ``√(⟨z_ii² r²⟩/S)/a_i`` with r the PCR residual) of principal component regression on the top k
+3 standard errors of the sample's plateau map, the learned heads' first-order response to the
+sample gradient, sandwich ``⟨r² z zᵀ⟩/S`` with r the PCR residual, through the population
+Hessian in their parameters, §10.4) of principal component regression on the top k
 components, ``B_k`` (:func:`~biasfree.theory.attention.pcr_map`).
 """
 

@@ -144,6 +144,31 @@ def _maps(path: SeparateAttention) -> np.ndarray:
     return np.einsum("th,thri,thrj->tij", V[..., D, D], K[..., :D], Q[..., :D])
 
 
+def _plateau_spread(cov, n_ctx: int, k: int, Z, y) -> float:
+    """The standard error ``√(tr Cov δB)`` (Frobenius) of the sample's plateau map around PCR on
+    the top k components (docs/theory.md §10.4): the first-order response of the k learned heads'
+    parameters θ = (γ_h, K_h, Q_h) at the population plateau θ* to the sample's gradient,
+    ``δB = −J H⁺ Jᵀ g_S``, with J = ∂B/∂θ, H the population loss's Hessian in θ (``JᵀΣ_zz J`` plus
+    the gradient on the unlearned components, −s_j, times ∂²B/∂θ²: it softens the learned heads'
+    rotation towards them) and Cov g_S the sandwich ``⟨r² z zᵀ⟩/S`` of the PCR residual r."""
+    _, e, s, a = th.components(cov, n_ctx)
+    D = e.shape[0]
+    G, s_zy, _ = th.feature_moments(cov, n_ctx)
+    w = (s[:k] / a[:k]) ** (1 / 3)  # the balanced plateau γ = κ = ρ, γκρ = s/a
+    theta = np.concatenate([w, (e[:, :k] * w).T.reshape(-1), (e[:, :k] * w).T.reshape(-1)])
+
+    def bvec(p):
+        g, K, Q = p[:k], p[k:k + k * D].reshape(k, D), p[k + k * D:].reshape(k, D)
+        return jax.numpy.einsum("h,hi,hj->ij", g, K, Q).reshape(-1)
+
+    H = np.asarray(jax.hessian(lambda p: 0.5 * bvec(p) @ G @ bvec(p) - s_zy @ bvec(p))(theta))
+    J = np.asarray(jax.jacobian(bvec)(theta))
+    r = y - Z @ np.asarray(bvec(theta))
+    A = J @ np.linalg.pinv(H, rcond=1e-10, hermitian=True) @ J.T  # pinv: the heads' scale gauges
+    C = (Z * r[:, None]).T @ (Z * r[:, None]) / len(y)
+    return float(np.sqrt(np.trace(A @ C @ A.T) / len(y)))
+
+
 def _separate(cfg: Config, key, progress) -> tuple[dict, dict, dict]:
     lam = np.asarray(cfg.eigs, float)
     D, N, S = lam.size, cfg.n_ctx, cfg.sep_n_seq
@@ -192,9 +217,7 @@ def _separate(cfg: Config, key, progress) -> tuple[dict, dict, dict]:
         dist.append(np.linalg.norm(B - Bk) / nk)
         uj = u_th[min(int(round(t[j] / cfg.sep_lr)), steps)]
         ustar = np.where(np.arange(D) <= k, s / a, 0.0)
-        res = y - F[:, : k + 1] @ (s / a)[: k + 1]  # the residual of PCR on the top k + 1
-        se = np.sqrt(np.mean(F[:, : k + 1] ** 2 * res[:, None] ** 2, axis=0) / S) / a[: k + 1]  # sandwich
-        tol.append(np.linalg.norm(uj - ustar) / nk + SE * np.linalg.norm(se) / nk)
+        tol.append(np.linalg.norm(uj - ustar) / nk + SE * _plateau_spread(cov, N, k + 1, Z, y) / nk)
     m = {f"sep_drop{k + 1}_time": t_sim[k] for k in range(D)}
     m |= {f"sep_drop{k + 1}_theory": t_pred[k] for k in range(D)}
     m |= {f"sep_drop{k + 1}_tol": dt[k] for k in range(D)}
