@@ -7,9 +7,12 @@ attention of ``heads`` heads from a small Gaussian init on the twin's blocks (st
 and its twin ``(W₁, W₂)`` by the map of :mod:`biasfree.core.attention_twin`, trained side by
 side by :func:`~biasfree.dynamics.trainer.train` (every step recorded):
 
-- *Lockstep, GD and Adam.* ``max_k |L_att − L_twin| / L_twin`` ≤ ``K · γ_k`` (K steps, γ_k the
-  round-off of a chain of k = N + D² + H sums; the map carries a relative error without growing
-  it). Adam runs with the off-twin blocks masked (:func:`~biasfree.core.attention_twin.twin_mask`);
+- *Lockstep, GD and Adam.* ``|L_att − L_twin| / L_twin`` at every step within the run's
+  round-off bound, ``2 (K · 2γ_k (|ΔL_init| + |ΔL_data|) / 1e-13 + 2γ_k L) / L`` (K steps, γ_k
+  the round-off of a chain of k = N + D² + H sums, ΔL the run's measured response to a 1e-13
+  relative perturbation of its init and of its data; the method of the optimisers claim,
+  docs/theory.md §10.2: Adam's converged phase amplifies round-off ~1e6-fold, GD's does not).
+  Adam runs with the off-twin blocks masked (:func:`~biasfree.core.attention_twin.twin_mask`);
   plain Adam is *measured*: it leaves the manifold (§10.2), as does GD without the mirror.
 - *The fast path.* Wall time of the attention run and of its twin on z (both compiled per call,
   same steps and records): the ratio is reported.
