@@ -7,9 +7,12 @@ attention of ``heads`` heads from a small Gaussian init on the twin's blocks (st
 and its twin ``(W₁, W₂)`` by the map of :mod:`biasfree.core.attention_twin`, trained side by
 side by :func:`~biasfree.dynamics.trainer.train` (every step recorded):
 
-- *Lockstep, GD and Adam.* ``max_k |L_att − L_twin| / L_twin`` ≤ ``K · γ_k`` (K steps, γ_k the
-  round-off of a chain of k = N + D² + H sums; the map carries a relative error without growing
-  it). Adam runs with the off-twin blocks masked (:func:`~biasfree.core.attention_twin.twin_mask`);
+- *Lockstep, GD and Adam.* ``|L_att − L_twin| / L_twin`` at every step within the run's
+  round-off bound, ``2 (K · 2γ_k (|ΔL_init| + |ΔL_data|) / 1e-13 + 2γ_k L) / L`` (K steps, γ_k
+  the round-off of a chain of k = N + D² + H sums, ΔL the run's measured response to a 1e-13
+  relative perturbation of its init and of its data; the method of the optimisers claim,
+  docs/theory.md §10.2: Adam's converged phase amplifies round-off ~1e6-fold, GD's does not).
+  Adam runs with the off-twin blocks masked (:func:`~biasfree.core.attention_twin.twin_mask`);
   plain Adam is *measured*: it leaves the manifold (§10.2), as does GD without the mirror.
 - *The fast path.* Wall time of the attention run and of its twin on z (both compiled per call,
   same steps and records): the ratio is reported.
@@ -27,8 +30,9 @@ crossing of the midpoint between plateaus ``L_{k−1}`` and ``L_k``) matches the
 3 propagated standard errors of ``ŝ_k``, ``â_k``; on the plateau after drop k (the geometric mean
 of the predicted k-th and (k+1)-th drop times; the end after the last) the in-context map
 ``B = Σ_h γ_h K_hᵀQ_h`` is within ``‖B − B_k‖_F/‖B_k‖_F`` ≤ (the maps' own distance at that time +
-3 sandwich standard errors of the PCR
-coefficients, ``√(⟨z_ii² r²⟩/S)/a_i`` with r the PCR residual) of principal component regression on the top k
+3 standard errors of the sample's plateau map, the learned heads' first-order response to the
+sample gradient, sandwich ``⟨r² z zᵀ⟩/S`` with r the PCR residual, through the population
+Hessian in their parameters, §10.4) of principal component regression on the top k
 components, ``B_k`` (:func:`~biasfree.theory.attention.pcr_map`).
 """
 

@@ -28,7 +28,9 @@ def figure(result: Result):
                             ("m_rel_adam", "tab:green", "Adam, off-twin masked"),
                             ("m_rel_adam_plain", "tab:red", "Adam, plain")):
         ax[1].semilogy(np.maximum(A[key], floor), color=col, lw=1.2, label=label)
-    ax[1].axhline(result.metrics["merged_bound_gd"], color="0.4", ls="--", lw=1, label="bound K·γ_k")
+    for key, col in (("m_bound_gd", "tab:blue"), ("m_bound_adam", "tab:green")):
+        ax[1].semilogy(A[key], color=col, ls="--", lw=1)
+    ax[1].plot([], [], color="0.4", ls="--", lw=1, label="round-off bounds (measured response)")
     ax[1].set(xlabel="step k", ylabel="|L_att − L_twin| / L_twin", title="(b) attention vs twin, every step")
     ax[1].legend(fontsize=10)
     ts = A["s_t"]
