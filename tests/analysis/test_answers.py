@@ -13,6 +13,7 @@ import pytest
 
 import biasfree as bf
 from biasfree.analysis import verdict as vd
+from biasfree.analysis.stationary import accumulations
 
 D = 4
 
@@ -63,9 +64,12 @@ def test_a_net_at_a_stationary_point_is_decided_from_its_exact_t0_gap(data, fitt
     assert not _ev(t, "converged").passed  # the cubic part keeps the loss far above 0.3% of ½<y²>
     g, gt = _ev(t, "relative gradient"), _ev(t, "the twin's relative gradient")
     floor = _ev(t, "|L − two-layer floor|")
-    # built at the exact fit: the gradient is the round-off of evaluating it, measured 6.8e-15
-    # against the worst-case bound γ_K·(…) ≈ 3e-11 of biasfree.analysis.stationary (K ≈ 280 sums)
-    assert g.passed and gt.passed and g.value <= 1e-3 * g.threshold and floor.passed
+    # built at the exact fit: the gradient is the round-off of evaluating it (measured 6.8e-15 with
+    # AVX2/FMA kernels, 2.1e-14 with AVX only) against the worst-case bound γ_K·(…) ≈ 2e-11 of
+    # biasfree.analysis.stationary. Typical round-off adds like a random walk, √K·ε against the
+    # bound's K·ε, so it sits a factor √K below the bound (K the chain of sums, ≈ 280 here)
+    K = accumulations(fitted, X.shape[0])
+    assert g.passed and gt.passed and g.value <= g.threshold / np.sqrt(K) and floor.passed
     assert t.level == vd.EFFECTIVE and "stationary to round-off" in t.text
     assert "gradient flow" in t.kind and "the gap to the twin stays" in t.text
     assert _ev(t, "gap to the twin at any later time").passed
