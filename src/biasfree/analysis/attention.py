@@ -45,7 +45,8 @@ from .verdict import PAPER_LEVEL, ROUND_OFF, evidence
 DEFAULT_STEPS = 1000
 """Steps of ``train=True`` (GD at :func:`default_lr`)."""
 ADAM_CALL = "analyse(model, data, train=optax.adam(3e-3))"
-"""The call that measures plain Adam (docs/theory.md §10.5 measured 0.39 off-twin, 5–7% gap)."""
+"""The call that measures plain Adam (docs/theory.md §10.2: it leaves the twin where the mirror
+pairs' gradient sums leave round-off, 0.39 off-twin and a 5–7% gap; it stays where they cancel)."""
 
 
 @dataclass(frozen=True)
@@ -176,10 +177,11 @@ def _predicted(rep: AttentionReport, kind: str = "training by GD or gradient flo
         return vd._undecided(kind, "the data are not label-mirrored: the gradients of u, b are O(1/√S) and "
                              "GD moves them (measured 4e-3 to 0.02, §10.2)", ev, [], gd)
     return vd.judgement(kind, vd.EXACT, [], ev, (
-        "plain Adam divides the pair sums' round-off by √v + ε and moves u, b by ~η per step (measured 0.39 "
-        "off-twin, loss gap 5–7%, §10.2, §10.5)",),
+        "plain Adam divides whatever round-off the pair sums leave by √v + ε: where they do not cancel "
+        "exactly it moves u, b by ~η per step (measured 0.39 off-twin, loss gap 5–7%); where they do, it "
+        "stays (§10.2, §10.5)",),
         "zero off-twin blocks on label-mirrored data: the twin identity holds at every GD step, any init "
-        f"scale and step size (§10.2); not under plain Adam: measure it with {ADAM_CALL}")
+        f"scale and step size (§10.2); plain Adam is not covered: measure it with {ADAM_CALL}")
 
 
 def default_lr(zd: Dataset) -> float:
