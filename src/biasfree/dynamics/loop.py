@@ -5,9 +5,10 @@ doc of :mod:`biasfree.dynamics.trainer`): each step draws its batch, takes the n
 and the optimiser's update (``optax.sgd`` of the member's own η for gradient descent), and, with
 a twin, the twin's on the same batch; the carry holds the running maximum of the loss, of the
 net–twin gap and where it occurred, and the first step whose loss left every bound. An
-ensemble runs members side by side (``batching._over_members``). The
-program is compiled once per ``_Spec`` (kept in a small LRU) and driven in one call, or in
-chunks of records between which progress is reported and a time budget checked.
+ensemble runs members side by side (``batching._over_members``). A small program builds the
+initial state and one program runs the intervals, each compiled once per ``_Spec`` (kept in a
+small LRU); it is driven in one call, or in chunks of records of one length, between which
+progress is reported and a time budget checked.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class _Spec(NamedTuple):
     ragged: bool  # every member has its own record steps (segments (B, R))
     layout: str | None  # None: one run; else how an ensemble's members share the machine
     n_dev: int
-    first: bool  # the chunk starts the run (builds the state, records step 0)
+    stage: str  # "run": from the params, "start": only the initial state, "resume": from a state
 
 
 def _batch_fn(arrays, spec: _Spec):
@@ -79,18 +80,43 @@ def _record(p, arrays, alpha, loss, pinv_X, spec: _Spec):
     return run.record(p, arrays, alpha, loss, pinv_X, spec.keep_params, spec.mirrored)
 
 
+def _optimisers(m: dict, spec: _Spec):
+    """The net's optimiser and the twin's (None without a twin)."""
+    opt = optax.sgd(m["lr"]) if spec.optimiser is None else spec.optimiser
+    if not spec.twin:
+        return opt, None
+    return opt, optax.sgd(m["twin_lr"]) if spec.twin_optimiser is None else spec.twin_optimiser
+
+
+def _start(m: dict, sh: dict, spec: _Spec) -> dict:
+    """One member's initial state from ``m["params"]`` (and ``m["twin"]``): the weights, the
+    optimisers' states and the carry of :func:`_one` (module doc)."""
+    arrays, p = sh["data"], m["params"]
+    draw, grad_mirrored = _batch_fn(arrays, spec)
+    first = (arrays[0], arrays[1]) if draw is None else draw(0, sh["key"])
+    L_type = jax.eval_shape(lambda p: run.grad_fn(grad_mirrored)(p, *first, m["alpha"], m["decay"],
+                                                                  spec.loss)[1], p)
+    neg = jnp.full((), -jnp.inf, L_type.dtype)
+    opt, twin_opt = _optimisers(m, spec)
+    st = {"p": p, "s": opt.init(p), "peak": neg, "L0": jnp.zeros((), L_type.dtype),
+          "bad": jnp.full((), -1, jnp.int32), "k": jnp.zeros((), jnp.int32)}
+    if spec.twin:
+        st |= {"q": m["twin"], "sq": twin_opt.init(m["twin"]), "gap": neg,
+               "gap_step": jnp.zeros((), jnp.int32)}
+    return st
+
+
 def _one(m: dict, sh: dict, spec: _Spec):
-    """One member's chunk: ``m`` its own values (params or state, α, η, λ, twin's, maybe data and
-    record steps), ``sh`` what all members share. Returns ``(state, records)``."""
+    """One member's record intervals: ``m`` its own values (params and twin's, or the state of an
+    earlier chunk; α, η, λ, twin's, maybe data and record steps), ``sh`` what all members share. Returns ``(state, records)``: a
+    record at the end of every interval (an interval of 0 steps records the state as it is)."""
     arrays = sh["data"]
     segments = m["segments"] if spec.ragged else sh["segments"]
     key, pinv_X = sh["key"], sh["pinv"]
     draw, grad_mirrored = _batch_fn(arrays, spec)
     grad = run.grad_fn(grad_mirrored)
     alpha, decay = m["alpha"], m["decay"]
-    opt = optax.sgd(m["lr"]) if spec.optimiser is None else spec.optimiser
-    if spec.twin:
-        twin_opt = optax.sgd(m["twin_lr"]) if spec.twin_optimiser is None else spec.twin_optimiser
+    opt, twin_opt = _optimisers(m, spec)
 
     def losses(p, q):
         """Full-data losses of net and twin (minibatch runs: the gap's measure)."""
@@ -128,26 +154,14 @@ def _one(m: dict, sh: dict, spec: _Spec):
             rec["twin"] = _record(st["q"], arrays, 1.0, spec.loss, pinv_X, spec)
         return st, rec
 
-    if spec.first:  # build the state; record 0 is a segment of 0 steps, traced once inside the loop
-        p = m["params"]
-        first = (arrays[0], arrays[1]) if draw is None else draw(0, key)
-        L_type = jax.eval_shape(lambda p: grad(p, *first, alpha, decay, spec.loss)[1], p)
-        neg = jnp.full((), -jnp.inf, L_type.dtype)
-        st = {"p": p, "s": opt.init(p), "peak": neg, "L0": jnp.zeros((), L_type.dtype),
-              "bad": jnp.full((), -1, jnp.int32), "k": jnp.zeros((), jnp.int32)}
-        if spec.twin:
-            st |= {"q": m["twin"], "sq": twin_opt.init(m["twin"]), "gap": neg,
-                   "gap_step": jnp.zeros((), jnp.int32)}
-        segments = jnp.concatenate([jnp.zeros((1,), jnp.asarray(segments).dtype), segments])
-    else:
-        st = m["state"]
-    return jax.lax.scan(segment, st, segments)
+    return jax.lax.scan(segment, _start(m, sh, spec) if spec.stage == "run" else m["state"], segments)
 
 
 def _program(member: dict, shared: dict, spec: _Spec):
+    fn = _start if spec.stage == "start" else _one
     if spec.layout is None:
-        return _one(member, shared, spec)
-    return _over_members(lambda m, sh: _one(m, sh, spec), member, shared, spec.layout, spec.n_dev)
+        return fn(member, shared, spec)
+    return _over_members(lambda m, sh: fn(m, sh, spec), member, shared, spec.layout, spec.n_dev)
 
 
 _COMPILED: OrderedDict = OrderedDict()
@@ -181,7 +195,7 @@ def _compiled(spec: _Spec):
 
 def _chunks(n_segments: int, chunked: bool) -> list[tuple[int, int]]:
     """Record intervals per compiled call: all at once, or ~20 calls of equal length (the last
-    padded with empty intervals, so one program serves every call after the first)."""
+    padded with empty intervals, so that one program serves every call)."""
     if not chunked:
         return [(0, n_segments)]
     size = max(1, -(-n_segments // 20))
@@ -208,7 +222,8 @@ def _drive(job: _Job, spec: _Spec, progress, time_budget):
         state, recs = _calls(job, spec, progress, time_budget)
         jax.block_until_ready((state, recs))  # the program runs asynchronously: inside the limit
     axis = 0 if spec.layout is None else 1
-    records = jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs, axis=axis), *recs)
+    records = recs[0] if len(recs) == 1 else jax.tree_util.tree_map(
+        lambda *xs: jnp.concatenate(xs, axis=axis), *recs)
     n = jax.tree_util.tree_leaves(records["net"]["loss"])[0].shape[axis]
     return state, records, n
 
@@ -222,38 +237,42 @@ singular values bitwise (docs/performance.md, "The one training loop")."""
 
 
 def _calls(job: _Job, spec: _Spec, progress, time_budget):
-    """The compiled calls of :func:`_drive`: ``(final state, [records of each call])``."""
+    """The compiled calls of :func:`_drive`: ``(final state, [records of each call])``.
+
+    The intervals are the job's with one of 0 steps in front (record 0). Run in one call, one
+    program builds the state and runs them; in chunks, a small program builds the state and one
+    program runs every chunk (all of one length, :func:`_chunks`)."""
     seg = job.segments
-    R1 = seg.shape[-1]
+    seg = np.concatenate([np.zeros(seg.shape[:-1] + (1,), seg.dtype), seg], axis=-1)
+    R = seg.shape[-1]
     chunked = progress is not None or time_budget is not None
-    start, recs, state = time.monotonic(), [], None
+    start, recs = time.monotonic(), []
     axis = 0 if spec.layout is None else 1  # the record axis (an ensemble's is behind its members')
     K = int(np.max(job.ks[..., -1]))
-    for a, b in _chunks(R1, chunked):
-        part = seg[..., a:min(b, R1)]
+    member, shared, state = dict(job.member), dict(job.shared), None
+    if chunked:
+        state = _compiled(spec._replace(stage="start"))(member, shared)
+        member = {k: v for k, v in member.items() if k not in ("params", "twin")}
+        spec = spec._replace(stage="resume")
+    for a, b in _chunks(R, chunked):
+        part = seg[..., a:min(b, R)]
         pad = (b - a) - part.shape[-1]
         if pad:
             part = np.concatenate([part, np.zeros(part.shape[:-1] + (pad,), part.dtype)], axis=-1)
-        s = spec._replace(first=state is None)
-        member = dict(job.member)
-        if state is not None:
-            member = {k: v for k, v in member.items() if k not in ("params", "twin")}
-            member["state"] = state
-        shared = dict(job.shared)
         if spec.ragged:
             member["segments"] = jnp.asarray(part)
         else:
             shared["segments"] = jnp.asarray(part)
-        state, rec = _compiled(s)(member, shared)
+        state, rec = _compiled(spec)(member if state is None else member | {"state": state}, shared)
         if pad:  # drop the records of the padding's empty intervals
-            keep = part.shape[-1] - pad + (1 if s.first else 0)
-            rec = jax.tree_util.tree_map(lambda x, n=keep: jax.lax.slice_in_dim(x, 0, n, axis=axis), rec)
+            rec = jax.tree_util.tree_map(lambda x, n=b - a - pad: jax.lax.slice_in_dim(x, 0, n, axis=axis), rec)
         recs.append(rec)
-        done = min(b, R1)
+        done = min(b, R)  # records made so far
         if chunked:  # the call runs asynchronously: wait for it before reporting or timing it
             jax.block_until_ready(state)
-        if progress is not None:
-            progress(int(np.max(job.ks[..., done])), K)
-        if time_budget is not None and time.monotonic() - start > time_budget and done < R1:
+        k = int(np.max(job.ks[..., done - 1]))
+        if progress is not None and k > 0:  # not for a chunk that only recorded step 0
+            progress(k, K)
+        if time_budget is not None and time.monotonic() - start > time_budget and done < R:
             break
     return state, recs

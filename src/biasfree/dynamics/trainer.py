@@ -359,7 +359,7 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
     lay, n_dev = _layout(layout) if ensemble else (None, 1)
     spec = _Spec(optimiser, twin_optimiser, cfg.loss, cfg.keep_params, data.mirrored, cfg.batch_size,
                  cfg.mirrored_batches, twin_params is not None, observables == "loss", segments is not None,
-                 lay, n_dev, True)
+                 lay, n_dev, "run")
     shared = {"data": run.arrays(data), "key": key,
               "pinv": None if observables == "loss" else run.pinv(params, data)}
     job = _Job(member, shared, np.diff(ks, axis=-1), ks, eta)
