@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from . import run
 from .batching import _over_members
@@ -108,8 +108,9 @@ def _start(m: dict, sh: dict, spec: _Spec) -> dict:
 
 def _one(m: dict, sh: dict, spec: _Spec):
     """One member's record intervals: ``m`` its own values (params and twin's, or the state of an
-    earlier chunk; α, η, λ, twin's, maybe data and record steps), ``sh`` what all members share. Returns ``(state, records)``: a
-    record at the end of every interval (an interval of 0 steps records the state as it is)."""
+    earlier chunk; α, η, λ, twin's, maybe data and record steps), ``sh`` what all members share.
+    Returns ``(state, records)``: a record at the end of every interval (an interval of 0 steps
+    records the state as it is)."""
     arrays = sh["data"]
     segments = m["segments"] if spec.ragged else sh["segments"]
     key, pinv_X = sh["key"], sh["pinv"]
@@ -218,7 +219,7 @@ def _drive(job: _Job, spec: _Spec, progress, time_budget):
     recorded)`` with ``recorded`` the number of records made (R unless the budget ran out).
 
     The BLAS behind LAPACK runs on one thread meanwhile (:data:`BLAS_THREADS`)."""
-    with threadpool_limits(BLAS_THREADS, user_api="blas"):
+    with _blas_limit():
         state, recs = _calls(job, spec, progress, time_budget)
         jax.block_until_ready((state, recs))  # the program runs asynchronously: inside the limit
     axis = 0 if spec.layout is None else 1
@@ -226,6 +227,18 @@ def _drive(job: _Job, spec: _Spec, progress, time_budget):
         lambda *xs: jnp.concatenate(xs, axis=axis), *recs)
     n = jax.tree_util.tree_leaves(records["net"]["loss"])[0].shape[axis]
     return state, records, n
+
+
+_CONTROLLER = []
+
+
+def _blas_limit():
+    """``threadpool_limits(BLAS_THREADS, user_api="blas")`` from one ThreadpoolController, made at
+    the first run: making one scans every loaded library, about 7 ms a run (10 s of ``make
+    test``'s CPU, profiled with py-spy)."""
+    if not _CONTROLLER or not _CONTROLLER[0].select(user_api="blas").lib_controllers:
+        _CONTROLLER[:] = [ThreadpoolController()]  # (again while it finds no BLAS loaded)
+    return _CONTROLLER[0].limit(limits=BLAS_THREADS, user_api="blas")
 
 
 BLAS_THREADS = 1
@@ -265,7 +278,8 @@ def _calls(job: _Job, spec: _Spec, progress, time_budget):
             shared["segments"] = jnp.asarray(part)
         state, rec = _compiled(spec)(member if state is None else member | {"state": state}, shared)
         if pad:  # drop the records of the padding's empty intervals
-            rec = jax.tree_util.tree_map(lambda x, n=b - a - pad: jax.lax.slice_in_dim(x, 0, n, axis=axis), rec)
+            n = b - a - pad
+            rec = jax.tree_util.tree_map(lambda x, n=n: jax.lax.slice_in_dim(x, 0, n, axis=axis), rec)
         recs.append(rec)
         done = min(b, R)  # records made so far
         if chunked:  # the call runs asynchronously: wait for it before reporting or timing it
