@@ -54,7 +54,7 @@ def _observe(traj, factor=1.0):
     return {"loss": np.asarray(traj.loss), "params": flat}
 
 
-def _roundoff_bound(run, params, sym, steps, rel=1e-7):
+def _roundoff_bound(run, params, sym, steps, rel=1e-7, mirror=True):
     """Observable by observable, a first-order bound on the round-off of one ``steps``-step
     run ``run(params, data) -> dict`` (roundoff.trajectory_gap, extended to the data): every
     computed step is an exact step from weights and data perturbed entrywise by at most
@@ -64,7 +64,7 @@ def _roundoff_bound(run, params, sym, steps, rel=1e-7):
     to the same relative perturbation ``rel`` (random signs) of the init and of the data,
     kept for the whole run: ``steps · 2γ_k · (|Δ_init| + |Δ_data|) / rel + 2γ_k |obs|``."""
     rng = np.random.default_rng(0)
-    data = _data(sym)
+    data = _data(sym, mirror=mirror)
     base = run(params, data)
     def jiggle(a):
         return np.asarray(a) * (1 + rel * rng.choice([-1.0, 1.0], size=np.shape(a)))
@@ -72,7 +72,7 @@ def _roundoff_bound(run, params, sym, steps, rel=1e-7):
     moved = jax.tree_util.tree_map(jiggle, params)
     X, Y = sym
     fx, fy = (jiggle(np.ones_like(a)) for a in (X, Y))
-    by_init, by_data = run(moved, data), run(params, _data(sym, fx, fy))
+    by_init, by_data = run(moved, data), run(params, _data(sym, fx, fy, mirror=mirror))
     g = 2 * gamma(chain_length(params, 2 * N_HALF))
     return {k: steps * g * (np.abs(by_init[k] - base[k]) + np.abs(by_data[k] - base[k])) / rel
             + g * np.abs(base[k]) for k in base}
@@ -115,21 +115,36 @@ def _assert_far(net, tw, L0):
 # ---------------------------------------------------------------- bitwise equal to gd
 
 
+RECORDS = ("loss", "beta", "even_energy", "singular_values", "conserved", "params", "loss_max")
+
+
 @pytest.mark.parametrize("mirror", [True, False])
 @pytest.mark.parametrize("weight_decay", [0.0, 0.01])
-def test_train_sgd_equals_gd_bitwise(sym, mirror, weight_decay):
-    """``train(optax.sgd(η))`` runs gd's operations (its gradient, records, loop; p + (−η)g
-    is p − ηg exactly in IEEE arithmetic): every recorded array equal bitwise, on the
-    mirrored fast path and on the general one."""
+def test_train_sgd_equals_gd_to_roundoff(sym, mirror, weight_decay):
+    """``train(optax.sgd(η))`` takes gd's steps (its gradient, records, loop; p + (−η)g is p − ηg
+    in exact arithmetic), on the mirrored fast path and on the general one. It is a program of
+    its own, η a constant there and traced in gd's, which XLA's simplifier may round
+    differently: at XLA's optimisation level 0 with weight decay the two runs differ in the
+    last bits (at level 1 they happened to agree bit for bit; this test once asserted that).
+    So every recorded array agrees within twice gd's round-off bound (:func:`_roundoff_bound`,
+    record by record), a bound far below the runs' own change; the time axis, computed on the
+    host from the same η and steps, is equal bitwise."""
     data, pair = _data(sym, mirror=mirror), _pair()
     cfg = bf.GDConfig(alpha=0.0, lr=0.05, steps=300, n_records=N_REC, weight_decay=weight_decay)
+
+    def flat(traj):
+        return {name: np.concatenate([x.ravel() for x in _leaves(getattr(traj, name))]) for name in RECORDS}
+
     a = bf.train(pair, data, cfg)
     b = bf.train(pair, data, optax.sgd(0.05), steps=300, alpha=0.0, n_records=N_REC, lr=0.05,
                  weight_decay=weight_decay)
-    assert data.mirrored == mirror
-    for name in ("t", "loss", "beta", "even_energy", "singular_values", "conserved", "params", "loss_max"):
-        for x, y in zip(_leaves(getattr(a, name)), _leaves(getattr(b, name)), strict=True):
-            assert np.array_equal(x, y), name
+    assert data.mirrored == mirror and np.array_equal(a.t, b.t)
+    bound = _roundoff_bound(lambda p, d: flat(bf.train(p, d, cfg)), pair, sym, cfg.steps, mirror=mirror)
+    fa, fb = flat(a), flat(b)
+    for name in RECORDS:
+        gap, e = np.abs(fa[name] - fb[name]), 2 * bound[name]
+        assert np.all(gap <= e), f"{name}: gap {np.max(gap):.3g} exceeds the bound {np.max(e):.3g}"
+    assert np.max(2 * bound["loss"]) < 1e-8 * fa["loss"][0] < fa["loss"][0] - fa["loss"][-1]
     assert b.method == "optax" and float(b.stats["lr"]) == 0.05
 
 
