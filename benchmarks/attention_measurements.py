@@ -24,8 +24,6 @@ Run: ``python benchmarks/attention_measurements.py [--json FILE]`` (about a minu
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +32,7 @@ import optax
 import optax.contrib
 
 import biasfree as bf
+from biasfree import store
 from biasfree.claims.linear_attention.run import _aligned
 from biasfree.core.attention import MergedAttention, _attention_type, init_attention, tokens
 from biasfree.core.attention_twin import merged_to_twin, twin_dataset, twin_mask
@@ -144,8 +143,7 @@ def staircase(steps: int = 4500) -> dict:
 def main(json_path: str | None) -> dict:
     out = {"optimisers": optimisers(), "softmax": softmax_gap(), "staircase": staircase()}
     if json_path:
-        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_path).write_text(json.dumps(out, indent=2) + "\n")
+        store.write_json(json_path, out)
     return out
 
 

@@ -33,7 +33,6 @@ import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 SIZES = {"small": (64, 256, 5_000), "medium": (784, 1024, 20_000), "large": (784, 2048, 60_000)}
 DATA = ("raw", "mirrored")
@@ -117,8 +116,9 @@ def main(sizes: list[str], kinds: list[str], json_path: str | None) -> list[dict
             print(f"large: {key} {worst:.1f} s (goal <= {goal:g} s, quiet machine): "
                   f"{'met' if worst <= goal else 'MISSED'}; curve whole: {whole}")
     if json_path:
-        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_path).write_text(json.dumps(rows, indent=2) + "\n")
+        from biasfree import store  # here, not at the top: this parent process imports no JAX before
+
+        store.write_json(json_path, rows)
     return rows
 
 

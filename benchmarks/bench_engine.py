@@ -71,6 +71,7 @@ import optax  # noqa: E402
 from attention_arm import attention_arm  # noqa: E402  (this folder is on sys.path when run)
 
 import biasfree as bf  # noqa: E402
+from biasfree import store  # noqa: E402
 
 
 def timed(fn) -> float:
@@ -443,8 +444,7 @@ def optimiser_arm(data, params, cfg: bf.GDConfig, repeat: int, torch_ok: bool) -
 def write_json(out: dict, json_path: str | None) -> None:
     print("ratios:", json.dumps({k: float(f"{v:.4g}") for k, v in out.items()}))  # the gaps are ~1e-16
     if json_path:
-        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_path).write_text(json.dumps(out, indent=2) + "\n")
+        store.write_json(json_path, out)
 
 
 def main(quick: bool, json_path: str | None, rss: bool, only: str | None = None) -> dict:

@@ -38,6 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from biasfree import store
 from biasfree.app.sweep_cluster import COMPILE_CACHE, WORKER_ENV
 from biasfree.experiments import load_sweep, parse_spec, read_spec, run_sweep
 
@@ -166,8 +167,7 @@ def main(quick: bool, json_path: str | None) -> dict:
           f"the 10^4-point spec projected at {m['projected_s'][str(workers)]:.0f} s on {workers} cores here, "
           f"{m['projected_s']['64']:.0f} s on 64, {m['projected_s']['1024']:.0f} s on 1024")
     if json_path:
-        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_path).write_text(json.dumps(out, indent=2) + "\n")
+        store.write_json(json_path, out)
     return out
 
 

@@ -63,6 +63,13 @@ def atomic_write(path: Path, write) -> None:
         raise
 
 
+def write_json(path, doc) -> None:
+    """Write ``doc`` as indented JSON to ``path`` atomically (:func:`atomic_write`), its folder
+    made if missing: the benchmarks' ``--json FILE``."""
+    text = (json.dumps(doc, indent=2) + "\n").encode()
+    atomic_write(Path(path), lambda fh: fh.write(text))
+
+
 FIGURE_EXTS = ("png", "pdf")
 PREVIOUS = "previous"
 """The subfolder of a crash record that keeps the result the crashed rerun would have replaced."""

@@ -394,3 +394,18 @@ def test_killed_report_write_leaves_a_temp_file_the_next_report_removes(toy, tmp
     assert cli("report", "--out", tmp_path).exit_code == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["index.html", "toy"]
     assert not os.path.exists(stale)
+
+
+def test_write_json_is_atomic_and_makes_its_folder(tmp_path, monkeypatch):
+    """The benchmarks' ``--json FILE`` (store.write_json): a new folder is made, the file reads
+    back, and a write that fails leaves the old file whole and no temporary file."""
+    path = tmp_path / "new" / "bench.json"
+    store.write_json(path, {"ratio": 1.5, "rows": [1, 2]})
+    assert json.loads(path.read_text()) == {"ratio": 1.5, "rows": [1, 2]}
+    with pytest.raises(TypeError):
+        store.write_json(path, {"bad": object()})  # json refuses it before anything is written
+    monkeypatch.setattr(store.os, "replace", lambda *a: (_ for _ in ()).throw(OSError("disk full")))
+    with pytest.raises(OSError, match="disk full"):
+        store.write_json(path, {"ratio": 2.0})
+    assert json.loads(path.read_text()) == {"ratio": 1.5, "rows": [1, 2]}
+    assert [p.name for p in path.parent.iterdir()] == ["bench.json"]
