@@ -5,10 +5,11 @@ doc of :mod:`biasfree.dynamics.trainer`): each step draws its batch, takes the n
 and the optimiser's update (``optax.sgd`` of the member's own η for gradient descent), and, with
 a twin, the twin's on the same batch; the carry holds the running maximum of the loss, of the
 net–twin gap and where it occurred, and the first step whose loss left every bound. An
-ensemble runs members side by side (``batching._over_members``). A small program builds the
-initial state and one program runs the intervals, each compiled once per ``_Spec`` (kept in a
-small LRU); it is driven in one call, or in chunks of records of one length, between which
-progress is reported and a time budget checked.
+ensemble runs members side by side (``batching._over_members``). A run is one call of one
+program, which builds the state and runs every record interval; or, with a progress callback or
+a time budget, a small program builds the state and one program runs chunks of intervals of
+one length, between which progress is reported and the budget checked. Each program is
+compiled once per ``_Spec`` (kept in a small LRU).
 """
 
 from __future__ import annotations
