@@ -14,6 +14,7 @@ with ``allow_pickle=False``.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import platform
@@ -22,6 +23,7 @@ import shutil
 import tempfile
 import uuid
 import zipfile
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -75,18 +77,43 @@ PREVIOUS = "previous"
 """The subfolder of a crash record that keeps the result the crashed rerun would have replaced."""
 
 
-def write_figure(fig, fh, ext: str, dpi: int = 130) -> None:
-    """Render the matplotlib Figure ``fig`` as ``ext`` (``"png"``, ``"pdf"``) into the open
-    binary file ``fh``: the one place a figure is rendered."""
-    fig.savefig(fh, format=ext, dpi=dpi, bbox_inches="tight")
+def render_figure(fig, exts=FIGURE_EXTS, dpi: int = 130) -> dict[str, bytes]:
+    """``{ext: bytes}``: the matplotlib Figure ``fig`` rendered as each of ``exts`` (``"png"``,
+    ``"pdf"``) at ``dpi``, cropped to its tight bounding box padded by ``savefig.pad_inches``:
+    the one place a figure is rendered.
+
+    The layout is done once for all formats: one draw without rendering, at ``dpi``, runs the
+    figure's layout engine (constrained layout, if any) and fixes the box, then each format
+    renders that box with the engine off (restored after). The PNG is pixel for pixel what
+    ``savefig(bbox_inches="tight")`` draws; that call would repeat the layout draw for every
+    format (two of the four draws of a PNG and a PDF). The PDF shares the PNG's box: its
+    own text metrics can be a few points wider, which its padding absorbs."""
+    from matplotlib import rcParams
+
+    engine, fig_dpi = fig.get_layout_engine(), fig.dpi
+    fig.dpi = dpi  # the layout and the box at the dpi rendered, as savefig does
+    try:
+        fig.draw_without_rendering()
+        box = fig.get_tightbbox().padded(rcParams["savefig.pad_inches"])
+        fig.set_layout_engine(None)  # no engine under the default rcParams: savefig draws once
+        out = {}
+        for ext in exts:
+            buf = io.BytesIO()
+            fig.savefig(buf, format=ext, dpi=dpi, bbox_inches=box)
+            out[ext] = buf.getvalue()
+        return out
+    finally:
+        fig.dpi = fig_dpi
+        if engine is not None:
+            fig.set_layout_engine(engine)
 
 
 def save_figure(fig, stem, exts=FIGURE_EXTS, dpi: int = 130) -> list[Path]:
-    """Write ``fig`` as ``STEM.EXT`` for each of ``exts``, each file atomically; returns the
-    paths written."""
+    """Write ``fig`` as ``STEM.EXT`` for each of ``exts`` (:func:`render_figure`), each file
+    atomically; returns the paths written."""
     paths = [Path(f"{stem}.{ext}") for ext in exts]
-    for path, ext in zip(paths, exts, strict=True):
-        atomic_write(path, lambda fh, ext=ext: write_figure(fig, fh, ext, dpi))
+    for path, data in zip(paths, render_figure(fig, exts, dpi).values(), strict=True):
+        atomic_write(path, lambda fh, data=data: fh.write(data))
     return paths
 
 
@@ -166,12 +193,15 @@ def save(result: Result, out_dir, elapsed_s: float, figure=None, *, name: str | 
     arrays = {k: np.asarray(v) for k, v in result.arrays.items()}
     writers = {"result.json": lambda fh: fh.write(doc),
                "arrays.npz": lambda fh: np.savez_compressed(fh, **arrays)}
-    if isinstance(figure, dict):  # rendered elsewhere (a sweep's worker)
-        for ext, data in figure.items():
-            writers[f"figure.{ext}"] = lambda fh, data=data: fh.write(data)
-    elif figure is not None:
-        for ext in FIGURE_EXTS:
-            writers[f"figure.{ext}"] = lambda fh, ext=ext: write_figure(figure, fh, ext)
+    if figure is not None:  # a dict: rendered elsewhere (a sweep's worker)
+        rendered = figure if isinstance(figure, dict) else {}
+
+        def write(fh, ext):  # a Figure is rendered by the first figure file's writer, in the save
+            if not rendered:
+                rendered.update(render_figure(figure))
+            fh.write(rendered[ext])
+        for ext in (figure if isinstance(figure, dict) else FIGURE_EXTS):
+            writers[f"figure.{ext}"] = partial(write, ext=ext)
     return write_folder(out_dir, name or result.experiment, writers)
 
 

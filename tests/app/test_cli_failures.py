@@ -328,7 +328,9 @@ CHILD = textwrap.dedent("""
 
     out, seed, marker = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
 
-    class Stuck:  # a figure whose save hangs half-written
+    from matplotlib.figure import Figure
+
+    class Stuck(Figure):  # a figure whose save hangs half-written
         def savefig(self, fh, **kw):
             fh.write(b"half a figure")
             fh.flush()

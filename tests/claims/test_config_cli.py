@@ -14,6 +14,7 @@ import sys
 
 import numpy as np
 import pytest
+from matplotlib.figure import Figure
 from toys import give_figures, toy_experiment
 from typer.testing import CliRunner
 
@@ -295,7 +296,7 @@ def test_skipped_failing_result_still_exits_1(toy, tmp_path):
     assert res.exit_code == 1 and len(toy) == 1 and "skipped" in res.output
 
 
-class _BrokenFigure:
+class _BrokenFigure(Figure):
     def savefig(self, fh, **kw):
         fh.write(b"half a figure")
         raise RuntimeError("disk full while saving the figure")

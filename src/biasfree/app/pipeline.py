@@ -17,7 +17,6 @@ the sweep's client saves the point under ``DIR/points/<key>/``, crash or result 
 
 from __future__ import annotations
 
-import io
 import time
 import traceback
 from collections.abc import Callable
@@ -95,18 +94,12 @@ def run_point(planned, seed: int, progress: Callable[[str], None] | None = None,
         if render:
             drawn, fig = fig, None
             try:
-                fig = {ext: _rendered(drawn, ext) for ext in store.FIGURE_EXTS}
+                fig = store.render_figure(drawn)
             finally:
                 plt.close(drawn)
     except Exception as e:  # noqa: BLE001 - a crash is recorded, not raised
         return crash(p, seed, e, traceback.format_exc(), time.perf_counter() - t0)
     return Ran(result, fig, compute_s, time.perf_counter() - t0 - compute_s)
-
-
-def _rendered(fig, ext: str) -> bytes:
-    buf = io.BytesIO()
-    store.write_figure(fig, buf, ext)
-    return buf.getvalue()
 
 
 def save(ran: Ran | Crash, out, name: str | None = None, elapsed_s: float | None = None) -> list[Path]:
