@@ -43,9 +43,9 @@ def test_import_leaves_jax_x64_as_it_was():
             "import numpy as np; bf.train(bf.init_gaussian(jax.random.PRNGKey(0), (2, 2, 1), 0.1), "
             "bf.Dataset(np.ones((2, 2)), np.ones((2, 1))), bf.GDConfig(steps=2)); "
             "assert jax.config.jax_enable_x64 == before, 'train changed jax_enable_x64'; print(before)")
-    # a bare environment, but the session's compiled-program cache and import path
+    # a bare environment, but the session's compiled-program cache, XLA flags and import path
     kept = {k: v for k, v in os.environ.items()
-            if k.startswith(("JAX_COMPILATION", "JAX_PERSISTENT")) or k == "PYTHONPATH"}
+            if k.startswith(("JAX_COMPILATION", "JAX_PERSISTENT")) or k in ("PYTHONPATH", "XLA_FLAGS")}
     for x64, expected in ((None, "False"), ("1", "True")):
         env = {**kept, "PATH": ""} | ({"JAX_ENABLE_X64": x64} if x64 else {})
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,

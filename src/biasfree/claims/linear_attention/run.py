@@ -198,8 +198,12 @@ def _plateau_spread(cov, n_ctx: int, k: int, Z, y) -> float:
         g, K, Q = p[:k], p[k:k + k * D].reshape(k, D), p[k + k * D:].reshape(k, D)
         return jax.numpy.einsum("h,hi,hj->ij", g, K, Q).reshape(-1)
 
-    H = np.asarray(jax.hessian(lambda p: 0.5 * bvec(p) @ G @ bvec(p) - s_zy @ bvec(p))(theta))
-    J = np.asarray(jax.jacobian(bvec)(theta))
+    def loss(p, G, s_zy):
+        return 0.5 * bvec(p) @ G @ bvec(p) - s_zy @ bvec(p)
+
+    # jitted: one program each per k, not one per eager operation and shape
+    H = np.asarray(jax.jit(jax.hessian(loss))(theta, G, s_zy))
+    J = np.asarray(jax.jit(jax.jacobian(bvec))(theta))
     r = y - Z @ np.asarray(bvec(theta))
     A = J @ np.linalg.pinv(H, rcond=1e-10, hermitian=True) @ J.T  # pinv: the heads' scale gauges
     C = (Z * r[:, None]).T @ (Z * r[:, None]) / len(y)
