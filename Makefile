@@ -37,14 +37,16 @@ run: $(STAMP)  ## headline experiment -> results/
 # group of its own and the runs spread over the workers
 TEST_WORKERS ?= auto
 
-# XLA_FLAGS for pytest only. The suite is compile-bound (about 4,500 compilations, 3,500 of
-# them new), so pytest compiles at XLA's optimisation level 0 and with XLA:CPU's older loop
-# emitters instead of its MLIR fusion emitters: a training program compiles in a quarter of the
-# time of the default, and cold the suite's XLA backend takes 140 CPU-s instead of 576
-# (pytest 526 -> 298 s; timings: docs/performance.md). Neither changes the arithmetic asked
-# for: no fast math; the compiled code is less optimised, so the conv tiny runs are slower.
+# XLA_FLAGS for pytest only. The suite is compile-bound (about 4,200 compilations, 3,200 of
+# them new), so pytest compiles at XLA's optimisation level 0, with XLA:CPU's older loop
+# emitters instead of its MLIR fusion emitters, and each program's LLVM module in one piece
+# instead of split for parallel codegen (the two pytest workers already use both cores): cold,
+# the suite's XLA backend takes 94 CPU-s instead of 576 at level 1 with the other defaults, and
+# pytest 226 s instead of 526 s (timings: docs/performance.md). None changes the arithmetic
+# asked for: no fast math; the code is less optimised, so the conv programs run slower.
 # make run and make test-readme compile with XLA's defaults, as a user's program does.
-TEST_XLA_FLAGS ?= --xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false
+TEST_XLA_FLAGS ?= --xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false \
+  --xla_cpu_parallel_codegen_split_count=1
 
 test: $(DEVSTAMP)  ## ruff + pytest
 	$(BIN)/ruff check src tests benchmarks
