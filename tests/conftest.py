@@ -26,6 +26,7 @@ include the XLA flags and the CPU, so a run under a narrowed ``--xla_cpu_max_isa
 (``make test-portable``) compiles and keeps programs of its own.
 """
 
+import gc
 import os
 from pathlib import Path
 
@@ -63,6 +64,18 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    """Python's cyclic garbage collector, tuned for a session that traces thousands of JAX
+    programs: what exists once the tests are collected (JAX, the test modules) lives for the
+    session, so ``gc.freeze()`` takes it out of every later full collection, and a young
+    collection runs every 50,000 allocations instead of 700 (tracing allocates many short-lived
+    objects). On test_optimisers.py and test_train.py, warm cache, one process: time in the
+    collector 3.5 -> 0.6 s of a 42 s run. Only when the collector runs changes, not what it frees."""
+    gc.freeze()
+    gc.set_threshold(50_000, 10, 10)
 
 
 @pytest.fixture(scope="session", autouse=True)
