@@ -411,3 +411,34 @@ def test_write_json_is_atomic_and_makes_its_folder(tmp_path, monkeypatch):
         store.write_json(path, {"ratio": 2.0})
     assert json.loads(path.read_text()) == {"ratio": 1.5, "rows": [1, 2]}
     assert [p.name for p in path.parent.iterdir()] == ["bench.json"]
+
+
+def test_render_figure_lays_out_once_for_every_format_and_restores_the_figure(monkeypatch):
+    """store.render_figure, the one place a figure is rendered: one draw for the layout and
+    the tight box, then one per format (savefig(bbox_inches="tight") draws the layout again
+    for each); the PNG has the size savefig's own tight crop gives it; the figure keeps its
+    layout engine and dpi."""
+    import io
+
+    import matplotlib.image as mpimg
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    fig, ax = plt.subplots(1, 2, figsize=(6, 3), layout="constrained")
+    ax[0].plot([0, 1], [0, 1], label="a line")
+    ax[0].legend()
+    fig.suptitle("a title that the tight box must hold")
+    engine, dpi = fig.get_layout_engine(), fig.dpi
+    draws = []
+    real_draw = Figure.draw
+    monkeypatch.setattr(Figure, "draw", lambda self, r: (draws.append(1), real_draw(self, r))[1])
+    out = store.render_figure(fig)
+    assert list(out) == list(store.FIGURE_EXTS) and out["pdf"].startswith(b"%PDF")
+    assert len(draws) == 1 + len(store.FIGURE_EXTS)
+    assert fig.get_layout_engine() is engine and fig.dpi == dpi
+    monkeypatch.setattr(Figure, "draw", real_draw)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=130, bbox_inches="tight")
+    plt.close(fig)
+    ours, theirs = (mpimg.imread(io.BytesIO(b)).shape for b in (out["png"], buf.getvalue()))
+    assert all(abs(a - b) <= 1 for a, b in zip(ours, theirs, strict=True)), (ours, theirs)
