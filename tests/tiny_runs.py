@@ -23,8 +23,8 @@ OPTIMISED = {"bias-free-denoiser"}
 """Tiny runs whose compiled programs spend their time running, not compiling: each runs as
 the command in a process of its own, compiled at XLA's optimisation level 1 instead of the
 suite's level 0 (make test's TEST_XLA_FLAGS). At level 0 the denoiser's conv training runs
-about six times slower (its two-layer run 4 -> 24 s): its tiny run took 62 s of CPU in the
-suite, against 25 s at level 1 (docs/performance.md, "Third round")."""
+about six times slower (its two-layer run 4 -> 24 s warm): its tiny run took 37-62 s of CPU in
+the suite at level 0, 21-29 s in its own process (docs/performance.md, "Third round")."""
 
 _LEVEL = re.compile(r"--xla_backend_optimization_level=\S+")
 

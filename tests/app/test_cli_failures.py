@@ -441,4 +441,5 @@ def test_render_figure_lays_out_once_for_every_format_and_restores_the_figure(mo
     fig.savefig(buf, format="png", dpi=130, bbox_inches="tight")
     plt.close(fig)
     ours, theirs = (mpimg.imread(io.BytesIO(b)).shape for b in (out["png"], buf.getvalue()))
+    # the same box in inches; each edge becomes whole pixels at 130 dpi, so a side may differ by 1
     assert all(abs(a - b) <= 1 for a, b in zip(ours, theirs, strict=True)), (ours, theirs)

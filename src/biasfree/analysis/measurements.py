@@ -18,6 +18,7 @@ from ..core.nets import _rest
 from ..core.real_data import RealData, load_data
 from ..expressivity.decomposition import Decomposition, OddFit, energy, odd_fit_of
 from ..expressivity.local_linear import MAX_ENTRIES, Identities, _local_linear
+from .regime import _gradient_times_weights
 from .report import LocalReport
 
 LOCAL_INPUTS = 64
@@ -79,7 +80,7 @@ def _outputs_mirror_gradient(params: Params, X, Y, alpha):
     """``(f(X), f(−X), ‖∇_θ L‖·‖θ‖)`` in the row blocks of :func:`~biasfree.core.blocks._outputs`
     and :func:`~biasfree.analysis.regime.gradient_norm` (the same blocks, the gradient summed in
     the same order): one pass instead of three."""
-    N, leaves = X.shape[0], jax.tree_util.tree_leaves
+    N = X.shape[0]
     step = max(1, BLOCK_ENTRIES // max(layer.n_out for layer in params))
     p = params[-1].n_out
     F, Fm = np.empty((N, p)), np.empty((N, p))
@@ -88,9 +89,7 @@ def _outputs_mirror_gradient(params: Params, X, Y, alpha):
         f, fm, part = _block(tuple(params), X[i:i + step], Y[i:i + step], a, N)
         F[i:i + step], Fm[i:i + step] = np.asarray(f), np.asarray(fm)
         grad = part if grad is None else jax.tree_util.tree_map(jnp.add, grad, part)
-    sq = sum(float(np.sum(np.square(np.asarray(g)))) for g in leaves(grad))  # NumPy: no program per shape
-    size = sum(float(np.sum(np.asarray(leaf, float) ** 2)) for leaf in leaves(params))
-    return F, Fm, float(np.sqrt(sq * size))
+    return F, Fm, _gradient_times_weights(grad, params)
 
 
 def data_arrays(data):

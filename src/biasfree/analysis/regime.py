@@ -180,12 +180,19 @@ def _block_gradient(params: Params, Xb, Yb, a, N):
 def gradient_norm(params: Params, X, Y, a) -> float:
     """‖∇_θ L(θ)‖·‖θ‖ for L = (1/2N) Σ_n ||y_n − f(x_n)||², the gradient summed over the row
     blocks of :mod:`biasfree.core.blocks` (no N × width array)."""
-    N, leaves = X.shape[0], jax.tree_util.tree_leaves
+    N = X.shape[0]
     step = max(1, BLOCK_ENTRIES // max(layer.n_out for layer in params))
     grad = _block_gradient(params, X[:step], Y[:step], a, N)
     for i in range(step, N, step):  # accumulated: one params-sized gradient held at a time
         part = _block_gradient(params, X[i:i + step], Y[i:i + step], a, N)
         grad = jax.tree_util.tree_map(jnp.add, grad, part)
-    sq = sum(float(np.sum(np.square(np.asarray(g)))) for g in leaves(grad))  # NumPy: no program per shape
+    return _gradient_times_weights(grad, params)
+
+
+def _gradient_times_weights(grad, params) -> float:
+    """``‖g‖·‖θ‖`` (Frobenius over every leaf) of a gradient ``grad`` and the weights ``params``,
+    summed in NumPy on the host (no compiled program per leaf shape)."""
+    leaves = jax.tree_util.tree_leaves
+    sq = sum(float(np.sum(np.square(np.asarray(g)))) for g in leaves(grad))
     size = sum(float(np.sum(np.asarray(leaf, float) ** 2)) for leaf in leaves(params))
     return float(np.sqrt(sq * size))
