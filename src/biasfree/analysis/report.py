@@ -252,7 +252,8 @@ class Analysis:
         h = self.history
         history = None if h is None else {
             "question": "how the net got here: training from the given init", "init": asdict(h.init),
-            "regime": asdict(h.regime), "match": h.match, "judgement": judgement_json(h.judgement),
+            "regime": None if h.regime is None else asdict(h.regime), "match": h.match,
+            "judgement": judgement_json(h.judgement),
             "prediction": None if h.prediction is None else _prediction_json(h.prediction)}
         return _jsonable({"data": asdict(self.data), "net": asdict(self.net),
                           "regime": None if self.regime is None else asdict(self.regime),
