@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -43,8 +44,9 @@ from ..core.symmetry import _violation, max_row_norm
 from ..dynamics import GDConfig, TrainConfig
 from ..dynamics.trainer import train as train_run
 from . import verdict as vd
-from .attention_import import as_attention
+from .attention_import import as_attention, attention_from_state_dict
 from .measurements import data_arrays
+from .model import SUPPORTED, UnsupportedModelError
 from .optax_training import as_train_config
 from .report import Analysis, DataReport, History, Prediction, Training
 from .verdict import PAPER_LEVEL, ROUND_OFF, evidence
@@ -301,11 +303,39 @@ def _measured(rep: AttentionReport, cfg: TrainConfig, kind: str) -> vd.Judgement
                         f"(max at step {rep.gap_step})")
 
 
+SEQUENCES = ("flat sequences: X (S, (N+1)(D+1)), row s = (x_1, y_1, …, x_N, y_N, x_q, 0), and Y (S, 1) "
+             "the query targets y_q (what biasfree.core.icl_data.in_context_regression writes)")
+"""The data layout an attention model is analysed on, as every refusal names it."""
+
+
+def load_attention(path, dense_refusal: str = ""):
+    """A linear-attention layer from a ``.safetensors`` or ``.npz`` file of its weights (what
+    ``safetensors.torch.save_file(module.state_dict(), path)`` writes for a module in
+    :mod:`.attention_import`'s layout; read with numpy, no pickle). A file in neither that
+    layout nor the dense one (``dense_refusal``, the dense reader's message) is refused,
+    naming both."""
+    path = Path(path)
+    if path.suffix == ".safetensors":
+        from safetensors.numpy import load_file
+
+        arrays = load_file(str(path))
+    else:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    try:
+        return attention_from_state_dict(arrays, source=str(path))
+    except UnsupportedModelError as e:
+        attention = str(e)
+    names = ", ".join(sorted(arrays)[:6]) + (", …" if len(arrays) > 6 else "")
+    raise UnsupportedModelError(f"{path} ({names}) is read in two layouts and fits neither: as a dense net "
+                                f"({dense_refusal or SUPPORTED}); as {attention.removeprefix(f'{path}: ')}")
+
+
 def _with_n_ctx(layer, width: int):
     D1 = layer.d + 1
     if width % D1 or width // D1 < 2:
         raise ValueError(f"data: X has {width} columns, not (N + 1)(D + 1) for D + 1 = {D1} (the model's "
-                         "token size) and N ≥ 1 context tokens; lay sequences out as docs/theory.md §10.1")
+                         f"token size) and N ≥ 1 context tokens; attention reads {SEQUENCES}")
     n = width // D1 - 1
     if layer.n_ctx not in (1, n):
         raise ValueError(f"data: X holds sequences of {n} context tokens but the model has "
@@ -327,7 +357,7 @@ def analyse_attention(model, data, *, train=None, init=None, time_budget=None, p
     X, Y, source = data_arrays(data)
     X, Y = np.asarray(X, float), np.asarray(Y, float)
     if X.ndim != 2 or Y.ndim != 2 or Y.shape != (X.shape[0], 1):
-        raise ValueError(f"data: attention reads X (S, (N+1)(D+1)) and Y (S, 1), got {X.shape} and {Y.shape}")
+        raise ValueError(f"data: attention reads {SEQUENCES}; got X {X.shape} and Y {Y.shape}")
     if not (np.all(np.isfinite(X)) and np.all(np.isfinite(Y))):
         raise ValueError("data: X and Y must be finite")
     layer = _with_n_ctx(as_attention(model), X.shape[1])
