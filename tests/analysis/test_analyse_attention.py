@@ -134,8 +134,9 @@ def test_merged_training_measured_gd_exact_and_adam_not(data, att, tmp_path):
     assert _ev(gd.training, "loss gap to the twin under GD").value <= LOCKSTEP
     adam = bf.analyse(att, data, train=bf.TrainConfig(optimiser=optax.adam(3e-3), steps=STEPS)).verdict
     gap = _ev(adam.training, "loss gap to the twin under adam")
-    assert adam.training.level == NOT and gap.value > PAPER_LEVEL  # measured 3.6% at step 139
-    assert adam.trained_function.level == NOT  # the blocks grew: measured u 0.84, b 0.52 of their matrices
+    # measured 2.2% of max(L(θ₀), ½<y_q²>) (10.4% compiled at XLA level 0): round-off amplified, §10.2
+    assert adam.training.level == NOT and gap.value > PAPER_LEVEL
+    assert adam.trained_function.level == NOT  # the blocks grew (§10.2)
 
 
 ONE_VS_TWO = STEPS * (K_SUM + 2 * 2 * S) * EPS
