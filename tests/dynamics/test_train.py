@@ -803,7 +803,8 @@ def test_a_twin_on_its_own_data_takes_the_same_rows(sym_data):
     # full, not [X₊; −X₊]): trajectory_gap, 200 steps of 2γ_k times the measured response
     gap = trajectory_gap(lambda q: {"loss": np.asarray(own_run(q).twin.loss)}, twin, 200,
                          chain_length(twin, sym_data.X.shape[0]))["loss"]
-    assert np.all(np.abs(np.asarray(own.twin.loss) - np.asarray(shared.twin.loss)) <= gap) and gap.max() < 1e-9
+    diff = np.abs(np.asarray(own.twin.loss) - np.asarray(shared.twin.loss))
+    assert np.all(diff <= gap) and gap.max() < 1e-9
     assert abs(float(own.twin_gap) - float(shared.twin_gap)) <= 2 * gap.max()  # the carried max over steps
     np.testing.assert_array_equal(own.loss, shared.loss)  # the net's own run does not see the twin's data
     perm = np.random.default_rng(0).permutation(2 * N_HALF)
