@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -44,9 +43,9 @@ from ..core.symmetry import _violation, max_row_norm
 from ..dynamics import GDConfig, TrainConfig
 from ..dynamics.trainer import train as train_run
 from . import verdict as vd
-from .attention_import import as_attention, attention_from_state_dict
+from .attention_files import SEQUENCES
+from .attention_import import as_attention
 from .measurements import data_arrays
-from .model import SUPPORTED, UnsupportedModelError
 from .optax_training import as_train_config
 from .report import Analysis, DataReport, History, Prediction, Training
 from .verdict import PAPER_LEVEL, ROUND_OFF, evidence
@@ -301,34 +300,6 @@ def _measured(rep: AttentionReport, cfg: TrainConfig, kind: str) -> vd.Judgement
     return vd.judgement(kind, vd.EFFECTIVE, [], ev, notes,
                         f"within {100 * rep.gap:.2g}% of {NORMALISER} of its twin's loss at every step "
                         f"(max at step {rep.gap_step})")
-
-
-SEQUENCES = ("flat sequences: X (S, (N+1)(D+1)), row s = (x_1, y_1, …, x_N, y_N, x_q, 0), and Y (S, 1) "
-             "the query targets y_q (what biasfree.core.icl_data.in_context_regression writes)")
-"""The data layout an attention model is analysed on, as every refusal names it."""
-
-
-def load_attention(path, dense_refusal: str = ""):
-    """A linear-attention layer from a ``.safetensors`` or ``.npz`` file of its weights (what
-    ``safetensors.torch.save_file(module.state_dict(), path)`` writes for a module in
-    :mod:`.attention_import`'s layout; read with numpy, no pickle). A file in neither that
-    layout nor the dense one (``dense_refusal``, the dense reader's message) is refused,
-    naming both."""
-    path = Path(path)
-    if path.suffix == ".safetensors":
-        from safetensors.numpy import load_file
-
-        arrays = load_file(str(path))
-    else:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    try:
-        return attention_from_state_dict(arrays, source=str(path))
-    except UnsupportedModelError as e:
-        attention = str(e)
-    names = ", ".join(sorted(arrays)[:6]) + (", …" if len(arrays) > 6 else "")
-    raise UnsupportedModelError(f"{path} ({names}) is read in two layouts and fits neither: as a dense net "
-                                f"({dense_refusal or SUPPORTED}); as {attention.removeprefix(f'{path}: ')}")
 
 
 def _with_n_ctx(layer, width: int):

@@ -313,14 +313,14 @@ def analyse(
                              "(--data digits: 64 inputs, 10 outputs)")
     from ..analysis import report
     from ..analysis.analyse import analyse as analyse_model
-    from ..analysis.attention import SEQUENCES
+    from ..analysis.attention_files import SEQUENCES, model_file
     from ..analysis.figure import figure
     from ..analysis.model import Model
     from ..core.real_data import load_data
 
     with _refusing(ValueError, TypeError, FileNotFoundError, ImportError):
         option = train_option(train, train_steps, optimiser, batch_size, random_batches, lr, n_records)
-        m, start = (None if f is None else _model_file(f, alpha, in_shape) for f in (model, init))
+        m, start = (None if f is None else model_file(f, alpha, in_shape) for f in (model, init))
         try:
             d = load_data(data)
         except (ValueError, TypeError) as e:
@@ -351,24 +351,6 @@ def analyse(
     err.print(f"[{colour}]{escape(v.text)}[/]")
     if loc is not None:
         err.print(f"[dim]{escape(loc.note)}[/]", soft_wrap=True)
-
-
-def _model_file(path: Path, alpha: float | None, in_shape: str | None):
-    """``analyse``'s MODEL (or ``--init``): a dense net's weights, else a linear-attention layer's
-    (docs/cli.md "Attention models"); a file in neither layout is refused naming both."""
-    from ..analysis import interop
-    from ..analysis.attention import load_attention
-    from ..analysis.model import UnsupportedModelError
-
-    try:
-        return interop.load_model(path, alpha, **interop.conv_spec(in_shape))
-    except UnsupportedModelError as dense:
-        layer = load_attention(path, str(dense))
-    for flag, value in (("--alpha", alpha), ("--in-shape", in_shape)):
-        if value is not None:
-            raise ValueError(f"{flag} does not apply to {path}, a linear-attention model (no activation, no "
-                             f"image input): leave {flag} out")
-    return layer
 
 
 @app.command()

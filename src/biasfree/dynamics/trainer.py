@@ -283,38 +283,14 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
                   observables=observables, progress=progress, time_budget=time_budget)
 
 
-def _own_data(twin):
-    """``(weights, data)`` of ``twin=(weights, data)`` (a twin on its own data), else None."""
-    if isinstance(twin, tuple) and len(twin) == 2 and isinstance(twin[1], Dataset):
-        return twin
-    return None
-
-
-def _check_own_data(data: Dataset, twin: tuple, cfg: TrainConfig, batched: bool) -> None:
-    """A twin on its own data: one run, a linear net (α = 1) fitting that data, one row per
-    point of the net's."""
-    q, tdata = twin
-    if batched:
-        raise ValueError("twin=(params, data) trains one net beside one twin; train ensemble members "
-                         "one call each")
-    run.check_params_data(q, tdata, cfg.loss)
-    if not all(layer.is_linear for layer in q):
-        raise ValueError("twin=(params, data): the twin must be a linear net (dense or conv layers, "
-                         "trained at α = 1), e.g. biasfree.core.attention_twin.merged_to_twin(layer)")
-    n, m = np.shape(data.Y)[0], np.shape(tdata.Y)[0]
-    if n != m:
-        raise ValueError(f"twin=(params, data): the twin's data has {m} rows but the net's {n}; row n of "
-                         "each must be the same point (e.g. attention_twin.twin_dataset(data, n_ctx))")
-
-
 def _train(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, twin=False, batched=False,
            layout=None, observables="all", progress=None, time_budget=None, segments=None):
     """:func:`train` once the call's own arguments are checked: checks the run's net and data
-    (once) and a given twin (with its own data: :func:`_check_own_data`), then :func:`_run`."""
+    (once) and a given twin (with its own data: :func:`~.run.check_twin_data`), then :func:`_run`."""
     run.check_params_data(params, data, cfg.loss, batched=batched)
-    own = _own_data(twin)
+    own = run.own_twin_data(twin)
     if own is not None:
-        _check_own_data(data, own, cfg, batched)
+        run.check_twin_data(data, own, cfg.loss, batched)
     if not all(layer.is_linear for layer in params) and (observables != "loss" or
                                                          (twin is not False and own is None)):
         raise ValueError("train: an attention layer is not a linear map, so neither the records of "
@@ -355,7 +331,7 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
         raise ValueError("lr: per-member steps are for gradient descent; an optax optimiser holds its own "
                          "learning rate (pass one lr, the time axis' η, or None)")
     ensemble = bool(sizes)
-    if ensemble and _own_data(twin) is not None:
+    if ensemble and run.own_twin_data(twin) is not None:
         raise ValueError(f"twin=(params, data) trains one net beside one twin, but the run is an ensemble "
                          f"({sizes}); train each member in its own call")
     depth = len(params)
@@ -363,7 +339,7 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
         vec = {k: np.broadcast_to(v, (B,)) for k, v in vec.items()}
         if not batched:
             params = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (B,) + np.shape(a)), params)
-    twin_params, own = None, _own_data(twin)
+    twin_params, own = None, run.own_twin_data(twin)
     if twin is True:  # weights × c^((L−1)/L): √c at depth 2 (§2.4), the odd-part twin beyond (§4.1)
         twin_params = _twin_params(params, vec["alpha"], depth)
     elif own is not None:
