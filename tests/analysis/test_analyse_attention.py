@@ -102,6 +102,18 @@ def test_merged_broken_block_is_not_exact(data, att):
     assert got == pytest.approx(expected, rel=4 * D * EPS)  # the same norms, two orders of summing
     assert v.function.level == NOT and not _ev(v.function, "off-twin key–query").passed
     assert _ev(v.function, "distance to the twin").value > PAPER_LEVEL  # measured 0.9: b reads y twice
+    # the t = 0 gap over the one normaliser, max(L(θ₀), ½<y_q²>), named in its evidence
+    Y = np.asarray(data.Y)
+    f = np.asarray(bf.forward((layer,), data.X, 0.0))
+    g = np.asarray(bf.forward(merged_to_twin(layer), twin_dataset(data, N).X, 1.0))
+    L, Lt = 0.5 * np.mean((Y - f) ** 2), 0.5 * np.mean((Y - g) ** 2)
+    t0 = _ev(v.training, "loss gap to the twin at t = 0")
+    assert "max(L(θ₀), ½<y_q²>)" in t0.name
+    # each loss a mean of 2S squares: relative round-off ≤ γ_2S in each, so in their difference
+    # ≤ γ_2S (L + L̃) / |L − L̃| relative (the same forward passes here; other summation orders allowed)
+    k = 2 * S
+    assert t0.value == pytest.approx(abs(L - Lt) / max(L, 0.5 * np.mean(Y**2)),
+                                     rel=k * EPS / (1 - k * EPS) * (L + Lt) / abs(L - Lt) + 2 * EPS)
 
 
 def test_non_mirrored_data_is_undecided(att):

@@ -182,7 +182,8 @@ def _function(rep: AttentionReport, kind: str = "function now") -> vd.Judgement:
 
 
 def _data_ev(rep: AttentionReport) -> list:
-    return [evidence("label-mirror violation of the sequences (relative)", rep.label_mirror_violation,
+    return [evidence("label-mirror violation of the sequences (relative to the largest row of [X, Y])",
+                     rep.label_mirror_violation,
                      ROUND_OFF,
                      "every sequence has its copy with y → −y, so the gradients of u, b cancel pair by pair "
                      "(§10.2)")]
@@ -210,7 +211,7 @@ def measure_call(cfg: TrainConfig | None) -> str:
     if cfg.gd and cfg.batch_size is None:
         return f"analyse(model, data, train=bf.GDConfig(lr={cfg.lr:g}, steps={cfg.steps}))"
     batches = "" if cfg.batch_size is None else f", batch_size={cfg.batch_size}, mirrored_batches=False"
-    opt = "optax.sgd(lr)" if cfg.gd else cfg.label
+    opt = f"optax.sgd({cfg.lr:g})" if cfg.gd else cfg.label
     return f"analyse(model, data, train=bf.TrainConfig(optimiser={opt}, steps={cfg.steps}{batches}))"
 
 
@@ -265,8 +266,8 @@ def _config(train, zd: Dataset) -> TrainConfig | None:
     if cfg is not None and cfg.batch_size is not None and cfg.mirrored_batches:
         raise ValueError(f"train: batch_size={cfg.batch_size} with mirrored_batches=True pairs x with −x, "
                          "not a sequence with its label mirror; pass mirrored_batches=False to keep "
-                         f"batch_size={cfg.batch_size} (sequences at random, the twin on the same rows), or "
-                         "batch_size=None for full batches")
+                         f"batch_size={cfg.batch_size} (sequences at random, the twin on the same rows; CLI: "
+                         "--random-batches), or batch_size=None for full batches")
     return cfg
 
 
