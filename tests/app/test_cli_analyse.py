@@ -9,9 +9,11 @@ import jax
 import numpy as np
 import optax
 import pytest
+from figure_checks import texts_outside
 from typer.testing import CliRunner
 
 import biasfree as bf
+from biasfree.analysis.attention_figure import attention_figure
 from biasfree.app.cli import app
 
 runner = CliRunner()
@@ -105,7 +107,12 @@ def test_analyse_reads_an_attention_state_dict_and_flat_sequences(attention_file
     assert doc["net"]["kind"] == "merged" and doc["net"]["n_ctx"] == 8
     assert doc["verdict"]["level"] == "exactly linear"
     assert (d / "A" / "twin.safetensors").exists()  # the twin W₂W₁z, as for a dense net
+    assert (d / "A" / "figure.png").stat().st_size > 0
     api = bf.analyse(att, seq, train=bf.GDConfig(lr=0.02, steps=50))
+    fig = attention_figure(api)
+    assert not texts_outside(fig)  # draws it: every answer's evidence inside the figure
+    drawn = " ".join(" ".join(t.get_text() for t in fig.axes[2].texts).split())  # wrapped lines rejoined
+    assert all(" ".join(e.line().split()) in drawn for e in api.verdict.training.evidence)
     # the same run from the same weights (read back bitwise from float64 safetensors), one code path:
     # the same gap up to the JSON round trip, exact for a float
     got = doc["prediction"]["trained"]["gap_to_twin"]

@@ -313,6 +313,7 @@ def analyse(
                              "(--data digits: 64 inputs, 10 outputs)")
     from ..analysis import report
     from ..analysis.analyse import analyse as analyse_model
+    from ..analysis.attention_figure import attention_figure
     from ..analysis.attention_files import SEQUENCES, model_file
     from ..analysis.figure import figure
     from ..analysis.model import Model
@@ -332,7 +333,7 @@ def analyse(
             result = analyse_model(m, d, train=option, init=start, t_max=t_max,
                                    time_budget=time_budget,
                                    progress=lambda k, n: bar.update(task, completed=k, total=n))
-    drawn = figure(result) if isinstance(result.net, report.NetReport) else None  # attention: no figure yet
+    drawn = figure(result) if isinstance(result.net, report.NetReport) else attention_figure(result)
     for path in report.save_analysis(result, out, drawn):
         typer.echo(str(path))
     v = result.verdict
