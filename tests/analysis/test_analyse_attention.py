@@ -261,3 +261,9 @@ def test_answers_name_the_optimiser_and_batches_given(data, att):
     assert "batches of 60 sequences" in v.training.kind and "batches of 60 sequences" in v.history.kind
     with pytest.raises(ValueError, match="pass mirrored_batches=False to keep batch_size=60"):
         bf.analyse(att, data, train=dataclasses.replace(sgd, mirrored_batches=True))
+
+
+def test_gap_normaliser_is_the_larger_of_the_start_loss_and_half_the_target_power():
+    Y = np.array([[1.0], [-3.0]])  # ½<y²> = 2.5 exactly
+    assert attention_analysis.gap_normaliser(0.1, Y) == 2.5  # a small init: the zero function's loss
+    assert attention_analysis.gap_normaliser(7.0, Y) == 7.0  # a large init: its own loss

@@ -53,7 +53,10 @@ from .verdict import PAPER_LEVEL, ROUND_OFF, evidence
 DEFAULT_STEPS = 1000
 """Steps of ``train=True`` (GD at :func:`default_lr`)."""
 ADAM_CALL = "analyse(model, data, train=optax.adam(3e-3))"
+"""The call that measures plain Adam (docs/theory.md §10.2: it leaves the twin where the mirror
+pairs' gradient sums leave round-off, 0.39 off-twin and a 5–7% gap; it stays where they cancel)."""
 GD_CALL = "analyse(model, data, train=bf.GDConfig(lr=..., steps=...))"
+"""The call that measures GD from the given weights (no training config given)."""
 NORMALISER = "max(L(θ₀), ½<y_q²>)"
 """What every gap is a fraction of (:func:`gap_normaliser`), as the evidence names it."""
 
@@ -66,8 +69,6 @@ def gap_normaliser(loss0: float, Y) -> float:
     instead made one run 0.27% one way and 0.57% the other (issue 47)."""
     half_power = 0.5 * float(np.mean(np.sum(np.asarray(Y, float) ** 2, axis=1)))
     return max(float(loss0), half_power, 1e-300)
-"""The call that measures plain Adam (docs/theory.md §10.2: it leaves the twin where the mirror
-pairs' gradient sums leave round-off, 0.39 off-twin and a 5–7% gap; it stays where they cancel)."""
 
 
 @dataclass(frozen=True)
@@ -194,7 +195,7 @@ def _full_gd(cfg: TrainConfig | None) -> bool:
     return cfg is None or (cfg.gd and cfg.batch_size is None)
 
 
-def trainer_name(cfg: TrainConfig | None) -> str:
+def _training_name(cfg: TrainConfig | None) -> str:
     """The training a judgement is about, as its answer names it: "GD or gradient flow" without a
     config, "GD at lr=η", else the optimiser's name (:attr:`TrainConfig.label`), with its batches
     when it has them ("adam, batches of 32 sequences at random")."""
@@ -204,7 +205,7 @@ def trainer_name(cfg: TrainConfig | None) -> str:
     return name + ("" if cfg.batch_size is None else f", batches of {cfg.batch_size} sequences at random")
 
 
-def measure_call(cfg: TrainConfig | None) -> str:
+def _measure_call(cfg: TrainConfig | None) -> str:
     """The call that measures the training ``cfg`` stands for, with its optimiser and batches."""
     if cfg is None:
         return GD_CALL
@@ -217,9 +218,9 @@ def measure_call(cfg: TrainConfig | None) -> str:
 
 def _predicted(rep: AttentionReport, cfg: TrainConfig | None = None, kind: str | None = None) -> vd.Judgement:
     """Training from ``rep``'s weights predicted for ``cfg`` (None: GD and gradient flow)."""
-    name = trainer_name(cfg)
+    name = _training_name(cfg)
     kind = kind or f"training by {name}, predicted (not measured)"
-    call = measure_call(cfg)
+    call = _measure_call(cfg)
     ev = _data_ev(rep)
     ev.append(evidence(f"loss gap to the twin at t = 0, |L − L_twin| / {NORMALISER} (exact)", rep.gap0,
                        PAPER_LEVEL, "the model's loss and its twin's agree now"))
@@ -282,7 +283,7 @@ def _measure(layer, data: Dataset, zd: Dataset, cfg: TrainConfig, budget, progre
 
 
 def _measured(rep: AttentionReport, cfg: TrainConfig, kind: str) -> vd.Judgement:
-    name = trainer_name(cfg)
+    name = _training_name(cfg)
     ev = _data_ev(rep)
     ev.append(evidence(f"loss gap to the twin under {name}, max_k |L_k − L_twin,k| / {NORMALISER} over every "
                        "step", rep.gap, PAPER_LEVEL,
@@ -355,7 +356,7 @@ def analyse_attention(model, data, *, train=None, init=None, time_budget=None, p
         history = _history(start, layer, X, Y, zd, src, mirror, cfg, time_budget, progress)
     elif cfg is not None:
         rep = _trained(rep, layer, ds, zd, cfg, time_budget, progress)
-        training = _measured(rep, cfg, f"training by {trainer_name(cfg)}, measured")
+        training = _measured(rep, cfg, f"training by {_training_name(cfg)}, measured")
         trep = _report(rep.trained, X, Y, zd, src, mirror)
         trained_fn = _function(trep, "function after training")
         trained = _training(rep, cfg)
@@ -389,7 +390,7 @@ def _training(rep: AttentionReport, cfg: TrainConfig) -> Training:
     nan = float("nan")
     return Training(cfg, t, rep.loss, rep.twin_loss, np.full(k.size, nan), np.full(k.size, nan), nan,
                     rep.gap, nan, nan, nan, nan, nan, (rep.trained,), rep.gap_step, float(t[rep.gap_step]),
-                    rep.steps_run, trainer_name(cfg))
+                    rep.steps_run, _training_name(cfg))
 
 
 def _history(start, layer, X, Y, zd, src, mirror, cfg, budget, progress) -> History:
@@ -401,7 +402,7 @@ def _history(start, layer, X, Y, zd, src, mirror, cfg, budget, progress) -> Hist
         judged = _predicted(rep, None, f"{how} GD or gradient flow, predicted")
         return History(rep, _prediction(start, rep, zd, None), judged, None)
     rep = _trained(rep, start, Dataset(X, Y, mirror=False), zd, cfg, budget, progress)
-    j = _measured(rep, cfg, f"{how} {trainer_name(cfg)}, measured")
+    j = _measured(rep, cfg, f"{how} {_training_name(cfg)}, measured")
     f, g = (np.asarray(forward((m,), X, 0.0)) for m in (layer, rep.trained))
     match = float(np.mean((g - f) ** 2) / max(np.mean(f**2), 1e-300))
     j = dataclasses.replace(j, notes=j.notes + (

@@ -173,7 +173,8 @@ class Prediction:
 @dataclass(frozen=True)
 class History:
     """Question (iii), how the net got here (``analyse(..., init=...)``): the ``init``'s
-    :class:`NetReport`, the ``prediction`` from it (with ``trained`` when the training
+    :class:`NetReport` (an attention model's ``AttentionReport``; its ``regime`` then None), the
+    ``prediction`` from it (with ``trained`` when the training
     config was rerun beside the twin; None for an init with biases), the ``judgement``,
     the init's ``regime`` (movement filled in when rerun) and ``match``, the rerun's final
     function's squared distance from the given net's over <||f_given||²> (NaN when not rerun;
