@@ -267,3 +267,14 @@ def test_gap_normaliser_is_the_larger_of_the_start_loss_and_half_the_target_powe
     Y = np.array([[1.0], [-3.0]])  # ½<y²> = 2.5 exactly
     assert attention_analysis.gap_normaliser(0.1, Y) == 2.5  # a small init: the zero function's loss
     assert attention_analysis.gap_normaliser(7.0, Y) == 7.0  # a large init: its own loss
+
+
+def test_a_run_stopped_by_its_time_budget_says_so_and_keeps_the_pair_in_step(data, att):
+    """One loop for the model and its twin: the budget stops both at the same step (before, the
+    twin's separate run was cut to the model's afterwards), and the answer says how far it ran."""
+    res = bf.analyse(att, data, train=bf.GDConfig(lr=LR, steps=STEPS), time_budget=1e-9)
+    n = res.net.steps_run
+    # stopped after its first chunk (of ~20)
+    assert 0 < n < STEPS and res.net.loss.size == res.net.twin_loss.size == n + 1
+    assert res.prediction.trained.steps_run == n
+    assert f"stopped by the time budget after {n} of {STEPS} steps" in " ".join(res.verdict.training.notes)
