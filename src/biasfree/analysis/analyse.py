@@ -269,8 +269,7 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
                          f"X {X.shape} and Y {Y.shape}")
     check_reading(model, params, a, X, names=m.names)  # a live module is run (verify.py)
     start = None if init is None else _start(init, a, params)
-    if start is not None:
-        check_reading(init, start, a, X, what="init")
+    check_reading(init, start, a, X, what="init")  # None, a file or params: nothing to run
     note = ""
     if given is not None and not given.gd:  # κ measured (or refused) before any compute
         given, note = with_degree(given, a, len(params))
