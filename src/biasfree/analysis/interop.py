@@ -6,6 +6,11 @@ else). The adapters: :func:`~.torch_import.from_torch` (dense and conv ``nn.Sequ
 stacks, :mod:`.torch_import`), :func:`from_equinox` (here), :func:`~.model_files.from_state_dict`,
 :func:`~.model_files.load_model` and :func:`~.model_files.save_model` (names -> arrays and
 weight files, :mod:`.model_files`), and :func:`as_model`, any of them by the input's type.
+
+The adapters read a module's layers; :func:`~biasfree.analyse` runs a live module (torch or
+equinox, given as it is or as the Model read from it, its ``origin``) on the data and refuses
+a reading its forward does not reproduce to round-off (:mod:`.verify`). A file or a state
+dict has nothing to run: only its shapes are checked.
 """
 
 from __future__ import annotations
