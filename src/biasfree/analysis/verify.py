@@ -8,7 +8,7 @@ extra 1/N, the layers in another order. :func:`check_reading` runs the module on
 :data:`ROWS` evenly spaced rows of the data, in float64 (torch: ``torch.func.functional_call``
 with the parameters and buffers cast to float64 on the CPU, the user's module untouched;
 equinox: the module with its arrays cast to float64, vmapped over the rows), and compares
-its output f_mod with the package's forward f_read of the parameters read, entry by entry:
+its output f_mod with the package's forward f_read of the parameters read, entry by entry::
 
     |f_mod − f_read| ≤ 2 γ_K M / (1 − γ_K),   M = |A_L| (⋯ (|A_1| |x| + |b_1|) ⋯) + |b_L|,
 
@@ -25,11 +25,11 @@ layer ``|fl(A h + b) − (A h + b)| ≤ γ_{n_l+1} (|A| |h| + |b|)``, σ_α is 1
 the 1/(1 − γ_K). The bound is worst case, not typical, so a module that is what its layers
 show passes at any seed, and it is sharp to a few γ_K: an output changed by 5γ_K of M is
 refused (tests/analysis/test_verify.py). A forward that is anything else is off by O(1) of
-M on some entry. The cost is :data:`ROWS` rows through the net, three times: milliseconds
-at 784 → 2048 → 10 (docs/performance.md, ``benchmarks/bench_analyse.py``'s ``check_s``).
+M on some entry. The cost is :data:`ROWS` rows through the net, three times: a fraction of a
+second at 784 → 2048 → 10 (docs/performance.md, ``benchmarks/bench_analyse.py``'s ``check_s``).
 
 On a mismatch it refuses (:class:`~.model.UnsupportedModelError`, one line) naming the layout
-read, the difference (max |Δ|/M against 2γ_K, and ‖Δ‖/‖f_read‖), and the likely cause: the
+read, the difference (``max |Δf|/M`` against 2γ_K, and ``‖Δf‖/‖f_read‖``), and the likely cause: the
 first of these readings that explains f_mod within the same bound (4 times it for a fitted
 scale; twice the row's largest for a function of the outputs, each of them 2-Lipschitz in
 the row's max norm, plus 8ε of its value): a scale c (f_mod = c f_read, named as 1/N, N or
@@ -217,7 +217,7 @@ def _cause(f_mod, params, alpha, X, names, f, M, tol) -> tuple[str, str]:
 def check_reading(model, params: Params, alpha: float, X, *, what: str = "model", names=()) -> None:
     """Run ``model`` (a torch or equinox module, or a :class:`~.model.Model` read from one:
     its ``origin``; anything else has nothing to run: returns) on
-    :func:`rows` of ``X`` (N, n_in, flat; a conv net's rows reshaped to (C, *in_shape)) and
+    :func:`rows` of ``X`` (N, n_in, flat; a conv net's rows reshaped to ``(C, *in_shape)``) and
     refuse, in one line (module doc), a reading ``params`` at slope ``alpha`` (names ``names``,
     biases that are exactly zero dropped or not) whose output it does not reproduce within
     the round-off bound 2γ_K M."""
