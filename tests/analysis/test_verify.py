@@ -97,6 +97,14 @@ def test_an_extra_scale_is_refused_naming_it(factor, named):
     assert f"likely cause: {named}" in msg, msg
 
 
+def test_float32_arithmetic_inside_forward_is_refused_naming_it():
+    """Outputs rounded to float32 (ε = 1.2e-7) are off by ~1e-8 of f, far above the float64
+    bound 2γ_K = 1.3e-14 and within float32's 2γ_K(ε32) M: named as such."""
+    torch.manual_seed(0)
+    msg = _refusal(Net(out=lambda y: y.float().double()), _data())
+    assert "likely cause: float32 arithmetic inside forward" in msg, msg
+
+
 def test_a_relu_in_forward_without_a_module_is_refused_naming_it():
     class Functional(nn.Module):
         def __init__(self):
