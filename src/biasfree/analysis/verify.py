@@ -226,6 +226,11 @@ def check_reading(model, params: Params, alpha: float, X, *, what: str = "model"
     kind = live(model)
     if kind is None:
         return
+    with jax.enable_x64(True):  # float64 whatever the caller's setting (analyse's already is)
+        _check(model, kind, params, alpha, X, what, names)
+
+
+def _check(model, kind, params, alpha, X, what, names) -> None:
     source = f"{kind}:{type(model).__name__}"
     Xs = np.asarray(X, dtype=float)[rows(np.shape(X)[0])]
     try:
