@@ -133,8 +133,8 @@ def as_model(model, alpha=None) -> Model:
         m = from_equinox(model)
     else:
         raise TypeError(
-            f"cannot read a model of type {type(model).__name__}: give a torch.nn.Sequential, an "
-            "equinox.nn.MLP, a .safetensors/.npz path, or biasfree params (biasfree.from_arrays)")
+            f"cannot read a model of type {type(model).__name__}: give a torch module (an nn.Sequential of "
+            "layers), an equinox.nn.MLP, a .safetensors/.npz path, or biasfree params (biasfree.from_arrays)")
     if alpha is not None and m.alpha is not None and abs(m.alpha - alpha) > 1e-12:
         raise ValueError(f"alpha={alpha} contradicts the model's own slope α = {m.alpha:g} "
                          f"({m.source}); leave alpha out")
