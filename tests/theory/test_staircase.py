@@ -187,3 +187,21 @@ def test_trained_linear_net_plateaus_sit_at_reduced_rank_losses():
         r = np.log1p(lr * min(rates)) / lr
         tol = g[max(i - 1, 0): i + 2].max() / (tp[i] * r) + gamma(N + d + p) * levels[0]
         assert abs(pl.level - levels[k]) <= tol, (k, pl.level, levels[k], tol)
+
+
+def test_separate_attention_plateaus_sit_at_pcr_losses():
+    """The separate rank-one-head attention model's GD curve (§10.4 closed form, Λ = diag(1,
+    0.5, 0.25), N = 16, w₀ = 0.05): four plateaus, matched in order to the PCR losses
+    L_k = ½(tr Λ − Σ_{i≤k} s_i²/a_i) (theory.attention.plateau_losses), each closer to its own
+    level than half the distance to the next one (so the match is unambiguous)."""
+    from biasfree.theory.attention import components, plateau_losses, separate_gd, separate_loss
+
+    cov, n_ctx, lr, steps = np.diag([1.0, 0.5, 0.25]), 16, 0.1, 6000
+    _, _, s, a = components(cov, n_ctx)
+    loss = separate_loss(separate_gd(steps, s, a, 0.05, lr), cov, n_ctx)
+    st = find_plateaus(lr * np.arange(steps + 1), loss)
+    levels = plateau_losses(cov, n_ctx)
+    matches = match_levels(st, levels)
+    assert [m.k for m in matches] == [0, 1, 2, 3]
+    half_gaps = np.minimum(np.r_[np.inf, -np.diff(levels)], np.r_[-np.diff(levels), np.inf]) / 2
+    assert all(abs(m.gap) < half_gaps[m.k] for m in matches)
