@@ -167,3 +167,22 @@ def test_bad_arguments_are_refused_before_computing(linear):
         embed(params, X, Y, 0.0, "rescale", scale=-1.0)
     with pytest.raises(ValueError, match="two-layer dense"):
         fixed_point(params[:1], X, Y, 1.0)
+
+
+def test_lanczos_above_the_dense_limit_gives_the_same_saddle():
+    """Width 15 → 16 on d = p = 20 (640 weights > DENSE_HESSIAN): Lanczos on Hessian-vector
+    products finds λ_min = −s₁₆ as §11.4.4 says, to λ_tol plus ARPACK's convergence (tol 0:
+    machine precision relative to ||H||, far below λ_tol)."""
+    from biasfree.analysis.saddles import DENSE_HESSIAN
+
+    rng = np.random.default_rng(0)
+    n, d, k = 60, 20, 15
+    X = _whitened(rng, n, d)
+    s = np.linspace(3, 0.5, d)
+    Y = X @ (np.linalg.qr(rng.standard_normal((d, d)))[0] * s).T
+    Uh, sh, Vt = np.linalg.svd(Y.T @ X / n)
+    params = (Layer(np.sqrt(sh[:k])[:, None] * Vt[:k]), Layer(Uh[:, :k] * np.sqrt(sh[:k])))
+    e = embed(params, X, Y, 1.0, "zero")
+    assert (k + 1) * 2 * d > DENSE_HESSIAN >= k * 2 * d
+    assert e.holds and e.wide.saddle
+    assert abs(e.wide.lambda_min + sh[k]) <= e.wide.lambda_tol + gamma(n + d) * sh[0]
