@@ -134,7 +134,8 @@ def _fixed_point(W1, W2, X, Y, alpha) -> FixedPoint:
     lam, vec = _lowest_eigenvalue(flat, Xj, Yj, alpha, H)
     w = _norms(params)
     rx, rr = np.sqrt(np.mean(np.sum(X**2, 1))), np.sqrt(np.mean(np.sum(R**2, 1)))
-    h_norm = float(np.sum(w**2)) * rx**2 + rr * rx  # ||H|| ≤ S² ms‖x‖ + R̂ rms‖r‖ rms‖x‖ (two layers: R̂ = 1)
+    # ||H|| ≤ S² ms‖x‖ + R̂ rms‖r‖ rms‖x‖ (stationary's bound; two layers: S² = Σ_l ||W_l||², R̂ = √2)
+    h_norm = float(np.sum(w**2)) * rx**2 + math.sqrt(2) * rr * rx
     lam_tol = (_gamma(accumulations(params, X.shape[0])) + EPS) * h_norm * math.sqrt(flat.size)
     return FixedPoint(float(loss), float(np.linalg.norm(np.asarray(grad))) * theta / ref,
                       gradient_tolerance(params, X, R, ref), lam, lam_tol, vec)
