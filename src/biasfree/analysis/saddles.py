@@ -1,0 +1,235 @@
+"""Embedded fixed points (Zhang, Saxe & Latham 2025, Theorem 1; docs/theory.md §11.4).
+
+A bias-free two-layer dense net ``f(x) = W_2 σ_α(W_1 x)`` of width H − 1 (unit h: input
+weights ``w_h`` = row h of W_1, output weights ``a_h`` = column h of W_2) at a fixed point of
+``L = (1/2N) Σ_n ||f(x_n) − y_n||²`` embeds as a fixed point of the width-H net with the same
+function, by one of the paper's constructions (each checked by the chain rule in §11.4):
+
+- ``"split"`` (any σ): unit j's copy ``w_H = w_j``, outputs ``a_j → ρ a_j``, ``a_H = (1 − ρ) a_j``;
+- ``"zero"`` (σ(0) = 0): a new unit ``w_H = 0``, ``a_H = 0``;
+- ``"rescale"`` (1-homogeneous σ, every leaky ReLU): ``w_H = c w_j`` (c > 0),
+  ``a_j → a_j − c a_H`` with ``a_H = ρ a_j / c``;
+- ``"linear"`` (α = 1): ``w_H = Σ_h c_h w_h``, ``a_H = Σ_h d_h a_h``, every ``a_h → a_h − c_h a_H``.
+
+:func:`fixed_point` says whether a net is one: its relative gradient ‖∇L‖·‖θ‖/(½<||y||²>)
+against the round-off bound of :mod:`biasfree.analysis.stationary`, and the Hessian's lowest
+eigenvalue λ_min (``jax.hessian`` of the flattened weights up to :data:`DENSE_HESSIAN` weights,
+Lanczos on Hessian-vector products above) against its round-off (Weyl: ``|δλ| ≤ ||δH||₂``,
+each entry a sum of K products, so ``γ_K`` times the bound on ||H|| of that module, times
+√n_θ for the Frobenius norm of the entrywise error). λ_min < 0 beyond it is a saddle, left
+along its eigenvector at rate |λ_min|: from a distance ε the escape takes
+``t ≈ ln(1/ε)/|λ_min|`` (gradient-flow time t = η k). :func:`embed` refuses a point that is not
+a fixed point, and reports the wide net's function change, gradient and Hessian.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _validate as v
+from ..core.layers import Layer, Params
+from ..core.nets import _leaky_relu
+from ..core.precision import precise
+from .stationary import EPS, _gamma, _norms, accumulations, gradient_tolerance
+
+CONSTRUCTIONS = ("split", "zero", "rescale", "linear")
+"""Theorem 1's embeddings (module doc)."""
+DENSE_HESSIAN = 600
+"""Up to this many weights the Hessian is formed whole; above, Lanczos on Hessian-vector products."""
+
+
+def _two_layer(params, name: str = "params") -> tuple[np.ndarray, np.ndarray]:
+    if (not isinstance(params, tuple | list) or len(params) != 2
+            or any(type(la) is not Layer or la.bias is not None for la in params)):
+        raise ValueError(f"{name} must be a bias-free two-layer dense net (two biasfree.nets Layers with "
+                         "b=None): Theorem 1's constructions are built here for that family only")
+    W1, W2 = (np.asarray(la.W, float) for la in params)
+    if W2.shape[1] != W1.shape[0]:
+        raise ValueError(f"{name}: W_2 has {W2.shape[1]} inputs but W_1 has {W1.shape[0]} units")
+    return W1, W2
+
+
+def _loss(flat, X, Y, alpha, H: int):
+    """L of the flattened weights (W_1 (H, d) row-major, then W_2 (p, H))."""
+    d = X.shape[1]
+    W1, W2 = flat[:H * d].reshape(H, d), flat[H * d:].reshape(-1, H)
+    R = _leaky_relu(X @ W1.T, alpha) @ W2.T - Y
+    return 0.5 * jnp.sum(R**2) / X.shape[0]
+
+
+_value_and_grad = jax.jit(jax.value_and_grad(_loss), static_argnames="H")
+_hessian = jax.jit(jax.hessian(_loss), static_argnames="H")
+_hvp = jax.jit(lambda flat, vec, X, Y, alpha, H: jax.jvp(lambda th: jax.grad(_loss)(th, X, Y, alpha, H),
+                                                          (flat,), (vec,))[1], static_argnames="H")
+
+
+def _lowest_eigenvalue(flat, X, Y, alpha, H) -> tuple[float, np.ndarray]:
+    n = flat.size
+    if n <= DENSE_HESSIAN:
+        lam, vec = np.linalg.eigh(np.asarray(_hessian(flat, X, Y, alpha, H)))
+        return float(lam[0]), vec[:, 0]
+    from scipy.sparse.linalg import LinearOperator, eigsh
+
+    op = LinearOperator((n, n), matvec=lambda x: np.asarray(_hvp(flat, jnp.asarray(x), X, Y, alpha, H)),
+                        dtype=float)
+    lam, vec = eigsh(op, k=1, which="SA")
+    return float(lam[0]), vec[:, 0]
+
+
+@dataclass(frozen=True)
+class FixedPoint:
+    """Where a two-layer net stands (module doc): ``loss``; ``grad`` its relative gradient
+    ‖∇L‖·‖θ‖/(½<||y||²>) and ``grad_tol`` its round-off bound; ``lambda_min`` the Hessian's lowest
+    eigenvalue (loss per weight²), ``lambda_tol`` its round-off, ``direction`` its eigenvector
+    (flattened W_1 then W_2)."""
+
+    loss: float
+    grad: float
+    grad_tol: float
+    lambda_min: float
+    lambda_tol: float
+    direction: np.ndarray
+
+    @property
+    def stationary(self) -> bool:
+        """The gradient is zero to round-off."""
+        return self.grad <= self.grad_tol
+
+    @property
+    def saddle(self) -> bool:
+        """A fixed point with a descent direction beyond round-off (λ_min < −λ_tol)."""
+        return self.stationary and self.lambda_min < -self.lambda_tol
+
+    def escape_time(self, distance: float) -> float:
+        """``ln(1/ε)/|λ_min|``: gradient-flow time to leave the saddle from a distance ε along
+        its unstable direction (inf if not a saddle)."""
+        eps = v.positive("distance", distance, scalar=True)
+        return math.log(1.0 / eps) / abs(self.lambda_min) if self.saddle else math.inf
+
+
+@precise
+def fixed_point(params: Params, X, Y, alpha: float) -> FixedPoint:
+    """:class:`FixedPoint` of a bias-free two-layer dense net ``params`` (slope ``alpha``) on
+    inputs X (N, d), targets Y (N, p)."""
+    W1, W2 = _two_layer(params)
+    X, Y = v.data(X, Y)
+    alpha = float(v.slope(alpha))
+    return _fixed_point(W1, W2, X, Y, alpha)
+
+
+def _fixed_point(W1, W2, X, Y, alpha) -> FixedPoint:
+    params = (Layer(W1), Layer(W2))
+    H = W1.shape[0]
+    flat = jnp.asarray(np.concatenate([W1.ravel(), W2.ravel()]))
+    Xj, Yj = jnp.asarray(X), jnp.asarray(Y)
+    loss, grad = _value_and_grad(flat, Xj, Yj, alpha, H)
+    ref = 0.5 * float(np.mean(np.sum(Y**2, axis=1)))
+    theta = float(np.linalg.norm(np.asarray(flat)))
+    R = np.asarray(_leaky_relu(X @ W1.T, alpha)) @ W2.T - Y
+    lam, vec = _lowest_eigenvalue(flat, Xj, Yj, alpha, H)
+    w = _norms(params)
+    rx, rr = np.sqrt(np.mean(np.sum(X**2, 1))), np.sqrt(np.mean(np.sum(R**2, 1)))
+    # ||H|| ≤ S² ms‖x‖ + R̂ rms‖r‖ rms‖x‖ (stationary's bound; two layers: S² = Σ_l ||W_l||², R̂ = √2)
+    h_norm = float(np.sum(w**2)) * rx**2 + math.sqrt(2) * rr * rx
+    lam_tol = (_gamma(accumulations(params, X.shape[0])) + EPS) * h_norm * math.sqrt(flat.size)
+    return FixedPoint(float(loss), float(np.linalg.norm(np.asarray(grad))) * theta / ref,
+                      gradient_tolerance(params, X, R, ref), lam, lam_tol, vec)
+
+
+def embedded_params(params: Params, construction: str, *, unit: int = 0, ratio: float = 0.5,
+                    scale: float = 1.0, c=None, d=None) -> Params:
+    """The width-H net of Theorem 1's ``construction`` (module doc) from a width-(H−1) one:
+    unit ``unit`` = j, split ratio ``ratio`` = ρ, copy scale ``scale`` = c (``"rescale"``);
+    for ``"linear"`` the coefficients ``c``, ``d`` (H−1,) (default: unit j's, e_j). The
+    construction alone, unchecked: :func:`embed` checks it."""
+    W1, W2 = _two_layer(params)
+    construction = v.choice("construction", construction, CONSTRUCTIONS)
+    j = v.integer("unit", unit, 0, W1.shape[0] - 1)
+    rho = v.real("ratio", ratio, scalar=True)
+    cs = v.real("scale", scale, scalar=True)
+    W1n, W2n = _embed(W1, W2, construction, j, rho, cs, c, d)
+    return Layer(jnp.asarray(W1n)), Layer(jnp.asarray(W2n))
+
+
+def _embed(W1, W2, construction, j, rho, scale, c, d):
+    H1 = W1.shape[0]
+    W2 = W2.copy()
+    if construction == "split":
+        w_new, a_new = W1[j], (1 - rho) * W2[:, j]
+        W2[:, j] = rho * W2[:, j]
+    elif construction == "zero":
+        w_new, a_new = np.zeros(W1.shape[1]), np.zeros(W2.shape[0])
+    elif construction == "rescale":
+        w_new, a_new = scale * W1[j], rho * W2[:, j] / scale
+        W2[:, j] = W2[:, j] - scale * a_new
+    else:
+        c = np.eye(H1)[j] if c is None else v.finite_array("c", c, shape=(H1,))
+        d = np.eye(H1)[j] if d is None else v.finite_array("d", d, shape=(H1,))
+        w_new, a_new = c @ W1, W2 @ d
+        W2 = W2 - np.outer(a_new, c)
+    return np.vstack([W1, w_new[None]]), np.hstack([W2, a_new[:, None]])
+
+
+@dataclass(frozen=True)
+class Embedding:
+    """An embedded fixed point: the wide net ``params``, its ``construction``, the ``narrow``
+    and ``wide`` :class:`FixedPoint`, and ``function_gap`` max_n ||f_wide(x_n) − f_narrow(x_n)||
+    with its round-off bound ``function_tol`` (2 γ_K P max‖x‖, P = Π_l ||W_l||_F, K = d + H)."""
+
+    params: Params
+    construction: str
+    narrow: FixedPoint
+    wide: FixedPoint
+    function_gap: float
+    function_tol: float
+
+    @property
+    def holds(self) -> bool:
+        """Theorem 1's identities: the same function and a zero gradient, each to round-off."""
+        return self.function_gap <= self.function_tol and self.wide.stationary
+
+
+@precise
+def embed(params: Params, X, Y, alpha: float, construction: str, *, unit: int = 0, ratio: float = 0.5,
+          scale: float = 1.0, c=None, d=None) -> Embedding:
+    """Embed the fixed point ``params`` (width H − 1, slope ``alpha``, data X, Y) into width H by
+    ``construction`` (:func:`embedded_params`) and check it (:class:`Embedding`). A point whose
+    gradient is above round-off is refused, with its gradient."""
+    W1, W2 = _two_layer(params)
+    X, Y = v.data(X, Y)
+    alpha = float(v.slope(alpha))
+    construction = v.choice("construction", construction, CONSTRUCTIONS)
+    if construction == "linear" and alpha != 1.0:
+        raise ValueError(f"construction='linear' needs a linear net (alpha=1), got alpha={alpha}: use "
+                         "'split', 'zero' or 'rescale'")
+    if construction == "rescale" and not v.real("scale", scale, scalar=True) > 0:
+        raise ValueError(f"scale={scale} must be > 0: σ_α(c z) = c σ_α(z) holds for c > 0 only")
+    narrow = _fixed_point(W1, W2, X, Y, alpha)
+    if not narrow.stationary:
+        raise ValueError(f"params is not a fixed point: its relative gradient ‖∇L‖·‖θ‖/(½<||y||²>) is "
+                         f"{narrow.grad:.3g}, above the round-off bound {narrow.grad_tol:.3g}; train it to "
+                         "a stationary point first")
+    wide = embedded_params(params, construction, unit=unit, ratio=ratio, scale=scale, c=c, d=d)
+    return check_embedding(params, wide, X, Y, alpha, construction, narrow=narrow)
+
+
+def check_embedding(narrow_params: Params, wide_params: Params, X, Y, alpha: float,
+                    construction: str = "given", *, narrow: FixedPoint | None = None) -> Embedding:
+    """:class:`Embedding` of any wide net ``wide_params`` against the narrow ``narrow_params``:
+    the checks of :func:`embed`, for an embedding built by hand (e.g. a wrong one)."""
+    W1, W2 = _two_layer(narrow_params, "narrow_params")
+    V1, V2 = _two_layer(wide_params, "wide_params")
+    X, Y = v.data(X, Y)
+    alpha = float(v.slope(alpha))
+    narrow = _fixed_point(W1, W2, X, Y, alpha) if narrow is None else narrow
+    f_n = np.asarray(_leaky_relu(X @ W1.T, alpha)) @ W2.T
+    f_w = np.asarray(_leaky_relu(X @ V1.T, alpha)) @ V2.T
+    P = max(float(np.prod(_norms(narrow_params))), float(np.prod(_norms(wide_params))))
+    tol = 2 * _gamma(X.shape[1] + V1.shape[0]) * P * float(np.max(np.linalg.norm(X, axis=1)))
+    return Embedding(tuple(wide_params), construction, narrow, _fixed_point(V1, V2, X, Y, alpha),
+                     float(np.max(np.linalg.norm(f_w - f_n, axis=1))), tol)

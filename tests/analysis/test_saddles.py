@@ -1,0 +1,188 @@
+"""Embedded fixed points (biasfree.analysis.saddles, Theorem 1; docs/theory.md §11.4): each
+construction keeps the function and the zero gradient to round-off, a linear net's zero-unit
+embedding of its rank-k minimum is a saddle whose lowest Hessian eigenvalue is −σ₁ of the
+residual's cross-covariance, and wrong embeddings and non-fixed points fail."""
+
+import numpy as np
+import pytest
+from roundoff import gamma
+
+from biasfree.analysis.saddles import check_embedding, embed, embedded_params, fixed_point
+from biasfree.nets import Layer
+from biasfree.theory import half_time
+from biasfree.theory.reduced_rank import reduced_rank_losses
+
+N, D, P = 40, 4, 3
+
+
+def _whitened(rng, n=N, d=D):
+    Q, _ = np.linalg.qr(rng.standard_normal((n, d)))
+    return np.sqrt(n) * Q  # XᵀX/N = I exactly up to round-off
+
+
+@pytest.fixture(scope="module")
+def linear():
+    """A width-1 linear net at its global minimum, the best rank-1 map (balanced), on whitened
+    inputs with three target modes s = (3, 1.5, 0.5) and a little unfit noise."""
+    rng = np.random.default_rng(0)
+    X = _whitened(rng)
+    U = np.linalg.qr(rng.standard_normal((P, P)))[0]
+    V = np.eye(D)[:, :P]
+    s = np.array([3.0, 1.5, 0.5])
+    noise = rng.standard_normal((N, P))
+    noise -= X @ np.linalg.lstsq(X, noise, rcond=None)[0]  # orthogonal to x: Σ_yx unchanged
+    Y = X @ (U * s @ V.T).T + 0.1 * noise
+    Syx = Y.T @ X / N
+    Uh, sh, Vt = np.linalg.svd(Syx)
+    params = (Layer(np.sqrt(sh[:1])[:, None] * Vt[:1]), Layer(Uh[:, :1] * np.sqrt(sh[:1])))
+    return params, X, Y, sh
+
+
+@pytest.fixture(scope="module")
+def relu():
+    """A width-2 ReLU net at a fixed point by construction: random weights, targets
+    Y = f(X) + r with r orthogonal to every column of the Jacobian ∂f/∂θ, so ∇L = −Jᵀr/N = 0
+    with r ≠ 0 (no pre-activation within 0.02 of the kink)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((30, 3))
+    W1, W2 = rng.standard_normal((2, 3)), rng.standard_normal((1, 2))
+    Z = X @ W1.T
+    assert np.min(np.abs(Z)) > 0.02  # away from the kink: the Jacobian below is the gradient's
+    dW1 = ((Z > 0) * W2[0])[:, :, None] * X[:, None, :]  # ∂f_n/∂W1[h, i] = a_h σ'(z_nh) x_ni
+    J = np.hstack([dW1.reshape(30, 6), np.maximum(Z, 0)])
+    Q = np.linalg.qr(J)[0]
+    z = rng.standard_normal(30)
+    Y = (np.maximum(Z, 0) @ W2.T) + (z - Q @ (Q.T @ z))[:, None]
+    return (Layer(W1), Layer(W2)), X, Y
+
+
+@pytest.mark.parametrize("construction", ["split", "zero", "linear"])
+def test_linear_embeddings_are_fixed_points_with_the_same_function(linear, construction):
+    params, X, Y, s = linear
+    e = embed(params, X, Y, 1.0, construction, ratio=0.3)
+    assert e.narrow.stationary and e.holds  # both bounds: the module's round-off (γ_K) bounds
+    assert np.shape(e.params[0].W) == (2, D) and np.shape(e.params[1].W) == (P, 2)
+    assert abs(e.wide.loss - reduced_rank_losses(X, Y)[1]) <= gamma(N + D + P) * e.wide.loss * 4
+
+
+def test_zero_unit_of_a_linear_rank_one_minimum_is_a_saddle_at_the_next_mode(linear):
+    """The new unit's Hessian block is [[0, −Gᵀ], [−G, 0]] with G = Σ_yx − β Σ_xx, decoupled from
+    the narrow net's (PSD at its minimum): λ_min = −σ₁(G) = −s₂ on whitened inputs (§11.4), to
+    the eigenvalue's round-off λ_tol plus the SVD's (γ_K of ||G||). Failing control: not −s₁,
+    the mode already learned."""
+    params, X, Y, s = linear
+    e = embed(params, X, Y, 1.0, "zero")
+    assert e.wide.saddle and not e.narrow.saddle
+    tol = e.wide.lambda_tol + gamma(N + D) * s[0]
+    assert abs(e.wide.lambda_min + s[1]) <= tol
+    assert abs(e.wide.lambda_min + s[0]) > 1e6 * tol
+    assert e.wide.escape_time(1e-3) == pytest.approx(np.log(1e3) / s[1], rel=1e-12)
+
+
+def test_escape_time_from_the_saddle_is_measured(linear):
+    """GD (η = 1e-3, NumPy) from the zero-unit saddle displaced by ε = 1e-4 along the Hessian's
+    lowest eigenvector (w_H, a_H) = ε(v₂, u₂)/√2: the new unit's mode starts balanced and aligned
+    at strength a₀ = ε²/2 and follows Saxe's logistic a(t) (the learned mode decouples on whitened
+    inputs). The loss, L₁ − (s a − a²/2), is halfway to L₂ when a = s(1 − 1/√2), at
+    t = [ln(s/a₀ − 1) − ln(√2 + 1)]/(2s) = Saxe's half time − ln(√2 + 1)/(2s), and Saxe's half
+    time is ln(1/ε)/|λ_min| + ln(2s₂ − ε²)/(2s₂). GD's per-step rate ln(1 + 2ηs)/η differs from
+    2s by ηs relative: tolerance η s₂ t + 2η (one step of crossing, one of rounding t)."""
+    params, X, Y, s = linear
+    e = embed(params, X, Y, 1.0, "zero")
+    eps, lr = 1e-4, 1e-3
+    theta = np.concatenate([np.asarray(e.params[0].W).ravel(), np.asarray(e.params[1].W).ravel()])
+    theta = theta + eps * e.wide.direction
+    W1, W2 = theta[:2 * D].reshape(2, D), theta[2 * D:].reshape(P, 2)
+    levels = reduced_rank_losses(X, Y)
+    half = 0.5 * (levels[1] + levels[2])
+    Sxx, Syx = X.T @ X / N, Y.T @ X / N
+    t_half = float(half_time(s[1], eps**2 / 2))
+    t_pred = t_half - np.log(np.sqrt(2) + 1) / (2 * s[1])
+    k = 0
+    while 0.5 * np.mean(np.sum((Y - X @ (W2 @ W1).T) ** 2, 1)) > half and k < 3 * t_pred / lr:
+        G = Syx - W2 @ W1 @ Sxx
+        W1, W2 = W1 + lr * W2.T @ G, W2 + lr * G @ W1.T
+        k += 1
+    t_meas = k * lr
+    assert abs(t_meas - t_pred) <= lr * s[1] * t_pred + 2 * lr, (t_meas, t_pred)
+    shift = np.log(2 * s[1] - eps**2) / (2 * s[1])
+    assert t_half - e.wide.escape_time(eps) == pytest.approx(shift, rel=1e-9)
+
+
+@pytest.mark.parametrize("construction", ["split", "zero", "rescale"])
+def test_relu_embeddings_are_fixed_points_with_the_same_function(relu, construction):
+    params, X, Y = relu
+    e = embed(params, X, Y, 0.0, construction, ratio=0.3, scale=2.0)
+    assert e.narrow.stationary and e.holds
+    assert e.wide.loss > 0.1  # the residual is not zero: the gradient's zero is not trivial
+    assert np.isfinite(e.wide.lambda_min)
+
+
+def test_a_point_that_is_not_a_fixed_point_is_refused_with_its_gradient(linear, relu):
+    params, X, Y, _ = linear
+    moved = (Layer(1.01 * np.asarray(params[0].W)), params[1])
+    with pytest.raises(ValueError, match=r"not a fixed point: its relative gradient .* is \d"):
+        embed(moved, X, Y, 1.0, "zero")
+    fp = fixed_point(moved, X, Y, 1.0)
+    assert fp.grad > 1e6 * fp.grad_tol and not fp.saddle
+    rparams, RX, RY = relu
+    with pytest.raises(ValueError, match="not a fixed point"):
+        embed(rparams, RX, RY + 0.1, 0.0, "split")
+
+
+def test_wrong_embeddings_fail_the_checks(linear, relu):
+    """Failing controls: (1) linear, a new unit along the unlearned input direction with zero
+    output keeps the function but not the zero gradient (∂L/∂a_H = −G w_H ≠ 0); (2) ReLU, a
+    rescaled copy with c < 0 changes the function (σ(−z) ≠ −σ(z)); (3) ReLU, a "zero" unit with
+    nonzero input weights keeps the function but ⟨r σ(w_H·x)⟩ ≠ 0; (4) ReLU, an unequal split
+    of the input weights (w_j ± δ) is neither."""
+    params, X, Y, _ = linear
+    W1, W2 = (np.asarray(la.W) for la in params)
+    Vt = np.linalg.svd(Y.T @ X / N)[2]
+    wrong = (Layer(np.vstack([W1, Vt[1]])), Layer(np.hstack([W2, np.zeros((P, 1))])))
+    e = check_embedding(params, wrong, X, Y, 1.0)
+    assert e.function_gap <= e.function_tol and not e.wide.stationary and not e.holds
+    rparams, RX, RY = relu
+    e = check_embedding(rparams, embedded_params(rparams, "rescale", scale=-1.0), RX, RY, 0.0)
+    assert e.function_gap > 1e6 * e.function_tol and not e.holds
+    R1, R2 = (np.asarray(la.W) for la in rparams)
+    rng = np.random.default_rng(3)
+    zero_wrong = (Layer(np.vstack([R1, rng.standard_normal(3)])), Layer(np.hstack([R2, [[0.0]]])))
+    e = check_embedding(rparams, zero_wrong, RX, RY, 0.0)
+    assert e.function_gap <= e.function_tol and e.wide.grad > 1e6 * e.wide.grad_tol
+    delta = 0.1 * rng.standard_normal(3)
+    split_wrong = (Layer(np.vstack([R1[0] + delta, R1[1], R1[0] - delta])),
+                   Layer(np.array([[0.5 * R2[0, 0], R2[0, 1], 0.5 * R2[0, 0]]])))
+    e = check_embedding(rparams, split_wrong, RX, RY, 0.0)
+    assert not e.holds and e.wide.grad > 1e6 * e.wide.grad_tol
+
+
+def test_bad_arguments_are_refused_before_computing(linear):
+    params, X, Y, _ = linear
+    with pytest.raises(ValueError, match="choose one of"):
+        embed(params, X, Y, 1.0, "copy")
+    with pytest.raises(ValueError, match="alpha=1"):
+        embed(params, X, Y, 0.0, "linear")
+    with pytest.raises(ValueError, match="must be > 0"):
+        embed(params, X, Y, 0.0, "rescale", scale=-1.0)
+    with pytest.raises(ValueError, match="two-layer dense"):
+        fixed_point(params[:1], X, Y, 1.0)
+
+
+def test_lanczos_above_the_dense_limit_gives_the_same_saddle():
+    """Width 15 → 16 on d = p = 20 (640 weights > DENSE_HESSIAN): Lanczos on Hessian-vector
+    products finds λ_min = −s₁₆ as §11.4.4 says, to λ_tol plus ARPACK's convergence (tol 0:
+    machine precision relative to ||H||, far below λ_tol)."""
+    from biasfree.analysis.saddles import DENSE_HESSIAN
+
+    rng = np.random.default_rng(0)
+    n, d, k = 60, 20, 15
+    X = _whitened(rng, n, d)
+    s = np.linspace(3, 0.5, d)
+    Y = X @ (np.linalg.qr(rng.standard_normal((d, d)))[0] * s).T
+    Uh, sh, Vt = np.linalg.svd(Y.T @ X / n)
+    params = (Layer(np.sqrt(sh[:k])[:, None] * Vt[:k]), Layer(Uh[:, :k] * np.sqrt(sh[:k])))
+    e = embed(params, X, Y, 1.0, "zero")
+    assert (k + 1) * 2 * d > DENSE_HESSIAN >= k * 2 * d
+    assert e.holds and e.wide.saddle
+    assert abs(e.wide.lambda_min + sh[k]) <= e.wide.lambda_tol + gamma(n + d) * sh[0]
