@@ -55,7 +55,8 @@ class EffectiveUnits(NamedTuple):
 
     count: int
     magnitudes: np.ndarray
-    """Per direction (singular values) or per merged unit, descending."""
+    """Per direction (singular values) or per merged unit, descending; one entry per unit
+    (min(m, n) per direction), 0 for a unit merged into another."""
     threshold: float
     why: str
     """Which bound set the threshold, with its numbers."""
@@ -97,9 +98,10 @@ def _conv_units(params):
     return incoming, outgoing
 
 
-def _ingredients(params, alpha):
+def _ingredients(params, alpha, checked: bool = False):
     """``(family, kind, arrays)``: kind "rank" with the factors ``[F_1, …, F_L]`` of
-    ``M = F_L ⋯ F_1``, or "units" with ``(incoming (n, a), outgoing (n, b), q)``."""
+    ``M = F_L ⋯ F_1``, or "units" with ``(incoming (n, a), outgoing (n, b), q)``
+    (``checked``: the net and α were checked already)."""
     if isinstance(params, AbstractLayer):
         params = (params,)
     if is_net(params) and len(params) == 1 and isinstance(params[0], MergedAttention | SeparateAttention):
@@ -112,14 +114,15 @@ def _ingredients(params, alpha):
         gamma = np.repeat(np.asarray(layer.V, dtype=float)[:, D, D], layer.rank)
         return "attention-separate", "rank", [Q, np.diag(gamma), K.T]
     _no_rule(params)
-    check_net(params)
+    if not checked:
+        check_net(params)
     if alpha is None and not (len(params) == 2 and params[0].activation == "quadratic"):
         raise TypeError("effective_units: pass the net's slope alpha (1 for a linear net, 0 for ReLU)")
     if len(params) == 2 and params[0].activation == "quadratic":
         W1, W2 = params
         return "quadratic", "units", (_with_bias(W1, np.asarray(W1.W, dtype=float)),
                                       np.asarray(W2.W, dtype=float).T, 2)
-    alpha = validate.slope(alpha)
+    alpha = float(alpha) if checked else validate.slope(alpha)
     if all(isinstance(la, Layer) for la in params):
         if alpha == 1.0:
             return "linear", "rank", _affine_factors(params)
@@ -209,15 +212,15 @@ def _units(incoming, outgoing, q: int, sigmas) -> tuple[np.ndarray, float, str]:
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(norms > 0, 2 * rho / norms, np.inf)
         U = np.where(norms[:, None] > 0, incoming / norms[:, None], 0.0)
-    dist = np.linalg.norm(U[:, None] - U[None], axis=-1)
-    if q % 2 == 0:
-        dist = np.minimum(dist, np.linalg.norm(U[:, None] + U[None], axis=-1))
+    G = U @ U.T  # ‖û_i ∓ û_j‖² = 2 ∓ 2 û_iᵀû_j (unit vectors)
+    dist = np.sqrt(np.maximum(2 - 2 * (np.abs(G) if q % 2 == 0 else G), 0.0))
     ok = r < 0.5
     merge = (dist <= r[:, None] + r[None]) & ok[:, None] & ok[None]
-    group = _components(merge | np.eye(n, dtype=bool))
+    group = _components(merge)
     sums = np.zeros((n, b))
     np.add.at(sums, group, (norms**q)[:, None] * outgoing)
-    m = np.sort(np.linalg.norm(sums[np.unique(group)], axis=1))[::-1]
+    m = np.zeros(n)  # one entry per unit: the groups' magnitudes first, 0 for units merged away
+    m[:np.unique(group).size] = np.sort(np.linalg.norm(sums[np.unique(group)], axis=1))[::-1]
     round_off = 4 * EPS * n * (float(m[0]) if m.size else 0.0)
     init = 0.0
     if sigmas is not None:
@@ -226,13 +229,14 @@ def _units(incoming, outgoing, q: int, sigmas) -> tuple[np.ndarray, float, str]:
 
 
 def _components(adjacent: np.ndarray) -> np.ndarray:
-    """Each unit's group: the smallest index of its connected component."""
-    reach = adjacent.copy()
-    while True:  # transitive closure by squaring: log2(n) steps at most
-        nxt = reach | ((reach.astype(np.int64) @ reach.astype(np.int64)) > 0)
-        if (nxt == reach).all():
-            return np.argmax(reach, axis=1)
-        reach = nxt
+    """Each unit's group: the smallest index of its connected component (labels spread to
+    neighbours until none changes: at most the component's diameter passes of O(n²))."""
+    labels = np.arange(adjacent.shape[0])
+    while True:
+        new = np.minimum(labels, np.where(adjacent, labels[None, :], labels.size).min(axis=1))
+        if np.array_equal(new, labels):
+            return labels
+        labels = new
 
 
 def _threshold(round_off: float, init: float, init_rule: str) -> tuple[float, str]:
@@ -259,23 +263,33 @@ def effective_units(params, alpha=None, *, init=None, init_scale=None) -> Effect
     :class:`EffectiveUnits`: the count, the magnitudes, the threshold and why.
     Raises ValueError naming the families with a rule for any other net.
     """
-    family, kind, parts = _ingredients(params, alpha)
     if init is not None and init_scale is not None:
         raise TypeError("effective_units: pass init (the net at step 0) or init_scale (one σ), not both")
+    family, kind, parts = _ingredients(params, alpha)
     sigmas = None
     if init_scale is not None:
         s = validate.nonnegative("init_scale", init_scale, scalar=True, why="the init's std σ")
         sigmas = [s] * (len(parts) if kind == "rank" else 2)
     elif init is not None:
-        fam0, _, parts0 = _ingredients(init, alpha)
-        shapes = [np.shape(p) for p in (parts if kind == "rank" else parts[:2])]
-        shapes0 = [np.shape(p) for p in (parts0 if kind == "rank" else parts0[:2])]
-        if fam0 != family or shapes0 != shapes:
-            raise ValueError(f"init is a {fam0} net of factor shapes {shapes0} but params a {family} "
-                             f"net of {shapes}: pass the net params was trained from")
-        sigmas = [_rms(p) for p in (parts0 if kind == "rank" else parts0[:2])]
-    if kind == "rank":
-        m, tau, why = _rank(parts, sigmas)
-    else:
-        m, tau, why = _units(*parts, sigmas)
+        sigmas = init_scales(init, alpha, family, parts)
+    return count(kind, parts, sigmas, family)
+
+
+def init_scales(init, alpha, family: str, parts) -> list[float]:
+    """Each factor's init noise σ: its RMS in the net ``init`` (of the same family and shapes)."""
+    fam0, kind, parts0 = _ingredients(init, alpha)
+    def factors(p):
+        return p if kind == "rank" else p[:2]
+    shapes, shapes0 = ([np.shape(a) for a in factors(p)] for p in (parts, parts0))
+    if fam0 != family or shapes0 != shapes:
+        raise ValueError(f"init is a {fam0} net of factor shapes {shapes0} but params a {family} "
+                         f"net of {shapes}: pass the net params was trained from")
+    return [_rms(a) for a in factors(parts0)]
+
+
+def count(kind: str, parts, sigmas, family: str) -> EffectiveUnits:
+    """The count from a family's ingredients (:func:`_ingredients`) and the factors' init σ (or
+    None): what :func:`effective_units` returns, without its checks (a run's records reuse one
+    init)."""
+    m, tau, why = _rank(parts, sigmas) if kind == "rank" else _units(*parts, sigmas)
     return EffectiveUnits(int(np.sum(m > tau)), m, float(tau), why, family)

@@ -23,10 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
+from ..core import units
 from ..core.layers import Params, takes_net
 from ..core.nets import _beta_eff, _check_apply, _even_part, _forward, beta_eff_is_exact
 from ..core.precision import precise
-from ..core.units import effective_units
 from .losses import _check_targets, _forward_mirrored, _loss_value, check_run_args
 
 Array = jax.Array
@@ -129,12 +129,15 @@ def with_units(traj: Trajectory, alpha, keep: bool) -> Trajectory:
     out = []
     for m, a in zip(members, alphas, strict=True):
         at = [jax.tree_util.tree_map(lambda x, j=j: x[j], m) for j in range(np.shape(traj.loss)[-1])]
-        res = [effective_units(p, float(a), init=at[0]) for p in at]
+        family, kind, parts = units._ingredients(at[0], float(a))  # checked once, at the init
+        sigmas = units.init_scales(at[0], float(a), family, parts)
+        res = [units.count(kind, units._ingredients(p, float(a), checked=True)[2], sigmas, family)
+               for p in at]
         out.append({"count": np.array([r.count for r in res]),
                     "magnitudes": np.stack([r.magnitudes for r in res]),
                     "threshold": np.array([r.threshold for r in res])})
-    units = out[0] if one else {k: np.stack([o[k] for o in out]) for k in out[0]}
-    return dataclasses.replace(traj, units=units, path=traj.path if keep else None)
+    counted = out[0] if one else {k: np.stack([o[k] for o in out]) for k in out[0]}
+    return dataclasses.replace(traj, units=counted, path=traj.path if keep else None)
 
 
 
