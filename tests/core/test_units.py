@@ -167,3 +167,24 @@ def test_init_must_match():
         effective_units(net, 1.0, init=(Layer(np.ones((4, 2))), Layer(np.ones((1, 4)))))
     with pytest.raises(TypeError, match="not both"):
         effective_units(net, 1.0, init=net, init_scale=0.1)
+
+
+def test_init_noise_is_the_rms_of_the_drawn_entries():
+    """``init=``: each factor's σ is the RMS of its drawn entries: a separate layer's Γ is
+    diagonal (its off-diagonal zeros are not noise), a linear net's constant row [0, 1] is exact.
+    An init counts no unit."""
+    import jax
+
+    from biasfree.core.attention import init_attention
+    from biasfree.core.units import _ingredients, init_scales
+    sep = init_attention(jax.random.PRNGKey(0), 3, 3, 4, 1e-3, rank=1)
+    family, _, parts = _ingredients(sep, None)
+    gamma = np.asarray(sep.V)[:, 3, 3]
+    assert init_scales(sep, None, family, parts)[1] == np.sqrt(np.mean(gamma**2))
+    assert effective_units(sep, init=sep).count == 0
+    rng = np.random.default_rng(6)
+    net = (Layer(rng.normal(size=(3, 2)), b=rng.normal(size=3)), Layer(rng.normal(size=(1, 3))))
+    family, _, parts = _ingredients(net, 1.0)
+    sig = init_scales(net, 1.0, family, parts)
+    assert sig[0] == np.sqrt(np.mean(np.hstack([net[0].W, net[0].b[:, None]]) ** 2))
+    assert effective_units(net, 1.0, init=net).count == 0

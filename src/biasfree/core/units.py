@@ -284,6 +284,10 @@ def init_scales(init, alpha, family: str, parts) -> list[float]:
     if fam0 != family or shapes0 != shapes:
         raise ValueError(f"init is a {fam0} net of factor shapes {shapes0} but params a {family} "
                          f"net of {shapes}: pass the net params was trained from")
+    if family == "linear":  # the weights and biases, not the constant's exact row of [[W, b], [0, 1]]
+        return [_rms(_with_bias(la, np.asarray(la.W, dtype=float))) for la in init]
+    if family == "attention-separate":  # Γ's drawn entries are its diagonal
+        return [_rms(parts0[0]), _rms(np.diag(parts0[1])), _rms(parts0[2])]
     return [_rms(a) for a in factors(parts0)]
 
 
