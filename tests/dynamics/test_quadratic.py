@@ -108,3 +108,16 @@ def test_linear_net_counts_rank_over_time():
     assert _stages(np.asarray(run.units["count"]), np.asarray(run.loss))[0] == [0, 1, 2, 3]
     # the threshold is the init bound of the init's own scale (§11.1), the same at every record
     assert np.all(run.units["threshold"] == bf.effective_units(net, 1.0, init=net).threshold)
+
+
+def test_units_of_an_ensemble_are_per_member():
+    """An ensemble over slopes: member b's counts are those of its own run."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(50, 2))
+    data = bf.Dataset(X, X @ np.array([[2.0], [0.5]]))
+    net = bf.init_gaussian(np.zeros(2, np.uint32), (2, 4, 1), scale=1e-3)
+    ens = bf.train(net, data, steps=200, lr=0.05, alpha=np.array([0.0, 1.0]), n_records=5,
+                   observables="units")
+    assert ens.units["count"].shape == (2, 5) and ens.units["magnitudes"].shape == (2, 5, 4)
+    lin = bf.train(net, data, steps=200, lr=0.05, alpha=1.0, n_records=5, observables="units")
+    assert np.array_equal(ens.units["count"][1], lin.units["count"])

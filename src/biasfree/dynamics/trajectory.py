@@ -120,7 +120,8 @@ jax.tree_util.register_dataclass(
 def with_units(traj: Trajectory, alpha, keep: bool) -> Trajectory:
     """``traj`` with its effective units at every record, counted from its recorded weights with the
     init (record 0) setting the noise threshold (docs/theory.md §11.1); the weights are dropped
-    again unless ``keep_params`` asked for them."""
+    again unless ``keep_params`` asked for them. An ensemble's magnitudes are padded with 0 to its
+    widest member's (members of other slopes may follow other rules: rank, or units)."""
     path = jax.tree_util.tree_map(np.asarray, traj.path)
     one = np.ndim(traj.loss) == 1
     members = [path] if one else [jax.tree_util.tree_map(lambda a, i=i: a[i], path)
@@ -136,6 +137,9 @@ def with_units(traj: Trajectory, alpha, keep: bool) -> Trajectory:
         out.append({"count": np.array([r.count for r in res]),
                     "magnitudes": np.stack([r.magnitudes for r in res]),
                     "threshold": np.array([r.threshold for r in res])})
+    width = max(o["magnitudes"].shape[-1] for o in out)  # members of other slopes count other things
+    for o in out:
+        o["magnitudes"] = np.pad(o["magnitudes"], ((0, 0), (0, width - o["magnitudes"].shape[-1])))
     counted = out[0] if one else {k: np.stack([o[k] for o in out]) for k in out[0]}
     return dataclasses.replace(traj, units=counted, path=traj.path if keep else None)
 
