@@ -92,6 +92,8 @@ def test_units_observable_refuses_a_net_without_a_rule_before_training():
     data = bf.Dataset(np.eye(2), np.ones((2, 1)))
     with pytest.raises(ValueError, match="no effective-unit rule"):
         bf.train(net, data, steps=1, lr=0.1, alpha=0.0, observables="units")
+    with pytest.raises(ValueError, match="at α = 0;"):  # an ensemble: every slope's rule is checked
+        bf.train(net, data, steps=1, lr=0.1, alpha=np.array([1.0, 0.0]), observables="units")
 
 
 def test_linear_net_counts_rank_over_time():

@@ -381,8 +381,8 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
     lay, n_dev = _layout(layout) if ensemble else (None, 1)
     units = observables == "units"  # the weights at every record: the count is made after the run
     if units:  # a net with no rule is refused before training (the error names those with one)
-        effective_units(jax.tree_util.tree_map(lambda x: x[0], params) if ensemble else params,
-                        float(np.ravel(vec["alpha"])[0]))
+        for a in np.unique(vec["alpha"]):
+            effective_units(jax.tree_util.tree_map(lambda x: x[0], params) if ensemble else params, float(a))
     spec = _Spec(optimiser, twin_optimiser, cfg.loss, cfg.keep_params or units, data.mirrored, cfg.batch_size,
                  cfg.mirrored_batches, twin_params is not None, observables != "all", segments is not None,
                  lay, n_dev, "run", own is not None)
