@@ -40,6 +40,7 @@ from .dynamics import train as train
 
 # nets: the bias-free family, its inits and its linear twin
 from .nets import beta_eff as beta_eff
+from .nets import effective_units as effective_units
 from .nets import forward as forward
 from .nets import from_arrays as from_arrays
 from .nets import init_conv as init_conv
@@ -89,7 +90,7 @@ __all__ = [
     "DivergenceError",
     # nets
     "init_gaussian", "init_pairs", "pair_up", "init_rank_one", "init_conv", "from_arrays", "forward",
-    "linear_twin", "optimiser_twin", "beta_eff",
+    "linear_twin", "optimiser_twin", "beta_eff", "effective_units",
     # data
     "Dataset", "make_dataset", "symmetrize", "load_data", "sine_target", "linear_target",
     # models

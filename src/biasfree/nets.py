@@ -7,9 +7,10 @@ dense; :class:`Conv` and :class:`PooledDense`, convolutional), evaluated by
 :func:`init_pairs` (each unit with its negation, so the net starts as a linear one),
 :func:`init_rank_one`, :func:`init_conv`, and :func:`from_arrays` for weights you have.
 What a net computes: :func:`odd_part` and :func:`even_part`, :func:`beta_eff` (its
-end-to-end linear map on the data) and :func:`linear_twin` (the linear net whose
+end-to-end linear map on the data), :func:`linear_twin` (the linear net whose
 gradient flow a pair-init leaky net follows exactly, time scaled by
-:func:`slope_factor`)::
+:func:`slope_factor`) and :func:`effective_units` (how many units a solution uses,
+docs/theory.md §11.1). :func:`with_activation` makes the quadratic net σ(z) = z² (§11.2)::
 
     import jax, biasfree as bf
     net = bf.nets.init_pairs(jax.random.PRNGKey(0), (3, 8, 1), 0.1)
@@ -36,11 +37,15 @@ from .core.nets import hidden as hidden
 from .core.nets import leaky_relu as leaky_relu
 from .core.nets import odd_part as odd_part
 from .core.nets import widths as widths
+from .core.nets import with_activation as with_activation
 from .core.twin import linear_twin as linear_twin
 from .core.twin import slope_factor as slope_factor
+from .core.units import EffectiveUnits as EffectiveUnits
+from .core.units import effective_units as effective_units
 
 __all__ = [
-    "Conv", "Layer", "Params", "PooledDense", "beta_eff", "depth", "end_to_end_linear", "even_part",
-    "forward", "from_arrays", "hidden", "init_conv", "init_gaussian", "init_pairs", "init_rank_one",
-    "leaky_relu", "linear_twin", "odd_part", "pair_up", "scale_params", "slope_factor", "widths",
+    "Conv", "EffectiveUnits", "Layer", "Params", "PooledDense", "beta_eff", "depth", "effective_units",
+    "end_to_end_linear", "even_part", "forward", "from_arrays", "hidden", "init_conv", "init_gaussian",
+    "init_pairs", "init_rank_one", "leaky_relu", "linear_twin", "odd_part", "pair_up", "scale_params",
+    "slope_factor", "widths", "with_activation",
 ]

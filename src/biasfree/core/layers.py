@@ -36,6 +36,10 @@ class AbstractLayer(abc.ABC):
     is the weights in torch's layout (the matrix, unless stored otherwise)."""
 
     in_layout = out_layout = None
+    activation = "leaky"
+    """The σ applied to this layer's outputs when a layer follows (:data:`ACTIVATIONS`): "leaky",
+    the net's ``σ_α`` (docs/theory.md §0), for every layer type; a dense :class:`Layer` may say
+    "quadratic", ``σ(z) = z²`` (§11.2)."""
     is_linear = True
     """Whether :meth:`linear` is a linear map of ``H`` (so ``matrix`` exists and ``f(−H)`` is
     ``−f(H)`` through it); False for attention (:mod:`biasfree.core.attention`), whose output is cubic."""
@@ -147,13 +151,29 @@ class WeightLayer(AbstractLayer):
                                       for k in self._static for v in [getattr(self, k)]}
 
 
+ACTIVATIONS = ("leaky", "quadratic")
+"""What may follow a layer: ``σ_α(z) = max(z, αz)`` at the net's slope α, or ``σ(z) = z²``."""
+
+
 @layer_type
 class Layer(WeightLayer):
     """The dense layer: weight ``W`` of shape (n_out, n_in), bias ``b`` of shape (n_out,) or
-    ``None`` for a bias-free layer. Its ``matrix`` is ``W``."""
+    ``None`` for a bias-free layer, and the ``activation`` applied to its outputs when a layer
+    follows (:data:`ACTIVATIONS`; default "leaky", the slope α's σ_α). Its ``matrix`` is ``W``."""
 
     W: Array
     b: Array | None = None
+    activation: str = static("leaky")
+
+    def __post_init__(self):
+        validate.choice("activation", self.activation, ACTIVATIONS)
+
+    def spec(self) -> dict:
+        """As :meth:`WeightLayer.spec`; the default activation is left out (files as before)."""
+        out = super().spec()
+        if self.activation == "leaky":
+            del out["activation"]
+        return out
 
     matrix = property(lambda self: self.W, doc="``W``, the layer's linear map (n_out, n_in).")
 

@@ -7,7 +7,9 @@ Conventions (docs/theory.md §0). Inputs ``X`` have shape (N, d); outputs have s
     f(x) = W_L σ_α(W_{L-1} σ_α( ... σ_α(W_1 x + b_1) ... ) + b_{L-1}) + b_L,
 
 with the leaky ReLU ``σ_α(z) = max(z, α z)``, α in [0, 1] (0 is ReLU, 1 is the
-identity, i.e. a linear network). One code path serves every slope.
+identity, i.e. a linear network). One code path serves every slope. A dense layer whose
+``activation`` is "quadratic" is followed by ``σ(z) = z²`` instead (the slope is then not
+read there; docs/theory.md §11.2; :func:`with_activation`).
 
 Parameters are plain pytrees: a tuple of layers (:mod:`.layers`; inits in :mod:`~biasfree.core.inits`).
 Everything here is a pure function of arrays; α may be a traced value, so ensembles over α
@@ -16,6 +18,7 @@ Everything here is a pure function of arrays; α may be a traced value, so ensem
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import jax
@@ -23,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
-from .layers import Params, check_net, is_net, takes_net
+from .layers import ACTIVATIONS, Layer, Params, check_net, is_net, takes_net
 from .precision import precise
 from .twin import _slope_factor
 
@@ -46,6 +49,33 @@ def leaky_relu(z, alpha):
 def _leaky_relu(z, alpha):
     """:func:`leaky_relu` unchecked (the internals' and the compiled loops' version)."""
     return jnp.where(z > 0, z, alpha * z)
+
+
+def _activate(z, alpha, activation: str):
+    """The σ that follows a layer whose ``activation`` is given (static): ``σ_α`` or ``z²``."""
+    return z * z if activation == "quadratic" else _leaky_relu(z, alpha)
+
+
+def is_leaky(params: Params) -> bool:
+    """True when every hidden layer is followed by σ_α (no quadratic layer): the nets the
+    odd/even identities, β_eff's closed form and the linear twin are about."""
+    return all(layer.activation == "leaky" for layer in params[:-1])
+
+
+@takes_net()
+def with_activation(params: Params, activation: str) -> Params:
+    """``params`` with every hidden dense layer followed by ``activation`` ("leaky" or
+    "quadratic", :data:`~biasfree.core.layers.ACTIVATIONS`): e.g. the quadratic net
+    ``f(x) = W₂ (W₁x)²`` (docs/theory.md §11.2) from any dense init::
+
+        net = bf.nets.with_activation(bf.init_gaussian(key, (3, 4, 1), scale=0.1), "quadratic")
+    """
+    validate.choice("activation", activation, ACTIVATIONS)
+    hidden = params[:-1]
+    if any(not isinstance(layer, Layer) for layer in hidden):
+        raise ValueError("with_activation: only dense hidden layers (biasfree Layer) take another "
+                         "activation; a conv layer is followed by σ_α")
+    return tuple(dataclasses.replace(layer, activation=activation) for layer in hidden) + (params[-1],)
 
 
 def _check_apply(params, X, alpha, x_name: str = "X", *, required: bool = True):
@@ -92,7 +122,7 @@ def hidden(params: Params, X: Array, alpha) -> list[Array]:
     """Post-activations ``h_l = σ_α(W_l h_{l-1} + b_l)`` for l = 1..L-1, each (N, n_l)."""
     H, out = _check_apply(params, X, alpha), []
     for layer in params[:-1]:
-        H = _leaky_relu(layer.apply(H), alpha)
+        H = _activate(layer.apply(H), alpha, layer.activation)
         out.append(H)
     return out
 
@@ -111,8 +141,8 @@ def _forward(params: Params, X, alpha):
 
 def _rest(params: Params, Z, alpha):
     """The net after its first layer's pre-activations ``Z``."""
-    for layer in params[1:]:
-        Z = layer.apply(_leaky_relu(Z, alpha))
+    for before, layer in zip(params[:-1], params[1:], strict=True):
+        Z = layer.apply(_activate(Z, alpha, before.activation))
     return Z
 
 
@@ -147,8 +177,8 @@ def _even_part(params: Params, X, alpha):
 
 
 def beta_eff_is_exact(params: Params) -> bool:
-    """True for a two-layer bias-free net, whose odd part is exactly linear (§1.2)."""
-    return depth(params) == 2 and not has_bias(params)
+    """True for a two-layer bias-free leaky net, whose odd part is exactly linear (§1.2)."""
+    return depth(params) == 2 and not has_bias(params) and is_leaky(params)
 
 
 @validate.array_args("X")

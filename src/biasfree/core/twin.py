@@ -47,8 +47,17 @@ def linear_twin(params: Params, alpha) -> Params:
         net = bf.pair_up(bf.init_gaussian(jax.random.PRNGKey(0), (5, 10, 1), scale=0.1))
         twin = bf.linear_twin(net, 0.0)          # train it with α = 1 and step η/2
     """
+    _check_leaky(params)
     c = slope_factor(alpha)
     return scale_params(params, jnp.sqrt(c) if validate.traced(c) else np.sqrt(c))
+
+
+def _check_leaky(params) -> None:
+    """Refuse a net with a quadratic layer: the twin map is about σ_α (§2.3–2.5)."""
+    if isinstance(params, tuple | list) and any(getattr(la, "activation", "leaky") != "leaky"
+                                                 for la in params[:-1]):
+        raise ValueError("a net with a quadratic layer has no linear twin (σ(z) = z² is even, its "
+                         "odd part is 0); train it with twin=False")
 
 
 class TwinScales(NamedTuple):

@@ -122,7 +122,7 @@ def _forward_mirrored(params: Params, X_half, alpha):
     first = params[0]
     if not first.is_linear:  # attention: f(−X₊) is not read off X₊'s products
         return _forward(params, jnp.concatenate([X_half, -X_half], axis=0), alpha)
-    if (len(params) == 2 and is_dense(params)
+    if (len(params) == 2 and is_dense(params) and first.activation == "leaky"
             and first.b is None and params[1].b is None):
         return _two_layer_mirrored(first.W, params[1].W, X_half, alpha)
     A = first.linear(X_half)  # any layer, a convolution included (docs/theory.md §7)

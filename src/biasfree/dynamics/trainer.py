@@ -51,19 +51,21 @@ from .. import _validate as validate
 from ..core.data import Dataset, mirrored_half
 from ..core.layers import check_net
 from ..core.precision import precise
-from ..core.twin import _slope_factor, _twin_params, _twin_scales
+from ..core.twin import _check_leaky, _slope_factor, _twin_params, _twin_scales
+from ..core.units import effective_units
 from . import run
 from .batching import LAYOUTS, _layout
 from .diagnosis import DivergenceError, check_spike
 from .loop import DIVERGED, _drive, _Job, _Spec
 from .optimiser_twin import _optimiser_twin
 from .train_config import GDConfig, TrainConfig, _is_transformation, optimiser_name, record_steps
-from .trajectory import Trajectory
+from .trajectory import Trajectory, with_units
 
-OBSERVABLES = ("all", "loss")
+OBSERVABLES = ("all", "loss", "units")
 """What a record holds: "all" (:func:`~biasfree.dynamics.trajectory.observe`: loss, β_eff,
-even energy, singular values, conserved quantities) or "loss" (loss, test loss and even energy
-only: no SVD per record, for long curves of large nets)."""
+even energy, singular values, conserved quantities), "loss" (loss, test loss and even energy
+only: no SVD per record, for long curves of large nets) or "units" (those of "loss" and the
+weights, from which ``Trajectory.units`` counts the effective units after the run: docs/theory.md §11.1)."""
 
 
 def _learning_rate(optimiser, params, lr):
@@ -228,8 +230,8 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
       mirror pairs (inputs ``[X₊; −X₊]``), else at random; ``key`` the JAX key of the batches
       (default ``PRNGKey(seed)``, ``seed`` 0).
     - ``n_records`` records at ``spacing`` "linear" or "log" steps (0 and K always);
-      ``keep_params`` also stores the weights at every record; ``observables`` "all" or "loss"
-      (:data:`OBSERVABLES`).
+      ``keep_params`` also stores the weights at every record; ``observables`` "all", "loss" or
+      "units" (:data:`OBSERVABLES`; "units" fills ``Trajectory.units``, docs/theory.md §11.1).
     - ``twin``: False, True (the linear twin of ``params``: weights × c^{(L−1)/L}, §2.4, §4.1), the
       twin's initial weights, or ``(weights, data)``: a linear twin on its own
       :class:`~biasfree.core.data.Dataset`, row n the same point as the net's row n (each batch takes
@@ -291,13 +293,15 @@ def _train(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, 
     own = run.own_twin_data(twin)
     if own is not None:
         run.check_twin_data(data, own, cfg.loss, batched)
-    if not all(layer.is_linear for layer in params) and (observables != "loss" or
+    if not all(layer.is_linear for layer in params) and (observables == "all" or
                                                          (twin is not False and own is None)):
         raise ValueError("train: an attention layer is not a linear map, so neither the records of "
                          "observables='all' (β_eff, singular values) nor twin=True apply to it; pass "
                          "observables='loss' and its linear twin on its own data, "
                          "twin=(merged_to_twin(layer), twin_dataset(data, n_ctx)) "
                          "(biasfree.core.attention_twin)")
+    if twin is True:
+        _check_leaky(params)
     if own is None and twin is not False and twin is not None and twin is not True:  # an ensemble's too
         check_net(jax.tree_util.tree_map(lambda x: x[0], twin) if batched else twin, "twin")
     return _run(params, data, cfg, kw, key=key, twin=twin, batched=batched, layout=layout,
@@ -375,20 +379,25 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
     member = {k: v if k in ("params", "twin") else jnp.asarray(np.asarray(v, float))
               for k, v in member.items()}
     lay, n_dev = _layout(layout) if ensemble else (None, 1)
-    spec = _Spec(optimiser, twin_optimiser, cfg.loss, cfg.keep_params, data.mirrored, cfg.batch_size,
-                 cfg.mirrored_batches, twin_params is not None, observables == "loss", segments is not None,
+    units = observables == "units"  # the weights at every record: the count is made after the run
+    if units:  # a net with no rule is refused before training (the error names those with one)
+        for a in np.unique(vec["alpha"]):
+            effective_units(jax.tree_util.tree_map(lambda x: x[0], params) if ensemble else params, float(a))
+    spec = _Spec(optimiser, twin_optimiser, cfg.loss, cfg.keep_params or units, data.mirrored, cfg.batch_size,
+                 cfg.mirrored_batches, twin_params is not None, observables != "all", segments is not None,
                  lay, n_dev, "run", own is not None)
     shared = {"data": run.arrays(data), "key": key,
-              "pinv": None if observables == "loss" else run.pinv(params, data)}
+              "pinv": None if observables != "all" else run.pinv(params, data)}
     if own is not None:  # stored in full (no mirrored path): its rows are the net's rows
         t = own[1]
         full = Dataset(t.X, t.Y, t.X_test, t.Y_test, mirror=False) if t.mirrored else t
         shared |= {"twin_data": run.arrays(full),
-                   "twin_pinv": None if observables == "loss" else run.pinv(twin_params, full)}
+                   "twin_pinv": None if observables != "all" else run.pinv(twin_params, full)}
     job = _Job(member, shared, np.diff(ks, axis=-1), ks, eta)
     state, records, n = _drive(job, spec, progress, time_budget)
     _divergence(state, records, n, job, cfg, "gradient descent" if cfg.gd else f"training by {cfg.label}")
-    return _trajectory(state, records, n, job, cfg, spec)
+    traj = _trajectory(state, records, n, job, cfg, spec)
+    return with_units(traj, vec["alpha"], cfg.keep_params) if units else traj
 
 
 def _trajectory(state, records, n: int, job: _Job, cfg: TrainConfig, spec: _Spec) -> Trajectory:

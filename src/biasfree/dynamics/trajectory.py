@@ -8,11 +8,14 @@ gradient-flow time axis ``t = η k`` (docs/theory.md §0). Recorded at each time
 - ``even_energy``: ``<||f_even(x)||²>`` over the training inputs (docs/theory.md §2.6);
 - ``singular_values``: per layer, the singular values of ``W_l``;
 - ``conserved``: per hidden layer l, per unit k,
-  ``||W_l[k, :]||² + b_l[k]² - ||W_{l+1}[:, k]||²`` (conserved by gradient flow, §4.2).
+  ``||W_l[k, :]||² + b_l[k]² - ||W_{l+1}[:, k]||²`` (conserved by gradient flow, §4.2);
+- ``units`` (``observables="units"``): the effective units (:func:`~biasfree.core.units.effective_units`,
+  docs/theory.md §11.1) at each record, counted from the recorded weights after the run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import jax
@@ -20,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
+from ..core import units
 from ..core.layers import Params, takes_net
 from ..core.nets import _beta_eff, _check_apply, _even_part, _forward, beta_eff_is_exact
 from ..core.precision import precise
@@ -52,7 +56,8 @@ class Trajectory:
     its linear twin's trajectory (record j at the net's time ``t_j``), and ``twin_gap``, the
     largest ``|L(θ_k) − L̃(θ̃_k)|`` over *every* step k = 0..K (loss units, full training data),
     reached at step ``twin_gap_step``. A run recorded with ``observables="loss"`` has ``beta``,
-    ``singular_values`` and ``conserved`` None.
+    ``singular_values`` and ``conserved`` None; one recorded with ``observables="units"`` also
+    ``units``: ``{"count": (T,), "magnitudes": (T, m), "threshold": (T,)}`` (docs/theory.md §11.1).
     """
 
     t: Array
@@ -70,6 +75,7 @@ class Trajectory:
     twin: Trajectory | None = None
     twin_gap: Array | None = None
     twin_gap_step: Array | None = None
+    units: dict | None = None
 
     def member(self, i: int) -> Trajectory:
         """Member ``i`` of an ensemble trajectory."""
@@ -105,9 +111,38 @@ class Trajectory:
 jax.tree_util.register_dataclass(
     Trajectory,
     data_fields=["t", "loss", "test_loss", "beta", "even_energy", "singular_values",
-                 "conserved", "params", "stats", "path", "loss_max", "twin", "twin_gap", "twin_gap_step"],
+                 "conserved", "params", "stats", "path", "loss_max", "twin", "twin_gap", "twin_gap_step",
+                 "units"],
     meta_fields=["method"],
 )
+
+
+def with_units(traj: Trajectory, alpha, keep: bool) -> Trajectory:
+    """``traj`` with its effective units at every record, counted from its recorded weights with the
+    init (record 0) setting the noise threshold (docs/theory.md §11.1); the weights are dropped
+    again unless ``keep_params`` asked for them. An ensemble's magnitudes are padded with 0 to its
+    widest member's (members of other slopes may follow other rules: rank, or units)."""
+    path = jax.tree_util.tree_map(np.asarray, traj.path)
+    one = np.ndim(traj.loss) == 1
+    members = [path] if one else [jax.tree_util.tree_map(lambda a, i=i: a[i], path)
+                                  for i in range(np.shape(traj.loss)[0])]
+    alphas = np.broadcast_to(np.asarray(alpha, float), (len(members),))
+    out = []
+    for m, a in zip(members, alphas, strict=True):
+        at = [jax.tree_util.tree_map(lambda x, j=j: x[j], m) for j in range(np.shape(traj.loss)[-1])]
+        family, kind, parts = units._ingredients(at[0], float(a))  # checked once, at the init
+        sigmas = units.init_scales(at[0], float(a), family, parts)
+        res = [units.count(kind, units._ingredients(p, float(a), checked=True)[2], sigmas, family)
+               for p in at]
+        out.append({"count": np.array([r.count for r in res]),
+                    "magnitudes": np.stack([r.magnitudes for r in res]),
+                    "threshold": np.array([r.threshold for r in res])})
+    width = max(o["magnitudes"].shape[-1] for o in out)  # members of other slopes count other things
+    for o in out:
+        o["magnitudes"] = np.pad(o["magnitudes"], ((0, 0), (0, width - o["magnitudes"].shape[-1])))
+    counted = out[0] if one else {k: np.stack([o[k] for o in out]) for k in out[0]}
+    return dataclasses.replace(traj, units=counted, path=traj.path if keep else None)
+
 
 
 @precise
