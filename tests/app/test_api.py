@@ -81,8 +81,11 @@ SUBMODULES = ("data", "nets", "expressivity", "theory", "margin", "models", "pre
 
 
 def _statically_bound(tree: ast.Module) -> set[str]:
-    """Names bound at module level by an import statement (``from .x import y as y``)."""
-    return {a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom | ast.Import)
+    """Names bound at module level by an import statement (``from .x import y as y``), also
+    inside ``if TYPE_CHECKING:`` (the package's entry points, imported at their first use)."""
+    body = [*tree.body, *(n for node in tree.body if isinstance(node, ast.If)
+                          and getattr(node.test, "id", "") == "TYPE_CHECKING" for n in node.body)]
+    return {a.asname or a.name for node in body if isinstance(node, ast.ImportFrom | ast.Import)
             for a in node.names}
 
 
