@@ -21,12 +21,17 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
-# torch is pinned: the 2.13.0 CPU wheel is on the CI machines' disk; an unpinned torch
-# would pull a multi-GB CUDA build
-TORCH_PIN ?= torch==2.13.0
+# torch is pinned to its CPU wheel: PyPI's torch (unpinned, or torch==2.13.0) is a CUDA
+# build of several GB. The local version +cpu is on PyTorch's CPU index (TORCH_INDEX) and on
+# the CI machines' disk (pip's find-links), never on PyPI, so no CUDA build can satisfy it.
+# A machine with no route to download.pytorch.org can set TORCH_INDEX= (pip otherwise
+# retries it, about 15 s here, and goes on). The README's install line is the same.
+TORCH_PIN ?= torch==2.13.0+cpu
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH := '$(TORCH_PIN)' $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
 $(DEVSTAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[dev,datasets,torch,sweep]' '$(TORCH_PIN)'
+	$(BIN)/python -m pip install -q -e '.[dev,datasets,torch,sweep]' $(TORCH)
 	touch $@ $(STAMP)
 
 run: $(STAMP)  ## headline experiment -> results/
@@ -105,7 +110,7 @@ docs: $(DOCSSTAMP)  ## docs site -> docs/_build/html (strict: a broken reference
 BENCHSTAMP := $(VENV)/.installed-bench
 
 $(BENCHSTAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[bench,sweep]' '$(TORCH_PIN)'
+	$(BIN)/python -m pip install -q -e '.[torch,sweep]' $(TORCH)
 	touch $@ $(STAMP)
 
 bench: $(BENCHSTAMP)  ## engine timings side by side (ours vs PyTorch, symmetric, ensembles, memory, optax SGD/Adam); sweep overhead; analyse at three sizes

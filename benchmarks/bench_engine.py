@@ -5,7 +5,7 @@ points, full-batch GD, float64, the same weights and data in every arm.
 
 1. ours (jit + scan) against a PyTorch loop (nn.Linear(bias=False), LeakyReLU, SGD) at
    the same precision, float64 and float32 (skipped with a line if torch is missing:
-   ``pip install -e '.[bench]'``);
+   ``pip install -e '.[torch]'``);
 2. the symmetric-data fast path against the general path;
 3. an ensemble of B = 6 slopes against the same 6 runs one after another, at the
    headline size and at a small size (d 20, width 40, N 400) where per-step overhead
@@ -501,7 +501,7 @@ def main(quick: bool, json_path: str | None, rss: bool, only: str | None = None)
         import torch
     except ImportError:
         torch = None
-        print("[torch] skipped: PyTorch is not installed (pip install -e '.[bench]')")
+        print("[torch] skipped: PyTorch is not installed (pip install -e '.[torch]')")
     if torch is not None:
         for dt, key in (("float64", "vs_torch_f64"), ("float32", "vs_torch_f32")):
             run_t = torch_arm(data, params, steps, lr, dt)

@@ -378,3 +378,40 @@ def test_the_quick_start_quotes_the_one_timings_table():
         assert quoted and row, f"make {target}: no time in the README's Quick start or in the Timings table"
         assert quoted.group(1) == row.group(1), (f"make {target}: README {quoted.group(1)} s, "
                                                  f"table {row.group(1)} s")
+
+
+# ----------------------------------------------------------------- the install lines
+
+
+def _install_lines() -> list[str]:
+    """The ``pip install`` lines of the README's "Install" block."""
+    section = README_TEXT[README_TEXT.index("## Install"):]
+    block = re.search(r"```\n(.*?)```", section, re.S).group(1)
+    return [ln.split("#")[0].strip() for ln in block.splitlines() if ln.startswith("pip install")]
+
+
+def test_the_install_lines_name_every_extra_and_give_the_cpu_torch():
+    """Issue 48: the README named three of pyproject's extras (not [dev], [docs]) and its
+    `pip install -e '.[torch]'` pulled PyPI's torch, a 6.1 GB CUDA build, on a CPU machine.
+    Each extra of pyproject is installed by one line and each line's extras exist; a line
+    that installs torch pins the Makefile's CPU wheel (a +cpu local version, which no CUDA
+    build can satisfy) with PyTorch's CPU index beside it."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"]
+    lines = _install_lines()
+    named = [e for ln in lines for m in re.findall(r"\.\[([\w,-]+)\]", ln) for e in m.split(",")]
+    assert sorted(named) == sorted(extras), (named, sorted(extras))  # each once, none unknown
+    assert "pip install -e ." in lines  # the bare library first
+    make = (ROOT / "Makefile").read_text(encoding="utf-8")
+    pin = re.search(r"^TORCH_PIN \?= (\S+)$", make, re.M).group(1)
+    index = re.search(r"^TORCH_INDEX \?= (\S+)$", make, re.M).group(1)
+    assert re.fullmatch(r"torch==[\d.]+\+cpu", pin), pin
+    with_torch = [ln for ln in lines if any("torch" in str(dep) for e in re.findall(r"\.\[([\w,-]+)\]", ln)
+                                            for x in e.split(",") for dep in extras[x])]
+    assert with_torch, lines
+    for ln in with_torch:
+        words = shlex.split(ln)
+        assert pin in words and words[words.index("--extra-index-url") + 1] == index, ln
+    assert "(dev: pytest, ruff)" not in README_TEXT  # the stray note on the [cuda] line
