@@ -113,10 +113,17 @@ $(BENCHSTAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[torch,sweep]' $(TORCH)
 	touch $@ $(STAMP)
 
+# each script's wall time, then the total; the first script that fails (a run that ended
+# non-finite is no result: benchmarks/bench_checks.py) stops the rest, and make bench exits with it
 bench: $(BENCHSTAMP)  ## engine timings side by side (ours vs PyTorch, symmetric, ensembles, memory, optax SGD/Adam); sweep overhead; analyse at three sizes
-	$(BIN)/python benchmarks/bench_engine.py --json results/bench_engine.json
-	$(BIN)/python benchmarks/bench_sweep.py --json results/bench_sweep.json
-	$(BIN)/python benchmarks/bench_analyse.py --json results/bench_analyse.json
+	@t0=$$(date +%s); rc=0; \
+	for b in engine sweep analyse; do \
+	  t=$$(date +%s); \
+	  $(BIN)/python benchmarks/bench_$$b.py --json results/bench_$$b.json || { rc=$$?; break; }; \
+	  echo "make bench: bench_$$b.py took $$(( $$(date +%s) - t )) s"; \
+	done; \
+	echo "make bench: $$(( $$(date +%s) - t0 )) s in all$$([ $$rc -eq 0 ] || echo ", stopped by bench_$$b.py (exit $$rc)")"; \
+	exit $$rc
 
 clean:
 	rm -rf $(VENV) results .pytest_cache .jax_cache docs/_build

@@ -520,3 +520,30 @@ def test_render_figure_lays_out_once_for_every_format_and_restores_the_figure(mo
     ours, theirs = (mpimg.imread(io.BytesIO(b)).shape for b in (out["png"], buf.getvalue()))
     # the same box in inches; each edge becomes whole pixels at 130 dpi, so a side may differ by 1
     assert all(abs(a - b) <= 1 for a, b in zip(ours, theirs, strict=True)), (ours, theirs)
+
+
+def _bench_checks():
+    """benchmarks/bench_checks.py (the benchmarks are scripts, not a package: loaded by path)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_checks.py"
+    spec = importlib.util.spec_from_file_location("bench_checks", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), np.float32("nan"), None, "n/a"])
+def test_a_bench_arm_whose_run_ends_non_finite_is_not_a_result(bad):
+    """Issue 48 item 9: the attention arm printed 130x the PyTorch loop beside a NaN final loss
+    of that loop. Each arm passes its final losses through finite_or_fail before any ratio: a
+    non-finite (or non-numeric) one, ours or the reference's, stops the arm, naming the arm and
+    the run; all finite, it returns."""
+    checks = _bench_checks()
+    assert checks.finite_or_fail("attention", twin=0.25, attention=np.float64(0.25), torch=1e300) is None
+    for which in ("torch", "twin"):
+        finals = {"twin": 0.25, "attention": 0.25, "torch": 0.25} | {which: bad}
+        with pytest.raises(checks.NotAResult, match=rf"^\[attention\] not a result, no ratio reported: "
+                                                    rf"{which} = .* did not end finite"):
+            checks.finite_or_fail("attention", **finals)
