@@ -2,4 +2,5 @@
 
 from biasfree.app.cli import app
 
-app(prog_name="biasfree")
+if __name__ == "__main__":
+    app(prog_name="biasfree")

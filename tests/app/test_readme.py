@@ -415,3 +415,34 @@ def test_the_install_lines_name_every_extra_and_give_the_cpu_torch():
         words = shlex.split(ln)
         assert pin in words and words[words.index("--extra-index-url") + 1] == index, ln
     assert "(dev: pytest, ruff)" not in README_TEXT  # the stray note on the [cuda] line
+
+
+# ----------------------------------------------------------------- the API page is a hub
+
+
+def _slug(title: str) -> str:
+    """A heading's anchor as GitHub and MyST (myst_heading_anchors) write it."""
+    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+
+
+def test_the_api_page_links_each_entry_point_to_its_reference_entry():
+    """Issue 48 item 8: docs/api.md linked to nothing in the reference, which listed names by
+    internal path (biasfree.dynamics.trainer.train). Each entry of api.md's listing links to its
+    heading on reference/public.md, the heading names it as a user calls it (`bf.train`), and
+    under it is its autodoc entry as biasfree.NAME (a submodule: its own section). The strict
+    docs build checks the anchors and that every public name has an entry (docs/conf.py)."""
+    import biasfree as bf
+
+    api = TEXTS[ROOT / "docs" / "api.md"].partition("## Moved")[0]
+    public = (ROOT / "docs" / "reference" / "public.md").read_text(encoding="utf-8")
+    entries = dict(re.findall(r"^- \[`(\w+)`\]\(reference/public\.md#([\w-]+)\)", api, re.M))
+    assert sorted(entries) == sorted(bf.__all__), sorted(set(bf.__all__) ^ set(entries))
+    headings = {_slug(h): h for h in re.findall(r"^### `(bf\.\w+)`$", public, re.M)}
+    for name, anchor in entries.items():
+        assert headings.get(anchor) == f"bf.{name}", (name, anchor)
+        section = public.split(f"### `bf.{name}`\n", 1)[1].split("\n### ", 1)[0]
+        if name == "__version__":
+            continue
+        documented = f"biasfree.{name}" if not isinstance(getattr(bf, name), type(bf)) else \
+            f"automodule:: {getattr(bf, name).__name__}"
+        assert documented in section or f"{{mod}}`{getattr(bf, name).__name__}`" in section, (name, section)
