@@ -42,9 +42,10 @@ from biasfree.core.icl_data import in_context_regression
 
 SIZE = {"d": 8, "n_ctx": 32, "heads": 8, "n_seq": 10_000}
 """n_seq distinct sequences, 2·n_seq with their mirrors: 20,000 in all. At 80,000 the arm ran past
-400 s alone on 2 cores (issue 48); each of its runs (z, our attention, the PyTorch loop) costs in
-proportion to the sequences, so a quarter of that is expected here: estimated, not re-measured (the
-2 cores were at load 28 when this changed). docs/performance.md's attention row is at 80,000."""
+400 s alone on 2 cores (issue 48). At 20,000, ``bench_engine.py --only attention`` took 237
+CPU-seconds (137 user, 100 system), so about 2 minutes on 2 idle cores; measured at load 18-24,
+870 s wall, all losses finite and equal (twin, attention, torch 0.85598161104). Most of it is the
+PyTorch loop. docs/performance.md's attention row is at 80,000."""
 LR = 0.05
 SCALE = 1e-2
 GOAL = 3.0
