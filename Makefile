@@ -21,12 +21,17 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
-# torch is pinned: the 2.13.0 CPU wheel is on the CI machines' disk; an unpinned torch
-# would pull a multi-GB CUDA build
-TORCH_PIN ?= torch==2.13.0
+# torch is pinned to its CPU wheel: PyPI's torch (unpinned, or torch==2.13.0) is a CUDA
+# build of several GB. The local version +cpu is on PyTorch's CPU index (TORCH_INDEX) and on
+# the CI machines' disk (pip's find-links), never on PyPI, so no CUDA build can satisfy it.
+# A machine with no route to download.pytorch.org can set TORCH_INDEX= (pip otherwise
+# retries it, about 15 s here, and goes on). The README's install line is the same.
+TORCH_PIN ?= torch==2.13.0+cpu
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH := '$(TORCH_PIN)' $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
 $(DEVSTAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[dev,datasets,torch,sweep]' '$(TORCH_PIN)'
+	$(BIN)/python -m pip install -q -e '.[dev,datasets,torch,sweep]' $(TORCH)
 	touch $@ $(STAMP)
 
 run: $(STAMP)  ## headline experiment -> results/
@@ -105,13 +110,20 @@ docs: $(DOCSSTAMP)  ## docs site -> docs/_build/html (strict: a broken reference
 BENCHSTAMP := $(VENV)/.installed-bench
 
 $(BENCHSTAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[bench,sweep]' '$(TORCH_PIN)'
+	$(BIN)/python -m pip install -q -e '.[torch,sweep]' $(TORCH)
 	touch $@ $(STAMP)
 
+# each script's wall time, then the total; the first script that fails (a run that ended
+# non-finite is no result: benchmarks/bench_checks.py) stops the rest, and make bench exits with it
 bench: $(BENCHSTAMP)  ## engine timings side by side (ours vs PyTorch, symmetric, ensembles, memory, optax SGD/Adam); sweep overhead; analyse at three sizes
-	$(BIN)/python benchmarks/bench_engine.py --json results/bench_engine.json
-	$(BIN)/python benchmarks/bench_sweep.py --json results/bench_sweep.json
-	$(BIN)/python benchmarks/bench_analyse.py --json results/bench_analyse.json
+	@t0=$$(date +%s); rc=0; \
+	for b in engine sweep analyse; do \
+	  t=$$(date +%s); \
+	  $(BIN)/python benchmarks/bench_$$b.py --json results/bench_$$b.json || { rc=$$?; break; }; \
+	  echo "make bench: bench_$$b.py took $$(( $$(date +%s) - t )) s"; \
+	done; \
+	echo "make bench: $$(( $$(date +%s) - t0 )) s in all$$([ $$rc -eq 0 ] || echo ", stopped by bench_$$b.py (exit $$rc)")"; \
+	exit $$rc
 
 clean:
 	rm -rf $(VENV) results .pytest_cache .jax_cache docs/_build

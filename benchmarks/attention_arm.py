@@ -3,8 +3,8 @@ merged linear attention through its exact linear twin (docs/theory.md §10.2) ag
 PyTorch loop of the same attention model, and against our engine running the attention
 itself.
 
-Workload: in-context linear regression, D = 8, N = 32 context tokens, H = 8 heads, 80,000
-sequences (40,000 and their label mirrors), merged key–query attention from a small init on
+Workload: in-context linear regression, D = 8, N = 32 context tokens, H = 8 heads, 20,000
+sequences (10,000 and their label mirrors), merged key–query attention from a small init on
 the twin's blocks (``init_attention(..., scale=1e-2)``), full-batch GD at η = ``LR`` for a fixed
 number of steps, half-MSE, float64 everywhere, the same data and init in every arm:
 
@@ -33,14 +33,19 @@ import os
 
 import jax
 import numpy as np
+from bench_checks import finite_or_fail
 
 import biasfree as bf
 from biasfree.core.attention import init_attention
 from biasfree.core.attention_twin import merged_to_twin, twin_dataset
 from biasfree.core.icl_data import in_context_regression
 
-SIZE = {"d": 8, "n_ctx": 32, "heads": 8, "n_seq": 40_000}
-"""n_seq distinct sequences, 2·n_seq with their mirrors: 80,000 in all."""
+SIZE = {"d": 8, "n_ctx": 32, "heads": 8, "n_seq": 10_000}
+"""n_seq distinct sequences, 2·n_seq with their mirrors: 20,000 in all. At 80,000 the arm ran past
+400 s alone on 2 cores (issue 48). At 20,000, ``bench_engine.py --only attention`` took 237
+CPU-seconds (137 user, 100 system), so about 2 minutes on 2 idle cores; measured at load 18-24,
+870 s wall, all losses finite and equal (twin, attention, torch 0.85598161104). Most of it is the
+PyTorch loop. docs/performance.md's attention row is at 80,000."""
 LR = 0.05
 SCALE = 1e-2
 GOAL = 3.0
@@ -105,6 +110,9 @@ def attention_arm(steps: int, repeat: int, race, gamma, torch_ok: bool) -> tuple
     t = race(arms, repeat)
     L_twin, L_att = float(twin()[-1]), float(ours_attention()[-1])
     L0 = float(bf.train((att,), data, None, **(rec | {"steps": 1})).loss[0])
+    L_t = arms["torch"]() if torch_ok else None
+    finite_or_fail("attention", initial=L0, twin=L_twin, attention=L_att,
+                   **({"torch": L_t} if torch_ok else {}))  # before any ratio
     out = {"attention_twin_vs_ours_attention": t["attention"] / t["twin"],
            "attention_ours_loss_gap_f64": abs(L_att - L_twin) / L_twin}
     k = N + (D + 1) ** 2 + (D + 1) + H
@@ -116,7 +124,6 @@ def attention_arm(steps: int, repeat: int, race, gamma, torch_ok: bool) -> tuple
              f"{out['attention_ours_loss_gap_f64']:.2g}, bound steps·2γ_k "
              f"{out['attention_loss_gap_bound']:.2g})"]
     if torch_ok:
-        L_t = arms["torch"]()
         out["attention_twin_vs_torch_f64"] = t["torch"] / t["twin"]
         out["attention_twin_vs_torch_goal"] = GOAL
         out["attention_loss_gap_f64"] = abs(L_t - L_twin) / L_twin

@@ -5,7 +5,7 @@ points, full-batch GD, float64, the same weights and data in every arm.
 
 1. ours (jit + scan) against a PyTorch loop (nn.Linear(bias=False), LeakyReLU, SGD) at
    the same precision, float64 and float32 (skipped with a line if torch is missing:
-   ``pip install -e '.[bench]'``);
+   ``pip install -e '.[torch]'``);
 2. the symmetric-data fast path against the general path;
 3. an ensemble of B = 6 slopes against the same 6 runs one after another, at the
    headline size and at a small size (d 20, width 40, N 400) where per-step overhead
@@ -35,7 +35,7 @@ points, full-batch GD, float64, the same weights and data in every arm.
    (``record_overhead``: default/2-record time − 1, goal ≤ 0.10);
 9. linear attention (``attention_arm.py``): merged attention trained through its linear twin
    on z against a PyTorch loop of the attention (``attention_twin_vs_torch_f64``, goal ≥ 3) and
-   against our engine running the attention itself, D 8, N 32, 8 heads, 80,000 sequences.
+   against our engine running the attention itself, D 8, N 32, 8 heads, 20,000 sequences.
 
 Each arm is compiled and run once before it is timed; arms alternate and each ratio uses
 the fastest of its repeats, which keeps ratios honest on a shared machine. Members of
@@ -69,6 +69,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
 from attention_arm import attention_arm  # noqa: E402  (this folder is on sys.path when run)
+from bench_checks import NotAResult, finite_or_fail  # noqa: E402
 
 import biasfree as bf  # noqa: E402
 from biasfree import store  # noqa: E402
@@ -300,6 +301,7 @@ def conv_arm(steps: int, repeat: int) -> tuple[float, str]:
     tt = race({"ours": lambda: bf.train(params, data, cfg).loss, "torch": run_t}, repeat)
     ours = bf.train(params, data, cfg)
     L_t, K_t, W_t, mags, final = conv_torch(data, params, steps, lr, record=True)()
+    finite_or_fail("conv", ours=float(ours.loss[-1]), torch=L_t)
     dtheta = max(float(np.max(np.abs(np.asarray(ours.params[0].K) - K_t))),
                  float(np.max(np.abs(np.asarray(ours.params[1].W) - W_t))))
     dloss = abs(float(ours.loss[-1]) - L_t)
@@ -384,6 +386,7 @@ def hand_loop_arm(data, params, cfg: bf.GDConfig, repeat: int) -> tuple[dict, st
     t = race({"hand": hand, "ours": lambda: bf.train(params, data, default).loss,
               "two": lambda: bf.train(params, data, cfg).loss}, repeat)
     L_hand, L_ours = float(hand()[-1]), float(bf.train(params, data, default).loss[-1])
+    finite_or_fail("hand loop", hand=L_hand, ours=L_ours)
     out = {"vs_hand_loop": t["hand"] / t["ours"], "record_overhead": t["ours"] / t["two"] - 1.0}
     return out, (f"[hand loop] jit+scan+value_and_grad {t['hand']:.2f}s, bf.train with {default.n_records} "
                  f"records {t['ours']:.2f}s -> ours {out['vs_hand_loop']:.2f}x (goal >= 1.3); with 2 records "
@@ -408,6 +411,7 @@ def optimiser_arm(data, params, cfg: bf.GDConfig, repeat: int, torch_ok: bool) -
     t = race({"gd": lambda: bf.train(params, data, cfg).loss, "train": train_sgd}, repeat)
     out["train_sgd_vs_gd"] = t["train"] / t["gd"]
     L_tr, L_gd = float(train_sgd()[-1]), float(bf.train(params, data, cfg).loss[-1])
+    finite_or_fail("optax sgd", train=L_tr, gd=L_gd)
     same = "bitwise" if L_tr == L_gd else f"relative gap {abs(L_tr - L_gd) / abs(L_gd):.2g}"
     lines.append(f"[optax] train(optax.sgd({cfg.lr})) {t['train']:.2f}s vs gd {t['gd']:.2f}s, {steps} steps "
                  f"-> {out['train_sgd_vs_gd']:.3f} of gd's time (goal <= 1.1); final loss {L_tr:.17g} vs "
@@ -428,6 +432,7 @@ def optimiser_arm(data, params, cfg: bf.GDConfig, repeat: int, torch_ok: bool) -
 
         run_t = torch_arm(data, params, steps, ADAM["lr"], dt, "Adam", eps=ADAM["eps"])
         L_ours, L_t = float(ours()[-1]), run_t()  # also the warm-ups
+        finite_or_fail(f"optax adam {dt}", ours=L_ours, torch=L_t)
         tt = race({"ours": ours, "torch": run_t}, max(1, repeat - 1), warm=False)
         out[key] = tt["torch"] / tt["ours"]
         gap = abs(L_ours - L_t) / abs(L_t)
@@ -501,7 +506,7 @@ def main(quick: bool, json_path: str | None, rss: bool, only: str | None = None)
         import torch
     except ImportError:
         torch = None
-        print("[torch] skipped: PyTorch is not installed (pip install -e '.[bench]')")
+        print("[torch] skipped: PyTorch is not installed (pip install -e '.[torch]')")
     if torch is not None:
         for dt, key in (("float64", "vs_torch_f64"), ("float32", "vs_torch_f32")):
             run_t = torch_arm(data, params, steps, lr, dt)
@@ -511,6 +516,7 @@ def main(quick: bool, json_path: str | None, rss: bool, only: str | None = None)
 
             tt = race({"ours": ours_fn, "torch": run_t}, max(1, repeat - 1), warm=False)
             L_ours = float(bf.train(params, data, cfg, precision=dt).loss[-1])
+            finite_or_fail(f"torch {dt}", ours=L_ours, torch=L_torch)
             out[key] = tt["torch"] / tt["ours"]
             print(f"[torch] {dt}: ours {tt['ours']:.2f}s, PyTorch loop {tt['torch']:.2f}s "
                   f"({torch.get_num_threads()} threads) -> ours {out[key]:.2f}x faster; final "
@@ -587,4 +593,8 @@ if __name__ == "__main__":
     ap.add_argument("--only", choices=["conv", "attention"],
                     help="run one arm alone: conv (item 6, needs torch) or attention (item 9)")
     args = ap.parse_args()
-    main(args.quick, args.json, rss=not args.no_rss, only=args.only)
+    try:
+        main(args.quick, args.json, rss=not args.no_rss, only=args.only)
+    except NotAResult as e:  # a non-finite run: one line, exit 1, no ratios and no --json written
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)

@@ -156,13 +156,30 @@ def _documented_name(env, obj, last: str) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
+PUBLIC = ("biasfree", "biasfree.data", "biasfree.nets", "biasfree.theory", "biasfree.expressivity",
+          "biasfree.models", "biasfree.experiments", "biasfree.precision")
+"""The modules whose names docs/reference/public.md documents as a user calls them
+(``biasfree.train``, ``biasfree.data.make_dataset``): a reference goes there first."""
+
+
+def _public_name(env, obj, last: str) -> str | None:
+    """``obj``'s entry on the public page (``biasfree.train``, ``biasfree.data.whiten``), or None."""
+    objects = env.get_domain("py").objects
+    for module in PUBLIC:
+        name = f"{module}.{last}"
+        if name in objects and _import_path(name) is obj:
+            return name
+    return None
+
+
 def _resolve_reexport(app, env, node, contnode):
     if node.get("refdomain") != "py":
         return None
     obj = _lookup(node["reftarget"], node.get("py:module"), node.get("py:class"))
     if obj is _MISSING:
         return None
-    name = _documented_name(env, obj, node["reftarget"].rsplit(".", 1)[-1])
+    last = node["reftarget"].rsplit(".", 1)[-1]
+    name = _public_name(env, obj, last) or _documented_name(env, obj, last)
     if name is None:
         return None
     entry = env.get_domain("py").objects[name]
@@ -269,8 +286,53 @@ def _check_every_module_documented(app, env) -> None:
         logger.warning("module %s is on no page of docs/reference/: add an automodule for it", name)
 
 
+# -- a docstring shown under its public name ------------------------------------------------------
+# docs/reference/public.md shows ``biasfree.data.load_data``, whose docstring was written in
+# ``biasfree.core.real_data`` and names its neighbours there (``:func:`whiten```). Its references
+# are read in its own module: the docstring is wrapped in ``py:currentmodule`` of the module that
+# defines the object, then of the module it is shown under, so a name is looked up where its
+# author wrote it (and a reference that is wrong there still fails the build).
+
+
+def _own_module_for_references(app, what, name, obj, options, lines) -> None:
+    own = getattr(obj, "__module__", None)
+    if what == "module" or not isinstance(own, str) or not own.startswith("biasfree") or not lines:
+        return
+    qualname = getattr(obj, "__qualname__", None)
+    shown = name[: -len(qualname) - 1] if isinstance(qualname, str) and name.endswith(f".{qualname}") \
+        else name.rsplit(".", 1)[0]
+    if shown == own or not shown.startswith("biasfree"):
+        return
+    lines[:0] = [f".. py:currentmodule:: {own}", ""]
+    lines.extend(["", f".. py:currentmodule:: {shown}"])
+
+
+# -- every public name has its entry on the public page ----------------------------------------------
+# docs/reference/public.md documents each name of ``biasfree.__all__`` as ``biasfree.NAME`` and each
+# curated submodule's ``__all__`` as ``biasfree.SUB.NAME`` (or, for a name the top level also
+# exports, as ``biasfree.NAME``), as equinox and optax present theirs. A name added to an
+# ``__all__`` and to no entry is a warning, which the strict build turns into a failure.
+
+
+def _check_every_public_name_documented(app, env) -> None:
+    import biasfree
+
+    objects = env.get_domain("py").objects
+    for module in PUBLIC:
+        mod = importlib.import_module(module)
+        for name in mod.__all__:
+            obj = getattr(mod, name)
+            if isinstance(obj, types.ModuleType) or name == "__version__":
+                continue
+            entries = [f"{module}.{name}", *([f"biasfree.{name}"] if name in biasfree.__all__ else [])]
+            if not any(e in objects for e in entries):
+                logger.warning("public name %s.%s has no entry on docs/reference/public.md", module, name)
+
+
 def setup(app):
     app.connect("env-check-consistency", _check_every_module_documented)
+    app.connect("env-check-consistency", _check_every_public_name_documented)
+    app.connect("autodoc-process-docstring", _own_module_for_references)
     app.connect("missing-reference", _resolve_reexport)
     app.connect("autodoc-process-signature", _parseable_signature)
     app.connect("autodoc-before-process-signature", _run_guarded_imports)

@@ -23,7 +23,7 @@ LAYERS = {
     "store": 4, "_figure": 4,
     "analysis": 5, "models": 5,
     "claims": 6,
-    "app": 7, "experiments": 7,
+    "app": 7, "experiments": 7, "__main__": 7,
 }
 """Top-level module or folder -> its layer: an import may reach its own unit or a lower
 layer only (docs/development.md, "Layout")."""

@@ -119,6 +119,7 @@ def test_run_experiment_checks_the_seed_like_the_cli(toy, seed, exc):
 REFUSE = textwrap.dedent("""
     import contextlib, io, json, sys
     from biasfree.app.cli import app
+    HEAVY = set(json.loads(sys.argv[2]))
     out = []
     for args in json.loads(sys.argv[1]):
         buf = io.StringIO()
@@ -129,20 +130,24 @@ REFUSE = textwrap.dedent("""
             except SystemExit as e:
                 code = e.code
         out.append([code, buf.getvalue()])
-    from jax._src.xla_bridge import backends_are_initialized
-    print(json.dumps({"results": out, "backend": backends_are_initialized(),
+    print(json.dumps({"results": out, "heavy": sorted({m.split(".")[0] for m in sys.modules} & HEAVY),
                       "experiments": sorted(m for m in sys.modules if m.startswith("biasfree.claims.")
                                             and m.endswith((".run", ".figure")))}))
 """)
+HEAVY = {"jax", "jaxlib", "scipy", "optax", "equinox", "diffrax", "matplotlib", "torch"}
+"""What a refusal never imports: JAX and the libraries built on it, SciPy, matplotlib, torch
+(``import biasfree`` binds its entry points lazily; each command imports after its checks)."""
 
 
 def test_bad_arguments_are_refused_before_any_work(tmp_path):
-    """Every refusal below happens in one fresh process that never starts JAX's backend
-    (JAX is imported with biasfree, but nothing has run: the command can still set
-    XLA_FLAGS for its run) nor imports any experiment's run or figure module (the registry
-    and the configs are light): exit 2, one line that names the problem."""
+    """Every refusal below happens in one fresh process that never imports JAX (nor SciPy,
+    matplotlib, ...: :data:`HEAVY`) nor any experiment's run or figure module (the registry
+    and the configs are light): exit 2, one line that names the problem. On main before
+    issue 48, ``import biasfree`` imported JAX (about 2.5 s of a refusal's 3 s here), the
+    analyse option values were checked after it, and click's usage errors were a boxed panel."""
     a_file = tmp_path / "a_file"
     a_file.write_text("")
+    model = [str(a_file), "--data", "d.npz"]  # no file is read before the options are checked
     cases = [
         (["run", "--out", "/proc/nope"], "--out='/proc/nope' is not a writable folder"),
         (["run", "--out", str(a_file)], "is a file, not a folder"),
@@ -161,9 +166,26 @@ def test_bad_arguments_are_refused_before_any_work(tmp_path):
         (["analyse", str(a_file), "--alpha", "0", "--train"], "analyse needs --data"),
         (["sweep", str(tmp_path / "no.toml")], "SPEC="),
         (["sweep", str(a_file), "--out", str(a_file)], "is a file, not a folder"),
+        (["analyse", *model, "--train-steps", "5", "--lr", "nan"], "--lr=nan must be finite"),
+        (["analyse", *model, "--train-steps", "5", "--lr", "-1"], "--lr=-1.0 must be > 0"),
+        (["analyse", *model, "--train-steps", "5", "--time-budget", "0"], "--time-budget=0.0 must be > 0"),
+        (["analyse", *model, "--t-max", "inf"], "--t-max=inf must be finite"),
+        (["analyse", *model, "--alpha", "2"], "--alpha=2.0 is outside [0, 1]"),
+        (["analyse", *model, "--train", "--optimiser", "adamm"], "--optimiser 'adamm': choose gd or one of"),
+        (["analyse", *model, "--train", "--train-steps", "5"], "not both"),
+        (["analyse", *model, "--train", "--optimiser", "adam", "--out", "/proc/nope"], "--out='/proc/nope'"),
+        # click's usage errors: one line naming the command's --help, not Typer's boxed panel
+        (["run", "--seed", "abc"], "Invalid value for '--seed'"),
+        (["run", "--set"], "Option '--set' requires an argument. (see: biasfree"),
+        (["list", "extra"], "unexpected extra argument"),
+        (["analyse"], "Missing argument 'model'"),
+        (["analyse", *model, "--n-records", "1"], "Invalid value for '--n-records'"),
+        (["nosuch"], "No such command 'nosuch'. (see: biasfree --help)"),
+        ([], "Missing command. (see: biasfree --help)"),
     ]
     env = {**os.environ, "COLUMNS": "400"}
-    proc = subprocess.run([sys.executable, "-c", REFUSE, json.dumps([c for c, _ in cases])],
+    proc = subprocess.run([sys.executable, "-c", REFUSE, json.dumps([c for c, _ in cases]),
+                           json.dumps(sorted(HEAVY))],
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
@@ -173,7 +195,62 @@ def test_bad_arguments_are_refused_before_any_work(tmp_path):
         assert "Traceback" not in text, (args, text)
         if "nonsense=1" not in args:  # an unknown field lists the valid ones below its line
             assert len(text.strip().splitlines()) == 1, (args, text)
-    assert not report["backend"] and report["experiments"] == []
+    assert report["heavy"] == [] and report["experiments"] == []
+
+
+def test_python_dash_m_biasfree_refuses_in_one_line_without_importing_jax(tmp_path):
+    """``python -m biasfree`` is the command (src/biasfree/__main__.py; main had none), and a
+    refusal's imports, as ``-X importtime`` lists them, hold no JAX and no SciPy. Not timed
+    (a shared machine's load decides the wall time); the import list decides it instead."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "biasfree", "run", "--seed", "-1",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "400"})
+    imported = {ln.rsplit("|", 1)[1].strip().split(".")[0] for ln in proc.stderr.splitlines()
+                if ln.startswith("import time:") and "|" in ln}
+    said = [ln for ln in proc.stderr.splitlines() if not ln.startswith("import time:")]
+    assert proc.returncode == 2 and said == ["error: --seed=-1 must be >= 0"], proc.stderr[-2000:]
+    assert {"typer", "biasfree"} <= imported and not imported & HEAVY, sorted(imported & HEAVY)
+
+
+def test_analyse_refuses_a_diverging_lr_and_a_1d_x_in_one_line(tmp_path):
+    """Two refusals only a computation or a file's contents find: a --lr that makes training
+    diverge (main: DivergenceError's traceback, exit 1) and a 1-D X in --data (main: an
+    IndexError inside load_data): each exit 2, one line naming the option and the fix."""
+    import jax
+
+    import biasfree as bf
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 4))
+    X = np.concatenate([X, -X])
+    np.savez(tmp_path / "d.npz", X=X, Y=X[:, :1] / 3)
+    np.savez(tmp_path / "x1.npz", X=X[:, 0], Y=X[:, :1] / 3)
+    bf.save_model(bf.init_gaussian(jax.random.PRNGKey(0), (4, 8, 1), scale=0.01), tmp_path / "m.safetensors")
+    common = ["analyse", tmp_path / "m.safetensors", "--alpha", "0", "--out", tmp_path / "out"]
+    for args, want in (
+        (["--data", tmp_path / "d.npz", "--train-steps", "20", "--lr", "1e6"],
+         ["--lr 1e+06: gradient descent diverged at step", "try lr="]),
+        (["--data", tmp_path / "d.npz", "--train", "--optimiser", "adam", "--lr", "1e9"],
+         ["--lr 1e+09: training by adam diverged at step"]),
+        (["--data", tmp_path / "x1.npz"], [f"--data {tmp_path / 'x1.npz'}: inputs X must have shape (N, d), "
+                                           "got (40,); reshape 1-D x to (N, 1)"]),
+    ):
+        res = runner.invoke(app, [str(a) for a in common + args], env={"COLUMNS": "1000"})
+        lines = res.output.strip().splitlines()
+        assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), res.output
+        assert all(w in lines[0] for w in want) and "Traceback" not in res.output, (want, res.output)
+        assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+
+
+def test_the_option_names_checked_before_jax_are_the_trainers():
+    """analyse_options holds --optimiser's names and --train's steps as literals (it imports no
+    JAX): they must be those of the optimisers table and of TrainConfig."""
+    from biasfree.analysis.optax_training import NAMED
+    from biasfree.app import analyse_options
+    from biasfree.dynamics import TrainConfig
+
+    assert analyse_options.OPTIMISERS == tuple(NAMED)
+    assert analyse_options.TRAIN_STEPS == TrainConfig.__dataclass_fields__["steps"].default
 
 
 def test_the_registry_lists_every_claim_folder_once():
@@ -443,3 +520,30 @@ def test_render_figure_lays_out_once_for_every_format_and_restores_the_figure(mo
     ours, theirs = (mpimg.imread(io.BytesIO(b)).shape for b in (out["png"], buf.getvalue()))
     # the same box in inches; each edge becomes whole pixels at 130 dpi, so a side may differ by 1
     assert all(abs(a - b) <= 1 for a, b in zip(ours, theirs, strict=True)), (ours, theirs)
+
+
+def _bench_checks():
+    """benchmarks/bench_checks.py (the benchmarks are scripts, not a package: loaded by path)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_checks.py"
+    spec = importlib.util.spec_from_file_location("bench_checks", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), np.float32("nan"), None, "n/a"])
+def test_a_bench_arm_whose_run_ends_non_finite_is_not_a_result(bad):
+    """Issue 48 item 9: the attention arm printed 130x the PyTorch loop beside a NaN final loss
+    of that loop. Each arm passes its final losses through finite_or_fail before any ratio: a
+    non-finite (or non-numeric) one, ours or the reference's, stops the arm, naming the arm and
+    the run; all finite, it returns."""
+    checks = _bench_checks()
+    assert checks.finite_or_fail("attention", twin=0.25, attention=np.float64(0.25), torch=1e300) is None
+    for which in ("torch", "twin"):
+        finals = {"twin": 0.25, "attention": 0.25, "torch": 0.25} | {which: bad}
+        with pytest.raises(checks.NotAResult, match=rf"^\[attention\] not a result, no ratio reported: "
+                                                    rf"{which} = .* did not end finite"):
+            checks.finite_or_fail("attention", **finals)

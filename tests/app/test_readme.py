@@ -378,3 +378,71 @@ def test_the_quick_start_quotes_the_one_timings_table():
         assert quoted and row, f"make {target}: no time in the README's Quick start or in the Timings table"
         assert quoted.group(1) == row.group(1), (f"make {target}: README {quoted.group(1)} s, "
                                                  f"table {row.group(1)} s")
+
+
+# ----------------------------------------------------------------- the install lines
+
+
+def _install_lines() -> list[str]:
+    """The ``pip install`` lines of the README's "Install" block."""
+    section = README_TEXT[README_TEXT.index("## Install"):]
+    block = re.search(r"```\n(.*?)```", section, re.S).group(1)
+    return [ln.split("#")[0].strip() for ln in block.splitlines() if ln.startswith("pip install")]
+
+
+def test_the_install_lines_name_every_extra_and_give_the_cpu_torch():
+    """Issue 48: the README named three of pyproject's extras (not [dev], [docs]) and its
+    `pip install -e '.[torch]'` pulled PyPI's torch, a 6.1 GB CUDA build, on a CPU machine.
+    Each extra of pyproject is installed by one line and each line's extras exist; a line
+    that installs torch pins the Makefile's CPU wheel (a +cpu local version, which no CUDA
+    build can satisfy) with PyTorch's CPU index beside it."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"]
+    lines = _install_lines()
+    named = [e for ln in lines for m in re.findall(r"\.\[([\w,-]+)\]", ln) for e in m.split(",")]
+    assert sorted(named) == sorted(extras), (named, sorted(extras))  # each once, none unknown
+    assert "pip install -e ." in lines  # the bare library first
+    make = (ROOT / "Makefile").read_text(encoding="utf-8")
+    pin = re.search(r"^TORCH_PIN \?= (\S+)$", make, re.M).group(1)
+    index = re.search(r"^TORCH_INDEX \?= (\S+)$", make, re.M).group(1)
+    assert re.fullmatch(r"torch==[\d.]+\+cpu", pin), pin
+    with_torch = [ln for ln in lines if any("torch" in str(dep) for e in re.findall(r"\.\[([\w,-]+)\]", ln)
+                                            for x in e.split(",") for dep in extras[x])]
+    assert with_torch, lines
+    for ln in with_torch:
+        words = shlex.split(ln)
+        assert pin in words and words[words.index("--extra-index-url") + 1] == index, ln
+    assert "(dev: pytest, ruff)" not in README_TEXT  # the stray note on the [cuda] line
+
+
+# ----------------------------------------------------------------- the API page is a hub
+
+
+def _slug(title: str) -> str:
+    """A heading's anchor as GitHub and MyST (myst_heading_anchors) write it."""
+    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+
+
+def test_the_api_page_links_each_entry_point_to_its_reference_entry():
+    """Issue 48 item 8: docs/api.md linked to nothing in the reference, which listed names by
+    internal path (biasfree.dynamics.trainer.train). Each entry of api.md's listing links to its
+    heading on reference/public.md, the heading names it as a user calls it (`bf.train`), and
+    under it is its autodoc entry as biasfree.NAME (a submodule: its own section). The strict
+    docs build checks the anchors and that every public name has an entry (docs/conf.py)."""
+    import biasfree as bf
+
+    api = TEXTS[ROOT / "docs" / "api.md"].partition("## Moved")[0]
+    public = (ROOT / "docs" / "reference" / "public.md").read_text(encoding="utf-8")
+    entries = dict(re.findall(r"^- \[`(\w+)`\]\(reference/public\.md#([\w-]+)\)", api, re.M))
+    assert sorted(entries) == sorted(bf.__all__), sorted(set(bf.__all__) ^ set(entries))
+    headings = {_slug(h): h for h in re.findall(r"^### `(bf\.\w+)`$", public, re.M)}
+    for name, anchor in entries.items():
+        assert headings.get(anchor) == f"bf.{name}", (name, anchor)
+        section = public.split(f"### `bf.{name}`\n", 1)[1].split("\n### ", 1)[0]
+        if name == "__version__":
+            continue
+        documented = f"biasfree.{name}" if not isinstance(getattr(bf, name), type(bf)) else \
+            f"automodule:: {getattr(bf, name).__name__}"
+        assert documented in section or f"{{mod}}`{getattr(bf, name).__name__}`" in section, (name, section)

@@ -4,24 +4,34 @@
 ``--train-steps K [--lr η]``: GD for K steps at η; ``--optimiser NAME [--lr η]`` with either:
 that optax optimiser (its twin by :func:`biasfree.optimiser_twin`) for K steps, or for
 :data:`TRAIN_STEPS` (those of ``biasfree.analyse(train=optimiser)``) with ``--train``. Options
-that do not go together are refused with a ``ValueError`` that names the fix, before any work.
+that do not go together, or a value out of range, are refused by :func:`check_options` with a
+``ValueError`` that names the fix, before JAX is imported (this module imports no JAX: its
+names are checked against the trainer's by tests/app/test_cli_failures.py).
 """
 
 from __future__ import annotations
 
-from ..dynamics.train_config import GDConfig, TrainConfig
+from typing import TYPE_CHECKING
 
-TRAIN_STEPS = TrainConfig.__dataclass_fields__["steps"].default
-"""Steps of ``analyse --train --optimiser NAME``: those of ``biasfree.analyse(train=optimiser)``."""
+from .. import _validate as validate
+
+if TYPE_CHECKING:
+    from ..dynamics.train_config import TrainConfig
+
+TRAIN_STEPS = 1000
+"""Steps of ``analyse --train --optimiser NAME``: those of ``biasfree.analyse(train=optimiser)``
+(``TrainConfig``'s default ``steps``)."""
 DEFAULT_LR = 0.01
 """η of ``--train-steps`` or of an ``--optimiser`` when ``--lr`` is not given."""
+OPTIMISERS = ("sgd", "momentum", "nesterov", "adam", "rmsprop", "sign_sgd", "lion", "adamw", "muon")
+"""The names of ``--optimiser`` besides gd: those of ``biasfree.analysis.optax_training.NAMED``."""
 
 
-def train_option(train: bool, train_steps: int, optimiser: str, batch_size: int | None,
-                 random_batches: bool, lr: float | None, n_records: int) -> TrainConfig | bool | None:
-    """The ``train=`` the options ask for (module doc): a config, ``True`` or ``None`` (no training)."""
-    from ..analysis.optax_training import NAMED
-
+def check_options(train: bool, train_steps: int, optimiser: str, batch_size: int | None,
+                  random_batches: bool, lr: float | None, time_budget: float,
+                  t_max: float | None, alpha: float | None) -> None:
+    """Refuse options that do not go together or values out of range (module doc): a
+    ``ValueError`` naming the option and the fix. Needs no JAX."""
     if train and train_steps:
         raise ValueError("give --train (default steps) or --train-steps K, not both")
     if train and optimiser == "gd" and lr is not None:
@@ -35,8 +45,24 @@ def train_option(train: bool, train_steps: int, optimiser: str, batch_size: int 
         raise ValueError("--batch-size needs an --optimiser (sgd for plain minibatch SGD)")
     if random_batches and batch_size is None:
         raise ValueError("--random-batches goes with --batch-size B")
-    if optimiser not in ("gd", *NAMED):
-        raise ValueError(f"--optimiser {optimiser!r}: choose gd or one of {', '.join(NAMED)}")
+    if optimiser not in ("gd", *OPTIMISERS):
+        raise ValueError(f"--optimiser {optimiser!r}: choose gd or one of {', '.join(OPTIMISERS)}")
+    if lr is not None:
+        validate.positive("--lr", lr, scalar=True, why="the step η, e.g. --lr 1e-3")
+    validate.positive("--time-budget", time_budget, scalar=True, why="seconds of training, e.g. 120")
+    if t_max is not None:
+        validate.positive("--t-max", t_max, scalar=True, why="the horizon of the predicted curve")
+    if alpha is not None:
+        validate.slope(alpha, "--alpha")
+
+
+def train_option(train: bool, train_steps: int, optimiser: str, batch_size: int | None,
+                 random_batches: bool, lr: float | None, n_records: int) -> TrainConfig | bool | None:
+    """The ``train=`` the options ask for (module doc): a config, ``True`` or ``None`` (no
+    training). The options were checked by :func:`check_options`."""
+    from ..analysis.optax_training import NAMED
+    from ..dynamics.train_config import GDConfig, TrainConfig
+
     step = DEFAULT_LR if lr is None else lr
     if optimiser != "gd":
         return TrainConfig(optimiser=NAMED[optimiser](step), steps=train_steps or TRAIN_STEPS,

@@ -1,15 +1,16 @@
 """Command line: ``biasfree list | show NAME | run [NAME…|all] | report | analyse | sweep``.
 
 Progress and logs go to stderr (Rich); the paths written go to stdout, one a line. Bad
-input exits 2, refused at once: arguments, paths and configs are checked before JAX computes
-anything or any experiment's run or figure module is imported (importing the package loads
-JAX, but its backend starts at the first computation, after ``run`` has set ``XLA_FLAGS``).
-The other exit statuses: each command's help (``run``'s: docs/cli.md, "Exit status").
+input exits 2 with one line (``error: ...``), never a traceback: a usage error (click's, e.g.
+``--seed abc``) as much as a refused value. Arguments, paths, option values and configs are
+checked before JAX is imported (this module and ``import biasfree`` load no JAX; each command
+imports what it runs after its checks), so a refusal takes a few tenths of a second; errors
+only a computation finds (a diverging ``--lr``) are refused the same way when they come. The
+other exit statuses: each command's help (``run``'s: docs/cli.md, "Exit status").
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -21,28 +22,13 @@ from rich.progress import Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from .. import _validate as validate
-from .analyse_options import TRAIN_STEPS, train_option
+from .analyse_options import TRAIN_STEPS, check_options, train_option
+from .cli_errors import OneLineErrors, err
+from .cli_errors import refuse as _refuse
+from .cli_errors import refusing as _refusing
 
-app = typer.Typer(add_completion=False, no_args_is_help=False,
+app = typer.Typer(add_completion=False, no_args_is_help=False, cls=OneLineErrors,
                   help="When are bias-free ReLU networks effectively linear networks?")
-err = Console(stderr=True)
-
-
-def _refuse(message: str) -> typer.Exit:
-    """Print ``error: message`` (one line) and return the exit to raise: status 2."""
-    err.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
-    return typer.Exit(2)
-
-
-@contextmanager
-def _refusing(*errors: type[Exception]):
-    """Bad input: one of ``errors`` (default TypeError, ValueError) raised inside is
-    refused with its message (:func:`_refuse`, exit 2)."""
-    kinds = errors or (TypeError, ValueError)
-    try:
-        yield
-    except kinds as e:
-        raise _refuse(str(e.args[0] if isinstance(e, KeyError) else e)) from None
 
 
 def _one_host_device_per_core() -> None:
@@ -303,7 +289,7 @@ def analyse(
     function, its training (predicted, or measured with --train / --train-steps) and, with
     --init, how it got here. Not judged: its local linearity (§8) at up to 64 inputs. Writes
     OUT/analysis.json, twin.safetensors, figure.png; exits 0 whatever the verdict, 2 on bad input."""
-    with _refusing():  # before JAX runs
+    with _refusing():  # before JAX is imported
         for name, path in (("MODEL", model), ("--init", init)):
             path is None or validate.existing_file(name, path)
         validate.writable_folder("--out", out)
@@ -311,6 +297,8 @@ def analyse(
             raise ValueError("analyse needs --data: the inputs and targets the net is judged on, e.g. "
                              "--data d.npz (arrays X (N, d) and Y (N, p)), a .csv, or a bundled set "
                              "(--data digits: 64 inputs, 10 outputs)")
+        check_options(train, train_steps, optimiser, batch_size, random_batches, lr, time_budget, t_max,
+                      alpha)
     from ..analysis import report
     from ..analysis.analyse import analyse as analyse_model
     from ..analysis.attention_figure import attention_figure
@@ -318,6 +306,7 @@ def analyse(
     from ..analysis.figure import figure
     from ..analysis.model import Model
     from ..core.real_data import load_data
+    from ..dynamics import DivergenceError
 
     with _refusing(ValueError, TypeError, FileNotFoundError, ImportError):
         option = train_option(train, train_steps, optimiser, batch_size, random_batches, lr, n_records)
@@ -330,9 +319,12 @@ def analyse(
         with Progress(TextColumn("training beside the twin"), rp.BarColumn(), rp.MofNCompleteColumn(),
                       TimeElapsedColumn(), console=err, transient=True) as bar:
             task = bar.add_task("train", total=None)
-            result = analyse_model(m, d, train=option, init=start, t_max=t_max,
-                                   time_budget=time_budget,
-                                   progress=lambda k, n: bar.update(task, completed=k, total=n))
+            try:
+                result = analyse_model(m, d, train=option, init=start, t_max=t_max,
+                                       time_budget=time_budget,
+                                       progress=lambda k, n: bar.update(task, completed=k, total=n))
+            except DivergenceError as e:  # the step is an input too: a smaller --lr is the fix
+                raise ValueError(f"{'training' if lr is None else f'--lr {lr:g}'}: {e}") from None
     drawn = figure(result) if isinstance(result.net, report.NetReport) else attention_figure(result)
     for path in report.save_analysis(result, out, drawn):
         typer.echo(str(path))

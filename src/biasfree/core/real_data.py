@@ -183,12 +183,13 @@ def load_data(path_or_name, *, target: str = "onehot", symmetrize_data: bool | N
             raise ValueError(f"data file {path} is a folder, not a file: give the file's path")
         X, Y = _read_npz(path) if path.suffix == ".npz" else _read_csv(path, y_columns)
         kind, default_sym, source = "given", False, str(path)
-        desc = f"{path.name}: {X.shape[0]} rows, {X.shape[1]} inputs, {Y.shape[1]} targets"
+        desc = None  # after the shapes are checked: a 1-D X has no X.shape[1]
     else:
         raise ValueError(
             f"path_or_name: unknown data {key!r}: give a .npz file (arrays X, Y), a .csv file (targets "
             f"in the last column(s)), or one of the bundled data sets: {', '.join(NAMES)}")
     validate.data(X, Y, y_1d=False)
+    desc = desc or f"{path.name}: {X.shape[0]} rows, {X.shape[1]} inputs, {Y.shape[1]} targets"
     if n is not None:
         if not 1 <= int(n) <= X.shape[0]:
             raise ValueError(f"n={n} must be between 1 and the {X.shape[0]} rows available")
