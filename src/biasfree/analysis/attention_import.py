@@ -32,6 +32,8 @@ output at the query's label slot must equal the layer read, per sequence, within
 five factors (four multiplications, and the 1/N) summed over three contractions of D + 1, at
 most N + 1 tokens and H heads, so any order of summing the same products lies within γ_K A of
 the exact sum (Higham, *Accuracy and Stability*, §3.1) and two such computations within 2γ_K A.
+A separate layer's terms run through W_h = K_hᵀQ_h too: K gains its r sums and A reads
+|K_h|ᵀ|Q_h| for |W_h|.
 On a mismatch the readings a module is likely to compute instead are tried at the same bound —
 the key–query transposed, without 1/N (N× the reading), divided by N + 1 tokens, with or
 without the query's own term, and their combinations; the layout's reading at float32's
@@ -237,17 +239,27 @@ def _probe(layer) -> np.ndarray:
     return E.reshape(CHECK_ROWS, -1)
 
 
-def _reading(V, KQ, E, n_ctx: int, include_query: bool) -> tuple[np.ndarray, np.ndarray]:
+def _reading(V, KQ, E, n_ctx: int, include_query: bool, abs_kq=None) -> tuple[np.ndarray, np.ndarray]:
     """``(ŷ, A)`` per sequence: the prediction of value weights ``V`` and merged ``KQ`` on tokens
-    ``E`` (S, N+1, D+1) and the sum of its terms' magnitudes (module doc), float64 NumPy."""
+    ``E`` (S, N+1, D+1) and the sum of its terms' magnitudes (module doc; ``abs_kq`` the
+    magnitudes of the key–query's terms, |K_h|ᵀ|Q_h| for a separate layer, else |KQ|), float64."""
     C, q, v = (E if include_query else E[:, :-1]), E[:, -1], V[:, -1, :]
     f = np.einsum("hd,snd,sne,hef,sf->s", v, C, C, KQ, q, optimize=True) / n_ctx
-    A = np.einsum("hd,snd,sne,hef,sf->s", *(np.abs(a) for a in (v, C, C, KQ, q)), optimize=True) / n_ctx
-    return f, A
+    absolute = (np.abs(v), np.abs(C), np.abs(C), np.abs(KQ) if abs_kq is None else abs_kq, np.abs(q))
+    return f, np.einsum("hd,snd,sne,hef,sf->s", *absolute, optimize=True) / n_ctx
+
+
+def _abs_kq(layer) -> np.ndarray | None:
+    if isinstance(layer, SeparateAttention):
+        K, Q = (np.abs(np.asarray(a, float)) for a in (layer.K, layer.Q))
+        return np.einsum("hrd,hre->hde", K, Q)
+    return None
 
 
 def _gamma(layer, u: float) -> float:
+    """γ_K at unit round-off ``u`` (module doc; a separate layer's K_hᵀQ_h adds its r sums)."""
     K = 3 * (layer.d + 1) + layer.n_ctx + 1 + layer.heads + 5
+    K += layer.rank if isinstance(layer, SeparateAttention) else 0
     return K * u / (1 - K * u)
 
 
@@ -298,19 +310,17 @@ def check_by_running(module, layer, X: np.ndarray, source: str, weights: dict | 
     V, KQ = np.asarray(merged.V, float), np.asarray(merged.KQ, float)
     mine = np.asarray(layer.apply(np.asarray(X, float)), float)[:, 0]  # the package's own prediction
     N, inc, g = layer.n_ctx, layer.include_query, _gamma(layer, _U64)
-    _, A = _reading(V, KQ, E, N, inc)
+    _, A = _reading(V, KQ, E, N, inc, _abs_kq(layer))
     if np.all(np.abs(f - mine) <= 2 * g * A):
         return
     scale = max(float(np.max(np.abs(mine))), float(np.max(np.abs(f))), 1e-300)
     diff = float(np.max(np.abs(f - mine))) / scale
     cause = _cause(f, V, KQ, E, layer, mine, A)
-    kind = "the authors' nn.Linear" if layer.include_query else "the package's"
     raise UnsupportedModelError(
         f"{source}: forward is not the layer read from its weights: max |f_module − f_read| = {diff:.2g} of "
         f"max |f| on {len(X)} sequences{' ' + at if at else ''} (float64 round-off bound "
         f"{float(np.max(2 * g * A)) / scale:.2g}); "
-        f"likely cause: {cause}. Read as {kind} layout"
-        f"{', the query included' if layer.include_query else ''}: {LAYOUT}")
+        f"likely cause: {cause}. Read with include_query={layer.include_query}: {LAYOUT}")
 
 
 def _cause(f, V, KQ, E, layer, mine, A) -> str:
@@ -325,7 +335,9 @@ def _cause(f, V, KQ, E, layer, mine, A) -> str:
         if not (transposed or other or per):
             continue
         W = np.swapaxes(KQ, 1, 2) if transposed else KQ
-        r, a = _reading(V, W, E, N, inc != other)
+        absW = _abs_kq(layer)
+        r, a = _reading(V, W, E, N, inc != other, None if absW is None or not transposed else
+                        np.swapaxes(absW, 1, 2))
         if np.all(np.abs(f - factor * r) <= 2 * g * factor * a):
             words = []
             if transposed:
