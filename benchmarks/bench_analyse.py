@@ -14,6 +14,12 @@ runs in a fresh subprocess, so its peak RSS (``ru_maxrss``) is its own; the data
 built there first, and the RSS just before ``analyse`` is reported beside the peak. Time is
 one call (after ``import biasfree.analysis``; JAX compiles what it runs inside it).
 
+The net is given as a torch ``nn.Sequential`` of the same float64 weights (``--model torch``,
+the default when torch is installed), so the call includes reading it and running it on the
+data to verify the reading (``biasfree.analysis.verify``, on at most ``verify.ROWS`` rows):
+``check_s`` is that check's seconds (issue 47). ``--model params`` gives the params tuple
+(no check: ``check_s`` 0).
+
 Beside the whole call (``wall_s``) each arm reports ``curve_s``, the seconds of the predicted
 curve inside it (the twin's gradient flow, stiff on raw pixels: λ_max(Σ_xx) = 584 here; the
 solver of ``biasfree.theory.stiff``), and whether that curve was cut short at ``analyse``'s
@@ -22,7 +28,7 @@ whole curve, ``wall_s`` ≤ ``GOALS["wall_s"]``, on a quiet 2-core machine. The 
 averaged over ``ASYMMETRY_POINTS`` points (docs/performance.md gives the numbers and limits).
 
 Run: ``make bench`` (or ``.venv/bin/python benchmarks/bench_analyse.py [--sizes small,medium]
-[--data raw,mirrored] [--json FILE]``).
+[--data raw,mirrored] [--model torch|params] [--json FILE]``).
 """
 
 from __future__ import annotations
@@ -64,42 +70,60 @@ def problem(d: int, m: int, n: int, kind: str, seed: int = 0):
     return params, X, Y
 
 
-def one(size: str, kind: str) -> dict:
+def torch_model(params):
+    """The net as a float64 ``nn.Sequential`` (Linear, ReLU, Linear) of the same weights."""
+    import numpy as np
+    import torch
+    from torch import nn
+
+    (d_out, d_in), (p, m) = np.shape(params[0].W), np.shape(params[1].W)
+    seq = nn.Sequential(nn.Linear(d_in, d_out, bias=False), nn.ReLU(), nn.Linear(m, p, bias=False)).double()
+    with torch.no_grad():
+        for i, layer in zip((0, 2), params, strict=True):
+            seq[i].weight.copy_(torch.from_numpy(np.asarray(layer.W, dtype=float)))
+    return seq
+
+
+def one(size: str, kind: str, model: str = "torch") -> dict:
     """Build and analyse one arm in this process; its numbers as a dict."""
     import biasfree as bf
     from biasfree.analysis import analyse as an
 
-    inner, spent = an._reference_curve, []
+    def timer(inner, spent):  # a function inside analyse, timed where analyse calls it
+        def timed(*args, **kwargs):
+            t0 = time.perf_counter()
+            out = inner(*args, **kwargs)
+            spent.append(time.perf_counter() - t0)
+            return out
+        return timed
 
-    def timed(*args, **kwargs):  # the curve inside analyse, timed where analyse calls it
-        t0 = time.perf_counter()
-        out = inner(*args, **kwargs)
-        spent.append(time.perf_counter() - t0)
-        return out
-
-    an._reference_curve = timed
+    spent, checks = [], []
+    an._reference_curve = timer(an._reference_curve, spent)
+    an.check_reading = timer(an.check_reading, checks)
     d, m, n = SIZES[size]
     params, X, Y = problem(d, m, n, kind)
+    given = torch_model(params) if model == "torch" else params
     analyse = bf.analyse
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     t0 = time.perf_counter()
-    res = analyse(params, (X, Y), alpha=0.0)
+    res = analyse(given, (X, Y), alpha=0.0)
     wall = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"size": size, "data": kind, "d": d, "width": m, "n": n, "wall_s": wall, "curve_s": sum(spent),
+            "model": model, "check_s": sum(checks),
             "cut_short": "CUT SHORT" in res.prediction.note, "curve_points": int(res.prediction.t.size),
             "peak_rss_mib": peak, "rss_before_mib": before, "symmetric": bool(res.data.symmetric),
             "asymmetry": float(res.data.asymmetry), "verdict": str(res.verdict.level)}
 
 
-def main(sizes: list[str], kinds: list[str], json_path: str | None) -> list[dict]:
+def main(sizes: list[str], kinds: list[str], json_path: str | None, model: str = "torch") -> list[dict]:
     rows = []
     print(f"{'size':8} {'net':>16} {'N':>7} {'data':9} {'wall s':>8} {'curve s':>8} {'whole':>6} "
-          f"{'peak MiB':>9} {'before':>7}")
+          f"{'check s':>8} {'peak MiB':>9} {'before':>7}")
     for size in sizes:
         for kind in kinds:
-            out = subprocess.run([sys.executable, __file__, "--one", size, kind], capture_output=True,
-                                 text=True)
+            out = subprocess.run([sys.executable, __file__, "--one", size, kind, "--model", model],
+                                 capture_output=True, text=True)
             if out.returncode != 0:
                 print(f"{size}/{kind} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
                 raise SystemExit(out.returncode)
@@ -107,7 +131,7 @@ def main(sizes: list[str], kinds: list[str], json_path: str | None) -> list[dict
             rows.append(r)
             net = f"{r['d']}→{r['width']}→{P}"
             print(f"{size:8} {net:>16} {r['n']:>7} {kind:9} {r['wall_s']:8.1f} {r['curve_s']:8.1f} "
-                  f"{'no' if r['cut_short'] else 'yes':>6} {r['peak_rss_mib']:9.0f} "
+                  f"{'no' if r['cut_short'] else 'yes':>6} {r['check_s']:8.2f} {r['peak_rss_mib']:9.0f} "
                   f"{r['rss_before_mib']:7.0f}", flush=True)
     if large := [r for r in rows if r["size"] == "large"]:
         for key, goal in GOALS.items():
@@ -122,18 +146,26 @@ def main(sizes: list[str], kinds: list[str], json_path: str | None) -> list[dict
     return rows
 
 
+def _default_model() -> str:
+    import importlib.util
+
+    return "torch" if importlib.util.find_spec("torch") is not None else "params"
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default=",".join(SIZES), help=f"comma-separated, of {', '.join(SIZES)}")
     ap.add_argument("--data", default=",".join(DATA), help=f"comma-separated, of {', '.join(DATA)}")
     ap.add_argument("--json", metavar="FILE", help="write the rows to FILE")
+    ap.add_argument("--model", choices=("torch", "params"), default=_default_model(),
+                    help="give analyse a torch nn.Sequential (its reading checked by running it) or params")
     ap.add_argument("--one", nargs=2, metavar=("SIZE", "DATA"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one(*args.one)))
+        print(json.dumps(one(*args.one, args.model)))
     else:
         sizes, kinds = args.sizes.split(","), args.data.split(",")
         for name, got, allowed in (("--sizes", sizes, SIZES), ("--data", kinds, DATA)):
             if bad := [g for g in got if g not in allowed]:
                 ap.error(f"{name}: unknown {bad}; choose from {', '.join(allowed)}")
-        main(sizes, kinds, args.json)
+        main(sizes, kinds, args.json, args.model)

@@ -5,7 +5,8 @@ a :class:`Model` (a bias-free net, its slope α and where it came from), or rais
 :class:`UnsupportedModelError` naming the layer it cannot take: :func:`from_torch` (an
 ``nn.Sequential`` of dense or conv layers), :func:`from_equinox` (an ``eqx.nn.MLP``),
 :func:`from_state_dict` (names -> arrays), :func:`load_model` and :func:`save_model`
-(``.safetensors`` or ``.npz`` files); linear attention:
+(``.safetensors`` or ``.npz`` files); ``analyse`` runs a torch or equinox model on the data
+to verify its reading (:mod:`biasfree.analysis.verify`); linear attention:
 :func:`~biasfree.analysis.attention_import.attention_from_torch` and
 :func:`~biasfree.analysis.attention_import.attention_from_state_dict` (docs/verdict.md "Attention models")::
 

@@ -9,9 +9,11 @@ import jax
 import numpy as np
 import optax
 import pytest
+from figure_checks import texts_outside
 from typer.testing import CliRunner
 
 import biasfree as bf
+from biasfree.analysis.attention_figure import attention_figure
 from biasfree.app.cli import app
 
 runner = CliRunner()
@@ -74,3 +76,59 @@ def test_a_model_file_without_data_is_refused_naming_the_fix(files):
     assert "analyse needs --data" in res.output and "--data d.npz" in res.output
     assert "digits" in res.output and "3594" not in res.output  # names the bundled option, ran nothing
     assert not (files / "C").exists()
+
+
+@pytest.fixture(scope="module")
+def attention_files(tmp_path_factory):
+    """A merged linear-attention state dict (W_V, W_KQ, as safetensors.torch.save_file writes a
+    module's) and flat label-mirrored sequences X (S, (N+1)(D+1)), Y (S, 1)."""
+    from safetensors.numpy import save_file
+
+    from biasfree.core.attention import init_attention
+    from biasfree.core.icl_data import in_context_regression
+
+    d = tmp_path_factory.mktemp("attention")
+    att = init_attention(jax.random.PRNGKey(1), 3, 2, 8, 0.05)
+    save_file({"attn.W_V": np.asarray(att.V), "attn.W_KQ": np.asarray(att.KQ)}, str(d / "att.safetensors"))
+    seq = in_context_regression(jax.random.PRNGKey(0), 40, 8, 3)
+    np.savez(d / "seq.npz", X=np.asarray(seq.X), Y=np.asarray(seq.Y))
+    np.savez(d / "tokens.npz", X=np.asarray(seq.X)[:, :-1], Y=np.asarray(seq.Y))  # a column short
+    np.savez(d / "other.npz", W_Z=np.zeros((2, 4, 4)))
+    return d, att, seq
+
+
+def test_analyse_reads_an_attention_state_dict_and_flat_sequences(attention_files):
+    """Before, the file was refused as a dense net ('W_KQ' is not a Linear weight)."""
+    d, att, seq = attention_files
+    res = runner.invoke(app, ["analyse", str(d / "att.safetensors"), "--data", str(d / "seq.npz"),
+                              "--train-steps", "50", "--lr", "0.02", "--out", str(d / "A")])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((d / "A" / "analysis.json").read_text())
+    assert doc["net"]["kind"] == "merged" and doc["net"]["n_ctx"] == 8
+    assert doc["verdict"]["level"] == "exactly linear"
+    assert (d / "A" / "twin.safetensors").exists()  # the twin W₂W₁z, as for a dense net
+    assert (d / "A" / "figure.png").stat().st_size > 0
+    api = bf.analyse(att, seq, train=bf.GDConfig(lr=0.02, steps=50))
+    fig = attention_figure(api)
+    assert not texts_outside(fig)  # draws it: every answer's evidence inside the figure
+    drawn = " ".join(" ".join(t.get_text() for t in fig.axes[2].texts).split())  # wrapped lines rejoined
+    assert all(" ".join(e.line().split()) in drawn for e in api.verdict.training.evidence)
+    # the same run from the same weights (read back bitwise from float64 safetensors), one code path:
+    # the same gap up to the JSON round trip, exact for a float
+    got = doc["prediction"]["trained"]["gap_to_twin"]
+    np.testing.assert_allclose(got, api.prediction.trained.gap_to_twin, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize(("args", "want"), [
+    (["other.npz", "--data", "seq.npz"], "read in two layouts and fits neither: as a dense net"),
+    (["att.safetensors", "--data", "tokens.npz"], "attention reads flat sequences: X (S, (N+1)(D+1))"),
+    (["att.safetensors", "--data", "seq.npz", "--alpha", "0"], "--alpha does not apply to"),
+])
+def test_attention_refusals_name_the_layouts_read(attention_files, args, want):
+    d, _, _ = attention_files
+    res = runner.invoke(app, ["analyse", str(d / args[0]), *[a if not a.endswith(".npz") else str(d / a)
+                                                             for a in args[1:]], "--out", str(d / "R")])
+    assert res.exit_code == 2 and want in " ".join(res.output.split()), res.output
+    if args[0] == "other.npz":  # both layouts named
+        assert "W_V (H, D+1, D+1)" in " ".join(res.output.split()) and "bias-free linear layers" in res.output
+    assert not (d / "R" / "analysis.json").exists()

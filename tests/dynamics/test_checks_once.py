@@ -14,14 +14,18 @@ import pytest
 
 import biasfree as bf
 from biasfree import _validate as validate
+from biasfree.analysis import verify
 from biasfree.core import data as core_data
 from biasfree.core import layers
 
 VALIDATORS = {"check_net": layers.check_net, "slope": validate.slope, "finite_array": validate.finite_array,
-              "data": validate.data, "check_data": core_data.check_data}
+              "data": validate.data, "check_data": core_data.check_data,
+              "check_reading": verify.check_reading}
 _CODES = {f.__code__: name for name, f in VALIDATORS.items()}
-CHECKED = {"check_net": "params", "data": "X", "check_data": "X", "finite_array": "x"}
-"""The argument whose identity each validator's call is keyed by: the net, the data set's inputs."""
+CHECKED = {"check_net": "params", "data": "X", "check_data": "X", "finite_array": "x",
+           "check_reading": "model"}
+"""The argument whose identity each validator's call is keyed by: the net, the data set's inputs,
+the model whose reading is checked by running it (issue 47)."""
 
 
 class Checks(collections.Counter):
@@ -60,7 +64,7 @@ def count_checks(call) -> Checks:
 
 def assert_each_once(seen: Checks) -> None:
     """No net and no data set is validated twice in the call."""
-    for name in ("check_net", "data", "check_data"):
+    for name in ("check_net", "data", "check_data", "check_reading"):
         assert not seen.twice(name), (name, seen.twice(name), seen)
 
 
@@ -145,6 +149,38 @@ def test_analyse_checks_each_net_and_the_data_once(problem, case):
     assert seen["check_net"] == nets, seen
     assert seen["slope"] <= nets, seen
     assert seen["check_data"] == 1 and seen["data"] == 1, seen
+    assert_each_once(seen)
+
+
+@pytest.mark.parametrize("case", ["torch", "torch init", "equinox"])
+def test_analyse_runs_each_live_model_once(problem, case):
+    """A torch or equinox model (and a torch init) is run on the data once per analyse call:
+    one reading check per model, and the module's forward called once (issue 47)."""
+    torch = pytest.importorskip("torch")
+    import equinox as eqx
+
+    _, data = problem
+    X, Y = np.asarray(data.X), np.asarray(data.Y)
+    nn = torch.nn
+    net, init = (nn.Sequential(nn.Linear(4, 6, bias=False), nn.ReLU(), nn.Linear(6, 1, bias=False))
+                 for _ in range(2))
+    runs = []
+    for module in (net, init):
+        module.register_forward_hook(lambda mod, args, out: runs.append(id(mod)))
+    mlp = eqx.nn.MLP(4, 1, 6, 1, activation=jax.nn.relu, use_bias=False, use_final_bias=False,
+                     key=jax.random.PRNGKey(0))
+    gd = bf.GDConfig(lr=0.05, steps=20, n_records=5)
+    calls = {"torch": lambda: bf.analyse(net, (X, Y)),
+             "torch init": lambda: bf.analyse(net, (X, Y), train=gd, init=init),
+             "equinox": lambda: bf.analyse(mlp, (X, Y))}
+    seen = count_checks(calls[case])
+    nets = 2 if case == "torch init" else 1
+    assert seen["check_net"] == nets, seen
+    run = [m for m in seen._alive if verify.live(m)]  # the live models check_reading was given
+    assert len(run) == nets and len({id(m) for m in run}) == nets, run  # each once (equinox: float64 copy)
+    assert seen["check_reading"] == 2, seen  # one call for the model, one for init= (None: returns at once)
+    expected = {"torch": [id(net)], "torch init": [id(net), id(init)], "equinox": []}[case]
+    assert runs == expected, runs  # each torch module's forward run once
     assert_each_once(seen)
 
 

@@ -781,3 +781,53 @@ def test_failed_runs_print_nothing(capfd, smooth_flow):
         bf.train(biased, data, bf.GDConfig(lr=30.0, steps=300, n_records=5))
     out, err = capfd.readouterr()
     assert "DLASCL" not in out + err and "illegal" not in out + err
+
+
+def test_a_twin_on_its_own_data_takes_the_same_rows(sym_data):
+    """twin=(weights, data): the twin trains on its own data (linear attention's on z), row n of each
+    batch the same point as the net's. Given the net's own points it is the shared-data twin run, to
+    round-off; the same points in another row order draw other batches (a failing control)."""
+    import optax
+
+    net = _net(np.random.default_rng(20), (D, 4, P), 0.3)
+    twin = bf.linear_twin(net, 0.0)
+    cfg = bf.TrainConfig(optimiser=optax.sgd(0.05), steps=200, batch_size=8, mirrored_batches=False,
+                         n_records=N_REC, alpha=0.0, degree=1.0)
+    shared = bf.train(net, sym_data, cfg, twin=True, observables="loss")
+
+    def own_run(q, data=sym_data):
+        return bf.train(net, data, cfg, twin=(q, data), observables="loss")
+
+    own = own_run(twin)
+    # the same updates on the same rows; the twin's loss summed in another order (its data stored in
+    # full, not [X₊; −X₊]): trajectory_gap, 200 steps of 2γ_k times the measured response
+    gap = trajectory_gap(lambda q: {"loss": np.asarray(own_run(q).twin.loss)}, twin, 200,
+                         chain_length(twin, sym_data.X.shape[0]))["loss"]
+    diff = np.abs(np.asarray(own.twin.loss) - np.asarray(shared.twin.loss))
+    assert np.all(diff <= gap) and gap.max() < 1e-9
+    assert abs(float(own.twin_gap) - float(shared.twin_gap)) <= 2 * gap.max()  # the carried max over steps
+    np.testing.assert_array_equal(own.loss, shared.loss)  # the net's own run does not see the twin's data
+    perm = np.random.default_rng(0).permutation(2 * N_HALF)
+    X, Y = np.asarray(sym_data.X), np.asarray(sym_data.Y)
+    shuffled = own_run(twin, bf.Dataset(X[perm], Y[perm], mirror=False))
+    assert shuffled.twin.loss[0] == pytest.approx(float(own.twin.loss[0]), rel=1e-12)  # the same points
+    assert np.max(np.abs(np.asarray(shuffled.twin.loss) - np.asarray(own.twin.loss))) > 1e3 * gap.max()
+
+
+def test_a_twin_on_its_own_data_is_refused_where_it_cannot_apply(sym_data):
+    from biasfree.core.attention import init_attention
+    from biasfree.core.icl_data import in_context_regression
+
+    net = _net(np.random.default_rng(20), (D, 4, P), 0.3)
+    X, Y = np.asarray(sym_data.X), np.asarray(sym_data.Y)
+    cfg = bf.GDConfig(lr=0.05, steps=5)
+    with pytest.raises(ValueError, match="the twin's data has 20 rows but the net's 40; row n of each"):
+        bf.train(net, sym_data, cfg, twin=(net, bf.Dataset(X[:20], Y[:20], mirror=False)), observables="loss")
+    with pytest.raises(ValueError, match=r"twin=\(params, data\) trains one net beside one twin"):
+        bf.train(net, sym_data, cfg, lr=np.array([0.01, 0.02]), twin=(net, sym_data), observables="loss")
+    att = init_attention(jax.random.PRNGKey(1), 2, 1, 3, 0.05)
+    seqs = in_context_regression(jax.random.PRNGKey(0), 4, 3, 2)
+    with pytest.raises(ValueError, match="the twin must be a linear net"):
+        bf.train((att,), seqs, cfg, twin=((att,), seqs), observables="loss")
+    with pytest.raises(ValueError, match=r"twin=\(merged_to_twin\(layer\), twin_dataset\(data, n_ctx\)\)"):
+        bf.train((att,), seqs, cfg, twin=True, observables="loss")

@@ -53,6 +53,7 @@ from .report import Analysis, DataReport, History, NetReport, Prediction, Regime
 from .stationary import stationarity
 from .structure import PAIRS, exact_structure
 from .verdict import PAPER_LEVEL, ROUND_OFF
+from .verify import check_reading
 
 DEFAULT_TIME_BUDGET = 120.0
 """Seconds of training ``analyse(train=...)`` allows itself unless told otherwise."""
@@ -266,7 +267,9 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
     if X.shape[1] != w[0] or Y.shape[1] != w[-1]:
         raise ValueError(f"the net maps {w[0]} inputs to {w[-1]} outputs but the data have "
                          f"X {X.shape} and Y {Y.shape}")
+    check_reading(model, params, a, X, names=m.names)  # a live module is run (verify.py)
     start = None if init is None else _start(init, a, params)
+    check_reading(init, start, a, X, what="init")  # None, a file or params: nothing to run
     note = ""
     if given is not None and not given.gd:  # κ measured (or refused) before any compute
         given, note = with_degree(given, a, len(params))

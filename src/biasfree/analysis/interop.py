@@ -6,10 +6,16 @@ else). The adapters: :func:`~.torch_import.from_torch` (dense and conv ``nn.Sequ
 stacks, :mod:`.torch_import`), :func:`from_equinox` (here), :func:`~.model_files.from_state_dict`,
 :func:`~.model_files.load_model` and :func:`~.model_files.save_model` (names -> arrays and
 weight files, :mod:`.model_files`), and :func:`as_model`, any of them by the input's type.
+
+The adapters read a module's layers; :func:`~biasfree.analyse` runs a live module (torch or
+equinox, given as it is or as the Model read from it, its ``origin``) on the data and refuses
+a reading its forward does not reproduce to round-off (:mod:`.verify`). A file or a state
+dict has nothing to run: only its shapes are checked.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import jax
@@ -23,6 +29,7 @@ from ..core.precision import precise
 from .model import SUPPORTED, Model, UnsupportedModelError, _model, one_slope, refuse
 from .model_files import conv_spec, from_state_dict, load_model, save_model, torch_names
 from .torch_import import from_torch
+from .verify import live
 
 __all__ = ["SUPPORTED", "Model", "UnsupportedModelError", "as_model", "conv_spec", "from_equinox",
            "from_state_dict", "from_torch", "load_model", "save_model", "torch_names"]
@@ -66,7 +73,9 @@ def from_equinox(mlp) -> Model:
     ``jax.nn.leaky_relu`` (α = 0.01, or ``functools.partial(jax.nn.leaky_relu,
     negative_slope=a)``), the identity (α = 1), or any function equal to
     ``max(z, α z)``. The final activation must be the identity. Anything else is
-    refused, naming the layer.
+    refused, naming the layer. This reads the layers and probes the activation; a subclass
+    whose ``__call__`` does something else is caught when ``analyse`` runs the module on the
+    data (the Model keeps it as ``origin``; :mod:`~biasfree.analysis.verify`).
     """
     import equinox as eqx
 
@@ -99,15 +108,16 @@ def from_equinox(mlp) -> Model:
     if _probe_slope(final, weights[-1].shape[0], "final_activation") != 1.0:
         raise refuse("final_activation", "is not the identity", "The output layer must be linear.")
     alpha = one_slope(slopes, "equinox MLP")
-    return Model(from_arrays(weights), alpha, "equinox:MLP",
-                 tuple(f"layers[{i}].weight" for i in range(len(weights))))
+    return Model(from_arrays(weights), alpha, f"equinox:{type(mlp).__name__}",
+                 tuple(f"layers[{i}].weight" for i in range(len(weights))), mlp)
 
 
 @precise
 def as_model(model, alpha=None) -> Model:
-    """Any supported model as a :class:`Model`: a Model, a params tuple, a torch
-    ``nn.Sequential``, an ``eqx.nn.MLP``, or a path to a weight file. ``alpha``, if
-    given, must agree with the slope the model states (or fills it in)."""
+    """Any supported model as a :class:`Model`: a Model, a params tuple, a torch module
+    (:func:`from_torch`), an ``eqx.nn.MLP`` (or a subclass), or a path to a weight file.
+    ``alpha``, if given, must agree with the slope the model states (or fills it in). A live
+    module is read, not run: :func:`~.verify.check_reading` runs it on data."""
     if alpha is not None:
         alpha = validate.slope(alpha)
     if isinstance(model, Model):
@@ -117,15 +127,15 @@ def as_model(model, alpha=None) -> Model:
     elif isinstance(model, tuple) and is_net(model):
         check_net(model)  # α was checked above: Model(...) would check it again
         m = _model(model, alpha, "params")
-    elif type(model).__module__.startswith("torch"):
+    elif live(model) == "torch":
         m = from_torch(model)  # a conv net needs in_shape: from_torch's error says so
-    elif type(model).__name__ == "MLP" and type(model).__module__.startswith("equinox"):
+    elif live(model) == "equinox" and isinstance(model, sys.modules["equinox"].nn.MLP):
         m = from_equinox(model)
     else:
         raise TypeError(
-            f"cannot read a model of type {type(model).__name__}: give a torch.nn.Sequential, an "
-            "equinox.nn.MLP, a .safetensors/.npz path, or biasfree params (biasfree.from_arrays)")
+            f"cannot read a model of type {type(model).__name__}: give a torch module (an nn.Sequential of "
+            "layers), an equinox.nn.MLP, a .safetensors/.npz path, or biasfree params (biasfree.from_arrays)")
     if alpha is not None and m.alpha is not None and abs(m.alpha - alpha) > 1e-12:
         raise ValueError(f"alpha={alpha} contradicts the model's own slope α = {m.alpha:g} "
                          f"({m.source}); leave alpha out")
-    return m if m.alpha is not None or alpha is None else _model(m.params, alpha, m.source, m.names)
+    return m if m.alpha is not None or alpha is None else _model(m.params, alpha, m.source, m.names, m.origin)

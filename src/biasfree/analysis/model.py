@@ -13,7 +13,7 @@ A_l each layer's linear map. Anything outside this family is refused with an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,14 +34,18 @@ class UnsupportedModelError(ValueError):
 @dataclass(frozen=True)
 class Model:
     """A bias-free (leaky) ReLU network: ``params`` (tuple of layers), slope ``alpha``
-    (None when the source did not say), ``source`` where it came from, and ``names``
-    the original name of each weight. ``model(X)`` is ``forward(params, X, alpha)``
-    (X flat, (N, n_in); a conv net's inputs channel-major, torch's ``Flatten`` order)."""
+    (None when the source did not say), ``source`` where it came from, ``names`` the
+    original name of each weight, and ``origin`` the live module it was read from (torch or
+    equinox; None for a file, a state dict or params), which ``analyse`` runs on the data to
+    verify the reading (:mod:`~biasfree.analysis.verify`). ``model(X)`` is
+    ``forward(params, X, alpha)`` (X flat, (N, n_in); a conv net's inputs channel-major,
+    torch's ``Flatten`` order)."""
 
     params: Params
     alpha: float | None
     source: str = ""
     names: tuple[str, ...] = ()
+    origin: object = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         check_net(self.params)
@@ -56,10 +60,12 @@ class Model:
         return forward(self.params, np.asarray(X, dtype=float), self.alpha)
 
 
-def _model(params: Params, alpha: float | None, source: str = "", names: tuple[str, ...] = ()) -> Model:
+def _model(params: Params, alpha: float | None, source: str = "", names: tuple[str, ...] = (),
+           origin: object = None) -> Model:
     """A :class:`Model` of a net and a slope its caller has checked (``Model(...)`` checks them)."""
     m = object.__new__(Model)
-    for name, value in (("params", params), ("alpha", alpha), ("source", source), ("names", names)):
+    for name, value in (("params", params), ("alpha", alpha), ("source", source), ("names", names),
+                        ("origin", origin)):
         object.__setattr__(m, name, value)
     return m
 

@@ -173,7 +173,8 @@ class Prediction:
 @dataclass(frozen=True)
 class History:
     """Question (iii), how the net got here (``analyse(..., init=...)``): the ``init``'s
-    :class:`NetReport`, the ``prediction`` from it (with ``trained`` when the training
+    :class:`NetReport` (an attention model's ``AttentionReport``; its ``regime`` then None), the
+    ``prediction`` from it (with ``trained`` when the training
     config was rerun beside the twin; None for an init with biases), the ``judgement``,
     the init's ``regime`` (movement filled in when rerun) and ``match``, the rerun's final
     function's squared distance from the given net's over <||f_given||²> (NaN when not rerun;
@@ -252,7 +253,8 @@ class Analysis:
         h = self.history
         history = None if h is None else {
             "question": "how the net got here: training from the given init", "init": asdict(h.init),
-            "regime": asdict(h.regime), "match": h.match, "judgement": judgement_json(h.judgement),
+            "regime": None if h.regime is None else asdict(h.regime), "match": h.match,
+            "judgement": judgement_json(h.judgement),
             "prediction": None if h.prediction is None else _prediction_json(h.prediction)}
         return _jsonable({"data": asdict(self.data), "net": asdict(self.net),
                           "regime": None if self.regime is None else asdict(self.regime),

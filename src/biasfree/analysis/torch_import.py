@@ -1,34 +1,48 @@
-"""PyTorch in: a bias-free ``torch.nn.Sequential`` as a :class:`~.model.Model`, weights in float64.
+"""PyTorch in: a ``torch.nn.Sequential`` (or any module whose layers, in the order they are
+registered, are such a stack) as a :class:`~.model.Model`, weights in float64.
 
-What is mapped to what (layers named by their index in the Sequential, nested Sequentials
-flattened):
+What is mapped to what (layers named by their index in the Sequential, or their attribute
+name in another module; nested modules flattened, in registration order):
 
-- ``Linear(bias=False)`` -> :class:`~biasfree.core.layers.Layer` with ``W = weight`` (out, in);
-- ``Conv1d/Conv2d(bias=False)`` (stride 1, dilation 1, groups 1, ``padding_mode="zeros"``,
+- ``Linear`` -> :class:`~biasfree.core.layers.Layer` with ``W = weight`` (out, in), ``b = bias``;
+- ``Conv1d/Conv2d`` (stride 1, dilation 1, groups 1, ``padding_mode="zeros"``,
   padding ``"same"``, ``"valid"``, 0, or ``(k − 1)/2`` per axis for odd k) ->
-  :class:`~biasfree.core.conv.Conv` with ``K = weight`` (C_out, C_in, k[, k]) on the spatial
-  shape the layer reads (from ``in_shape``, the network's input spatial shape);
-- ``AdaptiveAvgPool1d/2d(1)``, ``Flatten``, ``Linear(bias=False)`` -> one
-  :class:`~biasfree.core.conv.PooledDense` with ``V = weight`` (out, C);
+  :class:`~biasfree.core.conv.Conv` with ``K = weight`` (C_out, C_in, k[, k]), ``b = bias``, on
+  the spatial shape the layer reads (from ``in_shape``, the network's input spatial shape);
+- ``AdaptiveAvgPool1d/2d(1)``, ``Flatten``, ``Linear`` -> one
+  :class:`~biasfree.core.conv.PooledDense` with ``V = weight`` (out, C), ``b = bias``;
 - ``Flatten()`` -> nothing: hidden states are already flat, channel-major (its order);
 - ``ReLU`` (α = 0), ``LeakyReLU`` (α = ``negative_slope``), ``Identity`` or none (α = 1):
   the slope, one for the whole net;
 - bias-free ``BatchNorm1d/2d`` in eval mode, ``y = s ⊙ x`` per channel (or feature) with
   ``s = γ / √(running_var + eps)`` (γ = ``weight``, 1 without ``affine``): folded exactly
   (in exact arithmetic) into the preceding layer's output rows, ``K[o] ← s_o K[o]`` or
-  ``W[j] ← s_j W[j]``, when it directly follows that layer; otherwise into the next layer's
-  inputs, ``K[:, i] ← s_i K[:, i]`` or ``W[:, j] ← s_j W[:, j]`` (through an activation only
-  when s ≥ 0, since σ_α(s z) = s σ_α(z) needs s ≥ 0). A shift (β ≠ 0 or ``running_mean``
-  ≠ 0) is a bias and is refused, and so is training mode (batch statistics).
+  ``W[j] ← s_j W[j]`` (and its bias, ``b ← s ⊙ b``), when it directly follows that layer;
+  otherwise into the next layer's inputs, ``K[:, i] ← s_i K[:, i]`` or ``W[:, j] ← s_j W[:, j]``
+  (through an activation only when s ≥ 0, since σ_α(s z) = s σ_α(z) needs s ≥ 0). A shift
+  (β ≠ 0 or ``running_mean`` ≠ 0) is a bias and is refused, and so is training mode (batch statistics).
+
+Biases that are exactly zero are dropped (such a layer computes the bias-free map); nonzero
+ones are kept, as in a params tuple with biases (``analyse`` measures the function, and the
+net has no linear twin). A module that holds parameters of its own (``nn.Parameter``
+attributes outside its Linear/Conv/BatchNorm layers) is refused, naming them: the walk reads
+layers only.
+
+The walk reads what the layers are, not what ``forward`` does with them. ``analyse`` runs the
+module on the data and refuses a reading that does not reproduce it
+(:mod:`biasfree.analysis.verify`): a softmax or other function in ``forward`` that no layer
+shows, a transposed weight, a scaling, layers used in another order.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+import jax.numpy as jnp
 import numpy as np
 
-from ..core.conv import spatial_shape
+from ..core.conv import drop_zero_biases, spatial_shape
 from ..core.inits import from_arrays
 from ..core.precision import precise
 from .model import Model, one_slope, refuse
@@ -58,12 +72,28 @@ def _torch_slope(mod, where: str) -> float | None:
     raise refuse(where, f"{kind} is not supported")
 
 
-def _flatten(seq, prefix: str = ""):
+_LEAVES = ("Linear", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d")
+"""Modules read as layers (their subclasses too); every other module with children is walked."""
+
+
+def _flatten(module, prefix: str = ""):
+    """(name, module) of every leaf of ``module`` in registration order, walking into every
+    module with children that is not a layer read here; such a container holding parameters
+    of its own is refused, naming them (a leaf of an unread type is refused by its type)."""
     import torch.nn as nn
 
-    for name, mod in seq.named_children():
+    leaves = tuple(getattr(nn, n) for n in _LEAVES)
+    if isinstance(module, leaves) and not prefix:  # one layer given alone
+        yield type(module).__name__, module
+        return
+    own = [f"{prefix}{n}" for n, _ in module.named_parameters(recurse=False)]
+    if own:
+        raise refuse(f"'{own[0]}' ({type(module).__name__})", "is a parameter of the module itself, not of "
+                     "a layer (the walk reads Linear, Conv1d/Conv2d and BatchNorm layers)",
+                     "Hold the weights in nn.Linear / nn.Conv2d layers and call those in forward.")
+    for name, mod in module.named_children():
         full = f"{prefix}{name}"
-        if isinstance(mod, nn.Sequential):
+        if not isinstance(mod, leaves) and next(mod.children(), None) is not None:
             yield from _flatten(mod, full + ".")
         else:
             yield full, mod
@@ -71,6 +101,10 @@ def _flatten(seq, prefix: str = ""):
 
 def _array(t) -> np.ndarray:
     return t.detach().cpu().double().numpy().copy()
+
+
+def _bias(mod) -> np.ndarray | None:
+    return None if mod.bias is None else _array(mod.bias)
 
 
 def _conv_padding(mod, where: str, ks: tuple[int, ...]) -> str:
@@ -100,7 +134,7 @@ class _Walk:
         self.scale = None             # (where, s): a batch norm's scale for the next layer's inputs
         self.pool = None              # (where, spatial, flattened) after AdaptiveAvgPool
 
-    def weight_layer(self, name, where, kind, W, n_in, **extra):
+    def weight_layer(self, name, where, kind, W, n_in, b=None, **extra):
         if self.width is not None and n_in != self.width:
             what = "channels" if kind == "Conv" else "features"
             raise refuse(where, f"takes {n_in} input {what} but the layer before gives {self.width}",
@@ -116,7 +150,7 @@ class _Walk:
             self.slopes.append((f"after layer {self.layers[-1]['name']}", a))
         elif self.acts:
             raise refuse(f"layer {self.acts[0][0]}", f"an activation before the first {torch_type}")
-        self.layers.append(dict(type=kind, name=name, W=W, torch=torch_type, **extra))
+        self.layers.append(dict(type=kind, name=name, W=W, b=b, torch=torch_type, **extra))
         self.acts, self.fresh = [], True
 
     def batch_norm(self, mod, where, nd):
@@ -145,6 +179,8 @@ class _Walk:
         if self.fresh and not self.pool:  # into the rows of the layer just before
             last = self.layers[-1]
             last["W"] = last["W"] * s.reshape((-1,) + (1,) * (last["W"].ndim - 1))
+            if last["b"] is not None:  # s (z + b) = (s z) + s b
+                last["b"] = last["b"] * s
         else:  # into the next layer's input channels / features: its weight's axis 1 (a kernel's C_in)
             prev = self.scale[1] if self.scale is not None else 1.0
             self.scale = (where, prev * s.reshape((1, -1) + (1,) * len(self.spatial or ())))
@@ -181,8 +217,6 @@ class _Walk:
         import torch.nn as nn
 
         nd = 1 if isinstance(mod, nn.Conv1d) else 2
-        if mod.bias is not None:
-            raise refuse(where, "has a bias", f"Build it as nn.Conv{nd}d(..., bias=False).")
         for attr in ("stride", "dilation"):
             if any(int(v) != 1 for v in getattr(mod, attr)):
                 raise refuse(where, f"{attr}={tuple(getattr(mod, attr))}", f"Use {attr}=1 (only stride-1, "
@@ -206,28 +240,26 @@ class _Walk:
             raise refuse(where, f"kernel {ks} is larger than its input {self.spatial} with padding 'valid'",
                          "Use a smaller kernel, padding='same', or a larger in_shape.")
         spatial = self.spatial
-        self.weight_layer(name, where, "Conv", _array(mod.weight), int(mod.in_channels),
+        self.weight_layer(name, where, "Conv", _array(mod.weight), int(mod.in_channels), _bias(mod),
                           in_shape=spatial, padding=padding)
         self.width = int(mod.out_channels)
         if padding == "valid":
             self.spatial = tuple(n - k + 1 for n, k in zip(spatial, ks, strict=True))
 
     def linear(self, mod, name, where):
-        if mod.bias is not None:
-            raise refuse(where, "has a bias", "Build it as nn.Linear(..., bias=False).")
-        W = _array(mod.weight)
+        W, b = _array(mod.weight), _bias(mod)
         if self.pool is not None:
             pwhere, spatial, flat = self.pool
             if not flat:
                 raise refuse(where, f"follows {pwhere} without nn.Flatten()",
                              "A pooled readout is AdaptiveAvgPool, Flatten, Linear.")
             self.pool = None
-            self.weight_layer(name, where, "PooledDense", W, int(mod.in_features), in_shape=spatial)
+            self.weight_layer(name, where, "PooledDense", W, int(mod.in_features), b, in_shape=spatial)
         elif self.spatial is not None:
             raise refuse(where, f"would read only the last axis of the (C, *spatial) = "
                          f"({self.width}, *{self.spatial}) state", "Put nn.Flatten() before it.")
         else:
-            self.weight_layer(name, where, "Layer", W, int(mod.in_features))
+            self.weight_layer(name, where, "Layer", W, int(mod.in_features), b)
         self.width = int(mod.out_features)
 
     def pooling(self, mod, where, nd):
@@ -248,27 +280,31 @@ class _Walk:
 
 @precise
 def from_torch(module, *, in_shape=None) -> Model:
-    """A bias-free ``torch.nn.Sequential`` as a :class:`~.model.Model`, weights in float64
-    (what maps to what: the module doc).
+    """A ``torch.nn.Sequential`` of (leaky) ReLU layers, or any ``nn.Module`` whose layers in
+    registration order are one, as a :class:`~.model.Model`, weights in float64 (what maps
+    to what: the module doc; biases that are exactly zero dropped, nonzero ones kept).
 
     ``in_shape``: the input's spatial shape, ``(length,)`` for ``Conv1d`` or ``(H, W)`` for
     ``Conv2d``; needed (and only allowed) when the net has a convolution or pooling; the
     model then reads flat inputs ``x_img.reshape(N, -1)`` of ``(N, C, *in_shape)`` images.
     Refuses (:class:`~.model.UnsupportedModelError`), naming the layer by its index and type
-    in the Sequential and the fix: a bias, any other module (Tanh, GELU, dropout, max
-    pooling), a conv's stride, dilation, groups or padding outside the module doc, a kernel
-    larger than a 'valid' input, mismatched channels, a batch norm with a shift or in
+    in the Sequential and the fix: any other module (Tanh, GELU, dropout, max pooling), a
+    parameter held outside the layers, a conv's stride, dilation, groups or padding outside
+    the module doc, a kernel larger than a 'valid' input, mismatched channels, a batch norm with a shift or in
     training mode, two activations in a row, an activation before the first or after the
     last weight layer, and different slopes in different places.
+
+    This reads the layers, not ``forward``; :func:`~biasfree.analyse` also runs the module on
+    the data and refuses a reading that ``forward`` does not reproduce
+    (:mod:`biasfree.analysis.verify`), from this Model too (it keeps the module as ``origin``).
     """
     try:
         import torch.nn as nn
     except ImportError:  # pragma: no cover - exercised only without the extra
         raise ImportError("from_torch needs PyTorch: pip install 'biasfree[torch]'") from None
-    if not isinstance(module, nn.Sequential):
-        raise TypeError(
-            f"from_torch takes a torch.nn.Sequential, got {type(module).__name__}; for another "
-            "module pass module.state_dict() to biasfree.models.from_state_dict(mapping, alpha)")
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"from_torch takes a torch.nn.Module (an nn.Sequential of layers), got "
+                        f"{type(module).__name__}")
     complex_ = next((n for n, t in module.state_dict().items() if t.is_complex()), None)
     if complex_ is not None:  # .double() would drop the imaginary part with only a warning
         raise refuse(f"'{complex_}'", "holds complex numbers", "Give a real net (float32 or float64).")
@@ -313,7 +349,13 @@ def from_torch(module, *, in_shape=None) -> Model:
         what = "Linear layer(s)" if kinds <= {"Layer"} else "layer(s) with weights"
         raise refuse("torch model", f"{len(walk.layers)} {what}", "Give at least two (one hidden layer).")
     alpha, source = one_slope(walk.slopes, "torch model"), f"torch:{type(module).__name__}"
-    params = (from_arrays([layer["W"] for layer in walk.layers]) if kinds == {"Layer"} else
-              tuple(build_layer(layer["name"], layer["W"], layer, source) for layer in walk.layers))
-    return Model(params, alpha, source, tuple(layer["name"] for layer in walk.layers))
+    params = (from_arrays([la["W"] for la in walk.layers], [la["b"] for la in walk.layers])
+              if kinds == {"Layer"} else
+              tuple(_with_bias(build_layer(la["name"], la["W"], la, source), la["b"]) for la in walk.layers))
+    params, _ = drop_zero_biases(params)  # exactly zero: the bias-free map
+    return Model(params, alpha, source, tuple(layer["name"] for layer in walk.layers), module)
+
+
+def _with_bias(layer, b):
+    return layer if b is None else dataclasses.replace(layer, b=jnp.asarray(b, dtype=float))
 

@@ -264,7 +264,8 @@ def report(out: Annotated[Path, typer.Option(help="results folder")] = Path("res
 
 @app.command()
 def analyse(
-    model: Annotated[Path, typer.Argument(help="weights: .safetensors or .npz (bias-free nets)")],
+    model: Annotated[Path, typer.Argument(help="weights: .safetensors or .npz (bias-free nets, or linear "
+                                               "attention: W_V with W_KQ or W_K, W_Q)")],
     data: Annotated[str | None, typer.Option(help="required: the data the net is judged on, a .npz (X, Y) / "
                                                   ".csv file or a bundled set (digits, iris, wine, "
                                                   "breast_cancer, diabetes)", show_default=False)] = None,
@@ -310,26 +311,30 @@ def analyse(
             raise ValueError("analyse needs --data: the inputs and targets the net is judged on, e.g. "
                              "--data d.npz (arrays X (N, d) and Y (N, p)), a .csv, or a bundled set "
                              "(--data digits: 64 inputs, 10 outputs)")
-    from ..analysis import interop, report
+    from ..analysis import report
     from ..analysis.analyse import analyse as analyse_model
+    from ..analysis.attention_figure import attention_figure
+    from ..analysis.attention_files import SEQUENCES, model_file
     from ..analysis.figure import figure
+    from ..analysis.model import Model
     from ..core.real_data import load_data
 
     with _refusing(ValueError, TypeError, FileNotFoundError, ImportError):
         option = train_option(train, train_steps, optimiser, batch_size, random_batches, lr, n_records)
-        m, start = (None if f is None else interop.load_model(f, alpha, **interop.conv_spec(in_shape))
-                    for f in (model, init))
+        m, start = (None if f is None else model_file(f, alpha, in_shape) for f in (model, init))
         try:
             d = load_data(data)
         except (ValueError, TypeError) as e:
-            raise type(e)(f"--data {data}: {str(e).removeprefix('path_or_name: ')}") from None
+            reads = "" if isinstance(m, tuple | Model) else f" (a linear-attention model reads {SEQUENCES})"
+            raise type(e)(f"--data {data}: {str(e).removeprefix('path_or_name: ')}{reads}") from None
         with Progress(TextColumn("training beside the twin"), rp.BarColumn(), rp.MofNCompleteColumn(),
                       TimeElapsedColumn(), console=err, transient=True) as bar:
             task = bar.add_task("train", total=None)
             result = analyse_model(m, d, train=option, init=start, t_max=t_max,
                                    time_budget=time_budget,
                                    progress=lambda k, n: bar.update(task, completed=k, total=n))
-    for path in report.save_analysis(result, out, figure(result)):
+    drawn = figure(result) if isinstance(result.net, report.NetReport) else attention_figure(result)
+    for path in report.save_analysis(result, out, drawn):
         typer.echo(str(path))
     v = result.verdict
     colour = "green" if v.effectively_linear else "yellow"

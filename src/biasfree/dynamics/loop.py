@@ -3,8 +3,9 @@
 One member's run is ``lax.scan`` over record intervals with ``lax.fori_loop`` inside (module
 doc of :mod:`biasfree.dynamics.trainer`): each step draws its batch, takes the net's gradient
 and the optimiser's update (``optax.sgd`` of the member's own η for gradient descent), and, with
-a twin, the twin's on the same batch; the carry holds the running maximum of the loss, of the
-net–twin gap and where it occurred, and the first step whose loss left every bound. An
+a twin, the twin's on the same batch (on its own data: the same rows of it); the carry holds
+the running maximum of the loss, of the net–twin gap and where it occurred, and the first step
+whose loss left every bound. An
 ensemble runs members side by side (``batching._over_members``). A run is one call of one
 program, which builds the state and runs every record interval; or, with a progress callback or
 a time budget, a small program builds the state and one program runs chunks of intervals of
@@ -50,28 +51,45 @@ class _Spec(NamedTuple):
     layout: str | None  # None: one run; else how an ensemble's members share the machine
     n_dev: int
     stage: str  # "run": from the params, "start": only the initial state, "resume": from a state
+    twin_data: bool = False  # the twin trains on its own data (shared["twin_data"], full layout)
+
+
+def _rows_fn(n_rows: int, spec: _Spec):
+    """``(k, key) -> rows`` of step k's batch among the ``n_rows`` points in their full order
+    (``[X₊; −X₊]`` for mirrored inputs): ``batch_size/2`` mirror pairs (i, n + i), or
+    ``batch_size`` points at random; None for full batches."""
+    if spec.batch_size is None:
+        return None
+    b = spec.batch_size
+    if spec.mirrored_batches:
+        n = n_rows // 2
+
+        def rows(k, key):
+            i = jax.random.choice(jax.random.fold_in(key, k), n, (b // 2,), replace=False)
+            return jnp.concatenate([i, n + i])
+        return rows
+    return lambda k, key: jax.random.choice(jax.random.fold_in(key, k), n_rows, (b,), replace=False)
 
 
 def _batch_fn(arrays, spec: _Spec):
     """``(k, key) -> (X_B, Y_B)`` for step k (module doc), or None (full batch), and whether the
     batch's X is the positive half of mirrored inputs."""
-    if spec.batch_size is None:
+    rows = _rows_fn(arrays[1].shape[0], spec)
+    if rows is None:
         return None, spec.mirrored
-    X, Y, b = arrays[0], arrays[1], spec.batch_size
-    if spec.mirrored_batches:
-        n = Y.shape[0] // 2
-
-        def draw(k, key):
-            i = jax.random.choice(jax.random.fold_in(key, k), n, (b // 2,), replace=False)
-            Yb = jnp.concatenate([Y[i], Y[n + i]])
-            return (X[i] if spec.mirrored else jnp.concatenate([X[i], X[n + i]])), Yb
-        return draw, spec.mirrored
+    X, Y = arrays[0], arrays[1]
+    if spec.mirrored_batches and spec.mirrored:  # the pairs' positive halves: rows i of X₊
+        half = spec.batch_size // 2
+        return (lambda k, key: (lambda r: (X[r[:half]], Y[r]))(rows(k, key))), True
     Xfull = jnp.concatenate([X, -X]) if spec.mirrored else X
+    return (lambda k, key: (lambda r: (Xfull[r], Y[r]))(rows(k, key))), False
 
-    def draw(k, key):
-        i = jax.random.choice(jax.random.fold_in(key, k), Y.shape[0], (b,), replace=False)
-        return Xfull[i], Y[i]
-    return draw, False
+
+def _twin_batch_fn(arrays, spec: _Spec):
+    """The twin's own data (``spec.twin_data``, stored in full): the rows of the net's batch
+    (the same draws, :func:`_rows_fn`), or None for full batches."""
+    rows = _rows_fn(arrays[1].shape[0], spec)
+    return None if rows is None else (lambda k, key: (lambda r: (arrays[0][r], arrays[1][r]))(rows(k, key)))
 
 
 def _record(p, arrays, alpha, loss, pinv_X, spec: _Spec):
@@ -120,10 +138,17 @@ def _one(m: dict, sh: dict, spec: _Spec):
     alpha, decay = m["alpha"], m["decay"]
     opt, twin_opt = _optimisers(m, spec)
 
+    # the twin's data: the net's, or its own (spec.twin_data: stored in full, the same rows per batch)
+    own = spec.twin_data
+    tw_arrays, tw_spec = (sh["twin_data"], spec._replace(mirrored=False)) if own else (arrays, spec)
+    tw_draw = _twin_batch_fn(tw_arrays, spec) if own else None
+    tw_grad = run.grad_fn(False) if own else grad
+    tw_pinv = sh["twin_pinv"] if own else pinv_X
+
     def losses(p, q):
         """Full-data losses of net and twin (minibatch runs: the gap's measure)."""
-        f = run.loss_fn(spec.mirrored)
-        return f(p, arrays[0], arrays[1], alpha, spec.loss), f(q, arrays[0], arrays[1], 1.0, spec.loss)
+        return (run.loss_fn(spec.mirrored)(p, arrays[0], arrays[1], alpha, spec.loss),
+                run.loss_fn(tw_spec.mirrored)(q, tw_arrays[0], tw_arrays[1], 1.0, spec.loss))
 
     def step(_, st):
         Xb, Yb = (arrays[0], arrays[1]) if draw is None else draw(st["k"], key)
@@ -133,7 +158,9 @@ def _one(m: dict, sh: dict, spec: _Spec):
         bound = DIVERGED * jnp.maximum(jnp.abs(new["L0"]), 1.0)
         bad = ~jnp.isfinite(L) | (L > bound)
         if spec.twin:
-            gq, Lq = grad(st["q"], Xb, Yb, 1.0, m["twin_decay"], spec.loss)
+            Xq, Yq = ((Xb, Yb) if not own else (tw_arrays[0], tw_arrays[1]) if tw_draw is None
+                      else tw_draw(st["k"], key))
+            gq, Lq = tw_grad(st["q"], Xq, Yq, 1.0, m["twin_decay"], spec.loss)
             Lf, Lqf = (L, Lq) if draw is None else losses(st["p"], st["q"])
             gap = jnp.abs(Lf - Lqf)
             worse = gap > st["gap"]
@@ -153,7 +180,7 @@ def _one(m: dict, sh: dict, spec: _Spec):
         st = jax.lax.fori_loop(0, n, step, st)
         rec = {"net": _record(st["p"], arrays, alpha, spec.loss, pinv_X, spec)}
         if spec.twin:
-            rec["twin"] = _record(st["q"], arrays, 1.0, spec.loss, pinv_X, spec)
+            rec["twin"] = _record(st["q"], tw_arrays, 1.0, spec.loss, tw_pinv, tw_spec)
         return st, rec
 
     return jax.lax.scan(segment, _start(m, sh, spec) if spec.stage == "run" else m["state"], segments)

@@ -2,7 +2,8 @@
 
 The objective ``J(θ) = L(θ) + (λ/2)||θ||²`` and its gradient (through
 :func:`~biasfree.dynamics.losses.objective_mirrored`'s path when ``data.mirrored``), the
-settings both configs hold (:class:`RunConfig`), the argument checks of a run, and the
+settings both configs hold (:class:`RunConfig`), the argument checks of a run (a twin on data of
+its own, :func:`check_twin_data`, included), and the
 observables recorded at each record (:func:`~biasfree.dynamics.trajectory.observe`) on
 the time axis ``t = η k``.
 """
@@ -112,6 +113,30 @@ def check_params_data(params: Params, data: Dataset, loss: str, batched: bool = 
                          f"net with p = {data.Y.shape[1]} outputs")
     check_labels(data.Y, loss, "data.Y")
     check_labels(data.Y_test, loss, "data.Y_test")
+
+
+def own_twin_data(twin):
+    """``(weights, data)`` of ``twin=(weights, data)`` (a twin on its own data), else None."""
+    if isinstance(twin, tuple) and len(twin) == 2 and isinstance(twin[1], Dataset):
+        return twin
+    return None
+
+
+def check_twin_data(data: Dataset, twin: tuple, loss: str, batched: bool) -> None:
+    """A twin on its own data: one run, a linear net (α = 1) fitting that data, one row per
+    point of the net's."""
+    q, tdata = twin
+    if batched:
+        raise ValueError("twin=(params, data) trains one net beside one twin; train ensemble members "
+                         "one call each")
+    check_params_data(q, tdata, loss)
+    if not all(layer.is_linear for layer in q):
+        raise ValueError("twin=(params, data): the twin must be a linear net (dense or conv layers, "
+                         "trained at α = 1), e.g. biasfree.core.attention_twin.merged_to_twin(layer)")
+    n, m = np.shape(data.Y)[0], np.shape(tdata.Y)[0]
+    if n != m:
+        raise ValueError(f"twin=(params, data): the twin's data has {m} rows but the net's {n}; row n of "
+                         "each must be the same point (e.g. attention_twin.twin_dataset(data, n_ctx))")
 
 
 def pinv(params: Params, data: Dataset):

@@ -20,6 +20,9 @@ carries::
     gap = max_{k = 0..K} |L(θ_k) − L̃(θ̃_k)|       (loss units, full training data)
 
 and the step where it occurs, so the gap does not depend on how often curves are recorded.
+``twin=(params, data)`` gives the twin its own data (a net whose twin reads other inputs, e.g.
+linear attention's twin on the cubic feature z, docs/theory.md §10.2): the same rows as the
+net's, one row per point, L̃ taken on it; a twin at α = 1 (c = 1) steps as the net does.
 
 The program itself lives in :mod:`biasfree.dynamics.loop` (the only training loop): no
 Python runs per step, only the records are stored, and the largest loss over *every* step
@@ -228,8 +231,11 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
     - ``n_records`` records at ``spacing`` "linear" or "log" steps (0 and K always);
       ``keep_params`` also stores the weights at every record; ``observables`` "all" or "loss"
       (:data:`OBSERVABLES`).
-    - ``twin``: False, True (the linear twin of ``params``: weights × c^{(L−1)/L}, §2.4, §4.1) or the
-      twin's initial weights; ``degree`` κ of the optimiser for its twin (None: measured, §9.2).
+    - ``twin``: False, True (the linear twin of ``params``: weights × c^{(L−1)/L}, §2.4, §4.1), the
+      twin's initial weights, or ``(weights, data)``: a linear twin on its own
+      :class:`~biasfree.core.data.Dataset`, row n the same point as the net's row n (each batch takes
+      the same rows; one run, not an ensemble); ``degree`` κ of the optimiser for its twin (None:
+      measured, §9.2; not needed at α = 1, where the twin's updates are the net's).
     - ``layout``: how an ensemble's members share the machine ("auto", "map", "vmap":
       :mod:`~biasfree.dynamics.batching`).
     - ``progress(k, K)``: called between chunks of records; ``time_budget``: seconds after which
@@ -281,14 +287,19 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
 def _train(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, twin=False, batched=False,
            layout=None, observables="all", progress=None, time_budget=None, segments=None):
     """:func:`train` once the call's own arguments are checked: checks the run's net and data
-    (once) and a given twin, then :func:`_run`."""
+    (once) and a given twin (with its own data: :func:`~.run.check_twin_data`), then :func:`_run`."""
     run.check_params_data(params, data, cfg.loss, batched=batched)
-    if not all(layer.is_linear for layer in params) and (observables != "loss" or twin is not False):
+    own = run.own_twin_data(twin)
+    if own is not None:
+        run.check_twin_data(data, own, cfg.loss, batched)
+    if not all(layer.is_linear for layer in params) and (observables != "loss" or
+                                                         (twin is not False and own is None)):
         raise ValueError("train: an attention layer is not a linear map, so neither the records of "
-                         "observables='all' (β_eff, singular values) nor twin=... apply to it; pass "
-                         "observables='loss' and train its linear twin separately "
+                         "observables='all' (β_eff, singular values) nor twin=True apply to it; pass "
+                         "observables='loss' and its linear twin on its own data, "
+                         "twin=(merged_to_twin(layer), twin_dataset(data, n_ctx)) "
                          "(biasfree.core.attention_twin)")
-    if twin is not False and twin is not None and twin is not True:  # an ensemble's: member by member
+    if own is None and twin is not False and twin is not None and twin is not True:  # an ensemble's too
         check_net(jax.tree_util.tree_map(lambda x: x[0], twin) if batched else twin, "twin")
     return _run(params, data, cfg, kw, key=key, twin=twin, batched=batched, layout=layout,
                 observables=observables, progress=progress, time_budget=time_budget, segments=segments)
@@ -322,22 +333,29 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
         raise ValueError("lr: per-member steps are for gradient descent; an optax optimiser holds its own "
                          "learning rate (pass one lr, the time axis' η, or None)")
     ensemble = bool(sizes)
+    if ensemble and run.own_twin_data(twin) is not None:
+        raise ValueError(f"twin=(params, data) trains one net beside one twin, but the run is an ensemble "
+                         f"({sizes}); train each member in its own call")
     depth = len(params)
     if ensemble:  # every per-member value gets its leading axis B
         vec = {k: np.broadcast_to(v, (B,)) for k, v in vec.items()}
         if not batched:
             params = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (B,) + np.shape(a)), params)
-    twin_params = None
+    twin_params, own = None, run.own_twin_data(twin)
     if twin is True:  # weights × c^((L−1)/L): √c at depth 2 (§2.4), the odd-part twin beyond (§4.1)
         twin_params = _twin_params(params, vec["alpha"], depth)
+    elif own is not None:
+        twin_params = own[0]
     elif twin is not False and twin is not None:
         twin_params = twin
     if twin_params is not None and not cfg.gd and np.ptp(vec["alpha"]) > 0:
         raise ValueError("twin: an optax optimiser's twin depends on α; train members of one α together")
     optimiser = None if cfg.gd else cfg.make(1.0)
+    a = float(np.ravel(vec["alpha"])[0])
+    # at α = 1 (c = 1) the twin's updates are scaled by 1^(1+κ) = 1 whatever κ: nothing to measure
+    degree = 0.0 if cfg.degree is None and a == 1.0 and np.ptp(vec["alpha"]) == 0 else cfg.degree
     twin_optimiser = (None if twin_params is None or cfg.gd else
-                      _optimiser_twin(cfg.optimiser, float(np.ravel(vec["alpha"])[0]), depth, cfg.degree,
-                                      name=cfg.label))
+                      _optimiser_twin(cfg.optimiser, a, depth, degree, name=cfg.label))
     if cfg.gd:
         eta = vec["lr"]
     else:
@@ -361,9 +379,14 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
     lay, n_dev = _layout(layout) if ensemble else (None, 1)
     spec = _Spec(optimiser, twin_optimiser, cfg.loss, cfg.keep_params, data.mirrored, cfg.batch_size,
                  cfg.mirrored_batches, twin_params is not None, observables == "loss", segments is not None,
-                 lay, n_dev, "run")
+                 lay, n_dev, "run", own is not None)
     shared = {"data": run.arrays(data), "key": key,
               "pinv": None if observables == "loss" else run.pinv(params, data)}
+    if own is not None:  # stored in full (no mirrored path): its rows are the net's rows
+        t = own[1]
+        full = Dataset(t.X, t.Y, t.X_test, t.Y_test, mirror=False) if t.mirrored else t
+        shared |= {"twin_data": run.arrays(full),
+                   "twin_pinv": None if observables == "loss" else run.pinv(twin_params, full)}
     job = _Job(member, shared, np.diff(ks, axis=-1), ks, eta)
     state, records, n = _drive(job, spec, progress, time_budget)
     _divergence(state, records, n, job, cfg, "gradient descent" if cfg.gd else f"training by {cfg.label}")

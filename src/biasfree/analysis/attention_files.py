@@ -1,0 +1,61 @@
+"""Linear-attention models and their data from files, as ``biasfree analyse`` (the command line)
+reads them (docs/cli.md "Attention models"): a weight file is read as a dense net first, else as
+linear attention in :mod:`.attention_import`'s layout; sequences are flat rows
+(:data:`SEQUENCES`). A file in neither weight layout is refused naming both.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .attention_import import attention_from_state_dict
+from .model import SUPPORTED, UnsupportedModelError
+
+SEQUENCES = ("flat sequences: X (S, (N+1)(D+1)), row s = (x_1, y_1, …, x_N, y_N, x_q, 0), and Y (S, 1) "
+             "the query targets y_q (what biasfree.core.icl_data.in_context_regression writes)")
+"""The data layout an attention model is analysed on, as every refusal names it."""
+
+
+def load_attention(path, dense_refusal: str = ""):
+    """A linear-attention layer from a ``.safetensors`` or ``.npz`` file of its weights (what
+    ``safetensors.torch.save_file(module.state_dict(), path)`` writes for a module in
+    :mod:`.attention_import`'s layout; read with numpy, no pickle). A file in neither that
+    layout nor the dense one (``dense_refusal``, the dense reader's message) is refused,
+    naming both."""
+    path = Path(path)
+    if path.suffix == ".safetensors":
+        from safetensors.numpy import load_file
+
+        arrays = load_file(str(path))
+    else:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    try:
+        return attention_from_state_dict(arrays, source=str(path))
+    except UnsupportedModelError as e:
+        attention = str(e)
+    names = ", ".join(sorted(arrays)[:6]) + (", …" if len(arrays) > 6 else "")
+    raise UnsupportedModelError(f"{path} ({names}) is read in two layouts and fits neither: as a dense net "
+                                f"({dense_refusal or SUPPORTED}); as {attention.removeprefix(f'{path}: ')}")
+
+
+def model_file(path, alpha: float | None, in_shape: str | None):
+    """``biasfree analyse``'s MODEL (or ``--init``): a dense net's weights
+    (:func:`~.model_files.load_model`), else a linear-attention layer's (:func:`load_attention`),
+    for which ``--alpha`` and ``--in-shape`` (``alpha``, ``in_shape``) do not apply and are refused."""
+    from .model_files import conv_spec, load_model
+
+    try:
+        return load_model(path, alpha, **conv_spec(in_shape))
+    except UnsupportedModelError as dense:
+        layer = load_attention(path, str(dense))
+    for flag, value in (("--alpha", alpha), ("--in-shape", in_shape)):
+        if value is not None:
+            raise ValueError(f"{flag} does not apply to {path}, a linear-attention model (no activation, no "
+                             f"image input): leave {flag} out")
+    return layer
+
+
+__all__ = ["SEQUENCES", "load_attention", "model_file"]
