@@ -59,6 +59,9 @@ LAYOUT = ("linear attention: W_V (H, D+1, D+1) with W_KQ (H, D+1, D+1) (merged) 
           "(H, r, D+1) (separate), or nn.Linear kq, value (H·(D+1), D+1) / key, query (H·r, D+1) as "
           "Zhang et al.'s, read at the query's label slot (docs/verdict.md 'Attention models')")
 """What :func:`attention_from_state_dict` and :func:`attention_from_torch` read, as every refusal says."""
+SEQUENCES = ("flat sequences: X (S, (N+1)(D+1)), row s = (x_1, y_1, …, x_N, y_N, x_q, 0), and Y (S, 1) "
+             "the query targets y_q (what biasfree.core.icl_data.in_context_regression writes)")
+"""The data layout an attention model is analysed on, as every refusal names it."""
 _ROLES = {"v": "V", "value": "V", "kq": "KQ", "k": "K", "key": "K", "q": "Q", "query": "Q"}
 SOFTMAX_FIX = ("softmax attention is not supported: only linear attention has an exact linear twin "
                "(its small init does not make softmax attention linear, docs/theory.md §10.5); "
@@ -228,7 +231,7 @@ def sequence_length(layer, width: int) -> int:
     D1 = layer.d + 1
     if width % D1 or width // D1 < 2:
         raise ValueError(f"data: X has {width} columns, not (N + 1)(D + 1) for D + 1 = {D1} (the model's "
-                         "token size) and N ≥ 1 context tokens; lay sequences out as docs/theory.md §10.1")
+                         f"token size) and N ≥ 1 context tokens; attention reads {SEQUENCES}")
     return width // D1 - 1
 
 
