@@ -278,3 +278,160 @@ def test_a_run_stopped_by_its_time_budget_says_so_and_keeps_the_pair_in_step(dat
     assert 0 < n < STEPS and res.net.loss.size == res.net.twin_loss.size == n + 1
     assert res.prediction.trained.steps_run == n
     assert f"stopped by the time budget after {n} of {STEPS} steps" in " ".join(res.verdict.training.notes)
+
+
+class DocsModule(MergedLinearAttention):
+    """The docs' merged layout with one change in forward (``how``): "softmax" around the scores,
+    "transposed" key–query (e_qᵀ W e_n), "no 1/N", the "query" token in the sum, "float32"."""
+
+    def __init__(self, att, how: str):
+        super().__init__(D, H)
+        self.how = how
+        with torch.no_grad():
+            self.W_KQ.copy_(torch.from_numpy(np.array(att.KQ)))
+            self.W_V.copy_(torch.from_numpy(np.array(att.V)))
+
+    def forward(self, E):
+        C, q = (E if self.how == "query" else E[:, :-1]), E[:, -1]
+        W = self.W_KQ.transpose(1, 2) if self.how == "transposed" else self.W_KQ
+        scores = torch.einsum("snd,hde,se->shn", C, W, q)
+        if self.how == "softmax":
+            scores = torch.softmax(scores, dim=-1)
+        values = torch.einsum("hd,snd->shn", self.W_V[:, -1, :], C)
+        if self.how == "float32":
+            scores, values = scores.float(), values.float()
+        out = (scores * values).sum(dim=(1, 2)).double()
+        return out if self.how == "no 1/N" else out / N
+
+
+@pytest.mark.parametrize("how, cause", [
+    ("softmax", "a softmax or other nonlinearity in forward"),
+    ("transposed", "a key–query transposed against the layout read"),
+    ("no 1/N", "a missing 1/N"),
+    ("query", "forward sums over the query's own token too: read it with bf.models.attention_from_torch"),
+    ("float32", "forward computes in float32"),
+])
+def test_forward_is_run_and_a_mismatch_named(data, att, how, cause):
+    """The importer runs the module (it read the state dict only: the softmax module was "exactly
+    linear", 0.62 of <f²> off its twin) and refuses in one line naming the layout, the difference
+    and the cause. The query's term vanishes on the twin's blocks (u_h = 0), so it is found at
+    generic weights."""
+    with pytest.raises(UnsupportedModelError) as e:
+        bf.analyse(DocsModule(att, how), data)
+    msg = str(e.value)
+    assert "\n" not in msg and cause in msg and "W_V (H, D+1, D+1) with W_KQ" in msg
+    diff = float(msg.split("max |f_module − f_read| = ")[1].split()[0])
+    bound = float(msg.split("round-off bound ")[1].split(")")[0])
+    assert diff > bound  # the size of the difference, beside the round-off it exceeds
+
+
+def test_run_check_accepts_the_same_function(data, att):
+    """The docs' module in float64 is the reading to within 2γ_K A (module doc of attention_import),
+    also with the query's term when the layer is read with it."""
+    assert bf.analyse(DocsModule(att, ""), data).verdict.level == EXACT
+    m = DocsModule(att, "query")
+    layer = attention_from_torch(m, data=data, include_query=True)
+    assert layer.include_query and layer.n_ctx == N
+    assert bf.analyse(layer, data).verdict.level == EXACT
+
+
+class AuthorsMerged(nn.Module):
+    """Zhang, Singh, Latham & Saxe's merged linear attention as their code holds it: nn.Linear kq
+    and value of weight (H·(D+1), D+1), the score e_iᵀ W_h e_j of token i attending to j (the query
+    attends to every token, itself included), every token's output returned; here divided by N."""
+
+    def __init__(self):
+        super().__init__()
+        self.kq = nn.Linear(D + 1, H * (D + 1), bias=False, dtype=torch.float64)
+        self.value = nn.Linear(D + 1, H * (D + 1), bias=False, dtype=torch.float64)
+
+    def forward(self, x):
+        B, T, D1 = x.shape
+        KQ = self.kq(x).view(B, T, H, D1).transpose(1, 2)
+        V = self.value(x).view(B, T, H, D1).transpose(1, 2)
+        attn = torch.matmul(x.unsqueeze(1), KQ.transpose(-1, -2))
+        return torch.matmul(attn, V).sum(dim=1) / N
+
+
+class AuthorsSeparate(nn.Module):
+    """Their separate key–query attention: nn.Linear key, query (H·r, D+1), value (H·(D+1), D+1),
+    scores Q Kᵀ."""
+
+    def __init__(self, r: int):
+        super().__init__()
+        self.r = r
+        self.key = nn.Linear(D + 1, H * r, bias=False, dtype=torch.float64)
+        self.query = nn.Linear(D + 1, H * r, bias=False, dtype=torch.float64)
+        self.value = nn.Linear(D + 1, H * (D + 1), bias=False, dtype=torch.float64)
+
+    def forward(self, x):
+        B, T, D1 = x.shape
+        K = self.key(x).view(B, T, H, self.r).transpose(1, 2)
+        Q = self.query(x).view(B, T, H, self.r).transpose(1, 2)
+        V = self.value(x).view(B, T, H, D1).transpose(1, 2)
+        return torch.matmul(torch.matmul(Q, K.transpose(-1, -2)), V).sum(dim=1) / N
+
+
+def test_authors_layout_read_as_theirs(data, att):
+    """An exact twin in the authors' layout (their W_h = our W_KQ[h]ᵀ, stacked by head, the query
+    in the sum) reads as exact: the same layer, include_query on. Passed as is, the same weights
+    read in our orientation were "not" (a function 73% off)."""
+    m = AuthorsMerged()
+    with torch.no_grad():
+        m.kq.weight.copy_(torch.from_numpy(np.array(att.KQ)).transpose(1, 2).reshape(H * (D + 1), D + 1))
+        m.value.weight.copy_(torch.from_numpy(np.array(att.V)).reshape(H * (D + 1), D + 1))
+    layer = attention_from_torch(m, data=data)
+    assert isinstance(layer, MergedAttention) and layer.include_query and layer.n_ctx == N
+    assert np.array_equal(np.asarray(layer.KQ), np.asarray(att.KQ))  # a transpose and a reshape: exact
+    assert bf.analyse(m, data).verdict.level == EXACT
+    sep = AuthorsSeparate(2)
+    layer = attention_from_torch(sep, data=data)  # generic (default) torch weights: the run check passes
+    E = torch.from_numpy(np.asarray(data.X).reshape(-1, N + 1, D + 1))
+    f_torch = sep(E).detach().numpy()[:, -1, -1]
+    f = np.asarray(bf.forward((layer,), data.X, 0.0))[:, 0]
+    Eb = np.abs(np.asarray(data.X)).reshape(-1, N + 1, D + 1)  # Σ|terms| per sequence, K_hᵀQ_h as |K|ᵀ|Q|
+    KQ = np.einsum("hrd,hre->hde", np.abs(np.asarray(layer.K)), np.abs(np.asarray(layer.Q)))
+    A = np.einsum("hd,snd,sne,hef,sf->s", np.abs(np.asarray(layer.V))[:, D], Eb, Eb, KQ, Eb[:, N]) / N
+    k = 3 * (D + 1) + N + 1 + H + 5 + 2  # the importer's K (module doc), + r = 2 sums of K_hᵀQ_h
+    assert np.all(np.abs(f - f_torch) <= 2 * k * EPS / 2 / (1 - k * EPS / 2) * A)  # two orders: 2γ_k A
+
+
+def test_our_layout_transposed_is_named(data, att):
+    """The authors' convention passed in our names (W_KQ holding their W_h = our W_hᵀ): found and
+    named, not read as a model 73% off."""
+    m = DocsModule(att, "transposed")
+    with pytest.raises(UnsupportedModelError, match="transposed against the layout read"):
+        attention_from_torch(m, data=data)
+
+
+def test_extra_buffer_refused_naming_it(data):
+    """A module with a buffer beside the weights is read as attention and the buffer named (before:
+    "cannot read a model of type Buffered", the dense importer's refusal)."""
+    class Buffered(MergedLinearAttention):
+        def __init__(self):
+            super().__init__(D, H)
+            self.register_buffer("mask", torch.ones(N))
+
+    with pytest.raises(UnsupportedModelError, match=r"'mask' is not an attention weight: drop it .*"
+                                                    r"persistent=False"):
+        bf.analyse(Buffered(), data)
+
+
+def test_weights_as_strings_refused_naming_the_weight():
+    with pytest.raises(TypeError, match=r"\['W_V'\]='abc' must be an array of real numbers, not str"):
+        bf.models.attention_from_state_dict({"W_V": "abc", "W_KQ": np.zeros((D + 1, D + 1))}, N)
+
+
+def test_all_zero_sequences_refused(att):
+    """Before: "exactly linear" from f = f_twin = 0."""
+    zeros = bf.Dataset(np.zeros((6, (N + 1) * (D + 1))), np.ones((6, 1)))
+    with pytest.raises(ValueError, match="every sequence is all zeros"):
+        bf.analyse(att, zeros)
+
+
+def test_init_of_another_d_blamed_not_the_data(data, att):
+    """Before: "data: X has 36 columns, not (N + 1)(D + 1) for D + 1 = 5"."""
+    other = init_attention(jax.random.PRNGKey(1), D + 1, H, N, 0.05)
+    with pytest.raises(ValueError, match=r"^init: a MergedAttention with 2 heads of D = 4, but the model .*"
+                                         r" D = 3: give the weights"):
+        bf.analyse(att, data, init=other)

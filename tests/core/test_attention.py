@@ -193,3 +193,106 @@ def test_shape_checks():
         bf.train((MergedAttention(V, jnp.zeros((2, 3, 3)), n_ctx=4),),
                  in_context_regression(jax.random.PRNGKey(0), 4, 4, 3), optax.sgd(LR), steps=1,
                  observables="loss")
+
+
+def _definition(att, X, include_query: bool) -> tuple[np.ndarray, np.ndarray]:
+    """ŷ of a merged layer by its definition in NumPy float64 (the sum over the N context tokens,
+    and over the query's own token with ``include_query``), and the sum of its terms' magnitudes."""
+    E = np.asarray(X, float).reshape(len(X), N + 1, D + 1)
+    C = E if include_query else E[:, :N]
+    V, KQ = np.asarray(att.V, float)[:, D, :], np.asarray(att.KQ, float)
+    ops = (V, C, C, KQ, E[:, N])
+    f = np.einsum("hd,snd,sne,hef,sf->s", *ops) / N
+    return f, np.einsum("hd,snd,sne,hef,sf->s", *(np.abs(a) for a in ops)) / N
+
+
+K_TERM = 3 * (D + 1) + N + 1 + H + 5
+"""The longest chain of operations in one term of ŷ (three contractions over D + 1, ≤ N + 1
+tokens, H heads, four multiplications and the 1/N): any order of summing lies within γ_K Σ|terms|."""
+
+
+@pytest.mark.parametrize("include_query", [False, True])
+def test_forward_with_and_without_the_query_term(problem, include_query):
+    """include_query=True sums over every token, the query's own included (Zhang et al.'s
+    convention), still divided by N: the layer equals its definition to 2γ_K Σ|terms| (both orders
+    of the same sums); the other setting differs by the query's term (off the manifold)."""
+    data, _, _ = problem
+    att = init_attention(jax.random.PRNGKey(3), D, H, N, 0.5, blocks="all", include_query=include_query)
+    assert att.include_query is include_query
+    f = np.asarray(bf.forward((att,), data.X, 0.0))[:, 0]
+    want, size = _definition(att, data.X, include_query)
+    gamma = K_TERM * EPS / 2 / (1 - K_TERM * EPS / 2)
+    assert np.all(np.abs(f - want) <= 2 * gamma * size)
+    other, _ = _definition(att, data.X, not include_query)  # the failing control: the query's term
+    assert np.max(np.abs(f - other)) > 1e6 * np.max(2 * gamma * size)
+
+
+@pytest.mark.parametrize("include_query", [False, True])
+def test_twin_identity_with_the_query_term(problem, include_query):
+    """On the twin's manifold (u_h = b_h = 0) the query's term (1/N)(u_hᵀx_q)(x_qᵀA_h x_q) is 0:
+    the layer is W₂W₁z with the same z and map either way (docs/theory.md §10.2); off it, not."""
+    data, _, zd = problem
+    att = init_attention(jax.random.PRNGKey(1), D, H, N, 0.05, include_query=include_query)
+    f = np.asarray(bf.forward((att,), data.X, 0.0))
+    g = np.asarray(bf.forward(merged_to_twin(att), zd.X, 1.0))
+    scale = np.max(np.abs(f))
+    assert np.max(np.abs(f - g)) <= 4 * K_SUM * EPS * scale  # two orders of the same sums
+    back = twin_to_merged(merged_to_twin(att), N, include_query=include_query)
+    assert back.include_query is include_query and np.array_equal(np.asarray(back.KQ), np.asarray(att.KQ))
+    off = init_attention(jax.random.PRNGKey(1), D, H, N, 0.05, blocks="all", include_query=include_query)
+    assert np.max(np.abs(np.asarray(bf.forward((off,), data.X, 0.0)) - g)) > 1e3 * 4 * K_SUM * EPS * scale
+
+
+def test_lockstep_gd_with_the_query_term(problem):
+    """The query's term adds (1/N) x_q(x_qᵀA_h x_q) to u_h's gradient, which has no y: on mirrored
+    data it cancels pair by pair as the rest, so GD stays on the twin at every step."""
+    data, _, zd = problem
+    att = init_attention(jax.random.PRNGKey(1), D, H, N, 0.05, include_query=True)
+    La, Lt, final = _curves(att, data, zd, optax.sgd(LR))
+    assert La[-1] < 0.5 * La[0]
+    assert np.max(np.abs(La - Lt) / Lt) <= LOCKSTEP + K_SUM * EPS  # one more token in G's sum
+    assert off_twin(final) <= 1e-15
+
+
+@pytest.mark.x64_off
+def test_attention_computes_in_float64_outside_x64(problem):
+    """apply, linear and merged compute in float64 on float64 inputs whatever JAX's default
+    (before: float32, 9.8e-8 relative off): equal to the NumPy float64 definition within
+    2γ_K Σ|terms|, where float32 would be ~1e8 times further."""
+    data, _, _ = problem
+    X = np.asarray(data.X, np.float64)
+    gamma = K_TERM * EPS / 2 / (1 - K_TERM * EPS / 2)
+    att = init_attention(jax.random.PRNGKey(3), D, H, N, 0.5, blocks="all")
+    for f in (att.apply(X), att.linear(X)):
+        assert np.asarray(f).dtype == np.float64
+        want, size = _definition(att, X, False)
+        assert np.all(np.abs(np.asarray(f)[:, 0] - want) <= 2 * gamma * size)
+    sep = init_attention(jax.random.PRNGKey(2), D, H, N, 0.3, rank=2, blocks="all")
+    m = sep.merged
+    assert np.asarray(m.KQ).dtype == np.float64
+    K, Q = np.asarray(sep.K, float), np.asarray(sep.Q, float)
+    # K_hᵀQ_h: r = 2 terms per entry, within γ_2 of its magnitudes' sum
+    np.testing.assert_array_less(np.abs(np.asarray(m.KQ) - np.einsum("hrd,hre->hde", K, Q)),
+                                 2 * 2 * EPS * np.einsum("hrd,hre->hde", np.abs(K), np.abs(Q)) + 1e-300)
+    want, size = _definition(m, X, False)
+    assert np.all(np.abs(np.asarray(sep.apply(X))[:, 0] - want) <= 4 * gamma * size)  # + the merge's γ_2
+
+
+def test_twin_map_trains_at_slope_one_only(problem):
+    """merged_to_twin's layers are a linear net's: bf.train refuses another slope, which would
+    silently train a ReLU net on z (before: a 0.52 of L(0) gap, no warning)."""
+    _, att, zd = problem
+    twin = merged_to_twin(att)
+    for kw in ({}, {"alpha": 0.0}, {"alpha": np.array([1.0, 0.5])}):
+        with pytest.raises(ValueError, match=r"linear twin \(merged_to_twin\).*pass alpha=1\.0"):
+            bf.train(twin, zd, optax.sgd(LR), steps=2, observables="loss", **kw)
+    with pytest.raises(ValueError, match="pass alpha=1.0"):
+        bf.train({"twin": bf.Member(twin, alpha=0.0)}, zd, bf.GDConfig(lr=LR, steps=2))
+    r = bf.train(twin, zd, optax.sgd(LR), steps=2, observables="loss", alpha=1.0)
+    assert isinstance(r.params[0], Layer) and np.all(np.isfinite(r.loss))
+
+
+def test_weights_as_strings_refused(problem):
+    data, _, _ = problem
+    with pytest.raises(TypeError, match=r"model\.V='abc' must be an array of real numbers, not str"):
+        bf.analyse(MergedAttention("abc", "def", n_ctx=N), data)

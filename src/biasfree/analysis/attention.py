@@ -333,11 +333,11 @@ def analyse_attention(model, data, *, train=None, init=None, time_budget=None, p
         raise ValueError(f"data: attention reads {SEQUENCES}; got X {X.shape} and Y {Y.shape}")
     if not (np.all(np.isfinite(X)) and np.all(np.isfinite(Y))):
         raise ValueError("data: X and Y must be finite")
-    layer = _with_n_ctx(as_attention(model), X.shape[1])
+    layer = _with_n_ctx(as_attention(model, X), X.shape[1])  # a torch module: verified by running it on X
     if np.any(X.reshape(len(X), layer.n_ctx + 1, -1)[:, -1, -1]):
         raise ValueError("data: the query's label slot (the last column of each row) must be 0 "
                          "(docs/theory.md §10.1: the model predicts it)")
-    start = None if init is None else _with_n_ctx(as_attention(init), X.shape[1])
+    start = None if init is None else _with_n_ctx(as_attention(init, X, like=layer, name="init"), X.shape[1])
     if start is not None and type(start) is not type(layer):
         raise ValueError(f"init is a {type(start).__name__} but the model a {type(layer).__name__}")
     ds = Dataset(X, Y, mirror=False)

@@ -10,12 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .attention_import import attention_from_state_dict
+from .attention_import import SEQUENCES, attention_from_state_dict
 from .model import SUPPORTED, UnsupportedModelError
-
-SEQUENCES = ("flat sequences: X (S, (N+1)(D+1)), row s = (x_1, y_1, …, x_N, y_N, x_q, 0), and Y (S, 1) "
-             "the query targets y_q (what biasfree.core.icl_data.in_context_regression writes)")
-"""The data layout an attention model is analysed on, as every refusal names it."""
 
 
 def load_attention(path, dense_refusal: str = ""):

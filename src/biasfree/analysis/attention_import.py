@@ -1,30 +1,54 @@
 """Linear-attention models from outside: a torch module or names -> arrays, as the package's
 :class:`~biasfree.core.attention.MergedAttention` or :class:`~biasfree.core.attention.SeparateAttention`
-(docs/theory.md §10.1; docs/verdict.md "Attention models").
+(docs/theory.md §10.1; docs/verdict.md "Attention models"), a torch module verified by running it.
 
-The layout read (every weight per head, one leading head axis H; a single head may drop it):
+Two layouts are read (every weight per head):
 
-- ``W_V`` (H, D+1, D+1): value weights, ``v = W_V e`` as a torch ``Linear(D+1, D+1).weight``;
-  the prediction reads the label row ``W_V[h, D, :]`` (the others are never read);
-- merged: ``W_KQ`` (H, D+1, D+1), the score of context token e_n for the query e_q being
-  ``e_nᵀ W_KQ[h] e_q``;
-- separate: ``W_K``, ``W_Q`` (H, r, D+1), keys ``K e`` and queries ``Q e`` as torch
-  ``Linear(D+1, r).weight``, score ``(K e_n)·(Q e_q)``, so ``W_KQ[h] = W_K[h]ᵀ W_Q[h]``.
+- *the package's*: ``W_V`` (H, D+1, D+1) value weights (``v = W_V e``, as a torch
+  ``Linear(D+1, D+1).weight``; the prediction reads the label row ``W_V[h, D, :]``) with merged
+  ``W_KQ`` (H, D+1, D+1), score ``e_nᵀ W_KQ[h] e_q``, or separate ``W_K``, ``W_Q`` (H, r, D+1),
+  score ``(W_K e_n)·(W_Q e_q)``; a single head may drop H; the sum runs over the N context tokens;
+- *the authors'* (Zhang, Singh, Latham & Saxe, ICML 2025): ``nn.Linear`` modules without bias,
+  ``kq`` and ``value`` (weights (H·(D+1), D+1)) or ``key``, ``query`` (H·r, D+1) and ``value``.
+  Their merged score is ``e_qᵀ W_h e_n``, the transpose of ours, so it is read as
+  ``W_KQ[h] = W_hᵀ``; their separate score ``(Q e_q)·(K e_n)`` is ours; their sum runs over
+  every token, the query's own included (``include_query=True``).
 
-Names match by their last dot-separated part, case-insensitively, with or without ``W_``
-(``attn.W_KQ``, ``kq``, ``V``); anything else in the state dict is refused, naming it. The
-prediction is ``ŷ = Σ_h (1/N) Σ_n (W_V[h] e_n)[D] (e_nᵀ W_KQ[h] e_q)`` on sequences of N
-context tokens ``e = (x; y)`` and a query ``(x_q; 0)``, read at the query's label slot. Softmax
-attention (``nn.MultiheadAttention``, any ``nn.Softmax``) is refused: its small-init limit is
-not linear attention (docs/theory.md §10.5), so it has no exact twin here.
+Names match by their last dot-separated part (the package's) or the part before ``.weight``
+(an ``nn.Linear``), case-insensitively, with or without ``W_``: ``v``/``value``, ``kq``,
+``k``/``key``, ``q``/``query``. Anything else in the state dict is refused, naming it; an
+exactly zero bias is dropped. The prediction is
+``ŷ = Σ_h (1/N) Σ_n (W_V[h] e_n)[D] (e_nᵀ W_KQ[h] e_q)`` on sequences of N context tokens
+``e = (x; y)`` and a query ``(x_q; 0)``, read at the query's label slot.
+
+*Read by running* (:func:`check_by_running`). The module runs on sequences, the first
+:data:`CHECK_ROWS` of the data (else a seeded Gaussian probe), as float64 tokens
+(S, N+1, D+1), query last, under ``torch.func.functional_call`` with its weights in float64. Its
+output at the query's label slot must equal the layer read, per sequence, within
+
+    |f_module − f_read| ≤ 2 γ_K A,   A = (1/N) Σ_h Σ_n |v_h|ᵀ|e_n| · |e_n|ᵀ|W_h||e_q|,
+
+γ_K = K u / (1 − K u), u = 2⁻⁵³, K = 3(D+1) + (N+1) + H + 5: every term of ŷ is a product of
+five factors (four multiplications, and the 1/N) summed over three contractions of D + 1, at
+most N + 1 tokens and H heads, so any order of summing the same products lies within γ_K A of
+the exact sum (Higham, *Accuracy and Stability*, §3.1) and two such computations within 2γ_K A.
+A separate layer's terms run through W_h = K_hᵀQ_h too: K gains its r sums and A reads
+|K_h|ᵀ|Q_h| for |W_h|.
+On a mismatch the readings a module is likely to compute instead are tried at the same bound —
+the key–query transposed, without 1/N (N× the reading), divided by N + 1 tokens, with or
+without the query's own term, and their combinations; the layout's reading at float32's
+u = 2⁻²⁴ — and the refusal names the one that matches, else a softmax or other nonlinearity
+in ``forward``. Softmax attention (``nn.MultiheadAttention``, any ``nn.Softmax``) is refused
+by type before: its small-init limit is not linear attention (docs/theory.md §10.5).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import sys
 from collections.abc import Mapping
 
-import jax
 import numpy as np
 
 from .. import _validate as validate
@@ -32,42 +56,79 @@ from ..core.attention import MergedAttention, SeparateAttention
 from .model import UnsupportedModelError
 
 LAYOUT = ("linear attention: W_V (H, D+1, D+1) with W_KQ (H, D+1, D+1) (merged) or W_K, W_Q "
-          "(H, r, D+1) (separate), read at the query's label slot (docs/verdict.md 'Attention models')")
+          "(H, r, D+1) (separate), or nn.Linear kq, value (H·(D+1), D+1) / key, query (H·r, D+1) as "
+          "Zhang et al.'s, read at the query's label slot (docs/verdict.md 'Attention models')")
 """What :func:`attention_from_state_dict` and :func:`attention_from_torch` read, as every refusal says."""
-_ROLES = {"v": "V", "kq": "KQ", "k": "K", "q": "Q"}
+SEQUENCES = ("flat sequences: X (S, (N+1)(D+1)), row s = (x_1, y_1, …, x_N, y_N, x_q, 0), and Y (S, 1) "
+             "the query targets y_q (what biasfree.core.icl_data.in_context_regression writes)")
+"""The data layout an attention model is analysed on, as every refusal names it."""
+_ROLES = {"v": "V", "value": "V", "kq": "KQ", "k": "K", "key": "K", "q": "Q", "query": "Q"}
 SOFTMAX_FIX = ("softmax attention is not supported: only linear attention has an exact linear twin "
                "(its small init does not make softmax attention linear, docs/theory.md §10.5); "
                f"give a linear-attention module in the layout {LAYOUT}")
+CHECK_ROWS = 64
+"""Sequences the module runs on (the first of the data): the check costs one forward of these."""
+_U64, _U32 = 2.0**-53, 2.0**-24
 
 
-def _role(name: str) -> str | None:
-    leaf = name.rsplit(".", 1)[-1].lower()
-    return _ROLES.get(leaf.removeprefix("w_"))
+def _role(name: str) -> tuple[str | None, bool]:
+    """``(role, linear)``: the weight's role and whether it is an ``nn.Linear``'s ``.weight``."""
+    parts = str(name).lower().split(".")
+    linear = len(parts) > 1 and parts[-1] == "weight" and parts[-2].removeprefix("w_") in _ROLES
+    return _ROLES.get((parts[-2] if linear else parts[-1]).removeprefix("w_")), linear
 
 
-def attention_from_state_dict(mapping: Mapping, n_ctx: int = 1, source: str = "state dict"):
-    """The attention layer of names -> arrays in the module doc's layout (float64), context
-    length ``n_ctx`` (``analyse`` reads N from the data's width when it is left at 1)."""
+def _is_bias(name: str) -> bool:
+    parts = str(name).lower().split(".")
+    return len(parts) > 1 and parts[-1] == "bias" and parts[-2].removeprefix("w_") in _ROLES
+
+
+def attention_from_state_dict(mapping: Mapping, n_ctx: int = 1, source: str = "state dict", *,
+                              include_query: bool | None = None):
+    """The attention layer of names -> arrays in either layout of the module doc (float64),
+    context length ``n_ctx`` (``analyse`` reads N from the data's width), ``include_query``
+    None for the layout's own (the package's False, the authors' True). Reads, does not run:
+    :func:`attention_from_torch` also runs the module."""
     if not isinstance(mapping, Mapping):
         raise TypeError(f"mapping must be names -> arrays, got {type(mapping).__name__}")
+    n_ctx = validate.integer("n_ctx", n_ctx, 1)
+    if include_query is not None:
+        validate.flag("include_query", include_query)
     arrays: dict[str, np.ndarray] = {}
+    linear: set[bool] = set()
     for name, value in mapping.items():
-        role = _role(str(name))
+        A = validate.finite_array(f"{source}['{name}']", value).astype(float)
+        if _is_bias(name):
+            if np.any(A):
+                raise UnsupportedModelError(f"{source}: '{name}' is a nonzero bias; linear attention here "
+                                            "has none: build the nn.Linear with bias=False")
+            continue  # an exactly zero bias computes the bias-free map
+        role, lin = _role(name)
         if role is None:
-            raise UnsupportedModelError(f"{source}: '{name}' is not an attention weight. "
+            raise UnsupportedModelError(f"{source}: '{name}' is not an attention weight: drop it from the "
+                                        "state dict (a buffer forward needs: register it with "
+                                        "persistent=False; the run check still verifies forward). "
                                         f"Supported: {LAYOUT}.")
         if role in arrays:
             raise UnsupportedModelError(f"{source}: two weights read as {role} ('{name}' is the second)")
-        A = validate.finite_array(f"{source}['{name}']", np.asarray(value, dtype=float))
-        arrays[role] = A[None] if A.ndim == 2 else A
+        arrays[role] = A
+        linear.add(lin)
     roles = set(arrays)
     if roles not in ({"V", "KQ"}, {"V", "K", "Q"}):
         raise UnsupportedModelError(f"{source}: found {sorted(roles)}; need V with KQ (merged) or with K and "
                                     f"Q (separate). Supported: {LAYOUT}.")
-    n_ctx = validate.integer("n_ctx", n_ctx, 1)
-    put = {k: jax.device_put(a) for k, a in arrays.items()}
-    layer = (MergedAttention(put["V"], put["KQ"], n_ctx=n_ctx) if "KQ" in put
-             else SeparateAttention(put["V"], put["K"], put["Q"], n_ctx=n_ctx))
+    if len(linear) > 1:
+        raise UnsupportedModelError(f"{source}: some weights are nn.Linear '.weight's and some are not; give "
+                                    f"every weight in one layout. Supported: {LAYOUT}.")
+    authors = linear == {True}
+    if authors:
+        arrays = _from_linear(arrays, source)
+    else:
+        arrays = {k: a[None] if a.ndim == 2 else a for k, a in arrays.items()}
+    inc = authors if include_query is None else include_query
+    put = arrays  # NumPy float64: jax.device_put would truncate to float32 where JAX's x64 is off
+    layer = (MergedAttention(put["V"], put["KQ"], n_ctx=n_ctx, include_query=inc) if "KQ" in put
+             else SeparateAttention(put["V"], put["K"], put["Q"], n_ctx=n_ctx, include_query=inc))
     try:
         layer.check(source)
     except ValueError as e:
@@ -75,9 +136,41 @@ def attention_from_state_dict(mapping: Mapping, n_ctx: int = 1, source: str = "s
     return layer
 
 
-def attention_from_torch(module, n_ctx: int = 1):
-    """A torch linear-attention module (its ``state_dict()`` in the module doc's layout) as the
-    package's attention layer, weights in float64. Refuses softmax attention, naming the fix."""
+def _from_linear(arrays: dict, source: str) -> dict:
+    """The authors' ``nn.Linear`` weights (rows per head stacked) as per-head arrays in the
+    package's orientation: ``kq`` (H·(D+1), D+1) -> W_KQ[h] = W_hᵀ (module doc)."""
+    V = arrays["V"]
+    if V.ndim != 2 or V.shape[0] % V.shape[1]:
+        raise UnsupportedModelError(f"{source}: the value weight must be nn.Linear(D+1, H·(D+1)).weight, "
+                                    f"(H·(D+1), D+1), got shape {V.shape}. Supported: {LAYOUT}.")
+    D1 = V.shape[1]
+    H = V.shape[0] // D1
+    out = {"V": V.reshape(H, D1, D1)}
+    for role in set(arrays) - {"V"}:
+        A = arrays[role]
+        if A.ndim != 2 or A.shape[1] != D1 or A.shape[0] % H or (role == "KQ" and A.shape[0] != H * D1):
+            want = f"({H * D1}, {D1})" if role == "KQ" else f"({H}·r, {D1})"
+            raise UnsupportedModelError(f"{source}: the {role} weight must be an nn.Linear weight {want} for "
+                                        f"H = {H} heads of D + 1 = {D1}, got shape {A.shape}")
+        A = A.reshape(H, A.shape[0] // H, D1)
+        out[role] = np.swapaxes(A, 1, 2) if role == "KQ" else A
+    return out
+
+
+def attention_from_torch(module, n_ctx: int | None = None, *, data=None, include_query: bool | None = None):
+    """A torch linear-attention module as the package's attention layer, weights in float64:
+    its ``state_dict()`` read in either layout of the module doc, then the module run on
+    sequences and checked against the reading (:func:`check_by_running`). ``data``: the
+    sequences (a Dataset, or X (S, (N+1)(D+1))) whose first :data:`CHECK_ROWS` it runs on, else
+    a seeded Gaussian probe; ``n_ctx`` None reads N from the data's width (1 without data);
+    ``include_query`` None: the layout's own. Refuses softmax attention and any module whose
+    forward is not the reading, naming the likely cause."""
+    X = None if data is None else _sequences(data)
+    return _verified(*_read_torch(module, include_query), X, n_ctx)
+
+
+def _read_torch(module, include_query: bool | None = None):
+    """``(module, layer read from its state dict (n_ctx 1), source)``, softmax refused by type."""
     import torch.nn as nn
 
     if not isinstance(module, nn.Module):
@@ -85,14 +178,195 @@ def attention_from_torch(module, n_ctx: int = 1):
     for name, sub in module.named_modules():
         if isinstance(sub, nn.MultiheadAttention | nn.Softmax):
             raise UnsupportedModelError(f"{name or 'the module'} ({type(sub).__name__}): {SOFTMAX_FIX}")
-    state = {k: t.detach().cpu().double().numpy() for k, t in module.state_dict().items()}
-    return attention_from_state_dict(state, n_ctx, f"torch:{type(module).__name__}")
+    source = f"torch:{type(module).__name__}"
+    state = {k: t.detach().cpu().double().numpy() if t.is_floating_point() else t.detach().cpu().numpy()
+             for k, t in module.state_dict().items()}
+    return module, attention_from_state_dict(state, 1, source, include_query=include_query), source
+
+
+def _generic(module, layer, source: str):
+    """``(weights, layer)``: Gaussian weights N(0, 1/(D+1)) (seeded) in place of every attention
+    weight of ``module``'s state dict (biases and other entries as they are), and the layer read
+    from them: the run check at a generic point of weight space, off the twin's manifold, where
+    a transposed key–query or the query's own term cannot hide behind zero blocks."""
+    rng = np.random.default_rng(1)
+    state = {k: t.detach().cpu().double().numpy() if t.is_floating_point() else t.detach().cpu().numpy()
+             for k, t in module.state_dict().items()}
+    weights = {k: rng.standard_normal(a.shape) / np.sqrt(layer.d + 1) if _role(k)[0] else a
+               for k, a in state.items()}
+    read = attention_from_state_dict(weights, layer.n_ctx, source, include_query=layer.include_query)
+    return weights, read
+
+
+def _verified(module, layer, source: str, X, n_ctx: int | None = None):
+    """``layer`` with its context length (``n_ctx``, else the width of ``X``, else 1), once
+    :func:`check_by_running` has run ``module`` on ``X``'s first rows (else on a probe)."""
+    if n_ctx is None:
+        n = 1 if X is None else sequence_length(layer, X.shape[1])
+    else:
+        n = validate.integer("n_ctx", n_ctx, 1)
+        if X is not None and sequence_length(layer, X.shape[1]) != n:
+            raise ValueError(f"data: X holds sequences of {sequence_length(layer, X.shape[1])} context "
+                             f"tokens but n_ctx = {n}")
+    layer = dataclasses.replace(layer, n_ctx=n)
+    X = _probe(layer) if X is None else X[:CHECK_ROWS]
+    check_by_running(module, layer, X, source)
+    weights, generic = _generic(module, layer, source)
+    check_by_running(module, generic, X, source, weights, at="at generic weights")
+    return layer
+
+
+def _sequences(data) -> np.ndarray:
+    X = data.X if hasattr(data, "X") and not isinstance(data, np.ndarray) else data
+    X = validate.finite_array("data X", X, ndim=2)
+    if not np.any(X):
+        raise ValueError("data: every sequence is all zeros, so the attention's output and its twin's are 0 "
+                         "whatever the weights: give sequences with nonzero tokens (docs/theory.md §10.1)")
+    return X
+
+
+def sequence_length(layer, width: int) -> int:
+    """N of flat sequences of ``width`` columns for ``layer``'s tokens of D + 1, refusing a
+    width that is not (N + 1)(D + 1) with N ≥ 1 (the message names the model's token size)."""
+    D1 = layer.d + 1
+    if width % D1 or width // D1 < 2:
+        raise ValueError(f"data: X has {width} columns, not (N + 1)(D + 1) for D + 1 = {D1} (the model's "
+                         f"token size) and N ≥ 1 context tokens; attention reads {SEQUENCES}")
+    return width // D1 - 1
+
+
+def _probe(layer) -> np.ndarray:
+    """:data:`CHECK_ROWS` Gaussian sequences (seeded), the query's label slot 0."""
+    E = np.random.default_rng(0).standard_normal((CHECK_ROWS, layer.n_ctx + 1, layer.d + 1))
+    E[:, -1, -1] = 0.0
+    return E.reshape(CHECK_ROWS, -1)
+
+
+def _reading(V, KQ, E, n_ctx: int, include_query: bool, abs_kq=None) -> tuple[np.ndarray, np.ndarray]:
+    """``(ŷ, A)`` per sequence: the prediction of value weights ``V`` and merged ``KQ`` on tokens
+    ``E`` (S, N+1, D+1) and the sum of its terms' magnitudes (module doc; ``abs_kq`` the
+    magnitudes of the key–query's terms, |K_h|ᵀ|Q_h| for a separate layer, else |KQ|), float64."""
+    C, q, v = (E if include_query else E[:, :-1]), E[:, -1], V[:, -1, :]
+    f = np.einsum("hd,snd,sne,hef,sf->s", v, C, C, KQ, q, optimize=True) / n_ctx
+    absolute = (np.abs(v), np.abs(C), np.abs(C), np.abs(KQ) if abs_kq is None else abs_kq, np.abs(q))
+    return f, np.einsum("hd,snd,sne,hef,sf->s", *absolute, optimize=True) / n_ctx
+
+
+def _abs_kq(layer) -> np.ndarray | None:
+    if isinstance(layer, SeparateAttention):
+        K, Q = (np.abs(np.asarray(a, float)) for a in (layer.K, layer.Q))
+        return np.einsum("hrd,hre->hde", K, Q)
+    return None
+
+
+def _gamma(layer, u: float) -> float:
+    """γ_K at unit round-off ``u`` (module doc; a separate layer's K_hᵀQ_h adds its r sums)."""
+    K = 3 * (layer.d + 1) + layer.n_ctx + 1 + layer.heads + 5
+    K += layer.rank if isinstance(layer, SeparateAttention) else 0
+    return K * u / (1 - K * u)
+
+
+def _run_module(module, E: np.ndarray, source: str, weights: dict | None = None) -> np.ndarray:
+    """The module's output at the query's label slot on float64 tokens ``E``, its floating weights
+    and buffers cast to float64 for the call only (``torch.func.functional_call``), those named
+    in ``weights`` (NumPy) replaced."""
+    import torch
+
+    named = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+    weights = {k: t.detach().double() if t.is_floating_point() else t.detach() for k, t in named.items()} | {
+        k: torch.from_numpy(np.asarray(a, float)) for k, a in (weights or {}).items() if k in named}
+    S, T, D1 = E.shape
+    try:
+        with torch.no_grad():
+            out = torch.func.functional_call(module, weights, (torch.from_numpy(np.ascontiguousarray(E)),))
+    except Exception as e:  # noqa: BLE001 (any failure of the user's forward is reported in one line)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise UnsupportedModelError(f"{source}: forward failed on float64 tokens of shape ({S}, {T}, {D1}) "
+                                    f"({type(e).__name__}: {first}); forward must take sequences as tokens "
+                                    "(S, N+1, D+1), query last, and return the prediction at its label slot"
+                                    ) from None
+    out = out[0] if isinstance(out, tuple | list) else out
+    f = np.asarray(out.detach().cpu().double().numpy() if isinstance(out, torch.Tensor) else out, float)
+    if f.shape == (S, T, D1):
+        f = f[:, -1, -1]  # the authors' modules return every token's output: read the query's label slot
+    elif f.size == S and f.ndim <= 3 and (f.ndim == 0 or f.shape[0] == S):
+        f = f.reshape(S)
+    else:
+        raise UnsupportedModelError(f"{source}: forward returned shape {f.shape} on tokens ({S}, {T}, {D1}); "
+                                    f"expected ({S},), ({S}, 1) or the tokens' shape ({S}, {T}, {D1}), read "
+                                    "at the query's label slot")
+    if not np.all(np.isfinite(f)):
+        raise UnsupportedModelError(f"{source}: forward returned NaN or infinite values on the data's first "
+                                    f"{S} sequences: give finite weights and data")
+    return f
+
+
+def check_by_running(module, layer, X: np.ndarray, source: str, weights: dict | None = None, *,
+                     at: str = "") -> None:
+    """Run ``module`` on the flat sequences ``X`` (with its weights, or those of ``weights``) and
+    refuse, in one line, unless its output is ``layer``'s prediction within the round-off bound
+    2γ_K A of the module doc; the refusal names the layout, the size of the difference and the
+    reading that matches instead (``at`` says where in weight space it ran)."""
+    E = np.asarray(X, float).reshape(len(X), layer.n_ctx + 1, layer.d + 1)
+    f = _run_module(module, E, source, weights)
+    merged = layer.merged if isinstance(layer, SeparateAttention) else layer
+    V, KQ = np.asarray(merged.V, float), np.asarray(merged.KQ, float)
+    mine = np.asarray(layer.apply(np.asarray(X, float)), float)[:, 0]  # the package's own prediction
+    N, inc, g = layer.n_ctx, layer.include_query, _gamma(layer, _U64)
+    _, A = _reading(V, KQ, E, N, inc, _abs_kq(layer))
+    if np.all(np.abs(f - mine) <= 2 * g * A):
+        return
+    scale = max(float(np.max(np.abs(mine))), float(np.max(np.abs(f))), 1e-300)
+    diff = float(np.max(np.abs(f - mine))) / scale
+    cause = _cause(f, V, KQ, E, layer, mine, A)
+    raise UnsupportedModelError(
+        f"{source}: forward is not the layer read from its weights: max |f_module − f_read| = {diff:.2g} of "
+        f"max |f| on {len(X)} sequences{' ' + at if at else ''} (float64 round-off bound "
+        f"{float(np.max(2 * g * A)) / scale:.2g}); "
+        f"likely cause: {cause}. Read with include_query={layer.include_query}: {LAYOUT}")
+
+
+def _cause(f, V, KQ, E, layer, mine, A) -> str:
+    """The first alternative reading (module doc) that the module's output ``f`` matches, in words."""
+    N, inc = layer.n_ctx, layer.include_query
+    if np.all(np.abs(f - mine) <= 2 * _gamma(layer, _U32) * A):
+        return ("forward computes in float32 (the difference is within float32 round-off): compute in "
+                "float64, the dtype of the weights given to it")
+    g = _gamma(layer, _U64)
+    for transposed, other, (factor, per) in itertools.product(
+            (False, True), (False, True), ((1.0, ""), (N, "n"), (N / (N + 1), "n+1"))):
+        if not (transposed or other or per):
+            continue
+        W = np.swapaxes(KQ, 1, 2) if transposed else KQ
+        absW = _abs_kq(layer)
+        r, a = _reading(V, W, E, N, inc != other, None if absW is None or not transposed else
+                        np.swapaxes(absW, 1, 2))
+        if np.all(np.abs(f - factor * r) <= 2 * g * factor * a):
+            words = []
+            if transposed:
+                words.append("a key–query transposed against the layout read (the score e_qᵀ W e_n for "
+                             "e_nᵀ W e_q, or key and query swapped): transpose each head's key–query")
+            if other:
+                flag = "True" if not inc else "False"
+                words.append(("forward sums over the query's own token too" if not inc else "forward leaves "
+                              "the query's own token out of its sum") + ": read it with bf.models."
+                             f"attention_from_torch(module, data=data, include_query={flag}) and analyse "
+                             "that")
+            if per == "n":
+                words.append("a missing 1/N (the output is N× the reading): divide forward's output by N")
+            elif per == "n+1":
+                words.append("forward divides by the N + 1 tokens, not by N: divide by N")
+            return "; and ".join(words)
+    return ("a softmax or other nonlinearity in forward (no reading matches: not the key–query "
+            "transposed, without 1/N, over N + 1 tokens, nor with or without the query's own term): only "
+            "linear attention has an exact twin (docs/theory.md §10.5)")
 
 
 def is_attention_model(model) -> bool:
     """An attention layer, a one-layer tuple of one, or a torch module that is not an
-    ``nn.Sequential`` (those are read by :func:`~.torch_import.from_torch`) holding weights in
-    the layout's names, or softmax attention (refused by :func:`attention_from_torch`)."""
+    ``nn.Sequential`` (those are read by :func:`~.torch_import.from_torch`) holding a value and a
+    key–query weight by the layout's names (other entries are refused by the importer, naming
+    them), or softmax attention (refused by :func:`attention_from_torch`)."""
     if isinstance(model, MergedAttention | SeparateAttention):
         return True
     if isinstance(model, tuple) and len(model) == 1:
@@ -105,15 +379,41 @@ def is_attention_model(model) -> bool:
         return False
     if any(isinstance(m, nn.MultiheadAttention) for m in model.modules()):
         return True
-    names = [_role(k) for k in model.state_dict()]
-    return bool(names) and "V" in names and all(r is not None for r in names)
+    roles = {_role(k)[0] for k in model.state_dict()}
+    return "V" in roles and ("KQ" in roles or {"K", "Q"} <= roles)
 
 
-def as_attention(model):
-    """The attention layer of what :func:`is_attention_model` accepts."""
+def as_attention(model, X=None, *, like=None, name: str = "model"):
+    """The attention layer of what :func:`is_attention_model` accepts. With the data's flat
+    sequences ``X``: N read from their width, a torch module verified by running it on them
+    (:func:`check_by_running`), all-zero data refused; ``like``: the model an init must match
+    (the same D, heads and kind), checked before the data."""
     if isinstance(model, tuple):
         model = model[0]
     if isinstance(model, MergedAttention | SeparateAttention):
-        model.check("model")
-        return model
-    return attention_from_torch(model)
+        layer, module = model, None
+    else:
+        module, layer, source = _read_torch(model)
+    if module is None:
+        layer.check(name)
+    if like is not None:
+        _check_like(layer, like, name)
+    if X is None:
+        return layer if module is None else _verified(module, layer, source, None)
+    X = _sequences(X)
+    if module is None:
+        n = sequence_length(layer, X.shape[1])
+        if layer.n_ctx not in (1, n):
+            raise ValueError(f"data: X holds sequences of {n} context tokens but the {name} has n_ctx = "
+                             f"{layer.n_ctx}")
+        return dataclasses.replace(layer, n_ctx=n)
+    return _verified(module, layer, source, X)
+
+
+def _check_like(layer, like, name: str) -> None:
+    """An init must be the model's kind with its token size and heads (before any data check:
+    an init of another D is the init's fault, not the data's)."""
+    if type(layer) is not type(like) or layer.d != like.d or layer.heads != like.heads:
+        raise ValueError(f"{name}: a {type(layer).__name__} with {layer.heads} heads of D = {layer.d}, but "
+                         f"the model is a {type(like).__name__} with {like.heads} heads of D = {like.d}: "
+                         "give the weights this model's training started from")

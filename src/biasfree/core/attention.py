@@ -13,12 +13,16 @@ the label slot of the query's output, one number per sequence:
 key–query matrix; the residual ``e_q`` adds 0 at the label slot. :class:`SeparateAttention`
 has ``W_h = W_h^{Kᵀ} W_h^Q`` with key and query weights of rank r each,
 ``W_h^K, W_h^Q`` (r, D + 1). Keys and values are the N context tokens (the query attends to
-them, not to itself).
+them, not to itself); with ``include_query=True`` the sum also runs over the query's own token,
+``n = q``, still divided by N, as in Zhang, Singh, Latham & Saxe's linear attention
+(``ATTN(X) = X + Σ_h (1/N) W_h^V X Xᵀ W_h X`` over all N + 1 columns of X). On the twin's
+manifold the query's term is 0, so the twin and its map are the same (docs/theory.md §10.2).
 
 Both are pytrees (the weights leaves, ``n_ctx`` static), so ``jit``, ``vmap`` and ``grad``
 see only the weights; :meth:`~MergedAttention.apply` takes (S, (N+1)(D+1)) to (S, 1), as
 ``Σ_h v_hᵀ G W_h e_q`` with the context's ``G = (1/N) Σ_n e_n e_nᵀ``: O(S·N·D²) once for G, then
-O(S·H·D²). They have no ``matrix`` (``TypeError``): the map is cubic in the tokens, and
+O(S·H·D²); both compute in float64 (:func:`~.precision.precise`) whatever JAX's default. They
+have no ``matrix`` (``TypeError``): the map is cubic in the tokens, and
 the dense theory that reads ``matrix`` does not apply. Training records their losses only
 (``bf.train(..., observables="loss")``). Inits: :func:`init_attention`; the exact linear twin
 of the merged model: :mod:`biasfree.core.attention_twin`.
@@ -82,16 +86,19 @@ class _Attention(AbstractLayer):
         return dataclasses.replace(self, **{k: f * v for k, v in self._arrays().items()})
 
     def _read(self, H):
-        """``G = (1/N) Σ_n e_n e_nᵀ`` (S, D+1, D+1) of the context, the query (S, D+1) and the
-        value readout ``v_h`` (H, D+1). ``G`` depends on the data alone: inside a training
-        loop XLA computes it once."""
+        """``G = (1/N) Σ_n e_n e_nᵀ`` (S, D+1, D+1) of the context (and of the query, with
+        ``include_query``), the query (S, D+1) and the value readout ``v_h`` (H, D+1). ``G``
+        depends on the data alone: inside a training loop XLA computes it once."""
         E = tokens(H, self.n_ctx)
-        C = E[:, :-1]
+        C = E if self.include_query else E[:, :-1]
         G = jnp.einsum("snd,sne->sde", C, C, precision=HIGHEST) / self.n_ctx
         return G, E[:, -1], self.V[:, -1, :]
 
     def check(self, name: str) -> None:
+        for k, a in self._arrays().items():  # numbers first: a string's "shape ()" would mislead
+            validate.finite_array(f"{name}.{k}", a)
         validate.integer(f"{name}.n_ctx", self.n_ctx, 1)
+        validate.flag(f"{name}.include_query", self.include_query)
         V = np.shape(self.V)
         if len(V) != 3 or V[1] != V[2] or V[1] < 2:
             raise ValueError(f"{name}.V must be (heads, D + 1, D + 1) value weights per head, got shape {V}")
@@ -105,12 +112,15 @@ class _Attention(AbstractLayer):
 class MergedAttention(_Attention):
     """Linear attention with merged key–query weights (module doc): ``V`` (H, D+1, D+1)
     value weights per head, ``KQ`` (H, D+1, D+1) key–query weights ``W_h`` per head,
-    ``n_ctx`` the context length N. Inputs flat sequences (S, (N+1)(D+1)), output (S, 1)."""
+    ``n_ctx`` the context length N, ``include_query`` whether the sum runs over the query's own
+    token too (module doc). Inputs flat sequences (S, (N+1)(D+1)), output (S, 1)."""
 
     V: Array
     KQ: Array
     n_ctx: int = static(1)
+    include_query: bool = static(False)
 
+    @precise
     def linear(self, H: Array) -> Array:
         """``ŷ`` (S, 1) as ``Σ_h v_hᵀ G W_h e_q`` with ``G = (1/N) Σ_n e_n e_nᵀ`` (linear
         attention's associativity: the N tokens are summed once, not once per head; in a
@@ -139,15 +149,18 @@ class MergedAttention(_Attention):
 @_attention_type
 class SeparateAttention(_Attention):
     """Linear attention with separate key and query weights (module doc): ``V`` (H, D+1, D+1),
-    ``K`` and ``Q`` (H, r, D+1) of rank r per head, ``W_h = K_hᵀ Q_h``; ``n_ctx`` = N."""
+    ``K`` and ``Q`` (H, r, D+1) of rank r per head, ``W_h = K_hᵀ Q_h``; ``n_ctx`` = N,
+    ``include_query`` as :class:`MergedAttention`'s."""
 
     V: Array
     K: Array
     Q: Array
     n_ctx: int = static(1)
+    include_query: bool = static(False)
 
     rank = property(lambda self: int(np.shape(self.K)[-2]), doc="Rank r of each head's key–query map.")
 
+    @precise
     def linear(self, H: Array) -> Array:
         """``ŷ`` (S, 1) as ``Σ_h (K_h G v_h)·(Q_h e_q)``, ``G = (1/N) Σ_n e_n e_nᵀ``."""
         G, q, v = self._read(H)
@@ -163,14 +176,19 @@ class SeparateAttention(_Attention):
 
     @property
     def merged(self) -> MergedAttention:
-        """The merged layer computing the same map: ``W_h = K_hᵀ Q_h``."""
-        return MergedAttention(self.V, jnp.einsum("...hrd,...hre->...hde", self.K, self.Q, precision=HIGHEST),
-                               n_ctx=self.n_ctx)
+        """The merged layer computing the same map: ``W_h = K_hᵀ Q_h`` (float64, as :meth:`linear`)."""
+        return _merge(self)
+
+
+@precise
+def _merge(layer: SeparateAttention) -> MergedAttention:
+    return MergedAttention(layer.V, jnp.einsum("...hrd,...hre->...hde", layer.K, layer.Q, precision=HIGHEST),
+                           n_ctx=layer.n_ctx, include_query=layer.include_query)
 
 
 @precise
 def init_attention(key, d: int, heads: int, n_ctx: int, scale: float, *, rank: int | None = None,
-                   blocks: str = "twin"):
+                   blocks: str = "twin", include_query: bool = False):
     """A small Gaussian init, every drawn weight ``N(0, scale²)``: a :class:`MergedAttention`
     (``rank=None``) or a :class:`SeparateAttention` of key–query rank ``rank``, for inputs of
     dimension ``d`` = D, ``heads`` = H heads and context length ``n_ctx`` = N.
@@ -178,8 +196,10 @@ def init_attention(key, d: int, heads: int, n_ctx: int, scale: float, *, rank: i
     ``blocks="twin"`` draws only what the prediction on the twin's manifold reads (docs/theory.md
     §10.2): the x-block ``W_h[:D, :D]`` (merged) or the x-columns of ``K_h`` and ``Q_h``
     (separate), and the label weight ``v_h[D] = W_h^V[D, D]``; every other entry is 0.
-    ``blocks="all"`` draws every entry (off the manifold: the twin identity does not hold)."""
+    ``blocks="all"`` draws every entry (off the manifold: the twin identity does not hold).
+    ``include_query``: the layer's (module doc)."""
     validate.key(key)
+    validate.flag("include_query", include_query)
     validate.choice("blocks", blocks, ("twin", "all"))
     d, heads, n_ctx = (validate.integer(k, v, 1) for k, v in (("d", d), ("heads", heads), ("n_ctx", n_ctx)))
     scale = validate.positive("scale", scale, scalar=True, why="the init's std")
@@ -192,12 +212,14 @@ def init_attention(key, d: int, heads: int, n_ctx: int, scale: float, *, rank: i
         KQ = draw(kk, (heads, d + 1, d + 1))
         if blocks == "twin":
             KQ = _keep(KQ, (..., slice(None, d), slice(None, d)))
-        return MergedAttention(jax.device_put(V), jax.device_put(KQ), n_ctx=n_ctx)
+        return MergedAttention(jax.device_put(V), jax.device_put(KQ), n_ctx=n_ctx,
+                               include_query=include_query)
     rank = validate.integer("rank", rank, 1)
     K, Q = (draw(k, (heads, rank, d + 1)) for k in (kk, kq))
     if blocks == "twin":
         K[..., d] = Q[..., d] = 0.0
-    return SeparateAttention(*(jax.device_put(a) for a in (V, K, Q)), n_ctx=n_ctx)
+    return SeparateAttention(*(jax.device_put(a) for a in (V, K, Q)), n_ctx=n_ctx,
+                             include_query=include_query)
 
 
 def _keep(a: np.ndarray, index) -> np.ndarray:

@@ -18,6 +18,14 @@ and back: ``A_h = W₁[h].reshape(D, D)``, ``W_h^V[D, D] = W₂[0, h]``, every o
 (A, γ), so gradient descent and any optax optimiser move them identically, as long as u and
 b stay 0: on label-mirrored data (:func:`~.icl_data.in_context_regression`) their gradients
 are sums of terms odd under y → −y, which cancel pair by pair (§10.2).
+
+A layer with ``include_query`` (the sum over the query's own token too) has the same twin: the
+query's term ``(1/N)(v_hᵀe_q)(e_qᵀW_h e_q) = (1/N)(u_hᵀx_q)(x_qᵀA_h x_q)`` vanishes with u_h,
+and its gradient in u_h has no y, so the mirror still cancels it (§10.2).
+
+The twin's layers are :class:`TwinLayer` s: dense layers of a *linear* net, which
+:func:`~biasfree.dynamics.trainer.train` runs at slope α = 1 only (it refuses any other α, which
+would silently train a ReLU net on z instead).
 """
 
 from __future__ import annotations
@@ -28,8 +36,31 @@ import numpy as np
 from .attention import MergedAttention, SeparateAttention
 from .data import Dataset
 from .icl_data import _cubic_features
-from .layers import Layer
+from .layers import Layer, layer_type
 from .precision import precise
+
+
+@layer_type
+class TwinLayer(Layer):
+    """A dense layer (``W``, no bias) of the linear twin of an attention layer
+    (:func:`merged_to_twin`): its net is linear, W₂W₁z, so it is trained at slope α = 1 only
+    (``bf.train`` refuses another α). It computes, saves and loads as a :class:`Layer`."""
+
+    kind = property(lambda self: "Layer", doc="Stored as a dense Layer.")
+
+
+TWIN_SLOPE = 1.0
+"""The slope α a net of :class:`TwinLayer` s is trained at (module doc)."""
+
+
+def check_twin_slope(params, alpha) -> None:
+    """Refuse a net holding :class:`TwinLayer` s at a slope ``alpha`` (a number or per-member
+    array) other than 1, naming the fix (the trainer calls this once per run)."""
+    if any(isinstance(layer, TwinLayer) for layer in params) and np.any(np.asarray(alpha) != TWIN_SLOPE):
+        got = np.asarray(alpha).tolist()
+        raise ValueError(f"train: params are an attention layer's linear twin (merged_to_twin), the linear "
+                         f"net W₂W₁z, but alpha={got} would put a leaky ReLU between W₁ and W₂: pass "
+                         "alpha=1.0")
 
 
 def _merged(layer) -> MergedAttention:
@@ -53,16 +84,19 @@ def _host(layer) -> tuple[np.ndarray, np.ndarray]:
 @precise
 def merged_to_twin(layer) -> tuple[Layer, Layer]:
     """The twin ``(Layer(W₁), Layer(W₂))`` of a merged layer (module doc; a separate layer is
-    merged first, ``W_h = K_hᵀ Q_h``): exact when :func:`off_twin` is 0."""
+    merged first, ``W_h = K_hᵀ Q_h``): exact when :func:`off_twin` is 0, with or without
+    ``include_query``. Its layers are :class:`TwinLayer` s: ``bf.train`` runs them at α = 1 only."""
     V, KQ = _host(layer)
     H, D = V.shape[-3], V.shape[-1] - 1
-    return Layer(jax.device_put(KQ[:, :D, :D].reshape(H, D * D))), Layer(jax.device_put(V[:, D, D][None, :]))
+    return (TwinLayer(jax.device_put(KQ[:, :D, :D].reshape(H, D * D))),
+            TwinLayer(jax.device_put(V[:, D, D][None, :])))
 
 
 @precise
-def twin_to_merged(twin, n_ctx: int) -> MergedAttention:
-    """The merged layer (context length ``n_ctx``) of a two-layer linear twin ``(W₁ (H, D²),
-    W₂ (1, H))``: ``A_h = W₁[h].reshape(D, D)``, ``W_h^V[D, D] = W₂[0, h]``, every other entry 0."""
+def twin_to_merged(twin, n_ctx: int, *, include_query: bool = False) -> MergedAttention:
+    """The merged layer (context length ``n_ctx``, ``include_query`` as the layer's) of a
+    two-layer linear twin ``(W₁ (H, D²), W₂ (1, H))``: ``A_h = W₁[h].reshape(D, D)``,
+    ``W_h^V[D, D] = W₂[0, h]``, every other entry 0."""
     W1, W2 = (np.asarray(layer.W) for layer in twin)
     H, D2 = W1.shape
     D = int(round(np.sqrt(D2)))
@@ -72,7 +106,7 @@ def twin_to_merged(twin, n_ctx: int) -> MergedAttention:
     KQ[:, :D, :D] = np.reshape(W1, (H, D, D))
     V = np.zeros((H, D + 1, D + 1), W1.dtype)
     V[:, D, D] = W2[0]
-    return MergedAttention(jax.device_put(V), jax.device_put(KQ), n_ctx=n_ctx)
+    return MergedAttention(jax.device_put(V), jax.device_put(KQ), n_ctx=n_ctx, include_query=include_query)
 
 
 def off_twin(layer) -> float:
@@ -116,9 +150,9 @@ def twin_mask(layer):
     if isinstance(layer, MergedAttention):
         KQ = np.zeros(np.shape(layer.KQ), layer.V.dtype)
         KQ[..., :D, :D] = 1.0
-        return MergedAttention(V, KQ, n_ctx=layer.n_ctx)
+        return MergedAttention(V, KQ, n_ctx=layer.n_ctx, include_query=layer.include_query)
     if isinstance(layer, SeparateAttention):
         KQ = np.zeros(np.shape(layer.K), layer.V.dtype)
         KQ[..., :D] = 1.0
-        return SeparateAttention(V, KQ, KQ, n_ctx=layer.n_ctx)
+        return SeparateAttention(V, KQ, KQ, n_ctx=layer.n_ctx, include_query=layer.include_query)
     raise TypeError(f"expected an attention layer, got {type(layer).__name__}")

@@ -48,6 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
+from ..core.attention_twin import check_twin_slope
 from ..core.data import Dataset, mirrored_half
 from ..core.layers import check_net
 from ..core.precision import precise
@@ -321,6 +322,7 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
         raise ValueError("key: full-batch training draws nothing; pass batch_size for minibatches "
                          "or leave key=None")
     vec = _vectors(cfg, kw or {})
+    check_twin_slope(params, vec["alpha"])  # an attention layer's twin is a linear net: α = 1 only
     sizes = {k: v.size for k, v in vec.items() if v.ndim > 0}
     if batched:
         sizes["params"] = jax.tree_util.tree_leaves(params)[0].shape[0]
