@@ -66,7 +66,7 @@ def test_a_half_trained_net_with_large_weights_is_measured_not_left_undecided(da
     assert t.level == vd.UNDECIDED and t.reasons[0].startswith("init not small")
     assert vd.MEASURE in t.reasons[0]
     assert res.verdict.level == vd.UNDECIDED
-    measured = bf.analyse(params, (X, Y), alpha=0.0)
+    measured = bf.analyse(params, (X, Y), alpha=0.0, time_budget=None)  # to its horizon whatever the load
     t, tr = measured.verdict.training, measured.prediction.trained
     assert t.kind.endswith("measured by default") and tr.by_default and tr.steps_run == tr.config.steps
     gap = _ev(t, "trained gap to the twin")
@@ -153,7 +153,7 @@ def test_a_conv_net_outside_the_calibrated_region_is_undecided_and_conv_pairs_ar
     assert t.level == vd.UNDECIDED and "convolutional" in t.reasons[0] and vd.MEASURE in t.reasons[0]
     assert any("ESTIMATE" in n for n in t.notes)  # the interval is shown, named an estimate
     # by default the conv net is measured (issue 47): its gap (4.3% here) decides
-    res = bf.analyse(net, (X, Y), alpha=0.0)
+    res = bf.analyse(net, (X, Y), alpha=0.0, time_budget=None)  # to its horizon whatever the load
     t, tr = res.verdict.training, res.prediction.trained
     assert t.kind.endswith("measured by default") and tr.steps_run == tr.config.steps
     assert tr.gap_to_twin > vd.PAPER_LEVEL and t.level == vd.NOT

@@ -327,8 +327,11 @@ def _training(params, st: _State, ctx: _Context, X, Y, a, cfg, t_max, n_times, b
                                     kind=kind, dynamics=dyn)
         if judged.level != vd.UNDECIDED or fallback is None:
             return pred, judged, reg
-        cfg, budget, why, predicted = fallback, ms.budget_of(budget), judged.reasons[0], judged
-        mdyn = dynamics_of(None, fallback) if dyn is vd.FLOW else dyn
+        cfg, why, predicted = fallback, judged.reasons[0], judged
+        if dyn is vd.FLOW:  # nothing asked: default GD within the default budget
+            mdyn, budget = dynamics_of(None, fallback), ms.budget_of(budget)
+        else:  # the optimiser given, within the time_budget given for it
+            mdyn = dyn
         kind = kind.replace(" (not measured)", "").replace(f"by {dyn.name}, predicted",
                                                            f"by {mdyn.name}, {measured}")
     else:

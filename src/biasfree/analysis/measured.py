@@ -5,7 +5,8 @@ the run, its record and its answer.
 not small, depth > 2, a conv first layer, an optimiser no closed form predicts, a predicted
 interval that straddles 0.3%), ``analyse`` measures *by default*: it trains on from the given
 weights beside the twin, under GD at :func:`~biasfree.analysis.regime.default_steps`' step and
-horizon (or the optimiser named with ``train=``), within :data:`MEASURE_BUDGET` seconds. Its
+horizon, within :data:`MEASURE_BUDGET` seconds (or the optimiser named with ``train=``, within
+``analyse``'s ``time_budget``, as the run it was named for). Its
 records are log-spaced, so the loop's budget check (after each of its ~20 chunks of records)
 comes after chunks that grow geometrically, by K^{1/20} (1.8× for K = 200,000 steps): the run
 overshoots its budget by that factor at most. The gap is the one of :mod:`~biasfree.analysis.gap`,
