@@ -338,7 +338,7 @@ def _training(params, st: _State, ctx: _Context, X, Y, a, cfg, t_max, n_times, b
         mdyn, why = dyn, ""
     tr, reg = ms.run(params, pred.twin, pred.t, pred.loss, a, X, Y, cfg, ctx.moments.fit, ctx.floor,
                      ctx.modes, st.loss0, reg, budget, progress, by_default=bool(why))
-    longer = f"analyse(model, data, train={mdyn.train}, time_budget={max(2 * (budget or 0), 60):g})"
+    longer = f"analyse(model, data, train={mdyn.train}, time_budget={{seconds}})"  # judged fills it in
     judged = ms.judged(facts, tr, reg, kind, note, longer)
     if why:  # the prediction's numbers stay in the evidence (the exact t = 0 gap, the failed assumption)
         names = {e.name for e in judged.evidence}

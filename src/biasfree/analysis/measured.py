@@ -52,7 +52,7 @@ MEASURE_BUDGET = 10.0
 """Seconds of training a default measurement allows itself (or ``analyse``'s ``time_budget`` if
 less). With the loop's geometric chunks (module doc) the run takes at most about 1.8× this, so
 that with the rest of ``analyse`` a 784→256→10 net on 10,000 inputs gets its answer in about
-30 s on 2 cores (benchmarks/bench_analyse.py, row "alone"; docs/performance.md)."""
+30 s on 2 cores (benchmarks/bench_analyse.py, row "alone")."""
 
 
 def config(train, params, modes, c, beta, a, spacing: str = "linear") -> TrainConfig | None:
@@ -148,7 +148,8 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
     a longer run keeps the gap within it, so the answer holds past the steps run. A run the time
     budget stopped (``steps_run`` < ``steps_asked``, ``seconds`` of ``budget``) whose gap is within
     0.3% without such a bound is :data:`UNDECIDED`, saying so and naming ``longer``, the call
-    that runs longer; a gap above 0.3% in the steps run says "not" whatever the budget."""
+    that runs longer (its ``{seconds}``, if any, filled in with 1.5× the time the whole run takes
+    at the rate measured); a gap above 0.3% in the steps run says "not" whatever the budget."""
     ev, fails, notes = structural(f)
     context = fails[:]  # the theory does not cover these cases, but the measured gap decides
     measured = evidence(f"trained gap to the twin under {trainer}, max over {over} ({of(scale)})", gap,
@@ -191,11 +192,11 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
             why.append(f"lazy regime: {rich.line()}")
         return judgement(kind, NOT, why + context, ev, notes)
     if stopped and not final:
-        rate = seconds / max(steps_run, 1)
+        whole = seconds / max(steps_run, 1) * steps_asked
         return judgement(kind, UNDECIDED, [
             f"the time budget ran out after {spent}: the gap {gap:.3g} ({of(scale)}) is within 0.3% for "
-            f"those steps only and nothing bounds it after them; measure longer (about "
-            f"{rate * steps_asked:.3g} s at this rate): {longer}"], ev, notes)
+            f"those steps only and nothing bounds it after them; measure longer (about {whole:.3g} s at "
+            f"this rate): {longer.format(seconds=f'{1.5 * whole:.2g}')}"], ev, notes)
     if exact_structure and gap <= ROUND_OFF:
         return judgement(kind, EXACT, [], ev, notes,
                          f"on its twin to round-off at {over} ({gap:.2g} of {GAP_REF}){final}")

@@ -236,7 +236,7 @@ class Facts:
 
     def learns_nothing(self) -> str:
         floor = ("" if self.floor is None else
-                 f"; the two-layer floor is {self.floor:.4g} (L(0) = {self.loss0:.4g})")
+                 f"; the two-layer floor is {self.floor:.4g} (L(θ₀) = {self.loss0:.4g})")
         return (f"the linear twin learns nothing: a linear map captures {100 * self.linear_fraction:.2g}% of "
                 f"the target's power (≤ 0.3%, Σ_yx ≈ 0){floor}")
 
@@ -347,7 +347,8 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
                          "continued descent keeps them within that of each other")
     stays = _stays(f, t0_gap, ev, dyn)
     if stays:
-        return judgement(kind, EFFECTIVE, [], ev, notes, stays)
+        return judgement(kind, EFFECTIVE, [], ev, notes,
+                         stays + (f"; {f.learns_nothing()}" if f.nothing_to_learn else ""))
     if not dyn.flow:
         return _undecided(kind, f"no theory predicts training by {dyn.name} from these weights (only the "
                           "exact structures and the exact t = 0 gap hold for any optimiser; the converged "
