@@ -27,6 +27,14 @@ solver of ``biasfree.theory.stiff``), and whether that curve was cut short at ``
 whole curve, ``wall_s`` ≤ ``GOALS["wall_s"]``, on a quiet 2-core machine. The asymmetry is
 averaged over ``ASYMMETRY_POINTS`` points (docs/performance.md gives the numbers and limits).
 
+Row "alone" (issue 47): a net given alone whose answer needs measuring, ``bf.analyse(net, data)``
+with no ``train=``: 784 → 256 → 10 on 10,000 mirrored pixel-like inputs with an odd target
+``y = z + z³/3``, ``z = Gᵀx`` (G Gaussian, 1/√784), the default-like init × :data:`ALONE_SCALE`
+(init gain 14× the strongest mode: not small, so the prediction is undecided and ``analyse``
+trains on beside the twin within its default budget, ``analysis.measured.MEASURE_BUDGET``).
+Reported: the whole call, the run's seconds, its steps of those asked and the answer. Goal:
+``wall_s`` ≤ ``GOALS["wall_s"]`` (30 s) on 2 cores.
+
 Run: ``make bench`` (or ``.venv/bin/python benchmarks/bench_analyse.py [--sizes small,medium]
 [--data raw,mirrored] [--model torch|params] [--json FILE]``).
 """
@@ -40,7 +48,10 @@ import subprocess
 import sys
 import time
 
-SIZES = {"small": (64, 256, 5_000), "medium": (784, 1024, 20_000), "large": (784, 2048, 60_000)}
+SIZES = {"small": (64, 256, 5_000), "medium": (784, 1024, 20_000), "large": (784, 2048, 60_000),
+         "alone": (784, 256, 10_000)}
+ALONE_SCALE = 0.3
+"""The "alone" row's init: the default-like init × 0.3 (module doc)."""
 DATA = ("raw", "mirrored")
 P = 10
 GOALS = {"curve_s": 5.0, "wall_s": 30.0}
@@ -86,6 +97,8 @@ def torch_model(params):
 
 def one(size: str, kind: str, model: str = "torch") -> dict:
     """Build and analyse one arm in this process; its numbers as a dict."""
+    import numpy as np
+
     import biasfree as bf
     from biasfree.analysis import analyse as an
 
@@ -101,19 +114,27 @@ def one(size: str, kind: str, model: str = "torch") -> dict:
     an._reference_curve = timer(an._reference_curve, spent)
     an.check_reading = timer(an.check_reading, checks)
     d, m, n = SIZES[size]
-    params, X, Y = problem(d, m, n, kind)
+    params, X, Y = problem(d, m, n, "mirrored" if size == "alone" else kind)
+    if size == "alone":  # an odd target, an init that is not small: the answer needs measuring
+        from biasfree.nets import Layer
+
+        Z = X @ (np.random.default_rng(1).normal(size=(d, P)) / np.sqrt(d))
+        Y, params = Z + Z**3 / 3, tuple(Layer(np.asarray(la.W) * ALONE_SCALE) for la in params)
     given = torch_model(params) if model == "torch" else params
     analyse = bf.analyse
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     t0 = time.perf_counter()
-    res = analyse(given, (X, Y), alpha=0.0)
+    res = analyse(given, (X, Y), alpha=0.0, **({} if size == "alone" else {"train": False}))
     wall = time.perf_counter() - t0
+    tr = res.prediction.trained
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"size": size, "data": kind, "d": d, "width": m, "n": n, "wall_s": wall, "curve_s": sum(spent),
             "model": model, "check_s": sum(checks),
             "cut_short": "CUT SHORT" in res.prediction.note, "curve_points": int(res.prediction.t.size),
             "peak_rss_mib": peak, "rss_before_mib": before, "symmetric": bool(res.data.symmetric),
-            "asymmetry": float(res.data.asymmetry), "verdict": str(res.verdict.level)}
+            "asymmetry": float(res.data.asymmetry), "verdict": str(res.verdict.level),
+            "train_s": None if tr is None else tr.seconds, "steps_run": None if tr is None else tr.steps_run,
+            "steps": None if tr is None else tr.config.steps, "training": res.verdict.training.text[:240]}
 
 
 def main(sizes: list[str], kinds: list[str], json_path: str | None, model: str = "torch") -> list[dict]:
@@ -121,7 +142,7 @@ def main(sizes: list[str], kinds: list[str], json_path: str | None, model: str =
     print(f"{'size':8} {'net':>16} {'N':>7} {'data':9} {'wall s':>8} {'curve s':>8} {'whole':>6} "
           f"{'check s':>8} {'peak MiB':>9} {'before':>7}")
     for size in sizes:
-        for kind in kinds:
+        for kind in kinds if size != "alone" else ["mirrored"]:
             out = subprocess.run([sys.executable, __file__, "--one", size, kind, "--model", model],
                                  capture_output=True, text=True)
             if out.returncode != 0:
@@ -133,12 +154,19 @@ def main(sizes: list[str], kinds: list[str], json_path: str | None, model: str =
             print(f"{size:8} {net:>16} {r['n']:>7} {kind:9} {r['wall_s']:8.1f} {r['curve_s']:8.1f} "
                   f"{'no' if r['cut_short'] else 'yes':>6} {r['check_s']:8.2f} {r['peak_rss_mib']:9.0f} "
                   f"{r['rss_before_mib']:7.0f}", flush=True)
+            if r["steps"] is not None:
+                print(f"{'':8} measured by default: {r['steps_run']} of {r['steps']} steps in "
+                      f"{r['train_s']:.1f} s; {r['training']}", flush=True)
     if large := [r for r in rows if r["size"] == "large"]:
         for key, goal in GOALS.items():
             worst = max(r[key] for r in large)
             whole = not any(r["cut_short"] for r in large)
             print(f"large: {key} {worst:.1f} s (goal <= {goal:g} s, quiet machine): "
                   f"{'met' if worst <= goal else 'MISSED'}; curve whole: {whole}")
+    for r in rows:
+        if r["size"] == "alone":
+            print(f"alone: wall_s {r['wall_s']:.1f} s (goal <= {GOALS['wall_s']:g} s, 2 cores): "
+                  f"{'met' if r['wall_s'] <= GOALS['wall_s'] else 'MISSED'}")
     if json_path:
         from biasfree import store  # here, not at the top: this parent process imports no JAX before
 

@@ -187,8 +187,9 @@ def test_depth_three_with_a_nonlinear_odd_part():
     assert res.verdict.function.level == vd.NOT and "nonlinear odd part (depth 3" in res.verdict.text
     assert "APPROXIMATE" in res.prediction.note
     # the same depth at small init: the function is no evidence, and no theory predicts depth 3's
-    # training (§4.1), so the training answer is undecided and names the call that measures it
-    small = bf.analyse(_net(0, (4, 8, 8, 2), scale=0.05), (X, Y), alpha=0.0).verdict.training
+    # training (§4.1), so the predicted answer is undecided and names the call that measures it
+    # (without train=False, analyse measures it by default: tests/analysis/test_analyse_decide.py)
+    small = bf.analyse(_net(0, (4, 8, 8, 2), scale=0.05), (X, Y), alpha=0.0, train=False).verdict.training
     assert small.level == vd.UNDECIDED and small.reasons[0].startswith("depth 3 > 2")
     assert vd.MEASURE in small.reasons[0]
 

@@ -66,7 +66,9 @@ def _cases():
     Yr = np.eye(3)[np.argmax(Xr @ rng.normal(size=(5, 3)), 1)]
     net = bf.init_gaussian(__import__("jax").random.PRNGKey(0), (6, 40, 2), scale=1e-2)
     return {
-        "small init, mirrored": (net, (X, Y), {"alpha": 0.0}),
+        # the prediction alone: its interval straddles 0.3%, and a default measurement's note
+        # holds a wall time (the measured path is the "trained by GD" case)
+        "small init, mirrored": (net, (X, Y), {"alpha": 0.0, "train": False}),
         "leaky, default init, raw": ((Layer(rng.normal(size=(30, 5)) / 2),
                                       Layer(rng.normal(size=(3, 30)) / 5)), (Xr, Yr), {"alpha": 0.2}),
         "depth 3": ((Layer(rng.normal(size=(20, 6)) / 3), Layer(rng.normal(size=(20, 20)) / 5),
@@ -114,6 +116,8 @@ def test_analyse_agrees_with_the_paths_it_replaced(case, monkeypatch):
     b = dict(_numbers(json.loads(json.dumps(old.to_json(), default=str))))
     assert a.keys() == b.keys()
     for k in a:
+        if k.endswith(".seconds"):  # the run's wall time, not a computed number
+            continue
         x, y = a[k], b[k]
         if isinstance(x, float) and isinstance(y, float) and not (np.isnan(x) and np.isnan(y)):
             assert abs(x - y) <= rtol * max(abs(x), abs(y)) + rtol * scale * 1e-6, (k, x, y)

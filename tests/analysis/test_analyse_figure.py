@@ -27,7 +27,7 @@ def runs():
     net = bf.train(net0, bf.Dataset(X, Y), bf.GDConfig(lr=0.05, steps=200, alpha=0.0)).params
     gd = bf.GDConfig(lr=0.05, steps=200, n_records=51)
     adam = bf.TrainConfig(optimiser=ADAM, steps=300, n_records=51)
-    return {"flow": bf.analyse(net, (X, Y), alpha=0.0, init=net0),
+    return {"flow": bf.analyse(net, (X, Y), alpha=0.0, init=net0, train=False),  # predicted only
             "gd": bf.analyse(net, (X, Y), alpha=0.0, init=net0, train=gd),
             "adam": bf.analyse(net, (X, Y), alpha=0.0, init=net0, train=adam),
             "adam-now": bf.analyse(net0, (X, Y), alpha=0.0, train=adam)}

@@ -51,20 +51,26 @@ def test_a_converged_trained_net_is_effectively_linear_not_an_init(data, trained
     assert any(n.startswith("relative gradient norm") for n in v.training.notes)
 
 
-def test_a_half_trained_net_with_large_weights_is_undecided_not_not(data):
+def test_a_half_trained_net_with_large_weights_is_measured_not_left_undecided(data):
     """Mid-transition: the function is linear, the weights large, the loss far from converged.
-    No evidence says "not": the small-init prediction does not apply, so undecided."""
+    No evidence says "not": the small-init prediction does not apply, so the prediction alone
+    (train=False) is undecided; by default analyse measures it (issue 47)."""
     X, Y = data
     # width 400: the even part (≈ 1/width, §2.6) keeps the exact t = 0 gap below 0.3%
     cfg = bf.GDConfig(alpha=0.0, lr=0.05, steps=300)
     params = bf.train(_init(widths=(D, 400, 1)), bf.Dataset(X, Y), cfg).params
-    res = bf.analyse(params, (X, Y), alpha=0.0)
+    res = bf.analyse(params, (X, Y), alpha=0.0, train=False)
     t = res.verdict.training
     assert not _ev(t, "converged").passed and res.regime.init_ratio > vd.SMALL_INIT
     assert _ev(t, "gap to the twin at t = 0").passed
     assert t.level == vd.UNDECIDED and t.reasons[0].startswith("init not small")
     assert vd.MEASURE in t.reasons[0]
     assert res.verdict.level == vd.UNDECIDED
+    measured = bf.analyse(params, (X, Y), alpha=0.0, time_budget=None)  # to its horizon whatever the load
+    t, tr = measured.verdict.training, measured.prediction.trained
+    assert t.kind.endswith("measured by default") and tr.by_default and tr.steps_run == tr.config.steps
+    gap = _ev(t, "trained gap to the twin")
+    assert gap.value == tr.gap_to_twin and gap.passed and t.level == vd.EFFECTIVE
 
 
 def test_an_adam_trained_net_is_effectively_linear(data):
@@ -143,9 +149,14 @@ def test_a_conv_net_outside_the_calibrated_region_is_undecided_and_conv_pairs_ar
     X = np.vstack([Xp, -Xp])
     Y = X @ rng.normal(size=(8, 1)) / 3
     net = bf.init_conv(jax.random.PRNGKey(0), (8,), (1, 4), 3, scale=1e-2)
-    t = bf.analyse(net, (X, Y), alpha=0.0).verdict.training
+    t = bf.analyse(net, (X, Y), alpha=0.0, train=False).verdict.training
     assert t.level == vd.UNDECIDED and "convolutional" in t.reasons[0] and vd.MEASURE in t.reasons[0]
     assert any("ESTIMATE" in n for n in t.notes)  # the interval is shown, named an estimate
+    # by default the conv net is measured (issue 47): its gap (4.3% here) decides
+    res = bf.analyse(net, (X, Y), alpha=0.0, time_budget=None)  # to its horizon whatever the load
+    t, tr = res.verdict.training, res.prediction.trained
+    assert t.kind.endswith("measured by default") and tr.steps_run == tr.config.steps
+    assert tr.gap_to_twin > vd.PAPER_LEVEL and t.level == vd.NOT
     pairs = bf.init_conv(jax.random.PRNGKey(0), (8,), (1, 4), 3, scale=1.0, pairs=True)
     res = bf.analyse(pairs, (X, Y), alpha=0.0)
     assert res.net.structure == "antisymmetric pairs" and res.verdict.level == vd.EXACT

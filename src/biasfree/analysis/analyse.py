@@ -28,27 +28,27 @@ from .. import theory
 from ..core import nets
 from ..core.blocks import _outputs
 from ..core.conv import drop_zero_biases, is_conv
-from ..core.data import _dataset, check_data
+from ..core.data import check_data
 from ..core.layers import Params, _scale_params
 from ..core.nets import depth, has_bias, widths
 from ..core.precision import precise
 from ..core.symmetry import _asymmetry, _mirror_violation, _stack, max_row_norm
 from ..core.twin import _slope_factor, _twin_scales
-from ..dynamics import GDConfig, TrainConfig, record_steps
-from ..dynamics.trainer import _run as train_run
-from ..dynamics.twin_training import PairedRun, relative_movement, row_alignment
+from ..dynamics import TrainConfig, record_steps
 from ..expressivity.decomposition import energy
 from ..expressivity.floors import _dataset_floor
 from ..theory.modes import _data_modes
 from ..theory.reference import _Known, _product, _reference_curve
+from . import measured as ms
 from . import regime as rg
 from . import verdict as vd
 from .attention import analyse_attention
 from .attention_import import is_attention_model
+from .gap import reference, zero_loss
 from .interop import Model, as_model
 from .measurements import data_arrays, local_report, split
 from .moments import Moments, linear_floor, moments
-from .optax_training import as_train_config, dynamics_of, plain_gd, with_degree
+from .optax_training import as_train_config, dynamics_of, with_degree
 from .report import Analysis, DataReport, History, NetReport, Prediction, Regime, Training
 from .stationary import stationarity
 from .structure import PAIRS, exact_structure
@@ -204,7 +204,9 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
     - ``data``: ``(X, Y)``, a Dataset, a :func:`~biasfree.core.real_data.load_data` result, a
       file or a bundled name.
     - ``alpha``: the slope α, needed when the model does not state it.
-    - ``train``: None (predict, no training), True (gradient descent at a quarter of the
+    - ``train``: None (predict; where the theory is silent, measure by default: GD from the
+      given weights beside the twin within :data:`~biasfree.analysis.measured.MEASURE_BUDGET`
+      seconds), False (predict only), True (gradient descent at a quarter of the
       estimated stability limit, to the default horizon, at most ``regime.MAX_STEPS`` steps), an
       optax optimiser or a factory ``rho -> optimiser`` (1000 steps), or a
       :class:`~biasfree.dynamics.train_config.TrainConfig` (``GDConfig(lr=..., steps=...)``, or
@@ -213,12 +215,16 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
       curve); the config's ``alpha`` is replaced by the model's.
     - ``init``: the weights training started from (any form ``model`` takes, same
       architecture): then the question is how the net got here, and ``train`` (if given) is
-      rerun from ``init`` beside the twin; without ``train`` that run is predicted.
+      rerun from ``init`` beside the twin; without ``train`` that run is predicted (and measured
+      by default where the theory is silent).
     - ``t_max``: horizon of the predicted curve without training (default: from the data's
       modes, bounded), on ``n_times`` points.
     - ``time_budget``: seconds of training at most (None: no limit), and of the predicted
       curve's ODE (at most :data:`CURVE_BUDGET`; a curve cut short says so).
     - ``progress(k, K)``: called as training goes.
+
+    Every argument is checked before the model's kind is read; an attention model refuses
+    ``alpha``, ``t_max`` and ``n_times`` by name (it has no slope and no predicted curve).
 
     Returns an :class:`~biasfree.analysis.report.Analysis`: the data, net, regime, prediction
     and the graded ``verdict`` with its evidence.
@@ -233,9 +239,6 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
         res = bf.analyse(net, (X, Y), alpha=0.0, train=True)
         res.verdict.level, res.verdict.training.text
     """
-    if is_attention_model(model):  # linear attention and its twin on z (docs/verdict.md "Attention models")
-        return analyse_attention(model, data, train=train, init=init, time_budget=time_budget,
-                                 progress=progress)
     given = as_train_config(train)  # refuses any other kind of value
     if t_max is not None:
         t_max = validate.positive("t_max", t_max, scalar=True, why="the horizon of the predicted curve")
@@ -244,6 +247,13 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
         time_budget = validate.positive("time_budget", time_budget, scalar=True, why="seconds of training")
     if progress is not None:
         validate.callable_("progress", progress, "a function called as progress(k, K): k of K steps done")
+    if is_attention_model(model):  # linear attention and its twin on z (docs/verdict.md "Attention models")
+        for name, value, unset in (("alpha", alpha, None), ("t_max", t_max, None), ("n_times", n_times, 201)):
+            if value != unset:
+                raise ValueError(f"{name}={value!r} does not apply to an attention model (no slope α, no "
+                                 f"predicted curve); leave {name} unset")
+        return analyse_attention(model, data, train=train, init=init, time_budget=time_budget,
+                                 progress=progress)
     m: Model = as_model(model, alpha)
     if m.alpha is None:
         raise ValueError(f"the slope α of {m.source} is unknown (weight files do not store the "
@@ -273,32 +283,39 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
     note = ""
     if given is not None and not given.gd:  # κ measured (or refused) before any compute
         given, note = with_degree(given, a, len(params))
+    measure = train is not False  # measure by default where the theory is silent (False: predict only)
     train = given if given is not None else bool(train)
 
     ctx = _context(X, Y, a, source)
     now = _state(params, X, Y, a, ctx)
     local = local_report(params, X, a)
-    cfg = _train_config(train, params, ctx.modes, now.net.c, now.net.beta_eff, a)
+    cfg = ms.config(train, params, ctx.modes, now.net.c, now.net.beta_eff, a)
     dyn = dynamics_of(given, cfg)  # what a prediction is for, and the call that measures it
+    fallback = None if not measure else (  # a default measurement: the given optimiser, else GD
+        cfg or ms.config(True, params, ctx.modes, now.net.c, now.net.beta_eff, a, "log"))
     pred, training, reg = _training(params, now, ctx, X, Y, a, cfg if start is None else None, t_max, n_times,
-                                    time_budget, progress, note=note, dyn=dyn)
+                                    time_budget, progress, note=note, dyn=dyn, fallback=fallback)
     if now.net.has_bias:
         return Analysis(ctx.report, now.net, None, vd.combine(now.function, training), reg, local)
     trained_function = (None if pred.trained is None
                         else _trained_function(pred.trained, a, ctx, "function after training"))
     history = None if start is None else _history(start, params, a, X, Y, ctx, cfg, t_max, n_times,
-                                                  time_budget, progress, note, dyn)
+                                                  time_budget, progress, note, dyn, measure)
     verdict = vd.combine(now.function, training, trained_function,
-                         None if history is None else history.judgement)
+                         None if history is None else history.judgement,
+                         asked=pred.trained is None or not pred.trained.by_default)
     return Analysis(ctx.report, now.net, pred, verdict, reg, local, history)
 
 
 def _training(params, st: _State, ctx: _Context, X, Y, a, cfg, t_max, n_times, budget, progress,
-              kind: str | None = None, note: str = "", dyn: vd.Dynamics = vd.FLOW) -> tuple:
+              kind: str | None = None, note: str = "", dyn: vd.Dynamics = vd.FLOW, fallback=None) -> tuple:
     """Training from ``params`` (measured ``st``) beside its twin: measured with ``cfg`` (the
-    prediction then holds it as ``trained``), else predicted; ``(prediction, its judgement,
-    the regime with the relative gradient)``. A net with biases has no twin: no prediction,
-    and the judgement rests on its structure alone. ``dyn`` the training a prediction is for."""
+    prediction then holds it as ``trained``), else predicted; a prediction left undecided is
+    measured by ``fallback`` (a default measurement, :mod:`~.measured`) when one is given;
+    ``(prediction, its judgement, the regime with the relative gradient)``. A net with biases has
+    no twin: no prediction, and the judgement rests on its structure alone. ``dyn`` the training
+    a prediction is for."""
+    measured = "measured" if cfg is not None else "measured by default"
     kind = kind or (PREDICTED.format(dyn.name) if cfg is None else f"training by {dyn.name}, measured")
     if st.net.has_bias:
         facts = _facts(st, ctx, params, X, Y, a, None)
@@ -308,11 +325,31 @@ def _training(params, st: _State, ctx: _Context, X, Y, a, cfg, t_max, n_times, b
     facts = _facts(st, ctx, params, X, Y, a, pred)
     reg = dataclasses.replace(st.regime, relative_gradient=facts.grad_rel)
     if cfg is None:
-        return pred, vd.judge_predicted(facts, t0_gap=pred.t0_gap, growth_gap=pred.growth_gap,
-                                        growth_range=(pred.growth_gap_low, pred.growth_gap_high),
-                                        kind=kind, dynamics=dyn), reg
-    tr, reg = _train(params, pred, a, X, Y, cfg, ctx, st.loss0, reg, budget, progress)
-    judged = _judged(facts, tr, reg, kind, note)
+        judged = vd.judge_predicted(facts, t0_gap=pred.t0_gap, growth_gap=pred.growth_gap,
+                                    growth_range=(pred.growth_gap_low, pred.growth_gap_high),
+                                    kind=kind, dynamics=dyn)
+        if judged.level != vd.UNDECIDED or fallback is None:
+            return pred, judged, reg
+        cfg, why, predicted = fallback, judged.reasons[0], judged
+        if dyn is vd.FLOW:  # nothing asked: default GD within the default budget
+            mdyn, budget = dynamics_of(None, fallback), ms.budget_of(budget)
+        else:  # the optimiser given, within the time_budget given for it
+            mdyn = dyn
+        kind = kind.replace(" (not measured)", "").replace(f"by {dyn.name}, predicted",
+                                                           f"by {mdyn.name}, {measured}")
+    else:
+        mdyn, why = dyn, ""
+    tr, reg = ms.run(params, pred.twin, pred.t, pred.loss, a, X, Y, cfg, ctx.moments.fit, ctx.floor,
+                     ctx.modes, st.loss0, reg, budget, progress, by_default=bool(why))
+    longer = f"analyse(model, data, train={mdyn.train}, time_budget={{seconds}})"  # judged fills it in
+    judged = ms.judged(facts, tr, reg, kind, note, longer)
+    if why:  # the prediction's numbers stay in the evidence (the exact t = 0 gap, the failed assumption)
+        names = {e.name for e in judged.evidence}
+        before = tuple(e for e in predicted.evidence if e.name not in names)
+        judged = dataclasses.replace(judged, evidence=before + judged.evidence, notes=judged.notes + (
+            f"measured by default, since the prediction was undecided ({why}), by {mdyn.name} from these "
+            f"weights beside the twin, {tr.steps_run} of {cfg.steps} steps in {tr.seconds:.3g} s (time "
+            f"budget {'none' if budget is None else f'{budget:g} s'}); train=False predicts only",))
     return dataclasses.replace(pred, trained=tr), judged, reg
 
 
@@ -327,48 +364,30 @@ def _trained_function(tr: Training, a, ctx: _Context, kind: str) -> vd.Judgement
 
 
 def _history(start, params, a, X, Y, ctx: _Context, cfg, t_max, n_times, budget, progress, note,
-             dyn: vd.Dynamics) -> History:
+             dyn: vd.Dynamics, measure: bool = False) -> History:
     """Question (iii): training from ``start`` beside its twin (measured with ``cfg``, else
-    predicted for gradient flow), and how close the rerun ends to the given net."""
+    predicted for gradient flow, and with ``measure`` measured by default GD where that prediction
+    is undecided), and how close the rerun ends to the given net."""
     st = _state(start, X, Y, a, ctx, kind="the init's function")
     dyn = dyn if cfg else vd.FLOW
     kind = (f"how the net got here: training from the init by {dyn.name}, "
             + ("measured" if cfg else "predicted"))
+    fallback = (ms.config(True, start, ctx.modes, st.net.c, st.net.beta_eff, a, "log")
+                if measure and cfg is None else None)
     pred, judged, reg = _training(start, st, ctx, X, Y, a, cfg, t_max, n_times, budget, progress, kind, note,
-                                  dyn)
+                                  dyn, fallback)
     if pred is None or pred.trained is None:
         return History(st.net, pred, judged, reg)
     tr = pred.trained
     f_given, f_rerun = _outputs(params, X, a), _outputs(tr.params, X, a)
     match = energy(f_rerun - f_given) / max(energy(f_given), 1e-300)
-    same = ("reproduces it" if match <= vd.PAPER_LEVEL
-            else "does NOT reproduce it: other steps, data or seed?")
+    same = ("reproduces it" if match <= vd.PAPER_LEVEL else
+            "a default GD run, not the training that made the net" if tr.by_default else
+            "does NOT reproduce it: other steps, data or seed?")
     note = (f"the rerun from the init ends {match:.3g} (of <f²>) from the given net ({same}; "
             "reported, not judged)")
     judged = dataclasses.replace(judged, notes=judged.notes + (note,))
     return History(st.net, pred, judged, reg, match)
-
-
-def _judged(facts: vd.Facts, tr: Training, reg: Regime, kind: str, note: str) -> vd.Judgement:
-    """The measured answer; ``note`` is :func:`~.optax_training.with_degree`'s (how κ was found,
-    APPROXIMATE when the twin optimiser is inexact), empty for GD."""
-    j = vd.judge_measured(facts, gap=tr.gap_to_twin, step=tr.gap_step, t=tr.gap_time, steps_run=tr.steps_run,
-                             steps_asked=tr.config.steps, movement=reg.movement[0], alignment=reg.alignment,
-                             alignment0=reg.alignment0, exact_structure=facts.exact, kind=kind,
-                             trainer=tr.optimiser, over="every step",
-                             approximate=note if note.startswith("APPROXIMATE") else "", end=tr.end,
-                             scale=max(facts.loss0, facts.loss_ref))
-    return dataclasses.replace(j, notes=j.notes + (f"twin optimiser: {note}",)) if note else j
-
-
-def _train_config(train, params, modes, c, beta, a) -> TrainConfig | None:
-    if train is None or train is False:
-        return None
-    if isinstance(train, TrainConfig):
-        return train._with_alpha(a)  # α checked once, by as_model
-    lr, steps, _ = rg.default_steps(params, modes, c, float(np.linalg.norm(beta, 2)),
-                                    _twin_scales(_slope_factor(a), len(params)).time)
-    return GDConfig(alpha=a, lr=lr, steps=steps, n_records=201)
 
 
 def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, budget) -> Prediction:
@@ -377,7 +396,7 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, bu
     twin = _scale_params(params, ws)
     floored = False
     if cfg is not None and cfg.gd:
-        t = cfg.lr * record_steps(cfg.steps, cfg.n_records)  # the steps the trainer records
+        t = cfg.lr * record_steps(cfg.steps, cfg.n_records, cfg.spacing)  # the steps the trainer records
     else:
         T, floored = (rg.default_t_max(modes, float(np.linalg.norm(net.beta_eff, 2)), ks, depth=L)
                       if t_max is None else (float(t_max), False))
@@ -402,7 +421,7 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, bu
         note = (f"APPROXIMATE: depth {L} > 2 has no exact linear twin (docs/theory.md §4.1); the twin is "
                 f"the net with σ_α replaced by its odd part c z, weights × c^((L-1)/L) = {ws:.4g}, "
                 f"time × c^(2(L-1)/L) = {ks:.4g}; " + curve.note)
-    L0 = max(loss0, 1e-300)
+    L0 = reference(loss0, zero_loss(Y))  # every gap's normaliser (biasfree.analysis.gap)
     twin0 = 0.5 * energy(Y - X @ _product([np.asarray(la.matrix, float) for la in twin]).T)  # f = W_L⋯W_1 x
     g = (rg.growth_even_energy(params, X, Y, net.c, modes.B)
          if L == 2 and a != 1.0 and modes.linear_fraction > PAPER_LEVEL else rg.GrowthEstimate(0, 0, 0, 1))
@@ -413,38 +432,5 @@ def _predict(params, a, X, Y, ctx: _Context, st: _State, cfg, t_max, n_times, bu
                       loss0_net=loss0,
                       linear_floor=linear_floor(ctx.moments, X, Y), two_layer_floor=ctx.floor,
                       t0_gap=abs(loss0 - twin0) / L0, growth_gap=0.5 * g.energy / L0, horizon_floored=floored,
-                      growth_gap_low=0.5 * g.low / L0, growth_gap_high=0.5 * g.high / L0, twin_loss0=twin0)
-
-
-def _train(params, pred: Prediction, a, X, Y, cfg, ctx: _Context, loss0, reg: Regime, budget, progress):
-    # gaps relative to L₀ = max(L(θ₀), ½<||y||²>): L(θ₀) for an init that has learned nothing yet
-    # (the paper's L(0)), the zero function's loss for a net that already fits (a trained net)
-    modes = ctx.modes
-    L0 = max(loss0, 0.5 * modes.y_power, 1e-300)
-    traj = train_run(params, _dataset(X, Y), cfg, twin=pred.twin, observables="loss", time_budget=budget,
-                     progress=progress)
-    run = PairedRun.of(traj, record_steps(cfg.steps, cfg.n_records))
-    t = np.asarray(traj.t, dtype=float)
-    if cfg.gd:
-        trainer, predicted = "GD", np.interp(t, pred.t, pred.loss, right=np.nan)  # nan past a curve cut short
-    else:  # no flow curve to compare with: the prediction is for GD
-        trainer, predicted = f"{cfg.label} (κ = {cfg.degree:g})", np.full(t.shape, np.nan)
-    sp = split(run.params, X, a, ctx.moments.fit)
-    dirs = rg.learned_directions(modes.B)
-    off = np.abs(run.loss - predicted)
-    off = off[np.isfinite(off)]  # no prediction past a curve cut short, nor for an optax run
-    tr = Training(config=cfg, t=t, loss=run.loss, twin_loss=run.twin_loss, predicted=predicted,
-                  even_energy=run.even_energy, gap_to_twin=run.gap_max / L0,
-                  gap_to_prediction=float(off.max()) / L0 if off.size else np.nan,
-                  final_even_fraction=sp.even_fraction,
-                  final_odd_nonlinear_fraction=sp.odd_fraction_nonlinear,
-                  final_odd_linear_energy=sp.odd_linear, final_odd_nonlinear_energy=sp.odd_nonlinear,
-                  final_even_energy=sp.even, params=run.params, gap_step=run.gap_step,
-                  gap_time=float(np.interp(run.gap_step, run.k, t)), steps_run=run.steps, optimiser=trainer,
-                  end=None if not plain_gd(cfg) else stationarity(  # GD stays only where the MSE's flow does
-                      run.params, run.twin, X, Y, a, max(0.5 * modes.y_power, 1e-300), ctx.floor, modes.B))
-    move = relative_movement(params, run.params)
-    reg = dataclasses.replace(reg, movement=move, rich=move[0] >= vd.RICH_MOVEMENT,
-                              alignment0=row_alignment(params[0].matrix, dirs),
-                              alignment=row_alignment(run.params[0].matrix, dirs))
-    return tr, reg
+                      growth_gap_low=0.5 * g.low / L0, growth_gap_high=0.5 * g.high / L0, twin_loss0=twin0,
+                      gap_reference=L0)

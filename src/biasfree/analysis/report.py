@@ -108,8 +108,12 @@ class Training:
     beside its linear twin (:func:`~biasfree.dynamics.trainer.train` with ``twin``):
     ``t`` (R,) record times t = ηk, ``loss``, ``twin_loss``, ``predicted`` (the
     gradient-flow prediction at ``t``), ``even_energy``; ``gap_to_twin`` max over *every*
-    step of ``|L − L_twin| / L(0)``, reached at step ``gap_step`` (time ``gap_time``);
-    ``gap_to_prediction`` max over the records of ``|L − L_pred| / L(0)`` (holds GD's O(η)
+    step of ``|L − L_twin| / gap_reference``, reached at step ``gap_step`` (time ``gap_time``
+    = η·gap_step); ``gap_reference`` its normaliser max(L(θ₀), ½<||y||²>)
+    (:mod:`~biasfree.analysis.gap`); ``seconds`` the run's wall time and ``time_budget`` its
+    limit (None: none); ``by_default`` True when ``analyse`` measured because the theory was
+    silent (no ``train=`` given);
+    ``gap_to_prediction`` max over the records of ``|L − L_pred| / gap_reference`` (holds GD's O(η)
     step error: reported, not judged); ``steps_run`` (< config.steps when the time budget
     stopped it); the trained net's ``final_even_fraction``, ``final_odd_nonlinear_fraction``,
     ``final_odd_linear_energy``, ``final_odd_nonlinear_energy``, ``final_even_energy``; ``params``;
@@ -135,6 +139,10 @@ class Training:
     steps_run: int = 0
     optimiser: str = "GD"
     end: object = None
+    gap_reference: float = float("nan")
+    seconds: float = float("nan")
+    time_budget: float | None = None
+    by_default: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,10 +153,11 @@ class Prediction:
     two-layer net with zero even part, or α = 1), ``note``; ``t`` (T,), ``loss`` (T,)
     predicted; ``loss0_net`` the net's own L(0), ``linear_floor`` (the twin's limit),
     ``two_layer_floor`` (exact on symmetric data, §1.3, else None), all in loss units;
-    ``t0_gap`` ``|L(0) − L_twin(0)|/L(0)``, ``growth_gap`` the estimated trained even part
-    ½<f_even²>/L(0) (§6.4, depth 2) and ``growth_gap_low``/``growth_gap_high`` its interval
-    (the init's remainder bounded, §6.4); ``horizon_floored`` (Σ_yx ≈ 0 set the horizon);
-    optional ``trained``; ``twin_loss0`` the twin's loss at t = 0."""
+    ``t0_gap`` ``|L(θ₀) − L_twin(θ₀)|/gap_reference``, ``growth_gap`` the estimated trained even
+    part ½<f_even²>/gap_reference (§6.4, depth 2) and ``growth_gap_low``/``growth_gap_high`` its
+    interval (the init's remainder bounded, §6.4); ``horizon_floored`` (Σ_yx ≈ 0 set the
+    horizon); optional ``trained``; ``twin_loss0`` the twin's loss at t = 0; ``gap_reference``
+    every gap's normaliser max(L(θ₀), ½<||y||²>) (:mod:`~biasfree.analysis.gap`)."""
 
     twin: Params
     weight_scale: float
@@ -168,6 +177,7 @@ class Prediction:
     growth_gap_low: float = 0.0
     growth_gap_high: float = 0.0
     twin_loss0: float = float("nan")
+    gap_reference: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -287,7 +297,8 @@ def _prediction_json(p: Prediction) -> dict:
            "t": p.t, "loss": p.loss, "loss0_net": p.loss0_net, "linear_floor": p.linear_floor,
            "two_layer_floor": p.two_layer_floor, "t0_gap": p.t0_gap, "growth_gap": p.growth_gap,
            "growth_gap_low": p.growth_gap_low, "growth_gap_high": p.growth_gap_high,
-           "horizon_floored": p.horizon_floored, "twin_loss0": p.twin_loss0, "trained": None}
+           "horizon_floored": p.horizon_floored, "twin_loss0": p.twin_loss0,
+           "gap_reference": p.gap_reference, "trained": None}
     if p.trained is not None:
         tr = {f.name: getattr(p.trained, f.name) for f in fields(Training)
               if f.name not in ("params", "config")}

@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from ..results import Check
+from .gap import NAME as GAP_REF
+from .gap import of, reference
 from .stationary import Stationarity
 
 EXACT = "exactly linear"
@@ -126,16 +130,18 @@ class Verdict:
 
 
 def combine(function: Judgement, training: Judgement | None,
-            trained_function: Judgement | None = None, history: Judgement | None = None) -> Verdict:
+            trained_function: Judgement | None = None, history: Judgement | None = None,
+            asked: bool = True) -> Verdict:
     """The headline answers the question asked: with ``history`` (an init was given), "did
     training from that init keep the net on its linear twin, and is the net linear now?" —
-    the worse of ``history`` and ``function``; else, with a measured ``training``, the worse
-    of it and the trained net's function; else the worse of ``function`` and the predicted
-    ``training`` (which says "not" only on positive evidence)."""
+    the worse of ``history`` and ``function``; else, with a measured ``training`` the user
+    ``asked`` for (``train=``), the worse of it and the trained net's function; else the worse of
+    ``function`` and ``training``, predicted (which says "not" only on positive evidence) or
+    measured by default where the prediction was undecided."""
     if history is not None:
         deciding = [function, history]
         question = "how the net got here (from the given init) and its function now"
-    elif trained_function is not None:
+    elif trained_function is not None and asked:
         deciding, question = [trained_function, training], "training from the given weights, measured"
     else:
         deciding = [function, training]
@@ -219,13 +225,18 @@ class Facts:
     still: Stationarity | None = None
 
     @property
+    def gap_ref(self) -> float:
+        """Every gap's normaliser, :func:`~biasfree.analysis.gap.reference` of ``loss0`` and ``loss_ref``."""
+        return reference(self.loss0, self.loss_ref)
+
+    @property
     def nothing_to_learn(self) -> bool:
         """The linear twin can lower the loss by at most ½Σs_i² ≤ 0.3% of ½<||y||²> (§6.2)."""
         return self.linear_fraction <= PAPER_LEVEL
 
     def learns_nothing(self) -> str:
         floor = ("" if self.floor is None else
-                 f"; the two-layer floor is {self.floor:.4g} (L(0) = {self.loss0:.4g})")
+                 f"; the two-layer floor is {self.floor:.4g} (L(θ₀) = {self.loss0:.4g})")
         return (f"the linear twin learns nothing: a linear map captures {100 * self.linear_fraction:.2g}% of "
                 f"the target's power (≤ 0.3%, Σ_yx ≈ 0){floor}")
 
@@ -238,7 +249,7 @@ class Facts:
                 and (self.alpha == 1.0 or self.target_even_fraction <= ROUND_OFF_ENERGY))
 
 
-def _structural(f: Facts) -> tuple[list[Check], list[str], list[str]]:
+def structural(f: Facts) -> tuple[list[Check], list[str], list[str]]:
     """Evidence, proven departures from the twin (positive evidence for "not") and notes that
     the prediction and the measurement share."""
     ev = [evidence("mirror violation of the inputs X (relative)", f.mirror_violation, NEAR_SYMMETRIC,
@@ -267,25 +278,25 @@ def _undecided(kind, why: str, ev, notes, measure: str = MEASURE) -> Judgement:
 
 
 def _stays(f: Facts, t0_gap: float, ev: list, dyn: Dynamics) -> str | None:
-    """§6.4 from where the net stands: stationary to round-off (neither net nor twin moves
-    under gradient flow or GD) or at the two-layer floor to round-off (descent keeps both
-    losses in [floor, max(L, L_twin)]), the gap to the twin never exceeds the present one
-    (plus round-off): the summary when that decides (within 0.3%), else None. Adds the
-    evidence it weighed."""
+    """§6.4 from where the net stands, for descent (gradient flow, GD): stationary to round-off
+    (neither net nor twin moves: the gap stays its exact present value) or with a two-layer floor
+    L* (descent keeps both losses in [L*, max(L, L_twin)], so the gap stays within
+    max(|L − L_twin|, max(L, L_twin) − L*), at the floor or not): the summary when that bound
+    decides (within 0.3% of L_ref), else None. Adds the evidence it weighed."""
     if f.still is None:
         return None
     ev.extend(f.still.evidence("now"))
-    if not (dyn.flow and f.still.still):
-        return None
-    bound = f.still.bound() / max(f.loss0, 1e-300)
-    ev.append(evidence("gap to the twin at any later time, bound (fraction of L(θ))", bound, PAPER_LEVEL,
+    if not (dyn.flow and (f.still.stationary or np.isfinite(f.still.floor))):
+        return None  # without a floor the bound is the converged one, weighed before
+    bound = f.still.bound() / f.gap_ref
+    ev.append(evidence(f"gap to the twin at any later time, bound ({of(f.gap_ref)})", bound, PAPER_LEVEL,
                        "the gap stays at its exact t = 0 value (stationary), or within "
-                       "max(L, L_twin) − floor "
-                       "(at the floor), under the paper's 0.3%"))
+                       "max(|L − L_twin|, max(L, L_twin) − floor) (descent above the two-layer floor), "
+                       "under the paper's 0.3%"))
     if not ev[-1].passed:
         return None
-    return (f"{f.still.reason(f.loss_ref)}; the gap to the twin stays ≤ {bound:.2g} of L(θ) (exact at t = 0: "
-            f"{t0_gap:.2g}; ≤ 0.3%) under {dyn.name}")
+    return (f"{f.still.reason(f.loss_ref)}; the gap to the twin stays ≤ {bound:.2g} of {GAP_REF} (exact at "
+            f"t = 0: {t0_gap:.2g}; ≤ 0.3%) under {dyn.name}")
 
 
 def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
@@ -295,19 +306,20 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
     """Training predicted from the net's weights (§6.4), in this order: proven departures
     (nonzero biases, asymmetric inputs with a linear part, an even target) say "not"; α = 1
     and the exact structures on mirror-symmetric data say "exactly linear" at any scale;
-    a net whose loss and twin's loss are both ≤ 0.3% of ½<||y||²> stays within that of its
-    twin under any continued descent (both losses lie in [0, max(L, L_twin)]); the exact
-    t = 0 term above 0.3% says "not"; depth > 2, an init that is not small, or a conv first
-    layer (its growth interval is an estimate, not a bound) leave the prediction
-    :data:`UNDECIDED`; else the predicted gap's interval ``max(t0_gap, growth_range)``
-    (fractions of L(θ)) decides: effectively linear when its high end is ≤ 0.3%, not when
-    its low end is above, else undecided. Before the init's size is weighed, a net that is
-    stationary or at the two-layer floor to round-off (``f.still``) is decided from its exact
-    t = 0 gap (``_stays``). ``dynamics`` names the training predicted (:class:`Dynamics`);
-    one outside gradient flow's theory (Adam, ...) gets the structural, exact and t = 0 answers
-    only, else "undecided", naming the call that measures it."""
-    ev, fails, notes = _structural(f)
-    dyn = dynamics
+    the exact t = 0 gap above 0.3% says "not", under any optimiser; for descent (gradient
+    flow, GD), a net whose loss and twin's loss are both ≤ 0.3% is converged (both losses stay
+    in [0, max(L, L_twin)]), and a net stationary to round-off or above the two-layer floor is
+    decided by the floor bound max(|L − L_twin|, max(L, L_twin) − L*) (``_stays``) wherever it
+    is within 0.3%; depth > 2, an init that is not small, or a conv first layer (its growth
+    interval is an estimate, not a bound) leave the prediction :data:`UNDECIDED`; else the
+    predicted gap's interval ``max(t0_gap, growth_range)`` decides: effectively linear when its
+    high end is ≤ 0.3%, not when its low end is above, else undecided. Every gap is a fraction
+    of ``f.gap_ref`` = max(L(θ₀), ½<||y||²>) (:mod:`~biasfree.analysis.gap`). ``dynamics`` names
+    the training predicted (:class:`Dynamics`); one outside gradient flow's theory (Adam, ...)
+    gets the structural, exact and t = 0 answers only, else "undecided", naming the call that
+    measures it (:func:`biasfree.analyse` then measures it by default)."""
+    ev, fails, notes = structural(f)
+    dyn, ref = dynamics, f.gap_ref
     still = f.still is not None and f.still.stationary
     notes.append(f"relative gradient norm ‖∇L‖·‖θ‖/(½<||y||²>) = {f.grad_rel:.3g}"
                  + (f" (a stationary point to round-off, ≤ {f.still.grad_tol:.2g}: continued GD leaves "
@@ -320,27 +332,28 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
     if f.exact:
         return judgement(kind, EXACT, [], ev, notes, f"{f.structure} on mirror-symmetric data train exactly "
                          "as the twin, at any init scale and step size (§2.3, §2.5)")
+    ev.append(evidence(f"gap to the twin at t = 0, exact ({of(ref)})", t0_gap, PAPER_LEVEL,
+                       "the net's loss and its twin's agree now (§6.4), whatever the optimiser"))
+    if not ev[-1].passed:
+        return judgement(kind, NOT, [f"measured at t = 0: {ev[-1].line()}"], ev, notes)
     top = max(f.loss0, f.twin_loss0)
     if dyn.flow:
-        ev.append(evidence("converged: max(L, L_twin) now (fraction of ½<||y||²>)", top / f.loss_ref,
+        ev.append(evidence(f"converged: max(L, L_twin) now ({of(ref)})", top / ref,
                            PAPER_LEVEL, "descent keeps both losses in [0, max(L, L_twin)], so the gap to the "
                            "twin stays below this under any continued training (§6.4)"))
     if dyn.flow and ev[-1].passed and f.function.level in (EXACT, EFFECTIVE):
         return judgement(kind, EFFECTIVE, [], ev, notes,
-                         f"converged: net and twin both at ≤ {100 * top / f.loss_ref:.2g}% of ½<||y||²>, so "
+                         f"converged: net and twin both at ≤ {100 * top / ref:.2g}% of {GAP_REF}, so "
                          "continued descent keeps them within that of each other")
-    ev.append(evidence("gap to the twin at t = 0, exact (fraction of L(θ))", t0_gap, PAPER_LEVEL,
-                       "the net's loss and its twin's agree now (§6.4)"))
-    if not ev[-1].passed:
-        return judgement(kind, NOT, [f"measured at t = 0: {ev[-1].line()}"], ev, notes)
     stays = _stays(f, t0_gap, ev, dyn)
     if stays:
-        return judgement(kind, EFFECTIVE, [], ev, notes, stays)
+        return judgement(kind, EFFECTIVE, [], ev, notes,
+                         stays + (f"; {f.learns_nothing()}" if f.nothing_to_learn else ""))
     if not dyn.flow:
         return _undecided(kind, f"no theory predicts training by {dyn.name} from these weights (only the "
                           "exact structures and the exact t = 0 gap hold for any optimiser; the converged "
                           "bound, the "
-                          "floor and the growth interval are gradient flow's)", ev, notes, dyn.measure)
+                          "floor and the growth interval are descent's)", ev, notes, dyn.measure)
     if f.depth > 2:
         return _undecided(kind, f"depth {f.depth} > 2: no linear twin, deep nets develop an even part in "
                           "their middle layers (§4.1), so nothing is predicted", ev, notes, dyn.measure)
@@ -359,80 +372,19 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
         return _undecided(kind, "a convolutional first layer: the growth interval of §6.4 is not a bound "
                           "for it (verdict-calibration measured gaps above its high end, §7)", ev, notes,
                           dyn.measure)
-    ev.append(evidence("predicted gap to the twin, high end (fraction of L(θ))", hi, PAPER_LEVEL,
+    ev.append(evidence(f"predicted gap to the twin, high end ({of(ref)})", hi, PAPER_LEVEL,
                        "within the paper's 0.3% (§2.6) even at the interval's high end: the t = 0 "
-                       "term ½<f_even²>/L(0) is exact, the growth term's interval bounds the init's "
+                       "term |L − L_twin| is exact, the growth term's interval bounds the init's "
                        "remainder (§6.4)"))
-    ev.append(evidence("predicted gap to the twin, low end (fraction of L(θ))", lo, PAPER_LEVEL,
+    ev.append(evidence(f"predicted gap to the twin, low end ({of(ref)})", lo, PAPER_LEVEL,
                        "at most the paper's 0.3% at the interval's low end; above it the net is "
                        "predicted off its twin (§6.4)"))
     if not ev[-1].passed:
         return judgement(kind, NOT, [f"{ev[-1].line()} ({terms}); wider nets shrink it (§2.6)"], ev, notes)
     if not ev[-2].passed:
-        return _undecided(kind, f"the predicted gap's interval [{100 * lo:.3g}%, {100 * hi:.3g}%] of L(θ) "
-                          f"straddles 0.3% ({terms}) (§6.4)", ev, notes, dyn.measure)
+        return _undecided(kind, f"the predicted gap's interval [{100 * lo:.3g}%, {100 * hi:.3g}%] of "
+                          f"{GAP_REF} straddles 0.3% ({terms}) (§6.4)", ev, notes, dyn.measure)
     return judgement(kind, EFFECTIVE, [], ev, notes,
-                     f"expected within {100 * hi:.2g}% of L(0) of its linear twin at the high end of "
+                     f"expected within {100 * hi:.2g}% of {GAP_REF} of its linear twin at the high end of "
                      f"[{100 * lo:.2g}%, {100 * hi:.2g}%] (≤ 0.3%)"
                      + (f"; {notes[0]}" if len(notes) > 1 else ""))
-
-
-def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int, steps_asked: int,
-                   movement: float, alignment: float, alignment0: float, exact_structure: bool,
-                   kind: str = "training, measured", trainer: str = "GD",
-                   over: str = "every step", approximate: str = "", end: Stationarity | None = None,
-                   scale: float = 1.0) -> Judgement:
-    """The training measured (§6.3): ``gap`` = max over every GD step k of ``|L(θ_k) −
-    L_twin(k)| / L(0)``, reached at ``step`` (time ``t``); ``movement`` the first layer's
-    relative movement, ``alignment``/``alignment0`` the first-layer rows' energy share in
-    the learned input directions after/before training (reported, not judged); ``trainer``
-    the optimiser (with its degree κ) that trained both and ``over`` the steps the maximum is
-    taken over, both named in the evidence. ``approximate`` says why the twin's optimiser is
-    only approximately the exact twin's (non-empty): a gap above 0.3% is then no evidence
-    that the net left its twin, and the answer is :data:`UNDECIDED`, naming the fix. ``end``
-    (:class:`~biasfree.analysis.stationary.Stationarity` of the run's last net and twin; gaps
-    over ``scale``, the L(0) of ``gap``): when the run ended stationary or at the two-layer floor
-    to round-off, evidence says so and that a longer run keeps the gap within its bound, so the
-    answer holds past the steps run."""
-    ev, fails, notes = _structural(f)
-    context = fails[:]  # the theory does not cover these cases, but the measured gap decides
-    measured = evidence(f"trained gap to the twin under {trainer}, max over {over} (fraction of L(0))", gap,
-                        PAPER_LEVEL, f"the paper's 0.3%; maximum at step {step} (t = {t:.4g})")
-    ev.append(measured)
-    rich = evidence("first-layer movement ‖W₁(T)−W₁(0)‖/‖W₁(0)‖", movement, RICH_MOVEMENT,
-                    "rich learning: the weights left their init (§6.3)", op=">=")
-    ev.append(rich)
-    notes = notes + [f"regime: {'rich' if rich.passed else 'lazy'} ({rich.line()}); first-layer rows' "
-                     f"energy in the learned input directions {alignment:.3g} (init {alignment0:.3g}; "
-                     "reported, not judged)"]
-    if context:
-        notes.append(f"the theory does not cover this case ({'; '.join(context)}); the measured gap decides")
-    final = ""
-    if end is not None:
-        ev.extend(end.evidence("at the run's end"))
-        if end.still:
-            after = evidence("gap to the twin after the run, bound (fraction of L(0))", end.bound() / scale,
-                             PAPER_LEVEL, "the run ended stationary or at the two-layer floor to round-off: "
-                             "longer training keeps the gap within this")
-            ev.append(after)
-            how = end.reason(f.loss_ref).split(":")[0]
-            final = "" if not after.passed else (f"; the run ended {how}, so longer training keeps the "
-                     f"gap ≤ {after.value:.2g} of L(0): the answer holds past step {steps_run}")
-    if steps_run < steps_asked:
-        notes.append(f"stopped by the time budget after {steps_run} of {steps_asked} steps: the gap is "
-                     "the maximum over the steps run" + (" (and the run had ended still)" if final else ""))
-    if not measured.passed:
-        why = [f"trained gap {100 * gap:.3g}% of L(0) at step {step} (t = {t:.4g}) > 0.3%"]
-        if approximate:  # the gap holds the twin optimiser's own error: no evidence either way
-            return judgement(kind, UNDECIDED, why + [
-                f"against an approximate twin ({approximate}), so the gap may be the twin's own error; "
-                "pass an optimiser factory (e.g. lambda rho: optax.adam(lr, eps=1e-8 * rho)) for an "
-                "exact twin"], ev, notes)
-        if not rich.passed:
-            why.append(f"lazy regime: {rich.line()}")
-        return judgement(kind, NOT, why + context, ev, notes)
-    if exact_structure and gap <= ROUND_OFF:
-        return judgement(kind, EXACT, [], ev, notes,
-                         f"on its twin to round-off at {over} ({gap:.2g} of L(0)){final}")
-    return judgement(kind, EFFECTIVE, [], ev, notes,
-                     f"within {100 * gap:.2g}% of L(0) of its twin at {over} (max at step {step}){final}")

@@ -126,7 +126,8 @@ def verdict(point: Point):
     predicted high end)``: on training from the net alone, and (None without ``point.init``)
     on how it got here from ``point.init``, both from one call (the first does not depend on
     the init)."""
-    a = analyse(point.params, (point.X, point.Y), alpha=0.0, init=point.init, t_max=1.0, n_times=2)
+    a = analyse(point.params, (point.X, point.Y), alpha=0.0, init=point.init, t_max=1.0, n_times=2,
+                train=False)  # the prediction alone: the truth runs measure
     return (_answer(a.verdict.training, a.prediction),
             None if a.history is None else _answer(a.history.judgement, a.history.prediction))
 

@@ -89,7 +89,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
                     for js, col in enumerate(cols):
                         params = (_torch_default(rng, widths, bias) if col == "torch"
                                   else numpy_gaussian(rng, widths, float(col), bias))
-                        a = analyse(params, (X, Y), alpha=0.0, t_max=1.0, n_times=2)
+                        a = analyse(params, (X, Y), alpha=0.0, t_max=1.0, n_times=2, train=False)  # predicted
                         t = a.verdict.training
                         at = (iL, ib, ia, iw, js)
                         level[at] = vd.LEVELS.index(t.level)

@@ -1,0 +1,204 @@
+"""Training measured beside the linear twin (docs/theory.md §6.3, docs/verdict.md): the schedule,
+the run, its record and its answer.
+
+``analyse(train=...)`` measures what it is asked to. Where the theory is silent (an init that is
+not small, depth > 2, a conv first layer, an optimiser no closed form predicts, a predicted
+interval that straddles 0.3%), ``analyse`` measures *by default*: it trains on from the given
+weights beside the twin, under GD at :func:`~biasfree.analysis.regime.default_steps`' step and
+horizon, within :data:`MEASURE_BUDGET` seconds (or the optimiser named with ``train=``, within
+``analyse``'s ``time_budget``, as the run it was named for). Its
+records are log-spaced, so the loop's budget check (after each of its ~20 chunks of records)
+comes after chunks that grow geometrically, by K^{1/20} (1.8× for K = 200,000 steps): the run
+overshoots its budget by that factor at most. The gap is the one of :mod:`~biasfree.analysis.gap`,
+carried through the loop at every step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from ..core.data import _dataset
+from ..core.twin import _slope_factor, _twin_scales
+from ..dynamics import GDConfig, TrainConfig, record_steps
+from ..dynamics.trainer import _run as train_run
+from ..dynamics.twin_training import PairedRun, relative_movement, row_alignment
+from . import regime as rg
+from .gap import NAME as GAP_REF
+from .gap import of, reference, zero_loss
+from .measurements import split
+from .optax_training import plain_gd
+from .report import Regime, Training
+from .stationary import Stationarity, stationarity
+from .verdict import (
+    EFFECTIVE,
+    EXACT,
+    MEASURE,
+    NOT,
+    PAPER_LEVEL,
+    RICH_MOVEMENT,
+    ROUND_OFF,
+    UNDECIDED,
+    Facts,
+    Judgement,
+    evidence,
+    judgement,
+    structural,
+)
+
+MEASURE_BUDGET = 10.0
+"""Seconds of training a default measurement allows itself (or ``analyse``'s ``time_budget`` if
+less). With the loop's geometric chunks (module doc) the run takes at most about 1.8× this, so
+that with the rest of ``analyse`` a 784→256→10 net on 10,000 inputs gets its answer in about
+30 s on 2 cores (benchmarks/bench_analyse.py, row "alone")."""
+
+
+def config(train, params, modes, c, beta, a, spacing: str = "linear") -> TrainConfig | None:
+    """The run ``train`` asks for: None for None/False; a TrainConfig as given (α the model's);
+    True: GD at a quarter of the stability limit to the default horizon
+    (:func:`~biasfree.analysis.regime.default_steps`), 201 records at ``spacing``."""
+    if train is None or train is False:
+        return None
+    if isinstance(train, TrainConfig):
+        return train._with_alpha(a)  # α checked once, by as_model
+    lr, steps, _ = rg.default_steps(params, modes, c, float(np.linalg.norm(beta, 2)),
+                                    _twin_scales(_slope_factor(a), len(params)).time)
+    return GDConfig(alpha=a, lr=lr, steps=steps, n_records=201, spacing=spacing)
+
+
+def budget_of(time_budget: float | None) -> float | None:
+    """A default measurement's budget: :data:`MEASURE_BUDGET`, or ``time_budget`` if less
+    (None: no limit, as the caller asked)."""
+    return None if time_budget is None else min(time_budget, MEASURE_BUDGET)
+
+
+def run(params, twin, pred_t, pred_loss, a, X, Y, cfg: TrainConfig, fit, floor, modes, loss0, reg: Regime,
+        budget, progress, by_default: bool = False) -> tuple[Training, Regime]:
+    """Train ``params`` and ``twin`` by ``cfg`` side by side (one loop, the gap carried at every
+    step) and record it: ``(Training, the regime with movement and alignment)``; ``pred_t``,
+    ``pred_loss`` the predicted curve (compared for GD), ``fit`` the least-squares solver, ``floor``
+    the exact two-layer floor (or None), ``loss0`` L(θ₀)."""
+    L0 = reference(loss0, zero_loss(Y))
+    t0 = time.perf_counter()
+    traj = train_run(params, _dataset(X, Y), cfg, twin=twin, observables="loss", time_budget=budget,
+                     progress=progress)
+    seconds = time.perf_counter() - t0
+    paired = PairedRun.of(traj, record_steps(cfg.steps, cfg.n_records, cfg.spacing))
+    t = np.asarray(traj.t, dtype=float)
+    if cfg.gd:
+        trainer, predicted = "GD", np.interp(t, pred_t, pred_loss, right=np.nan)  # nan past a curve cut short
+    else:  # no flow curve to compare with: the prediction is for GD
+        trainer, predicted = f"{cfg.label} (κ = {cfg.degree:g})", np.full(t.shape, np.nan)
+    sp = split(paired.params, X, a, fit)
+    dirs = rg.learned_directions(modes.B)
+    off = np.abs(paired.loss - predicted)
+    off = off[np.isfinite(off)]  # no prediction past a curve cut short, nor for an optax run
+    lr = float(np.asarray(traj.stats["lr"]))  # t = η k (t = k when the optimiser hides η)
+    tr = Training(config=cfg, t=t, loss=paired.loss, twin_loss=paired.twin_loss, predicted=predicted,
+                  even_energy=paired.even_energy, gap_to_twin=paired.gap_max / L0,
+                  gap_to_prediction=float(off.max()) / L0 if off.size else np.nan,
+                  final_even_fraction=sp.even_fraction,
+                  final_odd_nonlinear_fraction=sp.odd_fraction_nonlinear,
+                  final_odd_linear_energy=sp.odd_linear, final_odd_nonlinear_energy=sp.odd_nonlinear,
+                  final_even_energy=sp.even, params=paired.params, gap_step=paired.gap_step,
+                  gap_time=(lr if np.isfinite(lr) else 1.0) * paired.gap_step, steps_run=paired.steps,
+                  optimiser=trainer,
+                  end=None if not plain_gd(cfg) else stationarity(  # GD stays only where the MSE's flow does
+                      paired.params, paired.twin, X, Y, a, max(0.5 * modes.y_power, 1e-300), floor, modes.B),
+                  gap_reference=L0, seconds=seconds, time_budget=budget, by_default=by_default)
+    move = relative_movement(params, paired.params)
+    reg = dataclasses.replace(reg, movement=move, rich=move[0] >= RICH_MOVEMENT,
+                              alignment0=row_alignment(params[0].matrix, dirs),
+                              alignment=row_alignment(paired.params[0].matrix, dirs))
+    return tr, reg
+
+
+def judged(facts: Facts, tr: Training, reg: Regime, kind: str, note: str, longer: str = MEASURE) -> Judgement:
+    """The measured answer of ``tr``; ``note`` is :func:`~.optax_training.with_degree`'s (how κ was
+    found, APPROXIMATE when the twin optimiser is inexact), empty for GD; ``longer`` the call that
+    measures longer when the budget ran out."""
+    j = judge_measured(facts, gap=tr.gap_to_twin, step=tr.gap_step, t=tr.gap_time, steps_run=tr.steps_run,
+                       steps_asked=tr.config.steps, movement=reg.movement[0], alignment=reg.alignment,
+                       alignment0=reg.alignment0, exact_structure=facts.exact, kind=kind,
+                       trainer=tr.optimiser, over="every step",
+                       approximate=note if note.startswith("APPROXIMATE") else "", end=tr.end,
+                       scale=tr.gap_reference, seconds=tr.seconds, budget=tr.time_budget, longer=longer)
+    return dataclasses.replace(j, notes=j.notes + (f"twin optimiser: {note}",)) if note else j
+
+
+def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int, steps_asked: int,
+                   movement: float, alignment: float, alignment0: float, exact_structure: bool,
+                   kind: str = "training, measured", trainer: str = "GD",
+                   over: str = "every step", approximate: str = "", end: Stationarity | None = None,
+                   scale: float = 1.0, seconds: float = float("nan"), budget: float | None = None,
+                   longer: str = MEASURE) -> Judgement:
+    """The training measured (§6.3): ``gap`` = max over every step k of ``|L(θ_k) − L_twin(k)| /
+    scale``, ``scale`` = max(L(θ₀), ½<||y||²>) (:mod:`~biasfree.analysis.gap`), reached at ``step``
+    (time ``t``); ``movement`` the first layer's relative movement, ``alignment``/``alignment0``
+    the first-layer rows' energy share in the learned input directions after/before training
+    (reported, not judged); ``trainer`` the optimiser (with its degree κ) that trained both and
+    ``over`` the steps the maximum is taken over, both named in the evidence. ``approximate``
+    says why the twin's optimiser is only approximately the exact twin's (non-empty): a gap above
+    0.3% is then no evidence that the net left its twin, and the answer is :data:`UNDECIDED`,
+    naming the fix. ``end`` (:class:`~biasfree.analysis.stationary.Stationarity` of the run's
+    last net and twin, descent only): its bound (stationary, or the floor bound
+    max(|L − L_twin|, max(L, L_twin) − L*), or the converged max(L, L_twin)) within 0.3% says that
+    a longer run keeps the gap within it, so the answer holds past the steps run. A run the time
+    budget stopped (``steps_run`` < ``steps_asked``, ``seconds`` of ``budget``) whose gap is within
+    0.3% without such a bound is :data:`UNDECIDED`, saying so and naming ``longer``, the call
+    that runs longer (its ``{seconds}``, if any, filled in with 1.5× the time the whole run takes
+    at the rate measured); a gap above 0.3% in the steps run says "not" whatever the budget."""
+    ev, fails, notes = structural(f)
+    context = fails[:]  # the theory does not cover these cases, but the measured gap decides
+    measured = evidence(f"trained gap to the twin under {trainer}, max over {over} ({of(scale)})", gap,
+                        PAPER_LEVEL, f"the paper's 0.3%; maximum at step {step} (t = {t:.4g})")
+    ev.append(measured)
+    rich = evidence("first-layer movement ‖W₁(T)−W₁(0)‖/‖W₁(0)‖", movement, RICH_MOVEMENT,
+                    "rich learning: the weights left their init (§6.3)", op=">=")
+    ev.append(rich)
+    notes = notes + [f"regime: {'rich' if rich.passed else 'lazy'} ({rich.line()}); first-layer rows' "
+                     f"energy in the learned input directions {alignment:.3g} (init {alignment0:.3g}; "
+                     "reported, not judged)"]
+    if context:
+        notes.append(f"the theory does not cover this case ({'; '.join(context)}); the measured gap decides")
+    final = ""
+    if end is not None:
+        ev.extend(end.evidence("at the run's end"))
+        bound = end.bound() if end.stationary or np.isfinite(end.floor) else max(end.loss, end.twin_loss)
+        after = evidence(f"gap to the twin after the run, bound ({of(scale)})", bound / scale, PAPER_LEVEL,
+                         "the run ended stationary, above the two-layer floor or converged: longer "
+                         "descent keeps the gap within this")
+        ev.append(after)
+        how = (end.reason(f.loss_ref).split(":")[0] if end.stationary or np.isfinite(end.floor)
+               else "converged")
+        final = "" if not after.passed else (f"; the run ended {how}, so longer training keeps the "
+                 f"gap ≤ {after.value:.2g} of {GAP_REF}: the answer holds past step {steps_run}")
+    stopped = steps_run < steps_asked
+    spent = (f"{steps_run} of {steps_asked} steps in {seconds:.3g} s"
+             + ("" if budget is None else f" (time budget {budget:.3g} s)"))
+    if stopped:
+        notes.append(f"stopped by the time budget after {spent}: the gap is the maximum over the steps "
+                     "run" + (" (and the run ended within its bound)" if final else ""))
+    if not measured.passed:
+        why = [f"trained gap {100 * gap:.3g}% of {GAP_REF} at step {step} (t = {t:.4g}) > 0.3%"]
+        if approximate:  # the gap holds the twin optimiser's own error: no evidence either way
+            return judgement(kind, UNDECIDED, why + [
+                f"against an approximate twin ({approximate}), so the gap may be the twin's own error; "
+                "pass an optimiser factory (e.g. lambda rho: optax.adam(lr, eps=1e-8 * rho)) for an "
+                "exact twin"], ev, notes)
+        if not rich.passed:
+            why.append(f"lazy regime: {rich.line()}")
+        return judgement(kind, NOT, why + context, ev, notes)
+    if stopped and not final:
+        whole = seconds / max(steps_run, 1) * steps_asked
+        return judgement(kind, UNDECIDED, [
+            f"the time budget ran out after {spent}: the gap {gap:.3g} ({of(scale)}) is within 0.3% for "
+            f"those steps only and nothing bounds it after them; measure longer (about {whole:.3g} s at "
+            f"this rate): {longer.format(seconds=f'{1.5 * whole:.2g}')}"], ev, notes)
+    if exact_structure and gap <= ROUND_OFF:
+        return judgement(kind, EXACT, [], ev, notes,
+                         f"on its twin to round-off at {over} ({gap:.2g} of {GAP_REF}){final}")
+    return judgement(kind, EFFECTIVE, [], ev, notes, f"within {100 * gap:.2g}% of {GAP_REF} of its twin at "
+                     f"{over} (max at step {step}){final}")
