@@ -15,6 +15,7 @@ import pytest
 
 import biasfree as bf
 from biasfree.analysis import attention as attention_analysis
+from biasfree.analysis import gap as one_gap
 from biasfree.analysis.attention import label_mirror_violation
 from biasfree.analysis.attention_import import attention_from_torch
 from biasfree.analysis.model import UnsupportedModelError
@@ -265,8 +266,8 @@ def test_answers_name_the_optimiser_and_batches_given(data, att):
 
 def test_gap_normaliser_is_the_larger_of_the_start_loss_and_half_the_target_power():
     Y = np.array([[1.0], [-3.0]])  # ½<y²> = 2.5 exactly
-    assert attention_analysis.gap_normaliser(0.1, Y) == 2.5  # a small init: the zero function's loss
-    assert attention_analysis.gap_normaliser(7.0, Y) == 7.0  # a large init: its own loss
+    assert one_gap.reference(0.1, one_gap.zero_loss(Y)) == 2.5  # a small init: the zero function's loss
+    assert one_gap.reference(7.0, one_gap.zero_loss(Y)) == 7.0  # a large init: its own loss
 
 
 def test_a_run_stopped_by_its_time_budget_says_so_and_keeps_the_pair_in_step(data, att):

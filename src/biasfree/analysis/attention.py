@@ -42,6 +42,7 @@ from ..core.nets import forward
 from ..core.symmetry import _violation, max_row_norm
 from ..dynamics import GDConfig, TrainConfig
 from ..dynamics.trainer import train as train_run
+from . import gap
 from . import verdict as vd
 from .attention_files import SEQUENCES
 from .attention_import import as_attention
@@ -58,17 +59,8 @@ pairs' gradient sums leave round-off, 0.39 off-twin and a 5–7% gap; it stays w
 GD_CALL = "analyse(model, data, train=bf.GDConfig(lr=..., steps=...))"
 """The call that measures GD from the given weights (no training config given)."""
 NORMALISER = "max(L(θ₀), ½<y_q²>)"
-"""What every gap is a fraction of (:func:`gap_normaliser`), as the evidence names it."""
-
-
-def gap_normaliser(loss0: float, Y) -> float:
-    """``L_ref = max(L(θ₀), ½<‖y‖²>)``: the loss of the weights training starts from, or of the
-    zero function where that is larger (a small init), the one normaliser of the gap
-    ``max_k |L_k − L̃_k| / L_ref`` that dense models use too (docs/verdict.md); for attention
-    ``½<y_q²>`` over the query targets ``Y`` (S, 1). Dividing by the twin's loss at each step
-    instead made one run 0.27% one way and 0.57% the other (issue 47)."""
-    half_power = 0.5 * float(np.mean(np.sum(np.asarray(Y, float) ** 2, axis=1)))
-    return max(float(loss0), half_power, 1e-300)
+"""What every gap is a fraction of (:func:`~biasfree.analysis.gap.reference`, the one
+normaliser dense models use), as the evidence names it."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +70,8 @@ class AttentionReport:
     ``value_block`` max_h ‖u_h‖ / max_h ‖v_h‖ and ``label_block`` max_h ‖b_h‖ / max_h ‖W_h[:, :D]‖
     (the off-twin blocks, relative); ``function_gap`` <(f − f_twin)²>/<f²> on the data;
     ``loss0``, ``twin_loss0`` (half MSE); ``loss_ref`` the gap's normaliser
-    max(L(θ₀), ½<y_q²>) (:func:`gap_normaliser`); ``in_context_map`` B = Σ_h γ_h A_h (D, D);
+    max(L(θ₀), ½<y_q²>) (:func:`~biasfree.analysis.gap.reference`, the one normaliser dense
+    models use); ``in_context_map`` B = Σ_h γ_h A_h (D, D);
     ``label_mirror_violation`` (also the DataReport's ``mirror_violation`` here); when trained,
     ``loss``/``twin_loss`` at every step, ``gap`` ``max_k |L_k − L̃_k| / loss_ref`` at
     ``gap_step``, ``steps_run`` and the ``trained`` layer."""
@@ -161,7 +154,7 @@ def _report(layer, X, Y, zd: Dataset, source: str, mirror: float) -> AttentionRe
     L0 = _loss(f, Y)
     return AttentionReport("separate" if rank else "merged", layer.heads, layer.d, layer.n_ctx, rank, source,
                            u, b, float(np.mean((f - g) ** 2) / max(np.mean(f**2), 1e-300)), L0,
-                           _loss(g, Y), in_context_map(layer), mirror, gap_normaliser(L0, Y))
+                           _loss(g, Y), in_context_map(layer), mirror, gap.reference(L0, gap.zero_loss(Y)))
 
 
 def _function(rep: AttentionReport, kind: str = "function now") -> vd.Judgement:
@@ -421,4 +414,4 @@ def _trained(rep, layer, ds, zd, cfg, budget, progress) -> AttentionReport:
                                gap_step=int(traj.twin_gap_step), trained=final, steps_run=steps)
 
 
-__all__ = ["AttentionReport", "analyse_attention", "gap_normaliser", "label_mirror_violation"]
+__all__ = ["AttentionReport", "analyse_attention", "label_mirror_violation"]
