@@ -25,9 +25,11 @@ from biasfree.theory.plateau_times import (
     crossing_times,
     data_plateaus,
     quadratic_escape_time,
+    quadratic_plateaus,
     quadratic_unit_time_to,
 )
 from biasfree.theory.staircase import find_plateaus, match_levels
+from tests.roundoff import gamma
 
 S = np.array([4.0, 2.0, 1.0])
 
@@ -212,10 +214,12 @@ def test_quadratic_unit_times_match_gd_training_init_induced():
     t, L = t[1:], L[1:]
     mu, p_star, m4 = c * d, c, d
     A = (p_star / 2) ** (1 / 3)
-    pred = np.array([quadratic_unit_time_to(0.5, mu, p_star, ak) for ak in a0])
-    levels = 0.5 * m4 * c**2 * np.arange(d - 1, -1, -1.0)  # units 1..k fitted, the rest at p = 0
-    crossings = levels + m4 * c**2 / 8
-    measured = crossing_times(t, L, crossings)
+    qp = quadratic_plateaus(np.full(d, mu), m4, a0, float(np.mean(y**2)))
+    pred = qp.times
+    # units 1..k fitted, the rest at p = 0: ½<(y − f)²> = Σ_{j>k} ½ m4 c²
+    # (round-off: <y²> a mean of 6 squares of d·c, then cumulative sums of d terms: γ_8 · ½<y²>·2)
+    assert np.allclose(qp.levels, 0.5 * m4 * c**2 * np.arange(d, -1, -1.0), rtol=0, atol=gamma(8) * d * d)
+    measured = crossing_times(t, L, qp.crossings)
     slope = m4 * (c / 2) * 6 * mu * A**4 * 2 ** (-4 / 3)  # |dL/dt| at p = p*/2
     for k in range(d):
         # the other units off their plateaus at t_k: later ones ≤ the blow-up solution, earlier
@@ -271,6 +275,18 @@ def test_quadratic_plateau_count_follows_the_width_not_the_spectrum():
     assert rep.follows == "width"
 
 
+def test_quadratic_plateaus_order_units_by_init_not_by_rate():
+    """A unit with half the rate but 10× the init leaves first (t ≈ 1/(2μa₀): 1/(2·3·0.01) <
+    1/(2·6·0.001)); control: with equal inits the order is the rates'."""
+    mu, m4 = np.array([6.0, 3.0]), 3.0
+    y_power = float(np.sum(mu**2 / m4))
+    first = quadratic_plateaus(mu, m4, [1e-3, 1e-2], y_power)
+    tol = gamma(4) * y_power  # a few roundings of numbers ≤ y_power
+    assert abs(first.levels[1] - (0.5 * y_power - 0.5 * 9 / 3)) <= tol  # unit 2 (μ = 3) first
+    same = quadratic_plateaus(mu, m4, 1e-3, y_power)
+    assert abs(same.levels[1] - (0.5 * y_power - 0.5 * 36 / 3)) <= tol
+
+
 def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="descending"):
         data_plateaus([1.0, 2.0], 1e-3, 10.0)
@@ -278,6 +294,8 @@ def test_bad_input_is_refused():
         data_plateaus([1.0], 0.6, 10.0)
     with pytest.raises(ValueError, match="two widths and two spectra"):
         plateau_count_experiment(_linear_run, [3], [(1,), (2,)], width=3, spectrum=(1,))
+    with pytest.raises(ValueError, match="below Σ μ_h²"):
+        quadratic_plateaus([3.0], 3.0, 1e-2, 1.0)
     with pytest.raises(ValueError, match="frac must be below 1"):
         quadratic_unit_time_to(1.0, 3.0, 1.0, 1e-2)
 

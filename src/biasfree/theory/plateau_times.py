@@ -119,6 +119,27 @@ def quadratic_unit_time_to(frac, mu, p_star, a0):
     return (1 / x0 - 1 / x + _F(x) - _F(x0)) / (2 * mu * A)
 
 
+def quadratic_plateaus(mu, m4: float, a0, y_power: float) -> PlateauPrediction:
+    """The init-induced staircase of balanced quadratic units, unit h alone on its own feature
+    e_h (features that never overlap, module doc): ``mu`` (H,) μ_h = <y (e_h·x)²>, ``m4``
+    <(e·x)⁴> (the same for every feature), ``a0`` (H,) or scalar output weights (b0 = √2 a0),
+    ``y_power`` <y²>. Unit h fits p*_h = μ_h/m4 and removes ½ μ_h²/m4 of the loss; the units
+    leave in the order of their half times (:func:`quadratic_unit_time_to` at ½), which the
+    init sets as much as μ does. ``times`` sorted; ``crossings`` = level after + μ_h²/(8 m4)."""
+    mu = np.atleast_1d(v.positive("mu", mu, why="each unit's rate <y (e·x)²>"))
+    m4 = v.positive("m4", m4, scalar=True, why="the fourth moment <(e·x)⁴>")
+    a0 = np.broadcast_to(v.positive("a0", a0, why="each unit's output weight"), mu.shape).astype(float)
+    y = v.nonnegative("y_power", y_power, scalar=True, why="the mean squared target <y²>")
+    gain = 0.5 * mu**2 / m4
+    if y < float(np.sum(gain)) * (1 - 1e-12):
+        raise ValueError(f"y_power={y_power!r} is below Σ μ_h²/(2 m4) = {np.sum(gain):.6g}, the power the "
+                         "units can fit: take mu, m4 and y_power from the same data")
+    times = np.array([float(quadratic_unit_time_to(0.5, m, m / m4, a)) for m, a in zip(mu, a0, strict=True)])
+    order = np.argsort(times, kind="stable")
+    levels = 0.5 * y - np.concatenate([[0.0], np.cumsum(gain[order])])
+    return PlateauPrediction(times[order], levels, levels[1:] + gain[order] / 4)
+
+
 def crossing_times(t, loss, levels) -> np.ndarray:
     """First time the recorded curve ``loss`` (T,) at times ``t`` (T,) falls to each of
     ``levels`` (K,): linear in ln t between the two bracketing records (NaN if never; a level
