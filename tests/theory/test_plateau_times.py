@@ -229,7 +229,8 @@ def test_quadratic_unit_times_match_gd_training_init_induced():
                       for j in range(k))
         tol = _gd_tolerance(pred[k], 2 * mu * A, lr) + lr + 2 * (later + earlier) / slope
         assert abs(measured[k] - pred[k]) <= tol, (k, measured[k], pred[k], tol)
-        # control: the blow-up-free linear-unit law ln(1/a0)/(2μ) is far off
+        # controls: a rate 10% off, and the linear-unit law ln(p*/p₀)/(2μ), miss by more than tol
+        assert abs(measured[k] - quadratic_unit_time_to(0.5, 1.1 * mu, 1.1 * p_star, a0[k])) > tol
         assert abs(measured[k] - np.log(p_star / (2 * a0[k] ** 3)) / (2 * mu)) > tol
     assert len(find_plateaus(t, L).plateaus) == d + 1
 
