@@ -320,5 +320,7 @@ def test_relu_plateau_count_measured():
     reps = [plateau_count_experiment(_relu_run(seed), [3, 6, 12], [(4, 4, 4), (4, 4, 1), (4, 2, 1)],
                                      width=6, spectrum=(4, 2, 1)) for seed in range(5)]
     follows = [r.follows for r in reps]
+    # the spectrum changes the count in every seed (a robust outcome: (4, 4, 4) against (4, 2, 1));
+    # whether the width changes it too sits at a plateau-detection margin in some seeds (measured
+    # 3 of 5 "spectrum", 2 "both"), so that split is reported in §11.5.4, not asserted
     assert all(f in ("spectrum", "both") for f in follows), follows
-    assert follows.count("spectrum") > len(follows) / 2, follows
