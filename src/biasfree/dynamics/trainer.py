@@ -50,6 +50,7 @@ from ..core.layers import check_net
 from ..core.precision import precise
 from ..core.twin import _slope_factor, _twin_params, _twin_scales
 from . import run
+from . import train_config as config
 from .batching import LAYOUTS, _layout
 from .diagnosis import DivergenceError, check_spike
 from .loop import DIVERGED, _drive, _Job, _Spec
@@ -96,12 +97,15 @@ def _divergence(state, records, n: int, job: _Job, cfg: TrainConfig, what: str) 
     who = "" if bad.size == 1 else f" (ensemble members {np.nonzero(bad >= 0)[0].tolist()})"
     L0 = float(L0s[i])
     eta = None if job.eta is None else float(np.broadcast_to(job.eta, bad.shape)[i])
-    if eta is not None and np.isfinite(eta):
+    if cfg.gd:
         fix = (f"with lr={eta:g} the step is too large for this loss landscape (GD is stable only for "
                f"lr < 2/λ_max(Hessian)); try lr={eta / 4:g}")
-    else:
-        fix = (f"the step of {cfg.label} is too large; build it with a quarter of its learning rate "
-               "(e.g. optax.adam(2.5e-4) for optax.adam(1e-3))")
+    else:  # the rate it was built with: optax's scale(−η), else an inject_hyperparams state
+        opt, p = cfg.make(1.0), job.member["params"]
+        one = jax.tree_util.tree_map(lambda x: x[0], p) if np.ndim(state["bad"]) else p  # an ensemble's first
+        lr = config.optax_learning_rate(opt)
+        lr = _learning_rate(opt, one, None) if lr is None else lr
+        fix = config.smaller_rate(cfg, lr)
     raise DivergenceError(
         f"{what} diverged{who} at step {int(bad[i])}: its loss (or its twin's) left every bound "
         f"(non-finite, or above {DIVERGED:g}·max(L(0), 1) with L(0) = {L0:.3g}); {fix}, or use gradient "
@@ -153,6 +157,8 @@ def _config(optimiser, kw: dict) -> TrainConfig:
     if "steps" not in given:
         raise TypeError("train: steps is required, e.g. train(params, data, optax.sgd(0.01), steps=1000)")
     scalar = {k: v for k, v in given.items() if np.ndim(v) == 0}
+    if optimiser is None and np.ndim(given.get("lr")) > 0:  # per-member steps: each member's η is its own
+        scalar["lr"] = float(np.max(given["lr"]))  # the config's one η: the longest horizon t = ηK
     return TrainConfig(optimiser=optimiser, **scalar)
 
 
@@ -255,8 +261,8 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
     kw = dict(steps=steps, alpha=alpha, lr=lr, weight_decay=weight_decay, loss=loss, batch_size=batch_size,
               mirrored_batches=mirrored_batches, seed=seed, n_records=n_records, spacing=spacing,
               keep_params=keep_params, degree=degree, name=name)
-    cfg = _config(optimiser, kw)
     kw = _check_vectors(kw)
+    cfg = _config(optimiser, kw)
     validate.flag("batched", batched)
     validate.choice("observables", observables, OBSERVABLES)
     if layout is not None:
@@ -282,13 +288,16 @@ def _train(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, 
     """:func:`train` once the call's own arguments are checked: checks the run's net and data
     (once) and a given twin, then :func:`_run`."""
     run.check_params_data(params, data, cfg.loss, batched=batched)
+    alpha = (kw or {}).get("alpha")  # per-member slopes, else the config's one
+    validate.finite_forward(params, data.X, cfg.alpha if np.ndim(alpha) == 0 else alpha, batched=batched)
     if not all(layer.is_linear for layer in params) and (observables != "loss" or twin is not False):
         raise ValueError("train: an attention layer is not a linear map, so neither the records of "
                          "observables='all' (β_eff, singular values) nor twin=... apply to it; pass "
                          "observables='loss' and train its linear twin separately "
                          "(biasfree.core.attention_twin)")
     if twin is not False and twin is not None and twin is not True:  # an ensemble's: member by member
-        check_net(jax.tree_util.tree_map(lambda x: x[0], twin) if batched else twin, "twin")
+        check_net(jax.tree_util.tree_map(lambda x: x[0], twin) if batched else twin, "twin",
+                  d=np.shape(data.inputs)[1], p_out=np.shape(data.Y)[1])
     return _run(params, data, cfg, kw, key=key, twin=twin, batched=batched, layout=layout,
                 observables=observables, progress=progress, time_budget=time_budget, segments=segments)
 
@@ -340,6 +349,7 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
         eta = vec["lr"]
     else:
         one = jax.tree_util.tree_map(lambda x: x[0], params) if ensemble else params
+        config.check_update(optimiser, one, cfg.label)
         e = _learning_rate(optimiser, one, cfg.lr)
         eta = None if e is None else (np.full((B,), e) if ensemble else np.asarray(e))
     if segments is None:
@@ -363,7 +373,8 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
     shared = {"data": run.arrays(data), "key": key,
               "pinv": None if observables == "loss" else run.pinv(params, data)}
     job = _Job(member, shared, np.diff(ks, axis=-1), ks, eta)
-    state, records, n = _drive(job, spec, progress, time_budget)
+    state, records, job = _drive(job, spec, progress, time_budget)  # job.ks: the records made
+    n = job.ks.shape[-1]
     _divergence(state, records, n, job, cfg, "gradient descent" if cfg.gd else f"training by {cfg.label}")
     return _trajectory(state, records, n, job, cfg, spec)
 
