@@ -332,7 +332,8 @@ def _paced(job: _Job, spec: _Spec, member: dict, shared: dict, state, progress, 
         if keep > kept:
             made.append(k)
         if keep:
-            recs.append(jax.tree_util.tree_map(lambda x, m=keep: jax.lax.slice_in_dim(x, 0, m, axis), rec))
+            recs.append(jax.tree_util.tree_map(lambda x, m=keep: jax.lax.slice_in_dim(x, 0, m, axis=axis),
+                                               rec))
         if progress is not None and k > 0:
             progress(k, K)
         if n == 0:

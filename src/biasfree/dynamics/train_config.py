@@ -107,7 +107,7 @@ def smaller_rate(cfg, lr: float | None) -> str:
     if lr is None:
         return (f"the step of {cfg.label} is too large; build it with a quarter of its learning rate "
                 "(a schedule, or a rate not held in optax's scale(−η), so none is read from it here)")
-    name = optimiser_name(cfg.optimiser)
+    name = optimiser_name(cfg.optimiser).split(" ")[0]  # "sgd with momentum" is optax.sgd's
     example = f" (e.g. optax.{name}({lr / 4:g}, ...))" if hasattr(optax, name) else ""
     return (f"{cfg.label} was built with learning rate {lr:g}, too large a step here; build it with "
             f"learning rate {lr / 4:g}{example}")
