@@ -328,24 +328,23 @@ FAR_FROM_ONE = 1e10
 (else the one with the largest entry): weights and inputs are of order 1 in any sane net."""
 
 
-def finite_forward(params, X, alpha, *, name: str = "params", x_name: str = "data.X",
+def finite_forward(params, X, alpha, forward, *, name: str = "params", x_name: str = "data.X",
                    batched: bool = False) -> None:
     """Refuse a net (finite weights, checked) whose forward on the finite inputs ``X`` overflows:
     every output ``f(x)`` and the mean square ``⟨||f(x)||²⟩ = (1/N) Σ_n ||f(x_n)||²`` must be
     finite in the arrays' own precision (the squared loss and every second moment are built of
     it; at weights near 1e100 a 3-layer net's outputs reach 1e300 and their squares inf), else
     nothing computed from it is a number. ``alpha``: the slope α, or each member's (every α
-    checked for every member); ``batched``: every weight has a leading member axis. The
+    checked for every member); ``forward(params, X, α)`` the net's unchecked forward (the core's;
+    this layer imports none); ``batched``: every weight has a leading member axis. The
     message names the array with the largest entry and the fix: rescale it. Traced values pass."""
     if traced(params, X):
         return
     import jax
     import jax.numpy as jnp
 
-    from .core.nets import _forward
-
     def mean_square(p, a):
-        F = _forward(p, X, a)
+        F = forward(p, X, a)
         return jnp.where(jnp.all(jnp.isfinite(F)), jnp.mean(jnp.sum(F * F, axis=-1)), jnp.inf)
 
     for a in np.unique(np.ravel(np.asarray(alpha, dtype=float))):

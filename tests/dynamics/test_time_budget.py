@@ -62,6 +62,19 @@ def test_a_spent_budget_stops_after_one_step_with_its_record(problem):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.parametrize("layout", ["map", "vmap"])
+def test_an_ensemble_stopped_by_its_budget_ran_a_step(problem, layout):
+    """An ensemble with few records (one interval a chunk) and its budget spent at once: its
+    first call still ran record 0 and one step (a call of one interval was record 0 alone, and
+    the run stopped at step 0), each member's last record at t = η_b."""
+    params, data = problem
+    lrs = np.array([0.05, 0.02])
+    tr = bf.train(params, data, bf.GDConfig(steps=10**6, n_records=9), lr=lrs, layout=layout,
+                  time_budget=1e-9)
+    assert tr.loss.shape == (2, 2) and np.all(np.asarray(tr.stats["steps"]) == 1)
+    np.testing.assert_array_equal(np.asarray(tr.t[:, -1]), lrs)  # t = η_b · 1, exactly
+
+
 def test_a_huge_run_stops_within_its_budget(problem):
     """``TrainConfig(lr=1e-3, steps=10**9)`` with ``time_budget=1``: on main the budget was
     checked between 20 chunks of 5·10^7 steps each, so each call below ran minutes past it.

@@ -266,7 +266,7 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
     if X.shape[1] != w[0] or Y.shape[1] != w[-1]:
         raise ValueError(f"the net maps {w[0]} inputs to {w[-1]} outputs but the data have "
                          f"X {X.shape} and Y {Y.shape}")
-    validate.finite_forward(params, X, a, name="model", x_name="data X")  # overflow: refused before any work
+    validate.finite_forward(params, X, a, nets._forward, name="model", x_name="data X")  # refuse an overflow
     start = None if init is None else _start(init, a, params)
     note = ""
     if given is not None and not given.gd:  # κ measured (or refused) before any compute

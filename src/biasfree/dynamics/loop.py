@@ -8,7 +8,8 @@ net–twin gap and where it occurred, and the first step whose loss left every b
 ensemble runs members side by side (``batching._over_members``). A run is one call of one
 program, which builds the state and runs every record interval; or, with a progress callback or
 a time budget, a small program builds the state and one program runs chunks of intervals of
-one length, between which progress is reported and the budget checked. Each program is
+one length, between which progress is reported; with a time budget each chunk is sized by the
+measured time per step (:mod:`~biasfree.dynamics.pacing`), cutting an interval where it must. Each program is
 compiled once per ``_Spec`` (kept in a small LRU).
 """
 
@@ -310,7 +311,7 @@ def _paced(job: _Job, spec: _Spec, member: dict, shared: dict, state, progress, 
     ends with the record of where it stopped. ``(state, records, record steps)``."""
     ks = np.asarray(job.ks)
     R, K = ks.size, int(ks[-1])
-    pieces = _chunks(R, True)[0][1]
+    pieces = max(2, _chunks(R, True)[0][1])  # two at least: the first call is record 0 and a step
     axis = 0 if spec.layout is None else 1
     program = _compiled(spec)
     recs, made, j, k, step_s, n = [], [], 0, 0, None, 1  # the first call: record 0 and one step

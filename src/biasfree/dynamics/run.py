@@ -114,6 +114,14 @@ def check_params_data(params: Params, data: Dataset, loss: str, batched: bool = 
     check_labels(data.Y_test, loss, "data.Y_test")
 
 
+def check_forward(params: Params, data: Dataset, cfg: RunConfig, kw: dict | None, batched: bool) -> None:
+    """The net's forward on the data does not overflow (:func:`~biasfree._validate.finite_forward`),
+    at the per-member slopes of ``kw`` (an ensemble's) or else the config's α."""
+    alpha = (kw or {}).get("alpha")
+    validate.finite_forward(params, data.X, cfg.alpha if np.ndim(alpha) == 0 else alpha, _forward,
+                            batched=batched)
+
+
 def pinv(params: Params, data: Dataset):
     """X⁺ for the least-squares β_eff (of X₊ alone when the inputs are mirrored); only the
     structure of ``params`` is read, so an ensemble's batched params do."""

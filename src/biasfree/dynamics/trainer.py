@@ -26,7 +26,10 @@ Python runs per step, only the records are stored, and the largest loss over *ev
 (``Trajectory.loss_max``) and the first step whose loss is not finite (or grew 1e8-fold) are
 carried through it. Records lie on the gradient-flow time axis ``t = η k``. With ``progress``
 or ``time_budget`` the same program runs in chunks of records, ``progress(k, K)`` between
-them; a run out of budget stops within one chunk and says how many steps it ran.
+them; with ``time_budget`` each chunk is sized by the measured time per step to fit half the
+time left (:mod:`~biasfree.dynamics.pacing`), so a run stops within its budget plus one step
+(plus the first chunk's compile time), its last record where it stopped, and says how many
+steps it ran.
 
 Symmetric inputs stored as ``[X₊; −X₊]`` (``Dataset.mirrored``) take
 :func:`~biasfree.dynamics.losses.objective_mirrored`'s path (one X₊-sized product each way).
@@ -222,7 +225,8 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
     - ``data``: the :class:`~biasfree.core.data.Dataset` (training and optional test set).
     - ``optimiser``: None (gradient descent at step ``lr``), an ``optax.GradientTransformation``
       (``optax.sgd(η)`` is GD), a factory ``rho -> GradientTransformation``, or a
-      :class:`TrainConfig` holding all the settings below.
+      :class:`TrainConfig` holding all the settings below. An optax constructor left uncalled
+      (``optax.adam``) is refused: call it, ``optax.adam(1e-3)``.
     - ``steps`` K; ``alpha`` slope α; ``lr`` GD's step η (the time axis' η for another optimiser);
       ``weight_decay`` λ of the coupled ``(λ/2)||θ||²`` (a decoupled decay belongs to the optimiser,
       e.g. ``optax.adamw``); for an ensemble ``alpha``, ``lr`` (GD only) and ``weight_decay`` may be
@@ -237,8 +241,10 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
       twin's initial weights; ``degree`` κ of the optimiser for its twin (None: measured, §9.2).
     - ``layout``: how an ensemble's members share the machine ("auto", "map", "vmap":
       :mod:`~biasfree.dynamics.batching`).
-    - ``progress(k, K)``: called between chunks of records; ``time_budget``: seconds after which
-      the run stops at the end of a chunk (``stats["steps"]`` says how many steps ran).
+    - ``progress(k, K)``: called between chunks of records; ``time_budget``: seconds the run may
+      take: it stops within them plus one step, plus the first chunk's compile time (chunks sized
+      by the measured time per step, :mod:`~biasfree.dynamics.pacing`), its last record where it
+      stopped (``stats["steps"]`` says how many steps ran).
 
     Returns a :class:`~biasfree.dynamics.trajectory.Trajectory` recorded on the full data at steps
     k, at times ``t = η k`` (``t = k`` when η is unknown; ``stats["lr"]`` NaN); an ensemble's
@@ -288,8 +294,7 @@ def _train(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, 
     """:func:`train` once the call's own arguments are checked: checks the run's net and data
     (once) and a given twin, then :func:`_run`."""
     run.check_params_data(params, data, cfg.loss, batched=batched)
-    alpha = (kw or {}).get("alpha")  # per-member slopes, else the config's one
-    validate.finite_forward(params, data.X, cfg.alpha if np.ndim(alpha) == 0 else alpha, batched=batched)
+    run.check_forward(params, data, cfg, kw, batched)
     if not all(layer.is_linear for layer in params) and (observables != "loss" or twin is not False):
         raise ValueError("train: an attention layer is not a linear map, so neither the records of "
                          "observables='all' (β_eff, singular values) nor twin=... apply to it; pass "
