@@ -174,3 +174,19 @@ def test_run_refuses_a_progress_that_is_not_callable():
     inside the run, after its work began."""
     with pytest.raises(TypeError, match=r"progress=3 must be a function called with a short message"):
         bf.run("leaky-collapse", preset="tiny", progress=3)
+
+
+def test_a_failed_curve_solve_gives_advice_the_caller_can_follow():
+    """One layer of a depth-3 net ×1e100 (the forward finite, L(0) ~ 1e190): the predicted
+    curve's ODE cannot take a step. On main the advice was "loosen rtol/atol", which analyse
+    does not accept; now it names what analyse takes (t_max) and the fix that works (rescale)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 3))
+    X = np.concatenate([X, -X])
+    Y = X @ rng.normal(size=(3, 1))
+    net = bf.init_gaussian(jax.random.PRNGKey(0), (3, 4, 4, 1), scale=1.0)
+    big = bf.from_arrays([np.asarray(la.matrix) * (1e100 if i == 1 else 1.0) for i, la in enumerate(net)])
+    advice = r"rescale the weights or the data toward order 1, or ask for a shorter horizon \(analyse's t_max"
+    with pytest.raises(RuntimeError, match=r"the linear net's ODE failed at t = .* " + advice) as e:
+        bf.analyse(big, (X, Y), alpha=0.0)
+    assert "only theory.linear_net_ode also takes looser rtol/atol" in one_line(e)
