@@ -230,8 +230,10 @@ def optimiser(name: str, opt):
     except (TypeError, ValueError):  # a builtin without a signature: called as a factory
         sig = None
     first = next(iter(sig.parameters), None) if sig is not None else None
-    if (getattr(base, "__module__", None) or "").startswith("optax") or first == "learning_rate":
-        shown = f"optax.{label}" if (getattr(base, "__module__", None) or "").startswith("optax") else label
+    module = getattr(base, "__module__", None) or ""
+    of_optax = module == "optax" or module.startswith("optax.")
+    if of_optax or first == "learning_rate":
+        shown = f"optax.{label}" if of_optax else label
         eps = ", eps=1e-8 * rho" if sig is not None and "eps" in sig.parameters else ""
         raise TypeError(f"{name}={shown} is an optimiser's constructor, not an optimiser (as a factory of ρ "
                         f"it would train at learning rate ρ = 1): call it, e.g. {shown}(1e-3), or pass a "
