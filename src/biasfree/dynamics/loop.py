@@ -9,8 +9,8 @@ ensemble runs members side by side (``batching._over_members``). A run is one ca
 program, which builds the state and runs every record interval; or, with a progress callback or
 a time budget, a small program builds the state and one program runs chunks of intervals of
 one length, between which progress is reported; with a time budget each chunk is sized by the
-measured time per step (:mod:`~biasfree.dynamics.pacing`), cutting an interval where it must. Each program is
-compiled once per ``_Spec`` (kept in a small LRU).
+measured time per step (:mod:`~biasfree.dynamics.pacing`), cutting an interval where it must.
+Each program is compiled once per ``_Spec`` (kept in a small LRU).
 """
 
 from __future__ import annotations
