@@ -161,7 +161,7 @@ def integer(name: str, x, minimum: int | None = None, maximum: int | None = None
     ``[minimum, maximum]``; bools and fractional values are refused."""
     if _is_bool(x) or isinstance(x, str | bytes) or not isinstance(x, numbers.Real):
         raise TypeError(f"{name}={x!r} must be an integer, not {type(x).__name__}")
-    if not np.isfinite(float(x)) or float(x) != int(x):
+    if not isinstance(x, numbers.Integral) and (not np.isfinite(float(x)) or float(x) != int(x)):
         raise TypeError(f"{name}={x!r} must be a whole number (got a fraction); pass e.g. "
                         f"{int(x) if np.isfinite(float(x)) else 1}")
     n = int(x)
@@ -205,6 +205,46 @@ def layer_widths(x) -> tuple[int, ...]:
 OPTIMISER = ("an optax.GradientTransformation, e.g. optax.adam(1e-3), or a factory of one from "
              "the learning-rate scale ρ, e.g. lambda rho: optax.adam(1e-3 * rho)")
 """What an optimiser argument may be, as :func:`callable_` says it."""
+
+
+def optimiser(name: str, opt):
+    """``opt`` an optax ``GradientTransformation`` (it has ``init`` and ``update``) or a factory
+    ``rho -> GradientTransformation``: a callable of one argument ρ. An optax constructor left
+    uncalled (``optax.adam``) is callable with one argument too, but that argument is its
+    learning rate, so the factory would train at ``learning_rate = ρ = 1``; it is refused, as is
+    any callable that cannot take ρ alone. A constructor is told by what it is, not by calling
+    it: a function of optax's own modules (``optax.adam``, ``inject_hyperparams(optax.adam)``,
+    a ``functools.partial`` of one), or one whose first parameter is ``learning_rate``."""
+    import functools
+    import inspect
+
+    if hasattr(opt, "init") and hasattr(opt, "update"):
+        return opt
+    callable_(name, opt, OPTIMISER)
+    base = opt
+    while isinstance(base, functools.partial):
+        base = base.func
+    label = getattr(base, "__name__", None) or type(base).__name__
+    try:
+        sig = inspect.signature(opt)
+    except (TypeError, ValueError):  # a builtin without a signature: called as a factory
+        sig = None
+    first = next(iter(sig.parameters), None) if sig is not None else None
+    module = getattr(base, "__module__", None) or ""
+    of_optax = module == "optax" or module.startswith("optax.")
+    if of_optax or first == "learning_rate":
+        shown = f"optax.{label}" if of_optax else label
+        eps = ", eps=1e-8 * rho" if sig is not None and "eps" in sig.parameters else ""
+        raise TypeError(f"{name}={shown} is an optimiser's constructor, not an optimiser (as a factory of ρ "
+                        f"it would train at learning rate ρ = 1): call it, e.g. {shown}(1e-3), or pass a "
+                        f"factory of ρ, e.g. lambda rho: {shown}(1e-3{eps})")
+    if sig is not None:
+        try:
+            sig.bind(1.0)
+        except TypeError:
+            raise TypeError(f"{name}={label}{sig} cannot be called with the one argument ρ of a factory: "
+                            f"pass {OPTIMISER}") from None
+    return opt
 
 
 def callable_(name: str, f, what: str = "a function of the inputs X (N, d) -> (N,) or (N, p)"):
@@ -283,6 +323,47 @@ def data(X, Y, *, y_1d: bool = True):
                                  f"{int(np.argwhere(bad)[0][0])}); drop or impute those rows "
                                  "before training")
     return X, Y
+
+
+FAR_FROM_ONE = 1e10
+"""An overflowing forward's message names every array whose largest entry is at least this
+(else the one with the largest entry): weights and inputs are of order 1 in any sane net."""
+
+
+def finite_forward(params, X, alpha, forward, *, name: str = "params", x_name: str = "data.X",
+                   batched: bool = False) -> None:
+    """Refuse a net (finite weights, checked) whose forward on the finite inputs ``X`` overflows:
+    every output ``f(x)`` and the mean square ``⟨||f(x)||²⟩ = (1/N) Σ_n ||f(x_n)||²`` must be
+    finite in the arrays' own precision (the squared loss and every second moment are built of
+    it; at weights near 1e100 a 3-layer net's outputs reach 1e300 and their squares inf), else
+    nothing computed from it is a number. ``alpha``: the slope α, or each member's (every α
+    checked for every member); ``forward(params, X, α)`` the net's unchecked forward (the core's;
+    this layer imports none); ``batched``: every weight has a leading member axis. The
+    message names the array with the largest entry and the fix: rescale it. Traced values pass."""
+    if traced(params, X):
+        return
+    import jax
+    import jax.numpy as jnp
+
+    def mean_square(p, a):
+        F = forward(p, X, a)
+        return jnp.where(jnp.all(jnp.isfinite(F)), jnp.mean(jnp.sum(F * F, axis=-1)), jnp.inf)
+
+    for a in np.unique(np.ravel(np.asarray(alpha, dtype=float))):
+        m = (jax.vmap(mean_square, (0, None))(params, a) if batched else mean_square(params, a))
+        if np.all(np.isfinite(np.asarray(m))):
+            continue
+        scales = {f"{name}[{i}]": max(float(np.max(np.abs(np.asarray(leaf))))
+                                      for leaf in jax.tree_util.tree_leaves(layer))
+                  for i, layer in enumerate(params)}
+        scales[x_name] = float(np.max(np.abs(np.asarray(X))))
+        big = [k for k in scales if scales[k] >= FAR_FROM_ONE] or [max(scales, key=scales.get)]
+        dtype = jnp.result_type(*jax.tree_util.tree_leaves(params), X)
+        raise ValueError(f"{name}: the forward on {x_name} overflows {dtype} (outputs or their squares are "
+                         f"inf at α = {a:g}): {', '.join(big)} reach{'es' if len(big) == 1 else ''} "
+                         f"{', '.join(f'{scales[k]:.3g}' for k in big)}; rescale "
+                         f"{'it' if len(big) == 1 else 'them'} (weights of order 1/√fan_in, inputs of "
+                         "order 1) before training or analysing")
 
 
 def labels(name: str, Y, what: str = "the logistic loss",

@@ -66,6 +66,8 @@ def run(name: str, *, preset: str | None = None, seed: int = 0,
     """
     plan = planned(get(name), preset, overrides)  # every refusal here, before JAX runs anything
     seed = validate.seed(seed)
+    if progress is not None:
+        validate.callable_("progress", progress, "a function called with a short message, progress(msg)")
     return run_experiment(plan.experiment, plan.config, seed, progress or _quiet, preset=plan.preset,
                           overrides=plan.overrides, recorded=plan.recorded)
 

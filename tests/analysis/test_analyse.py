@@ -240,12 +240,10 @@ def test_time_budget_stops_training_and_says_so():
                      train=bf.GDConfig(lr=0.01, steps=10_000, n_records=101),
                      progress=lambda k, n: calls.append((k, n)))
     tr = res.prediction.trained
-    # the loop runs in ~20 chunks of records (loop._chunks), the budget checked after each:
-    # spent at once, so the run stops after its first chunk, and progress said where
-    from biasfree.dynamics.loop import _chunks
-
-    first = int(bf.dynamics.record_steps(10_000, 101)[_chunks(100, True)[0][1]])
-    assert first == 500 and tr.steps_run == first < tr.config.steps and calls == [(first, 10_000)]
+    # a budgeted run's calls are sized by the time per step (dynamics.pacing); its first call
+    # (record 0 and one step, compiling the program) is made whatever the budget: spent at once,
+    # the run stops after it, one step in, and progress said where
+    assert tr.steps_run == 1 < tr.config.steps and calls == [(1, 10_000)]
     assert any("time budget" in n for n in res.verdict.training.notes)
 
 

@@ -20,7 +20,8 @@ from biasfree.core import layers
 
 VALIDATORS = {"check_net": layers.check_net, "slope": validate.slope, "finite_array": validate.finite_array,
               "data": validate.data, "check_data": core_data.check_data,
-              "check_reading": verify.check_reading}
+              "check_reading": verify.check_reading,
+              "finite_forward": validate.finite_forward}
 _CODES = {f.__code__: name for name, f in VALIDATORS.items()}
 CHECKED = {"check_net": "params", "data": "X", "check_data": "X", "finite_array": "x",
            "check_reading": "model"}
@@ -108,6 +109,7 @@ def test_train_checks_its_net_and_data_once(problem, kind):
     assert seen["check_net"] == 1, seen
     assert seen["slope"] == (1 if kind == "ensemble" else 0), seen  # the per-member α array, once
     assert seen["check_data"] == 0 and seen["data"] == 0, seen
+    assert seen["finite_forward"] == 1, seen  # one forward that must not overflow (issue 48)
     assert_each_once(seen)
 
 
@@ -149,6 +151,7 @@ def test_analyse_checks_each_net_and_the_data_once(problem, case):
     assert seen["check_net"] == nets, seen
     assert seen["slope"] <= nets, seen
     assert seen["check_data"] == 1 and seen["data"] == 1, seen
+    assert seen["finite_forward"] == 1, seen  # the model's forward on the data, once (issue 48)
     assert_each_once(seen)
 
 

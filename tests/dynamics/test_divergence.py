@@ -44,7 +44,24 @@ def test_a_twin_that_blows_up_is_refused(problem):
 
 
 def test_an_optax_run_without_a_known_lr_names_a_smaller_optimiser(problem):
+    """A schedule has no one learning rate to quote: the advice is a quarter of it."""
     params, data = problem
     with pytest.raises(DivergenceError, match=r"training by .* diverged at step \d+: .*quarter of its "
                                               r"learning rate"):
-        bf.train(params, data, optax.sgd(50.0, momentum=0.9), steps=200, n_records=2)
+        bf.train(params, data, optax.sgd(optax.constant_schedule(50.0), momentum=0.9), steps=200, n_records=2)
+
+
+@pytest.mark.parametrize(("opt", "advice"), [
+    (optax.sgd(50.0), r"sgd was built with learning rate 50, .* rate 12\.5 \(e\.g\. optax\.sgd\(12\.5"),
+    (optax.sgd(50.0, momentum=0.9), r"sgd with momentum was built with learning rate 50, .*sgd\(12\.5"),
+    (lambda rho: optax.adam(1e3, eps=1e-8 * rho), r"adam was built with learning rate 1000, .*adam\(250"),
+    (optax.inject_hyperparams(optax.sgd)(learning_rate=50.0), r"built with learning rate 50, .* 12\.5"),
+])
+def test_an_optax_divergence_names_its_optimiser_and_a_numeric_lr(problem, opt, advice):
+    """Issue 48: the advice once quoted optax.adam(2.5e-4) whatever the optimiser, with no number
+    read from it; now the rate it was built with (optax's scale(−η), or an inject_hyperparams
+    state) and a quarter of it, in the optimiser's own call."""
+    params, data = problem
+    with pytest.raises(DivergenceError, match=advice) as e:
+        bf.train(params, data, opt, steps=200, n_records=2)
+    assert "\n" not in str(e.value) and ("adam" in advice or "optax.adam" not in str(e.value))

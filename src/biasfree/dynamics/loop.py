@@ -9,15 +9,16 @@ whose loss left every bound. An
 ensemble runs members side by side (``batching._over_members``). A run is one call of one
 program, which builds the state and runs every record interval; or, with a progress callback or
 a time budget, a small program builds the state and one program runs chunks of intervals of
-one length, between which progress is reported and the budget checked. Each program is
-compiled once per ``_Spec`` (kept in a small LRU).
+one length, between which progress is reported; with a time budget each chunk is sized by the
+measured time per step (:mod:`~biasfree.dynamics.pacing`), cutting an interval where it must.
+Each program is compiled once per ``_Spec`` (kept in a small LRU).
 """
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import NamedTuple
 
@@ -27,7 +28,7 @@ import numpy as np
 import optax
 from threadpoolctl import ThreadpoolController
 
-from . import run
+from . import pacing, run
 from .batching import _over_members
 
 DIVERGED = 1e8
@@ -244,17 +245,18 @@ class _Job:
 
 def _drive(job: _Job, spec: _Spec, progress, time_budget):
     """Run the program over every record interval, in chunks when asked; ``(state, records,
-    recorded)`` with ``recorded`` the number of records made (R unless the budget ran out).
+    job)`` with the job's ``ks`` the steps of the records made (all of them, unless the budget
+    ran out: then its first ones and the step where the run stopped).
 
     The BLAS behind LAPACK runs on one thread meanwhile (:data:`BLAS_THREADS`)."""
     with _blas_limit():
-        state, recs = _calls(job, spec, progress, time_budget)
+        state, recs, ks = _calls(job, spec, progress, time_budget)
         jax.block_until_ready((state, recs))  # the program runs asynchronously: inside the limit
     axis = 0 if spec.layout is None else 1
     records = recs[0] if len(recs) == 1 else jax.tree_util.tree_map(
         lambda *xs: jnp.concatenate(xs, axis=axis), *recs)
     n = jax.tree_util.tree_leaves(records["net"]["loss"])[0].shape[axis]
-    return state, records, n
+    return state, records, replace(job, ks=job.ks[..., :n] if ks is None else ks)
 
 
 _CONTROLLER = []
@@ -278,11 +280,15 @@ singular values bitwise (docs/performance.md, "The one training loop")."""
 
 
 def _calls(job: _Job, spec: _Spec, progress, time_budget):
-    """The compiled calls of :func:`_drive`: ``(final state, [records of each call])``.
+    """The compiled calls of :func:`_drive`: ``(final state, [records of each call], record
+    steps)`` (the steps None: the job's first records, as many as were made).
 
     The intervals are the job's with one of 0 steps in front (record 0). Run in one call, one
     program builds the state and runs them; in chunks, a small program builds the state and one
-    program runs every chunk (all of one length, :func:`_chunks`)."""
+    program runs every chunk (all of one length, :func:`_chunks`). With a time budget the
+    chunks are sized by the measured time per step instead (:func:`_paced`), except for an
+    ensemble whose members record at their own steps (internal), whose budget is checked
+    between chunks of records."""
     seg = job.segments
     seg = np.concatenate([np.zeros(seg.shape[:-1] + (1,), seg.dtype), seg], axis=-1)
     R = seg.shape[-1]
@@ -295,6 +301,8 @@ def _calls(job: _Job, spec: _Spec, progress, time_budget):
         state = _compiled(spec._replace(stage="start"))(member, shared)
         member = {k: v for k, v in member.items() if k not in ("params", "twin")}
         spec = spec._replace(stage="resume")
+        if time_budget is not None and not spec.ragged:
+            return _paced(job, spec, member, shared, state, progress, time_budget, start)
     for a, b in _chunks(R, chunked):
         part = seg[..., a:min(b, R)]
         pad = (b - a) - part.shape[-1]
@@ -317,4 +325,44 @@ def _calls(job: _Job, spec: _Spec, progress, time_budget):
             progress(k, K)
         if time_budget is not None and time.monotonic() - start > time_budget and done < R:
             break
-    return state, recs
+    return state, recs, None
+
+
+def _paced(job: _Job, spec: _Spec, member: dict, shared: dict, state, progress, budget: float,
+           start: float):
+    """The calls of a run with a time budget (one shared record schedule), from the initial
+    ``state``: each runs the steps :func:`~biasfree.dynamics.pacing.next_steps` fits in the
+    time left, cut into intervals by :func:`~biasfree.dynamics.pacing.cut` (at most as many as a
+    chunk of :func:`_chunks`, padded with empty ones: one program serves every call). The records
+    of intervals that end at record steps are kept; a run the budget stops inside an interval
+    ends with the record of where it stopped. ``(state, records, record steps)``."""
+    ks = np.asarray(job.ks)
+    R, K = ks.size, int(ks[-1])
+    pieces = max(2, _chunks(R, True)[0][1])  # two at least: the first call is record 0 and a step
+    axis = 0 if spec.layout is None else 1
+    program = _compiled(spec)
+    recs, made, j, k, step_s, n = [], [], 0, 0, None, 1  # the first call: record 0 and one step
+    while True:
+        lengths, kept, cut = pacing.cut(ks, j, k, n, pieces)
+        n = sum(lengths)  # fewer when the call's intervals end before k + n
+        part = np.zeros(pieces, np.int64)
+        part[:len(lengths)] = lengths
+        shared["segments"] = jnp.asarray(part)
+        t0 = time.monotonic()
+        state, rec = program(member | {"state": state}, shared)
+        jax.block_until_ready(state)
+        if j:  # the first call (j = 0) compiles the program: its time is no step's
+            step_s = (time.monotonic() - t0) / n
+        made.extend(ks[j:j + kept].tolist())
+        j, k = j + kept, k + n
+        n = pacing.next_steps(budget - (time.monotonic() - start), step_s, K - k)  # 0: stop here
+        keep = kept + (cut and n == 0)  # stopped inside an interval: its record is the last
+        if keep > kept:
+            made.append(k)
+        if keep:
+            recs.append(jax.tree_util.tree_map(lambda x, m=keep: jax.lax.slice_in_dim(x, 0, m, axis=axis),
+                                               rec))
+        if progress is not None and k > 0:
+            progress(k, K)
+        if n == 0:
+            return state, recs, np.asarray(made, dtype=ks.dtype)

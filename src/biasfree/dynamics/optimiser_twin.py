@@ -199,9 +199,7 @@ def optimiser_twin(opt, alpha, depth: int = 2, degree: float | None = None, *, p
     given ``degree`` is trusted: with an unscaled ε the twin is approximate (§9 measures by
     how much).
     """
-    factory = not (hasattr(opt, "init") and hasattr(opt, "update"))
-    if factory:
-        validate.callable_("opt", opt, validate.OPTIMISER)
+    validate.optimiser("opt", opt)
     alpha = validate.slope(alpha, "alpha")
     depth = validate.integer("depth", depth, 2)
     if degree is not None:

@@ -21,6 +21,7 @@ from .. import _validate as validate
 from ..core.data import Dataset
 from ..core.layers import Params, check_net, is_net
 from ..core.nets import _even_part, _forward, beta_eff_is_exact
+from ..core.twin import _check_leaky
 from .losses import LOSSES, _forward_mirrored, _loss_value, _objective_and_loss, check_labels
 from .trajectory import _observe
 
@@ -139,6 +140,14 @@ def check_twin_data(data: Dataset, twin: tuple, loss: str, batched: bool) -> Non
                          "each must be the same point (e.g. attention_twin.twin_dataset(data, n_ctx))")
 
 
+def check_forward(params: Params, data: Dataset, cfg: RunConfig, kw: dict | None, batched: bool) -> None:
+    """The net's forward on the data does not overflow (:func:`~biasfree._validate.finite_forward`),
+    at the per-member slopes of ``kw`` (an ensemble's) or else the config's α."""
+    alpha = (kw or {}).get("alpha")
+    validate.finite_forward(params, data.X, cfg.alpha if np.ndim(alpha) == 0 else alpha, _forward,
+                            batched=batched)
+
+
 def pinv(params: Params, data: Dataset):
     """X⁺ for the least-squares β_eff (of X₊ alone when the inputs are mirrored); only the
     structure of ``params`` is read, so an ensemble's batched params do."""
@@ -198,3 +207,25 @@ def record(params, arrays, alpha, loss, pinv_X, keep_params=False, mirrored=Fals
     obs = jax.tree_util.tree_map(lambda v: jnp.where(ok, v, jnp.nan), obs)
     obs["path"] = params if keep_params else None
     return obs
+
+
+def check_twin(params: Params, data: Dataset, twin, loss: str, batched: bool, observables: str) -> None:
+    """The run's twin, once: ``twin=(weights, data)`` (its own data, :func:`check_twin_data`), a
+    given twin's layers of the data's input and output sizes, ``twin=True`` only for a leaky
+    (or linear) net, and no twin nor β_eff records for a layer that is not a linear map
+    (attention: its twin runs on its own data)."""
+    own = own_twin_data(twin)
+    if own is not None:
+        check_twin_data(data, own, loss, batched)
+    if not all(layer.is_linear for layer in params) and (observables == "all" or
+                                                         (twin is not False and own is None)):
+        raise ValueError("train: an attention layer is not a linear map, so neither the records of "
+                         "observables='all' (β_eff, singular values) nor twin=True apply to it; pass "
+                         "observables='loss' and its linear twin on its own data, "
+                         "twin=(merged_to_twin(layer), twin_dataset(data, n_ctx)) "
+                         "(biasfree.core.attention_twin)")
+    if twin is True:
+        _check_leaky(params)
+    if own is None and twin is not False and twin is not None and twin is not True:  # an ensemble's too
+        check_net(jax.tree_util.tree_map(lambda x: x[0], twin) if batched else twin, "twin",
+                  d=np.shape(data.inputs)[1], p_out=np.shape(data.Y)[1])

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 
@@ -71,6 +73,69 @@ def optax_name(opt) -> str | None:
     return None
 
 
+def optax_learning_rate(opt) -> float | None:
+    """The learning rate η an optax alias was built with: ``optax.adam(η)`` is
+    ``chain(scale_by_adam(...), scale(−η))``, and ``scale``'s update holds ``step_size = −η``;
+    ``|step_size|`` of the first such ``scale`` found in the closures of ``opt.update``. None when
+    there is none (a schedule, ``inject_hyperparams``, an optimiser not built by optax)."""
+    todo, seen = [opt], set()
+    while todo:
+        fn = todo.pop()
+        fn = fn.update if hasattr(fn, "init") and hasattr(fn, "update") else fn
+        if id(fn) in seen or not callable(fn):
+            continue
+        seen.add(id(fn))
+        code = getattr(fn, "__code__", None)
+        cells = dict(zip(code.co_freevars, fn.__closure__ or (), strict=True)) if code is not None else {}
+        for name, cell in cells.items():
+            try:
+                held = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if (name == "step_size" and (getattr(fn, "__qualname__", "") or "").startswith("scale.")
+                    and np.ndim(held) == 0 and not callable(held)):
+                return abs(float(held))
+            items = (held.values() if isinstance(held, dict) else held if isinstance(held, tuple | list)
+                     else (held,))
+            todo.extend(i[1] if isinstance(i, tuple) and len(i) == 2 else i for i in items)
+    return None
+
+
+def smaller_rate(cfg, lr: float | None) -> str:
+    """The advice of a diverged optax run: its optimiser at a quarter of the learning rate ``lr``
+    it was built with (None: unknown, a schedule), as optax would be called for it."""
+    if lr is None:
+        return (f"the step of {cfg.label} is too large; build it with a quarter of its learning rate "
+                "(a schedule, or a rate not held in optax's scale(−η), so none is read from it here)")
+    name = optimiser_name(cfg.optimiser).split(" ")[0]  # "sgd with momentum" is optax.sgd's
+    example = f" (e.g. optax.{name}({lr / 4:g}, ...))" if hasattr(optax, name) else ""
+    return (f"{cfg.label} was built with learning rate {lr:g}, too large a step here; build it with "
+            f"learning rate {lr / 4:g}{example}")
+
+
+def check_update(opt, params, label: str) -> None:
+    """Refuse, before the run, an optimiser whose ``update`` fails on the net's weights or whose
+    updates are not shaped like them (the loop adds ``u`` to ``θ`` leaf by leaf); its shapes are
+    traced only (``jax.eval_shape``), nothing runs."""
+    def first(p):
+        return opt.update(jax.tree_util.tree_map(jnp.zeros_like, p), opt.init(p), p)[0]
+
+    label = "optimiser" if label == "optimiser" else f"optimiser {label}"
+    try:
+        u = jax.eval_shape(first, params)
+    except Exception as e:  # noqa: BLE001 - the optimiser is the caller's code: say which failed
+        why = (str(e).strip().splitlines() or [""])[0][:160]
+        raise TypeError(f"{label}: its init/update fails on the net's weights ({type(e).__name__}: "
+                        f"{why}); give an optax.GradientTransformation whose update(grads, state, params) "
+                        "returns (updates, state)") from None
+    want = [np.shape(a) for a in jax.tree_util.tree_leaves(params)]
+    got = [np.shape(b) for b in jax.tree_util.tree_leaves(u)]
+    if jax.tree_util.tree_structure(u) != jax.tree_util.tree_structure(params) or got != want:
+        raise TypeError(f"{label}: its update returns {len(got)} arrays of shapes {got[:4]} where "
+                        f"the weights have {len(want)} of shapes {want[:4]}; return updates shaped like the "
+                        "weights (one per weight, as optax's do)")
+
+
 def optimiser_name(opt) -> str:
     """A readable name for an optimiser (issue 40): "GD" for None; else optax's own name
     (:func:`optax_name`) of the transformation, or of what a factory ``rho -> optimiser`` builds
@@ -89,6 +154,21 @@ def optimiser_name(opt) -> str:
         if not _is_transformation(opt):
             return own or "optimiser"
     return optax_name(opt) or own or "optimiser"
+
+
+MAX_STEPS = 2**31 - 1
+"""The most steps a run takes: the compiled loop counts steps (and the step of a divergence, and
+of the largest net–twin gap) in int32."""
+
+
+def _made(opt, rho, label: str):
+    """``opt``, what a factory built at ρ, checked to be a ``GradientTransformation``."""
+    if not _is_transformation(opt):
+        who = "" if label == "optimiser" else f" {label}"
+        raise TypeError(f"optimiser: the factory{who} returned {type(opt).__name__} {opt!r:.60} at ρ = "
+                        f"{rho:g}, not an optax.GradientTransformation; return one, e.g. "
+                        "lambda rho: optax.adam(1e-3, eps=1e-8 * rho)")
+    return opt
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,8 +199,8 @@ class TrainConfig(RunConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.optimiser is not None and not _is_transformation(self.optimiser):
-            validate.callable_("optimiser", self.optimiser, validate.OPTIMISER)
+        if self.optimiser is not None:
+            validate.optimiser("optimiser", self.optimiser)
         if self.optimiser is None and self.lr is None:
             raise ValueError("lr: gradient descent (optimiser=None) needs its step η, e.g. "
                              "TrainConfig(lr=0.01), or pass an optax optimiser")
@@ -128,6 +208,9 @@ class TrainConfig(RunConfig):
             self._set_positive("lr", "the step η of θ ← θ − η∇J (GD), or the η that puts record k at "
                                "t = η k; e.g. 0.01")
         self._set_integer("steps", 1)
+        if self.steps > MAX_STEPS:
+            raise ValueError(f"steps={self.steps} is more than the {MAX_STEPS} steps the compiled loop "
+                             "counts (int32); pass at most that (time_budget=seconds stops a long run early)")
         if self.batch_size is not None:
             self._set_integer("batch_size", 1)
         validate.flag("mirrored_batches", self.mirrored_batches)
@@ -160,7 +243,7 @@ class TrainConfig(RunConfig):
         """The optimiser for gradients ×ρ (a plain optimiser: itself; GD: ``optax.sgd(lr)``)."""
         if self.gd:
             return optax.sgd(self.lr)
-        return self.optimiser(rho) if self.factory else self.optimiser
+        return _made(self.optimiser(rho), rho, self.label) if self.factory else self.optimiser
 
     def record(self) -> dict:
         """What a saved result stores (the optimiser by name)."""

@@ -29,7 +29,10 @@ Python runs per step, only the records are stored, and the largest loss over *ev
 (``Trajectory.loss_max``) and the first step whose loss is not finite (or grew 1e8-fold) are
 carried through it. Records lie on the gradient-flow time axis ``t = η k``. With ``progress``
 or ``time_budget`` the same program runs in chunks of records, ``progress(k, K)`` between
-them; a run out of budget stops within one chunk and says how many steps it ran.
+them; with ``time_budget`` each chunk is sized by the measured time per step to fit half the
+time left (:mod:`~biasfree.dynamics.pacing`), so a run stops within its budget plus one step
+(plus the first chunk's compile time), its last record where it stopped, and says how many
+steps it ran.
 
 Symmetric inputs stored as ``[X₊; −X₊]`` (``Dataset.mirrored``) take
 :func:`~biasfree.dynamics.losses.objective_mirrored`'s path (one X₊-sized product each way).
@@ -50,11 +53,11 @@ import numpy as np
 from .. import _validate as validate
 from ..core.attention_twin import check_twin_slope
 from ..core.data import Dataset, mirrored_half
-from ..core.layers import check_net
 from ..core.precision import precise
-from ..core.twin import _check_leaky, _slope_factor, _twin_params, _twin_scales
+from ..core.twin import _slope_factor, _twin_params, _twin_scales
 from ..core.units import effective_units
 from . import run
+from . import train_config as config
 from .batching import LAYOUTS, _layout
 from .diagnosis import DivergenceError, check_spike
 from .loop import DIVERGED, _drive, _Job, _Spec
@@ -102,12 +105,15 @@ def _divergence(state, records, n: int, job: _Job, cfg: TrainConfig, what: str) 
     who = "" if bad.size == 1 else f" (ensemble members {np.nonzero(bad >= 0)[0].tolist()})"
     L0 = float(L0s[i])
     eta = None if job.eta is None else float(np.broadcast_to(job.eta, bad.shape)[i])
-    if eta is not None and np.isfinite(eta):
+    if cfg.gd:
         fix = (f"with lr={eta:g} the step is too large for this loss landscape (GD is stable only for "
                f"lr < 2/λ_max(Hessian)); try lr={eta / 4:g}")
-    else:
-        fix = (f"the step of {cfg.label} is too large; build it with a quarter of its learning rate "
-               "(e.g. optax.adam(2.5e-4) for optax.adam(1e-3))")
+    else:  # the rate it was built with: optax's scale(−η), else an inject_hyperparams state
+        opt, p = cfg.make(1.0), job.member["params"]
+        one = jax.tree_util.tree_map(lambda x: x[0], p) if np.ndim(state["bad"]) else p  # an ensemble's first
+        lr = config.optax_learning_rate(opt)
+        lr = _learning_rate(opt, one, None) if lr is None else lr
+        fix = config.smaller_rate(cfg, lr)
     raise DivergenceError(
         f"{what} diverged{who} at step {int(bad[i])}: its loss (or its twin's) left every bound "
         f"(non-finite, or above {DIVERGED:g}·max(L(0), 1) with L(0) = {L0:.3g}); {fix}, or use gradient "
@@ -159,6 +165,8 @@ def _config(optimiser, kw: dict) -> TrainConfig:
     if "steps" not in given:
         raise TypeError("train: steps is required, e.g. train(params, data, optax.sgd(0.01), steps=1000)")
     scalar = {k: v for k, v in given.items() if np.ndim(v) == 0}
+    if optimiser is None and np.ndim(given.get("lr")) > 0:  # per-member steps: each member's η is its own
+        scalar["lr"] = float(np.max(given["lr"]))  # the config's one η: the longest horizon t = ηK
     return TrainConfig(optimiser=optimiser, **scalar)
 
 
@@ -222,7 +230,8 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
     - ``data``: the :class:`~biasfree.core.data.Dataset` (training and optional test set).
     - ``optimiser``: None (gradient descent at step ``lr``), an ``optax.GradientTransformation``
       (``optax.sgd(η)`` is GD), a factory ``rho -> GradientTransformation``, or a
-      :class:`TrainConfig` holding all the settings below.
+      :class:`TrainConfig` holding all the settings below. An optax constructor left uncalled
+      (``optax.adam``) is refused: call it, ``optax.adam(1e-3)``.
     - ``steps`` K; ``alpha`` slope α; ``lr`` GD's step η (the time axis' η for another optimiser);
       ``weight_decay`` λ of the coupled ``(λ/2)||θ||²`` (a decoupled decay belongs to the optimiser,
       e.g. ``optax.adamw``); for an ensemble ``alpha``, ``lr`` (GD only) and ``weight_decay`` may be
@@ -240,8 +249,10 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
       measured, §9.2; not needed at α = 1, where the twin's updates are the net's).
     - ``layout``: how an ensemble's members share the machine ("auto", "map", "vmap":
       :mod:`~biasfree.dynamics.batching`).
-    - ``progress(k, K)``: called between chunks of records; ``time_budget``: seconds after which
-      the run stops at the end of a chunk (``stats["steps"]`` says how many steps ran).
+    - ``progress(k, K)``: called between chunks of records; ``time_budget``: seconds the run may
+      take: it stops within them plus one step, plus the first chunk's compile time (chunks sized
+      by the measured time per step, :mod:`~biasfree.dynamics.pacing`), its last record where it
+      stopped (``stats["steps"]`` says how many steps ran).
 
     Returns a :class:`~biasfree.dynamics.trajectory.Trajectory` recorded on the full data at steps
     k, at times ``t = η k`` (``t = k`` when η is unknown; ``stats["lr"]`` NaN); an ensemble's
@@ -264,8 +275,8 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
     kw = dict(steps=steps, alpha=alpha, lr=lr, weight_decay=weight_decay, loss=loss, batch_size=batch_size,
               mirrored_batches=mirrored_batches, seed=seed, n_records=n_records, spacing=spacing,
               keep_params=keep_params, degree=degree, name=name)
-    cfg = _config(optimiser, kw)
     kw = _check_vectors(kw)
+    cfg = _config(optimiser, kw)
     validate.flag("batched", batched)
     validate.choice("observables", observables, OBSERVABLES)
     if layout is not None:
@@ -291,20 +302,8 @@ def _train(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, 
     """:func:`train` once the call's own arguments are checked: checks the run's net and data
     (once) and a given twin (with its own data: :func:`~.run.check_twin_data`), then :func:`_run`."""
     run.check_params_data(params, data, cfg.loss, batched=batched)
-    own = run.own_twin_data(twin)
-    if own is not None:
-        run.check_twin_data(data, own, cfg.loss, batched)
-    if not all(layer.is_linear for layer in params) and (observables == "all" or
-                                                         (twin is not False and own is None)):
-        raise ValueError("train: an attention layer is not a linear map, so neither the records of "
-                         "observables='all' (β_eff, singular values) nor twin=True apply to it; pass "
-                         "observables='loss' and its linear twin on its own data, "
-                         "twin=(merged_to_twin(layer), twin_dataset(data, n_ctx)) "
-                         "(biasfree.core.attention_twin)")
-    if twin is True:
-        _check_leaky(params)
-    if own is None and twin is not False and twin is not None and twin is not True:  # an ensemble's too
-        check_net(jax.tree_util.tree_map(lambda x: x[0], twin) if batched else twin, "twin")
+    run.check_forward(params, data, cfg, kw, batched)
+    run.check_twin(params, data, twin, cfg.loss, batched, observables)
     return _run(params, data, cfg, kw, key=key, twin=twin, batched=batched, layout=layout,
                 observables=observables, progress=progress, time_budget=time_budget, segments=segments)
 
@@ -364,6 +363,7 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
         eta = vec["lr"]
     else:
         one = jax.tree_util.tree_map(lambda x: x[0], params) if ensemble else params
+        config.check_update(optimiser, one, cfg.label)
         e = _learning_rate(optimiser, one, cfg.lr)
         eta = None if e is None else (np.full((B,), e) if ensemble else np.asarray(e))
     if segments is None:
@@ -396,7 +396,8 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
         shared |= {"twin_data": run.arrays(full),
                    "twin_pinv": None if observables != "all" else run.pinv(twin_params, full)}
     job = _Job(member, shared, np.diff(ks, axis=-1), ks, eta)
-    state, records, n = _drive(job, spec, progress, time_budget)
+    state, records, job = _drive(job, spec, progress, time_budget)  # job.ks: the records made
+    n = job.ks.shape[-1]
     _divergence(state, records, n, job, cfg, "gradient descent" if cfg.gd else f"training by {cfg.label}")
     traj = _trajectory(state, records, n, job, cfg, spec)
     return with_units(traj, vec["alpha"], cfg.keep_params) if units else traj

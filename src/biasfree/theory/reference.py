@@ -34,7 +34,7 @@ from .inits import _imbalance
 from .leaky import _two_layer
 from .modes import _check_decay
 from .riccati import _unaligned_product
-from .stiff import STIFF_ATOL, STIFF_RTOL, two_layer_flow
+from .stiff import CURVE_FAILED, STIFF_ATOL, STIFF_RTOL, two_layer_flow
 
 REFERENCES = ("riccati", "ode")
 """The reference curves: the exact Riccati solution, or the integrated ODE."""
@@ -199,7 +199,8 @@ def _integrate(field, theta0, ts, rtol, atol, reduce, time_budget=None) -> list:
     while i < ts.size and (deadline is None or not out or time.monotonic() < deadline):
         message = solver.step()
         if solver.status == "failed":
-            raise RuntimeError(f"solve_ivp failed: {message}; loosen rtol/atol")
+            raise RuntimeError(f"the linear net's ODE failed at t = {solver.t:.6g} of {ts[-1]:g} "
+                               f"({message}): " + CURVE_FAILED)
         k = int(np.searchsorted(ts, solver.t, side="right"))  # t_eval points up to this step's end
         if k > i:
             sol = solver.dense_output()

@@ -154,6 +154,13 @@ def _hermite(t0, y0, f0, t1, y1, f1, t):
     return h00 * y0 + hh * h10 * f0 + h01 * y1 + hh * h11 * f1
 
 
+CURVE_FAILED = ("its rates, set by the weights' and the data's scale, are too fast (or it blows up) there; "
+                "rescale the weights or the data toward order 1, or ask for a shorter horizon (analyse's "
+                "t_max, reference_curve's t); only theory.linear_net_ode also takes looser rtol/atol")
+"""The advice of a linear net's ODE that failed, for every caller (``analyse``, ``reference_curve``
+and ``linear_net_ode``; only the last takes tolerances)."""
+
+
 def two_layer_flow(W1, W2, Sxx, Syx, ts, lam: float = 0.0, rtol: float = STIFF_RTOL, atol: float = STIFF_ATOL,
                    time_budget: float | None = None, stats: dict | None = None) -> list:
     """Products ``W_2(t) W_1(t)`` (p, d) at the sorted times ``ts`` (ts[-1] > 0) of the flow in
@@ -198,8 +205,8 @@ def _flow(W1, W2, Sxx, Syx, ts, lam, rtol, atol, time_budget, stats) -> list:
             rejected += 1
             h *= 0.2 if not np.isfinite(err) else max(0.2, 0.9 * err ** (-1.0 / (_ORDER_EST + 1)))
             if h <= 1e-14 * max(t, 1.0):
-                raise RuntimeError(f"the stiff solver's step fell to {h:.3g} at t = {t:.6g}; "
-                                   "loosen rtol/atol")
+                raise RuntimeError(f"the linear net's ODE failed at t = {t:.6g} of {t_end:g} (the stiff "
+                                   f"solver's step fell to {h:.3g}): " + CURVE_FAILED)
             continue
         t_new = t_end if t + h >= t_end * (1 - 1e-15) else t + h
         f_new = red.field(y_new)
