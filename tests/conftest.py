@@ -53,6 +53,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "x64_off: run with JAX's default float32 (jax_enable_x64 off)")
     config.addinivalue_line("markers", "numerics: a round-off bound (make test-portable reruns the "
                             "whole suite with NumPy's, OpenBLAS's and XLA's CPU dispatch narrowed)")
+    config.addinivalue_line("markers", "seeds: every experiment's tiny run at seeds 1-4 (make test-seeds)")
     _persistent_compilation_cache()
 
 

@@ -29,8 +29,9 @@ the suite at level 0, 21-29 s in its own process (docs/performance.md, "Third ro
 _LEVEL = re.compile(r"--xla_backend_optimization_level=\S+")
 
 
-def _invoke(name: str, out) -> dict:
-    args = ["run", name, "--preset", "tiny", "--out", str(out)]
+def _invoke(name: str, out, seed: int = 0) -> dict:
+    """``biasfree run NAME --preset tiny --seed SEED --out OUT``: its exit code and output."""
+    args = ["run", name, "--preset", "tiny", "--seed", str(seed), "--out", str(out)]
     if name not in OPTIMISED:
         res = runner.invoke(app, args)
         return {"exit_code": res.exit_code, "stdout": res.stdout, "output": res.output[-3000:]}
@@ -62,3 +63,11 @@ def tiny_run(out, name: str, wait: bool = True) -> dict | None:
     except Timeout:
         return None
     return json.loads(record.read_text())
+
+
+def run_at_seed(out, name: str, seed: int) -> dict:
+    """``biasfree run NAME --preset tiny --seed SEED`` into ``OUT/seed-SEED`` (no lock: one test
+    runs each experiment at each seed, tests/claims/test_seeds.py): its exit code and output."""
+    folder = out / f"seed-{seed}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return _invoke(name, folder, seed)

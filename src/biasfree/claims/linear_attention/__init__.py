@@ -20,8 +20,12 @@ side by :func:`~biasfree.dynamics.trainer.train` (every step recorded):
   ``u₀ = ¼‖W₁r + W₂ᵀ‖²``) predicts when the loss crosses the midpoint of its fixed points
   ``L₀ = D/2``, ``L* = D(D+1)/(2(N+D+1))``. Tolerance: the finite-sample error, 3 standard errors
   of the training set's ``ŝ = ⟨(rᵀz) y_q⟩`` and ``â = ⟨(rᵀz)²⟩`` carried through the map. Losses
-  before and after: within 3 standard errors of their sample means (after: plus the in-sample
-  optimism ``L* D²/S`` of a least-squares fit of D² coefficients on S sequences).
+  before and after: within 3 population standard errors of a sample mean of S sequences' losses,
+  ``3 sd/√S``, the population standard deviation of one sequence's loss (½y_q² before, exact;
+  ½r² at the population minimum after, its fourth moment exact given the context's second
+  moment and averaged over that by Monte Carlo: :func:`.run.loss_spread`), not the training
+  sample's own (heavy tails: it is smallest where the mean deviates most, and missed seed 1);
+  after, plus the in-sample optimism of the converged least-squares fit on this sample, exact.
 
 **Separate part.** Λ = diag(``eigs``) (distinct), rank-one heads, one per component, from the
 balanced aligned init ``γ = κ = ρ = sep_scale`` (the init for which the scalar equations of §10.4

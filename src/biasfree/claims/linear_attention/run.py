@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from functools import cache
 
 import jax
 import numpy as np
@@ -76,6 +77,41 @@ def _roundoff_bound(loss_of, att, data, n_seq, n_ctx, steps, gamma) -> np.ndarra
     return 2 * (steps * g * (np.abs(by_init - base) + np.abs(by_data - base)) / REL + g * base) / base
 
 
+SPREAD_DRAWS = 200_000
+"""Draws of the context's second moment in :func:`loss_spread`'s Monte Carlo mean (relative
+standard error of the variance ~0.25% at the tiny preset)."""
+
+
+@cache
+def loss_spread(n_ctx: int, d: int, draws: int = SPREAD_DRAWS) -> tuple[float, float]:
+    """The population standard deviations of one sequence's loss (white Λ = I, §10.3):
+    ``(sd ½y_q², sd ½r²)``, before the drop (zero weights) and at the population minimum
+    ``β* = vec I / a``, where the residual is ``r = ((Ĉ/a − I) w)ᵀ x_q``, ``Ĉ = (1/N) Σ_n x_n x_nᵀ``.
+
+    Before: ``y_q | w ~ N(0, ‖w‖²)``, so ``Var ½y_q² = ¼ · 3 E‖w‖⁴ − (D/2)² = (D² + 3D)/2``, exact.
+    At β*: given Ĉ, r is Gaussian in x_q with variance ``wᵀMw``, ``M = (Ĉ/a − I)²``, so
+    ``E[r⁴ | Ĉ] = 3 ((tr M)² + 2 tr M²)`` exactly (w ~ N(0, I)) and ``Var ½r² = ¼ E r⁴ − L*²``;
+    only the mean over Ĉ (Wishart(N, I)/N, scipy's Bartlett draws) is a Monte Carlo mean of
+    ``draws`` draws from a fixed generator (a population number, the same for every seed), taken
+    at its upper end, mean + 3 of its standard errors. Not the training sample's own standard
+    deviation: ½r² is heavy-tailed (a product of Gaussians), so a sample with few large losses has
+    both a low mean and a low standard deviation, and a tolerance from its own spread is smallest
+    exactly when the mean deviates most (tiny preset, seed 1: 0.93 against 1.25). Cached: it depends
+    on (N, D, draws) alone."""
+    from scipy.stats import wishart
+
+    N, D = n_ctx, d
+    _, Ls = th.merged_fixed_points(np.eye(D), N)
+    _, a, _ = th.merged_rate(np.eye(D), N)
+    C = wishart.rvs(df=N, scale=np.eye(D), size=draws, random_state=np.random.default_rng(0)) / N
+    A = np.reshape(C, (draws, D, D)) / a - np.eye(D)
+    M = A @ A
+    tr, tr2 = np.trace(M, axis1=1, axis2=2), np.einsum("kij,kji->k", M, M)
+    r4 = 3.0 * (tr**2 + 2.0 * tr2)
+    e_r4 = np.mean(r4) + 3.0 * np.std(r4) / np.sqrt(draws)
+    return float(np.sqrt((D * D + 3 * D) / 2)), float(np.sqrt(0.25 * e_r4 - Ls**2))
+
+
 def _drop_time(s, a, u0, lr, steps, L0, level) -> float:
     u = th.sigmoid_gd(steps, s, a, u0, lr)
     return th.crossing_time(lr * np.arange(steps + 1), th.merged_loss(u, s, a, L0), level)
@@ -118,10 +154,15 @@ def _merged(cfg: Config, key, progress) -> tuple[dict, dict, dict]:
     long = 3 * cfg.steps
     dt = np.hypot(_drop_time(s + SE * se_s, a, u0, cfg.lr, long, L0, level) - t_pred,
                   _drop_time(s, a + SE * se_a, u0, cfg.lr, long, L0, level) - t_pred)
+    # the losses: the sample means of ½y_q² and ½r² (r at β*) within 3 population standard errors
+    # (loss_spread); after, the converged loss is the sample's least-squares minimum, below its mean
+    # at β* by the fit's in-sample optimism, computed here exactly
     beta = np.linalg.solve(*th.feature_moments(I, N)[:2])
-    res = Z @ beta - y
-    tol_after = SE * np.std(0.5 * res**2) / np.sqrt(cfg.n_seq) + Ls * D * D / cfg.n_seq
-    tol_before = SE * np.std(0.5 * y**2) / np.sqrt(cfg.n_seq)
+    fit = np.linalg.lstsq(Z, y, rcond=None)[0]
+    optimism = 0.5 * (np.mean((Z @ beta - y) ** 2) - np.mean((Z @ fit - y) ** 2))
+    sd_before, sd_after = loss_spread(N, D)
+    tol_after = SE * sd_after / np.sqrt(cfg.n_seq) + optimism
+    tol_before = SE * sd_before / np.sqrt(cfg.n_seq)
     L = np.asarray(r_att.loss)
     K = N + D * D + H
     gamma = K * EPS / (1 - K * EPS)
@@ -139,7 +180,8 @@ def _merged(cfg: Config, key, progress) -> tuple[dict, dict, dict]:
              merged_gap_over_bound_adam=float(np.max(_rel(a_att, a_tw) / b_adam)),
              time_attention_s=t_att, time_twin_s=t_tw, fast_path_ratio=t_att / t_tw,
              drop_time=t_sim, drop_time_theory=t_pred, drop_time_tol=dt, loss_before=L[0], L0=L0,
-             loss_after=L[-1], L_star=Ls, tol_before=tol_before, tol_after=tol_after)
+             loss_after=L[-1], L_star=Ls, tol_before=tol_before, tol_after=tol_after,
+             loss_sd_before=sd_before, loss_sd_after=sd_after, in_sample_optimism=optimism)
     arrays = dict(m_t=np.asarray(r_att.t), m_loss=L, m_twin=np.asarray(r_tw.loss),
                   m_theory=th.merged_loss(th.sigmoid_gd(cfg.steps, s, a, u0, cfg.lr), s, a, L0),
                   m_rel_gd=_rel(r_att, r_tw), m_rel_adam=_rel(a_att, a_tw),
