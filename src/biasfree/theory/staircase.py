@@ -153,3 +153,35 @@ def match_levels(staircase: Staircase, levels) -> tuple[LevelMatch, ...]:
         k = int(np.argmin(np.abs(levels - p.level)))
         out.append(LevelMatch(i, k, p.level, float(levels[k]), float(p.level - levels[k])))
     return tuple(out)
+
+
+def drop_times(t, loss, staircase: Staircase) -> np.ndarray:
+    """When each drop of ``staircase`` (found on ``t``, ``loss``) happens: for plateaus i and i+1
+    at levels L_i, L_{i+1}, the first time after plateau i's flattest point that the loss
+    crosses their midpoint ``m = (L_i + L_{i+1})/2``, interpolated linearly in (ln t, L)
+    between the two records that bracket the crossing (so it lies in that record interval,
+    whatever the curve does inside it). For a logistic mode of a linear net this is the
+    half-loss time ``ln[(s/a_0 − 1)/(s/a½ − 1)]/(2s)`` of
+    :func:`~biasfree.theory.small_init.half_loss_time` (docs/theory.md §11.6). Returns
+    (len(plateaus) − 1,)."""
+    if not isinstance(staircase, Staircase):
+        raise TypeError(f"staircase must be a Staircase (from find_plateaus), got {type(staircase).__name__}")
+    t = v.finite_array("t", t, ndim=1)
+    loss = v.finite_array("loss", loss, ndim=1)
+    if t.shape != loss.shape:
+        raise ValueError(f"t and loss must have the same length, got {t.size} and {loss.size}")
+    keep = t > 0
+    u, loss = np.log(t[keep]), loss[keep]
+    out = []
+    for a, b in zip(staircase.plateaus[:-1], staircase.plateaus[1:], strict=True):
+        m = 0.5 * (a.level + b.level)
+        side = np.sign(loss - m)
+        i0 = int(np.searchsorted(u, np.log(a.t_level)))
+        cross = [j for j in range(max(i0, 1), u.size) if side[j] != side[j - 1] or side[j] == 0]
+        if not cross:
+            raise ValueError(f"the loss never crosses {m:.4g}, the midpoint between the plateaus at "
+                             f"{a.level:.4g} and {b.level:.4g}: pass the staircase found on this curve")
+        j = cross[0]
+        w = 0.0 if loss[j] == loss[j - 1] else (m - loss[j - 1]) / (loss[j] - loss[j - 1])
+        out.append(float(np.exp(u[j - 1] + w * (u[j] - u[j - 1]))))
+    return np.array(out)
