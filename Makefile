@@ -24,14 +24,19 @@ $(STAMP): pyproject.toml | $(BIN)/python
 # torch is pinned to its CPU wheel: PyPI's torch (unpinned, or torch==2.13.0) is a CUDA
 # build of several GB. The local version +cpu is on PyTorch's CPU index (TORCH_INDEX) and on
 # the CI machines' disk (pip's find-links), never on PyPI, so no CUDA build can satisfy it.
-# A machine with no route to download.pytorch.org can set TORCH_INDEX= (pip otherwise
-# retries it, about 15 s here, and goes on). The README's install line is the same.
+# pip first looks where it is configured to (here: the local wheels, no network) and only if
+# torch is not found there asks PyTorch's index as well: with the index on every try, pip asks
+# it about every package, and a machine without a route to it retries each (minutes). The
+# README's install line names the index, as a user with a network needs it.
 TORCH_PIN ?= torch==2.13.0+cpu
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
-TORCH := '$(TORCH_PIN)' $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
+DEV_EXTRAS := dev,datasets,torch,sweep
+BENCH_EXTRAS := torch,sweep
+PIP_TORCH = $(BIN)/python -m pip install -q -e '.[$(1)]' '$(TORCH_PIN)' || \
+  $(BIN)/python -m pip install -q -e '.[$(1)]' '$(TORCH_PIN)' --extra-index-url $(TORCH_INDEX)
 
 $(DEVSTAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[dev,datasets,torch,sweep]' $(TORCH)
+	$(call PIP_TORCH,$(DEV_EXTRAS))
 	touch $@ $(STAMP)
 
 run: $(STAMP)  ## headline experiment -> results/
@@ -116,7 +121,7 @@ docs: $(DOCSSTAMP)  ## docs site -> docs/_build/html (strict: a broken reference
 BENCHSTAMP := $(VENV)/.installed-bench
 
 $(BENCHSTAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[torch,sweep]' $(TORCH)
+	$(call PIP_TORCH,$(BENCH_EXTRAS))
 	touch $@ $(STAMP)
 
 # each script's wall time, then the total; the first script that fails (a run that ended
