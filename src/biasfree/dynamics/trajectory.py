@@ -14,6 +14,7 @@ gradient-flow time axis ``t = η k`` (docs/theory.md §0). Recorded at each time
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -70,6 +71,21 @@ class Trajectory:
     twin: Trajectory | None = None
     twin_gap: Array | None = None
     twin_gap_step: Array | None = None
+
+    def save(self, path) -> Path:
+        """Write this trajectory to ``path``, one ``.safetensors`` file: every array as a
+        tensor, bit for bit, the rest as JSON in its metadata; never pickle
+        (:mod:`~biasfree.dynamics.run_files`). Returns the path; :meth:`load` reads it back."""
+        from .run_files import save_run
+
+        return save_run(self, path)
+
+    @staticmethod
+    def load(path) -> Trajectory:
+        """The trajectory :meth:`save` wrote to ``path`` (arrays as NumPy arrays, equal bitwise)."""
+        from .run_files import load_run
+
+        return load_run(path, Trajectory)
 
     def member(self, i: int) -> Trajectory:
         """Member ``i`` of an ensemble trajectory."""
