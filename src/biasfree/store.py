@@ -255,7 +255,7 @@ def write_folder(out_dir, name: str, writers: dict) -> list[Path]:
     """``out_dir/<name>/`` holding one file per ``writers`` entry (file name -> ``write(fh)``),
     written into a temporary folder and renamed into place over any old folder (module
     docstring); if anything fails the old folder is left as it was. Saves of the same folder
-    by several processes at once each succeed, the last one's files winning (:func:`_swap_in`)."""
+    by several processes at once each succeed, the last one's files winning (``_swap_in``)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     clean_leftovers(out_dir, name)
@@ -284,7 +284,7 @@ def write_folder(out_dir, name: str, writers: dict) -> list[Path]:
 
 
 SWAP_TRIES = 1000
-"""How many times :func:`_swap_in` moves another save's folder aside before it gives up."""
+"""How many times ``_swap_in`` moves another save's folder aside before it gives up."""
 
 
 def _swap_in(tmp: Path, folder: Path, aside: list) -> None:

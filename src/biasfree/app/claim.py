@@ -12,7 +12,7 @@ The lock is the kernel's (``fcntl.flock`` on the open claim file), so it dies wi
 process: a claim file left by a killed process is *stale* and is taken over at once (the
 waiting line says so), whatever pid it names. The holder removes the file when done; a
 waiter that locked a file the holder had just removed tries again on the new one (the
-inode check in :func:`_lock`). Where the file system has no ``flock`` (some network
+inode check in ``_lock``). Where the file system has no ``flock`` (some network
 mounts), the claim is logged as not held and the work goes on unguarded.
 """
 

@@ -101,6 +101,7 @@ class Outcome:
 
     @property
     def passed(self) -> bool:
+        """No point crashed and every point's checks passed (``biasfree sweep`` exits 0)."""
         return not self.crashed and not self.failed_checks
 
     @property

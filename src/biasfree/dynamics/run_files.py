@@ -5,7 +5,7 @@ Every array (losses, β_eff, singular values, the final and recorded parameters,
 counters) is a tensor of the file, stored bit for bit, named by where it sits
 (``nets/relu/params/0/W``); everything else (which object holds which field, ``method``,
 a layer's static fields such as a conv's ``in_shape``) is one JSON document in the file's
-metadata under :data:`KEY`. Loading rebuilds only the types listed in :func:`_types` (the
+metadata under :data:`KEY`. Loading rebuilds only the types listed in ``_types`` (the
 trajectory, the runs and the package's own layer types), so a file cannot name code to run.
 Arrays come back as NumPy arrays, as training returns them; a saved-then-loaded run equals
 the original field by field, bitwise.

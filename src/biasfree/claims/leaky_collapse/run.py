@@ -7,7 +7,7 @@ from dataclasses import replace
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.interpolate import BarycentricInterpolator, CubicSpline
+from scipy.interpolate import CubicSpline
 from scipy.optimize import brentq
 
 from ... import theory
@@ -53,7 +53,7 @@ LOGISTIC_D4_MAX = abs((1 - _W4**2) * _W4 * (3 * _W4**2 - 2)) / 4
 """``max_u |σ⁗(u)|`` of the logistic σ(u) = 1/(1 + e^{-u}): with q = σ(1 - σ) = σ′ and
 w = 1 - 2σ, σ″ = q w, σ‴ = q (1 - 6q) and σ⁗ = q w (1 - 12q) = (1 - w²) w (3w² - 2) / 4,
 whose derivative in w, (-15w⁴ + 15w² - 2)/4, vanishes at w² = (15 ± √105)/30; the larger
-|σ⁗| is at the smaller root: 0.1277 (the other gives 0.019, and w = ±1 gives 0)."""
+``|σ⁗|`` is at the smaller root: 0.1277 (the other gives 0.019, and w = ±1 gives 0)."""
 
 
 def cubic_crossing(t, a, level):
@@ -61,6 +61,8 @@ def cubic_crossing(t, a, level):
     ``[t_{i-1}, t_i]`` that brackets it, of the cubic through the four records
     ``t_{i-2} .. t_{i+1}`` around it (its error is bounded by :func:`crossing_error`). NaN
     when the crossing is not in an interior interval (no record on each side of it)."""
+    from scipy.interpolate import BarycentricInterpolator  # here: autodoc chokes on it as a member
+
     t, a = np.asarray(t, dtype=float), np.asarray(a, dtype=float)
     i = int(np.argmax(a >= level))
     if a[i] < level or i < 2 or i + 1 >= len(t):
