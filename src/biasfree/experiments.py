@@ -86,7 +86,9 @@ def sweep(spec: str | os.PathLike | Mapping | Spec, out: str | os.PathLike, *, w
     Every point is planned and checked before any runs; each is saved once, under
     ``out/points/<key>/``, so a second call computes only the missing ones. Then
     ``out/table.parquet`` (read it with :func:`load_sweep`) and the summary figure are
-    written. A failed point does not stop the sweep: it is recorded and counted.
+    written. A point that crashes or fails a check does not stop the sweep, and neither
+    raises: both are recorded and counted in the returned :class:`Outcome`. Another process
+    sweeping into the same ``out`` is waited for, so each point is computed once.
 
     **Arguments:**
 
@@ -100,16 +102,18 @@ def sweep(spec: str | os.PathLike | Mapping | Spec, out: str | os.PathLike, *, w
     - ``force``: recompute the points already saved.
     - ``figures``: also draw every point's figure (default: the summary only).
     - ``group_size``: points per Dask task (default: from the points and worker threads).
-    - ``worker_timeout_s``: how long to wait for a worker before giving up.
+    - ``worker_timeout_s``: how long to wait for a worker before giving up (seconds, >= 0).
     - ``progress(counts)``: called as points start and finish (a :class:`Counts`).
     - ``log(line)``: called with what a user should read (skips, workers, failures).
 
-    **Returns:** an :class:`Outcome`: ``counts``, the ``table`` path, the ``summary``
-    figure's path and the ``failed`` points.
+    **Returns:** an :class:`Outcome`: ``counts`` (``done``, ``skipped``, ``crashed``,
+    ``failed_checks``), the ``table`` path, the ``summary`` figure's path, the ``crashed``
+    points, ``failed_checks`` (point -> the checks it failed) and ``passed`` (no crash, every
+    check passed: what ``biasfree sweep`` exits 0 on).
 
     **Raises:** before any point runs, a :class:`SpecError` for an unreadable or bad spec,
-    a ``ValueError``/``TypeError`` for bad arguments or an ``out`` that is not a writable
-    folder.
+    a ``ValueError``/``TypeError`` for bad arguments (a negative ``worker_timeout_s``, ...)
+    or an ``out`` that is not a writable folder.
 
     **Example:**::
 

@@ -14,6 +14,7 @@ with ``allow_pickle=False``.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -253,13 +254,14 @@ def load_crashes(out_dir) -> list[dict]:
 def write_folder(out_dir, name: str, writers: dict) -> list[Path]:
     """``out_dir/<name>/`` holding one file per ``writers`` entry (file name -> ``write(fh)``),
     written into a temporary folder and renamed into place over any old folder (module
-    docstring); if anything fails the old folder is left as it was."""
+    docstring); if anything fails the old folder is left as it was. Saves of the same folder
+    by several processes at once each succeed, the last one's files winning (``_swap_in``)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     clean_leftovers(out_dir, name)
     folder = out_dir / name
     tmp = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".{name}.tmp-{os.getpid()}-"))
-    old = None
+    aside: list[Path] = []
     try:
         for f, write in writers.items():
             if (tmp / f).parent != tmp:  # a subfolder such as previous/, shared like the folder
@@ -268,20 +270,45 @@ def write_folder(out_dir, name: str, writers: dict) -> list[Path]:
             _write_file(tmp / f, write)
         os.chmod(tmp, 0o755)  # mkdtemp makes 0700; results are meant to be shared
         _fsync_dir(tmp)
-        if folder.exists():
-            old = out_dir / f".{name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-            os.rename(folder, old)
-        os.rename(tmp, folder)
+        _swap_in(tmp, folder, aside)
         _fsync_dir(out_dir)
     except BaseException:
-        if old is not None and not folder.exists() and old.exists():
-            os.rename(old, folder)  # put the old result back
+        if aside and not folder.exists() and aside[0].exists():
+            os.rename(aside[0], folder)  # put the old result back
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     finally:
-        if old is not None:
+        for old in aside:
             shutil.rmtree(old, ignore_errors=True)
     return [folder / f for f in writers]
+
+
+SWAP_TRIES = 1000
+"""How many times ``_swap_in`` moves another save's folder aside before it gives up."""
+
+
+def _swap_in(tmp: Path, folder: Path, aside: list) -> None:
+    """Rename ``tmp`` to ``folder``, first renaming any folder there aside (appended to
+    ``aside``, removed by the caller). Another process saving the same folder at the same
+    moment can move it aside first (our rename then finds nothing: FileNotFoundError) or put
+    its own in place between our two renames (ENOTEMPTY): either way, try again, so every
+    concurrent save succeeds and one complete folder is left."""
+    for _ in range(SWAP_TRIES):
+        if folder.exists():
+            old = folder.parent / f".{folder.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            try:
+                os.rename(folder, old)
+                aside.append(old)
+            except FileNotFoundError:  # another save moved it aside first
+                pass
+        try:
+            os.rename(tmp, folder)
+            return
+        except OSError as e:  # another save's folder went in after ours went aside
+            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+    raise OSError(f"{folder}: another process kept replacing it; {SWAP_TRIES} tries to put this save "
+                  "in place failed")
 
 
 class CorruptResult(ValueError):

@@ -75,9 +75,10 @@ def full_sweep(cluster, tmp_path_factory):
 
 def test_sweep_table_equals_points_run_one_by_one(cluster, full_sweep):
     out, outcome = full_sweep
-    assert (outcome.counts.done, outcome.counts.skipped, outcome.counts.failed) == (8, 0, 0)
+    c = outcome.counts
+    assert (c.done, c.skipped, c.crashed, c.failed_checks) == (8, 0, 0, 0) and outcome.passed
     df = load_sweep(out)
-    assert len(df) == 8 and list(df["status"]) == ["done"] * 8
+    assert len(df) == 8 and list(df["status"]) == ["done"] * 8 and list(df["failed_checks"]) == [""] * 8
     assert (out / "summary.png").stat().st_size > 10_000
     overs = [{**FIXED, "width": int(row["width"]), "scale": float(row["scale"])} for _, row in df.iterrows()]
     # each point run on its own by run_experiment, on the cluster's workers: the same
@@ -120,9 +121,11 @@ def test_failed_point_is_recorded_and_does_not_stop_the_sweep(cluster, tmp_path)
     res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "out"), "--scheduler", cluster,
                               "--group-size", "2", "--figures"])
     assert res.exit_code == 1, res.output
-    assert "2 points: 1 computed, 0 skipped (already saved), 1 failed" in " ".join(res.output.split())
+    # lr 50 is large: the point that does not diverge has a result, but it fails its checks
+    assert "2 points: 1 computed, 0 skipped (already saved), 1 crashed, 1 with failed checks" in \
+        " ".join(res.output.split())
     df = load_sweep(tmp_path / "out")
-    assert list(df["status"]) == ["failed", "done"]
+    assert list(df["status"]) == ["crashed", "done"]
     assert df["error"].iloc[0].startswith("DivergenceError")
     tb = df["traceback"].iloc[0]
     assert tb.startswith("Traceback") and "DivergenceError" in tb.splitlines()[-1]
@@ -140,8 +143,88 @@ def test_failed_point_is_recorded_and_does_not_stop_the_sweep(cluster, tmp_path)
     res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "out"), "--scheduler", cluster,
                               "--group-size", "2", "--figures", "--force"])
     assert res.exit_code == 1, res.output
-    assert "2 points: 1 computed, 0 skipped (already saved), 1 failed" in " ".join(res.output.split())
+    # lr 50 is large: the point that does not diverge has a result, but it fails its checks
+    assert "2 points: 1 computed, 0 skipped (already saved), 1 crashed, 1 with failed checks" in \
+        " ".join(res.output.split())
     assert (tmp_path / "out" / "points" / df["point"].iloc[1] / "result.json").stat().st_mtime_ns > saved_at
+
+
+def test_a_failed_check_is_counted_apart_from_crashes_named_in_the_table_and_figure_and_exits_1(
+        cluster, tmp_path):
+    """Issue 48 item 1: a point whose check fails is a result, not a crash, and not a success:
+    on main the sweep said "2 computed, 0 failed" and exited 0. At init std 0.03 the
+    orthogonal-inputs net has no early phase, so its early-alignment check fails (value inf)."""
+    from biasfree._figure import plt
+    from biasfree.app.sweep_figure import summary_figure
+
+    spec = {"experiment": EXP, "preset": "tiny", "seeds": [0],
+            "grid": {"scale": [1e-4, 0.03]}, "fixed": {**FIXED, "width": 6}}
+    failing = "early_alignment_within_frozen_residual_bound"
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["sweep", str(write_spec(tmp_path, spec)), "--out", str(out),
+                              "--scheduler", cluster])
+    assert res.exit_code == 1, res.output
+    text = " ".join(res.output.split())
+    assert "2 points: 2 computed, 0 skipped (already saved), 0 crashed, 1 with failed checks" in text, text
+    assert f"1 point(s) failed a check (the table's failed_checks column): scale=0.03, seed=0: {failing}" \
+        in text, text
+    df = load_sweep(out)
+    assert list(df["status"]) == ["done", "done"] and list(df["passed"]) == [True, False]
+    assert list(df["failed_checks"]) == ["", failing]
+    # the Python API returns the same account (it raises for neither a crash nor a failed check),
+    # the skipped points' checks counted too
+    logs = []
+    outcome = run_sweep(parse_spec(spec), out, scheduler=cluster, log=logs.append)
+    c = outcome.counts
+    assert (c.done, c.skipped, c.crashed, c.failed_checks) == (0, 2, 0, 1) and not outcome.passed
+    assert outcome.failed_checks == {"scale=0.03, seed=0": [failing]} and outcome.crashed == []
+    assert any(f"1 of 2 points failed a check: {failing} (at 1 point)" in line for line in logs), logs
+    # the summary: the failing check's panel first, its title naming where, a red cross there
+    fig = summary_figure(df)
+    ax = fig.axes[0]
+    assert ax.get_title().startswith("check: early alignment") and "✗ 1 of 2 fail" in ax.get_title()
+    assert "at scale = 0.03" in ax.get_title().replace("\n", " ")
+    crosses = [ln for ln in ax.get_lines() if ln.get_marker() == "x" and len(ln.get_xdata())]
+    assert [list(ln.get_xdata()) for ln in crosses] == [[0.03]]
+    assert f"failed checks: {failing} (at 1 point)" in fig._suptitle.get_text().replace("\n", " ")
+    plt.close(fig)
+
+
+def test_a_second_sweep_into_the_same_folder_waits_for_the_first_then_computes_nothing(cluster, full_sweep):
+    import threading
+
+    from biasfree.app.claim import claim
+
+    out, _ = full_sweep
+    held, release, logs = threading.Event(), threading.Event(), []
+
+    def first():  # another sweep holds the folder for a second
+        with claim(out, "sweeping into"):
+            held.set()
+            release.wait(30)
+
+    t = threading.Thread(target=first)
+    t.start()
+    held.wait(30)
+    threading.Timer(1.0, release.set).start()
+    outcome = run_sweep(parse_spec(SPEC), out, scheduler=cluster, log=logs.append)
+    t.join()
+    assert any(f"is sweeping into {out}: waiting for it" in line for line in logs), logs
+    assert (outcome.counts.skipped, outcome.counts.done) == (8, 0)
+
+
+def test_a_negative_worker_timeout_is_refused_in_one_line_before_any_cluster(tmp_path):
+    """On main a raw Dask error, after a cluster had started. Here no scheduler answers at the
+    address, so reaching for one would fail otherwise (after its 10 s timeout)."""
+    import biasfree as bf
+
+    t0 = time.monotonic()
+    for bad, message in ((-1, "worker_timeout_s=-1 must be >= 0: seconds to wait for a Dask worker; "
+                              "pass e.g. 60"), (float("nan"), "worker_timeout_s=nan must be finite")):
+        with pytest.raises(ValueError) as e:
+            bf.sweep(SPEC, tmp_path / "out", scheduler="tcp://127.0.0.1:9", worker_timeout_s=bad)
+        assert str(e.value).startswith(message) and "\n" not in str(e.value)
+    assert time.monotonic() - t0 < 5 and not (tmp_path / "out").exists()
 
 
 def test_cluster_without_workers_exits_2_after_the_wait(tmp_path):
@@ -245,7 +328,8 @@ def test_kill_a_worker_interrupt_then_resume_on_a_real_scheduler(full_sweep, wor
         assert str(tmp_path / "out" / "table.parquet") in res.stdout
         text, k, n = " ".join(res.output.split()), len(finished), len(pts)
         assert f"{k} of {n} points skipped" in text, text
-        assert f"{n} points: {n - k} computed, {k} skipped (already saved), 0 failed" in text, text
+        assert f"{n} points: {n - k} computed, {k} skipped (already saved), 0 crashed, 0 with failed checks" \
+            in text, text
     finally:
         _stop(procs)
     assert not tmp.exists()

@@ -44,7 +44,12 @@ def test_checks_come_first_against_their_thresholds_and_at_most_12_panels_by_def
     for i, t in enumerate(titles[:3]):  # the checks, each with its unit and how many points pass
         n_fail = int((~df[f"check.claim_{i}.passed"]).sum())
         assert t.startswith(f"check: claim {i} (fraction of L(0))\n")
-        assert t.endswith("✓ every point passes" if n_fail == 0 else f"✗ {n_fail} of 6 fail")
+        verdict = t.split("\n", 1)[1].replace("\n", " ")
+        if n_fail == 0:
+            assert verdict == "✓ every point passes"
+        else:  # how many, and where: the widths of the failing points
+            where = ", ".join(str(w) for w in sorted(set(df["width"][~df[f"check.claim_{i}.passed"]])))
+            assert verdict == f"✗ {n_fail} of 6 fail (red ×), at width = {where}", verdict
         dashes = [ln for ln in fig.axes[i].get_lines() if ln.get_linestyle() == "--"]
         assert len(dashes) == 1 and np.all(dashes[0].get_ydata() == 1.0)  # the threshold
     assert titles[3] == "metric 0, α = 0" and all("_" not in t for t in titles)
@@ -52,6 +57,29 @@ def test_checks_come_first_against_their_thresholds_and_at_most_12_panels_by_def
     plt.close(fig)
     fig = summary_figure(df, all_panels=True)
     assert len(_titles(fig)) == 23 and "of 23 panels" not in fig._suptitle.get_text()
+    plt.close(fig)
+
+
+def test_a_failing_check_comes_first_with_a_cross_at_each_failing_point_and_the_count_on_top():
+    """Issue 48 item 1: which checks failed, at which points, at a glance. A failing check is
+    drawn before the passing ones (so --all-panels is never needed to see it), each failing
+    point is a red cross (a non-finite value at the top edge), and the title counts them."""
+    df = _table(n_checks=2, n_metrics=2)
+    df["check.claim_0.passed"] = True  # claim_0 passes everywhere; claim_1 fails at two points
+    df["check.claim_1.value"] = [0.5, 0.5, 3.0, 0.5, np.inf, 0.5]
+    df["check.claim_1.passed"] = df["check.claim_1.value"] <= 1.0
+    df["passed"] = df["check.claim_1.passed"]
+    fig = summary_figure(df)
+    first, second = fig.axes[0], fig.axes[1]
+    assert first.get_title().startswith("check: claim 1") and second.get_title().startswith("check: claim 0")
+    assert "✗ 2 of 6 fail (red ×; 1 not finite, × at the top edge), at width = 80, 160" in \
+        first.get_title().replace("\n", " ")
+    crosses = [ln for ln in first.get_lines() if ln.get_marker() == "x"]
+    at = [(list(ln.get_xdata()), list(ln.get_ydata())) for ln in crosses]
+    assert at == [([80.0], [3.0]), ([160.0], [0.97])]  # at its value; the inf at 97% of the height
+    assert not [ln for ln in second.get_lines() if ln.get_marker() == "x"]
+    sup = fig._suptitle.get_text()
+    assert "6 of 6 points done, 2 with failed checks" in sup and "failed checks: claim_1 (at 2 points)" in sup
     plt.close(fig)
 
 

@@ -76,7 +76,8 @@ def run(
 
     Each config starts from --preset, then the --config file, then each --set. An
     experiment whose saved result has the same config, seed and biasfree version is
-    skipped (--force reruns it); see `biasfree show NAME` for the fields.
+    skipped (--force reruns it); see `biasfree show NAME` for the fields. A second run into
+    the same OUT waits while another process computes an experiment, then reuses its result.
 
     Exit status: 0 all checks passed, 1 a check failed, 2 bad input (nothing run),
     3 an experiment crashed (its traceback in OUT/NAME/traceback.txt; the others run)."""
@@ -93,15 +94,21 @@ def run(
     with _refusing(ConfigError):
         planned = plan(chosen, preset, file_doc, overrides, known=known())
     _one_host_device_per_core()
+    from contextlib import ExitStack
+
     from .. import store
+    from .claim import claim
     from .pipeline import Crash, run_point, save
 
     failed, crashed = [], []
     columns = (rp.SpinnerColumn(), TextColumn("[bold]{task.fields[exp]}[/] {task.description}"),
                TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=False) as bar:
+    with Progress(*columns, console=err, transient=False) as bar, ExitStack() as held:
         for p in planned:
             n, folder = p.experiment.name, out / p.experiment.name
+            held.close()  # the last experiment's claim; one writer per result folder (app/claim.py):
+            held.enter_context(claim(out, "computing", lambda line: bar.console.print(  # wait for another
+                escape(line), soft_wrap=True), name=n))  # run computing it, then reuse its result
             store.clean_leftovers(out, n)  # a killed save's temporary folders; restores its old result
             if (folder / "result.json").exists():
                 same, why = store.reusable(folder, n, p.recorded, seed)
@@ -374,9 +381,10 @@ def sweep(
     Every point is validated before any task starts (exit 2 on a bad spec). Points are
     saved once, under OUT/points/<hash of experiment, config, seed, version>/; a rerun
     computes only the missing ones. Writes OUT/table.parquet (load it with
-    biasfree.experiments.load_sweep) and OUT/summary.png; exits 1 if a point failed (its crash
-    record, as `biasfree run` writes it, in OUT/points/KEY/, and in the table), 2 if no
-    worker joins within --worker-timeout."""
+    biasfree.experiments.load_sweep) and OUT/summary.png; exits 1 if a point crashed (its crash
+    record, as `biasfree run` writes it, in OUT/points/KEY/, and in the table) or failed a
+    check (the table's failed_checks column), 2 if no worker joins within --worker-timeout.
+    A second sweep into the same OUT waits for the first, then skips what it saved."""
     out = out if out is not None else Path("results") / "sweeps" / spec.stem
     with _refusing():  # before Dask, JAX or any experiment runs
         validate.existing_file("SPEC", spec)
@@ -395,15 +403,16 @@ def sweep(
         n_points = len(plan_points(parsed))
     columns = (TextColumn("[bold]{task.description}[/]"), rp.BarColumn(), rp.MofNCompleteColumn(),
                TextColumn("done {task.fields[done]}, skipped {task.fields[skipped]}, "
-                          "[red]failed {task.fields[failed]}[/], running {task.fields[running]}"),
+                          "[red]crashed {task.fields[crashed]}, failed checks {task.fields[checks]}[/], "
+                          "running {task.fields[running]}"),
                TimeElapsedColumn())
     with Progress(*columns, console=err, transient=False) as bar:
         task = bar.add_task(f"{parsed.experiment} sweep", total=n_points, done=0, skipped=0,
-                            failed=0, running=0)
+                            crashed=0, checks=0, running=0)
 
         def show(c):
-            bar.update(task, completed=c.finished, done=c.done, skipped=c.skipped, failed=c.failed,
-                       running=c.running)
+            bar.update(task, completed=c.finished, done=c.done, skipped=c.skipped, crashed=c.crashed,
+                       checks=c.failed_checks, running=c.running)
 
         try:
             outcome = run_sweep(parsed, out, workers=workers, scheduler=scheduler, force=force,
@@ -416,14 +425,17 @@ def sweep(
             err.print(f"[yellow]interrupted[/]: finished points are saved in {out}; rerun the same "
                       "command to compute the rest")
             raise typer.Exit(130) from None
-    c = outcome.counts
     for path in (outcome.table, *outcome.figures):
         typer.echo(str(path))
-    err.print(f"{c.total} points: {c.done} computed, {c.skipped} skipped (already saved), "
-              f"{c.failed} failed")
-    if outcome.failed:
-        err.print(f"[red]{len(outcome.failed)} point(s) failed[/] (crash records in {out / 'points'}/KEY/): "
-                  + escape("; ".join(outcome.failed[:5])))
+    err.print(outcome.counts.line())
+    if outcome.crashed:
+        err.print(f"[red]{len(outcome.crashed)} point(s) crashed[/] (crash records in "
+                  f"{out / 'points'}/KEY/): " + escape("; ".join(outcome.crashed[:5])))
+    if outcome.failed_checks:
+        err.print(f"[red]{len(outcome.failed_checks)} point(s) failed a check[/] (the table's failed_checks "
+                  "column): " + escape("; ".join(f"{label}: {', '.join(names)}" for label, names
+                                                 in list(outcome.failed_checks.items())[:5])))
+    if not outcome.passed:
         raise typer.Exit(1)
 
 

@@ -48,15 +48,33 @@ def metric_columns(df) -> list[str]:
 
 
 def check_names(df) -> list[str]:
-    """The checks of a sweep table with a finite value somewhere, in the table's order."""
-    return [c[len("check."):-len(".value")] for c in df.columns
-            if c.startswith("check.") and c.endswith(".value") and np.isfinite(df[c].to_numpy(float)).any()]
+    """The checks of a sweep table with a finite value somewhere or a failure somewhere (a
+    non-finite value fails), those that failed at some point first, else in the table's order."""
+    names = [c[len("check."):-len(".value")] for c in df.columns
+             if c.startswith("check.") and c.endswith(".value")]
+    names = [n for n in names
+             if np.isfinite(df[f"check.{n}.value"].to_numpy(float)).any() or _fails(df, n).any()]
+    return sorted(names, key=lambda n: not _fails(df, n).any())  # stable: the table's order within each
+
+
+def _fails(df, name: str) -> np.ndarray:
+    """Which rows of ``df`` failed check ``name`` (rows without the check: False)."""
+    col = f"check.{name}.passed"
+    if col not in df:
+        return np.zeros(len(df), bool)
+    return df[col].map(_is_false).to_numpy(bool)
+
+
+def _is_false(v) -> bool:
+    """A table's ``passed`` cell that says False (None or NaN, a point without it: no)."""
+    return isinstance(v, bool | np.bool_) and not v
 
 
 def panels(df, all_panels: bool = False, limit: int = MAX_PANELS) -> tuple[list[tuple[str, str]], int]:
-    """``([(kind, name)], hidden)``: the summary's panels, the checks first (kind "check"),
-    then every metric that varies and is not a check's own value (kind "metric"), at most
-    ``limit`` unless ``all_panels``; ``hidden`` how many were left out."""
+    """``([(kind, name)], hidden)``: the summary's panels, the checks first (kind "check";
+    those that failed somewhere first of all), then every metric that varies and is not a
+    check's own value (kind "metric"), at most ``limit`` unless ``all_panels``; ``hidden``
+    how many were left out."""
     checks = check_names(df)
     items = [("check", c) for c in checks] + [("metric", m) for m in metric_columns(df) if m not in checks]
     shown = items if all_panels else items[:limit]
@@ -97,7 +115,9 @@ def summary_figure(df, ncols: int = 4, all_panels: bool = False):
     """One panel per check, then per metric (:func:`panels`; at most :data:`MAX_PANELS`
     unless ``all_panels``): median over seeds against the first swept field (``seed`` if
     nothing is swept), the min–max band over seeds shaded, one line per combination of the
-    other swept fields; a check's panel draws its threshold and says how many points pass."""
+    other swept fields; a check's panel draws its threshold, says how many points pass and
+    marks each point that fails it with a red cross (at the top edge where its value is not
+    finite), its title naming the x values where it fails."""
     done = df[df["status"] == "done"].copy()
     grid = list(df.attrs.get("grid", []))
     x_name = grid[0] if grid else "seed"
@@ -113,9 +133,11 @@ def summary_figure(df, ncols: int = 4, all_panels: bool = False):
     # fixed margins in inches, not constrained_layout: every panel is alike (a title of one
     # line, 7-pt ticks), and constrained_layout took a large share of a many-panel summary's
     # time (docs/performance.md, "Sweeps")
-    titles = [_panel_title(done, kind, panel, df.attrs.get("check_units") or {}) for kind, panel in shown]
+    titles = [_panel_title(done, kind, panel, df.attrs.get("check_units") or {}, x_name)
+              for kind, panel in shown]
     t_lines = max([t.count("\n") + 1 for t in titles] + [1])
-    sup_lines = 3 if hidden else 2
+    failing = _failing_line(done)
+    sup_lines = 2 + bool(hidden) + failing.count("\n") + bool(failing)
     # margins in inches: the suptitle's lines, then the panels' titles of up to t_lines lines
     top, gap = 0.3 + 0.19 * sup_lines + 0.13 * t_lines, 0.75 + 0.13 * t_lines
     w = max(3.6 * min(ncols, n), 7.2)  # at least the title's width
@@ -137,6 +159,7 @@ def summary_figure(df, ncols: int = 4, all_panels: bool = False):
             ax.fill_between(x, stats["min"], stats["max"], color=colour, alpha=0.2, lw=0)
         if kind == "check":
             _threshold(ax, done, panel, xs, pos, x_name)
+            _crosses(ax, done, panel, pos, x_name)
         ax.set_title(title, fontsize=8, color="tab:red" if kind == "check" and "✗" in title else "k")
         ax.tick_params(labelsize=7)
         if numeric and _log_ok(xs):
@@ -155,22 +178,60 @@ def summary_figure(df, ncols: int = 4, all_panels: bool = False):
                  f"{done_line(df)}\nthe checks (red dashes: threshold), then the metrics, against {x_name}: "
                  f"line = median over {len(seeds)} seeds, band = min to max"
                  + (f"\n{len(shown)} of {len(shown) + hidden} panels; all_panels=True (biasfree sweep "
-                    "--all-panels) draws the rest" if hidden else ""),
-                 fontsize=10, color="k" if len(done) == len(df) else "tab:red",
+                    "--all-panels) draws the rest" if hidden else "") + (f"\n{failing}" if failing else ""),
+                 fontsize=10, color="k" if len(done) == len(df) and not failing else "tab:red",
                  y=1 - 0.1 / h)  # its lines end above the first row's titles
     return fig
 
 
-def _panel_title(done, kind: str, name: str, units: dict) -> str:
+def _panel_title(done, kind: str, name: str, units: dict, x_name: str = "seed") -> str:
     """A panel's title, wrapped to its width: the readable name (:func:`readable`); for a
-    check "check: ..." and how many points pass."""
+    check "check: ...", how many points pass, and the x values of those that fail."""
     title = readable(name, units.get(name, ""))
     if kind == "check":
-        passed = done[f"check.{name}.passed"].astype(bool)
-        n_fail = int((~passed).sum())
-        verdict = "✓ every point passes" if n_fail == 0 else f"✗ {n_fail} of {len(passed)} fail"
+        fails = _fails(done, name)
+        n_fail = int(fails.sum())
+        bad = int((~np.isfinite(done[f"check.{name}.value"].to_numpy(float)[fails])).sum())
+        verdict = "✓ every point passes" if n_fail == 0 else (
+            f"✗ {n_fail} of {len(fails)} fail (red ×"
+            + (f"; {bad} not finite, × at the top edge" if bad else "")
+            + f"), at {x_name} = {_values(done[x_name][fails])}")
         title = f"check: {title}\n{verdict}"
     return "\n".join(textwrap.fill(part, 52) for part in title.split("\n"))
+
+
+def _values(col, most: int = 6) -> str:
+    """The distinct values of ``col``, sorted, at most ``most`` of them then "…"."""
+    vs = list(dict.fromkeys(col.map(_hashable)))
+    vs = sorted(vs) if all(isinstance(v, Real) for v in vs) else sorted(vs, key=str)
+    shown = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in vs[:most])
+    return shown + (", …" if len(vs) > most else "")
+
+
+def _crosses(ax, done, name: str, pos: dict, x_name: str) -> None:
+    """A red cross at each point that fails check ``name``: at its value, or at the panel's
+    top edge (with "not finite") where its value is NaN or infinite."""
+    rows = done[_fails(done, name)]
+    if rows.empty:
+        return
+    x = np.array([pos[_hashable(v)] for v in rows[x_name]], float)
+    y = rows[f"check.{name}.value"].to_numpy(float)
+    ok = np.isfinite(y)
+    style = {"marker": "x", "color": "tab:red", "ms": 7, "mew": 1.8, "ls": "none", "zorder": 5}
+    ax.plot(x[ok], y[ok], **style)
+    if not ok.all():
+        ax.plot(x[~ok], np.full((~ok).sum(), 0.97), transform=ax.get_xaxis_transform(), clip_on=False,
+                **style)
+
+
+def _failing_line(done) -> str:
+    """The suptitle's line naming the checks that failed and at how many points ("" if none)."""
+    tally = [(n, int(_fails(done, n).sum())) for n in check_names(done)]
+    tally = [(n, k) for n, k in tally if k]
+    if not tally:
+        return ""
+    text = "failed checks: " + ", ".join(f"{n} (at {k} point{'s' * (k > 1)})" for n, k in tally)
+    return textwrap.fill(text, 150)
 
 
 def _threshold(ax, done, name: str, xs, pos, x_name: str) -> None:
@@ -184,9 +245,13 @@ def _threshold(ax, done, name: str, xs, pos, x_name: str) -> None:
 
 
 def done_line(df) -> str:
-    """``"38 of 40 points done, 1 failed, 1 missing"``."""
+    """``"38 of 40 points done, 1 crashed, 1 missing, 3 with failed checks"``."""
     status = df["status"].value_counts()
-    extra = [f"{int(status[k])} {k}" for k in ("failed", "missing") if status.get(k, 0)]
+    crashed = int(status.get("crashed", 0) + status.get("failed", 0))  # "failed": an older table's name
+    extra = [f"{crashed} crashed"] if crashed else []
+    extra += [f"{int(status['missing'])} missing"] if status.get("missing", 0) else []
+    n_checks = int(df["passed"].map(_is_false).sum()) if "passed" in df else 0
+    extra += [f"{n_checks} with failed checks"] if n_checks else []
     return f"{int(status.get('done', 0))} of {len(df)} points done" + "".join(f", {e}" for e in extra)
 
 

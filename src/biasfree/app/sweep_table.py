@@ -6,7 +6,7 @@ atomically, :mod:`biasfree.store`):
 
 - ``points/<key>/``: a computed point, ``result.json`` and ``arrays.npz`` (with
   ``figure.png``/``.pdf`` when the sweep ran with ``figures=True``), or, for a point that
-  failed, the crash record ``biasfree run`` writes (``error.json``, ``traceback.txt``:
+  crashed, the crash record ``biasfree run`` writes (``error.json``, ``traceback.txt``:
   :mod:`biasfree.app.pipeline`);
 - ``timing/<key>.json``: where the point's time went, ``compute_s`` (the experiment on
   its worker), ``io_s`` (its figure, if drawn, and saving it) and ``sched_s`` (its share
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 TABLE, SUMMARY, CONTOURS, POINTS, TIMING = ("table.parquet", "summary.png", "contours.png", "points",
                                             "timing")
 TIMES = ("compute_s", "io_s", "sched_s")
-COLUMNS = ("seed", "point", "status", "error", "traceback", "elapsed_s", *TIMES, "passed")
+COLUMNS = ("seed", "point", "status", "error", "traceback", "elapsed_s", *TIMES, "passed", "failed_checks")
 """The table's own columns (a metric of the same name is written ``metric.NAME``)."""
 DEPRECATED_METRICS = {"half_time_ratio_alpha0": "half_time_ratio_alpha_A at the smallest α A"}
 """Old metric name -> the one name its value has now: points saved before the rename still
@@ -73,7 +73,8 @@ def _row(spec: Spec, point: Point, out: Path, reserved: set, units: dict) -> dic
         times = {k: float(timing.get(k, float("nan"))) for k in TIMES}
         row |= {"status": "done", "error": None, "traceback": None, **times,
                 "elapsed_s": sum(v for v in times.values() if v == v),  # saved before timings: compute
-                "passed": bool(doc["passed"])}
+                "passed": bool(doc["passed"]), "failed_checks": ", ".join(
+                    k for k, c in doc["checks"].items() if not c["passed"])}
         for k, v in doc["metrics"].items():
             if k not in DEPRECATED_METRICS:
                 row[f"metric.{k}" if k in reserved else k] = float(v)
@@ -85,7 +86,7 @@ def _row(spec: Spec, point: Point, out: Path, reserved: set, units: dict) -> dic
     elif (folder / "error.json").exists():
         err = json.loads((folder / "error.json").read_text())
         tb = folder / "traceback.txt"
-        row |= {"status": "failed", "error": f"{err['error']}: {err['message']}",
+        row |= {"status": "crashed", "error": f"{err['error']}: {err['message']}",
                 "traceback": tb.read_text() if tb.exists() else None, "compute_s": err.get("elapsed_s")}
     else:
         row |= {"status": "missing", "error": "not computed (the sweep was interrupted): rerun it"}
@@ -95,10 +96,12 @@ def _row(spec: Spec, point: Point, out: Path, reserved: set, units: dict) -> dic
 def table_frame(spec: Spec, points: list[Point], out) -> pandas.DataFrame:
     """The sweep's table from the points saved under ``out``: one row per point, in grid
     order (seeds innermost), with the swept fields, ``seed``, ``point`` (the key),
-    ``status`` ("done", "failed" or "missing"), ``error`` and ``traceback`` (failed
+    ``status`` ("done", "crashed" or "missing"), ``error`` and ``traceback`` (crashed
     points), ``compute_s``, ``io_s``, ``sched_s`` and their sum ``elapsed_s``, every
     metric (not the :data:`DEPRECATED_METRICS`), ``check.NAME.value`` /
-    ``check.NAME.threshold`` / ``check.NAME.passed`` and ``passed``. ``DataFrame.attrs`` holds
+    ``check.NAME.threshold`` / ``check.NAME.passed``, ``passed`` (every check of the point
+    passed) and ``failed_checks`` (the names of those that failed, ", "-separated; "" when
+    none did, None for a point with no result). ``DataFrame.attrs`` holds
     the experiment, preset, grid, fixed overrides, seeds and ``check_units`` (check -> unit)."""
     import pandas as pd
 
@@ -117,10 +120,23 @@ def table_frame(spec: Spec, points: list[Point], out) -> pandas.DataFrame:
 
 def write_table(spec: Spec, points: list[Point], out) -> Path:
     """Write ``out/table.parquet`` atomically; returns its path."""
-    df = table_frame(spec, points, out)
+    return save_table(table_frame(spec, points, out), out)
+
+
+def save_table(df: pandas.DataFrame, out) -> Path:
+    """Write the table ``df`` (:func:`table_frame`) as ``out/table.parquet`` atomically; returns its path."""
     path = Path(out) / TABLE
     store.atomic_write(path, lambda fh: df.to_parquet(fh, index=False))
     return path
+
+
+def failed_checks(df) -> dict[str, list[str]]:
+    """``{point key: [names of its failed checks]}`` for every point of a sweep table
+    (:func:`table_frame`) that has a result and failed a check, in the table's order."""
+    if "failed_checks" not in df:  # a table written before the column
+        return {}
+    return {key: names.split(", ") for key, names in zip(df["point"], df["failed_checks"], strict=True)
+            if isinstance(names, str) and names}
 
 
 def load_sweep(out) -> pandas.DataFrame:

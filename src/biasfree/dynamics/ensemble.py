@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -78,6 +79,22 @@ class Runs:
 
     def __len__(self) -> int:
         return len(self.nets)
+
+    def save(self, path) -> Path:
+        """Write every member's trajectory and twin to ``path``, one ``.safetensors`` file
+        (arrays as tensors, the names and the rest as JSON; never pickle), as
+        :meth:`Trajectory.save <biasfree.dynamics.trajectory.Trajectory.save>` does.
+        Returns the path; :meth:`load` reads it back."""
+        from .run_files import save_run
+
+        return save_run(self, path)
+
+    @staticmethod
+    def load(path) -> Runs:
+        """The runs :meth:`save` wrote to ``path``."""
+        from .run_files import load_run
+
+        return load_run(path, Runs)
 
     def ordered(self, names) -> Runs:
         """The same runs, members in the order of ``names``."""

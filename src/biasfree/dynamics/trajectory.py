@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -76,6 +77,21 @@ class Trajectory:
     twin_gap: Array | None = None
     twin_gap_step: Array | None = None
     units: dict | None = None
+
+    def save(self, path) -> Path:
+        """Write this trajectory to ``path``, one ``.safetensors`` file: every array as a
+        tensor, bit for bit, the rest as JSON in its metadata; never pickle
+        (:mod:`~biasfree.dynamics.run_files`). Returns the path; :meth:`load` reads it back."""
+        from .run_files import save_run
+
+        return save_run(self, path)
+
+    @staticmethod
+    def load(path) -> Trajectory:
+        """The trajectory :meth:`save` wrote to ``path`` (arrays as NumPy arrays, equal bitwise)."""
+        from .run_files import load_run
+
+        return load_run(path, Trajectory)
 
     def member(self, i: int) -> Trajectory:
         """Member ``i`` of an ensemble trajectory."""
