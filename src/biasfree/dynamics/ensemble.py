@@ -87,14 +87,14 @@ class Runs:
         Returns the path; :meth:`load` reads it back."""
         from .run_files import save_run
 
-        return save_run(self, path)
+        return save_run(self, path, {"Runs": Runs, "Trajectory": Trajectory})
 
     @staticmethod
     def load(path) -> Runs:
         """The runs :meth:`save` wrote to ``path``."""
         from .run_files import load_run
 
-        return load_run(path, Runs)
+        return load_run(path, Runs, {"Runs": Runs, "Trajectory": Trajectory})
 
     def ordered(self, names) -> Runs:
         """The same runs, members in the order of ``names``."""

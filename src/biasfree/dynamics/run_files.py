@@ -29,14 +29,15 @@ FORMAT = 1
 """The structure's version, stored beside it."""
 
 
-def save_run(obj, path) -> Path:
+def save_run(obj, path, types: dict[str, type]) -> Path:
     """Write ``obj`` (a Trajectory or Runs) to ``path`` (``.safetensors`` by convention)
-    atomically (a temporary file beside it, then renamed); returns the path."""
+    atomically (a temporary file beside it, then renamed); returns the path. ``types``: the
+    run types it may hold by name (a Runs holds Trajectories), beside biasfree's layers."""
     from safetensors.numpy import save
 
     path = _path(path)
     tensors: dict[str, np.ndarray] = {}
-    doc = {"format": FORMAT, "root": _encode(obj, "", tensors)}
+    doc = {"format": FORMAT, "root": _encode(obj, "", tensors, _types(types))}
     data = save(tensors, metadata={KEY: json.dumps(doc)})
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp-{os.getpid()}-")
@@ -54,9 +55,9 @@ def save_run(obj, path) -> Path:
     return path
 
 
-def load_run(path, kind: type | None = None):
-    """The Trajectory or Runs saved at ``path`` by :func:`save_run`; with ``kind`` it must be
-    one (a ValueError naming the loader to use otherwise)."""
+def load_run(path, kind: type, types: dict[str, type]):
+    """The ``kind`` (Trajectory or Runs) saved at ``path`` by :func:`save_run` (a ValueError
+    naming the loader to use for another kind); ``types`` as :func:`save_run` takes them."""
     from safetensors import SafetensorError, safe_open
 
     path = _path(path)
@@ -76,10 +77,11 @@ def load_run(path, kind: type | None = None):
     if doc.get("format") != FORMAT:
         raise ValueError(f"{path} was saved in run format {doc.get('format')!r}; this biasfree reads "
                          f"format {FORMAT}: save it again with this version")
-    obj = _decode(doc["root"], tensors, _types())
-    if kind is not None and not isinstance(obj, kind):
-        raise ValueError(f"{path} holds a {type(obj).__name__}, not a {kind.__name__}: load it with "
-                         f"bf.{type(obj).__name__}.load(path)")
+    held = doc["root"].get("type") if isinstance(doc["root"], dict) else None
+    if held != kind.__name__:
+        raise ValueError(f"{path} holds a {held}, not a {kind.__name__}: load it with "
+                         f"bf.{held}.load(path)")
+    obj = _decode(doc["root"], tensors, _types(types))
     return obj
 
 
@@ -89,21 +91,19 @@ def _path(path) -> Path:
     return Path(path)
 
 
-def _types() -> dict[str, type]:
-    """The types a file may name: Trajectory, Runs and every layer type of biasfree.core."""
-    from .ensemble import Runs
-    from .trajectory import Trajectory
-
+def _types(runs: dict[str, type]) -> dict[str, type]:
+    """The types a file may name: the run types ``runs`` (Trajectory, Runs: given by their own
+    save and load, so this module imports neither) and every layer type of biasfree.core."""
     out, todo = {}, [AbstractLayer]
     while todo:
         cls = todo.pop()
         todo += cls.__subclasses__()
         if dataclasses.is_dataclass(cls) and cls.__module__.startswith("biasfree.core."):
             out[cls.__name__] = cls
-    return out | {"Trajectory": Trajectory, "Runs": Runs}
+    return out | runs
 
 
-def _encode(x, key: str, tensors: dict):
+def _encode(x, key: str, tensors: dict, types: dict):
     """``x`` as JSON, its arrays put into ``tensors`` under keys that extend ``key``."""
     if x is None:
         return None
@@ -115,14 +115,14 @@ def _encode(x, key: str, tensors: dict):
         tensors[key] = np.asarray(x, order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
         return {"scalar": key} if isinstance(x, np.generic) else {"array": key}
     if isinstance(x, tuple | list):
-        return {type(x).__name__: [_encode(v, f"{key}/{i}", tensors) for i, v in enumerate(x)]}
+        return {type(x).__name__: [_encode(v, f"{key}/{i}", tensors, types) for i, v in enumerate(x)]}
     if isinstance(x, dict):
         if not all(isinstance(k, str) for k in x):
             raise TypeError(f"cannot save {key or 'the run'}: its dict keys must be names (str)")
-        return {"dict": {k: _encode(v, f"{key}/{k}", tensors) for k, v in x.items()}}
-    if dataclasses.is_dataclass(x) and type(x).__name__ in _types():
+        return {"dict": {k: _encode(v, f"{key}/{k}", tensors, types) for k, v in x.items()}}
+    if dataclasses.is_dataclass(x) and type(x).__name__ in types:
         return {"type": type(x).__name__,
-                "fields": {f.name: _encode(getattr(x, f.name), f"{key}/{f.name}".lstrip("/"), tensors)
+                "fields": {f.name: _encode(getattr(x, f.name), f"{key}/{f.name}".lstrip("/"), tensors, types)
                            for f in dataclasses.fields(x) if f.init}}
     raise TypeError(f"cannot save {key or 'the run'}: a {type(x).__name__} is not an array, number, "
                     "name, tuple, dict or biasfree layer")

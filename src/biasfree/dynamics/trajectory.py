@@ -84,14 +84,14 @@ class Trajectory:
         (:mod:`~biasfree.dynamics.run_files`). Returns the path; :meth:`load` reads it back."""
         from .run_files import save_run
 
-        return save_run(self, path)
+        return save_run(self, path, {"Trajectory": Trajectory})
 
     @staticmethod
     def load(path) -> Trajectory:
         """The trajectory :meth:`save` wrote to ``path`` (arrays as NumPy arrays, equal bitwise)."""
         from .run_files import load_run
 
-        return load_run(path, Trajectory)
+        return load_run(path, Trajectory, {"Trajectory": Trajectory})
 
     def member(self, i: int) -> Trajectory:
         """Member ``i`` of an ensemble trajectory."""
