@@ -28,7 +28,7 @@ from ..dynamics.optimiser_twin import (
     measure_degree,
     probe_rhos,
 )
-from ..dynamics.train_config import TrainConfig, _is_transformation, record_steps
+from ..dynamics.train_config import TrainConfig, is_transformation, record_steps
 from ..dynamics.trainer import train
 from ..dynamics.twin_training import PairedRun
 from .verdict import FLOW, Dynamics
@@ -71,7 +71,7 @@ def as_train_config(train) -> TrainConfig | None:
         return train
     if train is None or isinstance(train, bool):
         return None
-    if _is_transformation(train) or callable(train):
+    if is_transformation(train) or callable(train):
         return TrainConfig(optimiser=train, n_records=201)
     raise TypeError(f"train={train!r} must be None, True (default training), an optax optimiser, a factory "
                     "rho -> optimiser or a biasfree.TrainConfig(optimiser=..., steps=...)")
