@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 import biasfree as bf
 from biasfree.analysis import verdict as vd
-from biasfree.analysis.optax_training import NAMED, with_degree
 from biasfree.app.cli import app
+from biasfree.dynamics.optimiser_twin import NAMED, with_degree
 
 
 @pytest.fixture(scope="module")
@@ -183,3 +183,24 @@ def test_an_optax_run_reports_progress_as_it_trains(data):
     bf.analyse(pair, data, alpha=0.0, train=cfg,
                progress=lambda k, n: seen.append((k, n)))
     assert seen == [(5, 20), (10, 20), (15, 20), (20, 20)]
+
+
+@pytest.mark.parametrize("cfg", [
+    bf.GDConfig(lr=0.05, steps=400, batch_size=8),
+    bf.GDConfig(lr=0.05, steps=400, batch_size=8, mirrored_batches=False, weight_decay=1e-3),
+    bf.TrainConfig(optimiser=_adam, steps=300, batch_size=16, name="adam"),
+], ids=["gd-mirrored-batches", "gd-random-batches-decay", "adam-batches"])
+def test_the_suggested_call_rebuilds_the_run_it_names_batches_included(cfg):
+    """The call an answer suggests (``train=`` of its Dynamics) builds the config it stands for:
+    the same optimiser, steps, batches, decay and loss (the minibatch suggestion once dropped
+    ``batch_size``). Control: the suggestion for full-batch GD is full batch."""
+    from biasfree.analysis.measured import dynamics_of
+
+    dyn = dynamics_of(cfg, cfg)
+    built = eval(dyn.train, {"GDConfig": bf.GDConfig, "TrainConfig": bf.TrainConfig, "adam": cfg.optimiser})
+    for field in ("optimiser", "steps", "lr", "batch_size", "mirrored_batches", "weight_decay", "loss"):
+        assert getattr(built, field) == getattr(cfg, field), (field, dyn.train)
+    full = dynamics_of(bf.GDConfig(lr=0.05, steps=400), bf.GDConfig(lr=0.05, steps=400))
+    assert "batch_size" not in full.train and "--batch-size" not in full.cli
+    if cfg.weight_decay == 0:  # the CLI has options for batches, none for a decay
+        assert f"--batch-size {cfg.batch_size}" in dyn.cli

@@ -1,6 +1,9 @@
 """The one record of a discrete-time run (:class:`TrainConfig`; gradient descent's is
 :class:`GDConfig`), the steps a run records at, and a readable name for an optimiser: what
-:func:`~biasfree.dynamics.trainer.train`, ``analyse(train=...)``, the claims and the CLI share."""
+:func:`~biasfree.dynamics.trainer.train`, ``analyse(train=...)``, the claims and the CLI share;
+how ``train``'s keywords (:func:`config_from_keywords`) and ``analyse``'s ``train=``
+(:func:`as_train_config`) become one, and whether a run is the plain GD the flow's theory
+covers (:func:`plain_gd`)."""
 
 from __future__ import annotations
 
@@ -251,3 +254,26 @@ def member_vectors(cfg: TrainConfig, kw: dict) -> dict:
         v = getattr(cfg, k) if v is None or np.ndim(v) == 0 else v
         out[k] = np.asarray(np.nan if v is None else v, dtype=float)
     return out
+
+
+# ------------------------------------------------- analyse's train= as a config
+
+
+def as_train_config(train) -> TrainConfig | None:
+    """``train`` as a :class:`~biasfree.dynamics.train_config.TrainConfig` when it is one, an optax
+    optimiser or a factory ``rho -> optimiser`` (K = 1000 steps, full batch, 201 records);
+    None for None, False and True (the caller's default GD)."""
+    if isinstance(train, TrainConfig):
+        return train
+    if train is None or isinstance(train, bool):
+        return None
+    if is_transformation(train) or callable(train):
+        return TrainConfig(optimiser=train, n_records=201)
+    raise TypeError(f"train={train!r} must be None, True (default training), an optax optimiser, a factory "
+                    "rho -> optimiser or a biasfree.TrainConfig(optimiser=..., steps=...)")
+
+
+def plain_gd(cfg: TrainConfig) -> bool:
+    """Full-batch GD on the MSE without weight decay: the discretisation of the flow that
+    :mod:`~biasfree.analysis.stationary`'s and the converged bound's arguments cover."""
+    return cfg.gd and cfg.batch_size is None and cfg.weight_decay == 0 and cfg.loss == "mse"

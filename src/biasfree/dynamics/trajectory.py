@@ -1,4 +1,5 @@
-"""What a training run records: the :class:`Trajectory` and its observables.
+"""What a training run records: the :class:`Trajectory` and its observables (and
+:class:`PairedRun`, a run beside its twin read at its record steps).
 
 Every trajectory, simulated by gradient descent or gradient flow, lives on the
 gradient-flow time axis ``t = η k`` (docs/theory.md §0). Recorded at each time:
@@ -225,3 +226,29 @@ def _observe(params: Params, X, Y, alpha, loss: str, X_test=None, Y_test=None, p
             "singular_values": tuple(jnp.linalg.svd(layer.matrix, compute_uv=False) for layer in params),
             "conserved": _conserved(params), "test_loss": None if X_test is None
             else _loss_value(_forward(params, X_test, alpha), Y_test, loss)}
+
+
+@dataclass(frozen=True)
+class PairedRun:
+    """``steps`` run (≤ asked), ``k`` (R,) record steps, ``loss``/``twin_loss``/``even_energy``
+    (R,) at them; ``gap_max`` max over every step of ``|L − L̃|`` (loss units, not divided by
+    L(0)) at step ``gap_step``; ``params``/``twin`` the final weights."""
+
+    steps: int
+    k: np.ndarray
+    loss: np.ndarray
+    twin_loss: np.ndarray
+    even_energy: np.ndarray
+    gap_max: float
+    gap_step: int
+    params: Params
+    twin: Params
+
+    @classmethod
+    def of(cls, traj: Trajectory, ks: np.ndarray) -> PairedRun:
+        """The paired record of a :func:`~biasfree.dynamics.trainer.train` run with ``twin``,
+        recorded at steps ``ks``."""
+        n = np.shape(traj.loss)[-1]
+        return cls(int(np.asarray(traj.stats["steps"])), np.asarray(ks)[:n], np.asarray(traj.loss),
+                   np.asarray(traj.twin.loss), np.asarray(traj.even_energy), float(traj.twin_gap),
+                   int(traj.twin_gap_step), traj.params, traj.twin.params)

@@ -14,7 +14,7 @@ from ...core.layers import scale_params
 from ...core.real_data import load_data
 from ...core.twin import linear_twin
 from ...dynamics import GDConfig, record_steps, train
-from ...dynamics.twin_training import PairedRun
+from ...dynamics.trajectory import PairedRun
 from ...results import Result, at_most
 from ..base import Progress, _quiet
 from ..checks import FRACTION, PAPER_LEVEL, ROUND_OFF
