@@ -84,6 +84,29 @@ def test_a_plain_adam_runs_with_an_approximate_twin_and_says_so(data):
     assert np.isfinite(res.prediction.trained.gap_to_twin)
 
 
+@pytest.mark.parametrize("opt", [optax.adam(1e-2), optax.lion(1e-2)], ids=["adam-eps", "lion-decay"])
+def test_train_and_analyse_share_one_kappa_policy(data, opt):
+    """A plain optimiser that is not homogeneous (ε, a decoupled decay): ``bf.train(twin=True)``
+    runs the same approximate twin that ``analyse(train=)`` runs, and says so in the same words
+    (a warning there, a note here); the twin is the same, so the gap is (one loop, bitwise
+    the same run). A factory that is not homogeneous is refused by both, before training."""
+    from biasfree.analysis.gap import reference, zero_loss
+    from biasfree.dynamics.optimiser_twin import ApproximateTwinWarning, NotHomogeneousError
+
+    with pytest.warns(ApproximateTwinWarning, match="APPROXIMATE twin") as seen:
+        run = bf.train(PAIR, bf.Dataset(*data), opt, steps=60, alpha=0.0, twin=True)
+    res = bf.analyse(PAIR, data, alpha=0.0, train=bf.TrainConfig(optimiser=opt, steps=60))
+    assert str(seen[0].message) in " ".join(res.verdict.training.notes)
+    # the same steps of the same twin: equal to the last bits (one division apart)
+    ref = reference(run.loss[0], zero_loss(data[1]))
+    np.testing.assert_allclose(res.prediction.trained.gap_to_twin, run.twin_gap / ref, rtol=4 * EPS)
+    bad = lambda rho: optax.adam(1e-2)  # noqa: E731 - a factory that ignores ρ: ε unscaled
+    with pytest.raises(NotHomogeneousError):
+        bf.train(PAIR, bf.Dataset(*data), bad, steps=60, alpha=0.0, twin=True)
+    with pytest.raises(NotHomogeneousError):
+        bf.analyse(PAIR, data, alpha=0.0, train=bf.TrainConfig(optimiser=bad, steps=60))
+
+
 @pytest.mark.parametrize("name", list(NAMED))
 def test_every_named_optimiser_gets_an_exact_kappa(name):
     """The CLI's ``--optimiser`` names (and the optimisers claim's table): each factory rescales

@@ -250,26 +250,40 @@ the decoupled decay ×ρ^{1+κ} = ×ρ (κ = 0); optax defaults otherwise (momen
 β = (0.9, 0.999))."""
 
 
-def with_degree(cfg: TrainConfig, alpha: float, depth: int) -> tuple[TrainConfig, str]:
-    """``(cfg with κ set, a note on how κ was found)``: κ measured
-    (:func:`~biasfree.dynamics.optimiser_twin.measure_degree`) unless given. A plain
-    optimiser that is not homogeneous (Adam with its ε = 1e-8 fixed) gets the κ of its
-    updates on unit-size gradients, where ε is negligible (the refusal's κ at probe scale 1
-    and the first of :data:`~biasfree.dynamics.optimiser_twin.PROBE_RHOS`), rounded to an integer,
-    and the note says the twin is then approximate; a factory that is not homogeneous is refused
-    (its ρ-scaling is wrong)."""
-    if cfg.degree is not None:
-        return cfg, f"κ = {cfg.degree:g} as given"
+class ApproximateTwinWarning(UserWarning):
+    """``bf.train(..., twin=True)`` under a plain optimiser that is not homogeneous: the twin runs
+    with :func:`twin_degree`'s approximate κ (``analyse(train=...)`` puts the same text in its notes)."""
+
+
+def twin_degree(opt, alpha: float, depth: int, probe=None, name: str | None = None) -> tuple[float, str]:
+    """``(κ, how it was found)`` for the twin of ``opt`` (an optimiser or a factory of ρ) at slope
+    α and depth L: the one κ policy of ``bf.train(..., twin=True)`` and ``analyse(train=...)``
+    (docs/theory.md §9.2). κ measured (:func:`measure_degree`): the twin is exact. A plain
+    optimiser that is not homogeneous (Adam with its ε = 1e-8 fixed) gets the κ of its updates on
+    unit-size gradients, where ε is negligible (the refusal's κ at probe scale 1 and the first of
+    :data:`PROBE_RHOS`), rounded to an integer, and the note says the twin is then APPROXIMATE; a
+    factory that is not homogeneous is refused (its ρ-scaling is wrong), as is a κ that is not
+    finite."""
+    factory = not (hasattr(opt, "init") and hasattr(opt, "update"))
+    make = opt if factory else (lambda rho: opt)
+    label = name or optimiser_name(opt)
     try:
-        kappa = measure_degree(cfg.make, probe_rhos(alpha, depth), name=cfg.label)
-        note = f"κ = {kappa:g} measured: the twin optimiser is exact (docs/theory.md §9)"
+        kappa = measure_degree(make, probe_rhos(alpha, depth), probe, label)
+        return kappa, f"κ = {kappa:g} measured: the twin optimiser is exact (docs/theory.md §9)"
     except NotHomogeneousError as refused:
         kappa = refused.kappas[1.0, PROBE_RHOS[0]]  # unit-size gradients (ε negligible), ρ = 3
-        if cfg.factory or not math.isfinite(kappa):
+        if factory or not math.isfinite(kappa):
             raise
-        kappa = float(round(kappa))
-        note = (f"APPROXIMATE twin: {cfg.label} is not homogeneous in the gradients within round-off "
-                f"(tolerance {HOMOGENEITY_RTOL:g}), κ = {kappa:g} from unit-size gradients; the measured gap "
-                "includes the constant's effect "
-                "(pass a factory, e.g. lambda rho: optax.adam(lr, eps=1e-8 * rho), for an exact twin)")
+    kappa = float(round(kappa))
+    return kappa, (f"APPROXIMATE twin: {label} is not homogeneous in the gradients within round-off "
+                   f"(tolerance {HOMOGENEITY_RTOL:g}), κ = {kappa:g} from unit-size gradients; the measured "
+                   "gap includes the constant's effect (pass a factory, e.g. lambda rho: optax.adam(lr, "
+                   "eps=1e-8 * rho), for an exact twin)")
+
+
+def with_degree(cfg: TrainConfig, alpha: float, depth: int) -> tuple[TrainConfig, str]:
+    """``(cfg with κ set, a note on how κ was found)``: κ as given, else :func:`twin_degree`'s."""
+    if cfg.degree is not None:
+        return cfg, f"κ = {cfg.degree:g} as given"
+    kappa, note = twin_degree(cfg.optimiser, alpha, depth, name=cfg.label)
     return dataclasses.replace(cfg, degree=kappa), note

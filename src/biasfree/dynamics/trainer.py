@@ -41,6 +41,7 @@ a step, from ``fold_in(key, k)``.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Mapping
 
 import jax
@@ -60,7 +61,7 @@ from .batching import LAYOUTS, _layout
 from .diagnosis import DivergenceError, check_spike
 from .ensemble import Member, Runs
 from .loop import DIVERGED, _drive, _Job, _Spec
-from .optimiser_twin import _optimiser_twin
+from .optimiser_twin import ApproximateTwinWarning, _optimiser_twin, twin_degree
 from .train_config import (
     GDConfig,
     TrainConfig,
@@ -190,7 +191,10 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
       twin's initial weights, or ``(weights, data)``: a linear twin on its own
       :class:`~biasfree.core.data.Dataset`, row n the same point as the net's row n (each batch takes
       the same rows; one run, not an ensemble); ``degree`` κ of the optimiser for its twin (None:
-      measured, §9.2; not needed at α = 1, where the twin's updates are the net's).
+      measured, §9.2; not needed at α = 1, where the twin's updates are the net's); a plain
+      optimiser that is not homogeneous (``optax.adam(lr)``, ε fixed) runs with κ from unit-size
+      gradients and an ``ApproximateTwinWarning``, as ``analyse(train=...)`` notes it; a factory
+      that is not homogeneous is refused (:func:`~biasfree.dynamics.optimiser_twin.twin_degree`).
     - ``layout``: how an ensemble's members share the machine ("auto", "map", "vmap":
       :mod:`~biasfree.dynamics.batching`).
     - ``progress(k, K)``: called between chunks of records; ``time_budget``: seconds after which
@@ -348,6 +352,10 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
     a = float(np.ravel(vec["alpha"])[0])
     # at α = 1 (c = 1) the twin's updates are scaled by 1^(1+κ) = 1 whatever κ: nothing to measure
     degree = 0.0 if cfg.degree is None and a == 1.0 and np.ptp(vec["alpha"]) == 0 else cfg.degree
+    if twin_params is not None and not cfg.gd and degree is None:  # the one κ policy, as analyse's
+        degree, note = twin_degree(cfg.optimiser, a, depth, name=cfg.label)
+        if note.startswith("APPROXIMATE"):
+            warnings.warn(note, ApproximateTwinWarning, stacklevel=6)  # the caller of train
     twin_optimiser = (None if twin_params is None or cfg.gd else
                       _optimiser_twin(cfg.optimiser, a, depth, degree, name=cfg.label))
     if cfg.gd:
