@@ -21,7 +21,7 @@ from jax.custom_derivatives import SymbolicZero
 
 from .. import _validate as validate
 from ..core.layers import Params, is_dense
-from ..core.nets import _check_apply, _forward, _leaky_relu, _rest
+from ..core.nets import _forward, _leaky_relu, _rest, check_apply
 from ..core.precision import precise
 
 LOSSES = ("mse", "logistic")
@@ -70,7 +70,7 @@ def check_run_args(params, X, Y, alpha, loss, *, mirrored=False, x_name="X") -> 
     a known ``loss``, inputs ``X`` for the net, slope ``alpha``, targets ``Y`` of one row
     per input (twice ``X``'s rows when ``mirrored``: X is X₊). Returns the output count p."""
     validate.choice("loss", loss, LOSSES)
-    _check_apply(params, X, alpha, x_name)
+    check_apply(params, X, alpha, x_name)
     p = params[-1].n_out
     _check_targets(Y, np.shape(X)[0] * (2 if mirrored else 1), p, loss)
     return p
@@ -113,7 +113,7 @@ def forward_mirrored(params: Params, X_half, alpha):
     """
     if X_half is None:
         raise TypeError("X_half=None: pass the positive half X₊ of the inputs, an array of shape (n, d)")
-    _check_apply(params, X_half, alpha, "X_half")
+    check_apply(params, X_half, alpha, "X_half")
     return _forward_mirrored(params, X_half, alpha)
 
 

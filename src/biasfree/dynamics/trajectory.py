@@ -26,7 +26,7 @@ import numpy as np
 from .. import _validate as validate
 from ..core import units
 from ..core.layers import Params, takes_net
-from ..core.nets import _beta_eff, _check_apply, _even_part, _forward, beta_eff_is_exact
+from ..core.nets import _beta_eff, _even_part, _forward, beta_eff_is_exact, check_apply
 from ..core.precision import precise
 from .losses import _check_targets, _forward_mirrored, _loss_value, check_run_args
 
@@ -195,7 +195,7 @@ def observe(params: Params, X, Y, alpha, loss: str, X_test=None, Y_test=None,
     if (X_test is None) != (Y_test is None):
         raise ValueError("X_test, Y_test: give both (the held-out set) or neither")
     if X_test is not None:
-        _check_apply(params, X_test, alpha, "X_test")
+        check_apply(params, X_test, alpha, "X_test")
         _check_targets(Y_test, np.shape(X_test)[0], p, loss, "Y_test")
     if pinv_X is not None:
         validate.finite_array("pinv_X", pinv_X, ndim=2)

@@ -16,7 +16,7 @@ from ...core.icl_data import _negate_labels, cubic_features, in_context_regressi
 from ...dynamics.trainer import train
 from ...results import Result, at_least, at_most
 from ...theory import attention as th
-from ..base import Progress, _quiet
+from ..base import Progress, quiet
 from . import Config
 
 EPS = float(np.finfo(float).eps)
@@ -281,7 +281,7 @@ def _separate(cfg: Config, key, progress) -> tuple[dict, dict, dict]:
     return m, arrays, checks
 
 
-def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
     k1, k2 = jax.random.split(jax.random.PRNGKey(seed))
     m1, a1, c1 = _merged(cfg, k1, progress)
     m2, a2, c2 = _separate(cfg, k2, progress)

@@ -17,7 +17,7 @@ from ...core.twin import linear_twin, slope_factor
 from ...dynamics.optimiser_twin import NAMED, measure_degree, optimiser_twin, probe_rhos, twin_scale
 from ...dynamics.trainer import train
 from ...results import Result, at_most
-from ..base import Progress, _quiet
+from ..base import Progress, quiet
 from ..checks import crossing_time
 from . import BATCHED, IDENTITY, LABELS, MEASURED, MODES, SWEEP, Config
 
@@ -164,7 +164,7 @@ def _stages(tr, k, modes) -> dict:
             "plateaus": count_plateaus(a, modes.s)}
 
 
-def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
     k_data, k_sweep, k_batch, k_modes, k_mi = jax.random.split(jax.random.PRNGKey(seed), 5)
     prob = _Problem(cfg, k_data)
     make = factories(cfg)
