@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from ..core.data import _dataset
+from ..core.data import unchecked_dataset
 from ..core.layers import Params
 from ..core.twin import _slope_factor, _twin_scales
 from ..dynamics import GDConfig, TrainConfig, record_steps
@@ -87,7 +87,7 @@ def run(params, twin, pred_t, pred_loss, a, X, Y, cfg: TrainConfig, fit, floor, 
     the exact two-layer floor (or None), ``loss0`` L(θ₀)."""
     L0 = reference(loss0, zero_loss(Y))
     t0 = time.perf_counter()
-    traj = train_run(params, _dataset(X, Y), cfg, twin=twin, observables="loss", time_budget=budget,
+    traj = train_run(params, unchecked_dataset(X, Y), cfg, twin=twin, observables="loss", time_budget=budget,
                      progress=progress)
     seconds = time.perf_counter() - t0
     paired = PairedRun.of(traj, record_steps(cfg.steps, cfg.n_records, cfg.spacing))

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .layers import Params
-from .nets import _forward, _rest, check_apply
+from .nets import _forward, check_apply, net_after_first
 from .precision import precise
 
 BLOCK_ENTRIES = 2**22
@@ -29,7 +29,7 @@ def _pair(params, Xb, alpha):
     first = params[0]
     Z = first.apply(Xb)
     Zm = -Z if first.bias is None else first.apply(-Xb)
-    return _rest(params, Z, alpha), _rest(params, Zm, alpha)
+    return net_after_first(params, Z, alpha), net_after_first(params, Zm, alpha)
 
 
 _one = jax.jit(lambda params, Xb, alpha: (_forward(params, Xb, alpha),))

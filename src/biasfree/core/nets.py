@@ -136,10 +136,10 @@ def forward(params: Params, X: Array, alpha) -> Array:
 
 def _forward(params: Params, X, alpha):
     """:func:`forward` unchecked."""
-    return _rest(params, params[0].apply(X), alpha)
+    return net_after_first(params, params[0].apply(X), alpha)
 
 
-def _rest(params: Params, Z, alpha):
+def net_after_first(params: Params, Z, alpha):
     """The net after its first layer's pre-activations ``Z``."""
     for before, layer in zip(params[:-1], params[1:], strict=True):
         Z = layer.apply(_activate(Z, alpha, before.activation))

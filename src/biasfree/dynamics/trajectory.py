@@ -28,7 +28,7 @@ from ..core import units
 from ..core.layers import Params, takes_net
 from ..core.nets import _beta_eff, _even_part, _forward, beta_eff_is_exact, check_apply
 from ..core.precision import precise
-from .losses import _check_targets, _forward_mirrored, _loss_value, check_run_args
+from .losses import _forward_mirrored, _loss_value, check_run_args, check_targets
 
 Array = jax.Array
 
@@ -196,7 +196,7 @@ def observe(params: Params, X, Y, alpha, loss: str, X_test=None, Y_test=None,
         raise ValueError("X_test, Y_test: give both (the held-out set) or neither")
     if X_test is not None:
         check_apply(params, X_test, alpha, "X_test")
-        _check_targets(Y_test, np.shape(X_test)[0], p, loss, "Y_test")
+        check_targets(Y_test, np.shape(X_test)[0], p, loss, "Y_test")
     if pinv_X is not None:
         validate.finite_array("pinv_X", pinv_X, ndim=2)
         want = (np.shape(X)[1], np.shape(X)[0])

@@ -31,7 +31,7 @@ from ..core.precision import precise
 from ..core.symmetry import _mirror_violation, max_row_norm
 from ..core.twin import _slope_factor, _twin_params
 from .inits import _imbalance
-from .leaky import _two_layer
+from .leaky import check_two_layer
 from .modes import check_decay
 from .riccati import _unaligned_product
 from .stiff import STIFF_ATOL, STIFF_RTOL, two_layer_flow
@@ -239,7 +239,7 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
         time_budget = v.positive("time_budget", time_budget, scalar=True, why="seconds of the ODE")
     lam = check_decay(weight_decay)
     if alpha != 1.0:
-        _two_layer(params, "the leaky-linear map")
+        check_two_layer(params, "the leaky-linear map")
     return _reference_curve(params, X, Y, t, alpha=alpha, weight_decay=lam, method=method,
                             symmetry_tol=symmetry_tol, time_budget=time_budget)
 
