@@ -92,3 +92,91 @@ def test_the_layout_check_sees_an_upward_import(tmp_path):
     fake.write_text('"""x"""\nfrom .claims import get\n\n\ndef f():\n    from .app import cli\n')
     assert _imported_units(fake, fake.parent) == {"claims", "app"}
     assert _imported_units(SRC / "store.py") <= {"results", "_validate"}, "the store imports the claims"
+
+
+def _module(path: Path, src: Path = SRC) -> str:
+    """``path``'s dotted module name (a package is its ``__init__``)."""
+    parts = path.relative_to(src.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported_modules(path: Path, src: Path = SRC) -> set[str]:
+    """The modules of biasfree that ``path`` imports, at the top or inside a function: ``from p
+    import x`` names the module ``p.x`` when ``x`` is one, else ``p`` itself."""
+    def is_module(name: str) -> bool:
+        p = src.parent.joinpath(*name.split("."))
+        return p.with_suffix(".py").is_file() or (p / "__init__.py").is_file()
+
+    pkg = _module(path, src).split(".")
+    if path.name != "__init__.py":
+        pkg = pkg[:-1]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg[: len(pkg) - node.level + 1] + (node.module.split(".") if node.module else [])
+            else:
+                base = (node.module or "").split(".")
+            if base[0] != "biasfree":
+                continue
+            b = ".".join(base)
+            out |= {f"{b}.{a.name}" if is_module(f"{b}.{a.name}") else b for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("biasfree.")}
+    return out
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan 1972): modules that
+    import each other, directly or around a longer loop."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out = []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v] & graph.keys():
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while not comp or comp[-1] != v:
+                comp.append(stack.pop())
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _module_graph(src: Path = SRC) -> dict[str, set[str]]:
+    return {_module(p, src): _imported_modules(p, src) for p in src.rglob("*.py")}
+
+
+def test_no_module_imports_itself_back():
+    """No two modules import each other, directly or around a loop, counting lazy imports:
+    a cycle means two concepts that cannot be read (or changed) apart."""
+    assert _cycles(_module_graph()) == [], "modules importing each other: move the shared concept down"
+
+
+def test_the_cycle_check_sees_a_lazy_cycle(tmp_path):
+    """The check is not vacuous: a ← b ← c ← a, closed by an import inside a function, is one
+    component; a one-way import is none."""
+    pkg = tmp_path / "biasfree"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text('"""x"""\n')
+    (pkg / "sub" / "__init__.py").write_text('"""x"""\n')
+    (pkg / "a.py").write_text('"""x"""\nfrom .sub import b\n')
+    (pkg / "sub" / "b.py").write_text('"""x"""\nfrom biasfree.sub.c import f\n')
+    (pkg / "sub" / "c.py").write_text('"""x"""\n\n\ndef f():\n    from ..a import g\n')
+    (pkg / "d.py").write_text('"""x"""\nfrom . import a\n')
+    assert _cycles(_module_graph(pkg)) == [["biasfree.a", "biasfree.sub.b", "biasfree.sub.c"]]
+    (pkg / "sub" / "c.py").write_text('"""x"""\n')
+    assert _cycles(_module_graph(pkg)) == []

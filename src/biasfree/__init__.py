@@ -131,7 +131,7 @@ Each still resolves here for one release, with a ``DeprecationWarning`` naming t
 _HINTS = {"run_sweep": "; biasfree.sweep also takes a spec file's path"}
 
 _KEPT = {"gd": "dynamics", "gd_ensemble": "dynamics", "gd_members": "dynamics",
-         "OptaxConfig": "analysis.optax_training"}
+         "OptaxConfig": "dynamics.legacy"}
 """Names kept out of ``__all__`` that resolve here without a warning from this module (their
 own deprecation is their functions')."""
 

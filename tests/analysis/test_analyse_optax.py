@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 import biasfree as bf
 from biasfree.analysis import verdict as vd
-from biasfree.analysis.optax_training import NAMED, with_degree
 from biasfree.app.cli import app
+from biasfree.dynamics.optimiser_twin import NAMED, with_degree
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +82,29 @@ def test_a_plain_adam_runs_with_an_approximate_twin_and_says_so(data):
     note = " ".join(res.verdict.training.notes)
     assert "APPROXIMATE twin" in note and "κ = 0" in note
     assert np.isfinite(res.prediction.trained.gap_to_twin)
+
+
+@pytest.mark.parametrize("opt", [optax.adam(1e-2), optax.lion(1e-2)], ids=["adam-eps", "lion-decay"])
+def test_train_and_analyse_share_one_kappa_policy(data, opt):
+    """A plain optimiser that is not homogeneous (ε, a decoupled decay): ``bf.train(twin=True)``
+    runs the same approximate twin that ``analyse(train=)`` runs, and says so in the same words
+    (a warning there, a note here); the twin is the same, so the gap is (one loop, bitwise
+    the same run). A factory that is not homogeneous is refused by both, before training."""
+    from biasfree.analysis.gap import reference, zero_loss
+    from biasfree.dynamics.optimiser_twin import ApproximateTwinWarning, NotHomogeneousError
+
+    with pytest.warns(ApproximateTwinWarning, match="APPROXIMATE twin") as seen:
+        run = bf.train(PAIR, bf.Dataset(*data), opt, steps=60, alpha=0.0, twin=True)
+    res = bf.analyse(PAIR, data, alpha=0.0, train=bf.TrainConfig(optimiser=opt, steps=60))
+    assert str(seen[0].message) in " ".join(res.verdict.training.notes)
+    # the same steps of the same twin: equal to the last bits (one division apart)
+    ref = reference(run.loss[0], zero_loss(data[1]))
+    np.testing.assert_allclose(res.prediction.trained.gap_to_twin, run.twin_gap / ref, rtol=4 * EPS)
+    bad = lambda rho: optax.adam(1e-2)  # noqa: E731 - a factory that ignores ρ: ε unscaled
+    with pytest.raises(NotHomogeneousError):
+        bf.train(PAIR, bf.Dataset(*data), bad, steps=60, alpha=0.0, twin=True)
+    with pytest.raises(NotHomogeneousError):
+        bf.analyse(PAIR, data, alpha=0.0, train=bf.TrainConfig(optimiser=bad, steps=60))
 
 
 @pytest.mark.parametrize("name", list(NAMED))
@@ -185,3 +208,24 @@ def test_an_optax_run_reports_progress_as_it_trains(data):
     bf.analyse(pair, data, alpha=0.0, train=cfg,
                progress=lambda k, n: seen.append((k, n)))
     assert seen == [(1, 20), (2, 20), (10, 20), (20, 20)]
+
+
+@pytest.mark.parametrize("cfg", [
+    bf.GDConfig(lr=0.05, steps=400, batch_size=8),
+    bf.GDConfig(lr=0.05, steps=400, batch_size=8, mirrored_batches=False, weight_decay=1e-3),
+    bf.TrainConfig(optimiser=_adam, steps=300, batch_size=16, name="adam"),
+], ids=["gd-mirrored-batches", "gd-random-batches-decay", "adam-batches"])
+def test_the_suggested_call_rebuilds_the_run_it_names_batches_included(cfg):
+    """The call an answer suggests (``train=`` of its Dynamics) builds the config it stands for:
+    the same optimiser, steps, batches, decay and loss (the minibatch suggestion once dropped
+    ``batch_size``). Control: the suggestion for full-batch GD is full batch."""
+    from biasfree.analysis.measured import dynamics_of
+
+    dyn = dynamics_of(cfg, cfg)
+    built = eval(dyn.train, {"GDConfig": bf.GDConfig, "TrainConfig": bf.TrainConfig, "adam": cfg.optimiser})
+    for field in ("optimiser", "steps", "lr", "batch_size", "mirrored_batches", "weight_decay", "loss"):
+        assert getattr(built, field) == getattr(cfg, field), (field, dyn.train)
+    full = dynamics_of(bf.GDConfig(lr=0.05, steps=400), bf.GDConfig(lr=0.05, steps=400))
+    assert "batch_size" not in full.train and "--batch-size" not in full.cli
+    if cfg.weight_decay == 0:  # the CLI has options for batches, none for a decay
+        assert f"--batch-size {cfg.batch_size}" in dyn.cli

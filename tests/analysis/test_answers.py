@@ -175,7 +175,7 @@ def test_a_named_optimiser_is_what_the_prediction_and_its_suggestion_name(data, 
 def test_the_cli_optimiser_is_named_in_the_suggestion(data, fitted):
     """What `biasfree analyse --optimiser adam --train-steps K --init ...` passes: a NAMED
     factory with name=."""
-    from biasfree.analysis.optax_training import NAMED
+    from biasfree.dynamics.optimiser_twin import NAMED
 
     X, Y = data
     cfg = bf.TrainConfig(optimiser=NAMED["adam"](1e-3), steps=20, name="adam")

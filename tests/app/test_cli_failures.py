@@ -245,9 +245,9 @@ def test_analyse_refuses_a_diverging_lr_and_a_1d_x_in_one_line(tmp_path):
 def test_the_option_names_checked_before_jax_are_the_trainers():
     """analyse_options holds --optimiser's names and --train's steps as literals (it imports no
     JAX): they must be those of the optimisers table and of TrainConfig."""
-    from biasfree.analysis.optax_training import NAMED
     from biasfree.app import analyse_options
     from biasfree.dynamics import TrainConfig
+    from biasfree.dynamics.optimiser_twin import NAMED
 
     assert analyse_options.OPTIMISERS == tuple(NAMED)
     assert analyse_options.TRAIN_STEPS == TrainConfig.__dataclass_fields__["steps"].default

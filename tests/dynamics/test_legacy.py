@@ -7,7 +7,8 @@ import optax
 import pytest
 
 import biasfree as bf
-from biasfree.dynamics.twin_training import PairedRun, train_with_twin
+from biasfree.dynamics.legacy import train_with_twin
+from biasfree.dynamics.trajectory import PairedRun
 
 D, N_HALF = 3, 10
 
@@ -96,11 +97,11 @@ def test_optax_config_warns_and_is_a_train_config():
 
 
 def test_train_optax_warns_and_equals_the_trainer():
-    """0.1's analysis.optax_training.train_optax: a thin wrapper of train(..., twin=...)."""
+    """0.1's train_optax (now in dynamics.legacy): a thin wrapper of train(..., twin=...)."""
     import jax
     import optax
 
-    from biasfree.analysis.optax_training import train_optax
+    from biasfree.dynamics.legacy import train_optax
 
     key = jax.random.PRNGKey(0)
     data = bf.make_dataset(key, bf.sine_target(key, d=3)[0], n=20, d=3)

@@ -10,7 +10,7 @@ from roundoff import chain_length, loss_eval_gap, trajectory_gap
 import biasfree as bf
 from biasfree.core.data import mirrored_half
 from biasfree.dynamics.trainer import _train
-from biasfree.dynamics.twin_training import PairedRun
+from biasfree.dynamics.trajectory import PairedRun
 from biasfree.nets import Layer
 
 pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns them

@@ -35,6 +35,8 @@ from ..core.precision import precise
 from ..core.symmetry import _asymmetry, _mirror_violation, _stack, max_row_norm
 from ..core.twin import _slope_factor, _twin_scales
 from ..dynamics import TrainConfig, record_steps
+from ..dynamics.optimiser_twin import with_degree
+from ..dynamics.train_config import as_train_config
 from ..expressivity.decomposition import energy
 from ..expressivity.floors import _dataset_floor
 from ..theory.modes import _data_modes
@@ -46,9 +48,9 @@ from .attention import analyse_attention
 from .attention_import import is_attention_model
 from .gap import reference, zero_loss
 from .interop import Model, as_model
+from .measured import dynamics_of
 from .measurements import data_arrays, local_report, split
 from .moments import Moments, linear_floor, moments
-from .optax_training import as_train_config, dynamics_of, with_degree
 from .report import Analysis, DataReport, History, NetReport, Prediction, Regime, Training
 from .stationary import stationarity
 from .structure import PAIRS, exact_structure

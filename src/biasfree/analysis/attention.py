@@ -41,13 +41,13 @@ from ..core.data import Dataset
 from ..core.nets import forward
 from ..core.symmetry import _violation, max_row_norm
 from ..dynamics import GDConfig, TrainConfig
+from ..dynamics.train_config import as_train_config
 from ..dynamics.trainer import train as train_run
 from . import gap
 from . import verdict as vd
 from .attention_files import SEQUENCES
 from .attention_import import as_attention
 from .measurements import data_arrays
-from .optax_training import as_train_config
 from .report import Analysis, DataReport, History, Prediction, Training
 from .verdict import PAPER_LEVEL, ROUND_OFF, evidence
 

@@ -1,5 +1,6 @@
 """Training measured beside the linear twin (docs/theory.md §6.3, docs/verdict.md): the schedule,
-the run, its record and its answer.
+the run, its record (with how far the weights moved, :func:`relative_movement`,
+:func:`row_alignment`), its answer, and the call that measures it (:func:`dynamics_of`).
 
 ``analyse(train=...)`` measures what it is asked to. Where the theory is silent (an init that is
 not small, depth > 2, a conv first layer, an optimiser no closed form predicts, a predicted
@@ -20,27 +21,31 @@ import time
 
 import numpy as np
 
-from ..core.data import _dataset
+from ..core.data import unchecked_dataset
+from ..core.layers import Params
 from ..core.twin import _slope_factor, _twin_scales
 from ..dynamics import GDConfig, TrainConfig, record_steps
+from ..dynamics.optimiser_twin import NAMED
+from ..dynamics.train_config import plain_gd
 from ..dynamics.trainer import _run as train_run
-from ..dynamics.twin_training import PairedRun, relative_movement, row_alignment
+from ..dynamics.trajectory import PairedRun
 from . import regime as rg
 from .gap import NAME as GAP_REF
 from .gap import of, reference, zero_loss
 from .measurements import split
-from .optax_training import plain_gd
 from .report import Regime, Training
 from .stationary import Stationarity, stationarity
 from .verdict import (
     EFFECTIVE,
     EXACT,
+    FLOW,
     MEASURE,
     NOT,
     PAPER_LEVEL,
     RICH_MOVEMENT,
     ROUND_OFF,
     UNDECIDED,
+    Dynamics,
     Facts,
     Judgement,
     evidence,
@@ -82,7 +87,7 @@ def run(params, twin, pred_t, pred_loss, a, X, Y, cfg: TrainConfig, fit, floor, 
     the exact two-layer floor (or None), ``loss0`` L(θ₀)."""
     L0 = reference(loss0, zero_loss(Y))
     t0 = time.perf_counter()
-    traj = train_run(params, _dataset(X, Y), cfg, twin=twin, observables="loss", time_budget=budget,
+    traj = train_run(params, unchecked_dataset(X, Y), cfg, twin=twin, observables="loss", time_budget=budget,
                      progress=progress)
     seconds = time.perf_counter() - t0
     paired = PairedRun.of(traj, record_steps(cfg.steps, cfg.n_records, cfg.spacing))
@@ -116,9 +121,10 @@ def run(params, twin, pred_t, pred_loss, a, X, Y, cfg: TrainConfig, fit, floor, 
 
 
 def judged(facts: Facts, tr: Training, reg: Regime, kind: str, note: str, longer: str = MEASURE) -> Judgement:
-    """The measured answer of ``tr``; ``note`` is :func:`~.optax_training.with_degree`'s (how κ was
-    found, APPROXIMATE when the twin optimiser is inexact), empty for GD; ``longer`` the call that
-    measures longer when the budget ran out."""
+    """The measured answer of ``tr``; ``note`` is
+    :func:`~biasfree.dynamics.optimiser_twin.with_degree`'s (how κ was found, APPROXIMATE when
+    the twin optimiser is inexact), empty for GD; ``longer`` the call that measures longer when
+    the budget ran out."""
     j = judge_measured(facts, gap=tr.gap_to_twin, step=tr.gap_step, t=tr.gap_time, steps_run=tr.steps_run,
                        steps_asked=tr.config.steps, movement=reg.movement[0], alignment=reg.alignment,
                        alignment0=reg.alignment0, exact_structure=facts.exact, kind=kind,
@@ -202,3 +208,62 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
                          f"on its twin to round-off at {over} ({gap:.2g} of {GAP_REF}){final}")
     return judgement(kind, EFFECTIVE, [], ev, notes, f"within {100 * gap:.2g}% of {GAP_REF} of its twin at "
                      f"{over} (max at step {step}){final}")
+
+
+def _batches(cfg: TrainConfig) -> tuple[str, str]:
+    """A config's minibatches, weight decay and loss where they differ from the defaults, as
+    keywords of the call and as CLI options (the CLI has none for decay or another loss: None)."""
+    kw, cli = "", ""
+    if cfg.batch_size is not None:
+        kw += f", batch_size={cfg.batch_size}" + ("" if cfg.mirrored_batches else ", mirrored_batches=False")
+        cli += f" --batch-size {cfg.batch_size}" + ("" if cfg.mirrored_batches else " --random-batches")
+    if cfg.weight_decay != 0 or cfg.loss != "mse":
+        kw += (f", weight_decay={cfg.weight_decay:g}" if cfg.weight_decay != 0 else "") + (
+            f", loss={cfg.loss!r}" if cfg.loss != "mse" else "")
+        cli = None
+    return kw, cli
+
+
+def dynamics_of(given: TrainConfig | None, cfg: TrainConfig | None) -> Dynamics:
+    """The training a prediction is for, and how to measure it: gradient flow without a training
+    config (measured by ``train=True``); GD at the config's step (``train=True`` when the user
+    asked for the default, else the ``GDConfig`` given); any other optimiser by its name (its
+    twin is exact, but no closed form predicts it: measured by ``train=`` that optimiser). The
+    call keeps the config's batches, weight decay and loss (:func:`_batches`)."""
+    if cfg is None:
+        return FLOW
+    kw, opts = _batches(cfg)
+    if cfg.gd:
+        if given is None:
+            return Dynamics(f"GD at lr={cfg.lr:.3g}", "True", True, "--train")
+        plain = plain_gd(cfg)  # minibatches, weight decay or another loss: not the flow of the MSE
+        extra = ("" if plain else
+                 f" (batch {cfg.batch_size}, weight decay {cfg.weight_decay:g}, {cfg.loss} loss)")
+        cli = ("" if opts is None else f"--train-steps {cfg.steps} --lr {cfg.lr:g}"
+               + (f" --optimiser sgd{opts}" if cfg.batch_size is not None else ""))
+        call = f"GDConfig(lr={cfg.lr:g}, steps={cfg.steps}{kw})"
+        return Dynamics(f"GD at lr={cfg.lr:.3g}{extra}", call, plain, cli)
+    name = cfg.label
+    cli = (f"--train-steps {cfg.steps} --optimiser {name}" + (f" --lr {cfg.lr:g}" if cfg.lr else "") + opts
+           if name in NAMED and opts is not None else "")
+    call = name if not kw else f"TrainConfig(optimiser={name}, steps={cfg.steps}{kw})"
+    return Dynamics(name, call, False, cli)
+
+
+def relative_movement(before: Params, after: Params) -> tuple[float, ...]:
+    """Per layer ``‖A_l(T) − A_l(0)‖_F / ‖A_l(0)‖_F``, A_l the layer's matrix (∞ for a layer that
+    started at 0)."""
+    def one(a, b):
+        A = np.asarray(a.matrix)
+        n0 = float(np.linalg.norm(A))
+        return float(np.linalg.norm(np.asarray(b.matrix) - A)) / n0 if n0 > 0 else float("inf")
+    return tuple(one(a, b) for a, b in zip(before, after, strict=True))
+
+
+def row_alignment(W1, directions) -> float:
+    """Share of the first layer's energy in the span of ``directions`` (d, r),
+    orthonormal columns: ``‖W₁ D‖_F² / ‖W₁‖_F²`` (r/d on average for random rows, 1 when
+    every row lies in the span)."""
+    W1 = np.asarray(W1, float)
+    tot = float(np.sum(W1**2))
+    return float(np.sum((W1 @ directions) ** 2) / tot) if tot > 0 else 0.0

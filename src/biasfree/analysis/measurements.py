@@ -14,11 +14,11 @@ import numpy as np
 from ..core.blocks import BLOCK_ENTRIES, _outputs_and_mirror
 from ..core.data import Dataset
 from ..core.layers import Params
-from ..core.nets import _rest
+from ..core.nets import net_after_first
 from ..core.real_data import RealData, load_data
 from ..expressivity.decomposition import Decomposition, OddFit, energy, odd_fit_of
 from ..expressivity.local_linear import MAX_ENTRIES, Identities, _local_linear
-from .regime import _gradient_times_weights
+from .regime import gradient_times_weights
 from .report import LocalReport
 
 LOCAL_INPUTS = 64
@@ -68,9 +68,9 @@ def _block(params: Params, Xb, Yb, a, N):
 
     def share(p):
         Z = p[0].apply(Xb)
-        F = _rest(p, Z, a)
+        F = net_after_first(p, Z, a)
         Zm = -jax.lax.stop_gradient(Z) if first.bias is None else p[0].apply(-Xb)
-        return 0.5 * jnp.sum((Yb - F) ** 2) / N, (F, jax.lax.stop_gradient(_rest(p, Zm, a)))
+        return 0.5 * jnp.sum((Yb - F) ** 2) / N, (F, jax.lax.stop_gradient(net_after_first(p, Zm, a)))
 
     (_, (F, Fm)), g = jax.value_and_grad(share, has_aux=True)(params)
     return F, Fm, g
@@ -89,7 +89,7 @@ def _outputs_mirror_gradient(params: Params, X, Y, alpha):
         f, fm, part = _block(tuple(params), X[i:i + step], Y[i:i + step], a, N)
         F[i:i + step], Fm[i:i + step] = np.asarray(f), np.asarray(fm)
         grad = part if grad is None else jax.tree_util.tree_map(jnp.add, grad, part)
-    return F, Fm, _gradient_times_weights(grad, params)
+    return F, Fm, gradient_times_weights(grad, params)
 
 
 def data_arrays(data):

@@ -186,10 +186,10 @@ def gradient_norm(params: Params, X, Y, a) -> float:
     for i in range(step, N, step):  # accumulated: one params-sized gradient held at a time
         part = _block_gradient(params, X[i:i + step], Y[i:i + step], a, N)
         grad = jax.tree_util.tree_map(jnp.add, grad, part)
-    return _gradient_times_weights(grad, params)
+    return gradient_times_weights(grad, params)
 
 
-def _gradient_times_weights(grad, params) -> float:
+def gradient_times_weights(grad, params) -> float:
     """``‖g‖·‖θ‖`` (Frobenius over every leaf) of a gradient ``grad`` and the weights ``params``,
     summed in NumPy on the host (no compiled program per leaf shape)."""
     leaves = jax.tree_util.tree_leaves

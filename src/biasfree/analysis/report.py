@@ -80,6 +80,12 @@ class NetReport:
     paired: bool = False
     structure: str | None = None
 
+    def title(self, n: int, source: str) -> str:
+        """The net on ``n`` points of ``source``, in words (the summary's first line)."""
+        arrow = "→".join(str(w) for w in self.widths)
+        biases = ", biases" if self.has_bias else ""
+        return f"depth-{self.depth} net {arrow} (α = {self.alpha:g}{biases}) on {n} points ({source})"
+
 
 @dataclass(frozen=True)
 class Regime:

@@ -35,7 +35,7 @@ from .. import _validate as v
 from ..core.layers import Layer, Params
 from ..core.nets import _leaky_relu
 from ..core.precision import precise
-from .stationary import EPS, _gamma, _norms, accumulations, gradient_tolerance
+from .stationary import EPS, accumulations, gamma, gradient_tolerance, layer_norms
 
 CONSTRUCTIONS = ("split", "zero", "rescale", "linear")
 """Theorem 1's embeddings (module doc)."""
@@ -132,11 +132,11 @@ def _fixed_point(W1, W2, X, Y, alpha) -> FixedPoint:
     theta = float(np.linalg.norm(np.asarray(flat)))
     R = np.asarray(_leaky_relu(X @ W1.T, alpha)) @ W2.T - Y
     lam, vec = _lowest_eigenvalue(flat, Xj, Yj, alpha, H)
-    w = _norms(params)
+    w = layer_norms(params)
     rx, rr = np.sqrt(np.mean(np.sum(X**2, 1))), np.sqrt(np.mean(np.sum(R**2, 1)))
     # ||H|| ≤ S² ms‖x‖ + R̂ rms‖r‖ rms‖x‖ (stationary's bound; two layers: S² = Σ_l ||W_l||², R̂ = √2)
     h_norm = float(np.sum(w**2)) * rx**2 + math.sqrt(2) * rr * rx
-    lam_tol = (_gamma(accumulations(params, X.shape[0])) + EPS) * h_norm * math.sqrt(flat.size)
+    lam_tol = (gamma(accumulations(params, X.shape[0])) + EPS) * h_norm * math.sqrt(flat.size)
     return FixedPoint(float(loss), float(np.linalg.norm(np.asarray(grad))) * theta / ref,
                       gradient_tolerance(params, X, R, ref), lam, lam_tol, vec)
 
@@ -229,7 +229,7 @@ def check_embedding(narrow_params: Params, wide_params: Params, X, Y, alpha: flo
     narrow = _fixed_point(W1, W2, X, Y, alpha) if narrow is None else narrow
     f_n = np.asarray(_leaky_relu(X @ W1.T, alpha)) @ W2.T
     f_w = np.asarray(_leaky_relu(X @ V1.T, alpha)) @ V2.T
-    P = max(float(np.prod(_norms(narrow_params))), float(np.prod(_norms(wide_params))))
-    tol = 2 * _gamma(X.shape[1] + V1.shape[0]) * P * float(np.max(np.linalg.norm(X, axis=1)))
+    P = max(float(np.prod(layer_norms(narrow_params))), float(np.prod(layer_norms(wide_params))))
+    tol = 2 * gamma(X.shape[1] + V1.shape[0]) * P * float(np.max(np.linalg.norm(X, axis=1)))
     return Embedding(tuple(wide_params), construction, narrow, _fixed_point(V1, V2, X, Y, alpha),
                      float(np.max(np.linalg.norm(f_w - f_n, axis=1))), tol)

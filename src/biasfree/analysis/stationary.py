@@ -54,11 +54,14 @@ EPS = float(np.finfo(np.float64).eps) / 2
 """Unit round-off of float64, 2⁻⁵³."""
 
 
-def _gamma(k: int) -> float:
+def gamma(k: int) -> float:
+    """``γ_k = k·u / (1 − k·u)``, u = :data:`EPS` the unit round-off: the relative round-off of k
+    floating-point operations (Higham, *Accuracy and Stability of Numerical Algorithms*, §3.1)."""
     return k * EPS / (1.0 - k * EPS)
 
 
-def _norms(params: Params) -> np.ndarray:
+def layer_norms(params: Params) -> np.ndarray:
+    """``‖W_l‖_F`` of every layer (L,)."""
     return np.array([np.linalg.norm(np.asarray(layer.matrix, float)) for layer in params])
 
 
@@ -75,25 +78,25 @@ def accumulations(params: Params, n: int) -> int:
 def gradient_tolerance(params: Params, X, R, ref: float) -> float:
     """The bound (module doc) on the relative gradient ‖∇L‖·‖θ‖/``ref`` that round-off leaves
     at a stationary point of a net ``params`` on inputs X, residuals R (N, p)."""
-    w = _norms(params)
+    w = layer_norms(params)
     L = len(w)
     others = np.array([np.prod(np.delete(w, i)) for i in range(L)])
     pairs = [np.prod(np.delete(w, [i, k])) for i in range(L) for k in range(L) if i != k]
     S, Rh, P = float(np.sqrt(np.sum(others**2))), float(np.sqrt(np.sum(np.square(pairs)))), float(np.prod(w))
     rx, rr = _rms_rows(X), _rms_rows(R)
     theta = float(np.sqrt(np.sum(w**2)))
-    evaluation = _gamma(accumulations(params, X.shape[0])) * S * (rr * rx + P * rx**2)
+    evaluation = gamma(accumulations(params, X.shape[0])) * S * (rr * rx + P * rx**2)
     stored = EPS * theta * (S**2 * rx**2 + Rh * rr * rx)
     return (evaluation + stored) * theta / ref
 
 
 def floor_tolerance(params: Params, X, Y, loss: float, floor: float, B, ref: float) -> float:
     """The bound (module doc) on ``|L − L*|/ref`` from round-off in L and in the floor L*."""
-    P = float(np.prod(_norms(params)))
+    P = float(np.prod(layer_norms(params)))
     k = accumulations(params, X.shape[0]) + X.shape[1]
     rx, ry = _rms_rows(X), _rms_rows(Y)
     b = 0.0 if B is None else float(np.linalg.norm(B))
-    return _gamma(k) * (loss + floor + np.sqrt(2 * loss) * P * rx + np.sqrt(2 * floor) * (b * rx + ry)) / ref
+    return gamma(k) * (loss + floor + np.sqrt(2 * loss) * P * rx + np.sqrt(2 * floor) * (b * rx + ry)) / ref
 
 
 @dataclass(frozen=True)

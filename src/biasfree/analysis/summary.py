@@ -24,15 +24,9 @@ def _deciding(j) -> list:
 
 
 def _net(analysis) -> str:
-    n, d = analysis.net, analysis.data
-    from .attention import AttentionReport  # lazy: attention imports report, which imports this
-
-    if isinstance(n, AttentionReport):
-        return n.title(d.n, d.source)
-    arrow = "→".join(str(w) for w in n.widths)
-    biases = ", biases" if n.has_bias else ""
-    return (f"depth-{n.depth} net {arrow} (α = {n.alpha:g}{biases}) on {d.n} points "
-            f"({d.source})")
+    """The model in words: each report (dense or attention) titles itself."""
+    d = analysis.data
+    return analysis.net.title(d.n, d.source)
 
 
 def summary(analysis) -> str:

@@ -24,7 +24,7 @@ TRAIN_STEPS = 1000
 DEFAULT_LR = 0.01
 """η of ``--train-steps`` or of an ``--optimiser`` when ``--lr`` is not given."""
 OPTIMISERS = ("sgd", "momentum", "nesterov", "adam", "rmsprop", "sign_sgd", "lion", "adamw", "muon")
-"""The names of ``--optimiser`` besides gd: those of ``biasfree.analysis.optax_training.NAMED``."""
+"""The names of ``--optimiser`` besides gd: those of ``biasfree.dynamics.optimiser_twin.NAMED``."""
 
 
 def check_options(train: bool, train_steps: int, optimiser: str, batch_size: int | None,
@@ -60,7 +60,7 @@ def train_option(train: bool, train_steps: int, optimiser: str, batch_size: int 
                  random_batches: bool, lr: float | None, n_records: int) -> TrainConfig | bool | None:
     """The ``train=`` the options ask for (module doc): a config, ``True`` or ``None`` (no
     training). The options were checked by :func:`check_options`."""
-    from ..analysis.optax_training import NAMED
+    from ..dynamics.optimiser_twin import NAMED
     from ..dynamics.train_config import GDConfig, TrainConfig
 
     step = DEFAULT_LR if lr is None else lr

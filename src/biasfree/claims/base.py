@@ -30,8 +30,8 @@ SIZES = ("tiny", "paper")
 Progress = Callable[[str], None]
 
 
-def _quiet(_: str) -> None:
-    pass
+def quiet(_: str) -> None:
+    """The progress callback that says nothing (every run's default)."""
 
 
 # ------------------------------------------------------------------ configs
@@ -242,7 +242,7 @@ def bind(package: ModuleType) -> Experiment:
                    figure=exp.figure or _Deferred(package, "figure"))
 
 
-def run_experiment(exp: Experiment, cfg, seed: int = 0, progress: Progress = _quiet, *,
+def run_experiment(exp: Experiment, cfg, seed: int = 0, progress: Progress = quiet, *,
                    preset: str = "custom", overrides: Mapping | None = None,
                    recorded: dict | None = None) -> Result:
     """Run ``exp`` from ``cfg`` (an ``exp.config``; a TypeError before any work otherwise)

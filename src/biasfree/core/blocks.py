@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .layers import Params
-from .nets import _check_apply, _forward, _rest
+from .nets import _forward, check_apply, net_after_first
 from .precision import precise
 
 BLOCK_ENTRIES = 2**22
@@ -29,7 +29,7 @@ def _pair(params, Xb, alpha):
     first = params[0]
     Z = first.apply(Xb)
     Zm = -Z if first.bias is None else first.apply(-Xb)
-    return _rest(params, Z, alpha), _rest(params, Zm, alpha)
+    return net_after_first(params, Z, alpha), net_after_first(params, Zm, alpha)
 
 
 _one = jax.jit(lambda params, Xb, alpha: (_forward(params, Xb, alpha),))
@@ -54,7 +54,7 @@ def _blocks(fn, params, X, alpha, n_out: int):
 def outputs(params: Params, X, alpha) -> np.ndarray:
     """``f(X)`` (N, p) of the net ``params`` (any depth and layer type) at slope ``alpha``,
     computed in row blocks (module doc)."""
-    _check_apply(params, X, alpha)
+    check_apply(params, X, alpha)
     return _outputs(params, X, alpha)
 
 
@@ -68,7 +68,7 @@ def outputs_and_mirror(params: Params, X, alpha) -> tuple[np.ndarray, np.ndarray
     """``(f(X), f(-X))``, each (N, p), computed in row blocks sharing the first layer's
     product when it has no bias (module doc); ``f_odd = (f(X) − f(−X))/2``,
     ``f_even = (f(X) + f(−X))/2``."""
-    _check_apply(params, X, alpha)
+    check_apply(params, X, alpha)
     return _outputs_and_mirror(params, X, alpha)
 
 

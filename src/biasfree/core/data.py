@@ -88,7 +88,7 @@ def _stored(X, mirror: bool) -> tuple:
     return inputs, mirrored
 
 
-def _dataset(X, Y, *, mirror: bool = True) -> Dataset:
+def unchecked_dataset(X, Y, *, mirror: bool = True) -> Dataset:
     """``Dataset(X, Y)`` of arrays the caller has checked (:func:`check_data`), unchecked."""
     inputs, mirrored = _stored(X, mirror)
     return _fill(object.__new__(Dataset), inputs, Y, None, None, mirrored)

@@ -42,12 +42,12 @@ def in_context_regression(key, n_seq: int, n_ctx: int, d: int, cov=None, *, mirr
     X = np.concatenate([x, labels[..., None]], axis=-1).reshape(n_seq, -1)
     Y = y[:, -1:]
     if mirror:
-        X = np.concatenate([X, _negate_labels(X, n_ctx)])
+        X = np.concatenate([X, negate_labels(X, n_ctx)])
         Y = np.concatenate([Y, -Y])
     return Dataset(X, Y, mirror=False)
 
 
-def _negate_labels(X, n_ctx: int) -> np.ndarray:
+def negate_labels(X, n_ctx: int) -> np.ndarray:
     """The sequences with every label slot negated (exactly: a sign flip)."""
     E = np.array(X).reshape(X.shape[0], n_ctx + 1, -1)
     E[..., -1] *= -1.0

@@ -78,7 +78,7 @@ def with_activation(params: Params, activation: str) -> Params:
     return tuple(dataclasses.replace(layer, activation=activation) for layer in hidden) + (params[-1],)
 
 
-def _check_apply(params, X, alpha, x_name: str = "X", *, required: bool = True):
+def check_apply(params, X, alpha, x_name: str = "X", *, required: bool = True):
     """The one check of a network, its inputs and its slope, for :func:`forward` and every
     public function that applies a net (``x_name``: the inputs' name in messages; with
     ``required=False`` X may be None). Returns ``X`` as an array (lists and tuples arrive
@@ -120,7 +120,7 @@ def has_bias(params: Params) -> bool:
 @precise
 def hidden(params: Params, X: Array, alpha) -> list[Array]:
     """Post-activations ``h_l = σ_α(W_l h_{l-1} + b_l)`` for l = 1..L-1, each (N, n_l)."""
-    H, out = _check_apply(params, X, alpha), []
+    H, out = check_apply(params, X, alpha), []
     for layer in params[:-1]:
         H = _activate(layer.apply(H), alpha, layer.activation)
         out.append(H)
@@ -131,15 +131,15 @@ def hidden(params: Params, X: Array, alpha) -> list[Array]:
 @precise
 def forward(params: Params, X: Array, alpha) -> Array:
     """Network output ``f(X)`` of shape (N, p) for inputs ``X`` (N, d), slope ``alpha``."""
-    return _forward(params, _check_apply(params, X, alpha), alpha)
+    return _forward(params, check_apply(params, X, alpha), alpha)
 
 
 def _forward(params: Params, X, alpha):
     """:func:`forward` unchecked."""
-    return _rest(params, params[0].apply(X), alpha)
+    return net_after_first(params, params[0].apply(X), alpha)
 
 
-def _rest(params: Params, Z, alpha):
+def net_after_first(params: Params, Z, alpha):
     """The net after its first layer's pre-activations ``Z``."""
     for before, layer in zip(params[:-1], params[1:], strict=True):
         Z = layer.apply(_activate(Z, alpha, before.activation))
@@ -153,7 +153,7 @@ def odd_part(params: Params, X: Array, alpha) -> Array:
 
     For a two-layer bias-free net this equals ``c (Wᵀv)ᵀ x`` exactly (docs/theory.md §1.2).
     """
-    return _odd_part(params, _check_apply(params, X, alpha), alpha)
+    return _odd_part(params, check_apply(params, X, alpha), alpha)
 
 
 def _odd_part(params: Params, X, alpha):
@@ -168,7 +168,7 @@ def even_part(params: Params, X: Array, alpha) -> Array:
 
     For a two-layer bias-free net: ``(1 - c) Σ_k v_k |w_kᵀ x|`` (docs/theory.md §1.2).
     """
-    return _even_part(params, _check_apply(params, X, alpha), alpha)
+    return _even_part(params, check_apply(params, X, alpha), alpha)
 
 
 def _even_part(params: Params, X, alpha):
@@ -191,7 +191,7 @@ def beta_eff(params: Params, alpha, X: Array | None = None, *, pinv_X: Array | N
     ``β_eff = argmin_β Σ_n ||f_odd(x_n) - βᵀ x_n||² = X⁺ f_odd(X)`` on the rows of ``X``
     (required; ``pinv_X`` = X⁺ may be passed to avoid recomputing it).
     """
-    _check_apply(params, X, alpha, required=False)
+    check_apply(params, X, alpha, required=False)
     if pinv_X is not None and X is not None and np.shape(pinv_X) != (X.shape[1], X.shape[0]):
         raise ValueError(f"pinv_X must be X⁺ of shape ({X.shape[1]}, {X.shape[0]}) for X of shape "
                          f"{X.shape}, got {np.shape(pinv_X)}; leave it out to compute it")

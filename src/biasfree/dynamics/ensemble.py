@@ -16,20 +16,14 @@ Members are looked up by name, never by position::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import jax
 import numpy as np
 
 from .. import _validate as validate
-from ..core.data import Dataset
 from ..core.layers import Params, check_net
-from ..core.nets import widths
 from ..core.twin import _twin_params, slope_factor
-from . import run
-from .trainer import _train
 from .trajectory import Trajectory
 
 
@@ -114,41 +108,3 @@ class Runs:
             raise ValueError(f"member {name!r} has no test loss: train on a Dataset with X_test, Y_test")
         L, Lt = (np.asarray(r.test_loss if test else r.loss) for r in (a, b))
         return float(np.max(np.abs(L - Lt)) / L[0])
-
-
-def train_members(members: Mapping[str, Member], data: Dataset, cfg, *, layout: str | None = None) -> Runs:
-    """Gradient descent of every named member (and of the twins asked for) with the shared
-    settings of ``cfg`` (a :class:`~biasfree.dynamics.train_config.GDConfig`: steps, records, loss);
-    :func:`~biasfree.dynamics.trainer.train` with a mapping of members calls this. Members whose
-    parameters have the same shapes share one compiled ensemble run; each gets its own α, η and
-    λ; a twin (:meth:`Member.linear_twin`) is one more member, recorded on its own time axis
-    ``c t``. Returns :class:`Runs` keyed by the same names."""
-    bad = [k for k, m in members.items() if not isinstance(m, Member)]
-    if bad:
-        raise TypeError(f"members {bad} are not biasfree.Member records: wrap each net as "
-                        "Member(params, ...)")
-    if not cfg.gd:
-        raise ValueError("members: named members train by gradient descent (each its own η); pass a "
-                         "GDConfig, or train each net with train(params, data, optimiser)")
-    run.check_dataset(data)
-    for name, m in members.items():
-        run.check_ends(f"members[{name!r}]", widths(m.params), data, "build the net for the data")
-    jobs = {(name, False): m for name, m in members.items()}
-    jobs |= {(name, True): m.linear_twin(cfg.lr if m.lr is None else m.lr)
-             for name, m in members.items() if m.twin}
-    groups: dict[tuple, list] = {}
-    for key, m in jobs.items():
-        leaves, tree = jax.tree_util.tree_flatten(tuple(m.params))  # conv shapes and padding are in tree
-        groups.setdefault((tree, tuple(np.shape(x) for x in leaves)), []).append(key)
-    out: dict[tuple, Trajectory] = {}
-    for keys in groups.values():
-        ms = [jobs[k] for k in keys]
-        params = jax.tree_util.tree_map(lambda *a: np.stack([np.asarray(x) for x in a]),
-                                        *[m.params for m in ms])
-        vectors = {"alpha": np.array([m.alpha for m in ms], dtype=float),
-                   "lr": np.array([cfg.lr if m.lr is None else m.lr for m in ms], dtype=float),
-                   "weight_decay": np.array([m.weight_decay for m in ms], dtype=float)}
-        tr = _train(params, data, cfg, vectors, batched=True, layout=layout)
-        out |= {k: tr.member(i) for i, k in enumerate(keys)}
-    return Runs({n: out[(n, False)] for n in members},
-                {n: out[(n, True)] for n, m in members.items() if m.twin})

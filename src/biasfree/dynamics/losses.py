@@ -21,7 +21,7 @@ from jax.custom_derivatives import SymbolicZero
 
 from .. import _validate as validate
 from ..core.layers import Params, is_dense
-from ..core.nets import _check_apply, _forward, _leaky_relu, _rest
+from ..core.nets import _forward, _leaky_relu, check_apply, net_after_first
 from ..core.precision import precise
 
 LOSSES = ("mse", "logistic")
@@ -33,7 +33,7 @@ def check_labels(Y, loss: str, name: str = "Y") -> None:
         validate.labels(name, Y)
 
 
-def _check_targets(Y, n_rows: int, p: int, loss: str, name: str = "Y"):
+def check_targets(Y, n_rows: int, p: int, loss: str, name: str = "Y"):
     """``Y`` (n_rows, p) finite (values unchecked when traced), labels ±1 for logistic."""
     validate.finite_array(name, Y, ndim=2)
     if np.shape(Y) != (n_rows, p):
@@ -70,13 +70,13 @@ def check_run_args(params, X, Y, alpha, loss, *, mirrored=False, x_name="X") -> 
     a known ``loss``, inputs ``X`` for the net, slope ``alpha``, targets ``Y`` of one row
     per input (twice ``X``'s rows when ``mirrored``: X is X₊). Returns the output count p."""
     validate.choice("loss", loss, LOSSES)
-    _check_apply(params, X, alpha, x_name)
+    check_apply(params, X, alpha, x_name)
     p = params[-1].n_out
-    _check_targets(Y, np.shape(X)[0] * (2 if mirrored else 1), p, loss)
+    check_targets(Y, np.shape(X)[0] * (2 if mirrored else 1), p, loss)
     return p
 
 
-def _objective_and_loss(params, X, Y, alpha, weight_decay, loss, mirrored=False):
+def objective_and_loss(params, X, Y, alpha, weight_decay, loss, mirrored=False):
     """``(J(θ), L(θ))``: the objective and, as auxiliary output, the data loss; with
     ``mirrored`` X is X₊ and :func:`forward_mirrored` halves the first layer's products."""
     L = _loss_value(_forward_mirrored(params, X, alpha) if mirrored else _forward(params, X, alpha), Y, loss)
@@ -99,7 +99,7 @@ def sq_norm(params: Params):
 def objective(params: Params, X, Y, alpha, weight_decay=0.0, loss: str = "mse"):
     """``L(θ) + (λ/2) ||θ||²`` with λ = ``weight_decay``, slope ``alpha``."""
     _check_objective(params, X, Y, alpha, weight_decay, loss)
-    return _objective_and_loss(params, X, Y, alpha, weight_decay, loss)[0]
+    return objective_and_loss(params, X, Y, alpha, weight_decay, loss)[0]
 
 
 @validate.array_args("X_half")
@@ -113,7 +113,7 @@ def forward_mirrored(params: Params, X_half, alpha):
     """
     if X_half is None:
         raise TypeError("X_half=None: pass the positive half X₊ of the inputs, an array of shape (n, d)")
-    _check_apply(params, X_half, alpha, "X_half")
+    check_apply(params, X_half, alpha, "X_half")
     return _forward_mirrored(params, X_half, alpha)
 
 
@@ -127,7 +127,7 @@ def _forward_mirrored(params: Params, X_half, alpha):
         return _two_layer_mirrored(first.W, params[1].W, X_half, alpha)
     A = first.linear(X_half)  # any layer, a convolution included (docs/theory.md §7)
     Z = jnp.concatenate([A, -A], axis=0)
-    return _rest(params, Z if first.bias is None else Z + first.bias, alpha)
+    return net_after_first(params, Z if first.bias is None else Z + first.bias, alpha)
 
 
 @jax.custom_jvp
@@ -188,4 +188,4 @@ def objective_mirrored(params: Params, X_half, Y, alpha, weight_decay=0.0, loss:
     """:func:`objective` on the mirrored inputs ``[X₊; -X₊]`` given ``X_half`` = X₊
     (n, d) and all targets ``Y`` (2n, p) in the same row order (see module doc)."""
     _check_objective(params, X_half, Y, alpha, weight_decay, loss, mirrored=True)
-    return _objective_and_loss(params, X_half, Y, alpha, weight_decay, loss, mirrored=True)[0]
+    return objective_and_loss(params, X_half, Y, alpha, weight_decay, loss, mirrored=True)[0]

@@ -19,10 +19,15 @@ says (ε ×ρ, eps_root ×ρ², a decoupled decay ×ρ^{1+κ}), e.g.
 GradientTransformation's constants are closed over, so only a factory makes such an
 optimiser's twin exact. ``degree=None`` measures κ (:func:`measure_degree`; §9.2 "Measuring
 κ") and refuses an update that is not ρ^κ-homogeneous within :data:`HOMOGENEITY_RTOL`.
+
+:data:`NAMED` holds the optimisers by name as such factories (exact twins); :func:`with_degree`
+sets a run's κ (measured, given, or read from unit-size gradients for a plain optimiser whose
+constants break the homogeneity, the twin then approximate).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -34,7 +39,7 @@ import optax
 from .. import _validate as validate
 from ..core.inits import from_arrays
 from ..core.twin import _slope_factor, _twin_scales, twin_scales
-from .train_config import optimiser_name
+from .train_config import TrainConfig, optimiser_name
 
 HOMOGENEITY_RTOL = 1e-9
 """Largest relative deviation ``max|u_ρ − ρ^κ u_1| / max|ρ^κ u_1|`` (per leaf) accepted as
@@ -221,3 +226,62 @@ def _optimiser_twin(opt, alpha: float, depth: int, degree: float | None, probe=N
         raise TypeError(f"opt: the factory returned {type(inner).__name__}; it must return an "
                         "optax.GradientTransformation, e.g. lambda rho: optax.adam(1e-3, eps=1e-8 * rho)")
     return optax.chain(inner, optax.scale(a ** (1.0 + degree)))
+
+
+NAMED: dict[str, Callable[..., Callable]] = {
+    "sgd": lambda lr: lambda rho: optax.sgd(lr),
+    "momentum": lambda lr: lambda rho: optax.sgd(lr, momentum=0.9),
+    "nesterov": lambda lr: lambda rho: optax.sgd(lr, momentum=0.9, nesterov=True),
+    "adam": lambda lr: lambda rho: optax.adam(lr, eps=1e-8 * rho),
+    "rmsprop": lambda lr: lambda rho: optax.rmsprop(lr, eps=1e-8 * rho**2),
+    "sign_sgd": lambda lr: lambda rho: optax.sign_sgd(lr),
+    "lion": lambda lr, weight_decay=1e-3: lambda rho: optax.lion(lr, weight_decay=weight_decay * rho),
+    "adamw": lambda lr, weight_decay=1e-4: lambda rho: optax.adamw(lr, eps=1e-8 * rho,
+                                                                   weight_decay=weight_decay * rho),
+    "muon": lambda lr: lambda rho: optax.contrib.muon(lr, eps=1e-8 * rho),
+}
+"""The optimisers by name (the CLI's ``--optimiser``, the optimisers claim's table): each a
+factory of the step η (Lion and AdamW also of ``weight_decay``, default optax's) returning a
+factory of ρ whose constants with gradient units are rescaled so that the twin is exact
+(docs/theory.md §9.2): ε ×ρ (Adam, AdamW, Muon), RMSProp's ε inside the square root ×ρ²,
+the decoupled decay ×ρ^{1+κ} = ×ρ (κ = 0); optax defaults otherwise (momentum 0.9, Adam's
+β = (0.9, 0.999))."""
+
+
+class ApproximateTwinWarning(UserWarning):
+    """``bf.train(..., twin=True)`` under a plain optimiser that is not homogeneous: the twin runs
+    with :func:`twin_degree`'s approximate κ (``analyse(train=...)`` puts the same text in its notes)."""
+
+
+def twin_degree(opt, alpha: float, depth: int, probe=None, name: str | None = None) -> tuple[float, str]:
+    """``(κ, how it was found)`` for the twin of ``opt`` (an optimiser or a factory of ρ) at slope
+    α and depth L: the one κ policy of ``bf.train(..., twin=True)`` and ``analyse(train=...)``
+    (docs/theory.md §9.2). κ measured (:func:`measure_degree`): the twin is exact. A plain
+    optimiser that is not homogeneous (Adam with its ε = 1e-8 fixed) gets the κ of its updates on
+    unit-size gradients, where ε is negligible (the refusal's κ at probe scale 1 and the first of
+    :data:`PROBE_RHOS`), rounded to an integer, and the note says the twin is then APPROXIMATE; a
+    factory that is not homogeneous is refused (its ρ-scaling is wrong), as is a κ that is not
+    finite."""
+    factory = not (hasattr(opt, "init") and hasattr(opt, "update"))
+    make = opt if factory else (lambda rho: opt)
+    label = name or optimiser_name(opt)
+    try:
+        kappa = measure_degree(make, probe_rhos(alpha, depth), probe, label)
+        return kappa, f"κ = {kappa:g} measured: the twin optimiser is exact (docs/theory.md §9)"
+    except NotHomogeneousError as refused:
+        kappa = refused.kappas[1.0, PROBE_RHOS[0]]  # unit-size gradients (ε negligible), ρ = 3
+        if factory or not math.isfinite(kappa):
+            raise
+    kappa = float(round(kappa))
+    return kappa, (f"APPROXIMATE twin: {label} is not homogeneous in the gradients within round-off "
+                   f"(tolerance {HOMOGENEITY_RTOL:g}), κ = {kappa:g} from unit-size gradients; the measured "
+                   "gap includes the constant's effect (pass a factory, e.g. lambda rho: optax.adam(lr, "
+                   "eps=1e-8 * rho), for an exact twin)")
+
+
+def with_degree(cfg: TrainConfig, alpha: float, depth: int) -> tuple[TrainConfig, str]:
+    """``(cfg with κ set, a note on how κ was found)``: κ as given, else :func:`twin_degree`'s."""
+    if cfg.degree is not None:
+        return cfg, f"κ = {cfg.degree:g} as given"
+    kappa, note = twin_degree(cfg.optimiser, alpha, depth, name=cfg.label)
+    return dataclasses.replace(cfg, degree=kappa), note

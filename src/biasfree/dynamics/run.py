@@ -22,7 +22,7 @@ from ..core.data import Dataset
 from ..core.layers import Params, check_net, is_net
 from ..core.nets import _even_part, _forward, beta_eff_is_exact
 from ..core.twin import _check_leaky
-from .losses import LOSSES, _forward_mirrored, _loss_value, _objective_and_loss, check_labels
+from .losses import LOSSES, _forward_mirrored, _loss_value, check_labels, objective_and_loss
 from .trajectory import _observe
 
 SPACINGS = ("linear", "log")
@@ -163,7 +163,7 @@ def arrays(data: Dataset) -> tuple:
 def grad_fn(mirrored: bool):
     """``(∇J(θ), L(θ))`` as a function of ``(params, X, Y, alpha, weight_decay, loss)``: the
     data loss comes free with the gradient (one forward pass)."""
-    g = jax.grad(_objective_and_loss, has_aux=True)
+    g = jax.grad(objective_and_loss, has_aux=True)
     return lambda p, X, Y, a, w, loss: g(p, X, Y, a, w, loss, mirrored)
 
 

@@ -1,6 +1,9 @@
 """The one record of a discrete-time run (:class:`TrainConfig`; gradient descent's is
 :class:`GDConfig`), the steps a run records at, and a readable name for an optimiser: what
-:func:`~biasfree.dynamics.trainer.train`, ``analyse(train=...)``, the claims and the CLI share."""
+:func:`~biasfree.dynamics.trainer.train`, ``analyse(train=...)``, the claims and the CLI share;
+how ``train``'s keywords (:func:`config_from_keywords`) and ``analyse``'s ``train=``
+(:func:`as_train_config`) become one, and whether a run is the plain GD the flow's theory
+covers (:func:`plain_gd`)."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from .. import _validate as validate
 from .run import SPACINGS, RunConfig
 
 
-def _is_transformation(obj) -> bool:
+def is_transformation(obj) -> bool:
     """Whether ``obj`` is an optax ``GradientTransformation`` (has ``init`` and ``update``)."""
     return hasattr(obj, "init") and hasattr(obj, "update")
 
@@ -144,14 +147,14 @@ def optimiser_name(opt) -> str:
     if opt is None:
         return "GD"
     own = ""
-    if not _is_transformation(opt):
+    if not is_transformation(opt):
         own = getattr(opt, "__name__", "") or ""
         own = "" if own == "<lambda>" or "<locals>" in own else own
         try:
             opt = opt(1.0)
         except Exception:  # a factory that refuses ρ = 1 is refused later, with its own message
             return own or "optimiser"
-        if not _is_transformation(opt):
+        if not is_transformation(opt):
             return own or "optimiser"
     return optax_name(opt) or own or "optimiser"
 
@@ -163,7 +166,7 @@ of the largest net–twin gap) in int32."""
 
 def _made(opt, rho, label: str):
     """``opt``, what a factory built at ρ, checked to be a ``GradientTransformation``."""
-    if not _is_transformation(opt):
+    if not is_transformation(opt):
         who = "" if label == "optimiser" else f" {label}"
         raise TypeError(f"optimiser: the factory{who} returned {type(opt).__name__} {opt!r:.60} at ρ = "
                         f"{rho:g}, not an optax.GradientTransformation; return one, e.g. "
@@ -228,7 +231,7 @@ class TrainConfig(RunConfig):
     @property
     def factory(self) -> bool:
         """``optimiser`` is a factory of ρ (not a GradientTransformation)."""
-        return self.optimiser is not None and not _is_transformation(self.optimiser)
+        return self.optimiser is not None and not is_transformation(self.optimiser)
 
     @property
     def label(self) -> str:
@@ -273,3 +276,89 @@ def record_steps(steps: int, n_records: int, spacing: str = "linear") -> np.ndar
     validate.choice("spacing", spacing, SPACINGS)
     ks = np.geomspace(1, steps, n_records - 1) if spacing == "log" else np.linspace(0, steps, n_records)
     return np.unique(np.concatenate([[0], np.round(ks).astype(np.int64), [steps]]))
+
+
+# ------------------------------------------------- train's keywords as a config
+
+
+def config_from_keywords(optimiser, kw: dict) -> TrainConfig:
+    """The run's :class:`TrainConfig` from :func:`~biasfree.dynamics.trainer.train`'s keywords:
+    ``optimiser`` itself when it is one (keywords then set only
+    per-member vectors), else built from the optimiser and the keywords."""
+    given = {k: v for k, v in kw.items() if v is not None}
+    if not (optimiser is None or isinstance(optimiser, TrainConfig) or is_transformation(optimiser)):
+        validate.callable_("optimiser", optimiser, validate.OPTIMISER + ", or a biasfree.TrainConfig")
+    for k in ("alpha", "lr", "weight_decay"):
+        if k in given:
+            try:
+                np.asarray(given[k], dtype=float)
+            except (TypeError, ValueError):
+                raise ValueError(f"{k}={given[k]!r} must be a number or a 1-D array of per-member values "
+                                 "(one per ensemble member)") from None
+    if isinstance(optimiser, TrainConfig):
+        clash = [k for k in given if k not in ("alpha", "lr", "weight_decay")
+                 or np.ndim(given[k]) == 0]
+        if clash:
+            raise TypeError(f"train: pass {', '.join(clash)} in the TrainConfig, not beside it (e.g. "
+                            f"dataclasses.replace(cfg, {clash[0]}=...)); only per-member arrays of alpha, "
+                            "lr and weight_decay go beside a config")
+        return optimiser
+    if "steps" not in given:
+        raise TypeError("train: steps is required, e.g. train(params, data, optax.sgd(0.01), steps=1000)")
+    scalar = {k: v for k, v in given.items() if np.ndim(v) == 0}
+    if optimiser is None and np.ndim(given.get("lr")) > 0:  # per-member steps: each member's η is its own
+        scalar["lr"] = float(np.max(given["lr"]))  # the config's one η: the longest horizon t = ηK
+    return TrainConfig(optimiser=optimiser, **scalar)
+
+
+VECTOR_RULES = {"alpha": lambda v: validate.slope(v, "alpha", array_ok=True),
+                 "lr": lambda v: validate.positive("lr", v, why="every member's step size η"),
+                 "weight_decay": lambda v: validate.nonnegative("weight_decay", v, why="λ of (λ/2)||θ||²")}
+
+
+def check_vectors(kw: dict) -> dict:
+    """``kw`` with its per-member arrays of α, η, λ checked: 1-D, not empty, their values valid
+    (scalars go to the config, checked there)."""
+    out = dict(kw)
+    for k, rule in VECTOR_RULES.items():
+        v = kw.get(k)
+        if v is not None and np.ndim(v) > 0:
+            if np.ndim(v) > 1 or np.size(v) == 0:
+                raise ValueError(f"{k} must be a scalar or a 1-D array of per-member values, got shape "
+                                 f"{np.shape(v)}")
+            out[k] = rule(v)
+    return out
+
+
+def member_vectors(cfg: TrainConfig, kw: dict) -> dict:
+    """Per-member α, η, λ: the keywords' arrays (length B or 1, checked by the caller) or the
+    config's value."""
+    out = {}
+    for k in VECTOR_RULES:
+        v = kw.get(k)
+        v = getattr(cfg, k) if v is None or np.ndim(v) == 0 else v
+        out[k] = np.asarray(np.nan if v is None else v, dtype=float)
+    return out
+
+
+# ------------------------------------------------- analyse's train= as a config
+
+
+def as_train_config(train) -> TrainConfig | None:
+    """``train`` as a :class:`~biasfree.dynamics.train_config.TrainConfig` when it is one, an optax
+    optimiser or a factory ``rho -> optimiser`` (K = 1000 steps, full batch, 201 records);
+    None for None, False and True (the caller's default GD)."""
+    if isinstance(train, TrainConfig):
+        return train
+    if train is None or isinstance(train, bool):
+        return None
+    if is_transformation(train) or callable(train):
+        return TrainConfig(optimiser=train, n_records=201)
+    raise TypeError(f"train={train!r} must be None, True (default training), an optax optimiser, a factory "
+                    "rho -> optimiser or a biasfree.TrainConfig(optimiser=..., steps=...)")
+
+
+def plain_gd(cfg: TrainConfig) -> bool:
+    """Full-batch GD on the MSE without weight decay: the discretisation of the flow that
+    :mod:`~biasfree.analysis.stationary`'s and the converged bound's arguments cover."""
+    return cfg.gd and cfg.batch_size is None and cfg.weight_decay == 0 and cfg.loss == "mse"

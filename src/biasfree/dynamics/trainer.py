@@ -44,6 +44,7 @@ a step, from ``fold_in(key, k)``.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Mapping
 
 import jax
@@ -53,6 +54,7 @@ import numpy as np
 from .. import _validate as validate
 from ..core.attention_twin import check_twin_slope
 from ..core.data import Dataset, mirrored_half
+from ..core.nets import widths
 from ..core.precision import precise
 from ..core.twin import _slope_factor, _twin_params, _twin_scales
 from ..core.units import effective_units
@@ -60,9 +62,18 @@ from . import run
 from . import train_config as config
 from .batching import LAYOUTS, _layout
 from .diagnosis import DivergenceError, check_spike
+from .ensemble import Member, Runs
 from .loop import DIVERGED, _drive, _Job, _Spec
-from .optimiser_twin import _optimiser_twin
-from .train_config import GDConfig, TrainConfig, _is_transformation, optimiser_name, record_steps
+from .optimiser_twin import ApproximateTwinWarning, _optimiser_twin, twin_degree
+from .train_config import (
+    GDConfig,
+    TrainConfig,
+    check_vectors,
+    config_from_keywords,
+    member_vectors,
+    optimiser_name,
+    record_steps,
+)
 from .trajectory import Trajectory, with_units
 
 OBSERVABLES = ("all", "loss", "units")
@@ -141,65 +152,6 @@ def _check_batches(cfg: TrainConfig, data: Dataset) -> None:
                              f"batch_size such as {b + 1 if b + 1 <= N else b - 1}")
 
 
-def _config(optimiser, kw: dict) -> TrainConfig:
-    """The run's :class:`TrainConfig`: ``optimiser`` itself when it is one (keywords then set only
-    per-member vectors), else built from the optimiser and the keywords."""
-    given = {k: v for k, v in kw.items() if v is not None}
-    if not (optimiser is None or isinstance(optimiser, TrainConfig) or _is_transformation(optimiser)):
-        validate.callable_("optimiser", optimiser, validate.OPTIMISER + ", or a biasfree.TrainConfig")
-    for k in ("alpha", "lr", "weight_decay"):
-        if k in given:
-            try:
-                np.asarray(given[k], dtype=float)
-            except (TypeError, ValueError):
-                raise ValueError(f"{k}={given[k]!r} must be a number or a 1-D array of per-member values "
-                                 "(one per ensemble member)") from None
-    if isinstance(optimiser, TrainConfig):
-        clash = [k for k in given if k not in ("alpha", "lr", "weight_decay")
-                 or np.ndim(given[k]) == 0]
-        if clash:
-            raise TypeError(f"train: pass {', '.join(clash)} in the TrainConfig, not beside it (e.g. "
-                            f"dataclasses.replace(cfg, {clash[0]}=...)); only per-member arrays of alpha, "
-                            "lr and weight_decay go beside a config")
-        return optimiser
-    if "steps" not in given:
-        raise TypeError("train: steps is required, e.g. train(params, data, optax.sgd(0.01), steps=1000)")
-    scalar = {k: v for k, v in given.items() if np.ndim(v) == 0}
-    if optimiser is None and np.ndim(given.get("lr")) > 0:  # per-member steps: each member's η is its own
-        scalar["lr"] = float(np.max(given["lr"]))  # the config's one η: the longest horizon t = ηK
-    return TrainConfig(optimiser=optimiser, **scalar)
-
-
-_VECTOR_RULES = {"alpha": lambda v: validate.slope(v, "alpha", array_ok=True),
-                 "lr": lambda v: validate.positive("lr", v, why="every member's step size η"),
-                 "weight_decay": lambda v: validate.nonnegative("weight_decay", v, why="λ of (λ/2)||θ||²")}
-
-
-def _check_vectors(kw: dict) -> dict:
-    """``kw`` with its per-member arrays of α, η, λ checked: 1-D, not empty, their values valid
-    (scalars go to the config, checked there)."""
-    out = dict(kw)
-    for k, rule in _VECTOR_RULES.items():
-        v = kw.get(k)
-        if v is not None and np.ndim(v) > 0:
-            if np.ndim(v) > 1 or np.size(v) == 0:
-                raise ValueError(f"{k} must be a scalar or a 1-D array of per-member values, got shape "
-                                 f"{np.shape(v)}")
-            out[k] = rule(v)
-    return out
-
-
-def _vectors(cfg: TrainConfig, kw: dict) -> dict:
-    """Per-member α, η, λ: the keywords' arrays (length B or 1, checked by the caller) or the
-    config's value."""
-    out = {}
-    for k in _VECTOR_RULES:
-        v = kw.get(k)
-        v = getattr(cfg, k) if v is None or np.ndim(v) == 0 else v
-        out[k] = np.asarray(np.nan if v is None else v, dtype=float)
-    return out
-
-
 def _member_order(fn):
     """Named members come back in the caller's order (the precision wrapper's tree_map sorts a
     mapping's keys)."""
@@ -246,7 +198,10 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
       twin's initial weights, or ``(weights, data)``: a linear twin on its own
       :class:`~biasfree.core.data.Dataset`, row n the same point as the net's row n (each batch takes
       the same rows; one run, not an ensemble); ``degree`` κ of the optimiser for its twin (None:
-      measured, §9.2; not needed at α = 1, where the twin's updates are the net's).
+      measured, §9.2; not needed at α = 1, where the twin's updates are the net's); a plain
+      optimiser that is not homogeneous (``optax.adam(lr)``, ε fixed) runs with κ from unit-size
+      gradients and an ``ApproximateTwinWarning``, as ``analyse(train=...)`` notes it; a factory
+      that is not homogeneous is refused (:func:`~biasfree.dynamics.optimiser_twin.twin_degree`).
     - ``layout``: how an ensemble's members share the machine ("auto", "map", "vmap":
       :mod:`~biasfree.dynamics.batching`).
     - ``progress(k, K)``: called between chunks of records; ``time_budget``: seconds the run may
@@ -275,8 +230,8 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
     kw = dict(steps=steps, alpha=alpha, lr=lr, weight_decay=weight_decay, loss=loss, batch_size=batch_size,
               mirrored_batches=mirrored_batches, seed=seed, n_records=n_records, spacing=spacing,
               keep_params=keep_params, degree=degree, name=name)
-    kw = _check_vectors(kw)
-    cfg = _config(optimiser, kw)
+    kw = check_vectors(kw)
+    cfg = config_from_keywords(optimiser, kw)
     validate.flag("batched", batched)
     validate.choice("observables", observables, OBSERVABLES)
     if layout is not None:
@@ -286,7 +241,6 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
     if time_budget is not None:
         time_budget = validate.positive("time_budget", time_budget, scalar=True, why="seconds of training")
     if isinstance(params, Mapping):
-        from .ensemble import train_members  # named members: grouped into ensemble calls of this loop
         if not params:
             raise ValueError("params: an empty mapping of members; give at least one {name: Member(net)}")
         if twin is not False or batched:
@@ -295,6 +249,44 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
         return train_members(params, data, cfg, layout=layout)
     return _train(params, data, cfg, kw, key=key, twin=twin, batched=batched, layout=layout,
                   observables=observables, progress=progress, time_budget=time_budget)
+
+
+def train_members(members: Mapping[str, Member], data: Dataset, cfg, *, layout: str | None = None) -> Runs:
+    """Gradient descent of every named member (and of the twins asked for) with the shared
+    settings of ``cfg`` (a :class:`~biasfree.dynamics.train_config.GDConfig`: steps, records, loss);
+    :func:`~biasfree.dynamics.trainer.train` with a mapping of members calls this. Members whose
+    parameters have the same shapes share one compiled ensemble run; each gets its own α, η and
+    λ; a twin (:meth:`Member.linear_twin`) is one more member, recorded on its own time axis
+    ``c t``. Returns :class:`Runs` keyed by the same names."""
+    bad = [k for k, m in members.items() if not isinstance(m, Member)]
+    if bad:
+        raise TypeError(f"members {bad} are not biasfree.Member records: wrap each net as "
+                        "Member(params, ...)")
+    if not cfg.gd:
+        raise ValueError("members: named members train by gradient descent (each its own η); pass a "
+                         "GDConfig, or train each net with train(params, data, optimiser)")
+    run.check_dataset(data)
+    for name, m in members.items():
+        run.check_ends(f"members[{name!r}]", widths(m.params), data, "build the net for the data")
+    jobs = {(name, False): m for name, m in members.items()}
+    jobs |= {(name, True): m.linear_twin(cfg.lr if m.lr is None else m.lr)
+             for name, m in members.items() if m.twin}
+    groups: dict[tuple, list] = {}
+    for key, m in jobs.items():
+        leaves, tree = jax.tree_util.tree_flatten(tuple(m.params))  # conv shapes and padding are in tree
+        groups.setdefault((tree, tuple(np.shape(x) for x in leaves)), []).append(key)
+    out: dict[tuple, Trajectory] = {}
+    for keys in groups.values():
+        ms = [jobs[k] for k in keys]
+        params = jax.tree_util.tree_map(lambda *a: np.stack([np.asarray(x) for x in a]),
+                                        *[m.params for m in ms])
+        vectors = {"alpha": np.array([m.alpha for m in ms], dtype=float),
+                   "lr": np.array([cfg.lr if m.lr is None else m.lr for m in ms], dtype=float),
+                   "weight_decay": np.array([m.weight_decay for m in ms], dtype=float)}
+        tr = _train(params, data, cfg, vectors, batched=True, layout=layout)
+        out |= {k: tr.member(i) for i, k in enumerate(keys)}
+    return Runs({n: out[(n, False)] for n in members},
+                {n: out[(n, True)] for n, m in members.items() if m.twin})
 
 
 def _train(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, twin=False, batched=False,
@@ -320,7 +312,7 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
     elif key is not None:
         raise ValueError("key: full-batch training draws nothing; pass batch_size for minibatches "
                          "or leave key=None")
-    vec = _vectors(cfg, kw or {})
+    vec = member_vectors(cfg, kw or {})
     check_twin_slope(params, vec["alpha"])  # an attention layer's twin is a linear net: α = 1 only
     sizes = {k: v.size for k, v in vec.items() if v.ndim > 0}
     if batched:
@@ -357,6 +349,10 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
     a = float(np.ravel(vec["alpha"])[0])
     # at α = 1 (c = 1) the twin's updates are scaled by 1^(1+κ) = 1 whatever κ: nothing to measure
     degree = 0.0 if cfg.degree is None and a == 1.0 and np.ptp(vec["alpha"]) == 0 else cfg.degree
+    if twin_params is not None and not cfg.gd and degree is None:  # the one κ policy, as analyse's
+        degree, note = twin_degree(cfg.optimiser, a, depth, name=cfg.label)
+        if note.startswith("APPROXIMATE"):
+            warnings.warn(note, ApproximateTwinWarning, stacklevel=6)  # the caller of train
     twin_optimiser = (None if twin_params is None or cfg.gd else
                       _optimiser_twin(cfg.optimiser, a, depth, degree, name=cfg.label))
     if cfg.gd:

@@ -1,4 +1,5 @@
-"""What a training run records: the :class:`Trajectory` and its observables.
+"""What a training run records: the :class:`Trajectory` and its observables (and
+:class:`PairedRun`, a run beside its twin read at its record steps).
 
 Every trajectory, simulated by gradient descent or gradient flow, lives on the
 gradient-flow time axis ``t = η k`` (docs/theory.md §0). Recorded at each time:
@@ -26,9 +27,9 @@ import numpy as np
 from .. import _validate as validate
 from ..core import units
 from ..core.layers import Params, takes_net
-from ..core.nets import _beta_eff, _check_apply, _even_part, _forward, beta_eff_is_exact
+from ..core.nets import _beta_eff, _even_part, _forward, beta_eff_is_exact, check_apply
 from ..core.precision import precise
-from .losses import _check_targets, _forward_mirrored, _loss_value, check_run_args
+from .losses import _forward_mirrored, _loss_value, check_run_args, check_targets
 
 Array = jax.Array
 
@@ -210,8 +211,8 @@ def observe(params: Params, X, Y, alpha, loss: str, X_test=None, Y_test=None,
     if (X_test is None) != (Y_test is None):
         raise ValueError("X_test, Y_test: give both (the held-out set) or neither")
     if X_test is not None:
-        _check_apply(params, X_test, alpha, "X_test")
-        _check_targets(Y_test, np.shape(X_test)[0], p, loss, "Y_test")
+        check_apply(params, X_test, alpha, "X_test")
+        check_targets(Y_test, np.shape(X_test)[0], p, loss, "Y_test")
     if pinv_X is not None:
         validate.finite_array("pinv_X", pinv_X, ndim=2)
         want = (np.shape(X)[1], np.shape(X)[0])
@@ -241,3 +242,29 @@ def _observe(params: Params, X, Y, alpha, loss: str, X_test=None, Y_test=None, p
             "singular_values": tuple(jnp.linalg.svd(layer.matrix, compute_uv=False) for layer in params),
             "conserved": _conserved(params), "test_loss": None if X_test is None
             else _loss_value(_forward(params, X_test, alpha), Y_test, loss)}
+
+
+@dataclass(frozen=True)
+class PairedRun:
+    """``steps`` run (≤ asked), ``k`` (R,) record steps, ``loss``/``twin_loss``/``even_energy``
+    (R,) at them; ``gap_max`` max over every step of ``|L − L̃|`` (loss units, not divided by
+    L(0)) at step ``gap_step``; ``params``/``twin`` the final weights."""
+
+    steps: int
+    k: np.ndarray
+    loss: np.ndarray
+    twin_loss: np.ndarray
+    even_energy: np.ndarray
+    gap_max: float
+    gap_step: int
+    params: Params
+    twin: Params
+
+    @classmethod
+    def of(cls, traj: Trajectory, ks: np.ndarray) -> PairedRun:
+        """The paired record of a :func:`~biasfree.dynamics.trainer.train` run with ``twin``,
+        recorded at steps ``ks``."""
+        n = np.shape(traj.loss)[-1]
+        return cls(int(np.asarray(traj.stats["steps"])), np.asarray(ks)[:n], np.asarray(traj.loss),
+                   np.asarray(traj.twin.loss), np.asarray(traj.even_energy), float(traj.twin_gap),
+                   int(traj.twin_gap_step), traj.params, traj.twin.params)

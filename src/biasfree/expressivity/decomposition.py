@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import _validate as validate
 from ..core.layers import Params
-from ..core.nets import _check_apply, forward
+from ..core.nets import check_apply, forward
 from ..core.precision import precise
 
 Function = Callable
@@ -31,7 +31,7 @@ Function = Callable
 @precise
 def net_function(params: Params, alpha) -> Function:
     """The network as a function ``X -> forward(params, X, alpha)``."""
-    _check_apply(params, None, alpha, required=False)
+    check_apply(params, None, alpha, required=False)
     return lambda X: forward(params, jnp.asarray(X), alpha)
 
 

@@ -47,7 +47,7 @@ import numpy as np
 
 from .. import _validate as validate
 from ..core.layers import Params
-from ..core.nets import _check_apply, _even_part, _forward, _odd_part, effective_rank, has_bias
+from ..core.nets import _even_part, _forward, _odd_part, check_apply, effective_rank, has_bias
 from ..core.precision import gamma, precise
 from .decomposition import energy
 
@@ -197,7 +197,7 @@ def local_linear(params: Params, X, alpha, *, lambdas=DEFAULT_LAMBDAS,
     returned: more than ``max_entries`` is refused (pass fewer inputs, or raise the cap).
     One compiled program per net structure and input shape.
     """
-    _check_apply(params, X, alpha)
+    check_apply(params, X, alpha)
     lam = validate.positive("lambdas", lambdas, why="positive homogeneity is about f(λx), λ > 0")
     if lam.ndim != 1 or lam.size == 0:
         raise ValueError(f"lambdas={lambdas!r} must be a non-empty list of positive numbers")

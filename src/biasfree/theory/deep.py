@@ -31,7 +31,7 @@ from .. import _validate as v
 from ..core.inits import pair_up
 from ..core.layers import Layer, Params, takes_net
 from ..core.twin import twin_scales
-from .modes import _check_y_power, _modes, final_loss, gd_steps, logistic
+from .modes import _modes, check_y_power, final_loss, gd_steps, logistic
 
 _XI_FLAT = 60.0  # beyond ξ = 60 the integrand differs from 1 by < e^{-60}
 
@@ -116,7 +116,7 @@ def deep_loss(t, s, a0, depth: int, y_power: float):
     a_i from :func:`deep_mode_strength` (``s_i - a_i = s_i / (1 + e^{ξ_i})`` computed
     directly). ``y_power`` = tr<y yᵀ>; other arguments as in :func:`deep_mode_strength`."""
     t, s, a0 = _check_deep(t, s, a0)
-    _check_y_power(y_power, s)
+    check_y_power(y_power, s)
     gap = s * expit(-deep_logit(t, s, a0, depth))
     fit = 0.5 * (gap**2 if s.ndim == 0 else np.sum(gap**2, axis=-1))
     return fit + final_loss(s, y_power)

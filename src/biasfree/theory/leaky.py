@@ -32,7 +32,7 @@ def _c(alpha):
     return float(_slope_factor(a)) if np.ndim(a) == 0 else _slope_factor(a)
 
 
-def _two_layer(params: Params, what: str) -> None:
+def check_two_layer(params: Params, what: str) -> None:
     """The maps' shape rule, on a net :func:`~biasfree.core.layers.takes_net` has checked."""
     if len(params) != 2 or has_bias(params):
         raise ValueError(f"params: {what} holds for two-layer bias-free nets only (got depth "
@@ -49,7 +49,7 @@ def leaky_to_linear(params: Params, alpha) -> Params:
     trajectory (§2.4); the twin runs in time ``c t`` (:func:`leaky_time_to_linear`) with
     weight decay ``λ / c`` (:func:`leaky_decay_to_linear`).
     """
-    _two_layer(params, "the leaky-linear map")
+    check_two_layer(params, "the leaky-linear map")
     v.slope(alpha)  # the weight maps take one slope
     return linear_twin(params, alpha)
 
@@ -58,7 +58,7 @@ def leaky_to_linear(params: Params, alpha) -> Params:
 @takes_net()
 def linear_to_leaky(params: Params, alpha) -> Params:
     """Inverse of :func:`leaky_to_linear`: ``(W_1, W_2) = (W_1', W_2') / √c``."""
-    _two_layer(params, "the leaky-linear map")
+    check_two_layer(params, "the leaky-linear map")
     return scale_params(params, 1.0 / np.sqrt(_c(v.slope(alpha))))
 
 
@@ -92,7 +92,7 @@ def pair_to_linear(params: Params, alpha, *, tol: float = 1e-12) -> Params:
     result with learning rate ``η c`` (:func:`pair_lr_to_linear`) to follow the pair net
     step for step.
     """
-    _two_layer(params, "the pair map")
+    check_two_layer(params, "the pair map")
     tol = v.nonnegative("tol", tol, scalar=True)
     W1, W2 = np.asarray(params[0].matrix, float), np.asarray(params[1].matrix, float)
     m = W1.shape[0] // 2
@@ -111,7 +111,7 @@ def pair_to_linear(params: Params, alpha, *, tol: float = 1e-12) -> Params:
 def linear_to_pair(params: Params, alpha) -> Params:
     """Width-m linear net ``(W', v')`` -> the width-2m pair net ``pair_up((W', v') / √(1+α))``
     that it follows (inverse of :func:`pair_to_linear`); ``alpha`` the pair net's slope."""
-    _two_layer(params, "the pair map")
+    check_two_layer(params, "the pair map")
     v.slope(alpha)
     return pair_up(scale_params(params, 1.0 / np.sqrt(1.0 + float(alpha))))
 

@@ -134,11 +134,12 @@ def _modes(s, a0):
     return tuple(_broadcast(s=s, a0=a0))
 
 
-def _check_decay(weight_decay) -> float:
+def check_decay(weight_decay) -> float:
+    """``weight_decay`` λ >= 0, as a float."""
     return v.nonnegative("weight_decay", weight_decay, scalar=True, why="a weight decay λ >= 0")
 
 
-def _check_y_power(y_power, s) -> float:
+def check_y_power(y_power, s) -> float:
     """``y_power`` = tr<y yᵀ> >= Σ s_i² (the targets carry at least the power a linear map
     explains; a relative shortfall up to 1e-6, float32 whitening round-off, is allowed)."""
     y = v.nonnegative("y_power", y_power, scalar=True, why="the mean squared target")
@@ -180,7 +181,7 @@ def mode_strength(t, s, a0, *, weight_decay: float = 0.0):
     scalar s, else (T, r).
     """
     s, a0 = _modes(s, a0)
-    lam = _check_decay(weight_decay)
+    lam = check_decay(weight_decay)
     t = v.times("t", t)
     t = t[..., None] if s.ndim else t
     return logistic(t, s - lam, a0)
@@ -190,7 +191,7 @@ def final_loss(s, y_power: float):
     """``L_∞ = 1/2 (tr<y yᵀ> - Σ_i s_i²)``: the part of the loss no linear map removes
     (whitened inputs). ``s`` singular values of Σ_yx, ``y_power`` = tr<y yᵀ>."""
     s = v.nonnegative("s", s, why="singular values of Σ_yx")
-    return 0.5 * (_check_y_power(y_power, s) - float(np.sum(s**2)))
+    return 0.5 * (check_y_power(y_power, s) - float(np.sum(s**2)))
 
 
 def linear_floor(X, Y, *, intercept: bool = False) -> float:
@@ -219,7 +220,7 @@ def linear_loss(t, s, a0, y_power: float, *, weight_decay: float = 0.0):
     loss without the decay term, a_i(t) from :func:`mode_strength`).
     """
     s, a0 = _modes(s, a0)
-    _check_y_power(y_power, s)
+    check_y_power(y_power, s)
     a = mode_strength(t, s, a0, weight_decay=weight_decay)
     fit = 0.5 * ((s - a) ** 2 if s.ndim == 0 else np.sum((s - a) ** 2, axis=-1))
     return fit + final_loss(s, y_power)
@@ -233,7 +234,7 @@ def half_time(s, a0, *, weight_decay: float = 0.0):
     Examples (docs/theory.md §3.1): s = 1, a0 = 1e-3 -> 3.4534; a0 = 1e-6 -> 6.9078.
     """
     s, a0 = _modes(s, a0)
-    sigma = s - _check_decay(weight_decay)
+    sigma = s - check_decay(weight_decay)
     if np.any(a0 >= sigma / 2):
         raise ValueError("half_time needs 0 < a0 < (s - weight_decay)/2: the mode must have "
                          "a half-way point still ahead of it")
@@ -248,7 +249,7 @@ def plateaus(s, y_power: float):
     (near-)zero init, ``L_r`` = :func:`final_loss`. Returns (r + 1,).
     """
     s = np.sort(np.atleast_1d(v.nonnegative("s", s, why="singular values of Σ_yx")).ravel())[::-1]
-    return 0.5 * (_check_y_power(y_power, s) - np.concatenate([[0.0], np.cumsum(s**2)]))
+    return 0.5 * (check_y_power(y_power, s) - np.concatenate([[0.0], np.cumsum(s**2)]))
 
 
 _MAX_GD_STEPS = 10**7

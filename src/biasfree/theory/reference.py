@@ -31,8 +31,8 @@ from ..core.precision import precise
 from ..core.symmetry import _mirror_violation, max_row_norm
 from ..core.twin import _slope_factor, _twin_params
 from .inits import _imbalance
-from .leaky import _two_layer
-from .modes import _check_decay
+from .leaky import check_two_layer
+from .modes import check_decay
 from .riccati import _unaligned_product
 from .stiff import CURVE_FAILED, STIFF_ATOL, STIFF_RTOL, two_layer_flow
 
@@ -123,7 +123,7 @@ def linear_net_ode(params: Params, Sxx, Syx, t, *, weight_decay: float = 0.0,
     step is limited by λ_max(Σ_xx) Σ_l Π_{j≠l} ||W_j||², the horizon by the slowest mode): on
     raw pixels DOP853 needs thousands of steps, the stiff solver (two layers) a few hundred.
     """
-    lam = _check_decay(weight_decay)
+    lam = check_decay(weight_decay)
     d, p = params[0].matrix.shape[1], params[-1].matrix.shape[0]
     Sxx = v.finite_array("Sxx", Sxx, ndim=2)
     Syx = v.finite_array("Syx", Syx, ndim=2)
@@ -238,9 +238,9 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
     symmetry_tol = v.nonnegative("symmetry_tol", symmetry_tol, scalar=True)
     if time_budget is not None:
         time_budget = v.positive("time_budget", time_budget, scalar=True, why="seconds of the ODE")
-    lam = _check_decay(weight_decay)
+    lam = check_decay(weight_decay)
     if alpha != 1.0:
-        _two_layer(params, "the leaky-linear map")
+        check_two_layer(params, "the leaky-linear map")
     return _reference_curve(params, X, Y, t, alpha=alpha, weight_decay=lam, method=method,
                             symmetry_tol=symmetry_tol, time_budget=time_budget)
 

@@ -44,7 +44,7 @@ import numpy as np
 from .. import _validate as v
 from ..core.layers import Layer, Params, takes_net
 from .inits import _imbalance, imbalance
-from .modes import _check_decay, _check_y_power
+from .modes import check_decay, check_y_power
 
 _MAX_EXPONENT = 100.0
 
@@ -101,7 +101,7 @@ def riccati_gram(t, Q0, Sigma_yx, *, weight_decay: float = 0.0,
     balanced, ``W_1 W_1ᵀ = W_2ᵀ W_2`` to ``balance_tol`` relative (checked: otherwise the
     result is not the gradient flow). Returns (T, d+p, d+p).
     """
-    lam_decay = _check_decay(weight_decay)
+    lam_decay = check_decay(weight_decay)
     t = np.atleast_1d(v.times("t", t, ndim=(0, 1)))
     S = v.finite_array("Sigma_yx", Sigma_yx, ndim=2)
     p, d = S.shape
@@ -157,7 +157,7 @@ def unaligned_product(t, params: Params, Sigma_yx, *, weight_decay: float = 0.0,
                          f"(W_1 (n, d), W_2 (p, n)), got {S.shape}")
     _check_balanced("init", _imbalance(params), balance_tol)  # params checked above
     t = np.atleast_1d(v.times("t", t, ndim=(0, 1)))
-    return _unaligned_product(t, params, S, _check_decay(weight_decay))
+    return _unaligned_product(t, params, S, check_decay(weight_decay))
 
 
 def _unaligned_product(t, params: Params, Sigma_yx, weight_decay: float) -> np.ndarray:
@@ -175,5 +175,5 @@ def unaligned_loss(t, params: Params, Sigma_yx, y_power: float, *, weight_decay:
     :func:`unaligned_product`."""
     P = unaligned_product(t, params, Sigma_yx, weight_decay=weight_decay, balance_tol=balance_tol)
     S = np.asarray(Sigma_yx, dtype=float)
-    _check_y_power(y_power, np.linalg.svd(S, compute_uv=False))
+    check_y_power(y_power, np.linalg.svd(S, compute_uv=False))
     return 0.5 * np.sum((S - P) ** 2, axis=(1, 2)) + 0.5 * (float(y_power) - np.sum(S**2))

@@ -18,7 +18,7 @@ from ...core.twin import slope_factor
 from ...dynamics import GDConfig, Member, train
 from ...expressivity.local_linear import local_linear
 from ...results import Result, at_most
-from ..base import Progress, _quiet
+from ..base import Progress, quiet
 from ..checks import PAPER_LEVEL, twin_identity
 from . import Config
 
@@ -72,7 +72,7 @@ def span_least_squares(noisy, clean, kernel: int):
     return Ms, 0.5 * float(np.mean(np.sum((clean - noisy @ Ms.T) ** 2, axis=1)))
 
 
-def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
     a, sig = cfg.alpha, np.asarray(cfg.sigmas_test, dtype=float)
     k_deep, k_two, k_pair = jax.random.split(jax.random.PRNGKey(seed), 3)
     progress("data: digits, training noise σ ~ U[0, σ_max], held-out images and noise directions")

@@ -14,7 +14,7 @@ from ...core.targets import abs_target, make_dataset, sine_target
 from ...core.twin import slope_factor
 from ...dynamics import GDConfig, Member, Runs, train
 from ...results import Result, at_least
-from ..base import Progress, _quiet
+from ..base import Progress, quiet
 from ..checks import FRACTION, PAPER_LEVEL, ROUND_OFF, twin_identity
 from . import CASES, Config
 
@@ -43,7 +43,7 @@ def _nets(key, cfg: Config) -> dict:
         "biases": (Layer(pair[0].W, b), Layer(pair[1].W, jnp.zeros(1)))}
 
 
-def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
     c = float(slope_factor(cfg.alpha))
     k_data, k_init = jax.random.split(jax.random.PRNGKey(seed))
 

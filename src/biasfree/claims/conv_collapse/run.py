@@ -14,9 +14,9 @@ from ...core.layers import scale_params
 from ...core.real_data import load_data
 from ...core.twin import linear_twin
 from ...dynamics import GDConfig, record_steps, train
-from ...dynamics.twin_training import PairedRun
+from ...dynamics.trajectory import PairedRun
 from ...results import Result, at_most
-from ..base import Progress, _quiet
+from ..base import Progress, quiet
 from ..checks import FRACTION, PAPER_LEVEL, ROUND_OFF
 from . import Config
 
@@ -96,7 +96,7 @@ def sweep_members(cfg: Config, key, p: int, alpha: float) -> tuple[Members, list
 
 
 def beside_twins(members: Members, data: Dataset, lr: float, steps: int, n_records: int,
-                 progress: Progress = _quiet) -> dict[str, PairedRun]:
+                 progress: Progress = quiet) -> dict[str, PairedRun]:
     """Each member ``(params, α)`` trained by ``steps`` GD steps of size ``lr`` beside its
     linear conv twin (√c·params, α = 1, step η c, c = (1+α)/2; §7.2) in one compiled loop
     (:func:`~biasfree.dynamics.trainer.train` with ``twin``), which carries the largest
@@ -144,7 +144,7 @@ def _collapse_arrays(runs: dict[str, PairedRun], alphas, prefix: str) -> dict:
 # ------------------------------------------------------------------ the experiment
 
 
-def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
     alphas = np.asarray(cfg.alphas, dtype=float)
     a_min = float(alphas.min())
     k_teach, k_dig, k_dpair, k_tnet, k_tpair, k_sweep = jax.random.split(jax.random.PRNGKey(seed), 6)

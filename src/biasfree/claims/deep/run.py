@@ -12,7 +12,7 @@ from ...core.nets import effective_rank
 from ...dynamics import GDConfig, Member, train
 from ...expressivity.decomposition import net_function, odd_nonlinearity
 from ...results import Result, at_least, at_most
-from ..base import Progress, _quiet
+from ..base import Progress, quiet
 from ..checks import ROUND_OFF, crossing_time, numpy_gaussian
 from . import MEMBERS, PAIRS, Config
 
@@ -128,7 +128,7 @@ def _sine_part(cfg: Config, rng, progress) -> dict:
     return out
 
 
-def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
     rng = np.random.default_rng(seed)
     teacher = _teacher_part(cfg, rng, progress)
     sine = _sine_part(cfg, rng, progress)

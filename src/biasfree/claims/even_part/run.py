@@ -13,7 +13,7 @@ from ...core.targets import linear_target, make_dataset, teacher_matrix
 from ...core.twin import slope_factor
 from ...dynamics import GDConfig, Member, train
 from ...results import Result, at_least, at_most
-from ..base import Progress, _quiet
+from ..base import Progress, quiet
 from ..checks import FRACTION, PAPER_LEVEL, ROUND_OFF, loglog_slope, twin_identity
 from . import INITS, Config
 
@@ -72,7 +72,7 @@ def _scale_metrics(D: dict, E: dict, E0_expected, scales) -> dict[str, float]:
     return out
 
 
-def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
     c = float(slope_factor(cfg.alpha))
     scales = np.asarray(cfg.scales, dtype=float)
     k_data, k_init, k_study = jax.random.split(jax.random.PRNGKey(seed), 3)

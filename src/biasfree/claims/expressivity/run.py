@@ -19,7 +19,7 @@ from ...theory.floors import (
     radial_square_target,
     sine_floor_closed_form,
 )
-from ..base import Progress, _quiet
+from ..base import Progress, quiet
 from . import ARCH_LABELS, Config
 
 _Z, _ABS_Z = "z (standard errors)", "|z| (standard errors)"  # the units of the statistical checks
@@ -114,7 +114,7 @@ def _targets(key, d: int) -> tuple[dict, np.ndarray]:
             "even": (radial_square_target(d), 0.5, radial_square_floor(d), radial_square_floor(d))}, w
 
 
-def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
     keys = jax.random.split(jax.random.PRNGKey(seed), 5)
     targets, w = _targets(keys[0], cfg.d)
     X0 = gaussian_inputs(keys[1], cfg.n_train, cfg.d)

@@ -14,7 +14,7 @@ from ...core.twin import slope_factor
 from ...dynamics import GDConfig, Member, Runs, train
 from ...results import Result, at_most
 from ...theory import population_loss_linear
-from ..base import Progress, _quiet
+from ..base import Progress, quiet
 from ..checks import twin_identity
 from . import INITS, SIGMAS, Config
 
@@ -60,7 +60,7 @@ def _flow_reference(members: dict[str, Member], data: Dataset, T, t, cfg: Config
     return t_flow, np.stack(pop)
 
 
-def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
     k_teacher, k_data, k_init = jax.random.split(jax.random.PRNGKey(seed), 3)
     alphas = np.asarray(cfg.alphas, float)
 

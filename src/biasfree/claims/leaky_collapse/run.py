@@ -20,7 +20,7 @@ from ...core.targets import sine_target
 from ...core.twin import linear_twin, slope_factor
 from ...dynamics import FlowConfig, GDConfig, Member, flow_ensemble, train
 from ...results import Result, at_most
-from ..base import Progress, _quiet
+from ..base import Progress, quiet
 from ..checks import FRACTION, PAPER_LEVEL, ROUND_OFF, crossing_time
 from . import Config
 
@@ -206,7 +206,7 @@ def proof_runs(cfg: Config, white, raw, s, r, s_raw, r_raw, y_power, keys):
 # ------------------------------------------------------------------ the experiment
 
 
-def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
     alphas = np.asarray(cfg.alphas, dtype=float)
     cs = slope_factor(alphas)
     k_data, k_target, k_pair, k_rand, k_r1 = jax.random.split(jax.random.PRNGKey(seed), 5)

@@ -13,11 +13,11 @@ import optax
 from ...core.attention import SeparateAttention, init_attention
 from ...core.attention_twin import merged_to_twin, off_twin, twin_dataset, twin_mask
 from ...core.data import Dataset
-from ...core.icl_data import _negate_labels, cubic_features, in_context_regression
+from ...core.icl_data import cubic_features, in_context_regression, negate_labels
 from ...dynamics.trainer import train
 from ...results import Result, at_least, at_most
 from ...theory import attention as th
-from ..base import Progress, _quiet
+from ..base import Progress, quiet
 from . import Config
 
 EPS = float(np.finfo(float).eps)
@@ -71,7 +71,7 @@ def _roundoff_bound(loss_of, att, data, n_seq, n_ctx, steps, gamma) -> np.ndarra
     rng = np.random.default_rng(0)
     base = loss_of(att, data)
     X, Y = _jiggled((np.asarray(data.X)[:n_seq], np.asarray(data.Y)[:n_seq]), rng)
-    moved = Dataset(np.concatenate([X, _negate_labels(X, n_ctx)]), np.concatenate([Y, -Y]), mirror=False)
+    moved = Dataset(np.concatenate([X, negate_labels(X, n_ctx)]), np.concatenate([Y, -Y]), mirror=False)
     by_init, by_data = loss_of(_jiggled(att, rng), data), loss_of(att, moved)
     g = 2 * gamma
     return 2 * (steps * g * (np.abs(by_init - base) + np.abs(by_data - base)) / REL + g * base) / base
@@ -323,7 +323,7 @@ def _separate(cfg: Config, key, progress) -> tuple[dict, dict, dict]:
     return m, arrays, checks
 
 
-def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
     k1, k2 = jax.random.split(jax.random.PRNGKey(seed))
     m1, a1, c1 = _merged(cfg, k1, progress)
     m2, a2, c2 = _separate(cfg, k2, progress)

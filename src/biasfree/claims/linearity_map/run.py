@@ -15,7 +15,7 @@ from ...core.targets import sine_target
 from ...core.twin import linear_twin, slope_factor
 from ...dynamics import GDConfig, train
 from ...results import Result, at_most
-from ..base import Progress, _quiet
+from ..base import Progress, quiet
 from ..checks import FRACTION, PAPER_LEVEL, ROUND_OFF, loglog_slope
 from . import Config
 
@@ -123,7 +123,7 @@ def _gap_metrics(D, widths, scales):
             "inits_below_paper_level": float(np.mean(D <= PAPER_LEVEL))}
 
 
-def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
     """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``
     (data, target and every init draw)."""
     k_data, k_init = jax.random.split(jax.random.PRNGKey(seed))

@@ -13,7 +13,7 @@ from ...core.layers import scale_params
 from ...dynamics import GDConfig, Member, train
 from ...results import Result, at_least, at_most
 from ...theory.margin import KKT_TOL, cosine, hard_margin_svm, kkt_residual, margin_ratio
-from ..base import Progress, _quiet
+from ..base import Progress, quiet
 from ..checks import twin_identity
 from . import TARGET_COS, Config, member_name
 
@@ -47,7 +47,7 @@ def _directions(runs, w_svm, X, y) -> dict[str, dict]:
     return out
 
 
-def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
     progress("separable symmetric data, hard-margin SVM")
     key = jax.random.PRNGKey(seed)
     X0, pair, gauss = _setup(key, cfg)

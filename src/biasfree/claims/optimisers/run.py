@@ -8,17 +8,16 @@ import jax
 import numpy as np
 
 from ... import theory
-from ...analysis.optax_training import NAMED
 from ...core.data import Dataset, symmetrize
 from ...core.inits import init_gaussian, pair_up
 from ...core.moments import whiten
 from ...core.precision import chain_length, gamma
 from ...core.targets import teacher_matrix
 from ...core.twin import linear_twin, slope_factor
-from ...dynamics.optimiser_twin import measure_degree, optimiser_twin, probe_rhos, twin_scale
+from ...dynamics.optimiser_twin import NAMED, measure_degree, optimiser_twin, probe_rhos, twin_scale
 from ...dynamics.trainer import train
 from ...results import Result, at_most
-from ..base import Progress, _quiet
+from ..base import Progress, quiet
 from ..checks import crossing_time
 from . import BATCHED, IDENTITY, LABELS, MEASURED, MODES, SWEEP, Config
 
@@ -28,7 +27,7 @@ REL = 1e-7
 
 def factories(cfg: Config) -> dict:
     """Each optimiser of the claim, in its order, as a factory ``rho -> GradientTransformation``
-    for gradients ×ρ and weights ×1/ρ: the CLI's :data:`~biasfree.analysis.optax_training.NAMED`
+    for gradients ×ρ and weights ×1/ρ: the CLI's :data:`~biasfree.dynamics.optimiser_twin.NAMED`
     (ε ×ρ, decoupled decay ×ρ^{1+κ}; κ = 0 for Adam, AdamW, Lion, Muon) at the config's steps
     and, for Lion and AdamW, its ``decay``."""
     steps = {"sgd": cfg.lr_sgd, "momentum": cfg.lr_momentum, "nesterov": cfg.lr_momentum, "adam": cfg.lr_adam,
@@ -165,7 +164,7 @@ def _stages(tr, k, modes) -> dict:
             "plateaus": count_plateaus(a, modes.s)}
 
 
-def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
     k_data, k_sweep, k_batch, k_modes, k_mi = jax.random.split(jax.random.PRNGKey(seed), 5)
     prob = _Problem(cfg, k_data)
     make = factories(cfg)

@@ -12,7 +12,7 @@ from ...core.nets import forward
 from ...dynamics import GDConfig, Member, record_steps, train
 from ...results import Result, at_most
 from ...theory.orthogonal import aligned_halves_init, alignment_directions, half_net_modes, half_targets
-from ..base import Progress, _quiet
+from ..base import Progress, quiet
 from ..checks import ROUND_OFF
 from . import ALIGN, Config
 
@@ -179,7 +179,7 @@ def _loss(F, data: Dataset):  # mean half squared error along a path of outputs 
     return 0.5 * np.mean((np.asarray(data.Y)[:, 0] - F) ** 2, axis=-1)
 
 
-def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
     progress("data and initialisations")
     P = _problem(cfg, np.random.default_rng(seed))
     steps = int(np.ceil(cfg.t_max / cfg.lr))

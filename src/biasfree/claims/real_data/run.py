@@ -16,7 +16,7 @@ from ...core.twin import slope_factor
 from ...dynamics import GDConfig, Member, Runs, train
 from ...expressivity.decomposition import net_function, odd_nonlinearity
 from ...results import Result, at_most
-from ..base import Progress, _quiet
+from ..base import Progress, quiet
 from ..checks import PAPER_LEVEL, twin_identity
 from . import EPS, Config
 
@@ -66,7 +66,7 @@ def _predictions(members: dict[str, Member], data: Dataset, t, cfg: Config):
     return j, random, pair
 
 
-def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
     a = cfg.alpha
 
     progress("data: digits, held-out split, symmetrise, whiten(rank='auto')")

@@ -16,7 +16,7 @@ from ...core.twin import slope_factor
 from ...dynamics import FlowConfig, GDConfig, Member, flow_ensemble, train
 from ...results import Result, at_least, at_most
 from ...theory import decayed_solution
-from ..base import Progress, _quiet
+from ..base import Progress, quiet
 from ..checks import FRACTION, PAPER_LEVEL, ROUND_OFF, loglog_slope, twin_identity
 from . import INITS, Config
 
@@ -79,7 +79,7 @@ def _learning_rates(cfg: Config, units: dict, data: Dataset, progress: Progress)
                 loss_gd=loss_gd)
 
 
-def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
     progress("data and initialisations")
     data, units = _setup(jax.random.PRNGKey(seed), cfg)
     progress("weight decay: leaky nets against twins with decay λ/c")

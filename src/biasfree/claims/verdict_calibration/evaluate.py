@@ -18,7 +18,7 @@ from ...core.layers import scale_params
 from ...core.twin import slope_factor, twin_scales
 from ...dynamics.trainer import GDConfig, _train
 from ...expressivity.decomposition import net_function, odd_nonlinearity
-from ..base import Progress, _quiet
+from ..base import Progress, quiet
 from .families import Point, reference_loss
 
 LINEAR = (vd.EXACT, vd.EFFECTIVE)
@@ -50,7 +50,7 @@ def truth_setup(params, X, Y, max_steps: int):
     return scale_params(free, ws), ks, lr, steps, steps == need
 
 
-def measure(runs, progress: Progress = _quiet) -> np.ndarray:
+def measure(runs, progress: Progress = quiet) -> np.ndarray:
     """Gaps to the twins (fraction of :func:`~.families.reference_loss`) for ``runs``, a list of
     ``(params, twin, X, Y, lr, steps, time_scale, decay)``: runs of one shape, one data set and
     one step factor go as one ensemble through the trainer's loop
@@ -139,7 +139,7 @@ def _family(name, points, answers, gap, full, steps) -> Family:
                   np.asarray(steps, int))
 
 
-def evaluate(families: dict[str, list[Point]], max_steps: int, progress: Progress = _quiet) -> list[Family]:
+def evaluate(families: dict[str, list[Point]], max_steps: int, progress: Progress = quiet) -> list[Family]:
     """Verdicts and measured truths of every family (all truth runs batched together by shape);
     the trained family also gives "trained-history" (the gaps measured on the way from the init,
     and analyse's answers with ``init=``)."""

@@ -12,7 +12,7 @@ from ...core.layers import Layer
 from ...core.moments import whiten
 from ...core.targets import sine_target
 from ...results import Result, at_most
-from ..base import Progress, _quiet
+from ..base import Progress, quiet
 from ..checks import numpy_gaussian
 from . import STRUCTURAL, Config, families
 from .evaluate import called_linear, evaluate, measure, truth_setup
@@ -68,7 +68,7 @@ def _truths(points, max_steps: int, pad: int | None, progress: Progress):
     return measure(runs, progress), np.array([s[3] for s in setups]), np.array([s[4] for s in setups])
 
 
-def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
     """Run the experiment from ``cfg`` (e.g. ``PRESETS["tiny"]``) with random ``seed``
     (data, target and every init draw)."""
     rng = np.random.default_rng(seed)
