@@ -40,25 +40,29 @@ def _unit(path: Path) -> str:
     return path.relative_to(SRC).parts[0].removesuffix(".py")
 
 
-def _imported_units(path: Path, src: Path = SRC) -> set[str]:
-    """The top-level units of biasfree (the package folder ``src``) that ``path`` imports,
-    relatively or absolutely."""
-    pkg = list(path.relative_to(src.parent).parts[:-1])  # ["biasfree", "claims", ...]
-    out = set()
+def _imports(path: Path, pkg: list[str]):
+    """``(base, names)`` for every import of biasfree in ``path`` (at the top or inside a function):
+    ``base`` the imported module's dotted parts (relative imports resolved from the package parts
+    ``pkg``), ``names`` what ``from base import ...`` takes (empty for ``import base``)."""
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = pkg[: len(pkg) - node.level + 1] + (node.module.split(".") if node.module else [])
             else:
                 base = (node.module or "").split(".")
-            if base[0] != "biasfree":
-                continue
-            if len(base) > 1:
-                out.add(base[1])
-            else:  # from biasfree import x, y: each name is a unit (or the public API)
-                out |= {a.name for a in node.names}
+            if base[0] == "biasfree":
+                yield base, [a.name for a in node.names]
         elif isinstance(node, ast.Import):
-            out |= {a.name.split(".")[1] for a in node.names if a.name.startswith("biasfree.")}
+            yield from ((a.name.split("."), []) for a in node.names if a.name.startswith("biasfree."))
+
+
+def _imported_units(path: Path, src: Path = SRC) -> set[str]:
+    """The top-level units of biasfree (the package folder ``src``) that ``path`` imports,
+    relatively or absolutely."""
+    out = set()
+    for base, names in _imports(path, list(path.relative_to(src.parent).parts[:-1])):
+        # from biasfree import x, y: each name is a unit (or the public API)
+        out |= {base[1]} if len(base) > 1 else set(names)
     return out
 
 
@@ -111,18 +115,9 @@ def _imported_modules(path: Path, src: Path = SRC) -> set[str]:
     if path.name != "__init__.py":
         pkg = pkg[:-1]
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = pkg[: len(pkg) - node.level + 1] + (node.module.split(".") if node.module else [])
-            else:
-                base = (node.module or "").split(".")
-            if base[0] != "biasfree":
-                continue
-            b = ".".join(base)
-            out |= {f"{b}.{a.name}" if is_module(f"{b}.{a.name}") else b for a in node.names}
-        elif isinstance(node, ast.Import):
-            out |= {a.name for a in node.names if a.name.startswith("biasfree.")}
+    for base, names in _imports(path, pkg):
+        b = ".".join(base)
+        out |= {f"{b}.{n}" if is_module(f"{b}.{n}") else b for n in names} if names else {b}
     return out
 
 
