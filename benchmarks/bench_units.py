@@ -15,7 +15,6 @@ Run: ``.venv/bin/python benchmarks/bench_units.py [--quick] [--json FILE]``.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import jax
@@ -62,8 +61,9 @@ def main(quick: bool, json_path: str | None) -> dict:
         print(f"[units] {name}: {steps} steps, 101 records: losses only {t['loss']:.3f}s, with effective "
               f"units {t['units']:.3f}s, overhead {out[f'units_overhead_{name}']:+.1%} (goal <= +10%)")
     if json_path:
-        with open(json_path, "w", encoding="utf-8") as f:
-            json.dump(out, f, indent=1)
+        from biasfree import store
+
+        store.write_json(json_path, out)
     return out
 
 

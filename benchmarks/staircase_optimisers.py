@@ -42,7 +42,6 @@ minutes on 2 cores).
 from __future__ import annotations
 
 import argparse
-import json
 
 import jax
 import numpy as np
@@ -187,8 +186,9 @@ def main(lr_check=False, json_path=None, seed=0):
                       f"ratios t_(i+1)/t_i={np.round(r['mode_ratios'], 2).tolist()}")
         results[name] = {"levels": np.asarray(levels).tolist(), "runs": rows}
     if json_path:
-        with open(json_path, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=1)
+        from biasfree import store
+
+        store.write_json(json_path, results)
     return results
 
 
