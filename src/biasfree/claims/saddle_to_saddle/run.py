@@ -36,18 +36,25 @@ KEYS = ("linear", "relu", "attention", "conv_linear", "conv_relu", "quadratic")
 
 @dataclass
 class Panel:
-    """One architecture's run and predictions: records ``t``, ``loss``, ``units`` (count); the
-    predicted ``levels`` (K + 1,: k learned units) and drop ``times`` (K,) with their tolerances
-    ``time_tol``; the exact scalar GD map's loss at every step ``map_loss`` (on ``map_t``) or None."""
+    """One architecture's run and predictions, units in learning order: records ``t``, ``loss``,
+    ``units`` (count), ``strength`` (T, K) each unit's measured strength ũ (half learned at ``half``);
+    the predicted ``levels`` (K + 1,: k learned units) and drop ``times`` (K,) with the fixed part of
+    their tolerance ``time_extra`` (finite η: the exact GD map's half time against the predicted one,
+    plus one step; attention: 3 standard errors of the sample); the exact GD map of every unit's
+    remaining loss ``unit_map`` (steps + 1, K) on ``map_t``, with the units' ``drops`` (K,) (how far
+    the map is from each saddle, independent of ``levels``) and ``level_extra`` (sample terms)."""
 
     t: np.ndarray
     loss: np.ndarray
     units: np.ndarray
+    strength: np.ndarray
+    half: np.ndarray
     levels: np.ndarray
     times: np.ndarray
     time_extra: np.ndarray
     map_t: np.ndarray
-    map_loss: np.ndarray
+    unit_map: np.ndarray
+    drops: np.ndarray
     level_extra: np.ndarray
     expected_units: int
     mechanism: str
@@ -70,30 +77,28 @@ def _crossing(t, loss, level: float) -> tuple[float, float]:
 # ----------------------------------------------------------------- logistic modes (data-induced)
 
 
-def _modes_map(steps: int, lr: float, w, lam, c, u0) -> np.ndarray:
-    """The exact GD loss of independent balanced modes at every step: mode h, ``L_h = ½ w_h (c_h −
-    ũ_h)²`` with ``dũ/dt = 2 λ_h ũ (c_h − ũ)`` — in ``a = λ ũ`` Saxe's map ``a_{k+1} = a_k (1 + η(λc −
-    a_k))²`` (:func:`~biasfree.theory.modes.gd_mode_strength`, exact for an aligned balanced init)."""
-    k = np.arange(steps + 1)
-    out = np.zeros(steps + 1)
-    for wh, lh, ch, uh in zip(w, lam, c, u0, strict=True):
-        u = gd_mode_strength(k, lh * ch, lh * uh, lr) / lh
-        out += 0.5 * wh * (ch - u) ** 2
-    return out
-
-
-def _mode_panel(t, loss, units, lr, steps, w, lam, c, u0, floor, K_units, mechanism) -> Panel:
-    """A panel of logistic modes: levels ``floor + ½ Σ_{later} w c²``, flow half times
-    ``ln(c/ũ₀ − 1)/(2λc)`` (:func:`~biasfree.theory.modes.half_time`), learned in order of time."""
+def _mode_panel(run, lr, steps, w, lam, c, u0, floor, K_units, gain=1.0) -> Panel:
+    """A panel of independent balanced modes: mode h has remaining loss ``½ w_h (c_h − ũ_h)²`` with
+    ``dũ/dt = 2 λ_h ũ (c_h − ũ)``, in ``a = λũ`` Saxe's equation, whose GD map ``a_{k+1} = a_k (1 +
+    η(λc − a_k))²`` is exact for an aligned balanced init (:func:`~biasfree.theory.modes.gd_mode_strength`).
+    Levels ``floor + ½ Σ_{later} w c²``; times the flow's half times ``ln(c/ũ₀ − 1)/(2λc)``
+    (:func:`~biasfree.theory.modes.half_time`); units learned in order of time; the measured ũ is
+    ``gain`` times the unit's effective-unit magnitude (sorted: the first learned is the largest)."""
     w, lam, c, u0 = (np.asarray(a, float) for a in (w, lam, c, u0))
     times = np.asarray(half_time(lam * c, lam * u0), float).reshape(-1)
-    order = np.argsort(times)
+    o = np.argsort(times)
+    w, lam, c, u0, times = w[o], lam[o], c[o], u0[o], times[o]
+    k = np.arange(steps + 1)
+    mt = lr * k
+    u = np.stack([gd_mode_strength(k, lh * ch, lh * uh, lr) / lh
+                  for lh, ch, uh in zip(lam, c, u0, strict=True)], axis=1)
+    t_map = np.array([th.crossing_time(mt, -u[:, h], -0.5 * c[h]) for h in range(c.size)])
     drops = 0.5 * w * c**2
-    levels = floor + np.concatenate([np.cumsum(drops[order][::-1])[::-1], [0.0]])
-    mt = lr * np.arange(steps + 1)
-    ml = floor + _modes_map(steps, lr, w, lam, c, u0)
-    return Panel(np.asarray(t), np.asarray(loss), np.asarray(units), levels, times[order],
-                 np.zeros(len(c)), mt, ml, np.zeros(len(c) + 1), K_units, mechanism)
+    levels = floor + np.concatenate([np.cumsum(drops[::-1])[::-1], [0.0]])
+    mags = gain * np.asarray(run.units["magnitudes"])[:, :c.size]
+    return Panel(np.asarray(run.t), np.asarray(run.loss), np.asarray(run.units["count"]), mags, 0.5 * c,
+                 levels, times, np.abs(t_map - times) + lr, mt, 0.5 * w * (c - u) ** 2, drops,
+                 np.zeros(c.size + 1), K_units, "data")
 
 
 def _whitened(rng, n: int, d: int) -> np.ndarray:
@@ -117,8 +122,7 @@ def _linear_fc(cfg: Config, rng, progress) -> tuple[Panel, tuple, np.ndarray, np
     progress("linear FC")
     run = train(net, Dataset(X, Y, mirror=False), None, alpha=1.0, **_records(cfg, cfg.steps, cfg.lr))
     levels = reduced_rank_losses(X, Y)  # independent of the modes' bookkeeping: the check compares
-    p = _mode_panel(run.t, run.loss, run.units["count"], cfg.lr, cfg.steps, np.ones(d), np.ones(d), s,
-                    np.full(d, cfg.scale), 0.0, d, "data")
+    p = _mode_panel(run, cfg.lr, cfg.steps, np.ones(d), np.ones(d), s, np.full(d, cfg.scale), 0.0, d)
     p.levels = levels
     return p, (Layer(math.sqrt(s[0]) * V.T[:1]), Layer(math.sqrt(s[0]) * U[:, :1])), X, Y
 
@@ -144,8 +148,7 @@ def _relu_fc(cfg: Config, rng, progress):
     progress("ReLU FC")
     run = train(net, Dataset(X, Y, mirror=False), None, alpha=0.0, **_records(cfg, cfg.steps, cfg.lr))
     lam = np.array([np.sum(r[which == h] ** 2) / cfg.n for h in range(K)])  # p_h <r²>_h
-    p = _mode_panel(run.t, run.loss, run.units["count"], cfg.lr, cfg.steps, lam, lam, c,
-                    np.full(K, cfg.scale), 0.0, K, "data")
+    p = _mode_panel(run, cfg.lr, cfg.steps, lam, lam, c, np.full(K, cfg.scale), 0.0, K)
     first = int(np.argmin(half_time(lam * c, lam * cfg.scale)))  # the first ray learned
     narrow = (Layer(math.sqrt(c[first]) * rays[first:first + 1]), Layer(np.full((1, 1), math.sqrt(c[first]))))
     return p, narrow, X, Y
@@ -171,8 +174,7 @@ def _linear_conv(cfg: Config, rng, progress) -> Panel:
     net = _conv_net(a * V.T, a * U, n)
     progress("linear conv")
     run = train(net, Dataset(X, Y, mirror=False), None, alpha=1.0, **_records(cfg, cfg.steps, cfg.lr))
-    p = _mode_panel(run.t, run.loss, run.units["count"], cfg.lr, cfg.steps, np.ones(k), np.ones(k), s,
-                    np.full(k, cfg.scale), 0.0, k, "data")
+    p = _mode_panel(run, cfg.lr, cfg.steps, np.ones(k), np.ones(k), s, np.full(k, cfg.scale), 0.0, k)
     p.levels = reduced_rank_losses(X @ A.T, Y)
     return p
 
@@ -194,8 +196,7 @@ def _relu_conv(cfg: Config, rng, progress) -> Panel:
     g = math.sqrt(k) / S  # f = V ‖K‖ g |r| on the channel's sign
     w = np.array([np.sum(r[r > 0] ** 2), np.sum(r[r < 0] ** 2)]) / cfg.n  # p <r²> per sign
     # unit h: L = ½ w (c − ũ)², ũ = g V‖K‖, dũ/dt = 2 (w g) ũ (c − ũ): a mode of rate λ = w g from ũ₀ = g a₀
-    return _mode_panel(run.t, run.loss, run.units["count"], cfg.lr, cfg.steps, w, w * g, c,
-                       np.full(2, g * cfg.scale), 0.0, 2, "data")
+    return _mode_panel(run, cfg.lr, cfg.steps, w, w * g, c, np.full(2, g * cfg.scale), 0.0, 2, gain=g)
 
 
 # ----------------------------------------------------------------- the quadratic net (init-induced)
@@ -219,39 +220,42 @@ def quadratic_half_time(mu: float, c: float, a0: float) -> float:
 
 
 def _quadratic_map(steps: int, lr: float, lam, c: float, a0) -> np.ndarray:
-    """The exact GD loss of aligned quadratic units at every step: unit h on its own ray,
-    ``L_h = ½ λ_h (c − a b²)²``, ``a ← a + ηλ(c − ab²) b²``, ``b ← b + 2ηλ(c − ab²) a b``."""
+    """The exact GD strengths ``ũ = a b²`` (steps + 1, H) of aligned quadratic units: unit h on its
+    own ray, ``L_h = ½ λ_h (c − a b²)²``, ``a ← a + ηλ(c − ab²) b²``, ``b ← b + 2ηλ(c − ab²) a b``."""
     lam, a = np.asarray(lam, float), np.asarray(a0, float).copy()
     b = math.sqrt(2) * a
-    out = np.empty(steps + 1)
+    out = np.empty((steps + 1, a.size))
     for k in range(steps + 1):
-        res = c - a * b * b
-        out[k] = 0.5 * np.sum(lam * res * res)
+        out[k] = a * b * b
+        res = c - out[k]
         a, b = a + lr * lam * res * b * b, b + 2 * lr * lam * res * a * b
     return out
 
 
 def _quadratic(cfg: Config, rng, progress) -> Panel:
     H = cfg.quad_units
-    a0 = cfg.quad_scale * cfg.quad_ratio ** np.arange(H)
-    which = np.arange(cfg.n) % H
-    r = rng.normal(size=cfg.n)
-    X = np.zeros((cfg.n, H))
-    X[np.arange(cfg.n), which] = r
+    a0 = cfg.quad_scale * cfg.quad_ratio ** np.arange(H)  # decreasing: learned in this order
+    m = cfg.n // H  # the same m radii on every ray: equal λ_h, so the init alone orders the units
+    which = np.repeat(np.arange(H)[None], m, axis=0).ravel()
+    r = np.repeat(rng.normal(size=m), H)
+    X = np.zeros((m * H, H))
+    X[np.arange(m * H), which] = r
     Y = (QUAD_TARGET * r**2)[:, None]
     net = with_activation((Layer(np.diag(math.sqrt(2) * a0)), Layer(a0[None, :].copy())), "quadratic")
     progress("quadratic")
     run = train(net, Dataset(X, Y, mirror=False), None, alpha=1.0,
                 **_records(cfg, cfg.quad_steps, cfg.quad_lr))
-    lam = np.array([np.sum(r[which == h] ** 4) / cfg.n for h in range(H)])  # p_h <r⁴>_h
+    lam = np.array([np.sum(r[which == h] ** 4) / r.size for h in range(H)])  # p_h <r⁴>_h
     times = np.array([quadratic_half_time(lam[h] * QUAD_TARGET, QUAD_TARGET, a0[h]) for h in range(H)])
-    order = np.argsort(times)
     drops = 0.5 * lam * QUAD_TARGET**2
-    levels = np.concatenate([np.cumsum(drops[order][::-1])[::-1], [0.0]])
+    levels = np.concatenate([np.cumsum(drops[::-1])[::-1], [0.0]])
     mt = cfg.quad_lr * np.arange(cfg.quad_steps + 1)
-    ml = _quadratic_map(cfg.quad_steps, cfg.quad_lr, lam, QUAD_TARGET, a0)
-    return Panel(np.asarray(run.t), np.asarray(run.loss), np.asarray(run.units["count"]), levels,
-                 times[order], np.zeros(H), mt, ml, np.zeros(H + 1), H, "init")
+    u = _quadratic_map(cfg.quad_steps, cfg.quad_lr, lam, QUAD_TARGET, a0)
+    t_map = np.array([th.crossing_time(mt, -u[:, h], -0.5 * QUAD_TARGET) for h in range(H)])
+    return Panel(np.asarray(run.t), np.asarray(run.loss), np.asarray(run.units["count"]),
+                 np.asarray(run.units["magnitudes"])[:, :H], np.full(H, 0.5 * QUAD_TARGET), levels, times,
+                 np.abs(t_map - times) + cfg.quad_lr, mt, 0.5 * lam * (QUAD_TARGET - u) ** 2, drops,
+                 np.zeros(H + 1), H, "init")
 
 
 # ----------------------------------------------------------------- separate attention (PCR)
@@ -271,8 +275,8 @@ def _attention(cfg: Config, key, progress) -> Panel:
     horizon = 3 * steps
 
     def drop_times(s_, a_):
-        """Per variant (rows), per component: the time the loss of the scalar maps crosses a
-        quarter of the way down (the component at half its PCR coefficient)."""
+        """Per variant (rows), per component: the time its scalar map reaches half its PCR
+        coefficient s/(2a)."""
         s_, a_ = np.broadcast_arrays(np.atleast_2d(s_), np.atleast_2d(a_))
         u = th.separate_gd(horizon, s_.reshape(-1), a_.reshape(-1), cfg.att_scale, lr)
         u = u.reshape(horizon + 1, *s_.shape)
@@ -287,57 +291,51 @@ def _attention(cfg: Config, key, progress) -> Panel:
     t_all = drop_times(np.concatenate([s[None], s + SE * se_s * one, s + 0 * one]),
                        np.concatenate([a[None], a + 0 * one, a + SE * se_a * one]))
     times, dt = t_all[0], np.sqrt(np.sum((t_all[1:] - t_all[0]) ** 2, axis=0))
-    # measured from the in-context map's diagonal (Λ diagonal): B_ii crossing s_i/(2a_i)
-    u_sim = np.einsum("tkk->tk", _maps(run.path[0]))
-    t = np.asarray(run.t)
+    u_sim = np.einsum("tkk->tk", _maps(run.path[0]))  # B_ii: Λ is diagonal
     mt = lr * np.arange(steps + 1)
-    ml = th.separate_loss(th.separate_gd(steps, s, a, cfg.att_scale, lr), cov, N)
+    u = th.separate_gd(steps, s, a, cfg.att_scale, lr)
     # a level's sample error: 3 standard errors of the loss at PCR_k plus the in-sample optimism
     # L_k P/S of fitting P = k(2D + 1) head parameters on S sequences
     extra = []
     for k in range(D + 1):
         res = y - Z @ th.pcr_map(cov, N, k).reshape(-1)
         extra.append(SE * np.std(0.5 * res**2) / np.sqrt(S) + levels[k] * k * (2 * D + 1) / S)
-    p = Panel(t, np.asarray(run.loss), np.asarray(run.units["count"]), levels, times, dt, mt, ml,
-              np.asarray(extra), D, "data")
-    p.strength = (u_sim, 0.5 * s / a)  # the measured drop times read B's diagonal
-    return p
+    # component i's remaining loss ½ a_i (s_i/a_i − u_i)², its drop ½ s_i²/a_i (theory/attention.py)
+    return Panel(np.asarray(run.t), np.asarray(run.loss), np.asarray(run.units["count"]), u_sim, 0.5 * s / a,
+                 levels, times, dt, mt, 0.5 * a * (s / a - u) ** 2, 0.5 * s**2 / a, np.asarray(extra), D,
+                 "data")
 
 
 # ----------------------------------------------------------------- the checks of one panel
 
 
 def _evaluate(p: Panel) -> dict:
-    """Measured against predicted: each level's nearest plateau (tolerance: the exact map's distance
-    from the saddle at that plateau's two records + round-off + the panel's sample term), each drop's
-    time (tolerance: |t_map − t_pred| (finite η; 0 where the prediction is the map) + the bracketing
-    record interval + the panel's sample term), and the effective units at each drop and at the end."""
+    """Measured against predicted. Levels: each predicted level's nearest plateau
+    (:func:`~biasfree.theory.staircase.find_plateaus`), within how far the exact GD map is from that
+    saddle at the plateau's two records (learned units' remaining loss + unlearned units' gain, from
+    ``unit_map``, not from the prediction) + 2δ round-off + the panel's sample term. Times: each
+    unit's measured strength crossing half (linear between records) within ``time_extra`` + the
+    bracketing record interval. Units: the count at init, at each drop and at the end."""
     t, L, K = p.t, p.loss, len(p.times)
     stair = find_plateaus(t, L)
     lv = np.array([q.level for q in stair.plateaus])
-    step_of = np.rint(t / (p.map_t[1] - p.map_t[0])).astype(int)
+    step_of = np.minimum(np.rint(t / (p.map_t[1] - p.map_t[0])).astype(int), p.map_t.size - 1)
     meas_lvl, lvl_tol = np.full(K + 1, np.nan), np.full(K + 1, np.nan)
+    mid = np.sqrt(t[1:-1] * t[2:])
     for k in range(K + 1):
         if lv.size == 0:
             break
-        i = int(np.argmin(np.abs(lv - p.levels[k])))
-        q = stair.plateaus[i]
-        j = int(np.argmin(np.abs(np.sqrt(t[1:-1] * t[2:]) - q.t_level))) + 1  # records j, j + 1
-        dist = max(abs(p.map_loss[min(step_of[jj], p.map_loss.size - 1)] - p.levels[k]) for jj in (j, j + 1))
+        q = stair.plateaus[int(np.argmin(np.abs(lv - p.levels[k])))]
+        j = int(np.argmin(np.abs(mid - q.t_level))) + 1  # the flattest interval: records j, j + 1
+        rows = p.unit_map[step_of[[j, j + 1]]]
+        dist = np.max(np.sum(rows[:, :k], axis=1) + np.sum(p.drops[k:] - rows[:, k:], axis=1))
         meas_lvl[k] = q.level
         lvl_tol[k] = dist + 2 * stair.noise + p.level_extra[k]
     meas_t, t_tol, units_at = np.full(K, np.nan), np.full(K, np.nan), np.zeros(K, int)
     for i in range(K):
-        level = p.levels[i + 1] + 0.25 * (p.levels[i] - p.levels[i + 1])
-        if hasattr(p, "strength"):
-            u, half = p.strength
-            tm, width = _crossing(t, -u[:, i], -half[i])
-            t_map = p.times[i]
-        else:
-            tm, width = _crossing(t, L, level)
-            t_map = th.crossing_time(p.map_t, p.map_loss, level)
+        tm, width = _crossing(t, -p.strength[:, i], -p.half[i])
         meas_t[i] = tm
-        t_tol[i] = abs(t_map - p.times[i]) + width + p.time_extra[i]
+        t_tol[i] = p.time_extra[i] + (width if np.isfinite(width) else 0.0)
         units_at[i] = p.units[min(np.searchsorted(t, tm), t.size - 1)] if np.isfinite(tm) else -1
     return dict(levels_measured=meas_lvl, level_tol=lvl_tol, times_measured=meas_t, time_tol=t_tol,
                 units_at_drops=units_at, units_final=int(p.units[-1]), units_start=int(p.units[0]),
