@@ -36,7 +36,7 @@ every step) plus the record spacing (the bracketing interval); the effective uni
 plateau equal its number of learned units. Embedding identities (Theorem 1, two-layer dense
 nets, :func:`~biasfree.analysis.saddles.embed`): the width-1 linear net at reduced rank 1 and
 the ReLU net at its first ray, each embedded into one more unit, keep their function and a zero
-gradient to round-off; a wrong embedding (the copy's weights moved by 1%) fails them.
+gradient to round-off; a wrong split (output weights summing to 1.01 of the unit's) fails both.
 """
 
 from __future__ import annotations

@@ -344,7 +344,7 @@ def _evaluate(p: Panel) -> dict:
 
 def _embeddings(narrow_lin, X_lin, Y_lin, narrow_relu, X_relu, Y_relu) -> tuple[dict, dict]:
     """Theorem 1 at the plateaus' saddles: the width-1 nets embedded into width 2 (linear: zero unit
-    and split; ReLU: split), and a wrong embedding (the split copy's input weights rotated by 1%)."""
+    and split; ReLU: split), and a wrong split (its output weights summing to 1.01 of the unit's)."""
     out, checks = {}, {}
     cases = (("linear_zero", narrow_lin, X_lin, Y_lin, 1.0, "zero"),
              ("linear_split", narrow_lin, X_lin, Y_lin, 1.0, "split"),
@@ -362,15 +362,16 @@ def _embeddings(narrow_lin, X_lin, Y_lin, narrow_relu, X_relu, Y_relu) -> tuple[
             f"The {how} embedding is a fixed point: zero gradient to round-off.",
             unit="‖∇L‖‖θ‖/(½<‖y‖²>)")
     W1, W2 = (np.asarray(la.W, float) for la in narrow_relu)
-    wrong_w = W1[0] + 0.01 * np.linalg.norm(W1[0]) * np.roll(W1[0], 1) / np.linalg.norm(W1[0])
-    wrong = (Layer(np.vstack([W1, wrong_w])), Layer(np.hstack([0.5 * W2, 0.5 * W2])))
+    # the split's output weights summing to 0.5 + 0.51 = 1.01 of the unit's
+    wrong = (Layer(np.vstack([W1, W1[:1]])), Layer(np.hstack([0.5 * W2, 0.51 * W2[:, :1]])))
     bad = check_embedding(narrow_relu, wrong, X_relu, Y_relu, 0.0, "wrong split")
     out["embed_wrong_grad"], out["embed_wrong_grad_tol"] = bad.wide.grad, bad.wide.grad_tol
-    out["embed_wrong_function_gap"] = bad.function_gap
+    out["embed_wrong_function_gap"], out["embed_wrong_function_tol"] = bad.function_gap, bad.function_tol
     checks["embed_wrong_fails"] = at_least(
-        bad.wide.grad / bad.wide.grad_tol, 1.0, "Control: a wrong embedding (the copy's input weights "
-        "rotated by 1%) is not a fixed point: its gradient exceeds the round-off bound.",
-        unit="gradient / its round-off bound")
+        min(bad.wide.grad / bad.wide.grad_tol, bad.function_gap / bad.function_tol), 1.0,
+        "Control: a wrong split (output weights summing to 1.01 of the unit's) changes the function and "
+        "is not a fixed point: both exceed their round-off bounds.",
+        unit="smaller of gap/bound, gradient/bound")
     return out, checks
 
 
