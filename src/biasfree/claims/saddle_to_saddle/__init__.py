@@ -23,17 +23,20 @@ scalar equation is exact for GD, and the prediction is a closed form, not a fit)
 - **ReLU conv** (data-induced): single spikes ``r e_j`` (interior positions), target
   ``c₊ r`` for r > 0 and ``c₋ |r|`` for r < 0; the all-positive and all-negative kernels learn
   one each, each a linear mode of rate ``λ = p <r²> √k/S`` (S pooled positions).
-- **quadratic** σ(z) = z² (init-induced): rays ``r e_h`` with equal targets ``c r²``, units of
-  init ``a₀ᵢ = scale·ratio^i`` (``b₀ = √2 a₀``): the unit with the largest init escapes first,
+- **quadratic** σ(z) = z² (init-induced): rays ``r e_h`` (the same radii on every ray) with equal
+  targets ``r²``, units of init ``a₀ᵢ = quad_scale·quad_ratio^i`` (``b₀ = √2 a₀``): the unit with
+  the largest init escapes first,
   at ``t = [1/x₀ − 1/x + F(x) − F(x₀)]/(2μA)`` (docs/theory.md §11.5, the balanced unit's ODE).
 
 **Checks.** Per panel: every predicted level is found as a plateau (:func:`~biasfree.theory.
-staircase.find_plateaus`) within the saddle's distance that the exact scalar GD map gives at the
-plateau's records (+ round-off; attention: + 3 standard errors of the sample's loss and the fit's
-optimism); every drop's time (the loss crossing a quarter of the way above the next level: the
-unit at half strength) within the finite-η gap (the GD map against the flow's closed form, at
-every step) plus the record spacing (the bracketing interval); the effective units on each
-plateau equal its number of learned units. Embedding identities (Theorem 1, two-layer dense
+staircase.find_plateaus`) within how far the exact scalar GD map is from that saddle at the
+plateau's two records (each unit's own map, not the prediction; + round-off; attention: + 3
+standard errors of the sample's loss and the fit's optimism); every unit's measured strength
+(its effective-unit magnitude; attention: the in-context map's diagonal) crosses half its target
+at the predicted time, within the finite-η gap (the exact GD map's half time against the flow's
+closed form, + one step; attention: 3 standard errors of the sample through the maps) plus the
+bracketing record interval; the effective units are 0 at init, at least i at drop i and all at
+the end. Embedding identities (Theorem 1, two-layer dense
 nets, :func:`~biasfree.analysis.saddles.embed`): the width-1 linear net at reduced rank 1 and
 the ReLU net at its first ray, each embedded into one more unit, keep their function and a zero
 gradient to round-off; a wrong split (output weights summing to 1.01 of the unit's) fails both.
