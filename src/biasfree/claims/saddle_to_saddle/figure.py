@@ -1,0 +1,65 @@
+"""Figure of the saddle-to-saddle experiment: one panel per two-layer architecture, the loss
+staircase on log time with the predicted plateau levels (dashed lines) and drop times (dotted
+lines, their tolerance shaded, the measured times as dots), and the effective units against
+time on a second axis (steps, right). Each panel's title says its mechanism and its verdict."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from ..._figure import claim_title
+from ...results import Result
+from .run import KEYS, PANELS
+
+MECHANISM = {"linear": "data-induced", "relu": "data-induced", "attention": "data-induced (PCR)",
+             "conv_linear": "data-induced", "conv_relu": "data-induced", "quadratic": "init-induced"}
+
+
+def figure(result: Result):
+    A, checks = result.arrays, result.checks
+    fig, axes = plt.subplots(2, 3, figsize=(16, 9), layout="constrained")
+    for ax, key, title in zip(axes.ravel(), KEYS, PANELS, strict=True):
+        t, L = A[f"{key}_t"], A[f"{key}_loss"]
+        keep = t > 0
+        ax.semilogx(t[keep], L[keep], color="tab:blue", lw=2.5, label="training loss")
+        for k, lv in enumerate(A[f"{key}_levels"]):
+            ax.axhline(lv, color="0.45", ls="--", lw=0.9)
+            ax.text(t[keep][0], lv, f" best {k}-unit loss", va="bottom", fontsize=8.5, color="0.35")
+        for tp, tol, tm in zip(A[f"{key}_times"], A[f"{key}_time_tol"], A[f"{key}_times_measured"],
+                               strict=True):
+            ax.axvspan(max(tp - tol, t[keep][0]), tp + tol, color="tab:orange", alpha=0.15, lw=0)
+            ax.axvline(tp, color="tab:orange", ls=":", lw=1.8)
+            if np.isfinite(tm):
+                ax.plot(tm, np.interp(tm, t, L), "o", color="tab:red", ms=6, zorder=5)
+        ax.set(xlabel="t = ηk (log)", ylabel="training loss")
+        mine = [c for n, c in checks.items() if n.startswith(f"{key}_")]  # no key prefixes another
+        ok = sum(c.passed for c in mine)
+        verdict = f"{ok}/{len(mine)} checks" + (" ✓" if ok == len(mine) else " ✗")
+        ax.set_title(f"{title} — {MECHANISM[key]}: {verdict}", fontsize=11,
+                     color="k" if ok == len(mine) else "tab:red")
+        twin = ax.twinx()
+        units = A[f"{key}_units"]
+        twin.step(t[keep], units[keep], where="post", color="tab:green", lw=1.5, alpha=0.8)
+        twin.set_ylim(-0.2, max(units.max(), len(A[f"{key}_times"])) + 0.6)
+        twin.set_yticks(range(int(max(units.max(), len(A[f"{key}_times"]))) + 1))
+        twin.set_ylabel("effective units", color="tab:green")
+        twin.tick_params(axis="y", colors="tab:green")
+    handles = [plt.Line2D([], [], color="tab:blue", lw=2.5), plt.Line2D([], [], color="0.45", ls="--"),
+               plt.Line2D([], [], color="tab:orange", ls=":", lw=1.8),
+               plt.Line2D([], [], color="tab:red", marker="o", ls=""), plt.Line2D([], [], color="tab:green")]
+    fig.legend(handles, ["training loss", "predicted plateau level (best k-unit loss)",
+                         "predicted drop time (shaded: its tolerance)", "measured drop time",
+                         "effective units (right axis)"], loc="outside lower center", ncol=5, fontsize=10)
+    embed = checks.get("embed_linear_zero_gradient")
+    detail = ""
+    if embed is not None:
+        m = result.metrics
+        detail = ("Embedded fixed points (Theorem 1): function gap "
+                  f"{m['embed_linear_zero_function_gap']:.1e} "
+                  f"(bound {m['embed_linear_zero_function_tol']:.1e}), "
+                  f"gradient {m['embed_linear_zero_grad']:.1e} "
+                  f"(bound {m['embed_linear_zero_grad_tol']:.1e}); a wrong embedding's gradient "
+                  f"{m['embed_wrong_grad']:.1e} fails its bound.")
+    claim_title(fig, result, detail)
+    return fig

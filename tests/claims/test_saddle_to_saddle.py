@@ -1,0 +1,64 @@
+"""The saddle-to-saddle claim's predictions and checks (issue 49 item 6): the quadratic unit's
+closed-form half time is its ODE's, and the staircase checks fail on a wrong prediction (a level
+shifted by a tenth of a drop, a time from a wrong init, a unit count one short)."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+from biasfree.claims import get
+from biasfree.claims.saddle_to_saddle import run as s2s
+
+
+@pytest.fixture(scope="module")
+def panel():
+    cfg = get("saddle-to-saddle").presets["tiny"]
+    p, *_ = s2s._linear_fc(cfg, np.random.default_rng(0), lambda _: None)
+    return p
+
+
+@pytest.mark.parametrize("a0", [1e-3, 0.02, 0.1])
+def test_quadratic_half_time_is_its_odes(a0):
+    """``da/dt = 2μa²(1 − 2a³/c)`` integrated to a b² = 2a³ = c/2 (tight RK45: rtol 1e-11, so the
+    event time is good to ~1e-9 relative) equals the closed form; a wrong antiderivative does not."""
+    mu, c = 0.7, 1.3
+    half = (c / 4) ** (1 / 3)
+    ev = lambda t, a: a[0] - half  # noqa: E731
+    ev.terminal = True
+    sol = solve_ivp(lambda t, a: 2 * mu * a**2 * (1 - 2 * a**3 / c), (0, 10 / (mu * a0)), [a0],
+                    events=ev, rtol=1e-11, atol=1e-14)
+    t_ode = float(sol.t_events[0][0])
+    assert s2s.quadratic_half_time(mu, c, a0) == pytest.approx(t_ode, rel=1e-7)
+    # control: the hyperbolic leading term 1/(2 μ a0) alone misses it by far more than the tolerance
+    assert abs(1 / (2 * mu * a0) - t_ode) > 1e-4 * t_ode
+
+
+def test_a_true_prediction_passes_and_wrong_ones_fail(panel):
+    ev = s2s._evaluate(panel)
+    gaps = np.abs(ev["levels_measured"] - panel.levels)
+    assert np.all(gaps <= ev["level_tol"])
+    assert np.all(np.abs(ev["times_measured"] - panel.times) <= ev["time_tol"])
+    assert ev["units_final"] == panel.expected_units and ev["units_start"] == 0
+    assert np.all(ev["units_at_drops"] >= np.arange(1, len(panel.times) + 1))
+    # a level moved by a tenth of its drop fails its tolerance
+    drops = -np.diff(panel.levels)
+    wrong = dataclasses.replace(panel, levels=panel.levels + np.r_[0.1 * drops[0], np.zeros(drops.size)])
+    ev_w = s2s._evaluate(wrong)
+    assert abs(ev_w["levels_measured"][0] - wrong.levels[0]) > ev_w["level_tol"][0]
+    # times predicted from an init 10× too large (half times shift by ln 10/(2s)) fail
+    s = np.asarray(get("saddle-to-saddle").presets["tiny"].strengths)
+    a0 = get("saddle-to-saddle").presets["tiny"].scale
+    shifted = np.log(s / (10 * a0) - 1) / (2 * s)
+    assert np.all(np.abs(shifted - panel.times) > math.log(10) / (2 * s) * 0.9)
+    ev_t = s2s._evaluate(dataclasses.replace(panel, times=shifted))
+    assert np.all(np.abs(ev_t["times_measured"] - shifted) > ev_t["time_tol"])
+
+
+def test_the_unit_check_counts_a_missing_unit(panel):
+    short = dataclasses.replace(panel, units=np.minimum(panel.units, panel.expected_units - 1))
+    ev = s2s._evaluate(short)
+    assert ev["units_final"] == panel.expected_units - 1
+    assert np.sum(ev["units_at_drops"] < np.arange(1, len(panel.times) + 1)) >= 1
