@@ -33,7 +33,7 @@ import optax.contrib
 
 import biasfree as bf
 from biasfree import store
-from biasfree.claims.linear_attention.run import _aligned
+from biasfree.claims.linear_attention.run import aligned_heads
 from biasfree.core.attention import MergedAttention, _attention_type, init_attention, tokens
 from biasfree.core.attention_twin import merged_to_twin, twin_dataset, twin_mask
 from biasfree.core.icl_data import in_context_regression
@@ -125,7 +125,7 @@ def staircase(steps: int = 4500) -> dict:
     cov = np.diag(eigs)
     data = in_context_regression(jax.random.PRNGKey(4), 8000, N, D, cov)
     levels = th.plateau_losses(cov, N)
-    init = (_aligned(0.05, D, N),)
+    init = (aligned_heads(0.05, D, N),)
     out = {}
     for name, opt, lr in (("gd", None, 0.1), ("adam_1e-3", optax.adam(1e-3), None),
                           ("adam_1e-2", optax.adam(1e-2), None)):

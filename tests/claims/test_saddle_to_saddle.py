@@ -11,6 +11,7 @@ from scipy.integrate import solve_ivp
 
 from biasfree.claims import get
 from biasfree.claims.saddle_to_saddle import run as s2s
+from biasfree.theory.plateau_times import quadratic_unit_time_to
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def test_quadratic_half_time_is_its_odes(a0):
     sol = solve_ivp(lambda t, a: 2 * mu * a**2 * (1 - 2 * a**3 / c), (0, 10 / (mu * a0)), [a0],
                     events=ev, rtol=1e-11, atol=1e-14)
     t_ode = float(sol.t_events[0][0])
-    assert s2s.quadratic_half_time(mu, c, a0) == pytest.approx(t_ode, rel=1e-7)
+    assert quadratic_unit_time_to(0.5, mu, c, a0) == pytest.approx(t_ode, rel=1e-7)
     # control: the hyperbolic leading term 1/(2 μ a0) alone misses it by far more than the tolerance
     assert abs(1 / (2 * mu * a0) - t_ode) > 1e-4 * t_ode
 

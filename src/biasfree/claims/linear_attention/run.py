@@ -206,7 +206,7 @@ def _merged(cfg: Config, key, progress) -> tuple[dict, dict, dict]:
     return m, arrays, checks
 
 
-def _aligned(eps: float, D: int, n_ctx: int) -> SeparateAttention:
+def aligned_heads(eps: float, D: int, n_ctx: int) -> SeparateAttention:
     """One rank-one head per component, ``γ = κ = ρ = eps`` on ``e_h`` (Λ diagonal)."""
     V = np.zeros((D, D + 1, D + 1))
     V[:, D, D] = eps
@@ -215,7 +215,7 @@ def _aligned(eps: float, D: int, n_ctx: int) -> SeparateAttention:
     return SeparateAttention(*(jax.device_put(a) for a in (V, K, K)), n_ctx=n_ctx)
 
 
-def _maps(path: SeparateAttention) -> np.ndarray:
+def in_context_maps(path: SeparateAttention) -> np.ndarray:
     """The in-context map ``B = Σ_h γ_h K_hᵀ Q_h`` (:func:`~biasfree.core.attention_twin.in_context_map`)
     at every record of a kept path (R, D, D), on the host."""
     V, K, Q = (np.asarray(a) for a in (path.V, path.K, path.Q))
@@ -258,7 +258,7 @@ def _separate(cfg: Config, key, progress) -> tuple[dict, dict, dict]:
     cov = np.diag(lam)
     data = in_context_regression(key, S, N, D, cov)
     progress("separate: rank-one heads by GD")
-    run = train((_aligned(cfg.sep_scale, D, N),), data, None, steps=cfg.sep_steps,
+    run = train((aligned_heads(cfg.sep_scale, D, N),), data, None, steps=cfg.sep_steps,
                 lr=cfg.sep_lr, n_records=cfg.sep_records, spacing="log", observables="loss", keep_params=True)
     t, L = np.asarray(run.t), np.asarray(run.loss)
     _, _, s, a = th.components(cov, N)
@@ -278,7 +278,7 @@ def _separate(cfg: Config, key, progress) -> tuple[dict, dict, dict]:
 
     u_th = th.separate_gd(steps, s, a, cfg.sep_scale, cfg.sep_lr)
     L_th = th.separate_loss(u_th, cov, N)
-    Bs = _maps(run.path[0])
+    Bs = in_context_maps(run.path[0])
     u_sim = np.einsum("tkk->tk", Bs)  # B_kk: Λ is diagonal
     t_sim = np.array([th.crossing_time(t, -u_sim[:, k], -0.5 * s[k] / a[k]) for k in range(D)])
     Z, y = np.asarray(cubic_features(data.X, N))[:S], np.asarray(data.Y)[:S, 0]

@@ -19,10 +19,11 @@ from ...dynamics.trainer import train
 from ...results import Result, at_least, at_most
 from ...theory import attention as th
 from ...theory.modes import gd_mode_strength, half_time
+from ...theory.plateau_times import quadratic_unit_time_to
 from ...theory.reduced_rank import reduced_rank_losses
 from ...theory.staircase import find_plateaus
-from ..base import Progress, _quiet
-from ..linear_attention.run import _aligned, _maps
+from ..base import Progress, quiet
+from ..linear_attention.run import aligned_heads, in_context_maps
 from . import Config
 
 EPS = float(np.finfo(float).eps)
@@ -202,23 +203,6 @@ def _relu_conv(cfg: Config, rng, progress) -> Panel:
 # ----------------------------------------------------------------- the quadratic net (init-induced)
 
 
-def _F(x):
-    """``∫ x/(1 − x³) dx`` (docs/theory.md §11.5):
-    ``−⅓ ln(1 − x) + ⅙ ln(x² + x + 1) − arctan((2x + 1)/√3)/√3``."""
-    return (-np.log1p(-x) / 3 + np.log(x * x + x + 1) / 6
-            - np.arctan((2 * x + 1) / math.sqrt(3)) / math.sqrt(3))
-
-
-def quadratic_half_time(mu: float, c: float, a0: float) -> float:
-    """Flow time for a balanced (b₀² = 2a₀²) quadratic unit ``a (b e·x)²`` on a target ``c (e·x)²``
-    to fit half of it (``a b² = c/2``): its ODE ``da/dt = 2 μ a² (1 − 2a³/c)`` (μ = λc) integrates to
-    ``t(x) = [1/x₀ − 1/x + F(x) − F(x₀)]/(2μA)``, ``A = (c/2)^{1/3}``, x = a/A, at x = 2^{−1/3}
-    (docs/theory.md §11.5; hook: the s2s-times branch's ``theory.plateau_times`` holds the same form)."""
-    A = (c / 2) ** (1 / 3)
-    x0, x = a0 / A, 2 ** (-1 / 3)
-    return float((1 / x0 - 1 / x + _F(x) - _F(x0)) / (2 * mu * A))
-
-
 def _quadratic_map(steps: int, lr: float, lam, c: float, a0) -> np.ndarray:
     """The exact GD strengths ``ũ = a b²`` (steps + 1, H) of aligned quadratic units: unit h on its
     own ray, ``L_h = ½ λ_h (c − a b²)²``, ``a ← a + ηλ(c − ab²) b²``, ``b ← b + 2ηλ(c − ab²) a b``."""
@@ -246,7 +230,8 @@ def _quadratic(cfg: Config, rng, progress) -> Panel:
     run = train(net, Dataset(X, Y, mirror=False), None, alpha=1.0,
                 **_records(cfg, cfg.quad_steps, cfg.quad_lr))
     lam = np.array([np.sum(r[which == h] ** 4) / r.size for h in range(H)])  # p_h <r⁴>_h
-    times = np.array([quadratic_half_time(lam[h] * QUAD_TARGET, QUAD_TARGET, a0[h]) for h in range(H)])
+    times = np.array([quadratic_unit_time_to(0.5, lam[h] * QUAD_TARGET, QUAD_TARGET, a0[h])  # §11.5
+                      for h in range(H)])
     drops = 0.5 * lam * QUAD_TARGET**2
     levels = np.concatenate([np.cumsum(drops[::-1])[::-1], [0.0]])
     mt = cfg.quad_lr * np.arange(cfg.quad_steps + 1)
@@ -267,7 +252,7 @@ def _attention(cfg: Config, key, progress) -> Panel:
     cov = np.diag(lam)
     data = in_context_regression(key, S, N, D, cov)
     progress("separate attention")
-    run = train((_aligned(cfg.att_scale, D, N),), data, None, keep_params=True,
+    run = train((aligned_heads(cfg.att_scale, D, N),), data, None, keep_params=True,
                 **_records(cfg, cfg.att_steps, cfg.att_lr))
     _, _, s, a = th.components(cov, N)
     levels = th.plateau_losses(cov, N)
@@ -291,7 +276,7 @@ def _attention(cfg: Config, key, progress) -> Panel:
     t_all = drop_times(np.concatenate([s[None], s + SE * se_s * one, s + 0 * one]),
                        np.concatenate([a[None], a + 0 * one, a + SE * se_a * one]))
     times, dt = t_all[0], np.sqrt(np.sum((t_all[1:] - t_all[0]) ** 2, axis=0))
-    u_sim = np.einsum("tkk->tk", _maps(run.path[0]))  # B_ii: Λ is diagonal
+    u_sim = np.einsum("tkk->tk", in_context_maps(run.path[0]))  # B_ii: Λ is diagonal
     mt = lr * np.arange(steps + 1)
     u = th.separate_gd(steps, s, a, cfg.att_scale, lr)
     # a level's sample error: 3 standard errors of the loss at PCR_k plus the in-sample optimism
@@ -375,7 +360,7 @@ def _embeddings(narrow_lin, X_lin, Y_lin, narrow_relu, X_relu, Y_relu) -> tuple[
     return out, checks
 
 
-def run(cfg: Config, seed: int = 0, progress: Progress = _quiet) -> Result:
+def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
     rng = np.random.default_rng(seed)
     lin, narrow_lin, X_lin, Y_lin = _linear_fc(cfg, rng, progress)
     relu, narrow_relu, X_relu, Y_relu = _relu_fc(cfg, rng, progress)
