@@ -123,11 +123,10 @@ def training(params, st: State, ctx: Context, X, Y, a, cfg, t_max, n_times, budg
     a prediction is for."""
     measured = "measured" if cfg is not None else "measured by default"
     kind = kind or (PREDICTED.format(dyn.name) if cfg is None else f"training by {dyn.name}, measured")
-    if st.net.has_bias:
-        facts = now.facts(st, ctx, params, X, Y, a, None)
-        return None, judge_predicted(facts, t0_gap=0.0, growth_gap=0.0, kind=kind, dynamics=dyn), st.regime
-    pred = predict(params, a, X, Y, ctx, st, cfg, t_max, n_times, budget)
+    pred = None if st.net.has_bias else predict(params, a, X, Y, ctx, st, cfg, t_max, n_times, budget)
     facts = now.facts(st, ctx, params, X, Y, a, pred)
+    if pred is None:
+        return None, judge_predicted(facts, t0_gap=0.0, growth_gap=0.0, kind=kind, dynamics=dyn), st.regime
     reg = dataclasses.replace(st.regime, relative_gradient=facts.grad_rel)
     if cfg is None:
         answer = judge_predicted(facts, t0_gap=pred.t0_gap, growth_gap=pred.growth_gap,
@@ -198,6 +197,7 @@ def run(params, twin, pred_t, pred_loss, a, X, Y, cfg: TrainConfig, fit, floor, 
                      progress=progress)
     seconds = time.perf_counter() - t0
     paired = PairedRun.of(traj, record_steps(cfg.steps, cfg.n_records, cfg.spacing))
+    descent = plain_gd(cfg)  # GD stays only where the MSE's flow does: then the end's stationarity
     t = np.asarray(traj.t, dtype=float)
     if cfg.gd:
         trainer, predicted = "GD", np.interp(t, pred_t, pred_loss, right=np.nan)  # nan past a curve cut short
@@ -217,7 +217,7 @@ def run(params, twin, pred_t, pred_loss, a, X, Y, cfg: TrainConfig, fit, floor, 
                   final_even_energy=sp.even, params=paired.params, gap_step=paired.gap_step,
                   gap_time=(lr if np.isfinite(lr) else 1.0) * paired.gap_step, steps_run=paired.steps,
                   optimiser=trainer,
-                  end=None if not plain_gd(cfg) else stationarity(  # GD stays only where the MSE's flow does
+                  end=None if not descent else stationarity(
                       paired.params, paired.twin, X, Y, a, max(0.5 * modes.y_power, 1e-300), floor, modes.B),
                   gap_reference=L0, seconds=seconds, time_budget=budget, by_default=by_default)
     move = relative_movement(params, paired.params)
