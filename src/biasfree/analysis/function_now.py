@@ -127,6 +127,8 @@ def facts(st: State, ctx: Context, params, X, Y, a, pred: Prediction | None) -> 
 
 
 def trained_function(tr: Training, a, ctx: Context, kind: str) -> vd.Judgement:
+    """The function judgement (as :func:`measure_net`'s) of the net the run ``tr`` ended with,
+    from the run's final split: ``nonlinear_fraction = (<||f_even||²> + odd remainder) / <||f||²>``."""
     total = tr.final_odd_linear_energy + tr.final_odd_nonlinear_energy + tr.final_even_energy
     return vd.judge_function(has_bias=False, alpha=a, even_fraction=tr.final_even_fraction,
                              odd_nonlinear_of_odd=tr.final_odd_nonlinear_fraction,
