@@ -11,6 +11,7 @@ import pytest
 
 import biasfree as bf
 from biasfree.analysis import analyse as an
+from biasfree.analysis import function_now as now
 from biasfree.analysis import measurements, moments, regime
 from biasfree.core import blocks
 from biasfree.nets import Layer
@@ -79,10 +80,10 @@ def _cases():
 
 def _old_paths(monkeypatch):
     """analyse as it was: lstsq for every fit, separate passes for f, f(−x) and each gradient."""
-    real_moments, real_split, real_still = an.moments, an.split, an.stationarity
-    monkeypatch.setattr(an, "moments", lambda X: dataclasses.replace(real_moments(X), chol=None))
-    monkeypatch.setattr(an, "split", lambda params, X, a, fit=None, Y=None: real_split(params, X, a))
-    monkeypatch.setattr(an, "stationarity", lambda *args, **_: real_still(*args))
+    real_moments, real_split, real_still = now.moments, now.split, now.stationarity
+    monkeypatch.setattr(now, "moments", lambda X: dataclasses.replace(real_moments(X), chol=None))
+    monkeypatch.setattr(now, "split", lambda params, X, a, fit=None, Y=None: real_split(params, X, a))
+    monkeypatch.setattr(now, "stationarity", lambda *args, **_: real_still(*args))
 
 
 def _numbers(tree, path=""):

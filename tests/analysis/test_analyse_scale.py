@@ -132,7 +132,7 @@ def test_a_time_budget_cuts_the_curve_where_it_ran_out(monkeypatch):
 
 
 def test_analyse_cuts_a_stiff_curve_at_its_budget_and_says_so(monkeypatch):
-    from biasfree.analysis import analyse as an
+    from biasfree.analysis import predicted
     from biasfree.analysis.figure import figure
 
     rng = np.random.default_rng(3)
@@ -144,7 +144,7 @@ def test_analyse_cuts_a_stiff_curve_at_its_budget_and_says_so(monkeypatch):
     whole = bf.analyse(net, (X, Y), alpha=0.2, train=False)
     clock = iter(range(10**6))  # one second per reading: the budget of 3 s ends after a step or two
     monkeypatch.setattr(reference.time, "monotonic", lambda: float(next(clock)))
-    monkeypatch.setattr(an, "CURVE_BUDGET", 3.0)
+    monkeypatch.setattr(predicted, "CURVE_BUDGET", 3.0)
     cut = bf.analyse(net, (X, Y), alpha=0.2, train=False)
     assert 0 < cut.prediction.t.size == cut.prediction.loss.size < whole.prediction.t.size
     assert "CUT SHORT" in cut.prediction.note

@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+from ..core.blocks import _outputs
 from ..core.data import unchecked_dataset
 from ..core.layers import Params
 from ..core.twin import _slope_factor, _twin_scales
@@ -29,11 +30,15 @@ from ..dynamics.optimiser_twin import NAMED
 from ..dynamics.train_config import plain_gd
 from ..dynamics.trainer import _run as train_run
 from ..dynamics.trajectory import PairedRun
+from ..expressivity.decomposition import energy
+from . import function_now as now
 from . import regime as rg
+from .function_now import Context, State
 from .gap import NAME as GAP_REF
 from .gap import of, reference, zero_loss
 from .measurements import split
-from .report import Regime, Training
+from .predicted import predict
+from .report import History, Regime, Training
 from .stationary import Stationarity, stationarity
 from .verdict import (
     EFFECTIVE,
@@ -49,6 +54,7 @@ from .verdict import (
     Facts,
     Judgement,
     evidence,
+    judge_predicted,
     judgement,
     structural,
 )
@@ -58,6 +64,10 @@ MEASURE_BUDGET = 10.0
 less). With the loop's geometric chunks (module doc) the run takes at most about 1.8× this, so
 that with the rest of ``analyse`` a 784→256→10 net on 10,000 inputs gets its answer in about
 30 s on 2 cores (benchmarks/bench_analyse.py, row "alone")."""
+PREDICTED = "training by {}, predicted (not measured)"
+"""The kind of the answer on training when it is predicted, with the dynamics it is for
+(``Dynamics.name``, :class:`~biasfree.analysis.verdict.Dynamics`; measured:
+``"training by ..., measured"``)."""
 
 
 def config(train, params, modes, c, beta, a, spacing: str = "linear") -> TrainConfig | None:
@@ -79,6 +89,102 @@ def budget_of(time_budget: float | None) -> float | None:
     return None if time_budget is None else min(time_budget, MEASURE_BUDGET)
 
 
+def stages(train, given: TrainConfig | None, note: str, measure: bool, params: Params, start, st: State,
+           ctx: Context, X, Y, a, t_max, n_times, budget, progress) -> tuple:
+    """The training and history stages of ``analyse`` (docs/verdict.md), one way from the config:
+    ``train`` as :func:`config` reads it (``given`` the user's config, κ set, ``note`` how),
+    the training from ``params`` (measured ``st``) beside its twin by :func:`training` (predicted,
+    measured with the config; with ``measure`` an undecided prediction is measured by default:
+    the given optimiser, else GD), the function it ends with, and from ``start`` (None: no
+    history) :func:`history`. ``(prediction, its judgement, regime, the trained function's
+    judgement or None, history or None)``; a net with biases has no prediction and no history."""
+    cfg = config(train, params, ctx.modes, st.net.c, st.net.beta_eff, a)
+    dyn = dynamics_of(given, cfg)  # what a prediction is for, and the call that measures it
+    fallback = None if not measure else (  # a default measurement: the given optimiser, else GD
+        cfg or config(True, params, ctx.modes, st.net.c, st.net.beta_eff, a, "log"))
+    pred, answer, reg = training(params, st, ctx, X, Y, a, cfg if start is None else None, t_max, n_times,
+                                 budget, progress, note=note, dyn=dyn, fallback=fallback)
+    if st.net.has_bias:
+        return pred, answer, reg, None, None
+    function = (None if pred.trained is None
+                else now.trained_function(pred.trained, a, ctx, "function after training"))
+    rerun = None if start is None else history(start, params, a, X, Y, ctx, cfg, t_max, n_times, budget,
+                                               progress, note, dyn, measure)
+    return pred, answer, reg, function, rerun
+
+
+def training(params, st: State, ctx: Context, X, Y, a, cfg, t_max, n_times, budget, progress,
+             kind: str | None = None, note: str = "", dyn: Dynamics = FLOW, fallback=None) -> tuple:
+    """Training from ``params`` (measured ``st``) beside its twin: measured with ``cfg`` (the
+    prediction then holds it as ``trained``), else predicted; a prediction left undecided is
+    measured by ``fallback`` (a default measurement) when one is given;
+    ``(prediction, its judgement, the regime with the relative gradient)``. A net with biases has
+    no twin: no prediction, and the judgement rests on its structure alone. ``dyn`` the training
+    a prediction is for."""
+    measured = "measured" if cfg is not None else "measured by default"
+    kind = kind or (PREDICTED.format(dyn.name) if cfg is None else f"training by {dyn.name}, measured")
+    pred = None if st.net.has_bias else predict(params, a, X, Y, ctx, st, cfg, t_max, n_times, budget)
+    facts = now.facts(st, ctx, params, X, Y, a, pred)
+    if pred is None:
+        return None, judge_predicted(facts, t0_gap=0.0, growth_gap=0.0, kind=kind, dynamics=dyn), st.regime
+    reg = dataclasses.replace(st.regime, relative_gradient=facts.grad_rel)
+    if cfg is None:
+        answer = judge_predicted(facts, t0_gap=pred.t0_gap, growth_gap=pred.growth_gap,
+                                 growth_range=(pred.growth_gap_low, pred.growth_gap_high),
+                                 kind=kind, dynamics=dyn)
+        if answer.level != UNDECIDED or fallback is None:
+            return pred, answer, reg
+        cfg, why, predicted = fallback, answer.reasons[0], answer
+        if dyn is FLOW:  # nothing asked: default GD within the default budget
+            mdyn, budget = dynamics_of(None, fallback), budget_of(budget)
+        else:  # the optimiser given, within the time_budget given for it
+            mdyn = dyn
+        kind = kind.replace(" (not measured)", "").replace(f"by {dyn.name}, predicted",
+                                                           f"by {mdyn.name}, {measured}")
+    else:
+        mdyn, why = dyn, ""
+    tr, reg = run(params, pred.twin, pred.t, pred.loss, a, X, Y, cfg, ctx.moments.fit, ctx.floor,
+                  ctx.modes, st.loss0, reg, budget, progress, by_default=bool(why))
+    longer = f"analyse(model, data, train={mdyn.train}, time_budget={{seconds}})"  # judged fills it in
+    answer = judged(facts, tr, reg, kind, note, longer)
+    if why:  # the prediction's numbers stay in the evidence (the exact t = 0 gap, the failed assumption)
+        names = {e.name for e in answer.evidence}
+        before = tuple(e for e in predicted.evidence if e.name not in names)
+        answer = dataclasses.replace(answer, evidence=before + answer.evidence, notes=answer.notes + (
+            f"measured by default, since the prediction was undecided ({why}), by {mdyn.name} from these "
+            f"weights beside the twin, {tr.steps_run} of {cfg.steps} steps in {tr.seconds:.3g} s (time "
+            f"budget {'none' if budget is None else f'{budget:g} s'}); train=False predicts only",))
+    return dataclasses.replace(pred, trained=tr), answer, reg
+
+
+
+def history(start, params, a, X, Y, ctx: Context, cfg, t_max, n_times, budget, progress, note,
+            dyn: Dynamics, measure: bool = False) -> History:
+    """Question (iii): training from ``start`` beside its twin (measured with ``cfg``, else
+    predicted for gradient flow, and with ``measure`` measured by default GD where that prediction
+    is undecided), and how close the rerun ends to the given net."""
+    st = now.measure_net(start, X, Y, a, ctx, kind="the init's function")
+    dyn = dyn if cfg else FLOW
+    kind = (f"how the net got here: training from the init by {dyn.name}, "
+            + ("measured" if cfg else "predicted"))
+    fallback = (config(True, start, ctx.modes, st.net.c, st.net.beta_eff, a, "log")
+                if measure and cfg is None else None)
+    pred, answer, reg = training(start, st, ctx, X, Y, a, cfg, t_max, n_times, budget, progress, kind, note,
+                                 dyn, fallback)
+    if pred is None or pred.trained is None:
+        return History(st.net, pred, answer, reg)
+    tr = pred.trained
+    f_given, f_rerun = _outputs(params, X, a), _outputs(tr.params, X, a)
+    match = energy(f_rerun - f_given) / max(energy(f_given), 1e-300)
+    same = ("reproduces it" if match <= PAPER_LEVEL else
+            "a default GD run, not the training that made the net" if tr.by_default else
+            "does NOT reproduce it: other steps, data or seed?")
+    note = (f"the rerun from the init ends {match:.3g} (of <f²>) from the given net ({same}; "
+            "reported, not judged)")
+    answer = dataclasses.replace(answer, notes=answer.notes + (note,))
+    return History(st.net, pred, answer, reg, match)
+
+
 def run(params, twin, pred_t, pred_loss, a, X, Y, cfg: TrainConfig, fit, floor, modes, loss0, reg: Regime,
         budget, progress, by_default: bool = False) -> tuple[Training, Regime]:
     """Train ``params`` and ``twin`` by ``cfg`` side by side (one loop, the gap carried at every
@@ -91,6 +197,7 @@ def run(params, twin, pred_t, pred_loss, a, X, Y, cfg: TrainConfig, fit, floor, 
                      progress=progress)
     seconds = time.perf_counter() - t0
     paired = PairedRun.of(traj, record_steps(cfg.steps, cfg.n_records, cfg.spacing))
+    descent = plain_gd(cfg)  # GD stays only where the MSE's flow does: then the end's stationarity
     t = np.asarray(traj.t, dtype=float)
     if cfg.gd:
         trainer, predicted = "GD", np.interp(t, pred_t, pred_loss, right=np.nan)  # nan past a curve cut short
@@ -110,7 +217,7 @@ def run(params, twin, pred_t, pred_loss, a, X, Y, cfg: TrainConfig, fit, floor, 
                   final_even_energy=sp.even, params=paired.params, gap_step=paired.gap_step,
                   gap_time=(lr if np.isfinite(lr) else 1.0) * paired.gap_step, steps_run=paired.steps,
                   optimiser=trainer,
-                  end=None if not plain_gd(cfg) else stationarity(  # GD stays only where the MSE's flow does
+                  end=None if not descent else stationarity(
                       paired.params, paired.twin, X, Y, a, max(0.5 * modes.y_power, 1e-300), floor, modes.B),
                   gap_reference=L0, seconds=seconds, time_budget=budget, by_default=by_default)
     move = relative_movement(params, paired.params)

@@ -190,11 +190,12 @@ def stationarity(params: Params, twin: Params, X, Y, alpha: float, ref: float,
     use_floor = floor is not None and len(params) == 2
     excess = (loss - floor) / ref if use_floor else float("nan")
     ftol = floor_tolerance(params, X, Y, loss, floor, B, ref) if use_floor else float("nan")
+    tol, ttol = gradient_tolerance(params, X, R, ref), gradient_tolerance(twin, X, Rt, ref)
+    tgrad = linear_gradient_norm(twin, Sxx, Y.T @ X / X.shape[0]) if moments else None
+    # the passes through the hidden layers last, together (regime.gradient_norm)
     grad = gradient_norm(params, X, Y, alpha) if grad is None else grad
-    tgrad = (linear_gradient_norm(twin, Sxx, Y.T @ X / X.shape[0]) if moments
-             else gradient_norm(twin, X, Y, 1.0))
-    return Stationarity(grad / ref, gradient_tolerance(params, X, R, ref),
-                        tgrad / ref, gradient_tolerance(twin, X, Rt, ref),
+    tgrad = gradient_norm(twin, X, Y, 1.0) if tgrad is None else tgrad
+    return Stationarity(grad / ref, tol, tgrad / ref, ttol,
                         excess, ftol, loss, twin_loss, float("nan") if not use_floor else floor, ref)
 
 

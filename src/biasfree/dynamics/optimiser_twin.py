@@ -253,9 +253,10 @@ class ApproximateTwinWarning(UserWarning):
     with :func:`twin_degree`'s approximate κ (``analyse(train=...)`` puts the same text in its notes)."""
 
 
-def twin_degree(opt, alpha: float, depth: int, probe=None, name: str | None = None) -> tuple[float, str]:
-    """``(κ, how it was found)`` for the twin of ``opt`` (an optimiser or a factory of ρ) at slope
-    α and depth L: the one κ policy of ``bf.train(..., twin=True)`` and ``analyse(train=...)``
+def twin_degree(opt, alpha: float, depth: int, probe=None, *, name: str) -> tuple[float, str]:
+    """``(κ, how it was found)`` for the twin of ``opt`` (an optimiser or a factory of ρ; ``name``
+    its config's :attr:`~biasfree.dynamics.train_config.TrainConfig.label`, named in the note) at
+    slope α and depth L: the one κ policy of ``bf.train(..., twin=True)`` and ``analyse(train=...)``
     (docs/theory.md §9.2). κ measured (:func:`measure_degree`): the twin is exact. A plain
     optimiser that is not homogeneous (Adam with its ε = 1e-8 fixed) gets the κ of its updates on
     unit-size gradients, where ε is negligible (the refusal's κ at probe scale 1 and the first of
@@ -264,7 +265,7 @@ def twin_degree(opt, alpha: float, depth: int, probe=None, name: str | None = No
     finite."""
     factory = not (hasattr(opt, "init") and hasattr(opt, "update"))
     make = opt if factory else (lambda rho: opt)
-    label = name or optimiser_name(opt)
+    label = name
     try:
         kappa = measure_degree(make, probe_rhos(alpha, depth), probe, label)
         return kappa, f"κ = {kappa:g} measured: the twin optimiser is exact (docs/theory.md §9)"
