@@ -334,7 +334,7 @@ def analyse_attention(model, data, *, train=None, init=None, time_budget=None, p
     if start is not None and type(start) is not type(layer):
         raise ValueError(f"init is a {type(start).__name__} but the model a {type(layer).__name__}")
     ds = Dataset(X, Y, mirror=False)
-    zd = twin_dataset(ds, layer.n_ctx)
+    zd = twin_dataset(ds, layer.n_ctx, norm=layer.norm)
     cfg = _config(train, zd)
     mirror = label_mirror_violation(X, Y, layer.n_ctx)
     src = f"{source}; model {getattr(model, 'source', type(model).__name__)}"

@@ -52,7 +52,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .. import _validate as validate
-from ..core.attention import MergedAttention, SeparateAttention
+from ..core.attention import NORMS, MergedAttention, SeparateAttention, norm_divisor
 from .model import UnsupportedModelError
 
 LAYOUT = ("linear attention: W_V (H, D+1, D+1) with W_KQ (H, D+1, D+1) (merged) or W_K, W_Q "
@@ -84,16 +84,20 @@ def _is_bias(name: str) -> bool:
 
 
 def attention_from_state_dict(mapping: Mapping, n_ctx: int = 1, source: str = "state dict", *,
-                              include_query: bool | None = None):
+                              include_query: bool | None = None, norm: str | None = None):
     """The attention layer of names -> arrays in either layout of the module doc (float64),
     context length ``n_ctx`` (``analyse`` reads N from the data's width), ``include_query``
-    None for the layout's own (the package's False, the authors' True). Reads, does not run:
-    :func:`attention_from_torch` also runs the module."""
+    and ``norm`` (the normaliser of the context sum, :data:`~biasfree.core.attention.NORMS`) None
+    for the layout's own (the package's False and ``"n"``, the authors' True and ``"none"``, their
+    code's default). Reads, does not run: :func:`attention_from_torch` also runs the module, and
+    reads the authors' normaliser from what it computes."""
     if not isinstance(mapping, Mapping):
         raise TypeError(f"mapping must be names -> arrays, got {type(mapping).__name__}")
     n_ctx = validate.integer("n_ctx", n_ctx, 1)
     if include_query is not None:
         validate.flag("include_query", include_query)
+    if norm is not None:
+        validate.choice("norm", norm, NORMS)
     arrays: dict[str, np.ndarray] = {}
     linear: set[bool] = set()
     for name, value in mapping.items():
@@ -126,9 +130,10 @@ def attention_from_state_dict(mapping: Mapping, n_ctx: int = 1, source: str = "s
     else:
         arrays = {k: a[None] if a.ndim == 2 else a for k, a in arrays.items()}
     inc = authors if include_query is None else include_query
+    c = ("none" if authors else "n") if norm is None else norm
     put = arrays  # NumPy float64: jax.device_put would truncate to float32 where JAX's x64 is off
-    layer = (MergedAttention(put["V"], put["KQ"], n_ctx=n_ctx, include_query=inc) if "KQ" in put
-             else SeparateAttention(put["V"], put["K"], put["Q"], n_ctx=n_ctx, include_query=inc))
+    layer = (MergedAttention(put["V"], put["KQ"], n_ctx=n_ctx, include_query=inc, norm=c) if "KQ" in put
+             else SeparateAttention(put["V"], put["K"], put["Q"], n_ctx=n_ctx, include_query=inc, norm=c))
     try:
         layer.check(source)
     except ValueError as e:
@@ -157,20 +162,25 @@ def _from_linear(arrays: dict, source: str) -> dict:
     return out
 
 
-def attention_from_torch(module, n_ctx: int | None = None, *, data=None, include_query: bool | None = None):
+def attention_from_torch(module, n_ctx: int | None = None, *, data=None, include_query: bool | None = None,
+                         norm: str | None = None):
     """A torch linear-attention module as the package's attention layer, weights in float64:
     its ``state_dict()`` read in either layout of the module doc, then the module run on
     sequences and checked against the reading (:func:`check_by_running`). ``data``: the
     sequences (a Dataset, or X (S, (N+1)(D+1))) whose first :data:`CHECK_ROWS` it runs on, else
     a seeded Gaussian probe; ``n_ctx`` None reads N from the data's width (1 without data);
-    ``include_query`` None: the layout's own. Refuses softmax attention and any module whose
+    ``include_query`` None: the layout's own; ``norm`` (the normaliser of the context sum,
+    :data:`~biasfree.core.attention.NORMS`) None: the package's layout ``"n"``, the authors' the
+    one their forward computes (:func:`_verified`). Refuses softmax attention and any module whose
     forward is not the reading, naming the likely cause."""
     X = None if data is None else _sequences(data)
-    return _verified(*_read_torch(module, include_query), X, n_ctx)
+    return _verified(*_read_torch(module, include_query, norm), X, n_ctx)
 
 
-def _read_torch(module, include_query: bool | None = None):
-    """``(module, layer read from its state dict (n_ctx 1), source)``, softmax refused by type."""
+def _read_torch(module, include_query: bool | None = None, norm: str | None = None):
+    """``(module, layer read from its state dict (n_ctx 1), source, norms)``, softmax refused by
+    type; ``norms`` the normalisers the run may find (``norm`` if given, the authors' layout any of
+    :data:`~biasfree.core.attention.NORMS`, their code's default first, the package's ``"n"``)."""
     import torch.nn as nn
 
     if not isinstance(module, nn.Module):
@@ -181,7 +191,11 @@ def _read_torch(module, include_query: bool | None = None):
     source = f"torch:{type(module).__name__}"
     state = {k: t.detach().cpu().double().numpy() if t.is_floating_point() else t.detach().cpu().numpy()
              for k, t in module.state_dict().items()}
-    return module, attention_from_state_dict(state, 1, source, include_query=include_query), source
+    layer = attention_from_state_dict(state, 1, source, include_query=include_query, norm=norm)
+    authors = all(_role(k)[1] for k in state if _role(k)[0])
+    norms = (layer.norm,) if norm is not None or not authors else (layer.norm,) + tuple(
+        c for c in NORMS if c != layer.norm)
+    return module, layer, source, norms
 
 
 def _generic(module, layer, source: str):
@@ -194,13 +208,15 @@ def _generic(module, layer, source: str):
              for k, t in module.state_dict().items()}
     weights = {k: rng.standard_normal(a.shape) / np.sqrt(layer.d + 1) if _role(k)[0] else a
                for k, a in state.items()}
-    read = attention_from_state_dict(weights, layer.n_ctx, source, include_query=layer.include_query)
+    read = attention_from_state_dict(weights, layer.n_ctx, source, include_query=layer.include_query,
+                                     norm=layer.norm)
     return weights, read
 
 
-def _verified(module, layer, source: str, X, n_ctx: int | None = None):
-    """``layer`` with its context length (``n_ctx``, else the width of ``X``, else 1), once
-    :func:`check_by_running` has run ``module`` on ``X``'s first rows (else on a probe)."""
+def _verified(module, layer, source: str, norms: tuple, X, n_ctx: int | None = None):
+    """``layer`` with its context length (``n_ctx``, else the width of ``X``, else 1) and the
+    first normaliser of ``norms`` that ``module``'s forward computes, on ``X``'s first rows (else on
+    a probe) and at generic weights (:func:`check_by_running`); refused, naming the cause, if none."""
     if n_ctx is None:
         n = 1 if X is None else sequence_length(layer, X.shape[1])
     else:
@@ -210,10 +226,19 @@ def _verified(module, layer, source: str, X, n_ctx: int | None = None):
                              f"tokens but n_ctx = {n}")
     layer = dataclasses.replace(layer, n_ctx=n)
     X = _probe(layer) if X is None else X[:CHECK_ROWS]
-    check_by_running(module, layer, X, source)
-    weights, generic = _generic(module, layer, source)
-    check_by_running(module, generic, X, source, weights, at="at generic weights")
-    return layer
+    E = np.asarray(X, float).reshape(len(X), n + 1, layer.d + 1)
+    f = _run_module(module, E, source)
+    readings = [dataclasses.replace(layer, norm=c) for c in norms]
+    found = [r for r in readings if _agrees(f, r, E, X)]  # the same function at the given weights
+    if not found:
+        _refuse(f, readings[0], E, X, source)
+    weights, _ = _generic(module, layer, source)
+    g = _run_module(module, E, source, weights)
+    for r in found:  # a normaliser hidden at the given weights (zero blocks) is told apart here
+        generic = _generic(module, r, source)[1]
+        if _agrees(g, generic, E, X):
+            return r
+    _refuse(g, _generic(module, found[0], source)[1], E, X, source, at="at generic weights")
 
 
 def _sequences(data) -> np.ndarray:
@@ -242,14 +267,15 @@ def _probe(layer) -> np.ndarray:
     return E.reshape(CHECK_ROWS, -1)
 
 
-def _reading(V, KQ, E, n_ctx: int, include_query: bool, abs_kq=None) -> tuple[np.ndarray, np.ndarray]:
+def _reading(V, KQ, E, c: float, include_query: bool, abs_kq=None) -> tuple[np.ndarray, np.ndarray]:
     """``(ŷ, A)`` per sequence: the prediction of value weights ``V`` and merged ``KQ`` on tokens
-    ``E`` (S, N+1, D+1) and the sum of its terms' magnitudes (module doc; ``abs_kq`` the
+    ``E`` (S, N+1, D+1), the context sum divided by ``c``, and the sum of its terms' magnitudes
+    (module doc; ``abs_kq`` the
     magnitudes of the key–query's terms, |K_h|ᵀ|Q_h| for a separate layer, else |KQ|), float64."""
     C, q, v = (E if include_query else E[:, :-1]), E[:, -1], V[:, -1, :]
-    f = np.einsum("hd,snd,sne,hef,sf->s", v, C, C, KQ, q, optimize=True) / n_ctx
+    f = np.einsum("hd,snd,sne,hef,sf->s", v, C, C, KQ, q, optimize=True) / c
     absolute = (np.abs(v), np.abs(C), np.abs(C), np.abs(KQ) if abs_kq is None else abs_kq, np.abs(q))
-    return f, np.einsum("hd,snd,sne,hef,sf->s", *absolute, optimize=True) / n_ctx
+    return f, np.einsum("hd,snd,sne,hef,sf->s", *absolute, optimize=True) / c
 
 
 def _abs_kq(layer) -> np.ndarray | None:
@@ -309,13 +335,30 @@ def check_by_running(module, layer, X: np.ndarray, source: str, weights: dict | 
     reading that matches instead (``at`` says where in weight space it ran)."""
     E = np.asarray(X, float).reshape(len(X), layer.n_ctx + 1, layer.d + 1)
     f = _run_module(module, E, source, weights)
+    if not _agrees(f, layer, E, X):
+        _refuse(f, layer, E, X, source, at=at)
+
+
+def _parts(layer, E):
+    """``(V, KQ, ŷ, A)``: the merged weights, the package's own prediction on tokens ``E`` and the
+    sum of its terms' magnitudes (module doc)."""
     merged = layer.merged if isinstance(layer, SeparateAttention) else layer
     V, KQ = np.asarray(merged.V, float), np.asarray(merged.KQ, float)
-    mine = np.asarray(layer.apply(np.asarray(X, float)), float)[:, 0]  # the package's own prediction
-    N, inc, g = layer.n_ctx, layer.include_query, _gamma(layer, _U64)
-    _, A = _reading(V, KQ, E, N, inc, _abs_kq(layer))
-    if np.all(np.abs(f - mine) <= 2 * g * A):
-        return
+    mine = np.asarray(layer.apply(E.reshape(len(E), -1)), float)[:, 0]
+    _, A = _reading(V, KQ, E, layer.divisor, layer.include_query, _abs_kq(layer))
+    return V, KQ, mine, A
+
+
+def _agrees(f, layer, E, X) -> bool:
+    """The module's output ``f`` is ``layer``'s prediction on ``E`` within 2γ_K A (module doc)."""
+    _, _, mine, A = _parts(layer, E)
+    return bool(np.all(np.abs(f - mine) <= 2 * _gamma(layer, _U64) * A))
+
+
+def _refuse(f, layer, E, X, source: str, *, at: str = ""):
+    """Raise the one-line refusal: the layout, the size of the difference, the likely cause."""
+    V, KQ, mine, A = _parts(layer, E)
+    g = _gamma(layer, _U64)
     scale = max(float(np.max(np.abs(mine))), float(np.max(np.abs(f))), 1e-300)
     diff = float(np.max(np.abs(f - mine))) / scale
     cause = _cause(f, V, KQ, E, layer, mine, A)
@@ -323,25 +366,31 @@ def check_by_running(module, layer, X: np.ndarray, source: str, weights: dict | 
         f"{source}: forward is not the layer read from its weights: max |f_module − f_read| = {diff:.2g} of "
         f"max |f| on {len(X)} sequences{' ' + at if at else ''} (float64 round-off bound "
         f"{float(np.max(2 * g * A)) / scale:.2g}); "
-        f"likely cause: {cause}. Read with include_query={layer.include_query}: {LAYOUT}")
+        f"likely cause: {cause}. Read with include_query={layer.include_query}, norm={layer.norm!r}: "
+        f"{LAYOUT}")
+
+
+_NORM_WORDS = {"none": ("a missing 1/N (the output is N× the reading with 1/N)", "no normaliser"),
+               "n+1": ("forward divides by the N + 1 tokens", "1/(N + 1)"),
+               "n": ("forward divides by the N context tokens", "1/N")}
 
 
 def _cause(f, V, KQ, E, layer, mine, A) -> str:
-    """The first alternative reading (module doc) that the module's output ``f`` matches, in words."""
-    N, inc = layer.n_ctx, layer.include_query
+    """The first alternative reading (module doc) that the module's output ``f`` matches, in words;
+    else the scale it computes, if it is a reading times one number."""
+    N, inc, c0 = layer.n_ctx, layer.include_query, layer.divisor
     if np.all(np.abs(f - mine) <= 2 * _gamma(layer, _U32) * A):
         return ("forward computes in float32 (the difference is within float32 round-off): compute in "
                 "float64, the dtype of the weights given to it")
     g = _gamma(layer, _U64)
-    for transposed, other, (factor, per) in itertools.product(
-            (False, True), (False, True), ((1.0, ""), (N, "n"), (N / (N + 1), "n+1"))):
-        if not (transposed or other or per):
+    absW = _abs_kq(layer)
+    for transposed, other, norm in itertools.product((False, True), (False, True), NORMS):
+        if not (transposed or other or norm != layer.norm):
             continue
         W = np.swapaxes(KQ, 1, 2) if transposed else KQ
-        absW = _abs_kq(layer)
-        r, a = _reading(V, W, E, N, inc != other, None if absW is None or not transposed else
-                        np.swapaxes(absW, 1, 2))
-        if np.all(np.abs(f - factor * r) <= 2 * g * factor * a):
+        r, a = _reading(V, W, E, norm_divisor(norm, N), inc != other,
+                        None if absW is None or not transposed else np.swapaxes(absW, 1, 2))
+        if np.all(np.abs(f - r) <= 2 * g * a):
             words = []
             if transposed:
                 words.append("a key–query transposed against the layout read (the score e_qᵀ W e_n for "
@@ -352,14 +401,23 @@ def _cause(f, V, KQ, E, layer, mine, A) -> str:
                               "the query's own token out of its sum") + ": read it with bf.models."
                              f"attention_from_torch(module, data=data, include_query={flag}) and analyse "
                              "that")
-            if per == "n":
-                words.append("a missing 1/N (the output is N× the reading): divide forward's output by N")
-            elif per == "n+1":
-                words.append("forward divides by the N + 1 tokens, not by N: divide by N")
+            if norm != layer.norm:
+                words.append(f"{_NORM_WORDS[norm][0]}: read it with attention_from_torch(module, data=data, "
+                             f"norm={norm!r}), or divide forward's output as the layout does "
+                             f"({_NORM_WORDS[layer.norm][1]})")
             return "; and ".join(words)
+    r, a = _reading(V, KQ, E, c0, inc, absW)
+    s = float(np.dot(f, r) / np.dot(r, r)) if np.any(r) else 0.0
+    # a least-squares s from f = s·r + e, |e| ≤ 2γ|s|A: s is off by ≤ 2γ|s| Σ|r|A / Σr², so the
+    # residual of a true scale is ≤ 2γ|s|(A + |r| Σ|r|A / Σr²)
+    slack = 2 * g * abs(s) * (a + np.abs(r) * np.dot(np.abs(r), a) / max(np.dot(r, r), 1e-300))
+    if s != 0.0 and np.all(np.abs(f - s * r) <= slack):
+        return (f"forward divides the context sum by c = {c0 / s:.6g} (its output is {s:.6g}× the reading "
+                f"with {_NORM_WORDS[layer.norm][1]}), none of the normalisers read: N = {N} ('n'), 1 "
+                f"('none'), N + 1 = {N + 1} ('n+1'): divide forward's output by one of them")
     return ("a softmax or other nonlinearity in forward (no reading matches: not the key–query "
-            "transposed, without 1/N, over N + 1 tokens, nor with or without the query's own term): only "
-            "linear attention has an exact twin (docs/theory.md §10.5)")
+            "transposed, without 1/N, over N + 1 tokens, with or without the query's own term, nor one "
+            "reading times a number): only linear attention has an exact twin (docs/theory.md §10.5)")
 
 
 def is_attention_model(model) -> bool:
@@ -387,19 +445,29 @@ def as_attention(model, X=None, *, like=None, name: str = "model"):
     """The attention layer of what :func:`is_attention_model` accepts. With the data's flat
     sequences ``X``: N read from their width, a torch module verified by running it on them
     (:func:`check_by_running`), all-zero data refused; ``like``: the model an init must match
-    (the same D, heads and kind), checked before the data."""
+    (the same D, heads and kind, checked before the data; the same sum, checked once read)."""
+    layer = _as_attention(model, X, like, name)
+    if like is not None and (layer.norm, layer.include_query) != (like.norm, like.include_query):
+        raise ValueError(f"{name}: its context sum is norm={layer.norm!r}, include_query="
+                         f"{layer.include_query}, but the model's is norm={like.norm!r}, include_query="
+                         f"{like.include_query}: give the init of the model's own layer (the same "
+                         "normaliser and tokens summed)")
+    return layer
+
+
+def _as_attention(model, X, like, name: str):
     if isinstance(model, tuple):
         model = model[0]
     if isinstance(model, MergedAttention | SeparateAttention):
         layer, module = model, None
     else:
-        module, layer, source = _read_torch(model)
+        module, layer, source, norms = _read_torch(model)
     if module is None:
         layer.check(name)
     if like is not None:
         _check_like(layer, like, name)
     if X is None:
-        return layer if module is None else _verified(module, layer, source, None)
+        return layer if module is None else _verified(module, layer, source, norms, None)
     X = _sequences(X)
     if module is None:
         n = sequence_length(layer, X.shape[1])
@@ -407,7 +475,7 @@ def as_attention(model, X=None, *, like=None, name: str = "model"):
             raise ValueError(f"data: X holds sequences of {n} context tokens but the {name} has n_ctx = "
                              f"{layer.n_ctx}")
         return dataclasses.replace(layer, n_ctx=n)
-    return _verified(module, layer, source, X)
+    return _verified(module, layer, source, norms, X)
 
 
 def _check_like(layer, like, name: str) -> None:
