@@ -483,7 +483,14 @@ def test_authors_normaliser_read_as_theirs(data, att, scale, norm, c):
                   Eb[:, N]) / c
     k = 3 * (D + 1) + N + 1 + H + 5 + D * D  # the importer's K, + the twin's D² sum of W₁z
     assert np.all(np.abs(f - g) <= 2 * k * EPS / 2 / (1 - k * EPS / 2) * A)  # two orders: 2γ_k A
-    assert bf.analyse(m, data).verdict.level == EXACT
+    res = bf.analyse(m, data)
+    assert res.verdict.level == EXACT
+    words = {"none": "no 1/N", "n+1": "sum over N + 1"}[norm]
+    assert f"merged linear attention (2 heads, D = 3, N = 8, {words})" in str(res)
+    assert ("z = vec(Σ_n" if norm == "none" else "z = vec((1/(N+1)) Σ_n") in res.verdict.question
+    with pytest.raises(ValueError, match=rf"^init: its context sum is norm='n', include_query=False, but the "
+                                         rf"model's is norm='{re.escape(norm)}', include_query=True: give"):
+        bf.analyse(m, data, init=att)  # the package's default sum: training it would not be the model's
     steps, lr = 100, LR * c / N  # the plateau escapes as fast as at c = N (rate ∝ lr N/c)
     a = bf.train((layer,), data, optax.sgd(lr), steps=steps, n_records=steps + 1, observables="loss")
     t = bf.train(merged_to_twin(layer), zd, optax.sgd(lr), steps=steps, n_records=steps + 1,
