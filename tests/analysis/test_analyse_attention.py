@@ -22,7 +22,7 @@ from biasfree.analysis.attention_import import attention_from_torch
 from biasfree.analysis.model import UnsupportedModelError
 from biasfree.analysis.report import History
 from biasfree.analysis.verdict import EXACT, NOT, PAPER_LEVEL, ROUND_OFF, UNDECIDED
-from biasfree.core.attention import MergedAttention, init_attention
+from biasfree.core.attention import MergedAttention, SeparateAttention, init_attention
 from biasfree.core.attention_twin import merged_to_twin, twin_dataset
 from biasfree.core.icl_data import in_context_regression
 
@@ -513,3 +513,23 @@ def test_unsupported_scale_refused_naming_it(data, att):
         attention_from_torch(AuthorsCode(att, 2 * N), data=data)
     layer = attention_from_torch(DocsModule(att, "no 1/N"), data=data, norm="none")
     assert layer.norm == "none" and not layer.include_query
+
+
+def test_authors_separate_without_normaliser_read_as_theirs(data):
+    """Their separate key–query module with no normaliser (their default) at generic torch weights:
+    read with norm "none" and equal to the reading within 2γ_k A (before: refused, "a missing 1/N")."""
+    class Unnormalised(AuthorsSeparate):
+        def forward(self, x):
+            return super().forward(x) * N  # undoes the parent's 1/N: exact, N = 8 a power of 2
+
+    sep = Unnormalised(2)
+    layer = attention_from_torch(sep, data=data)
+    assert isinstance(layer, SeparateAttention) and layer.norm == "none" and layer.include_query
+    E = np.asarray(data.X).reshape(-1, N + 1, D + 1)
+    f_torch = sep(torch.from_numpy(E)).detach().numpy()[:, -1, -1]
+    f = np.asarray(bf.forward((layer,), data.X, 0.0))[:, 0]
+    Eb = np.abs(E)  # Σ|terms| per sequence, K_hᵀQ_h as |K|ᵀ|Q|, no 1/c
+    KQ = np.einsum("hrd,hre->hde", np.abs(np.asarray(layer.K)), np.abs(np.asarray(layer.Q)))
+    A = np.einsum("hd,snd,sne,hef,sf->s", np.abs(np.asarray(layer.V))[:, D], Eb, Eb, KQ, Eb[:, N])
+    k = 3 * (D + 1) + N + 1 + H + 5 + 2  # the importer's K (attention_run), + r = 2 sums of K_hᵀQ_h
+    assert np.all(np.abs(f - f_torch) <= 2 * k * EPS / 2 / (1 - k * EPS / 2) * A)  # two orders: 2γ_k A
