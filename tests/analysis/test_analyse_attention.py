@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import jax
 import numpy as np
@@ -21,7 +22,7 @@ from biasfree.analysis.attention_import import attention_from_torch
 from biasfree.analysis.model import UnsupportedModelError
 from biasfree.analysis.report import History
 from biasfree.analysis.verdict import EXACT, NOT, PAPER_LEVEL, ROUND_OFF, UNDECIDED
-from biasfree.core.attention import MergedAttention, init_attention
+from biasfree.core.attention import MergedAttention, SeparateAttention, init_attention
 from biasfree.core.attention_twin import merged_to_twin, twin_dataset
 from biasfree.core.icl_data import in_context_regression
 
@@ -436,3 +437,99 @@ def test_init_of_another_d_blamed_not_the_data(data, att):
     with pytest.raises(ValueError, match=r"^init: a MergedAttention with 2 heads of D = 4, but the model .*"
                                          r" D = 3: give the weights"):
         bf.analyse(att, data, init=other)
+
+
+class AuthorsCode(nn.Module):
+    """Zhang et al.'s merged attention as their code normalises it: no normaliser by default,
+    ``vary_len`` dividing by the sequence's T = N + 1 tokens (``scale``: None, "vary_len", or a
+    number to divide by, the failing control)."""
+
+    def __init__(self, att, scale):
+        super().__init__()
+        self.scale = scale
+        self.kq = nn.Linear(D + 1, H * (D + 1), bias=False, dtype=torch.float64)
+        self.value = nn.Linear(D + 1, H * (D + 1), bias=False, dtype=torch.float64)
+        KQ = torch.from_numpy(np.array(att.KQ)).transpose(1, 2)  # their W_h = our W_KQ[h]ᵀ
+        with torch.no_grad():
+            self.kq.weight.copy_(KQ.reshape(H * (D + 1), D + 1))
+            self.value.weight.copy_(torch.from_numpy(np.array(att.V)).reshape(H * (D + 1), D + 1))
+
+    def forward(self, x):
+        B, T, D1 = x.shape
+        KQ = self.kq(x).view(B, T, H, D1).transpose(1, 2)
+        V = self.value(x).view(B, T, H, D1).transpose(1, 2)
+        out = torch.matmul(torch.matmul(x.unsqueeze(1), KQ.transpose(-1, -2)), V).sum(dim=1)
+        if self.scale == "vary_len":
+            return out / T
+        return out if self.scale is None else out / self.scale
+
+
+@pytest.mark.parametrize("scale, norm, c", [(None, "none", 1), ("vary_len", "n+1", N + 1)])
+def test_authors_normaliser_read_as_theirs(data, att, scale, norm, c):
+    """Their code's default (no 1/N) and vary_len (1/(N + 1)) are read as theirs, with the layer's
+    norm set, verified by running (before: refused, "a missing 1/N"). Their module equals the twin
+    on the data at round-off, and GD moves the read layer and its twin in lockstep on the mirrored
+    data. The failing control: the same module read with the package's 1/N is refused."""
+    m = AuthorsCode(att, scale)
+    layer = attention_from_torch(m, data=data)
+    assert isinstance(layer, MergedAttention) and layer.norm == norm and layer.include_query
+    assert np.array_equal(np.asarray(layer.KQ), np.asarray(att.KQ))  # a transpose and a reshape: exact
+    zd = twin_dataset(data, N, norm=norm)
+    E = np.asarray(data.X).reshape(-1, N + 1, D + 1)
+    f = m(torch.from_numpy(E)).detach().numpy()[:, -1, -1]
+    g = np.asarray(bf.forward(merged_to_twin(layer), zd.X, 1.0))[:, 0]
+    Eb = np.abs(E)  # Σ|terms| per sequence, over every token (the query's term is 0 here)
+    A = np.einsum("hd,snd,sne,hef,sf->s", np.abs(np.asarray(att.V))[:, D], Eb, Eb, np.abs(np.asarray(att.KQ)),
+                  Eb[:, N]) / c
+    k = 3 * (D + 1) + N + 1 + H + 5 + D * D  # the importer's K, + the twin's D² sum of W₁z
+    assert np.all(np.abs(f - g) <= 2 * k * EPS / 2 / (1 - k * EPS / 2) * A)  # two orders: 2γ_k A
+    res = bf.analyse(m, data)
+    assert res.verdict.level == EXACT
+    words = {"none": "no 1/N", "n+1": "sum over N + 1"}[norm]
+    assert f"merged linear attention (2 heads, D = 3, N = 8, {words})" in str(res)
+    assert ("z = vec(Σ_n" if norm == "none" else "z = vec((1/(N+1)) Σ_n") in res.verdict.question
+    with pytest.raises(ValueError, match=rf"^init: its context sum is norm='n', include_query=False, but the "
+                                         rf"model's is norm='{re.escape(norm)}', include_query=True: give"):
+        bf.analyse(m, data, init=att)  # the package's default sum: training it would not be the model's
+    steps, lr = 100, LR * c / N  # the plateau escapes as fast as at c = N (rate ∝ lr N/c)
+    a = bf.train((layer,), data, optax.sgd(lr), steps=steps, n_records=steps + 1, observables="loss")
+    t = bf.train(merged_to_twin(layer), zd, optax.sgd(lr), steps=steps, n_records=steps + 1,
+                 observables="loss", alpha=1.0)
+    La, Lt = np.asarray(a.loss), np.asarray(t.loss)
+    assert La[-1] < 0.9 * La[0]  # it moved
+    # steps × γ_k per step (tests/core/test_attention.py), one more token in G's sum
+    assert np.max(np.abs(La - Lt) / Lt) <= steps * (K_SUM + 1) * EPS / (1 - (K_SUM + 1) * EPS)
+    with pytest.raises(UnsupportedModelError, match=rf"likely cause: .*read it with attention_from_torch"
+                                                    rf"\(module, data=data, norm='{re.escape(norm)}'\)"):
+        attention_from_torch(m, data=data, norm="n")
+
+
+def test_unsupported_scale_refused_naming_it(data, att):
+    """A module dividing by 2N, none of the normalisers read, is refused naming the scale it
+    computes (c = 16 for N = 8); the docs' layout without 1/N is still refused (its layout's 1/N),
+    and read when its normaliser is named."""
+    with pytest.raises(UnsupportedModelError, match=r"divides the context sum by c = 16 .*none of the "
+                                                    r"normalisers read"):
+        attention_from_torch(AuthorsCode(att, 2 * N), data=data)
+    layer = attention_from_torch(DocsModule(att, "no 1/N"), data=data, norm="none")
+    assert layer.norm == "none" and not layer.include_query
+
+
+def test_authors_separate_without_normaliser_read_as_theirs(data):
+    """Their separate key–query module with no normaliser (their default) at generic torch weights:
+    read with norm "none" and equal to the reading within 2γ_k A (before: refused, "a missing 1/N")."""
+    class Unnormalised(AuthorsSeparate):
+        def forward(self, x):
+            return super().forward(x) * N  # undoes the parent's 1/N: exact, N = 8 a power of 2
+
+    sep = Unnormalised(2)
+    layer = attention_from_torch(sep, data=data)
+    assert isinstance(layer, SeparateAttention) and layer.norm == "none" and layer.include_query
+    E = np.asarray(data.X).reshape(-1, N + 1, D + 1)
+    f_torch = sep(torch.from_numpy(E)).detach().numpy()[:, -1, -1]
+    f = np.asarray(bf.forward((layer,), data.X, 0.0))[:, 0]
+    Eb = np.abs(E)  # Σ|terms| per sequence, K_hᵀQ_h as |K|ᵀ|Q|, no 1/c
+    KQ = np.einsum("hrd,hre->hde", np.abs(np.asarray(layer.K)), np.abs(np.asarray(layer.Q)))
+    A = np.einsum("hd,snd,sne,hef,sf->s", np.abs(np.asarray(layer.V))[:, D], Eb, Eb, KQ, Eb[:, N])
+    k = 3 * (D + 1) + N + 1 + H + 5 + 2  # the importer's K (attention_run), + r = 2 sums of K_hᵀQ_h
+    assert np.all(np.abs(f - f_torch) <= 2 * k * EPS / 2 / (1 - k * EPS / 2) * A)  # two orders: 2γ_k A

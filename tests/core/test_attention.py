@@ -296,3 +296,70 @@ def test_weights_as_strings_refused(problem):
     data, _, _ = problem
     with pytest.raises(TypeError, match=r"model\.V='abc' must be an array of real numbers, not str"):
         bf.analyse(MergedAttention("abc", "def", n_ctx=N), data)
+
+
+DIVISOR = {"n": N, "none": 1, "n+1": N + 1}
+"""The normaliser c of each ``norm`` for this N (core/attention.py module doc)."""
+
+
+@pytest.mark.parametrize("norm", ["none", "n+1"])
+def test_forward_with_each_normaliser(problem, norm):
+    """norm divides the context sum by c = 1 (the authors' code's default) or N + 1 (their
+    vary_len): the layer equals its definition with 1/c to 2γ_K Σ|terms|; read with 1/N it is
+    N/c times off (the failing control)."""
+    data, _, _ = problem
+    att = init_attention(jax.random.PRNGKey(3), D, H, N, 0.5, blocks="all", include_query=True, norm=norm)
+    assert att.norm == norm and att.divisor == DIVISOR[norm]
+    f = np.asarray(bf.forward((att,), data.X, 0.0))[:, 0]
+    want, size = _definition(att, data.X, True)
+    want, size = want * N / DIVISOR[norm], size * N / DIVISOR[norm]  # the definition with 1/c
+    # the rescaling by N/c adds one rounding to the definition's chain: K_TERM + 1
+    gamma = (K_TERM + 1) * EPS / 2 / (1 - (K_TERM + 1) * EPS / 2)
+    assert np.all(np.abs(f - want) <= 2 * gamma * size)
+    default, _ = _definition(att, data.X, True)  # the failing control: the sum divided by N
+    assert np.max(np.abs(f - default)) > 1e6 * np.max(2 * gamma * size)
+
+
+@pytest.mark.parametrize("norm", ["none", "n+1"])
+def test_twin_identity_with_each_normaliser(problem, norm):
+    """The twin's feature carries the layer's 1/c, z = vec((1/c) Σ_n y_n x_n x_qᵀ), and the map is
+    the same (docs/theory.md §10.2): model == twin on the data at round-off. The failing control:
+    the twin on the default feature (1/N), the wrong normaliser, is N/c times off."""
+    data, _, _ = problem
+    att = init_attention(jax.random.PRNGKey(1), D, H, N, 0.05, include_query=True, norm=norm)
+    zd = twin_dataset(data, N, norm=norm)
+    f = np.asarray(bf.forward((att,), data.X, 0.0))
+    g = np.asarray(bf.forward(merged_to_twin(att), zd.X, 1.0))
+    scale = np.max(np.abs(f))
+    bound = 4 * (K_SUM + 1) * EPS * scale  # two orders of the same sums (+ the query's token in G)
+    assert np.max(np.abs(f - g)) <= bound
+    back = twin_to_merged(merged_to_twin(att), N, include_query=True, norm=norm)
+    assert back.norm == norm and np.array_equal(np.asarray(back.KQ), np.asarray(att.KQ))
+    wrong = np.asarray(bf.forward(merged_to_twin(att), twin_dataset(data, N).X, 1.0))
+    assert np.max(np.abs(f - wrong)) > 1e3 * bound  # measured |1 − c/N| max|f|: 0.875, 0.125
+    with pytest.raises(ValueError, match=r"norm='N': choose one of n, none, n\+1"):
+        twin_dataset(data, N, norm="N")
+    with pytest.raises(ValueError, match=r"model\.norm='N': choose one of n, none, n\+1"):
+        bf.analyse(MergedAttention(att.V, att.KQ, n_ctx=N, norm="N"), data)
+
+
+@pytest.mark.parametrize("norm", ["none", "n+1"])
+def test_lockstep_gd_with_each_normaliser(problem, norm):
+    """With 1/c in z and the same map, the loss is one function of (A, γ) on both sides, so GD
+    moves them in lockstep at round-off. The failing control is the other way to carry 1/c: the
+    default z (1/N) with W₁ scaled by N/c computes the same function at t = 0 but GD steps A by
+    (c/N)² as far (docs/theory.md §10.2), and the curves part."""
+    data, _, _ = problem
+    att = init_attention(jax.random.PRNGKey(1), D, H, N, 0.05, include_query=True, norm=norm)
+    zd = twin_dataset(data, N, norm=norm)
+    lr = LR * DIVISOR[norm] / N  # the escape from the plateau as fast as at c = N (rate ∝ lr N/c)
+    La, Lt, final = _curves(att, data, zd, optax.sgd(lr))
+    assert La[-1] < 0.5 * La[0]  # it learned
+    assert np.max(np.abs(La - Lt) / Lt) <= LOCKSTEP + K_SUM * EPS  # one more token in G's sum
+    assert off_twin(final) <= 1e-15
+    W1, W2 = merged_to_twin(att)
+    scaled = (Layer(W1.W * (N / DIVISOR[norm])), W2)
+    Ls = np.asarray(bf.train(scaled, twin_dataset(data, N), optax.sgd(lr), steps=STEPS, n_records=STEPS + 1,
+                             observables="loss", alpha=1.0).loss)
+    assert abs(Ls[0] - La[0]) / La[0] <= 4 * (K_SUM + 2) * EPS  # the same function at t = 0 …
+    assert np.max(np.abs(La - Ls) / Ls) > 1e-3  # … not the same training

@@ -74,7 +74,8 @@ class AttentionReport:
     models use); ``in_context_map`` B = Σ_h γ_h A_h (D, D);
     ``label_mirror_violation`` (also the DataReport's ``mirror_violation`` here); when trained,
     ``loss``/``twin_loss`` at every step, ``gap`` ``max_k |L_k − L̃_k| / loss_ref`` at
-    ``gap_step``, ``steps_run`` and the ``trained`` layer."""
+    ``gap_step``, ``steps_run`` and the ``trained`` layer; ``norm`` the layer's normaliser of
+    the context sum (:data:`~biasfree.core.attention.NORMS`)."""
 
     kind: str
     heads: int
@@ -96,6 +97,7 @@ class AttentionReport:
     gap_step: int = 0
     trained: object = None
     steps_run: int = 0
+    norm: str = "n"
 
     @property
     def on_twin(self) -> bool:
@@ -109,6 +111,7 @@ class AttentionReport:
 
     def title(self, n: int, source: str) -> str:
         r = "" if self.rank is None else f", key–query rank {self.rank}"
+        r += {"n": "", "none": ", no 1/N", "n+1": ", sum over N + 1"}[self.norm]
         return (f"{self.kind} linear attention ({self.heads} heads, D = {self.d}, N = {self.n_ctx}{r}) "
                 f"on {n} sequences ({source})")
 
@@ -154,7 +157,8 @@ def _report(layer, X, Y, zd: Dataset, source: str, mirror: float) -> AttentionRe
     L0 = _loss(f, Y)
     return AttentionReport("separate" if rank else "merged", layer.heads, layer.d, layer.n_ctx, rank, source,
                            u, b, float(np.mean((f - g) ** 2) / max(np.mean(f**2), 1e-300)), L0,
-                           _loss(g, Y), in_context_map(layer), mirror, gap.reference(L0, gap.zero_loss(Y)))
+                           _loss(g, Y), in_context_map(layer), mirror, gap.reference(L0, gap.zero_loss(Y)),
+                           norm=layer.norm)
 
 
 def _function(rep: AttentionReport, kind: str = "function now") -> vd.Judgement:
@@ -334,7 +338,7 @@ def analyse_attention(model, data, *, train=None, init=None, time_budget=None, p
     if start is not None and type(start) is not type(layer):
         raise ValueError(f"init is a {type(start).__name__} but the model a {type(layer).__name__}")
     ds = Dataset(X, Y, mirror=False)
-    zd = twin_dataset(ds, layer.n_ctx)
+    zd = twin_dataset(ds, layer.n_ctx, norm=layer.norm)
     cfg = _config(train, zd)
     mirror = label_mirror_violation(X, Y, layer.n_ctx)
     src = f"{source}; model {getattr(model, 'source', type(model).__name__)}"
@@ -354,7 +358,8 @@ def analyse_attention(model, data, *, train=None, init=None, time_budget=None, p
         trained_fn = _function(trep, "function after training")
         trained = _training(rep, cfg)
     verdict = vd.combine(function, training, trained_fn, None if history is None else history.judgement)
-    question = verdict.question + " (the twin: W₂W₁z, z = vec((1/N) Σ_n y_n x_n x_qᵀ), docs/theory.md §10.2)"
+    c = {"n": "(1/N) ", "none": "", "n+1": "(1/(N+1)) "}[layer.norm]
+    question = verdict.question + f" (the twin: W₂W₁z, z = vec({c}Σ_n y_n x_n x_qᵀ), docs/theory.md §10.2)"
     return Analysis(data_rep, rep, _prediction(layer, rep, zd, trained),
                     dataclasses.replace(verdict, question=question), history=history)
 

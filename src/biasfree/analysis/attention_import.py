@@ -12,53 +12,39 @@ Two layouts are read (every weight per head):
   ``kq`` and ``value`` (weights (H·(D+1), D+1)) or ``key``, ``query`` (H·r, D+1) and ``value``.
   Their merged score is ``e_qᵀ W_h e_n``, the transpose of ours, so it is read as
   ``W_KQ[h] = W_hᵀ``; their separate score ``(Q e_q)·(K e_n)`` is ours; their sum runs over
-  every token, the query's own included (``include_query=True``).
+  every token, the query's own included (``include_query=True``), and their code normalises it
+  by nothing (its default) or by the sequence's N + 1 tokens (``vary_len=True``): a module in
+  their layout is read with the normaliser its forward computes (the layer's ``norm``: ``"none"``,
+  ``"n+1"``, or ``"n"`` for a module dividing by N), their default tried first.
 
 Names match by their last dot-separated part (the package's) or the part before ``.weight``
 (an ``nn.Linear``), case-insensitively, with or without ``W_``: ``v``/``value``, ``kq``,
 ``k``/``key``, ``q``/``query``. Anything else in the state dict is refused, naming it; an
 exactly zero bias is dropped. The prediction is
 ``ŷ = Σ_h (1/N) Σ_n (W_V[h] e_n)[D] (e_nᵀ W_KQ[h] e_q)`` on sequences of N context tokens
-``e = (x; y)`` and a query ``(x_q; 0)``, read at the query's label slot.
+``e = (x; y)`` and a query ``(x_q; 0)``, read at the query's label slot (1/c for a layer's other
+``norm``, :data:`~biasfree.core.attention.NORMS`).
 
-*Read by running* (:func:`check_by_running`). The module runs on sequences, the first
-:data:`CHECK_ROWS` of the data (else a seeded Gaussian probe), as float64 tokens
-(S, N+1, D+1), query last, under ``torch.func.functional_call`` with its weights in float64. Its
-output at the query's label slot must equal the layer read, per sequence, within
-
-    |f_module − f_read| ≤ 2 γ_K A,   A = (1/N) Σ_h Σ_n |v_h|ᵀ|e_n| · |e_n|ᵀ|W_h||e_q|,
-
-γ_K = K u / (1 − K u), u = 2⁻⁵³, K = 3(D+1) + (N+1) + H + 5: every term of ŷ is a product of
-five factors (four multiplications, and the 1/N) summed over three contractions of D + 1, at
-most N + 1 tokens and H heads, so any order of summing the same products lies within γ_K A of
-the exact sum (Higham, *Accuracy and Stability*, §3.1) and two such computations within 2γ_K A.
-A separate layer's terms run through W_h = K_hᵀQ_h too: K gains its r sums and A reads
-|K_h|ᵀ|Q_h| for |W_h|.
-On a mismatch the readings a module is likely to compute instead are tried at the same bound —
-the key–query transposed, without 1/N (N× the reading), divided by N + 1 tokens, with or
-without the query's own term, and their combinations; the layout's reading at float32's
-u = 2⁻²⁴ — and the refusal names the one that matches, else a softmax or other nonlinearity
-in ``forward``. Softmax attention (``nn.MultiheadAttention``, any ``nn.Softmax``) is refused
-by type before: its small-init limit is not linear attention (docs/theory.md §10.5).
+*Read by running* (:mod:`.attention_run`): the module runs on the data's first
+:data:`CHECK_ROWS` sequences (else a seeded Gaussian probe) at its own weights and at generic
+ones, and must equal the layer read within float64 round-off; else refused naming the cause.
+Softmax attention (``nn.MultiheadAttention``, any ``nn.Softmax``) is refused by type before:
+its small-init limit is not linear attention (docs/theory.md §10.5).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import sys
 from collections.abc import Mapping
 
 import numpy as np
 
 from .. import _validate as validate
-from ..core.attention import MergedAttention, SeparateAttention
+from ..core.attention import NORMS, MergedAttention, SeparateAttention
+from .attention_run import LAYOUT, agrees, refuse, run_module
 from .model import UnsupportedModelError
 
-LAYOUT = ("linear attention: W_V (H, D+1, D+1) with W_KQ (H, D+1, D+1) (merged) or W_K, W_Q "
-          "(H, r, D+1) (separate), or nn.Linear kq, value (H·(D+1), D+1) / key, query (H·r, D+1) as "
-          "Zhang et al.'s, read at the query's label slot (docs/verdict.md 'Attention models')")
-"""What :func:`attention_from_state_dict` and :func:`attention_from_torch` read, as every refusal says."""
 SEQUENCES = ("flat sequences: X (S, (N+1)(D+1)), row s = (x_1, y_1, …, x_N, y_N, x_q, 0), and Y (S, 1) "
              "the query targets y_q (what biasfree.core.icl_data.in_context_regression writes)")
 """The data layout an attention model is analysed on, as every refusal names it."""
@@ -68,7 +54,6 @@ SOFTMAX_FIX = ("softmax attention is not supported: only linear attention has an
                f"give a linear-attention module in the layout {LAYOUT}")
 CHECK_ROWS = 64
 """Sequences the module runs on (the first of the data): the check costs one forward of these."""
-_U64, _U32 = 2.0**-53, 2.0**-24
 
 
 def _role(name: str) -> tuple[str | None, bool]:
@@ -84,16 +69,20 @@ def _is_bias(name: str) -> bool:
 
 
 def attention_from_state_dict(mapping: Mapping, n_ctx: int = 1, source: str = "state dict", *,
-                              include_query: bool | None = None):
+                              include_query: bool | None = None, norm: str | None = None):
     """The attention layer of names -> arrays in either layout of the module doc (float64),
     context length ``n_ctx`` (``analyse`` reads N from the data's width), ``include_query``
-    None for the layout's own (the package's False, the authors' True). Reads, does not run:
-    :func:`attention_from_torch` also runs the module."""
+    and ``norm`` (the normaliser of the context sum, :data:`~biasfree.core.attention.NORMS`) None
+    for the layout's own (the package's False and ``"n"``, the authors' True and ``"none"``, their
+    code's default). Reads, does not run: :func:`attention_from_torch` also runs the module, and
+    reads the authors' normaliser from what it computes."""
     if not isinstance(mapping, Mapping):
         raise TypeError(f"mapping must be names -> arrays, got {type(mapping).__name__}")
     n_ctx = validate.integer("n_ctx", n_ctx, 1)
     if include_query is not None:
         validate.flag("include_query", include_query)
+    if norm is not None:
+        validate.choice("norm", norm, NORMS)
     arrays: dict[str, np.ndarray] = {}
     linear: set[bool] = set()
     for name, value in mapping.items():
@@ -126,9 +115,10 @@ def attention_from_state_dict(mapping: Mapping, n_ctx: int = 1, source: str = "s
     else:
         arrays = {k: a[None] if a.ndim == 2 else a for k, a in arrays.items()}
     inc = authors if include_query is None else include_query
+    c = ("none" if authors else "n") if norm is None else norm
     put = arrays  # NumPy float64: jax.device_put would truncate to float32 where JAX's x64 is off
-    layer = (MergedAttention(put["V"], put["KQ"], n_ctx=n_ctx, include_query=inc) if "KQ" in put
-             else SeparateAttention(put["V"], put["K"], put["Q"], n_ctx=n_ctx, include_query=inc))
+    layer = (MergedAttention(put["V"], put["KQ"], n_ctx=n_ctx, include_query=inc, norm=c) if "KQ" in put
+             else SeparateAttention(put["V"], put["K"], put["Q"], n_ctx=n_ctx, include_query=inc, norm=c))
     try:
         layer.check(source)
     except ValueError as e:
@@ -157,20 +147,25 @@ def _from_linear(arrays: dict, source: str) -> dict:
     return out
 
 
-def attention_from_torch(module, n_ctx: int | None = None, *, data=None, include_query: bool | None = None):
+def attention_from_torch(module, n_ctx: int | None = None, *, data=None, include_query: bool | None = None,
+                         norm: str | None = None):
     """A torch linear-attention module as the package's attention layer, weights in float64:
     its ``state_dict()`` read in either layout of the module doc, then the module run on
-    sequences and checked against the reading (:func:`check_by_running`). ``data``: the
+    sequences and checked against the reading (:func:`~.attention_run.check_by_running`). ``data``: the
     sequences (a Dataset, or X (S, (N+1)(D+1))) whose first :data:`CHECK_ROWS` it runs on, else
     a seeded Gaussian probe; ``n_ctx`` None reads N from the data's width (1 without data);
-    ``include_query`` None: the layout's own. Refuses softmax attention and any module whose
+    ``include_query`` None: the layout's own; ``norm`` (the normaliser of the context sum,
+    :data:`~biasfree.core.attention.NORMS`) None: the package's layout ``"n"``, the authors' the
+    one their forward computes (:func:`_verified`). Refuses softmax attention and any module whose
     forward is not the reading, naming the likely cause."""
     X = None if data is None else _sequences(data)
-    return _verified(*_read_torch(module, include_query), X, n_ctx)
+    return _verified(*_read_torch(module, include_query, norm), X, n_ctx)
 
 
-def _read_torch(module, include_query: bool | None = None):
-    """``(module, layer read from its state dict (n_ctx 1), source)``, softmax refused by type."""
+def _read_torch(module, include_query: bool | None = None, norm: str | None = None):
+    """``(module, layer read from its state dict (n_ctx 1), source, norms)``, softmax refused by
+    type; ``norms`` the normalisers the run may find (``norm`` if given, the authors' layout any of
+    :data:`~biasfree.core.attention.NORMS`, their code's default first, the package's ``"n"``)."""
     import torch.nn as nn
 
     if not isinstance(module, nn.Module):
@@ -181,7 +176,11 @@ def _read_torch(module, include_query: bool | None = None):
     source = f"torch:{type(module).__name__}"
     state = {k: t.detach().cpu().double().numpy() if t.is_floating_point() else t.detach().cpu().numpy()
              for k, t in module.state_dict().items()}
-    return module, attention_from_state_dict(state, 1, source, include_query=include_query), source
+    layer = attention_from_state_dict(state, 1, source, include_query=include_query, norm=norm)
+    authors = all(_role(k)[1] for k in state if _role(k)[0])
+    norms = (layer.norm,) if norm is not None or not authors else (layer.norm,) + tuple(
+        c for c in NORMS if c != layer.norm)
+    return module, layer, source, norms
 
 
 def _generic(module, layer, source: str):
@@ -194,13 +193,16 @@ def _generic(module, layer, source: str):
              for k, t in module.state_dict().items()}
     weights = {k: rng.standard_normal(a.shape) / np.sqrt(layer.d + 1) if _role(k)[0] else a
                for k, a in state.items()}
-    read = attention_from_state_dict(weights, layer.n_ctx, source, include_query=layer.include_query)
+    read = attention_from_state_dict(weights, layer.n_ctx, source, include_query=layer.include_query,
+                                     norm=layer.norm)
     return weights, read
 
 
-def _verified(module, layer, source: str, X, n_ctx: int | None = None):
-    """``layer`` with its context length (``n_ctx``, else the width of ``X``, else 1), once
-    :func:`check_by_running` has run ``module`` on ``X``'s first rows (else on a probe)."""
+def _verified(module, layer, source: str, norms: tuple, X, n_ctx: int | None = None):
+    """``layer`` with its context length (``n_ctx``, else the width of ``X``, else 1) and the
+    first normaliser of ``norms`` that ``module``'s forward computes, on ``X``'s first rows (else
+    on a probe) and at generic weights (:func:`~.attention_run.check_by_running`); refused,
+    naming the cause, if none."""
     if n_ctx is None:
         n = 1 if X is None else sequence_length(layer, X.shape[1])
     else:
@@ -210,10 +212,19 @@ def _verified(module, layer, source: str, X, n_ctx: int | None = None):
                              f"tokens but n_ctx = {n}")
     layer = dataclasses.replace(layer, n_ctx=n)
     X = _probe(layer) if X is None else X[:CHECK_ROWS]
-    check_by_running(module, layer, X, source)
-    weights, generic = _generic(module, layer, source)
-    check_by_running(module, generic, X, source, weights, at="at generic weights")
-    return layer
+    E = np.asarray(X, float).reshape(len(X), n + 1, layer.d + 1)
+    f = run_module(module, E, source)
+    readings = [dataclasses.replace(layer, norm=c) for c in norms]
+    found = [r for r in readings if agrees(f, r, E, X)]  # the same function at the given weights
+    if not found:
+        refuse(f, readings[0], E, X, source)
+    weights, _ = _generic(module, layer, source)
+    g = run_module(module, E, source, weights)
+    for r in found:  # a normaliser hidden at the given weights (zero blocks) is told apart here
+        generic = _generic(module, r, source)[1]
+        if agrees(g, generic, E, X):
+            return r
+    refuse(g, _generic(module, found[0], source)[1], E, X, source, at="at generic weights")
 
 
 def _sequences(data) -> np.ndarray:
@@ -242,126 +253,6 @@ def _probe(layer) -> np.ndarray:
     return E.reshape(CHECK_ROWS, -1)
 
 
-def _reading(V, KQ, E, n_ctx: int, include_query: bool, abs_kq=None) -> tuple[np.ndarray, np.ndarray]:
-    """``(ŷ, A)`` per sequence: the prediction of value weights ``V`` and merged ``KQ`` on tokens
-    ``E`` (S, N+1, D+1) and the sum of its terms' magnitudes (module doc; ``abs_kq`` the
-    magnitudes of the key–query's terms, |K_h|ᵀ|Q_h| for a separate layer, else |KQ|), float64."""
-    C, q, v = (E if include_query else E[:, :-1]), E[:, -1], V[:, -1, :]
-    f = np.einsum("hd,snd,sne,hef,sf->s", v, C, C, KQ, q, optimize=True) / n_ctx
-    absolute = (np.abs(v), np.abs(C), np.abs(C), np.abs(KQ) if abs_kq is None else abs_kq, np.abs(q))
-    return f, np.einsum("hd,snd,sne,hef,sf->s", *absolute, optimize=True) / n_ctx
-
-
-def _abs_kq(layer) -> np.ndarray | None:
-    if isinstance(layer, SeparateAttention):
-        K, Q = (np.abs(np.asarray(a, float)) for a in (layer.K, layer.Q))
-        return np.einsum("hrd,hre->hde", K, Q)
-    return None
-
-
-def _gamma(layer, u: float) -> float:
-    """γ_K at unit round-off ``u`` (module doc; a separate layer's K_hᵀQ_h adds its r sums)."""
-    K = 3 * (layer.d + 1) + layer.n_ctx + 1 + layer.heads + 5
-    K += layer.rank if isinstance(layer, SeparateAttention) else 0
-    return K * u / (1 - K * u)
-
-
-def _run_module(module, E: np.ndarray, source: str, weights: dict | None = None) -> np.ndarray:
-    """The module's output at the query's label slot on float64 tokens ``E``, its floating weights
-    and buffers cast to float64 for the call only (``torch.func.functional_call``), those named
-    in ``weights`` (NumPy) replaced."""
-    import torch
-
-    named = {**dict(module.named_parameters()), **dict(module.named_buffers())}
-    weights = {k: t.detach().double() if t.is_floating_point() else t.detach() for k, t in named.items()} | {
-        k: torch.from_numpy(np.asarray(a, float)) for k, a in (weights or {}).items() if k in named}
-    S, T, D1 = E.shape
-    try:
-        with torch.no_grad():
-            out = torch.func.functional_call(module, weights, (torch.from_numpy(np.ascontiguousarray(E)),))
-    except Exception as e:  # noqa: BLE001 (any failure of the user's forward is reported in one line)
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise UnsupportedModelError(f"{source}: forward failed on float64 tokens of shape ({S}, {T}, {D1}) "
-                                    f"({type(e).__name__}: {first}); forward must take sequences as tokens "
-                                    "(S, N+1, D+1), query last, and return the prediction at its label slot"
-                                    ) from None
-    out = out[0] if isinstance(out, tuple | list) else out
-    f = np.asarray(out.detach().cpu().double().numpy() if isinstance(out, torch.Tensor) else out, float)
-    if f.shape == (S, T, D1):
-        f = f[:, -1, -1]  # the authors' modules return every token's output: read the query's label slot
-    elif f.size == S and f.ndim <= 3 and (f.ndim == 0 or f.shape[0] == S):
-        f = f.reshape(S)
-    else:
-        raise UnsupportedModelError(f"{source}: forward returned shape {f.shape} on tokens ({S}, {T}, {D1}); "
-                                    f"expected ({S},), ({S}, 1) or the tokens' shape ({S}, {T}, {D1}), read "
-                                    "at the query's label slot")
-    if not np.all(np.isfinite(f)):
-        raise UnsupportedModelError(f"{source}: forward returned NaN or infinite values on the data's first "
-                                    f"{S} sequences: give finite weights and data")
-    return f
-
-
-def check_by_running(module, layer, X: np.ndarray, source: str, weights: dict | None = None, *,
-                     at: str = "") -> None:
-    """Run ``module`` on the flat sequences ``X`` (with its weights, or those of ``weights``) and
-    refuse, in one line, unless its output is ``layer``'s prediction within the round-off bound
-    2γ_K A of the module doc; the refusal names the layout, the size of the difference and the
-    reading that matches instead (``at`` says where in weight space it ran)."""
-    E = np.asarray(X, float).reshape(len(X), layer.n_ctx + 1, layer.d + 1)
-    f = _run_module(module, E, source, weights)
-    merged = layer.merged if isinstance(layer, SeparateAttention) else layer
-    V, KQ = np.asarray(merged.V, float), np.asarray(merged.KQ, float)
-    mine = np.asarray(layer.apply(np.asarray(X, float)), float)[:, 0]  # the package's own prediction
-    N, inc, g = layer.n_ctx, layer.include_query, _gamma(layer, _U64)
-    _, A = _reading(V, KQ, E, N, inc, _abs_kq(layer))
-    if np.all(np.abs(f - mine) <= 2 * g * A):
-        return
-    scale = max(float(np.max(np.abs(mine))), float(np.max(np.abs(f))), 1e-300)
-    diff = float(np.max(np.abs(f - mine))) / scale
-    cause = _cause(f, V, KQ, E, layer, mine, A)
-    raise UnsupportedModelError(
-        f"{source}: forward is not the layer read from its weights: max |f_module − f_read| = {diff:.2g} of "
-        f"max |f| on {len(X)} sequences{' ' + at if at else ''} (float64 round-off bound "
-        f"{float(np.max(2 * g * A)) / scale:.2g}); "
-        f"likely cause: {cause}. Read with include_query={layer.include_query}: {LAYOUT}")
-
-
-def _cause(f, V, KQ, E, layer, mine, A) -> str:
-    """The first alternative reading (module doc) that the module's output ``f`` matches, in words."""
-    N, inc = layer.n_ctx, layer.include_query
-    if np.all(np.abs(f - mine) <= 2 * _gamma(layer, _U32) * A):
-        return ("forward computes in float32 (the difference is within float32 round-off): compute in "
-                "float64, the dtype of the weights given to it")
-    g = _gamma(layer, _U64)
-    for transposed, other, (factor, per) in itertools.product(
-            (False, True), (False, True), ((1.0, ""), (N, "n"), (N / (N + 1), "n+1"))):
-        if not (transposed or other or per):
-            continue
-        W = np.swapaxes(KQ, 1, 2) if transposed else KQ
-        absW = _abs_kq(layer)
-        r, a = _reading(V, W, E, N, inc != other, None if absW is None or not transposed else
-                        np.swapaxes(absW, 1, 2))
-        if np.all(np.abs(f - factor * r) <= 2 * g * factor * a):
-            words = []
-            if transposed:
-                words.append("a key–query transposed against the layout read (the score e_qᵀ W e_n for "
-                             "e_nᵀ W e_q, or key and query swapped): transpose each head's key–query")
-            if other:
-                flag = "True" if not inc else "False"
-                words.append(("forward sums over the query's own token too" if not inc else "forward leaves "
-                              "the query's own token out of its sum") + ": read it with bf.models."
-                             f"attention_from_torch(module, data=data, include_query={flag}) and analyse "
-                             "that")
-            if per == "n":
-                words.append("a missing 1/N (the output is N× the reading): divide forward's output by N")
-            elif per == "n+1":
-                words.append("forward divides by the N + 1 tokens, not by N: divide by N")
-            return "; and ".join(words)
-    return ("a softmax or other nonlinearity in forward (no reading matches: not the key–query "
-            "transposed, without 1/N, over N + 1 tokens, nor with or without the query's own term): only "
-            "linear attention has an exact twin (docs/theory.md §10.5)")
-
-
 def is_attention_model(model) -> bool:
     """An attention layer, a one-layer tuple of one, or a torch module that is not an
     ``nn.Sequential`` (those are read by :func:`~.torch_import.from_torch`) holding a value and a
@@ -386,20 +277,30 @@ def is_attention_model(model) -> bool:
 def as_attention(model, X=None, *, like=None, name: str = "model"):
     """The attention layer of what :func:`is_attention_model` accepts. With the data's flat
     sequences ``X``: N read from their width, a torch module verified by running it on them
-    (:func:`check_by_running`), all-zero data refused; ``like``: the model an init must match
-    (the same D, heads and kind), checked before the data."""
+    (:func:`~.attention_run.check_by_running`), all-zero data refused; ``like``: the model an init must match
+    (the same D, heads and kind, checked before the data; the same sum, checked once read)."""
+    layer = _as_attention(model, X, like, name)
+    if like is not None and (layer.norm, layer.include_query) != (like.norm, like.include_query):
+        raise ValueError(f"{name}: its context sum is norm={layer.norm!r}, include_query="
+                         f"{layer.include_query}, but the model's is norm={like.norm!r}, include_query="
+                         f"{like.include_query}: give the init of the model's own layer (the same "
+                         "normaliser and tokens summed)")
+    return layer
+
+
+def _as_attention(model, X, like, name: str):
     if isinstance(model, tuple):
         model = model[0]
     if isinstance(model, MergedAttention | SeparateAttention):
         layer, module = model, None
     else:
-        module, layer, source = _read_torch(model)
+        module, layer, source, norms = _read_torch(model)
     if module is None:
         layer.check(name)
     if like is not None:
         _check_like(layer, like, name)
     if X is None:
-        return layer if module is None else _verified(module, layer, source, None)
+        return layer if module is None else _verified(module, layer, source, norms, None)
     X = _sequences(X)
     if module is None:
         n = sequence_length(layer, X.shape[1])
@@ -407,7 +308,7 @@ def as_attention(model, X=None, *, like=None, name: str = "model"):
             raise ValueError(f"data: X holds sequences of {n} context tokens but the {name} has n_ctx = "
                              f"{layer.n_ctx}")
         return dataclasses.replace(layer, n_ctx=n)
-    return _verified(module, layer, source, X)
+    return _verified(module, layer, source, norms, X)
 
 
 def _check_like(layer, like, name: str) -> None:

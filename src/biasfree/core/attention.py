@@ -18,9 +18,15 @@ them, not to itself); with ``include_query=True`` the sum also runs over the que
 (``ATTN(X) = X + Σ_h (1/N) W_h^V X Xᵀ W_h X`` over all N + 1 columns of X). On the twin's
 manifold the query's term is 0, so the twin and its map are the same (docs/theory.md §10.2).
 
+``norm`` names the normaliser c of the context sum, ``ŷ = Σ_h (1/c) Σ_n …``: ``"n"`` c = N
+(the default, the module's equations above), ``"none"`` c = 1 (the authors' code's default: no
+normalisation) and ``"n+1"`` c = N + 1 (their ``vary_len=True``: the sum divided by its N + 1
+tokens). The twin's feature carries the same 1/c (docs/theory.md §10.2,
+:func:`~.attention_twin.twin_dataset`).
+
 Both are pytrees (the weights leaves, ``n_ctx`` static), so ``jit``, ``vmap`` and ``grad``
 see only the weights; :meth:`~MergedAttention.apply` takes (S, (N+1)(D+1)) to (S, 1), as
-``Σ_h v_hᵀ G W_h e_q`` with the context's ``G = (1/N) Σ_n e_n e_nᵀ``: O(S·N·D²) once for G, then
+``Σ_h v_hᵀ G W_h e_q`` with the context's ``G = (1/c) Σ_n e_n e_nᵀ``: O(S·N·D²) once for G, then
 O(S·H·D²); both compute in float64 (:func:`~.precision.precise`) whatever JAX's default. They
 have no ``matrix`` (``TypeError``): the map is cubic in the tokens, and
 the dense theory that reads ``matrix`` does not apply. Training records their losses only
@@ -43,6 +49,13 @@ from .precision import precise
 
 Array = jax.Array
 HIGHEST = jax.lax.Precision.HIGHEST
+NORMS = ("n", "none", "n+1")
+"""The normalisers of the context sum a layer's ``norm`` names (module doc)."""
+
+
+def norm_divisor(norm: str, n_ctx: int) -> int:
+    """The normaliser c of ``norm`` (:data:`NORMS`) for context length ``n_ctx`` = N: N, 1 or N + 1."""
+    return {"n": n_ctx, "none": 1, "n+1": n_ctx + 1}[validate.choice("norm", norm, NORMS)]
 
 
 def _attention_type(cls):
@@ -69,6 +82,8 @@ class _Attention(AbstractLayer):
     n_in = property(lambda self: (self.n_ctx + 1) * (self.d + 1))
     n_out = property(lambda self: 1)
     bias = property(lambda self: None, doc="None: attention has no bias.")
+    divisor = property(lambda self: norm_divisor(self.norm, self.n_ctx),
+                       doc="The normaliser c of the context sum (module doc): N, 1 or N + 1.")
 
     @property
     def matrix(self):
@@ -86,12 +101,13 @@ class _Attention(AbstractLayer):
         return dataclasses.replace(self, **{k: f * v for k, v in self._arrays().items()})
 
     def _read(self, H):
-        """``G = (1/N) Σ_n e_n e_nᵀ`` (S, D+1, D+1) of the context (and of the query, with
-        ``include_query``), the query (S, D+1) and the value readout ``v_h`` (H, D+1). ``G``
-        depends on the data alone: inside a training loop XLA computes it once."""
+        """``G = (1/c) Σ_n e_n e_nᵀ`` (S, D+1, D+1) of the context (and of the query, with
+        ``include_query``; c the layer's :attr:`divisor`), the query (S, D+1) and the value
+        readout ``v_h`` (H, D+1). ``G`` depends on the data alone: inside a training loop XLA
+        computes it once."""
         E = tokens(H, self.n_ctx)
         C = E if self.include_query else E[:, :-1]
-        G = jnp.einsum("snd,sne->sde", C, C, precision=HIGHEST) / self.n_ctx
+        G = jnp.einsum("snd,sne->sde", C, C, precision=HIGHEST) / self.divisor
         return G, E[:, -1], self.V[:, -1, :]
 
     def check(self, name: str) -> None:
@@ -99,6 +115,7 @@ class _Attention(AbstractLayer):
             validate.finite_array(f"{name}.{k}", a)
         validate.integer(f"{name}.n_ctx", self.n_ctx, 1)
         validate.flag(f"{name}.include_query", self.include_query)
+        validate.choice(f"{name}.norm", self.norm, NORMS)
         V = np.shape(self.V)
         if len(V) != 3 or V[1] != V[2] or V[1] < 2:
             raise ValueError(f"{name}.V must be (heads, D + 1, D + 1) value weights per head, got shape {V}")
@@ -113,16 +130,18 @@ class MergedAttention(_Attention):
     """Linear attention with merged key–query weights (module doc): ``V`` (H, D+1, D+1)
     value weights per head, ``KQ`` (H, D+1, D+1) key–query weights ``W_h`` per head,
     ``n_ctx`` the context length N, ``include_query`` whether the sum runs over the query's own
-    token too (module doc). Inputs flat sequences (S, (N+1)(D+1)), output (S, 1)."""
+    token too, ``norm`` the normaliser of the sum (module doc). Inputs flat sequences
+    (S, (N+1)(D+1)), output (S, 1)."""
 
     V: Array
     KQ: Array
     n_ctx: int = static(1)
     include_query: bool = static(False)
+    norm: str = static("n")
 
     @precise
     def linear(self, H: Array) -> Array:
-        """``ŷ`` (S, 1) as ``Σ_h v_hᵀ G W_h e_q`` with ``G = (1/N) Σ_n e_n e_nᵀ`` (linear
+        """``ŷ`` (S, 1) as ``Σ_h v_hᵀ G W_h e_q`` with ``G = (1/c) Σ_n e_n e_nᵀ`` (linear
         attention's associativity: the N tokens are summed once, not once per head; in a
         training loop G depends on the data alone and XLA hoists it out of the loop).
 
@@ -150,19 +169,20 @@ class MergedAttention(_Attention):
 class SeparateAttention(_Attention):
     """Linear attention with separate key and query weights (module doc): ``V`` (H, D+1, D+1),
     ``K`` and ``Q`` (H, r, D+1) of rank r per head, ``W_h = K_hᵀ Q_h``; ``n_ctx`` = N,
-    ``include_query`` as :class:`MergedAttention`'s."""
+    ``include_query`` and ``norm`` as :class:`MergedAttention`'s."""
 
     V: Array
     K: Array
     Q: Array
     n_ctx: int = static(1)
     include_query: bool = static(False)
+    norm: str = static("n")
 
     rank = property(lambda self: int(np.shape(self.K)[-2]), doc="Rank r of each head's key–query map.")
 
     @precise
     def linear(self, H: Array) -> Array:
-        """``ŷ`` (S, 1) as ``Σ_h (K_h G v_h)·(Q_h e_q)``, ``G = (1/N) Σ_n e_n e_nᵀ``."""
+        """``ŷ`` (S, 1) as ``Σ_h (K_h G v_h)·(Q_h e_q)``, ``G = (1/c) Σ_n e_n e_nᵀ``."""
         G, q, v = self._read(H)
         KGv = jnp.einsum("hrd,sde,he->shr", self.K, G, v, precision=HIGHEST)
         Qq = jnp.einsum("hrd,sd->shr", self.Q, q, precision=HIGHEST)
@@ -183,12 +203,12 @@ class SeparateAttention(_Attention):
 @precise
 def _merge(layer: SeparateAttention) -> MergedAttention:
     return MergedAttention(layer.V, jnp.einsum("...hrd,...hre->...hde", layer.K, layer.Q, precision=HIGHEST),
-                           n_ctx=layer.n_ctx, include_query=layer.include_query)
+                           n_ctx=layer.n_ctx, include_query=layer.include_query, norm=layer.norm)
 
 
 @precise
 def init_attention(key, d: int, heads: int, n_ctx: int, scale: float, *, rank: int | None = None,
-                   blocks: str = "twin", include_query: bool = False):
+                   blocks: str = "twin", include_query: bool = False, norm: str = "n"):
     """A small Gaussian init, every drawn weight ``N(0, scale²)``: a :class:`MergedAttention`
     (``rank=None``) or a :class:`SeparateAttention` of key–query rank ``rank``, for inputs of
     dimension ``d`` = D, ``heads`` = H heads and context length ``n_ctx`` = N.
@@ -197,9 +217,10 @@ def init_attention(key, d: int, heads: int, n_ctx: int, scale: float, *, rank: i
     §10.2): the x-block ``W_h[:D, :D]`` (merged) or the x-columns of ``K_h`` and ``Q_h``
     (separate), and the label weight ``v_h[D] = W_h^V[D, D]``; every other entry is 0.
     ``blocks="all"`` draws every entry (off the manifold: the twin identity does not hold).
-    ``include_query``: the layer's (module doc)."""
+    ``include_query``, ``norm``: the layer's (module doc)."""
     validate.key(key)
     validate.flag("include_query", include_query)
+    validate.choice("norm", norm, NORMS)
     validate.choice("blocks", blocks, ("twin", "all"))
     d, heads, n_ctx = (validate.integer(k, v, 1) for k, v in (("d", d), ("heads", heads), ("n_ctx", n_ctx)))
     scale = validate.positive("scale", scale, scalar=True, why="the init's std")
@@ -213,13 +234,13 @@ def init_attention(key, d: int, heads: int, n_ctx: int, scale: float, *, rank: i
         if blocks == "twin":
             KQ = _keep(KQ, (..., slice(None, d), slice(None, d)))
         return MergedAttention(jax.device_put(V), jax.device_put(KQ), n_ctx=n_ctx,
-                               include_query=include_query)
+                               include_query=include_query, norm=norm)
     rank = validate.integer("rank", rank, 1)
     K, Q = (draw(k, (heads, rank, d + 1)) for k in (kk, kq))
     if blocks == "twin":
         K[..., d] = Q[..., d] = 0.0
     return SeparateAttention(*(jax.device_put(a) for a in (V, K, Q)), n_ctx=n_ctx,
-                             include_query=include_query)
+                             include_query=include_query, norm=norm)
 
 
 def _keep(a: np.ndarray, index) -> np.ndarray:

@@ -1,5 +1,5 @@
 """The exact linear twin of merged linear attention (docs/theory.md §10.2): a two-layer linear
-net on the cubic feature ``z = vec((1/N) Σ_n y_n x_n x_qᵀ)``.
+net on the cubic feature ``z = vec((1/N) Σ_n y_n x_n x_qᵀ)`` (1/c for a layer normalised by c).
 
 Split head h's weights (:class:`~.attention.MergedAttention`) into blocks, D rows/columns for
 x and one for the label y: ``W_h = [[A_h, ·], [b_hᵀ, ·]]`` (A_h (D, D), b_h (D,); the last
@@ -23,6 +23,12 @@ A layer with ``include_query`` (the sum over the query's own token too) has the 
 query's term ``(1/N)(v_hᵀe_q)(e_qᵀW_h e_q) = (1/N)(u_hᵀx_q)(x_qᵀA_h x_q)`` vanishes with u_h,
 and its gradient in u_h has no y, so the mirror still cancels it (§10.2).
 
+A layer's ``norm`` (its normaliser c of the context sum: N, 1 or N + 1) goes into the feature,
+``z = vec((1/c) Σ_n y_n x_n x_qᵀ)`` (:func:`twin_dataset`), and the map stays the same: then
+the loss is the same function of (A, γ) on both sides and GD moves them identically. Scaling W₁
+by N/c instead computes the same function but not the same training: GD on W₁ = (N/c)A steps A
+by (c/N)² times as far (§10.2).
+
 The twin's layers are :class:`TwinLayer` s: dense layers of a *linear* net, which
 :func:`~biasfree.dynamics.trainer.train` runs at slope α = 1 only (it refuses any other α, which
 would silently train a ReLU net on z instead).
@@ -33,7 +39,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from .attention import MergedAttention, SeparateAttention
+from .attention import MergedAttention, SeparateAttention, norm_divisor
 from .data import Dataset
 from .icl_data import _cubic_features
 from .layers import Layer, layer_type
@@ -93,8 +99,8 @@ def merged_to_twin(layer) -> tuple[Layer, Layer]:
 
 
 @precise
-def twin_to_merged(twin, n_ctx: int, *, include_query: bool = False) -> MergedAttention:
-    """The merged layer (context length ``n_ctx``, ``include_query`` as the layer's) of a
+def twin_to_merged(twin, n_ctx: int, *, include_query: bool = False, norm: str = "n") -> MergedAttention:
+    """The merged layer (context length ``n_ctx``, ``include_query`` and ``norm`` as the layer's) of a
     two-layer linear twin ``(W₁ (H, D²), W₂ (1, H))``: ``A_h = W₁[h].reshape(D, D)``,
     ``W_h^V[D, D] = W₂[0, h]``, every other entry 0."""
     W1, W2 = (np.asarray(layer.W) for layer in twin)
@@ -106,7 +112,8 @@ def twin_to_merged(twin, n_ctx: int, *, include_query: bool = False) -> MergedAt
     KQ[:, :D, :D] = np.reshape(W1, (H, D, D))
     V = np.zeros((H, D + 1, D + 1), W1.dtype)
     V[:, D, D] = W2[0]
-    return MergedAttention(jax.device_put(V), jax.device_put(KQ), n_ctx=n_ctx, include_query=include_query)
+    return MergedAttention(jax.device_put(V), jax.device_put(KQ), n_ctx=n_ctx, include_query=include_query,
+                           norm=norm)
 
 
 def off_twin(layer) -> float:
@@ -126,13 +133,15 @@ def in_context_map(layer) -> np.ndarray:
     return np.einsum("h,hij->ij", V[:, D, D], KQ[:, :D, :D])
 
 
-def twin_dataset(data: Dataset, n_ctx: int) -> Dataset:
+def twin_dataset(data: Dataset, n_ctx: int, *, norm: str = "n") -> Dataset:
     """The twin's training set: the cubic features of ``data``'s sequences
-    (:func:`~.icl_data.cubic_features`) and the same targets. A label-mirrored set gives
-    ``[Z; −Z]`` exactly (each term of z changes sign), so the twin takes the mirrored path."""
-    Z = _cubic_features(data.X, n_ctx)
+    (:func:`~.icl_data.cubic_features`), ``z = vec((1/c) Σ_n y_n x_n x_qᵀ)`` with the layer's
+    normaliser c of ``norm`` (N, 1 or N + 1; module doc), and the same targets. A label-mirrored
+    set gives ``[Z; −Z]`` exactly (each term of z changes sign), so the twin takes the mirrored path."""
+    per_token = 1.0 / norm_divisor(norm, n_ctx)
+    Z = _cubic_features(data.X, n_ctx, per_token)
     test = {} if not data.has_test else {
-        "X_test": _cubic_features(data.X_test, n_ctx), "Y_test": data.Y_test}
+        "X_test": _cubic_features(data.X_test, n_ctx, per_token), "Y_test": data.Y_test}
     return Dataset(Z, data.Y, **test)
 
 
@@ -150,9 +159,10 @@ def twin_mask(layer):
     if isinstance(layer, MergedAttention):
         KQ = np.zeros(np.shape(layer.KQ), layer.V.dtype)
         KQ[..., :D, :D] = 1.0
-        return MergedAttention(V, KQ, n_ctx=layer.n_ctx, include_query=layer.include_query)
+        return MergedAttention(V, KQ, n_ctx=layer.n_ctx, include_query=layer.include_query, norm=layer.norm)
     if isinstance(layer, SeparateAttention):
         KQ = np.zeros(np.shape(layer.K), layer.V.dtype)
         KQ[..., :D] = 1.0
-        return SeparateAttention(V, KQ, KQ, n_ctx=layer.n_ctx, include_query=layer.include_query)
+        return SeparateAttention(V, KQ, KQ, n_ctx=layer.n_ctx, include_query=layer.include_query,
+                                 norm=layer.norm)
     raise TypeError(f"expected an attention layer, got {type(layer).__name__}")
