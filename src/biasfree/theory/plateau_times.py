@@ -39,7 +39,7 @@ import numpy as np
 
 from .. import _validate as v
 from .deep import deep_half_time
-from .modes import _check_y_power, half_time
+from .modes import check_y_power, half_time
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def data_plateaus(s, a0, y_power: float, *, depth: int = 2) -> PlateauPrediction
     if np.any(a0 >= s / 2):
         raise ValueError("data_plateaus needs a0 < s/2 for every mode (a small init): a mode already "
                          "past half strength has no plateau before it")
-    y = _check_y_power(y_power, s)
+    y = check_y_power(y_power, s)
     times = half_time(s, a0) if depth == 2 else np.array(
         [float(deep_half_time(si, ai, depth)) for si, ai in zip(s, a0, strict=True)])
     levels = 0.5 * (y - np.concatenate([[0.0], np.cumsum(s**2)]))
