@@ -106,14 +106,15 @@ class Stage:
         out = [f"effective units: {u.count} ({u.family}; magnitudes above {u.threshold:.3g}: {u.why})"]
         fp = self.fixed_point
         if fp is not None:
-            out.append(f"nearest fixed point: {u.count} units embedded, loss {fp.loss:.6g} (L_{u.count} = "
-                       f"{self.level:.6g}), distance ‖θ − θ*‖ = {self.distance:.3g}; gradient "
+            out.append(f"nearest fixed point: the best {u.count}-unit solution embedded, loss {fp.loss:.6g} "
+                       f"(L_{u.count} = {self.level:.6g}), distance ‖θ − θ*‖ = {self.distance:.3g}; gradient "
                        f"{fp.grad:.2g} vs round-off {fp.grad_tol:.2g}: "
                        + ("stationary" if fp.stationary else "NOT stationary"))
             out.append(f"λ_min = {fp.lambda_min:.6g} (round-off {fp.lambda_tol:.2g}): "
                        + (f"a saddle; ε = {self.unstable_distance:.3g} along its {self.unstable_dim}-dim "
-                          f"unstable space, escape ln(1/ε)/|λ_min| = {self.escape_time:.4g}"
-                          + ("" if self.drop_time is None else f", next drop in {self.drop_time:.4g}")
+                          f"unstable space; escape ln(1/ε)/|λ_min| = {self.escape_time:.4g} (leading order)"
+                          + ("" if self.drop_time is None else
+                             f", next drop ln(s/a₀ − 1)/(2s) at a₀ = ε²/2 in {self.drop_time:.4g}")
                           if self.saddle else "not a saddle"))
         if self.staircase is not None:
             st = self.staircase
