@@ -10,15 +10,17 @@ from roundoff import gamma
 import biasfree as bf
 from biasfree.analysis.stage import stage
 from biasfree.nets import Layer
-from biasfree.theory import aligned_init, data_modes, linear_loss
+from biasfree.theory import aligned_init, data_modes, mode_strength
 from biasfree.theory.plateau_times import crossing_times
 from biasfree.theory.reduced_rank import reduced_rank_fit, reduced_rank_losses
 
 S = np.array([4.0, 0.25, 0.05])
-"""Well separated: mode 1 is learned (t ≈ 1.3) while mode 2 is still below the init's noise
-bound (a₂ ≈ a₀e^{2s₂t} ≈ 2.7a₀ at t = 2, against the threshold ≈ 46a₀)."""
-A0, LR, K0 = 1e-4, 0.02, 100
+"""Well separated: each mode is learned while the next is still below the init's noise bound."""
+A0, LR = 1e-4, 0.02
 N, D = 40, 4
+PLATEAUS = {0: 0, 1: 100, 2: 1500}
+"""GD steps to sit on plateau k: t = 0 (the origin), t = 2 (mode 1 learned at t₁ ≈ 1.3, mode 2 at
+≈ 2.7a₀ against the init floor ≈ 46a₀), t = 30 (mode 2 learned at t₂ ≈ 15.6, mode 3 at ≈ 20a₀)."""
 
 
 @pytest.fixture(scope="module")
@@ -30,48 +32,68 @@ def task():
     Y = X @ (U @ np.diag(S) @ V.T).T
     m = data_modes(X, Y)
     p0 = aligned_init(m.U, m.V, A0, width=4)  # balanced, aligned: each mode follows Saxe's logistic
-    tr = bf.train(p0, bf.Dataset(X, Y), bf.GDConfig(alpha=1.0, lr=LR, steps=K0, n_records=2),
+    tr = bf.train(p0, bf.Dataset(X, Y), bf.GDConfig(alpha=1.0, lr=LR, steps=PLATEAUS[1], n_records=2),
                   observables="loss")
     return X, Y, p0, tr.params
 
 
-def test_a_net_on_plateau_one_stands_at_the_rank_one_saddle_and_leaves_when_predicted(task):
-    X, Y, p0, net = task
+def _on_plateau(task, k):
+    X, Y, p0, net1 = task
+    if k < 2:
+        return (p0, net1)[k]
+    return bf.train(p0, bf.Dataset(X, Y), bf.GDConfig(alpha=1.0, lr=LR, steps=PLATEAUS[k], n_records=2),
+                    observables="loss").params
+
+
+@pytest.mark.parametrize("k", [0, 1, 2])
+def test_a_net_on_plateau_k_stands_at_the_rank_k_saddle_and_leaves_when_predicted(task, k):
+    X, Y, p0, _ = task
+    net = _on_plateau(task, k)
     st = stage(net, (X, Y), alpha=1.0, init=p0)
-    assert st.units.count == 1 and st.family == "linear"
+    assert st.units.count == k and st.family == "linear"
     fp = st.fixed_point
-    # the rank-1 reduced-rank map, by its own closed form: product and loss to γ_K of their size
-    beta1, L1 = reduced_rank_fit(X, Y, 1)
+    # the rank-k reduced-rank map, by its own closed form: product and loss to γ_K of their size
+    beta, Lk = reduced_rank_fit(X, Y, k)
     W1s, W2s = (np.asarray(la.W) for la in st.params_star)
-    assert np.max(np.abs(W2s @ W1s - beta1)) <= gamma(N + D) * S[0] * 4
-    assert abs(fp.loss - L1) <= gamma(N + D + 3) * S[0] ** 2 * 4 and st.level == pytest.approx(L1, rel=1e-12)
+    assert np.max(np.abs(W2s @ W1s - beta)) <= gamma(N + D) * S[0] * 4
+    assert abs(fp.loss - Lk) <= gamma(N + D + 3) * S[0] ** 2 * 4 and st.level == pytest.approx(Lk, rel=1e-12)
     assert fp.stationary and st.saddle
-    # λ_min = −σ₁(G) = −s₂ on whitened inputs (§11.4.4), to λ_tol plus the SVD's γ_K of ‖G‖
+    # λ_min = −σ₁(G) = −s_{k+1} on whitened inputs (§11.4.4), to λ_tol plus the SVD's γ_K of ‖G‖;
+    # failing control: not the next mode's −s_{k+2}
+    s_next = S[k]
     tol = fp.lambda_tol + gamma(N + D) * S[0]
-    assert abs(fp.lambda_min + S[1]) <= tol and abs(fp.lambda_min + S[2]) > 1e6 * tol
-    assert st.unstable_dim == 3  # one −s₂ block per zero unit: width 4, one unit learned
-    # the drop: GD on from the net, every step recorded; the loss crosses L₂ + s₂²/8 (mode 2 half
-    # learned) st.drop_time after now. Tolerance (§11.5.3): GD against flow over the remaining
-    # time at rate R = s₂, one record interval, and the other modes' distance from their plateaus
-    # at the crossing (flow closed form from the init) over the slope s₂³/4, doubled.
-    steps = int(1.3 * st.drop_time / LR)
+    assert abs(fp.lambda_min + s_next) <= tol
+    assert abs(fp.lambda_min + S[(k + 1) % 3]) > 1e6 * tol
+    assert st.unstable_dim == 4 - k  # one −s_{k+1} block per zero unit: width 4, k units learned
+    # the drop: GD on from the net, every step recorded; the loss crosses L_{k+1} + s²/8 (mode k+1
+    # half learned) st.drop_time after now. Tolerance (§11.5.3): GD against flow over the remaining
+    # time at rate R = s_{k+1}; one record interval; the other modes' distance from their plateaus
+    # (learned: a = s, unlearned: a = 0) at the crossing, from the flow closed form from the init,
+    # over the slope s³/4, doubled.
+    t_pred = st.drop_time
+    steps = int(1.3 * t_pred / LR)
     tr = bf.train(net, bf.Dataset(X, Y), bf.GDConfig(alpha=1.0, lr=LR, steps=steps, n_records=steps + 1),
                   observables="loss")
-    y_power = float(np.mean(np.sum(Y**2, 1)))
-    level = reduced_rank_losses(X, Y)[2] + S[1] ** 2 / 8
+    level = reduced_rank_losses(X, Y)[k + 1] + s_next**2 / 8
     t_meas = float(crossing_times(np.asarray(tr.t)[1:], np.asarray(tr.loss)[1:], [level])[0])
-    t_pred = st.drop_time
-    x = LR * S[1] / 2
-    off = abs(float(linear_loss(K0 * LR + t_pred, S, A0, y_power)) - level)
-    tol = t_pred * x / (1 - x) + LR + 2 * off / (S[1] ** 3 / 4)
+    a = np.asarray(mode_strength(PLATEAUS[k] * LR + t_pred, S, A0), dtype=float)
+    rest = np.arange(3) != k
+    off = float(np.sum(np.abs(0.5 * (S - a) ** 2 - 0.5 * (S - np.where(np.arange(3) < k, S, 0)) ** 2)[rest]))
+    x = LR * s_next / 2
+    tol = t_pred * x / (1 - x) + LR + 2 * off / (s_next**3 / 4)
     assert abs(t_meas - t_pred) <= tol, (t_meas, t_pred, tol)
-    # failing control: the leading-order escape time alone misses by ln(2s₂ − ε²)/(2s₂) ≈ −1.39 (§11.4.4)
+    # failing control: the leading-order escape time alone misses by |ln(2s − ε²)|/(2s) (§11.4.4)
     assert abs(t_meas - st.escape_time) > tol
-    assert st.escape_time == pytest.approx(np.log(1 / st.unstable_distance) / S[1], rel=1e-9)
-    # the staircase from the init: one drop passed, at the reduced-rank levels
+    assert st.escape_time == pytest.approx(np.log(1 / st.unstable_distance) / s_next, rel=1e-9)
+    # the staircase from the init: k drops passed, at the reduced-rank levels
     sc = st.staircase
-    assert sc.passed == 1 and np.allclose(sc.prediction.levels, reduced_rank_losses(X, Y), rtol=0, atol=1e-12)
+    assert sc.passed == k and np.allclose(sc.prediction.levels, reduced_rank_losses(X, Y), rtol=0, atol=1e-12)
     assert np.allclose(sc.a0, A0, rtol=1e-9)  # ¼‖W₁v + W₂ᵀu‖² of the aligned init: a₀ per mode
+    if k == 0:
+        # at the origin ε²/2 is ¼‖W₁v₁ + W₂ᵀu₁‖² itself: the drop time is the staircase's t₁. Both are
+        # ln(s/a₀ − 1)/(2s); a₀ from the projector on E, off by ‖δH‖/gap ≤ λ_tol/(s₁ − s₂) relative
+        # (Davis–Kahan), moves t by that over 2s₁ (twice, for ε²)
+        assert abs(t_pred - sc.prediction.times[0]) <= 2 * fp.lambda_tol / (S[0] - S[1]) / (2 * S[0]) + 1e-15
 
 
 def test_the_global_minimum_is_not_a_saddle(task):
