@@ -9,6 +9,8 @@ from roundoff import gamma
 
 import biasfree as bf
 from biasfree.analysis.stage import stage
+from biasfree.core.attention import SeparateAttention
+from biasfree.core.conv import Conv
 from biasfree.nets import Layer
 from biasfree.theory import aligned_init, data_modes, mode_strength
 from biasfree.theory.plateau_times import crossing_times
@@ -134,3 +136,18 @@ def test_a_family_with_no_rule_is_refused_naming_those_with_one(task):
         stage(deep, (X, Y), alpha=0.0)
     with pytest.raises(ValueError, match="init has widths"):
         stage(task[3], (X, Y), alpha=1.0, init=(Layer(np.ones((2, D))), Layer(np.ones((3, 2)))))
+
+
+def test_conv_nets_get_their_kernels_and_a_note_attention_is_refused_by_name():
+    """Conv: the effective-unit rule exists (kernels, §11.1), the fixed point is not built: the
+    answer says so. Attention: refused, pointing at effective_units for its heads."""
+    rng = np.random.default_rng(2)
+    conv = (Conv(rng.normal(size=(3, 1, 3)), None, (8,), "same"), Layer(rng.normal(size=(2, 24))))
+    X, Y = rng.normal(size=(30, 8)), rng.normal(size=(30, 2))
+    st = stage(conv, (X, Y), alpha=0.0)
+    assert st.family == "conv" and st.units.count == 3 and st.fixed_point is None
+    assert "not covered" in st.notes[0] and "conv" in st.notes[0]
+    K, Q = rng.normal(size=(2, 2, 1, 4))
+    att = SeparateAttention(np.zeros((2, 4, 4)), K, Q, n_ctx=4)
+    with pytest.raises(ValueError, match=r"attention models are not covered.*effective_units"):
+        stage(att, (X, Y))
