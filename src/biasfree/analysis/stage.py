@@ -167,6 +167,7 @@ def stage(model, data, *, alpha=None, init=None) -> Stage:
     return stage_of(params, X, Y, a, start)
 
 
+@precise
 def stage_of(params: Params, X, Y, alpha: float, init: Params | None = None) -> Stage:
     """:func:`stage` of read and checked ``params`` (zero biases dropped), float arrays X (N, d),
     Y (N, p), slope ``alpha`` and ``init`` (same architecture, or None): what ``analyse`` has."""
@@ -175,7 +176,8 @@ def stage_of(params: Params, X, Y, alpha: float, init: Params | None = None) -> 
     dense_linear = (units.family == "linear" and len(params) == 2
                     and all(type(la) is Layer and la.bias is None for la in params))
     if not dense_linear:
-        why = (f"a {units.family} net of depth {len(params)}" if units.family != "leaky" else
+        biased = " with biases" if any(getattr(la, "bias", None) is not None for la in params) else ""
+        why = (f"a {units.family} net of depth {len(params)}{biased}" if units.family != "leaky" else
                "ReLU/leaky nets: the zero unit sits on the kink, so the escape is one-sided and the Hessian "
                "does not see it (§11.4.4)")
         return Stage(units.family, loss, units, notes=(
