@@ -1,0 +1,153 @@
+"""Where a net stands (biasfree.analysis.stage, docs/theory.md §11.7): a linear net trained by GD
+from a small init onto plateau 1 of a 3-mode target is read at 1 unit, next to the rank-1 fixed
+point, a saddle with λ_min = −s₂, and leaves it when the predicted drop time says; the global
+minimum is not a saddle; a torch module reads as its params; a family with no rule is refused."""
+
+import numpy as np
+import pytest
+from roundoff import gamma
+
+import biasfree as bf
+from biasfree.analysis.stage import stage
+from biasfree.core.attention import SeparateAttention
+from biasfree.core.conv import Conv
+from biasfree.nets import Layer
+from biasfree.theory import aligned_init, data_modes, mode_strength
+from biasfree.theory.plateau_times import crossing_times
+from biasfree.theory.reduced_rank import reduced_rank_fit, reduced_rank_losses
+
+S = np.array([4.0, 0.25, 0.05])
+"""Well separated: each mode is learned while the next is still below the init's noise bound."""
+A0, LR = 1e-4, 0.02
+N, D = 40, 4
+PLATEAUS = {0: 0, 1: 100, 2: 1500}
+"""GD steps to sit on plateau k: t = 0 (the origin), t = 2 (mode 1 learned at t₁ ≈ 1.3, mode 2 at
+≈ 2.7a₀ against the init floor ≈ 46a₀), t = 30 (mode 2 learned at t₂ ≈ 15.6, mode 3 at ≈ 20a₀)."""
+
+
+@pytest.fixture(scope="module")
+def task():
+    rng = np.random.default_rng(0)
+    X = np.linalg.qr(rng.standard_normal((N, D)))[0] * np.sqrt(N)  # XᵀX/N = I to round-off
+    U = np.linalg.qr(rng.standard_normal((3, 3)))[0]
+    V = np.linalg.qr(rng.standard_normal((D, 3)))[0]
+    Y = X @ (U @ np.diag(S) @ V.T).T
+    m = data_modes(X, Y)
+    p0 = aligned_init(m.U, m.V, A0, width=4)  # balanced, aligned: each mode follows Saxe's logistic
+    tr = bf.train(p0, bf.Dataset(X, Y), bf.GDConfig(alpha=1.0, lr=LR, steps=PLATEAUS[1], n_records=2),
+                  observables="loss")
+    return X, Y, p0, tr.params
+
+
+def _on_plateau(task, k):
+    X, Y, p0, net1 = task
+    if k < 2:
+        return (p0, net1)[k]
+    return bf.train(p0, bf.Dataset(X, Y), bf.GDConfig(alpha=1.0, lr=LR, steps=PLATEAUS[k], n_records=2),
+                    observables="loss").params
+
+
+@pytest.mark.parametrize("k", [0, 1, 2])
+def test_a_net_on_plateau_k_stands_at_the_rank_k_saddle_and_leaves_when_predicted(task, k):
+    X, Y, p0, _ = task
+    net = _on_plateau(task, k)
+    st = stage(net, (X, Y), alpha=1.0, init=p0)
+    assert st.units.count == k and st.family == "linear"
+    fp = st.fixed_point
+    # the rank-k reduced-rank map, by its own closed form: product and loss to γ_K of their size
+    beta, Lk = reduced_rank_fit(X, Y, k)
+    W1s, W2s = (np.asarray(la.W) for la in st.params_star)
+    assert np.max(np.abs(W2s @ W1s - beta)) <= gamma(N + D) * S[0] * 4
+    assert abs(fp.loss - Lk) <= gamma(N + D + 3) * S[0] ** 2 * 4 and st.level == pytest.approx(Lk, rel=1e-12)
+    assert fp.stationary and st.saddle
+    # λ_min = −σ₁(G) = −s_{k+1} on whitened inputs (§11.4.4), to λ_tol plus the SVD's γ_K of ‖G‖;
+    # failing control: not the next mode's −s_{k+2}
+    s_next = S[k]
+    tol = fp.lambda_tol + gamma(N + D) * S[0]
+    assert abs(fp.lambda_min + s_next) <= tol
+    assert abs(fp.lambda_min + S[(k + 1) % 3]) > 1e6 * tol
+    assert st.unstable_dim == 4 - k  # one −s_{k+1} block per zero unit: width 4, k units learned
+    # the drop: GD on from the net, every step recorded; the loss crosses L_{k+1} + s²/8 (mode k+1
+    # half learned) st.drop_time after now. Tolerance (§11.5.3): GD against flow over the remaining
+    # time at rate R = s_{k+1}; one record interval; the other modes' distance from their plateaus
+    # (learned: a = s, unlearned: a = 0) at the crossing, from the flow closed form from the init,
+    # over the slope s³/4, doubled.
+    t_pred = st.drop_time
+    steps = int(1.3 * t_pred / LR)
+    tr = bf.train(net, bf.Dataset(X, Y), bf.GDConfig(alpha=1.0, lr=LR, steps=steps, n_records=steps + 1),
+                  observables="loss")
+    level = reduced_rank_losses(X, Y)[k + 1] + s_next**2 / 8
+    t_meas = float(crossing_times(np.asarray(tr.t)[1:], np.asarray(tr.loss)[1:], [level])[0])
+    a = np.asarray(mode_strength(PLATEAUS[k] * LR + t_pred, S, A0), dtype=float)
+    rest = np.arange(3) != k
+    off = float(np.sum(np.abs(0.5 * (S - a) ** 2 - 0.5 * (S - np.where(np.arange(3) < k, S, 0)) ** 2)[rest]))
+    x = LR * s_next / 2
+    tol = t_pred * x / (1 - x) + LR + 2 * off / (s_next**3 / 4)
+    assert abs(t_meas - t_pred) <= tol, (t_meas, t_pred, tol)
+    # failing control: the leading-order escape time alone misses by |ln(2s − ε²)|/(2s) (§11.4.4)
+    assert abs(t_meas - st.escape_time) > tol
+    assert st.escape_time == pytest.approx(np.log(1 / st.unstable_distance) / s_next, rel=1e-9)
+    # the staircase from the init: k drops passed, at the reduced-rank levels
+    sc = st.staircase
+    assert sc.passed == k and np.allclose(sc.prediction.levels, reduced_rank_losses(X, Y), rtol=0, atol=1e-12)
+    assert np.allclose(sc.a0, A0, rtol=1e-9)  # ¼‖W₁v + W₂ᵀu‖² of the aligned init: a₀ per mode
+    if k == 0:
+        # at the origin ε²/2 is ¼‖W₁v₁ + W₂ᵀu₁‖² itself: the drop time is the staircase's t₁. Both are
+        # ln(s/a₀ − 1)/(2s); a₀ from the projector on E, off by ‖δH‖/gap ≤ λ_tol/(s₁ − s₂) relative
+        # (Davis–Kahan), moves t by that over 2s₁ (twice, for ε²)
+        assert abs(t_pred - sc.prediction.times[0]) <= 2 * fp.lambda_tol / (S[0] - S[1]) / (2 * S[0]) + 1e-15
+
+
+def test_the_global_minimum_is_not_a_saddle(task):
+    """Every mode learned (the full least-squares map, balanced): 3 units, the fixed point is the
+    net itself, λ_min ≥ −λ_tol (G = 0: the zero unit's block is 0, the rest PSD)."""
+    X, Y, _, _ = task
+    m = data_modes(X, Y)
+    best = aligned_init(m.U, m.V, m.s, width=4)
+    st = stage(best, (X, Y), alpha=1.0)
+    assert st.units.count == 3 and st.fixed_point.stationary
+    assert not st.saddle and st.fixed_point.lambda_min >= -st.fixed_point.lambda_tol
+    assert st.escape_time is None and st.drop_time is None and st.staircase is None
+    assert st.distance <= 1e-12 * np.sqrt(S[0])  # the net is its own fixed point, to round-off
+    assert "λ_min" in st.summary() and "not a saddle" in st.summary()
+
+
+def test_a_torch_module_reads_as_its_params(task):
+    torch = pytest.importorskip("torch")
+    X, Y, _, net = task
+    mod = torch.nn.Sequential(torch.nn.Linear(D, 4, bias=False), torch.nn.Linear(4, 3, bias=False)).double()
+    with torch.no_grad():
+        for lin, la in zip((mod[0], mod[1]), net, strict=True):
+            lin.weight.copy_(torch.from_numpy(np.array(la.W, dtype=float)))
+    a, b = stage(mod, (X, Y)), stage(net, (X, Y), alpha=1.0)
+    assert a.units.count == b.units.count
+    assert a.fixed_point.lambda_min == pytest.approx(b.fixed_point.lambda_min, rel=1e-12)
+    relu = torch.nn.Sequential(torch.nn.Linear(D, 4, bias=False), torch.nn.ReLU(),
+                               torch.nn.Linear(4, 3, bias=False)).double()
+    r = stage(relu, (X, Y))
+    assert r.family == "leaky" and r.fixed_point is None and "not covered" in r.notes[0]
+
+
+def test_a_family_with_no_rule_is_refused_naming_those_with_one(task):
+    X, Y, _, _ = task
+    rng = np.random.default_rng(1)
+    deep = tuple(Layer(rng.standard_normal(s)) for s in ((4, D), (4, 4), (3, 4)))
+    with pytest.raises(ValueError, match=r"no effective-unit rule for a depth-3 .*with one: .*dense linear"):
+        stage(deep, (X, Y), alpha=0.0)
+    with pytest.raises(ValueError, match="init has widths"):
+        stage(task[3], (X, Y), alpha=1.0, init=(Layer(np.ones((2, D))), Layer(np.ones((3, 2)))))
+
+
+def test_conv_nets_get_their_kernels_and_a_note_attention_is_refused_by_name():
+    """Conv: the effective-unit rule exists (kernels, §11.1), the fixed point is not built: the
+    answer says so. Attention: refused, pointing at effective_units for its heads."""
+    rng = np.random.default_rng(2)
+    conv = (Conv(rng.normal(size=(3, 1, 3)), None, (8,), "same"), Layer(rng.normal(size=(2, 24))))
+    X, Y = rng.normal(size=(30, 8)), rng.normal(size=(30, 2))
+    st = stage(conv, (X, Y), alpha=0.0)
+    assert st.family == "conv" and st.units.count == 3 and st.fixed_point is None
+    assert "not covered" in st.notes[0] and "conv" in st.notes[0]
+    K, Q = rng.normal(size=(2, 2, 1, 4))
+    att = SeparateAttention(np.zeros((2, 4, 4)), K, Q, n_ctx=4)
+    with pytest.raises(ValueError, match=r"attention models are not covered.*effective_units"):
+        stage(att, (X, Y))
