@@ -322,6 +322,12 @@ def check_vectors(kw: dict) -> dict:
     out = dict(kw)
     for k, rule in VECTOR_RULES.items():
         v = kw.get(k)
+        if v is not None:
+            try:  # a ragged list or a string: refused here, before NumPy reads its shape
+                np.asarray(v, dtype=float)
+            except (TypeError, ValueError):
+                raise ValueError(f"{k}={v!r} must be a number or a 1-D array of per-member values "
+                                 "(one per ensemble member)") from None
         if v is not None and np.ndim(v) > 0:
             if np.ndim(v) > 1 or np.size(v) == 0:
                 raise ValueError(f"{k} must be a scalar or a 1-D array of per-member values, got shape "
