@@ -73,6 +73,8 @@ nitpick_ignore_regex = [
     # the array, autodiff, optimiser, solver and plotting libraries biasfree builds on
     ("py:.*", r"(numpy|np|jax|jnp|jaxlib|optax|diffrax|equinox|eqx|scipy|matplotlib|plt"
               r"|safetensors|typer|rich|pydantic|annotated_types)(\..+)?"),
+    # jax.Array under the alias Array (core.layers, dynamics.trajectory), as signatures render it
+    ("py:class", r"Array"),
     # optional extras (mocked above): PyTorch, Dask, pandas, pyarrow, scikit-learn
     ("py:.*", r"(torch|dask|distributed|pandas|pd|pyarrow|sklearn)(\..+)?"),
     # annotated_types' metadata in the configs' Annotated field hints (claims.base.config),

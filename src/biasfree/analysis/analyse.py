@@ -108,7 +108,7 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
     - ``t_max``: horizon of the predicted curve without training (default: from the data's
       modes, bounded), on ``n_times`` points.
     - ``time_budget``: seconds of training at most (None: no limit), and of the predicted
-      curve's ODE (at most :data:`CURVE_BUDGET`; a curve cut short says so).
+      curve's ODE (at most :data:`~biasfree.analysis.predicted.CURVE_BUDGET`; a curve cut short says so).
     - ``progress(k, K)``: called as training goes.
 
     Every argument is checked before the model's kind is read; an attention model refuses

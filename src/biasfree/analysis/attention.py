@@ -16,7 +16,7 @@ as for dense nets (docs/verdict.md "Attention models"), each with its deciding n
   sequences in one :func:`~biasfree.dynamics.trainer.train` call (``twin=(twin, z data)``),
   every step recorded, and the gap, the one definition dense models use (docs/verdict.md),
 
-      gap = max_k |L_k − L̃_k| / L_ref,   L_ref = max(L(θ₀), ½<y_q²>)
+      ``gap = max_k |L_k − L̃_k| / L_ref``,   L_ref = max(L(θ₀), ½<y_q²>)
 
   (θ₀ the weights training starts from, y_q the targets), is weighed against the paper's 0.3%
   (:data:`~.verdict.PAPER_LEVEL`). A separate-key–query model trains as a depth-3 net on z

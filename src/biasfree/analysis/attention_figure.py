@@ -1,6 +1,6 @@
 """Figure of ``biasfree analyse`` for a linear-attention model (docs/verdict.md "Attention
-models"), beside the dense one of :mod:`.figure`: (a) the model's and its twin's losses at every
-step of each measured run (from the given weights; the rerun from the init), (b) their gap
+models"), beside the dense one of :mod:`biasfree.analysis.figure`: (a) the model's and its twin's
+losses at every step of each measured run (from the given weights; the rerun from the init), (b) their gap
 ``|L_k − L̃_k| / max(L(θ₀), ½<y_q²>)`` per step against the paper's 0.3%, (c) every answer with
 the numbers that decided it."""
 

@@ -156,7 +156,7 @@ def attention_from_torch(module, n_ctx: int | None = None, *, data=None, include
     a seeded Gaussian probe; ``n_ctx`` None reads N from the data's width (1 without data);
     ``include_query`` None: the layout's own; ``norm`` (the normaliser of the context sum,
     :data:`~biasfree.core.attention.NORMS`) None: the package's layout ``"n"``, the authors' the
-    one their forward computes (:func:`_verified`). Refuses softmax attention and any module whose
+    one their forward computes (``_verified``). Refuses softmax attention and any module whose
     forward is not the reading, naming the likely cause."""
     X = None if data is None else _sequences(data)
     return _verified(*_read_torch(module, include_query, norm), X, n_ctx)

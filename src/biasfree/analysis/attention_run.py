@@ -7,7 +7,7 @@ mismatch, named.
 tokens (S, N+1, D+1), query last, under ``torch.func.functional_call`` with its weights in float64. Its
 output at the query's label slot must equal the layer read, per sequence, within
 
-    |f_module − f_read| ≤ 2 γ_K A,   A = (1/c) Σ_h Σ_n |v_h|ᵀ|e_n| · |e_n|ᵀ|W_h||e_q|,
+    ``|f_module − f_read| ≤ 2 γ_K A``,   ``A = (1/c) Σ_h Σ_n |v_h|ᵀ|e_n| · |e_n|ᵀ|W_h||e_q|``,
 
 γ_K = K u / (1 − K u), u = 2⁻⁵³, K = 3(D+1) + (N+1) + H + 5: every term of ŷ is a product of
 five factors (four multiplications, and the 1/c of the layer's ``norm``) summed over three
@@ -15,7 +15,7 @@ contractions of D + 1, at most N + 1 tokens and H heads, so any order of summing
 products lies within γ_K A of the exact sum (Higham, *Accuracy and Stability*, §3.1) and two
 such computations within 2γ_K A.
 A separate layer's terms run through W_h = K_hᵀQ_h too: K gains its r sums and A reads
-|K_h|ᵀ|Q_h| for |W_h|.
+``|K_h|ᵀ|Q_h|`` for ``|W_h|``.
 On a mismatch the readings a module is likely to compute instead are tried at the same bound —
 the key–query transposed, another of the normalisers (1/N, none, 1/(N + 1)), with or without
 the query's own term, and their combinations; the layout's reading at float32's u = 2⁻²⁴;
@@ -45,7 +45,7 @@ def _reading(V, KQ, E, c: float, include_query: bool, abs_kq=None) -> tuple[np.n
     """``(ŷ, A)`` per sequence: the prediction of value weights ``V`` and merged ``KQ`` on tokens
     ``E`` (S, N+1, D+1), the context sum divided by ``c``, and the sum of its terms' magnitudes
     (module doc; ``abs_kq`` the
-    magnitudes of the key–query's terms, |K_h|ᵀ|Q_h| for a separate layer, else |KQ|), float64."""
+    magnitudes of the key–query's terms, ``|K_h|ᵀ|Q_h|`` for a separate layer, else ``|KQ|``), float64."""
     C, q, v = (E if include_query else E[:, :-1]), E[:, -1], V[:, -1, :]
     f = np.einsum("hd,snd,sne,hef,sf->s", v, C, C, KQ, q, optimize=True) / c
     absolute = (np.abs(v), np.abs(C), np.abs(C), np.abs(KQ) if abs_kq is None else abs_kq, np.abs(q))

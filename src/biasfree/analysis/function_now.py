@@ -1,12 +1,12 @@
 """The function now (docs/verdict.md, the pipeline's second stage): what the data say and what
 the net computes on them, measured once per :func:`~biasfree.analysis.analyse.analyse` call.
 
-:func:`data_context`: the data's report (symmetry, mirror violation, the target's even share),
-modes of ``Σ_yx Σ_xx^{-1/2}`` and the exact two-layer floor (§1.3). :func:`measure_net`: the
+``data_context``: the data's report (symmetry, mirror violation, the target's even share),
+modes of ``Σ_yx Σ_xx^{-1/2}`` and the exact two-layer floor (§1.3). ``measure_net``: the
 net's report with its split ``f = f_odd + f_even`` (``even_fraction = <||f_even||²>/<||f||²>``,
 ``nonlinear_fraction`` the squared distance from f to the nearest linear map over <||f||²>),
 the function-now judgement, its regime (§6.3) and ``L(θ) = (1/2N) Σ_n ||y_n − f(x_n)||²``.
-:func:`facts`: what both training answers weigh (the twin's loss, the gradient, stationarity).
+``facts``: what both training answers weigh (the twin's loss, the gradient, stationarity).
 :func:`trained_function`: the same function judgement of the net a run ended with.
 """
 
@@ -75,7 +75,7 @@ def data_context(X, Y, a, source) -> Context:
 @dataclass(frozen=True)
 class State:
     """One net measured on the data: its report (the odd/even split included), the
-    function-now judgement, its regime and L(θ); :func:`facts` adds the twin's loss and the
+    function-now judgement, its regime and L(θ); ``facts`` adds the twin's loss and the
     gradient, for the facts both training answers weigh."""
 
     net: NetReport
@@ -127,7 +127,7 @@ def facts(st: State, ctx: Context, params, X, Y, a, pred: Prediction | None) -> 
 
 
 def trained_function(tr: Training, a, ctx: Context, kind: str) -> vd.Judgement:
-    """The function judgement (as :func:`measure_net`'s) of the net the run ``tr`` ended with,
+    """The function judgement (as ``measure_net``'s) of the net the run ``tr`` ended with,
     from the run's final split: ``nonlinear_fraction = (<||f_even||²> + odd remainder) / <||f||²>``."""
     total = tr.final_odd_linear_energy + tr.final_odd_nonlinear_energy + tr.final_even_energy
     return vd.judge_function(has_bias=False, alpha=a, even_fraction=tr.final_even_fraction,

@@ -2,7 +2,7 @@
 measured or predicted, and its normaliser named wherever it is shown (docs/verdict.md,
 docs/theory.md §6.3):
 
-    D = max_k |L_k − L̃_k| / L_ref,      L_ref = max(L(θ₀), ½<‖y‖²>),
+    ``D = max_k |L_k − L̃_k| / L_ref``,      L_ref = max(L(θ₀), ½<‖y‖²>),
 
 θ₀ the weights training starts from (the given net, or ``init=``), ``L_k``/``L̃_k`` the net's and
 its twin's loss (half mean squared error) at step k of a measured run (every step, whatever is

@@ -257,7 +257,7 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
     0.3% is then no evidence that the net left its twin, and the answer is :data:`UNDECIDED`,
     naming the fix. ``end`` (:class:`~biasfree.analysis.stationary.Stationarity` of the run's
     last net and twin, descent only): its bound (stationary, or the floor bound
-    max(|L − L_twin|, max(L, L_twin) − L*), or the converged max(L, L_twin)) within 0.3% says that
+    ``max(|L − L_twin|, max(L, L_twin) − L*)``, or the converged max(L, L_twin)) within 0.3% says that
     a longer run keeps the gap within it, so the answer holds past the steps run. A run the time
     budget stopped (``steps_run`` < ``steps_asked``, ``seconds`` of ``budget``) whose gap is within
     0.3% without such a bound is :data:`UNDECIDED`, saying so and naming ``longer``, the call
@@ -336,7 +336,7 @@ def dynamics_of(given: TrainConfig | None, cfg: TrainConfig | None) -> Dynamics:
     config (measured by ``train=True``); GD at the config's step (``train=True`` when the user
     asked for the default, else the ``GDConfig`` given); any other optimiser by its name (its
     twin is exact, but no closed form predicts it: measured by ``train=`` that optimiser). The
-    call keeps the config's batches, weight decay and loss (:func:`_batches`)."""
+    call keeps the config's batches, weight decay and loss (``_batches``)."""
     if cfg is None:
         return FLOW
     kw, opts = _batches(cfg)

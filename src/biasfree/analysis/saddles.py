@@ -17,7 +17,7 @@ eigenvalue λ_min (``jax.hessian`` of the flattened weights up to :data:`DENSE_H
 Lanczos on Hessian-vector products above) against its round-off (Weyl: ``|δλ| ≤ ||δH||₂``,
 each entry a sum of K products, so ``γ_K`` times the bound on ||H|| of that module, times
 √n_θ for the Frobenius norm of the entrywise error). λ_min < 0 beyond it is a saddle, left
-along its eigenvector at rate |λ_min|: from a distance ε the escape takes
+along its eigenvector at rate ``|λ_min|``: from a distance ε the escape takes
 ``t ≈ ln(1/ε)/|λ_min|`` (gradient-flow time t = η k). :func:`embed` refuses a point that is not
 a fixed point, and reports the wide net's function change, gradient and Hessian.
 """

@@ -14,7 +14,7 @@ factorisation of β_k is a fixed point (G = Σ_yx − β_kΣ_xx has W₂*ᵀG = 
 At θ*: :func:`~biasfree.analysis.saddles.fixed_point` (gradient, Hessian λ_min, their round-off);
 the unstable eigenspace E (Hessian eigenvalues within 2λ_tol of λ_min, Weyl: indistinguishable
 from it) and the net's distance along it ``ε = ‖P_E(θ − θ*)‖``. The escape time (§11.4.4) is
-``ln(1/ε)/|λ_min|`` to leading order; on whitened inputs (Σ_xx = I) the next mode, s = |λ_min|
+``ln(1/ε)/|λ_min|`` to leading order; on whitened inputs (Σ_xx = I) the next mode, s = ``|λ_min|``
 = s_{k+1}, starts at strength a₀ = ε²/2 (§3.1's effective strength ¼‖W₁r + W₂ᵀq‖², summed over
 the units) and follows Saxe's logistic, so the next drop (the loss crossing L_{k+1} + s²/8, mode
 k+1 half learned) comes ``ln(s/a₀ − 1)/(2s)`` = ``ln(1/ε)/s + ln(2s − ε²)/(2s)`` later.
@@ -77,7 +77,7 @@ class Stage:
     (``fixed_point`` not None): ``params_star`` the k-unit fixed point θ* embedded in the net's
     width, ``level`` the reduced-rank loss L_k computed apart, ``distance`` ‖θ − θ*‖,
     ``unstable_distance`` ε = ‖P_E(θ − θ*)‖ along its unstable eigenspace E of dimension
-    ``unstable_dim``, ``escape_time`` ln(1/ε)/|λ_min| (gradient-flow time t = η·steps; inf if not
+    ``unstable_dim``, ``escape_time`` ``ln(1/ε)/|λ_min|`` (gradient-flow time t = η·steps; inf if not
     a saddle), ``drop_time`` the time to the next drop on whitened inputs (None otherwise).
     ``staircase`` with ``init`` (linear nets). ``notes``: what is not covered, and why."""
 

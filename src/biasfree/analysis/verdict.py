@@ -281,7 +281,7 @@ def _stays(f: Facts, t0_gap: float, ev: list, dyn: Dynamics) -> str | None:
     """§6.4 from where the net stands, for descent (gradient flow, GD): stationary to round-off
     (neither net nor twin moves: the gap stays its exact present value) or with a two-layer floor
     L* (descent keeps both losses in [L*, max(L, L_twin)], so the gap stays within
-    max(|L − L_twin|, max(L, L_twin) − L*), at the floor or not): the summary when that bound
+    ``max(|L − L_twin|, max(L, L_twin) − L*)``, at the floor or not): the summary when that bound
     decides (within 0.3% of L_ref), else None. Adds the evidence it weighed."""
     if f.still is None:
         return None
@@ -309,7 +309,7 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
     the exact t = 0 gap above 0.3% says "not", under any optimiser; for descent (gradient
     flow, GD), a net whose loss and twin's loss are both ≤ 0.3% is converged (both losses stay
     in [0, max(L, L_twin)]), and a net stationary to round-off or above the two-layer floor is
-    decided by the floor bound max(|L − L_twin|, max(L, L_twin) − L*) (``_stays``) wherever it
+    decided by the floor bound ``max(|L − L_twin|, max(L, L_twin) − L*)`` (``_stays``) wherever it
     is within 0.3%; depth > 2, an init that is not small, or a conv first layer (its growth
     interval is an estimate, not a bound) leave the prediction :data:`UNDECIDED`; else the
     predicted gap's interval ``max(t0_gap, growth_range)`` decides: effectively linear when its

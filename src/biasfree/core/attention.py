@@ -27,7 +27,7 @@ tokens). The twin's feature carries the same 1/c (docs/theory.md §10.2,
 Both are pytrees (the weights leaves, ``n_ctx`` static), so ``jit``, ``vmap`` and ``grad``
 see only the weights; :meth:`~MergedAttention.apply` takes (S, (N+1)(D+1)) to (S, 1), as
 ``Σ_h v_hᵀ G W_h e_q`` with the context's ``G = (1/c) Σ_n e_n e_nᵀ``: O(S·N·D²) once for G, then
-O(S·H·D²); both compute in float64 (:func:`~.precision.precise`) whatever JAX's default. They
+O(S·H·D²); both compute in float64 (:func:`~biasfree.core.precision.precise`) whatever JAX's default. They
 have no ``matrix`` (``TypeError``): the map is cubic in the tokens, and
 the dense theory that reads ``matrix`` does not apply. Training records their losses only
 (``bf.train(..., observables="loss")``). Inits: :func:`init_attention`; the exact linear twin

@@ -37,7 +37,8 @@ class AbstractLayer(abc.ABC):
 
     in_layout = out_layout = None
     activation = "leaky"
-    """The σ applied to this layer's outputs when a layer follows (:data:`ACTIVATIONS`): "leaky",
+    """The σ applied to this layer's outputs when a layer follows
+    (:data:`~biasfree.core.layers.ACTIVATIONS`): "leaky",
     the net's ``σ_α`` (docs/theory.md §0), for every layer type; a dense :class:`Layer` may say
     "quadratic", ``σ(z) = z²`` (§11.2)."""
     is_linear = True
@@ -159,7 +160,8 @@ ACTIVATIONS = ("leaky", "quadratic")
 class Layer(WeightLayer):
     """The dense layer: weight ``W`` of shape (n_out, n_in), bias ``b`` of shape (n_out,) or
     ``None`` for a bias-free layer, and the ``activation`` applied to its outputs when a layer
-    follows (:data:`ACTIVATIONS`; default "leaky", the slope α's σ_α). Its ``matrix`` is ``W``."""
+    follows (:data:`~biasfree.core.layers.ACTIVATIONS`; default "leaky", the slope α's σ_α). Its
+    ``matrix`` is ``W``."""
 
     W: Array
     b: Array | None = None

@@ -61,7 +61,7 @@ class EffectiveUnits(NamedTuple):
     why: str
     """Which bound set the threshold, with its numbers."""
     family: str
-    """A key of :data:`FAMILIES`."""
+    """A key of :data:`~biasfree.core.units.FAMILIES`."""
 
 
 def _gaussian_bound(sigma: float, m: int, n: int) -> float:
@@ -252,7 +252,8 @@ def _threshold(round_off: float, init: float, init_rule: str) -> tuple[float, st
 def effective_units(params, alpha=None, *, init=None, init_scale=None) -> EffectiveUnits:
     """The number of units the solution ``params`` uses (module doc; docs/theory.md §11.1).
 
-    - ``params``: a net (tuple of layers) of a family in :data:`FAMILIES`, or an attention layer.
+    - ``params``: a net (tuple of layers) of a family in :data:`~biasfree.core.units.FAMILIES`, or
+      an attention layer.
     - ``alpha``: the net's slope α (not read for attention or a quadratic net).
     - ``init``: the net it was trained from; each factor's init noise σ is the RMS of that factor
       at init (e.g. ``traj`` of a run from ``net0``: ``effective_units(traj.params, α, init=net0)``).
@@ -292,7 +293,7 @@ def init_scales(init, alpha, family: str, parts) -> list[float]:
 
 
 def count(kind: str, parts, sigmas, family: str) -> EffectiveUnits:
-    """The count from a family's ingredients (:func:`_ingredients`) and the factors' init σ (or
+    """The count from a family's ingredients (``_ingredients``) and the factors' init σ (or
     None): what :func:`effective_units` returns, without its checks (a run's records reuse one
     init)."""
     m, tau, why = _rank(parts, sigmas) if kind == "rank" else _units(*parts, sigmas)

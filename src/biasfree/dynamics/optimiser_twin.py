@@ -255,7 +255,7 @@ class ApproximateTwinWarning(UserWarning):
 
 def twin_degree(opt, alpha: float, depth: int, probe=None, *, name: str) -> tuple[float, str]:
     """``(κ, how it was found)`` for the twin of ``opt`` (an optimiser or a factory of ρ; ``name``
-    its config's :attr:`~biasfree.dynamics.train_config.TrainConfig.label`, named in the note) at
+    its config's ``TrainConfig.label``, named in the note) at
     slope α and depth L: the one κ policy of ``bf.train(..., twin=True)`` and ``analyse(train=...)``
     (docs/theory.md §9.2). κ measured (:func:`measure_degree`): the twin is exact. A plain
     optimiser that is not homogeneous (Adam with its ε = 1e-8 fixed) gets the κ of its updates on

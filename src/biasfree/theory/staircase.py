@@ -7,7 +7,7 @@ change and ``U = u_last − u_first`` the log-time span, the curve's mean slope 
 a curve falling at one rate in log-time would fall at D/U everywhere. A record interval
 ``[u_i, u_{i+1}]`` is *flat* when
 
-    |L_{i+1} − L_i| ≤ τ (u_{i+1} − u_i) + 2 δ,   τ = D/(2U),
+    ``|L_{i+1} − L_i| ≤ τ (u_{i+1} − u_i) + 2 δ``,   τ = D/(2U),
 
 at most half that uniform rate (so a uniform descent has no plateau, by a factor 2), δ the
 uncertainty of one record (by default the round-off
@@ -43,7 +43,7 @@ _NOISE_TERMS = 10**6
 class Plateau:
     """A plateau: from ``start`` to ``end`` (times of its first and last record), at ``level``
     (the loss at its flattest interval, whose log-midpoint time is ``t_level``); ``slope`` that
-    interval's |ΔL/Δ ln t|."""
+    interval's ``|ΔL/Δ ln t|``."""
 
     start: float
     end: float

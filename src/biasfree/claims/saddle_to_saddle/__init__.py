@@ -28,12 +28,13 @@ scalar equation is exact for GD, and the prediction is a closed form, not a fit)
   the largest init escapes first,
   at ``t = [1/x₀ − 1/x + F(x) − F(x₀)]/(2μA)`` (docs/theory.md §11.5, the balanced unit's ODE).
 
-**Checks.** Per panel: every predicted level is found as a plateau (:func:`~biasfree.theory.
-staircase.find_plateaus`) within how far the exact scalar GD map is from that saddle at the
-plateau's two records (each unit's own map, not the prediction; + round-off; attention: + 3
-standard errors of the sample's loss and the fit's optimism); every unit's measured strength
-(its effective-unit magnitude; attention: the in-context map's diagonal) crosses half its target
-at the predicted time, within the finite-η gap (the exact GD map's half time against the flow's
+**Checks.** Per panel: every predicted level is found as a plateau
+(:func:`~biasfree.theory.staircase.find_plateaus`) within how far the exact scalar GD map is
+from that saddle at the plateau's two records (each unit's own map, not the prediction;
++ round-off; attention: + 3 standard errors of the sample's loss and the fit's optimism); every
+unit's measured strength (its effective-unit magnitude; attention: the in-context map's
+diagonal) crosses half its target at the predicted time, within the finite-η gap (the exact GD
+map's half time against the flow's
 closed form, + one step; attention: 3 standard errors of the sample through the maps) plus the
 bracketing record interval; the effective units are 0 at init, at least i at drop i and all at
 the end. Embedding identities (Theorem 1, two-layer dense
@@ -59,7 +60,7 @@ PAPER_CLAIM = ("Claim of the unifying paper (Zhang, Saxe & Latham, Saddle-to-Sad
                "nets from small init pass near embedded fixed points of narrower nets one after "
                "another, adding one unit (rank, kink, kernel, head) per stage.")
 
-Strengths = Annotated[tuple[Annotated[float, Gt(0)], ...], MinLen(2), Predicate(decreasing)]
+_Strengths = Annotated[tuple[Annotated[float, Gt(0)], ...], MinLen(2), Predicate(decreasing)]
 
 
 @config
@@ -72,13 +73,13 @@ class Config:
     heads' w₀ is ``att_scale``); GD steps ``lr``, ``steps`` (``att_lr``, ``att_steps`` for
     attention; ``quad_lr``, ``quad_steps`` for the quadratic net), ``records`` log-spaced."""
 
-    strengths: Strengths = (2.0, 1.0, 0.5)
+    strengths: _Strengths = (2.0, 1.0, 0.5)
     conv_kernel: Annotated[int, Ge(2)] = 3
     conv_n: Annotated[int, Ge(5)] = 9
     quad_units: Annotated[int, Ge(2)] = 3
     quad_ratio: Annotated[float, Interval(gt=0, lt=1)] = 0.5
     quad_scale: Positive = 0.1
-    eigs: Strengths = (1.0, 0.5, 0.25)
+    eigs: _Strengths = (1.0, 0.5, 0.25)
     n_ctx: Annotated[int, Ge(1)] = 16
     n_seq: Annotated[int, Ge(2)] = 8000
     n: Annotated[int, Ge(8)] = 600
