@@ -31,7 +31,7 @@ Row "alone" (issue 47): a net given alone whose answer needs measuring, ``bf.ana
 with no ``train=``: 784 → 256 → 10 on 10,000 mirrored pixel-like inputs with an odd target
 ``y = z + z³/3``, ``z = Gᵀx`` (G Gaussian, 1/√784), the default-like init × :data:`ALONE_SCALE`
 (init gain 14× the strongest mode: not small, so the prediction is undecided and ``analyse``
-trains on beside the twin within its default budget, ``analysis.measured.MEASURE_BUDGET``).
+trains on beside the twin within its default budget, ``analysis.plan.MEASURE_BUDGET``).
 Reported: the whole call, the run's seconds, its steps of those asked and the answer. Goal:
 ``wall_s`` ≤ ``GOALS["wall_s"]`` (30 s) on 2 cores.
 

@@ -149,7 +149,7 @@ def test_undecided_is_left_only_for_a_budget_that_ran_out_and_it_says_so(linear)
 
 def test_the_default_measurement_states_its_budget_the_default_or_less():
     from biasfree.analysis.analyse import DEFAULT_TIME_BUDGET
-    from biasfree.analysis.measured import MEASURE_BUDGET, budget_of
+    from biasfree.analysis.plan import MEASURE_BUDGET, budget_of
 
     assert budget_of(DEFAULT_TIME_BUDGET) == MEASURE_BUDGET == 10.0  # analyse's default: 10 s
     assert budget_of(3.0) == 3.0 and budget_of(None) is None  # less when asked; none when asked

@@ -219,7 +219,7 @@ def test_the_suggested_call_rebuilds_the_run_it_names_batches_included(cfg):
     """The call an answer suggests (``train=`` of its Dynamics) builds the config it stands for:
     the same optimiser, steps, batches, decay and loss (the minibatch suggestion once dropped
     ``batch_size``). Control: the suggestion for full-batch GD is full batch."""
-    from biasfree.analysis.measured import dynamics_of
+    from biasfree.analysis.plan import dynamics_of
 
     dyn = dynamics_of(cfg, cfg)
     built = eval(dyn.train, {"GDConfig": bf.GDConfig, "TrainConfig": bf.TrainConfig, "adam": cfg.optimiser})

@@ -16,8 +16,9 @@ homogeneity, Euler's f(x) = J(x)x, the bias term, J's effective dimension) at up
 
 This module is the pipeline's first stage and its driver: it checks every argument and reads
 the model (verified by running it, :mod:`~biasfree.analysis.verify`), then hands on to the
-function now (:mod:`~biasfree.analysis.function_now`) and, once, to the training and history
-stages (:func:`~biasfree.analysis.measured.stages`: predicted by
+function now (:mod:`~biasfree.analysis.function_now`), resolves the training asked for once
+into its final form (:func:`~biasfree.analysis.plan.resolve`), and hands that plan to the
+training and history stages (:func:`~biasfree.analysis.measured.stages`: predicted by
 :mod:`~biasfree.analysis.predicted`, else measured), so the training config travels one way.
 """
 
@@ -44,6 +45,7 @@ from .attention import analyse_attention
 from .attention_import import is_attention_model
 from .interop import Model, as_model
 from .measurements import data_arrays, local_report
+from .plan import Setting, resolve
 from .report import Analysis
 from .verify import check_reading
 
@@ -93,7 +95,7 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
       file or a bundled name.
     - ``alpha``: the slope α, needed when the model does not state it.
     - ``train``: None (predict; where the theory is silent, measure by default: GD from the
-      given weights beside the twin within :data:`~biasfree.analysis.measured.MEASURE_BUDGET`
+      given weights beside the twin within :data:`~biasfree.analysis.plan.MEASURE_BUDGET`
       seconds), False (predict only), True (gradient descent at a quarter of the
       estimated stability limit, to the default horizon, at most ``regime.MAX_STEPS`` steps), an
       optax optimiser or a factory ``rho -> optimiser`` (1000 steps), or a
@@ -178,8 +180,9 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
     ctx = now.data_context(X, Y, a, source)
     st = now.measure_net(params, X, Y, a, ctx)
     local = local_report(params, X, a)
-    pred, training, reg, trained, history = ms.stages(train, given, note, measure, params, start, st, ctx,
-                                                      X, Y, a, t_max, n_times, time_budget, progress)
+    s = Setting(X, Y, a, ctx, t_max, n_times, time_budget, progress)
+    p = resolve(train, given, note, measure, params, st.net, s, init_given=start is not None)  # once
+    pred, training, reg, trained, history = ms.stages(p, params, start, st, s)
     if st.net.has_bias:
         return Analysis(ctx.report, st.net, None, vd.combine(st.function, training), reg, local)
     verdict = vd.combine(st.function, training, trained, None if history is None else history.judgement,

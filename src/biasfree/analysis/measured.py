@@ -1,13 +1,14 @@
-"""Training measured beside the linear twin (docs/theory.md §6.3, docs/verdict.md): the schedule,
-the run, its record (with how far the weights moved, :func:`relative_movement`,
-:func:`row_alignment`), its answer, and the call that measures it (:func:`dynamics_of`).
+"""Training measured beside the linear twin (docs/theory.md §6.3, docs/verdict.md): the training
+and history stages of ``analyse`` (:func:`stages`), the run, its record (with how far the
+weights moved, :func:`relative_movement`, :func:`row_alignment`) and its answer, each run as the
+:class:`~biasfree.analysis.plan.Plan` resolved once says.
 
 ``analyse(train=...)`` measures what it is asked to. Where the theory is silent (an init that is
 not small, depth > 2, a conv first layer, an optimiser no closed form predicts, a predicted
 interval that straddles 0.3%), ``analyse`` measures *by default*: it trains on from the given
 weights beside the twin, under GD at :func:`~biasfree.analysis.regime.default_steps`' step and
-horizon, within :data:`MEASURE_BUDGET` seconds (or the optimiser named with ``train=``, within
-``analyse``'s ``time_budget``, as the run it was named for). Its
+horizon, within :data:`~biasfree.analysis.plan.MEASURE_BUDGET` seconds (or the optimiser named
+with ``train=``, within ``analyse``'s ``time_budget``, as the run it was named for). Its
 records are log-spaced, so the loop's budget check (after each of its ~20 chunks of records)
 comes after chunks that grow geometrically, by K^{1/20} (1.8× for K = 200,000 steps): the run
 overshoots its budget by that factor at most. The gap is the one of :mod:`~biasfree.analysis.gap`,
@@ -24,33 +25,28 @@ import numpy as np
 from ..core.blocks import _outputs
 from ..core.data import unchecked_dataset
 from ..core.layers import Params
-from ..core.twin import _slope_factor, _twin_scales
-from ..dynamics import GDConfig, TrainConfig, record_steps
-from ..dynamics.optimiser_twin import NAMED
-from ..dynamics.train_config import plain_gd
 from ..dynamics.trainer import _run as train_run
 from ..dynamics.trajectory import PairedRun
 from ..expressivity.decomposition import energy
 from . import function_now as now
 from . import regime as rg
-from .function_now import Context, State
+from .function_now import State
 from .gap import NAME as GAP_REF
 from .gap import of, reference, zero_loss
 from .measurements import split
+from .plan import Plan, Run, Setting, rerun
 from .predicted import predict
-from .report import History, Regime, Training
+from .report import History, Prediction, Regime, Training
 from .stationary import Stationarity, stationarity
 from .verdict import (
     EFFECTIVE,
     EXACT,
-    FLOW,
     MEASURE,
     NOT,
     PAPER_LEVEL,
     RICH_MOVEMENT,
     ROUND_OFF,
     UNDECIDED,
-    Dynamics,
     Facts,
     Judgement,
     evidence,
@@ -59,122 +55,77 @@ from .verdict import (
     structural,
 )
 
-MEASURE_BUDGET = 10.0
-"""Seconds of training a default measurement allows itself (or ``analyse``'s ``time_budget`` if
-less). With the loop's geometric chunks (module doc) the run takes at most about 1.8× this, so
-that with the rest of ``analyse`` a 784→256→10 net on 10,000 inputs gets its answer in about
-30 s on 2 cores (benchmarks/bench_analyse.py, row "alone")."""
 PREDICTED = "training by {}, predicted (not measured)"
 """The kind of the answer on training when it is predicted, with the dynamics it is for
 (``Dynamics.name``, :class:`~biasfree.analysis.verdict.Dynamics`; measured:
 ``"training by ..., measured"``)."""
 
 
-def config(train, params, modes, c, beta, a, spacing: str = "linear") -> TrainConfig | None:
-    """The run ``train`` asks for: None for None/False; a TrainConfig as given (α the model's);
-    True: GD at a quarter of the stability limit to the default horizon
-    (:func:`~biasfree.analysis.regime.default_steps`), 201 records at ``spacing``."""
-    if train is None or train is False:
-        return None
-    if isinstance(train, TrainConfig):
-        return train._with_alpha(a)  # α checked once, by as_model
-    lr, steps, _ = rg.default_steps(params, modes, c, float(np.linalg.norm(beta, 2)),
-                                    _twin_scales(_slope_factor(a), len(params)).time)
-    return GDConfig(alpha=a, lr=lr, steps=steps, n_records=201, spacing=spacing)
-
-
-def budget_of(time_budget: float | None) -> float | None:
-    """A default measurement's budget: :data:`MEASURE_BUDGET`, or ``time_budget`` if less
-    (None: no limit, as the caller asked)."""
-    return None if time_budget is None else min(time_budget, MEASURE_BUDGET)
-
-
-def stages(train, given: TrainConfig | None, note: str, measure: bool, params: Params, start, st: State,
-           ctx: Context, X, Y, a, t_max, n_times, budget, progress) -> tuple:
-    """The training and history stages of ``analyse`` (docs/verdict.md), one way from the config:
-    ``train`` as :func:`config` reads it (``given`` the user's config, κ set, ``note`` how),
-    the training from ``params`` (measured ``st``) beside its twin by :func:`training` (predicted,
-    measured with the config; with ``measure`` an undecided prediction is measured by default:
-    the given optimiser, else GD), the function it ends with, and from ``start`` (None: no
-    history) :func:`history`. ``(prediction, its judgement, regime, the trained function's
-    judgement or None, history or None)``; a net with biases has no prediction and no history."""
-    cfg = config(train, params, ctx.modes, st.net.c, st.net.beta_eff, a)
-    dyn = dynamics_of(given, cfg)  # what a prediction is for, and the call that measures it
-    fallback = None if not measure else (  # a default measurement: the given optimiser, else GD
-        cfg or config(True, params, ctx.modes, st.net.c, st.net.beta_eff, a, "log"))
-    pred, answer, reg = training(params, st, ctx, X, Y, a, cfg if start is None else None, t_max, n_times,
-                                 budget, progress, note=note, dyn=dyn, fallback=fallback)
+def stages(p: Plan, params: Params, start, st: State, s: Setting) -> tuple:
+    """The training and history stages of ``analyse`` (docs/verdict.md), one way from the plan
+    ``p`` (:func:`~biasfree.analysis.plan.resolve`): the training from ``params`` (measured
+    ``st``) beside its twin by :func:`training` (predicted, or measured as the plan says), the
+    function it ends with, and from ``start`` (None: no history) :func:`history`.
+    ``(prediction, its judgement, regime, the trained function's judgement or None, history or
+    None)``; a net with biases has no prediction and no history."""
+    pred, answer, reg = training(params, st, p, s)
     if st.net.has_bias:
         return pred, answer, reg, None, None
     function = (None if pred.trained is None
-                else now.trained_function(pred.trained, a, ctx, "function after training"))
-    rerun = None if start is None else history(start, params, a, X, Y, ctx, cfg, t_max, n_times, budget,
-                                               progress, note, dyn, measure)
-    return pred, answer, reg, function, rerun
+                else now.trained_function(pred.trained, s.a, s.ctx, "function after training"))
+    return pred, answer, reg, function, None if start is None else history(start, params, p, s)
 
 
-def training(params, st: State, ctx: Context, X, Y, a, cfg, t_max, n_times, budget, progress,
-             kind: str | None = None, note: str = "", dyn: Dynamics = FLOW, fallback=None) -> tuple:
-    """Training from ``params`` (measured ``st``) beside its twin: measured with ``cfg`` (the
-    prediction then holds it as ``trained``), else predicted; a prediction left undecided is
-    measured by ``fallback`` (a default measurement) when one is given;
+def training(params, st: State, p: Plan, s: Setting, kind: str | None = None) -> tuple:
+    """Training from ``params`` (measured ``st``) beside its twin: measured by ``p.run`` (the
+    prediction then holds it as ``trained``), else predicted for ``p.dyn``; a prediction left
+    undecided is measured by ``p.fallback`` (a default measurement) when there is one;
     ``(prediction, its judgement, the regime with the relative gradient)``. A net with biases has
-    no twin: no prediction, and the judgement rests on its structure alone. ``dyn`` the training
-    a prediction is for."""
-    measured = "measured" if cfg is not None else "measured by default"
-    kind = kind or (PREDICTED.format(dyn.name) if cfg is None else f"training by {dyn.name}, measured")
-    pred = None if st.net.has_bias else predict(params, a, X, Y, ctx, st, cfg, t_max, n_times, budget)
-    facts = now.facts(st, ctx, params, X, Y, a, pred)
+    no twin: no prediction, and the judgement rests on its structure alone."""
+    dyn, r = p.dyn, p.run
+    kind = kind or (PREDICTED.format(dyn.name) if r is None else f"training by {dyn.name}, measured")
+    pred = None if st.net.has_bias else predict(params, st, s, None if r is None else r.cfg)
+    facts = now.facts(st, s.ctx, params, s.X, s.Y, s.a, pred)
     if pred is None:
         return None, judge_predicted(facts, t0_gap=0.0, growth_gap=0.0, kind=kind, dynamics=dyn), st.regime
     reg = dataclasses.replace(st.regime, relative_gradient=facts.grad_rel)
-    if cfg is None:
+    why = ""
+    if r is None:
         answer = judge_predicted(facts, t0_gap=pred.t0_gap, growth_gap=pred.growth_gap,
                                  growth_range=(pred.growth_gap_low, pred.growth_gap_high),
                                  kind=kind, dynamics=dyn)
-        if answer.level != UNDECIDED or fallback is None:
+        if answer.level != UNDECIDED or p.fallback is None:
             return pred, answer, reg
-        cfg, why, predicted = fallback, answer.reasons[0], answer
-        if dyn is FLOW:  # nothing asked: default GD within the default budget
-            mdyn, budget = dynamics_of(None, fallback), budget_of(budget)
-        else:  # the optimiser given, within the time_budget given for it
-            mdyn = dyn
+        r, why, predicted = p.fallback, answer.reasons[0], answer
         kind = kind.replace(" (not measured)", "").replace(f"by {dyn.name}, predicted",
-                                                           f"by {mdyn.name}, {measured}")
-    else:
-        mdyn, why = dyn, ""
-    tr, reg = run(params, pred.twin, pred.t, pred.loss, a, X, Y, cfg, ctx.moments.fit, ctx.floor,
-                  ctx.modes, st.loss0, reg, budget, progress, by_default=bool(why))
-    longer = f"analyse(model, data, train={mdyn.train}, time_budget={{seconds}})"  # judged fills it in
-    answer = judged(facts, tr, reg, kind, note, longer)
+                                                           f"by {r.dyn.name}, measured by default")
+    tr, reg = run(params, pred, st.loss0, reg, r, s)
+    longer = f"analyse(model, data, train={r.dyn.train}, time_budget={{seconds}})"  # judged fills it in
+    answer = judged(facts, tr, reg, kind, p.note, longer)
     if why:  # the prediction's numbers stay in the evidence (the exact t = 0 gap, the failed assumption)
         names = {e.name for e in answer.evidence}
         before = tuple(e for e in predicted.evidence if e.name not in names)
         answer = dataclasses.replace(answer, evidence=before + answer.evidence, notes=answer.notes + (
-            f"measured by default, since the prediction was undecided ({why}), by {mdyn.name} from these "
-            f"weights beside the twin, {tr.steps_run} of {cfg.steps} steps in {tr.seconds:.3g} s (time "
-            f"budget {'none' if budget is None else f'{budget:g} s'}); train=False predicts only",))
+            f"measured by default, since the prediction was undecided ({why}), by {r.dyn.name} from these "
+            f"weights beside the twin, {tr.steps_run} of {r.cfg.steps} steps in {tr.seconds:.3g} s (time "
+            f"budget {'none' if r.budget is None else f'{r.budget:g} s'}); train=False predicts only",))
     return dataclasses.replace(pred, trained=tr), answer, reg
 
 
-
-def history(start, params, a, X, Y, ctx: Context, cfg, t_max, n_times, budget, progress, note,
-            dyn: Dynamics, measure: bool = False) -> History:
-    """Question (iii): training from ``start`` beside its twin (measured with ``cfg``, else
-    predicted for gradient flow, and with ``measure`` measured by default GD where that prediction
+def history(start, params, p: Plan, s: Setting) -> History:
+    """Question (iii): training from ``start`` beside its twin (the plan
+    :func:`~biasfree.analysis.plan.rerun` makes of ``p``: measured with the config asked, else
+    predicted for gradient flow and, where asked, measured by default GD where that prediction
     is undecided), and how close the rerun ends to the given net."""
-    st = now.measure_net(start, X, Y, a, ctx, kind="the init's function")
-    dyn = dyn if cfg else FLOW
-    kind = (f"how the net got here: training from the init by {dyn.name}, "
-            + ("measured" if cfg else "predicted"))
-    fallback = (config(True, start, ctx.modes, st.net.c, st.net.beta_eff, a, "log")
-                if measure and cfg is None else None)
-    pred, answer, reg = training(start, st, ctx, X, Y, a, cfg, t_max, n_times, budget, progress, kind, note,
-                                 dyn, fallback)
+    st = now.measure_net(start, s.X, s.Y, s.a, s.ctx, kind="the init's function")
+    again = rerun(p, start, st.net, s)
+    kind = (f"how the net got here: training from the init by {again.dyn.name}, "
+            + ("measured" if again.run else "predicted"))
+    pred, answer, reg = training(start, st, again, s, kind)
     if pred is None or pred.trained is None:
         return History(st.net, pred, answer, reg)
     tr = pred.trained
-    f_given, f_rerun = _outputs(params, X, a), _outputs(tr.params, X, a)
+    f_given, f_rerun = _outputs(params, s.X, s.a), _outputs(tr.params, s.X, s.a)
     match = energy(f_rerun - f_given) / max(energy(f_given), 1e-300)
     same = ("reproduces it" if match <= PAPER_LEVEL else
             "a default GD run, not the training that made the net" if tr.by_default else
@@ -185,25 +136,25 @@ def history(start, params, a, X, Y, ctx: Context, cfg, t_max, n_times, budget, p
     return History(st.net, pred, answer, reg, match)
 
 
-def run(params, twin, pred_t, pred_loss, a, X, Y, cfg: TrainConfig, fit, floor, modes, loss0, reg: Regime,
-        budget, progress, by_default: bool = False) -> tuple[Training, Regime]:
-    """Train ``params`` and ``twin`` by ``cfg`` side by side (one loop, the gap carried at every
-    step) and record it: ``(Training, the regime with movement and alignment)``; ``pred_t``,
-    ``pred_loss`` the predicted curve (compared for GD), ``fit`` the least-squares solver, ``floor``
-    the exact two-layer floor (or None), ``loss0`` L(θ₀)."""
+def run(params, pred: Prediction, loss0, reg: Regime, r: Run, s: Setting) -> tuple[Training, Regime]:
+    """Train ``params`` and its twin ``pred.twin`` by ``r`` side by side (one loop, the gap
+    carried at every step) and record it: ``(Training, the regime with movement and
+    alignment)``; the predicted curve ``pred.t``, ``pred.loss`` compared for GD, ``loss0``
+    L(θ₀)."""
+    X, Y, a, modes = s.X, s.Y, s.a, s.ctx.modes
+    cfg, budget = r.cfg, r.budget
     L0 = reference(loss0, zero_loss(Y))
     t0 = time.perf_counter()
-    traj = train_run(params, unchecked_dataset(X, Y), cfg, twin=twin, observables="loss", time_budget=budget,
-                     progress=progress)
+    traj = train_run(params, unchecked_dataset(X, Y), cfg, twin=pred.twin, observables="loss",
+                     time_budget=budget, progress=s.progress)
     seconds = time.perf_counter() - t0
-    paired = PairedRun.of(traj, record_steps(cfg.steps, cfg.n_records, cfg.spacing))
-    descent = plain_gd(cfg)  # GD stays only where the MSE's flow does: then the end's stationarity
+    paired = PairedRun.of(traj, cfg.recorded())
     t = np.asarray(traj.t, dtype=float)
-    if cfg.gd:
-        trainer, predicted = "GD", np.interp(t, pred_t, pred_loss, right=np.nan)  # nan past a curve cut short
+    if cfg.gd:  # nan past a curve cut short
+        trainer, predicted = "GD", np.interp(t, pred.t, pred.loss, right=np.nan)
     else:  # no flow curve to compare with: the prediction is for GD
         trainer, predicted = f"{cfg.label} (κ = {cfg.degree:g})", np.full(t.shape, np.nan)
-    sp = split(paired.params, X, a, fit)
+    sp = split(paired.params, X, a, s.ctx.moments.fit)
     dirs = rg.learned_directions(modes.B)
     off = np.abs(paired.loss - predicted)
     off = off[np.isfinite(off)]  # no prediction past a curve cut short, nor for an optax run
@@ -217,9 +168,10 @@ def run(params, twin, pred_t, pred_loss, a, X, Y, cfg: TrainConfig, fit, floor, 
                   final_even_energy=sp.even, params=paired.params, gap_step=paired.gap_step,
                   gap_time=(lr if np.isfinite(lr) else 1.0) * paired.gap_step, steps_run=paired.steps,
                   optimiser=trainer,
-                  end=None if not descent else stationarity(
-                      paired.params, paired.twin, X, Y, a, max(0.5 * modes.y_power, 1e-300), floor, modes.B),
-                  gap_reference=L0, seconds=seconds, time_budget=budget, by_default=by_default)
+                  end=None if not r.dyn.flow else stationarity(  # GD stays only where the MSE's flow does
+                      paired.params, paired.twin, X, Y, a, max(0.5 * modes.y_power, 1e-300), s.ctx.floor,
+                      modes.B),
+                  gap_reference=L0, seconds=seconds, time_budget=budget, by_default=r.by_default)
     move = relative_movement(params, paired.params)
     reg = dataclasses.replace(reg, movement=move, rich=move[0] >= RICH_MOVEMENT,
                               alignment0=row_alignment(params[0].matrix, dirs),
@@ -315,46 +267,6 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
                          f"on its twin to round-off at {over} ({gap:.2g} of {GAP_REF}){final}")
     return judgement(kind, EFFECTIVE, [], ev, notes, f"within {100 * gap:.2g}% of {GAP_REF} of its twin at "
                      f"{over} (max at step {step}){final}")
-
-
-def _batches(cfg: TrainConfig) -> tuple[str, str]:
-    """A config's minibatches, weight decay and loss where they differ from the defaults, as
-    keywords of the call and as CLI options (the CLI has none for decay or another loss: None)."""
-    kw, cli = "", ""
-    if cfg.batch_size is not None:
-        kw += f", batch_size={cfg.batch_size}" + ("" if cfg.mirrored_batches else ", mirrored_batches=False")
-        cli += f" --batch-size {cfg.batch_size}" + ("" if cfg.mirrored_batches else " --random-batches")
-    if cfg.weight_decay != 0 or cfg.loss != "mse":
-        kw += (f", weight_decay={cfg.weight_decay:g}" if cfg.weight_decay != 0 else "") + (
-            f", loss={cfg.loss!r}" if cfg.loss != "mse" else "")
-        cli = None
-    return kw, cli
-
-
-def dynamics_of(given: TrainConfig | None, cfg: TrainConfig | None) -> Dynamics:
-    """The training a prediction is for, and how to measure it: gradient flow without a training
-    config (measured by ``train=True``); GD at the config's step (``train=True`` when the user
-    asked for the default, else the ``GDConfig`` given); any other optimiser by its name (its
-    twin is exact, but no closed form predicts it: measured by ``train=`` that optimiser). The
-    call keeps the config's batches, weight decay and loss (``_batches``)."""
-    if cfg is None:
-        return FLOW
-    kw, opts = _batches(cfg)
-    if cfg.gd:
-        if given is None:
-            return Dynamics(f"GD at lr={cfg.lr:.3g}", "True", True, "--train")
-        plain = plain_gd(cfg)  # minibatches, weight decay or another loss: not the flow of the MSE
-        extra = ("" if plain else
-                 f" (batch {cfg.batch_size}, weight decay {cfg.weight_decay:g}, {cfg.loss} loss)")
-        cli = ("" if opts is None else f"--train-steps {cfg.steps} --lr {cfg.lr:g}"
-               + (f" --optimiser sgd{opts}" if cfg.batch_size is not None else ""))
-        call = f"GDConfig(lr={cfg.lr:g}, steps={cfg.steps}{kw})"
-        return Dynamics(f"GD at lr={cfg.lr:.3g}{extra}", call, plain, cli)
-    name = cfg.label
-    cli = (f"--train-steps {cfg.steps} --optimiser {name}" + (f" --lr {cfg.lr:g}" if cfg.lr else "") + opts
-           if name in NAMED and opts is not None else "")
-    call = name if not kw else f"TrainConfig(optimiser={name}, steps={cfg.steps}{kw})"
-    return Dynamics(name, call, False, cli)
 
 
 def relative_movement(before: Params, after: Params) -> tuple[float, ...]:

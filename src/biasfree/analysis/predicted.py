@@ -12,13 +12,14 @@ from ..core.layers import _scale_params
 from ..core.nets import depth
 from ..core.symmetry import max_row_norm
 from ..core.twin import _slope_factor, _twin_scales
-from ..dynamics import record_steps
+from ..dynamics import TrainConfig
 from ..expressivity.decomposition import energy
 from ..theory.reference import _Known, _product, _reference_curve
 from . import regime as rg
-from .function_now import Context, State
+from .function_now import State
 from .gap import reference, zero_loss
 from .moments import linear_floor
+from .plan import Setting
 from .report import Prediction
 from .structure import PAIRS
 from .verdict import PAPER_LEVEL
@@ -36,17 +37,19 @@ largest weight product (tests/theory/test_stiff.py), is far below the paper's le
 the time."""
 
 
-def predict(params, a, X, Y, ctx: Context, st: State, cfg, t_max, n_times, budget) -> Prediction:
-    """The prediction for ``params`` (measured ``st``) on the data: its curve at the times ``cfg``
-    records (GD), else on ``n_times`` points to ``t_max`` (default from the modes, bounded); the
-    curve's ODE within :data:`CURVE_BUDGET` seconds, or ``budget`` if less (None: no limit)."""
-    budget = CURVE_BUDGET if budget is None else min(CURVE_BUDGET, budget)
+def predict(params, st: State, s: Setting, cfg: TrainConfig | None) -> Prediction:
+    """The prediction for ``params`` (measured ``st``) on the data of ``s``: its curve at the times
+    ``cfg`` records (GD), else on ``s.n_times`` points to ``s.t_max`` (default from the modes,
+    bounded); the curve's ODE within :data:`CURVE_BUDGET` seconds, or ``s.budget`` if less (None:
+    no limit)."""
+    a, X, Y, ctx, t_max, n_times = s.a, s.X, s.Y, s.ctx, s.t_max, s.n_times
+    budget = CURVE_BUDGET if s.budget is None else min(CURVE_BUDGET, s.budget)
     L, modes, net, loss0 = depth(params), ctx.modes, st.net, st.loss0
     ws, ks = _twin_scales(_slope_factor(a), L)
     twin = _scale_params(params, ws)
     floored = False
     if cfg is not None and cfg.gd:
-        t = cfg.lr * record_steps(cfg.steps, cfg.n_records, cfg.spacing)  # the steps the trainer records
+        t = cfg.lr * cfg.recorded()  # the steps the trainer records
     else:
         T, floored = (rg.default_t_max(modes, float(np.linalg.norm(net.beta_eff, 2)), ks, depth=L)
                       if t_max is None else (float(t_max), False))

@@ -2,8 +2,9 @@
 :class:`GDConfig`), the steps a run records at, and a readable name for an optimiser: what
 :func:`~biasfree.dynamics.trainer.train`, ``analyse(train=...)``, the claims and the CLI share;
 how ``train``'s keywords (:func:`config_from_keywords`) and ``analyse``'s ``train=``
-(:func:`as_train_config`) become one, and whether a run is the plain GD the flow's theory
-covers (:func:`plain_gd`)."""
+(:func:`as_train_config`) become one. A config says itself whether it is the plain GD the
+flow's theory covers (:attr:`TrainConfig.plain_gd`) and at which steps it records
+(:meth:`TrainConfig.recorded`)."""
 
 from __future__ import annotations
 
@@ -234,6 +235,17 @@ class TrainConfig(RunConfig):
         return self.optimiser is not None and not is_transformation(self.optimiser)
 
     @property
+    def plain_gd(self) -> bool:
+        """Full-batch GD on the MSE without weight decay: the discretisation of the flow that
+        :mod:`~biasfree.analysis.stationary`'s and the converged bound's arguments cover."""
+        return self.gd and self.batch_size is None and self.weight_decay == 0 and self.loss == "mse"
+
+    def recorded(self) -> np.ndarray:
+        """The steps the run records at: :func:`record_steps` of ``steps``, ``n_records`` and
+        ``spacing``."""
+        return record_steps(self.steps, self.n_records, self.spacing)
+
+    @property
     def label(self) -> str:
         return self.name or ("GD" if self.gd else optimiser_name(self.optimiser))
 
@@ -363,8 +375,3 @@ def as_train_config(train) -> TrainConfig | None:
     raise TypeError(f"train={train!r} must be None, True (default training), an optax optimiser, a factory "
                     "rho -> optimiser or a biasfree.TrainConfig(optimiser=..., steps=...)")
 
-
-def plain_gd(cfg: TrainConfig) -> bool:
-    """Full-batch GD on the MSE without weight decay: the discretisation of the flow that
-    :mod:`~biasfree.analysis.stationary`'s and the converged bound's arguments cover."""
-    return cfg.gd and cfg.batch_size is None and cfg.weight_decay == 0 and cfg.loss == "mse"

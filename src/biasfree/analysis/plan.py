@@ -1,0 +1,183 @@
+"""The training :func:`~biasfree.analysis.analyse.analyse` answers about, resolved once
+(docs/verdict.md): what every stage is handed (:class:`Setting`), and for one net the
+:class:`Plan`: the training a prediction is for (a :class:`~biasfree.analysis.verdict.Dynamics`),
+the run measured as asked, and the run that measures by default where the prediction is
+undecided (each a :class:`Run`: its config in final form, α the model's and κ set, its
+dynamics, its time budget).
+
+``train=`` as :func:`config` reads it: None/False nothing to run; a
+:class:`~biasfree.dynamics.train_config.TrainConfig` as given; True GD at a quarter of the
+stability limit to the default horizon (:func:`~biasfree.analysis.regime.default_steps`).
+A default measurement is that GD run on log-spaced records within :data:`MEASURE_BUDGET`
+seconds, or the optimiser named with ``train=``, within ``analyse``'s ``time_budget``, as the
+run it was named for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.layers import Params
+from ..core.twin import _slope_factor, _twin_scales
+from ..dynamics import GDConfig, TrainConfig
+from ..dynamics.optimiser_twin import NAMED
+from . import regime as rg
+from .function_now import Context
+from .report import NetReport
+from .verdict import FLOW, Dynamics
+
+MEASURE_BUDGET = 10.0
+"""Seconds of training a default measurement allows itself (or ``analyse``'s ``time_budget`` if
+less). With the loop's geometric chunks (:mod:`~biasfree.analysis.measured`) the run takes at
+most about 1.8× this, so that with the rest of ``analyse`` a 784→256→10 net on 10,000 inputs
+gets its answer in about 30 s on 2 cores (benchmarks/bench_analyse.py, row "alone")."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What every stage of ``analyse`` is handed, checked once: the data ``X``, ``Y`` and slope
+    ``a``, what they say (``ctx``), the predicted curve's ``t_max`` (None: from the modes) on
+    ``n_times`` points, the ``budget`` in seconds (None: no limit) and ``progress``."""
+
+    X: np.ndarray
+    Y: np.ndarray
+    a: float
+    ctx: Context
+    t_max: float | None
+    n_times: int
+    budget: float | None
+    progress: Callable[[int, int], None] | None
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run measured beside the twin: ``cfg`` in final form, ``dyn`` the training it is
+    (named in the answer; ``dyn.flow``: plain descent, whose end's stationarity bounds the gap
+    after it), ``budget`` seconds (None: no limit), ``by_default`` when it measures an undecided
+    prediction nobody asked to measure."""
+
+    cfg: TrainConfig
+    dyn: Dynamics
+    budget: float | None
+    by_default: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The training asked of one net: ``dyn`` what a prediction is for, ``run`` the run measured
+    as asked (None: predicted), ``fallback`` the run that measures a prediction left undecided
+    (None: it stays undecided), ``note`` how κ was found (empty for GD); for the given net
+    (:func:`resolve`) also ``asked``, the config ``train=`` resolves to, and ``measure``,
+    whether an undecided prediction is measured by default: what the history reruns
+    (:func:`rerun`)."""
+
+    dyn: Dynamics
+    run: Run | None
+    fallback: Run | None
+    note: str = ""
+    asked: TrainConfig | None = None
+    measure: bool = False
+
+
+def config(train, params, modes, c, beta, a, spacing: str = "linear") -> TrainConfig | None:
+    """The run ``train`` asks for: None for None/False; a TrainConfig as given (α the model's);
+    True: GD at a quarter of the stability limit to the default horizon
+    (:func:`~biasfree.analysis.regime.default_steps`), 201 records at ``spacing``."""
+    if train is None or train is False:
+        return None
+    if isinstance(train, TrainConfig):
+        return train._with_alpha(a)  # α checked once, by as_model
+    lr, steps, _ = rg.default_steps(params, modes, c, float(np.linalg.norm(beta, 2)),
+                                    _twin_scales(_slope_factor(a), len(params)).time)
+    return GDConfig(alpha=a, lr=lr, steps=steps, n_records=201, spacing=spacing)
+
+
+def budget_of(time_budget: float | None) -> float | None:
+    """A default measurement's budget: :data:`MEASURE_BUDGET`, or ``time_budget`` if less
+    (None: no limit, as the caller asked)."""
+    return None if time_budget is None else min(time_budget, MEASURE_BUDGET)
+
+
+def _batches(cfg: TrainConfig) -> tuple[str, str]:
+    """A config's minibatches, weight decay and loss where they differ from the defaults, as
+    keywords of the call and as CLI options (the CLI has none for decay or another loss: None)."""
+    kw, cli = "", ""
+    if cfg.batch_size is not None:
+        kw += f", batch_size={cfg.batch_size}" + ("" if cfg.mirrored_batches else ", mirrored_batches=False")
+        cli += f" --batch-size {cfg.batch_size}" + ("" if cfg.mirrored_batches else " --random-batches")
+    if cfg.weight_decay != 0 or cfg.loss != "mse":
+        kw += (f", weight_decay={cfg.weight_decay:g}" if cfg.weight_decay != 0 else "") + (
+            f", loss={cfg.loss!r}" if cfg.loss != "mse" else "")
+        cli = None
+    return kw, cli
+
+
+def dynamics_of(given: TrainConfig | None, cfg: TrainConfig | None) -> Dynamics:
+    """The training a prediction is for, and how to measure it: gradient flow without a training
+    config (measured by ``train=True``); GD at the config's step (``train=True`` when the user
+    asked for the default, else the ``GDConfig`` given); any other optimiser by its name (its
+    twin is exact, but no closed form predicts it: measured by ``train=`` that optimiser). The
+    call keeps the config's batches, weight decay and loss (``_batches``)."""
+    if cfg is None:
+        return FLOW
+    kw, opts = _batches(cfg)
+    if cfg.gd:
+        if given is None:
+            return Dynamics(f"GD at lr={cfg.lr:.3g}", "True", True, "--train")
+        plain = cfg.plain_gd  # minibatches, weight decay or another loss: not the flow of the MSE
+        extra = ("" if plain else
+                 f" (batch {cfg.batch_size}, weight decay {cfg.weight_decay:g}, {cfg.loss} loss)")
+        cli = ("" if opts is None else f"--train-steps {cfg.steps} --lr {cfg.lr:g}"
+               + (f" --optimiser sgd{opts}" if cfg.batch_size is not None else ""))
+        call = f"GDConfig(lr={cfg.lr:g}, steps={cfg.steps}{kw})"
+        return Dynamics(f"GD at lr={cfg.lr:.3g}{extra}", call, plain, cli)
+    name = cfg.label
+    cli = (f"--train-steps {cfg.steps} --optimiser {name}" + (f" --lr {cfg.lr:g}" if cfg.lr else "") + opts
+           if name in NAMED and opts is not None else "")
+    call = name if not kw else f"TrainConfig(optimiser={name}, steps={cfg.steps}{kw})"
+    return Dynamics(name, call, False, cli)
+
+
+def plan(cfg: TrainConfig | None, dyn: Dynamics, fallback: TrainConfig | None, s: Setting,
+         note: str = "") -> Plan:
+    """Measure ``cfg`` as asked (None: predict, for ``dyn``), and where that prediction is
+    undecided measure ``fallback`` (None: leave it undecided): by GD within :func:`budget_of`
+    the budget when nothing was asked (``dyn`` gradient flow), else by ``dyn`` within it."""
+    run = None if cfg is None else Run(cfg, dyn, s.budget)
+    if fallback is None or cfg is not None:
+        return Plan(dyn, run, None, note)
+    if dyn is FLOW:  # nothing asked: default GD within the default budget
+        return Plan(dyn, run, Run(fallback, dynamics_of(None, fallback), budget_of(s.budget), True), note)
+    return Plan(dyn, run, Run(fallback, dyn, s.budget, True), note)  # the optimiser given, its budget
+
+
+def default_gd(params: Params, net: NetReport, s: Setting) -> TrainConfig:
+    """A default measurement's GD run from ``params`` (measured ``net``): :func:`config`'s
+    ``train=True``, on log-spaced records."""
+    return config(True, params, s.ctx.modes, net.c, net.beta_eff, s.a, "log")
+
+
+def resolve(train, given: TrainConfig | None, note: str, measure: bool, params: Params, net: NetReport,
+            s: Setting, init_given: bool) -> Plan:
+    """The plan for the given net ``params`` (measured ``net``): ``train`` as :func:`config`
+    reads it (``given`` the user's config, κ set, ``note`` how) and
+    the training a prediction is for (:func:`dynamics_of`). With ``init_given``
+    the run asked for is the history's, and training from the given weights is predicted; with
+    ``measure`` an undecided prediction is measured by default (the given optimiser, else GD)."""
+    cfg = config(train, params, s.ctx.modes, net.c, net.beta_eff, s.a)
+    dyn = dynamics_of(given, cfg)
+    fallback = None if not measure else (cfg or default_gd(params, net, s))
+    p = plan(None if init_given else cfg, dyn, fallback, s, note)
+    return dataclasses.replace(p, asked=cfg, measure=measure)
+
+
+def rerun(given: Plan, start: Params, net: NetReport, s: Setting) -> Plan:
+    """The history's plan, from the init ``start`` (measured ``net``): the config asked of the
+    given net (:func:`resolve`), measured; without one predicted for gradient flow, and with
+    ``given.measure`` measured by default GD from ``start`` where that prediction is undecided."""
+    fallback = default_gd(start, net, s) if given.measure and given.asked is None else None
+    return plan(given.asked, given.dyn if given.asked else FLOW, fallback, s, given.note)
