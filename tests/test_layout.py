@@ -175,3 +175,48 @@ def test_the_cycle_check_sees_a_lazy_cycle(tmp_path):
     assert _cycles(_module_graph(pkg)) == [["biasfree.a", "biasfree.sub.b", "biasfree.sub.c"]]
     (pkg / "sub" / "c.py").write_text('"""x"""\n')
     assert _cycles(_module_graph(pkg)) == []
+
+
+PRIVATE_IMPORTS = 51
+"""The most ``from m import _name`` (``_name`` not a module) across src/biasfree, counting
+imports inside functions (issue 47 item 5: 102, then 74, then this). A private name used from
+another module is a helper two concepts share without saying so: make it public where it
+is shared (and document it), or move it into the module that uses it. The count may only
+fall; lower this number when it does."""
+
+
+def _private_imports(src: Path = SRC) -> list[str]:
+    """``"importer: module._name"`` for every private non-module name one module of ``src``
+    imports from another."""
+    def is_module(name: str) -> bool:
+        p = src.parent.joinpath(*name.split("."))
+        return p.with_suffix(".py").is_file() or (p / "__init__.py").is_file()
+
+    out = []
+    for path in sorted(src.rglob("*.py")):
+        pkg = _module(path, src).split(".")
+        if path.name != "__init__.py":
+            pkg = pkg[:-1]
+        for base, names in _imports(path, pkg):
+            b = ".".join(base)
+            out += [f"{_module(path, src)}: {b}.{n}" for n in names
+                    if n.startswith("_") and not n.startswith("__") and not is_module(f"{b}.{n}")]
+    return out
+
+
+def test_private_names_are_not_shared():
+    found = _private_imports()
+    assert len(found) <= PRIVATE_IMPORTS, (
+        f"{len(found)} private names imported across modules (at most {PRIVATE_IMPORTS}): make a shared "
+        "helper public or move it to its one user; e.g. " + "; ".join(found[-5:]))
+
+
+def test_the_private_import_count_sees_one(tmp_path):
+    """The count is not vacuous: ``from .a import _f`` is one, a private module is none."""
+    pkg = tmp_path / "biasfree"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text('"""x"""\n')
+    (pkg / "_m.py").write_text('"""x"""\n')
+    (pkg / "a.py").write_text('"""x"""\n\n\ndef _f():\n    pass\n')
+    (pkg / "b.py").write_text('"""x"""\nfrom . import _m\n\n\ndef g():\n    from .a import _f, g\n')
+    assert _private_imports(pkg) == ["biasfree.b: biasfree.a._f"]

@@ -124,7 +124,7 @@ def test_bad_optimisers_are_refused_before_any_training(data, monkeypatch):
     def never(*a, **k):
         raise AssertionError("trained")
 
-    monkeypatch.setattr(trainer, "_drive", never)  # every run of the training loop goes through it
+    monkeypatch.setattr(trainer, "drive", never)  # every run of the training loop goes through it
     with pytest.raises(ValueError, match="not homogeneous"):  # a factory that ignores ρ: ε unscaled
         bf.analyse(PAIR, data, alpha=0.0,
                    train=bf.TrainConfig(optimiser=lambda rho: optax.adam(1e-2), steps=10))

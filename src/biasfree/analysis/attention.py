@@ -39,7 +39,7 @@ from ..core.attention import SeparateAttention
 from ..core.attention_twin import in_context_map, merged_to_twin, twin_dataset
 from ..core.data import Dataset
 from ..core.nets import forward
-from ..core.symmetry import _violation, max_row_norm
+from ..core.symmetry import max_row_norm, row_violation
 from ..dynamics import GDConfig, TrainConfig
 from ..dynamics.train_config import as_train_config
 from ..dynamics.trainer import train as train_run
@@ -132,7 +132,7 @@ def label_mirror_violation(X, Y, n_ctx: int) -> float:
     bounds = np.flatnonzero(np.diff(group[order])) + 1
     worst = 0.0
     for rows in np.split(order, bounds):
-        worst = max(worst, _violation(labels[rows]))
+        worst = max(worst, row_violation(labels[rows]))
     return worst / max(max_row_norm(X, Y), 1e-300)
 
 

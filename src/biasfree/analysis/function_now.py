@@ -21,8 +21,8 @@ from ..core import nets
 from ..core.conv import is_conv
 from ..core.layers import Params
 from ..core.nets import depth, has_bias, widths
-from ..core.symmetry import _asymmetry, _mirror_violation, _stack, max_row_norm
-from ..core.twin import _slope_factor
+from ..core.symmetry import _asymmetry, _mirror_violation, max_row_norm, stack_points
+from ..core.twin import slope_factor
 from ..expressivity.decomposition import energy
 from ..expressivity.floors import _dataset_floor
 from ..theory.modes import _data_modes
@@ -55,7 +55,7 @@ def data_context(X, Y, a, source) -> Context:
     mo = moments(X)  # XᵀX/N and its eigh once; the least-squares fits from them
     lam = mo.lam
     modes = _data_modes(X, Y, 0.0, whiten=True, gram=(mo.Sxx, (mo.lam, mo.W)))  # X, Y checked by analyse
-    asym = _asymmetry(_stack(X, Y), ASYMMETRY_POINTS)
+    asym = _asymmetry(stack_points(X, Y), ASYMMETRY_POINTS)
     mv = _mirror_violation(X, Y) / max(max_row_norm(X, Y), 1e-300)
     # mv <= ROUND_OFF also bounds asym: asym <= mv² max||z||² / <||z||²> <= N mv² <= ROUND_OFF for N <= 1e10
     x_scale = max(float(np.max(np.linalg.norm(X, axis=1))), 1e-300)
@@ -87,7 +87,7 @@ class State:
 
 
 def measure_net(params: Params, X, Y, a, ctx: Context, kind: str = "function now") -> State:
-    L, c, biased = depth(params), float(_slope_factor(a)), has_bias(params)
+    L, c, biased = depth(params), float(slope_factor(a)), has_bias(params)
     sp = split(params, X, a, ctx.moments.fit, Y)
     svs = tuple(np.linalg.svd(np.asarray(layer.matrix, float), compute_uv=False) for layer in params)
     beta = np.asarray(nets._beta_eff(params, a)) if nets.beta_eff_is_exact(params) else sp.beta

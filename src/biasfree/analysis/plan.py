@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.layers import Params
-from ..core.twin import _slope_factor, _twin_scales
+from ..core.twin import twin_scales
 from ..dynamics import GDConfig, TrainConfig
 from ..dynamics.optimiser_twin import NAMED
 from . import regime as rg
@@ -92,7 +92,7 @@ def config(train, params, modes, c, beta, a, spacing: str = "linear") -> TrainCo
     if isinstance(train, TrainConfig):
         return train._with_alpha(a)  # α checked once, by as_model
     lr, steps, _ = rg.default_steps(params, modes, c, float(np.linalg.norm(beta, 2)),
-                                    _twin_scales(_slope_factor(a), len(params)).time)
+                                    twin_scales(a, len(params)).time)
     return GDConfig(alpha=a, lr=lr, steps=steps, n_records=201, spacing=spacing)
 
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.layers import _scale_params
+from ..core.layers import scale_params
 from ..core.nets import depth
 from ..core.symmetry import max_row_norm
-from ..core.twin import _slope_factor, _twin_scales
+from ..core.twin import twin_scales
 from ..dynamics import TrainConfig
 from ..expressivity.decomposition import energy
-from ..theory.reference import _Known, _product, _reference_curve
+from ..theory.reference import Known, _reference_curve, product
 from . import regime as rg
 from .function_now import State
 from .gap import reference, zero_loss
@@ -45,8 +45,8 @@ def predict(params, st: State, s: Setting, cfg: TrainConfig | None) -> Predictio
     a, X, Y, ctx, t_max, n_times = s.a, s.X, s.Y, s.ctx, s.t_max, s.n_times
     budget = CURVE_BUDGET if s.budget is None else min(CURVE_BUDGET, s.budget)
     L, modes, net, loss0 = depth(params), ctx.modes, st.net, st.loss0
-    ws, ks = _twin_scales(_slope_factor(a), L)
-    twin = _scale_params(params, ws)
+    ws, ks = twin_scales(a, L)
+    twin = scale_params(params, ws)
     floored = False
     if cfg is not None and cfg.gd:
         t = cfg.lr * cfg.recorded()  # the steps the trainer records
@@ -59,7 +59,7 @@ def predict(params, st: State, s: Setting, cfg: TrainConfig | None) -> Predictio
     Sxx = ctx.moments.Sxx
     mv_rel = ctx.report.mirror_violation
     mirror = (mv_rel * max(max_row_norm(X, Y), 1e-300), mv_rel)
-    known = _Known(Sxx, (net.even_energy, net.output_energy), mirror)
+    known = Known(Sxx, (net.even_energy, net.output_energy), mirror)
     if L == 2 or a == 1.0:
         curve = _reference_curve(params, X, Y, np.atleast_1d(np.asarray(t, float)), alpha=a, weight_decay=0.0,
                                  time_budget=budget, rtol=CURVE_RTOL if L == 2 else None, known=known)
@@ -70,12 +70,12 @@ def predict(params, st: State, s: Setting, cfg: TrainConfig | None) -> Predictio
     else:
         exact = False
         curve = _reference_curve(twin, X, Y, np.atleast_1d(np.asarray(ks * t, float)), alpha=1.0,
-                                 weight_decay=0.0, time_budget=budget, known=_Known(Sxx))
+                                 weight_decay=0.0, time_budget=budget, known=Known(Sxx))
         note = (f"APPROXIMATE: depth {L} > 2 has no exact linear twin (docs/theory.md §4.1); the twin is "
                 f"the net with σ_α replaced by its odd part c z, weights × c^((L-1)/L) = {ws:.4g}, "
                 f"time × c^(2(L-1)/L) = {ks:.4g}; " + curve.note)
     L0 = reference(loss0, zero_loss(Y))  # every gap's normaliser (biasfree.analysis.gap)
-    twin0 = 0.5 * energy(Y - X @ _product([np.asarray(la.matrix, float) for la in twin]).T)  # f = W_L⋯W_1 x
+    twin0 = 0.5 * energy(Y - X @ product([np.asarray(la.matrix, float) for la in twin]).T)  # f = W_L⋯W_1 x
     g = (rg.growth_even_energy(params, X, Y, net.c, modes.B)
          if L == 2 and a != 1.0 and modes.linear_fraction > PAPER_LEVEL else rg.GrowthEstimate(0, 0, 0, 1))
     if net.structure == PAIRS:  # a unit and its mirror cancel in f_even, remainder and all: κ = 0

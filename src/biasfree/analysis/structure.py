@@ -18,7 +18,7 @@ import numpy as np
 
 from ..core.conv import is_conv
 from ..core.layers import Params
-from ..core.symmetry import _is_symmetric, _stack
+from ..core.symmetry import _is_symmetric, stack_points
 from .verdict import ROUND_OFF
 
 PAIRS = "antisymmetric pairs"
@@ -33,7 +33,7 @@ def paired(params: Params) -> bool:
         return False
     Z = np.hstack([np.asarray(params[0].matrix, float), np.asarray(params[1].matrix, float).T])
     scale = float(np.max(np.linalg.norm(Z, axis=1)))
-    return scale > 0 and _is_symmetric(_stack(Z), ROUND_OFF * scale)  # Z built here: no check
+    return scale > 0 and _is_symmetric(stack_points(Z), ROUND_OFF * scale)  # Z built here: no check
 
 
 def rank_one_zero_even(params: Params) -> bool:

@@ -291,7 +291,7 @@ def contour_figure(df, points_dir, ncols: int = 5):
     under ``points_dir``."""
     from matplotlib.colors import TwoSlopeNorm
 
-    from ..claims.linearity_map.figure import _edges, scale_width_axes
+    from ..claims.linearity_map.figure import log_edges, scale_width_axes
 
     done = df[df["status"] == "done"]
     slices = [(label, *_slice_gaps(rows, points_dir)) for label, rows in _slices(done)]
@@ -311,7 +311,7 @@ def contour_figure(df, points_dir, ncols: int = 5):
             ax = axes[r * rows_per_kind + i // cols, i % cols]
             by_alpha = meds[k]
             first = next(iter(by_alpha.values()))
-            mesh = ax.pcolormesh(_edges(scales), _edges(widths),
+            mesh = ax.pcolormesh(log_edges(scales), log_edges(widths),
                                  np.clip(np.log10(first), norm.vmin, norm.vmax), norm=norm, cmap="RdBu_r",
                                  shading="flat")
             S, W = np.meshgrid(scales, widths)

@@ -36,10 +36,10 @@ def _points(X, Y) -> np.ndarray:
         validate.finite_array("X", X, ndim=2)
     else:
         validate.data(X, Y)  # checked (on copies, dropped before Z is made)
-    return _stack(X, Y)
+    return stack_points(X, Y)
 
 
-def _stack(X, Y=None) -> np.ndarray:
+def stack_points(X, Y=None) -> np.ndarray:
     """:func:`_points` unchecked: a float copy of ``X`` (N, d), or ``[X, Y]`` (N, d + p) with a
     1-D ``Y`` read as (N, 1)."""
     if Y is None:
@@ -198,7 +198,7 @@ def nearest_mirror(Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return _nearest(Z, *_pairing(Z))
 
 
-def _violation(Z: np.ndarray, tol: float | None = None) -> float:
+def row_violation(Z: np.ndarray, tol: float | None = None) -> float:
     """:func:`mirror_violation` of the rows Z; with ``tol``, a number on the same side of
     ``tol`` as the violation, returned as soon as that side is known."""
     from scipy.optimize import linear_sum_assignment
@@ -231,12 +231,12 @@ def mirror_violation(X, Y=None) -> float:
     compare ``v`` with the data's scale yourself (``v / max_n ||z_n||``). Memory O(N (d + p))
     (N² numbers for the assignment).
     """
-    return _violation(_points(X, Y))
+    return row_violation(_points(X, Y))
 
 
 def _mirror_violation(X, Y=None) -> float:
     """:func:`mirror_violation` of checked arrays, unchecked."""
-    return _violation(_stack(X, Y))
+    return row_violation(stack_points(X, Y))
 
 
 def is_symmetric(X, Y=None, tol: float = 1e-9) -> bool:
@@ -247,8 +247,8 @@ def is_symmetric(X, Y=None, tol: float = 1e-9) -> bool:
 
 
 def _is_symmetric(Z: np.ndarray, tol: float) -> bool:
-    """:func:`is_symmetric` of the rows ``Z`` (:func:`_stack` of checked arrays), unchecked."""
-    return bool(_violation(Z, tol) <= tol)
+    """:func:`is_symmetric` of the rows ``Z`` (:func:`stack_points` of checked arrays), unchecked."""
+    return bool(row_violation(Z, tol) <= tol)
 
 
 def asymmetry(X, Y=None, *, points: int | None = None) -> float:
@@ -269,7 +269,7 @@ def asymmetry(X, Y=None, *, points: int | None = None) -> float:
 
 
 def _asymmetry(Z: np.ndarray, points: int | None = None) -> float:
-    """:func:`asymmetry` of the rows ``Z`` (:func:`_stack` of checked arrays), unchecked."""
+    """:func:`asymmetry` of the rows ``Z`` (:func:`stack_points` of checked arrays), unchecked."""
     N = Z.shape[0]
     step = max(1, BLOCK_ENTRIES // Z.shape[1])  # ||z_n||² in row blocks: no squared copy of Z
     power = float(np.mean(np.concatenate([np.sum(Z[i:i + step] ** 2, axis=1)

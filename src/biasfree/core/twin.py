@@ -47,12 +47,12 @@ def linear_twin(params: Params, alpha) -> Params:
         net = bf.pair_up(bf.init_gaussian(jax.random.PRNGKey(0), (5, 10, 1), scale=0.1))
         twin = bf.linear_twin(net, 0.0)          # train it with α = 1 and step η/2
     """
-    _check_leaky(params)
+    check_leaky(params)
     c = slope_factor(alpha)
     return scale_params(params, jnp.sqrt(c) if validate.traced(c) else np.sqrt(c))
 
 
-def _check_leaky(params) -> None:
+def check_leaky(params) -> None:
     """Refuse a net with a quadratic layer: the twin map is about σ_α (§2.3–2.5)."""
     if isinstance(params, tuple | list) and any(getattr(la, "activation", "leaky") != "leaky"
                                                  for la in params[:-1]):
@@ -81,7 +81,7 @@ def _twin_scales(c, L: int) -> TwinScales:
     return TwinScales(c ** ((L - 1) / L), c ** (2 * (L - 1) / L))
 
 
-def _twin_params(params: Params, alpha, depth: int) -> Params:
+def twin_weights(params: Params, alpha, depth: int) -> Params:
     """The twin's weights, unchecked: :func:`linear_twin`'s ``√c·params`` at depth 2, the odd-part
     twin's ``c^{(L−1)/L}·params`` beyond (§4.1); ``alpha`` one slope, or one per member (K,)
     for ``params`` with a leading member axis."""

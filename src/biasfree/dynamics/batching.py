@@ -43,7 +43,7 @@ def _layout(layout: str | None) -> tuple[str, int]:
     return layout, (len(jax.devices()) if layout == "map" else 1)
 
 
-def _over_members(fn, members, shared, layout: str, n_dev: int):
+def over_members(fn, members, shared, layout: str, n_dev: int):
     """``fn(member, shared)`` for every member along axis 0 of the pytree ``members``,
     stacked along axis 0; ``shared`` (data) is the same for all."""
     if layout == "vmap":
@@ -78,7 +78,7 @@ def _flow_batch(params, data, alpha, weight_decay, ts, loss, pinv_X, rtol, atol,
     # one device: diffrax solves spread over host devices by shard_map hung (idle CPUs)
     # in the leaky-collapse experiment; cause not isolated (equinox's runtime checks use
     # host callbacks, a likely suspect). GD's loop is pure XLA and spreads.
-    return _over_members(one, (params, alpha, weight_decay), (data, ts, pinv_X, rtol, atol), layout, 1)
+    return over_members(one, (params, alpha, weight_decay), (data, ts, pinv_X, rtol, atol), layout, 1)
 
 
 def _batch(params, data, cfg, batched_params, layout, **vectors):

@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import _validate as validate
 from ..core.layers import Params, check_net
-from ..core.twin import _twin_params, slope_factor
+from ..core.twin import slope_factor, twin_weights
 from .trajectory import Trajectory
 
 
@@ -51,7 +51,7 @@ class Member:
         """The twin: ``√c·params``, α = 1, step ``η c``, decay ``λ/c`` (§2.4, §2.7)."""
         c = float(slope_factor(self.alpha))
         lr = validate.positive("lr", lr, scalar=True, why="the member's GD step η (e.g. cfg.lr)")
-        return Member(_twin_params(self.params, self.alpha, 2), 1.0, lr * c, self.weight_decay / c)
+        return Member(twin_weights(self.params, self.alpha, 2), 1.0, lr * c, self.weight_decay / c)
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,12 @@ and the optimiser's update (``optax.sgd`` of the member's own η for gradient de
 a twin, the twin's on the same batch (on its own data: the same rows of it); the carry holds
 the running maximum of the loss, of the net–twin gap and where it occurred, and the first step
 whose loss left every bound. An
-ensemble runs members side by side (``batching._over_members``). A run is one call of one
+ensemble runs members side by side (``batching.over_members``). A run is one call of one
 program, which builds the state and runs every record interval; or, with a progress callback or
 a time budget, a small program builds the state and one program runs chunks of intervals of
 one length, between which progress is reported; with a time budget each chunk is sized by the
 measured time per step (:mod:`~biasfree.dynamics.pacing`), cutting an interval where it must.
-Each program is compiled once per ``_Spec`` (kept in a small LRU).
+Each program is compiled once per ``Spec`` (kept in a small LRU).
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ import optax
 from threadpoolctl import ThreadpoolController
 
 from . import pacing, run
-from .batching import _over_members
+from .batching import over_members
 
 DIVERGED = 1e8
 """A step whose loss (the net's, or its twin's) is not finite or exceeds
 ``DIVERGED · max(L(θ_0), 1)`` has diverged."""
 
 
-class _Spec(NamedTuple):
+class Spec(NamedTuple):
     """The static part of a program: one compiled loop per distinct spec."""
 
     optimiser: object  # a GradientTransformation, or None: optax.sgd(member lr) built in the trace
@@ -55,7 +55,7 @@ class _Spec(NamedTuple):
     twin_data: bool = False  # the twin trains on its own data (shared["twin_data"], full layout)
 
 
-def _rows_fn(n_rows: int, spec: _Spec):
+def _rows_fn(n_rows: int, spec: Spec):
     """``(k, key) -> rows`` of step k's batch among the ``n_rows`` points in their full order
     (``[X₊; −X₊]`` for mirrored inputs): ``batch_size/2`` mirror pairs (i, n + i), or
     ``batch_size`` points at random; None for full batches."""
@@ -72,7 +72,7 @@ def _rows_fn(n_rows: int, spec: _Spec):
     return lambda k, key: jax.random.choice(jax.random.fold_in(key, k), n_rows, (b,), replace=False)
 
 
-def _batch_fn(arrays, spec: _Spec):
+def _batch_fn(arrays, spec: Spec):
     """``(k, key) -> (X_B, Y_B)`` for step k (module doc), or None (full batch), and whether the
     batch's X is the positive half of mirrored inputs."""
     rows = _rows_fn(arrays[1].shape[0], spec)
@@ -86,21 +86,21 @@ def _batch_fn(arrays, spec: _Spec):
     return (lambda k, key: (lambda r: (Xfull[r], Y[r]))(rows(k, key))), False
 
 
-def _twin_batch_fn(arrays, spec: _Spec):
+def _twin_batch_fn(arrays, spec: Spec):
     """The twin's own data (``spec.twin_data``, stored in full): the rows of the net's batch
     (the same draws, :func:`_rows_fn`), or None for full batches."""
     rows = _rows_fn(arrays[1].shape[0], spec)
     return None if rows is None else (lambda k, key: (lambda r: (arrays[0][r], arrays[1][r]))(rows(k, key)))
 
 
-def _record(p, arrays, alpha, loss, pinv_X, spec: _Spec):
+def _record(p, arrays, alpha, loss, pinv_X, spec: Spec):
     if spec.light:  # the losses, and the weights when asked (keep_params)
         obs = run.record_losses(p, arrays, alpha, loss, spec.mirrored)
         return obs | {"path": p} if spec.keep_params else obs
     return run.record(p, arrays, alpha, loss, pinv_X, spec.keep_params, spec.mirrored)
 
 
-def _optimisers(m: dict, spec: _Spec):
+def _optimisers(m: dict, spec: Spec):
     """The net's optimiser and the twin's (None without a twin)."""
     opt = optax.sgd(m["lr"]) if spec.optimiser is None else spec.optimiser
     if not spec.twin:
@@ -108,7 +108,7 @@ def _optimisers(m: dict, spec: _Spec):
     return opt, optax.sgd(m["twin_lr"]) if spec.twin_optimiser is None else spec.twin_optimiser
 
 
-def _start(m: dict, sh: dict, spec: _Spec) -> dict:
+def _start(m: dict, sh: dict, spec: Spec) -> dict:
     """One member's initial state from ``m["params"]`` (and ``m["twin"]``): the weights, the
     optimisers' states and the carry of :func:`_one` (module doc)."""
     arrays, p = sh["data"], m["params"]
@@ -126,7 +126,7 @@ def _start(m: dict, sh: dict, spec: _Spec) -> dict:
     return st
 
 
-def _one(m: dict, sh: dict, spec: _Spec):
+def _one(m: dict, sh: dict, spec: Spec):
     """One member's record intervals: ``m`` its own values (params and twin's, or the state of an
     earlier chunk; α, η, λ, twin's, maybe data and record steps), ``sh`` what all members share.
     Returns ``(state, records)``: a record at the end of every interval (an interval of 0 steps
@@ -187,11 +187,11 @@ def _one(m: dict, sh: dict, spec: _Spec):
     return jax.lax.scan(segment, _start(m, sh, spec) if spec.stage == "run" else m["state"], segments)
 
 
-def _program(member: dict, shared: dict, spec: _Spec):
+def _program(member: dict, shared: dict, spec: Spec):
     fn = _start if spec.stage == "start" else _one
     if spec.layout is None:
         return fn(member, shared, spec)
-    return _over_members(lambda m, sh: fn(m, sh, spec), member, shared, spec.layout, spec.n_dev)
+    return over_members(lambda m, sh: fn(m, sh, spec), member, shared, spec.layout, spec.n_dev)
 
 
 _COMPILED: OrderedDict = OrderedDict()
@@ -201,7 +201,7 @@ one leaked them all (about 150 memory maps each, Muon's more: "LLVM compilation 
 allocate memory" in a long session). The least recently used is dropped, with its executables."""
 
 
-def _compiled(spec: _Spec):
+def _compiled(spec: Spec):
     """The jitted program of ``spec``, found by equality (a GradientTransformation is a
     NamedTuple of its two functions, rebuilt by every tree_map such as the precision cast of
     ``precise``, so not by identity); an unhashable spec is found by identity."""
@@ -233,7 +233,7 @@ def _chunks(n_segments: int, chunked: bool) -> list[tuple[int, int]]:
 
 
 @dataclass(frozen=True)
-class _Job:
+class Job:
     """A validated run: what the driver needs besides the spec."""
 
     member: dict
@@ -243,7 +243,7 @@ class _Job:
     eta: np.ndarray | None  # (B,) or scalar: the time axis' η (None: t = k)
 
 
-def _drive(job: _Job, spec: _Spec, progress, time_budget):
+def drive(job: Job, spec: Spec, progress, time_budget):
     """Run the program over every record interval, in chunks when asked; ``(state, records,
     job)`` with the job's ``ks`` the steps of the records made (all of them, unless the budget
     ran out: then its first ones and the step where the run stopped).
@@ -279,8 +279,8 @@ records nearly doubled a 3000-step run) against under 1 ms on one thread, with t
 singular values bitwise (docs/performance.md, "The one training loop")."""
 
 
-def _calls(job: _Job, spec: _Spec, progress, time_budget):
-    """The compiled calls of :func:`_drive`: ``(final state, [records of each call], record
+def _calls(job: Job, spec: Spec, progress, time_budget):
+    """The compiled calls of :func:`drive`: ``(final state, [records of each call], record
     steps)`` (the steps None: the job's first records, as many as were made).
 
     The intervals are the job's with one of 0 steps in front (record 0). Run in one call, one
@@ -328,7 +328,7 @@ def _calls(job: _Job, spec: _Spec, progress, time_budget):
     return state, recs, None
 
 
-def _paced(job: _Job, spec: _Spec, member: dict, shared: dict, state, progress, budget: float,
+def _paced(job: Job, spec: Spec, member: dict, shared: dict, state, progress, budget: float,
            start: float):
     """The calls of a run with a time budget (one shared record schedule), from the initial
     ``state``: each runs the steps :func:`~biasfree.dynamics.pacing.next_steps` fits in the

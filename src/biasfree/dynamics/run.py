@@ -21,7 +21,7 @@ from .. import _validate as validate
 from ..core.data import Dataset
 from ..core.layers import Params, check_net, is_net
 from ..core.nets import _even_part, _forward, beta_eff_is_exact
-from ..core.twin import _check_leaky
+from ..core.twin import check_leaky
 from .losses import LOSSES, _forward_mirrored, _loss_value, check_labels, objective_and_loss
 from .trajectory import _observe
 
@@ -225,7 +225,7 @@ def check_twin(params: Params, data: Dataset, twin, loss: str, batched: bool, ob
                          "twin=(merged_to_twin(layer), twin_dataset(data, n_ctx)) "
                          "(biasfree.core.attention_twin)")
     if twin is True:
-        _check_leaky(params)
+        check_leaky(params)
     if own is None and twin is not False and twin is not None and twin is not True:  # an ensemble's too
         check_net(jax.tree_util.tree_map(lambda x: x[0], twin) if batched else twin, "twin",
                   d=np.shape(data.inputs)[1], p_out=np.shape(data.Y)[1])

@@ -56,14 +56,14 @@ from ..core.attention_twin import check_twin_slope
 from ..core.data import Dataset, mirrored_half
 from ..core.nets import widths
 from ..core.precision import precise
-from ..core.twin import _slope_factor, _twin_params, _twin_scales
+from ..core.twin import _slope_factor, _twin_scales, twin_weights
 from ..core.units import effective_units
 from . import run
 from . import train_config as config
 from .batching import LAYOUTS, _layout
 from .diagnosis import DivergenceError, check_spike
 from .ensemble import Member, Runs
-from .loop import DIVERGED, _drive, _Job, _Spec
+from .loop import DIVERGED, Job, Spec, drive
 from .optimiser_twin import ApproximateTwinWarning, _optimiser_twin, twin_degree
 from .train_config import (
     GDConfig,
@@ -101,7 +101,7 @@ def _learning_rate(optimiser, params, lr):
     return seen[0] if len(set(seen)) == 1 and seen[0] > 0 else None
 
 
-def _divergence(state, records, n: int, job: _Job, cfg: TrainConfig, what: str) -> None:
+def _divergence(state, records, n: int, job: Job, cfg: TrainConfig, what: str) -> None:
     """The one divergence error: the first step whose loss left every bound (the loop checks
     steps 0..K−1; the last record, step K), and a smaller step."""
     bad = np.asarray(state["bad"]).reshape(-1)
@@ -338,7 +338,7 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
             params = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (B,) + np.shape(a)), params)
     twin_params, own = None, run.own_twin_data(twin)
     if twin is True:  # weights × c^((L−1)/L): √c at depth 2 (§2.4), the odd-part twin beyond (§4.1)
-        twin_params = _twin_params(params, vec["alpha"], depth)
+        twin_params = twin_weights(params, vec["alpha"], depth)
     elif own is not None:
         twin_params = own[0]
     elif twin is not False and twin is not None:
@@ -381,7 +381,7 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
     if units:  # a net with no rule is refused before training (the error names those with one)
         for a in np.unique(vec["alpha"]):
             effective_units(jax.tree_util.tree_map(lambda x: x[0], params) if ensemble else params, float(a))
-    spec = _Spec(optimiser, twin_optimiser, cfg.loss, cfg.keep_params or units, data.mirrored, cfg.batch_size,
+    spec = Spec(optimiser, twin_optimiser, cfg.loss, cfg.keep_params or units, data.mirrored, cfg.batch_size,
                  cfg.mirrored_batches, twin_params is not None, observables != "all", segments is not None,
                  lay, n_dev, "run", own is not None)
     shared = {"data": run.arrays(data), "key": key,
@@ -391,15 +391,15 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
         full = Dataset(t.X, t.Y, t.X_test, t.Y_test, mirror=False) if t.mirrored else t
         shared |= {"twin_data": run.arrays(full),
                    "twin_pinv": None if observables != "all" else run.pinv(twin_params, full)}
-    job = _Job(member, shared, np.diff(ks, axis=-1), ks, eta)
-    state, records, job = _drive(job, spec, progress, time_budget)  # job.ks: the records made
+    job = Job(member, shared, np.diff(ks, axis=-1), ks, eta)
+    state, records, job = drive(job, spec, progress, time_budget)  # job.ks: the records made
     n = job.ks.shape[-1]
     _divergence(state, records, n, job, cfg, "gradient descent" if cfg.gd else f"training by {cfg.label}")
     traj = _trajectory(state, records, n, job, cfg, spec)
     return with_units(traj, vec["alpha"], cfg.keep_params) if units else traj
 
 
-def _trajectory(state, records, n: int, job: _Job, cfg: TrainConfig, spec: _Spec) -> Trajectory:
+def _trajectory(state, records, n: int, job: Job, cfg: TrainConfig, spec: Spec) -> Trajectory:
     """The :class:`Trajectory` of a finished (or budget-stopped) run."""
     ks = job.ks[..., :n]
     steps_run = ks[..., -1]

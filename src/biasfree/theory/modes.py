@@ -118,7 +118,7 @@ def mode_projections(beta, modes: Modes) -> np.ndarray:
     return np.einsum("...dp,pi,di->...i", beta, modes.U, modes.V)
 
 
-def _broadcast(**arrays):
+def broadcast_together(**arrays):
     try:
         return np.broadcast_arrays(*arrays.values())
     except ValueError:
@@ -131,7 +131,7 @@ def _modes(s, a0):
     s = v.nonnegative("s", s, why="singular values of Σ_yx")
     a0 = v.positive("a0", a0, why="a mode that starts at 0 never grows; start it at a small positive a0 "
                                   "(a0 > 0)")
-    return tuple(_broadcast(s=s, a0=a0))
+    return tuple(broadcast_together(s=s, a0=a0))
 
 
 def check_decay(weight_decay) -> float:
@@ -160,7 +160,7 @@ def logistic(t, sigma, a0):
     (``σ = 0``: ``a0 / (1 + 2 a0 t)``). ``t`` times, ``sigma`` σ, ``a0`` a0 (broadcast).
     Written so that neither large t nor σ ≤ 0 overflows or divides by zero.
     """
-    t, sigma, a0 = _broadcast(t=v.times("t", t), sigma=v.real("sigma", sigma),
+    t, sigma, a0 = broadcast_together(t=v.times("t", t), sigma=v.real("sigma", sigma),
                               a0=v.nonnegative("a0", a0, why="a(t) of a0 < 0 blows up in finite time"))
     x = -2.0 * sigma * t
     safe = np.where(sigma == 0.0, 1.0, sigma)

@@ -29,7 +29,7 @@ from ..core.blocks import _outputs_and_mirror
 from ..core.layers import Params, check_net, takes_net
 from ..core.precision import precise
 from ..core.symmetry import _mirror_violation, max_row_norm
-from ..core.twin import _slope_factor, _twin_params
+from ..core.twin import _slope_factor, twin_weights
 from .inits import _imbalance
 from .leaky import check_two_layer
 from .modes import check_decay
@@ -101,7 +101,7 @@ def _moment_loss(P, Sxx, Syx, y_power: float):
     return 0.5 * float(y_power) - np.einsum("...pd,pd->...", P, Syx) + 0.5 * fit
 
 
-def _product(Ws):
+def product(Ws):
     return functools.reduce(lambda P, W: W @ P, Ws)
 
 
@@ -166,23 +166,23 @@ def _linear_net_ode(params: Params, Sxx, Syx, t, lam: float, rtol: float | None 
 
     def field(_, theta):
         Ws = unpack(theta)
-        G = _product(Ws) @ Sxx - Syx
+        G = product(Ws) @ Sxx - Syx
         grads = []
         for l in range(len(Ws)):  # the products around layer l; none (not an identity) at the ends
-            AG = _product(Ws[l + 1:]).T @ G if l + 1 < len(Ws) else G
-            AGB = AG @ _product(Ws[:l]).T if l else AG
+            AG = product(Ws[l + 1:]).T @ G if l + 1 < len(Ws) else G
+            AGB = AG @ product(Ws[:l]).T if l else AG
             grads.append((-AGB - lam * Ws[l]).ravel())
         return np.concatenate(grads)
 
     ts, inverse = np.unique(t, return_inverse=True)
     theta0 = np.concatenate([np.asarray(layer.matrix, float).ravel() for layer in params])
     if ts[-1] == 0.0:
-        Ps = _product(unpack(theta0))[None]
+        Ps = product(unpack(theta0))[None]
     elif stiff:
         W1, W2 = (np.asarray(layer.matrix, float) for layer in params)
         Ps = np.stack(two_layer_flow(W1, W2, Sxx, Syx, ts, lam, rtol, atol, time_budget, stats))
     else:
-        Ps = np.stack(_integrate(field, theta0, ts, rtol, atol, lambda y: _product(unpack(y)), time_budget))
+        Ps = np.stack(_integrate(field, theta0, ts, rtol, atol, lambda y: product(unpack(y)), time_budget))
     inverse = inverse.ravel()
     return Ps[inverse[inverse < len(Ps)]]
 
@@ -246,7 +246,7 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
 
 
 @dataclass(frozen=True)
-class _Known:
+class Known:
     """What a caller (``analyse``) has already measured on the same net and data, so that
     :func:`_reference_curve` does not measure it again: ``Sxx`` = XᵀX/N, and for a leaky net
     ``even`` = (<||f_even||²>, <||f||²>) at init and ``mirror`` = the mirror violation of [X, Y]
@@ -259,17 +259,17 @@ class _Known:
 
 def _reference_curve(params: Params, X, Y, t, *, alpha: float, weight_decay: float, method: str = "auto",
                      symmetry_tol: float = 1e-9, time_budget: float | None = None,
-                     rtol: float | None = None, known: _Known | None = None) -> Curve:
+                     rtol: float | None = None, known: Known | None = None) -> Curve:
     """:func:`reference_curve` unchecked: a bias-free net of the data's ends, float arrays ``X`` (N, d),
     ``Y`` (N, p) and ``t`` (T,) >= 0, one slope ``alpha`` and the other arguments already checked;
     ``rtol`` the ODE's (None: its solver's default, atol 1e-3 rtol); ``known`` what need not be
-    measured again (:class:`_Known`)."""
+    measured again (:class:`Known`)."""
     N = X.shape[0]
     notes, exact = [], True
     lin, t_lin, lam = params, t, weight_decay
     if alpha != 1.0:
         c = float(_slope_factor(alpha))
-        lin = _twin_params(params, alpha, 2)  # leaky_to_linear, leaky_time_to_linear, ..._decay_...
+        lin = twin_weights(params, alpha, 2)  # leaky_to_linear, leaky_time_to_linear, ..._decay_...
         t_lin = c * t
         lam = lam / c
         if known is not None and known.even is not None:

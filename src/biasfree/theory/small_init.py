@@ -20,7 +20,7 @@ from .. import _validate as v
 from ..core.layers import Params, takes_net
 from ..core.nets import depth
 from ..core.twin import slope_factor
-from .modes import _broadcast
+from .modes import broadcast_together
 
 
 @takes_net(bias_free=True)
@@ -57,7 +57,7 @@ def half_loss_time(s, a0):
     (The *mode* half time of :func:`~biasfree.theory.half_time`, a = s/2, is later by
     ``ln(1 + √2)/(2s)``.) ``s`` singular value, ``a0`` initial strength, 0 < a_0 < s.
     """
-    s, a0 = _broadcast(s=v.real("s", s), a0=v.real("a0", a0))
+    s, a0 = broadcast_together(s=v.real("s", s), a0=v.real("a0", a0))
     if np.any(s <= 0) or np.any(a0 <= 0) or np.any(a0 >= s):
         raise ValueError("half_loss_time needs 0 < a0 < s (a mode still to be learned)")
     a_half = s - (s - a0) / np.sqrt(2.0)

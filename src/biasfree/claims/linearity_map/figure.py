@@ -9,7 +9,7 @@ from matplotlib.colors import LogNorm
 from ..._figure import claim_title, plt
 
 
-def _edges(centres):
+def log_edges(centres):
     """Cell edges on a log axis around ``centres``."""
     lc = np.log10(np.asarray(centres, float))
     mid = (lc[1:] + lc[:-1]) / 2
@@ -18,7 +18,7 @@ def _edges(centres):
 
 def scale_width_axes(ax, scales, widths) -> None:
     """Log-log axes of init std (x) × width (y) whose limits are the cells' outer edges."""
-    ax.set(xscale="log", yscale="log", xlim=_edges(scales)[[0, -1]], ylim=_edges(widths)[[0, -1]])
+    ax.set(xscale="log", yscale="log", xlim=log_edges(scales)[[0, -1]], ylim=log_edges(widths)[[0, -1]])
     ax.set_yticks(widths, [str(int(w)) for w in widths])
     ax.minorticks_off()
 
@@ -28,7 +28,7 @@ def _map(ax, gap, scales, widths, level, s, norm, title):
     median (solid) and of the 25% / 75% quantiles over inits (dashed: the seed spread),
     the count of inits below ``level`` in each cell, and the rich/lazy line σ²m = s."""
     med = np.median(gap, axis=-1)
-    mesh = ax.pcolormesh(_edges(scales), _edges(widths), np.clip(med, norm.vmin, norm.vmax),
+    mesh = ax.pcolormesh(log_edges(scales), log_edges(widths), np.clip(med, norm.vmin, norm.vmax),
                          norm=norm, cmap="magma_r", shading="flat")
     S, W = np.meshgrid(scales, widths)
     for q, style in ((50, "-"), (25, "--"), (75, "--")):
@@ -43,7 +43,7 @@ def _map(ax, gap, scales, widths, level, s, norm, title):
             dark = med[i, j] > np.sqrt(norm.vmin * norm.vmax)
             ax.text(sc, w, f"{k}/{n}", ha="center", va="center", fontsize=7,
                     color="w" if dark else "k")
-    sl = np.geomspace(_edges(scales)[0], _edges(scales)[-1], 50)
+    sl = np.geomspace(log_edges(scales)[0], log_edges(scales)[-1], 50)
     ax.plot(sl, s / sl**2, ":", color="tab:green", lw=1.5)
     scale_width_axes(ax, scales, widths)
     ax.set_xticks(scales, [f"{x:g}" for x in scales])
