@@ -46,6 +46,7 @@ from .attention_import import is_attention_model
 from .interop import Model, as_model
 from .measurements import data_arrays, local_report
 from .plan import Setting, resolve
+from .predicted import predicted
 from .report import Analysis
 from .verify import check_reading
 
@@ -181,8 +182,12 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
     st = now.measure_net(params, X, Y, a, ctx)
     local = local_report(params, X, a)
     s = Setting(X, Y, a, ctx, t_max, n_times, time_budget, progress)
-    p = resolve(train, given, note, measure, params, st.net, s, init_given=start is not None)  # once
-    pred, training, reg, trained, history = ms.stages(p, params, start, st, s)
+    rerun = start is not None and not st.net.has_bias  # a net with biases has no history
+    st0 = now.measure_net(start, X, Y, a, ctx, kind="the init's function") if rerun else None
+    p, p0 = resolve(train, given, note, measure, s, params, st.net, start, None if st0 is None else st0.net)
+    from_given = predicted(params, st, p, s)
+    from_init = predicted(start, st0, p0, s) if rerun else None
+    pred, training, reg, trained, history = ms.stages(from_given, from_init, s)
     if st.net.has_bias:
         return Analysis(ctx.report, st.net, None, vd.combine(st.function, training), reg, local)
     verdict = vd.combine(st.function, training, trained, None if history is None else history.judgement,

@@ -30,12 +30,11 @@ from ..dynamics.trajectory import PairedRun
 from ..expressivity.decomposition import energy
 from . import function_now as now
 from . import regime as rg
-from .function_now import State
 from .gap import NAME as GAP_REF
-from .gap import of, reference, zero_loss
+from .gap import of
 from .measurements import split
-from .plan import Plan, Run, Setting, rerun
-from .predicted import predict
+from .plan import Run, Setting
+from .predicted import Predicted
 from .report import History, Prediction, Regime, Training
 from .stationary import Stationarity, stationarity
 from .verdict import (
@@ -50,58 +49,45 @@ from .verdict import (
     Facts,
     Judgement,
     evidence,
-    judge_predicted,
     judgement,
     structural,
 )
 
-PREDICTED = "training by {}, predicted (not measured)"
-"""The kind of the answer on training when it is predicted, with the dynamics it is for
-(``Dynamics.name``, :class:`~biasfree.analysis.verdict.Dynamics`; measured:
-``"training by ..., measured"``)."""
 
-
-def stages(p: Plan, params: Params, start, st: State, s: Setting) -> tuple:
-    """The training and history stages of ``analyse`` (docs/verdict.md), one way from the plan
-    ``p`` (:func:`~biasfree.analysis.plan.resolve`): the training from ``params`` (measured
-    ``st``) beside its twin by :func:`training` (predicted, or measured as the plan says), the
-    function it ends with, and from ``start`` (None: no history) :func:`history`.
-    ``(prediction, its judgement, regime, the trained function's judgement or None, history or
-    None)``; a net with biases has no prediction and no history."""
-    pred, answer, reg = training(params, st, p, s)
-    if st.net.has_bias:
+def stages(given: Predicted, init: Predicted | None, s: Setting) -> tuple:
+    """The training and history stages of ``analyse`` (docs/verdict.md) after the prediction
+    (:func:`~biasfree.analysis.predicted.predicted`), one way as each net's plan says
+    (:func:`~biasfree.analysis.plan.resolve`): the training from the given weights by
+    :func:`training` (the prediction, or measured), the function it ends with, and from the init
+    ``init`` (None: no history) :func:`history`. ``(prediction, its judgement, regime, the
+    trained function's judgement or None, history or None)``; a net with biases has no
+    prediction and no history."""
+    pred, answer, reg = training(given, s)
+    if given.st.net.has_bias:
         return pred, answer, reg, None, None
     function = (None if pred.trained is None
                 else now.trained_function(pred.trained, s.a, s.ctx, "function after training"))
-    return pred, answer, reg, function, None if start is None else history(start, params, p, s)
+    return pred, answer, reg, function, None if init is None else history(init, given.params, s)
 
 
-def training(params, st: State, p: Plan, s: Setting, kind: str | None = None) -> tuple:
-    """Training from ``params`` (measured ``st``) beside its twin: measured by ``p.run`` (the
-    prediction then holds it as ``trained``), else predicted for ``p.dyn``; a prediction left
-    undecided is measured by ``p.fallback`` (a default measurement) when there is one;
-    ``(prediction, its judgement, the regime with the relative gradient)``. A net with biases has
-    no twin: no prediction, and the judgement rests on its structure alone."""
-    dyn, r = p.dyn, p.run
-    kind = kind or (PREDICTED.format(dyn.name) if r is None else f"training by {dyn.name}, measured")
-    pred = None if st.net.has_bias else predict(params, st, s, None if r is None else r.cfg)
-    facts = now.facts(st, s.ctx, params, s.X, s.Y, s.a, pred)
-    if pred is None:
-        return None, judge_predicted(facts, t0_gap=0.0, growth_gap=0.0, kind=kind, dynamics=dyn), st.regime
-    reg = dataclasses.replace(st.regime, relative_gradient=facts.grad_rel)
-    why = ""
+def training(x: Predicted, s: Setting) -> tuple:
+    """Training from ``x.params`` beside its twin: measured by ``x.plan.run`` (the prediction
+    then holds it as ``trained``), else the predicted answer; a prediction left undecided is
+    measured by ``x.plan.fallback`` (a default measurement) when there is one;
+    ``(prediction, its judgement, the regime with the relative gradient)``."""
+    p, pred, answer, reg = x.plan, x.pred, x.answer, x.regime
+    if pred is None:  # a net with biases: judged on its structure alone
+        return None, answer, reg
+    r, kind, why = p.run, p.kind, ""
     if r is None:
-        answer = judge_predicted(facts, t0_gap=pred.t0_gap, growth_gap=pred.growth_gap,
-                                 growth_range=(pred.growth_gap_low, pred.growth_gap_high),
-                                 kind=kind, dynamics=dyn)
         if answer.level != UNDECIDED or p.fallback is None:
             return pred, answer, reg
         r, why, predicted = p.fallback, answer.reasons[0], answer
-        kind = kind.replace(" (not measured)", "").replace(f"by {dyn.name}, predicted",
+        kind = kind.replace(" (not measured)", "").replace(f"by {p.dyn.name}, predicted",
                                                            f"by {r.dyn.name}, measured by default")
-    tr, reg = run(params, pred, st.loss0, reg, r, s)
+    tr, reg = run(x.params, pred, reg, r, s)
     longer = f"analyse(model, data, train={r.dyn.train}, time_budget={{seconds}})"  # judged fills it in
-    answer = judged(facts, tr, reg, kind, p.note, longer)
+    answer = judged(x.facts, tr, reg, kind, p.note, longer)
     if why:  # the prediction's numbers stay in the evidence (the exact t = 0 gap, the failed assumption)
         names = {e.name for e in answer.evidence}
         before = tuple(e for e in predicted.evidence if e.name not in names)
@@ -112,18 +98,14 @@ def training(params, st: State, p: Plan, s: Setting, kind: str | None = None) ->
     return dataclasses.replace(pred, trained=tr), answer, reg
 
 
-def history(start, params, p: Plan, s: Setting) -> History:
-    """Question (iii): training from ``start`` beside its twin (the plan
-    :func:`~biasfree.analysis.plan.rerun` makes of ``p``: measured with the config asked, else
-    predicted for gradient flow and, where asked, measured by default GD where that prediction
-    is undecided), and how close the rerun ends to the given net."""
-    st = now.measure_net(start, s.X, s.Y, s.a, s.ctx, kind="the init's function")
-    again = rerun(p, start, st.net, s)
-    kind = (f"how the net got here: training from the init by {again.dyn.name}, "
-            + ("measured" if again.run else "predicted"))
-    pred, answer, reg = training(start, st, again, s, kind)
+def history(x: Predicted, params, s: Setting) -> History:
+    """Question (iii): training from the init ``x.params`` beside its twin (its plan: measured
+    with the config asked, else predicted for gradient flow and, unless ``train=False``,
+    measured by default GD where that prediction is undecided), and how close the rerun ends
+    to the given net ``params``."""
+    pred, answer, reg = training(x, s)
     if pred is None or pred.trained is None:
-        return History(st.net, pred, answer, reg)
+        return History(x.st.net, pred, answer, reg)
     tr = pred.trained
     f_given, f_rerun = _outputs(params, s.X, s.a), _outputs(tr.params, s.X, s.a)
     match = energy(f_rerun - f_given) / max(energy(f_given), 1e-300)
@@ -133,17 +115,17 @@ def history(start, params, p: Plan, s: Setting) -> History:
     note = (f"the rerun from the init ends {match:.3g} (of <f²>) from the given net ({same}; "
             "reported, not judged)")
     answer = dataclasses.replace(answer, notes=answer.notes + (note,))
-    return History(st.net, pred, answer, reg, match)
+    return History(x.st.net, pred, answer, reg, match)
 
 
-def run(params, pred: Prediction, loss0, reg: Regime, r: Run, s: Setting) -> tuple[Training, Regime]:
+def run(params, pred: Prediction, reg: Regime, r: Run, s: Setting) -> tuple[Training, Regime]:
     """Train ``params`` and its twin ``pred.twin`` by ``r`` side by side (one loop, the gap
     carried at every step) and record it: ``(Training, the regime with movement and
-    alignment)``; the predicted curve ``pred.t``, ``pred.loss`` compared for GD, ``loss0``
-    L(θ₀)."""
+    alignment)``; the predicted curve ``pred.t``, ``pred.loss`` compared for GD, every gap over
+    the prediction's normaliser ``pred.gap_reference`` (:mod:`~biasfree.analysis.gap`)."""
     X, Y, a, modes = s.X, s.Y, s.a, s.ctx.modes
     cfg, budget = r.cfg, r.budget
-    L0 = reference(loss0, zero_loss(Y))
+    L0 = pred.gap_reference  # reference(L(θ₀), ½<||y||²>), as the prediction's gaps
     t0 = time.perf_counter()
     traj = train_run(params, unchecked_dataset(X, Y), cfg, twin=pred.twin, observables="loss",
                      time_budget=budget, progress=s.progress)

@@ -15,7 +15,6 @@ run it was named for.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,6 +34,10 @@ MEASURE_BUDGET = 10.0
 less). With the loop's geometric chunks (:mod:`~biasfree.analysis.measured`) the run takes at
 most about 1.8× this, so that with the rest of ``analyse`` a 784→256→10 net on 10,000 inputs
 gets its answer in about 30 s on 2 cores (benchmarks/bench_analyse.py, row "alone")."""
+PREDICTED = "training by {}, predicted (not measured)"
+"""The kind of the answer on training when it is predicted, with the dynamics it is for
+(``Dynamics.name``, :class:`~biasfree.analysis.verdict.Dynamics`; measured:
+``"training by ..., measured"``)."""
 
 
 @dataclass(frozen=True)
@@ -68,19 +71,16 @@ class Run:
 
 @dataclass(frozen=True)
 class Plan:
-    """The training asked of one net: ``dyn`` what a prediction is for, ``run`` the run measured
-    as asked (None: predicted), ``fallback`` the run that measures a prediction left undecided
-    (None: it stays undecided), ``note`` how κ was found (empty for GD); for the given net
-    (:func:`resolve`) also ``asked``, the config ``train=`` resolves to, and ``measure``,
-    whether an undecided prediction is measured by default: what the history reruns
-    (:func:`rerun`)."""
+    """The training asked of one net: ``dyn`` what a prediction is for, ``kind`` the answer's
+    kind (:data:`PREDICTED`, "training by ..., measured", or the history's), ``run`` the run
+    measured as asked (None: predicted), ``fallback`` the run that measures a prediction left
+    undecided (None: it stays undecided), ``note`` how κ was found (empty for GD)."""
 
     dyn: Dynamics
+    kind: str
     run: Run | None
     fallback: Run | None
     note: str = ""
-    asked: TrainConfig | None = None
-    measure: bool = False
 
 
 def config(train, params, modes, c, beta, a, spacing: str = "linear") -> TrainConfig | None:
@@ -143,16 +143,20 @@ def dynamics_of(given: TrainConfig | None, cfg: TrainConfig | None) -> Dynamics:
 
 
 def plan(cfg: TrainConfig | None, dyn: Dynamics, fallback: TrainConfig | None, s: Setting,
-         note: str = "") -> Plan:
+         note: str = "", kind: str | None = None) -> Plan:
     """Measure ``cfg`` as asked (None: predict, for ``dyn``), and where that prediction is
     undecided measure ``fallback`` (None: leave it undecided): by GD within :func:`budget_of`
-    the budget when nothing was asked (``dyn`` gradient flow), else by ``dyn`` within it."""
+    the budget when nothing was asked (``dyn`` gradient flow), else by ``dyn`` within it.
+    ``kind`` the answer's (None: :data:`PREDICTED`, or measured, for ``dyn``)."""
+    kind = kind or (PREDICTED.format(dyn.name) if cfg is None else f"training by {dyn.name}, measured")
     run = None if cfg is None else Run(cfg, dyn, s.budget)
     if fallback is None or cfg is not None:
-        return Plan(dyn, run, None, note)
+        return Plan(dyn, kind, run, None, note)
     if dyn is FLOW:  # nothing asked: default GD within the default budget
-        return Plan(dyn, run, Run(fallback, dynamics_of(None, fallback), budget_of(s.budget), True), note)
-    return Plan(dyn, run, Run(fallback, dyn, s.budget, True), note)  # the optimiser given, its budget
+        by_default = Run(fallback, dynamics_of(None, fallback), budget_of(s.budget), True)
+    else:  # the optimiser given, within the time_budget given for it
+        by_default = Run(fallback, dyn, s.budget, True)
+    return Plan(dyn, kind, run, by_default, note)
 
 
 def default_gd(params: Params, net: NetReport, s: Setting) -> TrainConfig:
@@ -161,23 +165,24 @@ def default_gd(params: Params, net: NetReport, s: Setting) -> TrainConfig:
     return config(True, params, s.ctx.modes, net.c, net.beta_eff, s.a, "log")
 
 
-def resolve(train, given: TrainConfig | None, note: str, measure: bool, params: Params, net: NetReport,
-            s: Setting, init_given: bool) -> Plan:
-    """The plan for the given net ``params`` (measured ``net``): ``train`` as :func:`config`
-    reads it (``given`` the user's config, κ set, ``note`` how) and
-    the training a prediction is for (:func:`dynamics_of`). With ``init_given``
-    the run asked for is the history's, and training from the given weights is predicted; with
-    ``measure`` an undecided prediction is measured by default (the given optimiser, else GD)."""
+def resolve(train, given: TrainConfig | None, note: str, measure: bool, s: Setting, params: Params,
+            net: NetReport, init: Params | None = None, init_net: NetReport | None = None
+            ) -> tuple[Plan, Plan | None]:
+    """The plans for the given net ``params`` (measured ``net``) and for the history from the
+    weights ``init`` (measured ``init_net``; None: no history), resolved once: ``train`` as
+    :func:`config` reads it (``given`` the user's config, κ set, ``note`` how) and the training
+    a prediction is for (:func:`dynamics_of`). With an init, the run asked for is the
+    history's, and training from the given weights is predicted; without a run asked for, the
+    history is predicted for gradient flow. With ``measure``, an undecided prediction is
+    measured by default: the given optimiser, else GD from the weights it is about."""
     cfg = config(train, params, s.ctx.modes, net.c, net.beta_eff, s.a)
     dyn = dynamics_of(given, cfg)
     fallback = None if not measure else (cfg or default_gd(params, net, s))
-    p = plan(None if init_given else cfg, dyn, fallback, s, note)
-    return dataclasses.replace(p, asked=cfg, measure=measure)
-
-
-def rerun(given: Plan, start: Params, net: NetReport, s: Setting) -> Plan:
-    """The history's plan, from the init ``start`` (measured ``net``): the config asked of the
-    given net (:func:`resolve`), measured; without one predicted for gradient flow, and with
-    ``given.measure`` measured by default GD from ``start`` where that prediction is undecided."""
-    fallback = default_gd(start, net, s) if given.measure and given.asked is None else None
-    return plan(given.asked, given.dyn if given.asked else FLOW, fallback, s, given.note)
+    given_plan = plan(cfg if init is None else None, dyn, fallback, s, note)
+    if init_net is None:
+        return given_plan, None
+    again = dyn if cfg else FLOW
+    kind = (f"how the net got here: training from the init by {again.name}, "
+            + ("measured" if cfg else "predicted"))
+    fallback0 = default_gd(init, init_net, s) if measure and cfg is None else None
+    return given_plan, plan(cfg, again, fallback0, s, note, kind)

@@ -1,10 +1,14 @@
 """Training predicted (docs/verdict.md, the training stage where the theory speaks): the linear
 twin of the net (§2.4; depth L > 2: the approximate odd-part twin, §4.1), its learning curve,
 the floors and the predicted gap (§6.4), each gap over
-``reference(L(θ₀), ½<||y||²>)`` (:mod:`~biasfree.analysis.gap`).
+``reference(L(θ₀), ½<||y||²>)`` (:mod:`~biasfree.analysis.gap`); :func:`predicted`, the
+stage: the prediction for one net, the facts both training answers weigh, and the predicted
+answer (:func:`~biasfree.analysis.verdict.judge_predicted`) unless the plan measures as asked.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -15,14 +19,15 @@ from ..core.twin import twin_scales
 from ..dynamics import TrainConfig
 from ..expressivity.decomposition import energy
 from ..theory.reference import Known, _reference_curve, product
+from . import function_now as now
 from . import regime as rg
 from .function_now import State
 from .gap import reference, zero_loss
 from .moments import linear_floor
-from .plan import Setting
-from .report import Prediction
+from .plan import Plan, Setting
+from .report import Prediction, Regime
 from .structure import PAIRS
-from .verdict import PAPER_LEVEL
+from .verdict import PAPER_LEVEL, Facts, Judgement, judge_predicted
 
 CURVE_BUDGET = 20.0
 """Seconds the predicted curve's ODE may take (or ``time_budget`` if less). A two-layer twin's
@@ -87,3 +92,36 @@ def predict(params, st: State, s: Setting, cfg: TrainConfig | None) -> Predictio
                       t0_gap=abs(loss0 - twin0) / L0, growth_gap=0.5 * g.energy / L0, horizon_floored=floored,
                       growth_gap_low=0.5 * g.low / L0, growth_gap_high=0.5 * g.high / L0, twin_loss0=twin0,
                       gap_reference=L0)
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """The training stage's prediction for one net: its weights ``params``, measured ``st``, its
+    :class:`~biasfree.analysis.plan.Plan`, the prediction ``pred`` (None for a net with
+    biases: no twin), the ``facts`` both training answers weigh, the predicted ``answer`` (None
+    when the plan measures as asked) and the ``regime`` with the relative gradient."""
+
+    params: tuple
+    st: State
+    plan: Plan
+    pred: Prediction | None
+    facts: Facts
+    answer: Judgement | None
+    regime: Regime
+
+
+def predicted(params, st: State, p: Plan, s: Setting) -> Predicted:
+    """Training from ``params`` (measured ``st``) beside its twin, predicted for ``p.dyn``
+    (:func:`predict`, at the times ``p.run`` records when it is GD) and judged unless ``p.run``
+    measures it. A net with biases has no twin: no prediction, and the judgement rests on its
+    structure alone."""
+    r = p.run
+    pred = None if st.net.has_bias else predict(params, st, s, None if r is None else r.cfg)
+    facts = now.facts(st, s.ctx, params, s.X, s.Y, s.a, pred)
+    if pred is None:
+        answer = judge_predicted(facts, t0_gap=0.0, growth_gap=0.0, kind=p.kind, dynamics=p.dyn)
+        return Predicted(params, st, p, None, facts, answer, st.regime)
+    answer = None if r is not None else judge_predicted(
+        facts, t0_gap=pred.t0_gap, growth_gap=pred.growth_gap,
+        growth_range=(pred.growth_gap_low, pred.growth_gap_high), kind=p.kind, dynamics=p.dyn)
+    return Predicted(params, st, p, pred, facts, answer, replace(st.regime, relative_gradient=facts.grad_rel))
