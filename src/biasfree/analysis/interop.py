@@ -24,9 +24,9 @@ import numpy as np
 
 from .. import _validate as validate
 from ..core.inits import from_arrays
-from ..core.layers import check_net, is_net
+from ..core.layers import Params, check_net, is_net
 from ..core.precision import precise
-from .model import SUPPORTED, Model, UnsupportedModelError, _model, one_slope, refuse
+from .model import SUPPORTED, Model, UnsupportedModelError, one_slope, refuse
 from .model_files import conv_spec, from_state_dict, load_model, save_model, torch_names
 from .torch_import import from_torch
 from .verify import live
@@ -110,6 +110,16 @@ def from_equinox(mlp) -> Model:
     alpha = one_slope(slopes, "equinox MLP")
     return Model(from_arrays(weights), alpha, f"equinox:{type(mlp).__name__}",
                  tuple(f"layers[{i}].weight" for i in range(len(weights))), mlp)
+
+
+def _model(params: Params, alpha: float | None, source: str = "", names: tuple[str, ...] = (),
+           origin: object = None) -> Model:
+    """A :class:`Model` of a net and a slope its caller has checked (``Model(...)`` checks them)."""
+    m = object.__new__(Model)
+    for name, value in (("params", params), ("alpha", alpha), ("source", source), ("names", names),
+                        ("origin", origin)):
+        object.__setattr__(m, name, value)
+    return m
 
 
 @precise

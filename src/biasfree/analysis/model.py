@@ -60,16 +60,6 @@ class Model:
         return forward(self.params, np.asarray(X, dtype=float), self.alpha)
 
 
-def _model(params: Params, alpha: float | None, source: str = "", names: tuple[str, ...] = (),
-           origin: object = None) -> Model:
-    """A :class:`Model` of a net and a slope its caller has checked (``Model(...)`` checks them)."""
-    m = object.__new__(Model)
-    for name, value in (("params", params), ("alpha", alpha), ("source", source), ("names", names),
-                        ("origin", origin)):
-        object.__setattr__(m, name, value)
-    return m
-
-
 def refuse(where: str, what: str, fix: str = "") -> UnsupportedModelError:
     """The error for ``where`` (the layer) being ``what``, with the family and ``fix``."""
     msg = f"{where}: {what}. Supported: {SUPPORTED}."

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..core.layers import scale_params
+from ..core.layers import Params, scale_params
 from ..core.nets import depth
 from ..core.symmetry import max_row_norm
 from ..core.twin import twin_scales
@@ -101,7 +101,7 @@ class Predicted:
     biases: no twin), the ``facts`` both training answers weigh, the predicted ``answer`` (None
     when the plan measures as asked) and the ``regime`` with the relative gradient."""
 
-    params: tuple
+    params: Params
     st: State
     plan: Plan
     pred: Prediction | None

@@ -36,7 +36,7 @@ from .trajectory import Trajectory
 LAYOUTS = ("auto", "map", "vmap")
 
 
-def _layout(layout: str | None) -> tuple[str, int]:
+def ensemble_layout(layout: str | None) -> tuple[str, int]:
     """``(layout, n_devices)`` for an ensemble (``layout`` checked by :func:`_batch`): see the module doc."""
     if layout in (None, "auto"):
         layout = "map" if jax.default_backend() == "cpu" else "vmap"
@@ -127,7 +127,7 @@ def flow_ensemble(params: Params, data: Dataset, cfg: FlowConfig, *, alpha=None,
     ts = jnp.asarray(record_times(cfg.t_max, cfg.n_records, cfg.spacing))
     final, obs, stats = _flow_batch(params, run.arrays(data), v["alpha"], v["weight_decay"], ts,
                                     cfg.loss, run.pinv(params, data), cfg.rtol, cfg.atol, cfg.solver,
-                                    cfg.max_steps, cfg.keep_params, data.mirrored, _layout(layout)[0])
+                                    cfg.max_steps, cfg.keep_params, data.mirrored, ensemble_layout(layout)[0])
     traj = Trajectory(t=jnp.broadcast_to(ts, (B,) + ts.shape), params=final, stats=stats, method="flow",
                       **obs)
     check_flow(traj, cfg, data, v["alpha"], v["weight_decay"])

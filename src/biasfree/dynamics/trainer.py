@@ -60,7 +60,7 @@ from ..core.twin import _slope_factor, _twin_scales, twin_weights
 from ..core.units import effective_units
 from . import run
 from . import train_config as config
-from .batching import LAYOUTS, _layout
+from .batching import LAYOUTS, ensemble_layout
 from .diagnosis import DivergenceError, check_spike
 from .ensemble import Member, Runs
 from .loop import DIVERGED, Job, Spec, drive
@@ -376,7 +376,7 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
             member["twin_lr"] = vec["lr"] * time_scale
     member = {k: v if k in ("params", "twin") else jnp.asarray(np.asarray(v, float))
               for k, v in member.items()}
-    lay, n_dev = _layout(layout) if ensemble else (None, 1)
+    lay, n_dev = ensemble_layout(layout) if ensemble else (None, 1)
     units = observables == "units"  # the weights at every record: the count is made after the run
     if units:  # a net with no rule is refused before training (the error names those with one)
         for a in np.unique(vec["alpha"]):
