@@ -40,7 +40,7 @@ def _points(X, Y) -> np.ndarray:
 
 
 def stack_points(X, Y=None) -> np.ndarray:
-    """:func:`_points` unchecked: a float copy of ``X`` (N, d), or ``[X, Y]`` (N, d + p) with a
+    """``_points`` unchecked: a float copy of ``X`` (N, d), or ``[X, Y]`` (N, d + p) with a
     1-D ``Y`` read as (N, 1)."""
     if Y is None:
         return np.asarray(X).astype(float)

@@ -37,7 +37,7 @@ LAYOUTS = ("auto", "map", "vmap")
 
 
 def ensemble_layout(layout: str | None) -> tuple[str, int]:
-    """``(layout, n_devices)`` for an ensemble (``layout`` checked by :func:`_batch`): see the module doc."""
+    """``(layout, n_devices)`` for an ensemble (``layout`` checked by ``_batch``): see the module doc."""
     if layout in (None, "auto"):
         layout = "map" if jax.default_backend() == "cpu" else "vmap"
     return layout, (len(jax.devices()) if layout == "map" else 1)

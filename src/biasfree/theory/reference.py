@@ -248,7 +248,7 @@ def reference_curve(params: Params, X, Y, t, *, alpha=1.0, weight_decay: float =
 @dataclass(frozen=True)
 class Known:
     """What a caller (``analyse``) has already measured on the same net and data, so that
-    :func:`_reference_curve` does not measure it again: ``Sxx`` = XᵀX/N, and for a leaky net
+    ``_reference_curve`` does not measure it again: ``Sxx`` = XᵀX/N, and for a leaky net
     ``even`` = (<||f_even||²>, <||f||²>) at init and ``mirror`` = the mirror violation of [X, Y]
     (absolute, relative to the largest row norm); each computed as here, the same numbers."""
 
