@@ -104,3 +104,14 @@ def test_config_refuses_a_width_below_d():
 
     with pytest.raises((ConfigError, ValueError), match="width >= d"):
         resolve_config(get("saddle-conjectures"), "tiny", {"widths": [1, 6]})
+
+
+def test_mirrored_inputs_are_whitened_pairs_and_odd_n_is_refused():
+    X = sc._inputs(np.random.default_rng(0), 8, 2, True)
+    assert np.array_equal(X[4:], -X[:4])
+    # XᵀX/n = I to round-off: an orthonormal basis scaled by √(n/2), sums of 8 products (8ε ~ 2e-15)
+    assert np.allclose(X.T @ X / 8, np.eye(2), atol=1e-14)
+    from biasfree.claims.config import ConfigError, resolve_config
+
+    with pytest.raises((ConfigError, ValueError), match="must be even"):
+        resolve_config(get("saddle-conjectures"), "tiny", {"mirrored": True, "n": 15})

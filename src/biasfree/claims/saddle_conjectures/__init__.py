@@ -3,8 +3,9 @@
 1. **ReLU separates between directions** (their Appendix C): two-layer bias-free ReLU nets from a
    small init learn as linear nets do, one plateau per distinct singular value of the data,
    whatever the width. Whitened inputs (``n`` points, d = ``len(top)``), targets ``y = U diag(s) Vᵀx``
-   for random rotations U, V; spectrum j has ``distinct[j]`` distinct values (the largest ``top[0]``
-   repeated d − k + 1 times, then ``top[1:k]``). At every width of ``widths`` and every spectrum,
+   for random rotations U, V (``mirrored``: n/2 points and their negatives); spectrum j has
+   ``distinct[j]`` distinct values (the largest ``top[0]`` repeated d − k + 1 times, then
+   ``top[1:k]``). At every width of ``widths`` and every spectrum,
    ``n_inits`` ReLU nets and ``n_inits`` linear nets from Gaussian inits of std ``init_scale`` are
    one compiled ensemble, with effective units recorded at every log-spaced record
    (``observables="units"``). Each net's plateaus are counted by
@@ -57,7 +58,9 @@ class Config:
     whitened points, ``init_scale`` the Gaussian init std, ``n_inits`` inits per net kind and cell,
     ``lr`` GD step, ``horizon`` the run's length t = ηk, ``records`` log-spaced records; the deep
     rule: ``depths``, ``deep_width``, ``deep_strength`` (the end-to-end init strength a₀ that sets each
-    depth's std), ``quad_scale`` (the quadratic nets' init std) and ``quad_lr``, ``quad_steps``."""
+    depth's std), ``quad_scale`` (the quadratic nets' init std), ``quad_lr`` and ``quad_steps``;
+    ``mirrored``: every data set's inputs are n/2 points and their negatives (symmetric data, where
+    a bias-free ReLU net's odd part is its linear twin)."""
 
     top: Annotated[tuple[Annotated[float, Gt(0)], ...], MinLen(2), Predicate(decreasing)] = (4.0, 2.0, 1.0)
     distinct: _Ints = (1, 2, 3)
@@ -74,14 +77,19 @@ class Config:
     quad_scale: Positive = 0.05
     quad_lr: Positive = 0.005
     quad_steps: Annotated[int, Ge(10)] = 4000
+    mirrored: bool = False
 
     def __post_init__(self):
         d = len(self.top)
         if self.distinct[-1] > d:
             raise ValueError(f"distinct={self.distinct}: a spectrum of d = len(top) = {d} values has at "
                              f"most {d} distinct ones")
-        if self.n < d:
-            raise ValueError(f"n={self.n} must be at least d = len(top) = {d} to whiten the inputs")
+        if self.mirrored and self.n % 2:
+            raise ValueError(f"n={self.n} must be even with mirrored=True: n/2 points and their "
+                             "negatives")
+        if self.n < d * (2 if self.mirrored else 1):
+            raise ValueError(f"n={self.n} must be at least d = len(top) = {d} (2d mirrored) to whiten "
+                             "the inputs")
         if self.widths[0] < d:
             raise ValueError(f"widths={self.widths}: the linear control needs width >= d = len(top) = {d} "
                              "to hold every mode")

@@ -61,6 +61,15 @@ def _whitened(rng, n: int, d: int) -> np.ndarray:
     return q * math.sqrt(n)
 
 
+def _inputs(rng, n: int, d: int, mirrored: bool) -> np.ndarray:
+    """Whitened inputs; ``mirrored``: n/2 whitened points and their negatives (still whitened), the
+    symmetric data on which a bias-free ReLU net's odd part is its linear twin (docs/theory.md §2)."""
+    if not mirrored:
+        return _whitened(rng, n, d)
+    X = _whitened(rng, n // 2, d)
+    return np.concatenate([X, -X])
+
+
 def _rotation(rng, d: int) -> np.ndarray:
     return np.linalg.qr(rng.normal(size=(d, d)))[0]
 
@@ -86,7 +95,7 @@ def _cells(cfg: Config, rng, progress) -> dict:
     """Every (width, spectrum) cell: one ensemble of n_inits ReLU, n_inits linear (Gaussian init of
     std σ) and the aligned control, with effective units at every record."""
     d, B = len(cfg.top), cfg.n_inits
-    X = _whitened(rng, cfg.n, d)
+    X = _inputs(rng, cfg.n, d, cfg.mirrored)
     U, V = _rotation(rng, d), _rotation(rng, d)
     steps = int(round(cfg.horizon / cfg.lr))
     W, S = len(cfg.widths), len(cfg.distinct)
@@ -137,7 +146,7 @@ def _deep(cfg: Config, rng, progress) -> dict:
     hidden layer: the (n_inits,) directions, units and spreads of the layers' changes."""
     d, m, B = len(cfg.top), cfg.deep_width, cfg.n_inits
     s = np.asarray(cfg.top, float)
-    X = _whitened(rng, cfg.n, d)
+    X = _inputs(rng, cfg.n, d, cfg.mirrored)
     U, V = _rotation(rng, d), _rotation(rng, d)
     data = Dataset(X, X @ (U * s @ V.T).T)
     steps = int(round(cfg.horizon / cfg.lr))
@@ -156,7 +165,8 @@ def _deep(cfg: Config, rng, progress) -> dict:
             out[(kind, L)] = {"layers": [_structure(tr, b) for b in members],
                               "plateaus": np.array([count_plateaus(t, loss[b]) for b in members]),
                               "final": loss[list(members), -1] / loss[list(members), 0]}
-    Xg = rng.normal(size=(cfg.n, d))
+    Xg = rng.normal(size=(cfg.n // 2 if cfg.mirrored else cfg.n, d))
+    Xg = np.concatenate([Xg, -Xg]) if cfg.mirrored else Xg
     quad = Dataset(Xg, (Xg**2 @ s)[:, None])
     for L in (2, 3):
         progress(f"quadratic first layer, depth {L}: {B} nets of width {m}")
@@ -181,7 +191,8 @@ def resolvable(cfg: Config, exact) -> np.ndarray:
 def _count_metrics(cfg: Config, cells: dict) -> tuple[dict, dict]:
     """Per net kind, over the resolvable cells (:func:`resolvable`; the others are left out): how
     often its count matches the spectrum (1 + distinct values) or is unresolved, what each init's
-    (widths × spectra) grid follows, and the count's mean and spread per spectrum and width."""
+    (widths × spectra) grid follows, and the count's mean per spectrum (every count is in the
+    arrays)."""
     B = cfg.n_inits
     expected = 1 + np.asarray(cfg.distinct, float)
     ok_cell = resolvable(cfg, cells["control_exact"])
@@ -199,10 +210,6 @@ def _count_metrics(cfg: Config, cells: dict) -> tuple[dict, dict]:
         for j, k in enumerate(cfg.distinct):
             v = grid[:, j][np.isfinite(grid[:, j])]
             metrics[f"{kind}_count_mean_k{k}"] = float(v.mean()) if v.size else math.nan
-            metrics[f"{kind}_count_sd_k{k}"] = float(v.std()) if v.size else math.nan
-        for i, m in enumerate(cfg.widths):
-            v = grid[i][np.isfinite(grid[i])]
-            metrics[f"{kind}_count_mean_width{m}"] = float(v.mean()) if v.size else math.nan
         u = cells["units"][..., n_k * B:(n_k + 1) * B, -1]
         metrics[f"{kind}_units_final_mean"] = float(u.mean())
         arrays[f"{kind}_follows"] = np.array([FOLLOWS.index(f) for f in kinds])
@@ -216,13 +223,10 @@ def _deep_metrics(deep: dict) -> tuple[dict, dict]:
             for q in ("directions", "units", "spread"):
                 v = np.array([layers[l][q] for layers in r["layers"]])
                 arrays[f"deep_{kind}_L{L}_layer{l + 1}_{q}"] = v
-                if q == "spread":
+                if q == "spread":  # the per-init values are in the arrays
                     metrics[f"deep_{kind}_L{L}_layer{l + 1}_spread_median"] = float(np.median(v))
-                    metrics[f"deep_{kind}_L{L}_layer{l + 1}_spread_min"] = float(np.min(v))
-                    metrics[f"deep_{kind}_L{L}_layer{l + 1}_spread_max"] = float(np.max(v))
         metrics[f"deep_{kind}_L{L}_final_loss_fraction_max"] = float(np.max(r["final"]))
-        ok = r["plateaus"][np.isfinite(r["plateaus"])]
-        metrics[f"deep_{kind}_L{L}_plateaus_mean"] = float(ok.mean()) if ok.size else math.nan
+        arrays[f"deep_{kind}_L{L}_plateaus"] = r["plateaus"]
     return metrics, arrays
 
 
@@ -245,7 +249,8 @@ def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
     arrays |= {"t": cells["t"], "counts": cells["counts"], "loss": cells["loss"], "units": cells["units"],
                "control_exact": cells["control_exact"], "widths": np.asarray(cfg.widths),
                "distinct": np.asarray(cfg.distinct), "depths": np.asarray(cfg.depths)}
-    notes = (f"Measured, not proved: {cfg.n_inits} inits per net kind and cell (init std "
+    notes = (("Mirrored inputs (x and −x). " if cfg.mirrored else "") +
+             f"Measured, not proved: {cfg.n_inits} inits per net kind and cell (init std "
              f"{cfg.init_scale:g}); plateau counts by find_plateaus (NaN: refused, a drop between two "
              "records). Spread in a layer = units used / directions used by its weight change: ≈ 1 "
              "sparse (between units), ≫ 1 low rank (between directions).")
