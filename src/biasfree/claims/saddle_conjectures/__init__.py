@@ -49,6 +49,7 @@ PAPER_CLAIM = ("The two conjectures of Zhang, Saxe & Latham (ICLR 2026, arXiv 25
                "unit weights predicts which separation it shows (§7).")
 
 _Ints = Annotated[tuple[Annotated[int, Ge(1)], ...], MinLen(2), Predicate(increasing)]
+"""At least two whole numbers, each at least 1, strictly increasing (an axis: widths, depths)."""
 
 
 @config
