@@ -217,6 +217,8 @@ def _count_metrics(cfg: Config, cells: dict) -> tuple[dict, dict]:
 
 
 def _deep_metrics(deep: dict) -> tuple[dict, dict]:
+    """The deep-layer rule's metrics, named ``rule_…`` (after the plateau counts' in a sweep's
+    summary, which lists metrics alphabetically), and every net's values as arrays ``deep_…``."""
     metrics, arrays = {}, {}
     for (kind, L), r in deep.items():
         for l in range(L - 1):
@@ -224,8 +226,8 @@ def _deep_metrics(deep: dict) -> tuple[dict, dict]:
                 v = np.array([layers[l][q] for layers in r["layers"]])
                 arrays[f"deep_{kind}_L{L}_layer{l + 1}_{q}"] = v
                 if q == "spread":  # the per-init values are in the arrays
-                    metrics[f"deep_{kind}_L{L}_layer{l + 1}_spread_median"] = float(np.median(v))
-        metrics[f"deep_{kind}_L{L}_final_loss_fraction_max"] = float(np.max(r["final"]))
+                    metrics[f"rule_{kind}_L{L}_layer{l + 1}_spread_median"] = float(np.median(v))
+        metrics[f"rule_{kind}_L{L}_final_loss_fraction_max"] = float(np.max(r["final"]))
         arrays[f"deep_{kind}_L{L}_plateaus"] = r["plateaus"]
     return metrics, arrays
 
