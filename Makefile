@@ -126,9 +126,9 @@ $(BENCHSTAMP): pyproject.toml | $(BIN)/python
 
 # each script's wall time, then the total; the first script that fails (a run that ended
 # non-finite is no result: benchmarks/bench_checks.py) stops the rest, and make bench exits with it
-bench: $(BENCHSTAMP)  ## engine timings side by side (ours vs PyTorch, symmetric, ensembles, memory, optax SGD/Adam); sweep overhead; analyse at three sizes
+bench: $(BENCHSTAMP)  ## engine timings side by side (ours vs PyTorch, symmetric, ensembles, memory, optax SGD/Adam); sweep overhead; analyse at three sizes; recording effective units vs plain losses
 	@t0=$$(date +%s); rc=0; \
-	for b in engine sweep analyse; do \
+	for b in engine sweep analyse units; do \
 	  t=$$(date +%s); \
 	  $(BIN)/python benchmarks/bench_$$b.py --json results/bench_$$b.json || { rc=$$?; break; }; \
 	  echo "make bench: bench_$$b.py took $$(( $$(date +%s) - t )) s"; \

@@ -34,6 +34,7 @@ from . import (
     orthogonal_inputs,
     real_data,
     robustness,
+    saddle_conjectures,
     saddle_to_saddle,
     verdict_calibration,
 )
@@ -45,7 +46,7 @@ HEADLINE = "leaky-collapse"
 REGISTRY: dict[str, Experiment] = {e.name: e for e in map(bind, (
     leaky_collapse, bias_free_denoiser, breaking, conv_collapse, deep, even_part, expressivity,
     generalisation, linearity_map, max_margin, optimisers, orthogonal_inputs, real_data, robustness,
-    verdict_calibration, linear_attention, saddle_to_saddle))}
+    verdict_calibration, linear_attention, saddle_to_saddle, saddle_conjectures))}
 """Experiment name -> its record, the headline first (tests add toys to it)."""
 
 NAMES: tuple[str, ...] = tuple(REGISTRY)
