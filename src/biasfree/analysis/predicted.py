@@ -81,8 +81,8 @@ def predict(params, a, X, Y, ctx: Context, st: State, cfg, t_max, n_times, budge
     lr, steps = ((float(cfg.lr), cfg.steps) if cfg is not None and cfg.gd
                  else rg.default_steps(params, modes, net.c, float(np.linalg.norm(net.beta_eff, 2)), ks)[:2])
     growth = sign_groups.growth_interval(g.modes, a, lr, steps)
-    if net.structure == PAIRS:  # a unit and its mirror cancel, remainder and all: P₀ = Q₀, gap 0
-        growth = (growth[0],) * 3
+    if net.structure == PAIRS:  # a unit and its mirror cancel, remainder and all: P = Q at every step
+        growth = (0.0, 0.0, 0.0)  # (§6.4), and the sums of their squares only differ by round-off
     return Prediction(twin=twin, weight_scale=ws, time_scale=ks, reference=curve.reference, exact=bool(exact),
                       note=note, t=np.asarray(t)[:len(curve.loss)], loss=np.asarray(curve.loss),
                       loss0_net=loss0,
