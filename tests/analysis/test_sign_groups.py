@@ -89,3 +89,22 @@ def test_the_first_order_estimate_is_below_the_measured_gap_and_the_model_holds_
     assert first_order < 0.9 * measured  # what main predicted as the high end
     p = analyse(net, (X, Y), alpha=0.0, train=False).prediction
     assert p.growth_gap_low <= measured <= p.growth_gap_high
+
+
+def test_the_flow_limit_is_the_maps_first_order_in_the_step():
+    """A run of more than MAX_MAPS steps is taken in gradient flow (peak_flow): the GD maps'
+    peak tends to it with an error linear in η (halving η halves it: ratio 0.4–0.6), at α = 0
+    and 0.4. With one group empty the peak is the end, known in closed form for both."""
+    for alpha in (0.0, 0.4):
+        flow = sg.peak_flow(3e-6, 1e-7, 1.3, 1.0, alpha, 60.0).gap
+        errs = [abs(sg.peak_gap(3e-6, 1e-7, 1.3, 1.0, alpha, lr, int(60.0 / lr)).gap - flow)
+                for lr in (0.02, 0.01)]
+        assert 0.4 <= errs[1] / errs[0] <= 0.6
+    # Q empty, α = 0: P → A, f = A relu(z): L − L_twin = ½ λ (A/2)² + ½ λ (A − A/2)² = λA²/4 (λ = 1,
+    # A = 1.3); settled to SETTLED of A, so within 2·SETTLED·λA² (both terms move at most that)
+    alone = (sg.peak_flow(1e-6, 0.0, 1.3, 1.0, 0.0, 60.0), sg.peak_gap(1e-6, 0.0, 1.3, 1.0, 0.0, 0.01, 6000))
+    for peak in alone:
+        assert abs(peak.gap - 1.69 / 4) <= 2 * sg.SETTLED * 1.69
+    # past MAX_MAPS steps peak_gap is the flow to t = η K
+    assert sg.peak_gap(3e-6, 1e-7, 1.3, 1.0, 0.0, 1e-4, sg.MAX_MAPS + 1) == sg.peak_flow(
+        3e-6, 1e-7, 1.3, 1.0, 0.0, 1e-4 * (sg.MAX_MAPS + 1))

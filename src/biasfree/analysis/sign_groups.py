@@ -29,6 +29,12 @@ import numpy as np
 SETTLED = 1e-6
 """Relative distance of P, Q and B from their fixed points at which :func:`peak_gap` stops:
 from there on every term of the gap is O(SETTLED) of λA² and decreasing."""
+MAX_MAPS = 200_000
+"""GD steps :func:`peak_gap` iterates one by one (a second or so in Python); a run of more steps
+is taken in its gradient-flow limit (the step's effect is O(η) and η is then small):
+:func:`peak_flow`."""
+FLOW_POINTS = 20_001
+"""Times at which :func:`peak_flow` reads the solved flow for its largest gap."""
 
 
 def groups(u) -> tuple[float, float]:
@@ -55,10 +61,18 @@ def peak_gap(P0: float, Q0: float, sigma: float, lam: float, alpha: float, lr: f
     (module doc's maps, from ``P0``, ``Q0`` and ``B₀ = c (P0 + Q0)``), for a mode of strength
     ``sigma`` and input variance ``lam`` along ρ at slope ``alpha``. Stops early once P, Q and
     B are within :data:`SETTLED` of their fixed points; a step whose numbers leave the floats
-    (a step past stability) ends the loop, the largest gap before it kept."""
+    (a step past stability) ends the loop, the largest gap before it kept. More than
+    :data:`MAX_MAPS` steps: the flow to time ``lr · steps`` (:func:`peak_flow`)."""
+    if steps > MAX_MAPS:
+        return peak_flow(P0, Q0, sigma, lam, alpha, lr * steps)
     c, h = 0.5 * (1.0 + alpha), 0.5 * (1.0 + alpha * alpha)
     A = sigma / lam
-    fixed_pq = c * A / (h + alpha)  # P = Q = cσ/(λ(h + α)); B = σ/λ = A
+    # the fixed point: P = Q = cA/(h + α) with both groups, cA/h for a group alone (the other
+    # empty: 0 is a fixed point of its map); B = σ/λ = A
+    both = P0 > 0 and Q0 > 0
+    fixed_p = 0.0 if P0 == 0 else c * A / (h + alpha if both else h)
+    fixed_q = 0.0 if Q0 == 0 else c * A / (h + alpha if both else h)
+    near = SETTLED * c * A / (h + alpha)
     P, Q, B = float(P0), float(Q0), c * (float(P0) + float(Q0))
     best = Peak(0.0, 0.0, 0.0, 0)
     for k in range(int(steps) + 1):
@@ -68,12 +82,45 @@ def peak_gap(P0: float, Q0: float, sigma: float, lam: float, alpha: float, lr: f
             break
         if abs(even + drift) > abs(best.gap):
             best = Peak(even + drift, even, drift, k)
-        if max(abs(P - fixed_pq), abs(Q - fixed_pq)) <= SETTLED * fixed_pq and abs(B - A) <= SETTLED * A:
+        if max(abs(P - fixed_p), abs(Q - fixed_q)) <= near and abs(B - A) <= SETTLED * A:
             break
         P, Q, B = (P * (1.0 + lr * (c * sigma - lam * (h * P + alpha * Q))) ** 2,
                    Q * (1.0 + lr * (c * sigma - lam * (alpha * P + h * Q))) ** 2,
                    B * (1.0 + lr * c * (sigma - lam * B)) ** 2)
     return best
+
+
+def peak_flow(P0: float, Q0: float, sigma: float, lam: float, alpha: float, t_max: float) -> Peak:
+    """:func:`peak_gap` in gradient flow to time ``t_max``: dP/dt = 2P(cσ − λ(hP + αQ)),
+    dQ/dt = 2Q(cσ − λ(αP + hQ)), dB/dt = 2cB(σ − λB), solved in log variables by SciPy's DOP853
+    (rtol 1e-10) and read at :data:`FLOW_POINTS` times (``step`` is the index of that time), to
+    ``t_max`` or, if sooner, twice the time a group needs to grow from its start to within
+    :data:`SETTLED` of A at the slowest rate a small group has, 2cσ(1 − α/h) (the other group at
+    most at cA/h, where it stops growing): past that both groups have made their transitions and
+    the gap only decays."""
+    from scipy.integrate import solve_ivp
+
+    c, h = 0.5 * (1.0 + alpha), 0.5 * (1.0 + alpha * alpha)
+    A = sigma / lam
+    start = np.array([P0, Q0, c * (P0 + Q0)], float)
+    live = start > 0  # an empty group stays empty (0 is a fixed point)
+
+    def rhs(_t, y):
+        P, Q, B = np.where(live, np.exp(np.where(live, y, 0.0)), 0.0)
+        return 2.0 * np.array([c * sigma - lam * (h * P + alpha * Q), c * sigma - lam * (alpha * P + h * Q),
+                               c * (sigma - lam * B)])
+
+    y0 = np.log(np.where(live, start, 1.0))
+    rate = 2.0 * c * sigma * (1.0 - alpha / h) if alpha < 1 else 0.0
+    far = float(np.max(np.abs(np.log(start[live] / A)))) + math.log(1.0 / SETTLED)
+    t_end = float(t_max) if rate <= 0 else min(float(t_max), 2.0 * far / rate)
+    sol = solve_ivp(rhs, (0.0, t_end), y0, method="DOP853", rtol=1e-10, atol=1e-12,
+                    t_eval=np.linspace(0.0, t_end, FLOW_POINTS))
+    P, Q, B = np.where(live[:, None], np.exp(sol.y), 0.0)
+    even = 0.5 * lam * (1.0 - c) ** 2 * (P - Q) ** 2
+    drift = 0.5 * lam * ((A - c * (P + Q)) ** 2 - (A - B) ** 2)
+    k = int(np.argmax(np.abs(even + drift)))
+    return Peak(float(even[k] + drift[k]), float(even[k]), float(drift[k]), k)
 
 
 def growth_interval(modes, alpha: float, lr: float, steps: int) -> tuple[float, float, float]:
