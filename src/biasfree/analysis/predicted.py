@@ -78,9 +78,12 @@ def predict(params, a, X, Y, ctx: Context, st: State, cfg, t_max, n_times, budge
          if L == 2 and a != 1.0 and modes.linear_fraction > PAPER_LEVEL else rg.GrowthEstimate(0, 0, 0, 1))
     # the growth term: the sign groups' peak gap under the GD that training runs (the given
     # step and steps, else analyse's default schedule, §6.3), with the remainder's interval (§6.4)
-    lr, steps = ((float(cfg.lr), cfg.steps) if cfg is not None and cfg.gd
-                 else rg.default_steps(params, modes, net.c, float(np.linalg.norm(net.beta_eff, 2)), ks)[:2])
-    growth = sign_groups.growth_interval(g.modes, a, lr, steps)
+    growth = (0.0, 0.0, 0.0)
+    if g.modes:
+        a0 = float(np.linalg.norm(net.beta_eff, 2))
+        lr, steps = ((float(cfg.lr), cfg.steps) if cfg is not None and cfg.gd
+                     else rg.default_steps(params, modes, net.c, a0, ks)[:2])
+        growth = sign_groups.growth_interval(g.modes, a, lr, steps)
     if net.structure == PAIRS:  # a unit and its mirror cancel, remainder and all: P = Q at every step
         growth = (0.0, 0.0, 0.0)  # (§6.4), and the sums of their squares only differ by round-off
     return Prediction(twin=twin, weight_scale=ws, time_scale=ks, reference=curve.reference, exact=bool(exact),

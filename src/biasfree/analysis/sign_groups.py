@@ -125,7 +125,7 @@ def peak_flow(P0: float, Q0: float, sigma: float, lam: float, alpha: float, t_ma
 
 def growth_interval(modes, alpha: float, lr: float, steps: int) -> tuple[float, float, float]:
     """The growth term of the predicted gap and its interval, ``(centre, low, high)`` in loss
-    units, summed over ``modes`` (:attr:`~biasfree.analysis.regime.GrowthEstimate.modes`: per
+    units, summed over ``modes`` (``GrowthEstimate.modes`` of :mod:`~biasfree.analysis.regime`: per
     mode σ, λ, P₀, Q₀, the first-order E and the remainder bound δ): the centre is the
     sign-group model's peak (:func:`peak_gap`, GD step ``lr`` for ``steps`` steps); the
     init's remainder moves the even part's norm √<f_even²> = √(2 even) by at most δ
