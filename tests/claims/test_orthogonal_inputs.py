@@ -1,6 +1,9 @@
 """The orthogonal-inputs theory (biasfree.theory.orthogonal), its data and inits, against
 hand-worked cases and the gradient-flow logistic; and the experiment's angle helper."""
 
+import dataclasses
+import re
+
 import numpy as np
 import pytest
 from roundoff import EPS, chain_length, gamma, matmul_gap, trajectory_gap
@@ -180,3 +183,27 @@ def test_an_init_whose_output_weights_share_one_sign_has_an_empty_half(sign):
     assert checks["empty_half_never_learns"].passed  # exact sign identity: threshold 0, no tolerance
     assert checks["empty_half_never_learns"].value <= 0.0
     assert "has no unit in this init" in checks["half_nets_learn_at_rate_2s"].claim
+
+
+def test_an_init_already_past_the_early_phase_is_refused_in_one_line_before_training(monkeypatch):
+    """Issue 48: at scale=0.05, width 6, n = 3 the net's output at init already exceeds
+    early·min|y| on the mixed targets, so no record lies in the early phase and the alignment
+    summary raised an IndexError after every GD run. Now refused in one line before any training,
+    naming the largest scale that fits (|f| ∝ scale² for the same draw); the control, that scale
+    less 1%, is accepted."""
+    from biasfree.claims.orthogonal_inputs import PRESETS
+    from biasfree.claims.orthogonal_inputs import run as oi
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained before refusing")
+
+    monkeypatch.setattr(oi, "_runs", no_training)
+    args = dict(n=3, d=4, t_max=20.0, n_records=41, width=6)
+    with pytest.raises(ValueError, match=r"^scale=0\.05 is not a small init .* set scale below 0\.038 ") as e:
+        bf.run("orthogonal-inputs", preset="tiny", scale=0.05, **args)
+    assert "\n" not in str(e.value)
+    # the largest scale that fits, from the message's own numbers: max|f| and early·min|y|
+    f_max, limit = (float(x) for x in re.findall(r"= ([0-9.e-]+)", str(e.value))[:2])
+    fits = 0.05 * np.sqrt(limit / f_max) * 0.99
+    cfg = dataclasses.replace(PRESETS["tiny"], scale=fits, **args)
+    oi.refuse_large_init(cfg, oi._problem(cfg, np.random.default_rng(0)))  # the same draw, scaled: accepted

@@ -21,6 +21,7 @@ from ..expressivity.decomposition import energy
 from ..theory.reference import Known, _reference_curve, product
 from . import function_now as now
 from . import regime as rg
+from . import sign_groups
 from .function_now import State
 from .gap import reference, zero_loss
 from .moments import linear_floor
@@ -83,14 +84,22 @@ def predict(params, st: State, s: Setting, cfg: TrainConfig | None) -> Predictio
     twin0 = 0.5 * energy(Y - X @ product([np.asarray(la.matrix, float) for la in twin]).T)  # f = W_L⋯W_1 x
     g = (rg.growth_even_energy(params, X, Y, net.c, modes.B)
          if L == 2 and a != 1.0 and modes.linear_fraction > PAPER_LEVEL else rg.GrowthEstimate(0, 0, 0, 1))
-    if net.structure == PAIRS:  # a unit and its mirror cancel in f_even, remainder and all: κ = 0
-        g = rg.GrowthEstimate(g.energy, g.energy, g.energy, g.gain)
+    # the growth term: the sign groups' peak gap under the GD that training runs (the given
+    # step and steps, else analyse's default schedule, §6.3), with the remainder's interval (§6.4)
+    growth = (0.0, 0.0, 0.0)
+    if g.modes:
+        a0 = float(np.linalg.norm(net.beta_eff, 2))
+        lr, steps = ((float(cfg.lr), cfg.steps) if cfg is not None and cfg.gd
+                     else rg.default_steps(params, modes, net.c, a0, ks)[:2])
+        growth = sign_groups.growth_interval(g.modes, a, lr, steps)
+    if net.structure == PAIRS:  # a unit and its mirror cancel, remainder and all: P = Q at every step
+        growth = (0.0, 0.0, 0.0)  # (§6.4), and the sums of their squares only differ by round-off
     return Prediction(twin=twin, weight_scale=ws, time_scale=ks, reference=curve.reference, exact=bool(exact),
                       note=note, t=np.asarray(t)[:len(curve.loss)], loss=np.asarray(curve.loss),
                       loss0_net=loss0,
                       linear_floor=linear_floor(ctx.moments, X, Y), two_layer_floor=ctx.floor,
-                      t0_gap=abs(loss0 - twin0) / L0, growth_gap=0.5 * g.energy / L0, horizon_floored=floored,
-                      growth_gap_low=0.5 * g.low / L0, growth_gap_high=0.5 * g.high / L0, twin_loss0=twin0,
+                      t0_gap=abs(loss0 - twin0) / L0, growth_gap=growth[0] / L0, horizon_floored=floored,
+                      growth_gap_low=growth[1] / L0, growth_gap_high=growth[2] / L0, twin_loss0=twin0,
                       gap_reference=L0)
 
 

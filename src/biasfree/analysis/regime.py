@@ -20,6 +20,7 @@ from ..core.layers import Params
 from ..core.nets import _forward
 from ..theory import deep_half_time
 from ..theory.modes import Modes
+from .sign_groups import groups
 
 MODE_CUT = 1e-2
 """Modes weaker than this fraction of the strongest are left out of horizons and estimates."""
@@ -89,12 +90,16 @@ class GrowthEstimate:
     transition (docs/theory.md §6.4): ``energy`` the first-order estimate, ``low``/``high``
     its interval once the init's remainder (every weight component that does not grow)
     is bounded; ``gain`` the smallest growth factor g_i at a transition (1: the init is
-    already past it)."""
+    already past it); ``modes`` per mode ``(σ_i, λ_i, P₀, Q₀, E_i, δ_i)``: its strength, the
+    input variance along it ``λ_i = σ_i/A_i = 1/(ρ_iᵀ Σ_xx⁻¹ ρ_i)`` (= ``ρ_iᵀ Σ_xx ρ_i`` for
+    whitened inputs), the sign groups of its grown parts
+    (:func:`~biasfree.analysis.sign_groups.groups`), its estimate and its remainder bound."""
 
     energy: float
     low: float
     high: float
     gain: float
+    modes: tuple = ()
 
 
 def growth_even_energy(params: Params, X, Y, c: float, B) -> GrowthEstimate:
@@ -131,7 +136,7 @@ def growth_even_energy(params: Params, X, Y, c: float, B) -> GrowthEstimate:
         s_norm = np.linalg.norm(W2.T - np.outer(W2.T @ o - z / g, o), axis=1)  # ||s_k||
         # b(x) = (1 − c) [Σ_k (g|u_k| + ||s_k||) |r_k·x| + g |ρ·x| Σ_k |u_k| ||s_k||]
         modes.append((r, 0.25 * kappa**2 * A**2, W1 @ r + z / g, g * np.abs(u) + s_norm,
-                      g * float(np.abs(u) @ s_norm), g))
+                      g * float(np.abs(u) @ s_norm), g, float(sig[i]), groups(u), A))
     if not modes:
         return GrowthEstimate(0.0, 0.0, 0.0, float("inf"))
     Rho = np.stack([mode[0] for mode in modes], axis=1)  # (d, modes)
@@ -145,8 +150,13 @@ def growth_even_energy(params: Params, X, Y, c: float, B) -> GrowthEstimate:
         b2 += np.asarray(bb)
     E = np.array([mode[1] for mode in modes]) * proj / N
     root, d = np.sqrt(E), np.sqrt(b2 / N)
+    # the sign groups' scalar problem along ρ_i: rate σ_i, learned amplitude A_i = o_iᵀBρ_i and
+    # loss removed ½σ_iA_i (B's, exactly), i.e. λ_i = σ_i/A_i = 1/(ρ_iᵀΣ_xx⁻¹ρ_i); = ρ_iᵀΣ_xxρ_i when
+    # ρ_i is an eigenvector of Σ_xx (whitened inputs); the sample's <(ρ_i·x)²> if B gives no A_i > 0
+    per_mode = tuple((mode[6], mode[6] / mode[8] if mode[8] > 0 else float(lam), *mode[7], float(e),
+                      float(di)) for mode, lam, e, di in zip(modes, proj / N, E, d, strict=True))
     return GrowthEstimate(float(np.sum(E)), float(np.sum(np.maximum(root - d, 0.0) ** 2)),
-                          float(np.sum((root + d) ** 2)), float(min(mode[5] for mode in modes)))
+                          float(np.sum((root + d) ** 2)), float(min(mode[5] for mode in modes)), per_mode)
 
 
 @jax.jit

@@ -159,11 +159,12 @@ class Prediction:
     two-layer net with zero even part, or α = 1), ``note``; ``t`` (T,), ``loss`` (T,)
     predicted; ``loss0_net`` the net's own L(0), ``linear_floor`` (the twin's limit),
     ``two_layer_floor`` (exact on symmetric data, §1.3, else None), all in loss units;
-    ``t0_gap`` ``|L(θ₀) − L_twin(θ₀)|/gap_reference``, ``growth_gap`` the estimated trained even
-    part ½<f_even²>/gap_reference (§6.4, depth 2) and ``growth_gap_low``/``growth_gap_high`` its
-    interval (the init's remainder bounded, §6.4); ``horizon_floored`` (Σ_yx ≈ 0 set the
-    horizon); optional ``trained``; ``twin_loss0`` the twin's loss at t = 0; ``gap_reference``
-    every gap's normaliser max(L(θ₀), ½<||y||²>) (:mod:`~biasfree.analysis.gap`)."""
+    ``t0_gap`` ``|L(θ₀) − L_twin(θ₀)|/gap_reference``, ``growth_gap`` the predicted largest gap
+    ``|L − L_twin|/gap_reference`` of the init's grown sign groups under GD (§6.4, depth 2) and
+    ``growth_gap_low``/``growth_gap_high`` its interval (the init's remainder bounded, §6.4);
+    ``horizon_floored`` (Σ_yx ≈ 0 set the horizon); optional ``trained``; ``twin_loss0`` the
+    twin's loss at t = 0; ``gap_reference`` every gap's normaliser max(L(θ₀), ½<||y||²>)
+    (:mod:`~biasfree.analysis.gap`)."""
 
     twin: Params
     weight_scale: float

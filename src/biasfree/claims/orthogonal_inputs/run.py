@@ -61,6 +61,34 @@ def _problem(cfg: Config, rng) -> dict:
                 data={k: orthogonal_data(Q, *y) for k, y in targets.items()})
 
 
+INIT_OF = {"full": "random", "odd": "random", "mixed": "random", "mixed_b": "random_b"}
+"""The init each run of :data:`ALIGN` starts from (``_runs``)."""
+
+
+def refuse_large_init(cfg: Config, P: dict) -> None:
+    """Refuse, in one line before any training, an init whose output already leaves the early
+    phase at t = 0: the alignment check reads the records with ``max |f| <= early · min |y|``
+    (``alignment_check``), and with none it has nothing to test (issue 48: an IndexError at
+    ``scale=0.05, width=6, n=3``). At init ``f(x) = Σ_k v_k relu(w_k·x)`` with every weight ∝
+    ``scale``, so ``max |f|`` ∝ scale² for the same draw and the largest scale that keeps t = 0 in
+    the early phase is ``scale · √(early · min |y| / max |f|)``."""
+    worst = None
+    for run, data in ALIGN.items():
+        W, v = (np.asarray(la.W, float) for la in P["inits"][INIT_OF[run]])
+        X = np.asarray(P["data"][data].X, float)
+        f_max = float(np.max(np.abs(np.maximum(X @ W.T, 0.0) @ v[0])))
+        limit = cfg.early * float(np.min(np.abs(np.concatenate(P["targets"][data]))))
+        if f_max > limit and (worst is None or limit / f_max < worst[2] / worst[1]):
+            worst = (data, f_max, limit)
+    if worst is not None:
+        data, f_max, limit = worst
+        raise ValueError(f"scale={cfg.scale:g} is not a small init here (width={cfg.width}, n={cfg.n}): "
+                         f"the net's output at init, max |f| = {f_max:.3g} on the {data} targets, already "
+                         f"exceeds early·min|y| = {limit:.3g}, so no record lies in the early phase the "
+                         f"alignment check tests; set scale below {cfg.scale * np.sqrt(limit / f_max):.2g} "
+                         "(|f| grows as scale²) or raise early")
+
+
 def _outputs(path, X, alpha):
     """f on X along a path (leaves (T, ...)): (T, N)."""
     return np.asarray(jax.vmap(lambda p: forward(p, X, alpha)[:, 0])(path))
@@ -182,6 +210,7 @@ def _loss(F, data: Dataset):  # mean half squared error along a path of outputs 
 def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
     progress("data and initialisations")
     P = _problem(cfg, np.random.default_rng(seed))
+    refuse_large_init(cfg, P)
     steps = int(np.ceil(cfg.t_max / cfg.lr))
     ks = record_steps(steps, cfg.n_records)
     t = cfg.lr * ks
