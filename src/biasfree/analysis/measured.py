@@ -24,14 +24,14 @@ import numpy as np
 from ..core.blocks import _outputs
 from ..core.data import unchecked_dataset
 from ..core.layers import Params
-from ..core.twin import _slope_factor, _twin_scales
-from ..dynamics import GDConfig, TrainConfig, record_steps
+from ..dynamics import TrainConfig, record_steps
 from ..dynamics.optimiser_twin import NAMED
 from ..dynamics.train_config import plain_gd
 from ..dynamics.trainer import _run as train_run
 from ..dynamics.trajectory import PairedRun
 from ..expressivity.decomposition import energy
 from . import function_now as now
+from . import measure_step
 from . import regime as rg
 from .function_now import Context, State
 from .gap import NAME as GAP_REF
@@ -70,17 +70,18 @@ PREDICTED = "training by {}, predicted (not measured)"
 ``"training by ..., measured"``)."""
 
 
-def config(train, params, modes, c, beta, a, spacing: str = "linear") -> TrainConfig | None:
+def config(train, params, modes, c, beta, a, spacing: str = "linear", X=None, Y=None,
+           max_steps: int | None = rg.MAX_STEPS) -> TrainConfig | None:
     """The run ``train`` asks for: None for None/False; a TrainConfig as given (α the model's);
-    True: GD at a quarter of the stability limit to the default horizon
-    (:func:`~biasfree.analysis.regime.default_steps`), 201 records at ``spacing``."""
+    True: GD at a quarter of the stability limit of the sharpness measured on ``(X, Y)`` to the
+    default horizon (:func:`~biasfree.analysis.measure_step.default_config`, at most
+    ``max_steps`` steps; None: the time budget ends it), 201 records at ``spacing``."""
     if train is None or train is False:
         return None
     if isinstance(train, TrainConfig):
         return train._with_alpha(a)  # α checked once, by as_model
-    lr, steps, _ = rg.default_steps(params, modes, c, float(np.linalg.norm(beta, 2)),
-                                    _twin_scales(_slope_factor(a), len(params)).time)
-    return GDConfig(alpha=a, lr=lr, steps=steps, n_records=201, spacing=spacing)
+    return measure_step.default_config(params, X, Y, a, modes, float(np.linalg.norm(beta, 2)), spacing,
+                                       max_steps)
 
 
 def budget_of(time_budget: float | None) -> float | None:
@@ -98,10 +99,11 @@ def stages(train, given: TrainConfig | None, note: str, measure: bool, params: P
     the given optimiser, else GD), the function it ends with, and from ``start`` (None: no
     history) :func:`history`. ``(prediction, its judgement, regime, the trained function's
     judgement or None, history or None)``; a net with biases has no prediction and no history."""
-    cfg = config(train, params, ctx.modes, st.net.c, st.net.beta_eff, a)
+    cfg = config(train, params, ctx.modes, st.net.c, st.net.beta_eff, a, X=X, Y=Y)
     dyn = dynamics_of(given, cfg)  # what a prediction is for, and the call that measures it
-    fallback = None if not measure else (  # a default measurement: the given optimiser, else GD
-        cfg or config(True, params, ctx.modes, st.net.c, st.net.beta_eff, a, "log"))
+    fallback = None if not measure else (  # a default measurement: the given optimiser, else GD,
+        cfg or (lambda: config(True, params, ctx.modes, st.net.c, st.net.beta_eff, a, "log", X, Y,  # its
+                               rg.MAX_STEPS if budget is None else None)))  # step measured only when run
     pred, answer, reg = training(params, st, ctx, X, Y, a, cfg if start is None else None, t_max, n_times,
                                  budget, progress, note=note, dyn=dyn, fallback=fallback)
     if st.net.has_bias:
@@ -134,19 +136,24 @@ def training(params, st: State, ctx: Context, X, Y, a, cfg, t_max, n_times, budg
                                  kind=kind, dynamics=dyn)
         if answer.level != UNDECIDED or fallback is None:
             return pred, answer, reg
-        cfg, why, predicted = fallback, answer.reasons[0], answer
+        why, predicted = answer.reasons[0], answer
         if dyn is FLOW:  # nothing asked: default GD within the default budget
-            mdyn, budget = dynamics_of(None, fallback), budget_of(budget)
+            budget, t0 = budget_of(budget), time.perf_counter()
+            cfg = fallback()  # its step from the sharpness measured now: that time counts, twice (the end's)
+            mdyn, spent = dynamics_of(None, cfg), time.perf_counter() - t0
         else:  # the optimiser given, within the time_budget given for it
-            mdyn = dyn
+            cfg, mdyn, spent = fallback, dyn, 0.0
         kind = kind.replace(" (not measured)", "").replace(f"by {dyn.name}, predicted",
                                                            f"by {mdyn.name}, {measured}")
     else:
-        mdyn, why = dyn, ""
-    tr, reg = run(params, pred.twin, pred.t, pred.loss, a, X, Y, cfg, ctx.moments.fit, ctx.floor,
-                  ctx.modes, st.loss0, reg, budget, progress, by_default=bool(why))
+        mdyn, why, spent = dyn, "", 0.0  # the step given, or measured for train=True before the clock
+    tr, reg, lam_end = run(params, pred.twin, pred.t, pred.loss, a, X, Y, cfg, ctx.moments.fit, ctx.floor,
+                           ctx.modes, st.loss0, reg, budget, progress, by_default=bool(why),
+                           certify=mdyn.train == "True", spent=spent)  # GD at the measured step
     longer = f"analyse(model, data, train={mdyn.train}, time_budget={{seconds}})"  # judged fills it in
     answer = judged(facts, tr, reg, kind, note, longer)
+    if lam_end is not None:
+        answer = measure_step.certify(answer, cfg, lam_end, tr.steps_run)
     if why:  # the prediction's numbers stay in the evidence (the exact t = 0 gap, the failed assumption)
         names = {e.name for e in answer.evidence}
         before = tuple(e for e in predicted.evidence if e.name not in names)
@@ -167,7 +174,8 @@ def history(start, params, a, X, Y, ctx: Context, cfg, t_max, n_times, budget, p
     dyn = dyn if cfg else FLOW
     kind = (f"how the net got here: training from the init by {dyn.name}, "
             + ("measured" if cfg else "predicted"))
-    fallback = (config(True, start, ctx.modes, st.net.c, st.net.beta_eff, a, "log")
+    cap = rg.MAX_STEPS if budget is None else None  # with a budget, the budget ends the run
+    fallback = ((lambda: config(True, start, ctx.modes, st.net.c, st.net.beta_eff, a, "log", X, Y, cap))
                 if measure and cfg is None else None)
     pred, answer, reg = training(start, st, ctx, X, Y, a, cfg, t_max, n_times, budget, progress, kind, note,
                                  dyn, fallback)
@@ -186,17 +194,29 @@ def history(start, params, a, X, Y, ctx: Context, cfg, t_max, n_times, budget, p
 
 
 def run(params, twin, pred_t, pred_loss, a, X, Y, cfg: TrainConfig, fit, floor, modes, loss0, reg: Regime,
-        budget, progress, by_default: bool = False) -> tuple[Training, Regime]:
+        budget, progress, by_default: bool = False, certify: bool = False, spent: float = 0.0) -> tuple:
     """Train ``params`` and ``twin`` by ``cfg`` side by side (one loop, the gap carried at every
-    step) and record it: ``(Training, the regime with movement and alignment)``; ``pred_t``,
+    step) and record it: ``(Training, the regime with movement and alignment, the sharpness at
+    the run's last weights when ``certify``, else None)`` (:mod:`~biasfree.analysis.measure_step`:
+    GD at the measured step is stable there while η λ̂ ≤ 2; the loop's share of ``budget`` is
+    what the ``spent`` seconds of measuring the step leave, ``measure_step.budget_left``);
+    ``pred_t``,
     ``pred_loss`` the predicted curve (compared for GD), ``fit`` the least-squares solver, ``floor``
     the exact two-layer floor (or None), ``loss0`` L(θ₀)."""
     L0 = reference(loss0, zero_loss(Y))
+    # GD at the measured step: inputs that are 0 everywhere dropped (measure_step.reduced: the same run)
+    keep = measure_step.reduced(params, X) if certify and plain_gd(cfg) else None
+    P, Q, XP = (params, twin, X) if keep is None else (measure_step.narrow(params, keep),
+                                                        measure_step.narrow(twin, keep), X[:, keep])
     t0 = time.perf_counter()
-    traj = train_run(params, unchecked_dataset(X, Y), cfg, twin=twin, observables="loss", time_budget=budget,
+    loop_budget = measure_step.budget_left(budget, spent) if spent else budget
+    traj = train_run(P, unchecked_dataset(XP, Y), cfg, twin=Q, observables="loss", time_budget=loop_budget,
                      progress=progress)
     seconds = time.perf_counter() - t0
     paired = PairedRun.of(traj, record_steps(cfg.steps, cfg.n_records, cfg.spacing))
+    if keep is not None:
+        paired = dataclasses.replace(paired, params=measure_step.widen(params, paired.params, keep),
+                                     twin=measure_step.widen(twin, paired.twin, keep))
     descent = plain_gd(cfg)  # GD stays only where the MSE's flow does: then the end's stationarity
     t = np.asarray(traj.t, dtype=float)
     if cfg.gd:
@@ -224,7 +244,8 @@ def run(params, twin, pred_t, pred_loss, a, X, Y, cfg: TrainConfig, fit, floor, 
     reg = dataclasses.replace(reg, movement=move, rich=move[0] >= RICH_MOVEMENT,
                               alignment0=row_alignment(params[0].matrix, dirs),
                               alignment=row_alignment(paired.params[0].matrix, dirs))
-    return tr, reg
+    lam_end = measure_step.pair_sharpness(paired.params, paired.twin, X, Y, a) if certify else None
+    return tr, reg, lam_end
 
 
 def judged(facts: Facts, tr: Training, reg: Regime, kind: str, note: str, longer: str = MEASURE) -> Judgement:
