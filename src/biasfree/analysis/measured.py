@@ -5,8 +5,9 @@ the run, its record (with how far the weights moved, :func:`relative_movement`,
 ``analyse(train=...)`` measures what it is asked to. Where the theory is silent (an init that is
 not small, depth > 2, a conv first layer, an optimiser no closed form predicts, a predicted
 interval that straddles 0.3%), ``analyse`` measures *by default*: it trains on from the given
-weights beside the twin, under GD at :func:`~biasfree.analysis.regime.default_steps`' step and
-horizon, within :data:`MEASURE_BUDGET` seconds (or the optimiser named with ``train=``, within
+weights beside the twin, under GD at the step of the measured sharpness and the default horizon
+(:func:`~biasfree.analysis.measure_step.default_config`, its stability checked at the run's end),
+within :data:`MEASURE_BUDGET` seconds (or the optimiser named with ``train=``, within
 ``analyse``'s ``time_budget``, as the run it was named for). Its
 records are log-spaced, so the loop's budget check (after each of its ~20 chunks of records)
 comes after chunks that grow geometrically, by K^{1/20} (1.8× for K = 200,000 steps): the run
