@@ -19,6 +19,7 @@ GD run, and its answer says so instead of reading the gap.
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from functools import partial
 
@@ -106,6 +107,14 @@ def sharpness(params, data: Dataset, alpha: float, tol: float = LANCZOS_TOL) -> 
                        return_eigenvectors=False)[0])
 
 
+RERUN_ABOVE = 1.0
+"""η λ̂ at the run's end above which :func:`settle` runs again at a smaller step: the sharpness
+more than doubled from the quarter of the limit the step was set at (small inits do: from the
+saddle to the solution it grows about fourfold)."""
+RERUNS = 2
+"""Reruns :func:`settle` makes at most."""
+
+
 def pair_sharpness(params, twin, X, Y, alpha: float) -> float:
     """``λ̂ = max(λ_max(∇²L(θ)), k_t λ_max(∇²L̃(θ̃)))`` on :func:`sample`'s rows of ``(X, Y)``:
     the sharpness that limits the net's step and its twin's (the twin ``twin``, slope 1, steps
@@ -143,6 +152,24 @@ def sharpness_of(cfg: GDConfig) -> float:
 def step(lam: float) -> float:
     """η = :data:`STEP_FRACTION` · 2/λ̂ (λ̂ > 0; a flat loss, λ̂ ≤ 0, has no limit: η = 1)."""
     return float(STEP_FRACTION * 2.0 / lam) if lam > 0 else 1.0
+
+
+def settle(go, cfg: GDConfig, budget: float | None, spent: float = 0.0):
+    """Run GD at the measured step, ``go(cfg, budget, spent) -> (training, regime, λ̂_end)``, and
+    where the sharpness grew so that the end is past half the stability limit (η λ̂_end >
+    :data:`RERUN_ABOVE`: GD strays from the flow it stands for, or leaves stability), run again
+    from the start at :func:`step` of λ̂_end to the same horizon, at most :data:`RERUNS` times,
+    while a quarter of ``budget`` is left; ``(training, regime, λ̂_end, the config run last)``."""
+    t0 = time.perf_counter()
+    tr, reg, lam = go(cfg, budget, spent)
+    for _ in range(RERUNS):
+        left = None if budget is None else budget - (time.perf_counter() - t0)
+        if cfg.lr * lam <= RERUN_ABOVE or (left is not None and left < 0.25 * budget):
+            break
+        lr = step(lam)
+        cfg = replace(cfg, lr=lr, steps=int(np.ceil(cfg.steps * cfg.lr / lr)))
+        tr, reg, lam = go(cfg, left)
+    return tr, reg, lam, cfg
 
 
 def budget_left(budget: float | None, spent: float) -> float | None:

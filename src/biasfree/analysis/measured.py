@@ -148,9 +148,19 @@ def training(params, st: State, ctx: Context, X, Y, a, cfg, t_max, n_times, budg
                                                            f"by {mdyn.name}, {measured}")
     else:
         mdyn, why, spent = dyn, "", 0.0  # the step given, or measured for train=True before the clock
-    tr, reg, lam_end = run(params, pred.twin, pred.t, pred.loss, a, X, Y, cfg, ctx.moments.fit, ctx.floor,
-                           ctx.modes, st.loss0, reg, budget, progress, by_default=bool(why),
-                           certify=mdyn.train == "True", spent=spent)  # GD at the measured step
+    certify, reg0 = mdyn.train == "True", reg  # GD at the measured step: its stability checked at the end
+
+    def go(c, b, s=0.0):
+        return run(params, pred.twin, pred.t, pred.loss, a, X, Y, c, ctx.moments.fit, ctx.floor, ctx.modes,
+                   st.loss0, reg0, b, progress, by_default=bool(why), certify=certify, spent=s)
+
+    if certify:  # rerun at a smaller step where the sharpness grew past half the limit (measure_step.settle)
+        tr, reg, lam_end, step_cfg = measure_step.settle(go, cfg, budget, spent)
+        if step_cfg is not cfg:  # the answer names the step it ran at
+            old, cfg, mdyn = mdyn.name, step_cfg, dynamics_of(None, step_cfg)
+            kind = kind.replace(old, mdyn.name)
+    else:
+        tr, reg, lam_end = go(cfg, budget)
     longer = f"analyse(model, data, train={mdyn.train}, time_budget={{seconds}})"  # judged fills it in
     answer = judged(facts, tr, reg, kind, note, longer)
     if lam_end is not None:
