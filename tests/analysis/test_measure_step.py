@@ -74,6 +74,7 @@ def test_train_true_steps_at_a_quarter_of_the_stability_limit_of_the_measured_sh
     (§2.4). Main took a quarter of 2/H for the bound H at the larger of the init and the balanced
     solution, 2.9 times smaller here."""
     X, Y = linear
+    X = 20 * X  # raw scale: λ(Σ_xx) × 400, so that stability, not MIN_STEPS over the horizon, sets η
     net = bf.init_gaussian(jax.random.PRNGKey(1), (10, 4, 1), 0.3)  # 44 weights: the whole Hessian
     Ws = [np.asarray(la.W) for la in net]
     lam = max(_hessian_top(Ws, X, Y, 0.0), 0.5 * _hessian_top([np.sqrt(0.5) * W for W in Ws], X, Y, 1.0))
@@ -81,6 +82,7 @@ def test_train_true_steps_at_a_quarter_of_the_stability_limit_of_the_measured_sh
     # two dense eigenproblems of exact autodiff Hessians (the package's on X₊, ours on all rows):
     # round-off, 1e-10 relative
     assert tr.config.lr == pytest.approx(0.5 / lam, rel=1e-10)
+    assert tr.config.steps > ms.MIN_STEPS  # stability, not MIN_STEPS over the horizon, set the step
     from biasfree.analysis import regime as rg
     from biasfree.theory.modes import data_modes
 
@@ -101,7 +103,7 @@ def test_a_step_past_the_stability_limit_at_the_runs_end_is_no_evidence():
     lost = ms.certify(answer, cfg, 1000.0, 640)  # η λ̂ = 5: past the limit
     assert lost.level == vd.UNDECIDED and not lost.evidence[-1].passed
     why = lost.reasons[0]
-    assert "η λ̂ = 5 > 2" in why and "λ̂ = 1000 after 640 steps, 100 at the start" in why
+    assert "η λ̂ = 5 > 2" in why and "λ̂ = 1000 after 640 steps" in why
     assert "train=GDConfig(lr=0.0005, steps=1000)" in lost.reasons[0]
     # an answer already undecided stays so, with the number
     stopped = vd.judgement("training by GD, measured", vd.UNDECIDED, ["the time budget ran out"], [], [])
@@ -183,3 +185,15 @@ def test_a_small_init_on_raw_inputs_is_measured_at_a_step_stable_to_the_end(line
     assert e.value <= ms.RERUN_ABOVE and e.passed and tr.steps_run == tr.config.steps
     assert f"GD at lr={tr.config.lr:.3g}" in t.kind and tr.config.lr > 10 * 1.2e-3
     assert t.level == vd.NOT and tr.gap_to_twin > vd.PAPER_LEVEL
+
+
+def test_the_horizon_takes_at_least_min_steps_where_stability_allows_fewer(linear):
+    """The same net on unscaled inputs: a quarter of the stability limit would cross the horizon
+    T in 16 steps, too coarse to follow the flow (a conv net's gap read 0.17% in 9 steps where
+    GD at a tenth of the step reads 3.5%), so η = T/MIN_STEPS."""
+    X, Y = linear
+    net = bf.init_gaussian(jax.random.PRNGKey(1), (10, 4, 1), 0.3)
+    Ws = [np.asarray(la.W) for la in net]
+    lam = max(_hessian_top(Ws, X, Y, 0.0), 0.5 * _hessian_top([np.sqrt(0.5) * W for W in Ws], X, Y, 1.0))
+    tr = bf.analyse(net, (X, Y), alpha=0.0, train=True).prediction.trained
+    assert tr.config.steps == ms.MIN_STEPS and tr.config.lr < 0.5 / lam / 10
