@@ -6,9 +6,10 @@ weights moved, :func:`relative_movement`, :func:`row_alignment`) and its answer,
 ``analyse(train=...)`` measures what it is asked to. Where the theory is silent (an init that is
 not small, depth > 2, a conv first layer, an optimiser no closed form predicts, a predicted
 interval that straddles 0.3%), ``analyse`` measures *by default*: it trains on from the given
-weights beside the twin, under GD at :func:`~biasfree.analysis.regime.default_steps`' step and
-horizon, within :data:`~biasfree.analysis.plan.MEASURE_BUDGET` seconds (or the optimiser named
-with ``train=``, within ``analyse``'s ``time_budget``, as the run it was named for). Its
+weights beside the twin, under GD at the step of the measured sharpness and the default horizon
+(:func:`~biasfree.analysis.measure_step.default_config`, its stability checked at the run's end),
+within :data:`~biasfree.analysis.plan.MEASURE_BUDGET` seconds (or the optimiser named with
+``train=``, within ``analyse``'s ``time_budget``, as the run it was named for). Its
 records are log-spaced, so the loop's budget check (after each of its ~20 chunks of records)
 comes after chunks that grow geometrically, by K^{1/20} (1.8× for K = 200,000 steps): the run
 overshoots its budget by that factor at most. The gap is the one of :mod:`~biasfree.analysis.gap`,
@@ -29,11 +30,12 @@ from ..dynamics.trainer import _run as train_run
 from ..dynamics.trajectory import PairedRun
 from ..expressivity.decomposition import energy
 from . import function_now as now
+from . import measure_step
 from . import regime as rg
 from .gap import NAME as GAP_REF
 from .gap import of
 from .measurements import split
-from .plan import Run, Setting
+from .plan import Run, Setting, dynamics_of
 from .predicted import Predicted
 from .report import History, Prediction, Regime, Training
 from .stationary import Stationarity, stationarity
@@ -78,16 +80,33 @@ def training(x: Predicted, s: Setting) -> tuple:
     p, pred, answer, reg = x.plan, x.pred, x.answer, x.regime
     if pred is None:  # a net with biases: judged on its structure alone
         return None, answer, reg
-    r, kind, why = p.run, p.kind, ""
+    r, kind, why, spent = p.run, p.kind, "", 0.0
     if r is None:
         if answer.level != UNDECIDED or p.fallback is None:
             return pred, answer, reg
         r, why, predicted = p.fallback, answer.reasons[0], answer
+        if r.cfg is None:  # default GD: its step from the sharpness measured now, which counts against
+            t0 = time.perf_counter()  # the budget (and again at the end's check)
+            cfg = r.make()
+            r, spent = dataclasses.replace(r, cfg=cfg, dyn=dynamics_of(None, cfg)), time.perf_counter() - t0
         kind = kind.replace(" (not measured)", "").replace(f"by {p.dyn.name}, predicted",
                                                            f"by {r.dyn.name}, measured by default")
-    tr, reg = run(x.params, pred, reg, r, s)
+    certify, reg0 = r.dyn.train == "True", reg  # GD at the measured step: its stability checked at the end
+
+    def go(c, b, t=0.0):
+        return run(x.params, pred, reg0, dataclasses.replace(r, cfg=c, budget=b), s, certify=certify, spent=t)
+
+    if certify:  # rerun at a smaller step where the sharpness grew past half the limit (measure_step.settle)
+        tr, reg, lam_end, cfg = measure_step.settle(go, r.cfg, r.budget, spent)
+        if cfg is not r.cfg:  # the answer names the step it ran at
+            old, r = r.dyn.name, dataclasses.replace(r, cfg=cfg, dyn=dynamics_of(None, cfg))
+            kind = kind.replace(old, r.dyn.name)
+    else:
+        tr, reg, lam_end = go(r.cfg, r.budget)
     longer = f"analyse(model, data, train={r.dyn.train}, time_budget={{seconds}})"  # judged fills it in
     answer = judged(x.facts, tr, reg, kind, p.note, longer)
+    if lam_end is not None:
+        answer = measure_step.certify(answer, r.cfg, lam_end, tr.steps_run)
     if why:  # the prediction's numbers stay in the evidence (the exact t = 0 gap, the failed assumption)
         names = {e.name for e in answer.evidence}
         before = tuple(e for e in predicted.evidence if e.name not in names)
@@ -118,19 +137,32 @@ def history(x: Predicted, params, s: Setting) -> History:
     return History(x.st.net, pred, answer, reg, match)
 
 
-def run(params, pred: Prediction, reg: Regime, r: Run, s: Setting) -> tuple[Training, Regime]:
+def run(params, pred: Prediction, reg: Regime, r: Run, s: Setting, certify: bool = False,
+        spent: float = 0.0) -> tuple:
     """Train ``params`` and its twin ``pred.twin`` by ``r`` side by side (one loop, the gap
     carried at every step) and record it: ``(Training, the regime with movement and
-    alignment)``; the predicted curve ``pred.t``, ``pred.loss`` compared for GD, every gap over
-    the prediction's normaliser ``pred.gap_reference`` (:mod:`~biasfree.analysis.gap`)."""
+    alignment, the sharpness at the run's last weights when ``certify``, else None)``
+    (:mod:`~biasfree.analysis.measure_step`: GD at the measured step is stable there while
+    η λ̂ ≤ 2; the loop's share of ``r.budget`` is what the ``spent`` seconds of measuring the
+    step leave, ``measure_step.budget_left``); the predicted curve ``pred.t``, ``pred.loss``
+    compared for GD, every gap over the prediction's normaliser ``pred.gap_reference``
+    (:mod:`~biasfree.analysis.gap`)."""
     X, Y, a, modes = s.X, s.Y, s.a, s.ctx.modes
     cfg, budget = r.cfg, r.budget
     L0 = pred.gap_reference  # reference(L(θ₀), ½<||y||²>), as the prediction's gaps
+    # GD at the measured step: inputs that are 0 everywhere dropped (measure_step.reduced: the same run)
+    keep = measure_step.reduced(params, X) if certify and cfg.plain_gd else None
+    P, Q, XP = (params, pred.twin, X) if keep is None else (measure_step.narrow(params, keep),
+                                                             measure_step.narrow(pred.twin, keep), X[:, keep])
     t0 = time.perf_counter()
-    traj = train_run(params, unchecked_dataset(X, Y), cfg, twin=pred.twin, observables="loss",
-                     time_budget=budget, progress=s.progress)
+    loop_budget = measure_step.budget_left(budget, spent) if spent else budget
+    traj = train_run(P, unchecked_dataset(XP, Y), cfg, twin=Q, observables="loss", time_budget=loop_budget,
+                     progress=s.progress)
     seconds = time.perf_counter() - t0
     paired = PairedRun.of(traj, cfg.recorded())
+    if keep is not None:
+        paired = dataclasses.replace(paired, params=measure_step.widen(params, paired.params, keep),
+                                     twin=measure_step.widen(pred.twin, paired.twin, keep))
     t = np.asarray(traj.t, dtype=float)
     if cfg.gd:  # nan past a curve cut short
         trainer, predicted = "GD", np.interp(t, pred.t, pred.loss, right=np.nan)
@@ -158,7 +190,8 @@ def run(params, pred: Prediction, reg: Regime, r: Run, s: Setting) -> tuple[Trai
     reg = dataclasses.replace(reg, movement=move, rich=move[0] >= RICH_MOVEMENT,
                               alignment0=row_alignment(params[0].matrix, dirs),
                               alignment=row_alignment(paired.params[0].matrix, dirs))
-    return tr, reg
+    lam_end = measure_step.pair_sharpness(paired.params, paired.twin, X, Y, a) if certify else None
+    return tr, reg, lam_end
 
 
 def judged(facts: Facts, tr: Training, reg: Regime, kind: str, note: str, longer: str = MEASURE) -> Judgement:

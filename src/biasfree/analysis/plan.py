@@ -7,10 +7,11 @@ dynamics, its time budget).
 
 ``train=`` as :func:`config` reads it: None/False nothing to run; a
 :class:`~biasfree.dynamics.train_config.TrainConfig` as given; True GD at a quarter of the
-stability limit to the default horizon (:func:`~biasfree.analysis.regime.default_steps`).
-A default measurement is that GD run on log-spaced records within :data:`MEASURE_BUDGET`
-seconds, or the optimiser named with ``train=``, within ``analyse``'s ``time_budget``, as the
-run it was named for.
+stability limit of the sharpness measured at the given weights, to the default horizon
+(:func:`~biasfree.analysis.measure_step.default_config`). A default measurement is that GD run on
+log-spaced records within :data:`MEASURE_BUDGET` seconds (its step measured only when it runs,
+that time counted against the budget), or the optimiser named with ``train=``, within
+``analyse``'s ``time_budget``, as the run it was named for.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.layers import Params
-from ..core.twin import twin_scales
-from ..dynamics import GDConfig, TrainConfig
+from ..dynamics import TrainConfig
 from ..dynamics.optimiser_twin import NAMED
+from . import measure_step
 from . import regime as rg
 from .function_now import Context
 from .report import NetReport
@@ -61,12 +62,14 @@ class Run:
     """One run measured beside the twin: ``cfg`` in final form, ``dyn`` the training it is
     (named in the answer; ``dyn.flow``: plain descent, whose end's stationarity bounds the gap
     after it), ``budget`` seconds (None: no limit), ``by_default`` when it measures an undecided
-    prediction nobody asked to measure."""
+    prediction nobody asked to measure. A default GD measurement has ``cfg`` and ``dyn`` None
+    until it runs: ``make()`` then measures its step (:func:`default_gd`)."""
 
-    cfg: TrainConfig
-    dyn: Dynamics
+    cfg: TrainConfig | None
+    dyn: Dynamics | None
     budget: float | None
     by_default: bool = False
+    make: Callable[[], TrainConfig] | None = None
 
 
 @dataclass(frozen=True)
@@ -83,17 +86,18 @@ class Plan:
     note: str = ""
 
 
-def config(train, params, modes, c, beta, a, spacing: str = "linear") -> TrainConfig | None:
+def config(train, params, modes, beta, a, X, Y, spacing: str = "linear",
+           max_steps: int | None = rg.MAX_STEPS) -> TrainConfig | None:
     """The run ``train`` asks for: None for None/False; a TrainConfig as given (α the model's);
-    True: GD at a quarter of the stability limit to the default horizon
-    (:func:`~biasfree.analysis.regime.default_steps`), 201 records at ``spacing``."""
+    True: GD at a quarter of the stability limit of the sharpness measured on ``(X, Y)`` to the
+    default horizon (:func:`~biasfree.analysis.measure_step.default_config`, at most
+    ``max_steps`` steps; None: the time budget ends it), 201 records at ``spacing``."""
     if train is None or train is False:
         return None
     if isinstance(train, TrainConfig):
         return train._with_alpha(a)  # α checked once, by as_model
-    lr, steps, _ = rg.default_steps(params, modes, c, float(np.linalg.norm(beta, 2)),
-                                    twin_scales(a, len(params)).time)
-    return GDConfig(alpha=a, lr=lr, steps=steps, n_records=201, spacing=spacing)
+    return measure_step.default_config(params, X, Y, a, modes, float(np.linalg.norm(beta, 2)), spacing,
+                                       max_steps)
 
 
 def budget_of(time_budget: float | None) -> float | None:
@@ -142,27 +146,31 @@ def dynamics_of(given: TrainConfig | None, cfg: TrainConfig | None) -> Dynamics:
     return Dynamics(name, call, False, cli)
 
 
-def plan(cfg: TrainConfig | None, dyn: Dynamics, fallback: TrainConfig | None, s: Setting,
-         note: str = "", kind: str | None = None) -> Plan:
+def plan(cfg: TrainConfig | None, dyn: Dynamics, fallback: TrainConfig | Callable[[], TrainConfig] | None,
+         s: Setting, note: str = "", kind: str | None = None) -> Plan:
     """Measure ``cfg`` as asked (None: predict, for ``dyn``), and where that prediction is
-    undecided measure ``fallback`` (None: leave it undecided): by GD within :func:`budget_of`
+    undecided measure ``fallback`` (None: leave it undecided; a callable: the default GD run,
+    made when it runs, :func:`default_gd`): by GD within :func:`budget_of`
     the budget when nothing was asked (``dyn`` gradient flow), else by ``dyn`` within it.
     ``kind`` the answer's (None: :data:`PREDICTED`, or measured, for ``dyn``)."""
     kind = kind or (PREDICTED.format(dyn.name) if cfg is None else f"training by {dyn.name}, measured")
     run = None if cfg is None else Run(cfg, dyn, s.budget)
     if fallback is None or cfg is not None:
         return Plan(dyn, kind, run, None, note)
-    if dyn is FLOW:  # nothing asked: default GD within the default budget
-        by_default = Run(fallback, dynamics_of(None, fallback), budget_of(s.budget), True)
+    if dyn is FLOW:  # nothing asked: default GD within the default budget, its step measured when it runs
+        by_default = Run(None, None, budget_of(s.budget), True, make=fallback)
     else:  # the optimiser given, within the time_budget given for it
         by_default = Run(fallback, dyn, s.budget, True)
     return Plan(dyn, kind, run, by_default, note)
 
 
-def default_gd(params: Params, net: NetReport, s: Setting) -> TrainConfig:
-    """A default measurement's GD run from ``params`` (measured ``net``): :func:`config`'s
-    ``train=True``, on log-spaced records."""
-    return config(True, params, s.ctx.modes, net.c, net.beta_eff, s.a, "log")
+def default_gd(params: Params, net: NetReport, s: Setting) -> Callable[[], TrainConfig]:
+    """A default measurement's GD run from ``params`` (measured ``net``), made when it runs (its
+    step from the sharpness measured then, :func:`~biasfree.analysis.measure_step.default_config`):
+    :func:`config`'s ``train=True`` on log-spaced records, uncapped under a time budget (the budget
+    ends it)."""
+    cap = rg.MAX_STEPS if s.budget is None else None
+    return lambda: config(True, params, s.ctx.modes, net.beta_eff, s.a, s.X, s.Y, "log", cap)
 
 
 def resolve(train, given: TrainConfig | None, note: str, measure: bool, s: Setting, params: Params,
@@ -175,7 +183,7 @@ def resolve(train, given: TrainConfig | None, note: str, measure: bool, s: Setti
     history's, and training from the given weights is predicted; without a run asked for, the
     history is predicted for gradient flow. With ``measure``, an undecided prediction is
     measured by default: the given optimiser, else GD from the weights it is about."""
-    cfg = config(train, params, s.ctx.modes, net.c, net.beta_eff, s.a)
+    cfg = config(train, params, s.ctx.modes, net.beta_eff, s.a, s.X, s.Y)
     dyn = dynamics_of(given, cfg)
     fallback = None if not measure else (cfg or default_gd(params, net, s))
     given_plan = plan(cfg if init is None else None, dyn, fallback, s, note)
