@@ -8,6 +8,7 @@ import pytest
 from roundoff import EPS, gamma
 
 import biasfree as bf
+from biasfree.analysis import measure_step
 from biasfree.analysis import regime as rg
 from biasfree.analysis import sign_groups as sg
 from biasfree.analysis.analyse import analyse
@@ -80,7 +81,7 @@ def test_the_first_order_estimate_is_below_the_measured_gap_and_the_model_holds_
     assert (P0 - Q0) / (P0 + Q0) > 0.8  # the large-κ regime where the first order fell short
     modes = bf.theory.data_modes(X, Y, 0.0, whiten=True)
     a0 = float(np.linalg.norm(0.5 * np.asarray(net[1].W) @ np.asarray(net[0].W)))
-    lr, steps, need = rg.default_steps(net, modes, 0.5, a0, 0.5)
+    lr, steps, need = measure_step.schedule(net, X, Y, 0.0, modes, a0)
     assert steps == need
     traj = bf.train(net, Dataset(X, Y), lr=lr, steps=steps, alpha=0.0, twin=True, observables="loss")
     L0 = max(float(traj.loss[0]), 0.5 * float(np.mean(Y**2)))

@@ -144,13 +144,24 @@ def default_config(params, X, Y, alpha: float, modes, a0: float, spacing: str = 
     ``max_steps``; None: no cap, the time budget ends the run), T the horizon of
     :func:`~biasfree.analysis.regime.default_t_max` (init gain ``a0``), 201 records at
     ``spacing``."""
+    lr, steps, _ = schedule(params, X, Y, alpha, modes, a0, max_steps)
+    return GDConfig(alpha=alpha, lr=lr, steps=steps, n_records=201, spacing=spacing)
+
+
+def schedule(params, X, Y, alpha: float, modes, a0: float, max_steps: int | None = None
+             ) -> tuple[float, int, int]:
+    """:func:`default_config`'s GD schedule ``(η, steps, needed)``: η a quarter of the stability
+    limit of :func:`pair_sharpness` at ``params``, or T/:data:`MIN_STEPS` where less, and
+    ``needed = ⌈T/η⌉`` steps to the horizon T, run for ``steps = min(needed, max_steps)``
+    (None: ``needed``). The one rule for ``analyse(train=True)``, the default measurement, the
+    predicted growth term (:mod:`~biasfree.analysis.predicted`) and ``verdict-calibration``'s
+    truth runs."""
     L = len(params)
     ws, ks = twin_scales(alpha, L)
     T, _ = rg.default_t_max(modes, a0, ks, depth=L)
     lr = min(step(pair_sharpness(params, scale_params(params, ws), X, Y, alpha)), T / MIN_STEPS)
     need = int(max(1, np.ceil(T / lr)))
-    return GDConfig(alpha=alpha, lr=lr, steps=need if max_steps is None else min(need, max_steps),
-                    n_records=201, spacing=spacing)
+    return lr, need if max_steps is None else min(need, max_steps), need
 
 
 def step(lam: float) -> float:

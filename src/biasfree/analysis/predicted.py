@@ -20,8 +20,8 @@ from ..dynamics import TrainConfig
 from ..expressivity.decomposition import energy
 from ..theory.reference import Known, _reference_curve, product
 from . import function_now as now
+from . import measure_step, sign_groups
 from . import regime as rg
-from . import sign_groups
 from .function_now import State
 from .gap import reference, zero_loss
 from .moments import linear_floor
@@ -90,7 +90,7 @@ def predict(params, st: State, s: Setting, cfg: TrainConfig | None) -> Predictio
     if g.modes:
         a0 = float(np.linalg.norm(net.beta_eff, 2))
         lr, steps = ((float(cfg.lr), cfg.steps) if cfg is not None and cfg.gd
-                     else rg.default_steps(params, modes, net.c, a0, ks)[:2])
+                     else measure_step.schedule(params, X, Y, a, modes, a0, rg.MAX_STEPS)[:2])
         growth = sign_groups.growth_interval(g.modes, a, lr, steps)
     if net.structure == PAIRS:  # a unit and its mirror cancel, remainder and all: P = Q at every step
         growth = (0.0, 0.0, 0.0)  # (§6.4), and the sums of their squares only differ by round-off

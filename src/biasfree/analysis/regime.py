@@ -73,17 +73,6 @@ def default_t_max(modes: Modes, a0: float, time_scale: float, horizon: float = 3
     return float(horizon * np.max(half) / time_scale), floored
 
 
-def default_steps(params: Params, modes: Modes, c: float, a0: float, time_scale: float,
-                  max_steps: int = MAX_STEPS) -> tuple[float, int, int]:
-    """``analyse(train=True)``'s GD schedule, ``(η, steps, needed)``: the step η =
-    :func:`default_lr` and ``needed = ⌈T/η⌉`` steps to the horizon T = :func:`default_t_max`
-    (init gain a₀, the twin's time scale k_t), run for ``steps = min(needed, max_steps)``."""
-    lr = default_lr(params, modes, c)
-    T, _ = default_t_max(modes, a0, time_scale, depth=len(params))
-    need = int(max(1, np.ceil(T / lr)))
-    return lr, min(max_steps, need), need
-
-
 @dataclass(frozen=True)
 class GrowthEstimate:
     """The even energy <||f_even||²> the init's growing modes carry at their learning

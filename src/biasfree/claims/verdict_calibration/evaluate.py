@@ -10,12 +10,12 @@ import jax
 import numpy as np
 
 from ... import theory
-from ...analysis import regime as rg
+from ...analysis import measure_step
 from ...analysis import verdict as vd
 from ...analysis.analyse import analyse
 from ...core.data import Dataset
 from ...core.layers import scale_params
-from ...core.twin import slope_factor, twin_scales
+from ...core.twin import twin_scales
 from ...dynamics.trainer import GDConfig, _train
 from ...expressivity.decomposition import net_function, odd_nonlinearity
 from ..base import Progress, quiet
@@ -40,13 +40,13 @@ its twin."""
 def truth_setup(params, X, Y, max_steps: int):
     """The truth run of one net: the twin of its bias-free weights (× c^((L−1)/L)), the step
     factor k_t = c^(2(L−1)/L), analyse's default schedule
-    (:func:`~biasfree.analysis.regime.default_steps`, at most ``max_steps`` steps), and whether
+    (:func:`~biasfree.analysis.measure_step.schedule`, at most ``max_steps`` steps), and whether
     the steps reach the horizon: ``(twin, k_t, lr, steps, full)``."""
     ws, ks = twin_scales(0.0, len(params))
     free = tuple(la.without_bias() for la in params)
     a0 = float(np.linalg.norm(odd_nonlinearity(net_function(free, 0.0), X).beta, 2))
     modes = theory.data_modes(X, Y, 0.0, whiten=True)
-    lr, steps, need = rg.default_steps(free, modes, float(slope_factor(0.0)), a0, ks, max_steps)
+    lr, steps, need = measure_step.schedule(free, X, Y, 0.0, modes, a0, max_steps)
     return scale_params(free, ws), ks, lr, steps, steps == need
 
 
