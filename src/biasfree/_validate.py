@@ -328,6 +328,7 @@ def data(X, Y, *, y_1d: bool = True):
 FAR_FROM_ONE = 1e10
 """An overflowing forward's message names every array whose largest entry is at least this
 (else the one with the largest entry): weights and inputs are of order 1 in any sane net."""
+_PROGRAMS: dict = {}  # finite_forward's jitted ⟨||f||²⟩: one program a shape, not one an eager operation
 
 
 def finite_forward(params, X, alpha, forward, *, name: str = "params", x_name: str = "data.X",
@@ -345,8 +346,14 @@ def finite_forward(params, X, alpha, forward, *, name: str = "params", x_name: s
     import jax
     import jax.numpy as jnp
 
+    def mean_square(p, X, a):
+        F = forward(p, X, a)
+        return jnp.where(jnp.all(jnp.isfinite(F)), jnp.mean(jnp.sum(F * F, axis=-1)), jnp.inf)
+
+    jitted = jax.jit(jax.vmap(mean_square, (0, None, None)) if batched else mean_square)
+    program = _PROGRAMS.setdefault((forward, batched), jitted)  # the first one made, kept
     for a in np.unique(np.ravel(np.asarray(alpha, dtype=float))):
-        m = _mean_square_program()(params, X, a, forward=forward, batched=batched)
+        m = program(params, X, a)
         if np.all(np.isfinite(np.asarray(m))):
             continue
         scales = {f"{name}[{i}]": max(float(np.max(np.abs(np.asarray(leaf))))
@@ -360,28 +367,6 @@ def finite_forward(params, X, alpha, forward, *, name: str = "params", x_name: s
                          f"{', '.join(f'{scales[k]:.3g}' for k in big)}; rescale "
                          f"{'it' if len(big) == 1 else 'them'} (weights of order 1/√fan_in, inputs of "
                          "order 1) before training or analysing")
-
-
-_PROGRAM = []
-
-
-def _mean_square_program():
-    """``(params, X, α) -> ⟨||f(x)||²⟩`` (inf where an output is not finite), per member when
-    ``batched``, jitted: one compiled program per net and data shape (``forward`` and ``batched``
-    static), where the same operations run eagerly compiled one program each (8 for a two-layer
-    net, more per layer: 45 of the leaky-collapse tiny run's 174 compilations, docs/performance.md)."""
-    if not _PROGRAM:
-        import jax
-        import jax.numpy as jnp
-
-        def mean_squares(params, X, a, forward, batched):
-            def one(p):
-                F = forward(p, X, a)
-                return jnp.where(jnp.all(jnp.isfinite(F)), jnp.mean(jnp.sum(F * F, axis=-1)), jnp.inf)
-            return jax.vmap(one)(params) if batched else one(params)
-
-        _PROGRAM.append(jax.jit(mean_squares, static_argnames=("forward", "batched")))
-    return _PROGRAM[0]
 
 
 def labels(name: str, Y, what: str = "the logistic loss",
