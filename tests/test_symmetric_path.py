@@ -20,6 +20,11 @@ pytestmark = pytest.mark.numerics  # round-off bounds: make test-portable reruns
 
 D, N_HALF = 3, 12
 
+# the gradients as one compiled program each (per net shape), not dozens of eager operations
+# compiled one by one (cold: 191 compilations in this file before, docs/performance.md)
+GRAD = jax.jit(jax.grad(objective), static_argnames="loss")
+GRAD_MIRRORED = jax.jit(jax.grad(objective_mirrored), static_argnames="loss")
+
 
 def _leaves(tree):
     return [np.asarray(a) for a in jax.tree_util.tree_leaves(tree)]
@@ -68,8 +73,8 @@ def test_forward_and_gradient_match_general(widths, bias):
     # 2γ_k|W||h| bound (tests/roundoff.py), entrywise
     Ws, bs = [layer.W for layer in params], ([layer.b for layer in params] if bias else None)
     assert np.all(np.abs(np.asarray(F_fast) - np.asarray(F_gen)) <= forward_gap(Ws, general.X, bs))
-    g_fast = jax.grad(objective_mirrored)(params, fast.inputs, fast.Y, 0.3, 0.01, "mse")
-    g_gen = jax.grad(objective)(params, general.X, general.Y, 0.3, 0.01, "mse")
+    g_fast = GRAD_MIRRORED(params, fast.inputs, fast.Y, 0.3, 0.01, loss="mse")
+    g_gen = GRAD(params, general.X, general.Y, 0.3, 0.01, loss="mse")
     # two computations of one gradient: within 2γ_k·3·(∇J on absolute values) entrywise
     # (roundoff.grad_gap; 3 for the mirrored formula's intermediates), ~1e-14 here, where a
     # wrong term in either path would be O(1e-2)
@@ -88,8 +93,8 @@ def test_zero_preactivation_convention():
     W1[0] = 0.0
     params = bf.from_arrays([W1, params[1].W])
     for alpha in (0.0, 0.3):
-        g_fast = jax.grad(objective_mirrored)(params, fast.inputs, fast.Y, alpha)
-        g_gen = jax.grad(objective)(params, general.X, general.Y, alpha)
+        g_fast = GRAD_MIRRORED(params, fast.inputs, fast.Y, alpha)
+        g_gen = GRAD(params, general.X, general.Y, alpha)
         gap = _leaves(grad_gap(params, general.X, general.Y, factor=3))  # as above
         for a, b, e in zip(_leaves(g_fast), _leaves(g_gen), gap, strict=True):
             assert np.all(np.abs(a - b) <= e) and np.max(e) < 1e-12
@@ -219,6 +224,6 @@ def test_deep_gd_and_flow_match_general():
         assert np.all(np.abs(x - y) <= e)
     for j in range(len(a.t)):
         theta = jax.tree_util.tree_map(lambda p, j=j: p[j], a.path)
-        grad_l1 = sum(np.abs(g).sum() for g in _leaves(jax.grad(objective)(theta, general.X, general.Y, 0.3,
-                                                                            fcfg.weight_decay, "mse")))
+        g = GRAD(theta, general.X, general.Y, 0.3, fcfg.weight_decay, loss="mse")
+        grad_l1 = sum(np.abs(x).sum() for x in _leaves(g))
         assert abs(float(a.loss[j]) - float(b.loss[j])) <= grad_l1 * e

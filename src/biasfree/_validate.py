@@ -328,6 +328,7 @@ def data(X, Y, *, y_1d: bool = True):
 FAR_FROM_ONE = 1e10
 """An overflowing forward's message names every array whose largest entry is at least this
 (else the one with the largest entry): weights and inputs are of order 1 in any sane net."""
+_PROGRAMS: dict = {}  # finite_forward's jitted ⟨||f||²⟩: one program a shape, not one an eager operation
 
 
 def finite_forward(params, X, alpha, forward, *, name: str = "params", x_name: str = "data.X",
@@ -345,12 +346,14 @@ def finite_forward(params, X, alpha, forward, *, name: str = "params", x_name: s
     import jax
     import jax.numpy as jnp
 
-    def mean_square(p, a):
+    def mean_square(p, X, a):
         F = forward(p, X, a)
         return jnp.where(jnp.all(jnp.isfinite(F)), jnp.mean(jnp.sum(F * F, axis=-1)), jnp.inf)
 
+    jitted = jax.jit(jax.vmap(mean_square, (0, None, None)) if batched else mean_square)
+    program = _PROGRAMS.setdefault((forward, batched), jitted)  # the first one made, kept
     for a in np.unique(np.ravel(np.asarray(alpha, dtype=float))):
-        m = (jax.vmap(mean_square, (0, None))(params, a) if batched else mean_square(params, a))
+        m = program(params, X, a)
         if np.all(np.isfinite(np.asarray(m))):
             continue
         scales = {f"{name}[{i}]": max(float(np.max(np.abs(np.asarray(leaf))))

@@ -197,3 +197,34 @@ def test_a_claim_checks_each_net_and_data_set_once():
     seen = count_checks(lambda: run_experiment(exp, cfg, 0))
     assert seen["check_net"] >= 1 and seen["data"] >= 1, seen  # it did check what it built
     assert_each_once(seen)
+
+
+def test_the_overflow_check_is_one_compiled_program_per_shape():
+    """finite_forward (issue 48) runs the net's forward on the data at every train and analyse
+    call: as one jitted program per net and data shape (every α in one call, and again at the
+    next call of those shapes, trace nothing new), not as eager operations lowered one by one
+    (8 programs for this two-layer net on main, more per layer)."""
+    from biasfree.core.nets import _forward
+
+    key = jax.random.PRNGKey(5)
+    params = bf.init_gaussian(key, (5, 7, 3), 0.5)  # shapes no other test uses
+    members = jax.tree_util.tree_map(lambda a: np.stack([a, 2 * a]), params)
+    X = np.random.default_rng(0).normal(size=(11, 5))
+    lowered = []
+
+    def listen(event, duration, **_):
+        if event == "/jax/core/compile/jaxpr_to_mlir_module_duration":  # also on a persistent-cache hit
+            lowered.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        validate.finite_forward(params, X, np.array([0.0, 0.5, 1.0]), _forward)
+        assert len(lowered) <= 1, len(lowered)
+        validate.finite_forward(jax.tree_util.tree_map(lambda a: -a, params), X + 1.0, 0.2, _forward)
+        validate.finite_forward(members, X, np.array([0.0, 0.3]), _forward, batched=True)
+        assert len(lowered) <= 2, len(lowered)  # the members' program, once for both α
+        with pytest.raises(ValueError, match="overflows"):  # still a check: the same program refuses
+            validate.finite_forward(jax.tree_util.tree_map(lambda a: 1e120 * a, params), X, 0.0, _forward)
+        assert len(lowered) <= 2, len(lowered)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
