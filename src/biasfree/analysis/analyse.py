@@ -45,6 +45,7 @@ from .attention_import import is_attention_model
 from .interop import Model, as_model
 from .measurements import data_arrays, local_report
 from .report import Analysis
+from .stage import stage_answer
 from .verify import check_reading
 
 DEFAULT_TIME_BUDGET = 120.0
@@ -180,8 +181,9 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
     local = local_report(params, X, a)
     pred, training, reg, trained, history = ms.stages(train, given, note, measure, params, start, st, ctx,
                                                       X, Y, a, t_max, n_times, time_budget, progress)
+    where = stage_answer(params, X, Y, a, start)  # saddle to saddle (docs/theory.md §11.7)
     if st.net.has_bias:
-        return Analysis(ctx.report, st.net, None, vd.combine(st.function, training), reg, local)
+        return Analysis(ctx.report, st.net, None, vd.combine(st.function, training), reg, local, stage=where)
     verdict = vd.combine(st.function, training, trained, None if history is None else history.judgement,
                          asked=pred.trained is None or not pred.trained.by_default)
-    return Analysis(ctx.report, st.net, pred, verdict, reg, local, history)
+    return Analysis(ctx.report, st.net, pred, verdict, reg, local, history, stage=where)

@@ -49,6 +49,7 @@ from .attention_files import SEQUENCES
 from .attention_import import as_attention
 from .measurements import data_arrays
 from .report import Analysis, DataReport, History, Prediction, Training
+from .stage import stage_answer
 from .verdict import PAPER_LEVEL, ROUND_OFF, evidence
 
 DEFAULT_STEPS = 1000
@@ -361,7 +362,8 @@ def analyse_attention(model, data, *, train=None, init=None, time_budget=None, p
     c = {"n": "(1/N) ", "none": "", "n+1": "(1/(N+1)) "}[layer.norm]
     question = verdict.question + f" (the twin: W₂W₁z, z = vec({c}Σ_n y_n x_n x_qᵀ), docs/theory.md §10.2)"
     return Analysis(data_rep, rep, _prediction(layer, rep, zd, trained),
-                    dataclasses.replace(verdict, question=question), history=history)
+                    dataclasses.replace(verdict, question=question), history=history,
+                    stage=stage_answer(layer, X, Y, 0.0, start))  # heads, docs/theory.md §11.7
 
 
 def _prediction(layer, rep: AttentionReport, zd: Dataset, trained: Training | None) -> Prediction:

@@ -34,24 +34,28 @@ their heads).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.conv import drop_zero_biases
-from ..core.data import check_data
+from ..core.attention import MergedAttention, SeparateAttention
+from ..core.attention_twin import merged_to_twin, off_twin, twin_dataset
+from ..core.conv import Conv, PooledDense, drop_zero_biases
+from ..core.data import Dataset, check_data
 from ..core.layers import Layer, Params
-from ..core.nets import _forward, widths
+from ..core.nets import _forward, forward, widths
 from ..core.precision import precise
-from ..core.units import EffectiveUnits, effective_units
+from ..core.units import EffectiveUnits, _ingredients, effective_units, init_scales
 from ..theory.plateau_times import PlateauPrediction, data_plateaus
 from ..theory.reduced_rank import _whitened_svd, reduced_rank_losses
-from .attention_import import is_attention_model
+from .attention_import import as_attention, is_attention_model
 from .interop import as_model
 from .measurements import data_arrays
 from .saddles import DENSE_HESSIAN, FixedPoint, _fixed_point, _hessian
+from .unit_stage import UnitFixedPoint, unit_fixed_point
 from .verify import check_reading
 
 WHITE = 1e-10
@@ -94,11 +98,50 @@ class Stage:
     drop_time: float | None = None
     staircase: Staircase | None = None
     notes: tuple[str, ...] = ()
+    unit_point: UnitFixedPoint | None = None
+    """(Leaky) ReLU dense and conv nets (§11.7.6): the embedded fixed point, its checks, the one-sided
+    escape rate λ* (``fixed_point`` is then None: the Hessian is not defined on the kink)."""
 
     @property
     def saddle(self) -> bool:
-        """The fixed point is a saddle: zero gradient and λ_min < −λ_tol, each beyond round-off."""
+        """The fixed point is a saddle: zero gradient and λ_min < −λ_tol (or, for a ReLU net, the
+        one-sided rate λ* > its round-off), each beyond round-off."""
+        if self.unit_point is not None:
+            return self.unit_point.saddle
         return self.fixed_point is not None and self.fixed_point.saddle
+
+    @property
+    def covered(self) -> bool:
+        """A nearest fixed point was built (else ``notes`` says why not)."""
+        return self.fixed_point is not None or self.unit_point is not None
+
+    def lines(self) -> list[str]:
+        """The answer in at most three short lines (``analyse``'s summary and the CLI)."""
+        u = self.units
+        out = [f"effective units {u.count} ({u.family}; threshold {u.threshold:.3g}), loss {self.loss:.6g}"]
+        fp, up = self.fixed_point, self.unit_point
+        if fp is not None:
+            out.append(f"nearest fixed point: best {u.count}-unit solution, loss {fp.loss:.6g}, ‖θ − θ*‖ = "
+                       f"{self.distance:.3g}; "
+                       + (f"saddle, λ_min = {fp.lambda_min:.4g} (tol {fp.lambda_tol:.2g})"
+                          if self.saddle else "not a saddle"))
+        elif up is not None:
+            out.append(f"nearest fixed point: {u.count} units embedded, loss {up.loss:.6g}, ‖θ − θ*‖ = "
+                       f"{up.distance:.3g}; "
+                       + (f"saddle, one-sided rate λ* = {up.rate:.4g} (tol {up.rate_tol:.2g})"
+                          if self.saddle else "not a saddle"))
+        else:
+            out.append(self.notes[0] if self.notes else "no fixed point")
+        if self.covered and self.saddle:
+            t = self.escape_time if self.drop_time is None else self.drop_time
+            out[-1] += (f"; leaves in t ≈ {t:.4g} (ε = {self.unstable_distance:.3g}"
+                        + (", ln(s/a₀ − 1)/(2s), a₀ = ε²/2)" if self.drop_time is not None else
+                           ", ln(1/ε)/rate)"))
+        if self.staircase is not None:
+            st = self.staircase
+            out.append(f"staircase from init: levels {np.round(st.prediction.levels, 4).tolist()}, passed "
+                       f"{st.passed} of {st.prediction.times.size} drops")
+        return out
 
     def summary(self) -> str:
         """One line per answer, each with its numbers and thresholds."""
@@ -116,6 +159,18 @@ class Stage:
                           + ("" if self.drop_time is None else
                              f", next drop ln(s/a₀ − 1)/(2s) at a₀ = ε²/2 in {self.drop_time:.4g}")
                           if self.saddle else "not a saddle"))
+        up = self.unit_point
+        if up is not None:
+            out.append(f"nearest fixed point: the {u.count} learned units as a narrow fixed point, embedded "
+                       f"(rescaled copies, zero units), loss {up.loss:.6g}, "
+                       f"distance ‖θ − θ*‖ = {up.distance:.3g}; "
+                       f"function change {up.function_gap:.2g} vs round-off {up.function_tol:.2g}; gradient "
+                       f"{up.grad:.2g} vs round-off {up.grad_tol:.2g}: "
+                       + ("stationary" if up.stationary else "NOT stationary"))
+            out.append(f"one-sided escape rate λ* = max_ŵ ‖⟨r σ(ŵ·x)⟩‖ = {up.rate:.6g} (round-off "
+                       f"{up.rate_tol:.2g}): " + (f"a saddle; ε = {up.eps:.3g}; escape ln(1/ε)/λ* = "
+                                                  f"{up.escape_time:.4g} (leading order)" if up.saddle
+                                                  else "not a saddle"))
         if self.staircase is not None:
             st = self.staircase
             out.append(f"staircase from init: levels {np.round(st.prediction.levels, 6).tolist()} at times "
@@ -145,9 +200,15 @@ def stage(model, data, *, alpha=None, init=None) -> Stage:
         st = bf.analysis.stage.stage(net, (X, Y), alpha=1.0, init=net0)
         st.units.count, st.saddle, st.drop_time, st.staircase.passed
     """
-    if is_attention_model(model):
-        raise ValueError("stage: attention models are not covered (no embedded fixed point is built for "
-                         "heads); bf.effective_units(layer) counts their heads")
+    if is_attention_model(model):  # read as analyse_attention reads it (a torch module is run on X)
+        from .attention import _with_n_ctx
+
+        X, Y, _ = data_arrays(data)
+        X, Y = np.asarray(X, float), np.asarray(Y, float)
+        layer = _with_n_ctx(as_attention(model, X), X.shape[1])
+        start = None if init is None else _with_n_ctx(as_attention(init, X, like=layer, name="init"),
+                                                      X.shape[1])
+        return stage_of(layer, X, Y, 0.0, start)
     m, a, params = _read(model, alpha, "model")
     X, Y, _ = data_arrays(data)
     check_data(X, Y)
@@ -167,23 +228,133 @@ def stage(model, data, *, alpha=None, init=None) -> Stage:
     return stage_of(params, X, Y, a, start)
 
 
+COVERED = ("two-layer bias-free dense linear nets (closed form, §11.7.2), two-layer bias-free dense and "
+           "conv (leaky) ReLU nets (units and kernels, §11.7.6), two-layer bias-free linear conv nets with "
+           "a pooled readout (§11.7.7) and merged linear attention (its twin, §11.7.7)")
+"""The families whose nearest embedded fixed point :func:`stage_of` builds."""
+
+
+ANALYSE_WEIGHTS = DENSE_HESSIAN
+"""``analyse`` builds the nearest fixed point only for nets of at most this many weights (the size
+up to which the Hessian is formed whole, §11.4.3); above, it reports the effective units alone
+(measured: ≤ 20% of ``analyse``'s time at ``bench_analyse`` medium, docs/performance.md)."""
+
+
+def weights(params) -> int:
+    """The number of trained weights of a net or an attention layer (its twin's for merged)."""
+    if isinstance(params, MergedAttention | SeparateAttention):
+        return sum(int(np.size(la.W)) for la in merged_to_twin(params))
+    leaves = (getattr(la, n, None) for la in params for n in ("W", "K", "V", "b"))
+    return sum(int(np.size(leaf)) for leaf in leaves if leaf is not None)
+
+
+def stage_answer(params, X, Y, alpha: float, init=None) -> Stage | str:
+    """What ``analyse`` reports (``Analysis.stage``): :func:`stage_of` for nets of at most
+    :data:`ANALYSE_WEIGHTS` weights, else the effective units and their loss with a note; the
+    one-line refusal (a str) for a net with no effective-unit rule."""
+    try:
+        n = weights(params)
+        if n <= ANALYSE_WEIGHTS:
+            return stage_of(params, X, Y, alpha, init)
+        units = effective_units(params, alpha, init=init)
+        net = (params,) if isinstance(params, MergedAttention | SeparateAttention) else params
+        loss = float(0.5 * np.mean(np.sum((np.asarray(forward(net, jnp.asarray(X), alpha)) - Y) ** 2, 1)))
+        return Stage(units.family, loss, units, notes=(
+            f"the nearest fixed point is not built by analyse above {ANALYSE_WEIGHTS} weights (this net has "
+            f"{n}): call biasfree.analysis.stage.stage(model, data) for it",))
+    except ValueError as e:
+        return f"stage: {e}"
+
+
 @precise
 def stage_of(params: Params, X, Y, alpha: float, init: Params | None = None) -> Stage:
-    """:func:`stage` of read and checked ``params`` (zero biases dropped), float arrays X (N, d),
-    Y (N, p), slope ``alpha`` and ``init`` (same architecture, or None): what ``analyse`` has."""
+    """:func:`stage` of read and checked ``params`` (zero biases dropped; a net, or one attention
+    layer with X its flat sequences), float arrays X (N, d), Y (N, p), slope ``alpha`` and
+    ``init`` (same architecture, or None): what ``analyse`` has. A family with no effective-unit
+    rule raises ValueError naming those with one; one with a rule but no fixed point built here
+    gets its units and a one-line note naming the families covered (:data:`COVERED`)."""
+    if isinstance(params, MergedAttention | SeparateAttention):
+        return _attention(params, X, Y, init)
     units = effective_units(params, alpha, init=init)
     loss = float(0.5 * np.mean(np.sum((np.asarray(_forward(params, jnp.asarray(X), alpha)) - Y) ** 2, 1)))
-    dense_linear = (units.family == "linear" and len(params) == 2
-                    and all(type(la) is Layer and la.bias is None for la in params))
-    if not dense_linear:
-        biased = " with biases" if any(getattr(la, "bias", None) is not None for la in params) else ""
-        why = (f"a {units.family} net of depth {len(params)}{biased}" if units.family != "leaky" else
-               "ReLU/leaky nets: the zero unit sits on the kink, so the escape is one-sided and the Hessian "
-               "does not see it (§11.4.4)")
+    biased = any(getattr(la, "bias", None) is not None for la in params)
+    two = len(params) == 2 and not biased
+    if two and units.family == "linear" and all(type(la) is Layer for la in params):
+        return _linear(params, X, Y, loss, units, init)
+    if two and units.family in ("leaky", "conv"):
+        return _units_stage(params, X, Y, float(alpha), loss, units, init)
+    if two and units.family == "conv-linear" and isinstance(params[1], PooledDense):
+        return _conv_linear(params, X, Y, loss, units, init)
+    what = f"a {units.family} net of depth {len(params)}" + (" with biases" if biased else "")
+    return Stage(units.family, loss, units, notes=(
+        f"not covered: the nearest fixed point, its saddle test and escape time, for {what}; covered: "
+        f"{COVERED}",))
+
+
+def _units_stage(params, X, Y, alpha, loss, units, init) -> Stage:
+    """§11.7.6: the k learned groups as a narrow net at its fixed point, embedded
+    (:mod:`~biasfree.analysis.unit_stage`)."""
+    sigmas = None
+    if init is not None:
+        fam, kind, parts0 = _ingredients(params, alpha, checked=True)
+        sigmas = init_scales(init, alpha, fam, parts0)
+    ufp, k = unit_fixed_point(params, X, Y, alpha, sigmas, units.magnitudes, units.threshold)
+    notes = ["the zero units sit on the kink (no Hessian there): saddle and escape from the one-sided rate "
+             "λ* = max_ŵ ‖⟨r σ(ŵ·x)⟩‖, found by ascent (a lower bound, so the time is an upper bound)"]
+    if not ufp.stationary:
+        notes.append(f"the {k}-unit net did not reach a fixed point: relative gradient {ufp.grad:.3g} > "
+                     f"round-off {ufp.grad_tol:.3g} (the net is not near a plateau of {k} units)")
+    return Stage(units.family, loss, units, None, ufp.params, ufp.loss, ufp.distance, ufp.eps, 1 if ufp.saddle
+                 else 0, ufp.escape_time if ufp.saddle else None, None, None, tuple(notes), unit_point=ufp)
+
+
+def _pooled_patches(conv, X) -> np.ndarray:
+    """z̄(x) = (1/S) Σ_s P_s(x): the mean patch (N, C_in·∏k), one basis kernel at a time."""
+    n = int(np.prod(np.shape(conv.K)[1:]))
+    basis = np.eye(n).reshape((n, 1) + tuple(np.shape(conv.K)[1:]))
+    out = [np.asarray(Conv(jnp.asarray(b), in_shape=conv.in_shape, padding=conv.padding)
+                      .linear(jnp.asarray(X))) for b in basis]
+    return np.stack([o.mean(1) for o in out], 1)
+
+
+def _conv_linear(params, X, Y, loss, units, init) -> Stage:
+    """§11.7.7: a linear conv net with a pooled readout is ``f = V K z̄(x)``, a two-layer linear
+    net on the mean patch z̄: its stage there, the fixed point's kernels mapped back."""
+    conv, out = params
+    C = np.shape(conv.K)[0]
+    as_dense = (Layer(jnp.asarray(np.asarray(conv.K, float).reshape(C, -1))), Layer(jnp.asarray(out.V)))
+    start = None
+    if init is not None:
+        start = (Layer(jnp.asarray(np.asarray(init[0].K, float).reshape(C, -1))),
+                 Layer(jnp.asarray(init[1].V)))
+    st = _linear(as_dense, _pooled_patches(conv, X), Y, loss, units, start)
+    K1, V2 = st.params_star
+    star = (Conv(jnp.asarray(np.asarray(K1.W).reshape(np.shape(conv.K))), in_shape=conv.in_shape,
+                 padding=conv.padding), PooledDense(V2.W, in_shape=out.in_shape))
+    return dataclasses.replace(st, family="conv-linear", params_star=star, notes=st.notes + (
+        "computed on the mean patch z̄(x) = (1/S)Σ_s P_s(x), where f = V K z̄(x) exactly",))
+
+
+def _attention(layer, X, Y, init) -> Stage:
+    """§11.7.7: merged attention is its twin W₂W₁z exactly when u = b = 0, a two-layer linear net
+    on z (heads are its hidden units): the twin's stage. Separate attention: its heads only."""
+    units = effective_units(layer, init=init)
+    zd = twin_dataset(Dataset(np.asarray(X, float), np.asarray(Y, float), mirror=False), layer.n_ctx,
+                      norm=layer.norm)
+    Z, Yz = np.asarray(zd.X, float), np.asarray(zd.Y, float)
+    F = np.asarray(forward((layer,), jnp.asarray(X), 0.0))
+    loss = float(0.5 * np.mean(np.sum((F - Yz) ** 2, 1)))
+    if isinstance(layer, SeparateAttention):
         return Stage(units.family, loss, units, notes=(
-            f"not covered: the nearest fixed point, its saddle test and escape time, and the staircase "
-            f"({why}); they are built for bias-free two-layer dense linear nets",))
-    return _linear(params, X, Y, loss, units, init)
+            f"not covered: the nearest fixed point of separate attention (γ, K, Q train as a depth-3 net, "
+            f"no closed form on a sample); covered: {COVERED}",))
+    twin = tuple(Layer(la.W) for la in merged_to_twin(layer))
+    start = None if init is None else tuple(Layer(la.W) for la in merged_to_twin(init))
+    st = _linear(twin, Z, Yz, loss, units, start)
+    off = off_twin(layer)
+    notes = ("computed on the twin W₂W₁z (heads: its hidden units; θ: the twin's weights A_h, γ_h)"
+             + ("" if off == 0 else f"; the off-twin blocks are {off:.3g}, not 0: the twin is not exact"),)
+    return dataclasses.replace(st, family="attention-merged", notes=st.notes + notes)
 
 
 def _linear(params, X, Y, loss, units, init) -> Stage:

@@ -206,6 +206,23 @@ def _units(incoming, outgoing, q: int, sigmas) -> tuple[np.ndarray, float, str]:
     n, a = incoming.shape
     b = outgoing.shape[1]
     norms = np.linalg.norm(incoming, axis=1)
+    group = unit_groups(incoming, q, sigmas)
+    sums = np.zeros((n, b))
+    np.add.at(sums, group, (norms**q)[:, None] * outgoing)
+    m = np.zeros(n)  # one entry per unit: the groups' magnitudes first, 0 for units merged away
+    m[:np.unique(group).size] = np.sort(np.linalg.norm(sums[np.unique(group)], axis=1))[::-1]
+    round_off = 4 * EPS * n * (float(m[0]) if m.size else 0.0)
+    init = 0.0
+    if sigmas is not None:
+        init = sigmas[1] * (math.sqrt(b) + TAIL) * (sigmas[0] * (math.sqrt(a) + TAIL)) ** q
+    return m, *_threshold(round_off, init, f"σ_out(√{b} + {TAIL:.2f})·(σ_in(√{a} + {TAIL:.2f}))^{q}")
+
+
+def unit_groups(incoming, q: int, sigmas) -> np.ndarray:
+    """Each unit's group (the smallest index of the units it merges with; :func:`_units`'s rule:
+    directions within ``r_i + r_j``, ``r_i = 2ρ/‖ũ_i‖``, none for ``r_i ≥ 1/2``)."""
+    a = incoming.shape[1]
+    norms = np.linalg.norm(incoming, axis=1)
     rho = EPS * math.sqrt(a) * norms
     if sigmas is not None:
         rho = np.maximum(rho, sigmas[0] * (math.sqrt(a) + TAIL))
@@ -216,16 +233,7 @@ def _units(incoming, outgoing, q: int, sigmas) -> tuple[np.ndarray, float, str]:
     dist = np.sqrt(np.maximum(2 - 2 * (np.abs(G) if q % 2 == 0 else G), 0.0))
     ok = r < 0.5
     merge = (dist <= r[:, None] + r[None]) & ok[:, None] & ok[None]
-    group = _components(merge)
-    sums = np.zeros((n, b))
-    np.add.at(sums, group, (norms**q)[:, None] * outgoing)
-    m = np.zeros(n)  # one entry per unit: the groups' magnitudes first, 0 for units merged away
-    m[:np.unique(group).size] = np.sort(np.linalg.norm(sums[np.unique(group)], axis=1))[::-1]
-    round_off = 4 * EPS * n * (float(m[0]) if m.size else 0.0)
-    init = 0.0
-    if sigmas is not None:
-        init = sigmas[1] * (math.sqrt(b) + TAIL) * (sigmas[0] * (math.sqrt(a) + TAIL)) ** q
-    return m, *_threshold(round_off, init, f"σ_out(√{b} + {TAIL:.2f})·(σ_in(√{a} + {TAIL:.2f}))^{q}")
+    return _components(merge)
 
 
 def _components(adjacent: np.ndarray) -> np.ndarray:
