@@ -126,7 +126,7 @@ class Stage:
                        + (f"saddle, λ_min = {fp.lambda_min:.4g} (tol {fp.lambda_tol:.2g})"
                           if self.saddle else "not a saddle"))
         elif up is not None:
-            out.append(f"nearest fixed point: {u.count} units embedded, loss {up.loss:.6g}, ‖θ − θ*‖ = "
+            out.append(f"nearest fixed point: {up.k} units embedded, loss {up.loss:.6g}, ‖θ − θ*‖ = "
                        f"{up.distance:.3g}; "
                        + (f"saddle, one-sided rate λ* = {up.rate:.4g} (tol {up.rate_tol:.2g})"
                           if self.saddle else "not a saddle"))
@@ -161,7 +161,8 @@ class Stage:
                           if self.saddle else "not a saddle"))
         up = self.unit_point
         if up is not None:
-            out.append(f"nearest fixed point: the {u.count} learned units as a narrow fixed point, embedded "
+            out.append(f"nearest fixed point: the {up.k} strongest learned units as a narrow fixed point, "
+                       "embedded "
                        f"(rescaled copies, zero units), loss {up.loss:.6g}, "
                        f"distance ‖θ − θ*‖ = {up.distance:.3g}; "
                        f"function change {up.function_gap:.2g} vs round-off {up.function_tol:.2g}; gradient "

@@ -5,7 +5,8 @@ read at every patch, readout v_i) has k effective units, the groups of aligned u
 
 - **The narrow net.** Group g (members i, ``ũ_i = c_i û_g``, c_i = ‖ũ_i‖) computes one unit,
   ``(Σ_i c_i v_i) σ(û_g·x)`` (1-homogeneity); the k-unit net of these is refined to its nearest
-  fixed point by Levenberg–Marquardt on its residuals, then Newton on its exact Hessian (to
+  fixed point by Levenberg–Marquardt (trust-region
+  reflective when it has fewer residuals than weights) on its residuals, then Newton on its exact Hessian (to
   round-off): the narrow fixed point that training passes near.
 - **The embedding** (Theorem 1, §11.4: rescaled copies and zero units, the same construction for
   a kernel as for a hidden unit): member i of group g gets ``ũ_i* = c_i ŵ_g*`` and
@@ -62,6 +63,9 @@ class UnitFixedPoint:
     direction: np.ndarray
     distance: float
     eps: float
+    k: int = 0
+    """Units of the narrow fixed point: the effective units, or one fewer when the weakest group's
+    embedding is farther from the net (the unit now leaving the init's ball, §11.1)."""
 
     @property
     def stationary(self) -> bool:
@@ -116,6 +120,21 @@ def _relgrad(rebuild, U, V, X, Y, alpha):
     return float(np.linalg.norm(g) * np.linalg.norm(th) / ref), gradient_tolerance(p, X, R, ref), R
 
 
+def relative_gradient(params, X, Y, alpha: float) -> tuple[float, float]:
+    """``(‖∇L‖‖θ‖/(½⟨‖y‖²⟩), its round-off bound)`` of a bias-free two-layer dense or conv net over
+    its units' weights (:func:`parts`): a fixed point has the first below the second (§11.4.3)."""
+    U, V, rebuild = parts(params)
+    g, tol, _ = _relgrad(rebuild, U, V, np.asarray(X, float), np.asarray(Y, float), float(alpha))
+    return g, tol
+
+
+def escape_rate(params, X, Y, alpha: float) -> float:
+    """λ* = max_ŵ ‖⟨r σ(ŵ·x)⟩‖ at the net ``params`` (module doc): the rate at which a new unit
+    leaves it (α = 1: σ₁(G), the Hessian's |λ_min| at a zero unit)."""
+    U, V, rebuild = parts(params)
+    return _rate(rebuild, U, V, np.asarray(X, float), np.asarray(Y, float), float(alpha))[0]
+
+
 def _narrow(rebuild, U0, V0, X, Y, alpha):
     """The narrow net's fixed point nearest (U0, V0): LM on the residuals, then Newton."""
     from scipy.optimize import least_squares
@@ -132,17 +151,19 @@ def _narrow(rebuild, U0, V0, X, Y, alpha):
     fun, jac = jax.jit(res), jax.jit(jax.jacfwd(res))
     th = np.concatenate([U0.ravel(), V0.ravel()])
     sol = least_squares(lambda t: np.asarray(fun(jnp.asarray(t))), th,
-                        jac=lambda t: np.asarray(jac(jnp.asarray(t))), method="lm",
+                        jac=lambda t: np.asarray(jac(jnp.asarray(t))),
+                        method="lm" if Y.size >= th.size else "trf",  # LM needs residuals ≥ variables
                         xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=100 * (th.size + 1))
     th = sol.x
     loss = _flat_loss(rebuild, n, a, Xj, Yj, alpha)
     grad, hess = jax.jit(jax.grad(loss)), jax.jit(jax.hessian(loss))
-    for _ in range(8):  # Newton to round-off (quadratic convergence near a smooth minimum)
-        g = np.asarray(grad(jnp.asarray(th)))
+    g = np.asarray(grad(jnp.asarray(th)))
+    for _ in range(8):  # Newton to round-off (quadratic convergence near a smooth fixed point)
         step = np.linalg.lstsq(np.asarray(hess(jnp.asarray(th))), -g, rcond=None)[0]
-        if not float(loss(jnp.asarray(th + step))) <= float(loss(jnp.asarray(th))):
-            break
-        th = th + step
+        g2 = np.asarray(grad(jnp.asarray(th + step)))
+        if not np.linalg.norm(g2) < np.linalg.norm(g):  # the loss is flat to round-off there: the
+            break  # gradient is the measure that still moves
+        th, g = th + step, g2
     return th[:n * a].reshape(n, a), th[n * a:].reshape(n, -1)
 
 
@@ -190,8 +211,39 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, magnitudes, threshold) 
     c = np.linalg.norm(U, axis=1)
     labels = np.unique(group)
     mags = {g: float(np.linalg.norm((c[group == g, None] * V[group == g]).sum(0))) for g in labels}
-    learned = [g for g in labels if mags[g] > threshold]
-    # the narrow net: one balanced unit per learned group
+    learned = sorted((g for g in labels if mags[g] > threshold), key=lambda g: -mags[g])
+    # the k groups, and the k − 1 strongest (the weakest may be the unit now leaving the init's ball,
+    # counted before the loss drops, §11.1): the embedded fixed point nearer the net is the answer
+    best = None
+    for keep in ([learned, learned[:-1]] if learned else [learned]):
+        cand = _embedded(U, V, rebuild, group, c, keep, X, Y, alpha)
+        if best is None or cand[1] < best[1]:
+            best = cand
+    (Un, Vn, Us, Vs, learned), dist = best
+    star = rebuild(jnp.asarray(Us), jnp.asarray(Vs))
+    narrow = rebuild(jnp.asarray(Un), jnp.asarray(Vn))
+    f_w, f_n = (np.asarray(_forward(p, jnp.asarray(X), alpha)) for p in (star, narrow))
+    P = max(float(np.prod(layer_norms(star))), float(np.prod(layer_norms(narrow))))
+    ftol = 2 * gamma(X.shape[1] + n) * P * float(np.max(np.linalg.norm(X, axis=1)))
+    grad, grad_tol, R = _relgrad(rebuild, Us, Vs, X, Y, alpha)
+    rate, w_dir, g_dir = _rate(rebuild, Un, Vn, X, Y, alpha)
+    rx, rr = (float(np.sqrt(np.mean(np.sum(A**2, 1)))) for A in (X, R))
+    # g = ⟨r σ(ŵ·x)⟩ over N terms, |σ(ŵ·x)| ≤ ‖x‖: γ_K (rms‖r‖ + its own round-off P rms‖x‖) rms‖x‖
+    rate_tol = gamma(accumulations(star, X.shape[0])) * (rr + P * rx) * rx
+    zero = np.ones(n, bool)
+    for g in learned:
+        zero[group == g] = False
+    bh, ch = U[zero] @ w_dir, V[zero] @ g_dir
+    eps = float(np.sqrt(np.sum(np.maximum(bh + ch, 0.0) ** 2) / 2))
+    loss = 0.5 * float(np.mean(np.sum(R**2, 1)))
+    return UnitFixedPoint(tuple(star), loss, grad, grad_tol, float(np.max(np.linalg.norm(f_w - f_n, axis=1))),
+                          ftol, rate, rate_tol, w_dir, dist, eps, len(learned)), len(learned)
+
+
+def _embedded(U, V, rebuild, group, c, learned, X, Y, alpha):
+    """The narrow net of the ``learned`` groups at its fixed point, embedded (module doc);
+    ``((Un, Vn, Us, Vs, learned), ‖θ − θ*‖)``."""
+    a = U.shape[1]
     U0, V0 = np.zeros((len(learned), a)), np.zeros((len(learned), V.shape[1]))
     for j, g in enumerate(learned):
         m = group == g
@@ -212,22 +264,5 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, magnitudes, threshold) 
         lam = (V[idx] @ T + mu * ci) / tt
         Us[idx] = ci[:, None] * (Un[j] / wn)[None]
         Vs[idx] = lam[:, None] * T[None]
-    star = rebuild(jnp.asarray(Us), jnp.asarray(Vs))
-    narrow = rebuild(jnp.asarray(Un), jnp.asarray(Vn))
-    f_w, f_n = (np.asarray(_forward(p, jnp.asarray(X), alpha)) for p in (star, narrow))
-    P = max(float(np.prod(layer_norms(star))), float(np.prod(layer_norms(narrow))))
-    ftol = 2 * gamma(X.shape[1] + n) * P * float(np.max(np.linalg.norm(X, axis=1)))
-    grad, grad_tol, R = _relgrad(rebuild, Us, Vs, X, Y, alpha)
-    rate, w_dir, g_dir = _rate(rebuild, Un, Vn, X, Y, alpha)
-    rx, rr = (float(np.sqrt(np.mean(np.sum(A**2, 1)))) for A in (X, R))
-    # g = ⟨r σ(ŵ·x)⟩ over N terms, |σ(ŵ·x)| ≤ ‖x‖: γ_K (rms‖r‖ + its own round-off P rms‖x‖) rms‖x‖
-    rate_tol = gamma(accumulations(star, X.shape[0])) * (rr + P * rx) * rx
-    zero = np.ones(n, bool)
-    for g in learned:
-        zero[group == g] = False
-    bh, ch = U[zero] @ w_dir, V[zero] @ g_dir
-    eps = float(np.sqrt(np.sum(np.maximum(bh + ch, 0.0) ** 2) / 2))
-    loss = 0.5 * float(np.mean(np.sum(R**2, 1)))
     dist = float(np.sqrt(np.sum((U - Us) ** 2) + np.sum((V - Vs) ** 2)))
-    return UnitFixedPoint(tuple(star), loss, grad, grad_tol, float(np.max(np.linalg.norm(f_w - f_n, axis=1))),
-                          ftol, rate, rate_tol, w_dir, dist, eps), len(learned)
+    return (Un, Vn, Us, Vs, learned), dist

@@ -230,9 +230,12 @@ def unit_groups(incoming, q: int, sigmas) -> np.ndarray:
         r = np.where(norms > 0, 2 * rho / norms, np.inf)
         U = np.where(norms[:, None] > 0, incoming / norms[:, None], 0.0)
     G = U @ U.T  # ‖û_i ∓ û_j‖² = 2 ∓ 2 û_iᵀû_j (unit vectors)
-    dist = np.sqrt(np.maximum(2 - 2 * (np.abs(G) if q % 2 == 0 else G), 0.0))
+    dist2 = 2 - 2 * (np.abs(G) if q % 2 == 0 else G)
     ok = r < 0.5
-    merge = (dist <= r[:, None] + r[None]) & ok[:, None] & ok[None]
+    # the Gram entry of two unit vectors is off by ≤ γ_a + 2ε (a products, two normalisations), so the
+    # squared distance by 2(γ_a + 2ε): without this, two exact copies read √ε apart (§11.1)
+    slack = 2 * ((a * EPS / 2) / (1 - a * EPS / 2) + 2 * EPS)
+    merge = (dist2 <= (r[:, None] + r[None]) ** 2 + slack) & ok[:, None] & ok[None]
     return _components(merge)
 
 
