@@ -16,6 +16,7 @@ from biasfree.core.attention_twin import twin_dataset, twin_to_merged
 from biasfree.core.conv import Conv, PooledDense
 from biasfree.core.icl_data import in_context_regression
 from biasfree.nets import Layer
+from biasfree.theory.plateau_times import crossing_times
 
 EPS = np.finfo(float).eps
 
@@ -56,6 +57,20 @@ def test_a_relu_net_on_plateau_one_stands_at_the_one_kink_saddle(kinks):
     # per unlearned unit, 4 units: ≲ 0.05), and far nearer than to the origin
     assert up.distance <= 0.05 < np.sqrt(sum(np.sum(np.asarray(la.W) ** 2) for la in net))
     assert "one-sided escape rate" in st.summary()
+    # the next drop: GD on from the net, every step recorded, crosses L* − (3/8)λ*²/m (the second kink
+    # half learned) st.drop_time later. Tolerance (§11.5.3): GD against flow over that time at rate
+    # R = λ*, t·(ηR/2)/(1 − ηR/2), plus one record interval; the features of the two kinks never
+    # overlap (disjoint points), so the learned unit does not move the escaping one's rate
+    t_pred, lr = st.drop_time, 0.02
+    steps = int(1.3 * t_pred / lr)
+    tr = bf.train(net, bf.Dataset(X, Y), bf.GDConfig(alpha=0.0, lr=lr, steps=steps, n_records=steps + 1),
+                  observables="loss")
+    level = up.loss - 3 / 8 * up.rate**2 / up.m
+    t_meas = float(crossing_times(np.asarray(tr.t)[1:], np.asarray(tr.loss)[1:], [level])[0])
+    x = lr * up.rate / 2
+    tol = t_pred * x / (1 - x) + lr
+    assert abs(t_meas - t_pred) <= tol, (t_meas, t_pred, tol)
+    assert abs(t_meas - st.escape_time) > tol  # failing control: the leading-order time misses
 
 
 def test_a_wrong_embedding_is_not_a_fixed_point(kinks):

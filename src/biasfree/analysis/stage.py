@@ -135,7 +135,7 @@ class Stage:
         if self.covered and self.saddle:
             t = self.escape_time if self.drop_time is None else self.drop_time
             out[-1] += (f"; leaves in t ≈ {t:.4g} (ε = {self.unstable_distance:.3g}"
-                        + (", ln(s/a₀ − 1)/(2s), a₀ = ε²/2)" if self.drop_time is not None else
+                        + (", next drop at ln(u*/a₀ − 1)/(2λ), a₀ = ε²/2)" if self.drop_time is not None else
                            ", ln(1/ε)/rate)"))
         if self.staircase is not None:
             st = self.staircase
@@ -171,7 +171,10 @@ class Stage:
             out.append(f"one-sided escape rate λ* = max_ŵ ‖⟨r σ(ŵ·x)⟩‖ = {up.rate:.6g} (round-off "
                        f"{up.rate_tol:.2g}): " + (f"a saddle; ε = {up.eps:.3g}; escape ln(1/ε)/λ* = "
                                                   f"{up.escape_time:.4g} (leading order)" if up.saddle
-                                                  else "not a saddle"))
+                                                  else "not a saddle")
+                       + ("" if up.drop_time is None else
+                          f", next drop ln(u*/a₀ − 1)/(2λ*) at u* = λ*/m = {up.rate / up.m:.4g}, a₀ = ε²/2 "
+                          f"in {up.drop_time:.4g}"))
         if self.staircase is not None:
             st = self.staircase
             out.append(f"staircase from init: levels {np.round(st.prediction.levels, 6).tolist()} at times "
@@ -305,8 +308,9 @@ def _units_stage(params, X, Y, alpha, loss, units, init) -> Stage:
     if not ufp.stationary:
         notes.append(f"the {k}-unit net did not reach a fixed point: relative gradient {ufp.grad:.3g} > "
                      f"round-off {ufp.grad_tol:.3g} (the net is not near a plateau of {k} units)")
-    return Stage(units.family, loss, units, None, ufp.params, ufp.loss, ufp.distance, ufp.eps, 1 if ufp.saddle
-                 else 0, ufp.escape_time if ufp.saddle else None, None, None, tuple(notes), unit_point=ufp)
+    return Stage(units.family, loss, units, None, ufp.params, ufp.loss, ufp.distance, ufp.eps,
+                 1 if ufp.saddle else 0, ufp.escape_time if ufp.saddle else None, ufp.drop_time, None,
+                 tuple(notes), unit_point=ufp)
 
 
 def _pooled_patches(conv, X) -> np.ndarray:

@@ -67,9 +67,23 @@ class UnitFixedPoint:
     """Units of the narrow fixed point: the effective units, or one fewer when the weakest group's
     embedding is farther from the net (the unit now leaving the init's ball, §11.1)."""
 
+    m: float = 0.0
+    """``ĝᵀ(∂²L/∂v²)ĝ`` of a new unit along ŵ*: its strength saturates at u* = λ*/m."""
+
     @property
     def stationary(self) -> bool:
         return self.grad <= self.grad_tol
+
+    @property
+    def drop_time(self) -> float | None:
+        """``ln(u*/a₀ − 1)/(2λ*)``, u* = λ*/m, a₀ = ε²/2: the escaping unit's strength u = b c obeys
+        ``u̇ = 2u(λ* − m u)`` while the learned units stay put (balanced, b = c), Saxe's logistic;
+        the time at which it is half learned (u = u*/2), the loss then ``L* − (3/8)λ*²/m`` (None if
+        not a saddle or ε = 0; 0 if already past half)."""
+        if not self.saddle or self.eps <= 0 or self.m <= 0:
+            return None
+        a0, ustar = self.eps**2 / 2, self.rate / self.m
+        return math.log(ustar / a0 - 1) / (2 * self.rate) if a0 < ustar / 2 else 0.0
 
     @property
     def saddle(self) -> bool:
@@ -173,11 +187,12 @@ def _rate(rebuild, U, V, X, Y, alpha, seed: int = 0):
     b = V.shape[1]
     Xj, Yj = jnp.asarray(X), jnp.asarray(Y)
 
+    def new_unit_loss(w, v):
+        p = rebuild(jnp.vstack([jnp.asarray(U), w[None]]), jnp.vstack([jnp.asarray(V), v[None]]))
+        return 0.5 * jnp.sum((_forward(p, Xj, alpha) - Yj) ** 2) / Xj.shape[0]
+
     def g(w):
-        def loss(v):
-            p = rebuild(jnp.vstack([jnp.asarray(U), w[None]]), jnp.vstack([jnp.asarray(V), v[None]]))
-            return 0.5 * jnp.sum((_forward(p, Xj, alpha) - Yj) ** 2) / Xj.shape[0]
-        return -jax.grad(loss)(jnp.zeros(b))
+        return -jax.grad(lambda v: new_unit_loss(w, v))(jnp.zeros(b))
 
     @jax.jit
     def step(w):
@@ -198,7 +213,11 @@ def _rate(rebuild, U, V, X, Y, alpha, seed: int = 0):
         if r > best:
             best, best_w = r, np.asarray(w)
     gw = np.asarray(g(jnp.asarray(best_w)))
-    return best, best_w, gw / max(np.linalg.norm(gw), 1e-300)
+    gh = gw / max(np.linalg.norm(gw), 1e-300)
+    # m = ĝᵀ ∂²L/∂v² ĝ: how fast the new unit's own output closes its residual (dense: ⟨σ(ŵ*·x)²⟩)
+    hv = jax.jvp(jax.grad(lambda v: new_unit_loss(jnp.asarray(best_w), v)), (jnp.zeros(b),),
+                 (jnp.asarray(gh),))[1]
+    return best, best_w, gh, float(gh @ np.asarray(hv))
 
 
 def unit_fixed_point(params, X, Y, alpha: float, sigmas, magnitudes, threshold) -> tuple[UnitFixedPoint, int]:
@@ -226,7 +245,7 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, magnitudes, threshold) 
     P = max(float(np.prod(layer_norms(star))), float(np.prod(layer_norms(narrow))))
     ftol = 2 * gamma(X.shape[1] + n) * P * float(np.max(np.linalg.norm(X, axis=1)))
     grad, grad_tol, R = _relgrad(rebuild, Us, Vs, X, Y, alpha)
-    rate, w_dir, g_dir = _rate(rebuild, Un, Vn, X, Y, alpha)
+    rate, w_dir, g_dir, m = _rate(rebuild, Un, Vn, X, Y, alpha)
     rx, rr = (float(np.sqrt(np.mean(np.sum(A**2, 1)))) for A in (X, R))
     # g = ⟨r σ(ŵ·x)⟩ over N terms, |σ(ŵ·x)| ≤ ‖x‖: γ_K (rms‖r‖ + its own round-off P rms‖x‖) rms‖x‖
     rate_tol = gamma(accumulations(star, X.shape[0])) * (rr + P * rx) * rx
@@ -237,7 +256,7 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, magnitudes, threshold) 
     eps = float(np.sqrt(np.sum(np.maximum(bh + ch, 0.0) ** 2) / 2))
     loss = 0.5 * float(np.mean(np.sum(R**2, 1)))
     return UnitFixedPoint(tuple(star), loss, grad, grad_tol, float(np.max(np.linalg.norm(f_w - f_n, axis=1))),
-                          ftol, rate, rate_tol, w_dir, dist, eps, len(learned)), len(learned)
+                          ftol, rate, rate_tol, w_dir, dist, eps, len(learned), m), len(learned)
 
 
 def _embedded(U, V, rebuild, group, c, learned, X, Y, alpha):
