@@ -154,6 +154,14 @@ def test_analyse_reports_the_stage_or_refuses_in_one_line(kinks):
     assert "stage: effective units 1" in text and "one-sided rate" in text and "staircase" not in text
     doc = res.to_json()["stage"]
     assert doc["units"] == 1 and doc["saddle"] and doc["escape_rate"] == pytest.approx(0.05, abs=1e-12)
+    # with a measured rerun from the init: the recorded curve's plateaus, matched to the 0- and 1-unit
+    # levels (½⟨y²⟩ = 2.2525 and 0.0025), each unambiguously (within half the levels' separation)
+    rerun = bf.analyse(net, (X, Y), alpha=0.0, init=p0, train=bf.GDConfig(lr=0.02, steps=1500, n_records=400))
+    rec = rerun.stage.recorded
+    assert np.allclose(rec.levels, [2.2525, 0.0025], rtol=1e-12)
+    assert [m.k for m in rec.matches] == [0, 1]
+    assert all(abs(m.gap) < (2.2525 - 0.0025) / 2 for m in rec.matches)
+    assert "recorded curve from init: 2 plateaus" in rerun.summary()
     # above ANALYSE_WEIGHTS weights: the units alone, with a note naming the call that builds the rest
     rng = np.random.default_rng(0)
     big = (Layer(rng.normal(size=(ANALYSE_WEIGHTS, 2))), Layer(rng.normal(size=(1, ANALYSE_WEIGHTS))))

@@ -181,7 +181,7 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
     local = local_report(params, X, a)
     pred, training, reg, trained, history = ms.stages(train, given, note, measure, params, start, st, ctx,
                                                       X, Y, a, t_max, n_times, time_budget, progress)
-    where = stage_answer(params, X, Y, a, start)  # saddle to saddle (docs/theory.md §11.7)
+    where = stage_answer(params, X, Y, a, start, history)  # saddle to saddle (docs/theory.md §11.7)
     if st.net.has_bias:
         return Analysis(ctx.report, st.net, None, vd.combine(st.function, training), reg, local, stage=where)
     verdict = vd.combine(st.function, training, trained, None if history is None else history.judgement,

@@ -51,11 +51,12 @@ from ..core.precision import precise
 from ..core.units import EffectiveUnits, _ingredients, effective_units, init_scales
 from ..theory.plateau_times import PlateauPrediction, data_plateaus
 from ..theory.reduced_rank import _whitened_svd, reduced_rank_losses
+from ..theory.staircase import find_plateaus, match_levels
 from .attention_import import as_attention, is_attention_model
 from .interop import as_model
 from .measurements import data_arrays
 from .saddles import DENSE_HESSIAN, FixedPoint, _fixed_point, _hessian
-from .unit_stage import UnitFixedPoint, unit_fixed_point
+from .unit_stage import UnitFixedPoint, unit_fixed_point, unit_levels
 from .verify import check_reading
 
 WHITE = 1e-10
@@ -73,6 +74,19 @@ class Staircase:
     a0: np.ndarray
     s: np.ndarray
     passed: int
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The staircase a recorded training curve went through (§11.3): ``plateaus``
+    (:class:`~biasfree.theory.staircase.Staircase`, the rule of §11.3.1), each matched to the
+    nearest of ``levels`` (``matches``: k units; the reduced-rank losses for a linear net, the
+    embedded k-unit fixed points' losses for units), or ``note`` why none were found."""
+
+    plateaus: object
+    matches: tuple
+    levels: np.ndarray
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -98,6 +112,8 @@ class Stage:
     drop_time: float | None = None
     staircase: Staircase | None = None
     notes: tuple[str, ...] = ()
+    recorded: Recorded | None = None
+    """With a recorded loss curve (``analyse``'s rerun from ``init``): its plateaus matched to levels."""
     unit_point: UnitFixedPoint | None = None
     """(Leaky) ReLU dense and conv nets (§11.7.6): the embedded fixed point, its checks, the one-sided
     escape rate λ* (``fixed_point`` is then None: the Hessian is not defined on the kink)."""
@@ -141,7 +157,17 @@ class Stage:
             st = self.staircase
             out.append(f"staircase from init: levels {np.round(st.prediction.levels, 4).tolist()}, passed "
                        f"{st.passed} of {st.prediction.times.size} drops")
+        if self.recorded is not None:
+            out.append(self.recorded_line())
         return out
+
+    def recorded_line(self) -> str:
+        """The recorded curve's plateaus and the units k each matches."""
+        r = self.recorded
+        if r.plateaus is None:
+            return f"recorded curve: {r.note}"
+        got = ", ".join(f"{m.level:.4g} (k = {m.k}: {m.predicted:.4g})" for m in r.matches)
+        return f"recorded curve from init: {len(r.matches)} plateaus, levels {got}"
 
     def summary(self) -> str:
         """One line per answer, each with its numbers and thresholds."""
@@ -175,6 +201,8 @@ class Stage:
                        + ("" if up.drop_time is None else
                           f", next drop ln(u*/a₀ − 1)/(2λ*) at u* = λ*/m = {up.rate / up.m:.4g}, a₀ = ε²/2 "
                           f"in {up.drop_time:.4g}"))
+        if self.recorded is not None:
+            out.append(self.recorded_line())
         if self.staircase is not None:
             st = self.staircase
             out.append(f"staircase from init: levels {np.round(st.prediction.levels, 6).tolist()} at times "
@@ -192,12 +220,13 @@ def _read(model, alpha, what: str):
 
 
 @precise
-def stage(model, data, *, alpha=None, init=None) -> Stage:
+def stage(model, data, *, alpha=None, init=None, curve=None) -> Stage:
     """Where ``model`` stands on ``data`` (module doc; docs/theory.md §11.7): the forms
     :func:`~biasfree.analysis.analyse.analyse` takes (a torch ``nn.Sequential``, an
     ``eqx.nn.MLP``, a weight file, a Model or params; data ``(X, Y)``, a Dataset, a file or a
     bundled name), ``alpha`` where the model does not state it, ``init`` the weights training
-    started from (same forms and architecture). Returns a :class:`Stage`.
+    started from (same forms and architecture), ``curve`` ``(t, loss)`` a loss curve recorded in
+    training from it (its plateaus matched to the k-unit levels). Returns a :class:`Stage`.
 
     Example::
 
@@ -212,7 +241,7 @@ def stage(model, data, *, alpha=None, init=None) -> Stage:
         layer = _with_n_ctx(as_attention(model, X), X.shape[1])
         start = None if init is None else _with_n_ctx(as_attention(init, X, like=layer, name="init"),
                                                       X.shape[1])
-        return stage_of(layer, X, Y, 0.0, start)
+        return stage_of(layer, X, Y, 0.0, start, curve=curve)
     m, a, params = _read(model, alpha, "model")
     X, Y, _ = data_arrays(data)
     check_data(X, Y)
@@ -229,7 +258,7 @@ def stage(model, data, *, alpha=None, init=None) -> Stage:
                              "training started from, of the model's architecture")
     check_reading(model, params, a, X, names=m.names)  # a live module is run (verify.py)
     check_reading(init, start, a, X, what="init")
-    return stage_of(params, X, Y, a, start)
+    return stage_of(params, X, Y, a, start, curve=curve)
 
 
 COVERED = ("two-layer bias-free dense linear nets (closed form, §11.7.2), two-layer bias-free dense and "
@@ -252,14 +281,17 @@ def weights(params) -> int:
     return sum(int(np.size(leaf)) for leaf in leaves if leaf is not None)
 
 
-def stage_answer(params, X, Y, alpha: float, init=None) -> Stage | str:
+def stage_answer(params, X, Y, alpha: float, init=None, history=None) -> Stage | str:
     """What ``analyse`` reports (``Analysis.stage``): :func:`stage_of` for nets of at most
-    :data:`ANALYSE_WEIGHTS` weights, else the effective units and their loss with a note; the
-    one-line refusal (a str) for a net with no effective-unit rule."""
+    :data:`ANALYSE_WEIGHTS` weights (with the curve of ``history``'s measured rerun from ``init``,
+    when there is one), else the effective units and their loss with a note; the one-line refusal
+    (a str) for a net with no effective-unit rule."""
     try:
         n = weights(params)
         if n <= ANALYSE_WEIGHTS:
-            return stage_of(params, X, Y, alpha, init)
+            run = None if history is None or history.prediction is None else history.prediction.trained
+            curve = None if run is None else (np.asarray(run.t), np.asarray(run.loss))
+            return stage_of(params, X, Y, alpha, init, curve=curve)
         units = effective_units(params, alpha, init=init)
         net = (params,) if isinstance(params, MergedAttention | SeparateAttention) else params
         loss = float(0.5 * np.mean(np.sum((np.asarray(forward(net, jnp.asarray(X), alpha)) - Y) ** 2, 1)))
@@ -271,12 +303,42 @@ def stage_answer(params, X, Y, alpha: float, init=None) -> Stage | str:
 
 
 @precise
-def stage_of(params: Params, X, Y, alpha: float, init: Params | None = None) -> Stage:
+def stage_of(params: Params, X, Y, alpha: float, init: Params | None = None, *, curve=None) -> Stage:
     """:func:`stage` of read and checked ``params`` (zero biases dropped; a net, or one attention
     layer with X its flat sequences), float arrays X (N, d), Y (N, p), slope ``alpha`` and
     ``init`` (same architecture, or None): what ``analyse`` has. A family with no effective-unit
     rule raises ValueError naming those with one; one with a rule but no fixed point built here
-    gets its units and a one-line note naming the families covered (:data:`COVERED`)."""
+    gets its units and a one-line note naming the families covered (:data:`COVERED`). ``curve``
+    ``(t, loss)``: a loss curve recorded from ``init``; its plateaus are found and matched to the
+    k-unit levels (``Stage.recorded``)."""
+    st = _stage_of(params, X, Y, alpha, init)
+    if curve is None or not st.covered:
+        return st
+    return dataclasses.replace(st, recorded=_recorded(st, params, X, Y, alpha, init, curve))
+
+
+def _recorded(st, params, X, Y, alpha, init, curve) -> Recorded:
+    if st.unit_point is not None:
+        sigmas = None
+        if init is not None:
+            fam, _, parts0 = _ingredients(params, alpha, checked=True)
+            sigmas = init_scales(init, alpha, fam, parts0)
+        levels = unit_levels(params, X, Y, alpha, sigmas, st.units.threshold)
+    elif isinstance(params, MergedAttention):
+        zd = twin_dataset(Dataset(X, Y, mirror=False), params.n_ctx, norm=params.norm)
+        levels = reduced_rank_losses(np.asarray(zd.X), np.asarray(zd.Y))
+    elif st.family == "conv-linear":
+        levels = reduced_rank_losses(_pooled_patches(params[0], X), Y)
+    else:
+        levels = reduced_rank_losses(X, Y)
+    try:
+        found = find_plateaus(*curve)
+    except ValueError as e:
+        return Recorded(None, (), levels, str(e))
+    return Recorded(found, match_levels(found, levels), levels)
+
+
+def _stage_of(params, X, Y, alpha, init) -> Stage:
     if isinstance(params, MergedAttention | SeparateAttention):
         return _attention(params, X, Y, init)
     units = effective_units(params, alpha, init=init)

@@ -285,3 +285,21 @@ def _embedded(U, V, rebuild, group, c, learned, X, Y, alpha):
         Vs[idx] = lam[:, None] * T[None]
     dist = float(np.sqrt(np.sum((U - Us) ** 2) + np.sum((V - Vs) ** 2)))
     return (Un, Vn, Us, Vs, learned), dist
+
+
+def unit_levels(params, X, Y, alpha: float, sigmas, threshold) -> np.ndarray:
+    """The losses of the embedded fixed points with 0, 1, …, k units (the k strongest groups, each
+    narrow net at its fixed point): the levels a staircase of this net is matched to (§11.3.3)."""
+    U, V, rebuild = parts(params)
+    group = unit_groups(U, 1, sigmas)
+    c = np.linalg.norm(U, axis=1)
+    labels = np.unique(group)
+    mags = {g: float(np.linalg.norm((c[group == g, None] * V[group == g]).sum(0))) for g in labels}
+    learned = sorted((g for g in labels if mags[g] > threshold), key=lambda g: -mags[g])
+    out = []
+    for k in range(len(learned) + 1):
+        (_, _, Us, Vs, _), _ = _embedded(U, V, rebuild, group, c, learned[:k], X, Y, alpha)
+        R = np.asarray(_forward(rebuild(jnp.asarray(Us), jnp.asarray(Vs)), jnp.asarray(X), alpha)) - Y
+        out.append(0.5 * float(np.mean(np.sum(R**2, 1))))
+    return np.array(out)
+
