@@ -10,7 +10,8 @@ import pytest
 from roundoff import gamma
 
 import biasfree as bf
-from biasfree.analysis.stage import ANALYSE_WEIGHTS, stage, stage_of
+from biasfree.analysis.stage import stage, stage_of
+from biasfree.analysis.stage_answer import ANALYSE_WEIGHTS
 from biasfree.analysis.unit_stage import escape_rate, parts, relative_gradient
 from biasfree.core.attention_twin import twin_dataset, twin_to_merged
 from biasfree.core.conv import Conv, PooledDense

@@ -45,7 +45,7 @@ from .attention_import import is_attention_model
 from .interop import Model, as_model
 from .measurements import data_arrays, local_report
 from .report import Analysis
-from .stage import stage_answer
+from .stage_answer import stage_answer
 from .verify import check_reading
 
 DEFAULT_TIME_BUDGET = 120.0
