@@ -181,3 +181,20 @@ def test_a_deep_linear_net_gets_its_units_and_a_note_naming_the_covered_families
     st = stage_of(deep, X, Y, 1.0)
     assert st.units.count == 2 and not st.covered
     assert "depth 3" in st.notes[0] and "covered: two-layer" in st.notes[0] and "\n" not in st.notes[0]
+
+
+def test_a_linear_conv_net_with_a_pooled_readout_stands_on_the_mean_patch():
+    """f = V K z̄(x), z̄ the mean patch: from a tiny init the net stands at the origin, the rank-0 fixed
+    point, a saddle with λ_min = −σ₁(Σ_z̄y) (z̄ computed here apart: the mean of the 6 windows of
+    width 3 of x; a permutation of its columns leaves σ₁ unchanged), to λ_tol plus γ_N of σ₁."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(50, 8))
+    Zbar = np.mean([X[:, s:s + 3] for s in range(6)], axis=0)
+    Y = Zbar @ rng.normal(size=(3, 2))
+    net = (Conv(1e-4 * rng.normal(size=(4, 1, 3)), None, (8,), "valid"),
+           PooledDense(1e-4 * rng.normal(size=(2, 4)), None, (6,)))
+    st = stage(net, (X, Y), alpha=1.0, init=net)
+    assert st.family == "conv-linear" and st.units.count == 0 and st.saddle
+    s1 = np.linalg.svd(Zbar.T @ Y / len(X), compute_uv=False)[0]
+    assert abs(st.fixed_point.lambda_min + s1) <= st.fixed_point.lambda_tol + gamma(len(X)) * s1
+    assert isinstance(st.params_star[0], Conv) and np.allclose(np.asarray(st.params_star[0].K), 0)
