@@ -250,7 +250,7 @@ class Analysis:
     history: History | None = None
     stage: object = None
     """Where the net stands on its saddle-to-saddle staircase (docs/theory.md §11.7): a
-    :class:`~biasfree.analysis.stage.Stage` (effective units, nearest embedded fixed point, saddle,
+    :class:`~biasfree.analysis.stage_result.Stage` (effective units, nearest embedded fixed point, saddle,
     time to leave, with ``init`` the staircase), or the one-line reason there is none (a str).
     Reported, not judged."""
 

@@ -59,8 +59,6 @@ from .stage_result import Recorded, Stage, Staircase
 from .unit_stage import unit_fixed_point, unit_levels
 from .verify import check_reading
 
-__all__ = ["COVERED", "Recorded", "Stage", "Staircase", "stage", "stage_of"]
-
 WHITE = 1e-10
 """Inputs count as whitened when ‖Σ_xx − I‖₂ ≤ this (far above the round-off of XᵀX/N, far
 below any difference that would move Saxe's times): then the drop time is exact flow."""
