@@ -184,8 +184,9 @@ def _units_stage(params, X, Y, alpha, loss, units, init) -> Stage:
     notes = ["the zero units sit on the kink (no Hessian there): saddle and escape from the one-sided rate "
              "λ* = max_ŵ ‖⟨r σ(ŵ·x)⟩‖, found by ascent (a lower bound, so the time is an upper bound)"]
     if not ufp.stationary:
-        notes.append(f"the {k}-unit net did not reach a fixed point: relative gradient {ufp.grad:.3g} > "
-                     f"round-off {ufp.grad_tol:.3g} (the net is not near a plateau of {k} units)")
+        notes.append(f"the {k}-unit net did not reach a fixed point: its relative gradient stays above "
+                     f"its round-off bound (.unit_point.grad, .grad_tol): the net is not near a plateau "
+                     f"of {k} units")
     return Stage(units.family, loss, units, None, ufp.params, ufp.loss, ufp.distance, ufp.eps,
                  1 if ufp.saddle else 0, ufp.escape_time if ufp.saddle else None, ufp.drop_time, None,
                  tuple(notes), unit_point=ufp)

@@ -93,6 +93,10 @@ class Stage:
                        f"{self.distance:.3g}; "
                        + (f"saddle, λ_min = {fp.lambda_min:.4g} (tol {fp.lambda_tol:.2g})"
                           if self.saddle else "not a saddle"))
+        elif up is not None and not up.stationary:  # numbers depend on where LM stopped: not printed
+            out.append(f"no {up.k}-unit fixed point near the net: its relative gradient stays above "
+                       "round-off after Levenberg–Marquardt and Newton (not on a plateau; numbers in "
+                       ".unit_point)")
         elif up is not None:
             out.append(f"nearest fixed point: {up.k} unit{'' if up.k == 1 else 's'} embedded, loss "
                        f"{up.loss:.6g}, ‖θ − θ*‖ = "
