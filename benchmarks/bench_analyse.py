@@ -17,8 +17,10 @@ one call (after ``import biasfree.analysis``; JAX compiles what it runs inside i
 The net is given as a torch ``nn.Sequential`` of the same float64 weights (``--model torch``,
 the default when torch is installed), so the call includes reading it and running it on the
 data to verify the reading (``biasfree.analysis.verify``, on at most ``verify.ROWS`` rows):
-``check_s`` is that check's seconds (issue 47). ``--model params`` gives the params tuple
-(no check: ``check_s`` 0).
+``check_s`` is that check's seconds (issue 47); ``stage_s`` the seconds of the stage answer
+(issue 49: effective units, and the nearest fixed point for nets of at most
+``stage_answer.ANALYSE_WEIGHTS`` weights; goal ≤ :data:`STAGE_SHARE` of the rest of the call at
+medium). ``--model params`` gives the params tuple (no check: ``check_s`` 0).
 
 Beside the whole call (``wall_s``) each arm reports ``curve_s``, the seconds of the predicted
 curve inside it (the twin's gradient flow, stiff on raw pixels: λ_max(Σ_xx) = 584 here; the
@@ -57,6 +59,9 @@ ALONE_SCALE = 0.3
 """The "alone" row's init: the default-like init × 0.3 (module doc)."""
 DATA = ("raw", "mirrored")
 P = 10
+STAGE_SHARE = 0.20
+"""Issue 49: ``analyse``'s stage answer (``stage_s``, :func:`biasfree.analysis.stage.stage_answer`)
+adds at most this fraction to the rest of the call at medium."""
 GOALS = {"curve_s": 5.0, "wall_s": 30.0}
 """Seconds at large (issue 40): the predicted curve, whole, and the whole ``analyse`` call."""
 
@@ -104,6 +109,7 @@ def one(size: str, kind: str, model: str = "torch") -> dict:
 
     import biasfree as bf
     from biasfree.analysis import analyse as an
+    from biasfree.analysis import predicted as pr
 
     def timer(inner, spent):  # a function inside analyse, timed where analyse calls it
         def timed(*args, **kwargs):
@@ -113,11 +119,11 @@ def one(size: str, kind: str, model: str = "torch") -> dict:
             return out
         return timed
 
-    spent, checks = [], []
+    spent, checks, staged = [], [], []
     from biasfree.analysis import predicted as pr
 
     for mod, name, into in ((an, "_reference_curve", spent), (pr, "_reference_curve", spent),
-                            (an, "check_reading", checks)):
+                            (an, "check_reading", checks), (an, "stage_answer", staged)):
         if hasattr(mod, name):  # wherever analyse's modules call it from
             setattr(mod, name, timer(getattr(mod, name), into))
     d, m, n = SIZES[size]
@@ -138,7 +144,7 @@ def one(size: str, kind: str, model: str = "torch") -> dict:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"size": size, "data": kind, "d": d, "width": m, "n": n, "wall_s": wall, "cpu_s": cpu,
             "load": load, "lr": None if tr is None else tr.config.lr, "curve_s": sum(spent),
-            "model": model, "check_s": sum(checks),
+            "model": model, "check_s": sum(checks), "stage_s": sum(staged),
             "cut_short": "CUT SHORT" in res.prediction.note, "curve_points": int(res.prediction.t.size),
             "peak_rss_mib": peak, "rss_before_mib": before, "symmetric": bool(res.data.symmetric),
             "asymmetry": float(res.data.asymmetry), "verdict": str(res.verdict.level),
@@ -149,7 +155,7 @@ def one(size: str, kind: str, model: str = "torch") -> dict:
 def main(sizes: list[str], kinds: list[str], json_path: str | None, model: str = "torch") -> list[dict]:
     rows = []
     print(f"{'size':8} {'net':>16} {'N':>7} {'data':9} {'wall s':>8} {'curve s':>8} {'whole':>6} "
-          f"{'check s':>8} {'peak MiB':>9} {'before':>7}")
+          f"{'check s':>8} {'stage s':>8} {'peak MiB':>9} {'before':>7}")
     for size in sizes:
         for kind in kinds if size != "alone" else ["mirrored"]:
             out = subprocess.run([sys.executable, __file__, "--one", size, kind, "--model", model],
@@ -161,7 +167,8 @@ def main(sizes: list[str], kinds: list[str], json_path: str | None, model: str =
             rows.append(r)
             net = f"{r['d']}→{r['width']}→{P}"
             print(f"{size:8} {net:>16} {r['n']:>7} {kind:9} {r['wall_s']:8.1f} {r['curve_s']:8.1f} "
-                  f"{'no' if r['cut_short'] else 'yes':>6} {r['check_s']:8.2f} {r['peak_rss_mib']:9.0f} "
+                  f"{'no' if r['cut_short'] else 'yes':>6} {r['check_s']:8.2f} {r['stage_s']:8.2f} "
+                  f"{r['peak_rss_mib']:9.0f} "
                   f"{r['rss_before_mib']:7.0f}", flush=True)
             if r["steps"] is not None:
                 print(f"{'':8} measured by default: GD at lr={r['lr']:.3g}, {r['steps_run']} of {r['steps']} "
@@ -174,6 +181,10 @@ def main(sizes: list[str], kinds: list[str], json_path: str | None, model: str =
             print(f"large: {key} {worst:.1f} s (goal <= {goal:g} s, quiet machine): "
                   f"{'met' if worst <= goal else 'MISSED'}; curve whole: {whole}")
     for r in rows:
+        if r["size"] == "medium":  # issue 49: the stage answer adds at most STAGE_SHARE to analyse
+            share = r["stage_s"] / max(r["wall_s"] - r["stage_s"], 1e-9)
+            print(f"medium/{r['data']}: stage_s {r['stage_s']:.2f} s = {share:.1%} of the rest of the call "
+                  f"(goal <= {STAGE_SHARE:.0%}): {'met' if share <= STAGE_SHARE else 'MISSED'}")
         if r["size"] == "alone":
             busy = "" if r["load"] < 2.5 else f" (load {r['load']:.1f}: the CPU seconds are the fair measure)"
             print(f"alone: wall_s {r['wall_s']:.1f} s, CPU {r['cpu_s']:.1f} s (goal <= {GOALS['wall_s']:g} "

@@ -125,7 +125,7 @@ def test_a_torch_module_reads_as_its_params(task):
     relu = torch.nn.Sequential(torch.nn.Linear(D, 4, bias=False), torch.nn.ReLU(),
                                torch.nn.Linear(4, 3, bias=False)).double()
     r = stage(relu, (X, Y))
-    assert r.family == "leaky" and r.fixed_point is None and "not covered" in r.notes[0]
+    assert r.family == "leaky" and r.fixed_point is None and r.covered  # §11.7.6: its units' fixed point
 
 
 def test_a_family_with_no_rule_is_refused_naming_those_with_one(task):
@@ -138,16 +138,19 @@ def test_a_family_with_no_rule_is_refused_naming_those_with_one(task):
         stage(task[3], (X, Y), alpha=1.0, init=(Layer(np.ones((2, D))), Layer(np.ones((3, 2)))))
 
 
-def test_conv_nets_get_their_kernels_and_a_note_attention_is_refused_by_name():
-    """Conv: the effective-unit rule exists (kernels, §11.1), the fixed point is not built: the
-    answer says so. Attention: refused, pointing at effective_units for its heads."""
+def test_conv_nets_get_their_kernels_separate_attention_its_heads_and_a_note():
+    """Conv: kernels (§11.1) and their fixed point (§11.7.6). Separate attention: its heads, and a
+    one-line note that its fixed point is not built, naming the families covered."""
     rng = np.random.default_rng(2)
     conv = (Conv(rng.normal(size=(3, 1, 3)), None, (8,), "same"), Layer(rng.normal(size=(2, 24))))
     X, Y = rng.normal(size=(30, 8)), rng.normal(size=(30, 2))
     st = stage(conv, (X, Y), alpha=0.0)
-    assert st.family == "conv" and st.units.count == 3 and st.fixed_point is None
-    assert "not covered" in st.notes[0] and "conv" in st.notes[0]
+    assert st.family == "conv" and st.units.count == 3 and st.fixed_point is None and st.covered
     K, Q = rng.normal(size=(2, 2, 1, 4))
     att = SeparateAttention(np.zeros((2, 4, 4)), K, Q, n_ctx=4)
-    with pytest.raises(ValueError, match=r"attention models are not covered.*effective_units"):
-        stage(att, (X, Y))
+    Xa, Ya = rng.normal(size=(30, 20)), rng.normal(size=(30, 1))
+    Xa.reshape(30, 5, 4)[:, -1, -1] = 0  # the query's label slot
+    sa = stage(att, (Xa, Ya))
+    assert sa.family == "attention-separate" and not sa.covered
+    note = sa.notes[0]
+    assert "not covered" in note and "merged linear attention" in note and "\n" not in note

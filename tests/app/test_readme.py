@@ -250,6 +250,17 @@ def test_readme_own_model_prints_what_its_comments_say(runs):
     assert float(match) <= 1e-20, match
 
 
+def test_readme_stage_prints_what_its_comments_say(runs):
+    """Issue 49: the stage answer of the two-kink net (tests/analysis/test_stage_families.py checks
+    the numbers: λ* = 0.05 exactly, the drop 100.29 against GD's 100.33)."""
+    rc, stdout, stderr = runs[_readme_snippet("res.stage.lines()")]
+    assert rc == 0, stderr[-3000:]
+    units, point = stdout.strip().splitlines()
+    assert units.startswith("effective units 1 (leaky;"), units
+    assert "1 unit embedded, loss 0.0025," in point and "one-sided rate λ* = 0.05 " in point, point
+    assert "leaves in t ≈ 100.3 " in point, point
+
+
 README_TEXT = TEXTS[README]
 OWN_MODEL_CLI = ("README.md: biasfree analyse m.safetensors --alpha 0 --init m0.safetensors --data d.npz "
                  "--train --optimiser adam --lr 1e-3")

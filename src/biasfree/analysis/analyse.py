@@ -48,6 +48,7 @@ from .measurements import data_arrays, local_report
 from .plan import Setting, resolve
 from .predicted import predicted
 from .report import Analysis
+from .stage_answer import stage_answer
 from .verify import check_reading
 
 DEFAULT_TIME_BUDGET = 120.0
@@ -188,8 +189,9 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
     from_given = predicted(params, st, p, s)
     from_init = predicted(start, st0, p0, s) if rerun else None
     pred, training, reg, trained, history = ms.stages(from_given, from_init, s)
+    where = stage_answer(params, X, Y, a, start, history)  # saddle to saddle (docs/theory.md §11.7)
     if st.net.has_bias:
-        return Analysis(ctx.report, st.net, None, vd.combine(st.function, training), reg, local)
+        return Analysis(ctx.report, st.net, None, vd.combine(st.function, training), reg, local, stage=where)
     verdict = vd.combine(st.function, training, trained, None if history is None else history.judgement,
                          asked=pred.trained is None or not pred.trained.by_default)
-    return Analysis(ctx.report, st.net, pred, verdict, reg, local, history)
+    return Analysis(ctx.report, st.net, pred, verdict, reg, local, history, stage=where)

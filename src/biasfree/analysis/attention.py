@@ -47,8 +47,10 @@ from . import gap
 from . import verdict as vd
 from .attention_files import SEQUENCES
 from .attention_import import as_attention
+from .attention_import import with_n_ctx as _with_n_ctx
 from .measurements import data_arrays
 from .report import Analysis, DataReport, History, Prediction, Training
+from .stage_answer import stage_answer
 from .verdict import PAPER_LEVEL, ROUND_OFF, evidence
 
 DEFAULT_STEPS = 1000
@@ -301,18 +303,6 @@ def _measured(rep: AttentionReport, cfg: TrainConfig, kind: str) -> vd.Judgement
                         f"(max at step {rep.gap_step})")
 
 
-def _with_n_ctx(layer, width: int):
-    D1 = layer.d + 1
-    if width % D1 or width // D1 < 2:
-        raise ValueError(f"data: X has {width} columns, not (N + 1)(D + 1) for D + 1 = {D1} (the model's "
-                         f"token size) and N ≥ 1 context tokens; attention reads {SEQUENCES}")
-    n = width // D1 - 1
-    if layer.n_ctx not in (1, n):
-        raise ValueError(f"data: X holds sequences of {n} context tokens but the model has "
-                         f"n_ctx = {layer.n_ctx}")
-    return dataclasses.replace(layer, n_ctx=n)
-
-
 def analyse_attention(model, data, *, train=None, init=None, time_budget=None, progress=None) -> Analysis:
     """:func:`biasfree.analyse` of a linear-attention model (module doc): ``model`` a
     :class:`~biasfree.core.attention.MergedAttention`/``SeparateAttention`` (or a one-layer
@@ -361,7 +351,8 @@ def analyse_attention(model, data, *, train=None, init=None, time_budget=None, p
     c = {"n": "(1/N) ", "none": "", "n+1": "(1/(N+1)) "}[layer.norm]
     question = verdict.question + f" (the twin: W₂W₁z, z = vec({c}Σ_n y_n x_n x_qᵀ), docs/theory.md §10.2)"
     return Analysis(data_rep, rep, _prediction(layer, rep, zd, trained),
-                    dataclasses.replace(verdict, question=question), history=history)
+                    dataclasses.replace(verdict, question=question), history=history,
+                    stage=stage_answer(layer, X, Y, 0.0, start, history))  # heads, docs/theory.md §11.7
 
 
 def _prediction(layer, rep: AttentionReport, zd: Dataset, trained: Training | None) -> Prediction:

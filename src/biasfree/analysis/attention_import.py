@@ -318,3 +318,17 @@ def _check_like(layer, like, name: str) -> None:
         raise ValueError(f"{name}: a {type(layer).__name__} with {layer.heads} heads of D = {layer.d}, but "
                          f"the model is a {type(like).__name__} with {like.heads} heads of D = {like.d}: "
                          "give the weights this model's training started from")
+
+
+def with_n_ctx(layer, width: int):
+    """``layer`` with its context length N read from the data's width (N + 1)(D + 1), refused
+    in one line when the width does not fit the model's token size or its fixed N."""
+    D1 = layer.d + 1
+    if width % D1 or width // D1 < 2:
+        raise ValueError(f"data: X has {width} columns, not (N + 1)(D + 1) for D + 1 = {D1} (the model's "
+                         f"token size) and N ≥ 1 context tokens; attention reads {SEQUENCES}")
+    n = width // D1 - 1
+    if layer.n_ctx not in (1, n):
+        raise ValueError(f"data: X holds sequences of {n} context tokens but the model has "
+                         f"n_ctx = {layer.n_ctx}")
+    return dataclasses.replace(layer, n_ctx=n)

@@ -249,6 +249,11 @@ class Analysis:
     regime: Regime | None = None
     local: LocalReport | None = None
     history: History | None = None
+    stage: object = None
+    """Where the net stands on its saddle-to-saddle staircase (docs/theory.md §11.7): a
+    :class:`~biasfree.analysis.stage_result.Stage` (effective units, nearest embedded fixed point, saddle,
+    time to leave, with ``init`` the staircase), or the one-line reason there is none (a str).
+    Reported, not judged."""
 
     def summary(self) -> str:
         """The verdict and each answer's deciding numbers, at most 25 lines, no arrays
@@ -280,7 +285,30 @@ class Analysis:
                                       "question": v.question, "failures": v.failures, "text": v.text,
                                       **{k: judgement_json(getattr(v, k)) for k in
                                          ("function", "training", "trained_function", "history")}},
-                          "history": history, "local_linear": local})
+                          "history": history, "local_linear": local, "stage": _stage_json(self.stage)})
+
+
+def _stage_json(st) -> dict | None:
+    """The stage's numbers (reported, not judged), or its refusal."""
+    if st is None or isinstance(st, str):
+        return None if st is None else {"refused": st}
+    u, fp, up = st.units, st.fixed_point, st.unit_point
+    point = fp if fp is not None else up
+    return {"judged": False, "lines": st.lines(), "family": st.family, "loss": st.loss, "units": u.count,
+            "threshold": u.threshold, "threshold_rule": u.why, "covered": st.covered,
+            "saddle": st.saddle,
+            "fixed_point_loss": None if point is None else point.loss, "distance": st.distance,
+            "gradient": None if point is None else point.grad,
+            "gradient_tol": None if point is None else point.grad_tol,
+            "lambda_min": None if fp is None else fp.lambda_min,
+            "lambda_tol": None if fp is None else fp.lambda_tol,
+            "escape_rate": None if up is None else up.rate,
+            "escape_rate_tol": None if up is None else up.rate_tol,
+            "unstable_distance": st.unstable_distance, "escape_time": st.escape_time,
+            "drop_time": st.drop_time,
+            "staircase_levels": None if st.staircase is None else st.staircase.prediction.levels,
+            "staircase_passed": None if st.staircase is None else st.staircase.passed,
+            "notes": list(st.notes)}
 
 
 def _jsonable(v):

@@ -34,94 +34,34 @@ their heads).
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
 
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.conv import drop_zero_biases
-from ..core.data import check_data
+from ..core.attention import MergedAttention, SeparateAttention
+from ..core.attention_twin import merged_to_twin, off_twin, twin_dataset
+from ..core.conv import Conv, PooledDense, drop_zero_biases
+from ..core.data import Dataset, check_data
 from ..core.layers import Layer, Params
-from ..core.nets import _forward, widths
+from ..core.nets import _forward, forward, widths
 from ..core.precision import precise
-from ..core.units import EffectiveUnits, effective_units
-from ..theory.plateau_times import PlateauPrediction, data_plateaus
+from ..core.units import _ingredients, effective_units, init_scales
+from ..theory.plateau_times import data_plateaus
 from ..theory.reduced_rank import _whitened_svd, reduced_rank_losses
-from .attention_import import is_attention_model
+from ..theory.staircase import find_plateaus, match_levels
+from .attention_import import as_attention, is_attention_model, with_n_ctx
 from .interop import as_model
 from .measurements import data_arrays
-from .saddles import DENSE_HESSIAN, FixedPoint, _fixed_point, _hessian
+from .saddles import DENSE_HESSIAN, _fixed_point, _hessian
+from .stage_result import Recorded, Stage, Staircase
+from .unit_stage import unit_fixed_point, unit_levels
 from .verify import check_reading
 
 WHITE = 1e-10
 """Inputs count as whitened when ‖Σ_xx − I‖₂ ≤ this (far above the round-off of XᵀX/N, far
 below any difference that would move Saxe's times): then the drop time is exact flow."""
-
-
-@dataclass(frozen=True)
-class Staircase:
-    """The data-induced staircase from the init (§11.5): ``prediction`` (times, levels,
-    crossings), ``a0`` each mode's initial strength, ``s`` the modes, and ``passed`` how many
-    drops the net's loss is past (loss ≤ crossing level)."""
-
-    prediction: PlateauPrediction
-    a0: np.ndarray
-    s: np.ndarray
-    passed: int
-
-
-@dataclass(frozen=True)
-class Stage:
-    """Where a net stands (module doc). ``units``: its effective units now. For a covered family
-    (``fixed_point`` not None): ``params_star`` the k-unit fixed point θ* embedded in the net's
-    width, ``level`` the reduced-rank loss L_k computed apart, ``distance`` ‖θ − θ*‖,
-    ``unstable_distance`` ε = ‖P_E(θ − θ*)‖ along its unstable eigenspace E of dimension
-    ``unstable_dim``, ``escape_time`` ``ln(1/ε)/|λ_min|`` (gradient-flow time t = η·steps; inf if not
-    a saddle), ``drop_time`` the time to the next drop on whitened inputs (None otherwise).
-    ``staircase`` with ``init`` (linear nets). ``notes``: what is not covered, and why."""
-
-    family: str
-    loss: float
-    units: EffectiveUnits
-    fixed_point: FixedPoint | None = None
-    params_star: Params | None = None
-    level: float | None = None
-    distance: float | None = None
-    unstable_distance: float | None = None
-    unstable_dim: int = 0
-    escape_time: float | None = None
-    drop_time: float | None = None
-    staircase: Staircase | None = None
-    notes: tuple[str, ...] = ()
-
-    @property
-    def saddle(self) -> bool:
-        """The fixed point is a saddle: zero gradient and λ_min < −λ_tol, each beyond round-off."""
-        return self.fixed_point is not None and self.fixed_point.saddle
-
-    def summary(self) -> str:
-        """One line per answer, each with its numbers and thresholds."""
-        u = self.units
-        out = [f"effective units: {u.count} ({u.family}; magnitudes above {u.threshold:.3g}: {u.why})"]
-        fp = self.fixed_point
-        if fp is not None:
-            out.append(f"nearest fixed point: the best {u.count}-unit solution embedded, loss {fp.loss:.6g} "
-                       f"(L_{u.count} = {self.level:.6g}), distance ‖θ − θ*‖ = {self.distance:.3g}; gradient "
-                       f"{fp.grad:.2g} vs round-off {fp.grad_tol:.2g}: "
-                       + ("stationary" if fp.stationary else "NOT stationary"))
-            out.append(f"λ_min = {fp.lambda_min:.6g} (round-off {fp.lambda_tol:.2g}): "
-                       + (f"a saddle; ε = {self.unstable_distance:.3g} along its {self.unstable_dim}-dim "
-                          f"unstable space; escape ln(1/ε)/|λ_min| = {self.escape_time:.4g} (leading order)"
-                          + ("" if self.drop_time is None else
-                             f", next drop ln(s/a₀ − 1)/(2s) at a₀ = ε²/2 in {self.drop_time:.4g}")
-                          if self.saddle else "not a saddle"))
-        if self.staircase is not None:
-            st = self.staircase
-            out.append(f"staircase from init: levels {np.round(st.prediction.levels, 6).tolist()} at times "
-                       f"{np.round(st.prediction.times, 4).tolist()}; passed {st.passed} of "
-                       f"{st.prediction.times.size} drops (loss {self.loss:.6g})")
-        return "\n".join(out + list(self.notes))
 
 
 def _read(model, alpha, what: str):
@@ -133,21 +73,26 @@ def _read(model, alpha, what: str):
 
 
 @precise
-def stage(model, data, *, alpha=None, init=None) -> Stage:
+def stage(model, data, *, alpha=None, init=None, curve=None) -> Stage:
     """Where ``model`` stands on ``data`` (module doc; docs/theory.md §11.7): the forms
     :func:`~biasfree.analysis.analyse.analyse` takes (a torch ``nn.Sequential``, an
     ``eqx.nn.MLP``, a weight file, a Model or params; data ``(X, Y)``, a Dataset, a file or a
     bundled name), ``alpha`` where the model does not state it, ``init`` the weights training
-    started from (same forms and architecture). Returns a :class:`Stage`.
+    started from (same forms and architecture), ``curve`` ``(t, loss)`` a loss curve recorded in
+    training from it (its plateaus matched to the k-unit levels). Returns a :class:`Stage`.
 
     Example::
 
         st = bf.analysis.stage.stage(net, (X, Y), alpha=1.0, init=net0)
         st.units.count, st.saddle, st.drop_time, st.staircase.passed
     """
-    if is_attention_model(model):
-        raise ValueError("stage: attention models are not covered (no embedded fixed point is built for "
-                         "heads); bf.effective_units(layer) counts their heads")
+    if is_attention_model(model):  # read as analyse_attention reads it (a torch module is run on X)
+        X, Y, _ = data_arrays(data)
+        X, Y = np.asarray(X, float), np.asarray(Y, float)
+        layer = with_n_ctx(as_attention(model, X), X.shape[1])
+        start = None if init is None else with_n_ctx(as_attention(init, X, like=layer, name="init"),
+                                                      X.shape[1])
+        return stage_of(layer, X, Y, 0.0, start, curve=curve)
     m, a, params = _read(model, alpha, "model")
     X, Y, _ = data_arrays(data)
     check_data(X, Y)
@@ -164,26 +109,136 @@ def stage(model, data, *, alpha=None, init=None) -> Stage:
                              "training started from, of the model's architecture")
     check_reading(model, params, a, X, names=m.names)  # a live module is run (verify.py)
     check_reading(init, start, a, X, what="init")
-    return stage_of(params, X, Y, a, start)
+    return stage_of(params, X, Y, a, start, curve=curve)
+
+
+COVERED = ("two-layer bias-free dense linear nets (closed form, §11.7.2), two-layer bias-free dense and "
+           "conv (leaky) ReLU nets (units and kernels, §11.7.6), two-layer bias-free linear conv nets with "
+           "a pooled readout (§11.7.7) and merged linear attention (its twin, §11.7.7)")
+"""The families whose nearest embedded fixed point :func:`stage_of` builds."""
 
 
 @precise
-def stage_of(params: Params, X, Y, alpha: float, init: Params | None = None) -> Stage:
-    """:func:`stage` of read and checked ``params`` (zero biases dropped), float arrays X (N, d),
-    Y (N, p), slope ``alpha`` and ``init`` (same architecture, or None): what ``analyse`` has."""
+def stage_of(params: Params, X, Y, alpha: float, init: Params | None = None, *, curve=None) -> Stage:
+    """:func:`stage` of read and checked ``params`` (zero biases dropped; a net, or one attention
+    layer with X its flat sequences), float arrays X (N, d), Y (N, p), slope ``alpha`` and
+    ``init`` (same architecture, or None): what ``analyse`` has. A family with no effective-unit
+    rule raises ValueError naming those with one; one with a rule but no fixed point built here
+    gets its units and a one-line note naming the families covered (:data:`COVERED`). ``curve``
+    ``(t, loss)``: a loss curve recorded from ``init``; its plateaus are found and matched to the
+    k-unit levels (``Stage.recorded``)."""
+    st = _stage_of(params, X, Y, alpha, init)
+    if curve is None or not st.covered:
+        return st
+    return dataclasses.replace(st, recorded=_recorded(st, params, X, Y, alpha, init, curve))
+
+
+def _recorded(st, params, X, Y, alpha, init, curve) -> Recorded:
+    if st.unit_point is not None:
+        sigmas = None
+        if init is not None:
+            fam, _, parts0 = _ingredients(params, alpha, checked=True)
+            sigmas = init_scales(init, alpha, fam, parts0)
+        levels = unit_levels(params, X, Y, alpha, sigmas, st.units.threshold)
+    elif isinstance(params, MergedAttention):
+        zd = twin_dataset(Dataset(X, Y, mirror=False), params.n_ctx, norm=params.norm)
+        levels = reduced_rank_losses(np.asarray(zd.X), np.asarray(zd.Y))
+    elif st.family == "conv-linear":
+        levels = reduced_rank_losses(_pooled_patches(params[0], X), Y)
+    else:
+        levels = reduced_rank_losses(X, Y)
+    try:
+        found = find_plateaus(*curve)
+    except ValueError as e:
+        return Recorded(None, (), levels, str(e))
+    return Recorded(found, match_levels(found, levels), levels)
+
+
+def _stage_of(params, X, Y, alpha, init) -> Stage:
+    if isinstance(params, MergedAttention | SeparateAttention):
+        return _attention(params, X, Y, init)
     units = effective_units(params, alpha, init=init)
     loss = float(0.5 * np.mean(np.sum((np.asarray(_forward(params, jnp.asarray(X), alpha)) - Y) ** 2, 1)))
-    dense_linear = (units.family == "linear" and len(params) == 2
-                    and all(type(la) is Layer and la.bias is None for la in params))
-    if not dense_linear:
-        biased = " with biases" if any(getattr(la, "bias", None) is not None for la in params) else ""
-        why = (f"a {units.family} net of depth {len(params)}{biased}" if units.family != "leaky" else
-               "ReLU/leaky nets: the zero unit sits on the kink, so the escape is one-sided and the Hessian "
-               "does not see it (§11.4.4)")
+    biased = any(getattr(la, "bias", None) is not None for la in params)
+    two = len(params) == 2 and not biased
+    if two and units.family == "linear" and all(type(la) is Layer for la in params):
+        return _linear(params, X, Y, loss, units, init)
+    if two and units.family in ("leaky", "conv"):
+        return _units_stage(params, X, Y, float(alpha), loss, units, init)
+    if two and units.family == "conv-linear" and isinstance(params[1], PooledDense):
+        return _conv_linear(params, X, Y, loss, units, init)
+    what = f"a {units.family} net of depth {len(params)}" + (" with biases" if biased else "")
+    return Stage(units.family, loss, units, notes=(
+        f"not covered: the nearest fixed point, its saddle test and escape time, for {what}; covered: "
+        f"{COVERED}",))
+
+
+def _units_stage(params, X, Y, alpha, loss, units, init) -> Stage:
+    """§11.7.6: the k learned groups as a narrow net at its fixed point, embedded
+    (:mod:`~biasfree.analysis.unit_stage`)."""
+    sigmas = None
+    if init is not None:
+        fam, kind, parts0 = _ingredients(params, alpha, checked=True)
+        sigmas = init_scales(init, alpha, fam, parts0)
+    ufp, k = unit_fixed_point(params, X, Y, alpha, sigmas, units.magnitudes, units.threshold)
+    notes = ["the zero units sit on the kink (no Hessian there): saddle and escape from the one-sided rate "
+             "λ* = max_ŵ ‖⟨r σ(ŵ·x)⟩‖, found by ascent (a lower bound, so the time is an upper bound)"]
+    if not ufp.stationary:
+        notes.append(f"the {k}-unit net did not reach a fixed point: its relative gradient stays above "
+                     f"its round-off bound (.unit_point.grad, .grad_tol): the net is not near a plateau "
+                     f"of {k} units")
+    return Stage(units.family, loss, units, None, ufp.params, ufp.loss, ufp.distance, ufp.eps,
+                 1 if ufp.saddle else 0, ufp.escape_time if ufp.saddle else None, ufp.drop_time, None,
+                 tuple(notes), unit_point=ufp)
+
+
+def _pooled_patches(conv, X) -> np.ndarray:
+    """z̄(x) = (1/S) Σ_s P_s(x): the mean patch (N, C_in·∏k), one basis kernel at a time."""
+    n = int(np.prod(np.shape(conv.K)[1:]))
+    basis = np.eye(n).reshape((n, 1) + tuple(np.shape(conv.K)[1:]))
+    out = [np.asarray(Conv(jnp.asarray(b), in_shape=conv.in_shape, padding=conv.padding)
+                      .linear(jnp.asarray(X))) for b in basis]
+    return np.stack([o.mean(1) for o in out], 1)
+
+
+def _conv_linear(params, X, Y, loss, units, init) -> Stage:
+    """§11.7.7: a linear conv net with a pooled readout is ``f = V K z̄(x)``, a two-layer linear
+    net on the mean patch z̄: its stage there, the fixed point's kernels mapped back."""
+    conv, out = params
+    C = np.shape(conv.K)[0]
+    as_dense = (Layer(jnp.asarray(np.asarray(conv.K, float).reshape(C, -1))), Layer(jnp.asarray(out.V)))
+    start = None
+    if init is not None:
+        start = (Layer(jnp.asarray(np.asarray(init[0].K, float).reshape(C, -1))),
+                 Layer(jnp.asarray(init[1].V)))
+    st = _linear(as_dense, _pooled_patches(conv, X), Y, loss, units, start)
+    K1, V2 = st.params_star
+    star = (Conv(jnp.asarray(np.asarray(K1.W).reshape(np.shape(conv.K))), in_shape=conv.in_shape,
+                 padding=conv.padding), PooledDense(V2.W, in_shape=out.in_shape))
+    return dataclasses.replace(st, family="conv-linear", params_star=star, notes=st.notes + (
+        "computed on the mean patch z̄(x) = (1/S)Σ_s P_s(x), where f = V K z̄(x) exactly",))
+
+
+def _attention(layer, X, Y, init) -> Stage:
+    """§11.7.7: merged attention is its twin W₂W₁z exactly when u = b = 0, a two-layer linear net
+    on z (heads are its hidden units): the twin's stage. Separate attention: its heads only."""
+    units = effective_units(layer, init=init)
+    zd = twin_dataset(Dataset(np.asarray(X, float), np.asarray(Y, float), mirror=False), layer.n_ctx,
+                      norm=layer.norm)
+    Z, Yz = np.asarray(zd.X, float), np.asarray(zd.Y, float)
+    F = np.asarray(forward((layer,), jnp.asarray(X), 0.0))
+    loss = float(0.5 * np.mean(np.sum((F - Yz) ** 2, 1)))
+    if isinstance(layer, SeparateAttention):
         return Stage(units.family, loss, units, notes=(
-            f"not covered: the nearest fixed point, its saddle test and escape time, and the staircase "
-            f"({why}); they are built for bias-free two-layer dense linear nets",))
-    return _linear(params, X, Y, loss, units, init)
+            f"not covered: the nearest fixed point of separate attention (γ, K, Q train as a depth-3 net, "
+            f"no closed form on a sample); covered: {COVERED}",))
+    twin = tuple(Layer(la.W) for la in merged_to_twin(layer))
+    start = None if init is None else tuple(Layer(la.W) for la in merged_to_twin(init))
+    st = _linear(twin, Z, Yz, loss, units, start)
+    off = off_twin(layer)
+    notes = ("computed on the twin W₂W₁z (heads: its hidden units; θ: the twin's weights A_h, γ_h)"
+             + ("" if off == 0 else f"; the off-twin blocks are {off:.3g}, not 0: the twin is not exact"),)
+    return dataclasses.replace(st, family="attention-merged", notes=st.notes + notes)
 
 
 def _linear(params, X, Y, loss, units, init) -> Stage:

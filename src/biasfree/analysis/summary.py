@@ -42,8 +42,12 @@ def summary(analysis) -> str:
     if reg is not None:
         lines.append(f"regime: init gain / strongest mode {reg.init_ratio:.3g}, relative gradient "
                      f"{reg.relative_gradient:.3g}")
-    lines.append("more: .verdict.<answer>.evidence, .notes; .to_json(); biasfree.save_analysis")
-    if len(lines) > MAX_LINES:  # never: 4 answers × 4 lines + 4; kept as a guard on the promise
+    st = getattr(analysis, "stage", None)
+    if st is not None:  # saddle to saddle (docs/theory.md §11.7): reported, not judged
+        lines.extend(["stage: " + st] if isinstance(st, str) else
+                     [("stage: " if i == 0 else "    ") + x for i, x in enumerate(st.lines())])
+    lines.append("more: .verdict.<answer>.evidence, .notes; .stage; .to_json(); biasfree.save_analysis")
+    if len(lines) > MAX_LINES:  # never: 4 answers × 4 lines + 4 + stage 4; a guard on the promise
         lines = lines[:MAX_LINES - 1] + [f"... ({len(lines) - MAX_LINES + 1} lines more: .to_json())"]
     return "\n".join(lines)
 

@@ -349,6 +349,10 @@ def analyse(
                       escape("\n".join(loc.lines())), style="dim")
     err.print(table)
     err.print(f"[{colour}]{escape(v.text)}[/]")
+    st = result.stage  # where the net stands (docs/theory.md §11.7): reported, not judged
+    if st is not None:
+        said = st if isinstance(st, str) else "\n    ".join(st.lines())
+        err.print(escape(f"stage: {said}"), soft_wrap=True)
     if loc is not None:
         err.print(f"[dim]{escape(loc.note)}[/]", soft_wrap=True)
 

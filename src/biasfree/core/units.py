@@ -206,17 +206,7 @@ def _units(incoming, outgoing, q: int, sigmas) -> tuple[np.ndarray, float, str]:
     n, a = incoming.shape
     b = outgoing.shape[1]
     norms = np.linalg.norm(incoming, axis=1)
-    rho = EPS * math.sqrt(a) * norms
-    if sigmas is not None:
-        rho = np.maximum(rho, sigmas[0] * (math.sqrt(a) + TAIL))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.where(norms > 0, 2 * rho / norms, np.inf)
-        U = np.where(norms[:, None] > 0, incoming / norms[:, None], 0.0)
-    G = U @ U.T  # ‖û_i ∓ û_j‖² = 2 ∓ 2 û_iᵀû_j (unit vectors)
-    dist = np.sqrt(np.maximum(2 - 2 * (np.abs(G) if q % 2 == 0 else G), 0.0))
-    ok = r < 0.5
-    merge = (dist <= r[:, None] + r[None]) & ok[:, None] & ok[None]
-    group = _components(merge)
+    group = unit_groups(incoming, q, sigmas)
     sums = np.zeros((n, b))
     np.add.at(sums, group, (norms**q)[:, None] * outgoing)
     m = np.zeros(n)  # one entry per unit: the groups' magnitudes first, 0 for units merged away
@@ -226,6 +216,27 @@ def _units(incoming, outgoing, q: int, sigmas) -> tuple[np.ndarray, float, str]:
     if sigmas is not None:
         init = sigmas[1] * (math.sqrt(b) + TAIL) * (sigmas[0] * (math.sqrt(a) + TAIL)) ** q
     return m, *_threshold(round_off, init, f"σ_out(√{b} + {TAIL:.2f})·(σ_in(√{a} + {TAIL:.2f}))^{q}")
+
+
+def unit_groups(incoming, q: int, sigmas) -> np.ndarray:
+    """Each unit's group (the smallest index of the units it merges with; :func:`_units`'s rule:
+    directions within ``r_i + r_j``, ``r_i = 2ρ/‖ũ_i‖``, none for ``r_i ≥ 1/2``)."""
+    a = incoming.shape[1]
+    norms = np.linalg.norm(incoming, axis=1)
+    rho = EPS * math.sqrt(a) * norms
+    if sigmas is not None:
+        rho = np.maximum(rho, sigmas[0] * (math.sqrt(a) + TAIL))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(norms > 0, 2 * rho / norms, np.inf)
+        U = np.where(norms[:, None] > 0, incoming / norms[:, None], 0.0)
+    G = U @ U.T  # ‖û_i ∓ û_j‖² = 2 ∓ 2 û_iᵀû_j (unit vectors)
+    dist2 = 2 - 2 * (np.abs(G) if q % 2 == 0 else G)
+    ok = r < 0.5
+    # the Gram entry of two unit vectors is off by ≤ γ_a + 2ε (a products, two normalisations), so the
+    # squared distance by 2(γ_a + 2ε): without this, two exact copies read √ε apart (§11.1)
+    slack = 2 * ((a * EPS / 2) / (1 - a * EPS / 2) + 2 * EPS)
+    merge = (dist2 <= (r[:, None] + r[None]) ** 2 + slack) & ok[:, None] & ok[None]
+    return _components(merge)
 
 
 def _components(adjacent: np.ndarray) -> np.ndarray:

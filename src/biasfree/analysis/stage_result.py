@@ -1,0 +1,168 @@
+"""What :mod:`biasfree.analysis.stage` answers (docs/theory.md §11.7): :class:`Stage`, where a net
+stands on its saddle-to-saddle staircase, with the predicted :class:`Staircase` from its init and
+the :class:`Recorded` plateaus of a training curve; each prints its numbers and thresholds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.layers import Params
+from ..core.units import EffectiveUnits
+from ..theory.plateau_times import PlateauPrediction
+from .saddles import FixedPoint
+from .unit_stage import UnitFixedPoint
+
+
+@dataclass(frozen=True)
+class Staircase:
+    """The data-induced staircase from the init (§11.5): ``prediction`` (times, levels,
+    crossings), ``a0`` each mode's initial strength, ``s`` the modes, and ``passed`` how many
+    drops the net's loss is past (loss ≤ crossing level)."""
+
+    prediction: PlateauPrediction
+    a0: np.ndarray
+    s: np.ndarray
+    passed: int
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The staircase a recorded training curve went through (§11.3): ``plateaus``
+    (:class:`~biasfree.theory.staircase.Staircase`, the rule of §11.3.1), each matched to the
+    nearest of ``levels`` (``matches``: k units; the reduced-rank losses for a linear net, the
+    embedded k-unit fixed points' losses for units), or ``note`` why none were found."""
+
+    plateaus: object
+    matches: tuple
+    levels: np.ndarray
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Where a net stands (module doc). ``units``: its effective units now. For a covered family
+    (``fixed_point`` not None): ``params_star`` the k-unit fixed point θ* embedded in the net's
+    width, ``level`` the reduced-rank loss L_k computed apart, ``distance`` ‖θ − θ*‖,
+    ``unstable_distance`` ε = ‖P_E(θ − θ*)‖ along its unstable eigenspace E of dimension
+    ``unstable_dim``, ``escape_time`` ``ln(1/ε)/|λ_min|`` (gradient-flow time t = η·steps; inf if not
+    a saddle), ``drop_time`` the time to the next drop on whitened inputs (None otherwise).
+    ``staircase`` with ``init`` (linear nets). ``notes``: what is not covered, and why."""
+
+    family: str
+    loss: float
+    units: EffectiveUnits
+    fixed_point: FixedPoint | None = None
+    params_star: Params | None = None
+    level: float | None = None
+    distance: float | None = None
+    unstable_distance: float | None = None
+    unstable_dim: int = 0
+    escape_time: float | None = None
+    drop_time: float | None = None
+    staircase: Staircase | None = None
+    notes: tuple[str, ...] = ()
+    recorded: Recorded | None = None
+    """With a recorded loss curve (``analyse``'s rerun from ``init``): its plateaus matched to levels."""
+    unit_point: UnitFixedPoint | None = None
+    """(Leaky) ReLU dense and conv nets (§11.7.6): the embedded fixed point, its checks, the one-sided
+    escape rate λ* (``fixed_point`` is then None: the Hessian is not defined on the kink)."""
+
+    @property
+    def saddle(self) -> bool:
+        """The fixed point is a saddle: zero gradient and λ_min < −λ_tol (or, for a ReLU net, the
+        one-sided rate λ* > its round-off), each beyond round-off."""
+        if self.unit_point is not None:
+            return self.unit_point.saddle
+        return self.fixed_point is not None and self.fixed_point.saddle
+
+    @property
+    def covered(self) -> bool:
+        """A nearest fixed point was built (else ``notes`` says why not)."""
+        return self.fixed_point is not None or self.unit_point is not None
+
+    def lines(self) -> list[str]:
+        """The answer in at most three short lines (``analyse``'s summary and the CLI)."""
+        u = self.units
+        out = [f"effective units {u.count} ({u.family}; threshold {u.threshold:.3g})"
+               + (f", loss {self.loss:.6g}" if np.isfinite(self.loss) else "")]
+        fp, up = self.fixed_point, self.unit_point
+        if fp is not None:
+            out.append(f"nearest fixed point: best {u.count}-unit solution, loss {fp.loss:.6g}, ‖θ − θ*‖ = "
+                       f"{self.distance:.3g}; "
+                       + (f"saddle, λ_min = {fp.lambda_min:.4g} (tol {fp.lambda_tol:.2g})"
+                          if self.saddle else "not a saddle"))
+        elif up is not None and not up.stationary:  # numbers depend on where LM stopped: not printed
+            out.append(f"no {up.k}-unit fixed point near the net: its relative gradient stays above "
+                       "round-off after Levenberg–Marquardt and Newton (not on a plateau; numbers in "
+                       ".unit_point)")
+        elif up is not None:
+            out.append(f"nearest fixed point: {up.k} unit{'' if up.k == 1 else 's'} embedded, loss "
+                       f"{up.loss:.6g}, ‖θ − θ*‖ = "
+                       f"{up.distance:.3g}; "
+                       + (f"saddle, one-sided rate λ* = {up.rate:.4g} (tol {up.rate_tol:.2g})"
+                          if self.saddle else "not a saddle"))
+        else:
+            out.append(self.notes[0] if self.notes else "no fixed point")
+        if self.covered and self.saddle:
+            t = self.escape_time if self.drop_time is None else self.drop_time
+            out[-1] += (f"; leaves in t ≈ {t:.4g} (ε = {self.unstable_distance:.3g}"
+                        + (", next drop at ln(u*/a₀ − 1)/(2λ), a₀ = ε²/2)" if self.drop_time is not None else
+                           ", ln(1/ε)/rate)"))
+        if self.staircase is not None:
+            st = self.staircase
+            out.append(f"staircase from init: levels {np.round(st.prediction.levels, 4).tolist()}, passed "
+                       f"{st.passed} of {st.prediction.times.size} drops")
+        if self.recorded is not None:
+            out.append(self.recorded_line())
+        return out
+
+    def recorded_line(self) -> str:
+        """The recorded curve's plateaus and the units k each matches."""
+        r = self.recorded
+        if r.plateaus is None:
+            return f"recorded curve: {r.note}"
+        got = ", ".join(f"{m.level:.4g} (k = {m.k}: {m.predicted:.4g})" for m in r.matches)
+        return f"recorded curve from init: {len(r.matches)} plateaus, levels {got}"
+
+    def summary(self) -> str:
+        """One line per answer, each with its numbers and thresholds."""
+        u = self.units
+        out = [f"effective units: {u.count} ({u.family}; magnitudes above {u.threshold:.3g}: {u.why})"]
+        fp = self.fixed_point
+        if fp is not None:
+            out.append(f"nearest fixed point: the best {u.count}-unit solution embedded, loss {fp.loss:.6g} "
+                       f"(L_{u.count} = {self.level:.6g}), distance ‖θ − θ*‖ = {self.distance:.3g}; gradient "
+                       f"{fp.grad:.2g} vs round-off {fp.grad_tol:.2g}: "
+                       + ("stationary" if fp.stationary else "NOT stationary"))
+            out.append(f"λ_min = {fp.lambda_min:.6g} (round-off {fp.lambda_tol:.2g}): "
+                       + (f"a saddle; ε = {self.unstable_distance:.3g} along its {self.unstable_dim}-dim "
+                          f"unstable space; escape ln(1/ε)/|λ_min| = {self.escape_time:.4g} (leading order)"
+                          + ("" if self.drop_time is None else
+                             f", next drop ln(s/a₀ − 1)/(2s) at a₀ = ε²/2 in {self.drop_time:.4g}")
+                          if self.saddle else "not a saddle"))
+        up = self.unit_point
+        if up is not None:
+            out.append(f"nearest fixed point: the {up.k} strongest learned unit(s) as a narrow fixed point, "
+                       "embedded "
+                       f"(rescaled copies, zero units), loss {up.loss:.6g}, "
+                       f"distance ‖θ − θ*‖ = {up.distance:.3g}; "
+                       f"function change {up.function_gap:.2g} vs round-off {up.function_tol:.2g}; gradient "
+                       f"{up.grad:.2g} vs round-off {up.grad_tol:.2g}: "
+                       + ("stationary" if up.stationary else "NOT stationary"))
+            out.append(f"one-sided escape rate λ* = max_ŵ ‖⟨r σ(ŵ·x)⟩‖ = {up.rate:.6g} (round-off "
+                       f"{up.rate_tol:.2g}): " + (f"a saddle; ε = {up.eps:.3g}; escape ln(1/ε)/λ* = "
+                                                  f"{up.escape_time:.4g} (leading order)" if up.saddle
+                                                  else "not a saddle")
+                       + ("" if up.drop_time is None else
+                          f", next drop ln(u*/a₀ − 1)/(2λ*) at u* = λ*/m = {up.rate / up.m:.4g}, a₀ = ε²/2 "
+                          f"in {up.drop_time:.4g}"))
+        if self.recorded is not None:
+            out.append(self.recorded_line())
+        if self.staircase is not None:
+            st = self.staircase
+            out.append(f"staircase from init: levels {np.round(st.prediction.levels, 6).tolist()} at times "
+                       f"{np.round(st.prediction.times, 4).tolist()}; passed {st.passed} of "
+                       f"{st.prediction.times.size} drops (loss {self.loss:.6g})")
+        return "\n".join(out + list(self.notes))

@@ -1,0 +1,84 @@
+"""`biasfree analyse` prints where the net stands (docs/theory.md §11.7) for dense, conv and
+attention models read from torch files: effective units, the nearest embedded fixed point, the
+saddle test and the time to leave; the same numbers as ``bf.analyse(...).stage``."""
+
+import jax
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import biasfree as bf
+from biasfree.app.cli import app
+
+torch = pytest.importorskip("torch")
+from safetensors.torch import save_file  # noqa: E402
+from torch import nn  # noqa: E402
+
+runner = CliRunner()
+
+
+def _said(res) -> str:
+    return " ".join(res.output.split())
+
+
+def test_a_dense_relu_file_prints_its_units_fixed_point_and_escape(tmp_path):
+    """The two-kink task of tests/analysis/test_stage_families.py: 1 unit, λ* = 0.05."""
+    X = np.sqrt(2) * np.array([[1.0, 0], [-1, 0], [0, 1], [0, -1]])
+    Y = (3 * np.maximum(X[:, 0], 0) + 0.1 * np.maximum(-X[:, 0], 0))[:, None]
+    p0 = bf.init_gaussian(jax.random.PRNGKey(1), (2, 6, 1), scale=1e-3)
+    net = bf.train(p0, bf.Dataset(X, Y), bf.GDConfig(alpha=0.0, lr=0.02, steps=1500, n_records=2),
+                   observables="loss").params
+    seq = nn.Sequential(nn.Linear(2, 6, bias=False), nn.ReLU(), nn.Linear(6, 1, bias=False)).double()
+    with torch.no_grad():
+        for i, la in zip((0, 2), net, strict=True):
+            seq[i].weight.copy_(torch.from_numpy(np.array(la.W)))
+    save_file(seq.state_dict(), str(tmp_path / "m.safetensors"))
+    bf.save_model(p0, tmp_path / "m0.safetensors")
+    np.savez(tmp_path / "d.npz", X=X, Y=Y)
+    res = runner.invoke(app, ["analyse", str(tmp_path / "m.safetensors"), "--alpha", "0", "--init",
+                              str(tmp_path / "m0.safetensors"), "--data", str(tmp_path / "d.npz"),
+                              "--out", str(tmp_path / "A")])
+    assert res.exit_code == 0, res.output
+    said = _said(res)
+    api = bf.analyse(net, (X, Y), alpha=0.0, init=p0, train=False).stage
+    assert "stage: effective units 1 (leaky;" in said
+    assert f"one-sided rate λ* = {api.unit_point.rate:.4g}" in said and "λ* = 0.05 " in said
+    assert f"leaves in t ≈ {api.drop_time:.4g}" in said
+
+
+def test_a_torch_conv_file_prints_its_kernels(tmp_path):
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Conv2d(1, 2, 3, padding="same", bias=False), nn.ReLU(), nn.Flatten(),
+                           nn.Linear(2 * 16, 1, bias=False)).double()
+    save_file(module.state_dict(), str(tmp_path / "c.safetensors"))
+    X = np.random.default_rng(0).normal(size=(20, 16))
+    with torch.no_grad():
+        Y = module(torch.from_numpy(X.reshape(-1, 1, 4, 4))).numpy()
+    np.savez(tmp_path / "d.npz", X=X, Y=Y + 0.1)
+    res = runner.invoke(app, ["analyse", str(tmp_path / "c.safetensors"), "--alpha", "0", "--in-shape", "4,4",
+                              "--data", str(tmp_path / "d.npz"), "--out", str(tmp_path / "A")])
+    assert res.exit_code == 0, res.output
+    api = bf.analyse(bf.from_torch(module, in_shape=(4, 4)), (X, Y + 0.1), train=False).stage
+    assert api.family == "conv" and api.covered
+    assert f"stage: effective units {api.units.count} (conv;" in _said(res)
+    assert "nearest fixed point:" in _said(res)
+
+
+def test_an_attention_file_prints_its_heads(tmp_path):
+    from safetensors.numpy import save_file as save_np
+
+    from biasfree.core.attention import init_attention
+    from biasfree.core.icl_data import in_context_regression
+
+    att = init_attention(jax.random.PRNGKey(1), 2, 2, 8, 1e-3)
+    save_np({"attn.W_V": np.asarray(att.V), "attn.W_KQ": np.asarray(att.KQ)},
+            str(tmp_path / "att.safetensors"))
+    seq = in_context_regression(jax.random.PRNGKey(0), 40, 8, 2)
+    np.savez(tmp_path / "seq.npz", X=np.asarray(seq.X), Y=np.asarray(seq.Y))
+    res = runner.invoke(app, ["analyse", str(tmp_path / "att.safetensors"), "--data",
+                              str(tmp_path / "seq.npz"), "--out", str(tmp_path / "A")])
+    assert res.exit_code == 0, res.output
+    api = bf.analyse(att, seq, train=False).stage
+    assert api.family == "attention-merged" and api.covered
+    assert f"stage: effective units {api.units.count} (attention-merged;" in _said(res)
+    assert "nearest fixed point: best" in _said(res)
