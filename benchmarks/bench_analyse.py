@@ -120,7 +120,6 @@ def one(size: str, kind: str, model: str = "torch") -> dict:
         return timed
 
     spent, checks, staged = [], [], []
-    from biasfree.analysis import predicted as pr
 
     for mod, name, into in ((an, "_reference_curve", spent), (pr, "_reference_curve", spent),
                             (an, "check_reading", checks), (an, "stage_answer", staged)):
