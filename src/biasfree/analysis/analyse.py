@@ -25,6 +25,7 @@ training and history stages (:func:`~biasfree.analysis.measured.stages`: predict
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -189,9 +190,10 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
     from_given = predicted(params, st, p, s)
     from_init = predicted(start, st0, p0, s) if rerun else None
     pred, training, reg, trained, history = ms.stages(from_given, from_init, s)
-    where = stage_answer(params, X, Y, a, start, history)  # saddle to saddle (docs/theory.md §11.7)
+    where = partial(stage_answer, params, X, Y, a, start, history)  # saddle to saddle (§11.7), when asked
     if st.net.has_bias:
-        return Analysis(ctx.report, st.net, None, vd.combine(st.function, training), reg, local, stage=where)
+        return Analysis(ctx.report, st.net, None, vd.combine(st.function, training), reg, local,
+                        stage_of=where)
     verdict = vd.combine(st.function, training, trained, None if history is None else history.judgement,
                          asked=pred.trained is None or not pred.trained.by_default)
-    return Analysis(ctx.report, st.net, pred, verdict, reg, local, history, stage=where)
+    return Analysis(ctx.report, st.net, pred, verdict, reg, local, history, stage_of=where)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import partial
 
 import jax
 import numpy as np
@@ -352,7 +353,7 @@ def analyse_attention(model, data, *, train=None, init=None, time_budget=None, p
     question = verdict.question + f" (the twin: W₂W₁z, z = vec({c}Σ_n y_n x_n x_qᵀ), docs/theory.md §10.2)"
     return Analysis(data_rep, rep, _prediction(layer, rep, zd, trained),
                     dataclasses.replace(verdict, question=question), history=history,
-                    stage=stage_answer(layer, X, Y, 0.0, start, history))  # heads, docs/theory.md §11.7
+                    stage_of=partial(stage_answer, layer, X, Y, 0.0, start, history))  # heads, theory §11.7
 
 
 def _prediction(layer, rep: AttentionReport, zd: Dataset, trained: Training | None) -> Prediction:

@@ -6,7 +6,9 @@ Units: losses and floors in the package's loss unit, the half mean squared error
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -249,11 +251,19 @@ class Analysis:
     regime: Regime | None = None
     local: LocalReport | None = None
     history: History | None = None
-    stage: object = None
-    """Where the net stands on its saddle-to-saddle staircase (docs/theory.md §11.7): a
-    :class:`~biasfree.analysis.stage_result.Stage` (effective units, nearest embedded fixed point, saddle,
-    time to leave, with ``init`` the staircase), or the one-line reason there is none (a str).
-    Reported, not judged."""
+    stage_of: Callable[[], object] | None = field(default=None, repr=False, compare=False)
+    """What computes :attr:`stage`, once, when it is first asked for (printing the analysis asks):
+    the nearest fixed point's search costs seconds on a small net, more than the rest of
+    ``analyse``, and a caller after the verdict alone should not pay it."""
+
+    @cached_property
+    def stage(self) -> object:
+        """Where the net stands on its saddle-to-saddle staircase (docs/theory.md §11.7): a
+        :class:`~biasfree.analysis.stage_result.Stage` (effective units, nearest embedded fixed
+        point, saddle, time to leave, with ``init`` the staircase), or the one-line reason there is
+        none (a str); None without a ``stage_of``. Computed on first access, then kept. Reported,
+        not judged."""
+        return None if self.stage_of is None else self.stage_of()
 
     def summary(self) -> str:
         """The verdict and each answer's deciding numbers, at most 25 lines, no arrays
