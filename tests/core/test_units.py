@@ -176,15 +176,15 @@ def test_init_noise_is_the_rms_of_the_drawn_entries():
     import jax
 
     from biasfree.core.attention import init_attention
-    from biasfree.core.units import _ingredients, init_scales
+    from biasfree.core.units import ingredients, init_scales
     sep = init_attention(jax.random.PRNGKey(0), 3, 3, 4, 1e-3, rank=1)
-    family, _, parts = _ingredients(sep, None)
+    family, _, parts = ingredients(sep, None)
     gamma = np.asarray(sep.V)[:, 3, 3]
     assert init_scales(sep, None, family, parts)[1] == np.sqrt(np.mean(gamma**2))
     assert effective_units(sep, init=sep).count == 0
     rng = np.random.default_rng(6)
     net = (Layer(rng.normal(size=(3, 2)), b=rng.normal(size=3)), Layer(rng.normal(size=(1, 3))))
-    family, _, parts = _ingredients(net, 1.0)
+    family, _, parts = ingredients(net, 1.0)
     sig = init_scales(net, 1.0, family, parts)
     assert sig[0] == np.sqrt(np.mean(np.hstack([net[0].W, net[0].b[:, None]]) ** 2))
     assert effective_units(net, 1.0, init=net).count == 0

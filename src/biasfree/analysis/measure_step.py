@@ -32,8 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core.data import Dataset, unchecked_dataset
-from ..core.layers import Layer, scale_params
-from ..core.twin import slope_factor, twin_scales
+from ..core.layers import Layer
+from ..core.twin import TwinScales, twin_weights
 from ..dynamics import run as engine
 from ..dynamics.train_config import GDConfig
 from . import regime as rg
@@ -132,7 +132,7 @@ def pair_sharpness(params, twin, X, Y, alpha: float) -> float:
     if keep is not None:
         params, twin, X = narrow(params, keep), narrow(twin, keep), np.asarray(X)[:, keep]
     data = sample(unchecked_dataset(X, Y))
-    ks = twin_scales(alpha, len(params)).time
+    ks = TwinScales.unchecked(alpha, len(params)).time
     return max(sharpness(params, data, alpha), ks * sharpness(twin, data, 1.0))
 
 
@@ -164,11 +164,11 @@ def schedule(params, X, Y, alpha: float, modes, a0: float, max_steps: int | None
     rule for ``analyse(train=True)``, the default measurement, the predicted growth term
     (:mod:`~biasfree.analysis.predicted`) and ``verdict-calibration``'s truth runs."""
     L = len(params)
-    ws, ks = twin_scales(alpha, L)
+    ks = TwinScales.unchecked(alpha, L).time  # α and the net checked by analyse
     T, _ = rg.default_t_max(modes, a0, ks, depth=L)
-    lr = min(step(pair_sharpness(params, scale_params(params, ws), X, Y, alpha)), T / MIN_STEPS)
+    lr = min(step(pair_sharpness(params, twin_weights(params, alpha, L), X, Y, alpha)), T / MIN_STEPS)
     if L > 2 and modes.s.size and a0 < modes.s[0]:  # deep, its weights still to grow: the Hessian
-        lr = min(lr, rg.default_lr(params, modes, float(slope_factor(alpha))))  # is ≈ 0 at the saddle
+        lr = min(lr, rg.default_lr(params, modes, (1.0 + alpha) / 2.0))  # ≈ 0 at the saddle; c = (1+α)/2
     need = int(max(1, np.ceil(T / lr)))
     return lr, need if max_steps is None else min(need, max_steps), need
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..core.layers import Params, scale_params
+from ..core.layers import Params
 from ..core.nets import depth
 from ..core.symmetry import max_row_norm
-from ..core.twin import twin_scales
+from ..core.twin import TwinScales, twin_weights
 from ..dynamics import TrainConfig
 from ..expressivity.decomposition import energy
 from ..theory.reference import Known, _reference_curve, product
@@ -51,8 +51,8 @@ def predict(params, st: State, s: Setting, cfg: TrainConfig | None) -> Predictio
     a, X, Y, ctx, t_max, n_times = s.a, s.X, s.Y, s.ctx, s.t_max, s.n_times
     budget = CURVE_BUDGET if s.budget is None else min(CURVE_BUDGET, s.budget)
     L, modes, net, loss0 = depth(params), ctx.modes, st.net, st.loss0
-    ws, ks = twin_scales(a, L)
-    twin = scale_params(params, ws)
+    ws, ks = TwinScales.unchecked(a, L)  # α and the net checked by analyse's first stage
+    twin = twin_weights(params, a, L)
     floored = False
     if cfg is not None and cfg.gd:
         t = cfg.lr * cfg.recorded()  # the steps the trainer records

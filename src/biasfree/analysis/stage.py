@@ -47,14 +47,14 @@ from ..core.data import Dataset, check_data
 from ..core.layers import Layer, Params
 from ..core.nets import _forward, forward, widths
 from ..core.precision import precise
-from ..core.units import _ingredients, effective_units, init_scales
+from ..core.units import effective_units, ingredients, init_scales
 from ..theory.plateau_times import data_plateaus
 from ..theory.reduced_rank import _whitened_svd, reduced_rank_losses
 from ..theory.staircase import find_plateaus, match_levels
 from .attention_import import as_attention, is_attention_model, with_n_ctx
 from .interop import as_model
 from .measurements import data_arrays
-from .saddles import DENSE_HESSIAN, _fixed_point, _hessian
+from .saddles import DENSE_HESSIAN, _hessian, fixed_point
 from .stage_result import Recorded, Stage, Staircase
 from .unit_stage import unit_fixed_point, unit_levels
 from .verify import check_reading
@@ -137,7 +137,7 @@ def _recorded(st, params, X, Y, alpha, init, curve) -> Recorded:
     if st.unit_point is not None:
         sigmas = None
         if init is not None:
-            fam, _, parts0 = _ingredients(params, alpha, checked=True)
+            fam, _, parts0 = ingredients(params, alpha, checked=True)
             sigmas = init_scales(init, alpha, fam, parts0)
         levels = unit_levels(params, X, Y, alpha, sigmas, st.units.threshold)
     elif isinstance(params, MergedAttention):
@@ -178,7 +178,7 @@ def _units_stage(params, X, Y, alpha, loss, units, init) -> Stage:
     (:mod:`~biasfree.analysis.unit_stage`)."""
     sigmas = None
     if init is not None:
-        fam, kind, parts0 = _ingredients(params, alpha, checked=True)
+        fam, kind, parts0 = ingredients(params, alpha, checked=True)
         sigmas = init_scales(init, alpha, fam, parts0)
     ufp, k = unit_fixed_point(params, X, Y, alpha, sigmas, units.magnitudes, units.threshold)
     notes = ["the zero units sit on the kink (no Hessian there): saddle and escape from the one-sided rate "
@@ -251,7 +251,7 @@ def _linear(params, X, Y, loss, units, init) -> Stage:
     Um, _, Vmt = np.linalg.svd(W1 @ B1.T + W2.T @ B2, full_matrices=False)
     Q = Um @ Vmt  # (H, k): the polar factor, the closest rotation of the balanced factors
     S1, S2 = Q @ B1, B2 @ Q.T
-    fp = _fixed_point(S1, S2, X, Y, 1.0)
+    fp = fixed_point((Layer(S1), Layer(S2)), X, Y, 1.0)
     delta = np.concatenate([(W1 - S1).ravel(), (W2 - S2).ravel()])
     notes = []
     if delta.size <= DENSE_HESSIAN:

@@ -35,7 +35,7 @@ import numpy as np
 from ..core.conv import Conv, PooledDense
 from ..core.layers import Layer
 from ..core.nets import _forward
-from ..core.units import _conv_units, unit_groups
+from ..core.units import conv_units, unit_groups
 from .stationary import accumulations, gamma, gradient_tolerance, layer_norms
 
 ASCENT_STEPS = 200
@@ -111,7 +111,7 @@ def parts(params):
     if type(first) is Layer:
         return (np.asarray(first.W, float), np.asarray(out.W, float).T,
                 lambda U, V: (Layer(U), Layer(V.T)))
-    inc, outg = _conv_units(params)
+    inc, outg = conv_units(params)
     kshape, in_shape, pad = np.shape(first.K)[1:], first.in_shape, first.padding
 
     def rebuild(U, V):

@@ -69,6 +69,12 @@ class TwinScales(NamedTuple):
     weight: float
     time: float
 
+    @classmethod
+    def unchecked(cls, alpha, depth: int) -> TwinScales:
+        """:func:`twin_scales` without its checks, for a caller that checked ``alpha`` and the
+        net (the analyse pipeline checks each once, at its first stage)."""
+        return _twin_scales(_slope_factor(alpha), depth)
+
 
 def twin_scales(alpha, depth: int = 2) -> TwinScales:
     """The one twin-scale map (:class:`TwinScales`) for slope ``alpha`` and ``depth`` L ≥ 2."""

@@ -84,7 +84,7 @@ def _with_bias(layer, W):
     return W if b is None else np.concatenate([W, np.asarray(b, dtype=float)[:, None]], axis=1)
 
 
-def _conv_units(params):
+def conv_units(params):
     """A two-layer conv net's channels: kernels (C, C_in·∏k) [+ bias] and readouts (C, ·)."""
     conv, out = params
     K = np.asarray(conv.K, dtype=float)
@@ -98,7 +98,7 @@ def _conv_units(params):
     return incoming, outgoing
 
 
-def _ingredients(params, alpha, checked: bool = False):
+def ingredients(params, alpha, checked: bool = False):
     """``(family, kind, arrays)``: kind "rank" with the factors ``[F_1, …, F_L]`` of
     ``M = F_L ⋯ F_1``, or "units" with ``(incoming (n, a), outgoing (n, b), q)``
     (``checked``: the net and α were checked already)."""
@@ -131,7 +131,7 @@ def _ingredients(params, alpha, checked: bool = False):
             return "leaky", "units", (_with_bias(W1, np.asarray(W1.W, dtype=float)),
                                       np.asarray(W2.W, dtype=float).T, 1)
     elif len(params) == 2 and isinstance(params[0], Conv) and isinstance(params[1], PooledDense | Layer):
-        incoming, outgoing = _conv_units(params)
+        incoming, outgoing = conv_units(params)
         if alpha == 1.0:
             return "conv-linear", "rank", [incoming, outgoing.T]
         return "conv", "units", (incoming, outgoing, 1)
@@ -277,7 +277,7 @@ def effective_units(params, alpha=None, *, init=None, init_scale=None) -> Effect
     """
     if init is not None and init_scale is not None:
         raise TypeError("effective_units: pass init (the net at step 0) or init_scale (one σ), not both")
-    family, kind, parts = _ingredients(params, alpha)
+    family, kind, parts = ingredients(params, alpha)
     sigmas = None
     if init_scale is not None:
         s = validate.nonnegative("init_scale", init_scale, scalar=True, why="the init's std σ")
@@ -289,7 +289,7 @@ def effective_units(params, alpha=None, *, init=None, init_scale=None) -> Effect
 
 def init_scales(init, alpha, family: str, parts) -> list[float]:
     """Each factor's init noise σ: its RMS in the net ``init`` (of the same family and shapes)."""
-    fam0, kind, parts0 = _ingredients(init, alpha)
+    fam0, kind, parts0 = ingredients(init, alpha)
     def factors(p):
         return p if kind == "rank" else p[:2]
     shapes, shapes0 = ([np.shape(a) for a in factors(p)] for p in (parts, parts0))
@@ -304,7 +304,7 @@ def init_scales(init, alpha, family: str, parts) -> list[float]:
 
 
 def count(kind: str, parts, sigmas, family: str) -> EffectiveUnits:
-    """The count from a family's ingredients (``_ingredients``) and the factors' init σ (or
+    """The count from a family's ingredients (``ingredients``) and the factors' init σ (or
     None): what :func:`effective_units` returns, without its checks (a run's records reuse one
     init)."""
     m, tau, why = _rank(parts, sigmas) if kind == "rank" else _units(*parts, sigmas)

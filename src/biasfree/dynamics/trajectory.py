@@ -147,9 +147,9 @@ def with_units(traj: Trajectory, alpha, keep: bool) -> Trajectory:
     out = []
     for m, a in zip(members, alphas, strict=True):
         at = [jax.tree_util.tree_map(lambda x, j=j: x[j], m) for j in range(np.shape(traj.loss)[-1])]
-        family, kind, parts = units._ingredients(at[0], float(a))  # checked once, at the init
+        family, kind, parts = units.ingredients(at[0], float(a))  # checked once, at the init
         sigmas = units.init_scales(at[0], float(a), family, parts)
-        res = [units.count(kind, units._ingredients(p, float(a), checked=True)[2], sigmas, family)
+        res = [units.count(kind, units.ingredients(p, float(a), checked=True)[2], sigmas, family)
                for p in at]
         out.append({"count": np.array([r.count for r in res]),
                     "magnitudes": np.stack([r.magnitudes for r in res]),
