@@ -114,28 +114,29 @@ def test_sweep_table_equals_points_run_one_by_one(cluster, full_sweep):
 
 def test_failed_point_is_recorded_and_does_not_stop_the_sweep(cluster, tmp_path):
     spec = {"experiment": EXP, "preset": "tiny", "seeds": [0],
-            "grid": {"scale": [1.0, 1e-4]}, "fixed": {**FIXED, "width": 6, "lr": 50.0}}  # σ = 1 diverges
+            "grid": {"scale": [1.0, 1e-4]}, "fixed": {**FIXED, "width": 6, "lr": 50.0}}  # σ = 1 is refused
     path = tmp_path / "spec.toml"
     path.write_text(spec_text(spec))
     # both points in one task: the failing first one must not stop the second
     res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "out"), "--scheduler", cluster,
                               "--group-size", "2", "--figures"])
     assert res.exit_code == 1, res.output
-    # lr 50 is large: the point that does not diverge has a result, but it fails its checks
+    # σ = 1 is refused after the seed's draws (not a small init: issue 48's one-line refusal); lr 50
+    # is large: the point that runs has a result, but it fails its checks
     assert "2 points: 1 computed, 0 skipped (already saved), 1 crashed, 1 with failed checks" in \
         " ".join(res.output.split())
     df = load_sweep(tmp_path / "out")
     assert list(df["status"]) == ["crashed", "done"]
-    assert df["error"].iloc[0].startswith("DivergenceError")
+    assert df["error"].iloc[0].startswith("ValueError: scale=1 is not a small init here")
     tb = df["traceback"].iloc[0]
-    assert tb.startswith("Traceback") and "DivergenceError" in tb.splitlines()[-1]
+    assert tb.startswith("Traceback") and "ValueError" in tb.splitlines()[-1]
     # the crash record biasfree run writes (app/pipeline.py), in the point's own folder
     crashed = tmp_path / "out" / "points" / df["point"].iloc[0]
     assert sorted(p.name for p in crashed.iterdir()) == ["error.json", "traceback.txt"]
     doc = json.loads((crashed / "error.json").read_text())
-    assert (crashed / "traceback.txt").read_text() == tb and doc["error"] == "DivergenceError"
+    assert (crashed / "traceback.txt").read_text() == tb and doc["error"] == "ValueError"
     assert doc["seed"] == 0 and doc["overrides"]["scale"] == 1.0 and doc["config"]["lr"] == 50.0
-    assert doc["elapsed_s"] > 0 and df["error"].iloc[0] == f"DivergenceError: {doc['message']}"
+    assert doc["elapsed_s"] > 0 and df["error"].iloc[0] == f"ValueError: {doc['message']}"
     # --figures: the computed point has its figure
     assert (tmp_path / "out" / "points" / df["point"].iloc[1] / "figure.png").stat().st_size > 10_000
     # --force recomputes the saved point (without it a rerun skips it: the kill test below)
@@ -143,7 +144,8 @@ def test_failed_point_is_recorded_and_does_not_stop_the_sweep(cluster, tmp_path)
     res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "out"), "--scheduler", cluster,
                               "--group-size", "2", "--figures", "--force"])
     assert res.exit_code == 1, res.output
-    # lr 50 is large: the point that does not diverge has a result, but it fails its checks
+    # σ = 1 is refused after the seed's draws (not a small init: issue 48's one-line refusal); lr 50
+    # is large: the point that runs has a result, but it fails its checks
     assert "2 points: 1 computed, 0 skipped (already saved), 1 crashed, 1 with failed checks" in \
         " ".join(res.output.split())
     assert (tmp_path / "out" / "points" / df["point"].iloc[1] / "result.json").stat().st_mtime_ns > saved_at

@@ -43,7 +43,8 @@ CLAIM = ("Measured, not proved: whether two-layer ReLU nets from small init coun
          "distinct singular value of the data (as linear nets do) or per unit (width and init), and "
          "whether a deep net's layers that are linear or quadratic in their unit weights learn "
          "low-rank or sparse weights; a linear control follows its exact GD staircase.")
-PAPER_CLAIM = ("The two conjectures of Zhang, Saxe & Latham (ICLR 2026, arXiv 2512.20607): ReLU nets "
+PAPER_CLAIM = ("Claim of the unifying paper left open, its two conjectures (Zhang, Saxe & Latham, ICLR 2026, "
+               "arXiv 2512.20607): ReLU nets "
                "trained from small initialisation separate timescales between directions, as linear nets "
                "do (Appendix C); in a deep net, whether a layer depends linearly or quadratically on its "
                "unit weights predicts which separation it shows (§7).")
