@@ -107,7 +107,9 @@ def test_analyse_agrees_with_the_paths_it_replaced(case, monkeypatch):
     # the stage (docs/theory.md §11.7) reads none of the replaced paths; its fixed-point search on
     # a net far from any fixed point ended 1e-9 apart in one of several runs (unexplained: see the
     # closing note of issue 49), so it is compared by its units here, not digit by digit
-    assert new.stage.units.count == old.stage.units.count
+    def units(st):  # a Stage's units, or its one-line refusal (a net with no effective-unit rule)
+        return st if isinstance(st, str) else st.units.count
+    assert units(new.stage) == units(old.stage)
 
     def unstaged(r):  # the summary without its stage lines (from "stage:" up to "more:")
         lines = str(r).splitlines()
