@@ -16,7 +16,7 @@ read at every patch, readout v_i) has k effective units, the groups of aligned u
 - **Saddle and escape.** A zero unit sits on the kink, where the Hessian is not defined. Along a
   direction ŵ, a small unit ``(b ŵ, c ĝ)`` obeys ``ḃ = ‖g(ŵ)‖c``, ``ċ = ‖g(ŵ)‖b`` with
   ``g(ŵ) = −∂L/∂v = ⟨r σ(ŵ·x)⟩`` (Euler: σ'(z)z = σ(z)), so it grows at rate
-  ``λ* = max_ŵ ‖g(ŵ)‖`` (α = 1: σ₁(G) = |λ_min|, §11.4.4). λ* is found by the ascent
+  ``λ* = max_ŵ ‖g(ŵ)‖`` (α = 1: σ₁(G) = ``|λ_min|``, §11.4.4). λ* is found by the ascent
   ``ŵ ← ∇_ŵ(ĝ·g(ŵ))/‖·‖`` (power iteration when α = 1) from several starts: a lower bound on the
   max. The fixed point is a saddle when λ* exceeds its round-off; the net is
   ``ε = (Σ_h max(b_h + c_h, 0)²/2)^{1/2}`` along it (b_h = ũ_h·ŵ*, c_h = v_h·ĝ over the zero
@@ -98,7 +98,7 @@ class UnitFixedPoint:
 
 
 LM_EVALS = 200
-"""Residual evaluations Levenberg–Marquardt may take before Newton polishes (:func:`_narrow`). Near
+"""Residual evaluations Levenberg–Marquardt may take before Newton polishes (``_narrow``). Near
 a fixed point it converges in tens (quadratically at the end); a net far from one (every unit
 still moving, e.g. 30 units after 400 steps) is not searched further: its point is reported with
 its gradient against the round-off bound, which then says it is no fixed point. Uncapped
@@ -151,7 +151,7 @@ def relative_gradient(params, X, Y, alpha: float) -> tuple[float, float]:
 
 def escape_rate(params, X, Y, alpha: float) -> float:
     """λ* = max_ŵ ‖⟨r σ(ŵ·x)⟩‖ at the net ``params`` (module doc): the rate at which a new unit
-    leaves it (α = 1: σ₁(G), the Hessian's |λ_min| at a zero unit)."""
+    leaves it (α = 1: σ₁(G), the Hessian's ``|λ_min|`` at a zero unit)."""
     U, V, rebuild = parts(params)
     return _rate(rebuild, U, V, np.asarray(X, float), np.asarray(Y, float), float(alpha))[0]
 

@@ -219,7 +219,7 @@ def _units(incoming, outgoing, q: int, sigmas) -> tuple[np.ndarray, float, str]:
 
 
 def unit_groups(incoming, q: int, sigmas) -> np.ndarray:
-    """Each unit's group (the smallest index of the units it merges with; :func:`_units`'s rule:
+    """Each unit's group (the smallest index of the units it merges with; ``_units``'s rule:
     directions within ``r_i + r_j``, ``r_i = 2ρ/‖ũ_i‖``, none for ``r_i ≥ 1/2``)."""
     a = incoming.shape[1]
     norms = np.linalg.norm(incoming, axis=1)
