@@ -46,15 +46,6 @@ def cubic():
     return X, X + X**3 / 3
 
 
-@pytest.fixture(scope="module")
-def linear():
-    """Mirror-symmetric inputs, an odd linear target (tests/analysis/test_questions.py's data)."""
-    rng = np.random.default_rng(0)
-    Xp = rng.normal(size=(100, 10))
-    X = np.vstack([Xp, -Xp])
-    return X, (X @ rng.normal(size=10) / np.sqrt(10))[:, None]
-
-
 # ----------------------------------------------------------------- item 2: the floor bound
 
 

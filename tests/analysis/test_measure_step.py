@@ -31,14 +31,6 @@ def _hessian_top(Ws, X, Y, alpha):
     return float(np.linalg.eigvalsh(np.asarray(jax.hessian(loss)(theta)))[-1])
 
 
-@pytest.fixture(scope="module")
-def linear():
-    rng = np.random.default_rng(0)
-    Xp = rng.normal(size=(100, 10))
-    X = np.vstack([Xp, -Xp])
-    return X, (X @ rng.normal(size=10) / np.sqrt(10))[:, None]
-
-
 def test_the_sharpness_of_a_scalar_linear_net_is_the_closed_form():
     """f = v w x on x = ±1, y = ±y₀: L = ½(y₀ − vw)², whose Hessian in (w, v) is
     [[v², 2vw − y₀], [2vw − y₀, w²]]: λ_max = (v² + w²)/2 + √(((v² − w²)/2)² + (2vw − y₀)²)."""
