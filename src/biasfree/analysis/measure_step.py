@@ -33,7 +33,7 @@ import numpy as np
 
 from ..core.data import Dataset, unchecked_dataset
 from ..core.layers import Layer
-from ..core.twin import TwinScales, twin_weights
+from ..core.twin import TwinScales, twin_weights, unchecked_slope_factor
 from ..dynamics import run as engine
 from ..dynamics.train_config import GDConfig
 from . import regime as rg
@@ -163,7 +163,7 @@ def schedule(params, X, Y, alpha: float, modes, a0: float, max_steps: int | None
     T, _ = rg.default_t_max(modes, a0, ks, depth=L)
     lr = min(step(pair_sharpness(params, twin_weights(params, alpha, L), X, Y, alpha)), T / MIN_STEPS)
     if L > 2 and modes.s.size and a0 < modes.s[0]:  # deep, its weights still to grow: the Hessian
-        lr = min(lr, rg.default_lr(params, modes, (1.0 + alpha) / 2.0))  # ≈ 0 at the saddle; c = (1+α)/2
+        lr = min(lr, rg.default_lr(params, modes, unchecked_slope_factor(alpha)))  # ≈ 0 at the saddle
     need = int(max(1, np.ceil(T / lr)))
     return lr, need if max_steps is None else min(need, max_steps), need
 
