@@ -3,11 +3,14 @@ from a small init onto plateau 1 of a 3-mode target is read at 1 unit, next to t
 point, a saddle with λ_min = −s₂, and leaves it when the predicted drop time says; the global
 minimum is not a saddle; a torch module reads as its params; a family with no rule is refused."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from roundoff import gamma
 
 import biasfree as bf
+from biasfree.analysis.report import _stage_json
 from biasfree.analysis.stage import stage
 from biasfree.core.attention import SeparateAttention
 from biasfree.core.conv import Conv
@@ -110,6 +113,33 @@ def test_the_global_minimum_is_not_a_saddle(task):
     assert st.escape_time is None and st.drop_time is None and st.staircase is None
     assert st.distance <= 1e-12 * np.sqrt(S[0])  # the net is its own fixed point, to round-off
     assert "λ_min" in st.summary() and "not a saddle" in st.summary()
+
+
+def test_a_stage_that_found_no_fixed_point_says_so_once_in_its_lines_and_json(task):
+    """Stage.found: the rank-1 point of a net on plateau 1 is stationary to round-off, so its numbers
+    are printed and written; the same stage with its point's gradient above its bound (a search that
+    stopped short) found none: its lines and JSON give that gradient against its bound and leave
+    the point's numbers out."""
+    X, Y, p0, net = task
+    st = stage(net, (X, Y), alpha=1.0, init=p0)
+    fp = st.fixed_point
+    assert st.found and st.saddle
+    doc = _stage_json(st)
+    assert doc["fixed_point_found"] and doc["fixed_point_loss"] == fp.loss and doc["distance"] == st.distance
+    assert doc["lambda_min"] == fp.lambda_min and doc["escape_time"] == st.escape_time
+    assert f"loss {fp.loss:.6g}" in st.lines()[1]
+    # control: the same point with its gradient 10× its round-off bound
+    short = dataclasses.replace(st, fixed_point=dataclasses.replace(fp, grad=10 * fp.grad_tol))
+    assert short.covered and not short.found and not short.saddle
+    doc = _stage_json(short)
+    assert not doc["fixed_point_found"] and doc["lines"] == short.lines()
+    for key in ("fixed_point_loss", "distance", "lambda_min", "unstable_distance", "escape_time",
+                "drop_time"):
+        assert doc[key] is None, key
+    assert doc["gradient"] == 10 * fp.grad_tol and doc["gradient_tol"] == fp.grad_tol
+    line = short.lines()[1]
+    assert line.startswith("no 1-unit fixed point near the net: its relative gradient")
+    assert f"{fp.loss:.6g}" not in line and "λ_min" not in line
 
 
 def test_a_torch_module_reads_as_its_params(task):

@@ -4,12 +4,15 @@ closed form; the one-sided rate is σ₁(G) = s₂ for a linear net (§11.4.4); 
 embed with the identities of Theorem 1 and a wrong embedding fails them; merged attention at the
 origin is the twin's zero saddle; analyse reports the stage, or refuses in one line."""
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
 from roundoff import gamma
 
 import biasfree as bf
+from biasfree.analysis.report import _stage_json
 from biasfree.analysis.stage import stage, stage_of
 from biasfree.analysis.stage_answer import ANALYSE_WEIGHTS
 from biasfree.analysis.unit_stage import escape_rate, parts, relative_gradient
@@ -72,6 +75,26 @@ def test_a_relu_net_on_plateau_one_stands_at_the_one_kink_saddle(kinks):
     tol = t_pred * x / (1 - x) + lr
     assert abs(t_meas - t_pred) <= tol, (t_meas, t_pred, tol)
     assert abs(t_meas - st.escape_time) > tol  # failing control: the leading-order time misses
+
+
+def test_a_unit_search_that_stopped_short_found_no_fixed_point(kinks):
+    """Stage.found for a ReLU net: the one-kink point is stationary, its rate written; the same
+    point with its gradient 10× its round-off bound (Levenberg–Marquardt stopped short) found none,
+    and neither the lines nor the JSON give its loss, rate or times."""
+    X, Y, p0, net = kinks
+    st = stage(net, (X, Y), alpha=0.0, init=p0)
+    up = st.unit_point
+    assert st.found and _stage_json(st)["escape_rate"] == up.rate
+    short = dataclasses.replace(st, unit_point=dataclasses.replace(up, grad=10 * up.grad_tol))
+    assert not short.found and not short.saddle
+    doc = _stage_json(short)
+    assert not doc["fixed_point_found"] and doc["gradient"] == 10 * up.grad_tol
+    for key in ("fixed_point_loss", "distance", "escape_rate", "unstable_distance", "escape_time",
+                "drop_time"):
+        assert doc[key] is None, key
+    line = short.lines()[1]
+    assert line.startswith("no 1-unit fixed point near the net") and "Levenberg–Marquardt" in line
+    assert f"{up.loss:.6g}" not in line and "λ*" not in line
 
 
 def test_a_wrong_embedding_is_not_a_fixed_point(kinks):

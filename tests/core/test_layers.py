@@ -13,7 +13,7 @@ from biasfree.core.conv import drop_zero_biases, from_spec
 from biasfree.core.layers import AbstractLayer, check_net, is_dense, scale_params
 from biasfree.core.nets import effective_rank
 from biasfree.core.symmetry import asymmetry, is_symmetric, mirror_violation
-from biasfree.core.twin import linear_twin, slope_factor
+from biasfree.core.twin import linear_twin, slope_factor, unchecked_slope_factor
 
 _rng = np.random.default_rng(3)
 NET = (bf.nets.Layer(_rng.normal(size=(4, 3)), _rng.normal(size=4)), bf.nets.Layer(_rng.normal(size=(2, 4))))
@@ -73,6 +73,24 @@ def test_the_linear_twin_scales_every_weight_by_root_c_one_slope_or_many():
     np.testing.assert_array_equal(batch[1].W, many[1].W)
     with pytest.raises(ValueError, match="outside"):
         linear_twin(NET, 1.5)
+
+
+def test_the_slope_factor_is_one_formula_checked_or_not():
+    """c = (1 + α)/2 is written once (core.twin.unchecked_slope_factor): the checked
+    slope_factor and the analyse internals that must not check α again (function_now's
+    measure_net, measure_step.schedule; tests/dynamics/test_checks_once.py) read it there."""
+    from biasfree.analysis import function_now, measure_step
+
+    alphas = np.array([0.0, 0.01, 0.3, 1.0])
+    np.testing.assert_array_equal(unchecked_slope_factor(alphas), slope_factor(alphas))  # one expression
+    # exact: one addition and one halving, the same roundings as the formula written here
+    assert [unchecked_slope_factor(a) for a in alphas] == [(1 + a) / 2 for a in alphas]
+    for module in (measure_step, function_now):  # the analyse internals use the public unchecked name
+        assert module.unchecked_slope_factor is unchecked_slope_factor
+    # control: unchecked means no check, so a slope outside [0, 1] passes here and is refused there
+    assert unchecked_slope_factor(1.5) == 1.25
+    with pytest.raises(ValueError, match="outside"):
+        slope_factor(1.5)
 
 
 def test_effective_rank_of_the_zero_matrix_is_zero():

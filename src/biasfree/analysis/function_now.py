@@ -22,6 +22,7 @@ from ..core.conv import is_conv
 from ..core.layers import Params
 from ..core.nets import depth, has_bias, widths
 from ..core.symmetry import _asymmetry, _mirror_violation, max_row_norm, stack_points
+from ..core.twin import unchecked_slope_factor
 from ..expressivity.decomposition import energy
 from ..expressivity.floors import _dataset_floor
 from ..theory.modes import _data_modes
@@ -87,7 +88,7 @@ class State:
 
 def measure_net(params: Params, X, Y, a, ctx: Context, kind: str = "function now") -> State:
     L, biased = depth(params), has_bias(params)
-    c = (1.0 + float(a)) / 2.0  # the slope factor (core.twin.slope_factor), α checked by as_model
+    c = unchecked_slope_factor(float(a))  # α checked by as_model
     sp = split(params, X, a, ctx.moments.fit, Y)
     svs = tuple(np.linalg.svd(np.asarray(layer.matrix, float), compute_uv=False) for layer in params)
     beta = np.asarray(nets._beta_eff(params, a)) if nets.beta_eff_is_exact(params) else sp.beta

@@ -33,10 +33,11 @@ import numpy as np
 
 from ..core.data import Dataset, unchecked_dataset
 from ..core.layers import Layer
-from ..core.twin import TwinScales, twin_weights
+from ..core.twin import TwinScales, twin_weights, unchecked_slope_factor
 from ..dynamics import run as engine
 from ..dynamics.train_config import GDConfig
 from . import regime as rg
+from .hessian_eig import extreme_eigenvalue
 from .verdict import UNDECIDED, Judgement, evidence, judgement
 
 LANCZOS_TOL = 5e-2
@@ -85,9 +86,8 @@ def sample(data: Dataset, rows: int = SAMPLE_ROWS, seed: int = 0) -> Dataset:
 def sharpness(params, data: Dataset, alpha: float, tol: float = LANCZOS_TOL) -> float:
     """λ_max(∇²L(θ)) of the MSE of ``params`` (slope ``alpha``) on ``data``: the largest
     eigenvalue of the Hessian–vector product by Lanczos (``scipy.sparse.linalg.eigsh``, relative
-    tolerance ``tol``, from a fixed random start; module doc)."""
-    from scipy.sparse.linalg import LinearOperator, eigsh
-
+    tolerance ``tol``, from a fixed random start; module doc), the whole Hessian up to
+    :data:`DENSE_BELOW` weights (:func:`~biasfree.analysis.hessian_eig.extreme_eigenvalue`)."""
     leaves, tree = jax.tree_util.tree_flatten(params)
     shapes = [np.shape(a) for a in leaves]
     cuts = np.cumsum([int(np.prod(s)) for s in shapes])[:-1]
@@ -102,13 +102,8 @@ def sharpness(params, data: Dataset, alpha: float, tol: float = LANCZOS_TOL) -> 
         return np.concatenate([np.ravel(np.asarray(x, dtype=float)) for x in jax.tree_util.tree_leaves(h)])
 
     n = int(sum(np.prod(s) for s in shapes))
-    if n <= DENSE_BELOW:  # a small net: the whole Hessian, column by column
-        H = np.stack([matvec(e) for e in np.eye(n)], axis=1)
-        return float(np.linalg.eigvalsh(0.5 * (H + H.T))[-1])
-    op = LinearOperator((n, n), matvec=matvec, dtype=float)
-    v0 = np.random.default_rng(0).normal(size=n)
-    return float(eigsh(op, k=1, which="LA", tol=tol, v0=v0, ncv=LANCZOS_VECTORS,
-                       return_eigenvectors=False)[0])
+    v0 = np.random.default_rng(0).normal(size=n)  # a fixed start: the same λ̂ at every call
+    return extreme_eigenvalue(matvec, n, "LA", dense_up_to=DENSE_BELOW, tol=tol, v0=v0, ncv=LANCZOS_VECTORS)
 
 
 MIN_STEPS = 1000
@@ -168,7 +163,7 @@ def schedule(params, X, Y, alpha: float, modes, a0: float, max_steps: int | None
     T, _ = rg.default_t_max(modes, a0, ks, depth=L)
     lr = min(step(pair_sharpness(params, twin_weights(params, alpha, L), X, Y, alpha)), T / MIN_STEPS)
     if L > 2 and modes.s.size and a0 < modes.s[0]:  # deep, its weights still to grow: the Hessian
-        lr = min(lr, rg.default_lr(params, modes, (1.0 + alpha) / 2.0))  # ≈ 0 at the saddle; c = (1+α)/2
+        lr = min(lr, rg.default_lr(params, modes, unchecked_slope_factor(alpha)))  # ≈ 0 at the saddle
     need = int(max(1, np.ceil(T / lr)))
     return lr, need if max_steps is None else min(need, max_steps), need
 

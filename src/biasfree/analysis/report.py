@@ -304,22 +304,22 @@ def _stage_json(st) -> dict | None:
         return None if st is None else {"refused": st}
     u, fp, up = st.units, st.fixed_point, st.unit_point
     point = fp if fp is not None else up
-    # a search that ended above the round-off bound found no fixed point: the numbers at where it
-    # stopped depend on the search, not on the net, and are left out (its gradient says how far)
-    found = point is not None and point.grad <= point.grad_tol
-    at = (lambda x: x if found else None)  # noqa: E731
+    # Stage.found: without a fixed point the numbers at where the search stopped are left out
+    # (its gradient against its bound says how far it was)
+    at = {"fixed_point_loss": point.loss, "distance": st.distance,
+          "lambda_min": None if fp is None else fp.lambda_min, "escape_rate": None if up is None else up.rate,
+          "unstable_distance": st.unstable_distance, "escape_time": st.escape_time,
+          "drop_time": st.drop_time} if st.found else {}
     return {"judged": False, "lines": st.lines(), "family": st.family, "loss": st.loss, "units": u.count,
             "threshold": u.threshold, "threshold_rule": u.why, "covered": st.covered,
-            "saddle": st.saddle, "fixed_point_found": found,
-            "fixed_point_loss": None if point is None else at(point.loss), "distance": at(st.distance),
+            "saddle": st.saddle, "fixed_point_found": st.found,
+            "fixed_point_loss": at.get("fixed_point_loss"), "distance": at.get("distance"),
             "gradient": None if point is None else point.grad,
             "gradient_tol": None if point is None else point.grad_tol,
-            "lambda_min": None if fp is None else at(fp.lambda_min),
-            "lambda_tol": None if fp is None else fp.lambda_tol,
-            "escape_rate": None if up is None else at(up.rate),
-            "escape_rate_tol": None if up is None else up.rate_tol,
-            "unstable_distance": at(st.unstable_distance), "escape_time": at(st.escape_time),
-            "drop_time": at(st.drop_time),
+            "lambda_min": at.get("lambda_min"), "lambda_tol": None if fp is None else fp.lambda_tol,
+            "escape_rate": at.get("escape_rate"), "escape_rate_tol": None if up is None else up.rate_tol,
+            "unstable_distance": at.get("unstable_distance"), "escape_time": at.get("escape_time"),
+            "drop_time": at.get("drop_time"),
             "staircase_levels": None if st.staircase is None else st.staircase.prediction.levels,
             "staircase_passed": None if st.staircase is None else st.staircase.passed,
             "notes": list(st.notes)}

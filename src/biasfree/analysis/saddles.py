@@ -35,6 +35,7 @@ from .. import _validate as v
 from ..core.layers import Layer, Params
 from ..core.nets import _leaky_relu
 from ..core.precision import precise
+from .hessian_eig import extreme_eigenvalue
 from .stationary import EPS, accumulations, gamma, gradient_tolerance, layer_norms
 
 CONSTRUCTIONS = ("split", "zero", "rescale", "linear")
@@ -69,16 +70,11 @@ _hvp = jax.jit(lambda flat, vec, X, Y, alpha, H: jax.jvp(lambda th: jax.grad(_lo
 
 
 def _lowest_eigenvalue(flat, X, Y, alpha, H) -> tuple[float, np.ndarray]:
-    n = flat.size
-    if n <= DENSE_HESSIAN:
-        lam, vec = np.linalg.eigh(np.asarray(_hessian(flat, X, Y, alpha, H)))
-        return float(lam[0]), vec[:, 0]
-    from scipy.sparse.linalg import LinearOperator, eigsh
-
-    op = LinearOperator((n, n), matvec=lambda x: np.asarray(_hvp(flat, jnp.asarray(x), X, Y, alpha, H)),
-                        dtype=float)
-    lam, vec = eigsh(op, k=1, which="SA")
-    return float(lam[0]), vec[:, 0]
+    """λ_min of the Hessian and its eigenvector: ``jax.hessian`` whole up to :data:`DENSE_HESSIAN`
+    weights, else Lanczos to machine precision from ARPACK's own start."""
+    return extreme_eigenvalue(lambda x: np.asarray(_hvp(flat, jnp.asarray(x), X, Y, alpha, H)), flat.size,
+                              "SA", dense_up_to=DENSE_HESSIAN, matrix=lambda: _hessian(flat, X, Y, alpha, H),
+                              vector=True)
 
 
 @dataclass(frozen=True)

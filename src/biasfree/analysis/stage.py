@@ -24,12 +24,18 @@ from the data's whitened singular values s_i and each mode's initial strength
 ``a₀ᵢ = ¼‖W₁Σ_xx^{1/2}vᵢ + W₂ᵀuᵢ‖²`` at init; the net has passed the drops whose crossing level
 its loss is at or below.
 
-Covered: the fixed point for two-layer dense linear nets; effective units for every family of
-:data:`~biasfree.core.units.FAMILIES` that the model readers give (dense, conv). Not covered
-(said in ``notes``): ReLU/leaky fixed points (the zero unit sits on the kink, its escape is
-one-sided and the Hessian does not see it, §11.4.4), deep, biased and conv nets' fixed points,
-staircases of nonlinear nets, and attention models (refused: ``bf.effective_units`` counts
-their heads).
+Covered (:data:`COVERED`): the nearest fixed point of two-layer bias-free nets of four kinds.
+Dense linear nets, by the closed form above. Dense and conv (leaky) ReLU nets, units or kernels
+(:mod:`~biasfree.analysis.unit_stage`, §11.7.6): their zero units sit on the kink, where the
+Hessian is not defined, so the saddle and the escape come from the one-sided rate λ*. Linear conv
+nets with a pooled readout, ``f = V K z̄(x)``: a dense linear net on the mean patch z̄ (§11.7.7).
+Merged linear attention, through its twin ``W₂W₁z`` (§11.7.7). The staircase from ``init`` is
+given for the linear ones (dense, pooled conv, merged attention); a recorded ``curve`` is matched
+to the k-unit levels of every covered family; effective units for every family of
+:data:`~biasfree.core.units.FAMILIES` that the model readers give. Not covered (said in
+``notes``): the fixed points of deep or biased nets, of quadratic nets, of linear conv nets with a
+dense readout and of separate attention (its heads only: γ, K, Q train as a depth-3 net), and the
+staircase from ``init`` of nonlinear nets.
 """
 
 from __future__ import annotations

@@ -82,21 +82,31 @@ class Stage:
         """A nearest fixed point was built (else ``notes`` says why not)."""
         return self.fixed_point is not None or self.unit_point is not None
 
+    @property
+    def found(self) -> bool:
+        """A fixed point was found: the one built (``fixed_point``, else ``unit_point``) has its
+        relative gradient within its round-off bound. Where the search ended above it, the numbers
+        at where it stopped (loss, distance, λ, ε, times) depend on the search, not on the net:
+        :meth:`lines` and the JSON leave them out and give the gradient against its bound."""
+        point = self.fixed_point if self.fixed_point is not None else self.unit_point
+        return point is not None and point.stationary
+
     def lines(self) -> list[str]:
         """The answer in at most three short lines (``analyse``'s summary and the CLI)."""
         u = self.units
         out = [f"effective units {u.count} ({u.family}; threshold {u.threshold:.3g})"
                + (f", loss {self.loss:.6g}" if np.isfinite(self.loss) else "")]
         fp, up = self.fixed_point, self.unit_point
-        if fp is not None:
+        if self.covered and not self.found:  # numbers depend on where the search stopped: not printed
+            k, point, name, how = ((u.count, fp, "fixed_point", "") if fp is not None else
+                                   (up.k, up, "unit_point", " after Levenberg–Marquardt and Newton"))
+            out.append(f"no {k}-unit fixed point near the net: its relative gradient {point.grad:.2g} stays "
+                       f"above round-off {point.grad_tol:.2g}{how} (not on a plateau; numbers in .{name})")
+        elif fp is not None:
             out.append(f"nearest fixed point: best {u.count}-unit solution, loss {fp.loss:.6g}, ‖θ − θ*‖ = "
                        f"{self.distance:.3g}; "
                        + (f"saddle, λ_min = {fp.lambda_min:.4g} (tol {fp.lambda_tol:.2g})"
                           if self.saddle else "not a saddle"))
-        elif up is not None and not up.stationary:  # numbers depend on where LM stopped: not printed
-            out.append(f"no {up.k}-unit fixed point near the net: its relative gradient stays above "
-                       "round-off after Levenberg–Marquardt and Newton (not on a plateau; numbers in "
-                       ".unit_point)")
         elif up is not None:
             out.append(f"nearest fixed point: {up.k} unit{'' if up.k == 1 else 's'} embedded, loss "
                        f"{up.loss:.6g}, ‖θ − θ*‖ = "

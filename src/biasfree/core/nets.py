@@ -28,7 +28,7 @@ import numpy as np
 from .. import _validate as validate
 from .layers import ACTIVATIONS, Layer, Params, check_net, is_net, takes_net
 from .precision import precise
-from .twin import _slope_factor
+from .twin import unchecked_slope_factor
 
 Array = jax.Array
 
@@ -206,7 +206,7 @@ def beta_eff(params: Params, alpha, X: Array | None = None, *, pinv_X: Array | N
 def _beta_eff(params: Params, alpha, X=None, pinv_X=None):
     """:func:`beta_eff` unchecked."""
     if beta_eff_is_exact(params):
-        return _slope_factor(alpha) * params[0].matrix.T @ params[1].matrix.T
+        return unchecked_slope_factor(alpha) * params[0].matrix.T @ params[1].matrix.T
     P = jnp.linalg.pinv(X) if pinv_X is None else pinv_X
     return P @ _odd_part(params, X, alpha)
 

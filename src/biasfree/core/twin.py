@@ -19,11 +19,13 @@ from .layers import Params, scale_params
 def slope_factor(alpha):
     """``c = (1 + α) / 2`` for the leaky slope ``alpha`` = α in [0, 1] (one or an array)."""
     validate.slope(alpha, array_ok=True)
-    return _slope_factor(alpha)
+    return unchecked_slope_factor(alpha)
 
 
-def _slope_factor(alpha):
-    """:func:`slope_factor` unchecked."""
+def unchecked_slope_factor(alpha):
+    """:func:`slope_factor` without its check, ``(1 + α)/2``, for a caller that checked ``alpha``
+    (the analyse pipeline checks it once, at its first stage); the one place the formula is
+    written."""
     return (1.0 + alpha) / 2.0
 
 
@@ -73,7 +75,7 @@ class TwinScales(NamedTuple):
     def unchecked(cls, alpha, depth: int) -> TwinScales:
         """:func:`twin_scales` without its checks, for a caller that checked ``alpha`` and the
         net (the analyse pipeline checks each once, at its first stage)."""
-        return _twin_scales(_slope_factor(alpha), depth)
+        return _twin_scales(unchecked_slope_factor(alpha), depth)
 
 
 def twin_scales(alpha, depth: int = 2) -> TwinScales:
@@ -91,6 +93,6 @@ def twin_weights(params: Params, alpha, depth: int) -> Params:
     """The twin's weights, unchecked: :func:`linear_twin`'s ``√c·params`` at depth 2, the odd-part
     twin's ``c^{(L−1)/L}·params`` beyond (§4.1); ``alpha`` one slope, or one per member (K,)
     for ``params`` with a leading member axis."""
-    c = _slope_factor(np.asarray(alpha, dtype=float))
+    c = unchecked_slope_factor(np.asarray(alpha, dtype=float))
     factor = np.sqrt(c) if depth == 2 else _twin_scales(c, depth).weight
     return tuple(layer.scaled(factor) for layer in params)

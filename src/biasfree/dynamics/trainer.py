@@ -56,7 +56,7 @@ from ..core.attention_twin import check_twin_slope
 from ..core.data import Dataset, mirrored_half
 from ..core.nets import widths
 from ..core.precision import precise
-from ..core.twin import _slope_factor, _twin_scales, twin_weights
+from ..core.twin import _twin_scales, twin_weights, unchecked_slope_factor
 from ..core.units import effective_units
 from . import run
 from . import train_config as config
@@ -370,7 +370,7 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
     if cfg.gd:
         member["lr"] = vec["lr"]
     if twin_params is not None:
-        time_scale = _twin_scales(_slope_factor(vec["alpha"]), depth).time
+        time_scale = _twin_scales(unchecked_slope_factor(vec["alpha"]), depth).time
         member |= {"twin": twin_params, "twin_decay": vec["weight_decay"] / time_scale}
         if cfg.gd:
             member["twin_lr"] = vec["lr"] * time_scale

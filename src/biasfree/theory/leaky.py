@@ -22,14 +22,14 @@ from ..core.inits import pair_up
 from ..core.layers import Layer, Params, scale_params, takes_net
 from ..core.nets import has_bias
 from ..core.precision import precise
-from ..core.twin import _slope_factor, linear_twin
+from ..core.twin import linear_twin, unchecked_slope_factor
 from .modes import half_time, linear_loss, mode_strength
 
 
 def _c(alpha):
     """c = (1 + α)/2 of the slope(s) ``alpha``, checked: a float for one slope."""
     a = v.slope(alpha, array_ok=True)
-    return float(_slope_factor(a)) if np.ndim(a) == 0 else _slope_factor(a)
+    return float(unchecked_slope_factor(a)) if np.ndim(a) == 0 else unchecked_slope_factor(a)
 
 
 def check_two_layer(params: Params, what: str) -> None:

@@ -29,7 +29,7 @@ from ..core.blocks import _outputs_and_mirror
 from ..core.layers import Params, check_net, takes_net
 from ..core.precision import precise
 from ..core.symmetry import _mirror_violation, max_row_norm
-from ..core.twin import _slope_factor, twin_weights
+from ..core.twin import twin_weights, unchecked_slope_factor
 from .inits import _imbalance
 from .leaky import check_two_layer
 from .modes import check_decay
@@ -268,7 +268,7 @@ def _reference_curve(params: Params, X, Y, t, *, alpha: float, weight_decay: flo
     notes, exact = [], True
     lin, t_lin, lam = params, t, weight_decay
     if alpha != 1.0:
-        c = float(_slope_factor(alpha))
+        c = float(unchecked_slope_factor(alpha))
         lin = twin_weights(params, alpha, 2)  # leaky_to_linear, leaky_time_to_linear, ..._decay_...
         t_lin = c * t
         lam = lam / c
