@@ -165,7 +165,7 @@ def run(params, pred: Prediction, reg: Regime, r: Run, s: Setting, certify: bool
         return ending(*((p, q) if keep is None else (measure_step.widen(params, p, keep),
                                                      measure_step.widen(pred.twin, q, keep))), s)
 
-    stop = Decided(PAPER_LEVEL * L0, ends if flow else None) if early else None
+    stop = Decided(PAPER_LEVEL * L0, ends if flow else None, s.ctx.floor) if early else None
     traj = train_run(P, unchecked_dataset(XP, Y), cfg, twin=Q, observables="loss", time_budget=loop_budget,
                      progress=s.progress, stop=stop)
     seconds = time.perf_counter() - t0
@@ -320,16 +320,22 @@ class Decided:
     0.3% of L_ref) — "not", whatever follows (:func:`judge_measured`) — or, where ``ends``
     (None: not GD on the MSE) finds the run's weights within the bound no later descent can
     leave (:func:`end_bound` ≤ ``level``, the bound :func:`judge_measured` reads at the run's
-    end). ``said``: whether it ended the run."""
+    end). ``ends`` costs passes over the data, so it is asked only once the last record's losses
+    L, L̃ pass the same bound without its round-off terms: max(L, L̃), or with the two-layer
+    ``floor`` L* max(|L − L̃|, max(L, L̃) − L*) (a stationary point to round-off is left to the
+    run's end). ``said``: whether it ended the run."""
 
-    def __init__(self, level: float, ends=None):
+    def __init__(self, level: float, ends=None, floor: float | None = None):
         self.level, self.ends, self.said = level, ends, False
+        self.floor = float("nan") if floor is None else float(floor)
 
     def __call__(self, state, last) -> bool:
         if float(state["gap"]) > self.level:
             self.said = True
         elif self.ends is not None:
-            self.said = end_bound(self.ends(state["p"], state["q"])) <= self.level
+            L, Lt = float(last["net"]["loss"]), float(last["twin"]["loss"])
+            near = max(L, Lt) if not np.isfinite(self.floor) else max(abs(L - Lt), max(L, Lt) - self.floor)
+            self.said = near <= self.level and end_bound(self.ends(state["p"], state["q"])) <= self.level
         return self.said
 
 
