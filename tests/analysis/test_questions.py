@@ -152,10 +152,11 @@ def test_a_conv_net_outside_the_calibrated_region_is_undecided_and_conv_pairs_ar
     t = bf.analyse(net, (X, Y), alpha=0.0, train=False).verdict.training
     assert t.level == vd.UNDECIDED and "convolutional" in t.reasons[0] and vd.MEASURE in t.reasons[0]
     assert any("ESTIMATE" in n for n in t.notes)  # the interval is shown, named an estimate
-    # by default the conv net is measured (issue 47): its gap (4.3% here) decides
-    res = bf.analyse(net, (X, Y), alpha=0.0, time_budget=None)  # to its horizon whatever the load
+    # by default the conv net is measured (issue 47): its gap decides (4.3% at the horizon), and
+    # the run ends once it passes 0.3% (0.69% at step 241 of 1000 when written), whatever the load
+    res = bf.analyse(net, (X, Y), alpha=0.0, time_budget=None)
     t, tr = res.verdict.training, res.prediction.trained
-    assert t.kind.endswith("measured by default") and tr.steps_run == tr.config.steps
+    assert t.kind.endswith("measured by default") and tr.decided and tr.steps_run < tr.config.steps
     assert tr.gap_to_twin > vd.PAPER_LEVEL and t.level == vd.NOT
     pairs = bf.init_conv(jax.random.PRNGKey(0), (8,), (1, 4), 3, scale=1.0, pairs=True)
     res = bf.analyse(pairs, (X, Y), alpha=0.0)

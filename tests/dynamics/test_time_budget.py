@@ -94,3 +94,34 @@ def test_a_huge_run_stops_within_its_budget(problem):
     steps = int(tr.stats["steps"])
     assert 0 < steps < 10**9 and tr.loss.shape == (2,) and calls[-1] == steps  # record 0, and the stop
     assert float(tr.t[-1]) == pytest.approx(1e-3 * steps, rel=1e-12)  # t = η k at the last record
+
+
+@pytest.mark.parametrize("budget", [None, 600.0])
+def test_a_run_stops_where_its_stop_test_says(problem, budget):
+    """``stop(state, last)`` ends a run between calls (unpaced: between chunks of records; paced:
+    between calls), its records a prefix of the whole run's, bitwise (the same steps, split only
+    between steps), its last record the ``last`` the test saw. The control: a test that never
+    says stop runs every step."""
+    from biasfree.dynamics.trainer import _run
+
+    params, data = problem
+    cfg = bf.GDConfig(lr=0.05, steps=2000, n_records=41)
+    whole = _run(params, data, cfg, twin=True, time_budget=budget)
+    seen = []
+
+    def stop(state, last):
+        seen.append((int(state["k"]), float(last["net"]["loss"]), float(state["gap"])))
+        return int(state["k"]) >= 500
+
+    cut = _run(params, data, cfg, twin=True, time_budget=budget, stop=stop)
+    n, k = cut.loss.shape[0], int(cut.stats["steps"])
+    assert 500 <= k < 2000 and seen[-1][0] == k  # ended at the first call that reached step 500
+    assert float(cut.loss[-1]) == seen[-1][1]  # its last record is the one the test was shown
+    m = int(np.sum(np.isin(np.asarray(cut.t), np.asarray(whole.t))))  # a paced call may end between records
+    assert m >= n - 1 and m >= 11
+    np.testing.assert_array_equal(np.asarray(cut.t[:m]), np.asarray(whole.t[:m]))
+    np.testing.assert_array_equal(np.asarray(cut.loss[:m]), np.asarray(whole.loss[:m]))
+    assert float(cut.twin_gap) <= float(whole.twin_gap) and seen[-1][2] == float(cut.twin_gap)
+    never = _run(params, data, cfg, twin=True, time_budget=budget, stop=lambda state, last: False)
+    assert int(never.stats["steps"]) == 2000
+    np.testing.assert_array_equal(np.asarray(never.loss), np.asarray(whole.loss))

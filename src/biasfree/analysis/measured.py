@@ -72,10 +72,11 @@ def stages(given: Predicted, init: Predicted | None, s: Setting) -> tuple:
     return pred, answer, reg, function, None if init is None else history(init, given.params, s)
 
 
-def training(x: Predicted, s: Setting) -> tuple:
+def training(x: Predicted, s: Setting, early: bool = True) -> tuple:
     """Training from ``x.params`` beside its twin: measured by ``x.plan.run`` (the prediction
     then holds it as ``trained``), else the predicted answer; a prediction left undecided is
-    measured by ``x.plan.fallback`` (a default measurement) when there is one;
+    measured by ``x.plan.fallback`` (a default measurement) when there is one, ended as soon as
+    its answer is decided when ``early`` (:class:`Decided`);
     ``(prediction, its judgement, the regime with the relative gradient)``."""
     p, pred, answer, reg = x.plan, x.pred, x.answer, x.regime
     if pred is None:  # a net with biases: judged on its structure alone
@@ -94,7 +95,8 @@ def training(x: Predicted, s: Setting) -> tuple:
     certify, reg0 = r.dyn.train == "True", reg  # GD at the measured step: its stability checked at the end
 
     def go(c, b, t=0.0):
-        return run(x.params, pred, reg0, dataclasses.replace(r, cfg=c, budget=b), s, certify=certify, spent=t)
+        return run(x.params, pred, reg0, dataclasses.replace(r, cfg=c, budget=b), s, certify=certify, spent=t,
+                   early=early and r.by_default)
 
     if certify:  # rerun at a smaller step where the sharpness grew past half the limit (measure_step.settle)
         tr, reg, lam_end, cfg = measure_step.settle(go, r.cfg, r.budget, spent)
@@ -122,7 +124,7 @@ def history(x: Predicted, params, s: Setting) -> History:
     with the config asked, else predicted for gradient flow and, unless ``train=False``,
     measured by default GD where that prediction is undecided), and how close the rerun ends
     to the given net ``params``."""
-    pred, answer, reg = training(x, s)
+    pred, answer, reg = training(x, s, early=False)  # the rerun runs whole: it is compared with the net
     if pred is None or pred.trained is None:
         return History(x.st.net, pred, answer, reg)
     tr = pred.trained
@@ -138,7 +140,7 @@ def history(x: Predicted, params, s: Setting) -> History:
 
 
 def run(params, pred: Prediction, reg: Regime, r: Run, s: Setting, certify: bool = False,
-        spent: float = 0.0) -> tuple:
+        spent: float = 0.0, early: bool = False) -> tuple:
     """Train ``params`` and its twin ``pred.twin`` by ``r`` side by side (one loop, the gap
     carried at every step) and record it: ``(Training, the regime with movement and
     alignment, the sharpness at the run's last weights when ``certify``, else None)``
@@ -146,7 +148,8 @@ def run(params, pred: Prediction, reg: Regime, r: Run, s: Setting, certify: bool
     η λ̂ ≤ 2; the loop's share of ``r.budget`` is what the ``spent`` seconds of measuring the
     step leave, ``measure_step.budget_left``); the predicted curve ``pred.t``, ``pred.loss``
     compared for GD, every gap over the prediction's normaliser ``pred.gap_reference``
-    (:mod:`~biasfree.analysis.gap`)."""
+    (:mod:`~biasfree.analysis.gap`). ``early``: the run ends as soon as :class:`Decided` says its
+    answer can no longer change (``Training.decided``)."""
     X, Y, a, modes = s.X, s.Y, s.a, s.ctx.modes
     cfg, budget = r.cfg, r.budget
     L0 = pred.gap_reference  # reference(L(θ₀), ½<||y||²>), as the prediction's gaps
@@ -156,8 +159,15 @@ def run(params, pred: Prediction, reg: Regime, r: Run, s: Setting, certify: bool
                                                              measure_step.narrow(pred.twin, keep), X[:, keep])
     t0 = time.perf_counter()
     loop_budget = measure_step.budget_left(budget, spent) if spent else budget
+    flow = r.dyn.flow  # GD on the MSE: the end's bound applies (Stationarity), and so it does on the way
+
+    def ends(p, q):  # the loop's weights, on every input column
+        return ending(*((p, q) if keep is None else (measure_step.widen(params, p, keep),
+                                                     measure_step.widen(pred.twin, q, keep))), s)
+
+    stop = Decided(PAPER_LEVEL * L0, ends if flow else None, s.ctx.floor) if early else None
     traj = train_run(P, unchecked_dataset(XP, Y), cfg, twin=Q, observables="loss", time_budget=loop_budget,
-                     progress=s.progress)
+                     progress=s.progress, stop=stop)
     seconds = time.perf_counter() - t0
     paired = PairedRun.of(traj, cfg.recorded())
     if keep is not None:
@@ -182,10 +192,9 @@ def run(params, pred: Prediction, reg: Regime, r: Run, s: Setting, certify: bool
                   final_even_energy=sp.even, params=paired.params, gap_step=paired.gap_step,
                   gap_time=(lr if np.isfinite(lr) else 1.0) * paired.gap_step, steps_run=paired.steps,
                   optimiser=trainer,
-                  end=None if not r.dyn.flow else stationarity(  # GD stays only where the MSE's flow does
-                      paired.params, paired.twin, X, Y, a, max(0.5 * modes.y_power, 1e-300), s.ctx.floor,
-                      modes.B),
-                  gap_reference=L0, seconds=seconds, time_budget=budget, by_default=r.by_default)
+                  end=ending(paired.params, paired.twin, s) if flow else None,  # GD stays where the flow does
+                  gap_reference=L0, seconds=seconds, time_budget=budget, by_default=r.by_default,
+                  decided=stop is not None and stop.said)
     move = relative_movement(params, paired.params)
     reg = dataclasses.replace(reg, movement=move, rich=move[0] >= RICH_MOVEMENT,
                               alignment0=row_alignment(params[0].matrix, dirs),
@@ -204,7 +213,8 @@ def judged(facts: Facts, tr: Training, reg: Regime, kind: str, note: str, longer
                        alignment0=reg.alignment0, exact_structure=facts.exact, kind=kind,
                        trainer=tr.optimiser, over="every step",
                        approximate=note if note.startswith("APPROXIMATE") else "", end=tr.end,
-                       scale=tr.gap_reference, seconds=tr.seconds, budget=tr.time_budget, longer=longer)
+                       scale=tr.gap_reference, seconds=tr.seconds, budget=tr.time_budget, longer=longer,
+                       decided=tr.decided)
     return dataclasses.replace(j, notes=j.notes + (f"twin optimiser: {note}",)) if note else j
 
 
@@ -213,7 +223,7 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
                    kind: str = "training, measured", trainer: str = "GD",
                    over: str = "every step", approximate: str = "", end: Stationarity | None = None,
                    scale: float = 1.0, seconds: float = float("nan"), budget: float | None = None,
-                   longer: str = MEASURE) -> Judgement:
+                   longer: str = MEASURE, decided: bool = False) -> Judgement:
     """The training measured (§6.3): ``gap`` = max over every step k of ``|L(θ_k) − L_twin(k)| /
     scale``, ``scale`` = max(L(θ₀), ½<||y||²>) (:mod:`~biasfree.analysis.gap`), reached at ``step``
     (time ``t``); ``movement`` the first layer's relative movement, ``alignment``/``alignment0``
@@ -229,7 +239,9 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
     budget stopped (``steps_run`` < ``steps_asked``, ``seconds`` of ``budget``) whose gap is within
     0.3% without such a bound is :data:`UNDECIDED`, saying so and naming ``longer``, the call
     that runs longer (its ``{seconds}``, if any, filled in with 1.5× the time the whole run takes
-    at the rate measured); a gap above 0.3% in the steps run says "not" whatever the budget."""
+    at the rate measured); a gap above 0.3% in the steps run says "not" whatever the budget.
+    ``decided``: the run ended before its steps because one of those two already held
+    (:class:`Decided`), which the notes say instead of a budget."""
     ev, fails, notes = structural(f)
     context = fails[:]  # the theory does not cover these cases, but the measured gap decides
     measured = evidence(f"trained gap to the twin under {trainer}, max over {over} ({of(scale)})", gap,
@@ -246,7 +258,7 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
     final = ""
     if end is not None:
         ev.extend(end.evidence("at the run's end"))
-        bound = end.bound() if end.stationary or np.isfinite(end.floor) else max(end.loss, end.twin_loss)
+        bound = end_bound(end)
         after = evidence(f"gap to the twin after the run, bound ({of(scale)})", bound / scale, PAPER_LEVEL,
                          "the run ended stationary, above the two-layer floor or converged: longer "
                          "descent keeps the gap within this")
@@ -258,7 +270,11 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
     stopped = steps_run < steps_asked
     spent = (f"{steps_run} of {steps_asked} steps in {seconds:.3g} s"
              + ("" if budget is None else f" (time budget {budget:.3g} s)"))
-    if stopped:
+    if stopped and decided:
+        notes.append(f"ended once decided, after {spent}: " + (
+            "the gap passed 0.3%, which no later step can undo" if not measured.passed else
+            "the run's weights were within the bound no later descent can leave"))
+    elif stopped:
         notes.append(f"stopped by the time budget after {spent}: the gap is the maximum over the steps "
                      "run" + (" (and the run ended within its bound)" if final else ""))
     if not measured.passed:
@@ -282,6 +298,45 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
                          f"on its twin to round-off at {over} ({gap:.2g} of {GAP_REF}){final}")
     return judgement(kind, EFFECTIVE, [], ev, notes, f"within {100 * gap:.2g}% of {GAP_REF} of its twin at "
                      f"{over} (max at step {step}){final}")
+
+
+def ending(params, twin, s: Setting) -> Stationarity:
+    """Where a run's net ``params`` and twin ``twin`` stand on the whole data, with the setting's
+    two-layer floor (:func:`~biasfree.analysis.stationary.stationarity`)."""
+    return stationarity(params, twin, s.X, s.Y, s.a, max(0.5 * s.ctx.modes.y_power, 1e-300), s.ctx.floor,
+                        s.ctx.modes.B)
+
+
+def end_bound(end: Stationarity) -> float:
+    """The largest gap to the twin any later descent can open from ``end`` (loss units): its
+    :meth:`~biasfree.analysis.stationary.Stationarity.bound` (stationary, or the floor bound), else
+    max(L, L_twin), both losses being ≥ 0 and non-increasing."""
+    return end.bound() if end.bounded else max(end.loss, end.twin_loss)
+
+
+class Decided:
+    """The stop test of a default measurement (``trainer._run``'s ``stop``), asked between the
+    loop's calls: the answer is decided once the gap so far is above ``level`` (loss units:
+    0.3% of L_ref) — "not", whatever follows (:func:`judge_measured`) — or, where ``ends``
+    (None: not GD on the MSE) finds the run's weights within the bound no later descent can
+    leave (:func:`end_bound` ≤ ``level``, the bound :func:`judge_measured` reads at the run's
+    end). ``ends`` costs passes over the data, so it is asked only once the last record's losses
+    L, L̃ pass the same bound without its round-off terms: max(L, L̃), or with the two-layer
+    ``floor`` L* max(|L − L̃|, max(L, L̃) − L*) (a stationary point to round-off is left to the
+    run's end). ``said``: whether it ended the run."""
+
+    def __init__(self, level: float, ends=None, floor: float | None = None):
+        self.level, self.ends, self.said = level, ends, False
+        self.floor = float("nan") if floor is None else float(floor)
+
+    def __call__(self, state, last) -> bool:
+        if float(state["gap"]) > self.level:
+            self.said = True
+        elif self.ends is not None:
+            L, Lt = float(last["net"]["loss"]), float(last["twin"]["loss"])
+            near = max(L, Lt) if not np.isfinite(self.floor) else max(abs(L - Lt), max(L, Lt) - self.floor)
+            self.said = near <= self.level and end_bound(self.ends(state["p"], state["q"])) <= self.level
+        return self.said
 
 
 def relative_movement(before: Params, after: Params) -> tuple[float, ...]:

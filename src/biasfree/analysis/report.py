@@ -126,7 +126,9 @@ class Training:
     stopped it); the trained net's ``final_even_fraction``, ``final_odd_nonlinear_fraction``,
     ``final_odd_linear_energy``, ``final_odd_nonlinear_energy``, ``final_even_energy``; ``params``;
     ``end`` where the run's last net and twin stand
-    (:class:`~biasfree.analysis.stationary.Stationarity`; None unless full-batch GD on the MSE)."""
+    (:class:`~biasfree.analysis.stationary.Stationarity`; None unless full-batch GD on the MSE);
+    ``decided`` True when a default measurement ended before its steps because its answer could
+    no longer change (``biasfree.analysis.measured.decided``)."""
 
     config: object
     t: np.ndarray
@@ -151,6 +153,7 @@ class Training:
     seconds: float = float("nan")
     time_budget: float | None = None
     by_default: bool = False
+    decided: bool = False
 
 
 @dataclass(frozen=True)

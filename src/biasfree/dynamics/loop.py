@@ -243,14 +243,19 @@ class Job:
     eta: np.ndarray | None  # (B,) or scalar: the time axis' η (None: t = k)
 
 
-def drive(job: Job, spec: Spec, progress, time_budget):
+def drive(job: Job, spec: Spec, progress, time_budget, stop=None):
     """Run the program over every record interval, in chunks when asked; ``(state, records,
     job)`` with the job's ``ks`` the steps of the records made (all of them, unless the budget
-    ran out: then its first ones and the step where the run stopped).
+    ran out or ``stop`` said so: then its first ones and the step where the run stopped).
+
+    ``stop(state, last) -> bool`` (one net, not an ensemble): asked between calls, with the
+    loop's state and the last record made (``{"net": {...}, "twin": {...}}``, each observable at
+    that step); True ends the run there, as a spent budget does (the caller's test of whether
+    the answer is already decided, ``biasfree.analysis.measured``).
 
     The BLAS behind LAPACK runs on one thread meanwhile (:data:`BLAS_THREADS`)."""
     with _blas_limit():
-        state, recs, ks = _calls(job, spec, progress, time_budget)
+        state, recs, ks = _calls(job, spec, progress, time_budget, stop)
         jax.block_until_ready((state, recs))  # the program runs asynchronously: inside the limit
     axis = 0 if spec.layout is None else 1
     records = recs[0] if len(recs) == 1 else jax.tree_util.tree_map(
@@ -279,7 +284,12 @@ records nearly doubled a 3000-step run) against under 1 ms on one thread, with t
 singular values bitwise (docs/performance.md, "The one training loop")."""
 
 
-def _calls(job: Job, spec: Spec, progress, time_budget):
+def _last(rec: dict, n: int, axis: int) -> dict:
+    """Record ``n − 1`` of a call's records."""
+    return jax.tree_util.tree_map(lambda x: jax.lax.index_in_dim(x, n - 1, axis=axis, keepdims=False), rec)
+
+
+def _calls(job: Job, spec: Spec, progress, time_budget, stop=None):
     """The compiled calls of :func:`drive`: ``(final state, [records of each call], record
     steps)`` (the steps None: the job's first records, as many as were made).
 
@@ -292,7 +302,7 @@ def _calls(job: Job, spec: Spec, progress, time_budget):
     seg = job.segments
     seg = np.concatenate([np.zeros(seg.shape[:-1] + (1,), seg.dtype), seg], axis=-1)
     R = seg.shape[-1]
-    chunked = progress is not None or time_budget is not None
+    chunked = progress is not None or time_budget is not None or stop is not None
     start, recs = time.monotonic(), []
     axis = 0 if spec.layout is None else 1  # the record axis (an ensemble's is behind its members')
     K = int(np.max(job.ks[..., -1]))
@@ -302,7 +312,7 @@ def _calls(job: Job, spec: Spec, progress, time_budget):
         member = {k: v for k, v in member.items() if k not in ("params", "twin")}
         spec = spec._replace(stage="resume")
         if time_budget is not None and not spec.ragged:
-            return _paced(job, spec, member, shared, state, progress, time_budget, start)
+            return _paced(job, spec, member, shared, state, progress, time_budget, start, stop)
     for a, b in _chunks(R, chunked):
         part = seg[..., a:min(b, R)]
         pad = (b - a) - part.shape[-1]
@@ -325,11 +335,13 @@ def _calls(job: Job, spec: Spec, progress, time_budget):
             progress(k, K)
         if time_budget is not None and time.monotonic() - start > time_budget and done < R:
             break
+        if stop is not None and done < R and stop(state, _last(rec, b - a - pad, axis)):
+            break
     return state, recs, None
 
 
 def _paced(job: Job, spec: Spec, member: dict, shared: dict, state, progress, budget: float,
-           start: float):
+           start: float, stop=None):
     """The calls of a run with a time budget (one shared record schedule), from the initial
     ``state``: each runs the steps :func:`~biasfree.dynamics.pacing.next_steps` fits in the
     time left, cut into intervals by :func:`~biasfree.dynamics.pacing.cut` (at most as many as a
@@ -356,6 +368,8 @@ def _paced(job: Job, spec: Spec, member: dict, shared: dict, state, progress, bu
         made.extend(ks[j:j + kept].tolist())
         j, k = j + kept, k + n
         n = pacing.next_steps(budget - (time.monotonic() - start), step_s, K - k)  # 0: stop here
+        if n and stop is not None and stop(state, _last(rec, kept + cut, axis)):
+            n = 0  # decided: the run ends here, as a spent budget ends it
         keep = kept + (cut and n == 0)  # stopped inside an interval: its record is the last
         if keep > kept:
             made.append(k)

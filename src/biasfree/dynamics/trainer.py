@@ -301,11 +301,12 @@ def _train(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, 
 
 
 def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, twin=False, batched=False,
-         layout=None, observables="all", progress=None, time_budget=None, segments=None):
+         layout=None, observables="all", progress=None, time_budget=None, segments=None, stop=None):
     """:func:`_train` with the net, the data and a given twin checked by the caller (``analyse``
     checks its net and data once, then runs this): the settings' fit to the data and to each
     other, the job, the run. ``segments`` (B, R−1): each member's own steps between records (an
-    ensemble whose members run different step counts; internal)."""
+    ensemble whose members run different step counts; internal). ``stop(state, last record)``:
+    asked between calls, True ends the run there (one net; :func:`~biasfree.dynamics.loop.drive`)."""
     _check_batches(cfg, data)
     if cfg.batch_size is not None:
         key = jax.random.PRNGKey(cfg.seed) if key is None else validate.key(key)
@@ -392,7 +393,9 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
         shared |= {"twin_data": run.arrays(full),
                    "twin_pinv": None if observables != "all" else run.pinv(twin_params, full)}
     job = Job(member, shared, np.diff(ks, axis=-1), ks, eta)
-    state, records, job = drive(job, spec, progress, time_budget)  # job.ks: the records made
+    if stop is not None and ensemble:
+        raise ValueError("stop: a test of when to end one run; an ensemble's members end together")
+    state, records, job = drive(job, spec, progress, time_budget, stop)  # job.ks: the records made
     n = job.ks.shape[-1]
     _divergence(state, records, n, job, cfg, "gradient descent" if cfg.gd else f"training by {cfg.label}")
     traj = _trajectory(state, records, n, job, cfg, spec)
