@@ -14,7 +14,10 @@ scalar equation is exact for GD, and the prediction is a closed form, not a fit)
 - **ReLU FC** (data-induced, conjectured): inputs on ``len(strengths)`` rays of a regular simplex
   (pairwise cos = −1/d: a unit aligned with one ray is off on the others), target ``c_h r`` on
   ray h; each unit is a linear mode on its ray with rate ``λ_h = p_h <r²>_h``.
-- **separate linear attention** (data-induced): the aligned rank-one heads of
+- **separate linear attention** (data-induced *because every head starts at the same init*: a
+  head's escape time goes as 1/(s·w₀), as a quadratic unit's does, so unequal inits would order
+  the heads by init too; the paper puts attention with the quadratic net, among the nets whose
+  count of nonzero units grows, docs/theory.md §11): the aligned rank-one heads of
   :mod:`~biasfree.claims.linear_attention` on Λ = diag(``eigs``); levels are principal-component
   regression's (:func:`~biasfree.theory.attention.plateau_losses`), times the scalar maps'
   (:func:`~biasfree.theory.attention.separate_gd`) within 3 standard errors of the sample.
