@@ -174,13 +174,18 @@ def test_analyse_reports_the_stage_or_refuses_in_one_line(kinks):
     assert isinstance(ref, str) and "\n" not in ref and "families with one" in ref and "conv" in ref
 
 
-def test_a_deep_linear_net_gets_its_units_and_a_note_naming_the_covered_families():
+def test_a_deep_linear_net_of_full_rank_stands_at_the_minimum_not_a_saddle():
+    """A random depth-3 linear net on raw (not whitened) inputs uses both units the data allow
+    (k = min(d, p) = 2): its nearest fixed point is the least-squares map, balanced over the layers
+    (§11.7.10), stationary, with no next mode, so no saddle and no time; the note says why the Hessian
+    is not the test at depth 3."""
     rng = np.random.default_rng(1)
     X, Y = rng.normal(size=(20, 3)), rng.normal(size=(20, 2))
     deep = tuple(Layer(rng.normal(size=s)) for s in ((3, 3), (3, 3), (2, 3)))
     st = stage_of(deep, X, Y, 1.0)
-    assert st.units.count == 2 and not st.covered
-    assert "depth 3" in st.notes[0] and "covered: two-layer" in st.notes[0] and "\n" not in st.notes[0]
+    assert st.units.count == 2 and st.covered and st.fixed_point.stationary
+    assert st.deep_point.s_next == 0.0 and not st.saddle and st.drop_time is None
+    assert "depth 3" in st.notes[0] and "order ε^3" in st.notes[0] and "\n" not in st.notes[0]
 
 
 def test_a_linear_conv_net_with_a_pooled_readout_stands_on_the_mean_patch():

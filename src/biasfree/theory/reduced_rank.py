@@ -23,7 +23,9 @@ _CUT = 1e-12
 """Input directions with Σ_xx eigenvalue below this fraction of the largest are left out."""
 
 
-def _whitened_svd(X, Y):
+def whitened_svd(X, Y):
+    """``(U, s, Vt, Σ_xx^{-1/2})``: the SVD ``C = Σ_yx Σ_xx^{-1/2} = U diag(s) Vᵀ`` (module doc), with
+    Σ_xx^{-1/2} on its range (directions below :data:`_CUT` of the largest eigenvalue left out)."""
     N = X.shape[0]
     lam, W = np.linalg.eigh(X.T @ X / N)
     keep = lam > _CUT * lam.max()
@@ -37,7 +39,7 @@ def reduced_rank_fit(X, Y, k: int) -> tuple[np.ndarray, float]:
     doc), computed from the map on the data."""
     X, Y = v.data(X, Y)
     k = v.integer("k", k, 0, min(X.shape[1], Y.shape[1]))
-    U, s, Vt, isqrt = _whitened_svd(X, Y)
+    U, s, Vt, isqrt = whitened_svd(X, Y)
     beta = (U[:, :k] * s[:k]) @ Vt[:k] @ isqrt
     return beta, float(0.5 * np.mean(np.sum((Y - X @ beta.T) ** 2, axis=1)))
 
@@ -46,5 +48,5 @@ def reduced_rank_losses(X, Y) -> np.ndarray:
     """``L_k = ½ (tr Σ_yy − Σ_{i≤k} s_i²)`` for k = 0..min(d, p) (module doc): the loss of the
     best linear map of each rank, the plateau levels of a two-layer linear net."""
     X, Y = v.data(X, Y)
-    s = _whitened_svd(X, Y)[1]
+    s = whitened_svd(X, Y)[1]
     return 0.5 * (float(np.mean(np.sum(Y**2, axis=1))) - np.concatenate([[0.0], np.cumsum(s**2)]))
