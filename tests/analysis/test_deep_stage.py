@@ -113,13 +113,15 @@ def test_a_perturbed_point_is_not_stationary_and_the_wrong_mode_is_a_hessian_sad
     moved = (Layer(np.asarray(pt.params[0].W) * 1.001), *pt.params[1:])
     bad = fixed_point(moved, X, Y, 1.0)
     assert not bad.stationary and bad.grad > 1e6 * bad.grad_tol
-    b, e = S[1] ** (1 / 3), np.eye(4)[:, :1]
-    wrong = (Layer(b * e @ m.V[:, 1:2].T), Layer(b * e @ e.T), Layer(b * m.U[:, 1:2] @ e.T))
-    fp = fixed_point(wrong, X, Y, 1.0)
-    lam = hessian_eigh(wrong, X, Y, 1.0)[0]
-    assert fp.stationary and abs(lam[0] - fp.lambda_min) <= fp.lambda_tol
-    # the 2×2 block's eigenvalue, to λ_tol plus the SVD's γ_K of s₁ (s from the sample)
-    assert abs(fp.lambda_min - b * (S[1] - S[0])) <= fp.lambda_tol + gamma(N + D) * S[0]
+    e = np.eye(4)[:, :1]
+    for i in (1, 2):  # mode 2, then mode 3, learned alone
+        b = S[i] ** (1 / 3)
+        wrong = (Layer(b * e @ m.V[:, i:i + 1].T), Layer(b * e @ e.T), Layer(b * m.U[:, i:i + 1] @ e.T))
+        fp = fixed_point(wrong, X, Y, 1.0)
+        lam = hessian_eigh(wrong, X, Y, 1.0)[0]
+        assert fp.stationary and abs(lam[0] - fp.lambda_min) <= fp.lambda_tol
+        # the 2×2 block's eigenvalue s_i^{1/3}(s_i − s₁), to λ_tol plus the SVD's γ_K of s₁ (sample s)
+        assert abs(fp.lambda_min - b * (S[i] - S[0])) <= fp.lambda_tol + gamma(N + D) * S[0]
 
 
 @pytest.mark.parametrize("k", [0, 1, 2])
