@@ -49,7 +49,7 @@ from ..core.nets import _forward, forward, widths
 from ..core.precision import precise
 from ..core.units import effective_units, ingredients, init_scales
 from ..theory.plateau_times import data_plateaus
-from ..theory.reduced_rank import reduced_rank_losses, whitened_svd
+from ..theory.reduced_rank import kronecker_departure, reduced_rank_losses, whitened_svd
 from ..theory.staircase import find_plateaus, match_levels
 from .attention_import import as_attention, is_attention_model, with_n_ctx
 from .deep_stage import deep_stage
@@ -232,10 +232,13 @@ def _attention(layer, X, Y, init) -> Stage:
     Z, Yz = np.asarray(zd.X, float), np.asarray(zd.Y, float)
     F = np.asarray(forward((layer,), jnp.asarray(X), 0.0))
     loss = float(0.5 * np.mean(np.sum((F - Yz) ** 2, 1)))
-    if isinstance(layer, SeparateAttention):
+    if isinstance(layer, SeparateAttention):  # §11.7.11: a weighted low-rank fit, measured here
+        dev, tol = kronecker_departure(Z, layer.d)
         return Stage(units.family, loss, units, notes=(
-            f"not covered: the nearest fixed point of separate attention (γ, K, Q train as a depth-3 net, "
-            f"no closed form on a sample); covered: {COVERED}",))
+            f"not covered: the nearest fixed point of separate attention: its {units.count}-head point is "
+            f"the best in-context map B of rank {units.count} in the metric Σ_zz (a closed form only when "
+            f"Σ_zz is a Kronecker product P ⊗ Q); on these data the nearest Kronecker product misses Σ_zz by "
+            f"{dev:.3g} of ‖Σ_zz‖_F (round-off {tol:.2g}); covered: {COVERED}",))
     twin = tuple(Layer(la.W) for la in merged_to_twin(layer))
     start = None if init is None else tuple(Layer(la.W) for la in merged_to_twin(init))
     st = _linear(twin, Z, Yz, loss, units, start)
