@@ -149,7 +149,7 @@ def escape_path(point: DeepPoint, X, Y, eps: float) -> Params:
 
 
 def s_tolerance(X, Y) -> float:
-    """Round-off of the computed s_i: Σ_yx's error is ≤ γ_N |Y|ᵀ|X|/N entrywise, of 2-norm ≤
+    """Round-off of the computed s_i: Σ_yx's error is ≤ γ_N ``|Y|ᵀ|X|/N`` entrywise, of 2-norm ≤
     γ_N rms‖y‖ rms‖x‖ (Cauchy–Schwarz over n); whitening and the SVD (backward stable) add γ_{d +
     max(d, p)}; times ‖Σ_xx^{-1/2}‖₂. By Weyl every s_i moves at most this."""
     N, d = X.shape

@@ -25,7 +25,7 @@ _CUT = 1e-12
 
 def whitened_svd(X, Y):
     """``(U, s, Vt, Σ_xx^{-1/2})``: the SVD ``C = Σ_yx Σ_xx^{-1/2} = U diag(s) Vᵀ`` (module doc), with
-    Σ_xx^{-1/2} on its range (directions below :data:`_CUT` of the largest eigenvalue left out)."""
+    Σ_xx^{-1/2} on its range (directions below ``_CUT`` of the largest eigenvalue left out)."""
     N = X.shape[0]
     lam, W = np.linalg.eigh(X.T @ X / N)
     keep = lam > _CUT * lam.max()
@@ -59,9 +59,9 @@ def kronecker_departure(Z, D: int) -> tuple[float, float]:
     rearranged R[(i,k),(j,l)] = Σ[(i,j),(k,l)] has P ⊗ Q ↔ rank 1, so δ is its singular values past
     the first). With δ = 0 the best rank-k matrix map in the metric Σ_zz is Eckart–Young's in the
     whitened metric (module doc), a closed form; otherwise it is a weighted low-rank approximation,
-    which has none. ``tol`` = γ_{S+D²} tr Σ_zz/‖Σ_zz‖_F: Σ_zz's sums are off by γ_S |Z|ᵀ|Z|/S, of Frobenius
-    norm ≤ γ_S ⟨‖z‖²⟩ = γ_S tr Σ_zz (Cauchy–Schwarz over the rows), the SVD (backward stable) adds γ_{D²}
-    of ‖R‖_F, and the trailing singular values' norm moves by at most that (Mirsky)."""
+    which has none. ``tol`` = γ_{S+D²} tr Σ_zz/‖Σ_zz‖_F: Σ_zz's sums are off by γ_S ``|Z|ᵀ|Z|/S``, of
+    Frobenius norm ≤ γ_S ⟨‖z‖²⟩ = γ_S tr Σ_zz (Cauchy–Schwarz over the rows), the SVD (backward stable)
+    adds γ_{D²} of ‖R‖_F, and the trailing singular values' norm moves by at most that (Mirsky)."""
     Z = v.finite_array("Z", Z, ndim=2)
     D = v.integer("D", D, 1)
     if Z.shape[1] != D * D:
