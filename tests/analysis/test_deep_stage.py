@@ -183,3 +183,57 @@ def test_analyse_prints_the_deep_stage_and_the_minimum_and_a_bottleneck_are_not_
     thin = aligned_init(m.U[:, :1], m.V[:, :1], m.s[:1], depth=L, width=1)
     neck = stage(thin, (X, Y), alpha=1.0)
     assert neck.units.count == 1 and not neck.deep_point.room and not neck.saddle
+
+
+def test_raw_inputs_give_the_saddle_but_no_time_and_lanczos_sees_the_same_hessian():
+    """On inputs 2X (Σ_xx = 4I, not whitened) C = Σ_yxΣ_xx^{-1/2} is unchanged: the same saddle, but
+    §3.3's flow is not the GD flow in W (it is preconditioned by Σ_xx), so no time, and a note says so.
+    Above DENSE_HESSIAN weights (d = 20, width 20: 860) λ_min comes from Lanczos on H + cI: 0 to λ_tol
+    at the top-1 point, s₂^{1/3}(s₂ − s₁) at the point on mode 2 (the failing control), each the dense
+    eigh's to λ_tol."""
+    import jax
+
+    from biasfree.analysis.saddles import DENSE_HESSIAN
+
+    X, Y, p0, net, _ = _raw_task()
+    st = stage(net, (2 * X, Y), alpha=1.0, init=p0)
+    assert st.units.count == 1 and st.saddle and st.deep_point.s_next == pytest.approx(S[1], rel=1e-12)
+    assert st.drop_time is None and st.escape_time is None and "not whitened" in " ".join(st.notes)
+    pt = st.deep_point
+    m = data_modes(X, Y)
+    b, e = S[1] ** (1 / 3), np.eye(20)[:, :1]
+    wrong = (Layer(b * e @ m.V[:, 1:2].T), Layer(b * e @ e.T), Layer(b * m.U[:, 1:2] @ e.T))
+    for params, want in ((pt.params, 0.0), (wrong, b * (S[1] - S[0]))):
+        Xs = 2 * X if params is pt.params else X
+        fp = fixed_point(params, Xs, Y, 1.0)
+        n = sum(np.size(la.W) for la in params)
+        assert n > DENSE_HESSIAN and fp.stationary
+        flat = np.concatenate([np.asarray(la.W).ravel() for la in params])
+        shapes = [np.shape(la.W) for la in params]
+
+        def loss(th, Xs=Xs, shapes=shapes):
+            i, h = 0, Xs
+            for o, k in shapes:
+                h, i = h @ th[i:i + o * k].reshape(o, k).T, i + o * k
+            return 0.5 * jax.numpy.sum((h - Y) ** 2) / len(Xs)
+
+        with jax.enable_x64(True):
+            dense = np.linalg.eigvalsh(np.asarray(jax.hessian(loss)(jax.numpy.asarray(flat))))[0]
+        # Lanczos against the dense eigh, both to λ_tol (Weyl); and the derived value, plus the SVD's γ_K
+        assert abs(fp.lambda_min - dense) <= 2 * fp.lambda_tol
+        assert abs(fp.lambda_min - want) <= 2 * fp.lambda_tol + gamma(200 + 20) * S[0]
+
+
+def _raw_task():
+    """d = 20, width 20, N = 200 (860 weights in a depth-3 net), the module's spectrum, trained to
+    plateau 1 from the aligned init."""
+    rng = np.random.default_rng(0)
+    X = np.linalg.qr(rng.standard_normal((200, 20)))[0] * np.sqrt(200)
+    U = np.linalg.qr(rng.standard_normal((3, 3)))[0]
+    V = np.linalg.qr(rng.standard_normal((20, 3)))[0]
+    Y = X @ (U @ np.diag(S) @ V.T).T
+    m = data_modes(X, Y)
+    p0 = aligned_init(m.U, m.V, A0, depth=L, width=20)
+    net = bf.train(p0, bf.Dataset(X, Y), bf.GDConfig(alpha=1.0, lr=LR, steps=PLATEAUS[1], n_records=2),
+                   observables="loss").params
+    return X, Y, p0, net, m

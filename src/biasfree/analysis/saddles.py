@@ -179,21 +179,25 @@ def _deep_fixed_point(Ws, X, Y, alpha) -> FixedPoint:
     for j, W in enumerate(Ws):
         h = h @ W.T if j == len(Ws) - 1 else np.asarray(_leaky_relu(h @ W.T, alpha))
     R = h - Y
-    if n <= DENSE_HESSIAN:
-        lams, vecs = np.linalg.eigh(np.asarray(_deep_hessian(flat, Xj, Yj, alpha, shapes)))
-    else:
-        from scipy.sparse.linalg import LinearOperator, eigsh
-
-        op = LinearOperator((n, n), dtype=float, matvec=lambda x: np.asarray(
-            _deep_hvp(flat, jnp.asarray(x), Xj, Yj, alpha, shapes)))
-        lams, vecs = eigsh(op, k=1, which="SA")
     w, L = layer_norms(params), len(Ws)
     rx, rr = np.sqrt(np.mean(np.sum(X**2, 1))), np.sqrt(np.mean(np.sum(R**2, 1)))
     # ||H|| ≤ S² ms‖x‖ + R̂ rms‖r‖ rms‖x‖ (stationary's bound, L layers; L = 2 gives _fixed_point's)
     S2 = sum(float(np.prod(np.delete(w, i))) ** 2 for i in range(L))
     Rh = math.sqrt(sum(float(np.prod(np.delete(w, [i, k]))) ** 2
                        for i in range(L) for k in range(L) if i != k))
-    lam_tol = (gamma(accumulations(params, X.shape[0])) + EPS) * (S2 * rx**2 + Rh * rr * rx) * math.sqrt(n)
+    h_norm = S2 * rx**2 + Rh * rr * rx
+    lam_tol = (gamma(accumulations(params, X.shape[0])) + EPS) * h_norm * math.sqrt(n)
+    if n <= DENSE_HESSIAN:
+        lams, vecs = np.linalg.eigh(np.asarray(_deep_hessian(flat, Xj, Yj, alpha, shapes)))
+    else:  # Lanczos on H + cI, c = the bound on ||H||: a deep saddle's λ_min = 0 is degenerate and ARPACK's
+        # relative tolerance never settles at 0; shifted, its eigenvalue is ≈ c and tol·c = λ_tol/2 absolute
+        from scipy.sparse.linalg import LinearOperator, eigsh
+
+        c = max(h_norm, 1e-300)
+        op = LinearOperator((n, n), dtype=float, matvec=lambda x: np.asarray(
+            _deep_hvp(flat, jnp.asarray(x), Xj, Yj, alpha, shapes)) + c * x)
+        lams, vecs = eigsh(op, k=1, which="SA", tol=max(lam_tol / (2 * c), 1e-15))
+        lams = lams - c
     theta = float(np.linalg.norm(np.asarray(flat)))
     return FixedPoint(float(loss), float(np.linalg.norm(np.asarray(grad))) * theta / ref,
                       gradient_tolerance(params, X, R, ref), float(lams[0]), lam_tol, vecs[:, 0])
