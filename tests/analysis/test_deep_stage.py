@@ -179,6 +179,8 @@ def test_analyse_prints_the_deep_stage_and_the_minimum_and_a_bottleneck_are_not_
     assert top.units.count == 3 and top.fixed_point.stationary and not top.saddle
     assert top.deep_point.s_next == 0.0 and top.drop_time is None and top.distance <= 1e-12 * 4
     assert "not a saddle" in top.lines()[1]
+    with pytest.raises(ValueError, match=r"no mode k \+ 1 = 4 to escape along"):
+        escape_path(top.deep_point, X, Y, 0.1)
     # width 1 in the middle: the rank-1 point is the global minimum of this architecture (no free unit)
     thin = aligned_init(m.U[:, :1], m.V[:, :1], m.s[:1], depth=L, width=1)
     neck = stage(thin, (X, Y), alpha=1.0)
@@ -208,6 +210,8 @@ def test_raw_inputs_give_the_saddle_but_no_time_and_lanczos_sees_the_same_hessia
         fp = fixed_point(params, Xs, Y, 1.0)
         n = sum(np.size(la.W) for la in params)
         assert n > DENSE_HESSIAN and fp.stationary
+        with pytest.raises(ValueError, match="above DENSE_HESSIAN = 600: fixed_point gives its lowest"):
+            hessian_eigh(params, Xs, Y, 1.0)
         flat = np.concatenate([np.asarray(la.W).ravel() for la in params])
         shapes = [np.shape(la.W) for la in params]
 

@@ -11,7 +11,8 @@ function, by one of the paper's constructions (each checked by the chain rule in
   ``a_j → a_j − c a_H`` with ``a_H = ρ a_j / c``;
 - ``"linear"`` (α = 1): ``w_H = Σ_h c_h w_h``, ``a_H = Σ_h d_h a_h``, every ``a_h → a_h − c_h a_H``.
 
-:func:`fixed_point` says whether a net is one: its relative gradient ‖∇L‖·‖θ‖/(½<||y||²>)
+:func:`fixed_point` (any depth: also ``f = W_L σ(⋯σ(W_1 x))``, docs/theory.md §11.7.10) says whether a
+net is one: its relative gradient ‖∇L‖·‖θ‖/(½<||y||²>)
 against the round-off bound of :mod:`biasfree.analysis.stationary`, and the Hessian's lowest
 eigenvalue λ_min (``jax.hessian`` of the flattened weights up to :data:`DENSE_HESSIAN` weights,
 Lanczos on Hessian-vector products above) against its round-off (Weyl: ``|δλ| ≤ ||δH||₂``,
