@@ -197,13 +197,18 @@ def test_analyse_reports_the_stage_or_refuses_in_one_line(kinks):
     assert isinstance(ref, str) and "\n" not in ref and "families with one" in ref and "conv" in ref
 
 
-def test_a_deep_linear_net_gets_its_units_and_a_note_naming_the_covered_families():
+def test_a_deep_linear_net_of_full_rank_stands_at_the_minimum_not_a_saddle():
+    """A random depth-3 linear net on raw (not whitened) inputs uses both units the data allow
+    (k = min(d, p) = 2): its nearest fixed point is the least-squares map, balanced over the layers
+    (§11.7.10), stationary, with no next mode, so no saddle and no time; the note says why the Hessian
+    is not the test at depth 3."""
     rng = np.random.default_rng(1)
     X, Y = rng.normal(size=(20, 3)), rng.normal(size=(20, 2))
     deep = tuple(Layer(rng.normal(size=s)) for s in ((3, 3), (3, 3), (2, 3)))
     st = stage_of(deep, X, Y, 1.0)
-    assert st.units.count == 2 and not st.covered
-    assert "depth 3" in st.notes[0] and "covered: two-layer" in st.notes[0] and "\n" not in st.notes[0]
+    assert st.units.count == 2 and st.covered and st.fixed_point.stationary
+    assert st.deep_point.s_next == 0.0 and not st.saddle and st.drop_time is None
+    assert "depth 3" in st.notes[0] and "order ε^3" in st.notes[0] and "\n" not in st.notes[0]
 
 
 def test_a_linear_conv_net_with_a_pooled_readout_stands_on_the_mean_patch():
@@ -221,3 +226,44 @@ def test_a_linear_conv_net_with_a_pooled_readout_stands_on_the_mean_patch():
     s1 = np.linalg.svd(Zbar.T @ Y / len(X), compute_uv=False)[0]
     assert abs(st.fixed_point.lambda_min + s1) <= st.fixed_point.lambda_tol + gamma(len(X)) * s1
     assert isinstance(st.params_star[0], Conv) and np.allclose(np.asarray(st.params_star[0].K), 0)
+
+
+def test_separate_attention_says_what_it_measured_the_kronecker_departure_of_its_metric():
+    """§11.7.11: separate attention's k-head point is a rank-k fit of the in-context map B in the metric
+    Σ_zz; a closed form (Eckart–Young) needs Σ_zz = P ⊗ Q. The note gives the relative departure δ of
+    the nearest Kronecker product, which is an identity (δ = ‖Σ_zz − P ⊗ Q‖_F/‖Σ_zz‖_F with P, Q from the
+    rearranged top singular pair, checked with np.kron) and is 0 to round-off when every sequence shares
+    its query x_q (then Σ_zz = ⟨mmᵀ⟩ ⊗ x_qx_qᵀ exactly, z = m ⊗ x_q)."""
+    from biasfree.core.attention import SeparateAttention
+    from biasfree.theory.reduced_rank import kronecker_departure
+
+    D, N = 3, 8
+    seq = in_context_regression(jax.random.PRNGKey(0), 300, N, D)
+    rng = np.random.default_rng(4)
+    att = SeparateAttention(np.zeros((2, D + 1, D + 1)), 1e-3 * rng.normal(size=(2, 1, D + 1)),
+                            1e-3 * rng.normal(size=(2, 1, D + 1)), n_ctx=N)
+    st = stage(att, (np.asarray(seq.X), np.asarray(seq.Y)))
+    Z = np.asarray(twin_dataset(seq, N).X)
+    dev, tol = kronecker_departure(Z, D)
+    note = st.notes[0]
+    assert not st.covered and f"misses Σ_zz by {dev:.3g} of" in note and f"(round-off {tol:.2g})" in note
+    assert "\n" not in note and "merged linear attention" in note
+    # the identity, with np.kron: P ⊗ Q from R's top pair (R[(i,k),(j,l)] = Σ[(i,j),(k,l)])
+    Szz = Z.T @ Z / len(Z)
+    R = Szz.reshape(D, D, D, D).transpose(0, 2, 1, 3).reshape(D * D, D * D)
+    u, s, vt = np.linalg.svd(R)
+    PQ = s[0] * np.kron(u[:, 0].reshape(D, D), vt[0].reshape(D, D))
+    # the same Σ_zz both ways: each SVD is backward stable, γ_{D²}‖R‖_F on each of D² singular values
+    # (root-sum-square: × D), and the np.kron path's subtraction and norms add as much: 4Dγ_{D²}, relative
+    diff = abs(np.linalg.norm(Szz - PQ) / np.linalg.norm(Szz) - dev)
+    assert diff <= 4 * D * gamma(D * D), diff
+    assert dev > 1e6 * tol  # a sample's Σ_zz is not a Kronecker product: no closed form
+    # failing control: without the rearrangement (Σ_zz itself is not rank one) δ is another number
+    bad = np.linalg.svd(Szz, compute_uv=False)
+    assert abs(np.sqrt(np.sum(bad[1:] ** 2)) / np.linalg.norm(bad) - dev) > 0.1
+    # a shared query: Σ_zz is ⟨mmᵀ⟩ ⊗ x_q x_qᵀ exactly, δ at round-off
+    X = np.asarray(seq.X).reshape(len(seq.X), N + 1, D + 1).copy()
+    X[:, -1, :D] = X[0, -1, :D]
+    Zs = np.asarray(twin_dataset(bf.Dataset(X.reshape(len(X), -1), np.asarray(seq.Y), mirror=False), N).X)
+    dev_s, tol_s = kronecker_departure(Zs, D)
+    assert dev_s <= tol_s

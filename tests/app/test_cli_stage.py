@@ -82,3 +82,33 @@ def test_an_attention_file_prints_its_heads(tmp_path):
     assert api.family == "attention-merged" and api.covered
     assert f"stage: effective units {api.units.count} (attention-merged;" in _said(res)
     assert "nearest fixed point: best" in _said(res)
+
+
+def test_a_deep_linear_torch_file_prints_its_order_l_saddle_and_drop(tmp_path):
+    """A depth-3 linear net on plateau 1 (tests/analysis/test_deep_stage.py's task, docs/theory.md
+    §11.7.10): 1 unit, a saddle of order 3 that the Hessian does not see, and the deep half time."""
+    from biasfree.theory import aligned_init, data_modes
+
+    rng = np.random.default_rng(0)
+    X = np.linalg.qr(rng.standard_normal((40, 4)))[0] * np.sqrt(40)
+    U, V = np.linalg.qr(rng.standard_normal((3, 3)))[0], np.linalg.qr(rng.standard_normal((4, 3)))[0]
+    Y = X @ (U @ np.diag([4.0, 1.0, 0.25]) @ V.T).T
+    m = data_modes(X, Y)
+    p0 = aligned_init(m.U, m.V, 1e-4, depth=3, width=4)
+    net = bf.train(p0, bf.Dataset(X, Y), bf.GDConfig(alpha=1.0, lr=0.01, steps=1000, n_records=2),
+                   observables="loss").params
+    seq = nn.Sequential(*(nn.Linear(a, b, bias=False) for a, b in ((4, 4), (4, 4), (4, 3)))).double()
+    with torch.no_grad():
+        for lin, la in zip(seq, net, strict=True):
+            lin.weight.copy_(torch.from_numpy(np.array(la.W)))
+    save_file(seq.state_dict(), str(tmp_path / "m.safetensors"))
+    bf.save_model(p0, tmp_path / "m0.safetensors")
+    np.savez(tmp_path / "d.npz", X=X, Y=Y)
+    res = runner.invoke(app, ["analyse", str(tmp_path / "m.safetensors"), "--alpha", "1", "--init",
+                              str(tmp_path / "m0.safetensors"), "--data", str(tmp_path / "d.npz"),
+                              "--out", str(tmp_path / "A")])
+    assert res.exit_code == 0, res.output
+    said = _said(res)
+    api = bf.analyse(net, (X, Y), alpha=1.0, init=p0, train=False).stage
+    assert "stage: effective units 1 (linear;" in said and "saddle of order 3: s_2 = 1 " in said
+    assert f"leaves in t ≈ {api.drop_time:.4g}" in said and api.deep_point.saddle

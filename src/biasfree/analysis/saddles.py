@@ -11,7 +11,8 @@ function, by one of the paper's constructions (each checked by the chain rule in
   ``a_j → a_j − c a_H`` with ``a_H = ρ a_j / c``;
 - ``"linear"`` (α = 1): ``w_H = Σ_h c_h w_h``, ``a_H = Σ_h d_h a_h``, every ``a_h → a_h − c_h a_H``.
 
-:func:`fixed_point` says whether a net is one: its relative gradient ‖∇L‖·‖θ‖/(½<||y||²>)
+:func:`fixed_point` (any depth: also ``f = W_L σ(⋯σ(W_1 x))``, docs/theory.md §11.7.10) says whether a
+net is one: its relative gradient ‖∇L‖·‖θ‖/(½<||y||²>)
 against the round-off bound of :mod:`biasfree.analysis.stationary`, and the Hessian's lowest
 eigenvalue λ_min (``jax.hessian`` of the flattened weights up to :data:`DENSE_HESSIAN` weights,
 Lanczos on Hessian-vector products above) against its round-off (Weyl: ``|δλ| ≤ ||δH||₂``,
@@ -110,12 +111,93 @@ class FixedPoint:
 
 @precise
 def fixed_point(params: Params, X, Y, alpha: float) -> FixedPoint:
-    """:class:`FixedPoint` of a bias-free two-layer dense net ``params`` (slope ``alpha``) on
-    inputs X (N, d), targets Y (N, p)."""
-    W1, W2 = _two_layer(params)
+    """:class:`FixedPoint` of a bias-free dense net ``params`` (slope ``alpha``) on inputs X (N, d),
+    targets Y (N, p): two layers (Theorem 1's nets), or deeper, ``f = W_L σ(⋯σ(W_1 x))``, with the
+    same bounds for L layers (S² = Σ_l Π_{j≠l}‖W_j‖², R̂² = Σ_{l≠k} Π_{j≠l,k}‖W_j‖²). At depth L ≥ 3
+    λ_min decides one way only: λ_min < −λ_tol is a saddle, but a saddle left at order ε^L (a deep
+    linear net's rank-k point, docs/theory.md §11.7.10) has λ_min = 0 to round-off
+    (:mod:`biasfree.analysis.deep_stage` tests it by its next mode)."""
+    Ws = _dense(params)
     X, Y = v.data(X, Y)
     alpha = float(v.slope(alpha))
-    return _fixed_point(W1, W2, X, Y, alpha)
+    return _fixed_point(*Ws, X, Y, alpha) if len(Ws) == 2 else _deep_fixed_point(Ws, X, Y, alpha)
+
+
+def _dense(params) -> list[np.ndarray]:
+    if (not isinstance(params, tuple | list) or len(params) < 2
+            or any(type(la) is not Layer or la.bias is not None for la in params)):
+        raise ValueError("params must be a bias-free two-layer dense net or a deeper one (biasfree.nets "
+                         "Layers with b=None)")
+    Ws = [np.asarray(la.W, float) for la in params]
+    for i in range(1, len(Ws)):
+        if Ws[i].shape[1] != Ws[i - 1].shape[0]:
+            raise ValueError(f"params: W_{i + 1} has {Ws[i].shape[1]} inputs but W_{i} has "
+                             f"{Ws[i - 1].shape[0]} outputs")
+    return Ws
+
+
+def _deep_loss(flat, X, Y, alpha, shapes):
+    """L of the flattened weights of a depth-L net (each W_l (n_l, n_{l−1}) row-major, in order)."""
+    h, i = X, 0
+    for j, (o, n) in enumerate(shapes):
+        h = h @ flat[i:i + o * n].reshape(o, n).T
+        h, i = h if j == len(shapes) - 1 else _leaky_relu(h, alpha), i + o * n
+    return 0.5 * jnp.sum((h - Y) ** 2) / X.shape[0]
+
+
+_deep_value_and_grad = jax.jit(jax.value_and_grad(_deep_loss), static_argnames="shapes")
+_deep_hessian = jax.jit(jax.hessian(_deep_loss), static_argnames="shapes")
+_deep_hvp = jax.jit(lambda flat, vec, X, Y, alpha, shapes: jax.jvp(
+    lambda th: jax.grad(_deep_loss)(th, X, Y, alpha, shapes), (flat,), (vec,))[1], static_argnames="shapes")
+
+
+@precise
+def hessian_eigh(params: Params, X, Y, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """Every eigenvalue (ascending) and eigenvector of the Hessian of L at a bias-free dense net of
+    any depth (weights flattened W_1, …, W_L, each row-major), for at most :data:`DENSE_HESSIAN`
+    weights."""
+    Ws = _dense(params)
+    flat = np.concatenate([W.ravel() for W in Ws])
+    if flat.size > DENSE_HESSIAN:
+        raise ValueError(f"the net has {flat.size} weights, above DENSE_HESSIAN = {DENSE_HESSIAN}: "
+                         "fixed_point gives its lowest eigenvalue (Lanczos)")
+    shapes = tuple(W.shape for W in Ws)
+    H = _deep_hessian(jnp.asarray(flat), jnp.asarray(X), jnp.asarray(Y), float(alpha), shapes)
+    return np.linalg.eigh(np.asarray(H))
+
+
+def _deep_fixed_point(Ws, X, Y, alpha) -> FixedPoint:
+    params, shapes = tuple(Layer(W) for W in Ws), tuple(W.shape for W in Ws)
+    flat = jnp.asarray(np.concatenate([W.ravel() for W in Ws]))
+    Xj, Yj, n = jnp.asarray(X), jnp.asarray(Y), flat.size
+    loss, grad = _deep_value_and_grad(flat, Xj, Yj, alpha, shapes)
+    ref = 0.5 * float(np.mean(np.sum(Y**2, axis=1)))
+    h = X
+    for j, W in enumerate(Ws):
+        h = h @ W.T if j == len(Ws) - 1 else np.asarray(_leaky_relu(h @ W.T, alpha))
+    R = h - Y
+    w, L = layer_norms(params), len(Ws)
+    rx, rr = np.sqrt(np.mean(np.sum(X**2, 1))), np.sqrt(np.mean(np.sum(R**2, 1)))
+    # ||H|| ≤ S² ms‖x‖ + R̂ rms‖r‖ rms‖x‖ (stationary's bound, L layers; L = 2 gives _fixed_point's)
+    S2 = sum(float(np.prod(np.delete(w, i))) ** 2 for i in range(L))
+    Rh = math.sqrt(sum(float(np.prod(np.delete(w, [i, k]))) ** 2
+                       for i in range(L) for k in range(L) if i != k))
+    h_norm = S2 * rx**2 + Rh * rr * rx
+    lam_tol = (gamma(accumulations(params, X.shape[0])) + EPS) * h_norm * math.sqrt(n)
+    if n <= DENSE_HESSIAN:
+        lams, vecs = np.linalg.eigh(np.asarray(_deep_hessian(flat, Xj, Yj, alpha, shapes)))
+    else:  # Lanczos on H + cI, c = the bound on ||H||: a deep saddle's λ_min = 0 is degenerate and ARPACK's
+        # relative tolerance never settles at 0; shifted, its eigenvalue is ≈ c and tol·c = λ_tol/2 absolute
+        from scipy.sparse.linalg import LinearOperator, eigsh
+
+        c = max(h_norm, 1e-300)
+        op = LinearOperator((n, n), dtype=float, matvec=lambda x: np.asarray(
+            _deep_hvp(flat, jnp.asarray(x), Xj, Yj, alpha, shapes)) + c * x)
+        lams, vecs = eigsh(op, k=1, which="SA", tol=max(lam_tol / (2 * c), 1e-15))
+        lams = lams - c
+    theta = float(np.linalg.norm(np.asarray(flat)))
+    return FixedPoint(float(loss), float(np.linalg.norm(np.asarray(grad))) * theta / ref,
+                      gradient_tolerance(params, X, R, ref), float(lams[0]), lam_tol, vecs[:, 0])
 
 
 def _fixed_point(W1, W2, X, Y, alpha) -> FixedPoint:

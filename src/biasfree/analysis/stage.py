@@ -55,9 +55,10 @@ from ..core.nets import _forward, forward, widths
 from ..core.precision import precise
 from ..core.units import effective_units, ingredients, init_scales
 from ..theory.plateau_times import data_plateaus
-from ..theory.reduced_rank import _whitened_svd, reduced_rank_losses
+from ..theory.reduced_rank import kronecker_departure, reduced_rank_losses, whitened_svd
 from ..theory.staircase import find_plateaus, match_levels
 from .attention_import import as_attention, is_attention_model, with_n_ctx
+from .deep_stage import deep_stage
 from .interop import as_model
 from .measurements import data_arrays
 from .saddles import DENSE_HESSIAN, _hessian, fixed_point
@@ -118,9 +119,9 @@ def stage(model, data, *, alpha=None, init=None, curve=None) -> Stage:
     return stage_of(params, X, Y, a, start, curve=curve)
 
 
-COVERED = ("two-layer bias-free dense linear nets (closed form, §11.7.2), two-layer bias-free dense and "
-           "conv (leaky) ReLU nets (units and kernels, §11.7.6), two-layer bias-free linear conv nets with "
-           "a pooled readout (§11.7.7) and merged linear attention (its twin, §11.7.7)")
+COVERED = ("bias-free dense linear nets of any depth (closed form, §11.7.2, §11.7.10), two-layer "
+           "bias-free dense and conv (leaky) ReLU nets (units and kernels, §11.7.6), two-layer bias-free "
+           "linear conv nets with a pooled readout (§11.7.7) and merged linear attention (its twin, §11.7.7)")
 """The families whose nearest embedded fixed point :func:`stage_of` builds."""
 
 
@@ -173,6 +174,9 @@ def _stage_of(params, X, Y, alpha, init) -> Stage:
         return _units_stage(params, X, Y, float(alpha), loss, units, init)
     if two and units.family == "conv-linear" and isinstance(params[1], PooledDense):
         return _conv_linear(params, X, Y, loss, units, init)
+    if (len(params) > 2 and not biased and units.family == "linear"
+            and all(type(la) is Layer for la in params)):
+        return deep_stage(params, X, Y, loss, units, init)
     what = f"a {units.family} net of depth {len(params)}" + (" with biases" if biased else "")
     return Stage(units.family, loss, units, notes=(
         f"not covered: the nearest fixed point, its saddle test and escape time, for {what}; covered: "
@@ -234,10 +238,13 @@ def _attention(layer, X, Y, init) -> Stage:
     Z, Yz = np.asarray(zd.X, float), np.asarray(zd.Y, float)
     F = np.asarray(forward((layer,), jnp.asarray(X), 0.0))
     loss = float(0.5 * np.mean(np.sum((F - Yz) ** 2, 1)))
-    if isinstance(layer, SeparateAttention):
+    if isinstance(layer, SeparateAttention):  # §11.7.11: a weighted low-rank fit, measured here
+        dev, tol = kronecker_departure(Z, layer.d)
         return Stage(units.family, loss, units, notes=(
-            f"not covered: the nearest fixed point of separate attention (γ, K, Q train as a depth-3 net, "
-            f"no closed form on a sample); covered: {COVERED}",))
+            f"not covered: the nearest fixed point of separate attention: its {units.count}-head point is "
+            f"the best in-context map B of rank {units.count} in the metric Σ_zz (a closed form only when "
+            f"Σ_zz is a Kronecker product P ⊗ Q); on these data the nearest Kronecker product misses Σ_zz by "
+            f"{dev:.3g} of ‖Σ_zz‖_F (round-off {tol:.2g}); covered: {COVERED}",))
     twin = tuple(Layer(la.W) for la in merged_to_twin(layer))
     start = None if init is None else tuple(Layer(la.W) for la in merged_to_twin(init))
     st = _linear(twin, Z, Yz, loss, units, start)
@@ -250,7 +257,7 @@ def _attention(layer, X, Y, init) -> Stage:
 def _linear(params, X, Y, loss, units, init) -> Stage:
     W1, W2 = (np.asarray(la.W, float) for la in params)
     N = X.shape[0]
-    U, s, Vt, isqrt = _whitened_svd(X, Y)
+    U, s, Vt, isqrt = whitened_svd(X, Y)
     k = min(units.count, s.size)
     B1 = np.sqrt(s[:k])[:, None] * Vt[:k] @ isqrt  # (k, d)
     B2 = U[:, :k] * np.sqrt(s[:k])  # (p, k)
@@ -290,7 +297,7 @@ def _linear(params, X, Y, loss, units, init) -> Stage:
 
 
 def _staircase(init, X, Y, loss) -> tuple[Staircase | None, str]:
-    U, s, Vt, isqrt = _whitened_svd(X, Y)
+    U, s, Vt, isqrt = whitened_svd(X, Y)
     keep = s > 1e-10 * s[0] if s.size else s > 0
     U, s, Vt = U[:, keep], s[keep], Vt[keep]
     V1, V2 = (np.asarray(la.W, float) for la in init)

@@ -68,11 +68,18 @@ class Stage:
     unit_point: UnitFixedPoint | None = None
     """(Leaky) ReLU dense and conv nets (§11.7.6): the embedded fixed point, its checks, the one-sided
     escape rate λ* (``fixed_point`` is then None: the Hessian is not defined on the kink)."""
+    deep_point: object = None
+    """Deep dense linear nets (§11.7.10): the :class:`~biasfree.analysis.deep_stage.DeepPoint`, whose
+    saddle rule replaces λ_min's (``fixed_point`` is its gradient and Hessian check; the Hessian does not
+    see an escape of order ε^L)."""
 
     @property
     def saddle(self) -> bool:
         """The fixed point is a saddle: zero gradient and λ_min < −λ_tol (or, for a ReLU net, the
-        one-sided rate λ* > its round-off), each beyond round-off."""
+        one-sided rate λ* > its round-off; for a deep linear net, s_{k+1} > its round-off with a free
+        unit), each beyond round-off."""
+        if self.deep_point is not None:
+            return self.deep_point.saddle
         if self.unit_point is not None:
             return self.unit_point.saddle
         return self.fixed_point is not None and self.fixed_point.saddle
@@ -96,12 +103,22 @@ class Stage:
         u = self.units
         out = [f"effective units {u.count} ({u.family}; threshold {u.threshold:.3g})"
                + (f", loss {self.loss:.6g}" if np.isfinite(self.loss) else "")]
-        fp, up = self.fixed_point, self.unit_point
+        fp, up, dp = self.fixed_point, self.unit_point, self.deep_point
         if self.covered and not self.found:  # numbers depend on where the search stopped: not printed
             k, point, name, how = ((u.count, fp, "fixed_point", "") if fp is not None else
                                    (up.k, up, "unit_point", " after Levenberg–Marquardt and Newton"))
             out.append(f"no {k}-unit fixed point near the net: its relative gradient {point.grad:.2g} stays "
                        f"above round-off {point.grad_tol:.2g}{how} (not on a plateau; numbers in .{name})")
+        elif dp is not None:
+            out.append(f"nearest fixed point: best {u.count}-unit solution (balanced over {dp.depth} "
+                       "layers), "
+                       f"loss {fp.loss:.6g}, ‖θ − θ*‖ = {self.distance:.3g}; "
+                       + (f"saddle of order {dp.depth}: s_{dp.k + 1} = {dp.s_next:.4g} (tol {dp.s_tol:.2g}), "
+                          f"Hessian λ_min = {fp.lambda_min:.2g} (tol {fp.lambda_tol:.2g})" if self.saddle else
+                          "not a saddle")
+                       + ("" if self.drop_time is None else
+                          f"; leaves in t ≈ {self.drop_time:.4g} (next mode from a₀ = {dp.a0:.3g}, §3.3's "
+                          f"half time at depth {dp.depth})"))
         elif fp is not None:
             out.append(f"nearest fixed point: best {u.count}-unit solution, loss {fp.loss:.6g}, ‖θ − θ*‖ = "
                        f"{self.distance:.3g}; "
@@ -115,7 +132,7 @@ class Stage:
                           if self.saddle else "not a saddle"))
         else:
             out.append(self.notes[0] if self.notes else "no fixed point")
-        if self.covered and self.saddle:
+        if self.covered and self.saddle and dp is None:
             t = self.escape_time if self.drop_time is None else self.drop_time
             out[-1] += (f"; leaves in t ≈ {t:.4g} (ε = {self.unstable_distance:.3g}"
                         + (", next drop at ln(u*/a₀ − 1)/(2λ), a₀ = ε²/2)" if self.drop_time is not None else
@@ -140,8 +157,23 @@ class Stage:
         """One line per answer, each with its numbers and thresholds."""
         u = self.units
         out = [f"effective units: {u.count} ({u.family}; magnitudes above {u.threshold:.3g}: {u.why})"]
-        fp = self.fixed_point
-        if fp is not None:
+        fp, dp = self.fixed_point, self.deep_point
+        if dp is not None:
+            out.append(f"nearest fixed point: the best {u.count}-unit solution, balanced over {dp.depth} "
+                       f"layers ({dp.sweeps} Procrustes sweeps), loss {fp.loss:.6g} "
+                       f"(L_{u.count} = {self.level:.6g}), "
+                       f"distance ‖θ − θ*‖ = {self.distance:.3g}; gradient {fp.grad:.2g} vs round-off "
+                       f"{fp.grad_tol:.2g}: " + ("stationary" if fp.stationary else "NOT stationary"))
+            out.append(f"next mode s_{dp.k + 1} = {dp.s_next:.6g} (round-off {dp.s_tol:.2g}), a free unit in "
+                       f"every hidden layer: {dp.room}; Hessian λ_min = {fp.lambda_min:.3g} (round-off "
+                       f"{fp.lambda_tol:.2g}, blind to an escape of order ε^{dp.depth}): "
+                       + (f"a saddle; next mode's strength a₀ = {dp.a0:.4g}" if self.saddle
+                          else "not a saddle")
+                       + ("" if self.escape_time is None else
+                          f"; escape a₀^(−(L−2)/L)/((L−2)s) = {self.escape_time:.4g} (leading order), "
+                          "next drop "
+                          f"t(s/2) of §3.3 in {self.drop_time:.4g}"))
+        elif fp is not None:
             out.append(f"nearest fixed point: the best {u.count}-unit solution embedded, loss {fp.loss:.6g} "
                        f"(L_{u.count} = {self.level:.6g}), distance ‖θ − θ*‖ = {self.distance:.3g}; gradient "
                        f"{fp.grad:.2g} vs round-off {fp.grad_tol:.2g}: "

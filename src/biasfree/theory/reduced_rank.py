@@ -23,7 +23,9 @@ _CUT = 1e-12
 """Input directions with Σ_xx eigenvalue below this fraction of the largest are left out."""
 
 
-def _whitened_svd(X, Y):
+def whitened_svd(X, Y):
+    """``(U, s, Vt, Σ_xx^{-1/2})``: the SVD ``C = Σ_yx Σ_xx^{-1/2} = U diag(s) Vᵀ`` (module doc), with
+    Σ_xx^{-1/2} on its range (directions below ``_CUT`` of the largest eigenvalue left out)."""
     N = X.shape[0]
     lam, W = np.linalg.eigh(X.T @ X / N)
     keep = lam > _CUT * lam.max()
@@ -37,7 +39,7 @@ def reduced_rank_fit(X, Y, k: int) -> tuple[np.ndarray, float]:
     doc), computed from the map on the data."""
     X, Y = v.data(X, Y)
     k = v.integer("k", k, 0, min(X.shape[1], Y.shape[1]))
-    U, s, Vt, isqrt = _whitened_svd(X, Y)
+    U, s, Vt, isqrt = whitened_svd(X, Y)
     beta = (U[:, :k] * s[:k]) @ Vt[:k] @ isqrt
     return beta, float(0.5 * np.mean(np.sum((Y - X @ beta.T) ** 2, axis=1)))
 
@@ -46,5 +48,31 @@ def reduced_rank_losses(X, Y) -> np.ndarray:
     """``L_k = ½ (tr Σ_yy − Σ_{i≤k} s_i²)`` for k = 0..min(d, p) (module doc): the loss of the
     best linear map of each rank, the plateau levels of a two-layer linear net."""
     X, Y = v.data(X, Y)
-    s = _whitened_svd(X, Y)[1]
+    s = whitened_svd(X, Y)[1]
     return 0.5 * (float(np.mean(np.sum(Y**2, axis=1))) - np.concatenate([[0.0], np.cumsum(s**2)]))
+
+
+def kronecker_departure(Z, D: int) -> tuple[float, float]:
+    """``(δ, tol)``: how far the second moment Σ_zz = ZᵀZ/S of features ``Z`` (S, D²), each row
+    ``z = vec(M)`` of a D × D matrix (row-major, as attention's cubic features), is from a Kronecker
+    product P ⊗ Q, relative: δ = min ‖Σ_zz − P ⊗ Q‖_F/‖Σ_zz‖_F (Van Loan & Pitsianis 1993: the
+    rearranged R[(i,k),(j,l)] = Σ[(i,j),(k,l)] has P ⊗ Q ↔ rank 1, so δ is its singular values past
+    the first). With δ = 0 the best rank-k matrix map in the metric Σ_zz is Eckart–Young's in the
+    whitened metric (module doc), a closed form; otherwise it is a weighted low-rank approximation,
+    which has none. ``tol`` = γ_{S+D²} tr Σ_zz/‖Σ_zz‖_F: Σ_zz's sums are off by γ_S ``|Z|ᵀ|Z|/S``, of
+    Frobenius norm ≤ γ_S ⟨‖z‖²⟩ = γ_S tr Σ_zz (Cauchy–Schwarz over the rows), the SVD (backward stable)
+    adds γ_{D²} of ‖R‖_F, and the trailing singular values' norm moves by at most that (Mirsky)."""
+    Z = v.finite_array("Z", Z, ndim=2)
+    D = v.integer("D", D, 1)
+    if Z.shape[1] != D * D:
+        raise ValueError(f"Z has {Z.shape[1]} columns but D = {D} needs D² = {D * D}: pass the features "
+                         "vec(M) of D × D matrices")
+    S = Z.shape[0]
+    R = (Z.T @ Z / S).reshape(D, D, D, D).transpose(0, 2, 1, 3).reshape(D * D, D * D)
+    s = np.linalg.svd(R, compute_uv=False)
+    total = float(np.sqrt(np.sum(s**2)))
+    u, k = np.finfo(float).eps / 2, S + D * D
+    if total == 0:
+        return 0.0, 0.0
+    trace = float(np.mean(np.sum(Z**2, axis=1)))  # tr Σ_zz = ⟨‖z‖²⟩
+    return float(np.sqrt(np.sum(s[1:] ** 2))) / total, k * u / (1 - k * u) * trace / total
