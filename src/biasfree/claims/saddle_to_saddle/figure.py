@@ -12,8 +12,9 @@ from ..._figure import claim_title
 from ...results import Result
 from .run import KEYS, PANELS
 
-MECHANISM = {"linear": "data-induced", "relu": "data-induced", "attention": "data-induced at equal head inits",
-             "conv_linear": "data-induced", "conv_relu": "data-induced", "quadratic": "init-induced"}
+MECHANISM = {"linear": "data-induced", "relu": "data-induced",
+             "attention": "data-induced at equal head inits", "conv_linear": "data-induced",
+             "conv_relu": "data-induced", "quadratic": "init-induced"}
 
 
 def figure(result: Result):
