@@ -113,7 +113,7 @@ def test_every_named_optimiser_gets_an_exact_kappa(name):
     its constants with gradient units (docs/theory.md §9.2: RMSProp's ε inside the square root
     ×ρ², Lion's and AdamW's default decoupled decay ×ρ), so κ is measured exactly and the
     twin is exact, never the APPROXIMATE fallback (nor refused, as a factory that misses one)."""
-    cfg, note = with_degree(bf.TrainConfig(optimiser=NAMED[name](1e-3)), 0.0, 2)
+    cfg, _, note = with_degree(bf.TrainConfig(optimiser=NAMED[name](1e-3)), 0.0, 2)
     assert cfg.degree == (1.0 if name in ("sgd", "momentum", "nesterov") else 0.0)
     assert "measured: the twin optimiser is exact" in note and "APPROXIMATE" not in note
 
