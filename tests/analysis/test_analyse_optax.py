@@ -136,6 +136,23 @@ def test_bad_optimisers_are_refused_before_any_training(data, monkeypatch):
         bf.TrainConfig(optimiser=_adam, steps=0)
 
 
+def test_an_update_of_the_wrong_shape_is_refused_before_any_compute(data, monkeypatch):
+    """analyse checks the optimiser's update on the net where it reads train= (train's own path
+    checks it in _train): a run of the net's function, the first compute after the checks, never
+    starts (on main it was refused by the trainer, after the function now and the prediction)."""
+    import jax.numpy as jnp
+
+    from biasfree.analysis import function_now
+
+    def never(*a, **k):
+        raise AssertionError("computed")
+
+    monkeypatch.setattr(function_now, "measure_net", never)
+    wrong = optax.GradientTransformation(lambda p: (), lambda g, s, p=None: ((jnp.zeros(3),), s))
+    with pytest.raises(TypeError, match="its update returns 1 arrays of shapes"):
+        bf.analyse(PAIR, data, alpha=0.0, train=bf.TrainConfig(optimiser=wrong, steps=10, degree=0.0))
+
+
 def test_the_cli_trains_with_an_optimiser_and_refuses_bad_names(data, tmp_path):
     model, d = tmp_path / "m.safetensors", tmp_path / "d.npz"
     bf.save_model(PAIR, model, alpha=0.0)
