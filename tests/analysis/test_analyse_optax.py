@@ -113,7 +113,7 @@ def test_every_named_optimiser_gets_an_exact_kappa(name):
     its constants with gradient units (docs/theory.md §9.2: RMSProp's ε inside the square root
     ×ρ², Lion's and AdamW's default decoupled decay ×ρ), so κ is measured exactly and the
     twin is exact, never the APPROXIMATE fallback (nor refused, as a factory that misses one)."""
-    cfg, note = with_degree(bf.TrainConfig(optimiser=NAMED[name](1e-3)), 0.0, 2)
+    cfg, _, note = with_degree(bf.TrainConfig(optimiser=NAMED[name](1e-3)), 0.0, 2)
     assert cfg.degree == (1.0 if name in ("sgd", "momentum", "nesterov") else 0.0)
     assert "measured: the twin optimiser is exact" in note and "APPROXIMATE" not in note
 
@@ -134,6 +134,23 @@ def test_bad_optimisers_are_refused_before_any_training(data, monkeypatch):
         bf.analyse(PAIR, data, alpha=0.0, train="adam")
     with pytest.raises(ValueError, match="steps"):
         bf.TrainConfig(optimiser=_adam, steps=0)
+
+
+def test_an_update_of_the_wrong_shape_is_refused_before_any_compute(data, monkeypatch):
+    """analyse checks the optimiser's update on the net where it reads train= (train's own path
+    checks it in _train): a run of the net's function, the first compute after the checks, never
+    starts (on main it was refused by the trainer, after the function now and the prediction)."""
+    import jax.numpy as jnp
+
+    from biasfree.analysis import function_now
+
+    def never(*a, **k):
+        raise AssertionError("computed")
+
+    monkeypatch.setattr(function_now, "measure_net", never)
+    wrong = optax.GradientTransformation(lambda p: (), lambda g, s, p=None: ((jnp.zeros(3),), s))
+    with pytest.raises(TypeError, match="its update returns 1 arrays of shapes"):
+        bf.analyse(PAIR, data, alpha=0.0, train=bf.TrainConfig(optimiser=wrong, steps=10, degree=0.0))
 
 
 def test_the_cli_trains_with_an_optimiser_and_refuses_bad_names(data, tmp_path):

@@ -38,7 +38,7 @@ from ..core.nets import widths
 from ..core.precision import precise
 from ..dynamics import TrainConfig
 from ..dynamics.optimiser_twin import with_degree
-from ..dynamics.train_config import as_train_config
+from ..dynamics.train_config import as_train_config, check_update
 from . import function_now as now
 from . import measured as ms
 from . import verdict as vd
@@ -174,9 +174,10 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
     validate.finite_forward(params, X, a, nets._forward, name="model", x_name="data X")  # refuse an overflow
     start = None if init is None else _start(init, a, params)
     check_reading(init, start, a, X, what="init")  # None, a file or params: nothing to run
-    note = ""
-    if given is not None and not given.gd:  # κ measured (or refused) before any compute
-        given, note = with_degree(given, a, len(params))
+    note, twin = "", None  # twin: the twin's optimiser, built once with κ (none for GD)
+    if given is not None and not given.gd:  # update checked, κ measured (or refused) before any compute
+        check_update(given.make(1.0), params, given.label)
+        given, twin, note = with_degree(given, a, len(params))
     measure = train is not False  # measure by default where the theory is silent (False: predict only)
     train = given if given is not None else bool(train)
 
@@ -186,7 +187,8 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
     s = Setting(X, Y, a, ctx, t_max, n_times, time_budget, progress)
     rerun = start is not None and not st.net.has_bias  # a net with biases has no history
     st0 = now.measure_net(start, X, Y, a, ctx, kind="the init's function") if rerun else None
-    p, p0 = resolve(train, given, note, measure, s, params, st.net, start, None if st0 is None else st0.net)
+    p, p0 = resolve(train, given, note, measure, s, params, st.net, start, None if st0 is None else st0.net,
+                    twin)
     from_given = predicted(params, st, p, s)
     from_init = predicted(start, st0, p0, s) if rerun else None
     pred, training, reg, trained, history = ms.stages(from_given, from_init, s)

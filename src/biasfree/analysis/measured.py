@@ -167,7 +167,7 @@ def run(params, pred: Prediction, reg: Regime, r: Run, s: Setting, certify: bool
 
     stop = Decided(PAPER_LEVEL * L0, ends if flow else None, s.ctx.floor) if early else None
     traj = train_run(P, unchecked_dataset(XP, Y), cfg, twin=Q, observables="loss", time_budget=loop_budget,
-                     progress=s.progress, stop=stop)
+                     progress=s.progress, stop=stop, twin_optimiser=r.twin)
     seconds = time.perf_counter() - t0
     paired = PairedRun.of(traj, cfg.recorded())
     if keep is not None:

@@ -63,13 +63,16 @@ class Run:
     (named in the answer; ``dyn.flow``: plain descent, whose end's stationarity bounds the gap
     after it), ``budget`` seconds (None: no limit), ``by_default`` when it measures an undecided
     prediction nobody asked to measure. A default GD measurement has ``cfg`` and ``dyn`` None
-    until it runs: ``make()`` then measures its step (:func:`default_gd`)."""
+    until it runs: ``make()`` then measures its step (:func:`default_gd`). ``twin`` the twin's
+    optimiser of an optax ``cfg``, built with its κ
+    (:func:`~biasfree.dynamics.optimiser_twin.with_degree`; None for GD)."""
 
     cfg: TrainConfig | None
     dyn: Dynamics | None
     budget: float | None
     by_default: bool = False
     make: Callable[[], TrainConfig] | None = None
+    twin: object = None
 
 
 @dataclass(frozen=True)
@@ -147,20 +150,21 @@ def dynamics_of(given: TrainConfig | None, cfg: TrainConfig | None) -> Dynamics:
 
 
 def plan(cfg: TrainConfig | None, dyn: Dynamics, fallback: TrainConfig | Callable[[], TrainConfig] | None,
-         s: Setting, note: str = "", kind: str | None = None) -> Plan:
+         s: Setting, note: str = "", kind: str | None = None, twin=None) -> Plan:
     """Measure ``cfg`` as asked (None: predict, for ``dyn``), and where that prediction is
     undecided measure ``fallback`` (None: leave it undecided; a callable: the default GD run,
     made when it runs, :func:`default_gd`): by GD within :func:`budget_of`
     the budget when nothing was asked (``dyn`` gradient flow), else by ``dyn`` within it.
-    ``kind`` the answer's (None: :data:`PREDICTED`, or measured, for ``dyn``)."""
+    ``kind`` the answer's (None: :data:`PREDICTED`, or measured, for ``dyn``); ``twin`` the twin's
+    optimiser of an optax ``cfg`` or ``fallback`` (:class:`Run`)."""
     kind = kind or (PREDICTED.format(dyn.name) if cfg is None else f"training by {dyn.name}, measured")
-    run = None if cfg is None else Run(cfg, dyn, s.budget)
+    run = None if cfg is None else Run(cfg, dyn, s.budget, twin=twin)
     if fallback is None or cfg is not None:
         return Plan(dyn, kind, run, None, note)
     if dyn is FLOW:  # nothing asked: default GD within the default budget, its step measured when it runs
         by_default = Run(None, None, budget_of(s.budget), True, make=fallback)
     else:  # the optimiser given, within the time_budget given for it
-        by_default = Run(fallback, dyn, s.budget, True)
+        by_default = Run(fallback, dyn, s.budget, True, twin=twin)
     return Plan(dyn, kind, run, by_default, note)
 
 
@@ -174,11 +178,12 @@ def default_gd(params: Params, net: NetReport, s: Setting) -> Callable[[], Train
 
 
 def resolve(train, given: TrainConfig | None, note: str, measure: bool, s: Setting, params: Params,
-            net: NetReport, init: Params | None = None, init_net: NetReport | None = None
+            net: NetReport, init: Params | None = None, init_net: NetReport | None = None, twin=None
             ) -> tuple[Plan, Plan | None]:
     """The plans for the given net ``params`` (measured ``net``) and for the history from the
     weights ``init`` (measured ``init_net``; None: no history), resolved once: ``train`` as
-    :func:`config` reads it (``given`` the user's config, κ set, ``note`` how) and the training
+    :func:`config` reads it (``given`` the user's config, κ set, ``note`` how, ``twin`` its twin's
+    optimiser, each :func:`~biasfree.dynamics.optimiser_twin.with_degree`'s) and the training
     a prediction is for (:func:`dynamics_of`). With an init, the run asked for is the
     history's, and training from the given weights is predicted; without a run asked for, the
     history is predicted for gradient flow. With ``measure``, an undecided prediction is
@@ -186,11 +191,11 @@ def resolve(train, given: TrainConfig | None, note: str, measure: bool, s: Setti
     cfg = config(train, params, s.ctx.modes, net.beta_eff, s.a, s.X, s.Y)
     dyn = dynamics_of(given, cfg)
     fallback = None if not measure else (cfg or default_gd(params, net, s))
-    given_plan = plan(cfg if init is None else None, dyn, fallback, s, note)
+    given_plan = plan(cfg if init is None else None, dyn, fallback, s, note, twin=twin)
     if init_net is None:
         return given_plan, None
     again = dyn if cfg else FLOW
     kind = (f"how the net got here: training from the init by {again.name}, "
             + ("measured" if cfg else "predicted"))
     fallback0 = default_gd(init, init_net, s) if measure and cfg is None else None
-    return given_plan, plan(cfg, again, fallback0, s, note, kind)
+    return given_plan, plan(cfg, again, fallback0, s, note, kind, twin)

@@ -22,7 +22,7 @@ optimiser's twin exact. ``degree=None`` measures κ (:func:`measure_degree`; §9
 
 :data:`NAMED` holds the optimisers by name as such factories (exact twins); :func:`with_degree`
 sets a run's κ (measured, given, or read from unit-size gradients for a plain optimiser whose
-constants break the homogeneity, the twin then approximate).
+constants break the homogeneity, the twin then approximate) and builds its twin's optimiser.
 """
 
 from __future__ import annotations
@@ -280,9 +280,14 @@ def twin_degree(opt, alpha: float, depth: int, probe=None, *, name: str) -> tupl
                    "eps=1e-8 * rho), for an exact twin)")
 
 
-def with_degree(cfg: TrainConfig, alpha: float, depth: int) -> tuple[TrainConfig, str]:
-    """``(cfg with κ set, a note on how κ was found)``: κ as given, else :func:`twin_degree`'s."""
+def with_degree(cfg: TrainConfig, alpha: float, depth: int) -> tuple[TrainConfig, object, str]:
+    """``(cfg with κ set, its twin's optimiser at slope α and depth L, a note on how κ was
+    found)``: κ as given, else :func:`twin_degree`'s; the twin's optimiser
+    :func:`optimiser_twin`'s, built once for every run of ``cfg`` on such a net (the trainer
+    takes it as it is: ``trainer._run``'s ``twin_optimiser``)."""
     if cfg.degree is not None:
-        return cfg, f"κ = {cfg.degree:g} as given"
-    kappa, note = twin_degree(cfg.optimiser, alpha, depth, name=cfg.label)
-    return dataclasses.replace(cfg, degree=kappa), note
+        note = f"κ = {cfg.degree:g} as given"
+    else:
+        kappa, note = twin_degree(cfg.optimiser, alpha, depth, name=cfg.label)
+        cfg = dataclasses.replace(cfg, degree=kappa)
+    return cfg, _optimiser_twin(cfg.optimiser, alpha, depth, cfg.degree, name=cfg.label), note

@@ -260,6 +260,16 @@ class TrainConfig(RunConfig):
             return optax.sgd(self.lr)
         return _made(self.optimiser(rho), rho, self.label) if self.factory else self.optimiser
 
+    def vectors(self, kw: dict) -> dict:
+        """Per-member α, η, λ: the keywords' arrays (length B or 1, checked by the caller,
+        :func:`check_vectors`) or the config's own value."""
+        out = {}
+        for k in VECTOR_RULES:
+            v = kw.get(k)
+            v = getattr(self, k) if v is None or np.ndim(v) == 0 else v
+            out[k] = np.asarray(np.nan if v is None else v, dtype=float)
+        return out
+
     def record(self) -> dict:
         """What a saved result stores (the optimiser by name)."""
         return {"optimiser": self.label, "lr": self.lr, "steps": self.steps, "batch_size": self.batch_size,
@@ -345,17 +355,6 @@ def check_vectors(kw: dict) -> dict:
                 raise ValueError(f"{k} must be a scalar or a 1-D array of per-member values, got shape "
                                  f"{np.shape(v)}")
             out[k] = rule(v)
-    return out
-
-
-def member_vectors(cfg: TrainConfig, kw: dict) -> dict:
-    """Per-member α, η, λ: the keywords' arrays (length B or 1, checked by the caller) or the
-    config's value."""
-    out = {}
-    for k in VECTOR_RULES:
-        v = kw.get(k)
-        v = getattr(cfg, k) if v is None or np.ndim(v) == 0 else v
-        out[k] = np.asarray(np.nan if v is None else v, dtype=float)
     return out
 
 

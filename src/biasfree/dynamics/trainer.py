@@ -70,7 +70,6 @@ from .train_config import (
     TrainConfig,
     check_vectors,
     config_from_keywords,
-    member_vectors,
     optimiser_name,
     record_steps,
 )
@@ -291,29 +290,34 @@ def train_members(members: Mapping[str, Member], data: Dataset, cfg, *, layout: 
 
 def _train(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, twin=False, batched=False,
            layout=None, observables="all", progress=None, time_budget=None, segments=None):
-    """:func:`train` once the call's own arguments are checked: checks the run's net and data
-    (once) and a given twin (with its own data: :func:`~.run.check_twin_data`), then :func:`_run`."""
+    """:func:`train` once the call's own arguments are checked: checks the run's net and data (once),
+    a given twin (:func:`~.run.check_twin_data`), the optimiser's update (``check_update``)."""
     run.check_params_data(params, data, cfg.loss, batched=batched)
     run.check_forward(params, data, cfg, kw, batched)
     run.check_twin(params, data, twin, cfg.loss, batched, observables)
+    if not cfg.gd:  # analyse checks it where it reads train=
+        config.check_update(cfg.make(1.0), jax.tree_util.tree_map(lambda x: x[0], params) if batched
+                            else params, cfg.label)
     return _run(params, data, cfg, kw, key=key, twin=twin, batched=batched, layout=layout,
                 observables=observables, progress=progress, time_budget=time_budget, segments=segments)
 
 
 def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, twin=False, batched=False,
-         layout=None, observables="all", progress=None, time_budget=None, segments=None, stop=None):
-    """:func:`_train` with the net, the data and a given twin checked by the caller (``analyse``
-    checks its net and data once, then runs this): the settings' fit to the data and to each
+         layout=None, observables="all", progress=None, time_budget=None, segments=None, stop=None,
+         twin_optimiser=None):
+    """:func:`_train` with the net, the data, a given twin and the optimiser's update checked by the
+    caller (``analyse`` checks them once, then runs this): the settings' fit to the data and to each
     other, the job, the run. ``segments`` (B, R−1): each member's own steps between records (an
     ensemble whose members run different step counts; internal). ``stop(state, last record)``:
-    asked between calls, True ends the run there (one net; :func:`~biasfree.dynamics.loop.drive`)."""
+    asked between calls, True ends the run there (one net; :func:`~biasfree.dynamics.loop.drive`).
+    ``twin_optimiser``: an optax run's, built with κ by the caller (:func:`~.optimiser_twin.with_degree`)."""
     _check_batches(cfg, data)
     if cfg.batch_size is not None:
         key = jax.random.PRNGKey(cfg.seed) if key is None else validate.key(key)
     elif key is not None:
         raise ValueError("key: full-batch training draws nothing; pass batch_size for minibatches "
                          "or leave key=None")
-    vec = member_vectors(cfg, kw or {})
+    vec = cfg.vectors(kw or {})
     check_twin_slope(params, vec["alpha"])  # an attention layer's twin is a linear net: α = 1 only
     sizes = {k: v.size for k, v in vec.items() if v.ndim > 0}
     if batched:
@@ -347,22 +351,22 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
     if twin_params is not None and not cfg.gd and np.ptp(vec["alpha"]) > 0:
         raise ValueError("twin: an optax optimiser's twin depends on α; train members of one α together")
     optimiser = None if cfg.gd else cfg.make(1.0)
-    a = float(np.ravel(vec["alpha"])[0])
-    # at α = 1 (c = 1) the twin's updates are scaled by 1^(1+κ) = 1 whatever κ: nothing to measure
-    degree = 0.0 if cfg.degree is None and a == 1.0 and np.ptp(vec["alpha"]) == 0 else cfg.degree
-    if twin_params is not None and not cfg.gd and degree is None:  # the one κ policy, as analyse's
-        degree, note = twin_degree(cfg.optimiser, a, depth, name=cfg.label)
-        if note.startswith("APPROXIMATE"):
-            warnings.warn(note, ApproximateTwinWarning, stacklevel=6)  # the caller of train
-    twin_optimiser = (None if twin_params is None or cfg.gd else
-                      _optimiser_twin(cfg.optimiser, a, depth, degree, name=cfg.label))
-    if cfg.gd:
+    if cfg.gd:  # η before the twin's optimiser, from which the config goes on to the loop
         eta = vec["lr"]
     else:
-        one = jax.tree_util.tree_map(lambda x: x[0], params) if ensemble else params
-        config.check_update(optimiser, one, cfg.label)
-        e = _learning_rate(optimiser, one, cfg.lr)
+        e = _learning_rate(optimiser, jax.tree_util.tree_map(lambda x: x[0], params) if ensemble else params,
+                           cfg.lr)
         eta = None if e is None else (np.full((B,), e) if ensemble else np.asarray(e))
+    if twin_params is None or cfg.gd:
+        twin_optimiser = None
+    elif twin_optimiser is None:  # built here (analyse builds it once, with κ: with_degree)
+        a = float(np.ravel(vec["alpha"])[0])  # one α (checked above)
+        degree = 0.0 if cfg.degree is None and a == 1.0 else cfg.degree  # c = 1: × 1^(1+κ) = 1 whatever κ
+        if degree is None:  # the one κ policy, as with_degree's
+            degree, note = twin_degree(cfg.optimiser, a, depth, name=cfg.label)
+            if note.startswith("APPROXIMATE"):
+                warnings.warn(note, ApproximateTwinWarning, stacklevel=6)  # the caller of train
+        twin_optimiser = _optimiser_twin(cfg.optimiser, a, depth, degree, name=cfg.label)
     if segments is None:
         ks = record_steps(cfg.steps, cfg.n_records, cfg.spacing)
     else:
