@@ -2,8 +2,10 @@
 training loop, measured by profiling the calls that are handed the config (:mod:`route`: the
 optimiser itself, or a record that carries it: the ``TrainConfig``, a ``Run``, a ``Plan``, a
 ``Predicted``, the loop's ``Spec``). The route must not return to a module it has left (on
-today's main it went back to train_config twice, to optimiser_twin and to the trainer), and the
-issue's target is at most 20 calls."""
+today's main it went back to train_config twice, to optimiser_twin and to the trainer). The
+issue's other target, at most 20 calls, is not met: 24 calls are measured, each doing its own job
+(the κ measurement's 5 in optimiser_twin, the plan's 5, the measured stage's 4, ...); the closing
+note reports it rather than a test that records it as expected to fail."""
 
 from __future__ import annotations
 
@@ -20,8 +22,6 @@ import biasfree as bf
 from biasfree.analysis import analyse as analyse_module
 
 LOOP = "dynamics/loop.py"
-MOST_CALLS = 20
-"""The issue's walk target: calls from analyse to the loop."""
 
 
 @pytest.fixture(scope="module")
@@ -50,14 +50,6 @@ def test_the_config_goes_one_way_from_analyse_to_the_loop(walked):
     for stage in ("analysis/plan.py", "analysis/predicted.py", "analysis/measured.py", "dynamics/trainer.py"):
         assert stage in order, (stage, order)
     assert returns == [], f"returns to {returns} on the route {order}:\n{lines}"
-
-
-@pytest.mark.xfail(strict=True, reason="24 calls measured: each remaining call does its own job (the "
-                   "κ measurement's 5 in optimiser_twin, the plan's 5, the measured stage's 4, ...); "
-                   "the issue's target of 20 is not met without merging functions")
-def test_the_route_takes_at_most_20_calls(walked):
-    path, _ = walked
-    assert len(path) <= MOST_CALLS, "\n".join(str(c) for c in path)
 
 
 def test_the_value_read_where_it_stands_is_no_step(walked):
