@@ -67,6 +67,42 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
+UNITS_OF_THEIR_OWN = ("tests/claims/test_experiments.py::test_tiny_run_passes_every_check",
+                      "tests/claims/test_seeds.py::")
+"""Tests that are each an xdist work unit of their own where the groups above cannot reach the
+scheduler (:func:`pytest_xdist_make_scheduler`): each experiment's tiny run and each seed's."""
+
+
+def xdist_unit(nodeid: str) -> str:
+    """The work unit of a test under ``--dist loadgroup``: the group pytest-xdist appended to
+    its node id (``path::name@group``, from the markers above), else its test file, or the test
+    alone if it is one of :data:`UNITS_OF_THEIR_OWN`."""
+    head, at, group = nodeid.rpartition("@")
+    if at and "]" not in group:  # an '@' inside a parameter id is not a group
+        return group
+    return nodeid if nodeid.startswith(UNITS_OF_THEIR_OWN) else nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)  # before xdist's own (firstresult)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` with :func:`xdist_unit`'s units. pytest-xdist 3.8 tells the scheduler
+    a test's group by appending it to the test's node id, which pytest 9.2 no longer lets a
+    plugin change (pytest-dev/pytest-xdist#1386): every test became a unit of its own, each
+    test file's module fixtures (a Dask cluster, trained nets) and traced programs were built on
+    both workers, 17% more CPU on test_sweep.py, test_optimisers.py and test_train.py
+    (docs/performance.md, "Fifth round"). Here the test file is the unit whenever the group
+    is missing."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_unit(nodeid)
+
+    return ByFile(config, log)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session):
     """Python's cyclic garbage collector, tuned for a session that traces thousands of JAX
