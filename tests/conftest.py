@@ -32,6 +32,7 @@ from pathlib import Path
 
 import jax
 import pytest
+from xdist_units import pytest_xdist_make_scheduler  # noqa: F401  (a hook: pytest finds it here)
 
 CACHE_DIR = Path(__file__).resolve().parents[1] / ".jax_cache"
 CACHE_SETTINGS = {  # also exported, so that the processes a test starts share the cache
@@ -61,46 +62,12 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     """Each test file is one xdist group, so its module fixtures are built once, unless a
     test names a group of its own (the per-experiment runs of tests/claims/test_experiments.py),
-    which lets the long experiment runs spread over the workers."""
+    which lets the long experiment runs spread over the workers. Where pytest no longer lets
+    xdist hand the groups to its scheduler (pytest 9.2), tests/xdist_units.py's scheduler forms
+    the same units from the node ids."""
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
-
-
-UNITS_OF_THEIR_OWN = ("tests/claims/test_experiments.py::test_tiny_run_passes_every_check",
-                      "tests/claims/test_seeds.py::")
-"""Tests that are each an xdist work unit of their own where the groups above cannot reach the
-scheduler (:func:`pytest_xdist_make_scheduler`): each experiment's tiny run and each seed's."""
-
-
-def xdist_unit(nodeid: str) -> str:
-    """The work unit of a test under ``--dist loadgroup``: the group pytest-xdist appended to
-    its node id (``path::name@group``, from the markers above), else its test file, or the test
-    alone if it is one of :data:`UNITS_OF_THEIR_OWN`."""
-    head, at, group = nodeid.rpartition("@")
-    if at and "]" not in group:  # an '@' inside a parameter id is not a group
-        return group
-    return nodeid if nodeid.startswith(UNITS_OF_THEIR_OWN) else nodeid.split("::", 1)[0]
-
-
-@pytest.hookimpl(optionalhook=True, tryfirst=True)  # before xdist's own (firstresult)
-def pytest_xdist_make_scheduler(config, log):
-    """``--dist loadgroup`` with :func:`xdist_unit`'s units. pytest-xdist 3.8 tells the scheduler
-    a test's group by appending it to the test's node id, which pytest 9.2 no longer lets a
-    plugin change (pytest-dev/pytest-xdist#1386): every test became a unit of its own, each
-    test file's module fixtures (a Dask cluster, trained nets) and traced programs were built on
-    both workers, 17% more CPU on test_sweep.py, test_optimisers.py and test_train.py
-    (docs/performance.md, "Fifth round"). Here the test file is the unit whenever the group
-    is missing."""
-    if config.getvalue("dist") != "loadgroup":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class ByFile(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return xdist_unit(nodeid)
-
-    return ByFile(config, log)
 
 
 @pytest.hookimpl(trylast=True)
