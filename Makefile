@@ -44,7 +44,8 @@ run: $(STAMP)  ## headline experiment -> results/
 
 # one pytest worker per core; a test file is one xdist group (tests/conftest.py), so its
 # module fixtures (the Dask cluster) are built once, while each experiment's tiny run is a
-# group of its own and the runs spread over the workers
+# group of its own and the runs spread over the workers (on pytest 9.2, where xdist 3.8 loses
+# the groups, tests/xdist_units.py's scheduler forms the same units)
 TEST_WORKERS ?= auto
 
 # XLA_FLAGS for pytest only. The suite is compile-bound (about 4,200 compilations, 3,200 of

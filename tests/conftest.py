@@ -32,6 +32,7 @@ from pathlib import Path
 
 import jax
 import pytest
+from xdist_units import pytest_xdist_make_scheduler  # noqa: F401  (a hook: pytest finds it here)
 
 CACHE_DIR = Path(__file__).resolve().parents[1] / ".jax_cache"
 CACHE_SETTINGS = {  # also exported, so that the processes a test starts share the cache
@@ -61,7 +62,9 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     """Each test file is one xdist group, so its module fixtures are built once, unless a
     test names a group of its own (the per-experiment runs of tests/claims/test_experiments.py),
-    which lets the long experiment runs spread over the workers."""
+    which lets the long experiment runs spread over the workers. Where pytest no longer lets
+    xdist hand the groups to its scheduler (pytest 9.2), tests/xdist_units.py's scheduler forms
+    the same units from the node ids."""
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))

@@ -37,8 +37,12 @@ def shared_out(tmp_path_factory, worker_id):
 @pytest.fixture(scope="session")
 def results(shared_out):
     """Every experiment's tiny run: first those no other worker is running (instead of
-    idling on a lock), then waiting for the rest."""
-    for name in REGISTRY:
+    idling on a lock), then waiting for the rest. In reverse registry order: the per-experiment
+    tests run in registry order on the other workers, so the two meet in the middle; in the same
+    order a worker's next per-experiment test waited on the run this fixture had just started,
+    and every run was this worker's, one after another (tests/claims/test_experiments.py alone,
+    two workers: this fixture's setup 184 s of a 202 s session)."""
+    for name in reversed(REGISTRY):
         tiny_run(shared_out, name, wait=False)
     return shared_out, {name: tiny_run(shared_out, name) for name in REGISTRY}
 
