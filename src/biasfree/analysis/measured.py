@@ -322,7 +322,7 @@ class Decided:
     leave (:func:`end_bound` ≤ ``level``, the bound :func:`judge_measured` reads at the run's
     end). ``ends`` costs passes over the data, so it is asked only once the last record's losses
     L, L̃ pass the same bound without its round-off terms: max(L, L̃), or with the two-layer
-    ``floor`` L* max(|L − L̃|, max(L, L̃) − L*) (a stationary point to round-off is left to the
+    ``floor`` L* ``max(|L − L̃|, max(L, L̃) − L*)`` (a stationary point to round-off is left to the
     run's end). ``said``: whether it ended the run."""
 
     def __init__(self, level: float, ends=None, floor: float | None = None):
