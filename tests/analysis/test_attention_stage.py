@@ -103,8 +103,10 @@ def test_a_zero_head_escapes_at_order_three_along_c_star(trained):
                                 Q=jnp.asarray(star.Q).at[z, 0].set(eps * q))
         L = 0.5 * np.mean((np.asarray(s.apply(Xj)) - Y) ** 2)
         pred = L0 - hp.rate * eps**3 + 0.5 * eps**6 * np.mean(phi**2)
-        # each loss: γ_K relative in its sum, plus |r|·(f's error γ_K P z): twice, and the prediction's own
-        tol = 4 * gamma(N + 1 + 3 * (D + 1) + H + len(X)) * (L0 + np.sqrt(2 * L0) * P * zmax + zmax**2)
+        # each loss: γ_K relative in its sum, plus |r|·(f's error γ_K P z), twice; the prediction's own
+        # ½ε⁶⟨φ²⟩ (|φ| ≤ z): γ_K ε⁶ z²; doubled for the few further adds
+        K = N + 1 + 3 * (D + 1) + H + len(X)
+        tol = 4 * gamma(K) * (L0 + np.sqrt(2 * L0) * P * zmax + eps**6 * zmax**2)
         assert abs(L - pred) <= tol, (L - pred, tol)
         assert abs(L - (L0 - hp.rate * eps**2)) > 1e3 * tol  # the two-layer order misses
 

@@ -44,7 +44,7 @@ STARTS = 8
 class HeadFixedPoint:
     """The embedded k-head fixed point θ* of separate attention (module doc): ``params`` θ*,
     ``heads`` the net's heads it keeps, ``loss``, ``grad``/``grad_tol`` its relative gradient
-    ‖∇L‖‖θ‖/(½⟨y²⟩) and round-off, ``function_gap``/``function_tol`` max_s |f_wide − f_narrow| and
+    ‖∇L‖‖θ‖/(½⟨y²⟩) and round-off, ``function_gap``/``function_tol`` max_s ‖f_wide − f_narrow‖ and
     its round-off, ``rate`` the escape coefficient c* (the loss falls as −c*ε³) and ``rate_tol``
     its round-off, ``distance`` ‖θ − θ*‖ over V, K, Q (to the point found: an upper bound on the
     distance to its family of rescaled and rotated heads), ``k`` the effective units (rank of B)."""
