@@ -27,6 +27,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -113,8 +114,6 @@ def gradient_tolerance(w, rz: float, rr: float, K: int, ref: float) -> float:
 
 def relative_gradient(layer, X, Y) -> tuple[float, float, np.ndarray]:
     """``(‖∇L‖‖θ‖/(½⟨y²⟩), its round-off bound, residuals)`` over the weights the layer reads."""
-    import jax
-
     v, K, Q = _weights(layer)
     Xj = jnp.asarray(X)
 

@@ -33,7 +33,8 @@ Merged linear attention, through its twin ``W₂W₁z`` (§11.7.7). Separate lin
 (:mod:`~biasfree.analysis.attention_stage`, §11.7.12): its strongest heads solved to a fixed point,
 the rest zero, the saddle from the escape coefficient of order ε³. The staircase from ``init`` is
 given for the linear ones (dense, pooled conv, merged attention); a recorded ``curve`` is matched
-to the k-unit levels of every covered family; effective units for every family of
+to the k-unit levels of every covered family but separate attention (each level would be a numerical
+solve); effective units for every family of
 :data:`~biasfree.core.units.FAMILIES` that the model readers give. Not covered (said in
 ``notes``): the fixed points of deep or biased nets, of quadratic nets, of linear conv nets with a
 dense readout, and the staircase from ``init`` of nonlinear nets (and of separate attention).
