@@ -169,8 +169,8 @@ def test_a_family_with_no_rule_is_refused_naming_those_with_one(task):
 
 
 def test_conv_nets_get_their_kernels_separate_attention_its_heads_and_a_note():
-    """Conv: kernels (§11.1) and their fixed point (§11.7.6). Separate attention: its heads, and a
-    one-line note that its fixed point is not built, naming the families covered."""
+    """Conv: kernels (§11.1) and their fixed point (§11.7.6). Separate attention: its heads, and at 0
+    heads its fixed point θ* = 0 (§11.7.12: loss ½⟨y²⟩, every weight moved), with a one-line note."""
     rng = np.random.default_rng(2)
     conv = (Conv(rng.normal(size=(3, 1, 3)), None, (8,), "same"), Layer(rng.normal(size=(2, 24))))
     X, Y = rng.normal(size=(30, 8)), rng.normal(size=(30, 2))
@@ -181,6 +181,12 @@ def test_conv_nets_get_their_kernels_separate_attention_its_heads_and_a_note():
     Xa, Ya = rng.normal(size=(30, 20)), rng.normal(size=(30, 1))
     Xa.reshape(30, 5, 4)[:, -1, -1] = 0  # the query's label slot
     sa = stage(att, (Xa, Ya))
-    assert sa.family == "attention-separate" and not sa.covered
+    assert sa.family == "attention-separate" and sa.covered and sa.found and sa.units.count == 0
+    star = sa.params_star
+    assert sa.head_point.heads == () and not any(np.any(np.asarray(a)) for a in (star.K, star.Q))
+    # f = 0 exactly, so the loss is ½⟨y²⟩, a sum of 30 squares: γ_30 relative for another order
+    assert abs(sa.level - 0.5 * np.mean(Ya**2)) <= gamma(30) * sa.level
+    dist = np.sqrt(np.sum(K**2) + np.sum(Q**2))  # V = 0 already: 16 squares, γ_16 for another order
+    assert abs(sa.distance - dist) <= gamma(16) * dist
     note = sa.notes[0]
-    assert "not covered" in note and "merged linear attention" in note and "\n" not in note
+    assert "solved numerically" in note and "\n" not in note

@@ -246,8 +246,8 @@ def test_separate_attention_says_what_it_measured_the_kronecker_departure_of_its
     Z = np.asarray(twin_dataset(seq, N).X)
     dev, tol = kronecker_departure(Z, D)
     note = st.notes[0]
-    assert not st.covered and f"misses Σ_zz by {dev:.3g} of" in note and f"(round-off {tol:.2g})" in note
-    assert "\n" not in note and "merged linear attention" in note
+    assert st.covered and f"misses Σ_zz by {dev:.3g} of" in note and f"(round-off {tol:.2g})" in note
+    assert "\n" not in note and "solved numerically (§11.7.12)" in note
     # the identity, with np.kron: P ⊗ Q from R's top pair (R[(i,k),(j,l)] = Σ[(i,j),(k,l)])
     Szz = Z.T @ Z / len(Z)
     R = Szz.reshape(D, D, D, D).transpose(0, 2, 1, 3).reshape(D * D, D * D)

@@ -306,6 +306,8 @@ def _stage_json(st) -> dict | None:
     if st is None or isinstance(st, str):
         return None if st is None else {"refused": st}
     u, fp, up = st.units, st.fixed_point, st.unit_point
+    if up is None:
+        up = st.head_point  # separate attention: its escape coefficient c* is the rate
     point = fp if fp is not None else up
     # Stage.found: without a fixed point the numbers at where the search stopped are left out
     # (its gradient against its bound says how far it was)

@@ -29,13 +29,15 @@ Dense linear nets, by the closed form above. Dense and conv (leaky) ReLU nets, u
 (:mod:`~biasfree.analysis.unit_stage`, §11.7.6): their zero units sit on the kink, where the
 Hessian is not defined, so the saddle and the escape come from the one-sided rate λ*. Linear conv
 nets with a pooled readout, ``f = V K z̄(x)``: a dense linear net on the mean patch z̄ (§11.7.7).
-Merged linear attention, through its twin ``W₂W₁z`` (§11.7.7). The staircase from ``init`` is
+Merged linear attention, through its twin ``W₂W₁z`` (§11.7.7). Separate linear attention, numerically
+(:mod:`~biasfree.analysis.attention_stage`, §11.7.12): its strongest heads solved to a fixed point,
+the rest zero, the saddle from the escape coefficient of order ε³. The staircase from ``init`` is
 given for the linear ones (dense, pooled conv, merged attention); a recorded ``curve`` is matched
-to the k-unit levels of every covered family; effective units for every family of
+to the k-unit levels of every covered family but separate attention (each level would be a numerical
+solve); effective units for every family of
 :data:`~biasfree.core.units.FAMILIES` that the model readers give. Not covered (said in
 ``notes``): the fixed points of deep or biased nets, of quadratic nets, of linear conv nets with a
-dense readout and of separate attention (its heads only: γ, K, Q train as a depth-3 net), and the
-staircase from ``init`` of nonlinear nets.
+dense readout, and the staircase from ``init`` of nonlinear nets (and of separate attention).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from ..theory.plateau_times import data_plateaus
 from ..theory.reduced_rank import kronecker_departure, reduced_rank_losses, whitened_svd
 from ..theory.staircase import find_plateaus, match_levels
 from .attention_import import as_attention, is_attention_model, with_n_ctx
+from .attention_stage import head_fixed_point
 from .deep_stage import deep_stage
 from .interop import as_model
 from .measurements import data_arrays
@@ -121,7 +124,8 @@ def stage(model, data, *, alpha=None, init=None, curve=None) -> Stage:
 
 COVERED = ("bias-free dense linear nets of any depth (closed form, §11.7.2, §11.7.10), two-layer "
            "bias-free dense and conv (leaky) ReLU nets (units and kernels, §11.7.6), two-layer bias-free "
-           "linear conv nets with a pooled readout (§11.7.7) and merged linear attention (its twin, §11.7.7)")
+           "linear conv nets with a pooled readout (§11.7.7), merged linear attention (its twin, §11.7.7) "
+           "and separate linear attention (numerically, §11.7.12)")
 """The families whose nearest embedded fixed point :func:`stage_of` builds."""
 
 
@@ -135,8 +139,8 @@ def stage_of(params: Params, X, Y, alpha: float, init: Params | None = None, *, 
     ``(t, loss)``: a loss curve recorded from ``init``; its plateaus are found and matched to the
     k-unit levels (``Stage.recorded``)."""
     st = _stage_of(params, X, Y, alpha, init)
-    if curve is None or not st.covered:
-        return st
+    if curve is None or not st.covered or st.head_point is not None:  # no k-head levels for separate
+        return st  # attention: each would be a numerical solve
     return dataclasses.replace(st, recorded=_recorded(st, params, X, Y, alpha, init, curve))
 
 
@@ -238,13 +242,19 @@ def _attention(layer, X, Y, init) -> Stage:
     Z, Yz = np.asarray(zd.X, float), np.asarray(zd.Y, float)
     F = np.asarray(forward((layer,), jnp.asarray(X), 0.0))
     loss = float(0.5 * np.mean(np.sum((F - Yz) ** 2, 1)))
-    if isinstance(layer, SeparateAttention):  # §11.7.11: a weighted low-rank fit, measured here
+    if isinstance(layer, SeparateAttention):  # §11.7.11–12: no closed form; solved numerically
         dev, tol = kronecker_departure(Z, layer.d)
-        return Stage(units.family, loss, units, notes=(
-            f"not covered: the nearest fixed point of separate attention: its {units.count}-head point is "
-            f"the best in-context map B of rank {units.count} in the metric Σ_zz (a closed form only when "
-            f"Σ_zz is a Kronecker product P ⊗ Q); on these data the nearest Kronecker product misses Σ_zz by "
-            f"{dev:.3g} of ‖Σ_zz‖_F (round-off {tol:.2g}); covered: {COVERED}",))
+        hp = head_fixed_point(layer, X, Y, units.count)
+        notes = [f"solved numerically (§11.7.12): the {units.count}-head point is a rank-{units.count} fit "
+                 f"of the in-context map B in the metric Σ_zz, a closed form only when Σ_zz is a Kronecker "
+                 f"product P ⊗ Q; on these data the nearest Kronecker product misses Σ_zz by {dev:.3g} of "
+                 f"‖Σ_zz‖_F (round-off {tol:.2g}); a zero head escapes at order ε³ (Hessian blind): the time "
+                 "to leave is not given"]
+        if not hp.stationary:
+            notes.append(f"the {len(hp.heads)}-head layer did not reach a fixed point: its relative gradient "
+                         "stays above its round-off bound (.head_point.grad, .grad_tol)")
+        return Stage(units.family, loss, units, None, hp.params, hp.loss, hp.distance, None, 0, None, None,
+                     None, tuple(notes), head_point=hp)
     twin = tuple(Layer(la.W) for la in merged_to_twin(layer))
     start = None if init is None else tuple(Layer(la.W) for la in merged_to_twin(init))
     st = _linear(twin, Z, Yz, loss, units, start)

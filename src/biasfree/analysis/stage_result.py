@@ -72,6 +72,9 @@ class Stage:
     """Deep dense linear nets (§11.7.10): the :class:`~biasfree.analysis.deep_stage.DeepPoint`, whose
     saddle rule replaces λ_min's (``fixed_point`` is its gradient and Hessian check; the Hessian does not
     see an escape of order ε^L)."""
+    head_point: object = None
+    """Separate linear attention (§11.7.12): the :class:`~biasfree.analysis.attention_stage.HeadFixedPoint`,
+    found numerically, whose escape coefficient c* (order ε³) decides the saddle."""
 
     @property
     def saddle(self) -> bool:
@@ -82,12 +85,14 @@ class Stage:
             return self.deep_point.saddle
         if self.unit_point is not None:
             return self.unit_point.saddle
+        if self.head_point is not None:
+            return self.head_point.saddle
         return self.fixed_point is not None and self.fixed_point.saddle
 
     @property
     def covered(self) -> bool:
         """A nearest fixed point was built (else ``notes`` says why not)."""
-        return self.fixed_point is not None or self.unit_point is not None
+        return self.fixed_point is not None or self.unit_point is not None or self.head_point is not None
 
     @property
     def found(self) -> bool:
@@ -95,7 +100,7 @@ class Stage:
         relative gradient within its round-off bound. Where the search ended above it, the numbers
         at where it stopped (loss, distance, λ, ε, times) depend on the search, not on the net:
         :meth:`lines` and the JSON leave them out and give the gradient against its bound."""
-        point = self.fixed_point if self.fixed_point is not None else self.unit_point
+        point = next((p for p in (self.fixed_point, self.unit_point, self.head_point) if p is not None), None)
         return point is not None and point.stationary
 
     def lines(self) -> list[str]:
@@ -103,10 +108,12 @@ class Stage:
         u = self.units
         out = [f"effective units {u.count} ({u.family}; threshold {u.threshold:.3g})"
                + (f", loss {self.loss:.6g}" if np.isfinite(self.loss) else "")]
-        fp, up, dp = self.fixed_point, self.unit_point, self.deep_point
+        fp, up, dp, hp = self.fixed_point, self.unit_point, self.deep_point, self.head_point
         if self.covered and not self.found:  # numbers depend on where the search stopped: not printed
             k, point, name, how = ((u.count, fp, "fixed_point", "") if fp is not None else
-                                   (up.k, up, "unit_point", " after Levenberg–Marquardt and Newton"))
+                                   (up.k, up, "unit_point", " after Levenberg–Marquardt and Newton")
+                                   if up is not None else
+                                   (hp.k, hp, "head_point", " after Levenberg–Marquardt and Newton"))
             out.append(f"no {k}-unit fixed point near the net: its relative gradient {point.grad:.2g} stays "
                        f"above round-off {point.grad_tol:.2g}{how} (not on a plateau; numbers in .{name})")
         elif dp is not None:
@@ -130,9 +137,16 @@ class Stage:
                        f"{up.distance:.3g}; "
                        + (f"saddle, one-sided rate λ* = {up.rate:.4g} (tol {up.rate_tol:.2g})"
                           if self.saddle else "not a saddle"))
+        elif hp is not None:
+            n = len(hp.heads)
+            out.append(f"nearest fixed point: {n} head{'' if n == 1 else 's'} solved, the rest zero, loss "
+                       f"{hp.loss:.6g}, ‖θ − θ*‖ = {hp.distance:.3g}; "
+                       + (f"saddle of order 3, escape coefficient c* = {hp.rate:.4g} "
+                          f"(tol {hp.rate_tol:.2g}); time to leave not given"
+                          if self.saddle else "not a saddle"))
         else:
             out.append(self.notes[0] if self.notes else "no fixed point")
-        if self.covered and self.saddle and dp is None:
+        if self.covered and self.saddle and dp is None and hp is None:
             t = self.escape_time if self.drop_time is None else self.drop_time
             out[-1] += (f"; leaves in t ≈ {t:.4g} (ε = {self.unstable_distance:.3g}"
                         + (", next drop at ln(u*/a₀ − 1)/(2λ), a₀ = ε²/2)" if self.drop_time is not None else
@@ -200,6 +214,17 @@ class Stage:
                        + ("" if up.drop_time is None else
                           f", next drop ln(u*/a₀ − 1)/(2λ*) at u* = λ*/m = {up.rate / up.m:.4g}, a₀ = ε²/2 "
                           f"in {up.drop_time:.4g}"))
+        hp = self.head_point
+        if hp is not None:
+            out.append(f"nearest fixed point: heads {list(hp.heads)} solved as a {len(hp.heads)}-head layer "
+                       f"(Levenberg–Marquardt, Newton), the rest zero, loss {hp.loss:.6g}, distance "
+                       f"‖θ − θ*‖ = {hp.distance:.3g}; function change {hp.function_gap:.2g} vs round-off "
+                       f"{hp.function_tol:.2g}; gradient {hp.grad:.2g} vs round-off {hp.grad_tol:.2g}: "
+                       + ("stationary" if hp.stationary else "NOT stationary"))
+            out.append(f"escape coefficient c* = max T(k, v, q) = {hp.rate:.6g} (round-off "
+                       f"{hp.rate_tol:.2g}; "
+                       "a zero head lowers the loss by c*ε³, Hessian blind): "
+                       + ("a saddle" if hp.saddle else "not a saddle") + "; time to leave not given")
         if self.recorded is not None:
             out.append(self.recorded_line())
         if self.staircase is not None:

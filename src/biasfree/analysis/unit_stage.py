@@ -98,7 +98,7 @@ class UnitFixedPoint:
 
 
 LM_EVALS = 200
-"""Residual evaluations Levenberg–Marquardt may take before Newton polishes (``_narrow``). Near
+"""Residual evaluations Levenberg–Marquardt may take before Newton polishes (``narrow_fixed_point``). Near
 a fixed point it converges in tens (quadratically at the end); a net far from one (every unit
 still moving, e.g. 30 units after 400 steps) is not searched further: its point is reported with
 its gradient against the round-off bound, which then says it is no fixed point. Uncapped
@@ -156,8 +156,9 @@ def escape_rate(params, X, Y, alpha: float) -> float:
     return _rate(rebuild, U, V, np.asarray(X, float), np.asarray(Y, float), float(alpha))[0]
 
 
-def _narrow(rebuild, U0, V0, X, Y, alpha):
-    """The narrow net's fixed point nearest (U0, V0): LM on the residuals, then Newton."""
+def narrow_fixed_point(rebuild, U0, V0, X, Y, alpha):
+    """The narrow net's fixed point nearest (U0, V0): LM on the residuals, then Newton. ``rebuild(U, V)``
+    gives the params of n rows U (n, a), V (n, b); any net ``_forward`` runs (units, kernels, heads)."""
     from scipy.optimize import least_squares
 
     n, a = U0.shape
@@ -277,7 +278,7 @@ def _embedded(U, V, rebuild, group, c, learned, X, Y, alpha):
         T = (c[m, None] * V[m]).sum(0)
         s = math.sqrt(np.linalg.norm(T))
         U0[j], V0[j] = s * u / np.linalg.norm(u), T / s
-    Un, Vn = _narrow(rebuild, U0, V0, X, Y, alpha)
+    Un, Vn = narrow_fixed_point(rebuild, U0, V0, X, Y, alpha)
     # embed: rescaled copies for the members, zero units for the rest
     Us, Vs = np.zeros_like(U), np.zeros_like(V)
     for j, g in enumerate(learned):

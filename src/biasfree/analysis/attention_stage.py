@@ -1,0 +1,214 @@
+"""Where separate linear attention stands: its nearest embedded k-head fixed point, found
+numerically (docs/theory.md §11.7.12). Head h computes ``f_h = (K_h G v_h)·(Q_h e_q)``
+(:class:`~biasfree.core.attention.SeparateAttention`; ``v_h`` the value weights' last row, the
+only one read, ``G = (1/c) Σ_n e_n e_nᵀ``), trilinear in its own weights (v_h, K_h, Q_h).
+
+- **The narrow net.** The k effective units are the rank of B = Σ_h γ_h K_hᵀQ_h (§11.1);
+  ⌈k/r⌉ heads (r the key–query rank) carry it: the net's strongest, by ‖v_h‖‖K_hᵀQ_h‖_F. The
+  layer of those heads alone, started from their weights, is moved to its nearest stationary
+  point of the sample loss by :func:`~biasfree.analysis.unit_stage.narrow_fixed_point`
+  (Levenberg–Marquardt on the residuals, then Newton): no closed form exists on a sample (§11.7.11).
+- **The embedding** (Theorem 1's zero unit): the kept heads get the narrow weights (the unread rows of
+  V stay the net's), every other head ``V_h = K_h = Q_h = 0``. The function is the narrow one,
+  and a zero head's gradient is 0: each of ∂f_h/∂v_h, ∂f_h/∂K_h, ∂f_h/∂Q_h is a product of the
+  head's two other factors. Checked: the function against 2γ_KΠ max z, the relative gradient
+  against :func:`gradient_tolerance`.
+- **Saddle.** A zero head moved by ε(k, v, q) changes f by ε³(kᵀGv)(qᵀe_q) exactly, and the
+  loss by ``−ε³ T(k, v, q) + ½ε⁶⟨((kᵀGv)(qᵀe_q))²⟩`` with ``T = ⟨(y − f) G ⊗ e_q⟩`` (the Hessian
+  is blind to it: its zero-head block is 0). The point is a saddle when it is stationary, has a
+  zero head, and the escape coefficient ``c* = max_{‖k‖=‖v‖=‖q‖=1} T(k, v, q)`` (the tensor's
+  spectral norm; T is odd in each argument, so ± is a descent) is above its round-off. c* is found
+  by higher-order power iteration from several starts: a lower bound on the max.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..core.attention import SeparateAttention, tokens
+from .stationary import EPS, gamma
+from .unit_stage import narrow_fixed_point
+
+ASCENT_STEPS = 200
+"""Steps of the power iteration for c* from each start."""
+STARTS = 8
+"""Random starts of the power iteration (besides the unfoldings' top vectors and the net's heads)."""
+
+
+@dataclass(frozen=True)
+class HeadFixedPoint:
+    """The embedded k-head fixed point θ* of separate attention (module doc): ``params`` θ*,
+    ``heads`` the net's heads it keeps, ``loss``, ``grad``/``grad_tol`` its relative gradient
+    ‖∇L‖‖θ‖/(½⟨y²⟩) and round-off, ``function_gap``/``function_tol`` max_s ‖f_wide − f_narrow‖ and
+    its round-off, ``rate`` the escape coefficient c* (the loss falls as −c*ε³) and ``rate_tol``
+    its round-off, ``distance`` ‖θ − θ*‖ over V, K, Q (to the point found: an upper bound on the
+    distance to its family of rescaled and rotated heads), ``k`` the effective units (rank of B)."""
+
+    params: SeparateAttention
+    heads: tuple
+    loss: float
+    grad: float
+    grad_tol: float
+    function_gap: float
+    function_tol: float
+    rate: float
+    rate_tol: float
+    distance: float
+    k: int
+    direction: tuple = ()
+    """The unit (k, v, q) of c*: a zero head ε(k, v, q) lowers the loss by c*ε³ − ½ε⁶⟨φ²⟩."""
+
+    @property
+    def stationary(self) -> bool:
+        return self.grad <= self.grad_tol
+
+    @property
+    def saddle(self) -> bool:
+        """Stationary, a zero head left, and c* above its round-off (module doc)."""
+        free = np.shape(self.params.V)[0] > len(self.heads)
+        return self.stationary and free and self.rate > self.rate_tol
+
+
+def _weights(layer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(v (H, D+1), K (H, r, D+1), Q (H, r, D+1))``: the weights the layer reads."""
+    return (np.asarray(layer.V, float)[:, -1, :], np.asarray(layer.K, float), np.asarray(layer.Q, float))
+
+
+def _features(layer, X) -> tuple[np.ndarray, np.ndarray]:
+    """``G`` (S, D+1, D+1) and ``e_q`` (S, D+1) of each sequence (the layer's own reading)."""
+    E = np.asarray(tokens(jnp.asarray(X), layer.n_ctx), float)
+    C = E if layer.include_query else E[:, :-1]
+    return np.einsum("snd,sne->sde", C, C) / layer.divisor, E[:, -1]
+
+
+def _norms(v, K, Q) -> np.ndarray:
+    return np.array([np.linalg.norm(v), np.linalg.norm(K), np.linalg.norm(Q)])
+
+
+def accumulations(layer, S: int) -> int:
+    """K = S + (N + 1) + 3(D + 1) + H r: the sums one gradient entry goes through (the sample, the
+    context's G, the three contractions, the heads and ranks)."""
+    return S + layer.n_ctx + 1 + 3 * (layer.d + 1) + layer.heads * layer.rank
+
+
+def gradient_tolerance(w, rz: float, rr: float, K: int, ref: float) -> float:
+    """§11.4.3's bound on the relative gradient at a stationary point, for three factors of norms
+    ``w`` = (‖v‖_F, ‖K‖_F, ‖Q‖_F) over all heads and features of size ``z_s = ‖G_s‖_F‖e_q,s‖``
+    (rms ``rz``; rms residual ``rr``): ``|f_h| ≤ ‖v_h‖‖K_h‖_F‖Q_h‖_F z`` and Σ_h of such products is
+    at most Π w (Hölder), so the bound is that of a three-layer net with layer norms w on inputs of
+    norm z: ``(γ_K S (rr rz + P rz²) + ε‖θ‖(S² rz² + R̂ rr rz))‖θ‖/ref``."""
+    w = np.asarray(w, float)
+    others = np.array([np.prod(np.delete(w, i)) for i in range(3)])
+    S, P, theta = float(np.linalg.norm(others)), float(np.prod(w)), float(np.linalg.norm(w))
+    Rh = float(np.sqrt(2 * np.sum(w**2)))  # Σ_{l≠m} (the third norm)²
+    evaluation = gamma(K) * S * (rr * rz + P * rz**2)
+    stored = EPS * theta * (S**2 * rz**2 + Rh * rr * rz)
+    return (evaluation + stored) * theta / ref
+
+
+def relative_gradient(layer, X, Y) -> tuple[float, float, np.ndarray]:
+    """``(‖∇L‖‖θ‖/(½⟨y²⟩), its round-off bound, residuals)`` over the weights the layer reads."""
+    v, K, Q = _weights(layer)
+    Xj = jnp.asarray(X)
+
+    def loss(v, K, Q):
+        lay = dataclasses.replace(layer, V=jnp.asarray(layer.V).at[:, -1, :].set(v), K=K, Q=Q)
+        return 0.5 * jnp.mean(jnp.sum((lay.apply(Xj) - Y) ** 2, 1))
+    g = jax.grad(loss, argnums=(0, 1, 2))(jnp.asarray(v), jnp.asarray(K), jnp.asarray(Q))
+    gn = math.sqrt(sum(float(np.sum(np.asarray(a) ** 2)) for a in g))
+    R = np.asarray(layer.apply(Xj)) - Y
+    G, q = _features(layer, X)
+    z = np.linalg.norm(G, axis=(1, 2)) * np.linalg.norm(q, axis=1)
+    rz, rr = float(np.sqrt(np.mean(z**2))), float(np.sqrt(np.mean(np.sum(R**2, 1))))
+    ref = 0.5 * float(np.mean(np.sum(Y**2, 1)))
+    w = _norms(v, K, Q)
+    tol = gradient_tolerance(w, rz, rr, accumulations(layer, X.shape[0]), ref)
+    return gn * float(np.linalg.norm(w)) / ref, tol, R
+
+
+def escape_tensor(layer, X, R) -> np.ndarray:
+    """``T = ⟨(y − f) G ⊗ e_q⟩`` (D+1, D+1, D+1), axes (key, value, query): a new head ε(k, v, q)
+    changes the loss by ``−ε³ T(k, v, q)`` to third order (module doc)."""
+    G, q = _features(layer, X)
+    return np.einsum("s,sab,sc->abc", -R[:, 0], G, q) / X.shape[0]
+
+
+def escape_coefficient(T, starts=(), seed: int = 0) -> tuple[float, tuple]:
+    """``c* = max_{unit k, v, q} T(k, v, q)``: higher-order power iteration (k ← T(·, v, q)/‖·‖, …)
+    from the unfoldings' top singular vectors, ``starts`` ((k, v, q) triples) and random starts;
+    returns c* and its unit (k, v, q), signed so that ``T(k, v, q) = c*``."""
+    n = T.shape[0]
+    tops = [np.linalg.svd(T.transpose(np.roll(range(3), -i)).reshape(n, -1))[0][:, 0] for i in range(3)]
+    rng = np.random.default_rng(seed)
+    inits = [tuple(tops)] + list(starts) + [tuple(rng.standard_normal((3, n)))for _ in range(STARTS)]
+    best, arg = -1.0, None
+    for k, v, q in inits:
+        k, v, q = (a / max(np.linalg.norm(a), 1e-300) for a in (k, v, q))
+        for _ in range(ASCENT_STEPS):
+            k = np.einsum("abc,b,c->a", T, v, q)
+            k /= max(np.linalg.norm(k), 1e-300)
+            v = np.einsum("abc,a,c->b", T, k, q)
+            v /= max(np.linalg.norm(v), 1e-300)
+            q = np.einsum("abc,a,b->c", T, k, v)
+            q /= max(np.linalg.norm(q), 1e-300)
+        val = float(np.einsum("abc,a,b,c->", T, k, v, q))
+        if abs(val) > best:
+            best, arg = abs(val), (np.sign(val) * k if val else k, v, q)
+    return best, arg
+
+
+def head_fixed_point(layer: SeparateAttention, X, Y, k: int) -> HeadFixedPoint:
+    """The embedded fixed point nearest ``layer`` (module doc), ``k`` its effective units, X its
+    flat sequences (S, (N+1)(D+1)), Y (S, 1)."""
+    X, Y = np.asarray(X, float), np.asarray(Y, float)
+    v, K, Q = _weights(layer)
+    H, r, D1 = K.shape
+    strength = np.linalg.norm(v, axis=1) * np.linalg.norm(np.einsum("hrd,hre->hde", K, Q), axis=(1, 2))
+    keep = tuple(int(h) for h in np.argsort(-strength, kind="stable")[:min(H, math.ceil(k / r))])
+
+    def rebuild(U, Vn):
+        n = U.shape[0]
+        Kn, Qn = U[:, :r * D1].reshape(n, r, D1), U[:, r * D1:].reshape(n, r, D1)
+        Vf = jnp.zeros((n, D1, D1)).at[:, -1, :].set(Vn)
+        return (dataclasses.replace(layer, V=Vf, K=Kn, Q=Qn),)
+    idx = list(keep)
+    U0 = np.concatenate([K[idx].reshape(len(idx), r * D1), Q[idx].reshape(len(idx), r * D1)], 1)
+    Un, Vn = narrow_fixed_point(rebuild, U0, v[idx], X, Y, 0.0)
+    narrow = rebuild(jnp.asarray(Un), jnp.asarray(Vn))[0]
+    Vs, Ks, Qs = np.zeros_like(np.asarray(layer.V, float)), np.zeros_like(K), np.zeros_like(Q)
+    nv, nK, nQ = _weights(narrow)
+    Vs[idx] = np.asarray(layer.V, float)[idx]  # the unread rows stay the net's: they are not moved
+    Vs[idx, -1, :], Ks[idx], Qs[idx] = nv, nK, nQ
+    star = dataclasses.replace(layer, V=jnp.asarray(Vs), K=jnp.asarray(Ks), Q=jnp.asarray(Qs))
+    return check_embedding(layer, star, narrow, keep, X, Y, k)
+
+
+def check_embedding(layer, star, narrow, keep, X, Y, k: int) -> HeadFixedPoint:
+    """The checks of an embedded point ``star`` (module doc) against its ``narrow`` layer, and its
+    escape coefficient; ``layer`` the net (for the distance)."""
+    grad, grad_tol, R = relative_gradient(star, X, Y)
+    Xj = jnp.asarray(X)
+    G, q = _features(star, X)
+    z = np.linalg.norm(G, axis=(1, 2)) * np.linalg.norm(q, axis=1)
+    P = max(float(np.prod(_norms(*_weights(s)))) for s in (star, narrow))
+    Kacc = accumulations(star, X.shape[0])
+    ftol = 2 * gamma(Kacc) * P * float(np.max(z))
+    gap = float(np.max(np.abs(np.asarray(star.apply(Xj)) - np.asarray(narrow.apply(Xj)))))
+    T = escape_tensor(star, X, R)
+    v, K, Q = _weights(star)
+    starts = [(K[h, i], v[h], Q[h, i]) for h in keep for i in range(K.shape[1])]
+    rate, direction = escape_coefficient(T, starts)
+    rz, rr = float(np.sqrt(np.mean(z**2))), float(np.sqrt(np.mean(np.sum(R**2, 1))))
+    # T sums S terms, each ≤ |r| z for unit (k, v, q), r with its own evaluation error ≤ γ_K P z
+    rate_tol = gamma(Kacc) * (rr + P * rz) * rz
+    dist = math.sqrt(sum(float(np.sum((np.asarray(a, float) - np.asarray(b, float)) ** 2))
+                         for a, b in ((layer.V, star.V), (layer.K, star.K), (layer.Q, star.Q))))
+    loss = 0.5 * float(np.mean(np.sum(R**2, 1)))
+    return HeadFixedPoint(star, tuple(keep), loss, grad, grad_tol, gap, ftol, rate, rate_tol, dist, k,
+                          direction)
