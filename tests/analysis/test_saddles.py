@@ -186,3 +186,25 @@ def test_lanczos_above_the_dense_limit_gives_the_same_saddle():
     assert (k + 1) * 2 * d > DENSE_HESSIAN >= k * 2 * d
     assert e.holds and e.wide.saddle
     assert abs(e.wide.lambda_min + sh[k]) <= e.wide.lambda_tol + gamma(n + d) * sh[0]
+
+
+def test_lanczos_gives_the_same_bits_on_the_same_call(monkeypatch):
+    """The same call, twice, gives bitwise the same λ_min and eigenvector above DENSE_HESSIAN (one
+    code path: the rule for asserting bit equality). Lanczos starts from a seeded vector
+    (``saddles.LANCZOS_SEED``); ARPACK's own random start moved λ_min in its last bits and flipped the
+    eigenvector's sign between calls. Failing control: another seed, the same call, other bits."""
+    from biasfree.analysis import saddles
+
+    rng = np.random.default_rng(0)
+    n, d, k = 60, 20, 15
+    X = _whitened(rng, n, d)
+    Y = X @ (np.linalg.qr(rng.standard_normal((d, d)))[0] * np.linspace(3, 0.5, d)).T
+    Uh, sh, Vt = np.linalg.svd(Y.T @ X / n)
+    params = (Layer(np.sqrt(sh[:k])[:, None] * Vt[:k]), Layer(Uh[:, :k] * np.sqrt(sh[:k])))
+    wide = embedded_params(params, "zero")  # 640 weights: Lanczos
+    a, b = (fixed_point(wide, X, Y, 1.0) for _ in range(2))
+    assert a.lambda_min == b.lambda_min and np.array_equal(a.direction, b.direction)
+    monkeypatch.setattr(saddles, "LANCZOS_SEED", saddles.LANCZOS_SEED + 1)
+    c = fixed_point(wide, X, Y, 1.0)
+    assert not np.array_equal(a.direction, c.direction)  # the start shows in the bits
+    assert abs(c.lambda_min - a.lambda_min) <= a.lambda_tol  # the same eigenvalue all the same
