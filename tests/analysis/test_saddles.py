@@ -10,7 +10,7 @@ from roundoff import gamma
 from biasfree.analysis.saddles import check_embedding, embed, embedded_params, fixed_point
 from biasfree.nets import Layer
 from biasfree.theory import half_time
-from biasfree.theory.reduced_rank import reduced_rank_losses
+from biasfree.theory.reduced_rank import _whitened_svd, reduced_rank_losses
 
 N, D, P = 40, 4, 3
 
@@ -186,3 +186,55 @@ def test_lanczos_above_the_dense_limit_gives_the_same_saddle():
     assert (k + 1) * 2 * d > DENSE_HESSIAN >= k * 2 * d
     assert e.holds and e.wide.saddle
     assert abs(e.wide.lambda_min + sh[k]) <= e.wide.lambda_tol + gamma(n + d) * sh[0]
+
+
+def test_lanczos_gives_the_same_bits_on_the_same_call(monkeypatch):
+    """The same call, twice, gives bitwise the same λ_min and eigenvector above DENSE_HESSIAN (one
+    code path: the rule for asserting bit equality). Lanczos starts from a seeded vector
+    (``saddles.LANCZOS_SEED``); ARPACK's own random start moved λ_min in its last bits and flipped the
+    eigenvector's sign between calls. Failing control: another seed, the same call, other bits."""
+    from biasfree.analysis import saddles
+
+    rng = np.random.default_rng(0)
+    n, d, k = 60, 20, 15
+    X = _whitened(rng, n, d)
+    Y = X @ (np.linalg.qr(rng.standard_normal((d, d)))[0] * np.linspace(3, 0.5, d)).T
+    Uh, sh, Vt = np.linalg.svd(Y.T @ X / n)
+    params = (Layer(np.sqrt(sh[:k])[:, None] * Vt[:k]), Layer(Uh[:, :k] * np.sqrt(sh[:k])))
+    wide = embedded_params(params, "zero")  # 640 weights: Lanczos
+    a, b = (fixed_point(wide, X, Y, 1.0) for _ in range(2))
+    assert a.lambda_min == b.lambda_min and np.array_equal(a.direction, b.direction)
+    monkeypatch.setattr(saddles, "LANCZOS_SEED", saddles.LANCZOS_SEED + 1)
+    c = fixed_point(wide, X, Y, 1.0)
+    assert not np.array_equal(a.direction, c.direction)  # the start shows in the bits
+    assert abs(c.lambda_min - a.lambda_min) <= a.lambda_tol  # the same eigenvalue all the same
+
+
+
+def test_lanczos_finds_a_minimums_flat_directions():
+    """The stage of a 20-30-3 linear net (690 weights: Lanczos) on an exactly linear target: its
+    nearest fixed point is the exact fit (rank 3) rotated into the 30 units, a minimum whose
+    Hessian has a 0 eigenvalue hundreds of times over (its flat directions). Lanczos finds λ_min
+    within λ_tol of the dense Hessian's; unshifted it stopped at ARPACK's 6901 iterations with
+    ArpackNoConvergence. Failing control: the rank-2 saddle's dense λ_min is not it."""
+    from biasfree.analysis import saddles
+    from biasfree.analysis.stage import stage_of
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 20))
+    Y = X @ rng.normal(size=(20, 3))
+    net = (Layer(rng.normal(size=(30, 20)) * 0.1), Layer(rng.normal(size=(3, 30)) * 0.1))
+    st = stage_of(net, X, Y, 1.0)
+    assert st.units.count == 3 and st.fixed_point.stationary
+
+    def dense(params):  # the whole Hessian's λ_min (eigh), the reference
+        flat = np.concatenate([np.ravel(la.W) for la in params])
+        return np.linalg.eigvalsh(np.asarray(saddles._hessian(flat, X, Y, 1.0, 30)))[0]
+
+    fp = st.fixed_point
+    assert abs(fp.lambda_min - dense(st.params_star)) <= fp.lambda_tol  # both to round-off (Weyl)
+    assert abs(fp.lambda_min) <= fp.lambda_tol and not st.saddle  # flat, not a saddle
+    U, s, Vt, isqrt = _whitened_svd(X, Y)  # the rank-2 solution with 28 zero units: a saddle
+    W1, W2 = np.zeros((30, 20)), np.zeros((3, 30))
+    W1[:2], W2[:, :2] = np.sqrt(s[:2])[:, None] * Vt[:2] @ isqrt, U[:, :2] * np.sqrt(s[:2])
+    assert abs(dense((Layer(W1), Layer(W2))) - fp.lambda_min) > fp.lambda_tol
