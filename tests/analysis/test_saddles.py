@@ -10,7 +10,7 @@ from roundoff import gamma
 from biasfree.analysis.saddles import check_embedding, embed, embedded_params, fixed_point
 from biasfree.nets import Layer
 from biasfree.theory import half_time
-from biasfree.theory.reduced_rank import _whitened_svd, reduced_rank_losses
+from biasfree.theory.reduced_rank import reduced_rank_losses, whitened_svd
 
 N, D, P = 40, 4, 3
 
@@ -234,7 +234,7 @@ def test_lanczos_finds_a_minimums_flat_directions():
     fp = st.fixed_point
     assert abs(fp.lambda_min - dense(st.params_star)) <= fp.lambda_tol  # both to round-off (Weyl)
     assert abs(fp.lambda_min) <= fp.lambda_tol and not st.saddle  # flat, not a saddle
-    U, s, Vt, isqrt = _whitened_svd(X, Y)  # the rank-2 solution with 28 zero units: a saddle
+    U, s, Vt, isqrt = whitened_svd(X, Y)  # the rank-2 solution with 28 zero units: a saddle
     W1, W2 = np.zeros((30, 20)), np.zeros((3, 30))
     W1[:2], W2[:, :2] = np.sqrt(s[:2])[:, None] * Vt[:2] @ isqrt, U[:, :2] * np.sqrt(s[:2])
     assert abs(dense((Layer(W1), Layer(W2))) - fp.lambda_min) > fp.lambda_tol
