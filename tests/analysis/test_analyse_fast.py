@@ -12,7 +12,7 @@ import pytest
 import biasfree as bf
 from biasfree.analysis import analyse as an
 from biasfree.analysis import function_now as now
-from biasfree.analysis import measurements, moments, regime
+from biasfree.analysis import measurements, moments, regime, stage_answer
 from biasfree.core import blocks
 from biasfree.nets import Layer
 
@@ -100,6 +100,10 @@ def _numbers(tree, path=""):
 @pytest.mark.parametrize("case", list(_cases()))
 def test_analyse_agrees_with_the_paths_it_replaced(case, monkeypatch):
     params, data, kw = _cases()[case]
+    # the stage is compared by its units only (below): its nearest fixed point, which the summary
+    # would print, is not built (as analyse does above ANALYSE_WEIGHTS weights); built, its search
+    # took 46-103 s a case on both sides, 225 s of make test's 405 on one worker
+    monkeypatch.setattr(stage_answer, "ANALYSE_WEIGHTS", 0)
     new = an.analyse(params, data, **kw)
     with monkeypatch.context() as mp:
         _old_paths(mp)
