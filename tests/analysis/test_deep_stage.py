@@ -9,6 +9,7 @@ two-layer law misses the drop; the global minimum and a bottleneck net are not s
 import numpy as np
 import pytest
 from roundoff import gamma
+from tasks import whitened_linear
 
 import biasfree as bf
 from biasfree.analysis.deep_stage import balanced_point, deep_point, escape_path, mode_strengths
@@ -31,11 +32,7 @@ PLATEAUS = {0: 0, 1: 1000, 2: 4000}
 
 @pytest.fixture(scope="module")
 def task():
-    rng = np.random.default_rng(0)
-    X = np.linalg.qr(rng.standard_normal((N, D)))[0] * np.sqrt(N)  # XᵀX/N = I to round-off
-    U = np.linalg.qr(rng.standard_normal((3, 3)))[0]
-    V = np.linalg.qr(rng.standard_normal((D, 3)))[0]
-    Y = X @ (U @ np.diag(S) @ V.T).T
+    X, Y = whitened_linear(N, D, S)  # XᵀX/N = I to round-off
     m = data_modes(X, Y)
     p0 = aligned_init(m.U, m.V, A0, depth=L, width=4)  # balanced, aligned: each mode follows §3.3
     nets = {0: p0}

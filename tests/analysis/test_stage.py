@@ -8,6 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 from roundoff import gamma
+from tasks import whitened_linear
 
 import biasfree as bf
 from biasfree.analysis.report import _stage_json
@@ -30,11 +31,7 @@ PLATEAUS = {0: 0, 1: 100, 2: 1500}
 
 @pytest.fixture(scope="module")
 def task():
-    rng = np.random.default_rng(0)
-    X = np.linalg.qr(rng.standard_normal((N, D)))[0] * np.sqrt(N)  # XᵀX/N = I to round-off
-    U = np.linalg.qr(rng.standard_normal((3, 3)))[0]
-    V = np.linalg.qr(rng.standard_normal((D, 3)))[0]
-    Y = X @ (U @ np.diag(S) @ V.T).T
+    X, Y = whitened_linear(N, D, S)  # XᵀX/N = I to round-off
     m = data_modes(X, Y)
     p0 = aligned_init(m.U, m.V, A0, width=4)  # balanced, aligned: each mode follows Saxe's logistic
     tr = bf.train(p0, bf.Dataset(X, Y), bf.GDConfig(alpha=1.0, lr=LR, steps=PLATEAUS[1], n_records=2),

@@ -30,19 +30,14 @@ from biasfree.theory.plateau_times import (
 )
 from biasfree.theory.staircase import find_plateaus, match_levels
 from tests.roundoff import gamma
+from tests.tasks import whitened_linear
 
 S = np.array([4.0, 2.0, 1.0])
 
 
-def _whitened_task(s, d=4, N=40, seed=0, unfit=0.0):
-    """Whitened inputs (XᵀX/N = I exactly) and targets Y = X Bᵀ with B = U diag(s) Vᵀ, plus
-    ``unfit`` power orthogonal to every linear map (none by default)."""
-    rng = np.random.default_rng(seed)
-    X = np.linalg.qr(rng.standard_normal((N, d)))[0] * np.sqrt(N)
-    r = len(s)
-    U = np.linalg.qr(rng.standard_normal((r, r)))[0]
-    V = np.linalg.qr(rng.standard_normal((d, r)))[0]
-    return X, X @ (U @ np.diag(s) @ V.T).T
+def _whitened_task(s, d=4, N=40):
+    """Whitened inputs (XᵀX/N = I to round-off) and targets Y = X Bᵀ, B = U diag(s) Vᵀ."""
+    return whitened_linear(N, d, s)
 
 
 def _train_aligned(s, a0, lr, steps, depth=2):
