@@ -5,6 +5,7 @@ saddle test and the time to leave; the same numbers as ``bf.analyse(...).stage``
 import jax
 import numpy as np
 import pytest
+from tasks import whitened_linear
 from typer.testing import CliRunner
 
 import biasfree as bf
@@ -21,6 +22,19 @@ def _said(res) -> str:
     return " ".join(res.output.split())
 
 
+def _analysed(tmp_path, seq, p0, X, Y, alpha: str) -> str:
+    """``biasfree analyse`` of the torch module ``seq`` saved to a file, with its init ``p0`` and
+    data (X, Y) from files: what it printed, on one line."""
+    save_file(seq.state_dict(), str(tmp_path / "m.safetensors"))
+    bf.save_model(p0, tmp_path / "m0.safetensors")
+    np.savez(tmp_path / "d.npz", X=X, Y=Y)
+    res = runner.invoke(app, ["analyse", str(tmp_path / "m.safetensors"), "--alpha", alpha, "--init",
+                              str(tmp_path / "m0.safetensors"), "--data", str(tmp_path / "d.npz"),
+                              "--out", str(tmp_path / "A")])
+    assert res.exit_code == 0, res.output
+    return _said(res)
+
+
 def test_a_dense_relu_file_prints_its_units_fixed_point_and_escape(tmp_path):
     """The two-kink task of tests/analysis/test_stage_families.py: 1 unit, λ* = 0.05."""
     X = np.sqrt(2) * np.array([[1.0, 0], [-1, 0], [0, 1], [0, -1]])
@@ -32,14 +46,7 @@ def test_a_dense_relu_file_prints_its_units_fixed_point_and_escape(tmp_path):
     with torch.no_grad():
         for i, la in zip((0, 2), net, strict=True):
             seq[i].weight.copy_(torch.from_numpy(np.array(la.W)))
-    save_file(seq.state_dict(), str(tmp_path / "m.safetensors"))
-    bf.save_model(p0, tmp_path / "m0.safetensors")
-    np.savez(tmp_path / "d.npz", X=X, Y=Y)
-    res = runner.invoke(app, ["analyse", str(tmp_path / "m.safetensors"), "--alpha", "0", "--init",
-                              str(tmp_path / "m0.safetensors"), "--data", str(tmp_path / "d.npz"),
-                              "--out", str(tmp_path / "A")])
-    assert res.exit_code == 0, res.output
-    said = _said(res)
+    said = _analysed(tmp_path, seq, p0, X, Y, "0")
     api = bf.analyse(net, (X, Y), alpha=0.0, init=p0, train=False).stage
     assert "stage: effective units 1 (leaky;" in said
     assert f"one-sided rate λ* = {api.unit_point.rate:.4g}" in said and "λ* = 0.05 " in said
@@ -89,10 +96,7 @@ def test_a_deep_linear_torch_file_prints_its_order_l_saddle_and_drop(tmp_path):
     §11.7.10): 1 unit, a saddle of order 3 that the Hessian does not see, and the deep half time."""
     from biasfree.theory import aligned_init, data_modes
 
-    rng = np.random.default_rng(0)
-    X = np.linalg.qr(rng.standard_normal((40, 4)))[0] * np.sqrt(40)
-    U, V = np.linalg.qr(rng.standard_normal((3, 3)))[0], np.linalg.qr(rng.standard_normal((4, 3)))[0]
-    Y = X @ (U @ np.diag([4.0, 1.0, 0.25]) @ V.T).T
+    X, Y = whitened_linear(40, 4, [4.0, 1.0, 0.25])
     m = data_modes(X, Y)
     p0 = aligned_init(m.U, m.V, 1e-4, depth=3, width=4)
     net = bf.train(p0, bf.Dataset(X, Y), bf.GDConfig(alpha=1.0, lr=0.01, steps=1000, n_records=2),
@@ -101,14 +105,7 @@ def test_a_deep_linear_torch_file_prints_its_order_l_saddle_and_drop(tmp_path):
     with torch.no_grad():
         for lin, la in zip(seq, net, strict=True):
             lin.weight.copy_(torch.from_numpy(np.array(la.W)))
-    save_file(seq.state_dict(), str(tmp_path / "m.safetensors"))
-    bf.save_model(p0, tmp_path / "m0.safetensors")
-    np.savez(tmp_path / "d.npz", X=X, Y=Y)
-    res = runner.invoke(app, ["analyse", str(tmp_path / "m.safetensors"), "--alpha", "1", "--init",
-                              str(tmp_path / "m0.safetensors"), "--data", str(tmp_path / "d.npz"),
-                              "--out", str(tmp_path / "A")])
-    assert res.exit_code == 0, res.output
-    said = _said(res)
+    said = _analysed(tmp_path, seq, p0, X, Y, "1")
     api = bf.analyse(net, (X, Y), alpha=1.0, init=p0, train=False).stage
     assert "stage: effective units 1 (linear;" in said and "saddle of order 3: s_2 = 1 " in said
     assert f"leaves in t ≈ {api.drop_time:.4g}" in said and api.deep_point.saddle
