@@ -42,15 +42,13 @@ from ..core.layers import Layer, Params
 from ..core.precision import precise
 from ..theory.deep import deep_half_time
 from ..theory.plateau_times import data_plateaus
-from ..theory.reduced_rank import reduced_rank_losses, whitened_svd
+from ..theory.reduced_rank import is_whitened, reduced_rank_losses, whitened_svd
 from .saddles import FixedPoint, fixed_point
 from .stage_result import Stage, Staircase
 from .stationary import gamma
 
 SWEEPS = 100
 """At most this many alternating Procrustes sweeps (each raises J; stopped when J gains ≤ 1e-15 J)."""
-WHITE = 1e-10
-"""Inputs count as whitened when ‖Σ_xx − I‖₂ ≤ this (as in :mod:`biasfree.analysis.stage`)."""
 
 
 def _polar(M: np.ndarray) -> np.ndarray:
@@ -182,8 +180,7 @@ def deep_point(params: Params, X, Y, k: int) -> DeepPoint:
     s_next = float(s[k]) if k < s.size else 0.0
     a0 = float(mode_strengths(params, X, Y)[k]) if k < s.size else None
     drop = escape = None
-    white = np.linalg.norm(X.T @ X / X.shape[0] - np.eye(X.shape[1]), 2) <= WHITE
-    if white and a0 is not None and 0 < a0 < s_next / 2:
+    if is_whitened(X) and a0 is not None and 0 < a0 < s_next / 2:
         drop = float(deep_half_time(s_next, a0, L))
         escape = a0 ** (-(L - 2) / L) / ((L - 2) * s_next)
     return DeepPoint(L, k, star, bases, check, float(reduced_rank_losses(X, Y)[k]), delta, sweeps, s_next,
@@ -199,9 +196,8 @@ def deep_stage(params: Params, X, Y, loss: float, units, init) -> Stage:
              "which the Hessian does not see (λ_min = 0 to round-off); saddle = stationary, s_{k+1} > its "
              "round-off and a free unit in every hidden layer"]
     if pt.saddle and pt.drop_time is None:
-        white = np.linalg.norm(X.T @ X / X.shape[0] - np.eye(X.shape[1]), 2) <= WHITE
         notes.append("inputs not whitened (‖Σ_xx − I‖₂ > 1e-10): the closed form of §3.3 does not apply, no "
-                     "time given" if not white else
+                     "time given" if not is_whitened(X) else
                      f"the next mode's strength a₀ = {pt.a0:.3g} is not in (0, s/2) = "
                      f"(0, {pt.s_next / 2:.3g}): "
                      "no time given (the closed form needs a small balanced aligned mode)")

@@ -57,21 +57,17 @@ from ..core.nets import _forward, forward, widths
 from ..core.precision import precise
 from ..core.units import effective_units, ingredients, init_scales
 from ..theory.plateau_times import data_plateaus
-from ..theory.reduced_rank import kronecker_departure, reduced_rank_losses, whitened_svd
+from ..theory.reduced_rank import is_whitened, kronecker_departure, reduced_rank_losses, whitened_svd
 from ..theory.staircase import find_plateaus, match_levels
 from .attention_import import as_attention, is_attention_model, with_n_ctx
 from .attention_stage import head_fixed_point
 from .deep_stage import deep_stage
 from .interop import as_model
 from .measurements import data_arrays
-from .saddles import DENSE_HESSIAN, _hessian, fixed_point
+from .saddles import DENSE_HESSIAN, fixed_point, hessian_eigh
 from .stage_result import Recorded, Stage, Staircase
 from .unit_stage import unit_fixed_point, unit_levels
 from .verify import check_reading
-
-WHITE = 1e-10
-"""Inputs count as whitened when ‖Σ_xx − I‖₂ ≤ this (far above the round-off of XᵀX/N, far
-below any difference that would move Saxe's times): then the drop time is exact flow."""
 
 
 def _read(model, alpha, what: str):
@@ -194,7 +190,8 @@ def _units_stage(params, X, Y, alpha, loss, units, init) -> Stage:
     if init is not None:
         fam, kind, parts0 = ingredients(params, alpha, checked=True)
         sigmas = init_scales(init, alpha, fam, parts0)
-    ufp, k = unit_fixed_point(params, X, Y, alpha, sigmas, units.magnitudes, units.threshold)
+    ufp = unit_fixed_point(params, X, Y, alpha, sigmas, units.threshold)
+    k = ufp.k
     notes = ["the zero units sit on the kink (no Hessian there): saddle and escape from the one-sided rate "
              "λ* = max_ŵ ‖⟨r σ(ŵ·x)⟩‖, found by ascent (a lower bound, so the time is an upper bound)"]
     if not ufp.stationary:
@@ -266,7 +263,6 @@ def _attention(layer, X, Y, init) -> Stage:
 
 def _linear(params, X, Y, loss, units, init) -> Stage:
     W1, W2 = (np.asarray(la.W, float) for la in params)
-    N = X.shape[0]
     U, s, Vt, isqrt = whitened_svd(X, Y)
     k = min(units.count, s.size)
     B1 = np.sqrt(s[:k])[:, None] * Vt[:k] @ isqrt  # (k, d)
@@ -278,9 +274,7 @@ def _linear(params, X, Y, loss, units, init) -> Stage:
     delta = np.concatenate([(W1 - S1).ravel(), (W2 - S2).ravel()])
     notes = []
     if delta.size <= DENSE_HESSIAN:
-        H = W1.shape[0]
-        flat = jnp.asarray(np.concatenate([S1.ravel(), S2.ravel()]))
-        lam, vec = np.linalg.eigh(np.asarray(_hessian(flat, jnp.asarray(X), jnp.asarray(Y), 1.0, H)))
+        lam, vec = hessian_eigh((Layer(S1), Layer(S2)), X, Y, 1.0)  # flattened W₁ then W₂, as delta
         E = vec[:, lam <= fp.lambda_min + 2 * fp.lambda_tol]  # Weyl: within 2λ_tol, indistinguishable
     else:
         E = fp.direction[:, None]
@@ -290,8 +284,7 @@ def _linear(params, X, Y, loss, units, init) -> Stage:
     escape = drop = None
     if fp.saddle:
         escape = fp.escape_time(eps) if eps > 0 else math.inf
-        Sxx = X.T @ X / N
-        if np.linalg.norm(Sxx - np.eye(X.shape[1]), 2) <= WHITE:
+        if is_whitened(X):
             sn, a0 = abs(fp.lambda_min), eps**2 / 2
             drop = math.inf if a0 == 0 else (math.log(sn / a0 - 1) / (2 * sn) if a0 < sn / 2 else 0.0)
         else:

@@ -228,10 +228,10 @@ def _rate(rebuild, U, V, X, Y, alpha, seed: int = 0):
     return best, best_w, gh, float(gh @ np.asarray(hv))
 
 
-def unit_fixed_point(params, X, Y, alpha: float, sigmas, magnitudes, threshold) -> tuple[UnitFixedPoint, int]:
+def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold) -> UnitFixedPoint:
     """The embedded fixed point of a bias-free two-layer (leaky) ReLU dense or conv net
     ``params`` (module doc), with ``sigmas`` the init noise per factor (or None) and the
-    effective units' ``magnitudes``/``threshold``; returns it and k."""
+    effective units' ``threshold``; its units k are ``.k``."""
     U, V, rebuild = parts(params)
     n, a = U.shape
     group = unit_groups(U, 1, sigmas)
@@ -264,7 +264,7 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, magnitudes, threshold) 
     eps = float(np.sqrt(np.sum(np.maximum(bh + ch, 0.0) ** 2) / 2))
     loss = 0.5 * float(np.mean(np.sum(R**2, 1)))
     return UnitFixedPoint(tuple(star), loss, grad, grad_tol, float(np.max(np.linalg.norm(f_w - f_n, axis=1))),
-                          ftol, rate, rate_tol, w_dir, dist, eps, len(learned), m), len(learned)
+                          ftol, rate, rate_tol, w_dir, dist, eps, len(learned), m)
 
 
 def _embedded(U, V, rebuild, group, c, learned, X, Y, alpha):

@@ -23,6 +23,18 @@ _CUT = 1e-12
 """Input directions with Σ_xx eigenvalue below this fraction of the largest are left out."""
 
 
+WHITE = 1e-10
+"""Inputs count as whitened when ‖Σ_xx − I‖₂ ≤ this (far above the round-off of XᵀX/N, far
+below any difference that would move Saxe's times): then the closed-form drop times are exact
+flow (:mod:`biasfree.analysis.stage`, :mod:`biasfree.analysis.deep_stage`)."""
+
+
+def is_whitened(X) -> bool:
+    """``‖XᵀX/N − I‖₂ ≤`` :data:`WHITE` for inputs ``X`` (N, d)."""
+    X = np.asarray(X, float)
+    return bool(np.linalg.norm(X.T @ X / X.shape[0] - np.eye(X.shape[1]), 2) <= WHITE)
+
+
 def whitened_svd(X, Y):
     """``(U, s, Vt, Σ_xx^{-1/2})``: the SVD ``C = Σ_yx Σ_xx^{-1/2} = U diag(s) Vᵀ`` (module doc), with
     Σ_xx^{-1/2} on its range (directions below ``_CUT`` of the largest eigenvalue left out)."""
