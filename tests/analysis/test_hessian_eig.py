@@ -64,9 +64,12 @@ def test_the_eigenvector_is_the_ends(which, end, n):
     want = np.linalg.eigvalsh(H)
     assert abs(lam - want[end]) <= _bound(H, lam, 0.0)
     assert np.linalg.norm(vec) == pytest.approx(1.0, abs=n * EPS)  # an orthonormal basis vector, to round-off
-    # residual of a converged Ritz pair: ARPACK's tol (ε here) × |λ|, plus the product's n ε ‖H‖
+    # residual of a converged Ritz pair: ARPACK's tol (ε here) × |λ|, plus the product's n ε ‖H‖;
+    # of LAPACK's pair, p(n) ε ‖H‖ with p(n) a small multiple of n (Demmel, Applied Numerical Linear
+    # Algebra §5.3): the factor 10 is that multiple over _bound's n
     assert np.linalg.norm(H @ vec - lam * vec) <= 10 * _bound(H, lam, 0.0)
-    # control: the other end's eigenvector is not it (H v ≠ λ_other v)
+    # control: for the eigenvector v, ‖H v − μ v‖ = |λ − μ|, μ the other end: the spectrum's width,
+    # ≈ 2√(2n) for ½(A + Aᵀ) (15 at n = 30), far above 1
     assert np.linalg.norm(H @ vec - want[-1 - end] * vec) > 1.0
 
 

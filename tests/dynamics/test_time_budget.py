@@ -116,8 +116,11 @@ def test_a_run_stops_where_its_stop_test_says(problem, budget):
     cut = _run(params, data, cfg, twin=True, time_budget=budget, stop=stop)
     n, k = cut.loss.shape[0], int(cut.stats["steps"])
     assert 500 <= k < 2000 and seen[-1][0] == k  # ended at the first call that reached step 500
+    assert all(s[0] < 500 for s in seen[:-1])  # every call before it said go on
     assert float(cut.loss[-1]) == seen[-1][1]  # its last record is the one the test was shown
     m = int(np.sum(np.isin(np.asarray(cut.t), np.asarray(whole.t))))  # a paced call may end between records
+    # 41 records over 2000 steps, one every 50: records 0..10 lie at or before step 500, so at least 11
+    # of the whole run's records were made before the stop
     assert m >= n - 1 and m >= 11
     np.testing.assert_array_equal(np.asarray(cut.t[:m]), np.asarray(whole.t[:m]))
     np.testing.assert_array_equal(np.asarray(cut.loss[:m]), np.asarray(whole.loss[:m]))

@@ -38,7 +38,7 @@ import optax
 
 from .. import _validate as validate
 from ..core.inits import from_arrays
-from ..core.twin import _twin_scales, twin_scales, unchecked_slope_factor
+from ..core.twin import TwinScales, twin_scales
 from .train_config import TrainConfig, optimiser_name
 
 HOMOGENEITY_RTOL = 1e-9
@@ -217,7 +217,7 @@ def _optimiser_twin(opt, alpha: float, depth: int, degree: float | None, probe=N
     config's ``name``; None: :func:`~biasfree.dynamics.train_config.optimiser_name`)."""
     factory = not (hasattr(opt, "init") and hasattr(opt, "update"))
     make = opt if factory else (lambda rho: opt)
-    a = _twin_scales(unchecked_slope_factor(alpha), depth).weight
+    a = TwinScales.unchecked(alpha, depth).weight
     rho = 1.0 / a
     if degree is None:
         degree = measure_degree(make, _probe_rhos(rho), probe, name or optimiser_name(opt))

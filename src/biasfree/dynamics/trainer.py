@@ -56,7 +56,7 @@ from ..core.attention_twin import check_twin_slope
 from ..core.data import Dataset, mirrored_half
 from ..core.nets import widths
 from ..core.precision import precise
-from ..core.twin import _twin_scales, twin_weights, unchecked_slope_factor
+from ..core.twin import TwinScales, twin_weights
 from ..core.units import effective_units
 from . import run
 from . import train_config as config
@@ -375,7 +375,7 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
     if cfg.gd:
         member["lr"] = vec["lr"]
     if twin_params is not None:
-        time_scale = _twin_scales(unchecked_slope_factor(vec["alpha"]), depth).time
+        time_scale = TwinScales.unchecked(vec["alpha"], depth).time
         member |= {"twin": twin_params, "twin_decay": vec["weight_decay"] / time_scale}
         if cfg.gd:
             member["twin_lr"] = vec["lr"] * time_scale
@@ -397,8 +397,6 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
         shared |= {"twin_data": run.arrays(full),
                    "twin_pinv": None if observables != "all" else run.pinv(twin_params, full)}
     job = Job(member, shared, np.diff(ks, axis=-1), ks, eta)
-    if stop is not None and ensemble:
-        raise ValueError("stop: a test of when to end one run; an ensemble's members end together")
     state, records, job = drive(job, spec, progress, time_budget, stop)  # job.ks: the records made
     n = job.ks.shape[-1]
     _divergence(state, records, n, job, cfg, "gradient descent" if cfg.gd else f"training by {cfg.label}")
