@@ -238,11 +238,11 @@ def test_the_suggested_call_rebuilds_the_run_it_names_batches_included(cfg):
     ``batch_size``). Control: the suggestion for full-batch GD is full batch."""
     from biasfree.analysis.plan import dynamics_of
 
-    dyn = dynamics_of(cfg, cfg)
+    dyn = dynamics_of(cfg)
     built = eval(dyn.train, {"GDConfig": bf.GDConfig, "TrainConfig": bf.TrainConfig, "adam": cfg.optimiser})
     for field in ("optimiser", "steps", "lr", "batch_size", "mirrored_batches", "weight_decay", "loss"):
         assert getattr(built, field) == getattr(cfg, field), (field, dyn.train)
-    full = dynamics_of(bf.GDConfig(lr=0.05, steps=400), bf.GDConfig(lr=0.05, steps=400))
+    full = dynamics_of(bf.GDConfig(lr=0.05, steps=400))
     assert "batch_size" not in full.train and "--batch-size" not in full.cli
     if cfg.weight_decay == 0:  # the CLI has options for batches, none for a decay
         assert f"--batch-size {cfg.batch_size}" in dyn.cli
