@@ -9,11 +9,11 @@ dynamics, its time budget).
 :class:`~biasfree.dynamics.train_config.TrainConfig` as ``analyse`` made it final (α the model's,
 κ set); True GD at a quarter of the stability limit of the sharpness measured at the given
 weights, to the default horizon (:func:`gd` of the net's :func:`schedule`). A default
-measurement is that GD run on log-spaced records within :data:`MEASURE_BUDGET` seconds (its
-step measured only when it runs, that time counted against the budget), or the optimiser named
-with ``train=``, within ``analyse``'s ``time_budget``, as the run it was named for. Each net's
-default schedule is measured once, when first asked: the predicted growth term
-(:mod:`~biasfree.analysis.predicted`) and the default measurement read the same one.
+measurement is that GD run on log-spaced records within :data:`MEASURE_BUDGET` seconds, or the
+optimiser named with ``train=``, within ``analyse``'s ``time_budget``, as the run it was named
+for. Each net's default schedule is measured once, when first asked, and kept: the predicted
+growth term (:mod:`~biasfree.analysis.predicted`) and the default measurement read the same
+one (the time it takes counts against the run's budget when the run is the first to ask).
 """
 
 from __future__ import annotations
