@@ -8,7 +8,7 @@ dynamics, its time budget).
 ``train=`` as :func:`resolve` reads it: None/False nothing to run; a
 :class:`~biasfree.dynamics.train_config.TrainConfig` as ``analyse`` made it final (α the model's,
 κ set); True GD at a quarter of the stability limit of the sharpness measured at the given
-weights, to the default horizon (:func:`gd` of the net's :func:`schedule`). A default
+weights, to the default horizon (:func:`gd_run` of the net's :func:`schedule`). A default
 measurement is that GD run on log-spaced records within :data:`MEASURE_BUDGET` seconds, or the
 optimiser named with ``train=``, within ``analyse``'s ``time_budget``, as the run it was named
 for. Each net's default schedule is measured once, when first asked, and kept: the predicted
@@ -109,8 +109,8 @@ def schedule(params: Params, net: NetReport, s: Setting) -> Callable[[], tuple[f
     return measured
 
 
-def gd(sched: Callable[[], tuple[float, int]], a: float, spacing: str = "linear",
-       max_steps: int | None = rg.MAX_STEPS) -> TrainConfig:
+def gd_run(sched: Callable[[], tuple[float, int]], a: float, spacing: str = "linear",
+           max_steps: int | None = rg.MAX_STEPS) -> TrainConfig:
     """GD at the step η of ``sched()`` (:func:`schedule`) for its K steps, at most ``max_steps``
     (None: the time budget ends it), α = ``a``, 201 records at ``spacing``."""
     lr, need = sched()
@@ -187,10 +187,10 @@ def plan(cfg: TrainConfig | None, dyn: Dynamics, fallback: TrainConfig | Callabl
 
 def default_gd(sched: Callable[[], tuple[float, int]], s: Setting) -> Callable[[], TrainConfig]:
     """A default measurement's GD run at the schedule ``sched`` (:func:`schedule`: the step of the
-    sharpness measured at the net's weights, once), made when it runs: :func:`gd` on log-spaced
+    sharpness measured at the net's weights, once), made when it runs: :func:`gd_run` on log-spaced
     records, uncapped under a time budget (the budget ends it)."""
     cap = rg.MAX_STEPS if s.budget is None else None
-    return lambda: gd(sched, s.a, "log", cap)
+    return lambda: gd_run(sched, s.a, "log", cap)
 
 
 def resolve(train: TrainConfig | bool, note: str, measure: bool, s: Setting, params: Params, net: NetReport,
@@ -200,13 +200,13 @@ def resolve(train: TrainConfig | bool, note: str, measure: bool, s: Setting, par
     weights ``init`` (measured ``init_net``; None: no history), resolved once: ``train`` the
     user's config in final form (α the model's, κ set, ``note`` how, ``twin`` its twin's
     optimiser, each :func:`~biasfree.dynamics.optimiser_twin.with_degree`'s), or True (the
-    default GD, :func:`gd` of the net's :func:`schedule`), or False (nothing to run); and the
+    default GD, :func:`gd_run` of the net's :func:`schedule`), or False (nothing to run); and the
     training a prediction is for (:func:`dynamics_of`). With an init, the run asked for is the
     history's, and training from the given weights is predicted; without a run asked for, the
     history is predicted for gradient flow. With ``measure``, an undecided prediction is
     measured by default: the given optimiser, else GD from the weights it is about."""
     sched = schedule(params, net, s)
-    cfg = train if isinstance(train, TrainConfig) else gd(sched, s.a) if train else None
+    cfg = train if isinstance(train, TrainConfig) else gd_run(sched, s.a) if train else None
     dyn = dynamics_of(cfg, default=train is True)
     fallback = None if not measure else (cfg or default_gd(sched, s))
     given_plan = plan(cfg if init is None else None, dyn, fallback, s, note, twin=twin, sched=sched)
