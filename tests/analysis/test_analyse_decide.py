@@ -127,6 +127,24 @@ def test_a_net_given_alone_where_the_theory_is_silent_is_measured_by_default(lin
     assert res.verdict.level == max(level, res.verdict.function.level, key=vd.LEVELS.index)
 
 
+def test_the_default_schedule_is_measured_once_for_the_growth_term_and_the_run(linear, monkeypatch):
+    """The predicted growth term (§6.4) and the default measurement both need analyse's default GD
+    schedule, whose step comes from the sharpness measured by Lanczos: measured once per net and
+    read by both (main measured it twice, once for each). Both read it here: the growth term is
+    not 0 and the run is at the measured step."""
+    from biasfree.analysis import measure_step
+
+    X, Y = linear
+    seen, schedule = [], measure_step.schedule
+    monkeypatch.setattr(measure_step, "schedule", lambda *a, **k: seen.append(schedule(*a, **k)) or seen[-1])
+    res = bf.analyse(_perturbed_pairs(0.1), (X, Y), alpha=0.0, time_budget=None)
+    tr = res.prediction.trained
+    assert res.prediction.growth_gap > 0 and tr.by_default
+    assert len(seen) == 1, seen
+    ((lr, _, need),) = seen
+    assert tr.config.lr == lr and tr.config.steps == need  # the run made at the one schedule
+
+
 def test_a_default_measurement_ends_once_the_floor_bound_decides_and_the_rest_keeps_to_it(cubic):
     """Pairs at std 1 (init gain 18× the strongest mode) moved 2% each, on the cubic data: the
     t = 0 floor bound is far above 0.3%, so the prediction is undecided and GD measures. Once the

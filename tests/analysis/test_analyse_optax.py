@@ -107,6 +107,35 @@ def test_train_and_analyse_share_one_kappa_policy(data, opt):
         bf.analyse(PAIR, data, alpha=0.0, train=bf.TrainConfig(optimiser=bad, steps=60))
 
 
+def test_at_alpha_one_neither_train_nor_analyse_measures_kappa(data, monkeypatch):
+    """At α = 1 (c = 1) the twin is the net and its optimiser's scale is 1^(1+κ) = 1 whatever κ:
+    ``bf.train(twin=True)`` and ``analyse(train=)`` both take κ = 0 without measuring it (one
+    policy, :func:`~biasfree.dynamics.optimiser_twin.with_degree`). Main's analyse measured it
+    there and called plain Adam's twin APPROXIMATE, and refused a factory that ignores ρ,
+    which its train accepted. The twin steps as the net does: the gap is round-off (≤ ROUND_OFF)."""
+    import importlib
+    import warnings
+
+    optimiser_twin = importlib.import_module("biasfree.dynamics.optimiser_twin")  # not the function
+    measured = []
+    measure = optimiser_twin.measure_degree
+    monkeypatch.setattr(optimiser_twin, "measure_degree",
+                        lambda *a, **k: measured.append(a) or measure(*a, **k))
+    bad = lambda rho: optax.adam(1e-2)  # noqa: E731 - a factory that ignores ρ: ε unscaled
+    for opt in (optax.adam(1e-2), bad):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", optimiser_twin.ApproximateTwinWarning)
+            run = bf.train(PAIR, bf.Dataset(*data), opt, steps=60, alpha=1.0, twin=True)
+        res = bf.analyse(PAIR, data, alpha=1.0, train=bf.TrainConfig(optimiser=opt, steps=60))
+        notes = " ".join(res.verdict.training.notes)
+        assert "κ = 0: at α = 1" in notes and "APPROXIMATE" not in notes, notes
+        assert res.prediction.trained.gap_to_twin <= vd.ROUND_OFF and float(run.twin_gap) <= vd.ROUND_OFF
+    assert measured == []
+    # control: at α = 0 the same plain Adam is measured, and its twin is APPROXIMATE
+    res = bf.analyse(PAIR, data, alpha=0.0, train=bf.TrainConfig(optimiser=optax.adam(1e-2), steps=60))
+    assert len(measured) == 1 and "APPROXIMATE" in " ".join(res.verdict.training.notes)
+
+
 @pytest.mark.parametrize("name", list(NAMED))
 def test_every_named_optimiser_gets_an_exact_kappa(name):
     """The CLI's ``--optimiser`` names (and the optimisers claim's table): each factory rescales
@@ -238,11 +267,11 @@ def test_the_suggested_call_rebuilds_the_run_it_names_batches_included(cfg):
     ``batch_size``). Control: the suggestion for full-batch GD is full batch."""
     from biasfree.analysis.plan import dynamics_of
 
-    dyn = dynamics_of(cfg, cfg)
+    dyn = dynamics_of(cfg)
     built = eval(dyn.train, {"GDConfig": bf.GDConfig, "TrainConfig": bf.TrainConfig, "adam": cfg.optimiser})
     for field in ("optimiser", "steps", "lr", "batch_size", "mirrored_batches", "weight_decay", "loss"):
         assert getattr(built, field) == getattr(cfg, field), (field, dyn.train)
-    full = dynamics_of(bf.GDConfig(lr=0.05, steps=400), bf.GDConfig(lr=0.05, steps=400))
+    full = dynamics_of(bf.GDConfig(lr=0.05, steps=400))
     assert "batch_size" not in full.train and "--batch-size" not in full.cli
     if cfg.weight_decay == 0:  # the CLI has options for batches, none for a decay
         assert f"--batch-size {cfg.batch_size}" in dyn.cli

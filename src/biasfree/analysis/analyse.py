@@ -175,6 +175,8 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
     start = None if init is None else _start(init, a, params)
     check_reading(init, start, a, X, what="init")  # None, a file or params: nothing to run
     note, twin = "", None  # twin: the twin's optimiser, built once with κ (none for GD)
+    if given is not None:  # the config in final form, here once: α the model's (checked by as_model), κ set
+        given = given._with_alpha(a)
     if given is not None and not given.gd:  # update checked, κ measured (or refused) before any compute
         check_update(given.make(1.0), params, given.label)
         given, twin, note = with_degree(given, a, len(params))
@@ -187,8 +189,7 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
     s = Setting(X, Y, a, ctx, t_max, n_times, time_budget, progress)
     rerun = start is not None and not st.net.has_bias  # a net with biases has no history
     st0 = now.measure_net(start, X, Y, a, ctx, kind="the init's function") if rerun else None
-    p, p0 = resolve(train, given, note, measure, s, params, st.net, start, None if st0 is None else st0.net,
-                    twin)
+    p, p0 = resolve(train, note, measure, s, params, st.net, start, None if st0 is None else st0.net, twin)
     from_given = predicted(params, st, p, s)
     from_init = predicted(start, st0, p0, s) if rerun else None
     pred, training, reg, trained, history = ms.stages(from_given, from_init, s)

@@ -131,21 +131,9 @@ def pair_sharpness(params, twin, X, Y, alpha: float) -> float:
     return max(sharpness(params, data, alpha), ks * sharpness(twin, data, 1.0))
 
 
-def default_config(params, X, Y, alpha: float, modes, a0: float, spacing: str = "linear",
-                   max_steps: int | None = None) -> GDConfig:
-    """``analyse(train=True)``'s run and the default measurement's (docs/theory.md §6.3): GD at
-    η = :func:`step` of the measured sharpness of the net and its twin at ``params``
-    (:func:`pair_sharpness`), or T/:data:`MIN_STEPS` where less, for ``⌈T/η⌉`` steps (at most
-    ``max_steps``; None: no cap, the time budget ends the run), T the horizon of
-    :func:`~biasfree.analysis.regime.default_t_max` (init gain ``a0``), 201 records at
-    ``spacing``."""
-    lr, steps, _ = schedule(params, X, Y, alpha, modes, a0, max_steps)
-    return GDConfig(alpha=alpha, lr=lr, steps=steps, n_records=201, spacing=spacing)
-
-
 def schedule(params, X, Y, alpha: float, modes, a0: float, max_steps: int | None = None
              ) -> tuple[float, int, int]:
-    """:func:`default_config`'s GD schedule ``(η, steps, needed)``: η a quarter of the stability
+    """``analyse``'s default GD schedule ``(η, steps, needed)``: η a quarter of the stability
     limit of :func:`pair_sharpness` at ``params``, or T/:data:`MIN_STEPS` where less, and
     ``needed = ⌈T/η⌉`` steps to the horizon T, run for ``steps = min(needed, max_steps)``
     (None: ``needed``). At two layers the origin is a saddle of curvature ±c s (the modes'
@@ -200,7 +188,7 @@ def budget_left(budget: float | None, spent: float) -> float | None:
 
 
 def certify(answer: Judgement, cfg: GDConfig, lam_end: float, steps_run: int) -> Judgement:
-    """``answer`` of a run of GD at the measured step (:func:`default_config`), with the step's
+    """``answer`` of a run of GD at the measured step (:func:`schedule`), with the step's
     stability at the run's end in its evidence, ``η λ̂_end ≤ 2``, λ̂_end the sharpness at the last
     weights. Where that fails the run was not stable GD, so neither its gap nor its end bound is
     evidence: the answer is :data:`~biasfree.analysis.verdict.UNDECIDED`, naming the step that

@@ -7,7 +7,7 @@ weights moved, :func:`relative_movement`, :func:`row_alignment`) and its answer,
 not small, depth > 2, a conv first layer, an optimiser no closed form predicts, a predicted
 interval that straddles 0.3%), ``analyse`` measures *by default*: it trains on from the given
 weights beside the twin, under GD at the step of the measured sharpness and the default horizon
-(:func:`~biasfree.analysis.measure_step.default_config`, its stability checked at the run's end),
+(:func:`~biasfree.analysis.plan.default_gd`, its stability checked at the run's end),
 within :data:`~biasfree.analysis.plan.MEASURE_BUDGET` seconds (or the optimiser named with
 ``train=``, within ``analyse``'s ``time_budget``, as the run it was named for). Its
 records are log-spaced, so the loop's budget check (after each of its ~20 chunks of records)
@@ -89,7 +89,8 @@ def training(x: Predicted, s: Setting, early: bool = True) -> tuple:
         if r.cfg is None:  # default GD: its step from the sharpness measured now, which counts against
             t0 = time.perf_counter()  # the budget (and again at the end's check)
             cfg = r.make()
-            r, spent = dataclasses.replace(r, cfg=cfg, dyn=dynamics_of(None, cfg)), time.perf_counter() - t0
+            r = dataclasses.replace(r, cfg=cfg, dyn=dynamics_of(cfg, default=True))
+            spent = time.perf_counter() - t0
         kind = kind.replace(" (not measured)", "").replace(f"by {p.dyn.name}, predicted",
                                                            f"by {r.dyn.name}, measured by default")
     certify, reg0 = r.dyn.train == "True", reg  # GD at the measured step: its stability checked at the end
@@ -101,7 +102,7 @@ def training(x: Predicted, s: Setting, early: bool = True) -> tuple:
     if certify:  # rerun at a smaller step where the sharpness grew past half the limit (measure_step.settle)
         tr, reg, lam_end, cfg = measure_step.settle(go, r.cfg, r.budget, spent)
         if cfg is not r.cfg:  # the answer names the step it ran at
-            old, r = r.dyn.name, dataclasses.replace(r, cfg=cfg, dyn=dynamics_of(None, cfg))
+            old, r = r.dyn.name, dataclasses.replace(r, cfg=cfg, dyn=dynamics_of(cfg, default=True))
             kind = kind.replace(old, r.dyn.name)
     else:
         tr, reg, lam_end = go(r.cfg, r.budget)

@@ -8,6 +8,7 @@ answer (:func:`~biasfree.analysis.verdict.judge_predicted`) unless the plan meas
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -16,12 +17,11 @@ from ..core.layers import Params
 from ..core.nets import depth
 from ..core.symmetry import max_row_norm
 from ..core.twin import TwinScales, twin_weights
-from ..dynamics import TrainConfig
 from ..expressivity.decomposition import energy
 from ..theory.reference import Known, _reference_curve, product
 from . import function_now as now
-from . import measure_step, sign_groups
 from . import regime as rg
+from . import sign_groups
 from .function_now import State
 from .gap import reference, zero_loss
 from .moments import linear_floor
@@ -43,19 +43,23 @@ largest weight product (tests/theory/test_stiff.py), is far below the paper's le
 the time."""
 
 
-def predict(params, st: State, s: Setting, cfg: TrainConfig | None) -> Prediction:
+def predict(params, st: State, s: Setting, gd: tuple[float, int, np.ndarray] | None,
+            sched: Callable[[], tuple[float, int]]) -> Prediction:
     """The prediction for ``params`` (measured ``st``) on the data of ``s``: its curve at the times
-    ``cfg`` records (GD), else on ``s.n_times`` points to ``s.t_max`` (default from the modes,
-    bounded); the curve's ODE within :data:`CURVE_BUDGET` seconds, or ``s.budget`` if less (None:
-    no limit)."""
+    ``t = η k`` of the GD run measured as asked, ``gd = (η, K, its record steps k)``, else on
+    ``s.n_times`` points to ``s.t_max`` (default from the modes, bounded); the curve's ODE within
+    :data:`CURVE_BUDGET` seconds, or ``s.budget`` if less (None: no limit). The growth term is for
+    that GD run's (η, K), else for the net's default schedule ``sched()``
+    (:func:`~biasfree.analysis.plan.schedule`, measured once; at most ``regime.MAX_STEPS``
+    steps), asked only when there is a growth term."""
     a, X, Y, ctx, t_max, n_times = s.a, s.X, s.Y, s.ctx, s.t_max, s.n_times
     budget = CURVE_BUDGET if s.budget is None else min(CURVE_BUDGET, s.budget)
     L, modes, net, loss0 = depth(params), ctx.modes, st.net, st.loss0
     ws, ks = TwinScales.unchecked(a, L)  # α and the net checked by analyse's first stage
     twin = twin_weights(params, a, L)
     floored = False
-    if cfg is not None and cfg.gd:
-        t = cfg.lr * cfg.recorded()  # the steps the trainer records
+    if gd is not None:
+        t = gd[0] * gd[2]  # the steps the trainer records
     else:
         T, floored = (rg.default_t_max(modes, float(np.linalg.norm(net.beta_eff, 2)), ks, depth=L)
                       if t_max is None else (float(t_max), False))
@@ -88,10 +92,9 @@ def predict(params, st: State, s: Setting, cfg: TrainConfig | None) -> Predictio
     # step and steps, else analyse's default schedule, §6.3), with the remainder's interval (§6.4)
     growth = (0.0, 0.0, 0.0)
     if g.modes:
-        a0 = float(np.linalg.norm(net.beta_eff, 2))
-        lr, steps = ((float(cfg.lr), cfg.steps) if cfg is not None and cfg.gd
-                     else measure_step.schedule(params, X, Y, a, modes, a0, rg.MAX_STEPS)[:2])
-        growth = sign_groups.growth_interval(g.modes, a, lr, steps)
+        lr, steps = gd[:2] if gd is not None else sched()
+        steps = steps if gd is not None else min(steps, rg.MAX_STEPS)  # analyse's cap on its default run
+        growth = sign_groups.growth_interval(g.modes, a, float(lr), steps)
     if net.structure == PAIRS:  # a unit and its mirror cancel, remainder and all: P = Q at every step
         growth = (0.0, 0.0, 0.0)  # (§6.4), and the sums of their squares only differ by round-off
     return Prediction(twin=twin, weight_scale=ws, time_scale=ks, reference=curve.reference, exact=bool(exact),
@@ -125,7 +128,8 @@ def predicted(params, st: State, p: Plan, s: Setting) -> Predicted:
     measures it. A net with biases has no twin: no prediction, and the judgement rests on its
     structure alone."""
     r = p.run
-    pred = None if st.net.has_bias else predict(params, st, s, None if r is None else r.cfg)
+    gd = None if r is None or not r.cfg.gd else (r.cfg.lr, r.cfg.steps, r.cfg.recorded())
+    pred = None if st.net.has_bias else predict(params, st, s, gd, p.schedule)
     facts = now.facts(st, s.ctx, params, s.X, s.Y, s.a, pred)
     if pred is None:
         answer = judge_predicted(facts, t0_gap=0.0, growth_gap=0.0, kind=p.kind, dynamics=p.dyn)

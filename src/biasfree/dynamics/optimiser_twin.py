@@ -282,11 +282,16 @@ def twin_degree(opt, alpha: float, depth: int, probe=None, *, name: str) -> tupl
 
 def with_degree(cfg: TrainConfig, alpha: float, depth: int) -> tuple[TrainConfig, object, str]:
     """``(cfg with κ set, its twin's optimiser at slope α and depth L, a note on how κ was
-    found)``: κ as given, else :func:`twin_degree`'s; the twin's optimiser
+    found)``: κ as given; at α = 1 (c = 1: the twin's updates are scaled by 1^(1+κ) = 1, whatever
+    κ) 0, nothing measured; else :func:`twin_degree`'s. The twin's optimiser
     :func:`optimiser_twin`'s, built once for every run of ``cfg`` on such a net (the trainer
-    takes it as it is: ``trainer._run``'s ``twin_optimiser``)."""
+    takes it as it is: ``trainer._run``'s ``twin_optimiser``; ``bf.train(..., twin=True)``
+    without one calls this, so both follow one κ policy)."""
     if cfg.degree is not None:
         note = f"κ = {cfg.degree:g} as given"
+    elif alpha == 1.0:
+        note = "κ = 0: at α = 1 the twin's updates are the net's, whatever κ"
+        cfg = dataclasses.replace(cfg, degree=0.0)
     else:
         kappa, note = twin_degree(cfg.optimiser, alpha, depth, name=cfg.label)
         cfg = dataclasses.replace(cfg, degree=kappa)

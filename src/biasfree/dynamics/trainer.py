@@ -64,7 +64,7 @@ from .batching import LAYOUTS, ensemble_layout
 from .diagnosis import DivergenceError, check_spike
 from .ensemble import Member, Runs
 from .loop import DIVERGED, Job, Spec, drive
-from .optimiser_twin import ApproximateTwinWarning, _optimiser_twin, twin_degree
+from .optimiser_twin import ApproximateTwinWarning, with_degree
 from .train_config import (
     GDConfig,
     TrainConfig,
@@ -359,14 +359,10 @@ def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, tw
         eta = None if e is None else (np.full((B,), e) if ensemble else np.asarray(e))
     if twin_params is None or cfg.gd:
         twin_optimiser = None
-    elif twin_optimiser is None:  # built here (analyse builds it once, with κ: with_degree)
-        a = float(np.ravel(vec["alpha"])[0])  # one α (checked above)
-        degree = 0.0 if cfg.degree is None and a == 1.0 else cfg.degree  # c = 1: × 1^(1+κ) = 1 whatever κ
-        if degree is None:  # the one κ policy, as with_degree's
-            degree, note = twin_degree(cfg.optimiser, a, depth, name=cfg.label)
-            if note.startswith("APPROXIMATE"):
-                warnings.warn(note, ApproximateTwinWarning, stacklevel=6)  # the caller of train
-        twin_optimiser = _optimiser_twin(cfg.optimiser, a, depth, degree, name=cfg.label)
+    elif twin_optimiser is None:  # built here as analyse builds it once: the one κ policy, with_degree
+        _, twin_optimiser, note = with_degree(cfg, float(np.ravel(vec["alpha"])[0]), depth)  # one α (checked)
+        if note.startswith("APPROXIMATE"):
+            warnings.warn(note, ApproximateTwinWarning, stacklevel=6)  # the caller of train
     if segments is None:
         ks = record_steps(cfg.steps, cfg.n_records, cfg.spacing)
     else:
