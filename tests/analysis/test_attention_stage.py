@@ -182,7 +182,7 @@ def _window(tstar, c, dL):
 def test_time_to_leave_matches_gd_from_the_trained_net(trained):
     """The net's small heads, left to GD, leave the one-head saddle when their cubic flow blows up:
     the measured half drop lies in §11.7.13's window below t* (measured: t* = 4601.0, half drop
-    4559.5, ΔL = 0.00437, window [4548.7, 4601.7]). Failing controls: the first saddle's
+    4559.5, ΔL = 0.00437, window [4537.8, 4601.9]). Failing controls: the first saddle's
     coefficient c₀ (the wrong s) and the naive projection of the small heads on c*'s triple (the
     wrong a₀) miss. Fails on main: there ``st.escape_time`` is None for separate attention."""
     layer, seq, X, Y, init = trained

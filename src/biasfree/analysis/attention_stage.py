@@ -20,6 +20,8 @@ only one read, ``G = (1/c) Σ_n e_n e_nᵀ``), trilinear in its own weights (v_h
   zero head, and the escape coefficient ``c* = max_{‖k‖=‖v‖=‖q‖=1} T(k, v, q)`` (the tensor's
   spectral norm; T is odd in each argument, so ± is a descent) is above its round-off. c* is found
   by higher-order power iteration from several starts: a lower bound on the max.
+- **Time to leave** (at a saddle): the net's small heads under the cubic flow ẋ = ∇P(x)
+  (:mod:`~biasfree.analysis.head_escape`, §11.7.13): ``HeadFixedPoint.leave``.
 """
 
 from __future__ import annotations
