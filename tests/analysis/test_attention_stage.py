@@ -222,3 +222,26 @@ def test_an_unbalanced_head_leaves_at_its_flow_time_not_its_product(trained):
     lo, hi = _window(tstar, lv.rate, dL)
     assert lo <= half <= hi, (half, lo, hi)
     assert not lo <= 1 / (lv.rate * eps0) <= hi
+
+
+def test_the_cubic_flows_blowup_is_the_aligned_closed_form(trained):
+    """Along c*'s triple the cubic flow keeps its direction, and ȧ = c*bc (cyclically) conserves
+    a² − b², b² − c²: t* = ∫_{a₀}^∞ da/(c*√((a² − a₀² + b₀²)(a² − a₀² + c₀²))), 1/(c*ε₀) when balanced.
+    The sphere-form integration (DOP853, rtol 1e-10, its tail e^{−60}) matches quad's integral to 1e-7
+    relative (each ~1e-10 relative, with the direction's own drift off the triple at rtol); the
+    balanced law misses the unbalanced head by far more."""
+    from scipy.integrate import quad
+    layer, seq, X, Y, init = trained
+    hp = stage_of(layer, X, Y, 0.0, init).head_point
+    c = hp.rate
+    R = np.asarray(hp.params.apply(jnp.asarray(X))) - Y
+    T = escape_tensor(hp.params, X, R)
+    k, v, q = hp.direction
+    for a0, b0, c0 in ((0.02, 0.02, 0.02), (0.04, 0.02, 0.01)):  # (K, v, Q) sizes
+        got, unit = blowup(T, b0 * v, a0 * k[None], c0 * q[None], c)
+        def rate(a, a0=a0, b0=b0, c0=c0):
+            return 1 / (c * np.sqrt((a**2 - a0**2 + b0**2) * (a**2 - a0**2 + c0**2)))
+        exact = quad(rate, a0, np.inf, epsabs=0, epsrel=1e-12)[0]
+        assert abs(got - exact) <= 1e-7 * exact, (got, exact)
+        assert abs(abs(unit[1][0] @ k) - 1) <= 1e-7  # it stays on the triple
+    assert abs(exact - 1 / (c * 0.02)) > 1e3 * 1e-7 * exact  # the balanced law from the size of v misses
