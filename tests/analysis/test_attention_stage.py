@@ -170,10 +170,11 @@ def _half_drop(layer, X, Y, L0, tstar):
 
 def _window(tstar, c, dL):
     """§11.7.13's window for the half drop: the cubic flow is the dynamics until the head's gain cε³
-    reaches the drop ΔL (ε₁ = (ΔL/c)^{1/3}); it reaches ΔL/2 at t* − 2^{1/3}/(cε₁), and the
-    neglected order-ε⁶ terms only slow it after that, so the half drop is in
-    [t* − 2^{1/3}/(cε₁), t*]; GD against flow (§11.5.3, per-weight rate R = ε̇/ε = cε ≤ cε₁) adds
-    t*·(ηR/2)/(1 − ηR/2) above, one record (η) each side."""
+    nears the drop ΔL (ε₁ = (ΔL/c)^{1/3}); it reaches ΔL/2 at t* − 2^{1/3}/(cε₁), no later than the
+    half drop (the neglected order-ε⁶ terms, net, raise the loss and slow the head), and the
+    estimate puts the half drop before the blow-up t*: [t* − 2^{1/3}/(cε₁), t*]. GD against flow
+    (§11.5.3, per-weight rate R = ε̇/ε = cε ≤ cε₁) adds t*·(ηR/2)/(1 − ηR/2) above, one record (η)
+    each side."""
     e1 = (dL / c) ** (1 / 3)
     x = LR * c * e1 / 2
     return tstar - 2 ** (1 / 3) / (c * e1) - LR, tstar + tstar * x / (1 - x) + LR
