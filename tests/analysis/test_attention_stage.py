@@ -13,7 +13,13 @@ import pytest
 from roundoff import gamma
 
 import biasfree as bf
-from biasfree.analysis.attention_stage import check_embedding, escape_tensor, relative_gradient
+from biasfree.analysis.attention_stage import (
+    check_embedding,
+    escape_coefficient,
+    escape_tensor,
+    relative_gradient,
+)
+from biasfree.analysis.head_escape import blowup
 from biasfree.analysis.stage import stage_of
 from biasfree.core.attention import init_attention
 from biasfree.core.icl_data import in_context_regression
@@ -65,11 +71,12 @@ def test_analyse_gives_separate_attention_its_nearest_fixed_point(trained):
                        for k in ("V", "K", "Q")))
     assert abs(dist - st.distance) <= gamma(3 * H * (D + 1) ** 2) * dist  # a sum of squares, reordered
     assert st.saddle and hp.rate > 1e6 * hp.rate_tol
-    assert st.escape_time is None and st.drop_time is None and "time to leave is not given" in st.notes[0]
+    assert st.escape_time == hp.leave.escape_time and st.drop_time is None
     line = st.lines()[1]
-    assert f"c* = {hp.rate:.4g}" in line and "saddle of order 3" in line
+    assert f"c* = {hp.rate:.4g}" in line and "saddle of order 3" in line and f"{st.escape_time:.4g}" in line
     js = res.to_json()["stage"]
     assert js["covered"] and js["saddle"] and js["escape_rate"] == hp.rate and js["drop_time"] is None
+    assert js["escape_time"] == st.escape_time
 
 
 def test_a_zero_head_escapes_at_order_three_along_c_star(trained):
@@ -138,3 +145,104 @@ def test_failing_controls_perturbed_and_wrong_embeddings(trained):
     assert good.function_gap <= good.function_tol and good.grad <= good.grad_tol
     alone = stage_of(narrow, X, Y, 0.0)  # one head, learned: nothing left to escape into
     assert alone.found and alone.head_point.rate > 1e6 * alone.head_point.rate_tol and not alone.saddle
+
+
+def _gd(layer, X, Y, steps):
+    """Plain GD at LR from ``layer``: the loss before each step (time t = LR·step)."""
+    def loss(w):
+        return 0.5 * jnp.mean((dataclasses.replace(layer, **w).apply(jnp.asarray(X)) - Y) ** 2)
+
+    def body(w, _):
+        val, g = jax.value_and_grad(loss)(w)
+        return jax.tree.map(lambda a, b: a - LR * b, w, g), val
+    w = {k: jnp.asarray(getattr(layer, k), jnp.float64) for k in ("V", "K", "Q")}
+    return np.asarray(jax.jit(lambda w: jax.lax.scan(body, w, None, length=steps))(w)[1])
+
+
+def _half_drop(layer, X, Y, L0, tstar):
+    """The measured half drop: GD for 1.3 t*, ΔL = L* − the plateau it ends on, the first time the
+    loss is below L* − ΔL/2; and ΔL."""
+    ls = _gd(layer, X, Y, int(1.3 * tstar / LR))
+    dL = L0 - ls[-1]
+    assert abs(ls[-1] - ls[-1000]) < 1e-6 * dL  # ended on the next plateau (flat over 1,000 steps)
+    return float(np.argmax(ls < L0 - dL / 2)) * LR, dL
+
+
+def _window(tstar, c, dL):
+    """§11.7.13's window for the half drop: the cubic flow is the dynamics until the head's gain cε³
+    nears the drop ΔL (ε₁ = (ΔL/c)^{1/3}); it reaches ΔL/2 at t* − 2^{1/3}/(cε₁), no later than the
+    half drop (the neglected order-ε⁶ terms, net, raise the loss and slow the head), and the
+    estimate puts the half drop before the blow-up t*: [t* − 2^{1/3}/(cε₁), t*]. GD against flow
+    (§11.5.3, per-weight rate R = ε̇/ε = cε ≤ cε₁) adds t*·(ηR/2)/(1 − ηR/2) above, one record (η)
+    each side."""
+    e1 = (dL / c) ** (1 / 3)
+    x = LR * c * e1 / 2
+    return tstar - 2 ** (1 / 3) / (c * e1) - LR, tstar + tstar * x / (1 - x) + LR
+
+
+def test_time_to_leave_matches_gd_from_the_trained_net(trained):
+    """The net's small heads, left to GD, leave the one-head saddle when their cubic flow blows up:
+    the measured half drop lies in §11.7.13's window below t* (measured: t* = 4601.0, half drop
+    4559.5, ΔL = 0.00437, window [4537.8, 4601.9]). Failing controls: the first saddle's
+    coefficient c₀ (the wrong s) and the naive projection of the small heads on c*'s triple (the
+    wrong a₀) miss. Fails on main: there ``st.escape_time`` is None for separate attention."""
+    layer, seq, X, Y, init = trained
+    st = stage_of(layer, X, Y, 0.0, init)
+    hp, lv = st.head_point, st.head_point.leave
+    tstar, c = st.escape_time, lv.rate
+    assert lv.head not in hp.heads and abs(c - hp.rate) <= 1e-9 * hp.rate  # it settles on the max c*
+    assert tstar == min(t for _, t in lv.times)
+    half, dL = _half_drop(layer, X, Y, hp.loss, tstar)
+    lo, hi = _window(tstar, c, dL)
+    assert lo <= half <= hi, (half, lo, hi)
+    zero = dataclasses.replace(layer, **{n: 0 * getattr(layer, n) for n in ("V", "K", "Q")})
+    c0, _ = escape_coefficient(escape_tensor(zero, X, -Y))  # the first saddle's (θ = 0) coefficient
+    assert not lo <= tstar * c / c0 <= hi  # t* ∝ 1/c along the same flow
+    v, K, Q = np.asarray(layer.V)[:, -1], np.asarray(layer.K)[:, 0], np.asarray(layer.Q)[:, 0]
+    k, vs, q = hp.direction
+    for h in (h for h in range(H) if h not in hp.heads):
+        u = (K[h] @ k) * (v[h] @ vs) * (Q[h] @ q)  # the head's component on k ⊗ v ⊗ q
+        assert u <= 0 or not lo <= 1 / (hp.rate * u ** (1 / 3)) <= hi
+
+
+def test_an_unbalanced_head_leaves_at_its_flow_time_not_its_product(trained):
+    """A head put at θ* along the settled triple with factors (2, 1, ½)ε₀ (the product of an
+    aligned balanced ε₀ head): the flow's t* (imbalance conserved, ‖K‖² − ‖v‖² and ‖v‖² − ‖Q‖²)
+    holds within the window; the balanced law 1/(cε₀) from its product misses (measured: t* 1037.7,
+    half drop 991.2, 1/(cε₀) = 1172.7)."""
+    layer, seq, X, Y, init = trained
+    hp = stage_of(layer, X, Y, 0.0, init).head_point
+    star, lv = hp.params, hp.leave
+    z, eps0 = lv.head, 0.02
+    vv, KK, QQ = (f * eps0 * a for f, a in zip((1.0, 2.0, 0.5), lv.direction, strict=True))
+    R = np.asarray(star.apply(jnp.asarray(X))) - Y
+    tstar, _ = blowup(escape_tensor(star, X, R), vv, KK, QQ, hp.rate)
+    put = dataclasses.replace(star, V=jnp.asarray(star.V).at[z, -1, :].set(vv),
+                              K=jnp.asarray(star.K).at[z].set(KK), Q=jnp.asarray(star.Q).at[z].set(QQ))
+    half, dL = _half_drop(put, X, Y, hp.loss, tstar)
+    lo, hi = _window(tstar, lv.rate, dL)
+    assert lo <= half <= hi, (half, lo, hi)
+    assert not lo <= 1 / (lv.rate * eps0) <= hi
+
+
+def test_the_cubic_flows_blowup_is_the_aligned_closed_form(trained):
+    """Along c*'s triple the cubic flow keeps its direction, and ȧ = c*bc (cyclically) conserves
+    a² − b², b² − c²: t* = ∫_{a₀}^∞ da/(c*√((a² − a₀² + b₀²)(a² − a₀² + c₀²))), 1/(c*ε₀) when balanced.
+    The sphere-form integration (DOP853, rtol 1e-10, its tail e^{−60}) matches quad's integral to 1e-7
+    relative (each ~1e-10 relative, with the direction's own drift off the triple at rtol); the
+    balanced law misses the unbalanced head by far more."""
+    from scipy.integrate import quad
+    layer, seq, X, Y, init = trained
+    hp = stage_of(layer, X, Y, 0.0, init).head_point
+    c = hp.rate
+    R = np.asarray(hp.params.apply(jnp.asarray(X))) - Y
+    T = escape_tensor(hp.params, X, R)
+    k, v, q = hp.direction
+    for a0, b0, c0 in ((0.02, 0.02, 0.02), (0.04, 0.02, 0.01)):  # (K, v, Q) sizes
+        got, unit = blowup(T, b0 * v, a0 * k[None], c0 * q[None], c)
+        def rate(a, a0=a0, b0=b0, c0=c0):
+            return 1 / (c * np.sqrt((a**2 - a0**2 + b0**2) * (a**2 - a0**2 + c0**2)))
+        exact = quad(rate, a0, np.inf, epsabs=0, epsrel=1e-12)[0]
+        assert abs(got - exact) <= 1e-7 * exact, (got, exact)
+        assert abs(abs(unit[1][0] @ k) - 1) <= 1e-7  # it stays on the triple
+    assert abs(exact - 1 / (c * 0.02)) > 1e3 * 1e-7 * exact  # the balanced law from the size of v misses

@@ -63,3 +63,24 @@ def test_the_unit_check_counts_a_missing_unit(panel):
     ev = s2s._evaluate(short)
     assert ev["units_final"] == panel.expected_units - 1
     assert np.sum(ev["units_at_drops"] < np.arange(1, len(panel.times) + 1)) >= 1
+
+
+def test_the_attention_panels_time_to_leave_brackets_its_half_drop():
+    """``analyse``'s time to leave the one-head plateau (§11.7.13), from the record at its flattest
+    point: the loss's half drop lies in the window [t* − 2^{1/3}/(cε₁), t*] (widened by GD against
+    flow and the records; measured at tiny: t* = 112.37 from t = 34.2, half drop 108.05, window
+    [99.47, 120.56]). Control: the order-2 law ln(1/ε₀)/c from the same ε₀ and c (a zero head escaping
+    as a two-layer unit would) puts the window far before the drop. Fails on main: there the panel has
+    no ``leave`` (separate attention had no time to leave)."""
+    from biasfree.claims.saddle_to_saddle.leave import leave_checks
+    cfg = get("saddle-to-saddle").presets["tiny"]
+    import jax
+    p = s2s._attention(cfg, jax.random.PRNGKey(0), lambda _: None)
+    lv = p.leave
+    assert lv["times"].size == len(cfg.eigs) - 1 and np.all(lv["units"] == np.arange(1, len(cfg.eigs)))
+    _, _, checks = leave_checks("attention", "separate attention", lv)
+    assert all(c.passed for c in checks.values())
+    shift = lv["now"] + np.log(1 / lv["a0"] ** (1 / 3)) / lv["rate"] - lv["times"]
+    wrong = dict(lv, lo=lv["lo"] + shift, hi=lv["hi"] + shift, times=lv["times"] + shift)
+    _, _, bad = leave_checks("attention", "separate attention", wrong)
+    assert not any(c.passed for c in bad.values())

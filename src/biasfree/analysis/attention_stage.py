@@ -12,13 +12,16 @@ only one read, ``G = (1/c) Σ_n e_n e_nᵀ``), trilinear in its own weights (v_h
   V stay the net's), every other head ``V_h = K_h = Q_h = 0``. The function is the narrow one,
   and a zero head's gradient is 0: each of ∂f_h/∂v_h, ∂f_h/∂K_h, ∂f_h/∂Q_h is a product of the
   head's two other factors. Checked: the function against 2γ_KΠ max z, the relative gradient
-  against :func:`gradient_tolerance`.
+  against :func:`~biasfree.analysis.stationary.gradient_bound` (three factors of norms
+  ‖v‖_F, ‖K‖_F, ‖Q‖_F on features of norm ‖G‖_F‖e_q‖).
 - **Saddle.** A zero head moved by ε(k, v, q) changes f by ε³(kᵀGv)(qᵀe_q) exactly, and the
   loss by ``−ε³ T(k, v, q) + ½ε⁶⟨((kᵀGv)(qᵀe_q))²⟩`` with ``T = ⟨(y − f) G ⊗ e_q⟩`` (the Hessian
   is blind to it: its zero-head block is 0). The point is a saddle when it is stationary, has a
   zero head, and the escape coefficient ``c* = max_{‖k‖=‖v‖=‖q‖=1} T(k, v, q)`` (the tensor's
   spectral norm; T is odd in each argument, so ± is a descent) is above its round-off. c* is found
   by higher-order power iteration from several starts: a lower bound on the max.
+- **Time to leave** (at a saddle): the net's small heads under the cubic flow ẋ = ∇P(x)
+  (:mod:`~biasfree.analysis.head_escape`, §11.7.13): ``HeadFixedPoint.leave``.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core.attention import SeparateAttention, tokens
-from .stationary import EPS, gamma
+from .head_escape import Leave, time_to_leave
+from .stage_result import EmbeddedPoint
+from .stationary import gamma, gradient_bound
 from .unit_stage import narrow_fixed_point
 
 ASCENT_STEPS = 200
@@ -42,31 +47,21 @@ STARTS = 8
 
 
 @dataclass(frozen=True)
-class HeadFixedPoint:
-    """The embedded k-head fixed point θ* of separate attention (module doc): ``params`` θ*,
-    ``heads`` the net's heads it keeps, ``loss``, ``grad``/``grad_tol`` its relative gradient
-    ‖∇L‖‖θ‖/(½⟨y²⟩) and round-off, ``function_gap``/``function_tol`` max_s ‖f_wide − f_narrow‖ and
-    its round-off, ``rate`` the escape coefficient c* (the loss falls as −c*ε³) and ``rate_tol``
-    its round-off, ``distance`` ‖θ − θ*‖ over V, K, Q (to the point found: an upper bound on the
-    distance to its family of rescaled and rotated heads), ``k`` the effective units (rank of B)."""
+class HeadFixedPoint(EmbeddedPoint):
+    """The embedded k-head fixed point θ* of separate attention (module doc), with the checks of
+    :class:`~biasfree.analysis.stage_result.EmbeddedPoint` (over all heads' read weights; ``rate``
+    the escape coefficient c*: the loss falls as −c*ε³): ``heads`` the net's heads it keeps,
+    ``distance`` ‖θ − θ*‖ over V, K, Q (to the point found: an upper bound on the distance to its
+    family of rescaled and rotated heads), ``k`` the effective units (rank of B)."""
 
-    params: SeparateAttention
     heads: tuple
-    loss: float
-    grad: float
-    grad_tol: float
-    function_gap: float
-    function_tol: float
-    rate: float
-    rate_tol: float
     distance: float
     k: int
     direction: tuple = ()
     """The unit (k, v, q) of c*: a zero head ε(k, v, q) lowers the loss by c*ε³ − ½ε⁶⟨φ²⟩."""
-
-    @property
-    def stationary(self) -> bool:
-        return self.grad <= self.grad_tol
+    leave: Leave | None = None
+    """At a saddle, when the net leaves it (:func:`~biasfree.analysis.head_escape.time_to_leave`,
+    §11.7.13); None otherwise."""
 
     @property
     def saddle(self) -> bool:
@@ -80,7 +75,7 @@ def _weights(layer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return (np.asarray(layer.V, float)[:, -1, :], np.asarray(layer.K, float), np.asarray(layer.Q, float))
 
 
-def _features(layer, X) -> tuple[np.ndarray, np.ndarray]:
+def features(layer, X) -> tuple[np.ndarray, np.ndarray]:
     """``G`` (S, D+1, D+1) and ``e_q`` (S, D+1) of each sequence (the layer's own reading)."""
     E = np.asarray(tokens(jnp.asarray(X), layer.n_ctx), float)
     C = E if layer.include_query else E[:, :-1]
@@ -97,23 +92,12 @@ def accumulations(layer, S: int) -> int:
     return S + layer.n_ctx + 1 + 3 * (layer.d + 1) + layer.heads * layer.rank
 
 
-def gradient_tolerance(w, rz: float, rr: float, K: int, ref: float) -> float:
-    """§11.4.3's bound on the relative gradient at a stationary point, for three factors of norms
-    ``w`` = (‖v‖_F, ‖K‖_F, ‖Q‖_F) over all heads and features of size ``z_s = ‖G_s‖_F‖e_q,s‖``
-    (rms ``rz``; rms residual ``rr``): ``|f_h| ≤ ‖v_h‖‖K_h‖_F‖Q_h‖_F z`` and Σ_h of such products is
-    at most Π w (Hölder), so the bound is that of a three-layer net with layer norms w on inputs of
-    norm z: ``(γ_K S (rr rz + P rz²) + ε‖θ‖(S² rz² + R̂ rr rz))‖θ‖/ref``."""
-    w = np.asarray(w, float)
-    others = np.array([np.prod(np.delete(w, i)) for i in range(3)])
-    S, P, theta = float(np.linalg.norm(others)), float(np.prod(w)), float(np.linalg.norm(w))
-    Rh = float(np.sqrt(2 * np.sum(w**2)))  # Σ_{l≠m} (the third norm)²
-    evaluation = gamma(K) * S * (rr * rz + P * rz**2)
-    stored = EPS * theta * (S**2 * rz**2 + Rh * rr * rz)
-    return (evaluation + stored) * theta / ref
-
-
-def relative_gradient(layer, X, Y) -> tuple[float, float, np.ndarray]:
-    """``(‖∇L‖‖θ‖/(½⟨y²⟩), its round-off bound, residuals)`` over the weights the layer reads."""
+def relative_gradient(layer, X, Y, feats=None) -> tuple[float, float, np.ndarray]:
+    """``(‖∇L‖‖θ‖/(½⟨y²⟩), its round-off bound, residuals)`` over the weights the layer reads;
+    ``feats`` its :func:`features` on X, if already computed. The bound is §11.4.3's for three
+    factors of norms w = (‖v‖_F, ‖K‖_F, ‖Q‖_F) over all heads on features of norm
+    ``z_s = ‖G_s‖_F‖e_q,s‖`` (:func:`~biasfree.analysis.stationary.gradient_bound`):
+    ``|f_h| ≤ ‖v_h‖‖K_h‖_F‖Q_h‖_F z`` and Σ_h of such products is at most Π w (Hölder)."""
     v, K, Q = _weights(layer)
     Xj = jnp.asarray(X)
 
@@ -123,19 +107,20 @@ def relative_gradient(layer, X, Y) -> tuple[float, float, np.ndarray]:
     g = jax.grad(loss, argnums=(0, 1, 2))(jnp.asarray(v), jnp.asarray(K), jnp.asarray(Q))
     gn = math.sqrt(sum(float(np.sum(np.asarray(a) ** 2)) for a in g))
     R = np.asarray(layer.apply(Xj)) - Y
-    G, q = _features(layer, X)
+    G, q = features(layer, X) if feats is None else feats
     z = np.linalg.norm(G, axis=(1, 2)) * np.linalg.norm(q, axis=1)
     rz, rr = float(np.sqrt(np.mean(z**2))), float(np.sqrt(np.mean(np.sum(R**2, 1))))
     ref = 0.5 * float(np.mean(np.sum(Y**2, 1)))
     w = _norms(v, K, Q)
-    tol = gradient_tolerance(w, rz, rr, accumulations(layer, X.shape[0]), ref)
+    tol = gradient_bound(w, rz, rr, accumulations(layer, X.shape[0]), ref)
     return gn * float(np.linalg.norm(w)) / ref, tol, R
 
 
-def escape_tensor(layer, X, R) -> np.ndarray:
+def escape_tensor(layer, X, R, feats=None) -> np.ndarray:
     """``T = ⟨(y − f) G ⊗ e_q⟩`` (D+1, D+1, D+1), axes (key, value, query): a new head ε(k, v, q)
-    changes the loss by ``−ε³ T(k, v, q)`` to third order (module doc)."""
-    G, q = _features(layer, X)
+    changes the loss by ``−ε³ T(k, v, q)`` to third order (module doc); ``feats`` as in
+    :func:`relative_gradient`."""
+    G, q = features(layer, X) if feats is None else feats
     return np.einsum("s,sab,sc->abc", -R[:, 0], G, q) / X.shape[0]
 
 
@@ -186,21 +171,29 @@ def head_fixed_point(layer: SeparateAttention, X, Y, k: int) -> HeadFixedPoint:
     Vs[idx] = np.asarray(layer.V, float)[idx]  # the unread rows stay the net's: they are not moved
     Vs[idx, -1, :], Ks[idx], Qs[idx] = nv, nK, nQ
     star = dataclasses.replace(layer, V=jnp.asarray(Vs), K=jnp.asarray(Ks), Q=jnp.asarray(Qs))
-    return check_embedding(layer, star, narrow, keep, X, Y, k)
+    feats = features(layer, X)  # G and e_q: the same for every layer of this shape on X
+    hp = check_embedding(layer, star, narrow, keep, X, Y, k, feats)
+    if not hp.saddle:
+        return hp
+    R = np.asarray(star.apply(jnp.asarray(X))) - Y
+    T = escape_tensor(star, X, R, feats)
+    small = {h: (v[h], K[h], Q[h]) for h in range(H) if h not in keep}  # the net's own small heads, now
+    return dataclasses.replace(hp, leave=time_to_leave(T, hp.rate, small))
 
 
-def check_embedding(layer, star, narrow, keep, X, Y, k: int) -> HeadFixedPoint:
+def check_embedding(layer, star, narrow, keep, X, Y, k: int, feats=None) -> HeadFixedPoint:
     """The checks of an embedded point ``star`` (module doc) against its ``narrow`` layer, and its
-    escape coefficient; ``layer`` the net (for the distance)."""
-    grad, grad_tol, R = relative_gradient(star, X, Y)
+    escape coefficient; ``layer`` the net (for the distance), ``feats`` as in :func:`relative_gradient`."""
+    feats = features(star, X) if feats is None else feats
+    grad, grad_tol, R = relative_gradient(star, X, Y, feats)
     Xj = jnp.asarray(X)
-    G, q = _features(star, X)
+    G, q = feats
     z = np.linalg.norm(G, axis=(1, 2)) * np.linalg.norm(q, axis=1)
     P = max(float(np.prod(_norms(*_weights(s)))) for s in (star, narrow))
     Kacc = accumulations(star, X.shape[0])
     ftol = 2 * gamma(Kacc) * P * float(np.max(z))
     gap = float(np.max(np.abs(np.asarray(star.apply(Xj)) - np.asarray(narrow.apply(Xj)))))
-    T = escape_tensor(star, X, R)
+    T = escape_tensor(star, X, R, feats)
     v, K, Q = _weights(star)
     starts = [(K[h, i], v[h], Q[h, i]) for h in keep for i in range(K.shape[1])]
     rate, direction = escape_coefficient(T, starts)
@@ -210,5 +203,6 @@ def check_embedding(layer, star, narrow, keep, X, Y, k: int) -> HeadFixedPoint:
     dist = math.sqrt(sum(float(np.sum((np.asarray(a, float) - np.asarray(b, float)) ** 2))
                          for a, b in ((layer.V, star.V), (layer.K, star.K), (layer.Q, star.Q))))
     loss = 0.5 * float(np.mean(np.sum(R**2, 1)))
-    return HeadFixedPoint(star, tuple(keep), loss, grad, grad_tol, gap, ftol, rate, rate_tol, dist, k,
-                          direction)
+    return HeadFixedPoint(params=star, loss=loss, grad=grad, grad_tol=grad_tol, function_gap=gap,
+                          function_tol=ftol, rate=rate, rate_tol=rate_tol, heads=tuple(keep), distance=dist,
+                          k=k, direction=direction)

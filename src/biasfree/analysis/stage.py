@@ -31,10 +31,11 @@ Hessian is not defined, so the saddle and the escape come from the one-sided rat
 nets with a pooled readout, ``f = V K z̄(x)``: a dense linear net on the mean patch z̄ (§11.7.7).
 Merged linear attention, through its twin ``W₂W₁z`` (§11.7.7). Separate linear attention, numerically
 (:mod:`~biasfree.analysis.attention_stage`, §11.7.12): its strongest heads solved to a fixed point,
-the rest zero, the saddle from the escape coefficient of order ε³. The staircase from ``init`` is
-given for the linear ones (dense, pooled conv, merged attention); a recorded ``curve`` is matched
-to the k-unit levels of every covered family but separate attention (each level would be a numerical
-solve); effective units for every family of
+the rest zero, the saddle from the escape coefficient of order ε³, the time to leave from the
+net's small heads under the cubic escape flow (:mod:`~biasfree.analysis.head_escape`). The
+staircase from ``init`` is given for the linear ones (dense, pooled conv, merged attention); a
+recorded ``curve`` is matched to the k-unit levels of every covered family but separate
+attention (each level would be a numerical solve); effective units for every family of
 :data:`~biasfree.core.units.FAMILIES` that the model readers give. Not covered (said in
 ``notes``): the fixed points of deep or biased nets, of quadratic nets, of linear conv nets with a
 dense readout, and the staircase from ``init`` of nonlinear nets (and of separate attention).
@@ -246,11 +247,15 @@ def _attention(layer, X, Y, init) -> Stage:
                  f"of the in-context map B in the metric Σ_zz, a closed form only when Σ_zz is a Kronecker "
                  f"product P ⊗ Q; on these data the nearest Kronecker product misses Σ_zz by {dev:.3g} of "
                  f"‖Σ_zz‖_F (round-off {tol:.2g}); a zero head escapes at order ε³ (Hessian blind): the time "
-                 "to leave is not given"]
+                 "to leave is the net's small heads' cubic flow (§11.7.13)"]
         if not hp.stationary:
             notes.append(f"the {len(hp.heads)}-head layer did not reach a fixed point: its relative gradient "
                          "stays above its round-off bound (.head_point.grad, .grad_tol)")
-        return Stage(units.family, loss, units, None, hp.params, hp.loss, hp.distance, None, 0, None, None,
+        lv = hp.leave
+        notes += [lv.note] if lv is not None and lv.note else []
+        return Stage(units.family, loss, units, None, hp.params, hp.loss, hp.distance,
+                     None if lv is None else math.sqrt(3) * lv.eps, 0,
+                     None if lv is None else lv.escape_time, None,
                      None, tuple(notes), head_point=hp)
     twin = tuple(Layer(la.W) for la in merged_to_twin(layer))
     start = None if init is None else tuple(Layer(la.W) for la in merged_to_twin(init))

@@ -12,7 +12,28 @@ from ..core.layers import Params
 from ..core.units import EffectiveUnits
 from ..theory.plateau_times import PlateauPrediction
 from .saddles import FixedPoint
-from .unit_stage import UnitFixedPoint
+
+
+@dataclass(frozen=True)
+class EmbeddedPoint:
+    """What every numerically embedded fixed point θ* reports (§11.7.6, §11.7.12): ``params`` the wide
+    net, ``loss``, ``grad``/``grad_tol`` its relative gradient ‖∇L‖‖θ‖/(½⟨‖y‖²⟩) and round-off,
+    ``function_gap``/``function_tol`` max ‖f_wide − f_narrow‖ and its round-off, ``rate`` the escape
+    rate (λ* of a unit, c* of a head) and ``rate_tol`` its round-off."""
+
+    params: object
+    loss: float
+    grad: float
+    grad_tol: float
+    function_gap: float
+    function_tol: float
+    rate: float
+    rate_tol: float
+
+    @property
+    def stationary(self) -> bool:
+        """The relative gradient is within its round-off bound."""
+        return self.grad <= self.grad_tol
 
 
 @dataclass(frozen=True)
@@ -65,14 +86,14 @@ class Stage:
     notes: tuple[str, ...] = ()
     recorded: Recorded | None = None
     """With a recorded loss curve (``analyse``'s rerun from ``init``): its plateaus matched to levels."""
-    unit_point: UnitFixedPoint | None = None
+    unit_point: EmbeddedPoint | None = None
     """(Leaky) ReLU dense and conv nets (§11.7.6): the embedded fixed point, its checks, the one-sided
     escape rate λ* (``fixed_point`` is then None: the Hessian is not defined on the kink)."""
     deep_point: object = None
     """Deep dense linear nets (§11.7.10): the :class:`~biasfree.analysis.deep_stage.DeepPoint`, whose
     saddle rule replaces λ_min's (``fixed_point`` is its gradient and Hessian check; the Hessian does not
     see an escape of order ε^L)."""
-    head_point: object = None
+    head_point: EmbeddedPoint | None = None
     """Separate linear attention (§11.7.12): the :class:`~biasfree.analysis.attention_stage.HeadFixedPoint`,
     found numerically, whose escape coefficient c* (order ε³) decides the saddle."""
 
@@ -142,7 +163,7 @@ class Stage:
             out.append(f"nearest fixed point: {n} head{'' if n == 1 else 's'} solved, the rest zero, loss "
                        f"{hp.loss:.6g}, ‖θ − θ*‖ = {hp.distance:.3g}; "
                        + (f"saddle of order 3, escape coefficient c* = {hp.rate:.4g} "
-                          f"(tol {hp.rate_tol:.2g}); time to leave not given"
+                          f"(tol {hp.rate_tol:.2g})" + self._leave_short()
                           if self.saddle else "not a saddle"))
         else:
             out.append(self.notes[0] if self.notes else "no fixed point")
@@ -158,6 +179,12 @@ class Stage:
         if self.recorded is not None:
             out.append(self.recorded_line())
         return out
+
+    def _leave_short(self) -> str:
+        lv = self.head_point.leave
+        if lv is None or not np.isfinite(lv.escape_time):
+            return ""
+        return f"; leaves in t ≈ {lv.escape_time:.4g} (head {lv.head}, a₀ = {lv.a0:.3g}, cubic blow-up)"
 
     def recorded_line(self) -> str:
         """The recorded curve's plateaus and the units k each matches."""
@@ -224,7 +251,14 @@ class Stage:
             out.append(f"escape coefficient c* = max T(k, v, q) = {hp.rate:.6g} (round-off "
                        f"{hp.rate_tol:.2g}; "
                        "a zero head lowers the loss by c*ε³, Hessian blind): "
-                       + ("a saddle" if hp.saddle else "not a saddle") + "; time to leave not given")
+                       + ("a saddle" if hp.saddle else "not a saddle"))
+            lv = hp.leave
+            if lv is not None:
+                out.append(f"time to leave (§11.7.13): head {lv.head} first; its cubic flow ẋ = ∇P(x) "
+                           f"settles at c = {lv.rate:.6g}, effective strength a₀ = (c t*)^(−3) = {lv.a0:.4g} "
+                           f"(ε₀ = {lv.eps:.3g}); blow-up t* = {lv.escape_time:.4g}, the half drop at most "
+                           "2^(1/3)/(c ε₁) before it, ε₁ = (ΔL/c)^(1/3) for the next plateau's drop ΔL"
+                           + (f"; {lv.note}" if lv.note else ""))
         if self.recorded is not None:
             out.append(self.recorded_line())
         if self.staircase is not None:

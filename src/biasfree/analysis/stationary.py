@@ -78,14 +78,21 @@ def accumulations(params: Params, n: int) -> int:
 def gradient_tolerance(params: Params, X, R, ref: float) -> float:
     """The bound (module doc) on the relative gradient ‖∇L‖·‖θ‖/``ref`` that round-off leaves
     at a stationary point of a net ``params`` on inputs X, residuals R (N, p)."""
-    w = layer_norms(params)
+    return gradient_bound(layer_norms(params), _rms_rows(X), _rms_rows(R), accumulations(params, X.shape[0]),
+                          ref)
+
+
+def gradient_bound(w, rx: float, rr: float, K: int, ref: float) -> float:
+    """The bound (module doc) for layer norms ``w`` (‖W_l‖_F), rms input norm ``rx``, rms residual
+    ``rr`` and K accumulations: ``(γ_K S (rr rx + P rx²) + ε‖θ‖(S² rx² + R rr rx))‖θ‖/ref``. Any
+    product of factors with these norms on inputs of norm x (separate attention's heads, §11.7.12)."""
+    w = np.asarray(w, float)
     L = len(w)
     others = np.array([np.prod(np.delete(w, i)) for i in range(L)])
     pairs = [np.prod(np.delete(w, [i, k])) for i in range(L) for k in range(L) if i != k]
     S, Rh, P = float(np.sqrt(np.sum(others**2))), float(np.sqrt(np.sum(np.square(pairs)))), float(np.prod(w))
-    rx, rr = _rms_rows(X), _rms_rows(R)
     theta = float(np.sqrt(np.sum(w**2)))
-    evaluation = gamma(accumulations(params, X.shape[0])) * S * (rr * rx + P * rx**2)
+    evaluation = gamma(K) * S * (rr * rx + P * rx**2)
     stored = EPS * theta * (S**2 * rx**2 + Rh * rr * rx)
     return (evaluation + stored) * theta / ref
 

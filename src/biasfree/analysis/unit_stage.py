@@ -36,6 +36,7 @@ from ..core.conv import Conv, PooledDense
 from ..core.layers import Layer
 from ..core.nets import _forward
 from ..core.units import conv_units, unit_groups
+from .stage_result import EmbeddedPoint
 from .stationary import accumulations, gamma, gradient_tolerance, layer_norms
 
 ASCENT_STEPS = 200
@@ -45,21 +46,11 @@ STARTS = 8
 
 
 @dataclass(frozen=True)
-class UnitFixedPoint:
-    """The embedded k-unit fixed point θ* of a (leaky) ReLU net (module doc): ``params`` the wide
-    net, ``loss``, ``grad``/``grad_tol`` its relative gradient ‖∇L‖‖θ‖/(½⟨‖y‖²⟩) and round-off,
-    ``function_gap``/``function_tol`` max_n ‖f_wide − f_narrow‖ and its round-off, ``rate`` λ* and
-    ``rate_tol`` its round-off, ``direction`` ŵ*, ``distance`` ‖θ − θ*‖ over the net's weights and
-    ``eps`` ε along the escape direction."""
+class UnitFixedPoint(EmbeddedPoint):
+    """The embedded k-unit fixed point θ* of a (leaky) ReLU net (module doc), with the checks of
+    :class:`~biasfree.analysis.stage_result.EmbeddedPoint` (``rate`` λ*); ``direction`` ŵ*,
+    ``distance`` ‖θ − θ*‖ over the net's weights and ``eps`` ε along the escape direction."""
 
-    params: tuple
-    loss: float
-    grad: float
-    grad_tol: float
-    function_gap: float
-    function_tol: float
-    rate: float
-    rate_tol: float
     direction: np.ndarray
     distance: float
     eps: float
@@ -69,10 +60,6 @@ class UnitFixedPoint:
 
     m: float = 0.0
     """``ĝᵀ(∂²L/∂v²)ĝ`` of a new unit along ŵ*: its strength saturates at u* = λ*/m."""
-
-    @property
-    def stationary(self) -> bool:
-        return self.grad <= self.grad_tol
 
     @property
     def drop_time(self) -> float | None:

@@ -40,7 +40,9 @@ diagonal) crosses half its target at the predicted time, within the finite-η ga
 map's half time against the flow's
 closed form, + one step; attention: 3 standard errors of the sample through the maps) plus the
 bracketing record interval; the effective units are 0 at init, at least i at drop i and all at
-the end. Embedding identities (Theorem 1, two-layer dense
+the end. Separate attention also: from the record at each intermediate plateau, ``analyse``'s
+time to leave (:mod:`~biasfree.claims.saddle_to_saddle.leave`, docs/theory.md §11.7.13) brackets
+the loss's half drop. Embedding identities (Theorem 1, two-layer dense
 nets, :func:`~biasfree.analysis.saddles.embed`): the width-1 linear net at reduced rank 1 and
 the ReLU net at its first ray, each embedded into one more unit, keep their function and a zero
 gradient to round-off; a wrong split (output weights summing to 1.01 of the unit's) fails both.

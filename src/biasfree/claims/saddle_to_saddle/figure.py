@@ -1,7 +1,9 @@
 """Figure of the saddle-to-saddle experiment: one panel per two-layer architecture, the loss
 staircase on log time with the predicted plateau levels (dashed lines) and drop times (dotted
 lines, their tolerance shaded, the measured times as dots), and the effective units against
-time on a second axis (steps, right). Each panel's title says its mechanism and its verdict."""
+time on a second axis (steps, right); on the separate-attention panel, ``analyse``'s time to leave
+each intermediate plateau (dash-dot, from the record marked by a square; shaded: the window of its
+half drop, docs/theory.md §11.7.13). Each panel's title says its mechanism and its verdict."""
 
 from __future__ import annotations
 
@@ -33,6 +35,13 @@ def figure(result: Result):
             ax.axvline(tp, color="tab:orange", ls=":", lw=1.8)
             if np.isfinite(tm):
                 ax.plot(tm, np.interp(tm, t, L), "o", color="tab:red", ms=6, zorder=5)
+        if f"{key}_leave_times" in A:  # analyse's time to leave from a plateau (separate attention)
+            for now, tp, lo, hi, tm in zip(*(A[f"{key}_leave_{n}"] for n in ("now", "times", "lo", "hi",
+                                                                              "measured")), strict=True):
+                ax.axvspan(lo, hi, color="tab:purple", alpha=0.12, lw=0)
+                ax.axvline(tp, color="tab:purple", ls="-.", lw=1.6)
+                ax.plot(now, np.interp(now, t, L), "s", color="tab:purple", ms=6, zorder=5)
+                ax.plot(tm, np.interp(tm, t, L), "D", color="tab:purple", mfc="none", ms=7, zorder=5)
         ax.set(xlabel="t = ηk (log)", ylabel="training loss")
         mine = [c for n, c in checks.items() if n.startswith(f"{key}_")]  # no key prefixes another
         ok = sum(c.passed for c in mine)
@@ -48,10 +57,14 @@ def figure(result: Result):
         twin.tick_params(axis="y", colors="tab:green")
     handles = [plt.Line2D([], [], color="tab:blue", lw=2.5), plt.Line2D([], [], color="0.45", ls="--"),
                plt.Line2D([], [], color="tab:orange", ls=":", lw=1.8),
-               plt.Line2D([], [], color="tab:red", marker="o", ls=""), plt.Line2D([], [], color="tab:green")]
+               plt.Line2D([], [], color="tab:red", marker="o", ls=""), plt.Line2D([], [], color="tab:green"),
+               plt.Line2D([], [], color="tab:purple", ls="-.", marker="s", lw=1.6)]
     fig.legend(handles, ["training loss", "predicted plateau level (best k-unit loss)",
                          "predicted drop time (shaded: its tolerance)", "measured drop time",
-                         "effective units (right axis)"], loc="outside lower center", ncol=5, fontsize=10)
+                         "effective units (right axis)",
+                         "analyse's time to leave from the plateau record (■): cubic blow-up t*, shaded: the "
+                         "half drop's window, ◇ the measured half drop"],
+               loc="outside lower center", ncol=3, fontsize=10)
     embed = checks.get("embed_linear_zero_gradient")
     detail = ""
     if embed is not None:

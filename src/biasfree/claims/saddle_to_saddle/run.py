@@ -25,6 +25,7 @@ from ...theory.staircase import find_plateaus
 from ..base import Progress, quiet
 from ..linear_attention.run import aligned_heads, in_context_maps
 from . import Config
+from .leave import attention_leave, leave_checks
 
 EPS = float(np.finfo(float).eps)
 SE = 3.0
@@ -59,6 +60,8 @@ class Panel:
     level_extra: np.ndarray
     expected_units: int
     mechanism: str
+    leave: dict | None = None
+    """Attention: ``analyse``'s time to leave each intermediate plateau (:mod:`.leave`)."""
 
 
 def _records(cfg: Config, steps: int, lr: float) -> dict:
@@ -252,8 +255,8 @@ def _attention(cfg: Config, key, progress) -> Panel:
     cov = np.diag(lam)
     data = in_context_regression(key, S, N, D, cov)
     progress("separate attention")
-    run = train((aligned_heads(cfg.att_scale, D, N),), data, None, keep_params=True,
-                **_records(cfg, cfg.att_steps, cfg.att_lr))
+    init = aligned_heads(cfg.att_scale, D, N)
+    run = train((init,), data, None, keep_params=True, **_records(cfg, cfg.att_steps, cfg.att_lr))
     _, _, s, a = th.components(cov, N)
     levels = th.plateau_losses(cov, N)
     steps, lr = cfg.att_steps, cfg.att_lr
@@ -286,9 +289,12 @@ def _attention(cfg: Config, key, progress) -> Panel:
         res = y - Z @ th.pcr_map(cov, N, k).reshape(-1)
         extra.append(SE * np.std(0.5 * res**2) / np.sqrt(S) + levels[k] * k * (2 * D + 1) / S)
     # component i's remaining loss ½ a_i (s_i/a_i − u_i)², its drop ½ s_i²/a_i (theory/attention.py)
+    progress("separate attention: time to leave (analyse)")
+    leave = attention_leave(run.t, run.loss, run.path[0], np.asarray(data.X, float),
+                            np.asarray(data.Y, float), init, levels, lr)
     return Panel(np.asarray(run.t), np.asarray(run.loss), np.asarray(run.units["count"]), u_sim, 0.5 * s / a,
                  levels, times, dt, mt, 0.5 * a * (s / a - u) ** 2, 0.5 * s**2 / a, np.asarray(extra), D,
-                 "data")
+                 "data", leave)
 
 
 # ----------------------------------------------------------------- the checks of one panel
@@ -392,6 +398,9 @@ def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
                 gap if np.isfinite(gap) else math.inf, ev["time_tol"][i],
                 f"{title}: unit {i + 1} is half learned at its predicted time {p.times[i]:.4g}.",
                 unit="time ηk")
+        if p.leave is not None:
+            more = leave_checks(key, title, p.leave)
+            arrays, metrics, checks = arrays | more[0], metrics | more[1], checks | more[2]
         metrics[f"{key}_units_final"] = ev["units_final"]
         metrics[f"{key}_plateaus_found"] = ev["n_plateaus"]
         short = int(np.sum(ev["units_at_drops"] < np.arange(1, K + 1)))
