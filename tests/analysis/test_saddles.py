@@ -229,7 +229,7 @@ def test_lanczos_finds_a_minimums_flat_directions():
 
     def dense(params):  # the whole Hessian's λ_min (eigh), the reference
         flat = np.concatenate([np.ravel(la.W) for la in params])
-        return np.linalg.eigvalsh(np.asarray(saddles._hessian(flat, X, Y, 1.0, 30)))[0]
+        return np.linalg.eigvalsh(np.asarray(saddles._hessian(flat, X, Y, 1.0, ((30, 20), (3, 30)))))[0]
 
     fp = st.fixed_point
     assert abs(fp.lambda_min - dense(st.params_star)) <= fp.lambda_tol  # both to round-off (Weyl)
@@ -238,3 +238,57 @@ def test_lanczos_finds_a_minimums_flat_directions():
     W1, W2 = np.zeros((30, 20)), np.zeros((3, 30))
     W1[:2], W2[:, :2] = np.sqrt(s[:2])[:, None] * Vt[:2] @ isqrt, U[:, :2] * np.sqrt(s[:2])
     assert abs(dense((Layer(W1), Layer(W2))) - fp.lambda_min) > fp.lambda_tol
+
+
+@pytest.mark.parametrize("widths", [(16,), (20, 20)])
+def test_one_shift_rule_at_every_depth_and_its_bound_in_lambda_tol(monkeypatch, widths):
+    """Above DENSE_HESSIAN a two-layer net (640 weights) and a depth-3 one (860) take the same rule
+    (saddles._lowest_eigenvalue): Lanczos at ARPACK's own tolerance (tol 0) on H + cI, c = 2h with h
+    the bound on ‖H‖₂ (S² ms‖x‖ + R̂ rms‖r‖ rms‖x‖, recomputed here from the layer norms), and λ_tol
+    = (γ_K + u) h √n plus the solver's 12 u h. The shifted Ritz value θ = c + λ_min is then at least
+    max|λ(H)| (the dense eigh of the formed Hessian; Weyl's λ_tol of slack), so the relative stop is an
+    absolute one. On main the deep rule differed (c = h, tol λ_tol/(2c), no solver term): this fails."""
+    from biasfree.analysis import saddles
+    from biasfree.analysis.stationary import EPS as U
+    from biasfree.analysis.stationary import accumulations, layer_norms
+    from biasfree.analysis.stationary import gamma as gamma_u
+
+    rng = np.random.default_rng(5)
+    X, Y = rng.standard_normal((50, 20)), rng.standard_normal((50, 20))
+    Ws, n0 = [], 20
+    for w in widths + (20,):
+        Ws.append(0.3 * rng.standard_normal((w, n0)))
+        n0 = w
+    params = tuple(Layer(W) for W in Ws)
+    seen = []
+    real = saddles.extreme_eigenvalue
+
+    def spy(matvec, n, which, **kw):
+        out = real(matvec, n, which, **kw)
+        seen.append((kw.get("tol", 0.0), out[0]))
+        return out
+
+    monkeypatch.setattr(saddles, "extreme_eigenvalue", spy)
+    fp = fixed_point(params, X, Y, 0.0)
+    n = sum(W.size for W in Ws)
+    assert n > saddles.DENSE_HESSIAN and len(seen) == 1
+    w, L = layer_norms(params), len(Ws)
+    h_ = X
+    for W in Ws[:-1]:
+        h_ = np.maximum(h_ @ W.T, 0)
+    R = h_ @ Ws[-1].T - Y
+    rx, rr = np.sqrt(np.mean(np.sum(X**2, 1))), np.sqrt(np.mean(np.sum(R**2, 1)))
+    S2 = sum(np.prod(np.delete(w, i)) ** 2 for i in range(L))
+    Rh = np.sqrt(sum(np.prod(np.delete(w, [i, k])) ** 2 for i in range(L) for k in range(L) if i != k))
+    h = S2 * rx**2 + Rh * rr * rx
+    tol, theta = seen[0]
+    assert tol == 0.0
+    # θ − λ_min is c = 2h up to the rounding of θ − c (u|θ|, θ ≤ 3h)
+    assert abs((theta - fp.lambda_min) - 2 * h) <= 3 * U * h
+    want = (gamma_u(accumulations(params, 50)) + U) * h * np.sqrt(n) + 12 * U * h
+    # the same formula in another order: each within γ_m of the exact, m ≤ 2L² + 4 operations in a chain
+    assert fp.lambda_tol == pytest.approx(want, rel=2 * gamma_u(2 * L * L + 4))
+    flat = np.concatenate([W.ravel() for W in Ws])
+    lam = np.linalg.eigvalsh(np.asarray(saddles._hessian(flat, X, Y, 0.0, tuple(W.shape for W in Ws))))
+    assert theta >= max(abs(lam[0]), abs(lam[-1])) - fp.lambda_tol
+    assert abs(fp.lambda_min - lam[0]) <= 2 * fp.lambda_tol  # Lanczos and eigh, each within λ_tol (Weyl)
