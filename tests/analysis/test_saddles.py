@@ -292,3 +292,39 @@ def test_one_shift_rule_at_every_depth_and_its_bound_in_lambda_tol(monkeypatch, 
     lam = np.linalg.eigvalsh(np.asarray(saddles._hessian(flat, X, Y, 0.0, tuple(W.shape for W in Ws))))
     assert theta >= max(abs(lam[0]), abs(lam[-1])) - fp.lambda_tol
     assert abs(fp.lambda_min - lam[0]) <= 2 * fp.lambda_tol  # Lanczos and eigh, each within λ_tol (Weyl)
+
+
+def test_the_hessian_bound_holds_at_any_depth_and_needs_its_residual_term():
+    """stationary.hessian_bound h = S² ms‖x‖ + R̂ rms‖r‖ rms‖x‖ (the one bound on ‖H‖₂ that the
+    stationary test and fixed_point's λ_tol and Lanczos shift use) is ≥ max|λ(H)| of the dense Hessian
+    (saddles.hessian_eigh) at random two- and three-layer nets of each slope, up to the eigenvalues'
+    round-off (γ_K + u) h √n. Failing control: at the origin of a two-layer net H = [[0, −Σ_xyᵀ],
+    [−Σ_yx, 0]] has ‖H‖₂ = σ₁(Σ_yx) > 0, which the Gauss–Newton part alone (R := 0) gives as 0."""
+    from biasfree.analysis.saddles import hessian_eigh
+    from biasfree.analysis.stationary import EPS as U
+    from biasfree.analysis.stationary import accumulations, hessian_bound
+    from biasfree.analysis.stationary import gamma as gamma_u
+
+    rng = np.random.default_rng(1)
+    X, Y = rng.standard_normal((40, 4)), 5 * rng.standard_normal((40, 2))
+    for widths in ((6,), (5, 4)):
+        for alpha in (0.0, 0.3, 1.0):
+            Ws, n0 = [], 4
+            for w in widths + (2,):
+                Ws.append(0.5 * rng.standard_normal((w, n0)))
+                n0 = w
+            params = tuple(Layer(W) for W in Ws)
+            h_ = X
+            for W in Ws[:-1]:
+                h_ = np.maximum(h_ @ W.T, alpha * (h_ @ W.T))
+            h = hessian_bound(params, X, h_ @ Ws[-1].T - Y)
+            lam = hessian_eigh(params, X, Y, alpha)[0]
+            n = sum(W.size for W in Ws)
+            assert max(-lam[0], lam[-1]) <= h * (1 + (gamma_u(accumulations(params, 40)) + U) * np.sqrt(n))
+    zero = (Layer(np.zeros((3, 4))), Layer(np.zeros((2, 3))))
+    top = float(hessian_eigh(zero, X, Y, 1.0)[0][-1])
+    sigma = float(np.linalg.svd(Y.T @ X / 40, compute_uv=False)[0])
+    # each side's Σ_yx off by γ_N |Y|ᵀ|X|/N, of 2-norm ≤ γ_N rms‖y‖ rms‖x‖ (Cauchy–Schwarz), eigh/SVD γ_{d+p}
+    rms = np.sqrt(np.mean(np.sum(X**2, 1)) * np.mean(np.sum(Y**2, 1)))
+    assert abs(top - sigma) <= 2 * gamma(40 + 4 + 2) * rms
+    assert hessian_bound(zero, X, -Y) >= sigma and hessian_bound(zero, X, 0 * Y) == 0.0 < sigma

@@ -40,7 +40,7 @@ from ..core.layers import Layer, Params
 from ..core.nets import _leaky_relu
 from ..core.precision import precise
 from .hessian_eig import extreme_eigenvalue
-from .stationary import EPS, accumulations, gamma, gradient_tolerance, layer_norms
+from .stationary import EPS, accumulations, gamma, gradient_tolerance, hessian_bound, layer_norms
 
 CONSTRUCTIONS = ("split", "zero", "rescale", "linear")
 """Theorem 1's embeddings (module doc)."""
@@ -201,13 +201,8 @@ def _fixed_point(Ws, X, Y, alpha) -> FixedPoint:
     loss, grad = _value_and_grad(flat, Xj, Yj, alpha, shapes)
     ref = 0.5 * float(np.mean(np.sum(Y**2, axis=1)))
     R = _outputs(Ws, X, alpha, np.asarray) - Y
-    w, L = layer_norms(params), len(Ws)
-    rx, rr = np.sqrt(np.mean(np.sum(X**2, 1))), np.sqrt(np.mean(np.sum(R**2, 1)))
     # ||H|| ≤ S² ms‖x‖ + R̂ rms‖r‖ rms‖x‖ (stationary's bound, L layers; two layers: S² = Σ_l ||W_l||², R̂ = √2)
-    S2 = sum(float(np.prod(np.delete(w, i))) ** 2 for i in range(L))
-    Rh = math.sqrt(sum(float(np.prod(np.delete(w, [i, k]))) ** 2
-                       for i in range(L) for k in range(L) if i != k))
-    h_norm = S2 * rx**2 + Rh * rr * rx
+    h_norm = hessian_bound(params, X, R)
     lam, vec, solver = _lowest_eigenvalue(lambda v: _hvp(flat, v, Xj, Yj, alpha, shapes),
                                           lambda: _hessian(flat, Xj, Yj, alpha, shapes), n, h_norm)
     lam_tol = (gamma(accumulations(params, X.shape[0])) + EPS) * h_norm * math.sqrt(n) + solver
