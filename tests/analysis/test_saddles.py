@@ -167,6 +167,10 @@ def test_bad_arguments_are_refused_before_computing(linear):
         embed(params, X, Y, 0.0, "rescale", scale=-1.0)
     with pytest.raises(ValueError, match="two-layer dense"):
         fixed_point(params[:1], X, Y, 1.0)
+    with pytest.raises(ValueError, match="two-layer dense net .*Theorem 1's constructions"):
+        embed(params + params[1:], X, Y, 1.0, "zero")  # three layers: fixed_point takes it, embed does not
+    with pytest.raises(ValueError, match=r"narrow_params: W_2 has 2 inputs but W_1 has 1 outputs"):
+        check_embedding((params[0], Layer(np.ones((P, 2)))), params, X, Y, 1.0)
 
 
 def test_lanczos_above_the_dense_limit_gives_the_same_saddle():

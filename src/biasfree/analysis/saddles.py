@@ -52,15 +52,21 @@ drawn from the OS's entropy by scipy, so λ_min moved in its last bits and its e
 sign between two identical calls)."""
 
 
-def _two_layer(params, name: str = "params") -> tuple[np.ndarray, np.ndarray]:
-    if (not isinstance(params, tuple | list) or len(params) != 2
+def _dense(params, name: str = "params", *, two: bool = False) -> list[np.ndarray]:
+    """The matrices W_1, …, W_L of a bias-free dense net ``params`` of depth L ≥ 2 (L = 2 with
+    ``two``: Theorem 1's constructions), each W_l's inputs W_{l−1}'s outputs."""
+    if (not isinstance(params, tuple | list) or (len(params) != 2 if two else len(params) < 2)
             or any(type(la) is not Layer or la.bias is not None for la in params)):
-        raise ValueError(f"{name} must be a bias-free two-layer dense net (two biasfree.nets Layers with "
-                         "b=None): Theorem 1's constructions are built here for that family only")
-    W1, W2 = (np.asarray(la.W, float) for la in params)
-    if W2.shape[1] != W1.shape[0]:
-        raise ValueError(f"{name}: W_2 has {W2.shape[1]} inputs but W_1 has {W1.shape[0]} units")
-    return W1, W2
+        what = ("two-layer dense net (two biasfree.nets Layers with b=None): Theorem 1's constructions are "
+                "built here for that family only" if two else
+                "two-layer dense net or a deeper one (biasfree.nets Layers with b=None)")
+        raise ValueError(f"{name} must be a bias-free {what}")
+    Ws = [np.asarray(la.W, float) for la in params]
+    for i in range(1, len(Ws)):
+        if Ws[i].shape[1] != Ws[i - 1].shape[0]:
+            raise ValueError(f"{name}: W_{i + 1} has {Ws[i].shape[1]} inputs but W_{i} has "
+                             f"{Ws[i - 1].shape[0]} outputs")
+    return Ws
 
 
 def _lowest_eigenvalue(hvp, hessian, n: int, h: float) -> tuple[float, np.ndarray, float]:
@@ -142,19 +148,6 @@ def fixed_point(params: Params, X, Y, alpha: float) -> FixedPoint:
     return _fixed_point(Ws, X, Y, alpha)
 
 
-def _dense(params) -> list[np.ndarray]:
-    if (not isinstance(params, tuple | list) or len(params) < 2
-            or any(type(la) is not Layer or la.bias is not None for la in params)):
-        raise ValueError("params must be a bias-free two-layer dense net or a deeper one (biasfree.nets "
-                         "Layers with b=None)")
-    Ws = [np.asarray(la.W, float) for la in params]
-    for i in range(1, len(Ws)):
-        if Ws[i].shape[1] != Ws[i - 1].shape[0]:
-            raise ValueError(f"params: W_{i + 1} has {Ws[i].shape[1]} inputs but W_{i} has "
-                             f"{Ws[i - 1].shape[0]} outputs")
-    return Ws
-
-
 def _outputs(Ws, X, alpha, cast=jnp.asarray):
     """f(X) = W_L σ_α(⋯σ_α(W_1 x)) for the weight matrices ``Ws``, rows of X; each hidden layer's
     output through ``cast`` (``np.asarray``: the products in NumPy, for NumPy weights and data)."""
@@ -162,6 +155,12 @@ def _outputs(Ws, X, alpha, cast=jnp.asarray):
     for j, W in enumerate(Ws):
         h = h @ W.T if j == len(Ws) - 1 else cast(_leaky_relu(h @ W.T, alpha))
     return h
+
+
+def _flat(Ws) -> tuple[np.ndarray, tuple]:
+    """``(θ, shapes)``: the weights flattened W_1, …, W_L, each row-major, and each W_l's shape
+    (:func:`_loss`'s order)."""
+    return np.concatenate([W.ravel() for W in Ws]), tuple(W.shape for W in Ws)
 
 
 def _loss(flat, X, Y, alpha, shapes):
@@ -183,21 +182,18 @@ def hessian_eigh(params: Params, X, Y, alpha: float) -> tuple[np.ndarray, np.nda
     """Every eigenvalue (ascending) and eigenvector of the Hessian of L at a bias-free dense net of
     any depth (weights flattened W_1, …, W_L, each row-major), for at most :data:`DENSE_HESSIAN`
     weights."""
-    Ws = _dense(params)
-    flat = np.concatenate([W.ravel() for W in Ws])
+    flat, shapes = _flat(_dense(params))
     if flat.size > DENSE_HESSIAN:
         raise ValueError(f"the net has {flat.size} weights, above DENSE_HESSIAN = {DENSE_HESSIAN}: "
                          "fixed_point gives its lowest eigenvalue (Lanczos)")
-    shapes = tuple(W.shape for W in Ws)
     H = _hessian(jnp.asarray(flat), jnp.asarray(X), jnp.asarray(Y), float(alpha), shapes)
     return np.linalg.eigh(np.asarray(H))
 
 
 def _fixed_point(Ws, X, Y, alpha) -> FixedPoint:
     """:class:`FixedPoint` of the weight matrices ``Ws`` (any depth L ≥ 2; checked data)."""
-    params, shapes = tuple(Layer(W) for W in Ws), tuple(W.shape for W in Ws)
-    flat = jnp.asarray(np.concatenate([W.ravel() for W in Ws]))
-    Xj, Yj, n = jnp.asarray(X), jnp.asarray(Y), flat.size
+    params, (flat, shapes) = tuple(Layer(W) for W in Ws), _flat(Ws)
+    flat, Xj, Yj, n = jnp.asarray(flat), jnp.asarray(X), jnp.asarray(Y), flat.size
     loss, grad = _value_and_grad(flat, Xj, Yj, alpha, shapes)
     ref = 0.5 * float(np.mean(np.sum(Y**2, axis=1)))
     R = _outputs(Ws, X, alpha, np.asarray) - Y
@@ -217,7 +213,7 @@ def embedded_params(params: Params, construction: str, *, unit: int = 0, ratio: 
     unit ``unit`` = j, split ratio ``ratio`` = ρ, copy scale ``scale`` = c (``"rescale"``);
     for ``"linear"`` the coefficients ``c``, ``d`` (H−1,) (default: unit j's, e_j). The
     construction alone, unchecked: :func:`embed` checks it."""
-    W1, W2 = _two_layer(params)
+    W1, W2 = _dense(params, two=True)
     construction = v.choice("construction", construction, CONSTRUCTIONS)
     j = v.integer("unit", unit, 0, W1.shape[0] - 1)
     rho = v.real("ratio", ratio, scalar=True)
@@ -270,7 +266,7 @@ def embed(params: Params, X, Y, alpha: float, construction: str, *, unit: int = 
     """Embed the fixed point ``params`` (width H − 1, slope ``alpha``, data X, Y) into width H by
     ``construction`` (:func:`embedded_params`) and check it (:class:`Embedding`). A point whose
     gradient is above round-off is refused, with its gradient."""
-    W1, W2 = _two_layer(params)
+    W1, W2 = _dense(params, two=True)
     X, Y = v.data(X, Y)
     alpha = float(v.slope(alpha))
     construction = v.choice("construction", construction, CONSTRUCTIONS)
@@ -292,8 +288,8 @@ def check_embedding(narrow_params: Params, wide_params: Params, X, Y, alpha: flo
                     construction: str = "given", *, narrow: FixedPoint | None = None) -> Embedding:
     """:class:`Embedding` of any wide net ``wide_params`` against the narrow ``narrow_params``:
     the checks of :func:`embed`, for an embedding built by hand (e.g. a wrong one)."""
-    W1, W2 = _two_layer(narrow_params, "narrow_params")
-    V1, V2 = _two_layer(wide_params, "wide_params")
+    W1, W2 = _dense(narrow_params, "narrow_params", two=True)
+    V1, V2 = _dense(wide_params, "wide_params", two=True)
     X, Y = v.data(X, Y)
     alpha = float(v.slope(alpha))
     narrow = _fixed_point([W1, W2], X, Y, alpha) if narrow is None else narrow
