@@ -264,11 +264,7 @@ def test_raw_inputs_give_the_saddle_but_no_time_and_lanczos_sees_the_same_hessia
 def _raw_task():
     """d = 20, width 20, N = 200 (860 weights in a depth-3 net), the module's spectrum, trained to
     plateau 1 from the aligned init."""
-    rng = np.random.default_rng(0)
-    X = np.linalg.qr(rng.standard_normal((200, 20)))[0] * np.sqrt(200)
-    U = np.linalg.qr(rng.standard_normal((3, 3)))[0]
-    V = np.linalg.qr(rng.standard_normal((20, 3)))[0]
-    Y = X @ (U @ np.diag(S) @ V.T).T
+    X, Y = whitened_linear(200, 20, S)
     m = data_modes(X, Y)
     p0 = aligned_init(m.U, m.V, A0, depth=L, width=20)
     net = bf.train(p0, bf.Dataset(X, Y), bf.GDConfig(alpha=1.0, lr=LR, steps=PLATEAUS[1], n_records=2),

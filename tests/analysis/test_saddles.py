@@ -20,6 +20,38 @@ def _whitened(rng, n=N, d=D):
     return np.sqrt(n) * Q  # XᵀX/N = I exactly up to round-off
 
 
+def _top_k(X, Y, k):
+    """``(params, s)``: the balanced best rank-k two-layer linear net of width k (W₁ = √s V_kᵀ,
+    W₂ = U_k √s from the SVD of Σ_yx, the best map on whitened inputs) and Σ_yx's singular values."""
+    U, s, Vt = np.linalg.svd(Y.T @ X / X.shape[0])
+    return (Layer(np.sqrt(s[:k])[:, None] * Vt[:k]), Layer(U[:, :k] * np.sqrt(s[:k]))), s
+
+
+def _random_dense(rng, X, widths, p, alpha, scale):
+    """``(Ws, F)``: random matrices d → widths → p (entries N(0, scale²)) and the net's outputs
+    F = f(X) at slope ``alpha`` (NumPy)."""
+    Ws, n0 = [], X.shape[1]
+    for w in widths + (p,):
+        Ws.append(scale * rng.standard_normal((w, n0)))
+        n0 = w
+    h = X
+    for W in Ws[:-1]:
+        h = np.maximum(h @ W.T, alpha * (h @ W.T))
+    return Ws, h @ Ws[-1].T
+
+
+@pytest.fixture(scope="module")
+def wide_linear():
+    """Width 15 on d = p = 20, N = 60 whitened inputs, s = 3 … 0.5: the best rank-15 map, whose
+    zero-unit embedding (width 16) has 640 weights, above DENSE_HESSIAN."""
+    rng = np.random.default_rng(0)
+    n, d = 60, 20
+    X = _whitened(rng, n, d)
+    Y = X @ (np.linalg.qr(rng.standard_normal((d, d)))[0] * np.linspace(3, 0.5, d)).T
+    params, s = _top_k(X, Y, 15)
+    return params, X, Y, s
+
+
 @pytest.fixture(scope="module")
 def linear():
     """A width-1 linear net at its global minimum, the best rank-1 map (balanced), on whitened
@@ -32,9 +64,7 @@ def linear():
     noise = rng.standard_normal((N, P))
     noise -= X @ np.linalg.lstsq(X, noise, rcond=None)[0]  # orthogonal to x: Σ_yx unchanged
     Y = X @ (U * s @ V.T).T + 0.1 * noise
-    Syx = Y.T @ X / N
-    Uh, sh, Vt = np.linalg.svd(Syx)
-    params = (Layer(np.sqrt(sh[:1])[:, None] * Vt[:1]), Layer(Uh[:, :1] * np.sqrt(sh[:1])))
+    params, sh = _top_k(X, Y, 1)
     return params, X, Y, sh
 
 
@@ -173,38 +203,28 @@ def test_bad_arguments_are_refused_before_computing(linear):
         check_embedding((params[0], Layer(np.ones((P, 2)))), params, X, Y, 1.0)
 
 
-def test_lanczos_above_the_dense_limit_gives_the_same_saddle():
+def test_lanczos_above_the_dense_limit_gives_the_same_saddle(wide_linear):
     """Width 15 → 16 on d = p = 20 (640 weights > DENSE_HESSIAN): Lanczos on Hessian-vector
-    products finds λ_min = −s₁₆ as §11.4.4 says, to λ_tol plus ARPACK's convergence (tol 0:
-    machine precision relative to ||H||, far below λ_tol)."""
+    products finds λ_min = −s₁₆ as §11.4.4 says, to λ_tol (which holds ARPACK's convergence, tol 0:
+    machine precision relative to ||H||, saddles._lowest_eigenvalue)."""
     from biasfree.analysis.saddles import DENSE_HESSIAN
 
-    rng = np.random.default_rng(0)
+    params, X, Y, sh = wide_linear
     n, d, k = 60, 20, 15
-    X = _whitened(rng, n, d)
-    s = np.linspace(3, 0.5, d)
-    Y = X @ (np.linalg.qr(rng.standard_normal((d, d)))[0] * s).T
-    Uh, sh, Vt = np.linalg.svd(Y.T @ X / n)
-    params = (Layer(np.sqrt(sh[:k])[:, None] * Vt[:k]), Layer(Uh[:, :k] * np.sqrt(sh[:k])))
     e = embed(params, X, Y, 1.0, "zero")
     assert (k + 1) * 2 * d > DENSE_HESSIAN >= k * 2 * d
     assert e.holds and e.wide.saddle
     assert abs(e.wide.lambda_min + sh[k]) <= e.wide.lambda_tol + gamma(n + d) * sh[0]
 
 
-def test_lanczos_gives_the_same_bits_on_the_same_call(monkeypatch):
+def test_lanczos_gives_the_same_bits_on_the_same_call(monkeypatch, wide_linear):
     """The same call, twice, gives bitwise the same λ_min and eigenvector above DENSE_HESSIAN (one
     code path: the rule for asserting bit equality). Lanczos starts from a seeded vector
     (``saddles.LANCZOS_SEED``); ARPACK's own random start moved λ_min in its last bits and flipped the
     eigenvector's sign between calls. Failing control: another seed, the same call, other bits."""
     from biasfree.analysis import saddles
 
-    rng = np.random.default_rng(0)
-    n, d, k = 60, 20, 15
-    X = _whitened(rng, n, d)
-    Y = X @ (np.linalg.qr(rng.standard_normal((d, d)))[0] * np.linspace(3, 0.5, d)).T
-    Uh, sh, Vt = np.linalg.svd(Y.T @ X / n)
-    params = (Layer(np.sqrt(sh[:k])[:, None] * Vt[:k]), Layer(Uh[:, :k] * np.sqrt(sh[:k])))
+    params, X, Y, _ = wide_linear
     wide = embedded_params(params, "zero")  # 640 weights: Lanczos
     a, b = (fixed_point(wide, X, Y, 1.0) for _ in range(2))
     assert a.lambda_min == b.lambda_min and np.array_equal(a.direction, b.direction)
@@ -259,10 +279,7 @@ def test_one_shift_rule_at_every_depth_and_its_bound_in_lambda_tol(monkeypatch, 
 
     rng = np.random.default_rng(5)
     X, Y = rng.standard_normal((50, 20)), rng.standard_normal((50, 20))
-    Ws, n0 = [], 20
-    for w in widths + (20,):
-        Ws.append(0.3 * rng.standard_normal((w, n0)))
-        n0 = w
+    Ws, F = _random_dense(rng, X, widths, 20, 0.0, 0.3)
     params = tuple(Layer(W) for W in Ws)
     seen = []
     real = saddles.extreme_eigenvalue
@@ -276,11 +293,7 @@ def test_one_shift_rule_at_every_depth_and_its_bound_in_lambda_tol(monkeypatch, 
     fp = fixed_point(params, X, Y, 0.0)
     n = sum(W.size for W in Ws)
     assert n > saddles.DENSE_HESSIAN and len(seen) == 1
-    w, L = layer_norms(params), len(Ws)
-    h_ = X
-    for W in Ws[:-1]:
-        h_ = np.maximum(h_ @ W.T, 0)
-    R = h_ @ Ws[-1].T - Y
+    w, L, R = layer_norms(params), len(Ws), F - Y
     rx, rr = np.sqrt(np.mean(np.sum(X**2, 1))), np.sqrt(np.mean(np.sum(R**2, 1)))
     S2 = sum(np.prod(np.delete(w, i)) ** 2 for i in range(L))
     Rh = np.sqrt(sum(np.prod(np.delete(w, [i, k])) ** 2 for i in range(L) for k in range(L) if i != k))
@@ -313,15 +326,9 @@ def test_the_hessian_bound_holds_at_any_depth_and_needs_its_residual_term():
     X, Y = rng.standard_normal((40, 4)), 5 * rng.standard_normal((40, 2))
     for widths in ((6,), (5, 4)):
         for alpha in (0.0, 0.3, 1.0):
-            Ws, n0 = [], 4
-            for w in widths + (2,):
-                Ws.append(0.5 * rng.standard_normal((w, n0)))
-                n0 = w
+            Ws, F = _random_dense(rng, X, widths, 2, alpha, 0.5)
             params = tuple(Layer(W) for W in Ws)
-            h_ = X
-            for W in Ws[:-1]:
-                h_ = np.maximum(h_ @ W.T, alpha * (h_ @ W.T))
-            h = hessian_bound(params, X, h_ @ Ws[-1].T - Y)
+            h = hessian_bound(params, X, F - Y)
             lam = hessian_eigh(params, X, Y, alpha)[0]
             n = sum(W.size for W in Ws)
             assert max(-lam[0], lam[-1]) <= h * (1 + (gamma_u(accumulations(params, 40)) + U) * np.sqrt(n))
