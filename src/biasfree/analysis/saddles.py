@@ -16,10 +16,10 @@ function, by one of the paper's constructions (each checked by the chain rule in
 ‖∇L‖·‖θ‖/(½<||y||²>) against the round-off bound of :mod:`biasfree.analysis.stationary`, and the
 Hessian's lowest eigenvalue λ_min (``jax.hessian`` of the flattened weights up to
 :data:`DENSE_HESSIAN` weights, Lanczos on Hessian-vector products above,
-:func:`_lowest_eigenvalue`) against its round-off λ_tol. With h the bound on ‖H‖₂ of that module
+``_lowest_eigenvalue``) against its round-off λ_tol. With h the bound on ‖H‖₂ of that module
 (``h = S² ms‖x‖ + R̂ rms‖r‖ rms‖x‖``), each entry of H is a sum of K products, off by at most
 ``γ_K h``, so ‖δH‖₂ ≤ ‖δH‖_F ≤ γ_K h √n_θ, and by Weyl ``|δλ| ≤ ‖δH‖₂``: λ_tol = (γ_K + u) h √n_θ
-(u the unit round-off), and Lanczos adds ``12 u h`` (:func:`_lowest_eigenvalue`).
+(u the unit round-off), and Lanczos adds ``12 u h`` (``_lowest_eigenvalue``).
 λ_min < −λ_tol is a saddle, left
 along its eigenvector at rate ``|λ_min|``: from a distance ε the escape takes
 ``t ≈ ln(1/ε)/|λ_min|`` (gradient-flow time t = η k). :func:`embed` refuses a point that is not
@@ -159,7 +159,7 @@ def _outputs(Ws, X, alpha, cast=jnp.asarray):
 
 def _flat(Ws) -> tuple[np.ndarray, tuple]:
     """``(θ, shapes)``: the weights flattened W_1, …, W_L, each row-major, and each W_l's shape
-    (:func:`_loss`'s order)."""
+    (``_loss``'s order)."""
     return np.concatenate([W.ravel() for W in Ws]), tuple(W.shape for W in Ws)
 
 
