@@ -184,6 +184,42 @@ def test_analyse_prints_the_deep_stage_and_the_minimum_and_a_bottleneck_are_not_
     assert neck.units.count == 1 and not neck.deep_point.room and not neck.saddle
 
 
+def test_the_deep_stage_computes_the_whitened_svd_once_and_the_same_bits_as_each_function_alone(task,
+                                                                                                  monkeypatch):
+    """deep_stage computes C's SVD once and passes it (``svd=``) to every function that reads it; each
+    of them, called alone, computes it itself and gives the same bits (one SVD of the same data).
+    Failing control: the SVD of other data, passed on, gives other numbers (it is used, not ignored)."""
+    from biasfree.analysis import deep_stage as ds
+    from biasfree.core.units import effective_units
+    from biasfree.theory import reduced_rank
+
+    X, Y, p0, nets, _ = task
+    calls = []
+
+    def counted(*a):
+        calls.append(1)
+        return whitened_svd(*a)
+
+    monkeypatch.setattr(ds, "whitened_svd", counted)
+    monkeypatch.setattr(reduced_rank, "whitened_svd", counted)
+    st = ds.deep_stage(nets[1], X, Y, 0.5, effective_units(nets[1], 1.0, init=p0), p0)
+    assert len(calls) == 1 and st.staircase is not None and st.deep_point.a0 is not None
+    monkeypatch.undo()
+    alone, svd = deep_point(nets[1], X, Y, 1), whitened_svd(X, Y)
+    shared = deep_point(nets[1], X, Y, 1, svd=svd)
+    for f in ("level", "distance", "s_next", "s_tol", "a0", "drop_time", "escape_time"):
+        assert getattr(alone, f) == getattr(shared, f), f
+    assert np.array_equal(mode_strengths(p0, X, Y), mode_strengths(p0, X, Y, svd=svd))
+    assert np.array_equal(reduced_rank_losses(X, Y), reduced_rank_losses(X, Y, svd=svd))
+    assert np.array_equal(np.asarray(escape_path(alone, X, Y, 0.1)[0].W),
+                          np.asarray(escape_path(alone, X, Y, 0.1, svd=svd)[0].W))
+    other = whitened_svd(X, 2 * Y)  # control: s doubles, to the SVD's round-off γ_K (K = N + d + p)
+    doubled = deep_point(nets[1], X, Y, 1, svd=other).s_next
+    assert doubled == pytest.approx(2 * alone.s_next, rel=gamma(N + 2 * D))
+    assert not np.array_equal(reduced_rank_losses(X, Y), reduced_rank_losses(X, Y, svd=other))
+    assert svd.s is svd[1] and svd.isqrt is svd[3]  # the named fields are the tuple's (U, s, Vt, isqrt)
+
+
 def test_raw_inputs_give_the_saddle_but_no_time_and_lanczos_sees_the_same_hessian():
     """On inputs 2X (Σ_xx = 4I, not whitened) C = Σ_yxΣ_xx^{-1/2} is unchanged: the same saddle, but
     §3.3's flow is not the GD flow in W (it is preconditioned by Σ_xx), so no time, and a note says so.
@@ -228,11 +264,7 @@ def test_raw_inputs_give_the_saddle_but_no_time_and_lanczos_sees_the_same_hessia
 def _raw_task():
     """d = 20, width 20, N = 200 (860 weights in a depth-3 net), the module's spectrum, trained to
     plateau 1 from the aligned init."""
-    rng = np.random.default_rng(0)
-    X = np.linalg.qr(rng.standard_normal((200, 20)))[0] * np.sqrt(200)
-    U = np.linalg.qr(rng.standard_normal((3, 3)))[0]
-    V = np.linalg.qr(rng.standard_normal((20, 3)))[0]
-    Y = X @ (U @ np.diag(S) @ V.T).T
+    X, Y = whitened_linear(200, 20, S)
     m = data_modes(X, Y)
     p0 = aligned_init(m.U, m.V, A0, depth=L, width=20)
     net = bf.train(p0, bf.Dataset(X, Y), bf.GDConfig(alpha=1.0, lr=LR, steps=PLATEAUS[1], n_records=2),

@@ -20,6 +20,38 @@ def _whitened(rng, n=N, d=D):
     return np.sqrt(n) * Q  # XᵀX/N = I exactly up to round-off
 
 
+def _top_k(X, Y, k):
+    """``(params, s)``: the balanced best rank-k two-layer linear net of width k (W₁ = √s V_kᵀ,
+    W₂ = U_k √s from the SVD of Σ_yx, the best map on whitened inputs) and Σ_yx's singular values."""
+    U, s, Vt = np.linalg.svd(Y.T @ X / X.shape[0])
+    return (Layer(np.sqrt(s[:k])[:, None] * Vt[:k]), Layer(U[:, :k] * np.sqrt(s[:k]))), s
+
+
+def _random_dense(rng, X, widths, p, alpha, scale):
+    """``(Ws, F)``: random matrices d → widths → p (entries N(0, scale²)) and the net's outputs
+    F = f(X) at slope ``alpha`` (NumPy)."""
+    Ws, n0 = [], X.shape[1]
+    for w in widths + (p,):
+        Ws.append(scale * rng.standard_normal((w, n0)))
+        n0 = w
+    h = X
+    for W in Ws[:-1]:
+        h = np.maximum(h @ W.T, alpha * (h @ W.T))
+    return Ws, h @ Ws[-1].T
+
+
+@pytest.fixture(scope="module")
+def wide_linear():
+    """Width 15 on d = p = 20, N = 60 whitened inputs, s = 3 … 0.5: the best rank-15 map, whose
+    zero-unit embedding (width 16) has 640 weights, above DENSE_HESSIAN."""
+    rng = np.random.default_rng(0)
+    n, d = 60, 20
+    X = _whitened(rng, n, d)
+    Y = X @ (np.linalg.qr(rng.standard_normal((d, d)))[0] * np.linspace(3, 0.5, d)).T
+    params, s = _top_k(X, Y, 15)
+    return params, X, Y, s
+
+
 @pytest.fixture(scope="module")
 def linear():
     """A width-1 linear net at its global minimum, the best rank-1 map (balanced), on whitened
@@ -32,9 +64,7 @@ def linear():
     noise = rng.standard_normal((N, P))
     noise -= X @ np.linalg.lstsq(X, noise, rcond=None)[0]  # orthogonal to x: Σ_yx unchanged
     Y = X @ (U * s @ V.T).T + 0.1 * noise
-    Syx = Y.T @ X / N
-    Uh, sh, Vt = np.linalg.svd(Syx)
-    params = (Layer(np.sqrt(sh[:1])[:, None] * Vt[:1]), Layer(Uh[:, :1] * np.sqrt(sh[:1])))
+    params, sh = _top_k(X, Y, 1)
     return params, X, Y, sh
 
 
@@ -167,40 +197,34 @@ def test_bad_arguments_are_refused_before_computing(linear):
         embed(params, X, Y, 0.0, "rescale", scale=-1.0)
     with pytest.raises(ValueError, match="two-layer dense"):
         fixed_point(params[:1], X, Y, 1.0)
+    with pytest.raises(ValueError, match="two-layer dense net .*Theorem 1's constructions"):
+        embed(params + params[1:], X, Y, 1.0, "zero")  # three layers: fixed_point takes it, embed does not
+    with pytest.raises(ValueError, match=r"narrow_params: W_2 has 2 inputs but W_1 has 1 outputs"):
+        check_embedding((params[0], Layer(np.ones((P, 2)))), params, X, Y, 1.0)
 
 
-def test_lanczos_above_the_dense_limit_gives_the_same_saddle():
+def test_lanczos_above_the_dense_limit_gives_the_same_saddle(wide_linear):
     """Width 15 → 16 on d = p = 20 (640 weights > DENSE_HESSIAN): Lanczos on Hessian-vector
-    products finds λ_min = −s₁₆ as §11.4.4 says, to λ_tol plus ARPACK's convergence (tol 0:
-    machine precision relative to ||H||, far below λ_tol)."""
+    products finds λ_min = −s₁₆ as §11.4.4 says, to λ_tol (which holds ARPACK's convergence, tol 0:
+    machine precision relative to ||H||, saddles._lowest_eigenvalue)."""
     from biasfree.analysis.saddles import DENSE_HESSIAN
 
-    rng = np.random.default_rng(0)
+    params, X, Y, sh = wide_linear
     n, d, k = 60, 20, 15
-    X = _whitened(rng, n, d)
-    s = np.linspace(3, 0.5, d)
-    Y = X @ (np.linalg.qr(rng.standard_normal((d, d)))[0] * s).T
-    Uh, sh, Vt = np.linalg.svd(Y.T @ X / n)
-    params = (Layer(np.sqrt(sh[:k])[:, None] * Vt[:k]), Layer(Uh[:, :k] * np.sqrt(sh[:k])))
     e = embed(params, X, Y, 1.0, "zero")
     assert (k + 1) * 2 * d > DENSE_HESSIAN >= k * 2 * d
     assert e.holds and e.wide.saddle
     assert abs(e.wide.lambda_min + sh[k]) <= e.wide.lambda_tol + gamma(n + d) * sh[0]
 
 
-def test_lanczos_gives_the_same_bits_on_the_same_call(monkeypatch):
+def test_lanczos_gives_the_same_bits_on_the_same_call(monkeypatch, wide_linear):
     """The same call, twice, gives bitwise the same λ_min and eigenvector above DENSE_HESSIAN (one
     code path: the rule for asserting bit equality). Lanczos starts from a seeded vector
     (``saddles.LANCZOS_SEED``); ARPACK's own random start moved λ_min in its last bits and flipped the
     eigenvector's sign between calls. Failing control: another seed, the same call, other bits."""
     from biasfree.analysis import saddles
 
-    rng = np.random.default_rng(0)
-    n, d, k = 60, 20, 15
-    X = _whitened(rng, n, d)
-    Y = X @ (np.linalg.qr(rng.standard_normal((d, d)))[0] * np.linspace(3, 0.5, d)).T
-    Uh, sh, Vt = np.linalg.svd(Y.T @ X / n)
-    params = (Layer(np.sqrt(sh[:k])[:, None] * Vt[:k]), Layer(Uh[:, :k] * np.sqrt(sh[:k])))
+    params, X, Y, _ = wide_linear
     wide = embedded_params(params, "zero")  # 640 weights: Lanczos
     a, b = (fixed_point(wide, X, Y, 1.0) for _ in range(2))
     assert a.lambda_min == b.lambda_min and np.array_equal(a.direction, b.direction)
@@ -229,7 +253,7 @@ def test_lanczos_finds_a_minimums_flat_directions():
 
     def dense(params):  # the whole Hessian's λ_min (eigh), the reference
         flat = np.concatenate([np.ravel(la.W) for la in params])
-        return np.linalg.eigvalsh(np.asarray(saddles._hessian(flat, X, Y, 1.0, 30)))[0]
+        return np.linalg.eigvalsh(np.asarray(saddles._hessian(flat, X, Y, 1.0, ((30, 20), (3, 30)))))[0]
 
     fp = st.fixed_point
     assert abs(fp.lambda_min - dense(st.params_star)) <= fp.lambda_tol  # both to round-off (Weyl)
@@ -238,3 +262,80 @@ def test_lanczos_finds_a_minimums_flat_directions():
     W1, W2 = np.zeros((30, 20)), np.zeros((3, 30))
     W1[:2], W2[:, :2] = np.sqrt(s[:2])[:, None] * Vt[:2] @ isqrt, U[:, :2] * np.sqrt(s[:2])
     assert abs(dense((Layer(W1), Layer(W2))) - fp.lambda_min) > fp.lambda_tol
+
+
+@pytest.mark.parametrize("widths", [(16,), (20, 20)])
+def test_one_shift_rule_at_every_depth_and_its_bound_in_lambda_tol(monkeypatch, widths):
+    """Above DENSE_HESSIAN a two-layer net (640 weights) and a depth-3 one (860) take the same rule
+    (saddles._lowest_eigenvalue): Lanczos at ARPACK's own tolerance (tol 0) on H + cI, c = 2h with h
+    the bound on ‖H‖₂ (S² ms‖x‖ + R̂ rms‖r‖ rms‖x‖, recomputed here from the layer norms), and λ_tol
+    = (γ_K + u) h √n plus the solver's 12 u h. The shifted Ritz value θ = c + λ_min is then at least
+    max|λ(H)| (the dense eigh of the formed Hessian; Weyl's λ_tol of slack), so the relative stop is an
+    absolute one. On main the deep rule differed (c = h, tol λ_tol/(2c), no solver term): this fails."""
+    from biasfree.analysis import saddles
+    from biasfree.analysis.stationary import EPS as U
+    from biasfree.analysis.stationary import accumulations, layer_norms
+    from biasfree.analysis.stationary import gamma as gamma_u
+
+    rng = np.random.default_rng(5)
+    X, Y = rng.standard_normal((50, 20)), rng.standard_normal((50, 20))
+    Ws, F = _random_dense(rng, X, widths, 20, 0.0, 0.3)
+    params = tuple(Layer(W) for W in Ws)
+    seen = []
+    real = saddles.extreme_eigenvalue
+
+    def spy(matvec, n, which, **kw):
+        out = real(matvec, n, which, **kw)
+        seen.append((kw.get("tol", 0.0), out[0]))
+        return out
+
+    monkeypatch.setattr(saddles, "extreme_eigenvalue", spy)
+    fp = fixed_point(params, X, Y, 0.0)
+    n = sum(W.size for W in Ws)
+    assert n > saddles.DENSE_HESSIAN and len(seen) == 1
+    w, L, R = layer_norms(params), len(Ws), F - Y
+    rx, rr = np.sqrt(np.mean(np.sum(X**2, 1))), np.sqrt(np.mean(np.sum(R**2, 1)))
+    S2 = sum(np.prod(np.delete(w, i)) ** 2 for i in range(L))
+    Rh = np.sqrt(sum(np.prod(np.delete(w, [i, k])) ** 2 for i in range(L) for k in range(L) if i != k))
+    h = S2 * rx**2 + Rh * rr * rx
+    tol, theta = seen[0]
+    assert tol == 0.0
+    # θ − λ_min is c = 2h up to the rounding of θ − c (u|θ|, θ ≤ 3h)
+    assert abs((theta - fp.lambda_min) - 2 * h) <= 3 * U * h
+    want = (gamma_u(accumulations(params, 50)) + U) * h * np.sqrt(n) + 12 * U * h
+    # the same formula in another order: each within γ_m of the exact, m ≤ 2L² + 4 operations in a chain
+    assert fp.lambda_tol == pytest.approx(want, rel=2 * gamma_u(2 * L * L + 4))
+    flat = np.concatenate([W.ravel() for W in Ws])
+    lam = np.linalg.eigvalsh(np.asarray(saddles._hessian(flat, X, Y, 0.0, tuple(W.shape for W in Ws))))
+    assert theta >= max(abs(lam[0]), abs(lam[-1])) - fp.lambda_tol
+    assert abs(fp.lambda_min - lam[0]) <= 2 * fp.lambda_tol  # Lanczos and eigh, each within λ_tol (Weyl)
+
+
+def test_the_hessian_bound_holds_at_any_depth_and_needs_its_residual_term():
+    """stationary.hessian_bound h = S² ms‖x‖ + R̂ rms‖r‖ rms‖x‖ (the one bound on ‖H‖₂ that the
+    stationary test and fixed_point's λ_tol and Lanczos shift use) is ≥ max|λ(H)| of the dense Hessian
+    (saddles.hessian_eigh) at random two- and three-layer nets of each slope, up to the eigenvalues'
+    round-off (γ_K + u) h √n. Failing control: at the origin of a two-layer net H = [[0, −Σ_xyᵀ],
+    [−Σ_yx, 0]] has ‖H‖₂ = σ₁(Σ_yx) > 0, which the Gauss–Newton part alone (R := 0) gives as 0."""
+    from biasfree.analysis.saddles import hessian_eigh
+    from biasfree.analysis.stationary import EPS as U
+    from biasfree.analysis.stationary import accumulations, hessian_bound
+    from biasfree.analysis.stationary import gamma as gamma_u
+
+    rng = np.random.default_rng(1)
+    X, Y = rng.standard_normal((40, 4)), 5 * rng.standard_normal((40, 2))
+    for widths in ((6,), (5, 4)):
+        for alpha in (0.0, 0.3, 1.0):
+            Ws, F = _random_dense(rng, X, widths, 2, alpha, 0.5)
+            params = tuple(Layer(W) for W in Ws)
+            h = hessian_bound(params, X, F - Y)
+            lam = hessian_eigh(params, X, Y, alpha)[0]
+            n = sum(W.size for W in Ws)
+            assert max(-lam[0], lam[-1]) <= h * (1 + (gamma_u(accumulations(params, 40)) + U) * np.sqrt(n))
+    zero = (Layer(np.zeros((3, 4))), Layer(np.zeros((2, 3))))
+    top = float(hessian_eigh(zero, X, Y, 1.0)[0][-1])
+    sigma = float(np.linalg.svd(Y.T @ X / 40, compute_uv=False)[0])
+    # each side's Σ_yx off by γ_N |Y|ᵀ|X|/N, of 2-norm ≤ γ_N rms‖y‖ rms‖x‖ (Cauchy–Schwarz), eigh/SVD γ_{d+p}
+    rms = np.sqrt(np.mean(np.sum(X**2, 1)) * np.mean(np.sum(Y**2, 1)))
+    assert abs(top - sigma) <= 2 * gamma(40 + 4 + 2) * rms
+    assert hessian_bound(zero, X, -Y) >= sigma and hessian_bound(zero, X, 0 * Y) == 0.0 < sigma

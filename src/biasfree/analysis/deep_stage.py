@@ -28,6 +28,9 @@ rule is: θ* is a saddle when it is stationary (gradient at round-off), s_{k+1} 
 the next mode, balanced and aligned, grows from its strength now a₀ = u_{k+1}ᵀ W_L⋯W₁ Σ_xx^{1/2} v_{k+1}
 by da/dt = L a^{2−2/L}(s − a) (§3.3), so the loss crosses L_{k+1} + s²/8 (mode half learned) after
 ``deep_half_time(s, a0, L)``; to leading order a₀^{−(L−2)/L}/((L − 2)s), the blow-up time.
+
+Every function here reads C's SVD; :func:`deep_stage` computes it once
+(:func:`~biasfree.theory.reduced_rank.whitened_svd`) and passes it on as ``svd=`` (None: computed).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from ..core.layers import Layer, Params
 from ..core.precision import precise
 from ..theory.deep import deep_half_time
 from ..theory.plateau_times import data_plateaus
-from ..theory.reduced_rank import is_whitened, reduced_rank_losses, whitened_svd
+from ..theory.reduced_rank import WhitenedSVD, is_whitened, reduced_rank_losses, whitened_svd
 from .saddles import FixedPoint, fixed_point
 from .stage_result import Stage, Staircase
 from .stationary import gamma
@@ -92,12 +95,13 @@ class DeepPoint:
 
 
 @precise
-def balanced_point(params: Params, X, Y, k: int) -> tuple[Params, tuple, int]:
+def balanced_point(params: Params, X, Y, k: int, *,
+                   svd: WhitenedSVD | None = None) -> tuple[Params, tuple, int]:
     """``(θ*, (Q_1, …, Q_{L−1}), sweeps)``: the balanced rank-k factorisation of β_k across the net's
     layers nearest to the dense linear net ``params`` (module doc) on inputs X (N, d), targets Y."""
     Ws = [np.asarray(la.W, float) for la in params]
     L = len(Ws)
-    U, s, Vt, isqrt = whitened_svd(X, Y)
+    U, s, Vt, isqrt = whitened_svd(X, Y) if svd is None else svd
     A = isqrt @ Vt[:k].T  # (d, k): W₁* = Q₁ D Aᵀ
     Uk, D = U[:, :k], np.diag(s[:k] ** (1.0 / L))
     if k == 0:
@@ -126,14 +130,14 @@ def balanced_point(params: Params, X, Y, k: int) -> tuple[Params, tuple, int]:
 
 
 @precise
-def escape_path(point: DeepPoint, X, Y, eps: float) -> Params:
+def escape_path(point: DeepPoint, X, Y, eps: float, *, svd: WhitenedSVD | None = None) -> Params:
     """θ* + εδ along the zero units' path of mode k + 1 (module doc: the loss there is
     L(θ*) − s_{k+1}ε^L + ½ε^{2L}): q_l the first unit vector orthogonal to Q_l."""
-    U, _, Vt, isqrt = whitened_svd(X, Y)
     k = point.k
     if point.s_next == 0.0 or not point.room:
         raise ValueError(f"no mode k + 1 = {k + 1} to escape along (s_next = {point.s_next}, room "
                          f"{point.room}): the point is not a saddle")
+    U, _, Vt, isqrt = whitened_svd(X, Y) if svd is None else svd
     qs = []
     for Q in point.bases:
         P = np.eye(Q.shape[0]) - Q @ Q.T  # the projector off the learned units; its longest column
@@ -146,21 +150,21 @@ def escape_path(point: DeepPoint, X, Y, eps: float) -> Params:
                  for la, dl in zip(point.params, deltas, strict=True))
 
 
-def s_tolerance(X, Y) -> float:
+def s_tolerance(X, Y, *, svd: WhitenedSVD | None = None) -> float:
     """Round-off of the computed s_i: Σ_yx's error is ≤ γ_N ``|Y|ᵀ|X|/N`` entrywise, of 2-norm ≤
     γ_N rms‖y‖ rms‖x‖ (Cauchy–Schwarz over n); whitening and the SVD (backward stable) add γ_{d +
     max(d, p)}; times ‖Σ_xx^{-1/2}‖₂. By Weyl every s_i moves at most this."""
     N, d = X.shape
-    isqrt = whitened_svd(X, Y)[3]
+    isqrt = (whitened_svd(X, Y) if svd is None else svd).isqrt
     rms = math.sqrt(float(np.mean(np.sum(X**2, 1))) * float(np.mean(np.sum(Y**2, 1))))
     return gamma(N + d + max(d, Y.shape[1])) * rms * float(np.linalg.norm(isqrt, 2))
 
 
 @precise
-def mode_strengths(params: Params, X, Y) -> np.ndarray:
+def mode_strengths(params: Params, X, Y, *, svd: WhitenedSVD | None = None) -> np.ndarray:
     """a_i = u_iᵀ W_L⋯W₁ Σ_xx^{1/2} v_i for every mode of C (§3.3's a = b^L for a balanced aligned
     mode)."""
-    U, _, Vt, isqrt = whitened_svd(X, Y)
+    U, _, Vt, isqrt = whitened_svd(X, Y) if svd is None else svd
     P = np.asarray(params[0].W, float)
     for la in params[1:]:
         P = np.asarray(la.W, float) @ P
@@ -168,29 +172,31 @@ def mode_strengths(params: Params, X, Y) -> np.ndarray:
 
 
 @precise
-def deep_point(params: Params, X, Y, k: int) -> DeepPoint:
+def deep_point(params: Params, X, Y, k: int, *, svd: WhitenedSVD | None = None) -> DeepPoint:
     """:class:`DeepPoint` of a bias-free dense linear net ``params`` (depth ≥ 3) with ``k`` units."""
     L = len(params)
-    star, bases, sweeps = balanced_point(params, X, Y, k)
+    svd = whitened_svd(X, Y) if svd is None else svd
+    star, bases, sweeps = balanced_point(params, X, Y, k, svd=svd)
     check = fixed_point(star, X, Y, 1.0)
-    s = whitened_svd(X, Y)[1]
+    s = svd.s
     delta = math.sqrt(sum(float(np.sum((np.asarray(a.W) - np.asarray(b.W)) ** 2))
                           for a, b in zip(params, star, strict=True)))
     room = all(int(np.shape(la.W)[0]) > k for la in params[:-1])
     s_next = float(s[k]) if k < s.size else 0.0
-    a0 = float(mode_strengths(params, X, Y)[k]) if k < s.size else None
+    a0 = float(mode_strengths(params, X, Y, svd=svd)[k]) if k < s.size else None
     drop = escape = None
     if is_whitened(X) and a0 is not None and 0 < a0 < s_next / 2:
         drop = float(deep_half_time(s_next, a0, L))
         escape = a0 ** (-(L - 2) / L) / ((L - 2) * s_next)
-    return DeepPoint(L, k, star, bases, check, float(reduced_rank_losses(X, Y)[k]), delta, sweeps, s_next,
-                     s_tolerance(X, Y), room, a0, drop, escape)
+    return DeepPoint(L, k, star, bases, check, float(reduced_rank_losses(X, Y, svd=svd)[k]), delta, sweeps,
+                     s_next, s_tolerance(X, Y, svd=svd), room, a0, drop, escape)
 
 
 def deep_stage(params: Params, X, Y, loss: float, units, init) -> Stage:
     """The :class:`~biasfree.analysis.stage_result.Stage` of a deep dense linear net (module doc)."""
-    k = min(units.count, whitened_svd(X, Y)[1].size)
-    pt = deep_point(params, X, Y, k)
+    svd = whitened_svd(X, Y)
+    k = min(units.count, svd.s.size)
+    pt = deep_point(params, X, Y, k, svd=svd)
     L = pt.depth
     notes = [f"depth {L}: the saddle is left at order ε^{L} (loss −s_{{k+1}}ε^{L} along the zero units), "
              "which the Hessian does not see (λ_min = 0 to round-off); saddle = stationary, s_{k+1} > its "
@@ -203,9 +209,9 @@ def deep_stage(params: Params, X, Y, loss: float, units, init) -> Stage:
                      "no time given (the closed form needs a small balanced aligned mode)")
     stair = None
     if init is not None:
-        s = whitened_svd(X, Y)[1]
+        s = svd.s
         keep = s > 1e-10 * s[0] if s.size else s > 0
-        a0 = mode_strengths(init, X, Y)[keep]
+        a0 = mode_strengths(init, X, Y, svd=svd)[keep]
         if np.all(a0 > 0) and np.all(a0 < s[keep] / 2):
             pred = data_plateaus(s[keep], a0, float(np.mean(np.sum(Y**2, 1))), depth=L)
             stair = Staircase(pred, a0, s[keep], int(np.sum(loss <= pred.crossings)))

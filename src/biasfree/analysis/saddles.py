@@ -11,13 +11,16 @@ function, by one of the paper's constructions (each checked by the chain rule in
   ``a_j → a_j − c a_H`` with ``a_H = ρ a_j / c``;
 - ``"linear"`` (α = 1): ``w_H = Σ_h c_h w_h``, ``a_H = Σ_h d_h a_h``, every ``a_h → a_h − c_h a_H``.
 
-:func:`fixed_point` (any depth: also ``f = W_L σ(⋯σ(W_1 x))``, docs/theory.md §11.7.10) says whether a
-net is one: its relative gradient ‖∇L‖·‖θ‖/(½<||y||²>)
-against the round-off bound of :mod:`biasfree.analysis.stationary`, and the Hessian's lowest
-eigenvalue λ_min (``jax.hessian`` of the flattened weights up to :data:`DENSE_HESSIAN` weights,
-Lanczos on Hessian-vector products above) against its round-off (Weyl: ``|δλ| ≤ ||δH||₂``,
-each entry a sum of K products, so ``γ_K`` times the bound on ||H|| of that module, times
-√n_θ for the Frobenius norm of the entrywise error). λ_min < 0 beyond it is a saddle, left
+:func:`fixed_point` (any depth: ``f = W_L σ(⋯σ(W_1 x))``, Theorem 1's nets at L = 2, docs/theory.md
+§11.7.10 for L ≥ 3; one code path for every L) says whether a net is one: its relative gradient
+‖∇L‖·‖θ‖/(½<||y||²>) against the round-off bound of :mod:`biasfree.analysis.stationary`, and the
+Hessian's lowest eigenvalue λ_min (``jax.hessian`` of the flattened weights up to
+:data:`DENSE_HESSIAN` weights, Lanczos on Hessian-vector products above,
+``_lowest_eigenvalue``) against its round-off λ_tol. With h the bound on ‖H‖₂ of that module
+(``h = S² ms‖x‖ + R̂ rms‖r‖ rms‖x‖``), each entry of H is a sum of K products, off by at most
+``γ_K h``, so ‖δH‖₂ ≤ ‖δH‖_F ≤ γ_K h √n_θ, and by Weyl ``|δλ| ≤ ‖δH‖₂``: λ_tol = (γ_K + u) h √n_θ
+(u the unit round-off), and Lanczos adds ``12 u h`` (``_lowest_eigenvalue``).
+λ_min < −λ_tol is a saddle, left
 along its eigenvector at rate ``|λ_min|``: from a distance ε the escape takes
 ``t ≈ ln(1/ε)/|λ_min|`` (gradient-flow time t = η k). :func:`embed` refuses a point that is not
 a fixed point, and reports the wide net's function change, gradient and Hessian.
@@ -37,7 +40,7 @@ from ..core.layers import Layer, Params
 from ..core.nets import _leaky_relu
 from ..core.precision import precise
 from .hessian_eig import extreme_eigenvalue
-from .stationary import EPS, accumulations, gamma, gradient_tolerance, layer_norms
+from .stationary import EPS, accumulations, gamma, gradient_tolerance, hessian_bound, layer_norms
 
 CONSTRUCTIONS = ("split", "zero", "rescale", "linear")
 """Theorem 1's embeddings (module doc)."""
@@ -49,50 +52,60 @@ drawn from the OS's entropy by scipy, so λ_min moved in its last bits and its e
 sign between two identical calls)."""
 
 
-def _two_layer(params, name: str = "params") -> tuple[np.ndarray, np.ndarray]:
-    if (not isinstance(params, tuple | list) or len(params) != 2
+def _dense(params, name: str = "params", *, two: bool = False) -> list[np.ndarray]:
+    """The matrices W_1, …, W_L of a bias-free dense net ``params`` of depth L ≥ 2 (L = 2 with
+    ``two``: Theorem 1's constructions), each W_l's inputs W_{l−1}'s outputs."""
+    if (not isinstance(params, tuple | list) or (len(params) != 2 if two else len(params) < 2)
             or any(type(la) is not Layer or la.bias is not None for la in params)):
-        raise ValueError(f"{name} must be a bias-free two-layer dense net (two biasfree.nets Layers with "
-                         "b=None): Theorem 1's constructions are built here for that family only")
-    W1, W2 = (np.asarray(la.W, float) for la in params)
-    if W2.shape[1] != W1.shape[0]:
-        raise ValueError(f"{name}: W_2 has {W2.shape[1]} inputs but W_1 has {W1.shape[0]} units")
-    return W1, W2
+        what = ("two-layer dense net (two biasfree.nets Layers with b=None): Theorem 1's constructions are "
+                "built here for that family only" if two else
+                "two-layer dense net or a deeper one (biasfree.nets Layers with b=None)")
+        raise ValueError(f"{name} must be a bias-free {what}")
+    Ws = [np.asarray(la.W, float) for la in params]
+    for i in range(1, len(Ws)):
+        if Ws[i].shape[1] != Ws[i - 1].shape[0]:
+            raise ValueError(f"{name}: W_{i + 1} has {Ws[i].shape[1]} inputs but W_{i} has "
+                             f"{Ws[i - 1].shape[0]} outputs")
+    return Ws
 
 
-def _loss(flat, X, Y, alpha, H: int):
-    """L of the flattened weights (W_1 (H, d) row-major, then W_2 (p, H))."""
-    d = X.shape[1]
-    W1, W2 = flat[:H * d].reshape(H, d), flat[H * d:].reshape(-1, H)
-    R = _leaky_relu(X @ W1.T, alpha) @ W2.T - Y
-    return 0.5 * jnp.sum(R**2) / X.shape[0]
+def _lowest_eigenvalue(hvp, hessian, n: int, h: float) -> tuple[float, np.ndarray, float]:
+    """``(λ_min, v, δ)``: the lowest eigenvalue of a Hessian H (n × n), its unit eigenvector and the
+    bound δ on what the eigensolver adds to H's own round-off. Up to :data:`DENSE_HESSIAN` weights
+    ``hessian()`` whole, LAPACK's eigh (δ = 0, as before: its backward error, a modest multiple of
+    u‖H‖₂ ≤ u h, is of the size of λ_tol's u h √n term).
+    Above, Lanczos (:func:`~.hessian_eig.extreme_eigenvalue`, from a seeded start,
+    :data:`LANCZOS_SEED`) on the products ``hvp(v) + c v`` with ``c = 2h``, h a bound on ‖H‖₂, then
+    ``− c``, and ``δ = 12 u h``:
 
+    - *why shift.* ARPACK stops at a Ritz residual ``‖Av − θv‖ ≤ tol·|θ|``, relative: unshifted, a
+      λ_min at 0 (a minimum's flat directions, a deep net's saddle, many times degenerate) never got
+      there (a 20-30-3 linear net at its minimum: ArpackNoConvergence after 6901 iterations). With
+      ‖H‖₂ ≤ h, A = H + 2hI has its spectrum in [h, 3h]: θ ≥ h whatever λ_min ∈ [−h, h], so the
+      relative stop is an absolute one and a λ_min at 0 or at −h converges as any other (c = h, as
+      the deep path had, lets θ → 0 when the bound is tight). Lanczos' Krylov space does not depend
+      on the shift, so neither does its speed.
+    - *δ, to first order in u.* Forming ``Hv + c v`` adds at most ``u (‖Av‖ + c‖v‖) ≤ 5 u h`` to
+      each product (a perturbation of A of that 2-norm; Weyl); ARPACK's stop at tol 0 is machine ε
+      = 2u of θ ≤ 3h, and ``|θ − λ(A)| ≤ ‖Av − θv‖`` for a symmetric A: ``6 u h``; ``θ − c`` is
+      rounded by ``u |λ| ≤ u h``. Sum 12 u h, below 1 % of λ_tol's (γ_K + u) h √n (K ≥ 50 and
+      √n > 24 above 600 weights).
 
-_value_and_grad = jax.jit(jax.value_and_grad(_loss), static_argnames="H")
-_hessian = jax.jit(jax.hessian(_loss), static_argnames="H")
-_hvp = jax.jit(lambda flat, vec, X, Y, alpha, H: jax.jvp(lambda th: jax.grad(_loss)(th, X, Y, alpha, H),
-                                                          (flat,), (vec,))[1], static_argnames="H")
-
-
-def _lowest_eigenvalue(hvp, hessian, n: int, shift: float, tol: float = 0.0) -> tuple[float, np.ndarray]:
-    """λ_min of a Hessian and its eigenvector: ``hessian()`` whole up to :data:`DENSE_HESSIAN`
-    weights, else Lanczos on the products ``hvp(v) + shift·v`` (``shift`` at least a bound on
-    ‖H‖₂, so H + shift·I is positive semidefinite) from a seeded start (:data:`LANCZOS_SEED`), then
-    ``− shift``. ARPACK stops at a residual ``tol·|θ|`` (tol 0: ε): unshifted, a λ_min at 0 (a
-    minimum's flat directions, a deep saddle) never got there (a 20-30-3 linear net at its global
-    minimum: ArpackNoConvergence after 6901 iterations); shifted, it is found to a few ε‖H‖, far
-    below λ_tol (ε‖H‖√n_θ and more). ARPACK's own start, drawn from the OS's entropy, moved λ_min in
-    its last bits and flipped the eigenvector between two identical calls."""
-    s = 0.0 if n <= DENSE_HESSIAN else shift
-    lam, vec = extreme_eigenvalue(lambda x: np.asarray(hvp(jnp.asarray(x))) + s * x, n, "SA",
-                                  dense_up_to=DENSE_HESSIAN, matrix=hessian, tol=tol, vector=True,
+    ARPACK's own start, drawn from the OS's entropy, moved λ_min in its last bits and flipped the
+    eigenvector between two identical calls; the seeded start gives the same bits."""
+    if n <= DENSE_HESSIAN:
+        lam, vec = extreme_eigenvalue(hvp, n, "SA", dense_up_to=DENSE_HESSIAN, matrix=hessian, vector=True)
+        return lam, vec, 0.0
+    c = 2 * max(h, 1e-300)  # h = 0 (a deep net at θ = 0): H = 0, any c > 0 will do
+    lam, vec = extreme_eigenvalue(lambda x: np.asarray(hvp(jnp.asarray(x))) + c * x, n, "SA",
+                                  dense_up_to=DENSE_HESSIAN, vector=True,
                                   v0=np.random.default_rng(LANCZOS_SEED).standard_normal(n))
-    return lam - s, vec
+    return lam - c, vec, 12 * EPS * h
 
 
 @dataclass(frozen=True)
 class FixedPoint:
-    """Where a two-layer net stands (module doc): ``loss``; ``grad`` its relative gradient
+    """Where a dense net stands (module doc): ``loss``; ``grad`` its relative gradient
     ‖∇L‖·‖θ‖/(½<||y||²>) and ``grad_tol`` its round-off bound; ``lambda_min`` the Hessian's lowest
     eigenvalue (loss per weight²), ``lambda_tol`` its round-off, ``direction`` its eigenvector
     (flattened W_1 then W_2)."""
@@ -132,35 +145,36 @@ def fixed_point(params: Params, X, Y, alpha: float) -> FixedPoint:
     Ws = _dense(params)
     X, Y = v.data(X, Y)
     alpha = float(v.slope(alpha))
-    return _fixed_point(*Ws, X, Y, alpha) if len(Ws) == 2 else _deep_fixed_point(Ws, X, Y, alpha)
+    return _fixed_point(Ws, X, Y, alpha)
 
 
-def _dense(params) -> list[np.ndarray]:
-    if (not isinstance(params, tuple | list) or len(params) < 2
-            or any(type(la) is not Layer or la.bias is not None for la in params)):
-        raise ValueError("params must be a bias-free two-layer dense net or a deeper one (biasfree.nets "
-                         "Layers with b=None)")
-    Ws = [np.asarray(la.W, float) for la in params]
-    for i in range(1, len(Ws)):
-        if Ws[i].shape[1] != Ws[i - 1].shape[0]:
-            raise ValueError(f"params: W_{i + 1} has {Ws[i].shape[1]} inputs but W_{i} has "
-                             f"{Ws[i - 1].shape[0]} outputs")
-    return Ws
+def _outputs(Ws, X, alpha, cast=jnp.asarray):
+    """f(X) = W_L σ_α(⋯σ_α(W_1 x)) for the weight matrices ``Ws``, rows of X; each hidden layer's
+    output through ``cast`` (``np.asarray``: the products in NumPy, for NumPy weights and data)."""
+    h = X
+    for j, W in enumerate(Ws):
+        h = h @ W.T if j == len(Ws) - 1 else cast(_leaky_relu(h @ W.T, alpha))
+    return h
 
 
-def _deep_loss(flat, X, Y, alpha, shapes):
+def _flat(Ws) -> tuple[np.ndarray, tuple]:
+    """``(θ, shapes)``: the weights flattened W_1, …, W_L, each row-major, and each W_l's shape
+    (``_loss``'s order)."""
+    return np.concatenate([W.ravel() for W in Ws]), tuple(W.shape for W in Ws)
+
+
+def _loss(flat, X, Y, alpha, shapes):
     """L of the flattened weights of a depth-L net (each W_l (n_l, n_{l−1}) row-major, in order)."""
-    h, i = X, 0
-    for j, (o, n) in enumerate(shapes):
-        h = h @ flat[i:i + o * n].reshape(o, n).T
-        h, i = h if j == len(shapes) - 1 else _leaky_relu(h, alpha), i + o * n
-    return 0.5 * jnp.sum((h - Y) ** 2) / X.shape[0]
+    i, Ws = 0, []
+    for o, n in shapes:
+        Ws, i = Ws + [flat[i:i + o * n].reshape(o, n)], i + o * n
+    return 0.5 * jnp.sum((_outputs(Ws, X, alpha) - Y) ** 2) / X.shape[0]
 
 
-_deep_value_and_grad = jax.jit(jax.value_and_grad(_deep_loss), static_argnames="shapes")
-_deep_hessian = jax.jit(jax.hessian(_deep_loss), static_argnames="shapes")
-_deep_hvp = jax.jit(lambda flat, vec, X, Y, alpha, shapes: jax.jvp(
-    lambda th: jax.grad(_deep_loss)(th, X, Y, alpha, shapes), (flat,), (vec,))[1], static_argnames="shapes")
+_value_and_grad = jax.jit(jax.value_and_grad(_loss), static_argnames="shapes")
+_hessian = jax.jit(jax.hessian(_loss), static_argnames="shapes")
+_hvp = jax.jit(lambda flat, vec, X, Y, alpha, shapes: jax.jvp(
+    lambda th: jax.grad(_loss)(th, X, Y, alpha, shapes), (flat,), (vec,))[1], static_argnames="shapes")
 
 
 @precise
@@ -168,61 +182,27 @@ def hessian_eigh(params: Params, X, Y, alpha: float) -> tuple[np.ndarray, np.nda
     """Every eigenvalue (ascending) and eigenvector of the Hessian of L at a bias-free dense net of
     any depth (weights flattened W_1, …, W_L, each row-major), for at most :data:`DENSE_HESSIAN`
     weights."""
-    Ws = _dense(params)
-    flat = np.concatenate([W.ravel() for W in Ws])
+    flat, shapes = _flat(_dense(params))
     if flat.size > DENSE_HESSIAN:
         raise ValueError(f"the net has {flat.size} weights, above DENSE_HESSIAN = {DENSE_HESSIAN}: "
                          "fixed_point gives its lowest eigenvalue (Lanczos)")
-    shapes = tuple(W.shape for W in Ws)
-    H = _deep_hessian(jnp.asarray(flat), jnp.asarray(X), jnp.asarray(Y), float(alpha), shapes)
+    H = _hessian(jnp.asarray(flat), jnp.asarray(X), jnp.asarray(Y), float(alpha), shapes)
     return np.linalg.eigh(np.asarray(H))
 
 
-def _deep_fixed_point(Ws, X, Y, alpha) -> FixedPoint:
-    params, shapes = tuple(Layer(W) for W in Ws), tuple(W.shape for W in Ws)
-    flat = jnp.asarray(np.concatenate([W.ravel() for W in Ws]))
-    Xj, Yj, n = jnp.asarray(X), jnp.asarray(Y), flat.size
-    loss, grad = _deep_value_and_grad(flat, Xj, Yj, alpha, shapes)
+def _fixed_point(Ws, X, Y, alpha) -> FixedPoint:
+    """:class:`FixedPoint` of the weight matrices ``Ws`` (any depth L ≥ 2; checked data)."""
+    params, (flat, shapes) = tuple(Layer(W) for W in Ws), _flat(Ws)
+    flat, Xj, Yj, n = jnp.asarray(flat), jnp.asarray(X), jnp.asarray(Y), flat.size
+    loss, grad = _value_and_grad(flat, Xj, Yj, alpha, shapes)
     ref = 0.5 * float(np.mean(np.sum(Y**2, axis=1)))
-    h = X
-    for j, W in enumerate(Ws):
-        h = h @ W.T if j == len(Ws) - 1 else np.asarray(_leaky_relu(h @ W.T, alpha))
-    R = h - Y
-    w, L = layer_norms(params), len(Ws)
-    rx, rr = np.sqrt(np.mean(np.sum(X**2, 1))), np.sqrt(np.mean(np.sum(R**2, 1)))
-    # ||H|| ≤ S² ms‖x‖ + R̂ rms‖r‖ rms‖x‖ (stationary's bound, L layers; L = 2 gives _fixed_point's)
-    S2 = sum(float(np.prod(np.delete(w, i))) ** 2 for i in range(L))
-    Rh = math.sqrt(sum(float(np.prod(np.delete(w, [i, k]))) ** 2
-                       for i in range(L) for k in range(L) if i != k))
-    h_norm = S2 * rx**2 + Rh * rr * rx
-    lam_tol = (gamma(accumulations(params, X.shape[0])) + EPS) * h_norm * math.sqrt(n)
-    # above DENSE_HESSIAN: Lanczos on H + cI, c the bound on ||H||: a deep saddle's λ_min = 0 is degenerate;
-    # shifted, its eigenvalue is ≈ c and tol·c = λ_tol/2 absolute
-    c = max(h_norm, 1e-300)
-    lam, vec = _lowest_eigenvalue(lambda v: _deep_hvp(flat, v, Xj, Yj, alpha, shapes),
-                                  lambda: _deep_hessian(flat, Xj, Yj, alpha, shapes), n, c,
-                                  tol=max(lam_tol / (2 * c), 1e-15))
+    R = _outputs(Ws, X, alpha, np.asarray) - Y
+    # ||H|| ≤ S² ms‖x‖ + R̂ rms‖r‖ rms‖x‖ (stationary's bound, L layers; two layers: S² = Σ_l ||W_l||², R̂ = √2)
+    h_norm = hessian_bound(params, X, R)
+    lam, vec, solver = _lowest_eigenvalue(lambda v: _hvp(flat, v, Xj, Yj, alpha, shapes),
+                                          lambda: _hessian(flat, Xj, Yj, alpha, shapes), n, h_norm)
+    lam_tol = (gamma(accumulations(params, X.shape[0])) + EPS) * h_norm * math.sqrt(n) + solver
     theta = float(np.linalg.norm(np.asarray(flat)))
-    return FixedPoint(float(loss), float(np.linalg.norm(np.asarray(grad))) * theta / ref,
-                      gradient_tolerance(params, X, R, ref), lam, lam_tol, vec)
-
-
-def _fixed_point(W1, W2, X, Y, alpha) -> FixedPoint:
-    params = (Layer(W1), Layer(W2))
-    H = W1.shape[0]
-    flat = jnp.asarray(np.concatenate([W1.ravel(), W2.ravel()]))
-    Xj, Yj = jnp.asarray(X), jnp.asarray(Y)
-    loss, grad = _value_and_grad(flat, Xj, Yj, alpha, H)
-    ref = 0.5 * float(np.mean(np.sum(Y**2, axis=1)))
-    theta = float(np.linalg.norm(np.asarray(flat)))
-    R = np.asarray(_leaky_relu(X @ W1.T, alpha)) @ W2.T - Y
-    w = layer_norms(params)
-    rx, rr = np.sqrt(np.mean(np.sum(X**2, 1))), np.sqrt(np.mean(np.sum(R**2, 1)))
-    # ||H|| ≤ S² ms‖x‖ + R̂ rms‖r‖ rms‖x‖ (stationary's bound; two layers: S² = Σ_l ||W_l||², R̂ = √2)
-    h_norm = float(np.sum(w**2)) * rx**2 + math.sqrt(2) * rr * rx
-    lam, vec = _lowest_eigenvalue(lambda v: _hvp(flat, v, Xj, Yj, alpha, H),
-                                  lambda: _hessian(flat, Xj, Yj, alpha, H), flat.size, 2 * h_norm)
-    lam_tol = (gamma(accumulations(params, X.shape[0])) + EPS) * h_norm * math.sqrt(flat.size)
     return FixedPoint(float(loss), float(np.linalg.norm(np.asarray(grad))) * theta / ref,
                       gradient_tolerance(params, X, R, ref), lam, lam_tol, vec)
 
@@ -233,7 +213,7 @@ def embedded_params(params: Params, construction: str, *, unit: int = 0, ratio: 
     unit ``unit`` = j, split ratio ``ratio`` = ρ, copy scale ``scale`` = c (``"rescale"``);
     for ``"linear"`` the coefficients ``c``, ``d`` (H−1,) (default: unit j's, e_j). The
     construction alone, unchecked: :func:`embed` checks it."""
-    W1, W2 = _two_layer(params)
+    W1, W2 = _dense(params, two=True)
     construction = v.choice("construction", construction, CONSTRUCTIONS)
     j = v.integer("unit", unit, 0, W1.shape[0] - 1)
     rho = v.real("ratio", ratio, scalar=True)
@@ -286,7 +266,7 @@ def embed(params: Params, X, Y, alpha: float, construction: str, *, unit: int = 
     """Embed the fixed point ``params`` (width H − 1, slope ``alpha``, data X, Y) into width H by
     ``construction`` (:func:`embedded_params`) and check it (:class:`Embedding`). A point whose
     gradient is above round-off is refused, with its gradient."""
-    W1, W2 = _two_layer(params)
+    W1, W2 = _dense(params, two=True)
     X, Y = v.data(X, Y)
     alpha = float(v.slope(alpha))
     construction = v.choice("construction", construction, CONSTRUCTIONS)
@@ -295,7 +275,7 @@ def embed(params: Params, X, Y, alpha: float, construction: str, *, unit: int = 
                          "'split', 'zero' or 'rescale'")
     if construction == "rescale" and not v.real("scale", scale, scalar=True) > 0:
         raise ValueError(f"scale={scale} must be > 0: σ_α(c z) = c σ_α(z) holds for c > 0 only")
-    narrow = _fixed_point(W1, W2, X, Y, alpha)
+    narrow = _fixed_point([W1, W2], X, Y, alpha)
     if not narrow.stationary:
         raise ValueError(f"params is not a fixed point: its relative gradient ‖∇L‖·‖θ‖/(½<||y||²>) is "
                          f"{narrow.grad:.3g}, above the round-off bound {narrow.grad_tol:.3g}; train it to "
@@ -308,14 +288,13 @@ def check_embedding(narrow_params: Params, wide_params: Params, X, Y, alpha: flo
                     construction: str = "given", *, narrow: FixedPoint | None = None) -> Embedding:
     """:class:`Embedding` of any wide net ``wide_params`` against the narrow ``narrow_params``:
     the checks of :func:`embed`, for an embedding built by hand (e.g. a wrong one)."""
-    W1, W2 = _two_layer(narrow_params, "narrow_params")
-    V1, V2 = _two_layer(wide_params, "wide_params")
+    W1, W2 = _dense(narrow_params, "narrow_params", two=True)
+    V1, V2 = _dense(wide_params, "wide_params", two=True)
     X, Y = v.data(X, Y)
     alpha = float(v.slope(alpha))
-    narrow = _fixed_point(W1, W2, X, Y, alpha) if narrow is None else narrow
-    f_n = np.asarray(_leaky_relu(X @ W1.T, alpha)) @ W2.T
-    f_w = np.asarray(_leaky_relu(X @ V1.T, alpha)) @ V2.T
+    narrow = _fixed_point([W1, W2], X, Y, alpha) if narrow is None else narrow
+    f_n, f_w = (_outputs(Ws, X, alpha, np.asarray) for Ws in ((W1, W2), (V1, V2)))
     P = max(float(np.prod(layer_norms(narrow_params))), float(np.prod(layer_norms(wide_params))))
     tol = 2 * gamma(X.shape[1] + V1.shape[0]) * P * float(np.max(np.linalg.norm(X, axis=1)))
-    return Embedding(tuple(wide_params), construction, narrow, _fixed_point(V1, V2, X, Y, alpha),
+    return Embedding(tuple(wide_params), construction, narrow, _fixed_point([V1, V2], X, Y, alpha),
                      float(np.max(np.linalg.norm(f_w - f_n, axis=1))), tol)

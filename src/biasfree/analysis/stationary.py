@@ -75,6 +75,26 @@ def accumulations(params: Params, n: int) -> int:
     return n + sum(int(np.shape(layer.matrix)[0]) + int(np.shape(layer.matrix)[1]) for layer in params)
 
 
+def _norm_products(w) -> tuple[float, float, float]:
+    """``(S, R̂, P)`` of the layer norms w (module doc; its R is R̂ here): S = (Σ_l Π_{j≠l} w_j²)^{1/2},
+    R̂ = (Σ_{l≠k} Π_{j≠l,k} w_j²)^{1/2}, P = Π_l w_l."""
+    L = len(w)
+    others = np.array([np.prod(np.delete(w, i)) for i in range(L)])
+    pairs = [np.prod(np.delete(w, [i, k])) for i in range(L) for k in range(L) if i != k]
+    return float(np.sqrt(np.sum(others**2))), float(np.sqrt(np.sum(np.square(pairs)))), float(np.prod(w))
+
+
+def hessian_bound(params: Params, X, R) -> float:
+    """``‖H‖₂ ≤ S² ms‖x‖ + R̂ rms‖r‖ rms‖x‖`` (module doc) at a net ``params`` on inputs X, residuals
+    R (N, p): the Gauss–Newton part and the residual's."""
+    return _hessian_norm(layer_norms(params), _rms_rows(X), _rms_rows(R))
+
+
+def _hessian_norm(w, rx: float, rr: float) -> float:
+    S, Rh, _ = _norm_products(w)
+    return S**2 * rx**2 + Rh * rr * rx
+
+
 def gradient_tolerance(params: Params, X, R, ref: float) -> float:
     """The bound (module doc) on the relative gradient ‖∇L‖·‖θ‖/``ref`` that round-off leaves
     at a stationary point of a net ``params`` on inputs X, residuals R (N, p)."""
@@ -84,16 +104,13 @@ def gradient_tolerance(params: Params, X, R, ref: float) -> float:
 
 def gradient_bound(w, rx: float, rr: float, K: int, ref: float) -> float:
     """The bound (module doc) for layer norms ``w`` (‖W_l‖_F), rms input norm ``rx``, rms residual
-    ``rr`` and K accumulations: ``(γ_K S (rr rx + P rx²) + ε‖θ‖(S² rx² + R rr rx))‖θ‖/ref``. Any
+    ``rr`` and K accumulations: ``(γ_K S (rr rx + P rx²) + ε‖θ‖(S² rx² + R̂ rr rx))‖θ‖/ref``. Any
     product of factors with these norms on inputs of norm x (separate attention's heads, §11.7.12)."""
     w = np.asarray(w, float)
-    L = len(w)
-    others = np.array([np.prod(np.delete(w, i)) for i in range(L)])
-    pairs = [np.prod(np.delete(w, [i, k])) for i in range(L) for k in range(L) if i != k]
-    S, Rh, P = float(np.sqrt(np.sum(others**2))), float(np.sqrt(np.sum(np.square(pairs)))), float(np.prod(w))
+    S, _, P = _norm_products(w)
     theta = float(np.sqrt(np.sum(w**2)))
     evaluation = gamma(K) * S * (rr * rx + P * rx**2)
-    stored = EPS * theta * (S**2 * rx**2 + Rh * rr * rx)
+    stored = EPS * theta * _hessian_norm(w, rx, rr)
     return (evaluation + stored) * theta / ref
 
 

@@ -15,6 +15,8 @@ saddle there (§11.4): β_k are the plateaus of its staircase. Truncating the le
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .. import _validate as v
@@ -35,15 +37,27 @@ def is_whitened(X) -> bool:
     return bool(np.linalg.norm(X.T @ X / X.shape[0] - np.eye(X.shape[1]), 2) <= WHITE)
 
 
-def whitened_svd(X, Y):
-    """``(U, s, Vt, Σ_xx^{-1/2})``: the SVD ``C = Σ_yx Σ_xx^{-1/2} = U diag(s) Vᵀ`` (module doc), with
-    Σ_xx^{-1/2} on its range (directions below ``_CUT`` of the largest eigenvalue left out)."""
+class WhitenedSVD(NamedTuple):
+    """The SVD ``C = Σ_yx Σ_xx^{-1/2} = U diag(s) Vᵀ`` (module doc) and ``isqrt`` = Σ_xx^{-1/2} on its
+    range; it unpacks as ``U, s, Vt, isqrt``. Computed once by :func:`whitened_svd` and passed on
+    (``svd=``) to what needs it again on the same data."""
+
+    U: np.ndarray
+    s: np.ndarray
+    Vt: np.ndarray
+    isqrt: np.ndarray
+
+
+def whitened_svd(X, Y) -> WhitenedSVD:
+    """:class:`WhitenedSVD` ``(U, s, Vt, Σ_xx^{-1/2})``: the SVD ``C = Σ_yx Σ_xx^{-1/2} = U diag(s) Vᵀ``
+    (module doc), with Σ_xx^{-1/2} on its range (directions below ``_CUT`` of the largest eigenvalue
+    left out)."""
     N = X.shape[0]
     lam, W = np.linalg.eigh(X.T @ X / N)
     keep = lam > _CUT * lam.max()
     isqrt = (W[:, keep] / np.sqrt(lam[keep])) @ W[:, keep].T  # Σ_xx^{-1/2} on its range
     U, s, Vt = np.linalg.svd(Y.T @ X / N @ isqrt, full_matrices=False)
-    return U, s, Vt, isqrt
+    return WhitenedSVD(U, s, Vt, isqrt)
 
 
 def reduced_rank_fit(X, Y, k: int) -> tuple[np.ndarray, float]:
@@ -56,11 +70,12 @@ def reduced_rank_fit(X, Y, k: int) -> tuple[np.ndarray, float]:
     return beta, float(0.5 * np.mean(np.sum((Y - X @ beta.T) ** 2, axis=1)))
 
 
-def reduced_rank_losses(X, Y) -> np.ndarray:
+def reduced_rank_losses(X, Y, *, svd: WhitenedSVD | None = None) -> np.ndarray:
     """``L_k = ½ (tr Σ_yy − Σ_{i≤k} s_i²)`` for k = 0..min(d, p) (module doc): the loss of the
-    best linear map of each rank, the plateau levels of a two-layer linear net."""
+    best linear map of each rank, the plateau levels of a two-layer linear net. ``svd``: the
+    caller's :func:`whitened_svd` of (X, Y), not computed again."""
     X, Y = v.data(X, Y)
-    s = whitened_svd(X, Y)[1]
+    s = (whitened_svd(X, Y) if svd is None else svd).s
     return 0.5 * (float(np.mean(np.sum(Y**2, axis=1))) - np.concatenate([[0.0], np.cumsum(s**2)]))
 
 
