@@ -58,8 +58,15 @@ def _run(params, data, twin, lr: float, steps: int, n_records: int = 2):
 
 
 def step_time(steps: int = 20, reps: int = 2) -> dict:
-    """One step of net + twin (module doc): ``{"step_cpu_ms", "step_wall_ms", "products_cpu_ms",
-    "load"}``."""
+    """One step of net + twin (module doc), float64 as ``analyse`` runs it: ``{"step_cpu_ms",
+    "step_wall_ms", "products_cpu_ms", "load"}``."""
+    import jax
+
+    with jax.enable_x64(True):  # the loop's internals are called here, not a public function
+        return _step_time(steps, reps)
+
+
+def _step_time(steps: int, reps: int) -> dict:
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -91,6 +98,7 @@ def step_time(steps: int = 20, reps: int = 2) -> dict:
 def fractions(fracs=(0.125, 0.25, 0.5), t_end: float = 0.6) -> list[dict]:
     """GD at each fraction of the limit 2/λ̂ to ``t_end`` (module doc): the gap's maximum over the
     steps (of L_ref = max(L(θ₀), ½<‖y‖²>)), its step and time, and both losses at the end."""
+    import jax
     import numpy as np
 
     from biasfree.dynamics.diagnosis import DivergenceError
@@ -98,6 +106,7 @@ def fractions(fracs=(0.125, 0.25, 0.5), t_end: float = 0.6) -> list[dict]:
     params, data, twin = problem()
     Y = np.asarray(data.Y)
     rows = []
+    assert jax.config.jax_enable_x64, "float64, as analyse runs it: call inside jax.enable_x64(True)"
     for frac in fracs:
         lr = frac * 2.0 / LAMBDA
         steps = int(np.ceil(t_end / lr))
