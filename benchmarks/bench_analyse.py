@@ -40,7 +40,9 @@ machine the CPU seconds are the fair measure), GD's step (from the measured shar
 Goal: the answer decided (not "undecided") with ``wall_s`` ≤ ``GOALS["wall_s"]`` (30 s) on 2
 cores. Beside it, :func:`least_time`: the least time any stable GD run to the horizon needs on
 this machine (its steps at the stability limit × its data products at the float64 rate
-measured in the same process), the floor under any measurement by GD.
+measured in the same process), the floor under any measurement by GD; and one step of the
+run's net + twin as the loop takes it, CPU and wall, against those two products
+(``benchmarks/alone_step.py``), with the CPU seconds of the default run to its horizon.
 
 Run: ``make bench`` (or ``.venv/bin/python benchmarks/bench_analyse.py [--sizes small,medium]
 [--data raw,mirrored] [--model torch|params] [--json FILE]``).
@@ -153,7 +155,16 @@ def one(size: str, kind: str, model: str = "torch") -> dict:
             "train_s": None if tr is None else tr.seconds, "steps_run": None if tr is None else tr.steps_run,
             "steps": None if tr is None else tr.config.steps, "training": res.verdict.training.text[:240],
             "level": str(res.verdict.training.level),
-            **(least_time(X, params, tr) if size == "alone" and tr is not None else {})}
+            **(least_time(X, params, tr) if size == "alone" and tr is not None else {}),
+            **(_step_time() if size == "alone" and tr is not None else {})}
+
+
+def _step_time() -> dict:
+    """One step of the row's net + twin in the loop, beside its two first-layer products
+    (``alone_step.step_time``, in this process, after the call)."""
+    from alone_step import step_time  # this script's folder is on sys.path when run as a script
+
+    return step_time()
 
 
 def least_time(X, params, tr) -> dict:
@@ -229,6 +240,13 @@ def main(sizes: list[str], kinds: list[str], json_path: str | None, model: str =
                       f"(eta < 2/lambda), >= {r['least_s']:.0f} s at the {r['gemm_gflops']:.1f} GFLOP/s "
                       f"float64 measured here for its data products: {r['least_s'] / GOALS['wall_s']:.1f}x "
                       "the goal")
+            if "step_cpu_ms" in r:
+                cpu_ms = r["step_cpu_ms"]
+                print(f"alone: one step of net + twin {cpu_ms:.1f} ms CPU, {r['step_wall_ms']:.1f} ms wall "
+                      f"({cpu_ms / r['products_cpu_ms']:.2f}x its two first-layer products' CPU, load "
+                      f"{r['load']:.1f}): the default run's {r['steps']} steps to the horizon take "
+                      f"{r['steps'] * cpu_ms / 1e3:.0f} CPU s, {r['least_steps']} steps at the limit "
+                      f"{r['least_steps'] * cpu_ms / 1e3:.0f} CPU s")
     if json_path:
         from biasfree import store  # here, not at the top: this parent process imports no JAX before
 

@@ -227,3 +227,89 @@ def test_deep_gd_and_flow_match_general():
         g = GRAD(theta, general.X, general.Y, 0.3, fcfg.weight_decay, loss="mse")
         grad_l1 = sum(np.abs(x).sum() for x in _leaves(g))
         assert abs(float(a.loss[j]) - float(b.loss[j])) <= grad_l1 * e
+
+
+def _dots(jaxpr):
+    """Every ``dot_general`` of a jaxpr and of the jaxprs inside it: ``(lhs shape, rhs shape,
+    ((lhs contracting, rhs contracting), batch))``."""
+    out = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general":
+            out.append((eqn.invars[0].aval.shape, eqn.invars[1].aval.shape, eqn.params["dimension_numbers"]))
+        for v in eqn.params.values():
+            for sub in v if isinstance(v, (tuple, list)) else (v,):
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    out.extend(_dots(inner))
+    return out
+
+
+def _grad_dots(params, X_half, Y, alpha):
+    """The products of the training loop's gradient (``run.grad_fn``, mirrored) at slope
+    ``alpha`` as the loop passes it: the twin's the Python number 1.0, the net's an array."""
+    from biasfree.dynamics import run
+
+    g = run.grad_fn(True)
+    return _dots(jax.make_jaxpr(lambda p: g(p, X_half, Y, alpha, 0.0, "mse"))(params).jaxpr)
+
+
+N_ROWS, WIDTH = 12, 7  # a width no other axis has, so that an (n, width) product is told apart
+
+
+def test_twin_step_has_no_width_sized_product():
+    """The linear twin (α = 1, given as the number 1.0, as the loop and its records pass it)
+    is trained without the net's (n, d)·(d, width) products: its f is [o; −o], o = X₊(W₂W₁)ᵀ,
+    so its gradient's products are p/width of the net's (docs/performance.md, "Session 8").
+    On main the twin ran the net's formula with e = 0·relu(X₊W₁ᵀ)W₂ᵀ: an (n, width) product
+    forward and one backward, the same cost as the net. Control: the net (α an array) has them."""
+    rng = np.random.default_rng(6)
+    X, params = rng.normal(size=(N_ROWS, D)), _net(rng, (D, WIDTH, 2))
+    Y = rng.normal(size=(2 * N_ROWS, 2))
+
+    def wide(dots):  # products whose output holds an (n, width) block, or whose sum runs over both
+        return [s for s in dots if {N_ROWS, WIDTH} <= set(s[0]) | set(s[1])]
+
+    assert wide(_grad_dots(params, X, Y, 1.0)) == []
+    assert len(wide(_grad_dots(params, X, Y, jax.numpy.asarray(0.3)))) >= 2  # control: forward, gradient
+
+
+def test_net_gradient_sums_rows_along_the_last_axis():
+    """The net's gradient ∂L/∂W₁ = (∂L/∂Aᵀ)X₊ is a product whose sum over the n rows runs
+    along the left operand's last axis (Aᵀ = W₁X₊ᵀ is formed transposed): the form XLA's CPU
+    dot runs at full rate (15–17 ms CPU against 35 ms at 5,000 × 400 × 256, docs/performance.md,
+    "Session 8"). On main A = X₊W₁ᵀ, and its gradient (∂L/∂A)ᵀX₊ contracted the first axis of
+    both operands; no product of the new gradient does that over the rows."""
+    rng = np.random.default_rng(7)
+    X, params = rng.normal(size=(N_ROWS, D)), _net(rng, (D, WIDTH, 2))
+    Y = rng.normal(size=(2 * N_ROWS, 2))
+    dots = _grad_dots(params, X, Y, jax.numpy.asarray(0.3))
+    over_rows = [(a, b, dn) for a, b, dn in dots if a[dn[0][0][0]] == N_ROWS] if dots else []
+    assert over_rows, "the gradient sums over the rows somewhere (the check reads the products)"
+    for a, _, ((lc, _), _) in over_rows:
+        assert tuple(lc) == (len(a) - 1,), f"a product sums the {N_ROWS} rows along axis {lc} of {a}"
+
+
+@pytest.mark.parametrize("loss", ["mse", "logistic"])
+def test_twin_trajectory_matches_general(loss):
+    """Net and twin side by side (``twin=True``), with weight decay: the twin's fast path at
+    α = 1 (no nonlinearity) gives the general path's twin, loss and gap to round-off along
+    300 GD steps, as the net's path does (test above)."""
+    fast, general = _pair(loss)
+    params = _net(np.random.default_rng(8), (D, 6, 1))
+    cfg = bf.GDConfig(alpha=0.2, lr=0.05, steps=300, loss=loss, weight_decay=1e-2, n_records=11)
+
+    def seen(traj):
+        return {"loss": np.asarray(traj.twin.loss), "gap": np.asarray(traj.twin_gap),
+                "params": _leaves(traj.twin.params)}
+
+    a, b = seen(bf.train(params, fast, cfg, twin=True)), seen(bf.train(params, general, cfg, twin=True))
+    # as test_gd_trajectory_matches_general: 300 steps, each within 2γ_k·3 relative of the
+    # other path, carried to the records by the run's measured sensitivity (~1e-11 here, where
+    # a twin run at another slope or a dropped term is O(1e-2))
+    gap = trajectory_gap(lambda p: seen(bf.train(p, general, cfg, twin=True)), params, cfg.steps,
+                         chain_length(params, 2 * N_HALF), factor=3)
+    for name, e in gap.items():
+        got, want, ee = (a[name], b[name], e) if name == "params" else ([a[name]], [b[name]], [e])
+        for x, y, bound in zip(got, want, ee, strict=True):
+            assert np.all(np.abs(x - y) <= bound), f"{name}: {np.max(np.abs(x - y))}"
+            assert np.max(bound) < 1e-8, f"{name}: bound {np.max(bound):.2g} too loose to catch a wrong path"

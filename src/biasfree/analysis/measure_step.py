@@ -58,7 +58,15 @@ full data's on average; one sample can read lower (93.5 and 129.6 on two samples
 2,048 rows cost a fifth of a gradient at 10,000."""
 STEP_FRACTION = 0.25
 """The step as a fraction of the stability limit 2/λ̂: a quarter, as ``default_lr``'s (§6.3),
-which leaves room for the sharpness to grow fourfold before GD is unstable."""
+which leaves room for the sharpness to grow fourfold before GD is unstable. Not more: net and
+twin take the same GD steps, but the answer stands for training in time t = ηk (the horizon is the
+flow's), and the measured gap moves with η at first order. On the bench's "alone" net
+(``benchmarks/alone_step.py --fractions``, to t = 0.6) the gap's maximum is 0.2348% of L_ref at
+an eighth of the limit and 0.2375% at a quarter (so about 0.003% of it is the quarter's
+discretisation, by Richardson extrapolation, against 0.06% left to the 0.3% line); at half the
+limit it is 0.2904%, and both losses end 39% above the finer runs' (25.2 against 18.15: GD no
+longer follows the flow), and at three quarters GD diverges at step 16, the sharpness having
+grown past 1.3 λ̂ on the way."""
 
 
 @partial(jax.jit, static_argnames=("mirrored",))

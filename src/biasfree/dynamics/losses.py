@@ -124,10 +124,30 @@ def _forward_mirrored(params: Params, X_half, alpha):
         return _forward(params, jnp.concatenate([X_half, -X_half], axis=0), alpha)
     if (len(params) == 2 and is_dense(params) and first.activation == "leaky"
             and first.b is None and params[1].b is None):
+        if _is_one(alpha):  # the linear twin: no nonlinearity, so no (n, width) product at all
+            return _two_layer_linear_mirrored(first.W, params[1].W, X_half)
         return _two_layer_mirrored(first.W, params[1].W, X_half, alpha)
     A = first.linear(X_half)  # any layer, a convolution included (docs/theory.md §7)
     Z = jnp.concatenate([A, -A], axis=0)
     return net_after_first(params, Z if first.bias is None else Z + first.bias, alpha)
+
+
+def _is_one(alpha) -> bool:
+    """Whether the slope ``alpha`` is the number 1 itself (a Python or NumPy scalar, as the
+    training loop and the records pass the twin's): σ_1 is the identity, known when the program
+    is traced. A traced slope (the net's, an array of the loop) is never taken for 1."""
+    return isinstance(alpha, (int, float, np.integer, np.floating)) and float(alpha) == 1.0
+
+
+def _two_layer_linear_mirrored(W1, W2, X_half):
+    """:func:`_two_layer_mirrored` at α = 1, the linear twin: ``[o; -o]``, ``o = X₊(W₂W₁)ᵀ``.
+    There ``e = (1-α)·relu(A)W₂ᵀ`` is 0 (``α o + e = o``, ``e - o = -o`` exactly for finite
+    weights, the values the general formula gives), so the twin's step costs the (n, d)·(d, p)
+    products of ``W₂W₁`` instead of the (n, d)·(d, width) ones of the net: p/width of them
+    (docs/performance.md, "Session 8"). ``oᵀ = (W₂W₁)X₊ᵀ`` is formed as the net's ``Aᵀ`` is (the
+    layout note of :func:`_two_layer_mirrored`)."""
+    oT = (W2 @ W1) @ X_half.T
+    return jnp.concatenate([oT, -oT], axis=1).T
 
 
 @jax.custom_jvp
@@ -144,10 +164,17 @@ def _two_layer_mirrored(W1, W2, X_half, alpha):
     (a zero weight row) take the one-sided slope from the positive half in the term
     ``relu(A)·dW₂`` (an element of the Clarke subdifferential, as any choice there is);
     keeping ``α`` there too costs a second (n, width) pass, 5-10% of every step.
+
+    Layout: everything of n rows is formed transposed, ``Aᵀ = W₁X₊ᵀ`` (width, n), ``eᵀ``,
+    ``oᵀ`` (p, n), so that the gradient's product ``∂L/∂W₁ = (∂L/∂Aᵀ) X₊`` is a plain (width, n)
+    by (n, d) product. With ``A = X₊W₁ᵀ`` it is ``(∂L/∂A)ᵀ X₊``, a product contracting both
+    operands' first axis, which XLA's CPU dot ran at half the rate (35 ms against 15–17 ms CPU
+    at 5,000 × 400 × 256, float64; docs/performance.md, "Session 8"); the values are the same
+    sums in another order.
     """
-    e = (1 - alpha) * (_leaky_relu(X_half @ W1.T, 0.0) @ W2.T)
-    o = X_half @ (W2 @ W1).T
-    return jnp.concatenate([alpha * o + e, e - o], axis=0)
+    eT = (1 - alpha) * (W2 @ _leaky_relu(W1 @ X_half.T, 0.0))
+    oT = (W2 @ W1) @ X_half.T
+    return jnp.concatenate([alpha * oT + eT, eT - oT], axis=1).T
 
 
 def _sum(*terms):
@@ -159,24 +186,24 @@ def _sum(*terms):
 def _two_layer_mirrored_jvp(primals, tangents):
     W1, W2, X, alpha = primals
     dW1, dW2, dX, dalpha = (None if isinstance(t, SymbolicZero) else t for t in tangents)
-    A = X @ W1.T
+    A = W1 @ X.T  # (width, n): transposed, as in _two_layer_mirrored (its layout note)
     R = _leaky_relu(A, 0.0)
-    Rv = R @ W2.T
-    u = (W2 @ W1).T  # (d, p): the odd part is f_odd(x) = c uᵀx
-    o = X @ u
+    Rv = W2 @ R  # (p, n)
+    u = W2 @ W1  # (p, d): the odd part is f_odd(x) = c u x
+    o = u @ X.T  # (p, n)
     F = _two_layer_mirrored(W1, W2, X, alpha)  # itself, so that higher derivatives use this rule
-    # tangents of A, u, o and relu(±A)W₂ᵀ; zero tangents (symbolic) cost nothing
-    dA = _sum(None if dW1 is None else X @ dW1.T, None if dX is None else dX @ W1.T)
-    du = _sum(None if dW1 is None else (W2 @ dW1).T, None if dW2 is None else (dW2 @ W1).T)
+    # tangents of Aᵀ, u, oᵀ and W₂relu(±Aᵀ); zero tangents (symbolic) cost nothing
+    dA = _sum(None if dW1 is None else dW1 @ X.T, None if dX is None else W1 @ dX.T)
+    du = _sum(None if dW1 is None else W2 @ dW1, None if dW2 is None else dW2 @ W1)
     zero = jnp.zeros_like(o)
-    do = _sum(zero, None if du is None else X @ du, None if dX is None else dX @ u)
-    dR = zero if dW2 is None else R @ dW2.T
-    dp = dR if dA is None else jnp.where(A > 0, dA, 0.0) @ W2.T + dR
-    dm = dR if dA is None else jnp.where(A >= 0, dA, 0.0) @ W2.T + dR  # σ_α'(0) = α at -x₊
-    dF = jnp.concatenate([alpha * do + (1 - alpha) * dp, (1 - alpha) * dm - do], axis=0)
+    do = _sum(zero, None if du is None else du @ X.T, None if dX is None else u @ dX.T)
+    dR = zero if dW2 is None else dW2 @ R
+    dp = dR if dA is None else W2 @ jnp.where(A > 0, dA, 0.0) + dR
+    dm = dR if dA is None else W2 @ jnp.where(A >= 0, dA, 0.0) + dR  # σ_α'(0) = α at -x₊
+    dF = jnp.concatenate([alpha * do + (1 - alpha) * dp, (1 - alpha) * dm - do], axis=1)
     if dalpha is not None:
-        dF = dF + dalpha * jnp.concatenate([o - Rv, -Rv], axis=0)
-    return F, dF
+        dF = dF + dalpha * jnp.concatenate([o - Rv, -Rv], axis=1)
+    return F, dF.T
 
 
 _two_layer_mirrored.defjvp(_two_layer_mirrored_jvp, symbolic_zeros=True)
