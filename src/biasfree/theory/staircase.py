@@ -110,6 +110,19 @@ class Staircase:
     def levels(self) -> np.ndarray:
         return np.array([p.level for p in self.plateaus])
 
+    def summary(self) -> str:
+        """One line: what was found and the numbers the rule used."""
+        rule = (f"noise σ = {self.sigma:.3g}, allowance 2δ = {2 * self.noise:.3g}, τ = {self.threshold:.3g} "
+                f"per e-fold, W = {self.window:.3g} e-folds")
+        if not self.drops and not self.rises:
+            return (f"no drop or rise beyond the noise: the curve changes by D = {self.total:.3g} in all, "
+                    f"one plateau at {self.levels[0]:.4g} ({rule})" + (f"; {self.note}" if self.note else ""))
+        levels = ", ".join(f"{x:.4g}" for x in self.levels)
+        parts = [f"{len(self.plateaus)} plateau(s) at {levels}", f"{len(self.drops)} drop(s)"]
+        if self.rises:
+            parts.append(f"{len(self.rises)} rise(s)")
+        return "; ".join(parts) + f" ({rule})" + (f"; {self.note}" if self.note else "")
+
 
 def noise_level(t, loss) -> float:
     """σ̂, the standard deviation of independent errors on the records of ``loss`` (T,) at times
@@ -190,10 +203,12 @@ def find_plateaus(t, loss, *, noise: float | None = None) -> Staircase:
     tau = D / (2 * U)
     W = 2 * delta / tau if tau > 0 else math.inf
     changes = []
-    for a, b in _changes(u, loss, tau, delta, W):
+    cores = _changes(u, loss, tau, delta, W)
+    for c, (a, b) in enumerate(cores):
         net = float(loss[a] - loss[b])
         if abs(net) > 2 * delta:
-            a, b = _continue(u, loss, tau, a, b, 1 if net > 0 else -1, changes[-1][1] if changes else 0)
+            ceil = cores[c + 1][0] if c + 1 < len(cores) else n - 1
+            a, b = _continue(u, loss, tau, a, b, 1 if net > 0 else -1, changes[-1][1] if changes else 0, ceil)
             if changes and a <= changes[-1][1] and changes[-1][2] == (net > 0):  # one change now
                 a = changes.pop()[0]
             net = float(loss[a] - loss[b])
@@ -224,14 +239,14 @@ def find_plateaus(t, loss, *, noise: float | None = None) -> Staircase:
     return Staircase(tuple(plateaus), tuple(drops), tau, delta, D, tuple(rises), sigma, W, note)
 
 
-def _continue(u, loss, tau, a: int, b: int, sign: int, floor: int) -> tuple[int, int]:
+def _continue(u, loss, tau, a: int, b: int, sign: int, floor: int, ceil: int) -> tuple[int, int]:
     """Records a..b of a drop (sign 1) or rise (−1) continued over each adjacent interval that
-    moves the same way faster than τ on the records themselves (the exact curve's rule; never
-    before record ``floor``, the previous change's end)."""
+    moves the same way faster than τ on the records themselves (the exact curve's rule), within
+    records ``floor`` (the previous change's end) to ``ceil`` (the next one's start)."""
     steep = sign * -np.diff(loss) > tau * np.diff(u)  # interval i..i+1
     while a > floor and steep[a - 1]:
         a -= 1
-    while b < u.size - 1 and steep[b]:
+    while b < ceil and steep[b]:
         b += 1
     return a, b
 
@@ -344,8 +359,8 @@ def match_levels(staircase: Staircase, levels) -> tuple[LevelMatch, ...]:
 
 
 def drop_times(t, loss, staircase: Staircase) -> np.ndarray:
-    """When each drop of ``staircase`` (found on ``t``, ``loss``) happens: for plateaus i and i+1
-    at levels L_i, L_{i+1}, the first time after plateau i's flattest point that the loss
+    """When each drop (or rise) of ``staircase`` (found on ``t``, ``loss``) happens: for plateaus i and i+1
+    at levels L_i, L_{i+1}, the first time after plateau i's flattest window (t_level) that the loss
     crosses their midpoint ``m = (L_i + L_{i+1})/2``, interpolated linearly in (ln t, L)
     between the two records that bracket the crossing (so it lies in that record interval,
     whatever the curve does inside it). For a logistic mode of a linear net this is the
