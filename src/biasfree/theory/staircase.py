@@ -4,7 +4,7 @@ The rule works on log-time ``u = ln t`` (records at t ≤ 0 are left out), where
 saddle training looks like a staircase. With ``D = max L − min L`` the total change and
 ``U = u_last − u_first`` the log-time span, ``τ = D/(2U)`` is half the rate of a curve falling
 uniformly in log-time. Each record is the true loss plus an error e_i; ``δ`` bounds the
-differences, |e_i − e_j| ≤ 2δ for every pair of records (below). Two records i < j are
+differences, ``|e_i − e_j| ≤ 2δ`` for every pair of records (below). Two records i < j are
 
 * a *fall* when ``L_i − L_j > τ (u_j − u_i) + 2δ``: the true curve fell faster than τ between
   them, whatever the errors;
@@ -126,20 +126,20 @@ class Staircase:
 
 def noise_level(t, loss) -> float:
     """σ̂, the standard deviation of independent errors on the records of ``loss`` (T,) at times
-    ``t`` (T,) (those at t > 0, on u = ln t): the smaller of two robust difference estimates,
-    each a consistent estimate of σ when the curve is pure noise, each pushed up by the curve
-    itself (§11.3.1):
+    ``t`` (T,) (those at t > 0, on u = ln t): the smaller of two difference estimates, each equal
+    to σ on pure noise and each pushed up only by the curve itself (docs/theory.md §11.3.1):
 
-    * first differences, ``MAD(ΔL)/√2`` (Rice 1984): var(e_{i+1} − e_i) = 2σ²; the curve adds
-      its slope times Δu, and the median centring removes a uniform one;
-    * pseudo-residuals, ``MAD(r_i/c_i)`` (Gasser, Sroka & Jennen-Steinmetz 1986):
+    * first differences ``ΔL_i/√2`` (Rice 1984): var(e_{i+1} − e_i) = 2σ²; the curve adds its
+      slope times Δu;
+    * pseudo-residuals ``r_i/c_i`` (Gasser, Sroka & Jennen-Steinmetz 1986):
       ``r_i = L_i − (b_i L_{i−1} + a_i L_{i+1})``, a_i = (u_i − u_{i−1})/(u_{i+1} − u_{i−1}),
       b_i = 1 − a_i, the record minus the straight line in u through its neighbours,
       var r_i = σ²(1 + a_i² + b_i²) = σ² c_i²; the curve adds its curvature times Δu².
 
-    MAD is the median absolute deviation scaled to σ for Gaussian errors, so each estimate
-    stands while fewer than half its stencils sit where the curve's own slope (curvature) is
-    larger than the noise: the plateaus, on a staircase recorded on a log grid."""
+    Each is read from the lower quartile of its absolute values, ``Q_{1/4}/Φ⁻¹(5/8)``, which
+    stays on the noise while a quarter of the stencils sit where the curve's own slope
+    (curvature) is below it, and raised by twice its relative spread ``s/√m`` (s ≈ 1.79 for m
+    values) so that it is below σ with probability ≈ 2 %."""
     t = v.finite_array("t", t, ndim=1)
     loss = v.finite_array("loss", loss, ndim=1)
     keep = t > 0
