@@ -11,6 +11,8 @@ the other modes' distance from their plateaus at the predicted time, turned into
 curve's slope there.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,6 +21,7 @@ from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
 
 import biasfree as bf
+from biasfree.claims.saddle_to_saddle.mechanisms import attention_run, linear_conv_run
 from biasfree.theory import aligned_init, data_modes, deep_loss, linear_loss
 from biasfree.theory.mechanisms import plateau_count_experiment
 from biasfree.theory.plateau_times import (
@@ -319,3 +322,58 @@ def test_relu_plateau_count_measured():
     # whether the width changes it too sits at a plateau-detection margin in some seeds (measured
     # 3 of 5 "spectrum", 2 "both"), so that split is reported in §11.5.4, not asserted
     assert all(f in ("spectrum", "both") for f in follows), follows
+
+
+# ------------------------------------- width or spectrum: conv and attention (the claim's tasks)
+
+def test_linear_conv_plateau_count_follows_the_spectrum_not_the_width():
+    """A linear conv net with a pooled readout is a two-layer linear net on its mean patch
+    (§11.7.7), so its count is data-induced: on the saddle-to-saddle claim's task (kernel 2,
+    mean patch whitened), random init std 1e-2, three init seeds: 2, 3, 5 channels at s = (2, ½)
+    give 3 plateaus each, s = (2, 2) and (2, ½) at 3 channels give 2 and 3. Control: below the
+    rank (1 and 2 channels) the width limits the count, and the experiment says so."""
+    for seed in range(3):
+        rep = plateau_count_experiment(linear_conv_run(seed), [2, 3, 5], [(2.0, 2.0), (2.0, 0.5)],
+                                       width=3, spectrum=(2.0, 0.5))
+        assert rep.width_counts == (3, 3, 3) and rep.spectrum_counts == (2, 3), (seed, rep)
+        assert rep.follows == "spectrum"
+    low = plateau_count_experiment(linear_conv_run(0), [1, 2], [(2.0, 2.0), (2.0, 0.5)], width=1,
+                                   spectrum=(2.0, 0.5))
+    assert low.width_counts == (2, 3) and low.follows != "spectrum", low
+
+
+def _attention(kind, **kw):
+    """The claim's in-context task at N = 8, 500 sequences (mirrored), GD η = 0.1; each
+    (width, Λ) trained once (the experiment asks for the shared one twice)."""
+    return functools.cache(attention_run(kind, n_seq=500, **kw))
+
+
+def test_merged_attention_has_one_drop_whatever_the_width_or_spectrum():
+    """Merged linear attention is a two-layer linear net on the cubic features with one output
+    (§10.2–10.3): its end-to-end map has rank ≤ 1, so one drop, two plateaus, at every width and
+    spectrum (follows "neither"). Random init std 0.05, three init seeds, 1 and 3 heads at
+    Λ = (1, ½), Λ = (1, 1) and (1, ½) at 3 heads, 600 steps."""
+    for seed in range(3):
+        rep = plateau_count_experiment(_attention("merged", seed=seed, steps=600), [1, 3],
+                                       [(1.0, 1.0), (1.0, 0.5)], width=3, spectrum=(1.0, 0.5))
+        assert rep.width_counts == (2, 2) and rep.spectrum_counts == (2, 2), (seed, rep)
+        assert rep.follows == "neither"
+
+
+def test_separate_attention_heads_split_equal_eigenvalues_by_their_inits():
+    """Separate rank-one heads are init-induced (§11.5.4: t ∝ 1/(s w₀)). The claim's aligned heads,
+    head h on component h, 2,000 steps, three data seeds. Inits w₀ = 0.1·½^h: Λ = (1, 1) and (1, ½)
+    at 2 heads both give 3 plateaus, the equal eigenvalues split by the inits: the count does not
+    follow the spectrum (1 and 2 heads at Λ = (1, ½): 2, 3; follows "width"). Control: at one
+    w₀ = 0.1 (the claim's setting) the same two heads learn equal eigenvalues together, 2 plateaus
+    at Λ = (1, 1) against 3 at (1, ½): the count follows the spectrum too ("both")."""
+    for data_seed in range(3):
+        args = ([1, 2], [(1.0, 1.0), (1.0, 0.5)])
+        kw = dict(init=0.1, steps=2000, data_seed=data_seed)
+        at = dict(width=2, spectrum=(1.0, 0.5))
+        rep = plateau_count_experiment(_attention("aligned", ratio=0.5, **kw), *args, **at)
+        assert rep.width_counts == (2, 3) and rep.spectrum_counts == (3, 3), (data_seed, rep)
+        assert rep.follows == "width"
+        same = plateau_count_experiment(_attention("aligned", ratio=1.0, **kw), *args, **at)
+        assert same.width_counts == (2, 3) and same.spectrum_counts == (2, 3), (data_seed, same)
+        assert same.follows == "both"
