@@ -22,6 +22,7 @@ from scipy.optimize import brentq
 
 import biasfree as bf
 from biasfree.claims.saddle_to_saddle.mechanisms import attention_run, linear_conv_run
+from biasfree.claims.saddle_to_saddle.run import conv_net, linear_conv_task
 from biasfree.theory import aligned_init, data_modes, deep_loss, linear_loss
 from biasfree.theory.mechanisms import plateau_count_experiment
 from biasfree.theory.plateau_times import (
@@ -377,3 +378,50 @@ def test_separate_attention_heads_split_equal_eigenvalues_by_their_inits():
         same = plateau_count_experiment(_attention("aligned", ratio=1.0, **kw), *args, **at)
         assert same.width_counts == (2, 3) and same.spectrum_counts == (2, 3), (data_seed, same)
         assert same.follows == "both"
+
+
+# ------------------------------------------- init-induced? a linear conv channel's own init
+
+def _mode_vectors(K, W, U, V):
+    """Mode i's hidden vector h_i = W₁v_i + W₂ᵀu_i of the net on the mean patch (W₁ = K, W₂ = W)."""
+    return [K @ V[:, i] + W.T @ U[:, i] for i in range(V.shape[1])]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_linear_conv_mode_escapes_from_all_channels_not_from_one(seed):
+    """A linear conv net is a linear net on its mean patch p̄ (§11.7.7), and its channels are
+    the hidden units of that net. A channel's init does not set a time of its own: mode i grows
+    from its hidden vector h_i = W₁v_i + W₂ᵀu_i, a sum over channels (a₀ = ¼‖h_i‖² = Σ_c a₀_c,
+    §3.1), and once modes j < i are learned W₂ᵀW₂ ≈ W₁W₁ᵀ ≈ Σ_j s_j ĥ_jĥ_jᵀ damps h_i's part along
+    ĥ_j at rate s_j − s_i, so mode i leaves from a₀ᵢ = ¼‖P_i h_i‖², P_i the projector off the
+    earlier ĥ_j (§11.5.4). Kernel 2, s = (2, ½), 4 channels of random init std 1e-3, GD η = 0.01:
+    the crossings within §11.5.3's tolerance plus the damped part's remainder; controls: §3.1's
+    unprojected a₀ for the second mode, and every channel's own a₀ for it, miss."""
+    s, n, C, lr, steps = np.array([2.0, 0.5]), 5, 4, 0.01, 2500
+    X, Y, _, U, V = linear_conv_task(np.random.default_rng(0), 120, n, s)
+    rng = np.random.default_rng(seed)
+    K, W = 1e-3 * rng.normal(size=(C, 2)), 1e-3 * rng.normal(size=(2, C))
+    tr = bf.train(conv_net(K, W, n), bf.Dataset(X, Y, mirror=False), None, alpha=1.0, lr=lr, steps=steps,
+                  n_records=steps + 1, observables="loss")
+    t, L = np.asarray(tr.t)[1:], np.asarray(tr.loss)[1:]
+    y_power = float(np.mean(np.sum(Y**2, 1)))
+    h = _mode_vectors(K, W, U, V)
+    e0 = h[0] / np.linalg.norm(h[0])
+    perp = h[1] - (h[1] @ e0) * e0
+    a0 = np.array([0.25 * h[0] @ h[0], 0.25 * perp @ perp])
+    pred = data_plateaus(s, a0, y_power)
+    measured = crossing_times(t, L, pred.crossings)
+    for i in range(2):
+        tp = pred.times[i]
+        off = abs(float(linear_loss(tp, s, a0, y_power)) - pred.crossings[i])
+        tol = _gd_tolerance(tp, s[i], lr) + lr + 2 * off / (s[i] ** 3 / 4)
+        if i == 1:  # h₁'s part along ĥ₀, damped at rate s₀ − s₁ from mode 0's half time on
+            par = 0.25 * (h[1] @ e0) ** 2 * np.exp(-2 * (s[0] - s[1]) * (tp - pred.times[0]))
+            tol += np.log1p(par / a0[1]) / (2 * s[1])
+        assert abs(measured[i] - tp) <= tol, (i, measured[i], tp, tol)
+    unprojected = data_plateaus(s, [a0[0], 0.25 * h[1] @ h[1]], y_power).times[1]
+    assert abs(measured[1] - unprojected) > tol, (measured[1], unprojected, tol)
+    for c in range(C):
+        hc = K[c] @ V[:, 1] + W[:, c] @ U[:, 1]  # channel c's own share of h₁
+        own = data_plateaus(s, [a0[0], 0.25 * hc**2], y_power).times[1]
+        assert abs(measured[1] - own) > tol, (c, measured[1], own, tol)
