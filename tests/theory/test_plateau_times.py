@@ -294,6 +294,10 @@ def test_bad_input_is_refused():
         data_plateaus([1.0], 0.6, 10.0)
     with pytest.raises(ValueError, match="two widths and two spectra"):
         plateau_count_experiment(_linear_run, [3], [(1,), (2,)], width=3, spectrum=(1,))
+    with pytest.raises(ValueError, match="choose 'merged', 'separate' or 'aligned'"):
+        attention_run("rank-two")
+    with pytest.raises(ValueError, match="at most D = 2"):
+        attention_run("aligned")(3, (1.0, 0.5))
     with pytest.raises(ValueError, match="below Σ μ_h²"):
         quadratic_plateaus([3.0], 3.0, 1e-2, 1.0)
     with pytest.raises(ValueError, match="frac must be below 1"):

@@ -76,15 +76,17 @@ def attention_run(kind: str, seed: int = 0, *, init: float = 0.05, ratio: float 
                   data_seed: int = 0) -> Run:
     """Linear attention of ``width`` heads, ``kind`` "merged", "separate" or "aligned" (module doc)."""
     if kind not in ("merged", "separate", "aligned"):
-        raise ValueError(f"kind={kind!r}: choose 'merged', 'separate' or 'aligned'")
+        raise ValueError(f"kind={kind!r} is not an attention kind here: choose 'merged', 'separate' or "
+                         "'aligned'")
 
     def run(width: int, spectrum) -> tuple[np.ndarray, np.ndarray]:
         lam = np.asarray(spectrum, float)
         D = lam.size
+        if kind == "aligned" and width > D:
+            raise ValueError(f"width={width}: aligned heads sit one per component, so at most D = {D} "
+                             "(the spectrum's length); give fewer heads or a longer spectrum")
         data = in_context_regression(jax.random.PRNGKey(data_seed), n_seq, n_ctx, D, np.diag(lam))
         if kind == "aligned":
-            if width > D:
-                raise ValueError(f"width={width}: aligned heads sit one per component, at most D = {D}")
             h = aligned_heads(1.0, D, n_ctx)
             w0 = init * ratio ** np.arange(width)
             scaled = (jax.device_put(np.asarray(a)[:width] * w0[:, None, None]) for a in (h.V, h.K, h.Q))
