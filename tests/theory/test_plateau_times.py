@@ -11,6 +11,8 @@ the other modes' distance from their plateaus at the predicted time, turned into
 curve's slope there.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,6 +21,8 @@ from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
 
 import biasfree as bf
+from biasfree.claims.saddle_to_saddle.mechanisms import attention_run, linear_conv_run
+from biasfree.claims.saddle_to_saddle.run import conv_net, linear_conv_task
 from biasfree.theory import aligned_init, data_modes, deep_loss, linear_loss
 from biasfree.theory.mechanisms import plateau_count_experiment
 from biasfree.theory.plateau_times import (
@@ -290,6 +294,10 @@ def test_bad_input_is_refused():
         data_plateaus([1.0], 0.6, 10.0)
     with pytest.raises(ValueError, match="two widths and two spectra"):
         plateau_count_experiment(_linear_run, [3], [(1,), (2,)], width=3, spectrum=(1,))
+    with pytest.raises(ValueError, match="choose 'merged', 'separate' or 'aligned'"):
+        attention_run("rank-two")
+    with pytest.raises(ValueError, match="at most D = 2"):
+        attention_run("aligned")(3, (1.0, 0.5))
     with pytest.raises(ValueError, match="below Σ μ_h²"):
         quadratic_plateaus([3.0], 3.0, 1e-2, 1.0)
     with pytest.raises(ValueError, match="frac must be below 1"):
@@ -319,3 +327,105 @@ def test_relu_plateau_count_measured():
     # whether the width changes it too sits at a plateau-detection margin in some seeds (measured
     # 3 of 5 "spectrum", 2 "both"), so that split is reported in §11.5.4, not asserted
     assert all(f in ("spectrum", "both") for f in follows), follows
+
+
+# ------------------------------------- width or spectrum: conv and attention (the claim's tasks)
+
+def test_linear_conv_plateau_count_follows_the_spectrum_not_the_width():
+    """A linear conv net with a pooled readout is a two-layer linear net on its mean patch
+    (§11.7.7), so its count is data-induced: on the saddle-to-saddle claim's task (kernel 2,
+    mean patch whitened), random init std 1e-2, three init seeds: 2, 3, 5 channels at s = (2, ½)
+    give 3 plateaus each, s = (2, 2) and (2, ½) at 3 channels give 2 and 3. Control: below the
+    rank (1 and 2 channels) the width limits the count, and the experiment says so."""
+    for seed in range(3):
+        rep = plateau_count_experiment(linear_conv_run(seed), [2, 3, 5], [(2.0, 2.0), (2.0, 0.5)],
+                                       width=3, spectrum=(2.0, 0.5))
+        assert rep.width_counts == (3, 3, 3) and rep.spectrum_counts == (2, 3), (seed, rep)
+        assert rep.follows == "spectrum"
+    low = plateau_count_experiment(linear_conv_run(0), [1, 2], [(2.0, 2.0), (2.0, 0.5)], width=1,
+                                   spectrum=(2.0, 0.5))
+    assert low.width_counts == (2, 3) and low.follows != "spectrum", low
+
+
+def _attention(kind, **kw):
+    """The claim's in-context task at N = 8, 500 sequences (mirrored), GD η = 0.1; each
+    (width, Λ) trained once (the experiment asks for the shared one twice)."""
+    return functools.cache(attention_run(kind, n_seq=500, **kw))
+
+
+def test_merged_attention_has_one_drop_whatever_the_width_or_spectrum():
+    """Merged linear attention is a two-layer linear net on the cubic features with one output
+    (§10.2–10.3): its end-to-end map has rank ≤ 1, so one drop, two plateaus, at every width and
+    spectrum (follows "neither"). Random init std 0.05, three init seeds, 1 and 3 heads at
+    Λ = (1, ½), Λ = (1, 1) and (1, ½) at 3 heads, 600 steps."""
+    for seed in range(3):
+        rep = plateau_count_experiment(_attention("merged", seed=seed, steps=600), [1, 3],
+                                       [(1.0, 1.0), (1.0, 0.5)], width=3, spectrum=(1.0, 0.5))
+        assert rep.width_counts == (2, 2) and rep.spectrum_counts == (2, 2), (seed, rep)
+        assert rep.follows == "neither"
+
+
+def test_separate_attention_heads_split_equal_eigenvalues_by_their_inits():
+    """Separate rank-one heads are init-induced (§11.5.4: t ∝ 1/(s w₀)). The claim's aligned heads,
+    head h on component h, 2,000 steps, three data seeds. Inits w₀ = 0.1·½^h: Λ = (1, 1) and (1, ½)
+    at 2 heads both give 3 plateaus, the equal eigenvalues split by the inits: the count does not
+    follow the spectrum (1 and 2 heads at Λ = (1, ½): 2, 3; follows "width"). Control: at one
+    w₀ = 0.1 (the claim's setting) the same two heads learn equal eigenvalues together, 2 plateaus
+    at Λ = (1, 1) against 3 at (1, ½): the count follows the spectrum too ("both")."""
+    for data_seed in range(3):
+        args = ([1, 2], [(1.0, 1.0), (1.0, 0.5)])
+        kw = dict(init=0.1, steps=2000, data_seed=data_seed)
+        at = dict(width=2, spectrum=(1.0, 0.5))
+        rep = plateau_count_experiment(_attention("aligned", ratio=0.5, **kw), *args, **at)
+        assert rep.width_counts == (2, 3) and rep.spectrum_counts == (3, 3), (data_seed, rep)
+        assert rep.follows == "width"
+        same = plateau_count_experiment(_attention("aligned", ratio=1.0, **kw), *args, **at)
+        assert same.width_counts == (2, 3) and same.spectrum_counts == (2, 3), (data_seed, same)
+        assert same.follows == "both"
+
+
+# ------------------------------------------- init-induced? a linear conv channel's own init
+
+def _mode_vectors(K, W, U, V):
+    """Mode i's hidden vector h_i = W₁v_i + W₂ᵀu_i of the net on the mean patch (W₁ = K, W₂ = W)."""
+    return [K @ V[:, i] + W.T @ U[:, i] for i in range(V.shape[1])]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_linear_conv_mode_escapes_from_all_channels_not_from_one(seed):
+    """A linear conv net is a linear net on its mean patch p̄ (§11.7.7), and its channels are
+    the hidden units of that net. A channel's init does not set a time of its own: mode i grows
+    from its hidden vector h_i = W₁v_i + W₂ᵀu_i, a sum over channels (a₀ = ¼‖h_i‖² = Σ_c a₀_c,
+    §3.1), and once modes j < i are learned W₂ᵀW₂ ≈ W₁W₁ᵀ ≈ Σ_j s_j ĥ_jĥ_jᵀ damps h_i's part along
+    ĥ_j at rate s_j − s_i, so mode i leaves from a₀ᵢ = ¼‖P_i h_i‖², P_i the projector off the
+    earlier ĥ_j (§11.5.4). Kernel 2, s = (2, ½), 4 channels of random init std 1e-3, GD η = 0.01:
+    the crossings within §11.5.3's tolerance plus the damped part's remainder; controls: §3.1's
+    unprojected a₀ for the second mode, and every channel's own a₀ for it, miss."""
+    s, n, C, lr, steps = np.array([2.0, 0.5]), 5, 4, 0.01, 2500
+    X, Y, _, U, V = linear_conv_task(np.random.default_rng(0), 120, n, s)
+    rng = np.random.default_rng(seed)
+    K, W = 1e-3 * rng.normal(size=(C, 2)), 1e-3 * rng.normal(size=(2, C))
+    tr = bf.train(conv_net(K, W, n), bf.Dataset(X, Y, mirror=False), None, alpha=1.0, lr=lr, steps=steps,
+                  n_records=steps + 1, observables="loss")
+    t, L = np.asarray(tr.t)[1:], np.asarray(tr.loss)[1:]
+    y_power = float(np.mean(np.sum(Y**2, 1)))
+    h = _mode_vectors(K, W, U, V)
+    e0 = h[0] / np.linalg.norm(h[0])
+    perp = h[1] - (h[1] @ e0) * e0
+    a0 = np.array([0.25 * h[0] @ h[0], 0.25 * perp @ perp])
+    pred = data_plateaus(s, a0, y_power)
+    measured = crossing_times(t, L, pred.crossings)
+    for i in range(2):
+        tp = pred.times[i]
+        off = abs(float(linear_loss(tp, s, a0, y_power)) - pred.crossings[i])
+        tol = _gd_tolerance(tp, s[i], lr) + lr + 2 * off / (s[i] ** 3 / 4)
+        if i == 1:  # h₁'s part along ĥ₀, damped at rate s₀ − s₁ from mode 0's half time on
+            par = 0.25 * (h[1] @ e0) ** 2 * np.exp(-2 * (s[0] - s[1]) * (tp - pred.times[0]))
+            tol += np.log1p(par / a0[1]) / (2 * s[1])
+        assert abs(measured[i] - tp) <= tol, (i, measured[i], tp, tol)
+    unprojected = data_plateaus(s, [a0[0], 0.25 * h[1] @ h[1]], y_power).times[1]
+    assert abs(measured[1] - unprojected) > tol, (measured[1], unprojected, tol)
+    for c in range(C):
+        hc = K[c] @ V[:, 1] + W[:, c] @ U[:, 1]  # channel c's own share of h₁
+        own = data_plateaus(s, [a0[0], 0.25 * hc**2], y_power).times[1]
+        assert abs(measured[1] - own) > tol, (c, measured[1], own, tol)

@@ -158,24 +158,47 @@ def _relu_fc(cfg: Config, rng, progress):
     return p, narrow, X, Y
 
 
-def _conv_net(K, V, n: int) -> tuple:
+def conv_net(K, V, n: int) -> tuple:
+    """A bias-free one-channel-in conv net on inputs of length ``n``: kernels ``K`` (C, k),
+    "valid" positions, average pooling and readout ``V`` (out, C)."""
     K, V = np.asarray(K, float), np.asarray(V, float)
     return Conv(K[:, None, :], None, (n,), "valid"), PooledDense(V, None, (n - K.shape[1] + 1,))
+
+
+def linear_conv_task(rng, n_points: int, n: int, s) -> tuple:
+    """The linear conv panel's task: ``n_points`` inputs of length ``n`` whose mean patch p̄ = A x
+    (kernel k = len(s)) is whitened, targets ``Y = p̄ (U diag(s) Vᵀ)ᵀ`` for random rotations U, V.
+    Returns ``(X, Y, A, U, V)``: on p̄ the net is a two-layer linear net (docs/theory.md §11.7.7)."""
+    s = np.asarray(s, float)
+    k = s.size
+    probe = conv_net(np.eye(k), np.eye(k), n)  # channel o reads patch offset o: f(x) = p̄(x)
+    A = np.asarray(probe[1].linear(probe[0].linear(np.eye(n)))).T  # p̄ = A x, A (k, n)
+    X0 = rng.normal(size=(n_points, n))
+    P0 = X0 @ A.T
+    Pw = _whitened(rng, n_points, k)
+    X = X0 + (Pw - P0) @ np.linalg.pinv(A).T  # X Aᵀ = Pw: the mean patch is whitened
+    U, V = _orthogonal(rng, k), _orthogonal(rng, k)
+    return X, Pw @ (U * s @ V.T).T, A, U, V
+
+
+def relu_conv_task(rng, n_points: int, n: int, k: int, c) -> tuple:
+    """The ReLU conv panel's task: single spikes ``r e_j`` at interior positions (every kernel
+    offset of a length-k kernel sees them), target ``c₊ r`` for r > 0 and ``c₋ |r|`` for r < 0,
+    ``c = (c₊, c₋)``. Returns ``(X, Y, r)``."""
+    c = np.asarray(c, float)
+    pos = rng.integers(k - 1, n - k + 1, size=n_points)
+    r = rng.normal(size=n_points)
+    X = np.zeros((n_points, n))
+    X[np.arange(n_points), pos] = r
+    return X, (np.where(r > 0, c[0], c[1]) * np.abs(r))[:, None], r
 
 
 def _linear_conv(cfg: Config, rng, progress) -> Panel:
     k, n = cfg.conv_kernel, cfg.conv_n
     s = np.asarray(cfg.strengths[:k], float)
-    probe = _conv_net(np.eye(k), np.eye(k), n)  # channel o reads patch offset o: f(x) = p̄(x)
-    A = np.asarray(probe[1].linear(probe[0].linear(np.eye(n)))).T  # p̄ = A x, A (k, n)
-    X0 = rng.normal(size=(cfg.n, n))
-    P0 = X0 @ A.T
-    Pw = _whitened(rng, cfg.n, k)
-    X = X0 + (Pw - P0) @ np.linalg.pinv(A).T  # X Aᵀ = Pw: the mean patch is whitened
-    U, V = _orthogonal(rng, k), _orthogonal(rng, k)
-    Y = Pw @ (U * s @ V.T).T
+    X, Y, A, U, V = linear_conv_task(rng, cfg.n, n, s)
     a = math.sqrt(cfg.scale)
-    net = _conv_net(a * V.T, a * U, n)
+    net = conv_net(a * V.T, a * U, n)
     progress("linear conv")
     run = train(net, Dataset(X, Y, mirror=False), None, alpha=1.0, **_records(cfg, cfg.steps, cfg.lr))
     p = _mode_panel(run, cfg.lr, cfg.steps, np.ones(k), np.ones(k), s, np.full(k, cfg.scale), 0.0, k)
@@ -187,14 +210,10 @@ def _relu_conv(cfg: Config, rng, progress) -> Panel:
     k, n = cfg.conv_kernel, cfg.conv_n
     S = n - k + 1
     c = np.asarray(cfg.strengths[:2], float)  # c₊, c₋
-    pos = rng.integers(k - 1, n - k + 1, size=cfg.n)  # interior: every kernel offset sees the spike
-    r = rng.normal(size=cfg.n)
-    X = np.zeros((cfg.n, n))
-    X[np.arange(cfg.n), pos] = r
-    Y = (np.where(r > 0, c[0], c[1]) * np.abs(r))[:, None]
+    X, Y, r = relu_conv_task(rng, cfg.n, n, k, c)
     b = math.sqrt(cfg.scale)  # kernel ±b 1/√k (norm b), readout b: a unit of strength a₀ = b²
     K = np.stack([np.full(k, b / math.sqrt(k)), np.full(k, -b / math.sqrt(k))])
-    net = _conv_net(K, np.full((1, 2), b), n)
+    net = conv_net(K, np.full((1, 2), b), n)
     progress("ReLU conv")
     run = train(net, Dataset(X, Y, mirror=False), None, alpha=0.0, **_records(cfg, cfg.steps, cfg.lr))
     g = math.sqrt(k) / S  # f = V ‖K‖ g |r| on the channel's sign
