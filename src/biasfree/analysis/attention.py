@@ -30,6 +30,7 @@ as for dense nets (docs/verdict.md "Attention models"), each with its deciding n
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
 from functools import partial
 
@@ -43,16 +44,20 @@ from ..core.nets import forward
 from ..core.symmetry import max_row_norm, row_violation
 from ..dynamics import GDConfig, TrainConfig
 from ..dynamics.train_config import as_train_config
-from ..dynamics.trainer import train as train_run
-from . import gap
+from ..dynamics.trainer import _run as train_run
+from . import attention_measure as am
+from . import gap, measure_step
 from . import verdict as vd
 from .attention_files import SEQUENCES
 from .attention_import import as_attention
 from .attention_import import with_n_ctx as _with_n_ctx
+from .measured import Decided, end_bound
 from .measurements import data_arrays
+from .plan import budget_of
+from .regime import MAX_STEPS
 from .report import Analysis, DataReport, History, Prediction, Training
 from .stage_answer import stage_answer
-from .verdict import PAPER_LEVEL, ROUND_OFF, evidence
+from .verdict import PAPER_LEVEL, ROUND_OFF, UNDECIDED, evidence
 
 DEFAULT_STEPS = 1000
 """Steps of ``train=True`` (GD at :func:`default_lr`)."""
@@ -101,6 +106,13 @@ class AttentionReport:
     trained: object = None
     steps_run: int = 0
     norm: str = "n"
+    record_steps: np.ndarray | None = None
+    trained_twin: object = None
+    seconds: float = float("nan")
+    budget: float | None = None
+    decided: bool = False
+    end: object = None
+    by_default: bool = False
 
     @property
     def on_twin(self) -> bool:
@@ -272,46 +284,139 @@ def _config(train, zd: Dataset) -> TrainConfig | None:
     return cfg
 
 
-def _measure(layer, data: Dataset, zd: Dataset, cfg: TrainConfig, budget, progress):
+def _measure(layer, data: Dataset, zd: Dataset, cfg: TrainConfig, budget, progress, stop=None, every=True):
     """The model and its twin (on its own data, the cubic features ``zd`` of the same sequences)
-    trained by the same optimiser in one loop, every step recorded: the trajectory. α = 1: the
+    trained by the same optimiser in one loop, the gap carried over every step, the losses
+    recorded at every step (``every``; else at ``cfg``'s records): the trajectory. α = 1: the
     attention's twin map has c = 1 (same step, same optimiser, §10.2); the attention layer does
-    not read α."""
-    every = dataclasses.replace(cfg, n_records=cfg.steps + 1)._with_alpha(1.0)
-    return train_run((layer,), data, every, twin=(merged_to_twin(layer), zd), observables="loss",
-                     time_budget=budget, progress=progress)
+    not read α. ``stop``: :class:`~biasfree.analysis.measured.Decided` of a default measurement."""
+    run = (dataclasses.replace(cfg, n_records=cfg.steps + 1) if every else cfg)._with_alpha(1.0)
+    return train_run((layer,), data, run, twin=(merged_to_twin(layer), zd), observables="loss",
+                     time_budget=budget, progress=progress, stop=stop)
 
 
-def _measured(rep: AttentionReport, cfg: TrainConfig, kind: str) -> vd.Judgement:
+def _measured(rep: AttentionReport, cfg: TrainConfig, kind: str, longer: str) -> vd.Judgement:
+    """The answer of a measured run (``rep`` trained by ``cfg``): the gap over every step against
+    0.3% of ``loss_ref``; where the run ended within the bound no later descent can leave
+    (``rep.end``, :mod:`.attention_measure`) the answer holds past it; a run the time budget
+    stopped before its steps with neither a gap past 0.3% nor that bound is undecided, naming
+    ``longer``, the call that runs longer (its ``{seconds}`` filled in)."""
     name = _training_name(cfg)
     ev = _data_ev(rep)
-    ev.append(evidence(f"loss gap to the twin under {name}, max_k |L_k − L_twin,k| / {NORMALISER} over every "
-                       "step", rep.gap, PAPER_LEVEL,
-                       f"the paper's 0.3%; maximum at step {rep.gap_step}; "
-                       f"{NORMALISER} = {rep.loss_ref:.4g}"))
-    notes = (() if rep.steps_run >= cfg.steps else
-             (f"stopped by the time budget after {rep.steps_run} of {cfg.steps} steps: the gap is the "
-              "maximum over the steps run",))
-    if not ev[-1].passed:
+    measured = evidence(f"loss gap to the twin under {name}, max_k |L_k − L_twin,k| / {NORMALISER} over "
+                        "every step", rep.gap, PAPER_LEVEL,
+                        f"the paper's 0.3%; maximum at step {rep.gap_step}; "
+                        f"{NORMALISER} = {rep.loss_ref:.4g}")
+    ev.append(measured)
+    final = ""
+    if rep.end is not None:
+        floored = np.isfinite(rep.end.floor)
+        how = ("max(|L − L_twin|, max(L, L_twin) − L*), L* the least squares on the cubic feature Φ"
+               if floored else "max(L, L_twin), converged")
+        after = evidence(f"gap to the twin after the run, bound {how} (fraction of {NORMALISER})",
+                         end_bound(rep.end) / rep.loss_ref, PAPER_LEVEL,
+                         "descent keeps both losses in [L*, max(L, L_twin)] (no attention weights and no "
+                         "twin fit better than the best linear map of Φ), so longer training keeps the gap "
+                         "within this")
+        ev.append(after)
+        final = "" if not after.passed else (
+            f"; the run ended within its bound ({after.value:.2g} of {NORMALISER}), so longer training keeps "
+            f"the gap within it: the answer holds past step {rep.steps_run}")
+    stopped = rep.steps_run < cfg.steps
+    spent = (f"{rep.steps_run} of {cfg.steps} steps in {rep.seconds:.3g} s"
+             + ("" if rep.budget is None else f" (time budget {rep.budget:.3g} s)"))
+    notes = []
+    if stopped and rep.decided:
+        notes.append(f"ended once decided, after {spent}: " + (
+            "the gap passed 0.3%, which no later step can undo" if not measured.passed else
+            "the run's weights were within the bound no later descent can leave"))
+    elif stopped:
+        notes.append(f"stopped by the time budget after {spent}: the gap is the maximum over the steps run")
+    if not measured.passed:
         why = f"trained gap {100 * rep.gap:.3g}% of {NORMALISER} at step {rep.gap_step} > 0.3%"
-        return vd.judgement(kind, vd.NOT, [why], ev, notes)
+        return vd.judgement(kind, vd.NOT, [why], ev, tuple(notes))
+    if stopped and not final:
+        whole = rep.seconds / max(rep.steps_run, 1) * cfg.steps
+        return vd.judgement(kind, UNDECIDED, [
+            f"the time budget ran out after {spent}: the gap {rep.gap:.3g} of {NORMALISER} is within 0.3% "
+            f"for those steps only and nothing bounds it after them; measure longer (about {whole:.3g} s at "
+            f"this rate): {longer.format(seconds=f'{1.5 * whole:.2g}')}"], ev, tuple(notes))
     exact = rep.kind == "merged" and rep.on_twin and ev[0].passed
     if exact and rep.gap <= ROUND_OFF:
-        return vd.judgement(kind, vd.EXACT, [], ev, notes,
-                            f"on its twin to round-off at every step ({rep.gap:.2g} of {NORMALISER})")
-    return vd.judgement(kind, vd.EFFECTIVE, [], ev, notes,
+        return vd.judgement(kind, vd.EXACT, [], ev, tuple(notes),
+                            f"on its twin to round-off at every step ({rep.gap:.2g} of {NORMALISER}){final}")
+    return vd.judgement(kind, vd.EFFECTIVE, [], ev, tuple(notes),
                         f"within {100 * rep.gap:.2g}% of {NORMALISER} of its twin's loss at every step "
-                        f"(max at step {rep.gap_step})")
+                        f"(max at step {rep.gap_step}){final}")
+
+
+def _longer(cfg: TrainConfig) -> str:
+    """The call that measures ``cfg`` longer, ``{seconds}`` to fill in."""
+    return _measure_call(cfg)[:-1] + ", time_budget={seconds})"
+
+
+def _by_default(rep: AttentionReport, layer, ds: Dataset, zd: Dataset, cfg: TrainConfig | None, time_budget,
+                progress, kind: str, predicted: vd.Judgement, early: bool):
+    """A prediction left undecided (``predicted``), measured by default (module doc,
+    :mod:`.attention_measure`): the model ``layer`` and its twin trained on beside each other,
+    by ``cfg`` when one was named (within ``time_budget``), else by GD at the measured step to
+    the default horizon (:func:`~.attention_measure.schedule`, its stability checked at the end,
+    :func:`~.measure_step.settle`) within :func:`~.plan.budget_of` the budget; ended once
+    decided when ``early`` (:class:`~.measured.Decided`: GD on the MSE reads the end's bound,
+    any other optimiser only the gap). ``kind`` the answer's, ``{}`` the training's name.
+    ``(the report with the run, the answer, the config run)``."""
+    X, Y = np.asarray(ds.X), np.asarray(ds.Y)
+    floor, floor_tol = am.cubic_floor(X, Y, layer)
+    terms = 3 * (layer.d + 1) + layer.n_ctx + 1 + layer.heads + 5  # the sums in one prediction
+    ends = am.ends(X, Y, np.asarray(zd.X), floor, floor_tol, max(gap.zero_loss(Y), 1e-300), terms)
+    level = PAPER_LEVEL * rep.loss_ref  # 0.3% of L_ref, in loss units (the loop's gap)
+    if cfg is None:
+        budget = budget_of(time_budget)
+        t0 = time.perf_counter()  # measuring the step counts against the budget (and again at the end)
+        lr, steps, T, horizon = am.schedule(layer, ds, zd, MAX_STEPS if budget is None else None)
+        spent = time.perf_counter() - t0
+
+        def go(c, b, t=0.0):
+            stop = Decided(level, ends, floor) if early else None
+            loop = measure_step.budget_left(b, t) if t else b  # what measuring the step left
+            r = _trained(rep, layer, ds, zd, c, loop, progress, stop=stop, every=False, ends=ends,
+                         by_default=True, stated=budget)
+            return r, None, am.sharpness(r.trained, r.trained_twin, ds, zd)
+
+        start = GDConfig(lr=lr, steps=steps, n_records=201, spacing="log")
+        r, _, lam_end, run = measure_step.settle(go, start, budget, spent)
+        j = _measured(r, run, kind.format(_training_name(run)), _longer(run))
+        j = measure_step.certify(j, run, lam_end, r.steps_run)  # η λ̂ ≤ 2 at the end, else no evidence
+        what = (f"GD at η = {run.lr:.3g} (a quarter of the stability limit 2/λ̂, λ̂ the sharpness of the "
+                f"model and its twin at these weights, Lanczos; or T/{measure_step.MIN_STEPS}), {run.steps} "
+                f"steps to t = {run.lr * run.steps:.4g} (the horizon T = {T:.4g}: {horizon})")
+    else:
+        budget, run = time_budget, cfg
+        flow = cfg.plain_gd  # plain full-batch GD on the MSE: the end's bound holds under it
+        stop = Decided(level, ends if flow else None, floor) if early else None
+        r = _trained(rep, layer, ds, zd, cfg, budget, progress, stop=stop, ends=ends if flow else None,
+                     by_default=True)
+        j = _measured(r, cfg, kind.format(_training_name(cfg)), _longer(cfg))
+        what = f"{_training_name(cfg)} (the training named), {cfg.steps} steps"
+    names = {e.name for e in j.evidence}
+    before = tuple(e for e in predicted.evidence if e.name not in names)
+    why = predicted.reasons[0].split("; measure it")[0]
+    j = dataclasses.replace(j, evidence=before + j.evidence, notes=j.notes + (
+        f"measured by default, since the prediction was undecided ({why}): {what}, from these weights "
+        f"beside the twin, {r.steps_run} of {run.steps} steps in {r.seconds:.3g} s (time budget "
+        f"{'none' if budget is None else f'{budget:g} s'}); train=False predicts only",))
+    return r, j, run
 
 
 def analyse_attention(model, data, *, train=None, init=None, time_budget=None, progress=None) -> Analysis:
     """:func:`biasfree.analyse` of a linear-attention model (module doc): ``model`` a
     :class:`~biasfree.core.attention.MergedAttention`/``SeparateAttention`` (or a one-layer
     tuple) or a torch module in :mod:`.attention_import`'s layout; ``data`` flat sequences
-    (S, (N+1)(D+1)) with targets (S, 1), N read from the width; ``train`` None, True (GD at
-    :func:`default_lr`, :data:`DEFAULT_STEPS` steps), an optax optimiser or a TrainConfig
-    (full batch, or ``batch_size`` with ``mirrored_batches=False``); ``init`` the weights
-    training started from (history, measured with ``train``). Returns an
+    (S, (N+1)(D+1)) with targets (S, 1), N read from the width; ``train`` None (predict, and
+    where the theory is silent measure by default, :mod:`.attention_measure`), False (predict
+    only), True (GD at :func:`default_lr`, :data:`DEFAULT_STEPS` steps), an optax optimiser or a
+    TrainConfig (full batch, or ``batch_size`` with ``mirrored_batches=False``); ``init`` the
+    weights training started from (history, measured with ``train``). Returns an
     :class:`~.report.Analysis` shaped as a dense one's: ``net`` the :class:`AttentionReport`,
     ``prediction`` the twin (with ``trained`` when measured), ``history`` with ``match``;
     ``regime`` and ``local`` None (no dense regime or Jacobians here)."""
@@ -331,6 +436,7 @@ def analyse_attention(model, data, *, train=None, init=None, time_budget=None, p
     ds = Dataset(X, Y, mirror=False)
     zd = twin_dataset(ds, layer.n_ctx, norm=layer.norm)
     cfg = _config(train, zd)
+    measure = train is not False  # measure by default where the theory is silent (False: predict only)
     mirror = label_mirror_violation(X, Y, layer.n_ctx)
     src = f"{source}; model {getattr(model, 'source', type(model).__name__)}"
     rep = _report(layer, X, Y, zd, src, mirror)
@@ -339,16 +445,22 @@ def analyse_attention(model, data, *, train=None, init=None, time_budget=None, p
                           input_rank=int(np.sum(lam > 1e-12 * lam.max())), whitened=False, source=source,
                           mirror_violation=mirror)
     function = _function(rep)
-    training, trained_fn, history, trained = _predicted(rep, None if start is None else cfg), None, None, None
-    if start is not None:
-        history = _history(start, layer, X, Y, zd, src, mirror, cfg, time_budget, progress)
-    elif cfg is not None:
+    training, run = _predicted(rep, None if start is None else cfg), cfg
+    trained_fn = history = trained = None
+    if start is None and cfg is not None:
         rep = _trained(rep, layer, ds, zd, cfg, time_budget, progress)
-        training = _measured(rep, cfg, f"training by {_training_name(cfg)}, measured")
-        trep = _report(rep.trained, X, Y, zd, src, mirror)
-        trained_fn = _function(trep, "function after training")
-        trained = _training(rep, cfg)
-    verdict = vd.combine(function, training, trained_fn, None if history is None else history.judgement)
+        training = _measured(rep, cfg, f"training by {_training_name(cfg)}, measured", _longer(cfg))
+    elif measure and training.level == UNDECIDED:  # the theory is silent: measured by default
+        named = None if start is None else cfg  # with init=, the training named is the one predicted
+        rep, training, run = _by_default(rep, layer, ds, zd, named, time_budget, progress,
+                                         "training by {}, measured by default", training, early=True)
+    if rep.trained is not None:
+        trained_fn = _function(_report(rep.trained, X, Y, zd, src, mirror), "function after training")
+        trained = _training(rep, run)
+    if start is not None:
+        history = _history(start, layer, ds, zd, src, mirror, cfg, time_budget, progress, measure)
+    verdict = vd.combine(function, training, trained_fn, None if history is None else history.judgement,
+                         asked=not rep.by_default)
     c = {"n": "(1/N) ", "none": "", "n+1": "(1/(N+1)) "}[layer.norm]
     question = verdict.question + f" (the twin: W₂W₁z, z = vec({c}Σ_n y_n x_n x_qᵀ), docs/theory.md §10.2)"
     return Analysis(data_rep, rep, _prediction(layer, rep, zd, trained),
@@ -375,40 +487,63 @@ def _training(rep: AttentionReport, cfg: TrainConfig) -> Training:
     """The measured run as a dense analysis's :class:`~.report.Training` (gaps over ``loss_ref``;
     the dense-only parts, the even energy, the gradient-flow curve and the trained net's split,
     NaN)."""
-    k = np.arange(rep.loss.size)
-    t = k * (cfg.lr if cfg.gd else 1.0)
-    nan = float("nan")
-    return Training(cfg, t, rep.loss, rep.twin_loss, np.full(k.size, nan), np.full(k.size, nan), nan,
-                    rep.gap, nan, nan, nan, nan, nan, (rep.trained,), rep.gap_step, float(t[rep.gap_step]),
-                    rep.steps_run, _training_name(cfg))
+    eta = cfg.lr if cfg.gd else 1.0
+    t = rep.record_steps * eta
+    nan, n = float("nan"), rep.loss.size
+    return Training(cfg, t, rep.loss, rep.twin_loss, np.full(n, nan), np.full(n, nan), nan,
+                    rep.gap, nan, nan, nan, nan, nan, (rep.trained,), rep.gap_step, eta * rep.gap_step,
+                    rep.steps_run, _training_name(cfg), end=rep.end, gap_reference=rep.loss_ref,
+                    seconds=rep.seconds, time_budget=rep.budget, by_default=rep.by_default,
+                    decided=rep.decided)
 
 
-def _history(start, layer, X, Y, zd, src, mirror, cfg, budget, progress) -> History:
+def _history(start, layer, ds, zd, src, mirror, cfg, budget, progress, measure: bool) -> History:
     """Question (iii): training from ``start`` beside its twin, measured with ``cfg`` (and how
-    close the rerun ends to the given ``layer``, ``match``), else predicted for GD."""
+    close the rerun ends to the given ``layer``, ``match``), else predicted for GD and, unless
+    ``measure`` is off, measured by default where that prediction is undecided (run whole: it is
+    compared with the model)."""
+    X, Y = np.asarray(ds.X), np.asarray(ds.Y)
     rep = _report(start, X, Y, zd, src, mirror)
     how = "how the model got here: training from the init by"
     if cfg is None:
-        judged = _predicted(rep, None, f"{how} GD or gradient flow, predicted")
-        return History(rep, _prediction(start, rep, zd, None), judged, None)
-    rep = _trained(rep, start, Dataset(X, Y, mirror=False), zd, cfg, budget, progress)
-    j = _measured(rep, cfg, f"{how} {_training_name(cfg)}, measured")
+        j = _predicted(rep, None, f"{how} GD or gradient flow, predicted")
+        if not (measure and j.level == UNDECIDED):
+            return History(rep, _prediction(start, rep, zd, None), j, None)
+        rep, j, run = _by_default(rep, start, ds, zd, None, budget, progress,
+                                  f"{how} {{}}, measured by default", j, early=False)
+    else:
+        rep, run = _trained(rep, start, ds, zd, cfg, budget, progress), cfg
+        j = _measured(rep, cfg, f"{how} {_training_name(cfg)}, measured", _longer(cfg))
     f, g = (np.asarray(forward((m,), X, 0.0)) for m in (layer, rep.trained))
     match = float(np.mean((g - f) ** 2) / max(np.mean(f**2), 1e-300))
+    same = "a default GD run, not the training that made the model; " if rep.by_default else ""
     j = dataclasses.replace(j, notes=j.notes + (
-        f"the rerun from the init ends {match:.3g} (of <f²>) from the given model (reported, not judged)",))
-    return History(rep, _prediction(start, rep, zd, _training(rep, cfg)), j, None, match)
+        f"the rerun from the init ends {match:.3g} (of <f²>) from the given model ({same}reported, not "
+        "judged)",))
+    return History(rep, _prediction(start, rep, zd, _training(rep, run)), j, None, match)
 
 
-def _trained(rep, layer, ds, zd, cfg, budget, progress) -> AttentionReport:
-    """``rep`` with the run from ``layer`` beside its twin (:func:`_measure`): the losses at every
-    step, and the gap the loop carried over every step, ``max_k |L_k − L̃_k|``, over ``loss_ref``."""
-    traj = _measure(layer, ds, zd, cfg, budget, progress)
+def _trained(rep, layer, ds, zd, cfg, budget, progress, *, stop=None, every=True, ends=None, by_default=False,
+             stated: float | None | str = "budget") -> AttentionReport:
+    """``rep`` with the run from ``layer`` beside its twin (:func:`_measure`, within ``budget``
+    seconds): the losses at its records, the gap the loop carried over every step,
+    ``max_k |L_k − L̃_k|``, over ``loss_ref``, the last weights of both, the seconds it took, whether
+    ``stop`` ended it, and where ``ends`` (:func:`~.attention_measure.ends`) finds the end; the
+    budget the answer states (``stated``; "budget": ``budget``)."""
+    t0 = time.perf_counter()
+    traj = _measure(layer, ds, zd, cfg, budget, progress, stop, every)
+    seconds = time.perf_counter() - t0
     steps = int(traj.stats["steps"])
-    La, Lt = np.asarray(traj.loss)[: steps + 1], np.asarray(traj.twin.loss)[: steps + 1]
+    lr = float(np.asarray(traj.stats["lr"]))  # t = η k (t = k when the optimiser hides η)
+    ks = np.rint(np.asarray(traj.t, float) / (lr if np.isfinite(lr) and lr > 0 else 1.0)).astype(int)
     final = jax.tree_util.tree_map(np.asarray, traj.params[0])
-    return dataclasses.replace(rep, loss=La, twin_loss=Lt, gap=float(traj.twin_gap) / rep.loss_ref,
-                               gap_step=int(traj.twin_gap_step), trained=final, steps_run=steps)
+    twin = jax.tree_util.tree_map(np.asarray, tuple(traj.twin.params))
+    return dataclasses.replace(rep, loss=np.asarray(traj.loss), twin_loss=np.asarray(traj.twin.loss),
+                               gap=float(traj.twin_gap) / rep.loss_ref, gap_step=int(traj.twin_gap_step),
+                               trained=final, trained_twin=twin, steps_run=steps, record_steps=ks,
+                               seconds=seconds, budget=budget if stated == "budget" else stated,
+                               decided=stop is not None and stop.said,
+                               end=None if ends is None else ends((final,), twin), by_default=by_default)
 
 
 __all__ = ["AttentionReport", "analyse_attention", "label_mirror_violation"]
