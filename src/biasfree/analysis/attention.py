@@ -59,8 +59,6 @@ from .report import Analysis, DataReport, History, Prediction, Training
 from .stage_answer import stage_answer
 from .verdict import PAPER_LEVEL, ROUND_OFF, UNDECIDED, evidence
 
-DEFAULT_STEPS = 1000
-"""Steps of ``train=True`` (GD at :func:`default_lr`)."""
 ADAM_CALL = "analyse(model, data, train=optax.adam(3e-3))"
 """The call that measures plain Adam (docs/theory.md §10.2: it leaves the twin where the mirror
 pairs' gradient sums leave round-off, 0.39 off-twin and a 5–7% gap; it stays where they cancel)."""
@@ -264,18 +262,10 @@ def _predicted(rep: AttentionReport, cfg: TrainConfig | None = None, kind: str |
         f"scale and step size (§10.2); plain Adam is not covered: measure it with {ADAM_CALL}")
 
 
-def default_lr(zd: Dataset) -> float:
-    """GD's step for ``train=True``: a quarter of 1/max(λ_max(ZᵀZ/S), ‖ZᵀY/S‖), the twin's
-    curvature at the saddle and near the minimum (≈ 2s) in units of its feature (§10.3)."""
-    Z, Y = np.asarray(zd.X), np.asarray(zd.Y)
-    lam = float(np.linalg.eigvalsh(Z.T @ Z / len(Z))[-1])
-    return 0.25 / max(lam, float(np.linalg.norm(Z.T @ Y / len(Z))), 1e-300)
-
-
-def _config(train, zd: Dataset) -> TrainConfig | None:
-    if train is True:
-        return GDConfig(lr=default_lr(zd), steps=DEFAULT_STEPS)
-    cfg = as_train_config(train)
+def _config(train) -> TrainConfig | None:
+    """The training named (None for True: GD on the default schedule, measured at the weights it
+    starts from, :func:`_gd_run`)."""
+    cfg = None if train is True else as_train_config(train)
     if cfg is not None and cfg.batch_size is not None and cfg.mirrored_batches:
         raise ValueError(f"train: batch_size={cfg.batch_size} with mirrored_batches=True pairs x with −x, "
                          "not a sequence with its label mirror; pass mirrored_batches=False to keep "
@@ -355,6 +345,49 @@ def _longer(cfg: TrainConfig) -> str:
     return _measure_call(cfg)[:-1] + ", time_budget={seconds})"
 
 
+def _ends(layer, ds: Dataset, zd: Dataset):
+    """``(ends, L*)``: :func:`~.attention_measure.ends` for ``layer``'s runs on ``ds`` (its twin on
+    ``zd``), with the floor L* of :func:`~.attention_measure.cubic_floor` (NaN beyond its size)."""
+    X, Y = np.asarray(ds.X), np.asarray(ds.Y)
+    floor, floor_tol = am.cubic_floor(X, Y, layer)
+    terms = 3 * (layer.d + 1) + layer.n_ctx + 1 + layer.heads + 5  # the sums in one prediction
+    return am.ends(X, Y, np.asarray(zd.X), floor, floor_tol, max(gap.zero_loss(Y), 1e-300), terms), floor
+
+
+def _gd_run(rep: AttentionReport, layer, ds: Dataset, zd: Dataset, budget, progress, kind: str, early: bool,
+            by_default: bool):
+    """GD on the default schedule from ``layer`` (:func:`~.attention_measure.schedule`: the step of
+    the sharpness measured there, which counts against ``budget``, to the default horizon), beside
+    the twin, its stability checked at the end (:func:`~.measure_step.settle` reruns at a smaller
+    step where the sharpness grew past half the limit, :func:`~.measure_step.certify`): a default
+    measurement (``by_default``: log-spaced records, uncapped under a budget, ended once decided
+    when ``early``) or ``train=True`` (linear records, at most
+    :data:`~biasfree.analysis.regime.MAX_STEPS` steps). ``(report, answer, config run, what ran
+    in words)``."""
+    ends, floor = _ends(layer, ds, zd)
+    level = PAPER_LEVEL * rep.loss_ref  # 0.3% of L_ref, in loss units (the loop's gap)
+    t0 = time.perf_counter()  # measuring the step counts against the budget (and again at the end)
+    cap = MAX_STEPS if budget is None or not by_default else None  # a default run: its budget ends it
+    lr, steps, T, horizon = am.schedule(layer, ds, zd, cap)
+    spent = time.perf_counter() - t0
+
+    def go(c, b, t=0.0):
+        stop = Decided(level, ends, floor) if early else None
+        loop = measure_step.budget_left(b, t) if t else b  # what measuring the step left
+        r = _trained(rep, layer, ds, zd, c, loop, progress, stop=stop, every=False, ends=ends,
+                     by_default=by_default, stated=budget)
+        return r, None, am.sharpness(r.trained, r.trained_twin, ds, zd)
+
+    start = GDConfig(lr=lr, steps=steps, n_records=201, spacing="log" if by_default else "linear")
+    r, _, lam_end, run = measure_step.settle(go, start, budget, spent)
+    j = _measured(r, run, kind.format(_training_name(run)), _longer(run))
+    j = measure_step.certify(j, run, lam_end, r.steps_run)  # η λ̂ ≤ 2 at the end, else no evidence
+    what = (f"GD at η = {run.lr:.3g} (a quarter of the stability limit 2/λ̂, λ̂ the sharpness of the "
+            f"model and its twin at these weights, Lanczos; or T/{measure_step.MIN_STEPS}), {run.steps} "
+            f"steps to t = {run.lr * run.steps:.4g} (the horizon T = {T:.4g}: {horizon})")
+    return r, j, run, what
+
+
 def _by_default(rep: AttentionReport, layer, ds: Dataset, zd: Dataset, cfg: TrainConfig | None, time_budget,
                 progress, kind: str, predicted: vd.Judgement, early: bool):
     """A prediction left undecided (``predicted``), measured by default (module doc,
@@ -365,32 +398,12 @@ def _by_default(rep: AttentionReport, layer, ds: Dataset, zd: Dataset, cfg: Trai
     decided when ``early`` (:class:`~.measured.Decided`: GD on the MSE reads the end's bound,
     any other optimiser only the gap). ``kind`` the answer's, ``{}`` the training's name.
     ``(the report with the run, the answer, the config run)``."""
-    X, Y = np.asarray(ds.X), np.asarray(ds.Y)
-    floor, floor_tol = am.cubic_floor(X, Y, layer)
-    terms = 3 * (layer.d + 1) + layer.n_ctx + 1 + layer.heads + 5  # the sums in one prediction
-    ends = am.ends(X, Y, np.asarray(zd.X), floor, floor_tol, max(gap.zero_loss(Y), 1e-300), terms)
-    level = PAPER_LEVEL * rep.loss_ref  # 0.3% of L_ref, in loss units (the loop's gap)
     if cfg is None:
         budget = budget_of(time_budget)
-        t0 = time.perf_counter()  # measuring the step counts against the budget (and again at the end)
-        lr, steps, T, horizon = am.schedule(layer, ds, zd, MAX_STEPS if budget is None else None)
-        spent = time.perf_counter() - t0
-
-        def go(c, b, t=0.0):
-            stop = Decided(level, ends, floor) if early else None
-            loop = measure_step.budget_left(b, t) if t else b  # what measuring the step left
-            r = _trained(rep, layer, ds, zd, c, loop, progress, stop=stop, every=False, ends=ends,
-                         by_default=True, stated=budget)
-            return r, None, am.sharpness(r.trained, r.trained_twin, ds, zd)
-
-        start = GDConfig(lr=lr, steps=steps, n_records=201, spacing="log")
-        r, _, lam_end, run = measure_step.settle(go, start, budget, spent)
-        j = _measured(r, run, kind.format(_training_name(run)), _longer(run))
-        j = measure_step.certify(j, run, lam_end, r.steps_run)  # η λ̂ ≤ 2 at the end, else no evidence
-        what = (f"GD at η = {run.lr:.3g} (a quarter of the stability limit 2/λ̂, λ̂ the sharpness of the "
-                f"model and its twin at these weights, Lanczos; or T/{measure_step.MIN_STEPS}), {run.steps} "
-                f"steps to t = {run.lr * run.steps:.4g} (the horizon T = {T:.4g}: {horizon})")
+        r, j, run, what = _gd_run(rep, layer, ds, zd, budget, progress, kind, early, True)
     else:
+        ends, floor = _ends(layer, ds, zd)
+        level = PAPER_LEVEL * rep.loss_ref  # 0.3% of L_ref, in loss units (the loop's gap)
         budget, run = time_budget, cfg
         flow = cfg.plain_gd  # plain full-batch GD on the MSE: the end's bound holds under it
         stop = Decided(level, ends if flow else None, floor) if early else None
@@ -414,7 +427,7 @@ def analyse_attention(model, data, *, train=None, init=None, time_budget=None, p
     tuple) or a torch module in :mod:`.attention_import`'s layout; ``data`` flat sequences
     (S, (N+1)(D+1)) with targets (S, 1), N read from the width; ``train`` None (predict, and
     where the theory is silent measure by default, :mod:`.attention_measure`), False (predict
-    only), True (GD at :func:`default_lr`, :data:`DEFAULT_STEPS` steps), an optax optimiser or a
+    only), True (GD on the default schedule, :func:`_gd_run`), an optax optimiser or a
     TrainConfig (full batch, or ``batch_size`` with ``mirrored_batches=False``); ``init`` the
     weights training started from (history, measured with ``train``). Returns an
     :class:`~.report.Analysis` shaped as a dense one's: ``net`` the :class:`AttentionReport`,
@@ -435,7 +448,7 @@ def analyse_attention(model, data, *, train=None, init=None, time_budget=None, p
         raise ValueError(f"init is a {type(start).__name__} but the model a {type(layer).__name__}")
     ds = Dataset(X, Y, mirror=False)
     zd = twin_dataset(ds, layer.n_ctx, norm=layer.norm)
-    cfg = _config(train, zd)
+    cfg, gd = _config(train), train is True  # gd: GD on the default schedule, asked
     measure = train is not False  # measure by default where the theory is silent (False: predict only)
     mirror = label_mirror_violation(X, Y, layer.n_ctx)
     src = f"{source}; model {getattr(model, 'source', type(model).__name__)}"
@@ -447,8 +460,12 @@ def analyse_attention(model, data, *, train=None, init=None, time_budget=None, p
     function = _function(rep)
     training, run = _predicted(rep, None if start is None else cfg), cfg
     trained_fn = history = trained = None
-    if start is None and cfg is not None:
-        rep = _trained(rep, layer, ds, zd, cfg, time_budget, progress)
+    if start is None and gd:
+        rep, training, run, _ = _gd_run(rep, layer, ds, zd, time_budget, progress, "training by {}, measured",
+                                        False, False)
+    elif start is None and cfg is not None:
+        rep = _trained(rep, layer, ds, zd, cfg, time_budget, progress,
+                       ends=_ends(layer, ds, zd)[0] if cfg.plain_gd else None)  # GD: the end's bound
         training = _measured(rep, cfg, f"training by {_training_name(cfg)}, measured", _longer(cfg))
     elif measure and training.level == UNDECIDED:  # the theory is silent: measured by default
         named = None if start is None else cfg  # with init=, the training named is the one predicted
@@ -458,7 +475,7 @@ def analyse_attention(model, data, *, train=None, init=None, time_budget=None, p
         trained_fn = _function(_report(rep.trained, X, Y, zd, src, mirror), "function after training")
         trained = _training(rep, run)
     if start is not None:
-        history = _history(start, layer, ds, zd, src, mirror, cfg, time_budget, progress, measure)
+        history = _history(start, layer, ds, zd, src, mirror, cfg, time_budget, progress, measure, gd)
     verdict = vd.combine(function, training, trained_fn, None if history is None else history.judgement,
                          asked=not rep.by_default)
     c = {"n": "(1/N) ", "none": "", "n+1": "(1/(N+1)) "}[layer.norm]
@@ -497,22 +514,25 @@ def _training(rep: AttentionReport, cfg: TrainConfig) -> Training:
                     decided=rep.decided)
 
 
-def _history(start, layer, ds, zd, src, mirror, cfg, budget, progress, measure: bool) -> History:
-    """Question (iii): training from ``start`` beside its twin, measured with ``cfg`` (and how
-    close the rerun ends to the given ``layer``, ``match``), else predicted for GD and, unless
-    ``measure`` is off, measured by default where that prediction is undecided (run whole: it is
-    compared with the model)."""
+def _history(start, layer, ds, zd, src, mirror, cfg, budget, progress, measure: bool, gd: bool) -> History:
+    """Question (iii): training from ``start`` beside its twin, measured with ``cfg`` or, ``gd``,
+    GD on the default schedule measured at ``start`` (and how close the rerun ends to the given
+    ``layer``, ``match``), else predicted for GD and, unless ``measure`` is off, measured by
+    default where that prediction is undecided (run whole: it is compared with the model)."""
     X, Y = np.asarray(ds.X), np.asarray(ds.Y)
     rep = _report(start, X, Y, zd, src, mirror)
     how = "how the model got here: training from the init by"
-    if cfg is None:
+    if gd:
+        rep, j, run, _ = _gd_run(rep, start, ds, zd, budget, progress, f"{how} {{}}, measured", False, False)
+    elif cfg is None:
         j = _predicted(rep, None, f"{how} GD or gradient flow, predicted")
         if not (measure and j.level == UNDECIDED):
             return History(rep, _prediction(start, rep, zd, None), j, None)
         rep, j, run = _by_default(rep, start, ds, zd, None, budget, progress,
                                   f"{how} {{}}, measured by default", j, early=False)
     else:
-        rep, run = _trained(rep, start, ds, zd, cfg, budget, progress), cfg
+        ends = _ends(start, ds, zd)[0] if cfg.plain_gd else None  # plain GD: the end's bound holds
+        rep, run = _trained(rep, start, ds, zd, cfg, budget, progress, ends=ends), cfg
         j = _measured(rep, cfg, f"{how} {_training_name(cfg)}, measured", _longer(cfg))
     f, g = (np.asarray(forward((m,), X, 0.0)) for m in (layer, rep.trained))
     match = float(np.mean((g - f) ** 2) / max(np.mean(f**2), 1e-300))
