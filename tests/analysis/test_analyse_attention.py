@@ -15,7 +15,7 @@ import optax
 import pytest
 
 import biasfree as bf
-from biasfree.analysis import attention as attention_analysis
+from biasfree.analysis import attention_trained
 from biasfree.analysis import gap as one_gap
 from biasfree.analysis.attention import label_mirror_violation
 from biasfree.analysis.attention_import import attention_from_torch
@@ -166,8 +166,8 @@ def test_separate_training_measured_in_one_call_with_the_one_gap(data, monkeypat
     pred = bf.analyse(sep, data, train=False).verdict  # predicted only (by default: measured)
     assert pred.function.level == EXACT and pred.training.level == UNDECIDED
     calls = []
-    real = attention_analysis.train_run
-    monkeypatch.setattr(attention_analysis, "train_run", lambda *a, **k: calls.append(k) or real(*a, **k))
+    real = attention_trained.train_run
+    monkeypatch.setattr(attention_trained, "train_run", lambda *a, **k: calls.append(k) or real(*a, **k))
     res = bf.analyse(sep, data, train=bf.GDConfig(lr=LR, steps=STEPS))
     assert len(calls) == 1 and isinstance(calls[0]["twin"], tuple)  # the model and its twin: one loop
     # the same gap from two separate runs: net and twin alone, every step recorded

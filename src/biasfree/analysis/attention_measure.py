@@ -44,7 +44,7 @@ from ..core.attention_twin import in_context_map, merged_to_twin
 from ..core.data import Dataset
 from ..core.layers import Layer
 from ..core.nets import forward
-from ..theory.modes import _data_modes
+from ..theory.modes import data_modes
 from . import measure_step
 from . import regime as rg
 from .stationary import Stationarity, gamma
@@ -114,7 +114,7 @@ def schedule(layer, ds: Dataset, zd: Dataset, max_steps: int | None = None) -> t
     to the horizon T (at most ``max_steps``; None: the budget ends the run), ``why`` the
     horizon's reason in words."""
     Z, Y = np.asarray(zd.X, float), np.asarray(zd.Y, float)
-    modes = _data_modes(Z, Y, 0.0, whiten=True)
+    modes = data_modes(Z, Y, 0.0, whiten=True)
     a0 = float(np.linalg.norm(in_context_map(layer)))
     T, _ = rg.default_t_max(modes, a0, 1.0)
     why = "3 half times of the twin's slowest mode on z (§3.1)"
