@@ -10,21 +10,31 @@ as for dense nets (docs/verdict.md "Attention models"), each with its deciding n
   (:data:`~.verdict.ROUND_OFF`), with the distance ``<(f − f_twin)²>/<f²>`` on the data.
 - *training*: a merged model with zero blocks on label-mirrored data (every sequence beside
   its copy with y → −y, measured by :func:`label_mirror_violation`) trains exactly as its
-  twin under GD and gradient flow (the mirror keeps u, b at 0); under plain Adam it does not
-  (§10.2, §10.5), and ``train=`` measures it: the model and its twin (mapped by
-  :func:`~biasfree.core.attention_twin.merged_to_twin`) run the same optimiser on the same
-  sequences in one :func:`~biasfree.dynamics.trainer.train` call (``twin=(twin, z data)``),
-  every step recorded, and the gap, the one definition dense models use (docs/verdict.md),
+  twin under GD and gradient flow (the mirror keeps u, b at 0): predicted, nothing run. Where
+  the theory is silent — a separate key–query model (a depth-3 net on z, §10.4), off-twin
+  blocks that are not zero, unmirrored sequences, and with ``init=`` an optimiser or random
+  batches the mirror argument does not cover (§10.2, §10.5) — ``analyse`` *measures by
+  default*, as for a dense net (:mod:`.attention_trained`, :mod:`.attention_measure`): the model
+  and its twin (:func:`~biasfree.core.attention_twin.merged_to_twin`; a separate model's is the
+  merged twin of ``K_hᵀQ_h``) trained on from the given weights in one
+  :func:`~biasfree.dynamics.trainer.train` loop (``twin=(twin, z data)``), by GD at a quarter
+  of the stability limit of the measured sharpness to the twin's default horizon (or the
+  optimiser named with ``train=``), within :data:`~biasfree.analysis.plan.MEASURE_BUDGET`
+  seconds, ended once decided (:class:`~biasfree.analysis.measured.Decided`); ``train=``
+  measures what it names, ``train=False`` predicts only. The gap is the one definition dense
+  models use (docs/verdict.md),
 
       ``gap = max_k |L_k − L̃_k| / L_ref``,   L_ref = max(L(θ₀), ½<y_q²>)
 
-  (θ₀ the weights training starts from, y_q the targets), is weighed against the paper's 0.3%
-  (:data:`~.verdict.PAPER_LEVEL`). A separate-key–query model trains as a depth-3 net on z
-  (§10.4), not as the twin: undecided without ``train=``, measured with it. A prediction names
+  (θ₀ the weights training starts from, y_q the targets), weighed against the paper's 0.3%
+  (:data:`~.verdict.PAPER_LEVEL`); "undecided" is left only where the budget ran out (naming
+  the steps run and the call that runs longer) or a run was not stable GD. A prediction names
   the training it is for (GD and gradient flow without ``train=``; else the optimiser and
-  batches given) and the call that measures it;
-- *history* (``init=``): the run from the init, measured beside its twin (``res.history``, a
-  :class:`~.report.History` with ``match``, as for a dense net).
+  batches given);
+- *history* (``init=``): the run from the init beside its twin, measured with ``train=``, else
+  predicted and, where that is undecided, measured by default and run whole, since it is
+  compared with the model (``res.history``, a :class:`~.report.History` with ``match``, as for a
+  dense net).
 """
 
 from __future__ import annotations
@@ -82,7 +92,11 @@ class AttentionReport:
     ``label_mirror_violation`` (also the DataReport's ``mirror_violation`` here); when trained,
     ``loss``/``twin_loss`` at every step, ``gap`` ``max_k |L_k − L̃_k| / loss_ref`` at
     ``gap_step``, ``steps_run`` and the ``trained`` layer; ``norm`` the layer's normaliser of
-    the context sum (:data:`~biasfree.core.attention.NORMS`)."""
+    the context sum (:data:`~biasfree.core.attention.NORMS`); of a run also ``record_steps`` (the
+    steps of ``loss``), ``trained_twin``, ``seconds``, the ``budget`` it was given, ``decided``
+    (ended once its answer could not change), ``end`` (the bound at its end,
+    :func:`~.attention_measure.ends`; plain GD only) and ``by_default`` (measured because the
+    theory was silent)."""
 
     kind: str
     heads: int
