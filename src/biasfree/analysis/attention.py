@@ -14,9 +14,10 @@ as for dense nets (docs/verdict.md "Attention models"), each with its deciding n
   the theory is silent — a separate key–query model (a depth-3 net on z, §10.4), off-twin
   blocks that are not zero, unmirrored sequences, and with ``init=`` an optimiser or random
   batches the mirror argument does not cover (§10.2, §10.5) — ``analyse`` *measures by
-  default*, as for a dense net (:mod:`.attention_trained`, :mod:`.attention_measure`): the model
-  and its twin (:func:`~biasfree.core.attention_twin.merged_to_twin`; a separate model's is the
-  merged twin of ``K_hᵀQ_h``) trained on from the given weights in one
+  default*, as for a dense net (:mod:`~biasfree.analysis.attention_trained`,
+  :mod:`~biasfree.analysis.attention_measure`): the model and its twin
+  (:func:`~biasfree.core.attention_twin.merged_to_twin`; a separate model's is the merged twin
+  of ``K_hᵀQ_h``) trained on from the given weights in one
   :func:`~biasfree.dynamics.trainer.train` loop (``twin=(twin, z data)``), by GD at a quarter
   of the stability limit of the measured sharpness to the twin's default horizon (or the
   optimiser named with ``train=``), within :data:`~biasfree.analysis.plan.MEASURE_BUDGET`
@@ -95,7 +96,7 @@ class AttentionReport:
     the context sum (:data:`~biasfree.core.attention.NORMS`); of a run also ``record_steps`` (the
     steps of ``loss``), ``trained_twin``, ``seconds``, the ``budget`` it was given, ``decided``
     (ended once its answer could not change), ``end`` (the bound at its end,
-    :func:`~.attention_measure.ends`; plain GD only) and ``by_default`` (measured because the
+    :func:`~biasfree.analysis.attention_measure.ends`; plain GD only) and ``by_default`` (measured because the
     theory was silent)."""
 
     kind: str
@@ -265,8 +266,9 @@ def analyse_attention(model, data, *, train=None, init=None, time_budget=None, p
     :class:`~biasfree.core.attention.MergedAttention`/``SeparateAttention`` (or a one-layer
     tuple) or a torch module in :mod:`.attention_import`'s layout; ``data`` flat sequences
     (S, (N+1)(D+1)) with targets (S, 1), N read from the width; ``train`` None (predict, and
-    where the theory is silent measure by default, :mod:`.attention_measure`), False (predict
-    only), True (GD on the default schedule, :func:`gd_run`), an optax optimiser or a
+    where the theory is silent measure by default,
+    :mod:`~biasfree.analysis.attention_measure`), False (predict only), True (GD on the default
+    schedule, :func:`~biasfree.analysis.attention_trained.gd_run`), an optax optimiser or a
     TrainConfig (full batch, or ``batch_size`` with ``mirrored_batches=False``); ``init`` the
     weights training started from (history, measured with ``train``). Returns an
     :class:`~.report.Analysis` shaped as a dense one's: ``net`` the :class:`AttentionReport`,

@@ -54,7 +54,7 @@ def mirror_evidence(rep) -> list:
 
 def training_name(cfg: TrainConfig | None) -> str:
     """The training a judgement is about, as its answer names it: "GD or gradient flow" without a
-    config, "GD at lr=η", else the optimiser's name (:attr:`TrainConfig.label`), with its batches
+    config, "GD at lr=η", else the optimiser's name (the config's ``label``), with its batches
     when it has them ("adam, batches of 32 sequences at random")."""
     if cfg is None:
         return "GD or gradient flow"
@@ -91,7 +91,7 @@ def _measure(layer, data: Dataset, zd: Dataset, cfg: TrainConfig, budget, progre
 
 def run_beside_twin(rep, layer, ds, zd, cfg, budget, progress, *, stop=None, every=True, ends=None,
                     by_default=False, stated: float | None | str = "budget"):
-    """``rep`` with the run from ``layer`` beside its twin (:func:`_measure`, within ``budget``
+    """``rep`` with the run from ``layer`` beside its twin (one loop, within ``budget``
     seconds): the losses at its records, the gap the loop carried over every step,
     ``max_k |L_k − L̃_k|``, over ``loss_ref``, the last weights of both, the seconds it took, whether
     ``stop`` ended it, and where ``ends`` (:func:`~.attention_measure.ends`) finds the end; the

@@ -445,5 +445,5 @@ __all__ = ["GDConfig", "TrainConfig", "optimiser_name", "record_steps", "train"]
 
 
 run_checked = _run
-""":func:`_run` for a caller that has checked the net, the data and the twin itself and ends the
-run with ``stop`` (``analyse``'s attention measurements, :mod:`biasfree.analysis.attention_trained`)."""
+"""``_run`` for a caller that has checked the net, the data and the twin itself and ends the run
+with ``stop`` (``analyse``'s attention measurements, ``biasfree.analysis.attention_trained``)."""
