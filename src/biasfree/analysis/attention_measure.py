@@ -38,6 +38,7 @@ dense net (:mod:`~biasfree.analysis.measured`), by GD on the one schedule rule o
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg
 
 from ..core.attention import SeparateAttention, norm_divisor
 from ..core.attention_twin import in_context_map, merged_to_twin
@@ -70,13 +71,14 @@ def cubic_floor(X, Y, layer) -> tuple[float, float]:
     sequences, ½<(y − Φβ)²> at the least-squares β of :func:`cubic_features` (module doc), and
     the bound ``γ_k (L* + √(2L*)(rms Φβ + rms y))`` on its computed value (a least-squares
     residual is a minimum, first-order insensitive to β's error; backward stable, data
-    perturbed by γ_k relative, k = S + F; as :func:`~biasfree.analysis.stationary.floor_tolerance`);
-    NaN for both beyond :data:`FLOOR_FEATURES`."""
+    perturbed by γ_k relative, k = S + F; as :func:`~biasfree.analysis.stationary.floor_tolerance`;
+    LAPACK's complete orthogonal factorisation, ``gelsy``); NaN for both beyond
+    :data:`FLOOR_FEATURES`."""
     F = (layer.d + 1) * (layer.d + 2) // 2 * layer.d
     if F > FLOOR_FEATURES:
         return float("nan"), float("nan")
     P, Y = cubic_features(X, layer), np.asarray(Y, float)
-    fit = P @ np.linalg.lstsq(P, Y, rcond=None)[0]
+    fit = P @ scipy.linalg.lstsq(P, Y, lapack_driver="gelsy", check_finite=False)[0]  # pivoted QR: 5x gelsd
     floor = 0.5 * float(np.mean(np.sum((Y - fit) ** 2, axis=1)))
     rms_fit, rms_y = (float(np.sqrt(np.mean(np.sum(A**2, axis=1)))) for A in (fit, Y))
     return floor, gamma(len(X) + F) * (floor + np.sqrt(2 * floor) * (rms_fit + rms_y))

@@ -186,9 +186,9 @@ def gd_run(rep, layer, ds: Dataset, zd: Dataset, budget, progress, kind: str, ea
     when ``early``) or ``train=True`` (linear records, at most
     :data:`~biasfree.analysis.regime.MAX_STEPS` steps). ``(report, answer, config run, what ran
     in words)``."""
+    t0 = time.perf_counter()  # the floor and the step count against the budget (the step again at the end)
     ends, floor = ends_of(layer, ds, zd)
     level = PAPER_LEVEL * rep.loss_ref  # 0.3% of L_ref, in loss units (the loop's gap)
-    t0 = time.perf_counter()  # measuring the step counts against the budget (and again at the end)
     cap = MAX_STEPS if budget is None or not by_default else None  # a default run: its budget ends it
     lr, steps, T, horizon = am.schedule(layer, ds, zd, cap)
     spent = time.perf_counter() - t0
