@@ -15,7 +15,7 @@ import optax
 import pytest
 
 import biasfree as bf
-from biasfree.analysis import attention as attention_analysis
+from biasfree.analysis import attention_trained
 from biasfree.analysis import gap as one_gap
 from biasfree.analysis.attention import label_mirror_violation
 from biasfree.analysis.attention_import import attention_from_torch
@@ -118,9 +118,11 @@ def test_merged_broken_block_is_not_exact(data, att):
                                      rel=k * EPS / (1 - k * EPS) * (L + Lt) / abs(L - Lt) + 2 * EPS)
 
 
-def test_non_mirrored_data_is_undecided(att):
+def test_non_mirrored_data_is_undecided_when_predicted_only(att):
+    """train=False predicts only: unmirrored data leave the prediction undecided, naming the call
+    that measures (without train=False it is measured by default: test_attention_measure.py)."""
     plain = in_context_regression(jax.random.PRNGKey(0), S, N, D, mirror=False)
-    v = bf.analyse(att, plain).verdict
+    v = bf.analyse(att, plain, train=False).verdict
     assert v.function.level == EXACT and v.training.level == UNDECIDED
     assert "measure it: analyse(model, data, train=" in v.training.text
     X, Y = np.asarray(plain.X), np.asarray(plain.Y)
@@ -161,11 +163,11 @@ another order, γ_{K+2S} per step, carried through STEPS GD steps with an O(1) r
 
 def test_separate_training_measured_in_one_call_with_the_one_gap(data, monkeypatch):
     sep = init_attention(jax.random.PRNGKey(2), D, H, N, 0.05, rank=2)
-    pred = bf.analyse(sep, data).verdict
+    pred = bf.analyse(sep, data, train=False).verdict  # predicted only (by default: measured)
     assert pred.function.level == EXACT and pred.training.level == UNDECIDED
     calls = []
-    real = attention_analysis.train_run
-    monkeypatch.setattr(attention_analysis, "train_run", lambda *a, **k: calls.append(k) or real(*a, **k))
+    real = attention_trained.train_run
+    monkeypatch.setattr(attention_trained, "train_run", lambda *a, **k: calls.append(k) or real(*a, **k))
     res = bf.analyse(sep, data, train=bf.GDConfig(lr=LR, steps=STEPS))
     assert len(calls) == 1 and isinstance(calls[0]["twin"], tuple)  # the model and its twin: one loop
     # the same gap from two separate runs: net and twin alone, every step recorded
@@ -248,18 +250,23 @@ def test_history_from_init(data, att):
 
 
 def test_answers_name_the_optimiser_and_batches_given(data, att):
-    """Given Adam (with init=, the training answer for the given weights is predicted), the answer
-    is about Adam and names the call that measures Adam, not GD; given batches, it keeps them."""
+    """Given Adam (with init=, the training answer for the given weights is about Adam): the
+    mirror argument is GD's (§10.2), so Adam is measured by default from the given weights, and
+    the answer names Adam, not GD; given batches, it keeps them; a run the budget stopped names
+    the call that measures it longer, with its optimiser and batches."""
     adam = bf.TrainConfig(optimiser=lambda rho: optax.adam(3e-3, eps=1e-8 * rho), steps=5, name="adam")
     v = bf.analyse(att, data, init=att, train=adam).verdict
-    assert v.training.kind == "training by adam, predicted (not measured)"
+    assert v.training.kind == "training by adam, measured by default"
     assert "GD or gradient flow" not in v.training.text and "GDConfig" not in v.training.text
-    assert v.training.level == UNDECIDED  # the mirror argument is GD's (§10.2): Adam is measured
-    assert "train=bf.TrainConfig(optimiser=adam, steps=5)" in v.training.text
+    note = v.training.notes[-1]
+    assert "adam is not GD" in note and "adam (the training named), 5 steps" in note
     assert v.history.kind == "how the model got here: training from the init by adam, measured"
-    sgd = bf.TrainConfig(optimiser=optax.sgd(LR), steps=5, batch_size=60, mirrored_batches=False, name="sgd")
-    v = bf.analyse(att, data, init=att, train=sgd).verdict
-    assert "batch_size=60, mirrored_batches=False" in v.training.text
+    sgd = bf.TrainConfig(optimiser=optax.sgd(LR), steps=STEPS, batch_size=60, mirrored_batches=False,
+                         name="sgd")
+    v = bf.analyse(att, data, init=att, train=sgd, time_budget=1e-9).verdict  # stopped after one chunk
+    assert v.training.level == UNDECIDED and "the time budget ran out after" in v.training.text
+    assert f"train=bf.TrainConfig(optimiser=sgd, steps={STEPS}, batch_size=60, mirrored_batches=False" \
+        in v.training.text
     assert "batches of 60 sequences" in v.training.kind and "batches of 60 sequences" in v.history.kind
     with pytest.raises(ValueError, match="pass mirrored_batches=False to keep batch_size=60"):
         bf.analyse(att, data, train=dataclasses.replace(sgd, mirrored_batches=True))

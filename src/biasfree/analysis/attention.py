@@ -10,21 +10,32 @@ as for dense nets (docs/verdict.md "Attention models"), each with its deciding n
   (:data:`~.verdict.ROUND_OFF`), with the distance ``<(f − f_twin)²>/<f²>`` on the data.
 - *training*: a merged model with zero blocks on label-mirrored data (every sequence beside
   its copy with y → −y, measured by :func:`label_mirror_violation`) trains exactly as its
-  twin under GD and gradient flow (the mirror keeps u, b at 0); under plain Adam it does not
-  (§10.2, §10.5), and ``train=`` measures it: the model and its twin (mapped by
-  :func:`~biasfree.core.attention_twin.merged_to_twin`) run the same optimiser on the same
-  sequences in one :func:`~biasfree.dynamics.trainer.train` call (``twin=(twin, z data)``),
-  every step recorded, and the gap, the one definition dense models use (docs/verdict.md),
+  twin under GD and gradient flow (the mirror keeps u, b at 0): predicted, nothing run. Where
+  the theory is silent — a separate key–query model (a depth-3 net on z, §10.4), off-twin
+  blocks that are not zero, unmirrored sequences, and with ``init=`` an optimiser or random
+  batches the mirror argument does not cover (§10.2, §10.5) — ``analyse`` *measures by
+  default*, as for a dense net (:mod:`~biasfree.analysis.attention_trained`,
+  :mod:`~biasfree.analysis.attention_measure`): the model and its twin
+  (:func:`~biasfree.core.attention_twin.merged_to_twin`; a separate model's is the merged twin
+  of ``K_hᵀQ_h``) trained on from the given weights in one
+  :func:`~biasfree.dynamics.trainer.train` loop (``twin=(twin, z data)``), by GD at a quarter
+  of the stability limit of the measured sharpness to the twin's default horizon (or the
+  optimiser named with ``train=``), within :data:`~biasfree.analysis.plan.MEASURE_BUDGET`
+  seconds, ended once decided (:class:`~biasfree.analysis.measured.Decided`); ``train=``
+  measures what it names, ``train=False`` predicts only. The gap is the one definition dense
+  models use (docs/verdict.md),
 
       ``gap = max_k |L_k − L̃_k| / L_ref``,   L_ref = max(L(θ₀), ½<y_q²>)
 
-  (θ₀ the weights training starts from, y_q the targets), is weighed against the paper's 0.3%
-  (:data:`~.verdict.PAPER_LEVEL`). A separate-key–query model trains as a depth-3 net on z
-  (§10.4), not as the twin: undecided without ``train=``, measured with it. A prediction names
+  (θ₀ the weights training starts from, y_q the targets), weighed against the paper's 0.3%
+  (:data:`~.verdict.PAPER_LEVEL`); "undecided" is left only where the budget ran out (naming
+  the steps run and the call that runs longer) or a run was not stable GD. A prediction names
   the training it is for (GD and gradient flow without ``train=``; else the optimiser and
-  batches given) and the call that measures it;
-- *history* (``init=``): the run from the init, measured beside its twin (``res.history``, a
-  :class:`~.report.History` with ``match``, as for a dense net).
+  batches given);
+- *history* (``init=``): the run from the init beside its twin, measured with ``train=``, else
+  predicted and, where that is undecided, measured by default and run whole, since it is
+  compared with the model (``res.history``, a :class:`~.report.History` with ``match``, as for a
+  dense net).
 """
 
 from __future__ import annotations
@@ -33,7 +44,6 @@ import dataclasses
 from dataclasses import dataclass
 from functools import partial
 
-import jax
 import numpy as np
 
 from ..core.attention import SeparateAttention
@@ -41,29 +51,34 @@ from ..core.attention_twin import in_context_map, merged_to_twin, twin_dataset
 from ..core.data import Dataset
 from ..core.nets import forward
 from ..core.symmetry import max_row_norm, row_violation
-from ..dynamics import GDConfig, TrainConfig
+from ..dynamics import TrainConfig
 from ..dynamics.train_config import as_train_config
-from ..dynamics.trainer import train as train_run
 from . import gap
 from . import verdict as vd
 from .attention_files import SEQUENCES
 from .attention_import import as_attention
 from .attention_import import with_n_ctx as _with_n_ctx
+from .attention_trained import (
+    NORMALISER,
+    answer,
+    as_training,
+    ends_of,
+    gd_run,
+    longer_call,
+    measure_by_default,
+    measure_call,
+    mirror_evidence,
+    run_beside_twin,
+    training_name,
+)
 from .measurements import data_arrays
 from .report import Analysis, DataReport, History, Prediction, Training
 from .stage_answer import stage_answer
-from .verdict import PAPER_LEVEL, ROUND_OFF, evidence
+from .verdict import PAPER_LEVEL, ROUND_OFF, UNDECIDED, evidence
 
-DEFAULT_STEPS = 1000
-"""Steps of ``train=True`` (GD at :func:`default_lr`)."""
 ADAM_CALL = "analyse(model, data, train=optax.adam(3e-3))"
 """The call that measures plain Adam (docs/theory.md §10.2: it leaves the twin where the mirror
 pairs' gradient sums leave round-off, 0.39 off-twin and a 5–7% gap; it stays where they cancel)."""
-GD_CALL = "analyse(model, data, train=bf.GDConfig(lr=..., steps=...))"
-"""The call that measures GD from the given weights (no training config given)."""
-NORMALISER = "max(L(θ₀), ½<y_q²>)"
-"""What every gap is a fraction of (:func:`~biasfree.analysis.gap.reference`, the one
-normaliser dense models use), as the evidence names it."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +93,11 @@ class AttentionReport:
     ``label_mirror_violation`` (also the DataReport's ``mirror_violation`` here); when trained,
     ``loss``/``twin_loss`` at every step, ``gap`` ``max_k |L_k − L̃_k| / loss_ref`` at
     ``gap_step``, ``steps_run`` and the ``trained`` layer; ``norm`` the layer's normaliser of
-    the context sum (:data:`~biasfree.core.attention.NORMS`)."""
+    the context sum (:data:`~biasfree.core.attention.NORMS`); of a run also ``record_steps`` (the
+    steps of ``loss``), ``trained_twin``, ``seconds``, the ``budget`` it was given, ``decided``
+    (ended once its answer could not change), ``end`` (the bound at its end,
+    :func:`~biasfree.analysis.attention_measure.ends`; plain GD only) and ``by_default`` (measured because the
+    theory was silent)."""
 
     kind: str
     heads: int
@@ -101,6 +120,13 @@ class AttentionReport:
     trained: object = None
     steps_run: int = 0
     norm: str = "n"
+    record_steps: np.ndarray | None = None
+    trained_twin: object = None
+    seconds: float = float("nan")
+    budget: float | None = None
+    decided: bool = False
+    end: object = None
+    by_default: bool = False
 
     @property
     def on_twin(self) -> bool:
@@ -182,46 +208,17 @@ def _function(rep: AttentionReport, kind: str = "function now") -> vd.Judgement:
     return vd.judgement(kind, vd.NOT, [f"{blocks}; {ev[2].line()}"], ev)
 
 
-def _data_ev(rep: AttentionReport) -> list:
-    return [evidence("label-mirror violation of the sequences (relative to the largest row of [X, Y])",
-                     rep.label_mirror_violation,
-                     ROUND_OFF,
-                     "every sequence has its copy with y → −y, so the gradients of u, b cancel pair by pair "
-                     "(§10.2)")]
-
-
 def _full_gd(cfg: TrainConfig | None) -> bool:
     """No config (gradient flow and GD), or full-batch GD: what the mirror argument covers."""
     return cfg is None or (cfg.gd and cfg.batch_size is None)
 
 
-def _training_name(cfg: TrainConfig | None) -> str:
-    """The training a judgement is about, as its answer names it: "GD or gradient flow" without a
-    config, "GD at lr=η", else the optimiser's name (:attr:`TrainConfig.label`), with its batches
-    when it has them ("adam, batches of 32 sequences at random")."""
-    if cfg is None:
-        return "GD or gradient flow"
-    name = f"GD at lr={cfg.lr:.3g}" if cfg.gd else cfg.label
-    return name + ("" if cfg.batch_size is None else f", batches of {cfg.batch_size} sequences at random")
-
-
-def _measure_call(cfg: TrainConfig | None) -> str:
-    """The call that measures the training ``cfg`` stands for, with its optimiser and batches."""
-    if cfg is None:
-        return GD_CALL
-    if cfg.gd and cfg.batch_size is None:
-        return f"analyse(model, data, train=bf.GDConfig(lr={cfg.lr:g}, steps={cfg.steps}))"
-    batches = "" if cfg.batch_size is None else f", batch_size={cfg.batch_size}, mirrored_batches=False"
-    opt = f"optax.sgd({cfg.lr:g})" if cfg.gd else cfg.label
-    return f"analyse(model, data, train=bf.TrainConfig(optimiser={opt}, steps={cfg.steps}{batches}))"
-
-
 def _predicted(rep: AttentionReport, cfg: TrainConfig | None = None, kind: str | None = None) -> vd.Judgement:
     """Training from ``rep``'s weights predicted for ``cfg`` (None: GD and gradient flow)."""
-    name = _training_name(cfg)
+    name = training_name(cfg)
     kind = kind or f"training by {name}, predicted (not measured)"
-    call = _measure_call(cfg)
-    ev = _data_ev(rep)
+    call = measure_call(cfg)
+    ev = mirror_evidence(rep)
     ev.append(evidence(f"loss gap to the twin at t = 0, |L − L_twin| / {NORMALISER} (exact)", rep.gap0,
                        PAPER_LEVEL, "the model's loss and its twin's agree now"))
     if not ev[-1].passed:
@@ -252,18 +249,10 @@ def _predicted(rep: AttentionReport, cfg: TrainConfig | None = None, kind: str |
         f"scale and step size (§10.2); plain Adam is not covered: measure it with {ADAM_CALL}")
 
 
-def default_lr(zd: Dataset) -> float:
-    """GD's step for ``train=True``: a quarter of 1/max(λ_max(ZᵀZ/S), ‖ZᵀY/S‖), the twin's
-    curvature at the saddle and near the minimum (≈ 2s) in units of its feature (§10.3)."""
-    Z, Y = np.asarray(zd.X), np.asarray(zd.Y)
-    lam = float(np.linalg.eigvalsh(Z.T @ Z / len(Z))[-1])
-    return 0.25 / max(lam, float(np.linalg.norm(Z.T @ Y / len(Z))), 1e-300)
-
-
-def _config(train, zd: Dataset) -> TrainConfig | None:
-    if train is True:
-        return GDConfig(lr=default_lr(zd), steps=DEFAULT_STEPS)
-    cfg = as_train_config(train)
+def _config(train) -> TrainConfig | None:
+    """The training named (None for True: GD on the default schedule, measured at the weights it
+    starts from, :func:`gd_run`)."""
+    cfg = None if train is True else as_train_config(train)
     if cfg is not None and cfg.batch_size is not None and cfg.mirrored_batches:
         raise ValueError(f"train: batch_size={cfg.batch_size} with mirrored_batches=True pairs x with −x, "
                          "not a sequence with its label mirror; pass mirrored_batches=False to keep "
@@ -272,46 +261,16 @@ def _config(train, zd: Dataset) -> TrainConfig | None:
     return cfg
 
 
-def _measure(layer, data: Dataset, zd: Dataset, cfg: TrainConfig, budget, progress):
-    """The model and its twin (on its own data, the cubic features ``zd`` of the same sequences)
-    trained by the same optimiser in one loop, every step recorded: the trajectory. α = 1: the
-    attention's twin map has c = 1 (same step, same optimiser, §10.2); the attention layer does
-    not read α."""
-    every = dataclasses.replace(cfg, n_records=cfg.steps + 1)._with_alpha(1.0)
-    return train_run((layer,), data, every, twin=(merged_to_twin(layer), zd), observables="loss",
-                     time_budget=budget, progress=progress)
-
-
-def _measured(rep: AttentionReport, cfg: TrainConfig, kind: str) -> vd.Judgement:
-    name = _training_name(cfg)
-    ev = _data_ev(rep)
-    ev.append(evidence(f"loss gap to the twin under {name}, max_k |L_k − L_twin,k| / {NORMALISER} over every "
-                       "step", rep.gap, PAPER_LEVEL,
-                       f"the paper's 0.3%; maximum at step {rep.gap_step}; "
-                       f"{NORMALISER} = {rep.loss_ref:.4g}"))
-    notes = (() if rep.steps_run >= cfg.steps else
-             (f"stopped by the time budget after {rep.steps_run} of {cfg.steps} steps: the gap is the "
-              "maximum over the steps run",))
-    if not ev[-1].passed:
-        why = f"trained gap {100 * rep.gap:.3g}% of {NORMALISER} at step {rep.gap_step} > 0.3%"
-        return vd.judgement(kind, vd.NOT, [why], ev, notes)
-    exact = rep.kind == "merged" and rep.on_twin and ev[0].passed
-    if exact and rep.gap <= ROUND_OFF:
-        return vd.judgement(kind, vd.EXACT, [], ev, notes,
-                            f"on its twin to round-off at every step ({rep.gap:.2g} of {NORMALISER})")
-    return vd.judgement(kind, vd.EFFECTIVE, [], ev, notes,
-                        f"within {100 * rep.gap:.2g}% of {NORMALISER} of its twin's loss at every step "
-                        f"(max at step {rep.gap_step})")
-
-
 def analyse_attention(model, data, *, train=None, init=None, time_budget=None, progress=None) -> Analysis:
     """:func:`biasfree.analyse` of a linear-attention model (module doc): ``model`` a
     :class:`~biasfree.core.attention.MergedAttention`/``SeparateAttention`` (or a one-layer
     tuple) or a torch module in :mod:`.attention_import`'s layout; ``data`` flat sequences
-    (S, (N+1)(D+1)) with targets (S, 1), N read from the width; ``train`` None, True (GD at
-    :func:`default_lr`, :data:`DEFAULT_STEPS` steps), an optax optimiser or a TrainConfig
-    (full batch, or ``batch_size`` with ``mirrored_batches=False``); ``init`` the weights
-    training started from (history, measured with ``train``). Returns an
+    (S, (N+1)(D+1)) with targets (S, 1), N read from the width; ``train`` None (predict, and
+    where the theory is silent measure by default,
+    :mod:`~biasfree.analysis.attention_measure`), False (predict only), True (GD on the default
+    schedule, :func:`~biasfree.analysis.attention_trained.gd_run`), an optax optimiser or a
+    TrainConfig (full batch, or ``batch_size`` with ``mirrored_batches=False``); ``init`` the
+    weights training started from (history, measured with ``train``). Returns an
     :class:`~.report.Analysis` shaped as a dense one's: ``net`` the :class:`AttentionReport`,
     ``prediction`` the twin (with ``trained`` when measured), ``history`` with ``match``;
     ``regime`` and ``local`` None (no dense regime or Jacobians here)."""
@@ -330,7 +289,8 @@ def analyse_attention(model, data, *, train=None, init=None, time_budget=None, p
         raise ValueError(f"init is a {type(start).__name__} but the model a {type(layer).__name__}")
     ds = Dataset(X, Y, mirror=False)
     zd = twin_dataset(ds, layer.n_ctx, norm=layer.norm)
-    cfg = _config(train, zd)
+    cfg, gd = _config(train), train is True  # gd: GD on the default schedule, asked
+    measure = train is not False  # measure by default where the theory is silent (False: predict only)
     mirror = label_mirror_violation(X, Y, layer.n_ctx)
     src = f"{source}; model {getattr(model, 'source', type(model).__name__)}"
     rep = _report(layer, X, Y, zd, src, mirror)
@@ -339,16 +299,26 @@ def analyse_attention(model, data, *, train=None, init=None, time_budget=None, p
                           input_rank=int(np.sum(lam > 1e-12 * lam.max())), whitened=False, source=source,
                           mirror_violation=mirror)
     function = _function(rep)
-    training, trained_fn, history, trained = _predicted(rep, None if start is None else cfg), None, None, None
+    training, run = _predicted(rep, None if start is None else cfg), cfg
+    trained_fn = history = trained = None
+    if start is None and gd:
+        rep, training, run, _ = gd_run(rep, layer, ds, zd, time_budget, progress, "training by {}, measured",
+                                        False, False)
+    elif start is None and cfg is not None:
+        rep = run_beside_twin(rep, layer, ds, zd, cfg, time_budget, progress,
+                       ends=ends_of(layer, ds, zd)[0] if cfg.plain_gd else None)  # GD: the end's bound
+        training = answer(rep, cfg, f"training by {training_name(cfg)}, measured", longer_call(cfg))
+    elif measure and training.level == UNDECIDED:  # the theory is silent: measured by default
+        named = None if start is None else cfg  # with init=, the training named is the one predicted
+        rep, training, run = measure_by_default(rep, layer, ds, zd, named, time_budget, progress,
+                                         "training by {}, measured by default", training, early=True)
+    if rep.trained is not None:
+        trained_fn = _function(_report(rep.trained, X, Y, zd, src, mirror), "function after training")
+        trained = as_training(rep, run)
     if start is not None:
-        history = _history(start, layer, X, Y, zd, src, mirror, cfg, time_budget, progress)
-    elif cfg is not None:
-        rep = _trained(rep, layer, ds, zd, cfg, time_budget, progress)
-        training = _measured(rep, cfg, f"training by {_training_name(cfg)}, measured")
-        trep = _report(rep.trained, X, Y, zd, src, mirror)
-        trained_fn = _function(trep, "function after training")
-        trained = _training(rep, cfg)
-    verdict = vd.combine(function, training, trained_fn, None if history is None else history.judgement)
+        history = _history(start, layer, ds, zd, src, mirror, cfg, time_budget, progress, measure, gd)
+    verdict = vd.combine(function, training, trained_fn, None if history is None else history.judgement,
+                         asked=not rep.by_default)
     c = {"n": "(1/N) ", "none": "", "n+1": "(1/(N+1)) "}[layer.norm]
     question = verdict.question + f" (the twin: W₂W₁z, z = vec({c}Σ_n y_n x_n x_qᵀ), docs/theory.md §10.2)"
     return Analysis(data_rep, rep, _prediction(layer, rep, zd, trained),
@@ -371,44 +341,33 @@ def _prediction(layer, rep: AttentionReport, zd: Dataset, trained: Training | No
                       growth_gap_high=float("nan"))
 
 
-def _training(rep: AttentionReport, cfg: TrainConfig) -> Training:
-    """The measured run as a dense analysis's :class:`~.report.Training` (gaps over ``loss_ref``;
-    the dense-only parts, the even energy, the gradient-flow curve and the trained net's split,
-    NaN)."""
-    k = np.arange(rep.loss.size)
-    t = k * (cfg.lr if cfg.gd else 1.0)
-    nan = float("nan")
-    return Training(cfg, t, rep.loss, rep.twin_loss, np.full(k.size, nan), np.full(k.size, nan), nan,
-                    rep.gap, nan, nan, nan, nan, nan, (rep.trained,), rep.gap_step, float(t[rep.gap_step]),
-                    rep.steps_run, _training_name(cfg))
-
-
-def _history(start, layer, X, Y, zd, src, mirror, cfg, budget, progress) -> History:
-    """Question (iii): training from ``start`` beside its twin, measured with ``cfg`` (and how
-    close the rerun ends to the given ``layer``, ``match``), else predicted for GD."""
+def _history(start, layer, ds, zd, src, mirror, cfg, budget, progress, measure: bool, gd: bool) -> History:
+    """Question (iii): training from ``start`` beside its twin, measured with ``cfg`` or, ``gd``,
+    GD on the default schedule measured at ``start`` (and how close the rerun ends to the given
+    ``layer``, ``match``), else predicted for GD and, unless ``measure`` is off, measured by
+    default where that prediction is undecided (run whole: it is compared with the model)."""
+    X, Y = np.asarray(ds.X), np.asarray(ds.Y)
     rep = _report(start, X, Y, zd, src, mirror)
     how = "how the model got here: training from the init by"
-    if cfg is None:
-        judged = _predicted(rep, None, f"{how} GD or gradient flow, predicted")
-        return History(rep, _prediction(start, rep, zd, None), judged, None)
-    rep = _trained(rep, start, Dataset(X, Y, mirror=False), zd, cfg, budget, progress)
-    j = _measured(rep, cfg, f"{how} {_training_name(cfg)}, measured")
+    if gd:
+        rep, j, run, _ = gd_run(rep, start, ds, zd, budget, progress, f"{how} {{}}, measured", False, False)
+    elif cfg is None:
+        j = _predicted(rep, None, f"{how} GD or gradient flow, predicted")
+        if not (measure and j.level == UNDECIDED):
+            return History(rep, _prediction(start, rep, zd, None), j, None)
+        rep, j, run = measure_by_default(rep, start, ds, zd, None, budget, progress,
+                                  f"{how} {{}}, measured by default", j, early=False)
+    else:
+        ends = ends_of(start, ds, zd)[0] if cfg.plain_gd else None  # plain GD: the end's bound holds
+        rep, run = run_beside_twin(rep, start, ds, zd, cfg, budget, progress, ends=ends), cfg
+        j = answer(rep, cfg, f"{how} {training_name(cfg)}, measured", longer_call(cfg))
     f, g = (np.asarray(forward((m,), X, 0.0)) for m in (layer, rep.trained))
     match = float(np.mean((g - f) ** 2) / max(np.mean(f**2), 1e-300))
+    same = "a default GD run, not the training that made the model; " if rep.by_default else ""
     j = dataclasses.replace(j, notes=j.notes + (
-        f"the rerun from the init ends {match:.3g} (of <f²>) from the given model (reported, not judged)",))
-    return History(rep, _prediction(start, rep, zd, _training(rep, cfg)), j, None, match)
-
-
-def _trained(rep, layer, ds, zd, cfg, budget, progress) -> AttentionReport:
-    """``rep`` with the run from ``layer`` beside its twin (:func:`_measure`): the losses at every
-    step, and the gap the loop carried over every step, ``max_k |L_k − L̃_k|``, over ``loss_ref``."""
-    traj = _measure(layer, ds, zd, cfg, budget, progress)
-    steps = int(traj.stats["steps"])
-    La, Lt = np.asarray(traj.loss)[: steps + 1], np.asarray(traj.twin.loss)[: steps + 1]
-    final = jax.tree_util.tree_map(np.asarray, traj.params[0])
-    return dataclasses.replace(rep, loss=La, twin_loss=Lt, gap=float(traj.twin_gap) / rep.loss_ref,
-                               gap_step=int(traj.twin_gap_step), trained=final, steps_run=steps)
+        f"the rerun from the init ends {match:.3g} (of <f²>) from the given model ({same}reported, not "
+        "judged)",))
+    return History(rep, _prediction(start, rep, zd, as_training(rep, run)), j, None, match)
 
 
 __all__ = ["AttentionReport", "analyse_attention", "label_mirror_violation"]

@@ -442,3 +442,8 @@ def _complete(obs: dict) -> dict:
 
 
 __all__ = ["GDConfig", "TrainConfig", "optimiser_name", "record_steps", "train"]
+
+
+run_checked = _run
+"""``_run`` for a caller that has checked the net, the data and the twin itself and ends the run
+with ``stop`` (``analyse``'s attention measurements, ``biasfree.analysis.attention_trained``)."""
