@@ -3,7 +3,7 @@
 The problem is ``bench_analyse.py``'s row "alone" (784 → 256 → 10 on 5,000 mirror pairs of
 pixel-like inputs, an odd target, the init × ``ALONE_SCALE``), run as ``analyse`` runs it: on
 the 400 input columns that are not 0 everywhere (``measure_step.reduced``), net and twin side by
-side in the one training loop (``biasfree.dynamics.trainer._run``), light records.
+side in the one training loop (``biasfree.dynamics.trainer.run_checked``), light records.
 
 - :func:`step_time`: seconds of one step of net + twin, the difference between a run of ``2K``
   and one of ``K`` steps (both compiled first; best of ``reps``), CPU and wall, beside the
@@ -51,7 +51,7 @@ def problem():
 
 def _run(params, data, twin, lr: float, steps: int, n_records: int = 2):
     from biasfree.dynamics.train_config import GDConfig
-    from biasfree.dynamics.trainer import _run as train_run
+    from biasfree.dynamics.trainer import run_checked as train_run
 
     return train_run(params, data, GDConfig(alpha=0.0, lr=lr, steps=steps, n_records=n_records), twin=twin,
                      observables="loss")

@@ -102,7 +102,7 @@ def test_a_run_stops_where_its_stop_test_says(problem, budget):
     between calls), its records a prefix of the whole run's, bitwise (the same steps, split only
     between steps), its last record the ``last`` the test saw. The control: a test that never
     says stop runs every step."""
-    from biasfree.dynamics.trainer import _run
+    from biasfree.dynamics.trainer import run_checked as _run
 
     params, data = problem
     cfg = bf.GDConfig(lr=0.05, steps=2000, n_records=41)

@@ -26,7 +26,7 @@ import numpy as np
 from ..core.blocks import _outputs
 from ..core.data import unchecked_dataset
 from ..core.layers import Params
-from ..dynamics.trainer import _run as train_run
+from ..dynamics.trainer import run_checked as train_run
 from ..dynamics.trajectory import PairedRun
 from ..expressivity.decomposition import energy
 from . import function_now as now
@@ -316,7 +316,7 @@ def end_bound(end: Stationarity) -> float:
 
 
 class Decided:
-    """The stop test of a default measurement (``trainer._run``'s ``stop``), asked between the
+    """The stop test of a default measurement (``trainer.run_checked``'s ``stop``), asked between the
     loop's calls: the answer is decided once the gap so far is above ``level`` (loss units:
     0.3% of L_ref) — "not", whatever follows (:func:`judge_measured`) — or, where ``ends``
     (None: not GD on the MSE) finds the run's weights within the bound no later descent can

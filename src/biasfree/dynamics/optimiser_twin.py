@@ -285,7 +285,7 @@ def with_degree(cfg: TrainConfig, alpha: float, depth: int) -> tuple[TrainConfig
     found)``: κ as given; at α = 1 (c = 1: the twin's updates are scaled by 1^(1+κ) = 1, whatever
     κ) 0, nothing measured; else :func:`twin_degree`'s. The twin's optimiser
     :func:`optimiser_twin`'s, built once for every run of ``cfg`` on such a net (the trainer
-    takes it as it is: ``trainer._run``'s ``twin_optimiser``; ``bf.train(..., twin=True)``
+    takes it as it is: ``trainer.run_checked``'s ``twin_optimiser``; ``bf.train(..., twin=True)``
     without one calls this, so both follow one κ policy)."""
     if cfg.degree is not None:
         note = f"κ = {cfg.degree:g} as given"

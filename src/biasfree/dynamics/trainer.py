@@ -298,13 +298,13 @@ def _train(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, 
     if not cfg.gd:  # analyse checks it where it reads train=
         config.check_update(cfg.make(1.0), jax.tree_util.tree_map(lambda x: x[0], params) if batched
                             else params, cfg.label)
-    return _run(params, data, cfg, kw, key=key, twin=twin, batched=batched, layout=layout,
+    return run_checked(params, data, cfg, kw, key=key, twin=twin, batched=batched, layout=layout,
                 observables=observables, progress=progress, time_budget=time_budget, segments=segments)
 
 
-def _run(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, twin=False, batched=False,
-         layout=None, observables="all", progress=None, time_budget=None, segments=None, stop=None,
-         twin_optimiser=None):
+def run_checked(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, twin=False,
+                batched=False, layout=None, observables="all", progress=None, time_budget=None, segments=None,
+                stop=None, twin_optimiser=None):
     """:func:`_train` with the net, the data, a given twin and the optimiser's update checked by the
     caller (``analyse`` checks them once, then runs this): the settings' fit to the data and to each
     other, the job, the run. ``segments`` (B, R−1): each member's own steps between records (an
@@ -443,7 +443,3 @@ def _complete(obs: dict) -> dict:
 
 __all__ = ["GDConfig", "TrainConfig", "optimiser_name", "record_steps", "train"]
 
-
-run_checked = _run
-"""``_run`` for a caller that has checked the net, the data and the twin itself and ends the run
-with ``stop`` (``analyse``'s attention measurements, ``biasfree.analysis.attention_trained``)."""
