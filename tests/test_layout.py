@@ -179,7 +179,8 @@ def test_the_cycle_check_sees_a_lazy_cycle(tmp_path):
 
 PRIVATE_IMPORTS = 40
 """The most ``from m import _name`` (``_name`` not a module) across src/biasfree, counting
-imports inside functions (issue 47 item 5: 102, then 74, then 51, then 46, then 45, then 42, then 41, then this).
+imports inside functions (issue 47 item 5: 102, then 74, then 51, then 46, then 45, then 42, then 41, then
+this).
 A private name used from another module is a helper two concepts share without saying so: make it public
 where it is shared (and document it), or move it into the module that uses it. The count may only
 fall; lower this number when it does."""
