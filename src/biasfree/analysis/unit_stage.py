@@ -216,7 +216,7 @@ def _newton_terms(th, X, Y, *, rebuild, shape, alpha):
 def _relgrad(rebuild, U, V, X, Y, alpha):
     th = jnp.asarray(np.concatenate([U.ravel(), V.ravel()]))
     g = np.asarray(_grad(th, jnp.asarray(X), jnp.asarray(Y), rebuild, U.shape, alpha))
-    p = rebuild(jnp.asarray(U), jnp.asarray(V))
+    p = jax.tree_util.tree_map(jnp.asarray, rebuild(U, V))
     R = _out(U, V, X, rebuild, alpha) - Y
     ref = 0.5 * float(np.mean(np.sum(Y**2, 1)))
     return float(np.linalg.norm(g) * np.linalg.norm(th) / ref), gradient_tolerance(p, X, R, ref), R
@@ -314,10 +314,13 @@ def _pull(w, R, X, rebuild, alpha, b):
     return -jax.grad(_new_unit_loss, argnums=1)(w, jnp.zeros(b), R, X, rebuild, alpha)
 
 
-@partial(jax.jit, static_argnames=("rebuild", "alpha", "b", "steps"))
-def _ascend(W0, R, X, *, rebuild, alpha, b, steps):
-    """``ŵ ← ∇_ŵ(ĝ·g(ŵ))/‖·‖`` from each row of W0, ``steps`` times (module doc); the ends and
-    their ‖g(ŵ)‖."""
+@partial(jax.jit, static_argnames=("rebuild", "alpha", "steps"))
+def _ascend(W0, U, V, X, Y, *, rebuild, alpha, steps):
+    """The ascent ``ŵ ← ∇_ŵ(ĝ·g(ŵ))/‖·‖`` from each row of W0, ``steps`` times (module doc), at the
+    net (U, V) of residuals R = f − Y held; of the ends, the first with the largest ‖g(ŵ)‖:
+    ``(λ*, ŵ*, ĝ, m)``, m = ``ĝᵀ(∂²L/∂v²)ĝ`` of the new unit (ŵ*, 0)."""
+    R, b = _forward(rebuild(U, V), X, alpha) - Y, V.shape[1]
+
     def step(_, w):
         gw = _pull(w, R, X, rebuild, alpha, b)
         gh = gw / jnp.maximum(jnp.linalg.norm(gw), 1e-300)
@@ -327,42 +330,35 @@ def _ascend(W0, R, X, *, rebuild, alpha, b, steps):
     def ascend(w):
         w = jax.lax.fori_loop(0, steps, step, w)
         return w, jnp.linalg.norm(_pull(w, R, X, rebuild, alpha, b))
-    return jax.vmap(ascend)(W0)
-
-
-@partial(jax.jit, static_argnames=("rebuild", "alpha"))
-def _curvature(w, gh, R, X, *, rebuild, alpha):
-    """``ĝᵀ(∂²L/∂v²)ĝ`` of a new unit (w, 0)."""
+    ends, rates = jax.vmap(ascend)(W0)
+    i = jnp.argmax(rates)  # the first of the largest, in the starts' order
+    w = ends[i]
+    gw = _pull(w, R, X, rebuild, alpha, b)
+    gh = gw / jnp.maximum(jnp.linalg.norm(gw), 1e-300)
     hv = jax.jvp(lambda v: jax.grad(_new_unit_loss, argnums=1)(w, v, R, X, rebuild, alpha),
-                 (jnp.zeros_like(gh),), (gh,))[1]
-    return gh @ hv
+                 (jnp.zeros(b),), (gh,))[1]
+    return rates[i], w, gh, gh @ hv
 
 
 def _rate(rebuild, U, V, X, Y, alpha, seed: int = 0):
     """λ* = max_ŵ ‖g(ŵ)‖, g(ŵ) = −∂L/∂v of a new unit (ŵ, 0) at (U, V) (module doc), by ascent;
-    ``rebuild`` a :class:`Rebuild` (its units add: the new unit's term is added to the residuals)."""
-    a, b = U.shape[1], V.shape[1]
-    Xj = jnp.asarray(X)
-    R = _outputs(jnp.asarray(U), jnp.asarray(V), Xj, rebuild=rebuild, alpha=alpha) - jnp.asarray(Y)
+    ``rebuild`` a :class:`Rebuild` (its units add: the new unit's term is added to the residuals).
+    ``(λ*, ŵ*, ĝ, m)``; m = ĝᵀ ∂²L/∂v² ĝ, how fast the new unit's own output closes its residual
+    (dense: ⟨σ(ŵ*·x)²⟩)."""
     rng = np.random.default_rng(seed)
-    starts = list(rng.standard_normal((STARTS, a)))
+    starts = list(rng.standard_normal((STARTS, U.shape[1])))
     starts += [s * u for u in U if np.linalg.norm(u) > 0 for s in (1, -1)]
     W0 = np.stack([w / np.linalg.norm(w) for w in starts])
-    ends, rates = (np.asarray(x) for x in _ascend(jnp.asarray(W0), R, Xj, rebuild=rebuild, alpha=alpha,
-                                                   b=b, steps=ASCENT_STEPS))
-    i = int(np.argmax(rates))  # the first of the largest, as the starts' order
-    best, best_w = float(rates[i]), ends[i]
-    gw = np.asarray(_pull(jnp.asarray(best_w), R, Xj, rebuild, alpha, b))
-    gh = gw / max(np.linalg.norm(gw), 1e-300)
-    # m = ĝᵀ ∂²L/∂v² ĝ: how fast the new unit's own output closes its residual (dense: ⟨σ(ŵ*·x)²⟩)
-    m = float(_curvature(jnp.asarray(best_w), jnp.asarray(gh), R, Xj, rebuild=rebuild, alpha=alpha))
-    return best, best_w, gh, m
+    rate, w, gh, m = _ascend(*(jnp.asarray(A) for A in (W0, U, V, X, Y)), rebuild=rebuild, alpha=alpha,
+                             steps=ASCENT_STEPS)
+    return float(rate), np.asarray(w), np.asarray(gh), float(m)
 
 
-def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold) -> UnitFixedPoint:
+def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold, solved=None) -> UnitFixedPoint:
     """The embedded fixed point of a bias-free two-layer (leaky) ReLU dense or conv net
     ``params`` (module doc), with ``sigmas`` the init noise per factor (or None) and the
-    effective units' ``threshold``; its units k are ``.k``."""
+    effective units' ``threshold``; its units k are ``.k``. ``solved``: a dict that keeps the
+    narrow fixed points found, by the groups kept, for :func:`unit_levels` of the same net."""
     U, V, rebuild = parts(params)
     n, a = U.shape
     group = unit_groups(U, 1, sigmas)
@@ -374,12 +370,11 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold) -> UnitFixed
     # counted before the loss drops, §11.1): the embedded fixed point nearer the net is the answer
     best = None
     for keep in ([learned, learned[:-1]] if learned else [learned]):
-        cand = _embedded(U, V, rebuild, group, c, keep, X, Y, alpha)
+        cand = _embedded(U, V, rebuild, group, c, keep, X, Y, alpha, solved)
         if best is None or cand[1] < best[1]:
             best = cand
     (Un, Vn, Us, Vs, learned), dist = best
-    star = rebuild(jnp.asarray(Us), jnp.asarray(Vs))
-    narrow = rebuild(jnp.asarray(Un), jnp.asarray(Vn))
+    star, narrow = (jax.tree_util.tree_map(jnp.asarray, rebuild(A, B)) for A, B in ((Us, Vs), (Un, Vn)))
     f_w, f_n = _out(Us, Vs, X, rebuild, alpha), _out(Un, Vn, X, rebuild, alpha)
     P = max(float(np.prod(layer_norms(star))), float(np.prod(layer_norms(narrow))))
     ftol = 2 * gamma(X.shape[1] + n) * P * float(np.max(np.linalg.norm(X, axis=1)))
@@ -398,9 +393,10 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold) -> UnitFixed
                           ftol, rate, rate_tol, w_dir, dist, eps, len(learned), m)
 
 
-def _embedded(U, V, rebuild, group, c, learned, X, Y, alpha):
+def _embedded(U, V, rebuild, group, c, learned, X, Y, alpha, solved=None):
     """The narrow net of the ``learned`` groups at its fixed point, embedded (module doc);
-    ``((Un, Vn, Us, Vs, learned), ‖θ − θ*‖)``."""
+    ``((Un, Vn, Us, Vs, learned), ‖θ − θ*‖)``. ``solved``: the narrow fixed points found before
+    for this net, by the groups kept (read and filled; None: none kept)."""
     a = U.shape[1]
     U0, V0 = np.zeros((len(learned), a)), np.zeros((len(learned), V.shape[1]))
     for j, g in enumerate(learned):
@@ -409,7 +405,13 @@ def _embedded(U, V, rebuild, group, c, learned, X, Y, alpha):
         T = (c[m, None] * V[m]).sum(0)
         s = math.sqrt(np.linalg.norm(T))
         U0[j], V0[j] = s * u / np.linalg.norm(u), T / s
-    Un, Vn = narrow_fixed_point(rebuild, U0, V0, X, Y, alpha)
+    key = tuple(int(g) for g in learned)
+    if solved is not None and key in solved:
+        Un, Vn = solved[key]
+    else:
+        Un, Vn = narrow_fixed_point(rebuild, U0, V0, X, Y, alpha)
+        if solved is not None:
+            solved[key] = Un, Vn
     # embed: rescaled copies for the members, zero units for the rest
     Us, Vs = np.zeros_like(U), np.zeros_like(V)
     for j, g in enumerate(learned):
@@ -426,9 +428,10 @@ def _embedded(U, V, rebuild, group, c, learned, X, Y, alpha):
     return (Un, Vn, Us, Vs, learned), dist
 
 
-def unit_levels(params, X, Y, alpha: float, sigmas, threshold) -> np.ndarray:
+def unit_levels(params, X, Y, alpha: float, sigmas, threshold, solved=None) -> np.ndarray:
     """The losses of the embedded fixed points with 0, 1, …, k units (the k strongest groups, each
-    narrow net at its fixed point): the levels a staircase of this net is matched to (§11.3.3)."""
+    narrow net at its fixed point): the levels a staircase of this net is matched to (§11.3.3).
+    ``solved``: :func:`unit_fixed_point`'s dict for the same net (its narrow nets not solved again)."""
     U, V, rebuild = parts(params)
     group = unit_groups(U, 1, sigmas)
     c = np.linalg.norm(U, axis=1)
@@ -437,7 +440,7 @@ def unit_levels(params, X, Y, alpha: float, sigmas, threshold) -> np.ndarray:
     learned = sorted((g for g in labels if mags[g] > threshold), key=lambda g: -mags[g])
     out = []
     for k in range(len(learned) + 1):
-        (_, _, Us, Vs, _), _ = _embedded(U, V, rebuild, group, c, learned[:k], X, Y, alpha)
+        (_, _, Us, Vs, _), _ = _embedded(U, V, rebuild, group, c, learned[:k], X, Y, alpha, solved)
         R = _out(Us, Vs, X, rebuild, alpha) - Y
         out.append(0.5 * float(np.mean(np.sum(R**2, 1))))
     return np.array(out)
