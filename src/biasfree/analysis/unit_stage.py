@@ -103,7 +103,10 @@ LM_EVALS = 200
 a fixed point it converges in tens (quadratically at the end); a net far from one (every unit
 still moving, e.g. 30 units after 400 steps) is not searched further: its point is reported with
 its gradient against the round-off bound, which then says it is no fixed point. Uncapped
-(100·(P + 1) evaluations) such a net took 11 s of a 1.5 s ``analyse``."""
+(100·(P + 1) evaluations) such a net took 11 s of a 1.5 s ``analyse``. Such a point is not
+repeatable bit for bit: a search stopped at the cap amplifies round-off, and scipy's MINPACK
+(1.17.1) reads heap memory it did not write (its callbacks' values replayed exactly took another
+path under glibc's ``MALLOC_PERTURB_``), so its end varies run to run with the heap's contents."""
 
 @dataclass(frozen=True)
 class Rebuild:
