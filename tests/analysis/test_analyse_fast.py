@@ -113,8 +113,8 @@ def test_analyse_agrees_with_the_paths_it_replaced(case, monkeypatch):
     # why). Built, its search's numbers would not be: Levenberg–Marquardt stopped at its evaluation cap
     # (LM_EVALS) amplifies round-off (a 1e-16 relative change of its start moves its end by 4%), and
     # scipy's MINPACK (1.17.1) reads heap memory it did not write: its callbacks' values replayed bit
-    # for bit, in a process without JAX, took another path under glibc's MALLOC_PERTURB_ (2 of 8
-    # replays) and never without it; in a JAX process the heap's contents vary run to run
+    # for bit in a process without JAX took another path in 0 and 2 of 10 replays, 3 and 4 of 10
+    # under glibc's MALLOC_PERTURB_ (which fills fresh and freed blocks); the heap's contents vary
     def decided(st):  # a Stage's answer, or its one-line refusal (a net with no effective-unit rule)
         if isinstance(st, str):
             return st

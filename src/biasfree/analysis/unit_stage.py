@@ -106,7 +106,8 @@ its gradient against the round-off bound, which then says it is no fixed point. 
 (100·(P + 1) evaluations) such a net took 11 s of a 1.5 s ``analyse``. Such a point is not
 repeatable bit for bit: a search stopped at the cap amplifies round-off, and scipy's MINPACK
 (1.17.1) reads heap memory it did not write (its callbacks' values replayed exactly took another
-path under glibc's ``MALLOC_PERTURB_``), so its end varies run to run with the heap's contents."""
+path in 0–2 of 10 replays, 3–4 of 10 under glibc's ``MALLOC_PERTURB_``), so its end varies with
+the heap's contents."""
 
 @dataclass(frozen=True)
 class Rebuild:
