@@ -103,11 +103,9 @@ LM_EVALS = 200
 a fixed point it converges in tens (quadratically at the end); a net far from one (every unit
 still moving, e.g. 30 units after 400 steps) is not searched further: its point is reported with
 its gradient against the round-off bound, which then says it is no fixed point. Uncapped
-(100·(P + 1) evaluations) such a net took 11 s of a 1.5 s ``analyse``. Such a point is not
-repeatable bit for bit: a search stopped at the cap amplifies round-off, and scipy's MINPACK
-(1.17.1) reads heap memory it did not write (its callbacks' values replayed exactly took another
-path in 0–2 of 10 replays, 3–4 of 10 under glibc's ``MALLOC_PERTURB_``), so its end varies with
-the heap's contents."""
+(100·(P + 1) evaluations) such a net took 11 s of a 1.5 s ``analyse``. Its end is not repeatable:
+a capped search amplifies round-off, and scipy 1.17.1's MINPACK reads heap memory it did not write
+(exact replays of its callbacks took another path in 0–2 of 10, 3–4 of 10 under ``MALLOC_PERTURB_``)."""
 
 @dataclass(frozen=True)
 class Rebuild:
