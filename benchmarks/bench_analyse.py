@@ -44,8 +44,16 @@ measured in the same process), the floor under any measurement by GD; and one st
 run's net + twin as the loop takes it, CPU and wall, against those two products
 (``benchmarks/alone_step.py``), with the CPU seconds of the default run to its horizon.
 
+Row "stage" (issue 49, ``--stage``): the nearest fixed point of a net at a small init, where every unit
+counts, ``analyse(...).stage`` of a 6 → 40 → 2 ReLU net (``init_gaussian`` scale 1e-2, key 0) on 300
+Gaussian points mirrored, ``y = tanh(Gᵀx)``: two Levenberg–Marquardt searches of 40 and 39 units (320
+and 312 weights, 1200 residuals) and the escape ascent. Reported: its wall and CPU seconds, and each
+search's evaluations and CPU seconds per Jacobian (the old per-call compile and MINPACK's QR of all
+1200 rows: 128 ms a Jacobian and 31 CPU-s in all, measured side by side with the new 34 ms and 10 s
+on the 2-core machine at load 5, docs/performance.md).
+
 Run: ``make bench`` (or ``.venv/bin/python benchmarks/bench_analyse.py [--sizes small,medium]
-[--data raw,mirrored] [--model torch|params] [--json FILE]``).
+[--data raw,mirrored] [--model torch|params] [--json FILE] [--stage]``).
 """
 
 from __future__ import annotations
@@ -197,6 +205,45 @@ def least_time(X, params, tr) -> dict:
     return {"gemm_gflops": rate / 1e9, "least_steps": steps, "least_s": steps * 4.0 * n * d * m / rate}
 
 
+def stage_row() -> dict:
+    """Row "stage" (module doc), in this process: the stage's seconds and its searches' evaluations."""
+    import jax
+    import numpy as np
+    import scipy.optimize
+
+    import biasfree as bf
+
+    real, solves = scipy.optimize.least_squares, []
+
+    def counted(*args, **kwargs):  # the searches (narrow_fixed_point imports it at each call)
+        c0 = time.process_time()
+        sol = real(*args, **kwargs)
+        solves.append((int(sol.nfev), int(sol.njev), time.process_time() - c0))
+        return sol
+    scipy.optimize.least_squares = counted
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 6))
+    X = np.concatenate([X, -X])
+    Y = np.tanh(X @ rng.normal(size=(6, 2)))
+    net = bf.init_gaussian(jax.random.PRNGKey(0), (6, 40, 2), scale=1e-2)
+    res = bf.analyse(net, (X, Y), alpha=0.0, train=False)
+    load, t0, c0 = os.getloadavg()[0], time.perf_counter(), time.process_time()
+    st = res.stage
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    scipy.optimize.least_squares = real
+    per = 1e3 * sum(c for *_, c in solves) / sum(j for _, j, _ in solves)
+    return {"size": "stage", "wall_s": wall, "cpu_s": cpu, "load": load, "k": st.unit_point.k,
+            "searches": solves, "ms_per_jacobian": per}
+
+
+def print_stage(r: dict) -> None:
+    evals = ", ".join(f"{f} residuals/{j} Jacobians" for f, j, _ in r["searches"])
+    print(f"stage: 6→40→2 ReLU at init 1e-2, 600 mirrored points: {r['wall_s']:.1f} s wall, "
+          f"{r['cpu_s']:.1f} s CPU (load {r['load']:.1f}); searches {evals}; "
+          f"{r['ms_per_jacobian']:.0f} CPU-ms per Jacobian (with its LM step); the {r['k']}-unit point",
+          flush=True)
+
+
 def main(sizes: list[str], kinds: list[str], json_path: str | None, model: str = "torch") -> list[dict]:
     rows = []
     print(f"{'size':8} {'net':>16} {'N':>7} {'data':9} {'wall s':>8} {'curve s':>8} {'whole':>6} "
@@ -267,10 +314,13 @@ if __name__ == "__main__":
     ap.add_argument("--json", metavar="FILE", help="write the rows to FILE")
     ap.add_argument("--model", choices=("torch", "params"), default=_default_model(),
                     help="give analyse a torch nn.Sequential (its reading checked by running it) or params")
+    ap.add_argument("--stage", action="store_true", help='row "stage" only: the stage of a small-init net')
     ap.add_argument("--one", nargs=2, metavar=("SIZE", "DATA"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one(*args.one, args.model)))
+    elif args.stage:
+        print_stage(stage_row())
     else:
         sizes, kinds = args.sizes.split(","), args.data.split(",")
         for name, got, allowed in (("--sizes", sizes, SIZES), ("--data", kinds, DATA)):

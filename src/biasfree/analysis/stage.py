@@ -135,24 +135,22 @@ def stage_of(params: Params, X, Y, alpha: float, init: Params | None = None, *, 
     gets its units and a one-line note naming the families covered (:data:`COVERED`). ``curve``
     ``(t, loss)``: a loss curve recorded from ``init``; its plateaus are found and matched to the
     k-unit levels (``Stage.recorded``)."""
-    st = _stage_of(params, X, Y, alpha, init)
+    made = {}  # what the stage computed that the levels read again (_recorded)
+    st = _stage_of(params, X, Y, alpha, init, made)
     if curve is None or not st.covered or st.head_point is not None:  # no k-head levels for separate
         return st  # attention: each would be a numerical solve
-    return dataclasses.replace(st, recorded=_recorded(st, params, X, Y, alpha, init, curve))
+    return dataclasses.replace(st, recorded=_recorded(st, params, X, Y, alpha, curve, made))
 
 
-def _recorded(st, params, X, Y, alpha, init, curve) -> Recorded:
+def _recorded(st, params, X, Y, alpha, curve, made) -> Recorded:
+    """The plateaus of ``curve`` matched to the k-unit levels; ``made``: the stage's init scales,
+    narrow fixed points, twin data or mean patches (:func:`_stage_of`), not computed again."""
     if st.unit_point is not None:
-        sigmas = None
-        if init is not None:
-            fam, _, parts0 = ingredients(params, alpha, checked=True)
-            sigmas = init_scales(init, alpha, fam, parts0)
-        levels = unit_levels(params, X, Y, alpha, sigmas, st.units.threshold)
+        levels = unit_levels(params, X, Y, alpha, made["sigmas"], st.units.threshold, made["solved"])
     elif isinstance(params, MergedAttention):
-        zd = twin_dataset(Dataset(X, Y, mirror=False), params.n_ctx, norm=params.norm)
-        levels = reduced_rank_losses(np.asarray(zd.X), np.asarray(zd.Y))
+        levels = reduced_rank_losses(*made["twin"])
     elif st.family == "conv-linear":
-        levels = reduced_rank_losses(_pooled_patches(params[0], X), Y)
+        levels = reduced_rank_losses(made["patches"], Y)
     else:
         levels = reduced_rank_losses(X, Y)
     try:
@@ -162,9 +160,10 @@ def _recorded(st, params, X, Y, alpha, init, curve) -> Recorded:
     return Recorded(found, match_levels(found, levels), levels)
 
 
-def _stage_of(params, X, Y, alpha, init) -> Stage:
+def _stage_of(params, X, Y, alpha, init, made) -> Stage:
+    """The stage (:func:`stage_of`, no curve); ``made`` gets what :func:`_recorded` reads again."""
     if isinstance(params, MergedAttention | SeparateAttention):
-        return _attention(params, X, Y, init)
+        return _attention(params, X, Y, init, made)
     units = effective_units(params, alpha, init=init)
     loss = float(0.5 * np.mean(np.sum((np.asarray(_forward(params, jnp.asarray(X), alpha)) - Y) ** 2, 1)))
     biased = any(getattr(la, "bias", None) is not None for la in params)
@@ -172,9 +171,9 @@ def _stage_of(params, X, Y, alpha, init) -> Stage:
     if two and units.family == "linear" and all(type(la) is Layer for la in params):
         return _linear(params, X, Y, loss, units, init)
     if two and units.family in ("leaky", "conv"):
-        return _units_stage(params, X, Y, float(alpha), loss, units, init)
+        return _units_stage(params, X, Y, float(alpha), loss, units, init, made)
     if two and units.family == "conv-linear" and isinstance(params[1], PooledDense):
-        return _conv_linear(params, X, Y, loss, units, init)
+        return _conv_linear(params, X, Y, loss, units, init, made)
     if (len(params) > 2 and not biased and units.family == "linear"
             and all(type(la) is Layer for la in params)):
         return deep_stage(params, X, Y, loss, units, init)
@@ -184,14 +183,15 @@ def _stage_of(params, X, Y, alpha, init) -> Stage:
         f"{COVERED}",))
 
 
-def _units_stage(params, X, Y, alpha, loss, units, init) -> Stage:
+def _units_stage(params, X, Y, alpha, loss, units, init, made) -> Stage:
     """§11.7.6: the k learned groups as a narrow net at its fixed point, embedded
     (:mod:`~biasfree.analysis.unit_stage`)."""
     sigmas = None
     if init is not None:
         fam, kind, parts0 = ingredients(params, alpha, checked=True)
         sigmas = init_scales(init, alpha, fam, parts0)
-    ufp = unit_fixed_point(params, X, Y, alpha, sigmas, units.threshold)
+    made.update(sigmas=sigmas, solved={})
+    ufp = unit_fixed_point(params, X, Y, alpha, sigmas, units.threshold, made["solved"])
     k = ufp.k
     notes = ["the zero units sit on the kink (no Hessian there): saddle and escape from the one-sided rate "
              "λ* = max_ŵ ‖⟨r σ(ŵ·x)⟩‖, found by ascent (a lower bound, so the time is an upper bound)"]
@@ -213,7 +213,7 @@ def _pooled_patches(conv, X) -> np.ndarray:
     return np.stack([o.mean(1) for o in out], 1)
 
 
-def _conv_linear(params, X, Y, loss, units, init) -> Stage:
+def _conv_linear(params, X, Y, loss, units, init, made) -> Stage:
     """§11.7.7: a linear conv net with a pooled readout is ``f = V K z̄(x)``, a two-layer linear
     net on the mean patch z̄: its stage there, the fixed point's kernels mapped back."""
     conv, out = params
@@ -223,7 +223,8 @@ def _conv_linear(params, X, Y, loss, units, init) -> Stage:
     if init is not None:
         start = (Layer(jnp.asarray(np.asarray(init[0].K, float).reshape(C, -1))),
                  Layer(jnp.asarray(init[1].V)))
-    st = _linear(as_dense, _pooled_patches(conv, X), Y, loss, units, start)
+    made["patches"] = _pooled_patches(conv, X)
+    st = _linear(as_dense, made["patches"], Y, loss, units, start)
     K1, V2 = st.params_star
     star = (Conv(jnp.asarray(np.asarray(K1.W).reshape(np.shape(conv.K))), in_shape=conv.in_shape,
                  padding=conv.padding), PooledDense(V2.W, in_shape=out.in_shape))
@@ -231,13 +232,14 @@ def _conv_linear(params, X, Y, loss, units, init) -> Stage:
         "computed on the mean patch z̄(x) = (1/S)Σ_s P_s(x), where f = V K z̄(x) exactly",))
 
 
-def _attention(layer, X, Y, init) -> Stage:
+def _attention(layer, X, Y, init, made) -> Stage:
     """§11.7.7: merged attention is its twin W₂W₁z exactly when u = b = 0, a two-layer linear net
     on z (heads are its hidden units): the twin's stage. Separate attention: its heads only."""
     units = effective_units(layer, init=init)
     zd = twin_dataset(Dataset(np.asarray(X, float), np.asarray(Y, float), mirror=False), layer.n_ctx,
                       norm=layer.norm)
     Z, Yz = np.asarray(zd.X, float), np.asarray(zd.Y, float)
+    made["twin"] = Z, Yz
     F = np.asarray(forward((layer,), jnp.asarray(X), 0.0))
     loss = float(0.5 * np.mean(np.sum((F - Yz) ** 2, 1)))
     if isinstance(layer, SeparateAttention):  # §11.7.11–12: no closed form; solved numerically

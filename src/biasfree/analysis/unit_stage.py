@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -89,41 +90,123 @@ LM_EVALS = 200
 a fixed point it converges in tens (quadratically at the end); a net far from one (every unit
 still moving, e.g. 30 units after 400 steps) is not searched further: its point is reported with
 its gradient against the round-off bound, which then says it is no fixed point. Uncapped
-(100·(P + 1) evaluations) such a net took 11 s of a 1.5 s ``analyse``."""
+(100·(P + 1) evaluations) such a net took 11 s of a 1.5 s ``analyse``. Its end is not repeatable:
+a capped search amplifies round-off, and scipy 1.17.1's MINPACK reads heap memory it did not write
+(exact replays of its callbacks took another path in 0–2 of 10, 3–4 of 10 under ``MALLOC_PERTURB_``)."""
+
+@dataclass(frozen=True)
+class Rebuild:
+    """``rebuild(U, V)``: the bias-free two-layer dense or conv net of n' units with incoming
+    weights U (n', a) and outgoing V (n', b) (jax-traceable). Hashable by value, so the compiled
+    searches below take it as a static argument and are reused from call to call. Its units add:
+    ``f(U, V) = Σ_i f(U_i, V_i)`` (a unit's readout reads its own hidden channel only), which the
+    Jacobian and the escape ascent use (:data:`additive`)."""
+
+    kshape: tuple | None = None
+    """A conv kernel's (C_in, *k) shape; None for a dense net."""
+    in_shape: tuple = ()
+    padding: str = "same"
+    pooled: tuple | None = None
+    """A pooled readout's spatial shape; None for a dense readout."""
+
+    additive = True
+
+    def __call__(self, U, V):
+        if self.kshape is None:
+            return Layer(U), Layer(V.T)
+        conv = Conv(U.reshape((U.shape[0],) + self.kshape), in_shape=self.in_shape, padding=self.padding)
+        if self.pooled is not None:
+            return conv, PooledDense(V.T, in_shape=self.pooled)
+        p, C = V.shape[1] // math.prod(conv.out_shape), U.shape[0]
+        return conv, Layer(V.reshape(C, p, -1).transpose(1, 0, 2).reshape(p, -1))
+
 
 def parts(params):
     """``(incoming (n, a), outgoing (n, b), rebuild)`` of a bias-free two-layer dense or conv net;
-    ``rebuild(U, V)`` gives the net of n' units with those weights (jax-traceable)."""
+    ``rebuild(U, V)`` (a :class:`Rebuild`) gives the net of n' units with those weights."""
     first, out = params
     if type(first) is Layer:
-        return (np.asarray(first.W, float), np.asarray(out.W, float).T,
-                lambda U, V: (Layer(U), Layer(V.T)))
+        return np.asarray(first.W, float), np.asarray(out.W, float).T, Rebuild()
     inc, outg = conv_units(params)
-    kshape, in_shape, pad = np.shape(first.K)[1:], first.in_shape, first.padding
-
-    def rebuild(U, V):
-        conv = Conv(U.reshape((U.shape[0],) + kshape), in_shape=in_shape, padding=pad)
-        if isinstance(out, PooledDense):
-            return conv, PooledDense(V.T, in_shape=out.in_shape)
-        p, C = V.shape[1] // math.prod(conv.out_shape), U.shape[0]
-        return conv, Layer(V.reshape(C, p, -1).transpose(1, 0, 2).reshape(p, -1))
-    return inc, outg, rebuild
+    pooled = tuple(out.in_shape) if isinstance(out, PooledDense) else None
+    return inc, outg, Rebuild(tuple(np.shape(first.K)[1:]), tuple(first.in_shape), first.padding, pooled)
 
 
-def _flat_loss(rebuild, n: int, a: int, X, Y, alpha):
-    def loss(th):
-        U, V = th[:n * a].reshape(n, a), th[n * a:].reshape(n, -1)
-        R = _forward(rebuild(U, V), X, alpha) - Y
-        return 0.5 * jnp.sum(R**2) / X.shape[0]
-    return loss
+def _unflat(th, shape):
+    """θ = [vec U; vec V] (row-major) as (U (n, a), V (n, b)), ``shape`` (n, a)."""
+    n, a = shape
+    return th[:n * a].reshape(n, a), th[n * a:].reshape(n, -1)
+
+
+@partial(jax.jit, static_argnames=("rebuild", "shape", "alpha"))
+def _residuals(th, X, Y, *, rebuild, shape, alpha):
+    """``r(θ) = vec(f_θ(X) − Y)/√N``, so ``½‖r‖² = L(θ)``."""
+    U, V = _unflat(th, shape)
+    return ((_forward(rebuild(U, V), X, alpha) - Y) / math.sqrt(X.shape[0])).ravel()
+
+
+@partial(jax.jit, static_argnames=("rebuild", "shape", "alpha"))
+def _jacobian(th, X, Y, *, rebuild, shape, alpha):
+    """``∂r/∂θ`` (N p, n (a + b)). Units that add (:class:`Rebuild`): each unit's own Jacobian
+    ``∂f(U_i, V_i)/∂(U_i, V_i)``, n nets of one unit (exact: the others' terms are zeros), not the
+    whole net once per weight; else forward mode through the whole net."""
+    if not getattr(rebuild, "additive", False):
+        return jax.jacfwd(lambda t: _residuals(t, X, Y, rebuild=rebuild, shape=shape, alpha=alpha))(th)
+    U, V = _unflat(th, shape)
+    n = U.shape[0]
+
+    def one(u, v):
+        return _forward(rebuild(u[None], v[None]), X, alpha).ravel() / math.sqrt(X.shape[0])
+    JU, JV = jax.vmap(jax.jacfwd(one, argnums=(0, 1)))(U, V)  # (n, N p, a), (n, N p, b)
+    return jnp.concatenate([JU.transpose(1, 0, 2).reshape(-1, n * U.shape[1]),
+                            JV.transpose(1, 0, 2).reshape(-1, n * V.shape[1])], 1)
+
+
+@partial(jax.jit, static_argnames=("rebuild", "alpha"))
+def _outputs(U, V, X, *, rebuild, alpha):
+    """``f(X)`` of the net ``rebuild(U, V)`` (compiled once per shape)."""
+    return _forward(rebuild(U, V), X, alpha)
+
+
+def _out(U, V, X, rebuild, alpha) -> np.ndarray:
+    return np.asarray(_outputs(jnp.asarray(U), jnp.asarray(V), jnp.asarray(X), rebuild=rebuild, alpha=alpha))
+
+
+def _loss(th, X, Y, rebuild, shape, alpha):
+    U, V = _unflat(th, shape)
+    R = _forward(rebuild(U, V), X, alpha) - Y
+    return 0.5 * jnp.sum(R**2) / X.shape[0]
+
+
+_grad = jax.jit(jax.grad(_loss), static_argnames=("rebuild", "shape", "alpha"))
+
+
+@partial(jax.jit, static_argnames=("rebuild", "shape", "alpha"))
+def _newton_terms(th, X, Y, *, rebuild, shape, alpha):
+    """``(∇L, ∇²L)`` at θ. Units that add: ``∇L = Jᵀr`` and ``∇²L = JᵀJ + Σ_m r_m ∇²r_m``, whose
+    second term is block diagonal (unit i's ``∇²_{θ_i}(r·f(θ_i))/√N``, f(θ_i) its own net); else
+    by forward-over-reverse through the whole net."""
+    kw = {"rebuild": rebuild, "shape": shape, "alpha": alpha}
+    if not getattr(rebuild, "additive", False):
+        return jax.grad(_loss)(th, X, Y, **kw), jax.hessian(_loss)(th, X, Y, **kw)
+    r, J = _residuals(th, X, Y, **kw), _jacobian(th, X, Y, **kw)
+    U, V = _unflat(th, shape)
+    (n, a), b = shape, V.shape[1]
+
+    def pulled(t):  # r·f(θ_i)/√N of one unit θ_i = (u, v), r held
+        return r @ _forward(rebuild(t[None, :a], t[None, a:]), X, alpha).ravel() / math.sqrt(X.shape[0])
+    blocks = jax.vmap(jax.hessian(pulled))(jnp.concatenate([U, V], 1))  # (n, a + b, a + b)
+    idx = jnp.concatenate([jnp.arange(n)[:, None] * a + jnp.arange(a),
+                           n * a + jnp.arange(n)[:, None] * b + jnp.arange(b)], 1)  # (n, a + b)
+    H = (J.T @ J).at[idx[:, :, None], idx[:, None, :]].add(blocks)
+    return J.T @ r, H
 
 
 def _relgrad(rebuild, U, V, X, Y, alpha):
-    n, a = U.shape
     th = jnp.asarray(np.concatenate([U.ravel(), V.ravel()]))
-    g = np.asarray(jax.grad(_flat_loss(rebuild, n, a, X, Y, alpha))(th))
-    p = rebuild(jnp.asarray(U), jnp.asarray(V))
-    R = np.asarray(_forward(p, X, alpha)) - Y
+    g = np.asarray(_grad(th, jnp.asarray(X), jnp.asarray(Y), rebuild, U.shape, alpha))
+    p = jax.tree_util.tree_map(jnp.asarray, rebuild(U, V))
+    R = _out(U, V, X, rebuild, alpha) - Y
     ref = 0.5 * float(np.mean(np.sum(Y**2, 1)))
     return float(np.linalg.norm(g) * np.linalg.norm(th) / ref), gradient_tolerance(p, X, R, ref), R
 
@@ -145,80 +228,126 @@ def escape_rate(params, X, Y, alpha: float) -> float:
 
 def narrow_fixed_point(rebuild, U0, V0, X, Y, alpha):
     """The narrow net's fixed point nearest (U0, V0): LM on the residuals, then Newton. ``rebuild(U, V)``
-    gives the params of n rows U (n, a), V (n, b); any net ``_forward`` runs (units, kernels, heads)."""
+    gives the params of n rows U (n, a), V (n, b); any net ``_forward`` runs (units, kernels, heads).
+    A hashable ``rebuild`` (:class:`Rebuild`) reuses the compiled residuals, Jacobian and Hessian
+    from call to call; one whose units add (``rebuild.additive``) has its Jacobian unit by unit."""
     from scipy.optimize import least_squares
+    from threadpoolctl import threadpool_limits
 
     n, a = U0.shape
     if n == 0:
         return U0, V0
-    N = X.shape[0]
     Xj, Yj = jnp.asarray(X), jnp.asarray(Y)
-
-    def res(th):
-        U, V = th[:n * a].reshape(n, a), th[n * a:].reshape(n, -1)
-        return ((_forward(rebuild(U, V), Xj, alpha) - Yj) / math.sqrt(N)).ravel()
-    fun, jac = jax.jit(res), jax.jit(jax.jacfwd(res))
+    kw = {"rebuild": rebuild, "shape": (n, a), "alpha": float(alpha)}
     th = np.concatenate([U0.ravel(), V0.ravel()])
-    sol = least_squares(lambda t: np.asarray(fun(jnp.asarray(t))), th,
-                        jac=lambda t: np.asarray(jac(jnp.asarray(t))),
-                        method="lm" if Y.size >= th.size else "trf",  # LM needs residuals ≥ variables
-                        xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=LM_EVALS)
-    th = sol.x
-    loss = _flat_loss(rebuild, n, a, Xj, Yj, alpha)
-    grad, hess = jax.jit(jax.grad(loss)), jax.jit(jax.hessian(loss))
-    g = np.asarray(grad(jnp.asarray(th)))
-    for _ in range(8):  # Newton to round-off (quadratic convergence near a smooth fixed point)
-        step = np.linalg.lstsq(np.asarray(hess(jnp.asarray(th))), -g, rcond=None)[0]
-        g2 = np.asarray(grad(jnp.asarray(th + step)))
-        if not np.linalg.norm(g2) < np.linalg.norm(g):  # the loss is flat to round-off there: the
-            break  # gradient is the measure that still moves
-        th, g = th + step, g2
+
+    def res(t):
+        return np.asarray(_residuals(jnp.asarray(t), Xj, Yj, **kw))
+
+    def jac(t):
+        return np.asarray(_jacobian(jnp.asarray(t), Xj, Yj, **kw))
+    with threadpool_limits(1, user_api="blas"):  # one BLAS thread: see :func:`_rotated`
+        if Y.size > th.size + 1:  # LM, on the rotated residuals (:func:`_rotated`)
+            res, jac = _rotated(res, jac)
+        sol = least_squares(res, th, jac=jac,
+                            method="lm" if Y.size >= th.size else "trf",  # LM needs residuals ≥ variables
+                            xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=LM_EVALS)
+        th = sol.x
+        g, H = (np.asarray(x) for x in _newton_terms(jnp.asarray(th), Xj, Yj, **kw))
+        for _ in range(8):  # Newton to round-off (quadratic convergence near a smooth fixed point)
+            step = np.linalg.lstsq(H, -g, rcond=None)[0]
+            g2, H2 = (np.asarray(x) for x in _newton_terms(jnp.asarray(th + step), Xj, Yj, **kw))
+            if not np.linalg.norm(g2) < np.linalg.norm(g):  # the loss is flat to round-off there: the
+                break  # gradient is the measure that still moves
+            th, g, H = th + step, g2, H2
     return th[:n * a].reshape(n, a), th[n * a:].reshape(n, -1)
 
 
-def _rate(rebuild, U, V, X, Y, alpha, seed: int = 0):
-    """λ* = max_ŵ ‖g(ŵ)‖, g(ŵ) = −∂L/∂v of a new unit (ŵ, 0) at (U, V) (module doc), by ascent."""
-    n, a = U.shape
-    b = V.shape[1]
-    Xj, Yj = jnp.asarray(X), jnp.asarray(Y)
+def _rotated(res, jac):
+    """``(res̃, jac̃)``: the residuals r(θ) (m) and Jacobian J(θ) (m, P), m > P + 1, rotated to P + 1
+    rows, ``r̃ = Qᵀr = (‖r‖, 0, …, 0)``, ``J̃ = QᵀJ``, with Q(θ) (m, P + 1) an orthonormal basis of
+    [r, J] whose first column is r/‖r‖ (the R of its Householder QR). Levenberg–Marquardt reads its
+    problem only through ‖r‖, ``J̃ᵀr̃ = Jᵀr`` and ``J̃ᵀJ̃ = JᵀJ`` (its QR of J̃ is R's), so it takes
+    the same steps in exact arithmetic, on P + 1 rows instead of m: MINPACK's unblocked QR of the
+    m rows was 77% of the search (py-spy), LAPACK's blocked one costs a fraction. Only the norm
+    at a step it rejects is needed, so the rotation is built at the points where it asks for J,
+    where r̃ matches the ``(‖r‖, 0, …)`` it was given there."""
+    from scipy.linalg import lapack
 
-    def new_unit_loss(w, v):
-        p = rebuild(jnp.vstack([jnp.asarray(U), w[None]]), jnp.vstack([jnp.asarray(V), v[None]]))
-        return 0.5 * jnp.sum((_forward(p, Xj, alpha) - Yj) ** 2) / Xj.shape[0]
+    def res_rot(t):
+        r = res(t)
+        out = np.zeros(t.size + 1)
+        out[0] = np.linalg.norm(r)
+        return out
 
-    def g(w):
-        return -jax.grad(lambda v: new_unit_loss(w, v))(jnp.zeros(b))
+    def jac_rot(t):
+        A = np.asfortranarray(np.column_stack([res(t), jac(t)]))
+        qr, _, _, info = lapack.dgeqrf(A, overwrite_a=True)
+        if info != 0:
+            raise RuntimeError(f"LAPACK dgeqrf failed (info {info}) on the {A.shape} Jacobian")
+        R = np.triu(qr[:t.size + 1])
+        if R[0, 0] < 0:  # Q's first column is then −r/‖r‖: flip it (and R's first row)
+            R[0] = -R[0]
+        return R[:, 1:]
+    return res_rot, jac_rot
 
-    @jax.jit
-    def step(w):
-        gw = g(w)
+
+def _new_unit_loss(w, v, R, X, rebuild, alpha):
+    """The loss with a new unit (w, v) added to a net of residuals R = f − Y (units add)."""
+    return 0.5 * jnp.sum((R + _forward(rebuild(w[None], v[None]), X, alpha)) ** 2) / X.shape[0]
+
+
+@partial(jax.jit, static_argnames=("rebuild", "alpha", "b"))
+def _pull(w, R, X, rebuild, alpha, b):
+    """g(w) = −∂L/∂v of a new unit (w, 0), v of ``b`` outgoing weights."""
+    return -jax.grad(_new_unit_loss, argnums=1)(w, jnp.zeros(b), R, X, rebuild, alpha)
+
+
+@partial(jax.jit, static_argnames=("rebuild", "alpha", "steps"))
+def _ascend(W0, U, V, X, Y, *, rebuild, alpha, steps):
+    """The ascent ``ŵ ← ∇_ŵ(ĝ·g(ŵ))/‖·‖`` from each row of W0, ``steps`` times (module doc), at the
+    net (U, V) of residuals R = f − Y held; of the ends, the first with the largest ‖g(ŵ)‖:
+    ``(λ*, ŵ*, ĝ, m)``, m = ``ĝᵀ(∂²L/∂v²)ĝ`` of the new unit (ŵ*, 0)."""
+    R, b = _forward(rebuild(U, V), X, alpha) - Y, V.shape[1]
+
+    def step(_, w):
+        gw = _pull(w, R, X, rebuild, alpha, b)
         gh = gw / jnp.maximum(jnp.linalg.norm(gw), 1e-300)
-        w2 = jax.grad(lambda u: gh @ g(u))(w)
-        return w2 / jnp.maximum(jnp.linalg.norm(w2), 1e-300), jnp.linalg.norm(gw)
+        w2 = jax.grad(lambda u: gh @ _pull(u, R, X, rebuild, alpha, b))(w)
+        return w2 / jnp.maximum(jnp.linalg.norm(w2), 1e-300)
 
+    def ascend(w):
+        w = jax.lax.fori_loop(0, steps, step, w)
+        return w, jnp.linalg.norm(_pull(w, R, X, rebuild, alpha, b))
+    ends, rates = jax.vmap(ascend)(W0)
+    i = jnp.argmax(rates)  # the first of the largest, in the starts' order
+    w = ends[i]
+    gw = _pull(w, R, X, rebuild, alpha, b)
+    gh = gw / jnp.maximum(jnp.linalg.norm(gw), 1e-300)
+    hv = jax.jvp(lambda v: jax.grad(_new_unit_loss, argnums=1)(w, v, R, X, rebuild, alpha),
+                 (jnp.zeros(b),), (gh,))[1]
+    return rates[i], w, gh, gh @ hv
+
+
+def _rate(rebuild, U, V, X, Y, alpha, seed: int = 0):
+    """λ* = max_ŵ ‖g(ŵ)‖, g(ŵ) = −∂L/∂v of a new unit (ŵ, 0) at (U, V) (module doc), by ascent;
+    ``rebuild`` a :class:`Rebuild` (its units add: the new unit's term is added to the residuals).
+    ``(λ*, ŵ*, ĝ, m)``; m = ĝᵀ ∂²L/∂v² ĝ, how fast the new unit's own output closes its residual
+    (dense: ⟨σ(ŵ*·x)²⟩)."""
     rng = np.random.default_rng(seed)
-    starts = list(rng.standard_normal((STARTS, a)))
+    starts = list(rng.standard_normal((STARTS, U.shape[1])))
     starts += [s * u for u in U if np.linalg.norm(u) > 0 for s in (1, -1)]
-    best, best_w = -1.0, None
-    for w in starts:
-        w = jnp.asarray(w / np.linalg.norm(w))
-        for _ in range(ASCENT_STEPS):
-            w, _ = step(w)
-        r = float(np.linalg.norm(np.asarray(g(w))))
-        if r > best:
-            best, best_w = r, np.asarray(w)
-    gw = np.asarray(g(jnp.asarray(best_w)))
-    gh = gw / max(np.linalg.norm(gw), 1e-300)
-    # m = ĝᵀ ∂²L/∂v² ĝ: how fast the new unit's own output closes its residual (dense: ⟨σ(ŵ*·x)²⟩)
-    hv = jax.jvp(jax.grad(lambda v: new_unit_loss(jnp.asarray(best_w), v)), (jnp.zeros(b),),
-                 (jnp.asarray(gh),))[1]
-    return best, best_w, gh, float(gh @ np.asarray(hv))
+    W0 = np.stack([w / np.linalg.norm(w) for w in starts])
+    rate, w, gh, m = _ascend(*(jnp.asarray(A) for A in (W0, U, V, X, Y)), rebuild=rebuild, alpha=alpha,
+                             steps=ASCENT_STEPS)
+    return float(rate), np.asarray(w), np.asarray(gh), float(m)
 
 
-def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold) -> UnitFixedPoint:
+def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold, solved=None) -> UnitFixedPoint:
     """The embedded fixed point of a bias-free two-layer (leaky) ReLU dense or conv net
     ``params`` (module doc), with ``sigmas`` the init noise per factor (or None) and the
-    effective units' ``threshold``; its units k are ``.k``."""
+    effective units' ``threshold``; its units k are ``.k``. ``solved``: a dict that keeps the
+    narrow fixed points found, by the groups kept, for :func:`unit_levels` of the same net."""
     U, V, rebuild = parts(params)
     n, a = U.shape
     group = unit_groups(U, 1, sigmas)
@@ -230,13 +359,12 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold) -> UnitFixed
     # counted before the loss drops, §11.1): the embedded fixed point nearer the net is the answer
     best = None
     for keep in ([learned, learned[:-1]] if learned else [learned]):
-        cand = _embedded(U, V, rebuild, group, c, keep, X, Y, alpha)
+        cand = _embedded(U, V, rebuild, group, c, keep, X, Y, alpha, solved)
         if best is None or cand[1] < best[1]:
             best = cand
     (Un, Vn, Us, Vs, learned), dist = best
-    star = rebuild(jnp.asarray(Us), jnp.asarray(Vs))
-    narrow = rebuild(jnp.asarray(Un), jnp.asarray(Vn))
-    f_w, f_n = (np.asarray(_forward(p, jnp.asarray(X), alpha)) for p in (star, narrow))
+    star, narrow = (jax.tree_util.tree_map(jnp.asarray, rebuild(A, B)) for A, B in ((Us, Vs), (Un, Vn)))
+    f_w, f_n = _out(Us, Vs, X, rebuild, alpha), _out(Un, Vn, X, rebuild, alpha)
     P = max(float(np.prod(layer_norms(star))), float(np.prod(layer_norms(narrow))))
     ftol = 2 * gamma(X.shape[1] + n) * P * float(np.max(np.linalg.norm(X, axis=1)))
     grad, grad_tol, R = _relgrad(rebuild, Us, Vs, X, Y, alpha)
@@ -254,9 +382,10 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold) -> UnitFixed
                           ftol, rate, rate_tol, w_dir, dist, eps, len(learned), m)
 
 
-def _embedded(U, V, rebuild, group, c, learned, X, Y, alpha):
+def _embedded(U, V, rebuild, group, c, learned, X, Y, alpha, solved=None):
     """The narrow net of the ``learned`` groups at its fixed point, embedded (module doc);
-    ``((Un, Vn, Us, Vs, learned), ‖θ − θ*‖)``."""
+    ``((Un, Vn, Us, Vs, learned), ‖θ − θ*‖)``. ``solved``: the narrow fixed points found before
+    for this net, by the groups kept (read and filled; None: none kept)."""
     a = U.shape[1]
     U0, V0 = np.zeros((len(learned), a)), np.zeros((len(learned), V.shape[1]))
     for j, g in enumerate(learned):
@@ -265,7 +394,13 @@ def _embedded(U, V, rebuild, group, c, learned, X, Y, alpha):
         T = (c[m, None] * V[m]).sum(0)
         s = math.sqrt(np.linalg.norm(T))
         U0[j], V0[j] = s * u / np.linalg.norm(u), T / s
-    Un, Vn = narrow_fixed_point(rebuild, U0, V0, X, Y, alpha)
+    key = tuple(int(g) for g in learned)
+    if solved is not None and key in solved:
+        Un, Vn = solved[key]
+    else:
+        Un, Vn = narrow_fixed_point(rebuild, U0, V0, X, Y, alpha)
+        if solved is not None:
+            solved[key] = Un, Vn
     # embed: rescaled copies for the members, zero units for the rest
     Us, Vs = np.zeros_like(U), np.zeros_like(V)
     for j, g in enumerate(learned):
@@ -282,9 +417,10 @@ def _embedded(U, V, rebuild, group, c, learned, X, Y, alpha):
     return (Un, Vn, Us, Vs, learned), dist
 
 
-def unit_levels(params, X, Y, alpha: float, sigmas, threshold) -> np.ndarray:
+def unit_levels(params, X, Y, alpha: float, sigmas, threshold, solved=None) -> np.ndarray:
     """The losses of the embedded fixed points with 0, 1, …, k units (the k strongest groups, each
-    narrow net at its fixed point): the levels a staircase of this net is matched to (§11.3.3)."""
+    narrow net at its fixed point): the levels a staircase of this net is matched to (§11.3.3).
+    ``solved``: :func:`unit_fixed_point`'s dict for the same net (its narrow nets not solved again)."""
     U, V, rebuild = parts(params)
     group = unit_groups(U, 1, sigmas)
     c = np.linalg.norm(U, axis=1)
@@ -293,8 +429,8 @@ def unit_levels(params, X, Y, alpha: float, sigmas, threshold) -> np.ndarray:
     learned = sorted((g for g in labels if mags[g] > threshold), key=lambda g: -mags[g])
     out = []
     for k in range(len(learned) + 1):
-        (_, _, Us, Vs, _), _ = _embedded(U, V, rebuild, group, c, learned[:k], X, Y, alpha)
-        R = np.asarray(_forward(rebuild(jnp.asarray(Us), jnp.asarray(Vs)), jnp.asarray(X), alpha)) - Y
+        (_, _, Us, Vs, _), _ = _embedded(U, V, rebuild, group, c, learned[:k], X, Y, alpha, solved)
+        R = _out(Us, Vs, X, rebuild, alpha) - Y
         out.append(0.5 * float(np.mean(np.sum(R**2, 1))))
     return np.array(out)
 
