@@ -187,9 +187,10 @@ def deep_point(params: Params, X, Y, k: int) -> DeepPoint:
                      s_tolerance(X, Y), room, a0, drop, escape)
 
 
-def deep_stage(params: Params, X, Y, loss: float, units, init) -> Stage:
-    """The :class:`~biasfree.analysis.stage_result.Stage` of a deep dense linear net (module doc)."""
-    k = min(units.count, whitened_svd(X, Y)[1].size)
+def deep_stage(params: Params, X, Y, loss: float, units, init, k: int | None = None) -> Stage:
+    """The :class:`~biasfree.analysis.stage_result.Stage` of a deep dense linear net (module doc), at its
+    rank-``k`` point (default: the effective units')."""
+    k = min(units.count, whitened_svd(X, Y)[1].size) if k is None else k
     pt = deep_point(params, X, Y, k)
     L = pt.depth
     notes = [f"depth {L}: the saddle is left at order ε^{L} (loss −s_{{k+1}}ε^{L} along the zero units), "

@@ -36,6 +36,7 @@ from ..core.conv import Conv, PooledDense
 from ..core.layers import Layer
 from ..core.nets import _forward
 from ..core.units import conv_units, unit_groups
+from .nearest import dropped_norms, nearest
 from .stage_result import EmbeddedPoint
 from .stationary import accumulations, gamma, gradient_tolerance, layer_norms
 
@@ -55,11 +56,15 @@ class UnitFixedPoint(EmbeddedPoint):
     distance: float
     eps: float
     k: int = 0
-    """Units of the narrow fixed point: the effective units, or one fewer when the weakest group's
-    embedding is farther from the net (the unit now leaving the init's ball, §11.1)."""
+    """Units of the narrow fixed point: the k ≤ effective units whose embedding is nearest the net
+    (the weakest groups may be units now leaving the init's ball, §11.1, or, without the init's scale,
+    its noise)."""
 
     m: float = 0.0
     """``ĝᵀ(∂²L/∂v²)ĝ`` of a new unit along ŵ*: its strength saturates at u* = λ*/m."""
+
+    candidates: tuple = ()
+    """``((k, ‖θ − θ*_k‖), …)``: the embeddings of the k strongest groups solved; the nearest is this one."""
 
     @property
     def drop_time(self) -> float | None:
@@ -226,14 +231,14 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold) -> UnitFixed
     labels = np.unique(group)
     mags = {g: float(np.linalg.norm((c[group == g, None] * V[group == g]).sum(0))) for g in labels}
     learned = sorted((g for g in labels if mags[g] > threshold), key=lambda g: -mags[g])
-    # the k groups, and the k − 1 strongest (the weakest may be the unit now leaving the init's ball,
-    # counted before the loss drops, §11.1): the embedded fixed point nearer the net is the answer
-    best = None
-    for keep in ([learned, learned[:-1]] if learned else [learned]):
-        cand = _embedded(U, V, rebuild, group, c, keep, X, Y, alpha)
-        if best is None or cand[1] < best[1]:
-            best = cand
-    (Un, Vn, Us, Vs, learned), dist = best
+    # the k strongest groups for every k ≤ the count (above it, units within the init's noise bound):
+    # the nearest embedding is the answer (§11.7.6). k = 0 (the origin) is exact and free, then the count
+    # down; a k whose zeroed units alone are farther than the best so far is not solved
+    size2 = [float(np.sum(U[group == g] ** 2) + np.sum(V[group == g] ** 2)) for g in learned]
+    bound = dropped_norms(float(np.sum(U**2) + np.sum(V**2)), size2)
+    (_, best, dist), tried = nearest([0, *range(len(learned), 0, -1)], lambda k: bound[k],
+                                     lambda k: _embedded(U, V, rebuild, group, c, learned[:k], X, Y, alpha))
+    Un, Vn, Us, Vs, learned = best
     star = rebuild(jnp.asarray(Us), jnp.asarray(Vs))
     narrow = rebuild(jnp.asarray(Un), jnp.asarray(Vn))
     f_w, f_n = (np.asarray(_forward(p, jnp.asarray(X), alpha)) for p in (star, narrow))
@@ -251,7 +256,7 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold) -> UnitFixed
     eps = float(np.sqrt(np.sum(np.maximum(bh + ch, 0.0) ** 2) / 2))
     loss = 0.5 * float(np.mean(np.sum(R**2, 1)))
     return UnitFixedPoint(tuple(star), loss, grad, grad_tol, float(np.max(np.linalg.norm(f_w - f_n, axis=1))),
-                          ftol, rate, rate_tol, w_dir, dist, eps, len(learned), m)
+                          ftol, rate, rate_tol, w_dir, dist, eps, len(learned), m, tried)
 
 
 def _embedded(U, V, rebuild, group, c, learned, X, Y, alpha):

@@ -1,0 +1,35 @@
+"""The nearest of a net's embedded k-unit fixed points when each costs a numerical solve
+(docs/theory.md §11.7.2, §11.7.6): candidates in a given order, each skipped when a lower bound on
+its distance is already no smaller than the best distance found (branch and bound: the answer is
+the nearest of all the candidates, found with fewer solves)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+
+def dropped_norms(total2: float, kept2: Sequence[float]) -> np.ndarray:
+    """``b_k = (‖θ‖² − Σ_{j<k} kept2_j)^{1/2}`` for k = 0 … len(kept2): the norm of the units an
+    embedded k-unit point sets to zero, when it keeps the first k groups of ``kept2`` (their squared
+    norms; ``total2`` = ‖θ‖²). Each is a lower bound on ‖θ − θ*_k‖: on a zeroed unit θ − θ* is θ's
+    own weights, and the kept units add a square ≥ 0."""
+    kept = np.concatenate([[0.0], np.cumsum(np.asarray(kept2, float))])
+    return np.sqrt(np.maximum(total2 - kept, 0.0))
+
+
+def nearest(order: Sequence[int], bound: Callable[[int], float], solve: Callable[[int], tuple]):
+    """``(best, tried)``: ``solve(k)`` returns ``(point, distance)``; the candidates k are taken in
+    ``order``, each skipped when ``bound(k)`` (a lower bound on its distance) is at least the best
+    distance so far. ``best`` is ``(k, point, distance)`` of the nearest (the first of equals);
+    ``tried`` the ``(k, distance)`` solved, in k's order."""
+    best, tried = None, {}
+    for k in order:
+        if best is not None and bound(k) >= best[2]:
+            continue
+        point, dist = solve(k)
+        tried[k] = dist
+        if best is None or dist < best[2]:
+            best = (k, point, dist)
+    return best, tuple(sorted(tried.items()))
