@@ -64,7 +64,8 @@ class HeadFixedPoint(EmbeddedPoint):
     """At a saddle, when the net leaves it (:func:`~biasfree.analysis.head_escape.time_to_leave`,
     §11.7.13); None otherwise."""
     candidates: tuple = ()
-    """``((n, ‖θ − θ*_n‖), …)``: the embeddings of the n strongest heads solved; the nearest is this one."""
+    """``((n, ‖θ − θ*_n‖, stationary), …)``: the embeddings of the n strongest heads solved; this one is
+    the nearest stationary one."""
 
     @property
     def saddle(self) -> bool:
@@ -190,9 +191,14 @@ def head_fixed_point(layer: SeparateAttention, X, Y, k: int) -> HeadFixedPoint:
     Vf = np.asarray(layer.V, float)
     size2 = [float(np.sum(Vf[h] ** 2) + np.sum(K[h] ** 2) + np.sum(Q[h] ** 2)) for h in order[:top]]
     bound = dropped_norms(float(np.sum(Vf**2) + np.sum(K**2) + np.sum(Q**2)), size2)
-    (n, (star, narrow, keep), _), tried = nearest([0, *range(top, 0, -1)], lambda n: bound[n],
-                                                  lambda n: _embedded(layer, X, Y, order[:n]))
     feats = features(layer, X)  # G and e_q: the same for every layer of this shape on X
+
+    def solve(n):
+        point, dist = _embedded(layer, X, Y, order[:n])
+        grad, tol, _ = relative_gradient(point[0], X, Y, feats)
+        return point, dist, grad <= tol
+
+    (n, (star, narrow, keep), _), tried = nearest([0, *range(top, 0, -1)], lambda n: bound[n], solve)
     hp = check_embedding(layer, star, narrow, keep, X, Y, min(k, n * r), feats)
     hp = dataclasses.replace(hp, candidates=tried)
     if not hp.saddle:

@@ -1,7 +1,8 @@
 """The nearest of a net's embedded k-unit fixed points when each costs a numerical solve
 (docs/theory.md §11.7.2, §11.7.6): candidates in a given order, each skipped when a lower bound on
 its distance is already no smaller than the best distance found (branch and bound: the answer is
-the nearest of all the candidates, found with fewer solves)."""
+the nearest of all the candidates, found with fewer solves). A candidate whose search did not reach
+a fixed point is not one, and is not answered."""
 
 from __future__ import annotations
 
@@ -20,16 +21,19 @@ def dropped_norms(total2: float, kept2: Sequence[float]) -> np.ndarray:
 
 
 def nearest(order: Sequence[int], bound: Callable[[int], float], solve: Callable[[int], tuple]):
-    """``(best, tried)``: ``solve(k)`` returns ``(point, distance)``; the candidates k are taken in
-    ``order``, each skipped when ``bound(k)`` (a lower bound on its distance) is at least the best
-    distance so far. ``best`` is ``(k, point, distance)`` of the nearest (the first of equals);
-    ``tried`` the ``(k, distance)`` solved, in k's order."""
-    best, tried = None, {}
+    """``(best, tried)``: ``solve(k)`` returns ``(point, distance, stationary)``; the candidates k are
+    taken in ``order``, each skipped when ``bound(k)`` (a lower bound on its distance) is at least the
+    best distance so far. Only a stationary candidate (a fixed point: its search reached one) can be
+    the nearest; ``best`` is ``(k, point, distance)`` of the nearest (the first of equals), or of the
+    first candidate when none is stationary; ``tried`` the ``(k, distance, stationary)`` solved, in
+    k's order."""
+    best, first, tried = None, None, {}
     for k in order:
         if best is not None and bound(k) >= best[2]:
             continue
-        point, dist = solve(k)
-        tried[k] = dist
-        if best is None or dist < best[2]:
+        point, dist, ok = solve(k)
+        tried[k] = (k, dist, bool(ok))
+        first = first or (k, point, dist)
+        if ok and (best is None or dist < best[2]):
             best = (k, point, dist)
-    return best, tuple(sorted(tried.items()))
+    return best or first, tuple(tried[k] for k in sorted(tried))

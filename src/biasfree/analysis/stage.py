@@ -182,7 +182,7 @@ def _stage_of(params, X, Y, alpha, init) -> Stage:
         dists = [_distance(params, balanced_point(params, X, Y, k)[0]) for k in range(kmax + 1)]
         k = int(np.argmin(dists))
         return dataclasses.replace(deep_stage(params, X, Y, loss, units, init, k=k), k=k,
-                                   candidates=tuple(enumerate(dists)))
+                                   candidates=tuple((j, d, True) for j, d in enumerate(dists)))
     what = f"a {units.family} net of depth {len(params)}" + (" with biases" if biased else "")
     return Stage(units.family, loss, units, notes=(
         f"not covered: the nearest fixed point, its saddle test and escape time, for {what}; covered: "
@@ -206,6 +206,10 @@ def _units_stage(params, X, Y, alpha, loss, units, init) -> Stage:
     k = ufp.k
     notes = ["the zero units sit on the kink (no Hessian there): saddle and escape from the one-sided rate "
              "λ* = max_ŵ ‖⟨r σ(ŵ·x)⟩‖, found by ascent (a lower bound, so the time is an upper bound)"]
+    if init is None:
+        notes.append("no init: units merge only when aligned to round-off (§11.1), so copies of one unit "
+                     "that differ by init noise are separate candidates; a nearer point of merged copies "
+                     "may exist (pass init=)")
     if not ufp.stationary:
         notes.append(f"the {k}-unit net did not reach a fixed point: its relative gradient stays above "
                      f"its round-off bound (.unit_point.grad, .grad_tol): the net is not near a plateau "
@@ -322,7 +326,8 @@ def _linear(params, X, Y, loss, units, init) -> Stage:
         notes += [note] if note else []
     return Stage("linear", loss, units, fp, (Layer(jnp.asarray(S1)), Layer(jnp.asarray(S2))),
                  float(reduced_rank_losses(X, Y)[k]), float(np.linalg.norm(delta)), eps, E.shape[1],
-                 escape, drop, stair, tuple(notes), k=k, candidates=tuple(enumerate(dists)))
+                 escape, drop, stair, tuple(notes), k=k,
+                 candidates=tuple((j, d, True) for j, d in enumerate(dists)))  # closed forms: exact points
 
 
 def _staircase(init, X, Y, loss) -> tuple[Staircase | None, str]:

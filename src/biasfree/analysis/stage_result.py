@@ -100,8 +100,9 @@ class Stage:
     """Units of the nearest fixed point (§11.7.2: the k whose embedded point is nearest the net, not
     the count; None where none was built)."""
     candidates: tuple = ()
-    """``((k, ‖θ − θ*_k‖), …)``: the embedded k-unit points compared, the nearest reported (§11.7.2;
-    a k left out was ruled out by a lower bound on its distance, §11.7.6)."""
+    """``((k, ‖θ − θ*_k‖, stationary), …)``: the embedded k-unit points compared, the nearest stationary
+    one reported (§11.7.2; a k left out was ruled out by a lower bound on its distance, §11.7.6; a
+    search that reached no fixed point is not one)."""
     init_known: bool = True
     """The init's scale was given (``init``): the count's threshold bounds the init noise. Without it
     the count is only the magnitudes above round-off, an upper bound (§11.1, "without an init")."""
@@ -143,10 +144,12 @@ class Stage:
         """The distances that decided the nearest point: ``‖θ − θ*_k‖`` for each k compared."""
         if not self.candidates:
             return ""
-        got = ", ".join(f"{k}: {d:.3g}" for k, d in self.candidates)
+        got, miss = (", ".join(f"{k}: {d:.3g}" for k, d, ok in self.candidates if ok is want)
+                     for want in (True, False))
+        miss = f"; no fixed point reached at {miss}" if miss else ""
         if self.head_point is not None:
-            return f"nearest of ‖θ − θ*_n‖ with the n strongest heads, n = {got}"
-        return f"nearest of ‖θ − θ*_k‖ at k = {got}"
+            return f"nearest of ‖θ − θ*_n‖ with the n strongest heads, n = {got}{miss}"
+        return f"nearest of ‖θ − θ*_k‖ at k = {got}{miss}"
 
     @property
     def covered(self) -> bool:
@@ -212,7 +215,7 @@ class Stage:
             out[-1] += (f"; leaves in t ≈ {t:.4g} (ε = {self.unstable_distance:.3g}"
                         + (", next drop at ln(u*/a₀ − 1)/(2λ), a₀ = ε²/2)" if self.drop_time is not None else
                            ", ln(1/ε)/rate)"))
-        if self.candidates:
+        if self.candidates and self.found:  # (a search that stopped short: its distance is left out)
             out.append(self.nearest_line())
         if self.staircase is not None:
             st = self.staircase

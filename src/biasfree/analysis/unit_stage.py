@@ -64,7 +64,8 @@ class UnitFixedPoint(EmbeddedPoint):
     """``ĝᵀ(∂²L/∂v²)ĝ`` of a new unit along ŵ*: its strength saturates at u* = λ*/m."""
 
     candidates: tuple = ()
-    """``((k, ‖θ − θ*_k‖), …)``: the embeddings of the k strongest groups solved; the nearest is this one."""
+    """``((k, ‖θ − θ*_k‖, stationary), …)``: the embeddings of the k strongest groups solved; this one is
+    the nearest stationary one."""
 
     @property
     def drop_time(self) -> float | None:
@@ -236,8 +237,12 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold) -> UnitFixed
     # down; a k whose zeroed units alone are farther than the best so far is not solved
     size2 = [float(np.sum(U[group == g] ** 2) + np.sum(V[group == g] ** 2)) for g in learned]
     bound = dropped_norms(float(np.sum(U**2) + np.sum(V**2)), size2)
-    (_, best, dist), tried = nearest([0, *range(len(learned), 0, -1)], lambda k: bound[k],
-                                     lambda k: _embedded(U, V, rebuild, group, c, learned[:k], X, Y, alpha))
+    def solve(k):
+        point, dist = _embedded(U, V, rebuild, group, c, learned[:k], X, Y, alpha)
+        grad, tol, _ = _relgrad(rebuild, point[2], point[3], X, Y, alpha)
+        return point, dist, grad <= tol
+
+    (_, best, dist), tried = nearest([0, *range(len(learned), 0, -1)], lambda k: bound[k], solve)
     Un, Vn, Us, Vs, learned = best
     star = rebuild(jnp.asarray(Us), jnp.asarray(Vs))
     narrow = rebuild(jnp.asarray(Un), jnp.asarray(Vn))
