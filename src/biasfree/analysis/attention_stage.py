@@ -4,7 +4,8 @@ numerically (docs/theory.md §11.7.12). Head h computes ``f_h = (K_h G v_h)·(Q_
 only one read, ``G = (1/c) Σ_n e_n e_nᵀ``), trilinear in its own weights (v_h, K_h, Q_h).
 
 - **The narrow net.** The k effective units are the rank of B = Σ_h γ_h K_hᵀQ_h (§11.1);
-  ⌈k/r⌉ heads (r the key–query rank) carry it: the net's strongest, by ‖v_h‖‖K_hᵀQ_h‖_F. The
+  at most ⌈k/r⌉ heads (r the key–query rank) carry it: the net's n strongest, by ‖v_h‖‖K_hᵀQ_h‖_F,
+  for the n = 0 … ⌈k/r⌉ whose embedding is nearest (branch and bound, §11.7.6). The
   layer of those heads alone, started from their weights, is moved to its nearest stationary
   point of the sample loss by :func:`~biasfree.analysis.unit_stage.narrow_fixed_point`
   (Levenberg–Marquardt on the residuals, then Newton): no closed form exists on a sample (§11.7.11).

@@ -2,14 +2,18 @@
 units now, the embedded fixed point nearest to it, whether that point is a saddle and when the
 net leaves it, and (given the init) the staircase its training went through.
 
-For a bias-free two-layer dense *linear* net ``f(x) = W₂W₁x`` (width H) with k effective units
-(:func:`~biasfree.core.units.effective_units`, the init's scale as noise floor), the candidate is
-the best rank-k map ``β_k = U_k diag(s_k) V_kᵀ Σ_xx^{-1/2}`` (:mod:`biasfree.theory.reduced_rank`)
-in balanced form, embedded into width H by zero units (Theorem 1, §11.4) and rotated to the net's
-hidden basis: ``W₁* = Q B₁``, ``W₂* = B₂ Qᵀ`` with ``B₁ = diag(√s_k) V_kᵀ Σ_xx^{-1/2}``,
-``B₂ = U_k diag(√s_k)`` and Q (H, k) the orthonormal Q maximising ``tr Qᵀ(W₁B₁ᵀ + W₂ᵀB₂)``
-(orthogonal Procrustes: the polar factor, the closest such point to the net in ‖θ − θ*‖). Any
-factorisation of β_k is a fixed point (G = Σ_yx − β_kΣ_xx has W₂*ᵀG = 0, G W₁*ᵀ = 0, §11.4.2).
+The point answered is the NEAREST of the embedded k-unit points over k (§11.7.2: k = 0 …
+min(H, rank) in closed form; the k strongest groups or heads for k ≤ the count, by branch and
+bound, where each is a solve, :mod:`~biasfree.analysis.nearest`), not the one of the count's k:
+without ``init`` the count (:func:`~biasfree.core.units.effective_units`) has round-off as its
+threshold and is only an upper bound (§11.1; ``Stage.count_decided``). For a bias-free two-layer
+dense *linear* net ``f(x) = W₂W₁x`` (width H), the k-unit candidate is the best rank-k map
+``β_k = U_k diag(s_k) V_kᵀ Σ_xx^{-1/2}`` (:mod:`biasfree.theory.reduced_rank`) in balanced form,
+embedded into width H by zero units (Theorem 1, §11.4) and rotated to the net's hidden basis:
+``W₁* = Q B₁``, ``W₂* = B₂ Qᵀ`` with ``B₁ = diag(√s_k) V_kᵀ Σ_xx^{-1/2}``, ``B₂ = U_k diag(√s_k)``
+and Q (H, k) the orthonormal Q maximising ``tr Qᵀ(W₁B₁ᵀ + W₂ᵀB₂)`` (orthogonal Procrustes: the
+polar factor, the closest such point to the net in ‖θ − θ*‖). Any factorisation of β_k is a fixed
+point (G = Σ_yx − β_kΣ_xx has W₂*ᵀG = 0, G W₁*ᵀ = 0, §11.4.2).
 
 At θ*: :func:`~biasfree.analysis.saddles.fixed_point` (gradient, Hessian λ_min, their round-off);
 the unstable eigenspace E (Hessian eigenvalues within 2λ_tol of λ_min, Weyl: indistinguishable

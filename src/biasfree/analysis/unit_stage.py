@@ -8,6 +8,9 @@ read at every patch, readout v_i) has k effective units, the groups of aligned u
   fixed point by Levenberg–Marquardt (trust-region
   reflective when it has fewer residuals than weights) on its residuals, then Newton on its exact Hessian (to
   round-off): the narrow fixed point that training passes near.
+- **The nearest over k.** The k strongest groups for k = 0 … the count, by branch and bound
+  (:mod:`~biasfree.analysis.nearest`: the zeroed units' norm bounds a candidate's distance from
+  below); only a candidate whose search reached a fixed point can be the nearest (§11.7.6).
 - **The embedding** (Theorem 1, §11.4: rescaled copies and zero units, the same construction for
   a kernel as for a hidden unit): member i of group g gets ``ũ_i* = c_i ŵ_g*`` and
   ``v_i* = λ_i T_g`` (T_g = ‖w_g*‖ a_g*, Σ_i c_i λ_i = 1, the λ_i closest to the net's v_i in
