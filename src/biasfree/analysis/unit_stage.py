@@ -114,8 +114,9 @@ def parts(params):
         conv = Conv(U.reshape((U.shape[0],) + kshape), in_shape=in_shape, padding=pad)
         if isinstance(out, PooledDense):
             return conv, PooledDense(V.T, in_shape=out.in_shape)
-        p, C = V.shape[1] // math.prod(conv.out_shape), U.shape[0]
-        return conv, Layer(V.reshape(C, p, -1).transpose(1, 0, 2).reshape(p, -1))
+        S, C = math.prod(conv.out_shape), U.shape[0]  # S explicit: C = 0 (the origin) has no -1 to infer
+        p = V.shape[1] // S
+        return conv, Layer(V.reshape(C, p, S).transpose(1, 0, 2).reshape(p, C * S))
     return inc, outg, rebuild
 
 
@@ -248,9 +249,13 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold) -> UnitFixed
     (_, best, dist), tried = nearest([0, *range(len(learned), 0, -1)], lambda k: bound[k], solve)
     Un, Vn, Us, Vs, learned = best
     star = rebuild(jnp.asarray(Us), jnp.asarray(Vs))
-    narrow = rebuild(jnp.asarray(Un), jnp.asarray(Vn))
-    f_w, f_n = (np.asarray(_forward(p, jnp.asarray(X), alpha)) for p in (star, narrow))
-    P = max(float(np.prod(layer_norms(star))), float(np.prod(layer_norms(narrow))))
+    f_w = np.asarray(_forward(star, jnp.asarray(X), alpha))
+    P = float(np.prod(layer_norms(star)))
+    f_n = np.zeros_like(f_w)  # the 0-unit narrow net (the origin) computes 0; a conv of 0 channels cannot run
+    if len(learned):
+        narrow = rebuild(jnp.asarray(Un), jnp.asarray(Vn))
+        f_n = np.asarray(_forward(narrow, jnp.asarray(X), alpha))
+        P = max(P, float(np.prod(layer_norms(narrow))))
     ftol = 2 * gamma(X.shape[1] + n) * P * float(np.max(np.linalg.norm(X, axis=1)))
     grad, grad_tol, R = _relgrad(rebuild, Us, Vs, X, Y, alpha)
     rate, w_dir, g_dir, m = _rate(rebuild, Un, Vn, X, Y, alpha)
