@@ -15,6 +15,7 @@ from tasks import whitened_linear
 
 import biasfree as bf
 from biasfree.analysis.nearest import dropped_norms, nearest
+from biasfree.analysis.report import _stage_json
 from biasfree.analysis.stage import stage
 from biasfree.core.attention import init_attention
 from biasfree.core.attention_twin import merged_to_twin, twin_dataset
@@ -61,6 +62,9 @@ def test_a_linear_net_at_its_init_given_alone_stands_at_the_origin_saddle(audit)
     assert "pass init=" in lines[0]
     assert lines[1].startswith("nearest fixed point: best 0-unit solution") and "saddle, λ_min" in lines[1]
     assert lines[2].startswith("nearest of ‖θ − θ*_k‖ at k = 0: ")
+    doc = _stage_json(st)  # the JSON says the same: the count undecided, the nearest k and its distances
+    assert doc["units_decided"] is False and doc["nearest_k"] == 0
+    assert doc["nearest_candidates"] == [[k, d, True] for k, d, _ in st.candidates]
 
 
 def test_with_init_the_count_is_decided_and_the_answer_is_the_same(audit):
