@@ -90,8 +90,8 @@ def test_an_attention_file_prints_its_heads(tmp_path):
     api = bf.analyse(att, seq, train=False).stage
     assert api.family == "attention-merged" and api.covered
     # init 1e-3 and no --init: the count is undecided, and the nearest point is the origin (§11.7.2)
-    assert "stage: effective units undecided (attention-merged; 1 magnitude above round-off" in _said(res)
     assert "nearest fixed point: best 0-unit solution" in _said(res) and api.k == 0 and api.saddle
+    assert "stage: effective units undecided (attention-merged; 1 magnitude above round-off" in _said(res)
 
 
 def test_a_deep_linear_torch_file_prints_its_order_l_saddle_and_drop(tmp_path):
