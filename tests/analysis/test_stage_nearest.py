@@ -154,7 +154,7 @@ def test_a_relu_net_at_its_init_given_alone_stands_at_the_zero_unit_saddle():
     assert st.k == 0 and st.unit_point.stationary and st.saddle
     # the ascent ends at ŵ = e₁ (a lower bound on the max): within its round-off, γ_N of the sum's size
     assert abs(st.unit_point.rate - 1.5) <= st.unit_point.rate_tol + gamma(len(X)) * 1.5
-    assert all(d > 100 * st.distance for k, d, _ in st.candidates if k > 0)
+    assert all(d > 100 * st.distance for k, d, ok in st.candidates if k > 0 and ok is not None)  # solved
 
 
 def test_the_branch_and_bound_answers_what_the_exhaustive_search_answers():
@@ -171,9 +171,15 @@ def test_the_branch_and_bound_answers_what_the_exhaustive_search_answers():
         ok = rng.random(n + 1) < 0.7
         ok[0] = True  # the origin is always a fixed point of a bias-free net
         order = [0, *range(n, 0, -1)]
-        (k, _, d), tried = nearest(order, bound.__getitem__, lambda j, t=true, o=ok: (None, t[j], o[j]))
+        (k, _, d), tried = nearest(order, bound.__getitem__, lambda j, t=true, o=ok: (None, t[j], o[j]),
+                                   limit=n)
         assert d == min(true[ok]) and ok[k]
         assert all(j in dict((t[0], t) for t in tried) for j in range(n + 1) if bound[j] < d and ok[j])
+    # the solve limit: two solves after the origin, the third k left unsolved with its bound (None)
+    true = np.array([1.0, 3.0, 0.5, 2.0])
+    low = np.array([1.0, 0.1, 0.2, 0.3])
+    (k, _, d), tried = nearest([0, 3, 2, 1], low.__getitem__, lambda j: (None, true[j], True), limit=2)
+    assert (k, d) == (2, 0.5) and tried == ((0, 1.0, True), (1, 0.1, None), (2, 0.5, True), (3, 2.0, True))
     # control: bound(k) = 2·true(k) is no lower bound; the nearest (k = 2 here) is skipped
     true = np.array([1.0, 3.0, 0.5, 2.0])
     (k, _, d), _ = nearest([0, 3, 2, 1], lambda j: 2 * true[j], lambda j: (None, true[j], True))

@@ -11,6 +11,7 @@ import numpy as np
 from ..core.layers import Params
 from ..core.units import EffectiveUnits
 from ..theory.plateau_times import PlateauPrediction
+from .nearest import SOLVES
 from .saddles import FixedPoint
 
 
@@ -146,7 +147,12 @@ class Stage:
             return ""
         got, miss = (", ".join(f"{k}: {d:.3g}" for k, d, ok in self.candidates if ok is want)
                      for want in (True, False))
+        left = [(k, b) for k, b, ok in self.candidates if ok is None]
         miss = f"; no fixed point reached at {miss}" if miss else ""
+        if left:
+            ks, bs = [k for k, _ in left], [b for _, b in left]
+            miss += (f"; not solved (at most {SOLVES} solves): {len(ks)} k in {min(ks)}…{max(ks)}, each at "
+                     f"least {min(bs):.3g} to {max(bs):.3g} away")
         if self.head_point is not None:
             return f"nearest of ‖θ − θ*_n‖ with the n strongest heads, n = {got}{miss}"
         return f"nearest of ‖θ − θ*_k‖ at k = {got}{miss}"

@@ -246,7 +246,9 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold) -> UnitFixed
         grad, tol, _ = _relgrad(rebuild, point[2], point[3], X, Y, alpha)
         return point, dist, grad <= tol
 
-    (_, best, dist), tried = nearest([0, *range(len(learned), 0, -1)], lambda k: bound[k], solve)
+    top = len(learned)  # the origin, the count and one fewer (as before), then upward (nearest.SOLVES)
+    order = [0, *dict.fromkeys(k for k in (top, top - 1, *range(1, top)) if k > 0)]
+    (_, best, dist), tried = nearest(order, lambda k: bound[k], solve)
     Un, Vn, Us, Vs, learned = best
     star = rebuild(jnp.asarray(Us), jnp.asarray(Vs))
     f_w = np.asarray(_forward(star, jnp.asarray(X), alpha))
