@@ -79,6 +79,21 @@ def test_analyse_gives_separate_attention_its_nearest_fixed_point(trained):
     assert js["escape_time"] == st.escape_time
 
 
+def test_without_init_the_nearest_point_keeps_the_learned_head(trained):
+    """§11.7.12's nearest over n heads: given alone, the count reads the second direction too (2 above
+    round-off, undecided), yet the nearest stationary embedding keeps one head, as with init (before:
+    the 2-head point, 6.1 away against 0.027). The heads' rescalings (v, K, Q) → (av, bK, Q/(ab)) are a
+    family of fixed points, so two solves may stop at different members: the heads kept are compared,
+    and each distance against the other candidates, not to the bit."""
+    layer, seq, X, Y, init = trained
+    alone, given = stage_of(layer, X, Y, 0.0), stage_of(layer, X, Y, 0.0, init)
+    assert alone.head_point.heads == given.head_point.heads
+    assert alone.units.count == 2 and not alone.count_decided and given.units.count == 1
+    assert alone.k == 1 and alone.saddle
+    dist = {n: d for n, d, ok in alone.candidates if ok}
+    assert dist[1] == alone.distance and all(d > dist[1] for n, d in dist.items() if n != 1)
+
+
 def test_a_zero_head_escapes_at_order_three_along_c_star(trained):
     """The loss along a zero head ε(k, v, q) is exactly L* − c*ε³ + ½ε⁶⟨φ²⟩ (f moves by ε³φ); the
     two-layer order −c*ε² misses. c* is T's value at its unit triple and at least T at random unit

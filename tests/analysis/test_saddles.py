@@ -247,9 +247,14 @@ def test_lanczos_finds_a_minimums_flat_directions():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(200, 20))
     Y = X @ rng.normal(size=(20, 3))
-    net = (Layer(rng.normal(size=(30, 20)) * 0.1), Layer(rng.normal(size=(3, 30)) * 0.1))
+    # near the exact fit (balanced, in 3 of the 30 units) so that it is the nearest fixed point (§11.7.2:
+    # the 0.1-scale random net it was before stands nearest the origin, ‖θ‖ ≈ 2.6)
+    U, s, Vt, isqrt = whitened_svd(X, Y)
+    F1, F2 = np.zeros((30, 20)), np.zeros((3, 30))
+    F1[:3], F2[:, :3] = np.sqrt(s)[:, None] * Vt @ isqrt, U * np.sqrt(s)
+    net = (Layer(F1 + rng.normal(size=(30, 20)) * 0.05), Layer(F2 + rng.normal(size=(3, 30)) * 0.05))
     st = stage_of(net, X, Y, 1.0)
-    assert st.units.count == 3 and st.fixed_point.stationary
+    assert st.k == 3 and st.units.count == 3 and st.fixed_point.stationary
 
     def dense(params):  # the whole Hessian's λ_min (eigh), the reference
         flat = np.concatenate([np.ravel(la.W) for la in params])
@@ -258,7 +263,7 @@ def test_lanczos_finds_a_minimums_flat_directions():
     fp = st.fixed_point
     assert abs(fp.lambda_min - dense(st.params_star)) <= fp.lambda_tol  # both to round-off (Weyl)
     assert abs(fp.lambda_min) <= fp.lambda_tol and not st.saddle  # flat, not a saddle
-    U, s, Vt, isqrt = whitened_svd(X, Y)  # the rank-2 solution with 28 zero units: a saddle
+    # the rank-2 solution with 28 zero units: a saddle
     W1, W2 = np.zeros((30, 20)), np.zeros((3, 30))
     W1[:2], W2[:, :2] = np.sqrt(s[:2])[:, None] * Vt[:2] @ isqrt, U[:, :2] * np.sqrt(s[:2])
     assert abs(dense((Layer(W1), Layer(W2))) - fp.lambda_min) > fp.lambda_tol

@@ -67,7 +67,9 @@ def test_a_torch_conv_file_prints_its_kernels(tmp_path):
     assert res.exit_code == 0, res.output
     api = bf.analyse(bf.from_torch(module, in_shape=(4, 4)), (X, Y + 0.1), train=False).stage
     assert api.family == "conv" and api.covered
-    assert f"stage: effective units {api.units.count} (conv;" in _said(res)
+    # no init given: the count is the magnitudes above round-off, said to be undecided (§11.1)
+    said = _said(res)
+    assert f"stage: effective units undecided (conv; {api.units.count} magnitudes above round-off" in said
     assert "nearest fixed point:" in _said(res)
 
 
@@ -87,8 +89,9 @@ def test_an_attention_file_prints_its_heads(tmp_path):
     assert res.exit_code == 0, res.output
     api = bf.analyse(att, seq, train=False).stage
     assert api.family == "attention-merged" and api.covered
-    assert f"stage: effective units {api.units.count} (attention-merged;" in _said(res)
-    assert "nearest fixed point: best" in _said(res)
+    # init 1e-3 and no --init: the count is undecided, and the nearest point is the origin (§11.7.2)
+    assert "nearest fixed point: best 0-unit solution" in _said(res) and api.k == 0 and api.saddle
+    assert "stage: effective units undecided (attention-merged; 1 magnitude above round-off" in _said(res)
 
 
 def test_a_deep_linear_torch_file_prints_its_order_l_saddle_and_drop(tmp_path):

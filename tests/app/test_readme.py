@@ -255,10 +255,11 @@ def test_readme_stage_prints_what_its_comments_say(runs):
     the numbers: λ* = 0.05 exactly, the drop 100.29 against GD's 100.33)."""
     rc, stdout, stderr = runs[_readme_snippet("res.stage.lines()")]
     assert rc == 0, stderr[-3000:]
-    units, point = stdout.strip().splitlines()
+    units, point, nearest = stdout.strip().splitlines()
     assert units.startswith("effective units 1 (leaky;"), units
     assert "1 unit embedded, loss 0.0025," in point and "one-sided rate λ* = 0.05 " in point, point
     assert "leaves in t ≈ 100.3 " in point, point
+    assert nearest.startswith("nearest of ‖θ − θ*_k‖ at k = 0: 2.45, 1: 0.00347"), nearest
 
 
 README_TEXT = TEXTS[README]

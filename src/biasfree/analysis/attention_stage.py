@@ -4,7 +4,8 @@ numerically (docs/theory.md §11.7.12). Head h computes ``f_h = (K_h G v_h)·(Q_
 only one read, ``G = (1/c) Σ_n e_n e_nᵀ``), trilinear in its own weights (v_h, K_h, Q_h).
 
 - **The narrow net.** The k effective units are the rank of B = Σ_h γ_h K_hᵀQ_h (§11.1);
-  ⌈k/r⌉ heads (r the key–query rank) carry it: the net's strongest, by ‖v_h‖‖K_hᵀQ_h‖_F. The
+  at most ⌈k/r⌉ heads (r the key–query rank) carry it: the net's n strongest, by ‖v_h‖‖K_hᵀQ_h‖_F,
+  for the n = 0 … ⌈k/r⌉ whose embedding is nearest (branch and bound, §11.7.6). The
   layer of those heads alone, started from their weights, is moved to its nearest stationary
   point of the sample loss by :func:`~biasfree.analysis.unit_stage.narrow_fixed_point`
   (Levenberg–Marquardt on the residuals, then Newton): no closed form exists on a sample (§11.7.11).
@@ -36,6 +37,7 @@ import numpy as np
 
 from ..core.attention import SeparateAttention, tokens
 from .head_escape import Leave, time_to_leave
+from .nearest import dropped_norms, nearest
 from .stage_result import EmbeddedPoint
 from .stationary import gamma, gradient_bound
 from .unit_stage import narrow_fixed_point
@@ -62,6 +64,9 @@ class HeadFixedPoint(EmbeddedPoint):
     leave: Leave | None = None
     """At a saddle, when the net leaves it (:func:`~biasfree.analysis.head_escape.time_to_leave`,
     §11.7.13); None otherwise."""
+    candidates: tuple = ()
+    """``((n, ‖θ − θ*_n‖, stationary), …)``: the embeddings of the n strongest heads solved; this one is
+    the nearest stationary one."""
 
     @property
     def saddle(self) -> bool:
@@ -148,14 +153,11 @@ def escape_coefficient(T, starts=(), seed: int = 0) -> tuple[float, tuple]:
     return best, arg
 
 
-def head_fixed_point(layer: SeparateAttention, X, Y, k: int) -> HeadFixedPoint:
-    """The embedded fixed point nearest ``layer`` (module doc), ``k`` its effective units, X its
-    flat sequences (S, (N+1)(D+1)), Y (S, 1)."""
-    X, Y = np.asarray(X, float), np.asarray(Y, float)
+def _embedded(layer, X, Y, keep: tuple):
+    """The layer of the heads ``keep`` alone at its nearest stationary point, embedded (module doc):
+    ``((star, narrow, keep), ‖θ − θ*‖)`` over V, K, Q."""
     v, K, Q = _weights(layer)
     H, r, D1 = K.shape
-    strength = np.linalg.norm(v, axis=1) * np.linalg.norm(np.einsum("hrd,hre->hde", K, Q), axis=(1, 2))
-    keep = tuple(int(h) for h in np.argsort(-strength, kind="stable")[:min(H, math.ceil(k / r))])
 
     def rebuild(U, Vn):
         n = U.shape[0]
@@ -171,8 +173,36 @@ def head_fixed_point(layer: SeparateAttention, X, Y, k: int) -> HeadFixedPoint:
     Vs[idx] = np.asarray(layer.V, float)[idx]  # the unread rows stay the net's: they are not moved
     Vs[idx, -1, :], Ks[idx], Qs[idx] = nv, nK, nQ
     star = dataclasses.replace(layer, V=jnp.asarray(Vs), K=jnp.asarray(Ks), Q=jnp.asarray(Qs))
+    dist = math.sqrt(sum(float(np.sum((np.asarray(a, float) - np.asarray(b, float)) ** 2))
+                         for a, b in ((layer.V, star.V), (layer.K, star.K), (layer.Q, star.Q))))
+    return (star, narrow, keep), dist
+
+
+def head_fixed_point(layer: SeparateAttention, X, Y, k: int) -> HeadFixedPoint:
+    """The embedded fixed point nearest ``layer`` (module doc), ``k`` its effective units, X its
+    flat sequences (S, (N+1)(D+1)), Y (S, 1). Candidates: the n strongest heads for n = 0 … ⌈k/r⌉ (0:
+    the origin, exact and free; then down from ⌈k/r⌉), a candidate skipped when the heads it zeroes are
+    alone farther from the net than the best so far (:func:`~biasfree.analysis.nearest.nearest`)."""
+    X, Y = np.asarray(X, float), np.asarray(Y, float)
+    v, K, Q = _weights(layer)
+    H, r, D1 = K.shape
+    strength = np.linalg.norm(v, axis=1) * np.linalg.norm(np.einsum("hrd,hre->hde", K, Q), axis=(1, 2))
+    order = tuple(int(h) for h in np.argsort(-strength, kind="stable"))
+    top = min(H, math.ceil(k / r))
+    Vf = np.asarray(layer.V, float)
+    size2 = [float(np.sum(Vf[h] ** 2) + np.sum(K[h] ** 2) + np.sum(Q[h] ** 2)) for h in order[:top]]
+    bound = dropped_norms(float(np.sum(Vf**2) + np.sum(K**2) + np.sum(Q**2)), size2)
     feats = features(layer, X)  # G and e_q: the same for every layer of this shape on X
-    hp = check_embedding(layer, star, narrow, keep, X, Y, k, feats)
+
+    def solve(n):
+        point, dist = _embedded(layer, X, Y, order[:n])
+        grad, tol, _ = relative_gradient(point[0], X, Y, feats)
+        return point, dist, grad <= tol
+
+    order = [0, *dict.fromkeys(n for n in (top, top - 1, *range(1, top)) if n > 0)]
+    (n, (star, narrow, keep), _), tried = nearest(order, lambda n: bound[n], solve)
+    hp = check_embedding(layer, star, narrow, keep, X, Y, min(k, n * r), feats)
+    hp = dataclasses.replace(hp, candidates=tried)
     if not hp.saddle:
         return hp
     R = np.asarray(star.apply(jnp.asarray(X))) - Y

@@ -192,10 +192,11 @@ def deep_point(params: Params, X, Y, k: int, *, svd: WhitenedSVD | None = None) 
                      s_next, s_tolerance(X, Y, svd=svd), room, a0, drop, escape)
 
 
-def deep_stage(params: Params, X, Y, loss: float, units, init) -> Stage:
-    """The :class:`~biasfree.analysis.stage_result.Stage` of a deep dense linear net (module doc)."""
+def deep_stage(params: Params, X, Y, loss: float, units, init, k: int | None = None) -> Stage:
+    """The :class:`~biasfree.analysis.stage_result.Stage` of a deep dense linear net (module doc), at its
+    rank-``k`` point (default: the effective units')."""
     svd = whitened_svd(X, Y)
-    k = min(units.count, svd.s.size)
+    k = min(units.count, svd.s.size) if k is None else k
     pt = deep_point(params, X, Y, k, svd=svd)
     L = pt.depth
     notes = [f"depth {L}: the saddle is left at order ε^{L} (loss −s_{{k+1}}ε^{L} along the zero units), "

@@ -316,7 +316,9 @@ def _stage_json(st) -> dict | None:
           "unstable_distance": st.unstable_distance, "escape_time": st.escape_time,
           "drop_time": st.drop_time} if st.found else {}
     return {"judged": False, "lines": st.lines(), "family": st.family, "loss": st.loss, "units": u.count,
-            "threshold": u.threshold, "threshold_rule": u.why, "covered": st.covered,
+            "threshold": u.threshold, "threshold_rule": u.why, "units_decided": st.count_decided,
+            "nearest_k": st.k, "nearest_candidates": [list(c) for c in st.candidates] if st.found else None,
+            "covered": st.covered,
             "saddle": st.saddle, "fixed_point_found": st.found,
             "fixed_point_loss": at.get("fixed_point_loss"), "distance": at.get("distance"),
             "gradient": None if point is None else point.grad,

@@ -2,14 +2,18 @@
 units now, the embedded fixed point nearest to it, whether that point is a saddle and when the
 net leaves it, and (given the init) the staircase its training went through.
 
-For a bias-free two-layer dense *linear* net ``f(x) = W₂W₁x`` (width H) with k effective units
-(:func:`~biasfree.core.units.effective_units`, the init's scale as noise floor), the candidate is
-the best rank-k map ``β_k = U_k diag(s_k) V_kᵀ Σ_xx^{-1/2}`` (:mod:`biasfree.theory.reduced_rank`)
-in balanced form, embedded into width H by zero units (Theorem 1, §11.4) and rotated to the net's
-hidden basis: ``W₁* = Q B₁``, ``W₂* = B₂ Qᵀ`` with ``B₁ = diag(√s_k) V_kᵀ Σ_xx^{-1/2}``,
-``B₂ = U_k diag(√s_k)`` and Q (H, k) the orthonormal Q maximising ``tr Qᵀ(W₁B₁ᵀ + W₂ᵀB₂)``
-(orthogonal Procrustes: the polar factor, the closest such point to the net in ‖θ − θ*‖). Any
-factorisation of β_k is a fixed point (G = Σ_yx − β_kΣ_xx has W₂*ᵀG = 0, G W₁*ᵀ = 0, §11.4.2).
+The point answered is the NEAREST of the embedded k-unit points over k (§11.7.2: k = 0 …
+min(H, rank) in closed form; the k strongest groups or heads for k ≤ the count, by branch and
+bound, where each is a solve, :mod:`~biasfree.analysis.nearest`), not the one of the count's k:
+without ``init`` the count (:func:`~biasfree.core.units.effective_units`) has round-off as its
+threshold and is only an upper bound (§11.1; ``Stage.count_decided``). For a bias-free two-layer
+dense *linear* net ``f(x) = W₂W₁x`` (width H), the k-unit candidate is the best rank-k map
+``β_k = U_k diag(s_k) V_kᵀ Σ_xx^{-1/2}`` (:mod:`biasfree.theory.reduced_rank`) in balanced form,
+embedded into width H by zero units (Theorem 1, §11.4) and rotated to the net's hidden basis:
+``W₁* = Q B₁``, ``W₂* = B₂ Qᵀ`` with ``B₁ = diag(√s_k) V_kᵀ Σ_xx^{-1/2}``, ``B₂ = U_k diag(√s_k)``
+and Q (H, k) the orthonormal Q maximising ``tr Qᵀ(W₁B₁ᵀ + W₂ᵀB₂)`` (orthogonal Procrustes: the
+polar factor, the closest such point to the net in ‖θ − θ*‖). Any factorisation of β_k is a fixed
+point (G = Σ_yx − β_kΣ_xx has W₂*ᵀG = 0, G W₁*ᵀ = 0, §11.4.2).
 
 At θ*: :func:`~biasfree.analysis.saddles.fixed_point` (gradient, Hessian λ_min, their round-off);
 the unstable eigenspace E (Hessian eigenvalues within 2λ_tol of λ_min, Weyl: indistinguishable
@@ -62,7 +66,7 @@ from ..theory.reduced_rank import is_whitened, kronecker_departure, reduced_rank
 from ..theory.staircase import find_plateaus, match_levels
 from .attention_import import as_attention, is_attention_model, with_n_ctx
 from .attention_stage import head_fixed_point
-from .deep_stage import deep_stage
+from .deep_stage import balanced_point, deep_stage
 from .interop import as_model
 from .measurements import data_arrays
 from .saddles import DENSE_HESSIAN, fixed_point, hessian_eigh
@@ -136,7 +140,7 @@ def stage_of(params: Params, X, Y, alpha: float, init: Params | None = None, *, 
     ``(t, loss)``: a loss curve recorded from ``init``; its plateaus are found and matched to the
     k-unit levels (``Stage.recorded``)."""
     made = {}  # what the stage computed that the levels read again (_recorded)
-    st = _stage_of(params, X, Y, alpha, init, made)
+    st = dataclasses.replace(_stage_of(params, X, Y, alpha, init, made), init_known=init is not None)
     if curve is None or not st.covered or st.head_point is not None:  # no k-head levels for separate
         return st  # attention: each would be a numerical solve
     return dataclasses.replace(st, recorded=_recorded(st, params, X, Y, alpha, curve, made))
@@ -176,11 +180,23 @@ def _stage_of(params, X, Y, alpha, init, made) -> Stage:
         return _conv_linear(params, X, Y, loss, units, init, made)
     if (len(params) > 2 and not biased and units.family == "linear"
             and all(type(la) is Layer for la in params)):
-        return deep_stage(params, X, Y, loss, units, init)
+        # every k = 0 … min(widths, rank), each by Procrustes sweeps; the nearest is built (§11.7.10)
+        svd = whitened_svd(X, Y)
+        kmax = min([int(np.shape(la.W)[0]) for la in params[:-1]] + [svd.s.size])
+        dists = [_distance(params, balanced_point(params, X, Y, k, svd=svd)[0]) for k in range(kmax + 1)]
+        k = int(np.argmin(dists))
+        return dataclasses.replace(deep_stage(params, X, Y, loss, units, init, k=k), k=k,
+                                   candidates=tuple((j, d, True) for j, d in enumerate(dists)))
     what = f"a {units.family} net of depth {len(params)}" + (" with biases" if biased else "")
     return Stage(units.family, loss, units, notes=(
         f"not covered: the nearest fixed point, its saddle test and escape time, for {what}; covered: "
         f"{COVERED}",))
+
+
+def _distance(params, star) -> float:
+    """‖θ − θ*‖ over the layers' weights."""
+    return math.sqrt(sum(float(np.sum((np.asarray(a.W, float) - np.asarray(b.W, float)) ** 2))
+                         for a, b in zip(params, star, strict=True)))
 
 
 def _units_stage(params, X, Y, alpha, loss, units, init, made) -> Stage:
@@ -195,13 +211,17 @@ def _units_stage(params, X, Y, alpha, loss, units, init, made) -> Stage:
     k = ufp.k
     notes = ["the zero units sit on the kink (no Hessian there): saddle and escape from the one-sided rate "
              "λ* = max_ŵ ‖⟨r σ(ŵ·x)⟩‖, found by ascent (a lower bound, so the time is an upper bound)"]
+    if init is None:
+        notes.append("no init: units merge only when aligned to round-off (§11.1), so copies of one unit "
+                     "that differ by init noise are separate candidates; a nearer point of merged copies "
+                     "may exist (pass init=)")
     if not ufp.stationary:
         notes.append(f"the {k}-unit net did not reach a fixed point: its relative gradient stays above "
                      f"its round-off bound (.unit_point.grad, .grad_tol): the net is not near a plateau "
                      f"of {k} units")
     return Stage(units.family, loss, units, None, ufp.params, ufp.loss, ufp.distance, ufp.eps,
                  1 if ufp.saddle else 0, ufp.escape_time if ufp.saddle else None, ufp.drop_time, None,
-                 tuple(notes), unit_point=ufp)
+                 tuple(notes), unit_point=ufp, k=k, candidates=ufp.candidates)
 
 
 def _pooled_patches(conv, X) -> np.ndarray:
@@ -245,7 +265,7 @@ def _attention(layer, X, Y, init, made) -> Stage:
     if isinstance(layer, SeparateAttention):  # §11.7.11–12: no closed form; solved numerically
         dev, tol = kronecker_departure(Z, layer.d)
         hp = head_fixed_point(layer, X, Y, units.count)
-        notes = [f"solved numerically (§11.7.12): the {units.count}-head point is a rank-{units.count} fit "
+        notes = [f"solved numerically (§11.7.12): the {hp.k}-head point is a rank-{hp.k} fit "
                  f"of the in-context map B in the metric Σ_zz, a closed form only when Σ_zz is a Kronecker "
                  f"product P ⊗ Q; on these data the nearest Kronecker product misses Σ_zz by {dev:.3g} of "
                  f"‖Σ_zz‖_F (round-off {tol:.2g}); a zero head escapes at order ε³ (Hessian blind): the time "
@@ -258,7 +278,7 @@ def _attention(layer, X, Y, init, made) -> Stage:
         return Stage(units.family, loss, units, None, hp.params, hp.loss, hp.distance,
                      None if lv is None else math.sqrt(3) * lv.eps, 0,
                      None if lv is None else lv.escape_time, None,
-                     None, tuple(notes), head_point=hp)
+                     None, tuple(notes), head_point=hp, k=len(hp.heads), candidates=hp.candidates)
     twin = tuple(Layer(la.W) for la in merged_to_twin(layer))
     start = None if init is None else tuple(Layer(la.W) for la in merged_to_twin(init))
     st = _linear(twin, Z, Yz, loss, units, start)
@@ -268,15 +288,25 @@ def _attention(layer, X, Y, init, made) -> Stage:
     return dataclasses.replace(st, family="attention-merged", notes=st.notes + notes)
 
 
-def _linear(params, X, Y, loss, units, init) -> Stage:
-    W1, W2 = (np.asarray(la.W, float) for la in params)
-    U, s, Vt, isqrt = whitened_svd(X, Y)
-    k = min(units.count, s.size)
+def _balanced(W1, W2, svd, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The balanced rank-k fixed point ``(Q B₁, B₂ Qᵀ)`` nearest ``(W1, W2)`` (module doc)."""
+    U, s, Vt, isqrt = svd
     B1 = np.sqrt(s[:k])[:, None] * Vt[:k] @ isqrt  # (k, d)
     B2 = U[:, :k] * np.sqrt(s[:k])  # (p, k)
     Um, _, Vmt = np.linalg.svd(W1 @ B1.T + W2.T @ B2, full_matrices=False)
     Q = Um @ Vmt  # (H, k): the polar factor, the closest rotation of the balanced factors
-    S1, S2 = Q @ B1, B2 @ Q.T
+    return Q @ B1, B2 @ Q.T
+
+
+def _linear(params, X, Y, loss, units, init) -> Stage:
+    W1, W2 = (np.asarray(la.W, float) for la in params)
+    svd = whitened_svd(X, Y)
+    # every k = 0 … min(H, rank): each point is one SVD of an (H, k) matrix, the nearest is answered
+    # (§11.7.2), not the count's, which without the init's scale counts noise (§11.1)
+    points = [_balanced(W1, W2, svd, k) for k in range(min(W1.shape[0], svd[1].size) + 1)]
+    dists = [math.sqrt(float(np.sum((W1 - S1) ** 2) + np.sum((W2 - S2) ** 2))) for S1, S2 in points]
+    k = int(np.argmin(dists))
+    S1, S2 = points[k]
     fp = fixed_point((Layer(S1), Layer(S2)), X, Y, 1.0)
     delta = np.concatenate([(W1 - S1).ravel(), (W2 - S2).ravel()])
     notes = []
@@ -303,7 +333,8 @@ def _linear(params, X, Y, loss, units, init) -> Stage:
         notes += [note] if note else []
     return Stage("linear", loss, units, fp, (Layer(jnp.asarray(S1)), Layer(jnp.asarray(S2))),
                  float(reduced_rank_losses(X, Y)[k]), float(np.linalg.norm(delta)), eps, E.shape[1],
-                 escape, drop, stair, tuple(notes))
+                 escape, drop, stair, tuple(notes), k=k,
+                 candidates=tuple((j, d, True) for j, d in enumerate(dists)))  # closed forms: exact points
 
 
 def _staircase(init, X, Y, loss) -> tuple[Staircase | None, str]:

@@ -33,7 +33,7 @@ def stage_answer(params, X, Y, alpha: float, init=None, history=None) -> Stage |
     :data:`ANALYSE_WEIGHTS` weights (with the curve of ``history``'s measured rerun from ``init``,
     when there is one), else the effective units alone (loss NaN: a pass over the data would cost
     as much as the rest, measured at bench_analyse medium) with a note; the one-line refusal
-    (a str) for a net with no effective-unit rule."""
+    (a str, without a "stage: " of its own) for a net with no effective-unit rule."""
     try:
         n = weights(params)
         if n <= ANALYSE_WEIGHTS:
@@ -41,8 +41,8 @@ def stage_answer(params, X, Y, alpha: float, init=None, history=None) -> Stage |
             curve = None if run is None else (np.asarray(run.t), np.asarray(run.loss))
             return stage_of(params, X, Y, alpha, init, curve=curve)
         units = effective_units(params, alpha, init=init)  # one Gram matrix: no pass over the data
-        return Stage(units.family, float("nan"), units, notes=(
+        return Stage(units.family, float("nan"), units, init_known=init is not None, notes=(
             f"the nearest fixed point is not built by analyse above {ANALYSE_WEIGHTS} weights (this net has "
             f"{n}): call biasfree.analysis.stage.stage(model, data) for it",))
-    except ValueError as e:
-        return f"stage: {e}"
+    except ValueError as e:  # the callers print it after their own "stage: "
+        return str(e)

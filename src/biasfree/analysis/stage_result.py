@@ -11,6 +11,7 @@ import numpy as np
 from ..core.layers import Params
 from ..core.units import EffectiveUnits
 from ..theory.plateau_times import PlateauPrediction
+from .nearest import SOLVES
 from .saddles import FixedPoint
 
 
@@ -96,6 +97,16 @@ class Stage:
     head_point: EmbeddedPoint | None = None
     """Separate linear attention (§11.7.12): the :class:`~biasfree.analysis.attention_stage.HeadFixedPoint`,
     found numerically, whose escape coefficient c* (order ε³) decides the saddle."""
+    k: int | None = None
+    """Units of the nearest fixed point (§11.7.2: the k whose embedded point is nearest the net, not
+    the count; None where none was built)."""
+    candidates: tuple = ()
+    """``((k, ‖θ − θ*_k‖, stationary), …)``: the embedded k-unit points compared, the nearest stationary
+    one reported (§11.7.2; a k left out was ruled out by a lower bound on its distance, §11.7.6; a
+    search that reached no fixed point is not one)."""
+    init_known: bool = True
+    """The init's scale was given (``init``): the count's threshold bounds the init noise. Without it
+    the count is only the magnitudes above round-off, an upper bound (§11.1, "without an init")."""
 
     @property
     def saddle(self) -> bool:
@@ -109,6 +120,42 @@ class Stage:
         if self.head_point is not None:
             return self.head_point.saddle
         return self.fixed_point is not None and self.fixed_point.saddle
+
+    @property
+    def count_decided(self) -> bool:
+        """The count tells learned units from init noise: the init's scale was given, or no magnitude
+        is above round-off (§11.1, "without an init")."""
+        return self.init_known or self.units.count == 0
+
+    def units_line(self) -> str:
+        """The effective units with their threshold; without the init's scale (:attr:`count_decided`
+        False), the magnitudes above round-off as an upper bound, and the fix."""
+        u = self.units
+        loss = f", loss {self.loss:.6g}" if np.isfinite(self.loss) else ""
+        if self.count_decided:
+            return f"effective units {u.count} ({u.family}; threshold {u.threshold:.3g}){loss}"
+        above = u.magnitudes[u.magnitudes > u.threshold]
+        what = (f"1 magnitude above round-off {u.threshold:.3g}, {above[0]:.3g}" if u.count == 1 else
+                f"{u.count} magnitudes above round-off {u.threshold:.3g}, {above.min():.3g} to "
+                f"{above.max():.3g}")
+        return (f"effective units undecided ({u.family}; {what}: at most {u.count}; learned units and init "
+                f"noise are not told apart without the init's scale: pass init= or --init){loss}")
+
+    def nearest_line(self) -> str:
+        """The distances that decided the nearest point: ``‖θ − θ*_k‖`` for each k compared."""
+        if not self.candidates:
+            return ""
+        got, miss = (", ".join(f"{k}: {d:.3g}" for k, d, ok in self.candidates if ok is want)
+                     for want in (True, False))
+        left = [(k, b) for k, b, ok in self.candidates if ok is None]
+        miss = f"; no fixed point reached at {miss}" if miss else ""
+        if left:
+            ks, bs = [k for k, _ in left], [b for _, b in left]
+            miss += (f"; not solved (at most {SOLVES} solves): {len(ks)} k in {min(ks)}…{max(ks)}, each at "
+                     f"least {min(bs):.3g} to {max(bs):.3g} away")
+        if self.head_point is not None:
+            return f"nearest of ‖θ − θ*_n‖ with the n strongest heads, n = {got}{miss}"
+        return f"nearest of ‖θ − θ*_k‖ at k = {got}{miss}"
 
     @property
     def covered(self) -> bool:
@@ -125,20 +172,22 @@ class Stage:
         return point is not None and point.stationary
 
     def lines(self) -> list[str]:
-        """The answer in at most three short lines (``analyse``'s summary and the CLI)."""
+        """The answer in a few short lines (``analyse``'s summary and the CLI): the units, the nearest
+        fixed point with its saddle test and time to leave, the distances that made it the nearest,
+        then the staircase and the recorded curve where there are."""
         u = self.units
-        out = [f"effective units {u.count} ({u.family}; threshold {u.threshold:.3g})"
-               + (f", loss {self.loss:.6g}" if np.isfinite(self.loss) else "")]
+        out = [self.units_line()]
         fp, up, dp, hp = self.fixed_point, self.unit_point, self.deep_point, self.head_point
+        kn = u.count if self.k is None else self.k
         if self.covered and not self.found:  # numbers depend on where the search stopped: not printed
-            k, point, name, how = ((u.count, fp, "fixed_point", "") if fp is not None else
+            k, point, name, how = ((kn, fp, "fixed_point", "") if fp is not None else
                                    (up.k, up, "unit_point", " after Levenberg–Marquardt and Newton")
                                    if up is not None else
                                    (hp.k, hp, "head_point", " after Levenberg–Marquardt and Newton"))
             out.append(f"no {k}-unit fixed point near the net: its relative gradient {point.grad:.2g} stays "
                        f"above round-off {point.grad_tol:.2g}{how} (not on a plateau; numbers in .{name})")
         elif dp is not None:
-            out.append(f"nearest fixed point: best {u.count}-unit solution (balanced over {dp.depth} "
+            out.append(f"nearest fixed point: best {kn}-unit solution (balanced over {dp.depth} "
                        "layers), "
                        f"loss {fp.loss:.6g}, ‖θ − θ*‖ = {self.distance:.3g}; "
                        + (f"saddle of order {dp.depth}: s_{dp.k + 1} = {dp.s_next:.4g} (tol {dp.s_tol:.2g}), "
@@ -148,7 +197,7 @@ class Stage:
                           f"; leaves in t ≈ {self.drop_time:.4g} (next mode from a₀ = {dp.a0:.3g}, §3.3's "
                           f"half time at depth {dp.depth})"))
         elif fp is not None:
-            out.append(f"nearest fixed point: best {u.count}-unit solution, loss {fp.loss:.6g}, ‖θ − θ*‖ = "
+            out.append(f"nearest fixed point: best {kn}-unit solution, loss {fp.loss:.6g}, ‖θ − θ*‖ = "
                        f"{self.distance:.3g}; "
                        + (f"saddle, λ_min = {fp.lambda_min:.4g} (tol {fp.lambda_tol:.2g})"
                           if self.saddle else "not a saddle"))
@@ -172,6 +221,8 @@ class Stage:
             out[-1] += (f"; leaves in t ≈ {t:.4g} (ε = {self.unstable_distance:.3g}"
                         + (", next drop at ln(u*/a₀ − 1)/(2λ), a₀ = ε²/2)" if self.drop_time is not None else
                            ", ln(1/ε)/rate)"))
+        if self.candidates and self.found:  # (a search that stopped short: its distance is left out)
+            out.append(self.nearest_line())
         if self.staircase is not None:
             st = self.staircase
             out.append(f"staircase from init: levels {np.round(st.prediction.levels, 4).tolist()}, passed "
@@ -197,12 +248,14 @@ class Stage:
     def summary(self) -> str:
         """One line per answer, each with its numbers and thresholds."""
         u = self.units
-        out = [f"effective units: {u.count} ({u.family}; magnitudes above {u.threshold:.3g}: {u.why})"]
+        out = [f"effective units: {u.count} ({u.family}; magnitudes above {u.threshold:.3g}: {u.why})"
+               if self.count_decided else self.units_line()]
         fp, dp = self.fixed_point, self.deep_point
+        kn = u.count if self.k is None else self.k
         if dp is not None:
-            out.append(f"nearest fixed point: the best {u.count}-unit solution, balanced over {dp.depth} "
+            out.append(f"nearest fixed point: the best {kn}-unit solution, balanced over {dp.depth} "
                        f"layers ({dp.sweeps} Procrustes sweeps), loss {fp.loss:.6g} "
-                       f"(L_{u.count} = {self.level:.6g}), "
+                       f"(L_{kn} = {self.level:.6g}), "
                        f"distance ‖θ − θ*‖ = {self.distance:.3g}; gradient {fp.grad:.2g} vs round-off "
                        f"{fp.grad_tol:.2g}: " + ("stationary" if fp.stationary else "NOT stationary"))
             out.append(f"next mode s_{dp.k + 1} = {dp.s_next:.6g} (round-off {dp.s_tol:.2g}), a free unit in "
@@ -215,8 +268,8 @@ class Stage:
                           "next drop "
                           f"t(s/2) of §3.3 in {self.drop_time:.4g}"))
         elif fp is not None:
-            out.append(f"nearest fixed point: the best {u.count}-unit solution embedded, loss {fp.loss:.6g} "
-                       f"(L_{u.count} = {self.level:.6g}), distance ‖θ − θ*‖ = {self.distance:.3g}; gradient "
+            out.append(f"nearest fixed point: the best {kn}-unit solution embedded, loss {fp.loss:.6g} "
+                       f"(L_{kn} = {self.level:.6g}), distance ‖θ − θ*‖ = {self.distance:.3g}; gradient "
                        f"{fp.grad:.2g} vs round-off {fp.grad_tol:.2g}: "
                        + ("stationary" if fp.stationary else "NOT stationary"))
             out.append(f"λ_min = {fp.lambda_min:.6g} (round-off {fp.lambda_tol:.2g}): "
@@ -259,6 +312,8 @@ class Stage:
                            f"(ε₀ = {lv.eps:.3g}); blow-up t* = {lv.escape_time:.4g}, the half drop at most "
                            "2^(1/3)/(c ε₁) before it, ε₁ = (ΔL/c)^(1/3) for the next plateau's drop ΔL"
                            + (f"; {lv.note}" if lv.note else ""))
+        if self.candidates:
+            out.append(self.nearest_line())
         if self.recorded is not None:
             out.append(self.recorded_line())
         if self.staircase is not None:

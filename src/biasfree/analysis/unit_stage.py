@@ -8,6 +8,9 @@ read at every patch, readout v_i) has k effective units, the groups of aligned u
   fixed point by Levenberg–Marquardt (trust-region
   reflective when it has fewer residuals than weights) on its residuals, then Newton on its exact Hessian (to
   round-off): the narrow fixed point that training passes near.
+- **The nearest over k.** The k strongest groups for k = 0 … the count, by branch and bound
+  (:mod:`~biasfree.analysis.nearest`: the zeroed units' norm bounds a candidate's distance from
+  below); only a candidate whose search reached a fixed point can be the nearest (§11.7.6).
 - **The embedding** (Theorem 1, §11.4: rescaled copies and zero units, the same construction for
   a kernel as for a hidden unit): member i of group g gets ``ũ_i* = c_i ŵ_g*`` and
   ``v_i* = λ_i T_g`` (T_g = ‖w_g*‖ a_g*, Σ_i c_i λ_i = 1, the λ_i closest to the net's v_i in
@@ -37,6 +40,7 @@ from ..core.conv import Conv, PooledDense
 from ..core.layers import Layer
 from ..core.nets import _forward
 from ..core.units import conv_units, unit_groups
+from .nearest import dropped_norms, nearest
 from .stage_result import EmbeddedPoint
 from .stationary import accumulations, gamma, gradient_tolerance, layer_norms
 
@@ -56,11 +60,16 @@ class UnitFixedPoint(EmbeddedPoint):
     distance: float
     eps: float
     k: int = 0
-    """Units of the narrow fixed point: the effective units, or one fewer when the weakest group's
-    embedding is farther from the net (the unit now leaving the init's ball, §11.1)."""
+    """Units of the narrow fixed point: the k ≤ effective units whose embedding is nearest the net
+    (the weakest groups may be units now leaving the init's ball, §11.1, or, without the init's scale,
+    its noise)."""
 
     m: float = 0.0
     """``ĝᵀ(∂²L/∂v²)ĝ`` of a new unit along ŵ*: its strength saturates at u* = λ*/m."""
+
+    candidates: tuple = ()
+    """``((k, ‖θ − θ*_k‖, stationary), …)``: the embeddings of the k strongest groups solved; this one is
+    the nearest stationary one."""
 
     @property
     def drop_time(self) -> float | None:
@@ -117,8 +126,9 @@ class Rebuild:
         conv = Conv(U.reshape((U.shape[0],) + self.kshape), in_shape=self.in_shape, padding=self.padding)
         if self.pooled is not None:
             return conv, PooledDense(V.T, in_shape=self.pooled)
-        p, C = V.shape[1] // math.prod(conv.out_shape), U.shape[0]
-        return conv, Layer(V.reshape(C, p, -1).transpose(1, 0, 2).reshape(p, -1))
+        S, C = math.prod(conv.out_shape), U.shape[0]  # S explicit: C = 0 (the origin) has no -1 to infer
+        p = V.shape[1] // S
+        return conv, Layer(V.reshape(C, p, S).transpose(1, 0, 2).reshape(p, C * S))
 
 
 def parts(params):
@@ -355,17 +365,29 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold, solved=None)
     labels = np.unique(group)
     mags = {g: float(np.linalg.norm((c[group == g, None] * V[group == g]).sum(0))) for g in labels}
     learned = sorted((g for g in labels if mags[g] > threshold), key=lambda g: -mags[g])
-    # the k groups, and the k − 1 strongest (the weakest may be the unit now leaving the init's ball,
-    # counted before the loss drops, §11.1): the embedded fixed point nearer the net is the answer
-    best = None
-    for keep in ([learned, learned[:-1]] if learned else [learned]):
-        cand = _embedded(U, V, rebuild, group, c, keep, X, Y, alpha, solved)
-        if best is None or cand[1] < best[1]:
-            best = cand
-    (Un, Vn, Us, Vs, learned), dist = best
-    star, narrow = (jax.tree_util.tree_map(jnp.asarray, rebuild(A, B)) for A, B in ((Us, Vs), (Un, Vn)))
-    f_w, f_n = _out(Us, Vs, X, rebuild, alpha), _out(Un, Vn, X, rebuild, alpha)
-    P = max(float(np.prod(layer_norms(star))), float(np.prod(layer_norms(narrow))))
+    # the k strongest groups for every k ≤ the count (above it, units within the init's noise bound):
+    # the nearest embedding is the answer (§11.7.6). k = 0 (the origin) is exact and free, then the count
+    # down; a k whose zeroed units alone are farther than the best so far is not solved
+    size2 = [float(np.sum(U[group == g] ** 2) + np.sum(V[group == g] ** 2)) for g in learned]
+    bound = dropped_norms(float(np.sum(U**2) + np.sum(V**2)), size2)
+
+    def solve(k):
+        point, dist = _embedded(U, V, rebuild, group, c, learned[:k], X, Y, alpha, solved)
+        grad, tol, _ = _relgrad(rebuild, point[2], point[3], X, Y, alpha)
+        return point, dist, grad <= tol
+
+    top = len(learned)  # the origin, the count and one fewer (as before), then upward (nearest.SOLVES)
+    order = [0, *dict.fromkeys(k for k in (top, top - 1, *range(1, top)) if k > 0)]
+    (_, best, dist), tried = nearest(order, lambda k: bound[k], solve)
+    Un, Vn, Us, Vs, learned = best
+    star = jax.tree_util.tree_map(jnp.asarray, rebuild(Us, Vs))
+    f_w = _out(Us, Vs, X, rebuild, alpha)
+    P = float(np.prod(layer_norms(star)))
+    f_n = np.zeros_like(f_w)  # the 0-unit narrow net (the origin) computes 0; a conv of 0 channels cannot run
+    if len(learned):
+        narrow = jax.tree_util.tree_map(jnp.asarray, rebuild(Un, Vn))
+        f_n = _out(Un, Vn, X, rebuild, alpha)
+        P = max(P, float(np.prod(layer_norms(narrow))))
     ftol = 2 * gamma(X.shape[1] + n) * P * float(np.max(np.linalg.norm(X, axis=1)))
     grad, grad_tol, R = _relgrad(rebuild, Us, Vs, X, Y, alpha)
     rate, w_dir, g_dir, m = _rate(rebuild, Un, Vn, X, Y, alpha)
@@ -379,7 +401,7 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold, solved=None)
     eps = float(np.sqrt(np.sum(np.maximum(bh + ch, 0.0) ** 2) / 2))
     loss = 0.5 * float(np.mean(np.sum(R**2, 1)))
     return UnitFixedPoint(tuple(star), loss, grad, grad_tol, float(np.max(np.linalg.norm(f_w - f_n, axis=1))),
-                          ftol, rate, rate_tol, w_dir, dist, eps, len(learned), m)
+                          ftol, rate, rate_tol, w_dir, dist, eps, len(learned), m, tried)
 
 
 def _embedded(U, V, rebuild, group, c, learned, X, Y, alpha, solved=None):
