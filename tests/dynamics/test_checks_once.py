@@ -204,7 +204,7 @@ def test_the_overflow_check_is_one_compiled_program_per_shape():
     call: as one jitted program per net and data shape (every α in one call, and again at the
     next call of those shapes, trace nothing new), not as eager operations lowered one by one
     (8 programs for this two-layer net on main, more per layer)."""
-    from biasfree.core.nets import _forward
+    from biasfree.core.nets import forward_unchecked
 
     key = jax.random.PRNGKey(5)
     params = bf.init_gaussian(key, (5, 7, 3), 0.5)  # shapes no other test uses
@@ -218,13 +218,14 @@ def test_the_overflow_check_is_one_compiled_program_per_shape():
 
     jax.monitoring.register_event_duration_secs_listener(listen)
     try:
-        validate.finite_forward(params, X, np.array([0.0, 0.5, 1.0]), _forward)
+        validate.finite_forward(params, X, np.array([0.0, 0.5, 1.0]), forward_unchecked)
         assert len(lowered) <= 1, len(lowered)
-        validate.finite_forward(jax.tree_util.tree_map(lambda a: -a, params), X + 1.0, 0.2, _forward)
-        validate.finite_forward(members, X, np.array([0.0, 0.3]), _forward, batched=True)
+        validate.finite_forward(jax.tree_util.tree_map(lambda a: -a, params), X + 1.0, 0.2, forward_unchecked)
+        validate.finite_forward(members, X, np.array([0.0, 0.3]), forward_unchecked, batched=True)
         assert len(lowered) <= 2, len(lowered)  # the members' program, once for both α
         with pytest.raises(ValueError, match="overflows"):  # still a check: the same program refuses
-            validate.finite_forward(jax.tree_util.tree_map(lambda a: 1e120 * a, params), X, 0.0, _forward)
+            big = jax.tree_util.tree_map(lambda a: 1e120 * a, params)
+            validate.finite_forward(big, X, 0.0, forward_unchecked)
         assert len(lowered) <= 2, len(lowered)
     finally:
         jax.monitoring.unregister_event_duration_listener(listen)

@@ -14,7 +14,7 @@ import pytest
 
 import biasfree as bf
 from biasfree import _validate as validate
-from biasfree.core.nets import _forward
+from biasfree.core.nets import forward_unchecked
 
 
 @pytest.fixture(scope="module")
@@ -167,9 +167,9 @@ def test_the_overflow_check_is_where_the_squares_leave_float64(scale, overflows)
     net = _scaled(bf.init_gaussian(jax.random.PRNGKey(0), (3, 4, 4, 1), scale=1.0), scale)
     if overflows:
         with pytest.raises(ValueError, match="overflows"):
-            validate.finite_forward(net, X, 0.0, _forward)
+            validate.finite_forward(net, X, 0.0, forward_unchecked)
     else:
-        validate.finite_forward(net, X, 0.0, _forward)
+        validate.finite_forward(net, X, 0.0, forward_unchecked)
 
 
 def test_run_refuses_a_progress_that_is_not_callable():

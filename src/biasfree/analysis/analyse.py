@@ -171,7 +171,8 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
         raise ValueError(f"the net maps {w[0]} inputs to {w[-1]} outputs but the data have "
                          f"X {X.shape} and Y {Y.shape}")
     check_reading(model, params, a, X, names=m.names)  # a live module is run (verify.py)
-    validate.finite_forward(params, X, a, nets._forward, name="model", x_name="data X")  # refuse an overflow
+    # refuse an overflow
+    validate.finite_forward(params, X, a, nets.forward_unchecked, name="model", x_name="data X")
     start = None if init is None else _start(init, a, params)
     check_reading(init, start, a, X, what="init")  # None, a file or params: nothing to run
     note, twin = "", None  # twin: the twin's optimiser, built once with κ (none for GD)

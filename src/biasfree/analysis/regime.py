@@ -17,7 +17,7 @@ import numpy as np
 
 from ..core.blocks import BLOCK_ENTRIES  # per temporary block of growth_even_energy, gradient_norm
 from ..core.layers import Params
-from ..core.nets import _forward
+from ..core.nets import forward_unchecked
 from ..theory import deep_half_time
 from ..theory.modes import Modes
 from .sign_groups import groups
@@ -173,7 +173,7 @@ def learned_directions(B, s_cut: float = MODE_CUT) -> np.ndarray:
 @jax.grad
 def _block_gradient(params: Params, Xb, Yb, a, N):
     """∇_θ of one row block's share (1/2N) Σ_{n in block} ||y_n − f(x_n)||² of the loss."""
-    return 0.5 * jnp.sum((Yb - _forward(params, Xb, a)) ** 2) / N
+    return 0.5 * jnp.sum((Yb - forward_unchecked(params, Xb, a)) ** 2) / N
 
 
 def gradient_norm(params: Params, X, Y, a) -> float:

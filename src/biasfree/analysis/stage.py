@@ -58,7 +58,7 @@ from ..core.attention_twin import merged_to_twin, off_twin, twin_dataset
 from ..core.conv import Conv, PooledDense, drop_zero_biases
 from ..core.data import Dataset, check_data
 from ..core.layers import Layer, Params
-from ..core.nets import _forward, forward, widths
+from ..core.nets import forward, forward_unchecked, widths
 from ..core.precision import precise
 from ..core.units import effective_units, ingredients, init_scales
 from ..theory.plateau_times import data_plateaus
@@ -169,7 +169,8 @@ def _stage_of(params, X, Y, alpha, init, made) -> Stage:
     if isinstance(params, MergedAttention | SeparateAttention):
         return _attention(params, X, Y, init, made)
     units = effective_units(params, alpha, init=init)
-    loss = float(0.5 * np.mean(np.sum((np.asarray(_forward(params, jnp.asarray(X), alpha)) - Y) ** 2, 1)))
+    F = np.asarray(forward_unchecked(params, jnp.asarray(X), alpha))
+    loss = float(0.5 * np.mean(np.sum((F - Y) ** 2, 1)))
     biased = any(getattr(la, "bias", None) is not None for la in params)
     two = len(params) == 2 and not biased
     if two and units.family == "linear" and all(type(la) is Layer for la in params):

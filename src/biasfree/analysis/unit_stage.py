@@ -38,16 +38,12 @@ import numpy as np
 
 from ..core.conv import Conv, PooledDense
 from ..core.layers import Layer
-from ..core.nets import _forward
+from ..core.nets import forward_unchecked
 from ..core.units import conv_units, unit_groups
 from .nearest import dropped_norms, nearest
 from .stage_result import EmbeddedPoint
 from .stationary import accumulations, gamma, gradient_tolerance, layer_norms
-
-ASCENT_STEPS = 200
-"""Steps of the escape-direction ascent from each start."""
-STARTS = 8
-"""Random starts of the ascent (besides the learned units' directions, ±)."""
+from .unit_escape import ascent_rate
 
 
 @dataclass(frozen=True)
@@ -152,7 +148,7 @@ def _unflat(th, shape):
 def _residuals(th, X, Y, *, rebuild, shape, alpha):
     """``r(θ) = vec(f_θ(X) − Y)/√N``, so ``½‖r‖² = L(θ)``."""
     U, V = _unflat(th, shape)
-    return ((_forward(rebuild(U, V), X, alpha) - Y) / math.sqrt(X.shape[0])).ravel()
+    return ((forward_unchecked(rebuild(U, V), X, alpha) - Y) / math.sqrt(X.shape[0])).ravel()
 
 
 @partial(jax.jit, static_argnames=("rebuild", "shape", "alpha"))
@@ -166,7 +162,7 @@ def _jacobian(th, X, Y, *, rebuild, shape, alpha):
     n = U.shape[0]
 
     def one(u, v):
-        return _forward(rebuild(u[None], v[None]), X, alpha).ravel() / math.sqrt(X.shape[0])
+        return forward_unchecked(rebuild(u[None], v[None]), X, alpha).ravel() / math.sqrt(X.shape[0])
     JU, JV = jax.vmap(jax.jacfwd(one, argnums=(0, 1)))(U, V)  # (n, N p, a), (n, N p, b)
     return jnp.concatenate([JU.transpose(1, 0, 2).reshape(-1, n * U.shape[1]),
                             JV.transpose(1, 0, 2).reshape(-1, n * V.shape[1])], 1)
@@ -175,7 +171,7 @@ def _jacobian(th, X, Y, *, rebuild, shape, alpha):
 @partial(jax.jit, static_argnames=("rebuild", "alpha"))
 def _outputs(U, V, X, *, rebuild, alpha):
     """``f(X)`` of the net ``rebuild(U, V)`` (compiled once per shape)."""
-    return _forward(rebuild(U, V), X, alpha)
+    return forward_unchecked(rebuild(U, V), X, alpha)
 
 
 def _out(U, V, X, rebuild, alpha) -> np.ndarray:
@@ -184,7 +180,7 @@ def _out(U, V, X, rebuild, alpha) -> np.ndarray:
 
 def _loss(th, X, Y, rebuild, shape, alpha):
     U, V = _unflat(th, shape)
-    R = _forward(rebuild(U, V), X, alpha) - Y
+    R = forward_unchecked(rebuild(U, V), X, alpha) - Y
     return 0.5 * jnp.sum(R**2) / X.shape[0]
 
 
@@ -204,7 +200,8 @@ def _newton_terms(th, X, Y, *, rebuild, shape, alpha):
     (n, a), b = shape, V.shape[1]
 
     def pulled(t):  # r·f(θ_i)/√N of one unit θ_i = (u, v), r held
-        return r @ _forward(rebuild(t[None, :a], t[None, a:]), X, alpha).ravel() / math.sqrt(X.shape[0])
+        f = forward_unchecked(rebuild(t[None, :a], t[None, a:]), X, alpha)
+        return r @ f.ravel() / math.sqrt(X.shape[0])
     blocks = jax.vmap(jax.hessian(pulled))(jnp.concatenate([U, V], 1))  # (n, a + b, a + b)
     idx = jnp.concatenate([jnp.arange(n)[:, None] * a + jnp.arange(a),
                            n * a + jnp.arange(n)[:, None] * b + jnp.arange(b)], 1)  # (n, a + b)
@@ -233,12 +230,13 @@ def escape_rate(params, X, Y, alpha: float) -> float:
     """λ* = max_ŵ ‖⟨r σ(ŵ·x)⟩‖ at the net ``params`` (module doc): the rate at which a new unit
     leaves it (α = 1: σ₁(G), the Hessian's ``|λ_min|`` at a zero unit)."""
     U, V, rebuild = parts(params)
-    return _rate(rebuild, U, V, np.asarray(X, float), np.asarray(Y, float), float(alpha))[0]
+    R = _out(U, V, X, rebuild, float(alpha)) - np.asarray(Y, float)
+    return ascent_rate(rebuild, U, R, np.asarray(X, float), float(alpha), V.shape[1])[0]
 
 
 def narrow_fixed_point(rebuild, U0, V0, X, Y, alpha):
     """The narrow net's fixed point nearest (U0, V0): LM on the residuals, then Newton. ``rebuild(U, V)``
-    gives the params of n rows U (n, a), V (n, b); any net ``_forward`` runs (units, kernels, heads).
+    gives the params of n rows U (n, a), V (n, b); any net ``forward_unchecked`` runs (units, kernels, heads).
     A hashable ``rebuild`` (:class:`Rebuild`) reuses the compiled residuals, Jacobian and Hessian
     from call to call; one whose units add (``rebuild.additive``) has its Jacobian unit by unit."""
     from scipy.optimize import least_squares
@@ -302,57 +300,6 @@ def _rotated(res, jac):
     return res_rot, jac_rot
 
 
-def _new_unit_loss(w, v, R, X, rebuild, alpha):
-    """The loss with a new unit (w, v) added to a net of residuals R = f − Y (units add)."""
-    return 0.5 * jnp.sum((R + _forward(rebuild(w[None], v[None]), X, alpha)) ** 2) / X.shape[0]
-
-
-@partial(jax.jit, static_argnames=("rebuild", "alpha", "b"))
-def _pull(w, R, X, rebuild, alpha, b):
-    """g(w) = −∂L/∂v of a new unit (w, 0), v of ``b`` outgoing weights."""
-    return -jax.grad(_new_unit_loss, argnums=1)(w, jnp.zeros(b), R, X, rebuild, alpha)
-
-
-@partial(jax.jit, static_argnames=("rebuild", "alpha", "steps"))
-def _ascend(W0, U, V, X, Y, *, rebuild, alpha, steps):
-    """The ascent ``ŵ ← ∇_ŵ(ĝ·g(ŵ))/‖·‖`` from each row of W0, ``steps`` times (module doc), at the
-    net (U, V) of residuals R = f − Y held; of the ends, the first with the largest ‖g(ŵ)‖:
-    ``(λ*, ŵ*, ĝ, m)``, m = ``ĝᵀ(∂²L/∂v²)ĝ`` of the new unit (ŵ*, 0)."""
-    R, b = _forward(rebuild(U, V), X, alpha) - Y, V.shape[1]
-
-    def step(_, w):
-        gw = _pull(w, R, X, rebuild, alpha, b)
-        gh = gw / jnp.maximum(jnp.linalg.norm(gw), 1e-300)
-        w2 = jax.grad(lambda u: gh @ _pull(u, R, X, rebuild, alpha, b))(w)
-        return w2 / jnp.maximum(jnp.linalg.norm(w2), 1e-300)
-
-    def ascend(w):
-        w = jax.lax.fori_loop(0, steps, step, w)
-        return w, jnp.linalg.norm(_pull(w, R, X, rebuild, alpha, b))
-    ends, rates = jax.vmap(ascend)(W0)
-    i = jnp.argmax(rates)  # the first of the largest, in the starts' order
-    w = ends[i]
-    gw = _pull(w, R, X, rebuild, alpha, b)
-    gh = gw / jnp.maximum(jnp.linalg.norm(gw), 1e-300)
-    hv = jax.jvp(lambda v: jax.grad(_new_unit_loss, argnums=1)(w, v, R, X, rebuild, alpha),
-                 (jnp.zeros(b),), (gh,))[1]
-    return rates[i], w, gh, gh @ hv
-
-
-def _rate(rebuild, U, V, X, Y, alpha, seed: int = 0):
-    """λ* = max_ŵ ‖g(ŵ)‖, g(ŵ) = −∂L/∂v of a new unit (ŵ, 0) at (U, V) (module doc), by ascent;
-    ``rebuild`` a :class:`Rebuild` (its units add: the new unit's term is added to the residuals).
-    ``(λ*, ŵ*, ĝ, m)``; m = ĝᵀ ∂²L/∂v² ĝ, how fast the new unit's own output closes its residual
-    (dense: ⟨σ(ŵ*·x)²⟩)."""
-    rng = np.random.default_rng(seed)
-    starts = list(rng.standard_normal((STARTS, U.shape[1])))
-    starts += [s * u for u in U if np.linalg.norm(u) > 0 for s in (1, -1)]
-    W0 = np.stack([w / np.linalg.norm(w) for w in starts])
-    rate, w, gh, m = _ascend(*(jnp.asarray(A) for A in (W0, U, V, X, Y)), rebuild=rebuild, alpha=alpha,
-                             steps=ASCENT_STEPS)
-    return float(rate), np.asarray(w), np.asarray(gh), float(m)
-
-
 def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold, solved=None) -> UnitFixedPoint:
     """The embedded fixed point of a bias-free two-layer (leaky) ReLU dense or conv net
     ``params`` (module doc), with ``sigmas`` the init noise per factor (or None) and the
@@ -390,7 +337,7 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold, solved=None)
         P = max(P, float(np.prod(layer_norms(narrow))))
     ftol = 2 * gamma(X.shape[1] + n) * P * float(np.max(np.linalg.norm(X, axis=1)))
     grad, grad_tol, R = _relgrad(rebuild, Us, Vs, X, Y, alpha)
-    rate, w_dir, g_dir, m = _rate(rebuild, Un, Vn, X, Y, alpha)
+    rate, w_dir, g_dir, m = ascent_rate(rebuild, Un, f_n - np.asarray(Y, float), X, alpha, V.shape[1])
     rx, rr = (float(np.sqrt(np.mean(np.sum(A**2, 1)))) for A in (X, R))
     # g = ⟨r σ(ŵ·x)⟩ over N terms, |σ(ŵ·x)| ≤ ‖x‖: γ_K (rms‖r‖ + its own round-off P rms‖x‖) rms‖x‖
     rate_tol = gamma(accumulations(star, X.shape[0])) * (rr + P * rx) * rx

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .layers import Params
-from .nets import _forward, check_apply, net_after_first
+from .nets import check_apply, forward_unchecked, net_after_first
 from .precision import precise
 
 BLOCK_ENTRIES = 2**22
@@ -32,7 +32,7 @@ def _pair(params, Xb, alpha):
     return net_after_first(params, Z, alpha), net_after_first(params, Zm, alpha)
 
 
-_one = jax.jit(lambda params, Xb, alpha: (_forward(params, Xb, alpha),))
+_one = jax.jit(lambda params, Xb, alpha: (forward_unchecked(params, Xb, alpha),))
 
 
 def _blocks(fn, params, X, alpha, n_out: int):

@@ -131,10 +131,10 @@ def hidden(params: Params, X: Array, alpha) -> list[Array]:
 @precise
 def forward(params: Params, X: Array, alpha) -> Array:
     """Network output ``f(X)`` of shape (N, p) for inputs ``X`` (N, d), slope ``alpha``."""
-    return _forward(params, check_apply(params, X, alpha), alpha)
+    return forward_unchecked(params, check_apply(params, X, alpha), alpha)
 
 
-def _forward(params: Params, X, alpha):
+def forward_unchecked(params: Params, X, alpha):
     """:func:`forward` unchecked."""
     return net_after_first(params, params[0].apply(X), alpha)
 
@@ -158,7 +158,7 @@ def odd_part(params: Params, X: Array, alpha) -> Array:
 
 def _odd_part(params: Params, X, alpha):
     """:func:`odd_part` unchecked."""
-    return 0.5 * (_forward(params, X, alpha) - _forward(params, -X, alpha))
+    return 0.5 * (forward_unchecked(params, X, alpha) - forward_unchecked(params, -X, alpha))
 
 
 @validate.array_args("X")
@@ -173,7 +173,7 @@ def even_part(params: Params, X: Array, alpha) -> Array:
 
 def _even_part(params: Params, X, alpha):
     """:func:`even_part` unchecked."""
-    return 0.5 * (_forward(params, X, alpha) + _forward(params, -X, alpha))
+    return 0.5 * (forward_unchecked(params, X, alpha) + forward_unchecked(params, -X, alpha))
 
 
 def beta_eff_is_exact(params: Params) -> bool:

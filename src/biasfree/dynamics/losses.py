@@ -21,7 +21,7 @@ from jax.custom_derivatives import SymbolicZero
 
 from .. import _validate as validate
 from ..core.layers import Params, is_dense
-from ..core.nets import _forward, _leaky_relu, check_apply, net_after_first
+from ..core.nets import _leaky_relu, check_apply, forward_unchecked, net_after_first
 from ..core.precision import precise
 
 LOSSES = ("mse", "logistic")
@@ -79,7 +79,8 @@ def check_run_args(params, X, Y, alpha, loss, *, mirrored=False, x_name="X") -> 
 def objective_and_loss(params, X, Y, alpha, weight_decay, loss, mirrored=False):
     """``(J(θ), L(θ))``: the objective and, as auxiliary output, the data loss; with
     ``mirrored`` X is X₊ and :func:`forward_mirrored` halves the first layer's products."""
-    L = _loss_value(_forward_mirrored(params, X, alpha) if mirrored else _forward(params, X, alpha), Y, loss)
+    F = _forward_mirrored(params, X, alpha) if mirrored else forward_unchecked(params, X, alpha)
+    L = _loss_value(F, Y, loss)
     return L + 0.5 * weight_decay * sq_norm(params), L
 
 
@@ -121,7 +122,7 @@ def _forward_mirrored(params: Params, X_half, alpha):
     """:func:`forward_mirrored` unchecked."""
     first = params[0]
     if not first.is_linear:  # attention: f(−X₊) is not read off X₊'s products
-        return _forward(params, jnp.concatenate([X_half, -X_half], axis=0), alpha)
+        return forward_unchecked(params, jnp.concatenate([X_half, -X_half], axis=0), alpha)
     if (len(params) == 2 and is_dense(params) and first.activation == "leaky"
             and first.b is None and params[1].b is None):
         if _is_one(alpha):  # the linear twin: no nonlinearity, so no (n, width) product at all

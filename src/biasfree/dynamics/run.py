@@ -20,7 +20,7 @@ import numpy as np
 from .. import _validate as validate
 from ..core.data import Dataset
 from ..core.layers import Params, check_net, is_net
-from ..core.nets import _even_part, _forward, beta_eff_is_exact
+from ..core.nets import _even_part, beta_eff_is_exact, forward_unchecked
 from ..core.twin import check_leaky
 from .losses import LOSSES, _forward_mirrored, _loss_value, check_labels, objective_and_loss
 from .trajectory import _observe
@@ -144,7 +144,7 @@ def check_forward(params: Params, data: Dataset, cfg: RunConfig, kw: dict | None
     """The net's forward on the data does not overflow (:func:`~biasfree._validate.finite_forward`),
     at the per-member slopes of ``kw`` (an ensemble's) or else the config's α."""
     alpha = (kw or {}).get("alpha")
-    validate.finite_forward(params, data.X, cfg.alpha if np.ndim(alpha) == 0 else alpha, _forward,
+    validate.finite_forward(params, data.X, cfg.alpha if np.ndim(alpha) == 0 else alpha, forward_unchecked,
                             batched=batched)
 
 
@@ -170,7 +170,7 @@ def grad_fn(mirrored: bool):
 def loss_fn(mirrored: bool):
     """``L(θ)`` as a function of ``(params, X, Y, alpha, loss)`` (``mirrored``: X is X₊)."""
     return lambda p, X, Y, a, loss: _loss_value(
-        _forward_mirrored(p, X, a) if mirrored else _forward(p, X, a), Y, loss)
+        _forward_mirrored(p, X, a) if mirrored else forward_unchecked(p, X, a), Y, loss)
 
 
 def _finite(params):
@@ -191,9 +191,10 @@ def record_losses(params, arrays, alpha, loss, mirrored=False):
         n = X.shape[0]
         fe = 0.5 * (F[:n] + F[n:])
     else:
-        F, fe = _forward(safe, X, alpha), _even_part(safe, X, alpha)
+        F, fe = forward_unchecked(safe, X, alpha), _even_part(safe, X, alpha)
     obs = {"loss": _loss_value(F, Y, loss), "even_energy": jnp.mean(jnp.sum(fe**2, axis=-1)),
-           "test_loss": None if X_test is None else _loss_value(_forward(safe, X_test, alpha), Y_test, loss)}
+           "test_loss": None if X_test is None
+           else _loss_value(forward_unchecked(safe, X_test, alpha), Y_test, loss)}
     return jax.tree_util.tree_map(lambda v: jnp.where(ok, v, jnp.nan), obs)
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from .. import _validate as validate
 from ..core import units
 from ..core.layers import Params, takes_net
-from ..core.nets import _beta_eff, _even_part, _forward, beta_eff_is_exact, check_apply
+from ..core.nets import _beta_eff, _even_part, beta_eff_is_exact, check_apply, forward_unchecked
 from ..core.precision import precise
 from .losses import _forward_mirrored, _loss_value, check_run_args, check_targets
 
@@ -235,13 +235,13 @@ def _observe(params: Params, X, Y, alpha, loss: str, X_test=None, Y_test=None, p
             P = jnp.linalg.pinv(X) if pinv_X is None else pinv_X
             beta = P @ (0.5 * (F[:n] - F[n:]))
     else:
-        F = _forward(params, X, alpha)
+        F = forward_unchecked(params, X, alpha)
         beta = _beta_eff(params, alpha, X, pinv_X)
         fe = _even_part(params, X, alpha)
     return {"loss": _loss_value(F, Y, loss), "beta": beta, "even_energy": jnp.mean(jnp.sum(fe**2, axis=-1)),
             "singular_values": tuple(jnp.linalg.svd(layer.matrix, compute_uv=False) for layer in params),
             "conserved": _conserved(params), "test_loss": None if X_test is None
-            else _loss_value(_forward(params, X_test, alpha), Y_test, loss)}
+            else _loss_value(forward_unchecked(params, X_test, alpha), Y_test, loss)}
 
 
 @dataclass(frozen=True)

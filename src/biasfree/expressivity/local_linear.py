@@ -47,7 +47,7 @@ import numpy as np
 
 from .. import _validate as validate
 from ..core.layers import Params
-from ..core.nets import _even_part, _forward, _odd_part, check_apply, effective_rank, has_bias
+from ..core.nets import _even_part, _odd_part, check_apply, effective_rank, forward_unchecked, has_bias
 from ..core.precision import gamma, precise
 from .decomposition import energy
 
@@ -165,7 +165,7 @@ def jacobians(params: Params, X, alpha) -> jax.Array:
     """``J(x_n)`` (N, p, d) of ``forward(params, ·, alpha)`` at the rows of X: forward mode
     when d ≤ p, reverse mode otherwise (the cheaper), vmapped over the inputs."""
     def f(x):
-        return _forward(params, x[None, :], alpha)[0]
+        return forward_unchecked(params, x[None, :], alpha)[0]
     d, p = X.shape[1], params[-1].n_out
     return jax.vmap(jax.jacfwd(f) if d <= p else jax.jacrev(f))(X)
 
@@ -177,7 +177,7 @@ def _measure(params: Params, X, alpha, lam):
     f(λX) and G(λX) (1 + #λ, N, p) (slice 0: λ = 1), J, f − Jx, f_odd, f_even."""
     N = X.shape[0]
     XL = (jnp.concatenate([jnp.ones(1, X.dtype), lam])[:, None, None] * X[None]).reshape(-1, X.shape[1])
-    FL = _forward(params, XL, alpha).reshape(lam.size + 1, N, -1)
+    FL = forward_unchecked(params, XL, alpha).reshape(lam.size + 1, N, -1)
     GL = _abs_forward(params, XL).reshape(lam.size + 1, N, -1)
     J = jacobians(params, X, alpha)
     return (FL, GL, J, FL[0] - jnp.einsum("npd,nd->np", J, X), _odd_part(params, X, alpha),
