@@ -105,10 +105,10 @@ class Rebuild:
     weights U (n', a) and outgoing V (n', b) (jax-traceable). Hashable by value, so the compiled
     searches below take it as a static argument and are reused from call to call. Its units add:
     ``f(U, V) = Σ_i f(U_i, V_i)`` (a unit's readout reads its own hidden channel only), which the
-    Jacobian and the escape ascent use (:data:`additive`)."""
+    Jacobian and the escape ascent use (``additive``)."""
 
     kshape: tuple | None = None
-    """A conv kernel's (C_in, *k) shape; None for a dense net."""
+    """A conv kernel's ``(C_in, *k)`` shape; None for a dense net."""
     in_shape: tuple = ()
     padding: str = "same"
     pooled: tuple | None = None

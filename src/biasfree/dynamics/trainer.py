@@ -305,7 +305,7 @@ def _train(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, 
 def run_checked(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=None, twin=False,
                 batched=False, layout=None, observables="all", progress=None, time_budget=None, segments=None,
                 stop=None, twin_optimiser=None):
-    """:func:`_train` with the net, the data, a given twin and the optimiser's update checked by the
+    """``_train`` with the net, the data, a given twin and the optimiser's update checked by the
     caller (``analyse`` checks them once, then runs this): the settings' fit to the data and to each
     other, the job, the run. ``segments`` (B, R−1): each member's own steps between records (an
     ensemble whose members run different step counts; internal). ``stop(state, last record)``:
