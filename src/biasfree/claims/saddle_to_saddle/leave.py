@@ -23,11 +23,13 @@ from ...theory.staircase import find_plateaus
 def attention_leave(t, loss, path, X, Y, init, levels, lr: float) -> dict:
     """Per intermediate plateau k = 1 … K − 1 (arrays of that length): ``now`` the record's time,
     ``times`` now + t*, ``lo``/``hi`` the window (absolute times, widened as in the module doc),
-    ``measured`` the interpolated half drop, ``rate`` c, ``a0`` and ``units`` at the record."""
+    ``measured`` the interpolated half drop (NaN, a failed check, when the stage answered another saddle than
+    plateau k's, ``k`` its heads, or the loss was already past the half drop at the record), ``rate`` c,
+    ``a0`` and ``units`` at the record."""
     t, loss, levels = (np.asarray(a, float) for a in (t, loss, levels))
     stair = find_plateaus(t, loss)
     got = np.array([q.level for q in stair.plateaus])
-    out = {n: [] for n in ("now", "times", "lo", "hi", "measured", "rate", "a0", "units")}
+    out = {n: [] for n in ("now", "times", "lo", "hi", "measured", "rate", "a0", "units", "k")}
     for k in range(1, levels.size - 1):
         if got.size == 0:
             break
@@ -42,12 +44,14 @@ def attention_leave(t, loss, path, X, Y, init, levels, lr: float) -> dict:
         e1 = (dL / c) ** (1 / 3)
         x = lr * c * e1 / 2
         crossing = th.crossing_time(t[j:], loss[j:], st.head_point.loss - dL / 2)
+        if st.k != k or not crossing > t[j]:  # another saddle's t*, or a drop already past: not a measurement
+            crossing = math.nan
         i = int(np.searchsorted(t, crossing)) if math.isfinite(crossing) else t.size - 1
         width = float(t[min(i, t.size - 1)] - t[max(i - 1, 0)])
         for n, val in (("now", t[j]), ("times", t[j] + tstar),
                        ("lo", t[j] + tstar - 2 ** (1 / 3) / (c * e1) - width),
                        ("hi", t[j] + tstar + tstar * x / (1 - x) + width), ("measured", crossing),
-                       ("rate", c), ("a0", lv.a0), ("units", st.units.count)):
+                       ("rate", c), ("a0", lv.a0), ("units", st.units.count), ("k", st.k)):
             out[n].append(float(val))
     return {n: np.asarray(v, float) for n, v in out.items()}
 
@@ -62,7 +66,8 @@ def leave_checks(key: str, title: str, leave: dict) -> tuple[dict, dict, dict]:
         metrics[f"{key}_leave{i + 1}_lo"], metrics[f"{key}_leave{i + 1}_hi"] = lo, hi
         checks[f"{key}_leave{i + 1}"] = at_most(
             max(lo - tm, tm - hi) if math.isfinite(tm) else math.inf, 0.0,
-            f"{title}: from plateau {i + 1} (t = {leave['now'][i]:.4g}), analyse's time to leave (the small "
+            f"{title}: from plateau {i + 1} (t = {leave['now'][i]:.4g}, the stage's saddle of "
+            f"{leave['k'][i]:.0f} heads), analyse's time to leave (the small "
             f"heads' cubic blow-up at {leave['times'][i]:.4g}) brackets the half drop: window "
             f"[{lo:.4g}, {hi:.4g}] (docs/theory.md §11.7.13).", unit="time ηk outside the window")
     return arrays, metrics, checks
