@@ -199,8 +199,8 @@ def head_fixed_point(layer: SeparateAttention, X, Y, k: int) -> HeadFixedPoint:
         grad, tol, _ = relative_gradient(point[0], X, Y, feats)
         return point, dist, grad <= tol
 
-    order = [0, *dict.fromkeys(n for n in (top, top - 1, *range(1, top)) if n > 0)]
-    (n, (star, narrow, keep), _), tried = nearest(order, lambda n: bound[n], solve)
+    ns = [0, *dict.fromkeys(n for n in (top, top - 1, *range(1, top)) if n > 0)]  # solve keeps order[:n]
+    (n, (star, narrow, keep), _), tried = nearest(ns, lambda n: bound[n], solve)
     hp = check_embedding(layer, star, narrow, keep, X, Y, min(k, n * r), feats)
     hp = dataclasses.replace(hp, candidates=tried)
     if not hp.saddle:
