@@ -9,6 +9,11 @@ only one read, ``G = (1/c) Σ_n e_n e_nᵀ``), trilinear in its own weights (v_h
   layer of those heads alone, started from their weights, is moved to its nearest stationary
   point of the sample loss by :func:`~biasfree.analysis.unit_stage.narrow_fixed_point`
   (Levenberg–Marquardt on the residuals, then Newton): no closed form exists on a sample (§11.7.11).
+- **The family.** A head's function is unchanged along (v, K, Q) → (bv, AK, A⁻ᵀQ/b), b ≠ 0, A in
+  GL(r): a narrow fixed point is a family, and where the solver lands in it depends on round-off
+  (measured: the K weights scaled by 1 + 1e-12 moved the landing point's distance by 9%). Each kept
+  head is moved to its family's point nearest the net's head (:func:`nearest_in_family`), so the
+  distance is the family's, not the landing point's.
 - **The embedding** (Theorem 1's zero unit): the kept heads get the narrow weights (the unread rows of
   V stay the net's), every other head ``V_h = K_h = Q_h = 0``. The function is the narrow one,
   and a zero head's gradient is 0: each of ∂f_h/∂v_h, ∂f_h/∂K_h, ∂f_h/∂Q_h is a product of the
@@ -53,8 +58,8 @@ class HeadFixedPoint(EmbeddedPoint):
     """The embedded k-head fixed point θ* of separate attention (module doc), with the checks of
     :class:`~biasfree.analysis.stage_result.EmbeddedPoint` (over all heads' read weights; ``rate``
     the escape coefficient c*: the loss falls as −c*ε³): ``heads`` the net's heads it keeps,
-    ``distance`` ‖θ − θ*‖ over V, K, Q (to the point found: an upper bound on the distance to its
-    family of rescaled and rotated heads), ``k`` the effective units (rank of B)."""
+    ``distance`` ‖θ − θ*‖ over V, K, Q (θ*'s heads each at their family's point nearest the net's,
+    :func:`nearest_in_family`), ``k`` the effective units (rank of B)."""
 
     heads: tuple
     distance: float
@@ -153,6 +158,33 @@ def escape_coefficient(T, starts=(), seed: int = 0) -> tuple[float, tuple]:
     return best, arg
 
 
+def nearest_in_family(head, star) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The point of ``star`` = (v*, K*, Q*)'s family {(bv*, AK*, A⁻ᵀQ*/b)} (module doc) nearest
+    ``head`` = (v (D+1,), K (r, D+1), Q (r, D+1)): min over b, A of ``‖bv* − v‖² + ‖AK* − K‖²
+    + ‖A⁻ᵀQ*/b − Q‖²``, a local minimum found by trust-region least squares from the canonical start
+    C = (b₀v*, A₀K*, A₀⁻ᵀQ*/b₀), b₀ = v·v*/‖v*‖², A₀ = KK*⁺: C is the same for every member of
+    the family (A₀K* = K projected on K*'s rows, b₀v* = v projected on v*), so the answer does not
+    depend on where the solver landed. Where A₀ is singular or b₀ = 0 (the net's head orthogonal to
+    the family) the start is ``star`` itself."""
+    from scipy.optimize import least_squares
+
+    v, K, Q = (np.asarray(a, float) for a in head)
+    vs, Ks, Qs = (np.asarray(a, float) for a in star)
+    r = K.shape[0]
+    b0 = float(v @ vs) / max(float(vs @ vs), 1e-300)
+    A0 = K @ np.linalg.pinv(Ks)
+    if b0 != 0 and np.linalg.cond(A0) < 1e8:
+        vs, Ks, Qs = b0 * vs, A0 @ Ks, np.linalg.solve(A0.T, Qs) / b0
+
+    def res(x):
+        b, A = x[0], x[1:].reshape(r, r)
+        return np.concatenate([b * vs - v, (A @ Ks - K).ravel(), (np.linalg.solve(A.T, Qs) / b - Q).ravel()])
+    x = least_squares(res, np.concatenate([[1.0], np.eye(r).ravel()]), jac="3-point", method="trf",
+                      xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=200).x
+    b, A = x[0], x[1:].reshape(r, r)
+    return b * vs, A @ Ks, np.linalg.solve(A.T, Qs) / b
+
+
 def _embedded(layer, X, Y, keep: tuple):
     """The layer of the heads ``keep`` alone at its nearest stationary point, embedded (module doc):
     ``((star, narrow, keep), ‖θ − θ*‖)`` over V, K, Q."""
@@ -167,6 +199,11 @@ def _embedded(layer, X, Y, keep: tuple):
     idx = list(keep)
     U0 = np.concatenate([K[idx].reshape(len(idx), r * D1), Q[idx].reshape(len(idx), r * D1)], 1)
     Un, Vn = narrow_fixed_point(rebuild, U0, v[idx], X, Y, 0.0)
+    n = len(idx)
+    fam = [nearest_in_family((v[h], K[h], Q[h]), (Vn[j], Un[j, :r * D1].reshape(r, D1),
+                                                   Un[j, r * D1:].reshape(r, D1))) for j, h in enumerate(idx)]
+    Vn = np.array([f[0] for f in fam]).reshape(n, D1)
+    Un = np.array([np.concatenate([f[1].ravel(), f[2].ravel()]) for f in fam]).reshape(n, 2 * r * D1)
     narrow = rebuild(jnp.asarray(Un), jnp.asarray(Vn))[0]
     Vs, Ks, Qs = np.zeros_like(np.asarray(layer.V, float)), np.zeros_like(K), np.zeros_like(Q)
     nv, nK, nQ = _weights(narrow)
