@@ -250,49 +250,40 @@ the decoupled decay ×ρ^{1+κ} = ×ρ (κ = 0); optax defaults otherwise (momen
 
 class ApproximateTwinWarning(UserWarning):
     """``bf.train(..., twin=True)`` under a plain optimiser that is not homogeneous: the twin runs
-    with :func:`twin_degree`'s approximate κ (``analyse(train=...)`` puts the same text in its notes)."""
-
-
-def twin_degree(opt, alpha: float, depth: int, probe=None, *, name: str) -> tuple[float, str]:
-    """``(κ, how it was found)`` for the twin of ``opt`` (an optimiser or a factory of ρ; ``name``
-    its config's ``TrainConfig.label``, named in the note) at
-    slope α and depth L: the one κ policy of ``bf.train(..., twin=True)`` and ``analyse(train=...)``
-    (docs/theory.md §9.2). κ measured (:func:`measure_degree`): the twin is exact. A plain
-    optimiser that is not homogeneous (Adam with its ε = 1e-8 fixed) gets the κ of its updates on
-    unit-size gradients, where ε is negligible (the refusal's κ at probe scale 1 and the first of
-    :data:`PROBE_RHOS`), rounded to an integer, and the note says the twin is then APPROXIMATE; a
-    factory that is not homogeneous is refused (its ρ-scaling is wrong), as is a κ that is not
-    finite."""
-    factory = not (hasattr(opt, "init") and hasattr(opt, "update"))
-    make = opt if factory else (lambda rho: opt)
-    label = name
-    try:
-        kappa = measure_degree(make, probe_rhos(alpha, depth), probe, label)
-        return kappa, f"κ = {kappa:g} measured: the twin optimiser is exact (docs/theory.md §9)"
-    except NotHomogeneousError as refused:
-        kappa = refused.kappas[1.0, PROBE_RHOS[0]]  # unit-size gradients (ε negligible), ρ = 3
-        if factory or not math.isfinite(kappa):
-            raise
-    kappa = float(round(kappa))
-    return kappa, (f"APPROXIMATE twin: {label} is not homogeneous in the gradients within round-off "
-                   f"(tolerance {HOMOGENEITY_RTOL:g}), κ = {kappa:g} from unit-size gradients; the measured "
-                   "gap includes the constant's effect (pass a factory, e.g. lambda rho: optax.adam(lr, "
-                   "eps=1e-8 * rho), for an exact twin)")
+    with :func:`with_degree`'s approximate κ (``analyse(train=...)`` puts the same text in its notes)."""
 
 
 def with_degree(cfg: TrainConfig, alpha: float, depth: int) -> tuple[TrainConfig, object, str]:
     """``(cfg with κ set, its twin's optimiser at slope α and depth L, a note on how κ was
-    found)``: κ as given; at α = 1 (c = 1: the twin's updates are scaled by 1^(1+κ) = 1, whatever
-    κ) 0, nothing measured; else :func:`twin_degree`'s. The twin's optimiser
-    :func:`optimiser_twin`'s, built once for every run of ``cfg`` on such a net (the trainer
-    takes it as it is: ``trainer.run_checked``'s ``twin_optimiser``; ``bf.train(..., twin=True)``
-    without one calls this, so both follow one κ policy)."""
+    found)``: the one κ policy of ``bf.train(..., twin=True)`` and ``analyse(train=...)``
+    (docs/theory.md §9.2). κ as given; at α = 1 (c = 1: the twin's updates are scaled by
+    1^(1+κ) = 1, whatever κ) 0, nothing measured; else measured (:func:`measure_degree`): the twin
+    is exact. A plain optimiser that is not homogeneous (Adam with its ε = 1e-8 fixed) gets the κ
+    of its updates on unit-size gradients, where ε is negligible (the refusal's κ at probe scale 1
+    and the first of :data:`PROBE_RHOS`), rounded to an integer, and the note says the twin is then
+    APPROXIMATE; a factory that is not homogeneous is refused (its ρ-scaling is wrong), as is a κ
+    that is not finite. The twin's optimiser :func:`optimiser_twin`'s, built once for every run of
+    ``cfg`` on such a net (the trainer takes it as it is: ``trainer.run_checked``'s
+    ``twin_optimiser``; ``bf.train(..., twin=True)`` without one calls this)."""
     if cfg.degree is not None:
         note = f"κ = {cfg.degree:g} as given"
     elif alpha == 1.0:
         note = "κ = 0: at α = 1 the twin's updates are the net's, whatever κ"
         cfg = dataclasses.replace(cfg, degree=0.0)
     else:
-        kappa, note = twin_degree(cfg.optimiser, alpha, depth, name=cfg.label)
+        opt = cfg.optimiser
+        try:
+            kappa = measure_degree(opt if cfg.factory else (lambda rho: opt), probe_rhos(alpha, depth),
+                                   name=cfg.label)
+            note = f"κ = {kappa:g} measured: the twin optimiser is exact (docs/theory.md §9)"
+        except NotHomogeneousError as refused:
+            kappa = refused.kappas[1.0, PROBE_RHOS[0]]  # unit-size gradients (ε negligible), ρ = 3
+            if cfg.factory or not math.isfinite(kappa):
+                raise
+            kappa = float(round(kappa))
+            note = (f"APPROXIMATE twin: {cfg.label} is not homogeneous in the gradients within round-off "
+                    f"(tolerance {HOMOGENEITY_RTOL:g}), κ = {kappa:g} from unit-size gradients; the measured "
+                    "gap includes the constant's effect (pass a factory, e.g. lambda rho: optax.adam(lr, "
+                    "eps=1e-8 * rho), for an exact twin)")
         cfg = dataclasses.replace(cfg, degree=kappa)
     return cfg, _optimiser_twin(cfg.optimiser, alpha, depth, cfg.degree, name=cfg.label), note

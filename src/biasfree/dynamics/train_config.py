@@ -16,6 +16,7 @@ import numpy as np
 import optax
 
 from .. import _validate as validate
+from ..core.data import mirrored_half
 from .run import SPACINGS, RunConfig
 
 
@@ -253,6 +254,24 @@ class TrainConfig(RunConfig):
     def t_max(self) -> float:
         """``η K`` (K when η is unknown)."""
         return (self.lr or 1.0) * self.steps
+
+    def check_batches(self, data) -> None:
+        """Refuse a ``batch_size`` that does not fit ``data`` (a Dataset): above its N points, or,
+        for mirrored batches, odd or on inputs not laid out as [X₊; −X₊]."""
+        if self.batch_size is None:
+            return
+        N, b = np.shape(data.Y)[0], self.batch_size
+        if b > N:
+            raise ValueError(f"batch_size={b} exceeds the {N} training points; pass at most {N} "
+                             "(or batch_size=None for full batches)")
+        if self.mirrored_batches:
+            if not (data.mirrored or mirrored_half(np.asarray(data.X)) is not None):
+                raise ValueError("mirrored_batches=True needs symmetric inputs in the layout [X₊; -X₊] "
+                                 "(build them with bf.symmetrize(X, Y)); pass mirrored_batches=False "
+                                 "(biasfree analyse: --random-batches) for plain random batches")
+            if b % 2:
+                raise ValueError(f"batch_size={b}: mirrored batches hold whole pairs (x, -x); pass an even "
+                                 f"batch_size such as {b + 1 if b + 1 <= N else b - 1}")
 
     def make(self, rho: float = 1.0):
         """The optimiser for gradients ×ρ (a plain optimiser: itself; GD: ``optax.sgd(lr)``)."""

@@ -53,7 +53,7 @@ import numpy as np
 
 from .. import _validate as validate
 from ..core.attention_twin import check_twin_slope
-from ..core.data import Dataset, mirrored_half
+from ..core.data import Dataset
 from ..core.nets import widths
 from ..core.precision import precise
 from ..core.twin import TwinScales, twin_weights
@@ -133,24 +133,6 @@ def _divergence(state, records, n: int, job: Job, cfg: TrainConfig, what: str) -
 # ----------------------------------------------------------------- the public call
 
 
-def _check_batches(cfg: TrainConfig, data: Dataset) -> None:
-    if cfg.batch_size is None:
-        return
-    N = np.shape(data.Y)[0]
-    b = cfg.batch_size
-    if b > N:
-        raise ValueError(f"batch_size={b} exceeds the {N} training points; pass at most {N} "
-                         "(or batch_size=None for full batches)")
-    if cfg.mirrored_batches:
-        if not (data.mirrored or mirrored_half(np.asarray(data.X)) is not None):
-            raise ValueError("mirrored_batches=True needs symmetric inputs in the layout [X₊; -X₊] "
-                             "(build them with bf.symmetrize(X, Y)); pass mirrored_batches=False "
-                             "(biasfree analyse: --random-batches) for plain random batches")
-        if b % 2:
-            raise ValueError(f"batch_size={b}: mirrored batches hold whole pairs (x, -x); pass an even "
-                             f"batch_size such as {b + 1 if b + 1 <= N else b - 1}")
-
-
 def _member_order(fn):
     """Named members come back in the caller's order (the precision wrapper's tree_map sorts a
     mapping's keys)."""
@@ -200,7 +182,7 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
       measured, §9.2; not needed at α = 1, where the twin's updates are the net's); a plain
       optimiser that is not homogeneous (``optax.adam(lr)``, ε fixed) runs with κ from unit-size
       gradients and an ``ApproximateTwinWarning``, as ``analyse(train=...)`` notes it; a factory
-      that is not homogeneous is refused (:func:`~biasfree.dynamics.optimiser_twin.twin_degree`).
+      that is not homogeneous is refused (:func:`~biasfree.dynamics.optimiser_twin.with_degree`).
     - ``layout``: how an ensemble's members share the machine ("auto", "map", "vmap":
       :mod:`~biasfree.dynamics.batching`).
     - ``progress(k, K)``: called between chunks of records; ``time_budget``: seconds the run may
@@ -311,7 +293,7 @@ def run_checked(params, data, cfg: TrainConfig, kw: dict | None = None, *, key=N
     ensemble whose members run different step counts; internal). ``stop(state, last record)``:
     asked between calls, True ends the run there (one net; :func:`~biasfree.dynamics.loop.drive`).
     ``twin_optimiser``: an optax run's, built with κ by the caller (:func:`~.optimiser_twin.with_degree`)."""
-    _check_batches(cfg, data)
+    cfg.check_batches(data)
     if cfg.batch_size is not None:
         key = jax.random.PRNGKey(cfg.seed) if key is None else validate.key(key)
     elif key is not None:
