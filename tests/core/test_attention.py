@@ -279,17 +279,24 @@ def test_attention_computes_in_float64_outside_x64(problem):
 
 
 def test_twin_map_trains_at_slope_one_only(problem):
-    """merged_to_twin's layers are a linear net's: bf.train refuses another slope, which would
-    silently train a ReLU net on z (before: a 0.52 of L(0) gap, no warning)."""
+    """merged_to_twin's layers are a linear net's: the map sets the slope (bf.train with no α trains
+    at 1, and equals the run at alpha=1.0 bitwise: the same code path), and bf.train refuses another,
+    which would silently train a ReLU net on z (before: a 0.52 of L(0) gap, no warning)."""
     _, att, zd = problem
     twin = merged_to_twin(att)
-    for kw in ({}, {"alpha": 0.0}, {"alpha": np.array([1.0, 0.5])}):
+    for kw in ({"alpha": 0.0}, {"alpha": np.array([1.0, 0.5])}):
         with pytest.raises(ValueError, match=r"linear twin \(merged_to_twin\).*pass alpha=1\.0"):
             bf.train(twin, zd, optax.sgd(LR), steps=2, observables="loss", **kw)
     with pytest.raises(ValueError, match="pass alpha=1.0"):
         bf.train({"twin": bf.Member(twin, alpha=0.0)}, zd, bf.GDConfig(lr=LR, steps=2))
     r = bf.train(twin, zd, optax.sgd(LR), steps=2, observables="loss", alpha=1.0)
     assert isinstance(r.params[0], Layer) and np.all(np.isfinite(r.loss))
+    d = bf.train(twin, zd, optax.sgd(LR), steps=2, observables="loss")  # α from the map
+    np.testing.assert_array_equal(d.loss, r.loss)
+    net = bf.init_gaussian(jax.random.PRNGKey(0), (zd.X.shape[1], 3, 1), 0.3)
+    relu = [bf.train(net, zd, optax.sgd(LR), steps=2, observables="loss", **kw).loss
+            for kw in ({}, {"alpha": 0.0})]
+    np.testing.assert_array_equal(*relu)  # a plain net keeps the default slope (the map sets only its own)
 
 
 def test_weights_as_strings_refused(problem):

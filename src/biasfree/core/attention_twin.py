@@ -36,6 +36,8 @@ would silently train a ReLU net on z instead).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import jax
 import numpy as np
 
@@ -50,13 +52,23 @@ from .precision import precise
 class TwinLayer(Layer):
     """A dense layer (``W``, no bias) of the linear twin of an attention layer
     (:func:`merged_to_twin`): its net is linear, W₂W₁z, so it is trained at slope α = 1 only
-    (``bf.train`` refuses another α). It computes, saves and loads as a :class:`Layer`."""
+    (``bf.train`` sets it when no α is given, and refuses another). It computes, saves and loads
+    as a :class:`Layer`."""
 
     kind = property(lambda self: "Layer", doc="Stored as a dense Layer.")
 
 
 TWIN_SLOPE = 1.0
 """The slope α a net of :class:`TwinLayer` s is trained at (module doc)."""
+
+
+def twin_slope(params, alpha):
+    """The slope to train ``params`` at: ``alpha`` as given; for a net of :class:`TwinLayer` s
+    given none (None), :data:`TWIN_SLOPE`: the map sets it, so the twin cannot be trained as a
+    ReLU net by default."""
+    if alpha is None and not isinstance(params, Mapping) and any(isinstance(la, TwinLayer) for la in params):
+        return TWIN_SLOPE
+    return alpha
 
 
 def check_twin_slope(params, alpha) -> None:
