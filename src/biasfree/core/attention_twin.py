@@ -36,8 +36,6 @@ would silently train a ReLU net on z instead).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import jax
 import numpy as np
 
@@ -66,7 +64,7 @@ def twin_slope(params, alpha):
     """The slope to train ``params`` at: ``alpha`` as given; for a net of :class:`TwinLayer` s
     given none (None), :data:`TWIN_SLOPE`: the map sets it, so the twin cannot be trained as a
     ReLU net by default."""
-    if alpha is None and not isinstance(params, Mapping) and any(isinstance(la, TwinLayer) for la in params):
+    if alpha is None and isinstance(params, tuple | list) and any(isinstance(la, TwinLayer) for la in params):
         return TWIN_SLOPE
     return alpha
 

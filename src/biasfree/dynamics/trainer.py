@@ -208,7 +208,9 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
                        steps=500, twin=True)
         run.twin_gap / run.loss[0]       # ~1e-16: Adam's pair net is its linear twin
     """
-    kw = dict(steps=steps, alpha=twin_slope(params, alpha), lr=lr, weight_decay=weight_decay, loss=loss,
+    if not isinstance(optimiser, TrainConfig):  # a config carries its own α
+        alpha = twin_slope(params, alpha)
+    kw = dict(steps=steps, alpha=alpha, lr=lr, weight_decay=weight_decay, loss=loss,
               batch_size=batch_size, mirrored_batches=mirrored_batches, seed=seed, n_records=n_records,
               spacing=spacing, keep_params=keep_params, degree=degree, name=name)
     kw = check_vectors(kw)
