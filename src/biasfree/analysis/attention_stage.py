@@ -158,31 +158,41 @@ def escape_coefficient(T, starts=(), seed: int = 0) -> tuple[float, tuple]:
     return best, arg
 
 
-def nearest_in_family(head, star) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def nearest_in_family(head, star, unread=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The point of ``star`` = (v*, K*, Q*)'s family {(bv*, AK*, A⁻ᵀQ*/b)} (module doc) nearest
     ``head`` = (v (D+1,), K (r, D+1), Q (r, D+1)): min over b, A of ``‖bv* − v‖² + ‖AK* − K‖²
     + ‖A⁻ᵀQ*/b − Q‖²``, a local minimum found by trust-region least squares from the canonical start
     C = (b₀v*, A₀K*, A₀⁻ᵀQ*/b₀), b₀ = v·v*/‖v*‖², A₀ = KK*⁺: C is the same for every member of
     the family (A₀K* = K projected on K*'s rows, b₀v* = v projected on v*), so the answer does not
     depend on where the solver landed. Where A₀ is singular or b₀ = 0 (the net's head orthogonal to
-    the family) the start is ``star`` itself."""
+    the family) the start is ``star`` itself. ``unread`` (D+1,) bool: the query coordinates that are
+    0 on every sequence (the query's label slot), which the function never reads: they take the
+    net's values and are left out of the distance."""
     from scipy.optimize import least_squares
 
     v, K, Q = (np.asarray(a, float) for a in head)
     vs, Ks, Qs = (np.asarray(a, float) for a in star)
+    read = np.ones(Q.shape[1], bool) if unread is None else ~np.asarray(unread, bool)
     r = K.shape[0]
     b0 = float(v @ vs) / max(float(vs @ vs), 1e-300)
     A0 = K @ np.linalg.pinv(Ks)
     if b0 != 0 and np.linalg.cond(A0) < 1e8:
         vs, Ks, Qs = b0 * vs, A0 @ Ks, np.linalg.solve(A0.T, Qs) / b0
 
-    def res(x):
+    def moved(x):
         b, A = x[0], x[1:].reshape(r, r)
-        return np.concatenate([b * vs - v, (A @ Ks - K).ravel(), (np.linalg.solve(A.T, Qs) / b - Q).ravel()])
+        return b * vs, A @ Ks, np.linalg.solve(A.T, Qs) / b
+
+    def res(x):
+        try:
+            bv, AK, Qm = moved(x)
+        except np.linalg.LinAlgError:  # A singular: no member there (trust-region shrinks its step)
+            return np.full(v.size + K.size + int(read.sum()) * r, np.inf)
+        return np.concatenate([bv - v, (AK - K).ravel(), (Qm - Q)[:, read].ravel()])
     x = least_squares(res, np.concatenate([[1.0], np.eye(r).ravel()]), jac="3-point", method="trf",
                       xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=200).x
-    b, A = x[0], x[1:].reshape(r, r)
-    return b * vs, A @ Ks, np.linalg.solve(A.T, Qs) / b
+    bv, AK, Qm = moved(x)
+    return bv, AK, np.where(read, Qm, Q)
 
 
 def _embedded(layer, X, Y, keep: tuple):
@@ -199,9 +209,10 @@ def _embedded(layer, X, Y, keep: tuple):
     idx = list(keep)
     U0 = np.concatenate([K[idx].reshape(len(idx), r * D1), Q[idx].reshape(len(idx), r * D1)], 1)
     Un, Vn = narrow_fixed_point(rebuild, U0, v[idx], X, Y, 0.0)
-    n = len(idx)
+    n, unread = len(idx), np.all(features(layer, X)[1] == 0, axis=0)
     fam = [nearest_in_family((v[h], K[h], Q[h]), (Vn[j], Un[j, :r * D1].reshape(r, D1),
-                                                   Un[j, r * D1:].reshape(r, D1))) for j, h in enumerate(idx)]
+                                                   Un[j, r * D1:].reshape(r, D1)), unread)
+           for j, h in enumerate(idx)]
     Vn = np.array([f[0] for f in fam]).reshape(n, D1)
     Un = np.array([np.concatenate([f[1].ravel(), f[2].ravel()]) for f in fam]).reshape(n, 2 * r * D1)
     narrow = rebuild(jnp.asarray(Un), jnp.asarray(Vn))[0]
