@@ -346,3 +346,25 @@ def test_the_hessian_bound_holds_at_any_depth_and_needs_its_residual_term():
     rms = np.sqrt(np.mean(np.sum(X**2, 1)) * np.mean(np.sum(Y**2, 1)))
     assert abs(top - sigma) <= 2 * gamma(40 + 4 + 2) * rms
     assert hessian_bound(zero, X, -Y) >= sigma and hessian_bound(zero, X, 0 * Y) == 0.0 < sigma
+
+
+def test_a_quadratic_net_is_refused_not_read_as_linear():
+    """σ(z) = z² is in the net family (§11.2) but not in these constructions: on main an exact
+    quadratic fit (loss 0) came back as loss 6.11, not stationary, and embed answered the linear
+    net's saddle with the activation dropped from the wide net. Now each entry point refuses it,
+    naming the families built; the same weights as a linear net still run (the control)."""
+    from biasfree.analysis import saddles
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 3))
+    Y = np.sum(X**2, 1, keepdims=True)
+    quad = (Layer(np.eye(3), activation="quadratic"), Layer(np.ones((1, 3))))
+    calls = (lambda p: saddles.fixed_point(p, X, Y, 1.0), lambda p: saddles.hessian_eigh(p, X, Y, 1.0),
+             lambda p: saddles.embed(p, X, Y, 1.0, "zero"),
+             lambda p: saddles.check_embedding(p, p, X, Y, 1.0))
+    for call in calls:
+        with pytest.raises(ValueError, match=r"activation='quadratic'.*\(leaky\) ReLU and linear nets"):
+            call(quad)
+    with pytest.raises(ValueError, match=r"activation='quadratic'"):
+        saddles.embedded_params(quad, "zero")
+    lin = tuple(Layer(la.W) for la in quad)
+    assert saddles.fixed_point(lin, X, Y, 1.0).loss > 0  # the linear reading runs, and misses Σx²

@@ -37,7 +37,7 @@ import numpy as np
 
 from .. import _validate as v
 from ..core.layers import Layer, Params
-from ..core.nets import _leaky_relu
+from ..core.nets import _leaky_relu, is_leaky
 from ..core.precision import precise
 from .hessian_eig import extreme_eigenvalue
 from .stationary import EPS, accumulations, gamma, gradient_tolerance, hessian_bound, layer_norms
@@ -61,6 +61,12 @@ def _dense(params, name: str = "params", *, two: bool = False) -> list[np.ndarra
                 "built here for that family only" if two else
                 "two-layer dense net or a deeper one (biasfree.nets Layers with b=None)")
         raise ValueError(f"{name} must be a bias-free {what}")
+    if not is_leaky(params):  # σ(z) = z² read as σ_α would answer another net's questions
+        raise ValueError(f"{name}: a hidden layer has activation='quadratic'; the fixed points, "
+                         "Hessians and Theorem 1's constructions here are built for (leaky) ReLU and linear "
+                         "nets (σ_α) only; a quadratic net's effective units are "
+                         "bf.analyse(net, data).stage.units and its init-induced plateau times "
+                         "biasfree.theory.plateau_times (docs/theory.md §11.2)")
     Ws = [np.asarray(la.W, float) for la in params]
     for i in range(1, len(Ws)):
         if Ws[i].shape[1] != Ws[i - 1].shape[0]:
