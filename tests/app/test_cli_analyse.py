@@ -119,6 +119,37 @@ def test_analyse_reads_an_attention_state_dict_and_flat_sequences(attention_file
     np.testing.assert_allclose(got, api.prediction.trained.gap_to_twin, rtol=1e-12, atol=0)
 
 
+@pytest.mark.parametrize("heads", [2, 1])
+def test_a_file_of_the_authors_linear_weights_is_read_as_attention(attention_files, tmp_path, heads):
+    """The linear-attention authors' nn.Linear names (kq.weight, value.weight, (H·(D+1), D+1)) in a
+    file: the CLI and ``bf.analyse(path, …)`` read it as their attention (query summed, no 1/N), the
+    same layer ``attention_from_state_dict`` reads from the arrays. Before, two heads were refused
+    with the dense reader's error alone and one head was read as a 4 → 4 → 4 dense net ("pass
+    alpha")."""
+    from safetensors.numpy import save_file
+
+    from biasfree.analysis.attention_import import attention_from_state_dict
+    from biasfree.core.attention import init_attention
+
+    d, _, seq = attention_files
+    att = init_attention(jax.random.PRNGKey(3), 3, heads, 8, 0.05)
+    V, KQ = np.asarray(att.V), np.asarray(att.KQ)
+    arrays = {"kq.weight": np.ascontiguousarray(KQ.transpose(0, 2, 1).reshape(heads * 4, 4)),
+              "value.weight": V.reshape(heads * 4, 4)}  # safetensors.numpy writes a view's buffer as is
+    save_file(arrays, str(tmp_path / "authors.safetensors"))
+    res = runner.invoke(app, ["analyse", str(tmp_path / "authors.safetensors"), "--data", str(d / "seq.npz"),
+                              "--train-steps", "20", "--lr", "0.02", "--out", str(tmp_path / "A")])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "A" / "analysis.json").read_text())
+    assert doc["net"]["kind"] == "merged" and doc["net"]["norm"] == "none"  # the authors' sum, no 1/N
+    assert doc["net"]["heads"] == heads and doc["net"]["trained"]["include_query"] is True
+    layer = attention_from_state_dict(arrays)
+    cfg = bf.GDConfig(lr=0.02, steps=20)
+    api, read = (bf.analyse(m, seq, train=cfg) for m in (str(tmp_path / "authors.safetensors"), layer))
+    assert api.verdict.level == read.verdict.level == doc["verdict"]["level"]
+    assert api.prediction.trained.gap_to_twin == read.prediction.trained.gap_to_twin  # one code path
+
+
 @pytest.mark.parametrize(("args", "want"), [
     (["other.npz", "--data", "seq.npz"], "read in two layouts and fits neither: as a dense net"),
     (["att.safetensors", "--data", "tokens.npz"], "attention reads flat sequences: X (S, (N+1)(D+1))"),

@@ -1,6 +1,7 @@
 """Linear-attention models and their data from files, as ``biasfree analyse`` (the command line)
-reads them (docs/cli.md "Attention models"): a weight file is read as a dense net first, else as
-linear attention in :mod:`.attention_import`'s layout; sequences are flat rows
+reads them (docs/cli.md "Attention models"): a weight file whose names are an attention layer's
+(:func:`~.attention_import.attention_file`) is read as linear attention in
+:mod:`.attention_import`'s layout, any other as a dense net first, else as attention; sequences are flat rows
 (:data:`SEQUENCES`). A file in neither weight layout is refused naming both.
 """
 
@@ -8,9 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
-from .attention_import import SEQUENCES, attention_from_state_dict
+from .attention_import import SEQUENCES, attention_file, attention_from_state_dict, file_arrays
 from .model import SUPPORTED, UnsupportedModelError
 
 
@@ -21,13 +20,7 @@ def load_attention(path, dense_refusal: str = ""):
     layout nor the dense one (``dense_refusal``, the dense reader's message) is refused,
     naming both."""
     path = Path(path)
-    if path.suffix == ".safetensors":
-        from safetensors.numpy import load_file
-
-        arrays = load_file(str(path))
-    else:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
+    arrays = file_arrays(path)
     try:
         return attention_from_state_dict(arrays, source=str(path))
     except UnsupportedModelError as e:
@@ -43,10 +36,13 @@ def model_file(path, alpha: float | None, in_shape: str | None):
     for which ``--alpha`` and ``--in-shape`` (``alpha``, ``in_shape``) do not apply and are refused."""
     from .model_files import conv_spec, load_model
 
-    try:
-        return load_model(path, alpha, **conv_spec(in_shape))
-    except UnsupportedModelError as dense:
-        layer = load_attention(path, str(dense))
+    if attention_file(path):  # by its names: a one-head authors' file also fits a dense net
+        layer = load_attention(path)
+    else:
+        try:
+            return load_model(path, alpha, **conv_spec(in_shape))
+        except UnsupportedModelError as dense:
+            layer = load_attention(path, str(dense))
     for flag, value in (("--alpha", alpha), ("--in-shape", in_shape)):
         if value is not None:
             raise ValueError(f"{flag} does not apply to {path}, a linear-attention model (no activation, no "

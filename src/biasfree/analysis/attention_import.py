@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 
@@ -253,13 +254,56 @@ def _probe(layer) -> np.ndarray:
     return E.reshape(CHECK_ROWS, -1)
 
 
+def _attention_names(names) -> bool:
+    """Every name a weight of the layout (or its bias), a value among them with a key–query or a key and
+    a query: the names of an attention layer, not of a dense net."""
+    names = [str(n) for n in names]
+    roles = {_role(n)[0] for n in names if not _is_bias(n)}
+    return None not in roles and "V" in roles and ("KQ" in roles or {"K", "Q"} <= roles)
+
+
+def file_arrays(path) -> dict:
+    """Names -> arrays of a ``.safetensors`` (``safetensors.numpy``, no torch) or ``.npz`` file
+    (``allow_pickle=False``)."""
+    if Path(path).suffix == ".safetensors":
+        from safetensors.numpy import load_file
+
+        return load_file(str(path))
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def attention_file(path) -> bool:
+    """Whether ``path`` is a ``.safetensors`` or ``.npz`` file whose names are an attention layer's in
+    the layout (:data:`LAYOUT`: the package's or the authors' ``nn.Linear`` names); only the names are
+    read. A dense net's file (``0.weight``, …) is not, nor one that cannot be opened (its reader says why)."""
+    path = Path(path)
+    if path.suffix not in (".safetensors", ".npz") or not path.is_file():
+        return False
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors import safe_open
+
+            with safe_open(str(path), framework="numpy") as fh:
+                names = list(fh.keys())
+        else:
+            with np.load(path, allow_pickle=False) as z:
+                names = list(z.files)
+    except Exception:  # noqa: BLE001 - not readable as either: the dense reader's error names the file
+        return False
+    return _attention_names(names)
+
+
 def is_attention_model(model) -> bool:
-    """An attention layer, a one-layer tuple of one, or a torch module that is not an
-    ``nn.Sequential`` (those are read by :func:`~.torch_import.from_torch`) holding a value and a
-    key–query weight by the layout's names (other entries are refused by the importer, naming
-    them), or softmax attention (refused by :func:`attention_from_torch`)."""
+    """An attention layer, a one-layer tuple of one, a weight file with an attention layer's names
+    (:func:`attention_file`), or a torch module that is not an ``nn.Sequential`` (those are read by
+    :func:`~.torch_import.from_torch`) holding a value and a key–query weight by the layout's names
+    (other entries are refused by the importer, naming them), or softmax attention (refused by
+    :func:`attention_from_torch`)."""
     if isinstance(model, MergedAttention | SeparateAttention):
         return True
+    if isinstance(model, str | Path):
+        return attention_file(model)
     if isinstance(model, tuple) and len(model) == 1:
         return isinstance(model[0], MergedAttention | SeparateAttention)
     if "torch" not in sys.modules:  # not imported: the model is no torch module (and no import cost)
@@ -291,6 +335,8 @@ def as_attention(model, X=None, *, like=None, name: str = "model"):
 def _as_attention(model, X, like, name: str):
     if isinstance(model, tuple):
         model = model[0]
+    if isinstance(model, str | Path):
+        model = attention_from_state_dict(file_arrays(model), source=str(model))
     if isinstance(model, MergedAttention | SeparateAttention):
         layer, module = model, None
     else:
