@@ -5,6 +5,7 @@ minimum is not a saddle; a torch module reads as its params; a family with no ru
 
 import dataclasses
 
+import jax
 import numpy as np
 import pytest
 from roundoff import gamma
@@ -187,3 +188,30 @@ def test_conv_nets_get_their_kernels_separate_attention_its_heads_and_a_note():
     assert abs(sa.distance - dist) <= gamma(16) * dist
     note = sa.notes[0]
     assert "solved numerically" in note and "\n" not in note
+
+
+def test_on_a_plateau_the_units_learned_are_the_nearest_fixed_points_not_the_count():
+    """A 4 → 8 → 3 linear net from init 1e-3 on a whitened rank-3 target (s = 2, 1, ½): on the first
+    plateau every mode has grown above the init noise, so the count reads 3 (§11.1, "When the count
+    moves"), but the net sits at the best 1-unit solution: ``learned`` is 1 and the answer says the
+    other 2 are growing (audit of issue 49: the answer said "effective units 3" beside "best 1-unit
+    solution", with nothing telling them apart). Trained to the end, the count and ``learned`` agree,
+    and nothing is said to grow."""
+    rng = np.random.default_rng(0)
+    d, N = 4, 64
+    X = rng.normal(size=(N, d))
+    X = X - X.mean(0)
+    U, _, _ = np.linalg.svd(X, full_matrices=False)
+    X = U * np.sqrt(N)
+    Q1, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+    Q2, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    Y = X @ (Q1 @ np.diag([2, 1, 0.5]) @ Q2[:3]).T
+    net0 = bf.init_gaussian(jax.random.PRNGKey(0), (d, 8, 3), scale=1e-3)
+    got = {}
+    for steps in (550, 3000):
+        net = bf.train(net0, bf.Dataset(X, Y), bf.GDConfig(alpha=1.0, lr=0.01, steps=steps)).params
+        st = bf.analyse(net, (X, Y), alpha=1.0, init=net0, train=False).stage
+        got[steps] = (st.units.count, st.learned, st.units_line())
+    assert got[550][:2] == (3, 1)
+    assert "1 learned (the nearest fixed point's units), 2 above init noise" in got[550][2]
+    assert got[3000][:2] == (3, 3) and "growing" not in got[3000][2]

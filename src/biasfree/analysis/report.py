@@ -317,6 +317,7 @@ def _stage_json(st) -> dict | None:
           "drop_time": st.drop_time} if st.found else {}
     return {"judged": False, "lines": st.lines(), "family": st.family, "loss": st.loss, "units": u.count,
             "threshold": u.threshold, "threshold_rule": u.why, "units_decided": st.count_decided,
+            "units_learned": st.learned,
             "nearest_k": st.k, "nearest_candidates": [list(c) for c in st.candidates] if st.found else None,
             "covered": st.covered,
             "saddle": st.saddle, "fixed_point_found": st.found,

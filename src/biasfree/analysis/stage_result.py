@@ -127,13 +127,37 @@ class Stage:
         is above round-off (§11.1, "without an init")."""
         return self.init_known or self.units.count == 0
 
+    @property
+    def learned(self) -> int | None:
+        """The units learned so far: the k of the nearest fixed point, when one was found (:attr:`found`).
+        The effective-unit count also holds units above init noise that are still growing toward the
+        next drop (§11.1, "When the count moves": on a data-induced plateau every mode grows from the
+        start, so the count reaches all of them before the first drop); None without a fixed point."""
+        if not self.found:
+            return None
+        if self.unit_point is not None:
+            return self.unit_point.k
+        if self.head_point is not None:
+            return self.head_point.k
+        return self.units.count if self.k is None else self.k
+
+    def _growing(self) -> str:
+        """``"; k learned (…), m growing"`` where the count holds units beyond the nearest fixed point's."""
+        k, n = self.learned, self.units.count
+        if k is None or n <= k:
+            return ""
+        return (f"; {k} learned (the nearest fixed point's units), {n - k} above init noise and still "
+                "growing")
+
     def units_line(self) -> str:
-        """The effective units with their threshold; without the init's scale (:attr:`count_decided`
-        False), the magnitudes above round-off as an upper bound, and the fix."""
+        """The effective units with their threshold (and, at a fixed point with fewer units, how many
+        of them it has learned); without the init's scale (:attr:`count_decided` False), the
+        magnitudes above round-off as an upper bound, and the fix."""
         u = self.units
         loss = f", loss {self.loss:.6g}" if np.isfinite(self.loss) else ""
         if self.count_decided:
-            return f"effective units {u.count} ({u.family}; threshold {u.threshold:.3g}){loss}"
+            return (f"effective units {u.count} ({u.family}; threshold {u.threshold:.3g}"
+                    f"{self._growing()}){loss}")
         above = u.magnitudes[u.magnitudes > u.threshold]
         what = (f"1 magnitude above round-off {u.threshold:.3g}, {above[0]:.3g}" if u.count == 1 else
                 f"{u.count} magnitudes above round-off {u.threshold:.3g}, {above.min():.3g} to "
@@ -248,8 +272,8 @@ class Stage:
     def summary(self) -> str:
         """One line per answer, each with its numbers and thresholds."""
         u = self.units
-        out = [f"effective units: {u.count} ({u.family}; magnitudes above {u.threshold:.3g}: {u.why})"
-               if self.count_decided else self.units_line()]
+        out = [f"effective units: {u.count} ({u.family}; magnitudes above {u.threshold:.3g}: {u.why}"
+               f"{self._growing()})" if self.count_decided else self.units_line()]
         fp, dp = self.fixed_point, self.deep_point
         kn = u.count if self.k is None else self.k
         if dp is not None:
