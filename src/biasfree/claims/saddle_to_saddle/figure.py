@@ -61,7 +61,8 @@ def figure(result: Result):
                plt.Line2D([], [], color="tab:purple", ls="-.", marker="s", lw=1.6)]
     fig.legend(handles, ["training loss", "predicted plateau level (best k-unit loss)",
                          "predicted drop time (shaded: its tolerance)", "measured drop time",
-                         "effective units (right axis)",
+                         "effective units above the init noise (right axis; a growing unit counts "
+                         "before its drop)",
                          "analyse's time to leave from the plateau record (■): cubic blow-up t*, shaded: the "
                          "half drop's window, ◇ the measured half drop"],
                loc="outside lower center", ncol=3, fontsize=10)
