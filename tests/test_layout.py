@@ -16,7 +16,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "biasfree"
 
 LAYERS = {
-    "_validate": 0, "results": 0,
+    "_validate": 0, "_overflow": 0, "results": 0,
     "core": 1, "data": 1, "nets": 1, "precision": 1,
     "dynamics": 2, "theory": 2,
     "expressivity": 3,

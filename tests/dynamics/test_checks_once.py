@@ -13,6 +13,7 @@ import optax
 import pytest
 
 import biasfree as bf
+from biasfree import _overflow as overflow
 from biasfree import _validate as validate
 from biasfree.analysis import verify
 from biasfree.core import data as core_data
@@ -21,7 +22,7 @@ from biasfree.core import layers
 VALIDATORS = {"check_net": layers.check_net, "slope": validate.slope, "finite_array": validate.finite_array,
               "data": validate.data, "check_data": core_data.check_data,
               "check_reading": verify.check_reading,
-              "finite_forward": validate.finite_forward}
+              "finite_forward": overflow.finite_forward}
 _CODES = {f.__code__: name for name, f in VALIDATORS.items()}
 CHECKED = {"check_net": "params", "data": "X", "check_data": "X", "finite_array": "x",
            "check_reading": "model"}
@@ -218,14 +219,14 @@ def test_the_overflow_check_is_one_compiled_program_per_shape():
 
     jax.monitoring.register_event_duration_secs_listener(listen)
     try:
-        validate.finite_forward(params, X, np.array([0.0, 0.5, 1.0]), forward_unchecked)
+        overflow.finite_forward(params, X, np.array([0.0, 0.5, 1.0]), forward_unchecked)
         assert len(lowered) <= 1, len(lowered)
-        validate.finite_forward(jax.tree_util.tree_map(lambda a: -a, params), X + 1.0, 0.2, forward_unchecked)
-        validate.finite_forward(members, X, np.array([0.0, 0.3]), forward_unchecked, batched=True)
+        overflow.finite_forward(jax.tree_util.tree_map(lambda a: -a, params), X + 1.0, 0.2, forward_unchecked)
+        overflow.finite_forward(members, X, np.array([0.0, 0.3]), forward_unchecked, batched=True)
         assert len(lowered) <= 2, len(lowered)  # the members' program, once for both α
         with pytest.raises(ValueError, match="overflows"):  # still a check: the same program refuses
             big = jax.tree_util.tree_map(lambda a: 1e120 * a, params)
-            validate.finite_forward(big, X, 0.0, forward_unchecked)
+            overflow.finite_forward(big, X, 0.0, forward_unchecked)
         assert len(lowered) <= 2, len(lowered)
     finally:
         jax.monitoring.unregister_event_duration_listener(listen)

@@ -30,6 +30,7 @@ from functools import partial
 import numpy as np
 
 from .. import _validate as validate
+from .._overflow import finite_forward
 from ..core import nets
 from ..core.conv import drop_zero_biases
 from ..core.data import check_data
@@ -172,7 +173,7 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
                          f"X {X.shape} and Y {Y.shape}")
     check_reading(model, params, a, X, names=m.names)  # a live module is run (verify.py)
     # refuse an overflow
-    validate.finite_forward(params, X, a, nets.forward_unchecked, name="model", x_name="data X")
+    finite_forward(params, X, a, nets.forward_unchecked, name="model", x_name="data X")
     start = None if init is None else _start(init, a, params)
     check_reading(init, start, a, X, what="init")  # None, a file or params: nothing to run
     note, twin = "", None  # twin: the twin's optimiser, built once with κ (none for GD)

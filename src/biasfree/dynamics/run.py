@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate as validate
+from .._overflow import finite_forward
 from ..core.data import Dataset
 from ..core.layers import Params, check_net, is_net
 from ..core.nets import _even_part, beta_eff_is_exact, forward_unchecked
@@ -141,10 +142,10 @@ def check_twin_data(data: Dataset, twin: tuple, loss: str, batched: bool) -> Non
 
 
 def check_forward(params: Params, data: Dataset, cfg: RunConfig, kw: dict | None, batched: bool) -> None:
-    """The net's forward on the data does not overflow (:func:`~biasfree._validate.finite_forward`),
+    """The net's forward on the data does not overflow (:func:`~biasfree._overflow.finite_forward`),
     at the per-member slopes of ``kw`` (an ensemble's) or else the config's α."""
     alpha = (kw or {}).get("alpha")
-    validate.finite_forward(params, data.X, cfg.alpha if np.ndim(alpha) == 0 else alpha, forward_unchecked,
+    finite_forward(params, data.X, cfg.alpha if np.ndim(alpha) == 0 else alpha, forward_unchecked,
                             batched=batched)
 
 
