@@ -125,3 +125,26 @@ def test_asymmetry_over_sampled_points_is_their_mean_nearest_mirror():
     assert sym.asymmetry(Z[:, :3], Z[:, 3:], points=200) == sym.asymmetry(Z[:, :3], Z[:, 3:])  # all N
     with pytest.raises(ValueError, match="points"):
         sym.asymmetry(Z, points=0)
+
+
+@pytest.mark.parametrize("n", [40, 3000])  # below and above ASSIGNMENT_MAX: the assignment and the sort
+def test_one_sort_gives_the_inputs_violation_too(n):
+    """``asymmetry_and_violation(Z, points, d)`` reads the inputs' mirror violation off the sort of
+    (x, y) rows: rows sorted by all columns are sorted by their first d, and rows tied there are equal
+    there, so the pairs are of the same input values as X's own sort pairs, and each pair's norm is
+    the same sum of the same numbers: equal to ``mirror_violation(X)`` and to the separate calls,
+    bitwise. Cases: mirrored inputs with odd and even targets, duplicated inputs with different
+    targets (the ties Y breaks), one mirror moved by 1e-3."""
+    from biasfree.core.symmetry import asymmetry, asymmetry_and_violation, mirror_violation, stack_points
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, 3))
+    X[: n // 4] = X[n // 4: n // 2]  # duplicated inputs
+    X = np.concatenate([X, -X])
+    Y = rng.normal(size=(2 * n, 1))
+    moved = X.copy()
+    moved[5] += 1e-3
+    for Xs in (X, moved):
+        for Ys in (Y, np.concatenate([Y[:n], -Y[:n]]), np.concatenate([Y[:n], Y[:n]])):
+            a, v, vx = asymmetry_and_violation(stack_points(Xs, Ys), 50, 3)
+            assert (a, v, vx) == (asymmetry(Xs, Ys, points=50), mirror_violation(Xs, Ys), mirror_violation(Xs))

@@ -21,7 +21,7 @@ from ..core import nets
 from ..core.conv import is_conv
 from ..core.layers import Params
 from ..core.nets import depth, has_bias, widths
-from ..core.symmetry import _mirror_violation, asymmetry_and_violation, max_row_norm, stack_points
+from ..core.symmetry import asymmetry_and_violation, max_row_norm, stack_points
 from ..core.twin import unchecked_slope_factor
 from ..expressivity.decomposition import energy
 from ..expressivity.floors import _dataset_floor
@@ -55,11 +55,11 @@ def data_context(X, Y, a, source) -> Context:
     mo = moments(X)  # XᵀX/N and its eigh once; the least-squares fits from them
     lam = mo.lam
     modes = _data_modes(X, Y, 0.0, whiten=True, gram=(mo.Sxx, (mo.lam, mo.W)))  # X, Y checked by analyse
-    asym, mv = asymmetry_and_violation(stack_points(X, Y), ASYMMETRY_POINTS)
+    asym, mv, mv_x = asymmetry_and_violation(stack_points(X, Y), ASYMMETRY_POINTS, X.shape[1])
     mv /= max(max_row_norm(X, Y), 1e-300)
     # mv <= ROUND_OFF also bounds asym: asym <= mv² max||z||² / <||z||²> <= N mv² <= ROUND_OFF for N <= 1e10
     x_scale = max(float(np.max(np.linalg.norm(X, axis=1))), 1e-300)
-    mv_x = _mirror_violation(X) / x_scale  # the inputs alone: the target's parity is judged apart
+    mv_x /= x_scale  # the inputs alone: the target's parity is judged apart
     dsf = (_dataset_floor(X, Y, a, vd.NEAR_SYMMETRIC * x_scale, mo.fit) if mv_x <= vd.NEAR_SYMMETRIC
            else None)
     even_t = dsf.even / dsf.power if dsf is not None and dsf.power > 0 else float("nan")

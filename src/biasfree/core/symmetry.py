@@ -269,12 +269,20 @@ def asymmetry(X, Y=None, *, points: int | None = None) -> float:
     return _asymmetry(Z, None if points is None else validate.integer("points", points, 1))
 
 
-def asymmetry_and_violation(Z: np.ndarray, points: int | None = None) -> tuple[float, float]:
+def asymmetry_and_violation(Z: np.ndarray, points: int | None = None, d: int | None = None) -> tuple:
     """``(asymmetry over points rows, mirror violation)`` of the rows ``Z`` (:func:`stack_points` of
     checked arrays, unchecked), both from one sort pairing (the sort of N rows is each one's
-    costliest part: 1.3 s at 60,000 × 794)."""
-    pairing = _pairing(Z)
-    return _asymmetry(Z, points, pairing), row_violation(Z, pairing=pairing)
+    costliest part: 1.3 s at 60,000 × 794); with ``d``, also the mirror violation of Z's first d
+    columns (the inputs alone) from the same pairing: rows in lexicographic order of all columns
+    are in that order of their first d, and rows tied there are equal there, so the i-th smallest
+    row of Z[:, :d] and of −Z[:, :d] are the ones Z's pairing pairs (the same distances as their own
+    sort's)."""
+    partner, u = pairing = _pairing(Z)
+    out = (_asymmetry(Z, points, pairing), row_violation(Z, pairing=pairing))
+    if d is None:
+        return out
+    Zx = Z[:, :d]
+    return (*out, row_violation(Zx, pairing=(partner, _pair_norms(Zx, np.arange(Z.shape[0]), partner))))
 
 
 def _asymmetry(Z: np.ndarray, points: int | None = None, pairing=None) -> float:
