@@ -147,4 +147,5 @@ def test_one_sort_gives_the_inputs_violation_too(n):
     for Xs in (X, moved):
         for Ys in (Y, np.concatenate([Y[:n], -Y[:n]]), np.concatenate([Y[:n], Y[:n]])):
             a, v, vx = asymmetry_and_violation(stack_points(Xs, Ys), 50, 3)
-            assert (a, v, vx) == (asymmetry(Xs, Ys, points=50), mirror_violation(Xs, Ys), mirror_violation(Xs))
+            assert (a, v) == (asymmetry(Xs, Ys, points=50), mirror_violation(Xs, Ys))
+            assert vx == mirror_violation(Xs)
