@@ -332,9 +332,14 @@ def analyse(
                                        progress=lambda k, n: bar.update(task, completed=k, total=n))
             except DivergenceError as e:  # the step is an input too: a smaller --lr is the fix
                 raise ValueError(f"{'training' if lr is None else f'--lr {lr:g}'}: {e}") from None
+    import matplotlib.pyplot as plt
+
     drawn = figure(result) if isinstance(result.net, report.NetReport) else attention_figure(result)
-    for path in report.save_analysis(result, out, drawn):
-        typer.echo(str(path))
+    try:
+        for path in report.save_analysis(result, out, drawn):
+            typer.echo(str(path))
+    finally:
+        plt.close(drawn)  # written: a process that analyses many models keeps no figure open
     v = result.verdict
     colour = "green" if v.effectively_linear else "yellow"
     table = Table(title=f"verdict: {v.level}", title_style=f"bold {colour}")
