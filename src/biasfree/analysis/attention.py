@@ -123,6 +123,7 @@ class AttentionReport:
     record_steps: np.ndarray | None = None
     trained_twin: object = None
     seconds: float = float("nan")
+    step_seconds: float = float("nan")
     budget: float | None = None
     decided: bool = False
     end: object = None

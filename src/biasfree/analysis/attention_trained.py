@@ -29,7 +29,7 @@ from ..dynamics.trainer import run_checked as train_run
 from . import attention_measure as am
 from . import gap, measure_step
 from . import verdict as vd
-from .measured import Decided, end_bound
+from .measured import Decided, end_bound, measure_longer
 from .plan import budget_of
 from .regime import MAX_STEPS
 from .report import Training
@@ -108,6 +108,7 @@ def run_beside_twin(rep, layer, ds, zd, cfg, budget, progress, *, stop=None, eve
                                gap=float(traj.twin_gap) / rep.loss_ref, gap_step=int(traj.twin_gap_step),
                                trained=final, trained_twin=twin, steps_run=steps, record_steps=ks,
                                seconds=seconds, budget=budget if stated == "budget" else stated,
+                               step_seconds=float(np.asarray(traj.stats["step_seconds"])),
                                decided=stop is not None and stop.said,
                                end=None if ends is None else ends((final,), twin), by_default=by_default)
 
@@ -153,11 +154,10 @@ def answer(rep, cfg: TrainConfig, kind: str, longer: str) -> vd.Judgement:
         why = f"trained gap {100 * rep.gap:.3g}% of {NORMALISER} at step {rep.gap_step} > 0.3%"
         return vd.judgement(kind, vd.NOT, [why], ev, tuple(notes))
     if stopped and not final:
-        whole = rep.seconds / max(rep.steps_run, 1) * cfg.steps
         return vd.judgement(kind, UNDECIDED, [
             f"the time budget ran out after {spent}: the gap {rep.gap:.3g} of {NORMALISER} is within 0.3% "
-            f"for those steps only and nothing bounds it after them; measure longer (about {whole:.3g} s at "
-            f"this rate): {longer.format(seconds=f'{1.5 * whole:.2g}')}"], ev, tuple(notes))
+            "for those steps only and nothing bounds it after them; "
+            + measure_longer(rep.seconds, cfg.steps, rep.step_seconds, longer)], ev, tuple(notes))
     exact = rep.kind == "merged" and rep.on_twin and ev[0].passed
     if exact and rep.gap <= ROUND_OFF:
         return vd.judgement(kind, vd.EXACT, [], ev, tuple(notes),

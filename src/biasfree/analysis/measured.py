@@ -195,6 +195,7 @@ def run(params, pred: Prediction, reg: Regime, r: Run, s: Setting, certify: bool
                   optimiser=trainer,
                   end=ending(paired.params, paired.twin, s) if flow else None,  # GD stays where the flow does
                   gap_reference=L0, seconds=seconds, time_budget=budget, by_default=r.by_default,
+                  step_seconds=float(np.asarray(traj.stats["step_seconds"])),
                   decided=stop is not None and stop.said)
     move = relative_movement(params, paired.params)
     reg = dataclasses.replace(reg, movement=move, rich=move[0] >= RICH_MOVEMENT,
@@ -202,6 +203,20 @@ def run(params, pred: Prediction, reg: Regime, r: Run, s: Setting, certify: bool
                               alignment=row_alignment(paired.params[0].matrix, dirs))
     lam_end = measure_step.pair_sharpness(paired.params, paired.twin, X, Y, a) if certify else None
     return tr, reg, lam_end
+
+
+def measure_longer(seconds: float, steps_asked: int, step_seconds: float, longer: str) -> str:
+    """The advice of a run the time budget stopped: the whole run's ``steps_asked`` steps at
+    ``step_seconds``, the loop's seconds a step after its first call compiled the program, and
+    ``longer`` (the call that runs longer) with 1.5× that budget. A budget spent within the first
+    call (``step_seconds`` NaN) measured no step: 10× the ``seconds`` it took is asked instead (the
+    run's mean rate, compiling included, would ask for 1,230 s where the whole run takes 1.6 s)."""
+    if np.isfinite(step_seconds) and step_seconds > 0:
+        whole = step_seconds * steps_asked
+        return (f"measure longer (about {whole:.3g} s at this rate): "
+                + longer.format(seconds=f"{1.5 * whole:.2g}"))
+    return ("measure longer (the budget ended in the run's first call, which compiles it: no step's "
+            "rate was measured): " + longer.format(seconds=f"{10 * seconds:.2g}"))
 
 
 def judged(facts: Facts, tr: Training, reg: Regime, kind: str, note: str, longer: str = MEASURE) -> Judgement:
@@ -215,6 +230,7 @@ def judged(facts: Facts, tr: Training, reg: Regime, kind: str, note: str, longer
                        trainer=tr.optimiser, over="every step",
                        approximate=note if note.startswith("APPROXIMATE") else "", end=tr.end,
                        scale=tr.gap_reference, seconds=tr.seconds, budget=tr.time_budget, longer=longer,
+                       step_seconds=tr.step_seconds,
                        decided=tr.decided)
     return dataclasses.replace(j, notes=j.notes + (f"twin optimiser: {note}",)) if note else j
 
@@ -224,7 +240,8 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
                    kind: str = "training, measured", trainer: str = "GD",
                    over: str = "every step", approximate: str = "", end: Stationarity | None = None,
                    scale: float = 1.0, seconds: float = float("nan"), budget: float | None = None,
-                   longer: str = MEASURE, decided: bool = False) -> Judgement:
+                   longer: str = MEASURE, decided: bool = False,
+                   step_seconds: float = float("nan")) -> Judgement:
     """The training measured (§6.3): ``gap`` = max over every step k of ``|L(θ_k) − L_twin(k)| /
     scale``, ``scale`` = max(L(θ₀), ½<||y||²>) (:mod:`~biasfree.analysis.gap`), reached at ``step``
     (time ``t``); ``movement`` the first layer's relative movement, ``alignment``/``alignment0``
@@ -240,7 +257,8 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
     budget stopped (``steps_run`` < ``steps_asked``, ``seconds`` of ``budget``) whose gap is within
     0.3% without such a bound is :data:`UNDECIDED`, saying so and naming ``longer``, the call
     that runs longer (its ``{seconds}``, if any, filled in with 1.5× the time the whole run takes
-    at the rate measured); a gap above 0.3% in the steps run says "not" whatever the budget.
+    at the rate measured, :func:`measure_longer`); a gap above 0.3% in the steps run
+    says "not" whatever the budget.
     ``decided``: the run ended before its steps because one of those two already held
     (:class:`Decided`), which the notes say instead of a budget."""
     ev, fails, notes = structural(f)
@@ -289,11 +307,10 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
             why.append(f"lazy regime: {rich.line()}")
         return judgement(kind, NOT, why + context, ev, notes)
     if stopped and not final:
-        whole = seconds / max(steps_run, 1) * steps_asked
         return judgement(kind, UNDECIDED, [
             f"the time budget ran out after {spent}: the gap {gap:.3g} ({of(scale)}) is within 0.3% for "
-            f"those steps only and nothing bounds it after them; measure longer (about {whole:.3g} s at "
-            f"this rate): {longer.format(seconds=f'{1.5 * whole:.2g}')}"], ev, notes)
+            f"those steps only and nothing bounds it after them; "
+            + measure_longer(seconds, steps_asked, step_seconds, longer)], ev, notes)
     if exact_structure and gap <= ROUND_OFF:
         return judgement(kind, EXACT, [], ev, notes,
                          f"on its twin to round-off at {over} ({gap:.2g} of {GAP_REF}){final}")

@@ -119,7 +119,8 @@ class Training:
     step of ``|L − L_twin| / gap_reference``, reached at step ``gap_step`` (time ``gap_time``
     = η·gap_step); ``gap_reference`` its normaliser max(L(θ₀), ½<||y||²>)
     (:mod:`~biasfree.analysis.gap`); ``seconds`` the run's wall time and ``time_budget`` its
-    limit (None: none); ``by_default`` True when ``analyse`` measured because the theory was
+    limit (None: none); ``step_seconds`` a step's seconds once compiled (NaN: not measured);
+    ``by_default`` True when ``analyse`` measured because the theory was
     silent (no ``train=`` given);
     ``gap_to_prediction`` max over the records of ``|L − L_pred| / gap_reference`` (holds GD's O(η)
     step error: reported, not judged); ``steps_run`` (< config.steps when the time budget
@@ -154,6 +155,7 @@ class Training:
     time_budget: float | None = None
     by_default: bool = False
     decided: bool = False
+    step_seconds: float = float("nan")
 
 
 @dataclass(frozen=True)

@@ -241,6 +241,7 @@ class Job:
     segments: np.ndarray  # (R−1,) or (B, R−1) steps between records
     ks: np.ndarray  # (R,) or (B, R) record steps
     eta: np.ndarray | None  # (B,) or scalar: the time axis' η (None: t = k)
+    step_seconds: float | None = None  # a paced run's seconds a step, compiling left out (drive sets it)
 
 
 def drive(job: Job, spec: Spec, progress, time_budget, stop=None):
@@ -255,13 +256,13 @@ def drive(job: Job, spec: Spec, progress, time_budget, stop=None):
 
     The BLAS behind LAPACK runs on one thread meanwhile (:data:`BLAS_THREADS`)."""
     with _blas_limit():
-        state, recs, ks = _calls(job, spec, progress, time_budget, stop)
+        state, recs, ks, step_s = _calls(job, spec, progress, time_budget, stop)
         jax.block_until_ready((state, recs))  # the program runs asynchronously: inside the limit
     axis = 0 if spec.layout is None else 1
     records = recs[0] if len(recs) == 1 else jax.tree_util.tree_map(
         lambda *xs: jnp.concatenate(xs, axis=axis), *recs)
     n = jax.tree_util.tree_leaves(records["net"]["loss"])[0].shape[axis]
-    return state, records, replace(job, ks=job.ks[..., :n] if ks is None else ks)
+    return state, records, replace(job, ks=job.ks[..., :n] if ks is None else ks, step_seconds=step_s)
 
 
 _CONTROLLER = []
@@ -291,7 +292,8 @@ def _last(rec: dict, n: int, axis: int) -> dict:
 
 def _calls(job: Job, spec: Spec, progress, time_budget, stop=None):
     """The compiled calls of :func:`drive`: ``(final state, [records of each call], record
-    steps)`` (the steps None: the job's first records, as many as were made).
+    steps, seconds a step)`` (the steps None: the job's first records, as many as were made; the
+    seconds None unless paced by a time budget).
 
     The intervals are the job's with one of 0 steps in front (record 0). Run in one call, one
     program builds the state and runs them; in chunks, a small program builds the state and one
@@ -337,7 +339,7 @@ def _calls(job: Job, spec: Spec, progress, time_budget, stop=None):
             break
         if stop is not None and done < R and stop(state, _last(rec, b - a - pad, axis)):
             break
-    return state, recs, None
+    return state, recs, None, None
 
 
 def _paced(job: Job, spec: Spec, member: dict, shared: dict, state, progress, budget: float,
@@ -347,7 +349,8 @@ def _paced(job: Job, spec: Spec, member: dict, shared: dict, state, progress, bu
     time left, cut into intervals by :func:`~biasfree.dynamics.pacing.cut` (at most as many as a
     chunk of :func:`_chunks`, padded with empty ones: one program serves every call). The records
     of intervals that end at record steps are kept; a run the budget stops inside an interval
-    ends with the record of where it stopped. ``(state, records, record steps)``."""
+    ends with the record of where it stopped. ``(state, records, record steps, seconds a step)``,
+    the last measured after the first call (which compiles the program; None if it was the only one)."""
     ks = np.asarray(job.ks)
     R, K = ks.size, int(ks[-1])
     pieces = max(2, _chunks(R, True)[0][1])  # two at least: the first call is record 0 and a step
@@ -379,4 +382,4 @@ def _paced(job: Job, spec: Spec, member: dict, shared: dict, state, progress, bu
         if progress is not None and k > 0:
             progress(k, K)
         if n == 0:
-            return state, recs, np.asarray(made, dtype=ks.dtype)
+            return state, recs, np.asarray(made, dtype=ks.dtype), step_s
