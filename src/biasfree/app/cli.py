@@ -306,6 +306,7 @@ def analyse(
                              "(--data digits: 64 inputs, 10 outputs)")
         check_options(train, train_steps, optimiser, batch_size, random_batches, lr, time_budget, t_max,
                       alpha)
+    from .._figure import plt
     from ..analysis import report
     from ..analysis.analyse import analyse as analyse_model
     from ..analysis.attention_figure import attention_figure
@@ -332,14 +333,11 @@ def analyse(
                                        progress=lambda k, n: bar.update(task, completed=k, total=n))
             except DivergenceError as e:  # the step is an input too: a smaller --lr is the fix
                 raise ValueError(f"{'training' if lr is None else f'--lr {lr:g}'}: {e}") from None
-    import matplotlib.pyplot as plt
-
     drawn = figure(result) if isinstance(result.net, report.NetReport) else attention_figure(result)
-    try:
-        for path in report.save_analysis(result, out, drawn):
-            typer.echo(str(path))
-    finally:
-        plt.close(drawn)  # written: a process that analyses many models keeps no figure open
+    paths = report.save_analysis(result, out, drawn)
+    plt.close(drawn)  # written: a process that analyses many models keeps no figure open
+    for path in paths:
+        typer.echo(str(path))
     v = result.verdict
     colour = "green" if v.effectively_linear else "yellow"
     table = Table(title=f"verdict: {v.level}", title_style=f"bold {colour}")
