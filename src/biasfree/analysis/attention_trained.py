@@ -108,7 +108,7 @@ def run_beside_twin(rep, layer, ds, zd, cfg, budget, progress, *, stop=None, eve
                                gap=float(traj.twin_gap) / rep.loss_ref, gap_step=int(traj.twin_gap_step),
                                trained=final, trained_twin=twin, steps_run=steps, record_steps=ks,
                                seconds=seconds, budget=budget if stated == "budget" else stated,
-                               step_seconds=float(np.asarray(traj.stats["step_seconds"])),
+                               step_seconds=float(np.asarray(traj.stats.get("step_seconds", np.nan))),
                                decided=stop is not None and stop.said,
                                end=None if ends is None else ends((final,), twin), by_default=by_default)
 

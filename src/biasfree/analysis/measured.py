@@ -195,7 +195,7 @@ def run(params, pred: Prediction, reg: Regime, r: Run, s: Setting, certify: bool
                   optimiser=trainer,
                   end=ending(paired.params, paired.twin, s) if flow else None,  # GD stays where the flow does
                   gap_reference=L0, seconds=seconds, time_budget=budget, by_default=r.by_default,
-                  step_seconds=float(np.asarray(traj.stats["step_seconds"])),
+                  step_seconds=float(np.asarray(traj.stats.get("step_seconds", np.nan))),
                   decided=stop is not None and stop.said)
     move = relative_movement(params, paired.params)
     reg = dataclasses.replace(reg, movement=move, rich=move[0] >= RICH_MOVEMENT,

@@ -398,8 +398,9 @@ def _trajectory(state, records, n: int, job: Job, cfg: TrainConfig, spec: Spec) 
         obs["loss_max"] = jnp.maximum(state["peak"], L_last)  # max_k L(θ_k), k = 0..K
     else:  # a batch loss is not L(θ_k): the largest recorded full-data loss
         obs["loss_max"] = jnp.max(obs["loss"], axis=-1)
-    stats = {"steps": jnp.asarray(steps_run), "lr": jnp.asarray(np.nan if eta is None else eta),
-             "step_seconds": jnp.asarray(np.nan if job.step_seconds is None else job.step_seconds)}
+    stats = {"steps": jnp.asarray(steps_run), "lr": jnp.asarray(np.nan if eta is None else eta)}
+    if job.step_seconds is not None:  # a paced run's seconds a step once compiled (loop.drive)
+        stats["step_seconds"] = jnp.asarray(job.step_seconds)
     method = "gd" if cfg.gd else "optax"
     if spec.layout is not None:
         stats = {k: jnp.broadcast_to(v, np.shape(obs["loss"])[:1]) for k, v in stats.items()}
