@@ -1,6 +1,6 @@
 """The overflow check at the boundary: a net whose forward on the data overflows its dtype is
 refused before any computation, naming the arrays to rescale (issue 48). A dense net whose
-entries are provably bounded (:func:`_dense_bound_finite`) needs no forward pass; any other is run
+entries are provably bounded (``_dense_bound_finite``) needs no forward pass; any other is run
 once, compiled per shape."""
 
 from __future__ import annotations
