@@ -281,7 +281,9 @@ def asymmetry_and_violation(Z: np.ndarray, points: int | None = None, d: int | N
     out = (_asymmetry(Z, points, pairing), row_violation(Z, pairing=pairing))
     if d is None:
         return out
-    Zx = Z[:, :d]
+    # a view above ASSIGNMENT_MAX (only pair norms, of row copies, are taken); below, a copy, so the
+    # assignment's Gram matrix is formed as for X itself
+    Zx = Z[:, :d] if Z.shape[0] > ASSIGNMENT_MAX else np.ascontiguousarray(Z[:, :d])
     return (*out, row_violation(Zx, pairing=(partner, _pair_norms(Zx, np.arange(Z.shape[0]), partner))))
 
 
