@@ -279,8 +279,9 @@ def test_attention_computes_in_float64_outside_x64(problem):
 
 
 def test_twin_map_trains_at_slope_one_only(problem):
-    """merged_to_twin's layers are a linear net's: the map sets the slope (bf.train with no α trains
-    at 1, and equals the run at alpha=1.0 bitwise: the same code path), and bf.train refuses another,
+    """merged_to_twin's layers are a linear net's: the map sets the slope (bf.train with no α, and a
+    Member with none, train at 1, equal to the run at alpha=1.0 bitwise: the same code path; a
+    GDConfig's α is its own, 0 by default, and is refused), and bf.train refuses another,
     which would silently train a ReLU net on z (before: a 0.52 of L(0) gap, no warning)."""
     _, att, zd = problem
     twin = merged_to_twin(att)
@@ -289,6 +290,10 @@ def test_twin_map_trains_at_slope_one_only(problem):
             bf.train(twin, zd, optax.sgd(LR), steps=2, observables="loss", **kw)
     with pytest.raises(ValueError, match="pass alpha=1.0"):
         bf.train({"twin": bf.Member(twin, alpha=0.0)}, zd, bf.GDConfig(lr=LR, steps=2))
+    named = [bf.train({"twin": bf.Member(twin, **kw)}, zd, bf.GDConfig(lr=LR, steps=2))["twin"].loss
+             for kw in ({}, {"alpha": 1.0})]  # a Member of the twin's layers: α from the map too
+    np.testing.assert_array_equal(*named)
+    assert bf.Member(bf.init_gaussian(jax.random.PRNGKey(0), (3, 2, 1), 0.1)).alpha == 0.0  # a plain net: 0
     r = bf.train(twin, zd, optax.sgd(LR), steps=2, observables="loss", alpha=1.0)
     assert isinstance(r.params[0], Layer) and np.all(np.isfinite(r.loss))
     d = bf.train(twin, zd, optax.sgd(LR), steps=2, observables="loss")  # α from the map

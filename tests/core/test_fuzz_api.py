@@ -200,7 +200,7 @@ SPECS = [
     (bf.analyse, dict(model=NET, data=(X, Y), alpha=0.0, t_max=1.0, n_times=3),
      {"alpha": "unit?", "t_max": "positive?", "n_times": "int1"}),
     # ensemble
-    (Member, dict(params=NET, alpha=0.0, lr=0.1), {"params": "net", "alpha": "unit", "lr": "positive?",
+    (Member, dict(params=NET, alpha=0.0, lr=0.1), {"params": "net", "alpha": "unit?", "lr": "positive?",
                                                     "weight_decay": "nonneg"}),
     # named members: train(members, data, cfg) (None is a valid optimiser: gradient descent)
     (bf.train, dict(params={"a": Member(NET)}, data=DATA, optimiser=CFG),

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _validate as validate
+from ..core.attention_twin import twin_slope
 from ..core.layers import Params, check_net
 from ..core.twin import slope_factor, twin_weights
 from .trajectory import Trajectory
@@ -29,18 +30,20 @@ from .trajectory import Trajectory
 
 @dataclass(frozen=True)
 class Member:
-    """One named run: ``params`` (a net, unbatched), ``alpha`` slope α, ``lr`` step η
-    (None: the config's), ``weight_decay`` λ, ``twin`` also train its linear twin."""
+    """One named run: ``params`` (a net, unbatched), ``alpha`` slope α (None: 0, or 1 for an
+    attention layer's twin from ``merged_to_twin``, whose map sets it), ``lr`` step η (None: the
+    config's), ``weight_decay`` λ, ``twin`` also train its linear twin."""
 
     params: Params
-    alpha: float = 0.0
+    alpha: float | None = None
     lr: float | None = None
     weight_decay: float = 0.0
     twin: bool = False
 
     def __post_init__(self):
         check_net(self.params)
-        validate.slope(self.alpha)
+        a = twin_slope(self.params, self.alpha)  # None: a twin's layers set 1, any other net 0
+        object.__setattr__(self, "alpha", validate.slope(0.0 if a is None else a))
         if self.lr is not None:
             validate.positive("lr", self.lr, scalar=True, why="Member lr is a gradient step (or None)")
         validate.nonnegative("weight_decay", self.weight_decay, scalar=True,
