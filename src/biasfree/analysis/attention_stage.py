@@ -195,9 +195,9 @@ def nearest_in_family(head, star, unread=None) -> tuple[np.ndarray, np.ndarray, 
     return bv, AK, np.where(read, Qm, Q)
 
 
-def _embedded(layer, X, Y, keep: tuple):
+def _embedded(layer, X, Y, keep: tuple, feats):
     """The layer of the heads ``keep`` alone at its nearest stationary point, embedded (module doc):
-    ``((star, narrow, keep), ‖θ − θ*‖)`` over V, K, Q."""
+    ``((star, narrow, keep), ‖θ − θ*‖)`` over V, K, Q; ``feats`` the layer's :func:`features` on X."""
     v, K, Q = _weights(layer)
     H, r, D1 = K.shape
 
@@ -209,7 +209,7 @@ def _embedded(layer, X, Y, keep: tuple):
     idx = list(keep)
     U0 = np.concatenate([K[idx].reshape(len(idx), r * D1), Q[idx].reshape(len(idx), r * D1)], 1)
     Un, Vn = narrow_fixed_point(rebuild, U0, v[idx], X, Y, 0.0)
-    n, unread = len(idx), np.all(features(layer, X)[1] == 0, axis=0)
+    n, unread = len(idx), np.all(feats[1] == 0, axis=0)  # the query slots no sequence fills
     fam = [nearest_in_family((v[h], K[h], Q[h]), (Vn[j], Un[j, :r * D1].reshape(r, D1),
                                                    Un[j, r * D1:].reshape(r, D1)), unread)
            for j, h in enumerate(idx)]
@@ -243,7 +243,7 @@ def head_fixed_point(layer: SeparateAttention, X, Y, k: int) -> HeadFixedPoint:
     feats = features(layer, X)  # G and e_q: the same for every layer of this shape on X
 
     def solve(n):
-        point, dist = _embedded(layer, X, Y, order[:n])
+        point, dist = _embedded(layer, X, Y, order[:n], feats)
         grad, tol, _ = relative_gradient(point[0], X, Y, feats)
         return point, dist, grad <= tol
 
