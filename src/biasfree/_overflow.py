@@ -20,8 +20,9 @@ def _dense_bound_finite(params, X) -> bool:
     ⟨||f||²⟩ provably stay finite: ``h_l = max_i Σ_j|W_ij| h_{l−1} + max|b|`` (squared after z²)
     bounds layer l's entries from h_0 = max|x|, and p·B² ≤ 1e-6 × the dtype's largest number. Else
     (any other layer, a larger bound) False: the caller runs the forward."""
-    h = float(np.max(np.abs(np.asarray(X)), initial=0.0))
-    dtype = np.result_type(np.asarray(X).dtype, np.float32)
+    X = np.asarray(X)
+    h = max(float(np.max(X, initial=0.0)), -float(np.min(X, initial=0.0)))  # max|x|, no |X| copy
+    dtype = np.result_type(X.dtype, np.float32)
     for i, la in enumerate(params):
         W, b, act = getattr(la, "W", None), getattr(la, "b", None), getattr(la, "activation", None)
         if np.ndim(W) != 2 or act not in ("leaky", "quadratic") or np.ndim(b) not in (0, 1):

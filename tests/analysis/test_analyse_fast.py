@@ -79,10 +79,12 @@ def _cases():
 
 
 def _old_paths(monkeypatch):
-    """analyse as it was: lstsq for every fit, separate passes for f, f(−x) and each gradient."""
+    """analyse as it was: lstsq for every fit, separate passes for f, f(−x), each gradient and the
+    growth estimate."""
     real_moments, real_split, real_still = now.moments, now.split, now.stationarity
     monkeypatch.setattr(now, "moments", lambda X: dataclasses.replace(real_moments(X), chol=None))
-    monkeypatch.setattr(now, "split", lambda params, X, a, fit=None, Y=None: real_split(params, X, a))
+    monkeypatch.setattr(now, "split", lambda params, X, a, fit=None, Y=None, grow=None: dataclasses.replace(
+        real_split(params, X, a), growth=None if grow is None else regime.growth_from_rows(grow, params, X)))
     monkeypatch.setattr(now, "stationarity", lambda *args, **_: real_still(*args))
 
 

@@ -55,12 +55,14 @@ def data_context(X, Y, a, source) -> Context:
     mo = moments(X)  # XᵀX/N and its eigh once; the least-squares fits from them
     lam = mo.lam
     modes = _data_modes(X, Y, 0.0, whiten=True, gram=(mo.Sxx, (mo.lam, mo.W)))  # X, Y checked by analyse
-    asym, mv, mv_x = asymmetry_and_violation(stack_points(X, Y), ASYMMETRY_POINTS, X.shape[1])
+    # X's columns that are 0 on every row add exactly 0 to every ||z_n + z_m||: left out of the search
+    cols = mo.cols if mo.cols.size else np.arange(X.shape[1])
+    asym, mv, mv_x = asymmetry_and_violation(stack_points(X[:, cols], Y), ASYMMETRY_POINTS, cols.size)
     mv /= max(max_row_norm(X, Y), 1e-300)
     # mv <= ROUND_OFF also bounds asym: asym <= mv² max||z||² / <||z||²> <= N mv² <= ROUND_OFF for N <= 1e10
     x_scale = max(float(np.max(np.linalg.norm(X, axis=1))), 1e-300)
-    mv_x /= x_scale  # the inputs alone: the target's parity is judged apart
-    dsf = (_dataset_floor(X, Y, a, vd.NEAR_SYMMETRIC * x_scale, mo.fit) if mv_x <= vd.NEAR_SYMMETRIC
+    mv_x, raw = mv_x / x_scale, mv_x  # the inputs alone: the target's parity is judged apart
+    dsf = (_dataset_floor(X, Y, a, vd.NEAR_SYMMETRIC * x_scale, mo.fit, raw) if mv_x <= vd.NEAR_SYMMETRIC
            else None)
     even_t = dsf.even / dsf.power if dsf is not None and dsf.power > 0 else float("nan")
     report = DataReport(n=X.shape[0], d=X.shape[1], p=Y.shape[1], asymmetry=asym, symmetric=mv <= ROUND_OFF,
@@ -82,14 +84,18 @@ class State:
     function: vd.Judgement
     regime: Regime
     loss0: float
-    outputs: np.ndarray  # f(X), and ‖∇L‖·‖θ‖, from the split's one pass over the rows
+    outputs: np.ndarray  # f(X), ‖∇L‖·‖θ‖ and the growth estimate, from the split's one pass over the rows
     grad: float | None
+    growth: rg.GrowthEstimate  # §6.4's, for predict: (0, 0, 0, 1) where the net has no growth term
 
 
 def measure_net(params: Params, X, Y, a, ctx: Context, kind: str = "function now") -> State:
     L, biased = depth(params), has_bias(params)
     c = unchecked_slope_factor(float(a))  # α checked by as_model
-    sp = split(params, X, a, ctx.moments.fit, Y)
+    # the growth term (§6.4): two layers, a slope below 1, an odd target linear enough, no bias
+    grows = L == 2 and a != 1.0 and not biased and ctx.modes.linear_fraction > vd.PAPER_LEVEL
+    plan = rg.growth_plan(params, X, Y, c, ctx.modes.B) if grows else None
+    sp = split(params, X, a, ctx.moments.fit, Y, plan)
     svs = tuple(np.linalg.svd(np.asarray(layer.matrix, float), compute_uv=False) for layer in params)
     beta = np.asarray(nets._beta_eff(params, a)) if nets.beta_eff_is_exact(params) else sp.beta
     nonlin = (sp.even + sp.odd_nonlinear) / sp.energy if sp.energy else 0.0
@@ -111,7 +117,9 @@ def measure_net(params: Params, X, Y, a, ctx: Context, kind: str = "function now
                                  output_ratio=np.sqrt(sp.energy / modes.y_power) if modes.y_power else np.nan)
     loss0 = 0.5 * energy(Y - sp.outputs)
     regime = Regime(init_gain=gain, s1=s1, init_ratio=ratio, small_init=ratio <= vd.SMALL_INIT)
-    return State(net, function, regime, loss0, sp.outputs, sp.grad)
+    growth = (sp.growth if plan is not None else rg.GrowthEstimate(0.0, 0.0, 0.0, float("inf")) if grows
+              else rg.GrowthEstimate(0.0, 0.0, 0.0, 1.0))
+    return State(net, function, regime, loss0, sp.outputs, sp.grad, growth)
 
 
 def facts(st: State, ctx: Context, params, X, Y, a, pred: Prediction | None) -> vd.Facts:

@@ -18,7 +18,8 @@ from ..core.nets import net_after_first
 from ..core.real_data import RealData, load_data
 from ..expressivity.decomposition import Decomposition, OddFit, energy, odd_fit_of
 from ..expressivity.local_linear import MAX_ENTRIES, Identities, _local_linear
-from .regime import gradient_times_weights
+from .measure_step import narrow, reduced
+from .regime import GrowthEstimate, GrowthPlan, gradient_times_weights, growth_from_sums, growth_sums
 from .report import LocalReport
 
 LOCAL_INPUTS = 64
@@ -38,58 +39,75 @@ class Split:
     beta: np.ndarray
     outputs: np.ndarray | None = None  # f(X), kept for the loss at init
     grad: float | None = None  # ‖∇_θ L‖·‖θ‖ when split was given Y (regime.gradient_norm's number)
+    growth: GrowthEstimate | None = None  # regime.growth_even_energy's, when split was given a plan
 
     @property
     def even_fraction(self) -> float:
         return self.even / self.energy if self.energy else 0.0
 
 
-def split(params: Params, X, alpha, fit=None, Y=None) -> Split:
+def split(params: Params, X, alpha, fit=None, Y=None, grow: GrowthPlan | None = None) -> Split:
     """Energies of f, of f_even, of the best linear fit of f_odd and of its remainder; ``fit``
     the least-squares solver (:func:`~biasfree.expressivity.decomposition.odd_fit_of`); with
     targets ``Y`` also the gradient norm of the loss (:func:`biasfree.analysis.regime.gradient_norm`),
-    from the same pass over the rows (the first layer's product, N × width, made once a block)."""
-    grad = None
+    from the same pass over the rows (the first layer's product, N × width, made once a block), on
+    X's columns that are not 0 everywhere (:func:`~biasfree.analysis.measure_step.reduced`: f does not
+    read W₁'s other columns and its gradient there is 0; ‖θ‖ still counts them); with ``grow`` (and
+    ``Y``) also the growth estimate from the same products
+    (:func:`~biasfree.analysis.regime.growth_sums`, ``Split.growth``)."""
+    grad = growth = None
+    keep = reduced(params, X)
+    P, XP = (params, X) if keep is None else (narrow(params, keep), np.asarray(X)[:, keep])
     if Y is None:
-        F, Fm = _outputs_and_mirror(params, X, alpha)  # in row blocks: no N × width array
+        F, Fm = _outputs_and_mirror(P, XP, alpha)  # in row blocks: no N × width array
     else:
-        F, Fm, grad = _outputs_mirror_gradient(params, X, Y, alpha)
+        rows = None if grow is None else (grow.Rho if keep is None else grow.Rho[keep], *grow.arrays)
+        F, Fm, g, sums = _outputs_mirror_gradient(P, XP, Y, alpha, rows)
+        grad = gradient_times_weights(g, params)
+        growth = None if grow is None else growth_from_sums(grow, *sums, X.shape[0])
     beta, res, dec = odd_fit_of(X, Decomposition(F, 0.5 * (F - Fm), 0.5 * (F + Fm)), fit)
     fit = OddFit(beta, float(np.mean(res)), dec.odd_energy)
     return Split(energy(F), energy(dec.even), energy(np.asarray(X) @ fit.beta), fit.residual,
-                  fit.fraction, fit.beta, F, grad)
+                  fit.fraction, fit.beta, F, grad, growth)
 
 
 @jax.jit
-def _block(params: Params, Xb, Yb, a, N):
-    """``(f, f(−x), ∇_θ of the block's share (1/2N) Σ ||y − f(x)||²)`` on one row block, the
-    first layer's product shared as in :func:`biasfree.core.blocks.outputs_and_mirror`."""
+def _block(params: Params, Xb, Yb, a, N, grow):
+    """``(f, f(−x), ∇_θ of the block's share (1/2N) Σ ||y − f(x)||², growth sums)`` on one row
+    block, the first layer's product shared as in :func:`biasfree.core.blocks.outputs_and_mirror`
+    and, with ``grow`` = ``(ρ's, *GrowthPlan.arrays)``, with :func:`~biasfree.analysis.regime.growth_sums`
+    (a bias-free first layer: its product is H = X W₁ᵀ; else None)."""
     first = params[0]
 
     def share(p):
         Z = p[0].apply(Xb)
         F = net_after_first(p, Z, a)
         Zm = -jax.lax.stop_gradient(Z) if first.bias is None else p[0].apply(-Xb)
-        return 0.5 * jnp.sum((Yb - F) ** 2) / N, (F, jax.lax.stop_gradient(net_after_first(p, Zm, a)))
+        out = (F, jax.lax.stop_gradient(net_after_first(p, Zm, a)), jax.lax.stop_gradient(Z))
+        return 0.5 * jnp.sum((Yb - F) ** 2) / N, out
 
-    (_, (F, Fm)), g = jax.value_and_grad(share, has_aux=True)(params)
-    return F, Fm, g
+    (_, (F, Fm, Z)), g = jax.value_and_grad(share, has_aux=True)(params)
+    return F, Fm, g, None if grow is None else growth_sums(Z, Xb @ grow[0], *grow[1:])
 
 
-def _outputs_mirror_gradient(params: Params, X, Y, alpha):
-    """``(f(X), f(−X), ‖∇_θ L‖·‖θ‖)`` in the row blocks of :func:`~biasfree.core.blocks._outputs`
-    and :func:`~biasfree.analysis.regime.gradient_norm` (the same blocks, the gradient summed in
-    the same order): one pass instead of three."""
+def _outputs_mirror_gradient(params: Params, X, Y, alpha, grow=None):
+    """``(f(X), f(−X), ∇_θ L, growth sums or None)`` in the row blocks of
+    :func:`~biasfree.core.blocks._outputs` and :func:`~biasfree.analysis.regime.gradient_norm` (the
+    same blocks, the gradient summed in the same order): one pass instead of three (four with
+    ``grow``, :func:`_block`'s)."""
     N = X.shape[0]
     step = max(1, BLOCK_ENTRIES // max(layer.n_out for layer in params))
     p = params[-1].n_out
     F, Fm = np.empty((N, p)), np.empty((N, p))
-    a, grad = jnp.asarray(alpha, float), None
+    a, grad, sums = jnp.asarray(alpha, float), None, None
     for i in range(0, N, step):
-        f, fm, part = _block(tuple(params), X[i:i + step], Y[i:i + step], a, N)
+        f, fm, part, more = _block(tuple(params), X[i:i + step], Y[i:i + step], a, N, grow)
         F[i:i + step], Fm[i:i + step] = np.asarray(f), np.asarray(fm)
         grad = part if grad is None else jax.tree_util.tree_map(jnp.add, grad, part)
-    return F, Fm, gradient_times_weights(grad, params)
+        if more is not None:
+            more = tuple(np.asarray(x) for x in more)
+            sums = more if sums is None else tuple(s + x for s, x in zip(sums, more, strict=True))
+    return F, Fm, grad, sums
 
 
 def data_arrays(data):

@@ -28,7 +28,7 @@ from .moments import linear_floor
 from .plan import Plan, Setting
 from .report import Prediction, Regime
 from .structure import PAIRS
-from .verdict import PAPER_LEVEL, Facts, Judgement, judge_predicted
+from .verdict import Facts, Judgement, judge_predicted
 
 CURVE_BUDGET = 20.0
 """Seconds the predicted curve's ODE may take (or ``time_budget`` if less). A two-layer twin's
@@ -86,8 +86,7 @@ def predict(params, st: State, s: Setting, gd: tuple[float, int, np.ndarray] | N
                 f"time × c^(2(L-1)/L) = {ks:.4g}; " + curve.note)
     L0 = reference(loss0, zero_loss(Y))  # every gap's normaliser (biasfree.analysis.gap)
     twin0 = 0.5 * energy(Y - X @ product([np.asarray(la.matrix, float) for la in twin]).T)  # f = W_L⋯W_1 x
-    g = (rg.growth_even_energy(params, X, Y, net.c, modes.B)
-         if L == 2 and a != 1.0 and modes.linear_fraction > PAPER_LEVEL else rg.GrowthEstimate(0, 0, 0, 1))
+    g = st.growth  # rg.growth_even_energy's, from the split's pass over the rows (function_now.measure_net)
     # the growth term: the sign groups' peak gap under the GD that training runs (the given
     # step and steps, else analyse's default schedule, §6.3), with the remainder's interval (§6.4)
     growth = (0.0, 0.0, 0.0)

@@ -105,14 +105,52 @@ def growth_even_energy(params: Params, X, Y, c: float, B) -> GrowthEstimate:
 
     Memory O(N d + m (d + p)): ``r_k·x = w_k·x − (w_k·ρ_i + z_ki/g) ρ_i·x`` is taken from
     ``H = X W_1ᵀ``, computed once in row blocks of at most :data:`BLOCK_ENTRIES` numbers, and
-    ``ρ_iᵀ Σ_xx ρ_i`` as ``<(ρ_i·x)²>``; round-off apart, the formulas above."""
+    ``ρ_iᵀ Σ_xx ρ_i`` as ``<(ρ_i·x)²>``; round-off apart, the formulas above. The three steps
+    apart: :func:`growth_plan` (the weights and Σ_yx), :func:`growth_sums` (a row block's H and
+    X ρ: ``analyse`` takes them in the pass over the rows that gives f, from the same H) and
+    :func:`growth_from_sums`."""
+    plan = growth_plan(params, X, Y, c, B)
+    return GrowthEstimate(0.0, 0.0, 0.0, float("inf")) if plan is None else growth_from_rows(plan, params, X)
+
+
+def growth_from_rows(plan: GrowthPlan, params: Params, X) -> GrowthEstimate:
+    """:func:`growth_even_energy` of ``plan`` in its own pass over the rows of X."""
+    X, W1 = np.asarray(X, float)[:, plan.live], np.asarray(params[0].matrix, float)[:, plan.live]
+    proj, b2 = np.zeros(len(plan.modes)), np.zeros(len(plan.modes))  # Σ_n (ρ·x_n)², Σ_n b(x_n)²
+    step = max(1, BLOCK_ENTRIES // max(W1.shape[0], 1))
+    Rho = plan.Rho[plan.live]
+    for j in range(0, X.shape[0], step):
+        p2, bb = _growth_block(X[j:j + step], W1, Rho, *plan.arrays)
+        proj += np.asarray(p2)
+        b2 += np.asarray(bb)
+    return growth_from_sums(plan, proj, b2, X.shape[0])
+
+
+@dataclass(frozen=True)
+class GrowthPlan:
+    """What :func:`growth_even_energy` needs before its pass over the rows: per mode ``modes``
+    (ρ, ¼κ²A², a_k = w_k·ρ + z_k/g, g|u_k| + ‖s_k‖, g Σ_k|u_k|‖s_k‖, g, σ, its sign groups, A);
+    ``Rho`` (d, modes) the ρ's, ``arrays`` ``(A (modes, m), WR (modes, m), WG (modes,), 1 − c)``
+    for :func:`growth_sums`, ``live`` X's columns not 0 on every row (``Rho`` is 0 on the others)."""
+
+    modes: tuple
+    Rho: np.ndarray
+    arrays: tuple
+    live: np.ndarray
+
+
+def growth_plan(params: Params, X, Y, c: float, B) -> GrowthPlan | None:
+    """:func:`growth_even_energy`'s modes from the weights, Σ_yx and ``B``; None where no mode
+    has a growing part. Inputs 0 on every row (a zero border of pixels) are left out: Σ_yx and B
+    are 0 there (B the least-squares map, whose minimum-norm solution does not use them)."""
     X, Y = np.asarray(X, float), np.asarray(Y, float)
-    W1, W2 = np.asarray(params[0].matrix, float), np.asarray(params[1].matrix, float)
-    N = X.shape[0]
-    O, sig, R = np.linalg.svd(Y.T @ X / N, full_matrices=False)
+    live = np.any(X != 0, axis=0)
+    W1, W2 = np.asarray(params[0].matrix, float)[:, live], np.asarray(params[1].matrix, float)
+    O, sig, R = np.linalg.svd(Y.T @ X[:, live] / X.shape[0], full_matrices=False)
     if sig.size == 0 or sig[0] == 0.0:
-        return GrowthEstimate(0.0, 0.0, 0.0, float("inf"))
-    modes = []  # per mode: (ρ, the weights of E, a_k = w_k·ρ + z_k/g, Σ_k weights of |r_k·x|, of |ρ·x|)
+        return None
+    B = np.asarray(B)[:, live]
+    modes = []
     for i in np.nonzero(sig >= MODE_CUT * sig[0])[0]:
         o, r = O[:, i], R[i]
         u, z = 0.5 * (W2.T @ o + W1 @ r), 0.5 * (W2.T @ o - W1 @ r)
@@ -127,16 +165,17 @@ def growth_even_energy(params: Params, X, Y, c: float, B) -> GrowthEstimate:
         modes.append((r, 0.25 * kappa**2 * A**2, W1 @ r + z / g, g * np.abs(u) + s_norm,
                       g * float(np.abs(u) @ s_norm), g, float(sig[i]), groups(u), A))
     if not modes:
-        return GrowthEstimate(0.0, 0.0, 0.0, float("inf"))
-    Rho = np.stack([mode[0] for mode in modes], axis=1)  # (d, modes)
-    A, WR = np.stack([mode[2] for mode in modes]), np.stack([mode[3] for mode in modes])  # (modes, m)
-    WG = np.array([mode[4] for mode in modes])
-    proj, b2 = np.zeros(len(modes)), np.zeros(len(modes))  # Σ_n (ρ·x_n)², Σ_n b(x_n)²
-    step = max(1, BLOCK_ENTRIES // max(W1.shape[0], 1))
-    for j in range(0, N, step):
-        p2, bb = _growth_block(X[j:j + step], W1, Rho, A, WR, WG, 1.0 - c)
-        proj += np.asarray(p2)
-        b2 += np.asarray(bb)
+        return None
+    Rho = np.zeros((live.size, len(modes)))
+    Rho[live] = np.stack([mode[0] for mode in modes], axis=1)
+    arrays = (np.stack([mode[2] for mode in modes]), np.stack([mode[3] for mode in modes]),
+              np.array([mode[4] for mode in modes]), 1.0 - c)
+    return GrowthPlan(tuple(modes), Rho, arrays, live)
+
+
+def growth_from_sums(plan: GrowthPlan, proj, b2, N: int) -> GrowthEstimate:
+    """:func:`growth_even_energy` from the sums over all N rows of :func:`growth_sums`."""
+    modes = plan.modes
     E = np.array([mode[1] for mode in modes]) * proj / N
     root, d = np.sqrt(E), np.sqrt(b2 / N)
     # the sign groups' scalar problem along ρ_i: rate σ_i, learned amplitude A_i = o_iᵀBρ_i and
@@ -149,11 +188,11 @@ def growth_even_energy(params: Params, X, Y, c: float, B) -> GrowthEstimate:
 
 
 @jax.jit
-def _growth_block(Xb, W1, Rho, A, WR, WG, one_minus_c):
+def growth_sums(H, P, A, WR, WG, one_minus_c):
     """One row block's ``(Σ_n (ρ_i·x_n)², Σ_n b_i(x_n)²)`` per mode i of
-    :func:`growth_even_energy`: ``b_i = (1 − c)(Σ_k |w_k·x − a_ki ρ_i·x| wr_ki + wg_i |ρ_i·x|)``,
-    one fused loop over (n, modes, m) (no n × m temporary per mode)."""
-    H, P = Xb @ W1.T, Xb @ Rho  # (n, m): w_k·x; (n, modes): ρ·x
+    :func:`growth_even_energy`, from ``H = X_b W₁ᵀ`` (n, m) and ``P = X_b ρ`` (n, modes):
+    ``b_i = (1 − c)(Σ_k |w_k·x − a_ki ρ_i·x| wr_ki + wg_i |ρ_i·x|)``, one fused loop over
+    (n, modes, m) (no n × m temporary per mode)."""
     rx = jnp.abs(H[:, None, :] - P[:, :, None] * A[None])  # |r_k·x| (n, modes, m), fused into the sum
     b = one_minus_c * (jnp.sum(rx * WR[None], axis=-1) + WG * jnp.abs(P))
     return jnp.sum(P**2, axis=0), jnp.sum(b**2, axis=0)
@@ -195,3 +234,9 @@ def gradient_times_weights(grad, params) -> float:
     sq = sum(float(np.sum(np.square(np.asarray(g)))) for g in leaves(grad))
     size = sum(float(np.sum(np.asarray(leaf, float) ** 2)) for leaf in leaves(params))
     return float(np.sqrt(sq * size))
+
+
+@jax.jit
+def _growth_block(Xb, W1, Rho, A, WR, WG, one_minus_c):
+    """:func:`growth_sums` of the row block ``Xb`` (H and P made in the same program)."""
+    return growth_sums(Xb @ W1.T, Xb @ Rho, A, WR, WG, one_minus_c)

@@ -161,11 +161,10 @@ def _gram_search(Z, rows, dist, idx) -> None:
         G += sq[rb, None]
         G += sq[None, :]
         cand = G <= (G.min(axis=1) + 2 * E[rb])[:, None]
-        many = np.flatnonzero(cand.sum(axis=1) > CANDIDATES_MAX)
-        cand[many] = False
-        if many.size:
-            top = np.argpartition(G[many], CANDIDATES_MAX - 1, axis=1)[:, :CANDIDATES_MAX]
-            cand[many[:, None], top] = True
+        for row in np.flatnonzero(cand.sum(axis=1) > CANDIDATES_MAX):  # the nearest among its candidates
+            m = np.flatnonzero(cand[row])
+            cand[row] = False
+            cand[row, m[np.argpartition(G[row, m], CANDIDATES_MAX - 1)[:CANDIDATES_MAX]]] = True
         b, m = np.nonzero(cand)
         _keep_nearest(Z, rb[b], m, dist, idx)
 

@@ -334,9 +334,10 @@ def dataset_floor(X, Y, *, alpha=0.0, tol: float = 1e-9) -> DatasetFloor:
     return _dataset_floor(X, Y, alpha, validate.nonnegative("tol", tol, scalar=True))
 
 
-def _dataset_floor(X, Y, alpha: float, tol: float, fit=None) -> DatasetFloor:
+def _dataset_floor(X, Y, alpha: float, tol: float, fit=None, violation: float | None = None) -> DatasetFloor:
     """:func:`dataset_floor` of checked float arrays ``X`` (N, d), ``Y`` (N, p), unchecked; ``fit``
-    the least-squares solver of :func:`~.decomposition.odd_fit_of`."""
+    the least-squares solver of :func:`~.decomposition.odd_fit_of`; ``violation`` X's
+    :func:`~biasfree.core.symmetry.mirror_violation` where the caller has measured it."""
     dist, partner = nearest_mirror(X)
     if np.max(dist) > tol:
         raise ValueError(
@@ -347,7 +348,7 @@ def _dataset_floor(X, Y, alpha: float, tol: float, fit=None) -> DatasetFloor:
     odd = float(0.5 * np.mean(odd_fit_of(X, dec, fit)[1]))
     even = 0.5 * dec.even_energy
     value = odd + even if float(alpha) == 1.0 else odd
-    violation = _mirror_violation(X)
+    violation = _mirror_violation(X) if violation is None else violation
     exact = violation <= tol
     note = (f"exact: X is mirror-symmetric as a multiset (mirror violation {violation:.2g} <= tol {tol:g})"
             if exact else
