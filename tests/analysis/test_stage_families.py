@@ -12,6 +12,7 @@ import pytest
 from roundoff import gamma
 
 import biasfree as bf
+from biasfree.analysis import stage_answer
 from biasfree.analysis.report import _stage_json
 from biasfree.analysis.stage import stage, stage_of
 from biasfree.analysis.stage_answer import ANALYSE_WEIGHTS
@@ -170,7 +171,7 @@ def test_merged_attention_at_the_origin_is_the_twins_zero_saddle():
     assert st.fixed_point.loss == pytest.approx(0.5 * np.mean(Y**2), rel=1e-12)
 
 
-def test_analyse_reports_the_stage_or_refuses_in_one_line(kinks):
+def test_analyse_reports_the_stage_or_refuses_in_one_line(kinks, monkeypatch):
     X, Y, p0, net = kinks
     res = bf.analyse(net, (X, Y), alpha=0.0, train=False, init=p0)
     assert res.stage.units.count == 1 and res.stage.saddle
@@ -186,11 +187,13 @@ def test_analyse_reports_the_stage_or_refuses_in_one_line(kinks):
     assert [m.k for m in rec.matches] == [0, 1]
     assert all(abs(m.gap) < (2.2525 - 0.0025) / 2 for m in rec.matches)
     assert "recorded curve from init: 2 plateaus" in rerun.summary()
-    # above ANALYSE_WEIGHTS weights: the units alone, with a note naming the call that builds the rest
+    # above ANALYSE_WEIGHTS weights, a search that does not fit analyse's budget: the units alone, with a
+    # note naming the call that builds the rest (tests/analysis/test_stage_budget.py: one that fits)
     rng = np.random.default_rng(0)
     big = (Layer(rng.normal(size=(ANALYSE_WEIGHTS, 2))), Layer(rng.normal(size=(1, ANALYSE_WEIGHTS))))
+    monkeypatch.setattr(stage_answer, "STAGE_NUMBERS", 100)
     st = bf.analyse(big, (X, Y), alpha=0.0, train=False).stage
-    assert not st.covered and "not built by analyse above" in st.notes[0]
+    assert not st.covered and "not built" in st.notes[0] and "stage.stage(model, data)" in st.notes[0]
     # a deep ReLU net has no effective-unit rule: the stage is the one-line refusal naming the families
     deep = tuple(Layer(rng.normal(size=s)) for s in ((3, 2), (3, 3), (1, 3)))
     ref = bf.analyse(deep, (X, Y), alpha=0.0, train=False).stage

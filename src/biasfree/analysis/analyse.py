@@ -24,6 +24,7 @@ training and history stages (:func:`~biasfree.analysis.measured.stages`: predict
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from functools import partial
 
@@ -133,6 +134,7 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
         res = bf.analyse(net, (X, Y), alpha=0.0, train=True)
         res.verdict.level, res.verdict.training.text
     """
+    began = time.perf_counter()  # the stage answer's budget is a share of the call (stage_answer)
     given = as_train_config(train)  # refuses any other kind of value
     if t_max is not None:
         t_max = validate.positive("t_max", t_max, scalar=True, why="the horizon of the predicted curve")
@@ -195,7 +197,8 @@ def analyse(model, data, *, alpha=None, train: TrainConfig | bool | None = None,
     from_given = predicted(params, st, p, s)
     from_init = predicted(start, st0, p0, s) if rerun else None
     pred, training, reg, trained, history = ms.stages(from_given, from_init, s)
-    where = partial(stage_answer, params, X, Y, a, start, history)  # saddle to saddle (§11.7), when asked
+    where = partial(stage_answer, params, X, Y, a, start, history,  # saddle to saddle (§11.7), when asked
+                    rest=time.perf_counter() - began)
     if st.net.has_bias:
         return Analysis(ctx.report, st.net, None, vd.combine(st.function, training), reg, local,
                         stage_of=where)

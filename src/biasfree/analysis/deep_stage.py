@@ -47,6 +47,7 @@ from ..theory.deep import deep_half_time
 from ..theory.plateau_times import data_plateaus
 from ..theory.reduced_rank import WhitenedSVD, is_whitened, reduced_rank_losses, whitened_svd
 from .saddles import FixedPoint, fixed_point
+from .stage_budget import check
 from .stage_result import Stage, Staircase
 from .stationary import gamma
 
@@ -118,6 +119,7 @@ def balanced_point(params: Params, X, Y, k: int, *,
 
     now, sweeps = J(), 0
     while sweeps < SWEEPS:
+        check()
         for i in range(L - 1):
             before = Ws[0] @ A if i == 0 else Ws[i] @ Q[i - 1]
             after = Ws[i + 1].T @ (Uk if i == L - 2 else Q[i + 1])

@@ -17,6 +17,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .stage_budget import check
+
 ENDS = {"LA": -1, "SA": 0}
 """``which`` → the index of that end in LAPACK's ascending eigenvalues."""
 
@@ -43,7 +45,10 @@ def extreme_eigenvalue(matvec: Callable[[np.ndarray], np.ndarray], n: int, which
         return float(np.linalg.eigvalsh(H)[end])
     from scipy.sparse.linalg import LinearOperator, eigsh
 
-    op = LinearOperator((n, n), matvec=matvec, dtype=float)
+    def product(v):  # within analyse's stage budget, checked at each product (stage_budget)
+        check()
+        return matvec(v)
+    op = LinearOperator((n, n), matvec=product, dtype=float)
     out = eigsh(op, k=1, which=which, tol=tol, v0=v0, ncv=ncv, return_eigenvectors=vector)
     if vector:
         lam, vec = out

@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from .stage_budget import check
+
 
 def dropped_norms(total2: float, kept2: Sequence[float]) -> np.ndarray:
     """``b_k = (‖θ‖² − Σ_{j<k} kept2_j)^{1/2}`` for k = 0 … len(kept2): the norm of the units an
@@ -43,6 +45,7 @@ def nearest(order: Sequence[int], bound: Callable[[int], float], solve: Callable
         if len(tried) > limit:
             left.append(k)
             continue
+        check()
         point, dist, ok = solve(k)
         tried[k] = (k, dist, bool(ok))
         first = first or (k, point, dist)

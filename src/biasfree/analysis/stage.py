@@ -70,8 +70,9 @@ from .deep_stage import balanced_point, deep_stage
 from .interop import as_model
 from .measurements import data_arrays
 from .saddles import DENSE_HESSIAN, fixed_point, hessian_eigh
+from .stage_budget import fits
 from .stage_result import Recorded, Stage, Staircase
-from .unit_stage import unit_fixed_point, unit_levels
+from .unit_stage import search_numbers, unit_fixed_point, unit_levels
 from .verify import check_reading
 
 
@@ -169,10 +170,13 @@ def _stage_of(params, X, Y, alpha, init, made) -> Stage:
     if isinstance(params, MergedAttention | SeparateAttention):
         return _attention(params, X, Y, init, made)
     units = effective_units(params, alpha, init=init)
-    F = np.asarray(forward_unchecked(params, jnp.asarray(X), alpha))
-    loss = float(0.5 * np.mean(np.sum((F - Y) ** 2, 1)))
     biased = any(getattr(la, "bias", None) is not None for la in params)
     two = len(params) == 2 and not biased
+    if two and units.family in ("leaky", "conv"):  # the count's search, before any pass over the data
+        k = units.count
+        fits(search_numbers(params, np.size(Y), k), f"the Jacobian of the {k}-unit narrow net")
+    F = np.asarray(forward_unchecked(params, jnp.asarray(X), alpha))
+    loss = float(0.5 * np.mean(np.sum((F - Y) ** 2, 1)))
     if two and units.family == "linear" and all(type(la) is Layer for la in params):
         return _linear(params, X, Y, loss, units, init)
     if two and units.family in ("leaky", "conv"):

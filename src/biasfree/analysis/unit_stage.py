@@ -41,6 +41,7 @@ from ..core.layers import Layer
 from ..core.nets import forward_unchecked
 from ..core.units import conv_units, unit_groups
 from .nearest import dropped_norms, nearest
+from .stage_budget import check, fits
 from .stage_result import EmbeddedPoint
 from .stationary import accumulations, gamma, gradient_tolerance, layer_norms
 from .unit_escape import ascent_rate
@@ -234,6 +235,13 @@ def escape_rate(params, X, Y, alpha: float) -> float:
     return ascent_rate(rebuild, U, R, np.asarray(X, float), float(alpha), V.shape[1])[0]
 
 
+def search_numbers(params, outputs: int, k: int) -> int:
+    """Numbers in the Jacobian of the k-unit narrow net of ``params`` (:func:`parts`) on ``outputs``
+    residuals (N p): ``outputs × k(a + b)``, the largest array its search makes."""
+    U, V, _ = parts(params)
+    return int(outputs) * int(k) * (U.shape[1] + V.shape[1])
+
+
 def narrow_fixed_point(rebuild, U0, V0, X, Y, alpha):
     """The narrow net's fixed point nearest (U0, V0): LM on the residuals, then Newton. ``rebuild(U, V)``
     gives the params of n rows U (n, a), V (n, b); any net ``forward_unchecked`` runs (units, kernels, heads).
@@ -248,11 +256,14 @@ def narrow_fixed_point(rebuild, U0, V0, X, Y, alpha):
     Xj, Yj = jnp.asarray(X), jnp.asarray(Y)
     kw = {"rebuild": rebuild, "shape": (n, a), "alpha": float(alpha)}
     th = np.concatenate([U0.ravel(), V0.ravel()])
+    fits(Y.size * th.size, f"the Jacobian of the {n}-unit narrow net")  # search_numbers, in analyse's budget
 
     def res(t):
+        check()
         return np.asarray(_residuals(jnp.asarray(t), Xj, Yj, **kw))
 
     def jac(t):
+        check()
         return np.asarray(_jacobian(jnp.asarray(t), Xj, Yj, **kw))
     with threadpool_limits(1, user_api="blas"):  # one BLAS thread: see :func:`_rotated`
         if Y.size > th.size + 1:  # LM, on the rotated residuals (:func:`_rotated`)
@@ -263,6 +274,7 @@ def narrow_fixed_point(rebuild, U0, V0, X, Y, alpha):
         th = sol.x
         g, H = (np.asarray(x) for x in _newton_terms(jnp.asarray(th), Xj, Yj, **kw))
         for _ in range(8):  # Newton to round-off (quadratic convergence near a smooth fixed point)
+            check()
             step = np.linalg.lstsq(H, -g, rcond=None)[0]
             g2, H2 = (np.asarray(x) for x in _newton_terms(jnp.asarray(th + step), Xj, Yj, **kw))
             if not np.linalg.norm(g2) < np.linalg.norm(g):  # the loss is flat to round-off there: the
