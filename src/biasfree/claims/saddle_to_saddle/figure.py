@@ -26,9 +26,18 @@ def figure(result: Result):
         t, L = A[f"{key}_t"], A[f"{key}_loss"]
         keep = t > 0
         ax.semilogx(t[keep], L[keep], color="tab:blue", lw=2.5, label="training loss")
-        for k, lv in enumerate(A[f"{key}_levels"]):
+        levels = A[f"{key}_levels"]
+        span = max(float(np.ptp(np.r_[L[keep], levels])), 1e-300)
+        last = {"left": -np.inf, "right": -np.inf}  # the label sides' highest level so far, from below
+        for k in np.argsort(levels):
+            lv = levels[k]
             ax.axhline(lv, color="0.45", ls="--", lw=0.9)
-            ax.text(t[keep][0], lv, f" best {k}-unit loss", va="bottom", fontsize=8.5, color="0.35")
+            # a label within 8% of the axis from the one below it on its side moves to the other side
+            side = "left" if lv - last["left"] >= 0.08 * span else "right"
+            last[side] = lv
+            x, ha = (t[keep][0], "left") if side == "left" else (t[keep][-1], "right")
+            ax.text(x, lv, f" best {k}-unit loss ", va="bottom", ha=ha, fontsize=8.5, color="0.35", zorder=6,
+                    bbox={"fc": "white", "ec": "none", "alpha": 0.75, "pad": 0.3})
         for tp, tol, tm in zip(A[f"{key}_times"], A[f"{key}_time_tol"], A[f"{key}_times_measured"],
                                strict=True):
             ax.axvspan(max(tp - tol, t[keep][0]), tp + tol, color="tab:orange", alpha=0.15, lw=0)
