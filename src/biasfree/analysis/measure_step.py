@@ -136,7 +136,8 @@ def pair_sharpness(params, twin, X, Y, alpha: float) -> float:
         params, twin, X = narrow(params, keep), narrow(twin, keep), np.asarray(X)[:, keep]
     data = sample(unchecked_dataset(X, Y))
     ks = TwinScales.unchecked(alpha, len(params)).time
-    linear = all(isinstance(layer, Layer) and layer.b is None for layer in twin)
+    # at slope 1 a bias-free dense twin of σ_α layers is linear (a z² layer is not)
+    linear = all(isinstance(layer, Layer) and layer.b is None and layer.activation == "leaky" for layer in twin)
     twin_data = moment_rows(data) if linear else data
     return max(sharpness(params, data, alpha), ks * sharpness(twin, twin_data, 1.0))
 
