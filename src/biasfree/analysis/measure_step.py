@@ -137,7 +137,7 @@ def pair_sharpness(params, twin, X, Y, alpha: float) -> float:
     data = sample(unchecked_dataset(X, Y))
     ks = TwinScales.unchecked(alpha, len(params)).time
     # at slope 1 a bias-free dense twin of σ_α layers is linear (a z² layer is not)
-    linear = all(isinstance(layer, Layer) and layer.b is None and layer.activation == "leaky" for layer in twin)
+    linear = all(isinstance(la, Layer) and la.b is None and la.activation == "leaky" for la in twin)
     twin_data = moment_rows(data) if linear else data
     return max(sharpness(params, data, alpha), ks * sharpness(twin, twin_data, 1.0))
 
