@@ -279,10 +279,10 @@ def test_attention_computes_in_float64_outside_x64(problem):
 
 
 def test_twin_map_trains_at_slope_one_only(problem):
-    """merged_to_twin's layers are a linear net's: the map sets the slope (bf.train with no α, and a
-    Member with none, train at 1, equal to the run at alpha=1.0 bitwise: the same code path; a
-    GDConfig's α is its own, 0 by default, and is refused), and bf.train refuses another,
-    which would silently train a ReLU net on z (before: a 0.52 of L(0) gap, no warning)."""
+    """merged_to_twin's layers are a linear net's: the map sets the slope (bf.train with no α, a
+    Member with none and a config whose α was left at its default train at 1, equal to the run at
+    alpha=1.0 bitwise: the same code path), and bf.train refuses another, given, which would
+    silently train a ReLU net on z (before: a 0.52 of L(0) gap, no warning)."""
     _, att, zd = problem
     twin = merged_to_twin(att)
     for kw in ({"alpha": 0.0}, {"alpha": np.array([1.0, 0.5])}):
@@ -302,6 +302,17 @@ def test_twin_map_trains_at_slope_one_only(problem):
     relu = [bf.train(net, zd, optax.sgd(LR), steps=2, observables="loss", **kw).loss
             for kw in ({}, {"alpha": 0.0})]
     np.testing.assert_array_equal(*relu)  # a plain net keeps the default slope (the map sets only its own)
+    # a config's α left unset: 1 for the twin (bitwise the config at 1.0), 0 for a plain net; given 0: refused
+    cfgs = [bf.GDConfig(lr=LR, steps=2), bf.GDConfig(lr=LR, steps=2, alpha=1.0)]
+    np.testing.assert_array_equal(*[bf.train(twin, zd, c, observables="loss").loss for c in cfgs])
+    adam = [bf.TrainConfig(optimiser=optax.adam(1e-3), steps=2, **kw) for kw in ({}, {"alpha": 1.0})]
+    np.testing.assert_array_equal(*[bf.train(twin, zd, c, observables="loss").loss for c in adam])
+    with pytest.raises(ValueError, match="pass alpha=1.0"):
+        bf.train(twin, zd, bf.GDConfig(lr=LR, steps=2, alpha=0.0))
+    plain = [bf.train(net, zd, bf.GDConfig(lr=LR, steps=2, **kw), observables="loss").loss
+             for kw in ({}, {"alpha": 0.0})]
+    np.testing.assert_array_equal(*plain)
+    assert bf.GDConfig() == bf.GDConfig(alpha=0.0) and repr(bf.GDConfig().alpha) == "0.0"  # 0 in every use
 
 
 def test_weights_as_strings_refused(problem):

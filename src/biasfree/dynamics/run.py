@@ -29,14 +29,33 @@ from .trajectory import _observe
 SPACINGS = ("linear", "log")
 
 
+class _DefaultSlope(float):
+    """α = 0 (ReLU) as a config's default, told apart from a given 0: it is 0.0 in every use
+    (arithmetic, comparison, hashing, JSON), and a net of an attention layer's twin
+    (``merged_to_twin``) trains at 1 instead (the map sets it: :func:`biasfree.dynamics.trainer.train`)."""
+
+    def __repr__(self) -> str:
+        return "0.0"
+
+
+DEFAULT_SLOPE = _DefaultSlope(0.0)
+"""A :class:`RunConfig`'s ``alpha`` when none was given (module's ``_DefaultSlope``)."""
+
+
+def slope_unset(alpha) -> bool:
+    """Whether a config's ``alpha`` was left at :data:`DEFAULT_SLOPE` (copies of it included)."""
+    return isinstance(alpha, _DefaultSlope)
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
-    """The settings gradient descent and gradient flow share: ``alpha`` slope α; ``loss``
+    """The settings gradient descent and gradient flow share: ``alpha`` slope α (unset: 0, and 1
+    for a net of an attention layer's twin, :data:`DEFAULT_SLOPE`); ``loss``
     "mse" or "logistic"; ``weight_decay`` λ; ``n_records`` records at ``spacing``
     "linear" or "log" times (the first and last always included); ``keep_params``
     also stores the parameters at every record (``Trajectory.path``)."""
 
-    alpha: float = 0.0
+    alpha: float = DEFAULT_SLOPE
     loss: str = "mse"
     weight_decay: float = 0.0
     n_records: int = 101
@@ -44,7 +63,8 @@ class RunConfig:
     keep_params: bool = False
 
     def __post_init__(self):
-        self._set("alpha", validate.slope(self.alpha, "alpha"))
+        if not slope_unset(self.alpha):  # the default is kept as itself: a twin's net reads it as 1
+            self._set("alpha", validate.slope(self.alpha, "alpha"))
         validate.choice("loss", self.loss, LOSSES)
         self._set("weight_decay", validate.nonnegative(
             "weight_decay", self.weight_decay, scalar=True,
