@@ -51,6 +51,7 @@ import optax.contrib
 import biasfree as bf
 from biasfree.core.layers import Layer
 from biasfree.dynamics.train_config import record_steps
+from biasfree.theory.plateau_times import mode_half_times
 from biasfree.theory.reduced_rank import reduced_rank_losses
 from biasfree.theory.staircase import drop_times, find_plateaus
 
@@ -105,27 +106,6 @@ def stages(count, hold=3):
     return [int(count[s]) for s, e in bounds if e - s >= hold]
 
 
-def mode_half_steps(t, path, data, alpha):
-    """Per mode i of the target map C = Σ_yx (whitened inputs): the step at which its strength
-    a_i = u_iᵀ M v_i crosses s_i/2, interpolated in ln t, with M = c W₂W₁ the net's odd part
-    (c = (1 + α)/2: ½(σ_α(z) − σ_α(−z)) = c z) — the mode half time of §3.1 (nan if never)."""
-    X, Y = np.asarray(data.X), np.asarray(data.Y)
-    U, s, Vt = np.linalg.svd(Y.T @ X / X.shape[0])
-    W1, W2 = (np.asarray(layer.W) for layer in path)
-    M = 0.5 * (1 + alpha) * np.einsum("tph,thd->tpd", W2, W1)
-    a = np.einsum("pi,tpd,id->ti", U, M, Vt)
-    out = []
-    for i in range(s.size):
-        j = np.flatnonzero(a[1:, i] >= s[i] / 2)
-        if j.size == 0:
-            out.append(float("nan"))
-            continue
-        j = int(j[0]) + 1
-        w = (s[i] / 2 - a[j - 1, i]) / (a[j, i] - a[j - 1, i])
-        out.append(float(np.exp(np.log(t[j - 1]) + w * (np.log(t[j]) - np.log(t[j - 1])))))
-    return np.array(out)
-
-
 def measure(data, init, alpha, opt_name, lr, steps, levels, n_records, modes=False):
     """One run: its staircase, drop times and their ratios, unit stages and final loss; with
     ``modes`` (linear and ReLU tasks) the half times of the target's modes too."""
@@ -144,7 +124,7 @@ def measure(data, init, alpha, opt_name, lr, steps, levels, n_records, modes=Fal
         out.update(plateaus=len(st.plateaus), levels=[p.level for p in st.plateaus],
                    drop_times=times.tolist(), ratios=(times[1:] / times[:-1]).tolist())
     if modes:
-        half = mode_half_steps(t, run.path, data, alpha)
+        half = mode_half_times(t, run.path[0].W, run.path[1].W, data.X, data.Y, alpha)
         out["mode_half_steps"] = half.tolist()
         out["mode_ratios"] = (half[1:] / half[:-1]).tolist()
     if levels is not None:

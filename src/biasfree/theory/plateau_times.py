@@ -161,3 +161,18 @@ def crossing_times(t, loss, levels) -> np.ndarray:
         w = (loss[j - 1] - lev) / (loss[j - 1] - loss[j])
         out[k] = float(np.exp(np.log(t[j - 1]) + w * (np.log(t[j]) - np.log(t[j - 1]))))
     return out
+
+
+def mode_half_times(t, W1, W2, X, Y, alpha: float = 1.0) -> np.ndarray:
+    """Per mode i of the target map Σ_yx = YᵀX/N = U diag(s) Vᵀ (inputs whitened, XᵀX/N = I, so
+    the modes are the flow's, §3.1): the first time its strength ``a_i(t) = u_iᵀ M(t) v_i`` reaches
+    s_i/2, M = c W₂W₁ the net's odd part (c = (1 + α)/2), by :func:`crossing_times` (NaN if never).
+    ``W1`` (T, h, d) and ``W2`` (T, p, h) are a two-layer net's weights at the record times ``t``
+    (T,); records at t ≤ 0 are left out. Unlike a plateau, this reading needs no separation
+    between drops (docs/theory.md §11.6)."""
+    t = v.times("t", t, ndim=1)
+    X, Y = np.asarray(X, float), np.asarray(Y, float)
+    U, s, Vt = np.linalg.svd(Y.T @ X / X.shape[0])
+    M = 0.5 * (1.0 + float(alpha)) * np.einsum("tph,thd->tpd", np.asarray(W2, float), np.asarray(W1, float))
+    a = np.einsum("pi,tpd,id->ti", U, M, Vt)[t > 0]
+    return np.array([crossing_times(t[t > 0], -a[:, i], [-s[i] / 2])[0] for i in range(s.size)])
