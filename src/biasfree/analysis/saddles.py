@@ -224,11 +224,15 @@ def embedded_params(params: Params, construction: str, *, unit: int = 0, ratio: 
     j = v.integer("unit", unit, 0, W1.shape[0] - 1)
     rho = v.real("ratio", ratio, scalar=True)
     cs = v.real("scale", scale, scalar=True)
-    W1n, W2n = _embed(W1, W2, construction, j, rho, cs, c, d)
+    W1n, W2n = embedded_weights(W1, W2, construction, j, rho, cs, c, d)
     return Layer(jnp.asarray(W1n)), Layer(jnp.asarray(W2n))
 
 
-def _embed(W1, W2, construction, j, rho, scale, c, d):
+def embedded_weights(W1, W2, construction: str, j: int, rho: float, scale: float, c=None, d=None):
+    """``(W₁', W₂')`` of ``construction`` (module doc) on the rows of ``W1`` (H−1, d) and the columns
+    of ``W2`` (p, H−1), unchecked: unit ``j``, ratio ``rho``, copy scale ``scale``, ``"linear"``'s
+    coefficients ``c``, ``d``; the new unit is the last. Any units whose incoming weights are rows
+    and outgoing weights columns (hidden units, conv kernels: :mod:`~biasfree.analysis.unit_embed`)."""
     H1 = W1.shape[0]
     W2 = W2.copy()
     if construction == "split":

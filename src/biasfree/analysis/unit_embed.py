@@ -1,0 +1,112 @@
+"""Theorem 1's embeddings (docs/theory.md §11.4) for a net of units as
+:mod:`~biasfree.analysis.unit_stage` reads it: a bias-free two-layer (leaky) ReLU net, dense or
+conv, whose unit i (a hidden unit, or a kernel with its readout) has incoming weights ``U_i`` and
+outgoing ``V_i`` (:func:`~biasfree.analysis.unit_stage.parts`; f = Σ_i f(U_i, V_i)). The
+constructions are :mod:`~biasfree.analysis.saddles`' on (U, Vᵀ) in place of (W₁, W₂):
+``"split"`` (unit j copied, its outputs shared ρ : 1 − ρ), ``"zero"`` (a unit of zeros, on
+σ(0) = 0), ``"rescale"`` (a copy c U_j, c > 0: σ_α is 1-homogeneous, a kernel's channel too) and
+``"linear"`` (α = 1). A conv kernel embeds exactly as a hidden unit does: its channel reads the
+patches with its own kernel, the readout reads that channel only.
+
+Checked as :func:`~biasfree.analysis.saddles.embed` checks a dense net, without its Hessian (a conv
+net's is not formed here, and a zero unit sits on the kink, where it is not defined: the escape is
+:mod:`~biasfree.analysis.unit_escape`'s one-sided rate): the function unchanged to round-off,
+``max_n ‖f_wide(x_n) − f_narrow(x_n)‖ ≤ 2 γ_K P max‖x‖`` (K = a + n', P the larger product of the
+layers' Frobenius norms, as :func:`~biasfree.analysis.unit_stage.unit_fixed_point` bounds it), and
+both nets' relative gradients ‖∇L‖·‖θ‖/(½<‖y‖²>) under their round-off bounds
+(:func:`~biasfree.analysis.unit_stage.relative_gradient`). A narrow net that is not a fixed point
+is refused with its gradient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import _validate as v
+from ..core.conv import Conv, PooledDense
+from ..core.layers import Layer, Params
+from ..core.nets import forward_unchecked, is_leaky
+from ..core.precision import precise
+from .saddles import CONSTRUCTIONS, embedded_weights
+from .stationary import gamma, layer_norms
+from .unit_stage import parts, relative_gradient
+
+
+@dataclass(frozen=True)
+class UnitEmbedding:
+    """The wide net ``params`` of ``construction``; the narrow and wide relative gradients with their
+    round-off bounds; ``function_gap`` max_n ‖f_wide(x_n) − f_narrow(x_n)‖ and its bound (module doc)."""
+
+    params: Params
+    construction: str
+    narrow_grad: float
+    narrow_grad_tol: float
+    grad: float
+    grad_tol: float
+    function_gap: float
+    function_tol: float
+
+    @property
+    def holds(self) -> bool:
+        """Theorem 1's identities: the same function and a zero gradient, each to round-off."""
+        return self.function_gap <= self.function_tol and self.grad <= self.grad_tol
+
+
+def _units(params, name: str) -> Params:
+    """``params`` as a bias-free two-layer dense or conv σ_α net, else a ValueError naming the families."""
+    ok = (isinstance(params, tuple | list) and len(params) == 2
+          and (all(type(la) is Layer for la in params)
+               or (isinstance(params[0], Conv) and isinstance(params[1], PooledDense | Layer)))
+          and all(getattr(la, "bias", None) is None for la in params))
+    if not ok or not is_leaky(params):
+        raise ValueError(f"{name} must be a bias-free two-layer (leaky) ReLU net of units: two "
+                         "biasfree.nets Layers, or a Conv with a PooledDense or Layer readout, b=None, σ_α "
+                         "(Theorem 1's constructions here; biasfree.analysis.saddles.embed gives a dense "
+                         "net's Hessian too)")
+    return tuple(params)
+
+
+@precise
+def embed_units(params: Params, X, Y, alpha: float, construction: str, *, unit: int = 0,
+                ratio: float = 0.5, scale: float = 1.0) -> UnitEmbedding:
+    """Embed the fixed point ``params`` (n units, slope ``alpha``, data X, Y) into n + 1 units by
+    ``construction`` (module doc: unit ``unit`` = j, split ratio ``ratio`` = ρ, copy scale
+    ``scale`` = c) and check it (:class:`UnitEmbedding`)."""
+    params = _units(params, "params")
+    X, Y = v.data(X, Y)
+    alpha = float(v.slope(alpha))
+    construction = v.choice("construction", construction, CONSTRUCTIONS)
+    if construction == "linear" and alpha != 1.0:
+        raise ValueError(f"construction='linear' needs a linear net (alpha=1), got alpha={alpha}: use "
+                         "'split', 'zero' or 'rescale'")
+    scale = v.real("scale", scale, scalar=True)
+    if construction == "rescale" and not scale > 0:
+        raise ValueError(f"scale={scale} must be > 0: σ_α(c z) = c σ_α(z) holds for c > 0 only")
+    g, tol = relative_gradient(params, X, Y, alpha)
+    if not g <= tol:
+        raise ValueError(f"params is not a fixed point: its relative gradient ‖∇L‖·‖θ‖/(½<||y||²>) is "
+                         f"{g:.3g}, above the round-off bound {tol:.3g}; train it to a fixed point first")
+    U, V, rebuild = parts(params)
+    j = v.integer("unit", unit, 0, U.shape[0] - 1)
+    W1, W2 = embedded_weights(U, V.T, construction, j, v.real("ratio", ratio, scalar=True), scale)
+    return check_unit_embedding(params, rebuild(W1, W2.T), X, Y, alpha, construction)
+
+
+@precise
+def check_unit_embedding(narrow: Params, wide: Params, X, Y, alpha: float,
+                         construction: str = "given") -> UnitEmbedding:
+    """:class:`UnitEmbedding` of any wide net against the narrow one: :func:`embed_units`'s checks, for
+    an embedding built by hand (e.g. a wrong one)."""
+    narrow, wide = _units(narrow, "narrow"), _units(wide, "wide")
+    X, Y = v.data(X, Y)
+    alpha = float(v.slope(alpha))
+    g0, tol0 = relative_gradient(narrow, X, Y, alpha)
+    g, tol = relative_gradient(wide, X, Y, alpha)
+    f_n, f_w = (np.asarray(forward_unchecked(p, X, alpha)) for p in (narrow, wide))
+    P = max(float(np.prod(layer_norms(narrow))), float(np.prod(layer_norms(wide))))
+    units = parts(wide)[0]
+    ftol = 2 * gamma(units.shape[1] + units.shape[0]) * P * float(np.max(np.linalg.norm(X, axis=1)))
+    gap = float(np.max(np.linalg.norm(f_w - f_n, axis=1)))
+    return UnitEmbedding(wide, construction, g0, tol0, g, tol, gap, ftol)

@@ -1,0 +1,66 @@
+"""Issue 49 item 3 (audit M3): Theorem 1's constructions as a public function for conv nets too
+(biasfree.analysis.unit_embed): a ReLU conv net's kernels embed as a dense net's hidden units do,
+the function unchanged and the gradient zero to round-off; a wrong embedding and a point that is
+not a fixed point fail."""
+
+import numpy as np
+import pytest
+
+from biasfree.analysis import saddles
+from biasfree.analysis.unit_embed import UnitEmbedding, check_unit_embedding, embed_units
+from biasfree.analysis.unit_stage import narrow_fixed_point, parts, relative_gradient
+from biasfree.claims.saddle_to_saddle.run import conv_net, relu_conv_task
+
+
+@pytest.fixture(scope="module")
+def conv_point():
+    """Two kernels of length 3 on spikes in inputs of length 7 (the saddle-to-saddle ReLU conv task,
+    targets 1.0 r and 0.4 |r|), from a random start refined to its nearest fixed point (LM, then Newton)."""
+    rng = np.random.default_rng(0)
+    X, Y, _ = relu_conv_task(rng, 80, 7, 3, (1.0, 0.4))
+    start = conv_net(0.5 * rng.normal(size=(2, 3)), 0.5 * rng.normal(size=(1, 2)), 7)
+    U0, V0, rebuild = parts(start)
+    Un, Vn = narrow_fixed_point(rebuild, U0, V0, X, Y, 0.0)
+    net = rebuild(Un, Vn)
+    g, tol = relative_gradient(net, X, Y, 0.0)
+    assert g <= tol  # a fixed point to round-off
+    return tuple(net), X, Y
+
+
+@pytest.mark.parametrize("construction", ["split", "zero", "rescale"])
+def test_a_conv_kernel_embeds_as_a_hidden_unit_does(conv_point, construction):
+    net, X, Y = conv_point
+    e = embed_units(net, X, Y, 0.0, construction, unit=0, ratio=0.3, scale=2.0)
+    assert isinstance(e, UnitEmbedding) and e.holds
+    assert np.shape(e.params[0].K)[0] == 3  # one more kernel
+    assert e.function_gap <= e.function_tol and e.grad <= e.grad_tol
+
+
+def test_on_a_dense_net_the_wide_net_is_saddles_own(conv_point):
+    """The same algebra on (U, Vᵀ) as saddles.embed's on (W₁, W₂): the same wide weights, bitwise."""
+    from biasfree.nets import Layer
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(40, 3))
+    Y = np.maximum(X @ np.array([[1.0], [0.5], [-0.3]]), 0.0)
+    U0, V0, rebuild = parts((Layer(rng.normal(size=(2, 3))), Layer(rng.normal(size=(1, 2)))))
+    net = rebuild(*narrow_fixed_point(rebuild, U0, V0, X, Y, 0.0))
+    ours = embed_units(net, X, Y, 0.0, "split", unit=1, ratio=0.25)
+    theirs = saddles.embed(net, X, Y, 0.0, "split", unit=1, ratio=0.25)
+    for a, b in zip(ours.params, theirs.params, strict=True):
+        np.testing.assert_array_equal(np.asarray(a.W), np.asarray(b.W))
+    assert ours.holds and theirs.holds
+
+
+def test_a_wrong_embedding_and_a_point_that_is_not_fixed_fail(conv_point):
+    net, X, Y = conv_point
+    U, V, rebuild = parts(net)
+    # split's copy with a moved kernel: the function changes and the gradient is no longer zero
+    wrong = rebuild(np.vstack([U, U[:1] + 0.1]), np.vstack([0.5 * V[:1], V[1:], 0.5 * V[:1]]))
+    bad = check_unit_embedding(net, wrong, X, Y, 0.0)
+    assert not bad.holds and bad.function_gap > 100 * bad.function_tol and bad.grad > 100 * bad.grad_tol
+    moved = rebuild(U + 0.05, V)
+    with pytest.raises(ValueError, match="not a fixed point: its relative gradient"):
+        embed_units(moved, X, Y, 0.0, "zero")
+    with pytest.raises(ValueError, match="bias-free two-layer"):
+        embed_units(net[:1], X, Y, 0.0, "zero")
