@@ -228,6 +228,19 @@ def embedded_params(params: Params, construction: str, *, unit: int = 0, ratio: 
     return Layer(jnp.asarray(W1n)), Layer(jnp.asarray(W2n))
 
 
+def checked_construction(construction: str, alpha: float, scale) -> tuple[str, float]:
+    """``(construction, scale)`` checked for a net of slope ``alpha`` (checked): one of
+    :data:`CONSTRUCTIONS`, ``"linear"`` only at α = 1, ``"rescale"`` only with ``scale`` > 0."""
+    construction = v.choice("construction", construction, CONSTRUCTIONS)
+    if construction == "linear" and alpha != 1.0:
+        raise ValueError(f"construction='linear' needs a linear net (alpha=1), got alpha={alpha}: use "
+                         "'split', 'zero' or 'rescale'")
+    scale = v.real("scale", scale, scalar=True)
+    if construction == "rescale" and not scale > 0:
+        raise ValueError(f"scale={scale} must be > 0: σ_α(c z) = c σ_α(z) holds for c > 0 only")
+    return construction, scale
+
+
 def embedded_weights(W1, W2, construction: str, j: int, rho: float, scale: float, c=None, d=None):
     """``(W₁', W₂')`` of ``construction`` (module doc) on the rows of ``W1`` (H−1, d) and the columns
     of ``W2`` (p, H−1), unchecked: unit ``j``, ratio ``rho``, copy scale ``scale``, ``"linear"``'s
@@ -279,12 +292,7 @@ def embed(params: Params, X, Y, alpha: float, construction: str, *, unit: int = 
     W1, W2 = _dense(params, two=True)
     X, Y = v.data(X, Y)
     alpha = float(v.slope(alpha))
-    construction = v.choice("construction", construction, CONSTRUCTIONS)
-    if construction == "linear" and alpha != 1.0:
-        raise ValueError(f"construction='linear' needs a linear net (alpha=1), got alpha={alpha}: use "
-                         "'split', 'zero' or 'rescale'")
-    if construction == "rescale" and not v.real("scale", scale, scalar=True) > 0:
-        raise ValueError(f"scale={scale} must be > 0: σ_α(c z) = c σ_α(z) holds for c > 0 only")
+    construction, scale = checked_construction(construction, alpha, scale)
     narrow = _fixed_point([W1, W2], X, Y, alpha)
     if not narrow.stationary:
         raise ValueError(f"params is not a fixed point: its relative gradient ‖∇L‖·‖θ‖/(½<||y||²>) is "

@@ -29,7 +29,7 @@ from ..core.conv import Conv, PooledDense
 from ..core.layers import Layer, Params
 from ..core.nets import forward_unchecked, is_leaky
 from ..core.precision import precise
-from .saddles import CONSTRUCTIONS, embedded_weights
+from .saddles import checked_construction, embedded_weights
 from .stationary import gamma, layer_norms
 from .unit_stage import parts, relative_gradient
 
@@ -77,13 +77,7 @@ def embed_units(params: Params, X, Y, alpha: float, construction: str, *, unit: 
     params = _units(params, "params")
     X, Y = v.data(X, Y)
     alpha = float(v.slope(alpha))
-    construction = v.choice("construction", construction, CONSTRUCTIONS)
-    if construction == "linear" and alpha != 1.0:
-        raise ValueError(f"construction='linear' needs a linear net (alpha=1), got alpha={alpha}: use "
-                         "'split', 'zero' or 'rescale'")
-    scale = v.real("scale", scale, scalar=True)
-    if construction == "rescale" and not scale > 0:
-        raise ValueError(f"scale={scale} must be > 0: σ_α(c z) = c σ_α(z) holds for c > 0 only")
+    construction, scale = checked_construction(construction, alpha, scale)
     g, tol = relative_gradient(params, X, Y, alpha)
     if not g <= tol:
         raise ValueError(f"params is not a fixed point: its relative gradient ‖∇L‖·‖θ‖/(½<||y||²>) is "
