@@ -13,6 +13,7 @@ import biasfree as bf
 from biasfree.analysis import measure_step as ms
 from biasfree.analysis import measurements as me
 from biasfree.analysis import regime as rg
+from biasfree.analysis import verdict as vd
 from biasfree.core.data import unchecked_dataset
 from biasfree.nets import Layer
 
@@ -138,3 +139,34 @@ def test_the_split_takes_the_growth_estimate_from_its_own_pass_over_the_rows():
     # control: another slope's plan gives another estimate
     assert abs(me.split(net, X, 0.0, None, Y, rg.growth_plan(net, X, Y, 0.6, B)).growth.energy
                - want.energy) > rel_p * want.energy
+
+
+def test_the_data_context_reads_the_mirror_and_the_floor_as_the_public_calls_do():
+    """The data context searches mirrors on X's nonzero columns (the border adds exactly 0 to every
+    ‖z_n + z_m‖) and hands the inputs' mirror violation to the floor instead of measuring it again:
+    the violation is mirror_violation(X)'s up to two norms' rounding over d terms (γ_d of twice the
+    largest row), the asymmetry asymmetry(X, Y)'s up to 4γ_d relative, and the floor is
+    _dataset_floor's on the same fit bitwise (its value does not read the violation). The control:
+    one mirror dropped, the violation is no longer 0 and there is no exact floor."""
+    from biasfree.analysis import function_now as now
+    from biasfree.core.symmetry import asymmetry, mirror_violation
+    from biasfree.expressivity.floors import _dataset_floor
+
+    rng = np.random.default_rng(4)
+    X = _bordered(rng, n=64) + 0.0
+    Y = np.tanh(X[:, 3:5]) + X[:, 4:5]  # odd in x, so the mirrored set is symmetric as (x, y) too
+    d = X.shape[1]
+    for rows, symmetric in ((slice(None), True), (slice(1, None), False)):
+        Xs, Ys = X[rows], Y[rows]
+        ctx = now.data_context(Xs, Ys, 0.0, "arrays")
+        scale = float(np.max(np.linalg.norm(Xs, axis=1)))
+        want = mirror_violation(Xs)
+        assert (want == 0.0) == symmetric
+        assert abs(ctx.report.mirror_violation_inputs * scale - want) <= 2 * d * EPS * 2 * scale
+        a = asymmetry(Xs, Ys, points=2000)
+        assert abs(ctx.report.asymmetry - a) <= 4 * d * EPS * max(a, 1e-300) + (0.0 if a else 1e-300)
+        if symmetric:
+            tol = vd.NEAR_SYMMETRIC * scale
+            assert ctx.floor == _dataset_floor(Xs, Ys, 0.0, tol, ctx.moments.fit).value
+        else:
+            assert ctx.floor is None
