@@ -64,3 +64,34 @@ def test_a_wrong_embedding_and_a_point_that_is_not_fixed_fail(conv_point):
         embed_units(moved, X, Y, 0.0, "zero")
     with pytest.raises(ValueError, match="bias-free two-layer"):
         embed_units(net[:1], X, Y, 0.0, "zero")
+
+
+@pytest.fixture(scope="module")
+def quadratic_point():
+    """A two-unit quadratic net (σ(z) = z²) fitting y = (x·e₁)² + 0.5 (x·e₂)² on 60 Gaussian points in
+    3-D, from a perturbed start refined to its fixed point (here the exact fit, loss 0 up to round-off)."""
+    from biasfree.analysis.unit_stage import Rebuild
+
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(60, 3))
+    Y = (X[:, :1] ** 2 + 0.5 * X[:, 1:2] ** 2)
+    rebuild = Rebuild(activation="quadratic")
+    U0 = np.array([[1.0, 0.1, 0.0], [0.1, 0.8, 0.1]])
+    V0 = np.array([[0.9], [0.4]])
+    net = rebuild(*narrow_fixed_point(rebuild, U0, V0, X, Y, 0.0))
+    assert net[0].activation == "quadratic"
+    return tuple(net), X, Y
+
+
+@pytest.mark.parametrize("construction", ["split", "zero", "rescale"])
+def test_a_quadratic_unit_embeds_with_a_degree_two_rescale(quadratic_point, construction):
+    net, X, Y = quadratic_point
+    e = embed_units(net, X, Y, 0.0, construction, unit=1, ratio=0.4, scale=1.7)
+    assert e.holds and e.params[0].activation == "quadratic" and np.shape(e.params[0].W)[0] == 3
+    if construction == "rescale":  # the control: a degree-1 rescale (outputs / c, as for σ_α) changes f
+        U, V, rebuild = parts(net)
+        W1, W2 = saddles.embedded_weights(U, V.T, "rescale", 1, 0.4, 1.7, degree=1)
+        bad = check_unit_embedding(net, rebuild(W1, W2.T), X, Y, 0.0)
+        assert not bad.holds and bad.function_gap > 100 * bad.function_tol
+    with pytest.raises(ValueError, match="quadratic net embeds by"):
+        embed_units(net, X, Y, 1.0, "linear")

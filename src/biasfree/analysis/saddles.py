@@ -241,11 +241,14 @@ def checked_construction(construction: str, alpha: float, scale) -> tuple[str, f
     return construction, scale
 
 
-def embedded_weights(W1, W2, construction: str, j: int, rho: float, scale: float, c=None, d=None):
+def embedded_weights(W1, W2, construction: str, j: int, rho: float, scale: float, c=None, d=None,
+                     degree: int = 1):
     """``(W₁', W₂')`` of ``construction`` (module doc) on the rows of ``W1`` (H−1, d) and the columns
     of ``W2`` (p, H−1), unchecked: unit ``j``, ratio ``rho``, copy scale ``scale``, ``"linear"``'s
     coefficients ``c``, ``d``; the new unit is the last. Any units whose incoming weights are rows
-    and outgoing weights columns (hidden units, conv kernels: :mod:`~biasfree.analysis.unit_embed`)."""
+    and outgoing weights columns (hidden units, conv kernels: :mod:`~biasfree.analysis.unit_embed`);
+    ``degree`` k of a k-homogeneous σ for ``"rescale"`` (σ(cz) = c^k σ(z): the copy's outputs are
+    divided by c^k; 2 for z²)."""
     H1 = W1.shape[0]
     W2 = W2.copy()
     if construction == "split":
@@ -254,8 +257,8 @@ def embedded_weights(W1, W2, construction: str, j: int, rho: float, scale: float
     elif construction == "zero":
         w_new, a_new = np.zeros(W1.shape[1]), np.zeros(W2.shape[0])
     elif construction == "rescale":
-        w_new, a_new = scale * W1[j], rho * W2[:, j] / scale
-        W2[:, j] = W2[:, j] - scale * a_new
+        w_new, a_new = scale * W1[j], rho * W2[:, j] / scale**degree
+        W2[:, j] = W2[:, j] - scale**degree * a_new
     else:
         c = np.eye(H1)[j] if c is None else v.finite_array("c", c, shape=(H1,))
         d = np.eye(H1)[j] if d is None else v.finite_array("d", d, shape=(H1,))

@@ -6,7 +6,10 @@ constructions are :mod:`~biasfree.analysis.saddles`' on (U, Vᵀ) in place of (W
 ``"split"`` (unit j copied, its outputs shared ρ : 1 − ρ), ``"zero"`` (a unit of zeros, on
 σ(0) = 0), ``"rescale"`` (a copy c U_j, c > 0: σ_α is 1-homogeneous, a kernel's channel too) and
 ``"linear"`` (α = 1). A conv kernel embeds exactly as a hidden unit does: its channel reads the
-patches with its own kernel, the readout reads that channel only.
+patches with its own kernel, the readout reads that channel only. A quadratic net
+(σ(z) = z², ``Layer(W, activation="quadratic")``, dense) embeds by split and zero unit, and by
+a rescaled copy of degree 2 (σ(cz) = c²σ(z): the copy's outputs are divided by c²); not by
+``"linear"``.
 
 Checked as :func:`~biasfree.analysis.saddles.embed` checks a dense net, without its Hessian (a conv
 net's is not formed here, and a zero unit sits on the kink, where it is not defined: the escape is
@@ -16,6 +19,13 @@ layers' Frobenius norms, as :func:`~biasfree.analysis.unit_stage.unit_fixed_poin
 both nets' relative gradients ‖∇L‖·‖θ‖/(½<‖y‖²>) under their round-off bounds
 (:func:`~biasfree.analysis.unit_stage.relative_gradient`). A narrow net that is not a fixed point
 is refused with its gradient.
+
+For a quadratic net each unit v (u·x)² is a product of three factors (v, u, u) on the input x ⊗ x,
+so the bounds are those of such products (:func:`~biasfree.analysis.stationary.gradient_bound`, as
+separate attention's heads use it): factor norms ‖U‖_F, ‖U‖_F, ‖V‖_F on inputs of norm ‖x‖² (the
+two copies of U count ‖U‖ twice in ‖θ‖, a larger bound), and the function change within
+2 γ_K ‖U‖_F² ‖V‖_F max‖x‖² (each z = u·x within γ_a |u|·|x|, its square within γ_{2a+1} (|u|·|x|)²,
+summed over the units with |v|: Cauchy–Schwarz).
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ from ..core.layers import Layer, Params
 from ..core.nets import forward_unchecked, is_leaky
 from ..core.precision import precise
 from .saddles import checked_construction, embedded_weights
-from .stationary import gamma, layer_norms
+from .stationary import accumulations, gamma, gradient_bound, layer_norms
 from .unit_stage import parts, relative_gradient
 
 
@@ -54,17 +64,22 @@ class UnitEmbedding:
         return self.function_gap <= self.function_tol and self.grad <= self.grad_tol
 
 
+def _quadratic(params) -> bool:
+    return type(params[0]) is Layer and params[0].activation == "quadratic"
+
+
 def _units(params, name: str) -> Params:
-    """``params`` as a bias-free two-layer dense or conv σ_α net, else a ValueError naming the families."""
+    """``params`` as a bias-free two-layer dense or conv σ_α net or dense z² net, else a ValueError
+    naming the families."""
     ok = (isinstance(params, tuple | list) and len(params) == 2
           and (all(type(la) is Layer for la in params)
                or (isinstance(params[0], Conv) and isinstance(params[1], PooledDense | Layer)))
           and all(getattr(la, "bias", None) is None for la in params))
-    if not ok or not is_leaky(params):
-        raise ValueError(f"{name} must be a bias-free two-layer (leaky) ReLU net of units: two "
-                         "biasfree.nets Layers, or a Conv with a PooledDense or Layer readout, b=None, σ_α "
-                         "(Theorem 1's constructions here; biasfree.analysis.saddles.embed gives a dense "
-                         "net's Hessian too)")
+    if not ok or not (is_leaky(params) or (_quadratic(params) and params[1].activation == "leaky")):
+        raise ValueError(f"{name} must be a bias-free two-layer net of units: two biasfree.nets Layers "
+                         "(σ_α, or z² on the hidden layer), or a Conv with a PooledDense or Layer readout "
+                         "(σ_α), b=None (Theorem 1's constructions here; biasfree.analysis.saddles.embed "
+                         "gives a dense σ_α net's Hessian too)")
     return tuple(params)
 
 
@@ -78,13 +93,17 @@ def embed_units(params: Params, X, Y, alpha: float, construction: str, *, unit: 
     X, Y = v.data(X, Y)
     alpha = float(v.slope(alpha))
     construction, scale = checked_construction(construction, alpha, scale)
-    g, tol = relative_gradient(params, X, Y, alpha)
+    if _quadratic(params) and construction == "linear":
+        raise ValueError("construction='linear' needs a linear net; a quadratic net embeds by 'split', "
+                         "'zero' or 'rescale' (of degree 2)")
+    g, tol = _relative_gradient(params, X, Y, alpha)
     if not g <= tol:
         raise ValueError(f"params is not a fixed point: its relative gradient ‖∇L‖·‖θ‖/(½<||y||²>) is "
                          f"{g:.3g}, above the round-off bound {tol:.3g}; train it to a fixed point first")
     U, V, rebuild = parts(params)
     j = v.integer("unit", unit, 0, U.shape[0] - 1)
-    W1, W2 = embedded_weights(U, V.T, construction, j, v.real("ratio", ratio, scalar=True), scale)
+    W1, W2 = embedded_weights(U, V.T, construction, j, v.real("ratio", ratio, scalar=True), scale,
+                              degree=2 if _quadratic(params) else 1)
     return check_unit_embedding(params, rebuild(W1, W2.T), X, Y, alpha, construction)
 
 
@@ -96,11 +115,34 @@ def check_unit_embedding(narrow: Params, wide: Params, X, Y, alpha: float,
     narrow, wide = _units(narrow, "narrow"), _units(wide, "wide")
     X, Y = v.data(X, Y)
     alpha = float(v.slope(alpha))
-    g0, tol0 = relative_gradient(narrow, X, Y, alpha)
-    g, tol = relative_gradient(wide, X, Y, alpha)
+    if _quadratic(narrow) != _quadratic(wide):
+        raise ValueError("narrow and wide must have the same hidden activation")
+    g0, tol0 = _relative_gradient(narrow, X, Y, alpha)
+    g, tol = _relative_gradient(wide, X, Y, alpha)
     f_n, f_w = (np.asarray(forward_unchecked(p, X, alpha)) for p in (narrow, wide))
-    P = max(float(np.prod(layer_norms(narrow))), float(np.prod(layer_norms(wide))))
+    P = max(float(np.prod(_factor_norms(p))) for p in (narrow, wide))
     units = parts(wide)[0]
-    ftol = 2 * gamma(units.shape[1] + units.shape[0]) * P * float(np.max(np.linalg.norm(X, axis=1)))
+    k = units.shape[1] * (2 if _quadratic(wide) else 1) + units.shape[0] + 1
+    x = float(np.max(np.linalg.norm(X, axis=1)))
+    ftol = 2 * gamma(k) * P * (x * x if _quadratic(wide) else x)
     gap = float(np.max(np.linalg.norm(f_w - f_n, axis=1)))
     return UnitEmbedding(wide, construction, g0, tol0, g, tol, gap, ftol)
+
+
+def _factor_norms(params) -> np.ndarray:
+    """The factors' Frobenius norms: the layers', with a quadratic layer's counted twice (module doc)."""
+    w = layer_norms(params)
+    return np.r_[w[0], w] if _quadratic(params) else w
+
+
+def _relative_gradient(params, X, Y, alpha: float) -> tuple[float, float]:
+    """``(‖∇L‖‖θ‖/(½⟨‖y‖²⟩), its round-off bound)``: unit_stage's for σ_α nets; for a quadratic net the
+    same gradient against the bound of a product of factors (‖U‖, ‖U‖, ‖V‖) on inputs x ⊗ x (module doc)."""
+    g, tol = relative_gradient(params, X, Y, alpha)
+    if not _quadratic(params):
+        return g, tol
+    R = np.asarray(forward_unchecked(params, X, alpha)) - Y
+    rx = float(np.sqrt(np.mean(np.sum(X**2, axis=1) ** 2)))  # rms ‖x ⊗ x‖ = rms ‖x‖²
+    rr = float(np.sqrt(np.mean(np.sum(R**2, axis=1))))
+    K = accumulations(params, X.shape[0]) + X.shape[1]  # the second dot product of each z²
+    return g, gradient_bound(_factor_norms(params), rx, rr, K, 0.5 * float(np.mean(np.sum(Y**2, axis=1))))

@@ -114,12 +114,14 @@ class Rebuild:
     padding: str = "same"
     pooled: tuple | None = None
     """A pooled readout's spatial shape; None for a dense readout."""
+    activation: str = "leaky"
+    """A dense hidden layer's activation: σ_α, or "quadratic" (z², :mod:`~biasfree.analysis.unit_embed`)."""
 
     additive = True
 
     def __call__(self, U, V):
         if self.kshape is None:
-            return Layer(U), Layer(V.T)
+            return Layer(U, activation=self.activation), Layer(V.T)
         conv = Conv(U.reshape((U.shape[0],) + self.kshape), in_shape=self.in_shape, padding=self.padding)
         if self.pooled is not None:
             return conv, PooledDense(V.T, in_shape=self.pooled)
@@ -133,7 +135,7 @@ def parts(params):
     ``rebuild(U, V)`` (a :class:`Rebuild`) gives the net of n' units with those weights."""
     first, out = params
     if type(first) is Layer:
-        return np.asarray(first.W, float), np.asarray(out.W, float).T, Rebuild()
+        return np.asarray(first.W, float), np.asarray(out.W, float).T, Rebuild(activation=first.activation)
     inc, outg = conv_units(params)
     pooled = tuple(out.in_shape) if isinstance(out, PooledDense) else None
     return inc, outg, Rebuild(tuple(np.shape(first.K)[1:]), tuple(first.in_shape), first.padding, pooled)
