@@ -24,8 +24,8 @@ For a quadratic net each unit v (u·x)² is a product of three factors (v, u, u)
 so the bounds are those of such products (:func:`~biasfree.analysis.stationary.gradient_bound`, as
 separate attention's heads use it): factor norms ‖U‖_F, ‖U‖_F, ‖V‖_F on inputs of norm ‖x‖² (the
 two copies of U count ‖U‖ twice in ‖θ‖, a larger bound), and the function change within
-2 γ_K ‖U‖_F² ‖V‖_F max‖x‖² (each z = u·x within γ_a |u|·|x|, its square within γ_{2a+1} (|u|·|x|)²,
-summed over the units with |v|: Cauchy–Schwarz).
+2 γ_K ‖U‖_F² ‖V‖_F max‖x‖² (each ``z = u·x`` within ``γ_a |u|·|x|``, its square within
+``γ_{2a+1} (|u|·|x|)²``, summed over the units with ``|v|``: Cauchy–Schwarz).
 """
 
 from __future__ import annotations
