@@ -95,3 +95,63 @@ def test_a_quadratic_unit_embeds_with_a_degree_two_rescale(quadratic_point, cons
         assert not bad.holds and bad.function_gap > 100 * bad.function_tol
     with pytest.raises(ValueError, match="quadratic net embeds by"):
         embed_units(net, X, Y, 1.0, "linear")
+
+
+@pytest.fixture(scope="module")
+def head_point():
+    """Separate attention (D = 2, N = 8, 3 heads of rank 1) trained by GD from init std 1e-2 on
+    anisotropic in-context regression, then moved to its nearest embedded fixed point (the
+    attention stage's head_fixed_point: one head learned, two zero heads)."""
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+
+    from biasfree.analysis.attention_stage import head_fixed_point
+    from biasfree.core.attention import init_attention
+    from biasfree.core.icl_data import in_context_regression
+
+    seq = in_context_regression(jax.random.PRNGKey(0), 100, 8, 2, cov=np.diag([4.0, 0.25]))
+    X, Y = np.asarray(seq.X, float), np.asarray(seq.Y, float)
+    lay = init_attention(jax.random.PRNGKey(1), 2, 3, 8, 1e-2, rank=1)
+
+    def loss(w):
+        return 0.5 * jnp.mean((dataclasses.replace(lay, **w).apply(jnp.asarray(X)) - Y) ** 2)
+    vg = jax.jit(jax.value_and_grad(loss))
+    w = {k: jnp.asarray(getattr(lay, k), jnp.float64) for k in ("V", "K", "Q")}
+    for _ in range(1500):
+        w = jax.tree.map(lambda a, b: a - 0.02 * b, w, vg(w)[1])
+    hp = head_fixed_point(dataclasses.replace(lay, **w), X, Y, 1)
+    assert hp.stationary
+    return hp.params, X, Y, hp.heads[0]
+
+
+@pytest.mark.parametrize("construction", ["split", "zero"])
+def test_a_head_embeds_as_theorem_one_says(head_point, construction):
+    from biasfree.analysis.unit_embed import embed_heads
+
+    layer, X, Y, h = head_point
+    e = embed_heads(layer, X, Y, construction, head=h, ratio=0.3)
+    assert e.holds and np.shape(e.params[0].V)[0] == 4
+
+
+def test_a_wrong_head_copy_fails_and_a_moved_layer_is_refused(head_point):
+    import dataclasses
+
+    from biasfree.analysis.attention_stage import features, function_change
+    from biasfree.analysis.attention_stage import relative_gradient as head_gradient
+    from biasfree.analysis.unit_embed import embed_heads
+
+    layer, X, Y, h = head_point
+    V, K, Q = (np.asarray(a, float) for a in (layer.V, layer.K, layer.Q))
+    V2 = np.concatenate([V, 0.5 * V[h:h + 1]])
+    V2[h] *= 0.5
+    wrong = dataclasses.replace(layer, V=V2, K=np.concatenate([K, 1.1 * K[h:h + 1]]),
+                                Q=np.concatenate([Q, Q[h:h + 1]]))
+    feats = features(layer, X)
+    gap, ftol = function_change(wrong, layer, X, feats)
+    g, tol, _ = head_gradient(wrong, X, Y, feats)
+    assert gap > 100 * ftol and g > 100 * tol
+    moved = dataclasses.replace(layer, K=K + 0.05)
+    with pytest.raises(ValueError, match="not a fixed point"):
+        embed_heads(moved, X, Y, "zero")

@@ -30,15 +30,19 @@ two copies of U count ‖U‖ twice in ‖θ‖, a larger bound), and the functi
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import _validate as v
+from ..core.attention import SeparateAttention
 from ..core.conv import Conv, PooledDense
 from ..core.layers import Layer, Params
 from ..core.nets import forward_unchecked, is_leaky
 from ..core.precision import precise
+from .attention_stage import features, function_change
+from .attention_stage import relative_gradient as head_gradient
 from .saddles import checked_construction, embedded_weights
 from .stationary import accumulations, gamma, gradient_bound, layer_norms
 from .unit_stage import parts, relative_gradient
@@ -146,3 +150,36 @@ def _relative_gradient(params, X, Y, alpha: float) -> tuple[float, float]:
     rr = float(np.sqrt(np.mean(np.sum(R**2, axis=1))))
     K = accumulations(params, X.shape[0]) + X.shape[1]  # the second dot product of each z²
     return g, gradient_bound(_factor_norms(params), rx, rr, K, 0.5 * float(np.mean(np.sum(Y**2, axis=1))))
+
+
+@precise
+def embed_heads(layer, X, Y, construction: str, *, head: int = 0, ratio: float = 0.5) -> UnitEmbedding:
+    """Theorem 1's head constructions for separate linear attention (a
+    :class:`~biasfree.core.attention.SeparateAttention` at a fixed point, flat sequences X, targets Y):
+    ``"zero"`` adds a head with V, K, Q = 0 (each of f_h's derivatives is a product of the head's two
+    other factors: 0); ``"split"`` copies head ``head``'s K and Q and shares its V as ρ : 1 − ρ
+    (f_h is linear in V_h). Checked by :mod:`~biasfree.analysis.attention_stage`'s bounds: the
+    function change against 2γ_K P max z, both relative gradients against the three-factor bound."""
+    if not isinstance(layer, SeparateAttention):
+        raise ValueError("layer must be a SeparateAttention (the heads embed here), got "
+                         f"{type(layer).__name__}")
+    construction = v.choice("construction", construction, ("split", "zero"))
+    X, Y = v.data(X, Y)
+    feats = features(layer, X)
+    g0, tol0, _ = head_gradient(layer, X, Y, feats)
+    if not g0 <= tol0:
+        raise ValueError(f"layer is not a fixed point: its relative gradient ‖∇L‖·‖θ‖/(½<||y||²>) is "
+                         f"{g0:.3g}, above the round-off bound {tol0:.3g}; train it to a fixed point first")
+    V, K, Q = (np.asarray(a, float) for a in (layer.V, layer.K, layer.Q))
+    j = v.integer("head", head, 0, V.shape[0] - 1)
+    rho = v.real("ratio", ratio, scalar=True)
+    if construction == "split":
+        V = np.concatenate([V, (1 - rho) * V[j:j + 1]])
+        V[j] *= rho
+        K, Q = np.concatenate([K, K[j:j + 1]]), np.concatenate([Q, Q[j:j + 1]])
+    else:
+        V, K, Q = (np.concatenate([a, np.zeros_like(a[:1])]) for a in (V, K, Q))
+    wide = dataclasses.replace(layer, V=V, K=K, Q=Q)
+    g, tol, _ = head_gradient(wide, X, Y, feats)
+    gap, ftol = function_change(wide, layer, X, feats)
+    return UnitEmbedding((wide,), construction, g0, tol0, g, tol, gap, ftol)
