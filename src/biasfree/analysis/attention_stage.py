@@ -259,13 +259,19 @@ def head_fixed_point(layer: SeparateAttention, X, Y, k: int) -> HeadFixedPoint:
     return dataclasses.replace(hp, leave=time_to_leave(T, hp.rate, small))
 
 
+def _scales(layers, feats) -> tuple[np.ndarray, float]:
+    """``(z_s = ‖G_s‖_F‖e_q,s‖ per sequence, P)``: the features' sizes and the larger product of
+    (‖v‖_F, ‖K‖_F, ‖Q‖_F) over ``layers`` (module doc's bounds)."""
+    G, q = feats
+    return (np.linalg.norm(G, axis=(1, 2)) * np.linalg.norm(q, axis=1),
+            max(float(np.prod(_norms(*_weights(s)))) for s in layers))
+
+
 def function_change(wide, narrow, X, feats) -> tuple[float, float]:
     """``(max_s |f_wide(x_s) − f_narrow(x_s)|, its round-off bound 2γ_K P max_s z_s)`` of two layers
     meant to compute one function (module doc), P the larger product of (‖v‖_F, ‖K‖_F, ‖Q‖_F),
     ``feats`` their :func:`features` on X (they read sequences alike)."""
-    G, q = feats
-    z = np.linalg.norm(G, axis=(1, 2)) * np.linalg.norm(q, axis=1)
-    P = max(float(np.prod(_norms(*_weights(s)))) for s in (wide, narrow))
+    z, P = _scales((wide, narrow), feats)
     Xj = jnp.asarray(X)
     gap = float(np.max(np.abs(np.asarray(wide.apply(Xj)) - np.asarray(narrow.apply(Xj)))))
     return gap, 2 * gamma(accumulations(wide, X.shape[0])) * P * float(np.max(z))
@@ -276,9 +282,7 @@ def check_embedding(layer, star, narrow, keep, X, Y, k: int, feats=None) -> Head
     escape coefficient; ``layer`` the net (for the distance), ``feats`` as in :func:`relative_gradient`."""
     feats = features(star, X) if feats is None else feats
     grad, grad_tol, R = relative_gradient(star, X, Y, feats)
-    G, q = feats
-    z = np.linalg.norm(G, axis=(1, 2)) * np.linalg.norm(q, axis=1)
-    P = max(float(np.prod(_norms(*_weights(s)))) for s in (star, narrow))
+    z, P = _scales((star, narrow), feats)
     Kacc = accumulations(star, X.shape[0])
     gap, ftol = function_change(star, narrow, X, feats)
     T = escape_tensor(star, X, R, feats)

@@ -29,7 +29,7 @@ from ..dynamics.trainer import run_checked as train_run
 from . import attention_measure as am
 from . import gap, measure_step
 from . import verdict as vd
-from .measured import Decided, end_bound, measure_longer
+from .measured import Decided, end_bound, measure_longer, seconds_a_step
 from .plan import budget_of
 from .regime import MAX_STEPS
 from .report import Training
@@ -108,7 +108,7 @@ def run_beside_twin(rep, layer, ds, zd, cfg, budget, progress, *, stop=None, eve
                                gap=float(traj.twin_gap) / rep.loss_ref, gap_step=int(traj.twin_gap_step),
                                trained=final, trained_twin=twin, steps_run=steps, record_steps=ks,
                                seconds=seconds, budget=budget if stated == "budget" else stated,
-                               step_seconds=float(np.asarray(traj.stats.get("step_seconds", np.nan))),
+                               step_seconds=seconds_a_step(traj),
                                decided=stop is not None and stop.said,
                                end=None if ends is None else ends((final,), twin), by_default=by_default)
 

@@ -86,7 +86,7 @@ class State:
     loss0: float
     outputs: np.ndarray  # f(X), ‖∇L‖·‖θ‖ and the growth estimate, from the split's one pass over the rows
     grad: float | None
-    growth: rg.GrowthEstimate  # §6.4's, for predict: (0, 0, 0, 1) where the net has no growth term
+    growth: rg.GrowthEstimate  # §6.4's, for predict: rg.NO_GROWTH where the net has no growth term
 
 
 def measure_net(params: Params, X, Y, a, ctx: Context, kind: str = "function now") -> State:
@@ -117,8 +117,7 @@ def measure_net(params: Params, X, Y, a, ctx: Context, kind: str = "function now
                                  output_ratio=np.sqrt(sp.energy / modes.y_power) if modes.y_power else np.nan)
     loss0 = 0.5 * energy(Y - sp.outputs)
     regime = Regime(init_gain=gain, s1=s1, init_ratio=ratio, small_init=ratio <= vd.SMALL_INIT)
-    growth = (sp.growth if plan is not None else rg.GrowthEstimate(0.0, 0.0, 0.0, float("inf")) if grows
-              else rg.GrowthEstimate(0.0, 0.0, 0.0, 1.0))
+    growth = rg.NO_GROWTH if plan is None else sp.growth
     return State(net, function, regime, loss0, sp.outputs, sp.grad, growth)
 
 

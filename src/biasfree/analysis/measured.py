@@ -195,7 +195,7 @@ def run(params, pred: Prediction, reg: Regime, r: Run, s: Setting, certify: bool
                   optimiser=trainer,
                   end=ending(paired.params, paired.twin, s) if flow else None,  # GD stays where the flow does
                   gap_reference=L0, seconds=seconds, time_budget=budget, by_default=r.by_default,
-                  step_seconds=float(np.asarray(traj.stats.get("step_seconds", np.nan))),
+                  step_seconds=seconds_a_step(traj),
                   decided=stop is not None and stop.said)
     move = relative_movement(params, paired.params)
     reg = dataclasses.replace(reg, movement=move, rich=move[0] >= RICH_MOVEMENT,
@@ -203,6 +203,12 @@ def run(params, pred: Prediction, reg: Regime, r: Run, s: Setting, certify: bool
                               alignment=row_alignment(paired.params[0].matrix, dirs))
     lam_end = measure_step.pair_sharpness(paired.params, paired.twin, X, Y, a) if certify else None
     return tr, reg, lam_end
+
+
+def seconds_a_step(traj) -> float:
+    """A run's seconds a step once compiled, as the loop measured it when a time budget paced the run
+    (``stats["step_seconds"]``); NaN where it was not measured."""
+    return float(np.asarray(traj.stats.get("step_seconds", np.nan)))
 
 
 def measure_longer(seconds: float, steps_asked: int, step_seconds: float, longer: str) -> str:

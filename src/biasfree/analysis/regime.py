@@ -91,6 +91,10 @@ class GrowthEstimate:
     modes: tuple = ()
 
 
+NO_GROWTH = GrowthEstimate(0.0, 0.0, 0.0, float("inf"))
+"""The estimate where no mode grows (or the net has no growth term): no even energy, no transition."""
+
+
 def growth_even_energy(params: Params, X, Y, c: float, B) -> GrowthEstimate:
     """First-order estimate of <f_even²> at the learning transition of a two-layer net
     ``params`` from small init, slope factor ``c``, on inputs X, targets Y, ``B`` (p, d)
@@ -110,7 +114,7 @@ def growth_even_energy(params: Params, X, Y, c: float, B) -> GrowthEstimate:
     X ρ: ``analyse`` takes them in the pass over the rows that gives f, from the same H) and
     :func:`growth_from_sums`."""
     plan = growth_plan(params, X, Y, c, B)
-    return GrowthEstimate(0.0, 0.0, 0.0, float("inf")) if plan is None else growth_from_rows(plan, params, X)
+    return NO_GROWTH if plan is None else growth_from_rows(plan, params, X)
 
 
 def growth_from_rows(plan: GrowthPlan, params: Params, X) -> GrowthEstimate:

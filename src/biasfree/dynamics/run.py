@@ -166,7 +166,7 @@ def check_forward(params: Params, data: Dataset, cfg: RunConfig, kw: dict | None
     at the per-member slopes of ``kw`` (an ensemble's) or else the config's α."""
     alpha = (kw or {}).get("alpha")
     finite_forward(params, data.X, cfg.alpha if np.ndim(alpha) == 0 else alpha, forward_unchecked,
-                            batched=batched)
+                   batched=batched)
 
 
 def pinv(params: Params, data: Dataset):

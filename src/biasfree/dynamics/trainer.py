@@ -215,8 +215,9 @@ def train(params, data: Dataset, optimiser=None, *, steps: int | None = None, al
               spacing=spacing, keep_params=keep_params, degree=degree, name=name)
     kw = check_vectors(kw)
     cfg = config_from_keywords(optimiser, kw)
-    if run.slope_unset(cfg.alpha) and twin_slope(params, None) is not None:  # a config's α left unset:
-        cfg = cfg._with_alpha(twin_slope(params, None))  # a twin's layers are a linear net's (the map's α)
+    mapped = twin_slope(params, None) if run.slope_unset(cfg.alpha) else None  # a config's α left unset:
+    if mapped is not None:  # a twin's layers are a linear net's, at the map's α
+        cfg = cfg._with_alpha(mapped)
     validate.flag("batched", batched)
     validate.choice("observables", observables, OBSERVABLES)
     if layout is not None:
