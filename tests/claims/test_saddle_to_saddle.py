@@ -84,3 +84,26 @@ def test_the_attention_panels_time_to_leave_brackets_its_half_drop():
     wrong = dict(lv, lo=lv["lo"] + shift, hi=lv["hi"] + shift, times=lv["times"] + shift)
     _, _, bad = leave_checks("attention", "separate attention", wrong)
     assert not any(c.passed for c in bad.values())
+
+
+def test_the_linear_conv_task_has_its_own_modes_and_their_levels_are_reduced_rank_regressions():
+    """The linear conv panel's mean patch P = X Aᵀ has second moment V diag(λ) Vᵀ (λ falling by
+    ``conv_spread``), so mode h has input variance λ_h and its drop is ½ λ_h s_h²: the best k-kernel
+    losses (reduced-rank regression on (P, Y), an independent whitened SVD) are ½ Σ_{h≥k} λ_h s_h².
+    Round-off: P is a QR basis times √N, a rotation and A's pseudo-inverse (κ(A) ≈ 1 for the
+    pooled patch map), so its moments are good to a few ε·N relative: 1e-12 is far below any
+    misplaced λ (the whitened task, the control, is off by (√2 − 1)/√2 of the first drop)."""
+    from biasfree.theory.reduced_rank import reduced_rank_losses
+
+    cfg = get("saddle-to-saddle").presets["paper"]
+    s = np.asarray(cfg.strengths[:cfg.conv_kernel])
+    lam = s2s.conv_variances(cfg)
+    assert np.all(np.diff(lam) < 0) and np.prod(lam) == pytest.approx(1.0, rel=1e-14)
+    X, Y, A, U, V = s2s.linear_conv_task(np.random.default_rng(3), 300, cfg.conv_n, s, lam)
+    P = X @ A.T
+    assert np.max(np.abs(P.T @ P / len(P) - (V * lam) @ V.T)) < 1e-12
+    drops = 0.5 * lam * s**2
+    expected = np.concatenate([np.cumsum(drops[::-1])[::-1], [0.0]])
+    assert np.max(np.abs(reduced_rank_losses(P, Y) - expected)) < 1e-12 * expected[0]
+    Xw, Yw, Aw, *_ = s2s.linear_conv_task(np.random.default_rng(3), 300, cfg.conv_n, s)
+    assert abs(reduced_rank_losses(Xw @ Aw.T, Yw)[0] - expected[0]) > 0.1 * drops[0]

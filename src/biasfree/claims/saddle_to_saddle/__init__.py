@@ -22,7 +22,9 @@ scalar equation is exact for GD, and the prediction is a closed form, not a fit)
   regression's (:func:`~biasfree.theory.attention.plateau_losses`), times the scalar maps'
   (:func:`~biasfree.theory.attention.separate_gd`) within 3 standard errors of the sample.
 - **linear conv** (data-induced): kernel ``k``, average pooling; the net is a two-layer linear
-  net on the mean patch p̄ (inputs chosen so p̄ is whitened), so its levels and times are linear FC's.
+  net on the mean patch p̄, whose variance along mode h is ``λ_h = conv_spread^((k−1)/2 − h)``: Saxe's
+  modes of input variance λ_h, rate λ_h s_h and drop ½ λ_h s_h² (at ``conv_spread`` = 1, p̄
+  whitened, they would be linear FC's levels and times).
 - **ReLU conv** (data-induced): single spikes ``r e_j`` (interior positions), target
   ``c₊ r`` for r > 0 and ``c₋ |r|`` for r < 0; the all-positive and all-negative kernels learn
   one each, each a linear mode of rate ``λ = p <r²> √k/S`` (S pooled positions).
@@ -71,7 +73,8 @@ _Strengths = Annotated[tuple[Annotated[float, Gt(0)], ...], MinLen(2), Predicate
 @config
 class Config:
     """``strengths``: the FC targets' singular values (linear) and ray slopes (ReLU), decreasing;
-    ``conv_kernel`` k and ``conv_n`` input length (linear conv: ``strengths[:k]``; ReLU conv:
+    ``conv_kernel`` k and ``conv_n`` input length (linear conv: ``strengths[:k]``, its mean patch's
+    variances falling by ``conv_spread`` per mode; ReLU conv:
     the first two strengths, c₊ and c₋); ``quad_units`` and ``quad_ratio`` (the quadratic units'
     init ratio); ``eigs`` Λ and ``n_ctx``, ``n_seq`` of the attention panel; ``n`` points per
     dense task; ``scale`` the init amplitude (a₀ of a mode, the largest quadratic unit's a₀, the
@@ -81,6 +84,7 @@ class Config:
     strengths: _Strengths = (2.0, 1.0, 0.5)
     conv_kernel: Annotated[int, Ge(2)] = 3
     conv_n: Annotated[int, Ge(5)] = 9
+    conv_spread: Annotated[float, Ge(1)] = 2 ** 0.5
     quad_units: Annotated[int, Ge(2)] = 3
     quad_ratio: Annotated[float, Interval(gt=0, lt=1)] = 0.5
     quad_scale: Positive = 0.1

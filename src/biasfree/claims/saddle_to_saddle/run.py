@@ -165,20 +165,24 @@ def conv_net(K, V, n: int) -> tuple:
     return Conv(K[:, None, :], None, (n,), "valid"), PooledDense(V, None, (n - K.shape[1] + 1,))
 
 
-def linear_conv_task(rng, n_points: int, n: int, s) -> tuple:
+def linear_conv_task(rng, n_points: int, n: int, s, lam=None) -> tuple:
     """The linear conv panel's task: ``n_points`` inputs of length ``n`` whose mean patch p̄ = A x
-    (kernel k = len(s)) is whitened, targets ``Y = p̄ (U diag(s) Vᵀ)ᵀ`` for random rotations U, V.
-    Returns ``(X, Y, A, U, V)``: on p̄ the net is a two-layer linear net (docs/theory.md §11.7.7)."""
+    (kernel k = len(s)) has second moment ``V diag(λ) Vᵀ`` (``lam`` λ, None: all 1, p̄ whitened),
+    targets ``Y = p̄ (U diag(s) Vᵀ)ᵀ`` for random rotations U, V: mode h has input variance λ_h and
+    input-output strength λ_h s_h. Returns ``(X, Y, A, U, V)``: on p̄ the net is a two-layer linear net
+    (docs/theory.md §11.7.7)."""
     s = np.asarray(s, float)
     k = s.size
+    lam = np.ones(k) if lam is None else np.asarray(lam, float)
     probe = conv_net(np.eye(k), np.eye(k), n)  # channel o reads patch offset o: f(x) = p̄(x)
     A = np.asarray(probe[1].linear(probe[0].linear(np.eye(n)))).T  # p̄ = A x, A (k, n)
     X0 = rng.normal(size=(n_points, n))
     P0 = X0 @ A.T
     Pw = _whitened(rng, n_points, k)
-    X = X0 + (Pw - P0) @ np.linalg.pinv(A).T  # X Aᵀ = Pw: the mean patch is whitened
     U, V = _orthogonal(rng, k), _orthogonal(rng, k)
-    return X, Pw @ (U * s @ V.T).T, A, U, V
+    P = Pw @ (V * np.sqrt(lam)) @ V.T  # PᵀP/N = V diag(λ) Vᵀ (= Pw's I for λ = 1)
+    X = X0 + (P - P0) @ np.linalg.pinv(A).T  # X Aᵀ = P: the mean patch is P
+    return X, P @ (U * s @ V.T).T, A, U, V
 
 
 def relu_conv_task(rng, n_points: int, n: int, k: int, c) -> tuple:
@@ -193,15 +197,24 @@ def relu_conv_task(rng, n_points: int, n: int, k: int, c) -> tuple:
     return X, (np.where(r > 0, c[0], c[1]) * np.abs(r))[:, None], r
 
 
+def conv_variances(cfg: Config) -> np.ndarray:
+    """The linear conv panel's mean-patch variances along its modes, ``λ_h = conv_spread^((k−1)/2 − h)``
+    (geometric mean 1): the stronger target modes sit on the stronger input directions, so its rates
+    λ_h s_h are further apart than linear FC's and its drops ½ λ_h s_h² its own."""
+    k = cfg.conv_kernel
+    return cfg.conv_spread ** ((k - 1) / 2 - np.arange(k))
+
+
 def _linear_conv(cfg: Config, rng, progress) -> Panel:
     k, n = cfg.conv_kernel, cfg.conv_n
     s = np.asarray(cfg.strengths[:k], float)
-    X, Y, A, U, V = linear_conv_task(rng, cfg.n, n, s)
+    lam = conv_variances(cfg)
+    X, Y, A, U, V = linear_conv_task(rng, cfg.n, n, s, lam)
     a = math.sqrt(cfg.scale)
     net = conv_net(a * V.T, a * U, n)
     progress("linear conv")
     run = train(net, Dataset(X, Y, mirror=False), None, alpha=1.0, **_records(cfg, cfg.steps, cfg.lr))
-    p = _mode_panel(run, cfg.lr, cfg.steps, np.ones(k), np.ones(k), s, np.full(k, cfg.scale), 0.0, k)
+    p = _mode_panel(run, cfg.lr, cfg.steps, lam, lam, s, np.full(k, cfg.scale), 0.0, k)
     p.levels = reduced_rank_losses(X @ A.T, Y)
     return p
 
