@@ -15,7 +15,8 @@ side in the one training loop (``biasfree.dynamics.trainer.run_checked``), light
   with the gap |L − L̃|/L_ref at every step: how much the measured gap depends on the step
   (docs/performance.md, "Session 8"; the default step, ``measure_step.STEP_FRACTION``).
 
-Run: ``.venv/bin/python benchmarks/alone_step.py [--steps K] [--fractions 0.125,0.25,0.5]``.
+Run: ``.venv/bin/python benchmarks/alone_step.py [--steps K] [--fractions 0.125,0.25,0.5] [--t-end T]``
+(session 11: ``--fractions 0.015625,0.03125,0.0625,0.125,0.25 --t-end 0.05`` for the gap's early maximum).
 """
 
 from __future__ import annotations
@@ -130,13 +131,15 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20, help="K: a step is a 2K-step run less a K-step one")
     ap.add_argument("--fractions", default="", help="comma-separated fractions of the stability limit")
+    ap.add_argument("--t-end", type=float, default=0.6, help="the time each --fractions run goes to")
     a = ap.parse_args()
     if a.fractions:
-        for r in fractions(tuple(float(f) for f in a.fractions.split(","))):
+        for r in fractions(tuple(float(f) for f in a.fractions.split(",")), a.t_end):
             if "diverged" in r:
                 print(f"{r['fraction']:g} of the limit: lr {r['lr']:.4g}: {r['diverged']}")
                 continue
-            print(f"{r['fraction']:g} of the limit: lr {r['lr']:.4g}, {r['steps']} steps to t = 0.6: gap max "
+            print(f"{r['fraction']:g} of the limit: lr {r['lr']:.4g}, {r['steps']} steps to t = {a.t_end:g}: "
+                  "gap max "
                   f"{100 * r['gap_max']:.4f}% of L_ref at step {r['step']} (t = {r['t']:.4g}); at the end "
                   f"L = {r['loss_end']:.6g}, L~ = {r['twin_loss_end']:.6g}", flush=True)
     else:

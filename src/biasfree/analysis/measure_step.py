@@ -61,12 +61,15 @@ STEP_FRACTION = 0.25
 which leaves room for the sharpness to grow fourfold before GD is unstable. Not more: net and
 twin take the same GD steps, but the answer stands for training in time t = ηk (the horizon is the
 flow's), and the measured gap moves with η at first order. On the bench's "alone" net
-(``benchmarks/alone_step.py --fractions``, to t = 0.6) the gap's maximum is 0.2348% of L_ref at
-an eighth of the limit and 0.2375% at a quarter (so about 0.003% of it is the quarter's
-discretisation, by Richardson extrapolation, against 0.06% left to the 0.3% line); at half the
-limit it is 0.2904%, and both losses end 39% above the finer runs' (25.2 against 18.15: GD no
-longer follows the flow), and at three quarters GD diverges at step 16, the sharpness having
-grown past 1.3 λ̂ on the way."""
+(``benchmarks/alone_step.py --fractions``) the gap's maximum, reached at t ≈ 0.015 in the init's
+fast transient, is 0.2136%, 0.2163%, 0.2216%, 0.2348% and 0.2375% of L_ref at 1/64, 1/32, 1/16,
+1/8 and 1/4 of the limit: first order in η only below 1/16 (there the differences halve), toward
+the flow's 0.2108%, which an adaptive Runge–Kutta–Chebyshev integration of the flow gives at
+rtol 1e-4 and 1e-6 alike (session 11). So a quarter of the limit adds 0.027% of L_ref (13% of the
+gap) here, not the 0.003% a Richardson step from 1/8 and 1/4 had suggested; the answer names GD
+and its step, the run whose gap it is. At half the limit the maximum is 0.2904%, and both losses
+end 39% above the finer runs' (25.2 against 18.15 at t = 0.6: GD no longer follows the flow), and
+at three quarters GD diverges at step 16, the sharpness having grown past 1.3 λ̂ on the way."""
 
 
 @partial(jax.jit, static_argnames=("mirrored",))
