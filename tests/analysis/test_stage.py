@@ -215,3 +215,27 @@ def test_on_a_plateau_the_units_learned_are_the_nearest_fixed_points_not_the_cou
     assert got[550][:2] == (3, 1)
     assert "1 learned (the nearest fixed point's units), 2 above init noise" in got[550][2]
     assert got[3000][:2] == (3, 3) and "growing" not in got[3000][2]
+
+
+def test_a_target_of_lower_rank_than_the_net_stands_at_its_rank_not_at_round_off_modes():
+    """Y = X Bᵀ of rank 2 (whitened X, 10 → 10), a 10 → 50 → 10 linear net at the balanced rank-2 fit
+    plus noise 1e-5: the data's strengths past 2 are round-off of Σ_yx (s_i ≲ 1e-15 against the rule's
+    s₁·max(N, d, p)·ε = 2·200·2.2e-16 ≈ 9e-14), so the best k-unit solutions for k > 2 are the rank-2
+    one with units of strength ≈ 0 added, whose √s_i (≈ 1e-8) moved the distance in its 8th digit and
+    let round-off name k = 10 before. The answer is k = 2, and no candidate past the rank is offered."""
+    from biasfree.theory.reduced_rank import numerical_rank, whitened_svd
+
+    rng = np.random.default_rng(0)
+    N, d, H, p = 200, 10, 50, 10
+    X = rng.normal(size=(N, d))
+    X = X @ np.linalg.inv(np.linalg.cholesky(X.T @ X / N)).T
+    U, V = (np.linalg.qr(rng.normal(size=(n, n)))[0] for n in (p, d))
+    s = np.array([2.0, 0.5])
+    Y = X @ (U[:, :2] * s @ V[:, :2].T).T
+    assert numerical_rank(whitened_svd(X, Y), N) == 2
+    Q = np.linalg.qr(rng.normal(size=(H, 2)))[0]  # the two units spread over the 50 hidden rows
+    W1 = Q @ (np.sqrt(s)[:, None] * V[:, :2].T) + 1e-5 * rng.normal(size=(H, d))
+    W2 = (U[:, :2] * np.sqrt(s)) @ Q.T + 1e-5 * rng.normal(size=(p, H))
+    st = stage((Layer(W1), Layer(W2)), (X, Y), alpha=1.0)
+    assert st.k == 2 and [k for k, *_ in st.candidates] == [0, 1, 2], st.candidates
+    assert st.level == pytest.approx(0.0, abs=1e-12)

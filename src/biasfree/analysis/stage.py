@@ -62,7 +62,13 @@ from ..core.nets import forward, forward_unchecked, widths
 from ..core.precision import precise
 from ..core.units import effective_units, ingredients, init_scales
 from ..theory.plateau_times import data_plateaus
-from ..theory.reduced_rank import is_whitened, kronecker_departure, reduced_rank_losses, whitened_svd
+from ..theory.reduced_rank import (
+    is_whitened,
+    kronecker_departure,
+    numerical_rank,
+    reduced_rank_losses,
+    whitened_svd,
+)
 from ..theory.staircase import find_plateaus, match_levels
 from .attention_import import as_attention, is_attention_model, with_n_ctx
 from .attention_stage import head_fixed_point
@@ -187,7 +193,7 @@ def _stage_of(params, X, Y, alpha, init, made) -> Stage:
             and all(type(la) is Layer for la in params)):
         # every k = 0 … min(widths, rank), each by Procrustes sweeps; the nearest is built (§11.7.10)
         svd = whitened_svd(X, Y)
-        kmax = min([int(np.shape(la.W)[0]) for la in params[:-1]] + [svd.s.size])
+        kmax = min([int(np.shape(la.W)[0]) for la in params[:-1]] + [numerical_rank(svd, X.shape[0])])
         dists = [_distance(params, balanced_point(params, X, Y, k, svd=svd)[0]) for k in range(kmax + 1)]
         k = int(np.argmin(dists))
         return dataclasses.replace(deep_stage(params, X, Y, loss, units, init, k=k), k=k,
@@ -306,9 +312,10 @@ def _balanced(W1, W2, svd, k: int) -> tuple[np.ndarray, np.ndarray]:
 def _linear(params, X, Y, loss, units, init) -> Stage:
     W1, W2 = (np.asarray(la.W, float) for la in params)
     svd = whitened_svd(X, Y)
-    # every k = 0 … min(H, rank): each point is one SVD of an (H, k) matrix, the nearest is answered
-    # (§11.7.2), not the count's, which without the init's scale counts noise (§11.1)
-    points = [_balanced(W1, W2, svd, k) for k in range(min(W1.shape[0], svd[1].size) + 1)]
+    # every k = 0 … min(H, rank), the data's numerical rank: each point is one SVD of an (H, k) matrix,
+    # the nearest is answered (§11.7.2), not the count's, which without the init's scale counts noise (§11.1)
+    rank = numerical_rank(svd, X.shape[0])
+    points = [_balanced(W1, W2, svd, k) for k in range(min(W1.shape[0], rank) + 1)]
     dists = [math.sqrt(float(np.sum((W1 - S1) ** 2) + np.sum((W2 - S2) ** 2))) for S1, S2 in points]
     k = int(np.argmin(dists))
     S1, S2 = points[k]

@@ -60,6 +60,20 @@ def whitened_svd(X, Y) -> WhitenedSVD:
     return WhitenedSVD(U, s, Vt, isqrt)
 
 
+def numerical_rank(svd: WhitenedSVD, n: int) -> int:
+    """The number of strengths ``s_i > s_1 · max(n, d, p) · ε`` of ``svd`` (of n samples, d inputs, p
+    outputs): NumPy's ``matrix_rank`` rule, with the sample count n for the sums Σ_yx and Σ_xx are made
+    of. A strength below it is round-off of the data's moments, not a mode the data teaches: a "best
+    k-unit solution" past this rank is the rank-r one with units of strength ≈ 0 added, at a distance
+    from a net that differs from the rank-r one's by those units' √s_i (≈ 1e-8), so counting them
+    would let round-off pick the largest k (issue 49 audit)."""
+    s = np.asarray(svd.s, float)
+    if s.size == 0 or s[0] <= 0:
+        return 0
+    tol = s[0] * max(n, svd.U.shape[0], svd.Vt.shape[1]) * np.finfo(float).eps
+    return int(np.sum(s > tol))
+
+
 def reduced_rank_fit(X, Y, k: int) -> tuple[np.ndarray, float]:
     """``(β_k, L_k)``: the best map of rank ≤ k (p, d) and its loss ½<||y − β_k x||²> (module
     doc), computed from the map on the data."""
