@@ -239,3 +239,27 @@ def test_a_target_of_lower_rank_than_the_net_stands_at_its_rank_not_at_round_off
     st = stage((Layer(W1), Layer(W2)), (X, Y), alpha=1.0)
     assert st.k == 2 and [k for k, *_ in st.candidates] == [0, 1, 2], st.candidates
     assert st.level == pytest.approx(0.0, abs=1e-12)
+
+
+def test_an_init_noise_bound_above_the_datas_strengths_makes_the_count_a_lower_bound():
+    """The balanced rank-2 fit (strengths 2, ½) of a 10 → 50 → 10 net, counted against a default-scale
+    init (entries N(0, 1/fan_in)): §11.1's noise bound σ_out(√10 + t)·σ_in(√10 + t) ≈ 2.3 is above both
+    strengths, so the learned modes read below it and the count is 0 (an audit read that as decided).
+    The answer says the count is a lower bound and names the nearest point's 2 units. Control: the
+    same net against an init of std 1e-3 (bound ≈ 5e-5) counts 2, with no such note."""
+    rng = np.random.default_rng(0)
+    N, d, H, p = 200, 10, 50, 10
+    X = rng.normal(size=(N, d))
+    X = X @ np.linalg.inv(np.linalg.cholesky(X.T @ X / N)).T
+    U, V = (np.linalg.qr(rng.normal(size=(n, n)))[0] for n in (p, d))
+    s = np.array([2.0, 0.5])
+    Y = X @ (U[:, :2] * s @ V[:, :2].T).T
+    Q = np.linalg.qr(rng.normal(size=(H, 2)))[0]
+    net = (Layer(Q @ (np.sqrt(s)[:, None] * V[:, :2].T)), Layer((U[:, :2] * np.sqrt(s)) @ Q.T))
+    for std, count, noted in ((None, 0, True), (1e-3, 2, False)):
+        scales = (1 / np.sqrt(d), 1 / np.sqrt(H)) if std is None else (std, std)
+        init = tuple(Layer(c * rng.normal(size=np.shape(la.W))) for c, la in zip(scales, net, strict=True))
+        st = stage(net, (X, Y), alpha=1.0, init=init)
+        assert st.units.count == count and st.k == 2, (std, st.units)
+        assert any("is a lower bound" in n for n in st.notes) == noted, st.notes
+        assert st.units_line().startswith(f"effective units {'at least ' if noted else ''}{count} (linear")

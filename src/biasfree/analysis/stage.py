@@ -60,7 +60,7 @@ from ..core.data import Dataset, check_data
 from ..core.layers import Layer, Params
 from ..core.nets import forward, forward_unchecked, widths
 from ..core.precision import precise
-from ..core.units import effective_units, ingredients, init_scales
+from ..core.units import INIT_NOISE, effective_units, ingredients, init_scales
 from ..theory.plateau_times import data_plateaus
 from ..theory.reduced_rank import (
     is_whitened,
@@ -77,7 +77,7 @@ from .interop import as_model
 from .measurements import data_arrays
 from .saddles import DENSE_HESSIAN, fixed_point, hessian_eigh
 from .stage_budget import fits
-from .stage_result import Recorded, Stage, Staircase
+from .stage_result import NOISE_ABOVE, Recorded, Stage, Staircase
 from .unit_stage import search_numbers, unit_fixed_point, unit_levels
 from .verify import check_reading
 
@@ -322,6 +322,13 @@ def _linear(params, X, Y, loss, units, init) -> Stage:
     fp = fixed_point((Layer(S1), Layer(S2)), X, Y, 1.0)
     delta = np.concatenate([(W1 - S1).ravel(), (W2 - S2).ravel()])
     notes = []
+    hidden = svd.s[:rank][svd.s[:rank] <= units.threshold]
+    if units.why.startswith(INIT_NOISE) and hidden.size:  # §11.1's bound assumes a small init
+        notes.append(f"{NOISE_ABOVE} {units.threshold:.3g} is at or above {hidden.size} of the "
+                     f"data's {rank} strengths ({hidden.max():.3g} and below): a mode learned to its "
+                     f"strength reads no more than the bound, so the count {units.count} is a lower bound "
+                     f"(§11.1's bound is for a small init); the nearest fixed point, by distance, has "
+                     f"{k} units")
     if delta.size <= DENSE_HESSIAN:
         lam, vec = hessian_eigh((Layer(S1), Layer(S2)), X, Y, 1.0)  # flattened W₁ then W₂, as delta
         E = vec[:, lam <= fp.lambda_min + 2 * fp.lambda_tol]  # Weyl: within 2λ_tol, indistinguishable

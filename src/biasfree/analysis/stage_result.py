@@ -14,6 +14,9 @@ from ..theory.plateau_times import PlateauPrediction
 from .nearest import SOLVES
 from .saddles import FixedPoint
 
+NOISE_ABOVE = "the init's noise bound"
+"""How a stage's note begins when the init's noise bound (§11.1) is at or above some of the data's
+strengths, so that the count is a lower bound (the units line then says "at least")."""
 
 @dataclass(frozen=True)
 class EmbeddedPoint:
@@ -156,7 +159,9 @@ class Stage:
         u = self.units
         loss = f", loss {self.loss:.6g}" if np.isfinite(self.loss) else ""
         if self.count_decided:
-            return (f"effective units {u.count} ({u.family}; threshold {u.threshold:.3g}"
+            low = any(n.startswith(NOISE_ABOVE) for n in self.notes)  # the init's bound hides learned modes
+            least, above = ("at least ", ", above some of the data's strengths") if low else ("", "")
+            return (f"effective units {least}{u.count} ({u.family}; threshold {u.threshold:.3g}{above}"
                     f"{self._growing()}){loss}")
         above = u.magnitudes[u.magnitudes > u.threshold]
         what = (f"1 magnitude above round-off {u.threshold:.3g}, {above[0]:.3g}" if u.count == 1 else

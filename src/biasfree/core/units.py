@@ -250,9 +250,13 @@ def _components(adjacent: np.ndarray) -> np.ndarray:
         labels = new
 
 
+INIT_NOISE = "init noise"
+"""How :attr:`EffectiveUnits.why` begins when the init's noise bound set the threshold."""
+
+
 def _threshold(round_off: float, init: float, init_rule: str) -> tuple[float, str]:
     if init > round_off:
-        return init, f"init noise: no unlearned unit exceeds {init_rule} = {init:.3g}"
+        return init, f"{INIT_NOISE}: no unlearned unit exceeds {init_rule} = {init:.3g}"
     return round_off, f"round-off of the computed magnitudes, {round_off:.3g}" + (
         "" if init else " (no init scale given: init noise is not bounded; pass init or init_scale)")
 
