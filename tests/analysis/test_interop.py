@@ -93,6 +93,29 @@ def test_state_dict_refuses_what_is_not_a_bias_free_linear_layer(mapping, match)
         bf.models.from_state_dict(mapping, alpha=0.0)
 
 
+def test_biases_that_are_exactly_zero_are_dropped_from_state_dicts_files_and_equinox(tmp_path):
+    """docs/verdict.md: "Biases that are exactly zero are dropped", as from_torch does; a state dict of
+    nn.Linear(bias=True) layers with zeroed biases, its file and the CLI's loader read as the same net
+    (bitwise the same outputs: one code path); a bias 1e-300 away from 0 is still refused."""
+    Ws = _weights(shapes=((4, 3), (2, 4)))
+    zero = {"0.weight": Ws[0], "0.bias": np.zeros(4), "2.weight": Ws[1], "2.bias": np.zeros(2)}
+    plain = bf.models.from_state_dict({"0.weight": Ws[0], "2.weight": Ws[1]}, alpha=0.0)
+    X = _X(3)
+    read = bf.models.from_state_dict(zero, alpha=0.0)
+    np.testing.assert_array_equal(np.asarray(read(X)), np.asarray(plain(X)))
+    np.savez(tmp_path / "zero.npz", **zero)
+    np.testing.assert_array_equal(np.asarray(bf.load_model(tmp_path / "zero.npz", alpha=0.0)(X)),
+                                  np.asarray(plain(X)))
+    with pytest.raises(bf.models.UnsupportedModelError, match=r"layer 2 \('2.bias'\).*nonzero bias"):
+        bf.models.from_state_dict(zero | {"2.bias": np.array([0.0, 1e-300])}, alpha=0.0)
+    key = jax.random.PRNGKey(0)
+    mlp = eqx.nn.MLP(3, 2, 4, 1, activation=jax.nn.relu, key=key)
+    zeros = [np.zeros(np.shape(la.bias)) for la in mlp.layers]
+    mlp = eqx.tree_at(lambda m: [la.bias for la in m.layers], mlp, zeros)
+    read = bf.models.from_equinox(mlp)
+    assert all(la.b is None for la in read.params)
+
+
 @pytest.mark.parametrize("mapping", [{0: _W0, 1: _W2}, {0: _W0, "2.weight": _W2},
                                      {None: _W0, "2.weight": _W2}])
 def test_state_dict_keys_that_are_not_names_are_refused_by_name(mapping):

@@ -93,7 +93,7 @@ def from_equinox(mlp) -> Model:
         layers = [layers[0]] + [member(layers[1], i) for i in range(mlp.depth - 1)] + [layers[2]]
     weights = []
     for i, lin in enumerate(layers):
-        if getattr(lin, "bias", None) is not None:
+        if getattr(lin, "bias", None) is not None and np.any(np.asarray(lin.bias)):  # exactly 0: dropped
             flag = "use_final_bias" if i == len(layers) - 1 else "use_bias"
             raise refuse(f"layers[{i}] (Linear)", "has a bias", f"Build the MLP with {flag}=False.")
         W = np.asarray(lin.weight, dtype=float)

@@ -45,8 +45,12 @@ def _entries(mapping: Mapping, convs: bool) -> list[tuple[str, np.ndarray]]:
         A = validate.finite_array(f"mapping[{name!r}]", mapping[name], nonempty=False)
         leaf = name.rsplit(".", 1)[-1]
         if leaf == "bias" or leaf.endswith("_bias"):
+            if not np.any(A):  # exactly 0: the layer computes W x, as from_torch reads it (docs/verdict.md)
+                continue
             layer = name.rsplit(".", 1)[0] if "." in name else name
-            raise refuse(f"layer {layer} ('{name}')", "has a bias", "Build the layers with bias=False.")
+            raise refuse(f"layer {layer} ('{name}')",
+                         f"has a nonzero bias (max |b| = {np.max(np.abs(A)):.3g})",
+                         "Build the layers with bias=False (biases that are exactly 0 are dropped).")
         if leaf == "weight" or re.fullmatch(r"W_?\d*", leaf) or leaf.endswith("_weight"):
             if A.ndim > 4 or (A.ndim > 2 and not convs):
                 raise refuse(f"'{name}' {A.shape}", f"a {A.ndim}-axis weight is a convolution",
