@@ -172,11 +172,20 @@ def test_biases_are_named_and_have_no_twin():
 def test_one_hot_inputs_are_asymmetric():
     X = np.eye(6)[np.arange(30) % 6]
     Y = X @ np.random.default_rng(0).normal(size=(6, 2))
-    res = bf.analyse(_net(0, (6, 20, 2), 1e-3), (X, Y), alpha=0.0)
+    res = bf.analyse(_net(0, (6, 20, 2), 1e-3), (X, Y), alpha=0.0, train=False)
     e = _ev(res.verdict.training, "mirror violation")
     assert not e.passed and e.value == res.data.mirror_violation_inputs > vd.NEAR_SYMMETRIC
-    assert res.verdict.level == vd.NOT and res.verdict.training.reasons[0].startswith("asymmetric inputs")
+    # without every -x the theory is silent (no bound either way: an audit's Gaussian inputs measured
+    # 0.265%), so the prediction is undecided, and by default a measurement decides
+    assert res.verdict.training.level == vd.UNDECIDED
+    assert res.verdict.training.reasons[0].startswith("asymmetric inputs")
     assert res.prediction.two_layer_floor is None  # the floor needs symmetric inputs
+    res = bf.analyse(_net(0, (6, 20, 2), 1e-3), (X, Y), alpha=0.0)
+    t = res.verdict.training
+    assert t.kind.endswith("measured by default") and t.reasons[0].startswith("trained gap")
+    assert res.verdict.level == t.level == vd.NOT  # measured 0.427% of L_ref here, > 0.3%
+    assert not any(r.startswith("asymmetric") for r in t.reasons)  # the silent theory is no evidence
+    assert any("the theory does not cover this case (asymmetric inputs" in n for n in t.notes)
 
 
 def test_depth_three_with_a_nonlinear_odd_part():
@@ -343,7 +352,7 @@ def test_cli_analyse_trains_with_its_options(tmp_path):
 
 def test_cli_analyse_bad_input_exits_2(tmp_path):
     rng = np.random.default_rng(0)
-    np.savez(tmp_path / "b.npz", **{"0.weight": rng.normal(size=(5, 64)), "0.bias": np.zeros(5),
+    np.savez(tmp_path / "b.npz", **{"0.weight": rng.normal(size=(5, 64)), "0.bias": np.ones(5),
                                     "2.weight": rng.normal(size=(10, 5))})
     res = runner.invoke(app, ["analyse", str(tmp_path / "b.npz"), "--alpha", "0", "--data", "digits",
                               "--out", str(tmp_path)])

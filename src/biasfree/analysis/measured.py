@@ -267,8 +267,8 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
     says "not" whatever the budget.
     ``decided``: the run ended before its steps because one of those two already held
     (:class:`Decided`), which the notes say instead of a budget."""
-    ev, fails, notes = structural(f)
-    context = fails[:]  # the theory does not cover these cases, but the measured gap decides
+    ev, fails, silent, notes = structural(f)
+    context = fails + silent  # the theory does not cover these cases, but the measured gap decides
     measured = evidence(f"trained gap to the twin under {trainer}, max over {over} ({of(scale)})", gap,
                         PAPER_LEVEL, f"the paper's 0.3%; maximum at step {step} (t = {t:.4g})")
     ev.append(measured)
@@ -311,7 +311,7 @@ def judge_measured(f: Facts, *, gap: float, step: int, t: float, steps_run: int,
                 "exact twin"], ev, notes)
         if not rich.passed:
             why.append(f"lazy regime: {rich.line()}")
-        return judgement(kind, NOT, why + context, ev, notes)
+        return judgement(kind, NOT, why + fails, ev, notes)  # a silent case is no evidence: noted only
     if stopped and not final:
         return judgement(kind, UNDECIDED, [
             f"the time budget ran out after {spent}: the gap {gap:.3g} ({of(scale)}) is within 0.3% for "

@@ -249,19 +249,22 @@ class Facts:
                 and (self.alpha == 1.0 or self.target_even_fraction <= ROUND_OFF_ENERGY))
 
 
-def structural(f: Facts) -> tuple[list[Check], list[str], list[str]]:
-    """Evidence, proven departures from the twin (positive evidence for "not") and notes that
-    the prediction and the measurement share."""
+def structural(f: Facts) -> tuple[list[Check], list[str], list[str], list[str]]:
+    """Evidence, proven departures from the twin (positive evidence for "not"), the cases the theory
+    is silent on (asymmetric inputs with a linear part to learn: the twin argument needs every −x,
+    but nothing bounds how far the net leaves its twin without it, so only a measurement decides)
+    and notes that the prediction and the measurement share."""
     ev = [evidence("mirror violation of the inputs X (relative)", f.mirror_violation, NEAR_SYMMETRIC,
                    "every input x has its mirror -x, as a multiset, to float32 round-off (§2.1)")]
-    fails, notes = [], []
+    fails, silent, notes = [], [], []
     if f.has_bias:
         fails.append("nonzero biases: the net has no linear twin (§5)")
     if f.alpha == 1.0:  # a linear net is its own twin on any data
-        return ev, fails, notes + ([f.learns_nothing()] if f.nothing_to_learn else [])
+        return ev, fails, silent, notes + ([f.learns_nothing()] if f.nothing_to_learn else [])
     if not ev[0].passed and not f.nothing_to_learn:
-        fails.append(f"asymmetric inputs with a linear part to learn: {ev[0].line()}; the twin argument "
-                     "needs every -x (symmetrise with biasfree.symmetrize) (§2.1, §5)")
+        silent.append(f"asymmetric inputs with a linear part to learn: {ev[0].line()}; the twin argument "
+                      "needs every -x (symmetrise with biasfree.symmetrize) (§2.1, §5), and without it "
+                      "no theory bounds the gap either way")
     elif ev[0].passed:
         ev.append(evidence("the target's even part (fraction of <||y||²>)", f.target_even_fraction,
                            PAPER_LEVEL, "the target is odd, y(-x) = -y(x), to the paper's 0.3% (§2.1)"))
@@ -270,7 +273,7 @@ def structural(f: Facts) -> tuple[list[Check], list[str], list[str]]:
                          "(> 0.3%): the net's even part learns it, the linear twin cannot (§1.3, §5)")
     if f.nothing_to_learn:
         notes.append(f.learns_nothing())
-    return ev, fails, notes
+    return ev, fails, silent, notes
 
 
 def _undecided(kind, why: str, ev, notes, measure: str = MEASURE) -> Judgement:
@@ -304,8 +307,9 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
                     kind: str = "training by gradient flow, predicted (not measured)",
                     dynamics: Dynamics = FLOW) -> Judgement:
     """Training predicted from the net's weights (§6.4), in this order: proven departures
-    (nonzero biases, asymmetric inputs with a linear part, an even target) say "not"; α = 1
-    and the exact structures on mirror-symmetric data say "exactly linear" at any scale;
+    (nonzero biases, an even target) say "not"; α = 1 says "exactly linear"; asymmetric inputs
+    with a linear part leave it :data:`UNDECIDED` (the theory is silent: measured by default);
+    the exact structures on mirror-symmetric data say "exactly linear" at any scale;
     the exact t = 0 gap above 0.3% says "not", under any optimiser; for descent (gradient
     flow, GD), a net whose loss and twin's loss are both ≤ 0.3% is converged (both losses stay
     in [0, max(L, L_twin)]), and a net stationary to round-off or above the two-layer floor is
@@ -318,7 +322,7 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
     the training predicted (:class:`Dynamics`); one outside gradient flow's theory (Adam, ...)
     gets the structural, exact and t = 0 answers only, else "undecided", naming the call that
     measures it (:func:`biasfree.analyse` then measures it by default)."""
-    ev, fails, notes = structural(f)
+    ev, fails, silent, notes = structural(f)
     dyn, ref = dynamics, f.gap_ref
     still = f.still is not None and f.still.stationary
     notes.append(f"relative gradient norm ‖∇L‖·‖θ‖/(½<||y||²>) = {f.grad_rel:.3g}"
@@ -329,6 +333,8 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
         return judgement(kind, NOT, fails, ev, notes)
     if f.alpha == 1.0:
         return judgement(kind, EXACT, [], ev, notes, "a linear net is its own twin")
+    if silent:
+        return _undecided(kind, silent[0], ev, notes, dyn.measure)
     if f.exact:
         return judgement(kind, EXACT, [], ev, notes, f"{f.structure} on mirror-symmetric data train exactly "
                          "as the twin, at any init scale and step size (§2.3, §2.5)")

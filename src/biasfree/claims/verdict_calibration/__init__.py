@@ -26,8 +26,9 @@ by fresh independent draws (a = 1: no point has its mirror). The PyTorch column 
 nn.Linear's default init, U(±1/√fan_in) for weights and biases.
 
 Checks (counts, not tuned rates): no false "linear" (measured gap > 0.3%), no structural
-refusal (biases, asymmetric inputs, depth > 2, init not small: §6.4) measured on its twin, and
-the measured gap at most the interval's high end wherever the prediction rests on the theory.
+"not" (biases, an even target: §6.4) measured on its twin (asymmetric inputs, depth > 2 and an
+init that is not small leave the prediction undecided), and the measured gap at most the
+interval's high end wherever the prediction rests on the theory.
 The agreement (over the decided points) and the confusion table (rows linear, undecided, not)
 are metrics; the notes list the disagreements and every undecided point's interval.
 

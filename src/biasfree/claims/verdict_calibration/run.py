@@ -124,7 +124,7 @@ def run(cfg: Config, seed: int = 0, progress: Progress = quiet) -> Result:
             "twin exceeds the paper's 0.3% of L(0).", unit="grid points"),
         "structural_refusals_hold": at_most(
             int(np.sum(structural & ~undecided & truth & full)), 0,
-            "every net called 'not' without the interval (nonzero biases, asymmetric inputs, an even "
+            "every net called 'not' without the interval (nonzero biases, an even "
             "target, the exact t = 0 gap) is measured more than 0.3% of L(0) off its twin.",
             unit="grid points"),
         "gap_below_high_end": at_most(
