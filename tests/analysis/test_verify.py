@@ -80,6 +80,28 @@ def test_a_function_in_forward_that_no_layer_shows_is_refused_naming_it(fn, caus
     assert f"likely cause: {cause}" in _refusal(Seq(L(6, 8), nn.ReLU(), L(8, 3)), _data())
 
 
+@pytest.mark.parametrize("low", [-1.0, 0.0])
+def test_a_clamp_inactive_at_the_given_weights_is_refused_at_scaled_rows(low):
+    """A small init (weights × 1e-3) keeps every output inside clamp(−1, 1), so the given rows cannot
+    tell the clamp from the layers (an audit's denoiser-style module read "effectively linear" while
+    torch training it left its twin by 0.31 of L_ref); the rows scaled until the reading's outputs
+    reach verify.LARGE make it bind, and it is named. Control: the same net without the clamp passes
+    both runs (the bound scales with M)."""
+    torch.manual_seed(0)
+    X, Y = _data()
+    for clamped in (True, False):
+        net = Net(out=(lambda y: y.clamp(low, 1.0)) if clamped else None).double()
+        with torch.no_grad():
+            for w in net.parameters():
+                w.mul_(1e-3)
+        if clamped:
+            msg = _refusal(net, (X, Y))
+            assert f"a clamp of the outputs to [{low:g}, 1]" in msg, msg
+            assert ("rows of the data × " in msg) == (low < 0)  # clamp(0, 1) binds on negative outputs
+        else:
+            assert bf.analyse(net, (X, Y), train=False).net is not None
+
+
 def test_a_transposed_weight_is_refused_naming_it():
     torch.manual_seed(0)
     msg = _refusal(Net(d=6, m=6, transposed=True), _data())
@@ -205,7 +227,8 @@ def test_torch_dense_and_conv_nets_that_are_what_they_show_are_run_and_pass(seed
         verify.check_reading(module, model.params, model.alpha, X, names=model.names)  # passes
         verify.check_reading(model, model.params, model.alpha, X)  # a Model read from it: the same run
         shape = (min(rows, verify.ROWS), *((2, 5, 5) if in_shape else (6,)))
-        assert calls == [(shape, torch.float64)] * 2  # it was run, in float64, on the rows
+        # run in float64 on the rows, twice per check: as given and scaled to outputs of verify.LARGE
+        assert calls == [(shape, torch.float64)] * 4
         assert module[0].weight.dtype == torch.float32  # the user's module is untouched
 
 
@@ -224,7 +247,7 @@ def test_analyse_runs_a_conv_net_given_as_its_model():
     X, Y = np.vstack([X, -X]), np.vstack([X[:, :2], -X[:, :2]])
     calls = _counted(good)
     bf.analyse(bf.from_torch(good, in_shape=(5, 5)), (X, Y))
-    assert len(calls) == 1
+    assert len(calls) == 2  # one check: the rows as given and scaled
     msg = _refusal(bf.from_torch(bad, in_shape=(5, 5)), (X, Y))
     assert "Conv2d 2→4, 3x3, 'same' on 5x5" in msg and "likely cause: a scaling by 2 in forward" in msg
 
@@ -251,7 +274,7 @@ def test_equinox_mlps_are_run_and_a_custom_call_is_refused(seed):
     mlp = _Counted(**kw)
     model = bf.models.from_equinox(mlp)
     verify.check_reading(mlp, model.params, model.alpha, X)
-    assert _Counted.runs == 1  # run once (one trace of the vmapped call)
+    assert _Counted.runs == 2  # one trace of the vmapped call per run: the rows as given and scaled
     for given in (_Softmax(**kw), bf.models.from_equinox(_Softmax(**kw))):
         msg = _refusal(given, _data())
         assert "layers[0].weight (Linear 6→8) → ReLU" in msg

@@ -25,8 +25,12 @@ layer ``|fl(A h + b) − (A h + b)| ≤ γ_{n_l+1} (|A| |h| + |b|)``, σ_α is 1
 the 1/(1 − γ_K). The bound is worst case, not typical, so a module that is what its layers
 show passes at any seed, and it is sharp to a few γ_K: an output changed by 5γ_K of M is
 refused (tests/analysis/test_verify.py). A forward that is anything else is off by O(1) of
-M on some entry. The cost is :data:`ROWS` rows through the net, three times: a fraction of a
-second at 784 → 2048 → 10 (docs/performance.md, ``benchmarks/bench_analyse.py``'s ``check_s``).
+M on some entry. Where the reading's outputs on those rows stay below :data:`LARGE` the rows are
+run again scaled by c so that they reach it: an operation inactive at the given weights (a
+clamp to [−1, 1] of a small init's outputs) binds there, as it would once training grows the
+outputs, and a reading that is the module passes at any c (the bound scales with M). The cost is
+:data:`ROWS` rows through the net, three times per run: a fraction of a second at 784 → 2048 → 10
+(docs/performance.md, ``benchmarks/bench_analyse.py``'s ``check_s``).
 
 On a mismatch it refuses (:class:`~.model.UnsupportedModelError`, one line) naming the layout
 read, the difference (``max |Δf|/M`` against 2γ_K, and ``‖Δf‖/‖f_read‖``), and the likely cause: the
@@ -34,7 +38,8 @@ first of these readings that explains f_mod within the same bound (4 times it fo
 scale; twice the row's largest for a function of the outputs, each of them 2-Lipschitz in
 the row's max norm, plus 8ε of its value): a scale c (f_mod = c f_read, named as 1/N, N or
 −1 when it is one), σ = ReLU applied in forward with no module, a square weight used
-transposed (named), a softmax, log-softmax, tanh, sigmoid, abs or ReLU of the outputs,
+transposed (named), a softmax, log-softmax, clamp to [−1, 1] or [0, 1], tanh, sigmoid, abs or ReLU
+of the outputs,
 float32 arithmetic inside forward (ε = 1.2e-7); else a forward that is not the composition
 of the listed layers.
 
@@ -59,6 +64,9 @@ from .model import Model, UnsupportedModelError
 
 ROWS = 256
 """At most this many rows of the data, evenly spaced (first and last included), are run."""
+LARGE = 1e4
+"""The second run scales the rows so that the reading's largest output is this (when it is less):
+past where a clamp or saturation in forward binds for any output a net is trained to."""
 EPS32 = float(np.finfo(np.float32).eps)
 EPS = float(np.finfo(np.float64).eps)
 
@@ -166,6 +174,8 @@ def _scale_name(c: float) -> str:
 _OUTPUT_FUNCTIONS = (
     ("a softmax over the outputs", lambda f: np.asarray(jax.nn.softmax(f, axis=-1))),
     ("a log-softmax over the outputs", lambda f: np.asarray(jax.nn.log_softmax(f, axis=-1))),
+    ("a clamp of the outputs to [-1, 1] (clamp, hardtanh)", lambda f: np.clip(f, -1.0, 1.0)),
+    ("a clamp of the outputs to [0, 1] (clamp, hardsigmoid-like)", lambda f: np.clip(f, 0.0, 1.0)),
     ("a tanh of the outputs", np.tanh),
     ("a sigmoid of the outputs", lambda f: np.asarray(jax.nn.sigmoid(f))),
     ("an abs of the outputs", np.abs),
@@ -231,8 +241,21 @@ def check_reading(model, params: Params, alpha: float, X, *, what: str = "model"
 
 
 def _check(model, kind, params, alpha, X, what, names) -> None:
-    source = f"{kind}:{type(model).__name__}"
+    """The rows as given, then the same rows × c where the reading's outputs reach :data:`LARGE`
+    (module doc): an operation in forward that is inactive at the given weights (a clamp, a
+    saturation) is seen where training can take the outputs."""
     Xs = np.asarray(X, dtype=float)[rows(np.shape(X)[0])]
+    f = _compare(model, kind, params, alpha, Xs, what, names, "")
+    top = float(np.max(np.abs(f), initial=0.0))
+    if 0 < top < LARGE:
+        c = LARGE / top
+        _compare(model, kind, params, alpha, c * Xs, what, names, f" × {c:.3g} (outputs up to {LARGE:g})")
+
+
+def _compare(model, kind, params, alpha, Xs, what, names, scaled: str) -> np.ndarray:
+    """Refuse (module doc) unless the module's output on ``Xs`` is the reading's within 2γ_K M;
+    the reading's output. ``scaled`` says how the rows were scaled, for the message."""
+    source = f"{kind}:{type(model).__name__}"
     try:
         out = _run_torch(model, Xs, _in_layout(params)) if kind == "torch" else _run_equinox(model, Xs)
     except Exception as e:  # noqa: BLE001 - any failure of the user's forward: refused, named
@@ -248,7 +271,7 @@ def _check(model, kind, params, alpha, X, what, names) -> None:
     else:
         f_mod = out.reshape(len(Xs), -1) if out.size == f.size else out
         if f_mod.shape == f.shape and np.all(np.abs(f_mod - f) <= tol):
-            return
+            return f
         cause, fix = _cause(f_mod, params, alpha, Xs, names, f, M, tol)
     g = gamma(sum_length(params))
     if isinstance(out, str) or f_mod.shape != f.shape:
@@ -261,5 +284,5 @@ def _check(model, kind, params, alpha, X, what, names) -> None:
         size = (f"max |Δf|/M = {worst:.3g} > 2γ_K = {2 * g:.2g} (K = {sum_length(params)}, M = the net on "
                 f"absolute weights and inputs), ‖Δf‖/‖f‖ = {rel:.3g}; ")
     raise UnsupportedModelError(
-        f"{what} ({source}): running it on {len(Xs)} rows of the data does not give the net read from its "
-        f"layers, {layout(params, alpha, names)}: {size}likely cause: {cause}. {fix}")
+        f"{what} ({source}): running it on {len(Xs)} rows of the data{scaled} does not give the net read "
+        f"from its layers, {layout(params, alpha, names)}: {size}likely cause: {cause}. {fix}")
