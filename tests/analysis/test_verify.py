@@ -309,3 +309,19 @@ def test_torch_biases_exactly_zero_are_dropped_and_nonzero_ones_kept():
     torch.manual_seed(1)
     conv = _zeroed(nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(32, 2)))
     assert all(layer.b is None for layer in bf.from_torch(conv, in_shape=(4, 4)).params)
+
+
+def test_dropout_in_eval_mode_is_the_identity_and_in_training_mode_refused():
+    """nn.Dropout is the identity in eval mode: the net reads as the one without it (the same weights,
+    bitwise the same reading), and running it passes; in training mode it drops units at random, so it
+    is refused naming model.eval()."""
+    torch.manual_seed(0)
+    plain = nn.Sequential(L(6, 8), nn.ReLU(), L(8, 3)).double()
+    drop = nn.Sequential(plain[0], nn.ReLU(), nn.Dropout(0.5), plain[2]).double()
+    X, Y = _data()
+    read = bf.from_torch(drop.eval())
+    for a, b in zip(read.params, bf.from_torch(plain).params, strict=True):
+        np.testing.assert_array_equal(np.asarray(a.W), np.asarray(b.W))
+    verify.check_reading(drop, read.params, read.alpha, X, names=read.names)  # passes
+    with pytest.raises(bf.models.UnsupportedModelError, match=r"Dropout\(p=0.5\) in training mode.*eval\(\)"):
+        bf.from_torch(drop.train())

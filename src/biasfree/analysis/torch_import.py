@@ -12,7 +12,8 @@ name in another module; nested modules flattened, in registration order):
 - ``AdaptiveAvgPool1d/2d(1)``, ``Flatten``, ``Linear`` -> one
   :class:`~biasfree.core.conv.PooledDense` with ``V = weight`` (out, C), ``b = bias``;
 - ``Flatten()`` -> nothing: hidden states are already flat, channel-major (its order);
-- ``ReLU`` (α = 0), ``LeakyReLU`` (α = ``negative_slope``), ``Identity`` or none (α = 1):
+- ``ReLU`` (α = 0), ``LeakyReLU`` (α = ``negative_slope``), ``Identity`` or none (α = 1)
+  (``Dropout`` in eval mode is the identity, read as nothing; in training mode refused):
   the slope, one for the whole net;
 - bias-free ``BatchNorm1d/2d`` in eval mode, ``y = s ⊙ x`` per channel (or feature) with
   ``s = γ / √(running_var + eps)`` (γ = ``weight``, 1 without ``affine``): folded exactly
@@ -53,10 +54,16 @@ _SHIFT_FIX = ("A bias-free batch norm only scales (β = 0 and running_mean = 0, 
 
 
 def _torch_slope(mod, where: str) -> float | None:
-    """α of an activation module, None for Identity; refuses anything else."""
+    """α of an activation module, None for Identity and for dropout in eval mode (the identity);
+    refuses anything else."""
     import torch.nn as nn
 
     if isinstance(mod, nn.Identity):
+        return None
+    if isinstance(mod, nn.modules.dropout._DropoutNd):  # the identity in eval mode, random in training
+        if mod.training and mod.p > 0:
+            raise refuse(where, f"{type(mod).__name__}(p={mod.p:g}) in training mode drops units at random",
+                         "Call model.eval() first (dropout is then the identity).")
         return None
     if isinstance(mod, nn.ReLU):
         return 0.0
