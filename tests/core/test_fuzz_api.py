@@ -330,4 +330,5 @@ def test_analyse_refuses_logistic_loss_on_real_labels_and_flags_duplicates():
     dup = bf.analyse(pair, (np.vstack([X, X[:1]]), np.vstack([Yo, Yo[:1]])), alpha=0.0, t_max=1.0, n_times=3)
     assert not dup.data.symmetric and dup.data.mirror_violation > 0
     assert not dup.prediction.exact and dup.prediction.two_layer_floor is None
-    assert not dup.verdict.effectively_linear
+    # one duplicated point breaks the mirror: no exact twin, and no theory either way, so it is measured
+    assert dup.verdict.level != "exactly linear" and dup.verdict.training.kind.endswith("measured by default")
