@@ -217,6 +217,20 @@ def test_on_a_plateau_the_units_learned_are_the_nearest_fixed_points_not_the_cou
     assert got[3000][:2] == (3, 3) and "growing" not in got[3000][2]
 
 
+def _rank_two_fit():
+    """``(rng, X, Y, net)``: whitened X (200, 10), Y = X Bᵀ of rank 2 (strengths 2, ½, 10 outputs), and
+    the balanced rank-2 fit of a 10 → 50 → 10 linear net, its two units spread over the hidden rows."""
+    rng = np.random.default_rng(0)
+    N, d, H, p = 200, 10, 50, 10
+    X = rng.normal(size=(N, d))
+    X = X @ np.linalg.inv(np.linalg.cholesky(X.T @ X / N)).T
+    U, V = (np.linalg.qr(rng.normal(size=(n, n)))[0] for n in (p, d))
+    s = np.array([2.0, 0.5])
+    Q = np.linalg.qr(rng.normal(size=(H, 2)))[0]
+    net = (Layer(Q @ (np.sqrt(s)[:, None] * V[:, :2].T)), Layer((U[:, :2] * np.sqrt(s)) @ Q.T))
+    return rng, X, X @ (U[:, :2] * s @ V[:, :2].T).T, net
+
+
 def test_a_target_of_lower_rank_than_the_net_stands_at_its_rank_not_at_round_off_modes():
     """Y = X Bᵀ of rank 2 (whitened X, 10 → 10), a 10 → 50 → 10 linear net at the balanced rank-2 fit
     plus noise 1e-5: the data's strengths past 2 are round-off of Σ_yx (s_i ≲ 1e-15 against the rule's
@@ -225,17 +239,9 @@ def test_a_target_of_lower_rank_than_the_net_stands_at_its_rank_not_at_round_off
     let round-off name k = 10 before. The answer is k = 2, and no candidate past the rank is offered."""
     from biasfree.theory.reduced_rank import numerical_rank, whitened_svd
 
-    rng = np.random.default_rng(0)
-    N, d, H, p = 200, 10, 50, 10
-    X = rng.normal(size=(N, d))
-    X = X @ np.linalg.inv(np.linalg.cholesky(X.T @ X / N)).T
-    U, V = (np.linalg.qr(rng.normal(size=(n, n)))[0] for n in (p, d))
-    s = np.array([2.0, 0.5])
-    Y = X @ (U[:, :2] * s @ V[:, :2].T).T
-    assert numerical_rank(whitened_svd(X, Y), N) == 2
-    Q = np.linalg.qr(rng.normal(size=(H, 2)))[0]  # the two units spread over the 50 hidden rows
-    W1 = Q @ (np.sqrt(s)[:, None] * V[:, :2].T) + 1e-5 * rng.normal(size=(H, d))
-    W2 = (U[:, :2] * np.sqrt(s)) @ Q.T + 1e-5 * rng.normal(size=(p, H))
+    rng, X, Y, net = _rank_two_fit()
+    assert numerical_rank(whitened_svd(X, Y), len(X)) == 2
+    W1, W2 = (np.asarray(la.W) + 1e-5 * rng.normal(size=np.shape(la.W)) for la in net)
     st = stage((Layer(W1), Layer(W2)), (X, Y), alpha=1.0)
     assert st.k == 2 and [k for k, *_ in st.candidates] == [0, 1, 2], st.candidates
     assert st.level == pytest.approx(0.0, abs=1e-12)
@@ -247,17 +253,9 @@ def test_an_init_noise_bound_above_the_datas_strengths_makes_the_count_a_lower_b
     strengths, so the learned modes read below it and the count is 0 (an audit read that as decided).
     The answer says the count is a lower bound and names the nearest point's 2 units. Control: the
     same net against an init of std 1e-3 (bound ≈ 5e-5) counts 2, with no such note."""
-    rng = np.random.default_rng(0)
-    N, d, H, p = 200, 10, 50, 10
-    X = rng.normal(size=(N, d))
-    X = X @ np.linalg.inv(np.linalg.cholesky(X.T @ X / N)).T
-    U, V = (np.linalg.qr(rng.normal(size=(n, n)))[0] for n in (p, d))
-    s = np.array([2.0, 0.5])
-    Y = X @ (U[:, :2] * s @ V[:, :2].T).T
-    Q = np.linalg.qr(rng.normal(size=(H, 2)))[0]
-    net = (Layer(Q @ (np.sqrt(s)[:, None] * V[:, :2].T)), Layer((U[:, :2] * np.sqrt(s)) @ Q.T))
+    rng, X, Y, net = _rank_two_fit()
     for std, count, noted in ((None, 0, True), (1e-3, 2, False)):
-        scales = (1 / np.sqrt(d), 1 / np.sqrt(H)) if std is None else (std, std)
+        scales = (1 / np.sqrt(10), 1 / np.sqrt(50)) if std is None else (std, std)
         init = tuple(Layer(c * rng.normal(size=np.shape(la.W))) for c, la in zip(scales, net, strict=True))
         st = stage(net, (X, Y), alpha=1.0, init=init)
         assert st.units.count == count and st.k == 2, (std, st.units)
