@@ -307,14 +307,14 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
                     kind: str = "training by gradient flow, predicted (not measured)",
                     dynamics: Dynamics = FLOW) -> Judgement:
     """Training predicted from the net's weights (§6.4), in this order: proven departures
-    (nonzero biases, an even target) say "not"; α = 1 says "exactly linear"; asymmetric inputs
-    with a linear part leave it :data:`UNDECIDED` (the theory is silent: measured by default);
-    the exact structures on mirror-symmetric data say "exactly linear" at any scale;
+    (nonzero biases, an even target) say "not"; α = 1
+    and the exact structures on mirror-symmetric data say "exactly linear" at any scale;
     the exact t = 0 gap above 0.3% says "not", under any optimiser; for descent (gradient
     flow, GD), a net whose loss and twin's loss are both ≤ 0.3% is converged (both losses stay
     in [0, max(L, L_twin)]), and a net stationary to round-off or above the two-layer floor is
     decided by the floor bound ``max(|L − L_twin|, max(L, L_twin) − L*)`` (``_stays``) wherever it
-    is within 0.3%; depth > 2, an init that is not small, or a conv first layer (its growth
+    is within 0.3%; asymmetric inputs with a linear part (the theory is silent there: measured by
+    default), depth > 2, an init that is not small, or a conv first layer (its growth
     interval is an estimate, not a bound) leave the prediction :data:`UNDECIDED`; else the
     predicted gap's interval ``max(t0_gap, growth_range)`` decides: effectively linear when its
     high end is ≤ 0.3%, not when its low end is above, else undecided. Every gap is a fraction
@@ -333,8 +333,6 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
         return judgement(kind, NOT, fails, ev, notes)
     if f.alpha == 1.0:
         return judgement(kind, EXACT, [], ev, notes, "a linear net is its own twin")
-    if silent:
-        return _undecided(kind, silent[0], ev, notes, dyn.measure)
     if f.exact:
         return judgement(kind, EXACT, [], ev, notes, f"{f.structure} on mirror-symmetric data train exactly "
                          "as the twin, at any init scale and step size (§2.3, §2.5)")
@@ -355,6 +353,8 @@ def judge_predicted(f: Facts, *, t0_gap: float, growth_gap: float,
     if stays:
         return judgement(kind, EFFECTIVE, [], ev, notes,
                          stays + (f"; {f.learns_nothing()}" if f.nothing_to_learn else ""))
+    if silent:  # the exact t = 0 gap, the converged and the stationary bounds hold on any data; no more
+        return _undecided(kind, silent[0], ev, notes, dyn.measure)
     if not dyn.flow:
         return _undecided(kind, f"no theory predicts training by {dyn.name} from these weights (only the "
                           "exact structures and the exact t = 0 gap hold for any optimiser; the converged "
