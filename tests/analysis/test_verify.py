@@ -325,3 +325,26 @@ def test_dropout_in_eval_mode_is_the_identity_and_in_training_mode_refused():
     verify.check_reading(drop, read.params, read.alpha, X, names=read.names)  # passes
     with pytest.raises(bf.models.UnsupportedModelError, match=r"Dropout\(p=0.5\) in training mode.*eval\(\)"):
         bf.from_torch(drop.train())
+
+
+@pytest.mark.parametrize("held, used", [(0.2, 0.1), (0.0, 0.3)])
+def test_a_leaky_slope_in_forward_other_than_the_modules_is_named(held, used):
+    """The module holds LeakyReLU(held) (or ReLU) but forward calls F.leaky_relu(·, used): at two layers
+    f is affine in the slope, so the slope forward used is fitted and named (an audit got the generic
+    cause). Control: forward using the module's own slope passes."""
+
+    class Leaky(nn.Module):
+        def __init__(self, slope):
+            super().__init__()
+            self.fc1, self.act, self.fc2 = L(6, 8), nn.LeakyReLU(held), L(8, 3)
+            self.slope = slope
+
+        def forward(self, x):
+            return self.fc2(nn.functional.leaky_relu(self.fc1(x), self.slope))
+
+    torch.manual_seed(0)
+    msg = _refusal(Leaky(used).double(), _data())
+    assert f"likely cause: a leaky slope {used:g} in forward" in msg and f"modules show {held:g}" in msg, msg
+    net = Leaky(held).double()
+    read = bf.from_torch(net)
+    verify.check_reading(net, read.params, read.alpha, _data()[0], names=read.names)  # passes

@@ -37,7 +37,8 @@ read, the difference (``max |Δf|/M`` against 2γ_K, and ``‖Δf‖/‖f_read�
 first of these readings that explains f_mod within the same bound (4 times it for a fitted
 scale; twice the row's largest for a function of the outputs, each of them 2-Lipschitz in
 the row's max norm, plus 8ε of its value): a scale c (f_mod = c f_read, named as 1/N, N or
-−1 when it is one), σ = ReLU applied in forward with no module, a square weight used
+−1 when it is one), σ = ReLU applied in forward with no module, another leaky slope than the
+modules' (two layers, where f is affine in α: fitted, and named), a square weight used
 transposed (named), a softmax, log-softmax, clamp to [−1, 1] or [0, 1], tanh, sigmoid, abs or ReLU
 of the outputs,
 float32 arithmetic inside forward (ε = 1.2e-7); else a forward that is not the composition
@@ -202,6 +203,16 @@ def _cause(f_mod, params, alpha, X, names, f, M, tol) -> tuple[str, str]:
         if np.all(np.abs(f_mod - f0) <= tol):
             return ("a ReLU applied in forward (torch.relu, F.relu, jax.nn.relu) between the layers, where "
                     "no activation module shows one"), "Put nn.ReLU() modules between the layers"
+    if len(params) == 2:  # f(a) = f(0) + a (f(1) − f(0)) at two layers: the slope forward used, fitted
+        f0, f1 = _outputs(params, X, 0.0), _outputs(params, X, 1.0)
+        d = f1 - f0
+        dd = float(np.vdot(d, d))
+        a = float(np.vdot(f_mod - f0, d)) / dd if dd > 0 else None
+        if a is not None and 0.0 <= a <= 1.0 and abs(a - alpha) > 1e-12:
+            fa, _, tol_a = _net(params, X, a)
+            if np.all(np.abs(f_mod - fa) <= 4 * tol_a):
+                return (f"a leaky slope {a:.6g} in forward (F.leaky_relu(·, {a:.6g})) where the modules show "
+                        f"{alpha:g}"), "Apply the activation modules the net holds, or hold the slope it uses"
     for i, layer in enumerate(params):
         if type(layer) is Layer and layer.W.shape[0] == layer.W.shape[1]:
             turned = params[:i] + (Layer(layer.W.T, layer.b),) + params[i + 1:]
