@@ -77,7 +77,7 @@ from .interop import as_model
 from .measurements import data_arrays
 from .saddles import DENSE_HESSIAN, fixed_point, hessian_eigh
 from .stage_budget import fits
-from .stage_result import NOISE_ABOVE, Recorded, Stage, Staircase
+from .stage_result import Recorded, Stage, Staircase
 from .unit_stage import search_numbers, unit_fixed_point, unit_levels
 from .verify import check_reading
 
@@ -323,8 +323,9 @@ def _linear(params, X, Y, loss, units, init) -> Stage:
     delta = np.concatenate([(W1 - S1).ravel(), (W2 - S2).ravel()])
     notes = []
     hidden = svd.s[:rank][svd.s[:rank] <= units.threshold]
-    if units.why.startswith(INIT_NOISE) and hidden.size:  # §11.1's bound assumes a small init
-        notes.append(f"{NOISE_ABOVE} {units.threshold:.3g} is at or above {hidden.size} of the "
+    at_least = bool(units.why.startswith(INIT_NOISE) and hidden.size)  # §11.1's bound assumes a small init
+    if at_least:
+        notes.append(f"the init's noise bound {units.threshold:.3g} is at or above {hidden.size} of the "
                      f"data's {rank} strengths ({hidden.max():.3g} and below): a mode learned to its "
                      f"strength reads no more than the bound, so the count {units.count} is a lower bound "
                      f"(§11.1's bound is for a small init); the nearest fixed point, by distance, has "
@@ -352,7 +353,7 @@ def _linear(params, X, Y, loss, units, init) -> Stage:
         notes += [note] if note else []
     return Stage("linear", loss, units, fp, (Layer(jnp.asarray(S1)), Layer(jnp.asarray(S2))),
                  float(reduced_rank_losses(X, Y)[k]), float(np.linalg.norm(delta)), eps, E.shape[1],
-                 escape, drop, stair, tuple(notes), k=k,
+                 escape, drop, stair, tuple(notes), k=k, at_least=at_least,
                  candidates=tuple((j, d, True) for j, d in enumerate(dists)))  # closed forms: exact points
 
 

@@ -14,9 +14,6 @@ from ..theory.plateau_times import PlateauPrediction
 from .nearest import SOLVES
 from .saddles import FixedPoint
 
-NOISE_ABOVE = "the init's noise bound"
-"""How a stage's note begins when the init's noise bound (§11.1) is at or above some of the data's
-strengths, so that the count is a lower bound (the units line then says "at least")."""
 
 @dataclass(frozen=True)
 class EmbeddedPoint:
@@ -110,6 +107,9 @@ class Stage:
     init_known: bool = True
     """The init's scale was given (``init``): the count's threshold bounds the init noise. Without it
     the count is only the magnitudes above round-off, an upper bound (§11.1, "without an init")."""
+    at_least: bool = False
+    """The init's noise bound is at or above some of the data's strengths (linear nets, §11.7.2), so a
+    learned mode can read below it: the count is a lower bound, and the units line says "at least"."""
 
     @property
     def saddle(self) -> bool:
@@ -159,7 +159,7 @@ class Stage:
         u = self.units
         loss = f", loss {self.loss:.6g}" if np.isfinite(self.loss) else ""
         if self.count_decided:
-            low = any(n.startswith(NOISE_ABOVE) for n in self.notes)  # the init's bound hides learned modes
+            low = self.at_least  # the init's noise bound hides learned modes: a lower bound
             least, above = ("at least ", ", above some of the data's strengths") if low else ("", "")
             return (f"effective units {least}{u.count} ({u.family}; threshold {u.threshold:.3g}{above}"
                     f"{self._growing()}){loss}")
