@@ -20,6 +20,7 @@ from biasfree.analysis.stage import stage
 from biasfree.core.attention import init_attention
 from biasfree.core.attention_twin import merged_to_twin, twin_dataset
 from biasfree.core.icl_data import in_context_regression
+from biasfree.core.units import ingredients, init_scales
 from biasfree.nets import Layer
 from biasfree.theory import aligned_init, data_modes
 
@@ -195,3 +196,72 @@ def test_a_net_with_no_rule_is_refused_with_one_stage_prefix():
     assert isinstance(res.stage, str) and res.stage.startswith("effective_units: no effective-unit rule")
     text = res.summary()
     assert "stage: effective_units: no effective-unit rule" in text and "stage: stage:" not in text
+
+
+def test_copies_of_one_unit_that_grew_apart_merge_into_one_unit():
+    """/tmp/audit49/s2_torch_relu.py, in the package: a 3→6→1 ReLU net from σ = 1e-3 on the teacher
+    2 relu(x₁) + 0.6 relu(x₂), GD η = 0.02 to t = 11, on its one-kink plateau. Its learned units are
+    copies of one kink up to 14° apart: more than the init's noise, so they are 4 groups. Before: the
+    nearest point was the 3-unit global minimum, 1.28 away (only the k strongest groups were
+    candidates, the rest zeroed). Now the 4 groups merge into one unit (rescaled copies), 0.081 away, a
+    fixed point and a saddle. Control: every embedding of the k strongest groups alone is farther."""
+    import biasfree.analysis.unit_stage as us
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 3))
+    Y = (2 * np.maximum(X[:, 0], 0) + 0.6 * np.maximum(X[:, 1], 0))[:, None]
+    p0 = tuple(bf.init_gaussian(jax.random.PRNGKey(0), (3, 6, 1), scale=1e-3))
+    net = tuple(bf.train(p0, bf.Dataset(X, Y, mirror=False), bf.GDConfig(alpha=0.0, lr=0.02, steps=550,
+                                                                          n_records=2),
+                         observables="loss").params)
+    st = stage(net, (X, Y), alpha=0.0, init=p0)
+    up = st.unit_point
+    assert st.k == 1 and up.groups == st.units.count >= 2 and up.stationary and st.saddle
+    assert all(d > st.distance for k, d, ok in st.candidates if k != 1)
+    assert f"1 unit embedded ({up.groups} groups of aligned units merged)" in st.lines()[1]
+    # control: the k strongest groups, the rest zeroed (the old candidates), all farther
+    fam, _, parts0 = ingredients(net, 0.0, checked=True)
+    U, V, rebuild = us.parts(net)
+    group, c, learned = us._learned(U, V, init_scales(p0, 0.0, fam, parts0), st.units.threshold)
+    assert len(learned) == up.groups
+    for k in range(1, len(learned) + 1):
+        _, dist = us._embedded(U, V, rebuild, group, c, [(g,) for g in learned[:k]], X, Y, 0.0)
+        assert dist > 2 * st.distance, (k, dist)  # measured: 8.3× at k = 1, 15× at k = 3
+    # every unit of the net is a copy of the one kink: nothing is zero, so ε = 0 and no time is claimed
+    assert up.eps == 0 and st.escape_time is None
+    assert "when it leaves is not predicted: ε = 0" in st.lines()[1]
+
+
+def test_the_merged_candidates_bound_is_their_least_distance_over_directions():
+    """Each merged candidate's bound b is ``(Σ_zeroed ‖θ_i‖² + Σ_C min_ŵ Σ_{i∈C} ‖ũ_i − c_i ŵ‖²)^{1/2}``,
+    the minimum at ŵ = s_C/‖s_C‖: recomputed here from the units directly (not from the greedy merge's
+    updated Gram matrix), to the round-off of sums of n squares of size ‖θ‖² (γ_n ‖θ‖², with the
+    square root's cancellation bounded by that over b), and no random direction does better."""
+    from biasfree.analysis.nearest import merged_candidates
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        n, a = 9, 4
+        U, V = rng.normal(size=(n, a)), rng.normal(size=(n, 2))
+        group = rng.integers(0, 5, n)
+        group = np.array([np.flatnonzero(group == g)[0] for g in group])  # labels: each group's first unit
+        learned = list(dict.fromkeys(group.tolist()))
+        c = np.linalg.norm(U, axis=1)
+        total2 = float(np.sum(U**2) + np.sum(V**2))
+        cands = merged_candidates(U, V, group, learned)
+        assert [len(cands[k]) for k in range(len(learned) + 1)] == [1] + [2] * (len(learned) - 1) + [1]
+        for k, pairs in cands.items():
+            for kept, b in pairs:
+                assert len(kept) == k
+                keep = np.isin(group, [g for cl in kept for g in cl])
+                direct, rand = float(np.sum(U[~keep] ** 2) + np.sum(V[~keep] ** 2)), 0.0
+                for cl in kept:
+                    m = np.isin(group, cl)
+                    s = (c[m, None] * U[m]).sum(0)
+                    direct += float(np.sum((U[m] - c[m, None] * s / np.linalg.norm(s)) ** 2))
+                    w = rng.normal(size=a)
+                    rand += float(np.sum((U[m] - c[m, None] * w / np.linalg.norm(w)) ** 2))
+                # both sides sum ≤ n(a + 2) squares of size ≤ ‖θ‖², ‖s_C‖ from a Gram entry: a few γ of it
+                tol = 4 * gamma(n * (a + 2)) * total2
+                assert abs(b**2 - direct) <= tol
+                assert rand + float(np.sum(U[~keep] ** 2) + np.sum(V[~keep] ** 2)) >= b**2 - tol

@@ -2,10 +2,13 @@
 (docs/theory.md §11.7.2, §11.7.6): candidates in a given order, each skipped when a lower bound on
 its distance is already no smaller than the best distance found (branch and bound: the answer is
 the nearest of all the candidates, found with fewer solves). A candidate whose search did not reach
-a fixed point is not one, and is not answered."""
+a fixed point is not one, and is not answered. A net of units (ReLU, conv) has two candidates per k,
+the k strongest groups and the groups merged into clusters (:func:`merged_candidates`), each with its
+bound."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -56,3 +59,50 @@ def nearest(order: Sequence[int], bound: Callable[[int], float], solve: Callable
         if bound(k) < best[2]:
             tried[k] = (k, float(bound(k)), None)
     return best, tuple(tried[k] for k in sorted(tried))
+
+
+def merged_candidates(U, V, group, learned) -> dict:
+    """``{k: [(kept, b), …]}`` for k = 0 … n = len(learned): the k-unit candidates of the nearest
+    fixed point (§11.7.6), each ``kept`` (k clusters, tuples of group labels; its embedding zeroes
+    the rest) with b a lower bound on its ‖θ − θ*‖.
+
+    - The groups are merged greedily into m = n, n − 1, …, 1 clusters, each one narrow unit whose
+      members become rescaled copies ``ũ_i* = c_i ŵ`` of one direction (module doc). A kept cluster C
+      costs at least ``min_ŵ Σ_{i∈C} ‖ũ_i − c_i ŵ‖² = 2(Σ c_i² − ‖s_C‖)``, ``s_C = Σ_{i∈C} c_i ũ_i``,
+      of ‖θ − θ*‖² (the readouts add a square ≥ 0); a zeroed unit its own ‖ũ‖² + ‖v‖². Merging A and
+      B raises the first by ``2(‖s_A‖ + ‖s_B‖ − ‖s_A + s_B‖)``: the pair of least rise merges (Ward's
+      rule for this cost).
+    - At each level the k strongest clusters (by ‖Σ_{i∈C} c_i v_i‖) are kept. The candidates of k: the
+      k strongest groups (m = n), and the level m ∈ [k, n) of least bound (k = n: one)."""
+    c = np.linalg.norm(U, axis=1)
+    n = len(learned)
+    rows = [group == g for g in learned]
+    S = np.array([(c[r, None] * U[r]).sum(0) for r in rows]).reshape(n, -1)
+    T = np.array([(c[r, None] * V[r]).sum(0) for r in rows]).reshape(n, -1)
+    own = np.array([float(np.sum(c[r] ** 2)) for r in rows])
+    size2 = np.array([float(np.sum(U[r] ** 2) + np.sum(V[r] ** 2)) for r in rows])
+    total2 = float(np.sum(U**2) + np.sum(V**2))
+    clusters = [(g,) for g in learned]
+    G = S @ S.T  # s_A·s_B, updated by adding rows as clusters merge
+    out = {k: [] for k in range(n + 1)}
+    while True:
+        d = np.sqrt(np.maximum(np.diag(G), 0.0))
+        order = np.argsort(-np.linalg.norm(T, axis=1), kind="stable")
+        low2 = total2 - np.cumsum(size2[order]) + np.cumsum(np.maximum(2 * (own - d), 0.0)[order])
+        m = len(clusters)
+        for k in range(0 if m == n else 1, m + 1):  # k = 0 keeps nothing: once, at the groups
+            b = math.sqrt(max(total2 if k == 0 else float(low2[k - 1]), 0.0))
+            if m == n or len(out[k]) < 2 or b < out[k][1][1]:
+                out[k][int(m < n):] = [(tuple(clusters[j] for j in order[:k]), b)]
+        if m == 1:
+            return out
+        rise = d[:, None] + d[None] - np.sqrt(np.maximum(d[:, None] ** 2 + d[None] ** 2 + 2 * G, 0.0))
+        rise[np.diag_indices_from(rise)] = np.inf
+        i, j = sorted(np.unravel_index(int(np.argmin(rise)), rise.shape))
+        clusters[i] += clusters.pop(j)
+        G[i] += G[j]
+        G[:, i] += G[:, j]
+        G = np.delete(np.delete(G, j, 0), j, 1)
+        for A in (T, own, size2):
+            A[i] += A[j]
+        T, own, size2 = (np.delete(A, j, 0) for A in (T, own, size2))

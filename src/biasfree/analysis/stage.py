@@ -223,15 +223,16 @@ def _units_stage(params, X, Y, alpha, loss, units, init, made) -> Stage:
     notes = ["the zero units sit on the kink (no Hessian there): saddle and escape from the one-sided rate "
              "λ* = max_ŵ ‖⟨r σ(ŵ·x)⟩‖, found by ascent (a lower bound, so the time is an upper bound)"]
     if init is None:
-        notes.append("no init: units merge only when aligned to round-off (§11.1), so copies of one unit "
-                     "that differ by init noise are separate candidates; a nearer point of merged copies "
-                     "may exist (pass init=)")
+        notes.append("no init: units group only when aligned to round-off (§11.1), so copies of one unit "
+                     "that differ by init noise are separate groups, merged into fewer units by a greedy "
+                     "search (§11.7.6) that can miss the nearest merge (pass init=)")
     if not ufp.stationary:
         notes.append(f"the {k}-unit net did not reach a fixed point: its relative gradient stays above "
                      f"its round-off bound (.unit_point.grad, .grad_tol): the net is not near a plateau "
                      f"of {k} units")
     return Stage(units.family, loss, units, None, ufp.params, ufp.loss, ufp.distance, ufp.eps,
-                 1 if ufp.saddle else 0, ufp.escape_time if ufp.saddle else None, ufp.drop_time, None,
+                 1 if ufp.saddle else 0, ufp.escape_time if ufp.saddle and ufp.eps > 0 else None,
+                 ufp.drop_time, None,
                  tuple(notes), unit_point=ufp, k=k, candidates=ufp.candidates)
 
 

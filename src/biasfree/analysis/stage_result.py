@@ -4,6 +4,7 @@ the :class:`Recorded` plateaus of a training curve; each prints its numbers and 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -149,8 +150,10 @@ class Stage:
         k, n = self.learned, self.units.count
         if k is None or n <= k:
             return ""
-        return (f"; {k} learned (the nearest fixed point's units), {n - k} above init noise and still "
-                "growing")
+        g = k if self.unit_point is None else max(self.unit_point.groups, k)  # groups merged into k units
+        copies = f", whose copies make {g} groups not yet aligned" if g > k else ""
+        growing = f", {n - g} above init noise and still growing" if n > g else ""
+        return f"; {k} learned (the nearest fixed point's units{copies}){growing}"
 
     def units_line(self) -> str:
         """The effective units with their threshold (and, at a fixed point with fewer units, how many
@@ -231,7 +234,8 @@ class Stage:
                        + (f"saddle, λ_min = {fp.lambda_min:.4g} (tol {fp.lambda_tol:.2g})"
                           if self.saddle else "not a saddle"))
         elif up is not None:
-            out.append(f"nearest fixed point: {up.k} unit{'' if up.k == 1 else 's'} embedded, loss "
+            merged = f" ({up.groups} groups of aligned units merged)" if up.groups > up.k else ""
+            out.append(f"nearest fixed point: {up.k} unit{'' if up.k == 1 else 's'} embedded{merged}, loss "
                        f"{up.loss:.6g}, ‖θ − θ*‖ = "
                        f"{up.distance:.3g}; "
                        + (f"saddle, one-sided rate λ* = {up.rate:.4g} (tol {up.rate_tol:.2g})"
@@ -247,9 +251,16 @@ class Stage:
             out.append(self.notes[0] if self.notes else "no fixed point")
         if self.covered and self.saddle and dp is None and hp is None:
             t = self.escape_time if self.drop_time is None else self.drop_time
-            out[-1] += (f"; leaves in t ≈ {t:.4g} (ε = {self.unstable_distance:.3g}"
-                        + (", next drop at ln(u*/a₀ − 1)/(2λ), a₀ = ε²/2)" if self.drop_time is not None else
-                           ", ln(1/ε)/rate)"))
+            if t is None or not math.isfinite(t):  # ε = 0: nothing of the net lies along the escape
+                out[-1] += ("; when it leaves is not predicted: ε = 0 (no zero unit has a part along the "
+                            "escape direction; a copy that leaves its group, not modelled, can start it)")
+            else:
+                out[-1] += (f"; leaves in t ≈ {t:.4g} (ε = {self.unstable_distance:.3g}"
+                            + (", next drop at ln(u*/a₀ − 1)/(2λ), a₀ = ε²/2" if self.drop_time is not None
+                               else ", ln(1/ε)/rate")
+                            + ("; ε from the zero units only: a copy not yet aligned can leave sooner, "
+                               "§11.7.6)" if self.unit_point is not None and self.unit_point.groups > self.k
+                               else ")"))
         if self.candidates and self.found:  # (a search that stopped short: its distance is left out)
             out.append(self.nearest_line())
         if self.staircase is not None:

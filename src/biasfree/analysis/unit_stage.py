@@ -8,11 +8,15 @@ read at every patch, readout v_i) has k effective units, the groups of aligned u
   fixed point by Levenberg–Marquardt (trust-region
   reflective when it has fewer residuals than weights) on its residuals, then Newton on its exact Hessian (to
   round-off): the narrow fixed point that training passes near.
-- **The nearest over k.** The k strongest groups for k = 0 … the count, by branch and bound
-  (:mod:`~biasfree.analysis.nearest`: the zeroed units' norm bounds a candidate's distance from
-  below); only a candidate whose search reached a fixed point can be the nearest (§11.7.6).
+- **The nearest over k.** For k = 0 … the count two candidates, by branch and bound
+  (:mod:`~biasfree.analysis.nearest`): the k strongest groups, the rest zero, and the groups merged
+  greedily into m ≥ k clusters with the k strongest kept
+  (:func:`~biasfree.analysis.nearest.merged_candidates`: copies of one unit that grew apart by more
+  than the init's noise); a lower bound on each distance (the zeroed
+  units' norm, each cluster's least rotation) skips a candidate already farther than the best, and
+  only a candidate whose search reached a fixed point can be the nearest (§11.7.6).
 - **The embedding** (Theorem 1, §11.4: rescaled copies and zero units, the same construction for
-  a kernel as for a hidden unit): member i of group g gets ``ũ_i* = c_i ŵ_g*`` and
+  a kernel as for a hidden unit): member i of cluster g gets ``ũ_i* = c_i ŵ_g*`` and
   ``v_i* = λ_i T_g`` (T_g = ‖w_g*‖ a_g*, Σ_i c_i λ_i = 1, the λ_i closest to the net's v_i in
   least squares), every unit outside the learned groups ``ũ = 0, v = 0``. The function is the
   narrow one, and each gradient a multiple of a narrow one (0).
@@ -40,7 +44,7 @@ from ..core.conv import Conv, PooledDense
 from ..core.layers import Layer
 from ..core.nets import forward_unchecked
 from ..core.units import conv_units, unit_groups
-from .nearest import dropped_norms, nearest
+from .nearest import merged_candidates, nearest
 from .stage_budget import check, fits
 from .stage_result import EmbeddedPoint
 from .stationary import accumulations, gamma, gradient_tolerance, layer_norms
@@ -65,8 +69,12 @@ class UnitFixedPoint(EmbeddedPoint):
     """``ĝᵀ(∂²L/∂v²)ĝ`` of a new unit along ŵ*: its strength saturates at u* = λ*/m."""
 
     candidates: tuple = ()
-    """``((k, ‖θ − θ*_k‖, stationary), …)``: the embeddings of the k strongest groups solved; this one is
-    the nearest stationary one."""
+    """``((k, ‖θ − θ*_k‖, stationary), …)``: for each k solved, the nearer stationary of its two
+    embeddings (the k strongest groups; the groups merged into k); this one is the nearest."""
+
+    groups: int = 0
+    """Groups of aligned units the k narrow units embed; more than k when groups merged into one unit
+    (copies that grew apart: :func:`merged_clusters`)."""
 
     @property
     def drop_time(self) -> float | None:
@@ -314,6 +322,16 @@ def _rotated(res, jac):
     return res_rot, jac_rot
 
 
+def _learned(U, V, sigmas, threshold):
+    """``(group, c, learned)``: each unit's group (:func:`~biasfree.core.units.unit_groups`), the
+    units' norms c_i, and the groups above ``threshold`` by magnitude ‖Σ_i c_i v_i‖, strongest first."""
+    group = unit_groups(U, 1, sigmas)
+    c = np.linalg.norm(U, axis=1)
+    labels = np.unique(group)
+    mags = {g: float(np.linalg.norm((c[group == g, None] * V[group == g]).sum(0))) for g in labels}
+    return group, c, sorted((g for g in labels if mags[g] > threshold), key=lambda g: -mags[g])
+
+
 def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold, solved=None) -> UnitFixedPoint:
     """The embedded fixed point of a bias-free two-layer (leaky) ReLU dense or conv net
     ``params`` (module doc), with ``sigmas`` the init noise per factor (or None) and the
@@ -321,31 +339,32 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold, solved=None)
     narrow fixed points found, by the groups kept, for :func:`unit_levels` of the same net."""
     U, V, rebuild = parts(params)
     n, a = U.shape
-    group = unit_groups(U, 1, sigmas)
-    c = np.linalg.norm(U, axis=1)
-    labels = np.unique(group)
-    mags = {g: float(np.linalg.norm((c[group == g, None] * V[group == g]).sum(0))) for g in labels}
-    learned = sorted((g for g in labels if mags[g] > threshold), key=lambda g: -mags[g])
-    # the k strongest groups for every k ≤ the count (above it, units within the init's noise bound):
-    # the nearest embedding is the answer (§11.7.6). k = 0 (the origin) is exact and free, then the count
-    # down; a k whose zeroed units alone are farther than the best so far is not solved
-    size2 = [float(np.sum(U[group == g] ** 2) + np.sum(V[group == g] ** 2)) for g in learned]
-    bound = dropped_norms(float(np.sum(U**2) + np.sum(V**2)), size2)
+    group, c, learned = _learned(U, V, sigmas, threshold)
+    # per k ≤ the count (above it, units within the init's noise bound; §11.7.6) two candidates: the k
+    # strongest groups, the rest zero, and of the groups merged into m > k clusters (copies of one unit
+    # that grew apart by more than the noise) the k strongest, m the one of least lower bound. k = 0 (the
+    # origin) is exact and free, then the count down; a k whose bound is past the best so far is not solved
+    top = len(learned)
+    cands = merged_candidates(U, V, group, learned)
 
     def solve(k):
-        point, dist = _embedded(U, V, rebuild, group, c, learned[:k], X, Y, alpha, solved)
-        grad, tol, _ = _relgrad(rebuild, point[2], point[3], X, Y, alpha)
-        return point, dist, grad <= tol
+        found = []
+        for clusters, low in cands[k]:
+            if found and (found[0][2] and low >= found[0][1] or clusters == found[0][0][4]):
+                continue
+            point, dist = _embedded(U, V, rebuild, group, c, clusters, X, Y, alpha, solved)
+            grad, tol, _ = _relgrad(rebuild, point[2], point[3], X, Y, alpha)
+            found.append((point, dist, grad <= tol))
+        return min(found, key=lambda f: (not f[2], f[1]))
 
-    top = len(learned)  # the origin, the count and one fewer (as before), then upward (nearest.SOLVES)
-    order = [0, *dict.fromkeys(k for k in (top, top - 1, *range(1, top)) if k > 0)]
-    (_, best, dist), tried = nearest(order, lambda k: bound[k], solve)
-    Un, Vn, Us, Vs, learned = best
+    order = [0, *dict.fromkeys(k for k in (top, top - 1, *range(1, top)) if k > 0)]  # nearest.SOLVES
+    (_, best, dist), tried = nearest(order, lambda k: min(b for _, b in cands[k]), solve)
+    Un, Vn, Us, Vs, clusters = best
     star = jax.tree_util.tree_map(jnp.asarray, rebuild(Us, Vs))
     f_w = _out(Us, Vs, X, rebuild, alpha)
     P = float(np.prod(layer_norms(star)))
     f_n = np.zeros_like(f_w)  # the 0-unit narrow net (the origin) computes 0; a conv of 0 channels cannot run
-    if len(learned):
+    if len(clusters):
         narrow = jax.tree_util.tree_map(jnp.asarray, rebuild(Un, Vn))
         f_n = _out(Un, Vn, X, rebuild, alpha)
         P = max(P, float(np.prod(layer_norms(narrow))))
@@ -355,29 +374,29 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold, solved=None)
     rx, rr = (float(np.sqrt(np.mean(np.sum(A**2, 1)))) for A in (X, R))
     # g = ⟨r σ(ŵ·x)⟩ over N terms, |σ(ŵ·x)| ≤ ‖x‖: γ_K (rms‖r‖ + its own round-off P rms‖x‖) rms‖x‖
     rate_tol = gamma(accumulations(star, X.shape[0])) * (rr + P * rx) * rx
-    zero = np.ones(n, bool)
-    for g in learned:
-        zero[group == g] = False
+    zero = ~np.isin(group, [g for cl in clusters for g in cl])
     bh, ch = U[zero] @ w_dir, V[zero] @ g_dir
     eps = float(np.sqrt(np.sum(np.maximum(bh + ch, 0.0) ** 2) / 2))
     loss = 0.5 * float(np.mean(np.sum(R**2, 1)))
     return UnitFixedPoint(tuple(star), loss, grad, grad_tol, float(np.max(np.linalg.norm(f_w - f_n, axis=1))),
-                          ftol, rate, rate_tol, w_dir, dist, eps, len(learned), m, tried)
+                          ftol, rate, rate_tol, w_dir, dist, eps, len(clusters), m, tried,
+                          sum(len(cl) for cl in clusters))
 
 
-def _embedded(U, V, rebuild, group, c, learned, X, Y, alpha, solved=None):
-    """The narrow net of the ``learned`` groups at its fixed point, embedded (module doc);
-    ``((Un, Vn, Us, Vs, learned), ‖θ − θ*‖)``. ``solved``: the narrow fixed points found before
-    for this net, by the groups kept (read and filled; None: none kept)."""
+def _embedded(U, V, rebuild, group, c, clusters, X, Y, alpha, solved=None):
+    """The narrow net of one unit per cluster of groups (``clusters``: tuples of group labels) at its
+    fixed point, embedded (module doc); ``((Un, Vn, Us, Vs, clusters), ‖θ − θ*‖)``. ``solved``: the
+    narrow fixed points found before for this net, by the clusters kept (read and filled; None: none
+    kept)."""
     a = U.shape[1]
-    U0, V0 = np.zeros((len(learned), a)), np.zeros((len(learned), V.shape[1]))
-    for j, g in enumerate(learned):
-        m = group == g
+    U0, V0 = np.zeros((len(clusters), a)), np.zeros((len(clusters), V.shape[1]))
+    members = [np.isin(group, cl) for cl in clusters]
+    for j, m in enumerate(members):
         u = U[m].sum(0)
         T = (c[m, None] * V[m]).sum(0)
         s = math.sqrt(np.linalg.norm(T))
         U0[j], V0[j] = s * u / np.linalg.norm(u), T / s
-    key = tuple(int(g) for g in learned)
+    key = tuple(tuple(int(g) for g in cl) for cl in clusters)
     if solved is not None and key in solved:
         Un, Vn = solved[key]
     else:
@@ -386,8 +405,8 @@ def _embedded(U, V, rebuild, group, c, learned, X, Y, alpha, solved=None):
             solved[key] = Un, Vn
     # embed: rescaled copies for the members, zero units for the rest
     Us, Vs = np.zeros_like(U), np.zeros_like(V)
-    for j, g in enumerate(learned):
-        idx = np.flatnonzero(group == g)
+    for j, m in enumerate(members):
+        idx = np.flatnonzero(m)
         wn = np.linalg.norm(Un[j])
         T = wn * Vn[j]
         tt = float(T @ T)
@@ -397,7 +416,7 @@ def _embedded(U, V, rebuild, group, c, learned, X, Y, alpha, solved=None):
         Us[idx] = ci[:, None] * (Un[j] / wn)[None]
         Vs[idx] = lam[:, None] * T[None]
     dist = float(np.sqrt(np.sum((U - Us) ** 2) + np.sum((V - Vs) ** 2)))
-    return (Un, Vn, Us, Vs, learned), dist
+    return (Un, Vn, Us, Vs, tuple(clusters)), dist
 
 
 def unit_levels(params, X, Y, alpha: float, sigmas, threshold, solved=None) -> np.ndarray:
@@ -405,14 +424,11 @@ def unit_levels(params, X, Y, alpha: float, sigmas, threshold, solved=None) -> n
     narrow net at its fixed point): the levels a staircase of this net is matched to (§11.3.3).
     ``solved``: :func:`unit_fixed_point`'s dict for the same net (its narrow nets not solved again)."""
     U, V, rebuild = parts(params)
-    group = unit_groups(U, 1, sigmas)
-    c = np.linalg.norm(U, axis=1)
-    labels = np.unique(group)
-    mags = {g: float(np.linalg.norm((c[group == g, None] * V[group == g]).sum(0))) for g in labels}
-    learned = sorted((g for g in labels if mags[g] > threshold), key=lambda g: -mags[g])
+    group, c, learned = _learned(U, V, sigmas, threshold)
     out = []
     for k in range(len(learned) + 1):
-        (_, _, Us, Vs, _), _ = _embedded(U, V, rebuild, group, c, learned[:k], X, Y, alpha, solved)
+        (_, _, Us, Vs, _), _ = _embedded(U, V, rebuild, group, c, [(g,) for g in learned[:k]], X, Y, alpha,
+                                           solved)
         R = _out(Us, Vs, X, rebuild, alpha) - Y
         out.append(0.5 * float(np.mean(np.sum(R**2, 1))))
     return np.array(out)
