@@ -78,6 +78,27 @@ def test_a_relu_net_on_plateau_one_stands_at_the_one_kink_saddle(kinks):
     assert abs(t_meas - st.escape_time) > tol  # failing control: the leading-order time misses
 
 
+def test_a_net_below_its_saddles_drop_level_is_said_to_be_past_it(kinks, monkeypatch):
+    """/tmp/audit50 (F4): a net whose loss is already below its nearest saddle's drop level
+    L* − (3/8)λ*²/m was told it 'leaves in t ≈ 41'. Here the answer is forced to the one-kink saddle
+    (as a wrong nearest point would give) for the net trained on past that drop: no time is claimed,
+    the line names the loss and the level. Control: at the saddle itself the time is positive."""
+    import biasfree.analysis.stage as stage_mod
+
+    X, Y, p0, net = kinks
+    st = stage(net, (X, Y), alpha=0.0, init=p0)
+    up = st.unit_point
+    assert st.drop_time > 0 and up.drop_level == up.loss - 0.375 * up.rate**2 / up.m
+    steps = int(1.5 * st.drop_time / 0.02)
+    later = bf.train(net, bf.Dataset(X, Y), bf.GDConfig(alpha=0.0, lr=0.02, steps=steps, n_records=2),
+                     observables="loss")
+    monkeypatch.setattr(stage_mod, "unit_fixed_point", lambda *a, **k: up)
+    past = stage(tuple(later.params), (X, Y), alpha=0.0, init=p0)
+    assert past.loss < up.drop_level and past.drop_time == 0.0 and past.escape_time == 0.0
+    assert "already past its drop" in past.lines()[1]
+    assert any("past this saddle's drop" in n for n in past.notes)
+
+
 def test_a_unit_search_that_stopped_short_found_no_fixed_point(kinks):
     """Stage.found for a ReLU net: the one-kink point is stationary, its rate written; the same
     point with its gradient 10× its round-off bound (Levenberg–Marquardt stopped short) found none,

@@ -156,6 +156,10 @@ def test_a_relu_net_at_its_init_given_alone_stands_at_the_zero_unit_saddle():
     # the ascent ends at ŵ = e₁ (a lower bound on the max): within its round-off, γ_N of the sum's size
     assert abs(st.unit_point.rate - 1.5) <= st.unit_point.rate_tol + gamma(len(X)) * 1.5
     assert all(d > 100 * st.distance for k, d, ok in st.candidates if k > 0 and ok is not None)  # solved
+    # with init= the count is 0 (every unit within the noise): the origin, the same distance (/tmp/audit50/
+    # b1_zero_count.py: the merged candidates of no group raised a reshape error)
+    given = stage(p0, (X, Y), alpha=0.0, init=p0)
+    assert given.units.count == 0 and given.k == 0 and given.saddle and given.distance == st.distance
 
 
 def test_the_branch_and_bound_answers_what_the_exhaustive_search_answers():

@@ -27,14 +27,17 @@ def dropped_norms(total2: float, kept2: Sequence[float]) -> np.ndarray:
 
 SOLVES = 4
 """At most this many solves per answer (the origin, exact, not counted): the count's k and k − 1 (the two
-solved before), then k = 1, 2, … A k left unsolved whose bound is below the best distance is reported
-as such (``None``): a net at a small init given without ``init`` counts every unit (§11.1) and would
-otherwise solve each k (measured: 51 solves, 296 s, for a 10→50→1 ReLU net at σ = 1e-3)."""
+solved before), then k = 1, 2, …; a net of units (two candidates per k) has instead SOLVES searches'
+worth of units, ``SOLVES × count``, spent on smaller searches too. A k left unsolved whose bound is below
+the best distance is reported as such (``None``): a net at a small init given without ``init`` counts
+every unit (§11.1) and would otherwise solve each k (measured: 51 solves, 296 s, for a 10→50→1 ReLU net
+at σ = 1e-3)."""
 
 
 def nearest(order: Sequence[int], bound: Callable[[int], float], solve: Callable[[int], tuple],
             limit: int = SOLVES):
-    """``(best, tried)``: ``solve(k)`` returns ``(point, distance, stationary)``; the candidates k are
+    """``(best, tried)``: ``solve(k)`` returns ``(point, distance, stationary)``, or None when it has
+    no solve left (k is then left unsolved, as past the limit); the candidates k are
     taken in ``order``, each skipped when ``bound(k)`` (a lower bound on its distance) is at least the
     best distance so far, and at most ``limit`` solved after the first. Only a stationary candidate
     (a fixed point: its search reached one) can be the nearest; ``best`` is ``(k, point, distance)`` of
@@ -49,7 +52,11 @@ def nearest(order: Sequence[int], bound: Callable[[int], float], solve: Callable
             left.append(k)
             continue
         check()
-        point, dist, ok = solve(k)
+        got = solve(k)
+        if got is None:  # its solves spent (a solve may make more than one search)
+            left.append(k)
+            continue
+        point, dist, ok = got
         tried[k] = (k, dist, bool(ok))
         first = first or (k, point, dist)
         if ok and (best is None or dist < best[2]):
@@ -71,14 +78,16 @@ def merged_candidates(U, V, group, learned) -> dict:
       costs at least ``min_ŵ Σ_{i∈C} ‖ũ_i − c_i ŵ‖² = 2(Σ c_i² − ‖s_C‖)``, ``s_C = Σ_{i∈C} c_i ũ_i``,
       of ‖θ − θ*‖² (the readouts add a square ≥ 0); a zeroed unit its own ‖ũ‖² + ‖v‖². Merging A and
       B raises the first by ``2(‖s_A‖ + ‖s_B‖ − ‖s_A + s_B‖)``: the pair of least rise merges (Ward's
-      rule for this cost).
+      rule for this cost), unless the rise exceeds zeroing the smaller of the two (a unit of init noise
+      pointing away is zeroed, not merged); merging stops when no pair is left.
     - At each level the k strongest clusters (by ‖Σ_{i∈C} c_i v_i‖) are kept. The candidates of k: the
-      k strongest groups (m = n), and the level m ∈ [k, n) of least bound (k = n: one)."""
+      k strongest groups (m = n), and the level m ∈ [k, n) of least bound (k = n, or no level below
+      k: one)."""
     c = np.linalg.norm(U, axis=1)
     n = len(learned)
     rows = [group == g for g in learned]
-    S = np.array([(c[r, None] * U[r]).sum(0) for r in rows]).reshape(n, -1)
-    T = np.array([(c[r, None] * V[r]).sum(0) for r in rows]).reshape(n, -1)
+    S = np.array([(c[r, None] * U[r]).sum(0) for r in rows]).reshape(n, U.shape[1])  # n = 0: no groups
+    T = np.array([(c[r, None] * V[r]).sum(0) for r in rows]).reshape(n, V.shape[1])
     own = np.array([float(np.sum(c[r] ** 2)) for r in rows])
     size2 = np.array([float(np.sum(U[r] ** 2) + np.sum(V[r] ** 2)) for r in rows])
     total2 = float(np.sum(U**2) + np.sum(V**2))
@@ -94,10 +103,12 @@ def merged_candidates(U, V, group, learned) -> dict:
             b = math.sqrt(max(total2 if k == 0 else float(low2[k - 1]), 0.0))
             if m == n or len(out[k]) < 2 or b < out[k][1][1]:
                 out[k][int(m < n):] = [(tuple(clusters[j] for j in order[:k]), b)]
-        if m == 1:
+        if m <= 1:  # (m = 0: no group learned, the origin only)
             return out
-        rise = d[:, None] + d[None] - np.sqrt(np.maximum(d[:, None] ** 2 + d[None] ** 2 + 2 * G, 0.0))
-        rise[np.diag_indices_from(rise)] = np.inf
+        rise = 2 * (d[:, None] + d[None] - np.sqrt(np.maximum(d[:, None] ** 2 + d[None] ** 2 + 2 * G, 0.0)))
+        rise[(rise >= np.minimum(size2[:, None], size2[None])) | np.eye(m, dtype=bool)] = np.inf
+        if not np.isfinite(rise).any():  # every merge costs more than zeroing the smaller: no level below
+            return out
         i, j = sorted(np.unravel_index(int(np.argmin(rise)), rise.shape))
         clusters[i] += clusters.pop(j)
         G[i] += G[j]

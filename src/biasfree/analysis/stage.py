@@ -230,9 +230,13 @@ def _units_stage(params, X, Y, alpha, loss, units, init, made) -> Stage:
         notes.append(f"the {k}-unit net did not reach a fixed point: its relative gradient stays above "
                      f"its round-off bound (.unit_point.grad, .grad_tol): the net is not near a plateau "
                      f"of {k} units")
+    escape, drop = (ufp.escape_time if ufp.saddle and ufp.eps > 0 else None), ufp.drop_time
+    if ufp.drop_level is not None and loss < ufp.drop_level:  # (a NaN loss, above 600 weights: not known)
+        escape = drop = 0.0
+        notes.append(f"the net is past this saddle's drop: its loss {loss:.6g} is below the drop level "
+                     f"L* − (3/8)λ*²/m = {ufp.drop_level:.6g}, where the escaping unit is half learned")
     return Stage(units.family, loss, units, None, ufp.params, ufp.loss, ufp.distance, ufp.eps,
-                 1 if ufp.saddle else 0, ufp.escape_time if ufp.saddle and ufp.eps > 0 else None,
-                 ufp.drop_time, None,
+                 1 if ufp.saddle else 0, escape, drop, None,
                  tuple(notes), unit_point=ufp, k=k, candidates=ufp.candidates)
 
 

@@ -183,7 +183,9 @@ class Stage:
         miss = f"; no fixed point reached at {miss}" if miss else ""
         if left:
             ks, bs = [k for k, _ in left], [b for _, b in left]
-            miss += (f"; not solved (at most {SOLVES} solves): {len(ks)} k in {min(ks)}…{max(ks)}, each at "
+            cap = (f"a budget of {SOLVES} searches of the count's size" if self.unit_point is not None
+                   else f"at most {SOLVES} solves")
+            miss += (f"; not solved ({cap}): {len(ks)} k in {min(ks)}…{max(ks)}, each at "
                      f"least {min(bs):.3g} to {max(bs):.3g} away")
         if self.head_point is not None:
             return f"nearest of ‖θ − θ*_n‖ with the n strongest heads, n = {got}{miss}"
@@ -251,16 +253,20 @@ class Stage:
             out.append(self.notes[0] if self.notes else "no fixed point")
         if self.covered and self.saddle and dp is None and hp is None:
             t = self.escape_time if self.drop_time is None else self.drop_time
-            if t is None or not math.isfinite(t):  # ε = 0: nothing of the net lies along the escape
+            up = self.unit_point
+            if t == 0 and up is not None and up.drop_level is not None and self.loss < up.drop_level:
+                out[-1] += (f"; already past its drop: loss {self.loss:.6g} below the drop level "
+                            f"L* − (3/8)λ*²/m = {up.drop_level:.6g}")
+            elif t is None or not math.isfinite(t):  # ε = 0: nothing of the net lies along the escape
                 out[-1] += ("; when it leaves is not predicted: ε = 0 (no zero unit has a part along the "
                             "escape direction; a copy that leaves its group, not modelled, can start it)")
             else:
                 out[-1] += (f"; leaves in t ≈ {t:.4g} (ε = {self.unstable_distance:.3g}"
                             + (", next drop at ln(u*/a₀ − 1)/(2λ), a₀ = ε²/2" if self.drop_time is not None
                                else ", ln(1/ε)/rate")
-                            + ("; ε from the zero units only: a copy not yet aligned can leave sooner, "
-                               "§11.7.6)" if self.unit_point is not None and self.unit_point.groups > self.k
-                               else ")"))
+                            + ("; ε from the zero units only: a small unit of a learned group can turn "
+                               "and leave sooner, measured up to 14× sooner, §11.7.6)"
+                               if up is not None and self.k else ")"))
         if self.candidates and self.found:  # (a search that stopped short: its distance is left out)
             out.append(self.nearest_line())
         if self.staircase is not None:

@@ -44,7 +44,7 @@ from ..core.conv import Conv, PooledDense
 from ..core.layers import Layer
 from ..core.nets import forward_unchecked
 from ..core.units import conv_units, unit_groups
-from .nearest import merged_candidates, nearest
+from .nearest import SOLVES, merged_candidates, nearest
 from .stage_budget import check, fits
 from .stage_result import EmbeddedPoint
 from .stationary import accumulations, gamma, gradient_tolerance, layer_norms
@@ -90,6 +90,12 @@ class UnitFixedPoint(EmbeddedPoint):
     @property
     def saddle(self) -> bool:
         return self.stationary and self.rate > self.rate_tol
+
+    @property
+    def drop_level(self) -> float | None:
+        """``L* − (3/8)λ*²/m``: the loss when the escaping unit is half learned (:attr:`drop_time`);
+        None if not a saddle. A net whose loss is below it is past that drop."""
+        return self.loss - 0.375 * self.rate**2 / self.m if self.saddle and self.m > 0 else None
 
     @property
     def escape_time(self) -> float:
@@ -343,22 +349,31 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold, solved=None)
     # per k ≤ the count (above it, units within the init's noise bound; §11.7.6) two candidates: the k
     # strongest groups, the rest zero, and of the groups merged into m > k clusters (copies of one unit
     # that grew apart by more than the noise) the k strongest, m the one of least lower bound. k = 0 (the
-    # origin) is exact and free, then the count down; a k whose bound is past the best so far is not solved
+    # origin) is exact and free, then the count, one fewer, and upward (a high k's bound, the few units it
+    # zeroes, is loose); a k, or a candidate within it, whose bound is past the best so far is not solved
     top = len(learned)
     cands = merged_candidates(U, V, group, learned)
+    # the searches' budget, in units searched (a search's Jacobian grows with its k): SOLVES searches at the
+    # count's size, spent on small ones too (merged included; the origin's is free)
+    left = [SOLVES * top]
 
     def solve(k):
         found = []
-        for clusters, low in cands[k]:
-            if found and (found[0][2] and low >= found[0][1] or clusters == found[0][0][4]):
+        for clusters, bnd in sorted(cands[k], key=lambda x: x[1]):
+            if found and (found[0][2] and bnd >= found[0][1] or clusters == found[0][0][4]):
                 continue
+            if len(clusters) > left[0]:
+                continue
+            left[0] -= len(clusters)
             point, dist = _embedded(U, V, rebuild, group, c, clusters, X, Y, alpha, solved)
             grad, tol, _ = _relgrad(rebuild, point[2], point[3], X, Y, alpha)
             found.append((point, dist, grad <= tol))
-        return min(found, key=lambda f: (not f[2], f[1]))
+        return min(found, key=lambda f: (not f[2], f[1])) if found else None
 
+    def low(k):
+        return min(b for _, b in cands[k])
     order = [0, *dict.fromkeys(k for k in (top, top - 1, *range(1, top)) if k > 0)]  # nearest.SOLVES
-    (_, best, dist), tried = nearest(order, lambda k: min(b for _, b in cands[k]), solve)
+    (_, best, dist), tried = nearest(order, low, solve, limit=top + 1)  # the budget above limits
     Un, Vn, Us, Vs, clusters = best
     star = jax.tree_util.tree_map(jnp.asarray, rebuild(Us, Vs))
     f_w = _out(Us, Vs, X, rebuild, alpha)
