@@ -13,12 +13,13 @@ read at every patch, readout v_i) has k effective units, the groups of aligned u
   greedily into m ≥ k clusters with the k strongest kept
   (:func:`~biasfree.analysis.nearest.merged_candidates`: copies of one unit that grew apart by more
   than the init's noise); a lower bound on each distance (the zeroed
-  units' norm, each cluster's least rotation) skips a candidate already farther than the best, and
+  units' norm, each cluster's rows off one direction) skips a candidate already farther than the best, and
   only a candidate whose search reached a fixed point can be the nearest (§11.7.6).
 - **The embedding** (Theorem 1, §11.4: rescaled copies and zero units, the same construction for
   a kernel as for a hidden unit): member i of cluster g gets ``ũ_i* = c_i ŵ_g*`` and
-  ``v_i* = λ_i T_g`` (T_g = ‖w_g*‖ a_g*, Σ_i c_i λ_i = 1, the λ_i closest to the net's v_i in
-  least squares), every unit outside the learned groups ``ũ = 0, v = 0``. The function is the
+  ``v_i* = λ_i T_g`` (T_g = ‖w_g*‖ a_g*, Σ_i c_i λ_i = 1, c_i > 0, the c_i and λ_i nearest the net's
+  members: :func:`~biasfree.analysis.nearest.nearest_copies`, else c_i = ‖ũ_i‖ and the λ_i closest
+  in least squares), every unit outside the kept clusters ``ũ = 0, v = 0``. The function is the
   narrow one, and each gradient a multiple of a narrow one (0).
 - **Saddle and escape.** A zero unit sits on the kink, where the Hessian is not defined. Along a
   direction ŵ, a small unit ``(b ŵ, c ĝ)`` obeys ``ḃ = ‖g(ŵ)‖c``, ``ċ = ‖g(ŵ)‖b`` with
@@ -44,7 +45,7 @@ from ..core.conv import Conv, PooledDense
 from ..core.layers import Layer
 from ..core.nets import forward_unchecked
 from ..core.units import conv_units, unit_groups
-from .nearest import SOLVES, merged_candidates, nearest
+from .nearest import SOLVES, merged_candidates, nearest, nearest_copies
 from .stage_budget import check, fits
 from .stage_result import EmbeddedPoint
 from .stationary import accumulations, gamma, gradient_tolerance, layer_norms
@@ -418,7 +419,7 @@ def _embedded(U, V, rebuild, group, c, clusters, X, Y, alpha, solved=None):
         Un, Vn = narrow_fixed_point(rebuild, U0, V0, X, Y, alpha)
         if solved is not None:
             solved[key] = Un, Vn
-    # embed: rescaled copies for the members, zero units for the rest
+    # embed: rescaled copies for the members (their norms free, else the net's own), zero units for the rest
     Us, Vs = np.zeros_like(U), np.zeros_like(V)
     for j, m in enumerate(members):
         idx = np.flatnonzero(m)
@@ -430,6 +431,10 @@ def _embedded(U, V, rebuild, group, c, clusters, X, Y, alpha, solved=None):
         lam = (V[idx] @ T + mu * ci) / tt
         Us[idx] = ci[:, None] * (Un[j] / wn)[None]
         Vs[idx] = lam[:, None] * T[None]
+        free = nearest_copies(U[idx], V[idx], Un[j] / wn, T)
+        if free is not None and (np.sum((U[idx] - free[0]) ** 2) + np.sum((V[idx] - free[1]) ** 2)
+                                 < np.sum((U[idx] - Us[idx]) ** 2) + np.sum((V[idx] - Vs[idx]) ** 2)):
+            Us[idx], Vs[idx] = free
     dist = float(np.sqrt(np.sum((U - Us) ** 2) + np.sum((V - Vs) ** 2)))
     return (Un, Vn, Us, Vs, tuple(clusters)), dist
 
