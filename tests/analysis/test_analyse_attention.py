@@ -413,6 +413,30 @@ def test_our_layout_transposed_is_named(data, att):
         attention_from_torch(m, data=data)
 
 
+def test_heads_interleaved_in_the_linear_rows_are_named(data, att):
+    """/tmp/audit47/d_attn_interleaved.py: the authors' merged layout whose forward views the H·(D+1)
+    outputs as (D+1, H) (row i·H + h) is refused, but it was blamed on 'a softmax or other
+    nonlinearity' though forward is linear attention. Now named with the reorder that fixes it, and
+    the reordered weights read as the exact twin (control)."""
+    class Interleaved(AuthorsMerged):
+        def forward(self, x):
+            B, T, D1 = x.shape
+            KQ = self.kq(x).view(B, T, D1, H).permute(0, 3, 1, 2)
+            V = self.value(x).view(B, T, D1, H).permute(0, 3, 1, 2)
+            return torch.matmul(torch.matmul(x.unsqueeze(1), KQ.transpose(-1, -2)), V).sum(dim=1) / N
+
+    m = Interleaved()
+    with pytest.raises(UnsupportedModelError, match="heads interleaved in the nn.Linear weights"):
+        attention_from_torch(m, data=data)
+    fixed = AuthorsMerged()
+    with torch.no_grad():
+        for name in ("kq", "value"):
+            W = getattr(m, name).weight
+            W = W.view(D + 1, H, D + 1).transpose(0, 1).reshape(H * (D + 1), D + 1)
+            getattr(fixed, name).weight.copy_(W)
+    assert isinstance(attention_from_torch(fixed, data=data), MergedAttention)
+
+
 def test_extra_buffer_refused_naming_it(data):
     """A module with a buffer beside the weights is read as attention and the buffer named (before:
     "cannot read a model of type Buffered", the dense importer's refusal)."""

@@ -11,6 +11,7 @@ import pytest
 from roundoff import gamma
 
 from biasfree.analysis import unit_stage as us
+from biasfree.analysis.lm_rotation import rotated
 from biasfree.analysis.stage import stage_of
 from biasfree.analysis.stationary import accumulations
 from biasfree.core.conv import Conv, PooledDense
@@ -76,7 +77,7 @@ def test_the_rotated_rows_keep_what_levenberg_marquardt_reads():
     m, P = 60, 7
     A, r0 = rng.normal(size=(m, P)), rng.normal(size=m)
     r0[0] = abs(r0[0])  # LAPACK's Householder then gives R₀₀ = −‖r‖: the flip is needed
-    res, jac = us._rotated(lambda t: r0 + A @ t, lambda t: A)
+    res, jac = rotated(lambda t: r0 + A @ t, lambda t: A)
     t = np.zeros(P)  # r = r0 there
     r, rt, Jt = r0 + A @ t, res(t), jac(t)
     assert rt.shape == (P + 1,) and Jt.shape == (P + 1, P) and np.all(rt[1:] == 0)

@@ -18,7 +18,8 @@ A separate layer's terms run through W_h = K_hᵀQ_h too: K gains its r sums and
 ``|K_h|ᵀ|Q_h|`` for ``|W_h|``.
 On a mismatch the readings a module is likely to compute instead are tried at the same bound —
 the key–query transposed, another of the normalisers (1/N, none, 1/(N + 1)), with or without
-the query's own term, and their combinations; the layout's reading at float32's u = 2⁻²⁴;
+the query's own term, and their combinations; the layout's reading at float32's u = 2⁻²⁴; a
+merged layer's heads interleaved in the nn.Linear rows (row i·H + h instead of h·(D+1) + i);
 the reading times one number s (least squares), named as the normaliser c/s it divides by —
 and the refusal names the one that matches, else a softmax or other nonlinearity in
 ``forward``.
@@ -158,14 +159,25 @@ def _cause(f, V, KQ, E, layer, mine, A) -> str:
                 "float64, the dtype of the weights given to it")
     g = _gamma(layer, _U64)
     absW = _abs_kq(layer)
-    for transposed, other, norm in itertools.product((False, True), (False, True), NORMS):
-        if not (transposed or other or norm != layer.norm):
+    H, D1 = V.shape[0], V.shape[1]
+
+    def mixed(A):  # a merged layer's heads as nn.Linear rows i·H + h, not h·(D+1) + i
+        return A.reshape(H * D1, D1).reshape(D1, H, D1).transpose(1, 0, 2)
+    heads = (False, True) if H > 1 and not isinstance(layer, SeparateAttention) else (False,)
+    for mix, transposed, other, norm in itertools.product(heads, (False, True), (False, True), NORMS):
+        if not (mix or transposed or other or norm != layer.norm):
             continue
         W = np.swapaxes(KQ, 1, 2) if transposed else KQ
-        r, a = _reading(V, W, E, norm_divisor(norm, N), inc != other,
-                        None if absW is None or not transposed else np.swapaxes(absW, 1, 2))
+        Vr, W = (mixed(V), np.swapaxes(mixed(np.swapaxes(W, 1, 2)), 1, 2)) if mix else (V, W)
+        r, a = _reading(Vr, W, E, norm_divisor(norm, N), inc != other,
+                        None if absW is None or not transposed else np.swapaxes(absW, 1, 2))  # mix: absW None
         if np.all(np.abs(f - r) <= 2 * g * a):
             words = []
+            if mix:
+                words.append("the heads interleaved in the nn.Linear weights (forward views the H·(D+1) "
+                             "outputs as (D+1, H), row i·H + h, where the layout reads (H, D+1), row "
+                             "h·(D+1) + i): reorder each weight by weight.view(D+1, H, D+1).transpose(0, 1)"
+                             ".reshape(H·(D+1), D+1)")
             if transposed:
                 words.append("a key–query transposed against the layout read (the score e_qᵀ W e_n for "
                              "e_nᵀ W e_q, or key and query swapped): transpose each head's key–query")

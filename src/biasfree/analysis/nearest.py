@@ -177,7 +177,7 @@ def nearest_copies(U, V, w, T):
     homogeneous only), the c_i free. With ``p_i = ũ_i·w``, ``q_i = v_i·T̂``, ``μ_i = λ_i‖T‖`` the
     distance² is a constant plus ``Σ (c_i − p_i)² + (μ_i − q_i)²`` under ``Σ c_i μ_i = ‖T‖``;
     Lagrange gives ``c_i = (p_i + νq_i)/(1 − ν²)``, ``μ_i = (q_i + νp_i)/(1 − ν²)``, a minimum for
-    |ν| < 1, ν the root of ``Σ c_i μ_i = ‖T‖`` there (brentq). None when no root keeps every
+    ``|ν| < 1``, ν the root of ``Σ c_i μ_i = ‖T‖`` there (brentq). None when no root keeps every
     c_i > 0 (a member pointing away): the caller keeps the net's own norms then."""
     from scipy.optimize import brentq
 

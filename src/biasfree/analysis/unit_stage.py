@@ -45,6 +45,7 @@ from ..core.conv import Conv, PooledDense
 from ..core.layers import Layer
 from ..core.nets import forward_unchecked
 from ..core.units import conv_units, unit_groups
+from .lm_rotation import rotated
 from .nearest import SOLVES, merged_candidates, nearest, nearest_copies
 from .stage_budget import check, fits
 from .stage_result import EmbeddedPoint
@@ -75,7 +76,7 @@ class UnitFixedPoint(EmbeddedPoint):
 
     groups: int = 0
     """Groups of aligned units the k narrow units embed; more than k when groups merged into one unit
-    (copies that grew apart: :func:`merged_clusters`)."""
+    (copies that grew apart: :func:`~biasfree.analysis.nearest.merged_candidates`)."""
 
     @property
     def drop_time(self) -> float | None:
@@ -282,9 +283,9 @@ def narrow_fixed_point(rebuild, U0, V0, X, Y, alpha):
     def jac(t):
         check()
         return np.asarray(_jacobian(jnp.asarray(t), Xj, Yj, **kw))
-    with threadpool_limits(1, user_api="blas"):  # one BLAS thread: see :func:`_rotated`
-        if Y.size > th.size + 1:  # LM, on the rotated residuals (:func:`_rotated`)
-            res, jac = _rotated(res, jac)
+    with threadpool_limits(1, user_api="blas"):  # two spinning BLAS threads made a 320² lstsq 0.6 s
+        if Y.size > th.size + 1:  # LM, on the rotated residuals (:mod:`.lm_rotation`)
+            res, jac = rotated(res, jac)
         sol = least_squares(res, th, jac=jac,
                             method="lm" if Y.size >= th.size else "trf",  # LM needs residuals ≥ variables
                             xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=LM_EVALS)
@@ -298,35 +299,6 @@ def narrow_fixed_point(rebuild, U0, V0, X, Y, alpha):
                 break  # gradient is the measure that still moves
             th, g, H = th + step, g2, H2
     return th[:n * a].reshape(n, a), th[n * a:].reshape(n, -1)
-
-
-def _rotated(res, jac):
-    """``(res̃, jac̃)``: the residuals r(θ) (m) and Jacobian J(θ) (m, P), m > P + 1, rotated to P + 1
-    rows, ``r̃ = Qᵀr = (‖r‖, 0, …, 0)``, ``J̃ = QᵀJ``, with Q(θ) (m, P + 1) an orthonormal basis of
-    [r, J] whose first column is r/‖r‖ (the R of its Householder QR). Levenberg–Marquardt reads its
-    problem only through ‖r‖, ``J̃ᵀr̃ = Jᵀr`` and ``J̃ᵀJ̃ = JᵀJ`` (its QR of J̃ is R's), so it takes
-    the same steps in exact arithmetic, on P + 1 rows instead of m: MINPACK's unblocked QR of the
-    m rows was 77% of the search (py-spy), LAPACK's blocked one costs a fraction. Only the norm
-    at a step it rejects is needed, so the rotation is built at the points where it asks for J,
-    where r̃ matches the ``(‖r‖, 0, …)`` it was given there."""
-    from scipy.linalg import lapack
-
-    def res_rot(t):
-        r = res(t)
-        out = np.zeros(t.size + 1)
-        out[0] = np.linalg.norm(r)
-        return out
-
-    def jac_rot(t):
-        A = np.asfortranarray(np.column_stack([res(t), jac(t)]))
-        qr, _, _, info = lapack.dgeqrf(A, overwrite_a=True)
-        if info != 0:
-            raise RuntimeError(f"LAPACK dgeqrf failed (info {info}) on the {A.shape} Jacobian")
-        R = np.triu(qr[:t.size + 1])
-        if R[0, 0] < 0:  # Q's first column is then −r/‖r‖: flip it (and R's first row)
-            R[0] = -R[0]
-        return R[:, 1:]
-    return res_rot, jac_rot
 
 
 def _learned(U, V, sigmas, threshold):
