@@ -178,10 +178,13 @@ def nearest_copies(U, V, w, T):
     distance² is a constant plus ``Σ (c_i − p_i)² + (μ_i − q_i)²`` under ``Σ c_i μ_i = ‖T‖``;
     Lagrange gives ``c_i = (p_i + νq_i)/(1 − ν²)``, ``μ_i = (q_i + νp_i)/(1 − ν²)``, a minimum for
     ``|ν| < 1``, ν the root of ``Σ c_i μ_i = ‖T‖`` there (brentq). None when no root keeps every
-    c_i > 0 (a member pointing away): the caller keeps the net's own norms then."""
+    c_i > 0 (a member pointing away), or the root's norms overflow (members far smaller than T, ν at
+    ±1 to round-off), or T = 0: the caller keeps the net's own norms then."""
     from scipy.optimize import brentq
 
     tau = float(np.linalg.norm(T))
+    if not tau > 0:
+        return None
     p, q = U @ w, V @ (T / tau)
 
     def excess(nu):
@@ -190,8 +193,10 @@ def nearest_copies(U, V, w, T):
     if not excess(lo) < 0 < excess(hi):
         return None
     nu = brentq(excess, lo, hi, xtol=1e-16, rtol=4 * np.finfo(float).eps)
-    c, mu = (p + nu * q) / (1 - nu * nu), (q + nu * p) / (1 - nu * nu)
-    if not np.all(c > 0):
+    with np.errstate(over="ignore", invalid="ignore"):  # a root at |ν| → 1 (members far smaller than T)
+        c, mu = (p + nu * q) / (1 - nu * nu), (q + nu * p) / (1 - nu * nu)
+        s = float(c @ mu)
+    if not (np.all(c > 0) and np.isfinite(s) and s > 0 and np.all(np.isfinite(c))):
         return None
-    lam = mu / float(c @ mu)  # Σ c_i λ_i = 1 to round-off, whatever the root's last digits
+    lam = mu / s  # Σ c_i λ_i = 1 to round-off, whatever the root's last digits
     return c[:, None] * w[None], lam[:, None] * T[None]
