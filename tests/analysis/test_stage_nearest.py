@@ -325,7 +325,7 @@ def test_the_nearest_copies_are_nearer_than_any_other_rescaling():
     assert nearest_copies(Um, Vm, w, T) is None
     # members far smaller than T (the root at ν = ±1 to round-off: the full suite's one warning, 0/0
     # in the norms), all-zero members and T = 0: None, without a floating-point warning
-    with np.errstate(all="raise"):
+    with np.errstate(divide="raise", over="raise", invalid="raise"):  # (underflow to 0 is harmless)
         for s in (1e-12, 1e-170, 0.0):
             assert nearest_copies(s * np.outer([1.0, 2.0], w), s * np.outer([1.0, 1.0], T), w, T) is None
         assert nearest_copies(Um, Vm, w, np.zeros_like(T)) is None
