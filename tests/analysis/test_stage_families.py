@@ -99,6 +99,24 @@ def test_a_net_below_its_saddles_drop_level_is_said_to_be_past_it(kinks, monkeyp
     assert any("past this saddle's drop" in n for n in past.notes)
 
 
+def test_a_net_with_no_unit_to_spare_is_not_a_saddle_of_its_width(kinks):
+    """/tmp/audit51 F2: a width-1 ReLU net at its best fit was called a saddle (λ* > 0 is the rate of a
+    unit it does not have; the audit's Hessian there: eigenvalues ≥ 0, and perturbed runs return).
+    Here: one unit fitting the +x₁ kink exactly (u = √3 e₁, v = √3: 3 relu(x₁)), λ* = 0.05 for the −x₁ kink.
+    Control: the same unit beside a zero unit is a saddle (the zero unit can grow)."""
+    X, Y, _, _ = kinks
+    u = np.sqrt(3.0) * np.array([[1.0, 0.0]])
+    one = (Layer(u), Layer(np.array([[np.sqrt(3.0)]])))
+    st = stage(one, (X, Y), alpha=0.0)
+    up = st.unit_point
+    assert up.k == 1 and up.stationary and up.full and abs(up.rate - 0.05) <= 1e-12
+    assert not st.saddle and st.escape_time is None and st.drop_time is None
+    assert "not a saddle of this width: every unit is in use" in st.lines()[1]
+    two = (Layer(np.concatenate([u, np.zeros((1, 2))])), Layer(np.array([[np.sqrt(3.0), 0.0]])))
+    st2 = stage(two, (X, Y), alpha=0.0)
+    assert st2.unit_point.k == 1 and not st2.unit_point.full and st2.saddle
+
+
 def test_a_unit_search_that_stopped_short_found_no_fixed_point(kinks):
     """Stage.found for a ReLU net: the one-kink point is stationary, its rate written; the same
     point with its gradient 10× its round-off bound (Levenberg–Marquardt stopped short) found none,
@@ -211,6 +229,15 @@ def test_analyse_reports_the_stage_or_refuses_in_one_line(kinks, monkeypatch):
     assert [m.k for m in rec.matches] == [0, 1]
     assert all(abs(m.gap) < (2.2525 - 0.0025) / 2 for m in rec.matches)
     assert "recorded curve from init: 2 plateaus" in rerun.summary()
+    # /tmp/audit51 F1: the net at its init (0 units: one level, 2.2525) with the same rerun's curve. Its
+    # second plateau (0.0025) needs a unit the net has not learned: left unmatched, with a note, where it
+    # read 'k = 0: 2.25'
+    at0 = bf.analyse(p0, (X, Y), alpha=0.0, init=p0, train=bf.GDConfig(lr=0.02, steps=1500, n_records=400))
+    rec0 = at0.stage.recorded
+    assert np.allclose(rec0.levels, [2.2525], rtol=1e-12) and [m.k for m in rec0.matches] == [0]
+    assert rec0.note.startswith("the last 1 of its 2 plateaus have no level here")
+    text = at0.summary()
+    assert "recorded curve from init: 2 plateaus, levels 2.252 (k = 0: 2.253); the last 1" in text
     # above ANALYSE_WEIGHTS weights, a search that does not fit analyse's budget: the units alone, with a
     # note naming the call that builds the rest (tests/analysis/test_stage_budget.py: one that fits)
     rng = np.random.default_rng(0)

@@ -168,7 +168,16 @@ def _recorded(st, params, X, Y, alpha, curve, made) -> Recorded:
         found = find_plateaus(*curve)
     except ValueError as e:
         return Recorded(None, (), levels, str(e))
-    return Recorded(found, match_levels(found, levels), levels)
+    # from a small init plateau i follows the i-th drop, one unit each (§11.3): a curve with more plateaus
+    # than the net has levels (k = 0 … K) went past the units the net has, and its last plateaus are left
+    # unmatched, not pinned to the last level (an all-zero net's curve read its 1-unit plateau 0.0118 as
+    # 'k = 0: 1.448')
+    K = len(levels) - 1
+    matches = match_levels(found, levels)[:K + 1]
+    beyond = len(found.plateaus) - len(matches)
+    note = (f"the last {beyond} of its {len(found.plateaus)} plateaus have no level here: they follow more "
+            f"drops than the net has units ({K}); analyse the net at the curve's end") if beyond else ""
+    return Recorded(found, matches, levels, note)
 
 
 def _stage_of(params, X, Y, alpha, init, made) -> Stage:

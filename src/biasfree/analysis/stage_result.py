@@ -241,7 +241,9 @@ class Stage:
                        f"{up.loss:.6g}, ‖θ − θ*‖ = "
                        f"{up.distance:.3g}; "
                        + (f"saddle, one-sided rate λ* = {up.rate:.4g} (tol {up.rate_tol:.2g})"
-                          if self.saddle else "not a saddle"))
+                          if self.saddle else f"not a saddle of this width: every unit is in use (a new unit "
+                          f"would grow at λ* = {up.rate:.4g})" if up.full and up.stationary
+                          and up.rate > up.rate_tol else "not a saddle"))
         elif hp is not None:
             n = len(hp.heads)
             out.append(f"nearest fixed point: {n} head{'' if n == 1 else 's'} solved, the rest zero, loss "
@@ -264,9 +266,9 @@ class Stage:
                 out[-1] += (f"; leaves in t ≈ {t:.4g} (ε = {self.unstable_distance:.3g}"
                             + (", next drop at ln(u*/a₀ − 1)/(2λ), a₀ = ε²/2" if self.drop_time is not None
                                else ", ln(1/ε)/rate")
-                            + ("; ε from the zero units only: a small unit of a learned group can turn "
-                               "and leave sooner, measured up to 14× sooner, §11.7.6)"
-                               if up is not None and self.k else ")"))
+                            + (f"; ε from the zero units only: {up.small} small unit(s) of the learned "
+                               "groups can turn and leave sooner, measured up to 14× sooner, §11.7.6)"
+                               if up is not None and up.small else ")"))
         if self.candidates and self.found:  # (a search that stopped short: its distance is left out)
             out.append(self.nearest_line())
         if self.staircase is not None:
@@ -289,7 +291,8 @@ class Stage:
         if r.plateaus is None:
             return f"recorded curve: {r.note}"
         got = ", ".join(f"{m.level:.4g} (k = {m.k}: {m.predicted:.4g})" for m in r.matches)
-        return f"recorded curve from init: {len(r.matches)} plateaus, levels {got}"
+        return (f"recorded curve from init: {len(r.plateaus.plateaus)} plateaus, levels {got}"
+                + (f"; {r.note}" if r.note else ""))
 
     def summary(self) -> str:
         """One line per answer, each with its numbers and thresholds."""

@@ -78,6 +78,11 @@ class UnitFixedPoint(EmbeddedPoint):
     """Groups of aligned units the k narrow units embed; more than k when groups merged into one unit
     (copies that grew apart: :func:`~biasfree.analysis.nearest.merged_candidates`)."""
 
+    small: int = 0
+    """Members of the kept clusters below half the escaping unit's saturation, ‖ũ_i‖‖v_i‖ < u*/2
+    (u* = λ*/m): small enough to grow as a new unit would, so one may leave its group before a zero
+    unit does (§11.7.6's limits: ε counts the zero units only)."""
+
     @property
     def drop_time(self) -> float | None:
         """``ln(u*/a₀ − 1)/(2λ*)``, u* = λ*/m, a₀ = ε²/2: the escaping unit's strength u = b c obeys
@@ -89,9 +94,14 @@ class UnitFixedPoint(EmbeddedPoint):
         a0, ustar = self.eps**2 / 2, self.rate / self.m
         return math.log(ustar / a0 - 1) / (2 * self.rate) if a0 < ustar / 2 else 0.0
 
+    full: bool = False
+    """Every unit of the net is one narrow unit, alone (width k: no zero unit, no copy): a new unit
+    would grow at λ*, but the net has none to grow, so the point is not a saddle of this width (a
+    width-1 net at its best fit: Hessian eigenvalues ≥ 0, /tmp/audit51)."""
+
     @property
     def saddle(self) -> bool:
-        return self.stationary and self.rate > self.rate_tol
+        return self.stationary and self.rate > self.rate_tol and not self.full
 
     @property
     def drop_level(self) -> float | None:
@@ -366,9 +376,11 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold, solved=None)
     bh, ch = U[zero] @ w_dir, V[zero] @ g_dir
     eps = float(np.sqrt(np.sum(np.maximum(bh + ch, 0.0) ** 2) / 2))
     loss = 0.5 * float(np.mean(np.sum(R**2, 1)))
+    strength = np.linalg.norm(U[~zero], axis=1) * np.linalg.norm(V[~zero], axis=1)
+    small = int(np.sum(strength < rate / (2 * m))) if m > 0 else 0
     return UnitFixedPoint(tuple(star), loss, grad, grad_tol, float(np.max(np.linalg.norm(f_w - f_n, axis=1))),
                           ftol, rate, rate_tol, w_dir, dist, eps, len(clusters), m, tried,
-                          sum(len(cl) for cl in clusters))
+                          sum(len(cl) for cl in clusters), small, bool(not zero.any() and n == len(clusters)))
 
 
 def _embedded(U, V, rebuild, group, c, clusters, X, Y, alpha, solved=None):
