@@ -76,6 +76,16 @@ def test_a_relu_net_on_plateau_one_stands_at_the_one_kink_saddle(kinks):
     tol = t_pred * x / (1 - x) + lr
     assert abs(t_meas - t_pred) <= tol, (t_meas, t_pred, tol)
     assert abs(t_meas - st.escape_time) > tol  # failing control: the leading-order time misses
+    # the small members' early time (§11.7.6): recomputed from the net's own units in the kept cluster
+    # (θ*'s nonzero rows) with strength ‖ũ‖‖v‖ below u*/2; a member here cannot turn to −e₁ (no data
+    # point between), so the drop came at st.drop_time, and the line prints both
+    kept = np.linalg.norm(np.asarray(up.params[0].W), axis=1) > 0
+    W1, W2 = np.asarray(net[0].W, float), np.asarray(net[1].W, float).T
+    a = np.linalg.norm(W1[kept], axis=1) * np.linalg.norm(W2[kept], axis=1)
+    ustar = up.rate / up.m
+    a = a[a < ustar / 2]
+    assert a.size and up.copy_time == pytest.approx(np.min(np.log(ustar / a - 1)) / (2 * up.rate), rel=1e-12)
+    assert up.copy_time < t_meas and f"half learned at t ≈ {up.copy_time:.4g}" in st.lines()[1]
 
 
 def test_a_net_below_its_saddles_drop_level_is_said_to_be_past_it(kinks, monkeypatch):

@@ -266,9 +266,10 @@ class Stage:
                 out[-1] += (f"; leaves in t ≈ {t:.4g} (ε = {self.unstable_distance:.3g}"
                             + (", next drop at ln(u*/a₀ − 1)/(2λ), a₀ = ε²/2" if self.drop_time is not None
                                else ", ln(1/ε)/rate")
-                            + (f"; ε from the zero units only: {up.small} small unit(s) of the learned "
-                               "groups can turn and leave sooner, measured up to 14× sooner, §11.7.6)"
-                               if up is not None and up.small else ")"))
+                            + (f"; ε counts the zero units only: a small member of a learned group turned "
+                               f"to ŵ* at once would be half learned at t ≈ {up.copy_time:.4g}, and the "
+                               "audits' drops came between about the two, §11.7.6)"
+                               if up is not None and up.copy_time is not None and up.copy_time < t else ")"))
         if self.candidates and self.found:  # (a search that stopped short: its distance is left out)
             out.append(self.nearest_line())
         if self.staircase is not None:

@@ -78,10 +78,11 @@ class UnitFixedPoint(EmbeddedPoint):
     """Groups of aligned units the k narrow units embed; more than k when groups merged into one unit
     (copies that grew apart: :func:`~biasfree.analysis.nearest.merged_candidates`)."""
 
-    small: int = 0
-    """Members of the kept clusters below half the escaping unit's saturation, ‖ũ_i‖‖v_i‖ < u*/2
-    (u* = λ*/m): small enough to grow as a new unit would, so one may leave its group before a zero
-    unit does (§11.7.6's limits: ε counts the zero units only)."""
+    copy_time: float | None = None
+    """``min_i ln(u*/a_i − 1)/(2λ*)`` over the members of the kept clusters with strength
+    a_i = ‖ũ_i‖‖v_i‖ < u*/2 (u* = λ*/m): when such a member would be half learned if it turned to ŵ*
+    at once, as a new unit grows (None: no such member). ε counts the zero units only, so where this
+    is before :attr:`drop_time` a member may leave its group first (§11.7.6's limits)."""
 
     @property
     def drop_time(self) -> float | None:
@@ -377,10 +378,13 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold, solved=None)
     eps = float(np.sqrt(np.sum(np.maximum(bh + ch, 0.0) ** 2) / 2))
     loss = 0.5 * float(np.mean(np.sum(R**2, 1)))
     strength = np.linalg.norm(U[~zero], axis=1) * np.linalg.norm(V[~zero], axis=1)
-    small = int(np.sum(strength < rate / (2 * m))) if m > 0 else 0
+    small = strength[strength < rate / (2 * m)] if m > 0 else strength[:0]  # (a0 < u*/2, module doc)
+    small = small[small > 0]
+    copy_time = float(np.min(np.log(rate / m / small - 1))) / (2 * rate) if small.size else None
+    full = bool(not zero.any() and n == len(clusters))
     return UnitFixedPoint(tuple(star), loss, grad, grad_tol, float(np.max(np.linalg.norm(f_w - f_n, axis=1))),
                           ftol, rate, rate_tol, w_dir, dist, eps, len(clusters), m, tried,
-                          sum(len(cl) for cl in clusters), small, bool(not zero.any() and n == len(clusters)))
+                          sum(len(cl) for cl in clusters), copy_time, full)
 
 
 def _embedded(U, V, rebuild, group, c, clusters, X, Y, alpha, solved=None):
