@@ -86,6 +86,7 @@ def test_a_relu_net_on_plateau_one_stands_at_the_one_kink_saddle(kinks):
     a = a[a < ustar / 2]
     assert a.size and up.copy_time == pytest.approx(np.min(np.log(ustar / a - 1)) / (2 * up.rate), rel=1e-12)
     assert up.copy_time < t_meas and f"half learned at t ≈ {up.copy_time:.4g}" in st.lines()[1]
+    assert _stage_json(st)["copy_time"] == up.copy_time  # the JSON says the same
 
 
 def test_a_net_below_its_saddles_drop_level_is_said_to_be_past_it(kinks, monkeypatch):

@@ -316,7 +316,8 @@ def _stage_json(st) -> dict | None:
     at = {"fixed_point_loss": point.loss, "distance": st.distance,
           "lambda_min": None if fp is None else fp.lambda_min, "escape_rate": None if up is None else up.rate,
           "unstable_distance": st.unstable_distance, "escape_time": st.escape_time,
-          "drop_time": st.drop_time} if st.found else {}
+          "drop_time": st.drop_time,
+          "copy_time": getattr(st.unit_point, "copy_time", None)} if st.found else {}
     return {"judged": False, "lines": st.lines(), "family": st.family, "loss": st.loss, "units": u.count,
             "threshold": u.threshold, "threshold_rule": u.why, "units_decided": st.count_decided,
             "units_learned": st.learned,
@@ -329,7 +330,7 @@ def _stage_json(st) -> dict | None:
             "lambda_min": at.get("lambda_min"), "lambda_tol": None if fp is None else fp.lambda_tol,
             "escape_rate": at.get("escape_rate"), "escape_rate_tol": None if up is None else up.rate_tol,
             "unstable_distance": at.get("unstable_distance"), "escape_time": at.get("escape_time"),
-            "drop_time": at.get("drop_time"),
+            "drop_time": at.get("drop_time"), "copy_time": at.get("copy_time"),
             "staircase_levels": None if st.staircase is None else st.staircase.prediction.levels,
             "staircase_passed": None if st.staircase is None else st.staircase.passed,
             "notes": list(st.notes)}

@@ -26,7 +26,8 @@ read at every patch, readout v_i) has k effective units, the groups of aligned u
   ``g(ŵ) = −∂L/∂v = ⟨r σ(ŵ·x)⟩`` (Euler: σ'(z)z = σ(z)), so it grows at rate
   ``λ* = max_ŵ ‖g(ŵ)‖`` (α = 1: σ₁(G) = ``|λ_min|``, §11.4.4). λ* is found by the ascent
   ``ŵ ← ∇_ŵ(ĝ·g(ŵ))/‖·‖`` (power iteration when α = 1) from several starts: a lower bound on the
-  max. The fixed point is a saddle when λ* exceeds its round-off; the net is
+  max. The fixed point is a saddle when λ* exceeds its round-off and the net has a unit to spare (a
+  zero unit or a copy: ``full`` says it has none); the net is
   ``ε = (Σ_h max(b_h + c_h, 0)²/2)^{1/2}`` along it (b_h = ũ_h·ŵ*, c_h = v_h·ĝ over the zero
   units, §11.7.3's projection), and leaves after ``ln(1/ε)/λ*`` (leading order).
 """
@@ -84,6 +85,11 @@ class UnitFixedPoint(EmbeddedPoint):
     at once, as a new unit grows (None: no such member). ε counts the zero units only, so where this
     is before :attr:`drop_time` a member may leave its group first (§11.7.6's limits)."""
 
+    full: bool = False
+    """Every unit of the net is one narrow unit, alone (width k: no zero unit, no copy): a new unit
+    would grow at λ*, but the net has none to grow, so the point is not a saddle of this width (an
+    audit's width-1 net at its best fit: Hessian eigenvalues ≥ 0, §11.7.6)."""
+
     @property
     def drop_time(self) -> float | None:
         """``ln(u*/a₀ − 1)/(2λ*)``, u* = λ*/m, a₀ = ε²/2: the escaping unit's strength u = b c obeys
@@ -94,11 +100,6 @@ class UnitFixedPoint(EmbeddedPoint):
             return None
         a0, ustar = self.eps**2 / 2, self.rate / self.m
         return math.log(ustar / a0 - 1) / (2 * self.rate) if a0 < ustar / 2 else 0.0
-
-    full: bool = False
-    """Every unit of the net is one narrow unit, alone (width k: no zero unit, no copy): a new unit
-    would grow at λ*, but the net has none to grow, so the point is not a saddle of this width (a
-    width-1 net at its best fit: Hessian eigenvalues ≥ 0, /tmp/audit51)."""
 
     @property
     def saddle(self) -> bool:
