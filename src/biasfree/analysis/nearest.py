@@ -27,11 +27,10 @@ def dropped_norms(total2: float, kept2: Sequence[float]) -> np.ndarray:
 
 SOLVES = 4
 """At most this many solves per answer (the origin, exact, not counted): the count's k and k − 1 (the two
-solved before), then k = 1, 2, …; a net of units (two candidates per k) has instead SOLVES searches'
-worth of units, ``SOLVES × count``, spent on smaller searches too. A k left unsolved whose bound is below
-the best distance is reported as such (``None``): a net at a small init given without ``init`` counts
-every unit (§11.1) and would otherwise solve each k (measured: 51 solves, 296 s, for a 10→50→1 ReLU net
-at σ = 1e-3)."""
+solved before), then k = 1, 2, …; a net of units (two candidates per k) has 2·SOLVES searches. A k left
+unsolved whose bound is below the best distance is reported as such (``None``): a net at a small init
+given without ``init`` counts every unit (§11.1) and would otherwise solve each k (measured: 51 solves,
+296 s, for a 10→50→1 ReLU net at σ = 1e-3)."""
 
 
 def nearest(order: Sequence[int], bound: Callable[[int], float], solve: Callable[[int], tuple],

@@ -183,8 +183,7 @@ class Stage:
         miss = f"; no fixed point reached at {miss}" if miss else ""
         if left:
             ks, bs = [k for k, _ in left], [b for _, b in left]
-            cap = (f"a budget of {SOLVES} searches of the count's size" if self.unit_point is not None
-                   else f"at most {SOLVES} solves")
+            cap = f"at most {2 * SOLVES if self.unit_point is not None else SOLVES} searches"
             miss += (f"; not solved ({cap}): {len(ks)} k in {min(ks)}…{max(ks)}, each at "
                      f"least {min(bs):.3g} to {max(bs):.3g} away")
         if self.head_point is not None:

@@ -338,18 +338,18 @@ def unit_fixed_point(params, X, Y, alpha: float, sigmas, threshold, solved=None)
     # zeroes, is loose); a k, or a candidate within it, whose bound is past the best so far is not solved
     top = len(learned)
     cands = merged_candidates(U, V, group, learned)
-    # the searches' budget, in units searched (a search's Jacobian grows with its k): SOLVES searches at the
-    # count's size, spent on small ones too (merged included; the origin's is free)
-    left = [SOLVES * top]
+    # the searches' budget: 2·SOLVES, two candidates a k (the origin's is free). Each new k compiles its
+    # own search; a budget of SOLVES·count units made up to 15 searches and slowed the suite by about 60 s
+    left = [2 * SOLVES]
 
     def solve(k):
         found = []
         for clusters, bnd in sorted(cands[k], key=lambda x: x[1]):
             if found and (found[0][2] and bnd >= found[0][1] or clusters == found[0][0][4]):
                 continue
-            if len(clusters) > left[0]:
-                continue
-            left[0] -= len(clusters)
+            if clusters and left[0] <= 0:
+                break
+            left[0] -= bool(clusters)
             point, dist = _embedded(U, V, rebuild, group, c, clusters, X, Y, alpha, solved)
             grad, tol, _ = _relgrad(rebuild, point[2], point[3], X, Y, alpha)
             found.append((point, dist, grad <= tol))
