@@ -12,7 +12,7 @@ import pytest
 from roundoff import gamma
 
 import biasfree as bf
-from biasfree.analysis import stage_answer
+from biasfree.analysis import stage_answer, unit_leave
 from biasfree.analysis.report import _stage_json
 from biasfree.analysis.stage import stage, stage_of
 from biasfree.analysis.stage_answer import ANALYSE_WEIGHTS
@@ -87,6 +87,11 @@ def test_a_relu_net_on_plateau_one_stands_at_the_one_kink_saddle(kinks):
     assert a.size and up.copy_time == pytest.approx(np.min(np.log(ustar / a - 1)) / (2 * up.rate), rel=1e-12)
     assert up.copy_time < t_meas and f"half learned at t ≈ {up.copy_time:.4g}" in st.lines()[1]
     assert _stage_json(st)["copy_time"] == up.copy_time  # the JSON says the same
+    # so the time is also measured (§11.7.6): GD from the net at its own step, within both runs' lag
+    lv = st.leave
+    x1 = lv.lr * up.rate / 2
+    lag = t_meas * x1 / (1 - x1) + tol + lv.horizon / unit_leave.RECORDS
+    assert abs(lv.time - t_meas) <= lag, (lv.time, t_meas)
 
 
 def test_a_net_below_its_saddles_drop_level_is_said_to_be_past_it(kinks, monkeypatch):

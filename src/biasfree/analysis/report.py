@@ -331,6 +331,7 @@ def _stage_json(st) -> dict | None:
             "escape_rate": at.get("escape_rate"), "escape_rate_tol": None if up is None else up.rate_tol,
             "unstable_distance": at.get("unstable_distance"), "escape_time": at.get("escape_time"),
             "drop_time": at.get("drop_time"), "copy_time": at.get("copy_time"),
+            "leave_measured": None if st.leave is None else asdict(st.leave),
             "staircase_levels": None if st.staircase is None else st.staircase.prediction.levels,
             "staircase_passed": None if st.staircase is None else st.staircase.passed,
             "notes": list(st.notes)}

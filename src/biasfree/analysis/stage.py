@@ -78,6 +78,7 @@ from .measurements import data_arrays
 from .saddles import DENSE_HESSIAN, fixed_point, hessian_eigh
 from .stage_budget import fits
 from .stage_result import Recorded, Stage, Staircase
+from .unit_leave import COPY_HORIZON, HORIZON, measured_leave
 from .unit_stage import search_numbers, unit_fixed_point, unit_levels
 from .verify import check_reading
 
@@ -244,9 +245,14 @@ def _units_stage(params, X, Y, alpha, loss, units, init, made) -> Stage:
         escape = drop = 0.0
         notes.append(f"the net is past this saddle's drop: its loss {loss:.6g} is below the drop level "
                      f"L* − (3/8)λ*²/m = {ufp.drop_level:.6g}, where the escaping unit is half learned")
+    leave = None
+    if ufp.saddle and drop != 0.0 and ufp.copy_time is not None and (drop is None or ufp.copy_time < drop):
+        # a small member may lead, and no formula gives its turning time: measured (unit_leave)
+        horizon = HORIZON * (drop if drop is not None else COPY_HORIZON * ufp.copy_time)
+        leave = measured_leave(params, X, Y, alpha, ufp.drop_level, ufp.rate, horizon)
     return Stage(units.family, loss, units, None, ufp.params, ufp.loss, ufp.distance, ufp.eps,
                  1 if ufp.saddle else 0, escape, drop, None,
-                 tuple(notes), unit_point=ufp, k=k, candidates=ufp.candidates)
+                 tuple(notes), unit_point=ufp, k=k, candidates=ufp.candidates, leave=leave)
 
 
 def _pooled_patches(conv, X) -> np.ndarray:

@@ -36,6 +36,12 @@ def check() -> None:
         raise OverBudget(f"its search ran past the time budget of {limit[1]:.3g} s")
 
 
+def left() -> float | None:
+    """Seconds left in the block (outside a block: None)."""
+    limit = _LIMIT.get()
+    return None if limit is None else limit[0] - time.monotonic()
+
+
 def fits(numbers: int, what: str) -> None:
     """Raise :class:`OverBudget` if an array ``what`` of ``numbers`` entries is larger than the
     block's limit (outside a block: nothing)."""

@@ -108,6 +108,10 @@ class Stage:
     init_known: bool = True
     """The init's scale was given (``init``): the count's threshold bounds the init noise. Without it
     the count is only the magnitudes above round-off, an upper bound (§11.1, "without an init")."""
+    leave: object = None
+    """(Leaky) ReLU dense and conv nets where a small member of a learned group may leave before the zero
+    units' predicted drop (``copy_time`` < ``drop_time``): the :class:`~biasfree.analysis.unit_leave.Leave`
+    measured by GD from the net's weights (§11.7.6); None elsewhere."""
     at_least: bool = False
     """The init's noise bound is at or above some of the data's strengths (linear nets, §11.7.2), so a
     learned mode can read below it: the count is a lower bound, and the units line says "at least"."""
@@ -260,15 +264,19 @@ class Stage:
                             f"L* − (3/8)λ*²/m = {up.drop_level:.6g}")
             elif t is None or not math.isfinite(t):  # ε = 0: nothing of the net lies along the escape
                 out[-1] += ("; when it leaves is not predicted: ε = 0 (no zero unit has a part along the "
-                            "escape direction; a copy that leaves its group, not modelled, can start it)")
+                            "escape direction; a copy that leaves its group, not modelled, can start it"
+                            + (": measured on the next line)" if self.leave is not None else ")"))
             else:
                 out[-1] += (f"; leaves in t ≈ {t:.4g} (ε = {self.unstable_distance:.3g}"
                             + (", next drop at ln(u*/a₀ − 1)/(2λ), a₀ = ε²/2" if self.drop_time is not None
                                else ", ln(1/ε)/rate")
                             + (f"; ε counts the zero units only: a small member of a learned group turned "
                                f"to ŵ* at once would be half learned at t ≈ {up.copy_time:.4g}, and the "
-                               "audits' drops came between about the two, §11.7.6)"
+                               + ("time is measured on the next line, §11.7.6)" if self.leave is not None
+                                  else "audits' drops came between about the two, §11.7.6)")
                                if up is not None and up.copy_time is not None and up.copy_time < t else ")"))
+        if self.leave is not None:
+            out.append(self.leave.line())
         if self.candidates and self.found:  # (a search that stopped short: its distance is left out)
             out.append(self.nearest_line())
         if self.staircase is not None:
