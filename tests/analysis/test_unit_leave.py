@@ -83,3 +83,26 @@ def test_no_measurement_where_the_zero_units_lead(teacher):
     st = stage(net, (X, Y), alpha=0.0, init=p0)
     assert st.k == 0 and st.unit_point.copy_time is None and st.leave is None
     assert _stage_json(st)["leave_measured"] is None
+
+
+def test_a_conv_nets_leave_is_measured_the_same_way():
+    """A ReLU conv net (1-D, kernels of width 3, pooled readout): a kernel k₁, a ×2 copy, a small copy
+    and a small random kernel, on k₁ plus a weak second kernel. The small copy may lead, so the time is
+    measured; GD at the measured step from the same weights, every step recorded, crosses the drop
+    level within one of the measurement's record intervals of the reported time (its interpolation)."""
+    from biasfree.core.conv import Conv, PooledDense
+    rng = np.random.default_rng(4)
+    k1, k2 = rng.normal(size=(2, 1, 1, 3))
+    X = rng.normal(size=(60, 8))
+    teach = lambda k: (Conv(k, None, (8,), "same"), PooledDense(np.array([[1.0]]), None, (8,)))  # noqa: E731
+    Y = np.asarray(bf.forward(teach(k1), X, 0.0)) + 0.1 * np.asarray(bf.forward(teach(k2), X, 0.0))
+    K = np.concatenate([k1, 2 * k1, 0.05 * k1, 0.02 * rng.normal(size=(1, 1, 3))])
+    net = (Conv(K, None, (8,), "same"), PooledDense(np.array([[0.6, 0.2, 0.01, 0.0]]), None, (8,)))
+    st = stage(net, (X, Y), alpha=0.0)
+    lv, up = st.leave, st.unit_point
+    assert st.family == "conv" and up.saddle and lv is not None and lv.time is not None
+    steps = int(np.ceil(1.5 * lv.time / lv.lr))
+    tr = bf.train(net, bf.Dataset(X, Y, mirror=False),
+                  bf.GDConfig(alpha=0.0, lr=lv.lr, steps=steps, n_records=steps + 1), observables="loss")
+    t_true = float(crossing_times(np.asarray(tr.t)[1:], np.asarray(tr.loss)[1:], [lv.level])[0])
+    assert abs(lv.time - t_true) <= lv.horizon / unit_leave.RECORDS + lv.lr, (lv.time, t_true)
