@@ -78,7 +78,7 @@ from .measurements import data_arrays
 from .saddles import DENSE_HESSIAN, fixed_point, hessian_eigh
 from .stage_budget import fits
 from .stage_result import Recorded, Stage, Staircase
-from .unit_leave import COPY_HORIZON, HORIZON, measured_leave
+from .unit_leave import COPY_HORIZON, HORIZON, LEAD_HORIZON, measured_leave
 from .unit_stage import search_numbers, unit_fixed_point, unit_levels
 from .verify import check_reading
 
@@ -365,16 +365,23 @@ def _linear(params, X, Y, loss, units, init) -> Stage:
             sn, a0 = abs(fp.lambda_min), eps**2 / 2
             drop = math.inf if a0 == 0 else (math.log(sn / a0 - 1) / (2 * sn) if a0 < sn / 2 else 0.0)
         else:
-            notes.append("inputs not whitened (‖Σ_xx − I‖₂ > 1e-10): only the leading-order escape time "
-                         "ln(1/ε)/|λ_min| is given, not the drop time")
+            notes.append("inputs not whitened (‖Σ_xx − I‖₂ > 1e-10): the closed form gives only the "
+                         "leading-order escape time ln(1/ε)/|λ_min|, not the drop time, which is measured")
     stair = None
     if init is not None:
         stair, note = _staircase(init, X, Y, loss)
         notes += [note] if note else []
+    level = float(reduced_rank_losses(X, Y)[k])
+    leave = None
+    if fp.saddle and drop is None and k < rank and math.isfinite(escape):
+        # whitened, the next mode is half learned 3/4 of the way from L_k to L_{k+1} = L_k − s²/2
+        leave = measured_leave(params, X, Y, 1.0, level - 0.375 * float(svd.s[k]) ** 2, abs(fp.lambda_min),
+                               LEAD_HORIZON * escape)
     return Stage("linear", loss, units, fp, (Layer(jnp.asarray(S1)), Layer(jnp.asarray(S2))),
-                 float(reduced_rank_losses(X, Y)[k]), float(np.linalg.norm(delta)), eps, E.shape[1],
+                 level, float(np.linalg.norm(delta)), eps, E.shape[1],
                  escape, drop, stair, tuple(notes), k=k, at_least=at_least,
-                 candidates=tuple((j, d, True) for j, d in enumerate(dists)))  # closed forms: exact points
+                 candidates=tuple((j, d, True) for j, d in enumerate(dists)),  # closed forms: exact points
+                 leave=leave)
 
 
 def _staircase(init, X, Y, loss) -> tuple[Staircase | None, str]:

@@ -109,9 +109,10 @@ class Stage:
     """The init's scale was given (``init``): the count's threshold bounds the init noise. Without it
     the count is only the magnitudes above round-off, an upper bound (§11.1, "without an init")."""
     leave: object = None
-    """(Leaky) ReLU dense and conv nets where a small member of a learned group may leave before the zero
-    units' predicted drop (``copy_time`` < ``drop_time``): the :class:`~biasfree.analysis.unit_leave.Leave`
-    measured by GD from the net's weights (§11.7.6); None elsewhere."""
+    """Where the theory gives no drop time: the :class:`~biasfree.analysis.unit_leave.Leave` measured by GD
+    from the net's weights to the drop level. (Leaky) ReLU dense and conv nets where a small member of a
+    learned group may leave before the zero units' predicted drop (``copy_time`` < ``drop_time``, §11.7.6);
+    two-layer dense linear nets on inputs that are not whitened (§11.7.3). None elsewhere."""
     at_least: bool = False
     """The init's noise bound is at or above some of the data's strengths (linear nets, §11.7.2), so a
     learned mode can read below it: the count is a lower bound, and the units line says "at least"."""

@@ -1,5 +1,6 @@
 """When a (leaky) ReLU net leaves its saddle, measured where the theory is silent (docs/theory.md
-§11.7.6, "Measured where a member may lead").
+§11.7.6, "Measured where a member may lead"); and so is a dense linear net's drop on inputs that are
+not whitened, where the closed form gives only the leading-order escape (§11.7.3, :data:`LEAD_HORIZON`).
 
 The predicted time ``t_drop = ln(u*/a₀ − 1)/(2λ*)`` counts the zero units only. A small member of a
 learned group (strength a_i < u*/2) can leave first, turning toward ŵ* as it grows; its
@@ -43,6 +44,10 @@ HORIZON = 2.0
 """The run's horizon, in units of the predicted ``t_drop`` (or ``HORIZON · COPY_HORIZON · t_copy``
 where no zero unit lies along the escape, ε = 0): the prediction counts the zero units only, so a
 measured time past it would say that they too were slower than predicted."""
+LEAD_HORIZON = 4.0
+"""A dense linear net on inputs that are not whitened has only the leading-order escape time
+``ln(1/ε)/|λ_min|`` (§11.7.3); its drop is measured to ``LEAD_HORIZON`` times that (on a 5→6→3 net at
+three points of its second plateau the drop came 5–31% before it: tests/analysis/test_unit_leave.py)."""
 COPY_HORIZON = 10.0
 """With ε = 0, the horizon is ``HORIZON · COPY_HORIZON · t_copy``."""
 BUDGET = 10.0
