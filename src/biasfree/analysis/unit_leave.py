@@ -79,7 +79,7 @@ class Leave:
         level = f"the drop level {self.level:.6g}"
         if self.steps == 0:
             return f"measured: not run, the stage's time budget was spent before it (to reach {level})"
-        run = f"GD from these weights at η = {self.lr:.3g}, {self.steps} steps in {self.seconds:.2g} s"
+        run = f"GD from these weights at η = {self.lr:.3g}, {self.steps} steps"  # (seconds: .seconds)
         if self.time is not None:
             return f"measured: the loss reaches {level} at t ≈ {self.time:.4g} ({run})"
         why = {"budget": f"the time budget of {self.budget:.3g} s ran out at t = {self.steps * self.lr:.4g}",
