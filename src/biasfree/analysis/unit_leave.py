@@ -83,7 +83,7 @@ class Leave:
         if self.time is not None:
             return f"measured: the loss reaches {level} at t ≈ {self.time:.4g} ({run})"
         why = {"budget": f"the time budget of {self.budget:.3g} s ran out at t = {self.steps * self.lr:.4g}",
-               "diverged": f"GD diverged by step {self.steps}",
+               "diverged": f"GD diverged after step {self.steps}",
                "horizon": f"not by the horizon t = {self.horizon:.4g}"}[self.ended]
         return f"measured: the loss has not reached {level}: {why} ({run})"
 
