@@ -218,7 +218,7 @@ def _verified(module, layer, source: str, norms: tuple, X, n_ctx: int | None = N
     readings = [dataclasses.replace(layer, norm=c) for c in norms]
     found = [r for r in readings if agrees(f, r, E, X)]  # the same function at the given weights
     if not found:
-        refuse(f, readings[0], E, X, source)
+        refuse(f, readings[0], E, X, source, norm_found=len(norms) > 1)
     weights, _ = _generic(module, layer, source)
     g = run_module(module, E, source, weights)
     for r in found:  # a normaliser hidden at the given weights (zero blocks) is told apart here

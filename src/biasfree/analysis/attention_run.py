@@ -130,13 +130,14 @@ def agrees(f, layer, E, X) -> bool:
     return bool(np.all(np.abs(f - mine) <= 2 * _gamma(layer, _U64) * A))
 
 
-def refuse(f, layer, E, X, source: str, *, at: str = ""):
-    """Raise the one-line refusal: the layout, the size of the difference, the likely cause."""
+def refuse(f, layer, E, X, source: str, *, at: str = "", norm_found: bool = False):
+    """Raise the one-line refusal: the layout, the size of the difference, the likely cause
+    (``norm_found``: the reader finds the normaliser itself, so a cause beside it leaves it out)."""
     V, KQ, mine, A = _parts(layer, E)
     g = _gamma(layer, _U64)
     scale = max(float(np.max(np.abs(mine))), float(np.max(np.abs(f))), 1e-300)
     diff = float(np.max(np.abs(f - mine))) / scale
-    cause = _cause(f, V, KQ, E, layer, mine, A)
+    cause = _cause(f, V, KQ, E, layer, mine, A, norm_found)
     raise UnsupportedModelError(
         f"{source}: forward is not the layer read from its weights: max |f_module − f_read| = {diff:.2g} of "
         f"max |f| on {len(X)} sequences{' ' + at if at else ''} (float64 round-off bound "
@@ -150,9 +151,10 @@ _NORM_WORDS = {"none": ("a missing 1/N (the output is N× the reading with 1/N)"
                "n": ("forward divides by the N context tokens", "1/N")}
 
 
-def _cause(f, V, KQ, E, layer, mine, A) -> str:
+def _cause(f, V, KQ, E, layer, mine, A, norm_found: bool = False) -> str:
     """The first alternative reading (module doc) that the module's output ``f`` matches, in words;
-    else the scale it computes, if it is a reading times one number."""
+    else the scale it computes, if it is a reading times one number. ``norm_found``: the reader tries
+    every normaliser itself (the authors' layout), so one is named only when nothing else is."""
     N, inc, c0 = layer.n_ctx, layer.include_query, layer.divisor
     if np.all(np.abs(f - mine) <= 2 * _gamma(layer, _U32) * A):
         return ("forward computes in float32 (the difference is within float32 round-off): compute in "
@@ -187,7 +189,7 @@ def _cause(f, V, KQ, E, layer, mine, A) -> str:
                               "the query's own token out of its sum") + ": read it with bf.models."
                              f"attention_from_torch(module, data=data, include_query={flag}) and analyse "
                              "that")
-            if norm != layer.norm:
+            if norm != layer.norm and not (norm_found and words):
                 words.append(f"{_NORM_WORDS[norm][0]}: read it with attention_from_torch(module, data=data, "
                              f"norm={norm!r}), or divide forward's output as the layout does "
                              f"({_NORM_WORDS[layer.norm][1]})")
