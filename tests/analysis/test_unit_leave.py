@@ -156,3 +156,22 @@ def test_a_linear_nets_drop_on_inputs_not_whitened_is_measured():
     assert abs(lv.time - t_ref) <= tol, (lv.time, t_ref, tol)
     assert abs(st.escape_time - t_ref) > tol  # failing control: the leading order misses it
     assert lv.line() in st.lines()
+
+
+def test_a_linear_net_far_along_its_drop_gets_no_negative_time():
+    """An audit's 6 → 8 → 5 linear net on anisotropic inputs, answered at the origin's saddle while two
+    modes are learned: ε = 1.19 > 1 made ln(1/ε)/|λ_min| negative, the horizon negative, and the stage
+    raised (inside analyse, its whole answer became the error). Now the time is 0, a note says why,
+    and the measurement says the loss is already below the drop level."""
+    rng = np.random.default_rng(1)
+    A = rng.normal(size=(6, 6)) * np.array([3, 1, 1, 0.3, 0.1, 0.05])[None, :]
+    X = rng.normal(size=(300, 6)) @ A
+    Y = X @ rng.normal(size=(5, 6)).T * np.array([1.0, 0.5, 0.2, 0.1, 0.05])
+    p0 = tuple(bf.init_gaussian(jax.random.PRNGKey(1), (6, 8, 5), scale=1e-3))
+    cfg = bf.GDConfig(alpha=1.0, lr=0.002, steps=3000, n_records=2)
+    net = tuple(bf.train(p0, bf.Dataset(X, Y, mirror=False), cfg, observables="loss").params)
+    st = stage(net, (X, Y), alpha=1.0, init=p0)
+    assert st.saddle and st.unstable_distance >= 1 and st.escape_time == 0.0
+    assert any("already leaving this saddle" in n for n in st.notes)
+    assert st.loss <= st.leave.level and st.leave.time == 0.0 and st.leave.steps == 0
+    assert "already at or below the drop level" in st.leave.line()

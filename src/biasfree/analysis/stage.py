@@ -361,6 +361,10 @@ def _linear(params, X, Y, loss, units, init) -> Stage:
     escape = drop = None
     if fp.saddle:
         escape = fp.escape_time(eps) if eps > 0 else math.inf
+        if eps >= 1:  # ln(1/ε) ≤ 0: the leading order, for ε ≪ 1, would give a negative time
+            escape = 0.0
+            notes.append(f"ε = {eps:.3g} ≥ 1 along the escape: the net is already leaving this saddle (the "
+                         "leading-order time ln(1/ε)/|λ_min| is for ε ≪ 1), so it is given as 0")
         if is_whitened(X):
             sn, a0 = abs(fp.lambda_min), eps**2 / 2
             drop = math.inf if a0 == 0 else (math.log(sn / a0 - 1) / (2 * sn) if a0 < sn / 2 else 0.0)
@@ -375,8 +379,9 @@ def _linear(params, X, Y, loss, units, init) -> Stage:
     leave = None
     if fp.saddle and drop is None and k < rank and math.isfinite(escape):
         # whitened, the next mode is half learned 3/4 of the way from L_k to L_{k+1} = L_k − s²/2
-        leave = measured_leave(params, X, Y, 1.0, level - 0.375 * float(svd.s[k]) ** 2, abs(fp.lambda_min),
-                               LEAD_HORIZON * escape)
+        rate = abs(fp.lambda_min)  # (ε > 1, a net well into its drop: the leading order is negative)
+        leave = measured_leave(params, X, Y, 1.0, level - 0.375 * float(svd.s[k]) ** 2, rate,
+                               LEAD_HORIZON * max(escape, 1 / rate))
     return Stage("linear", loss, units, fp, (Layer(jnp.asarray(S1)), Layer(jnp.asarray(S2))),
                  level, float(np.linalg.norm(delta)), eps, E.shape[1],
                  escape, drop, stair, tuple(notes), k=k, at_least=at_least,

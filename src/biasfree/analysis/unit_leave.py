@@ -46,7 +46,8 @@ where no zero unit lies along the escape, ε = 0): the prediction counts the zer
 measured time past it would say that they too were slower than predicted."""
 LEAD_HORIZON = 4.0
 """A dense linear net on inputs that are not whitened has only the leading-order escape time
-``ln(1/ε)/|λ_min|`` (§11.7.3); its drop is measured to ``LEAD_HORIZON`` times that (on a 5→6→3 net at
+``ln(1/ε)/|λ_min|`` (§11.7.3); its drop is measured to ``LEAD_HORIZON`` times that, or times
+``1/|λ_min|`` where that is longer (a net well into its drop has ε > 1 and a negative time; on a 5→6→3 net at
 three points of its second plateau the drop came 5–31% before it: tests/analysis/test_unit_leave.py)."""
 COPY_HORIZON = 10.0
 """With ε = 0, the horizon is ``HORIZON · COPY_HORIZON · t_copy``."""
@@ -78,7 +79,8 @@ class Leave:
         """One clause for the stage's lines."""
         level = f"the drop level {self.level:.6g}"
         if self.steps == 0:
-            return f"measured: not run, the stage's time budget was spent before it (to reach {level})"
+            return (f"measured: the loss is already at or below {level}" if self.ended == "reached" else
+                    f"measured: not run, the stage's time budget was spent before it (to reach {level})")
         run = f"GD from these weights at η = {self.lr:.3g}, {self.steps} steps"  # (seconds: .seconds)
         if self.time is not None:
             return f"measured: the loss reaches {level} at t ≈ {self.time:.4g} ({run})"
@@ -97,14 +99,17 @@ def measured_leave(params, X, Y, alpha: float, level: float, rate: float, horizo
     if seconds <= 0:
         return Leave(None, float(level), float("nan"), 0, float(horizon), 0.0, seconds, "budget")
     X, Y = np.asarray(X, float), np.asarray(Y, float)
-    data = unchecked_dataset(X, Y, mirror=False)
-    lam = measure_step.sharpness(params, measure_step.sample(data), alpha)
-    lr = min(measure_step.step(lam), RATE_STEP / rate if rate > 0 else math.inf)
-    steps = math.ceil(horizon / lr) if horizon / lr < MAX_STEPS else MAX_STEPS
-    before = {"p": params, "k": 0}
 
     def below(p) -> bool:  # the weights' own loss (a chunk may end between records)
         return 0.5 * float(np.mean(np.sum((np.asarray(forward_unchecked(p, X, alpha)) - Y) ** 2, 1))) <= level
+    if below(params):
+        return Leave(0.0, float(level), float("nan"), 0, float(horizon), time.perf_counter() - t0, seconds,
+                     "reached")
+    data = unchecked_dataset(X, Y, mirror=False)
+    lam = measure_step.sharpness(params, measure_step.sample(data), alpha)
+    lr = min(measure_step.step(lam), RATE_STEP / rate if rate > 0 else math.inf)
+    steps = max(1, math.ceil(horizon / lr)) if horizon / lr < MAX_STEPS else MAX_STEPS  # (NaN: the cap)
+    before = {"p": params, "k": 0}
 
     def stop(state, last):  # the loss is non-increasing (a stable step): the first chunk below it holds it
         if below(state["p"]):
