@@ -122,7 +122,8 @@ def merged_candidates(U, V, group, learned) -> dict:
         return r
     R = np.array([rises(i) for i in range(n)]).reshape(n, n)
     best = np.full(n + 1, np.inf)  # per k: the least bound of a merged level, and where it was found
-    where = [None] * (n + 1)
+    where = [None] * (n + 1)  # per k: (its kept slots, the index of the slots' snapshot at its level)
+    snaps = []
     out = {k: [] for k in range(n + 1)}
     out[0] = [((), math.sqrt(total2))]  # the origin: every unit zeroed
     for m in range(n, 0, -1):
@@ -136,9 +137,10 @@ def merged_candidates(U, V, group, learned) -> dict:
         else:
             better = np.flatnonzero(b < best[1:m + 1]) + 1
             best[better] = b[better - 1]
-            snap = slot.copy() if better.size else None
+            if better.size:
+                snaps.append(slot.copy())
             for k in better:
-                where[k] = (order[:k], snap)
+                where[k] = (order[:k], len(snaps) - 1)
         if m == 1 or not np.isfinite(R).any():  # no pair left to merge: no level below
             break
         i, j = sorted(np.unravel_index(int(np.argmin(R)), R.shape))
@@ -156,16 +158,16 @@ def merged_candidates(U, V, group, learned) -> dict:
         R[j] = R[:, j] = np.inf
         R[i] = rises(i)
         R[:, i] = R[i]
-    members = {}  # per level's snapshot: each slot's groups
+    members = []  # per snapshot: each slot's groups
+    for at in snaps:
+        by = {}
+        for g, s in enumerate(at.tolist()):
+            by.setdefault(s, []).append(learned[g])
+        members.append(by)
     for k in range(1, n):
         if where[k] is not None:
-            kept, at = where[k]
-            if id(at) not in members:
-                by = {}
-                for g, s in enumerate(at.tolist()):
-                    by.setdefault(s, []).append(learned[g])
-                members[id(at)] = by
-            out[k].append((tuple(tuple(members[id(at)][s]) for s in kept.tolist()), float(best[k])))
+            kept, i = where[k]
+            out[k].append((tuple(tuple(members[i][s]) for s in kept.tolist()), float(best[k])))
     return out
 
 
